@@ -1,0 +1,52 @@
+"""Typed exceptions of the library.
+
+Every error a user can cause (a bad file, a bad instance, an illegal action, an
+unknown solver) is a subclass of :class:`MallocGameError`; the command line turns
+each into a one-line message and exit code 2. A failed *check* of a solution is
+not an exception but a :class:`mallocgame.check.CheckReport`.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "MallocGameError",
+    "InputFileError",
+    "FormatError",
+    "InstanceError",
+    "SolutionError",
+    "IllegalActionError",
+    "GameOverError",
+    "SolverError",
+]
+
+
+class MallocGameError(Exception):
+    """Base class of every error the library raises on purpose."""
+
+
+class InputFileError(MallocGameError):
+    """A file is missing, unreadable, or not valid (gzip-)JSON."""
+
+
+class FormatError(MallocGameError):
+    """A document has the wrong ``format`` tag or an unsupported ``version``."""
+
+
+class InstanceError(MallocGameError):
+    """An instance breaks a structural rule of SPEC section 1 (the message names it)."""
+
+
+class SolutionError(MallocGameError):
+    """A solution document is malformed (missing keys, wrong types)."""
+
+
+class IllegalActionError(MallocGameError):
+    """An action that is not legal in the current game state was played."""
+
+
+class GameOverError(MallocGameError):
+    """An action was played after the game ended (complete or infeasible)."""
+
+
+class SolverError(MallocGameError):
+    """An unknown solver or an invalid solver configuration."""

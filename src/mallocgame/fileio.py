@@ -1,0 +1,69 @@
+"""Reading and writing JSON documents: plain or gzip, atomic writes, canonical hash."""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+import json
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from mallocgame.errors import InputFileError
+
+__all__ = ["read_json", "write_json", "write_bytes_atomic", "canonical_sha256"]
+
+
+def read_json(path: str | os.PathLike[str]) -> Any:
+    """Parse a ``.json`` or ``.json.gz`` file; raise :class:`InputFileError` on any failure."""
+    path = Path(path)
+    if not path.is_file():
+        raise InputFileError(f"{path}: no such file")
+    try:
+        raw = path.read_bytes()
+        if raw[:2] == b"\x1f\x8b":
+            raw = gzip.decompress(raw)
+        return json.loads(raw.decode("utf-8"))
+    except (OSError, EOFError, gzip.BadGzipFile) as exc:
+        raise InputFileError(f"{path}: cannot read: {exc}") from exc
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise InputFileError(f"{path}: not valid JSON: {exc}") from exc
+
+
+def write_bytes_atomic(path: str | os.PathLike[str], data: bytes) -> None:
+    """Write ``data`` to a temporary file beside ``path`` and rename it into place.
+
+    A reader never sees a partially written file, and a failure leaves no file behind.
+    """
+    path = Path(path)
+    directory = path.parent if str(path.parent) else Path(".")
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=directory)
+    except OSError as exc:
+        raise InputFileError(f"{path}: cannot write: {exc}") from exc
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+
+
+def write_json(path: str | os.PathLike[str], obj: Any, *, indent: int | None = None) -> None:
+    """Atomically write ``obj`` as JSON; gzip-compressed when ``path`` ends in ``.gz``."""
+    text = json.dumps(obj, indent=indent, separators=None if indent else (",", ":"))
+    data = (text + "\n").encode("utf-8")
+    if str(path).endswith(".gz"):
+        data = gzip.compress(data, mtime=0)
+    write_bytes_atomic(path, data)
+
+
+def canonical_sha256(obj: Any) -> str:
+    """The SPEC section 7 hash: sha256 of the sorted, compact, ASCII JSON of ``obj``."""
+    text = json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=True)
+    return hashlib.sha256(text.encode("ascii")).hexdigest()

@@ -1,0 +1,245 @@
+"""The memory mapping game: public interface over the compiled rule kernels.
+
+:class:`Game` plays one instance buffer by buffer (SPEC sections 2-6). It keeps the
+legality and outcome of every action of the current buffer ready (computed once per
+decision), so :meth:`Game.legal_mask` costs nothing and :meth:`Game.step` is one
+compiled call. :meth:`Game.mark` / :meth:`Game.undo_to` go back any number of
+decisions exactly (an undo trail), :meth:`Game.clone` copies the whole state.
+
+Observation: none here (see :mod:`mallocgame.game.features`). Action: 0 Copy,
+1 NoCopy, 2 Drop. Reward: seconds saved, SPEC section 5. Termination: after the
+last buffer (complete) or in a state with no legal action (infeasible).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from mallocgame.errors import GameOverError, IllegalActionError
+from mallocgame.game import kernels as K
+from mallocgame.game.tables import B_GROUP, B_TENSOR, GameTables, build_tables
+from mallocgame.instance import Instance
+from mallocgame.solution import ACTION_NAMES, Allocation
+
+__all__ = ["Game", "COPY", "NOCOPY", "DROP", "ACTION_NAMES"]
+
+COPY, NOCOPY, DROP = K.COPY, K.NOCOPY, K.DROP
+
+
+class Game:
+    """One game of an instance; cheap to step, undo and clone.
+
+    Args:
+        instance: the instance to play.
+        tables: its :func:`~mallocgame.game.tables.build_tables` arrays, to share
+            them between many games of one instance (built when omitted).
+    """
+
+    def __init__(self, instance: Instance, tables: GameTables | None = None) -> None:
+        self.instance = instance
+        self.tables = tables if tables is not None else build_tables(instance)
+        tb = self.tables
+        num_b, num_t = tb.num_buffers, tb.num_instructions
+        self._supply_left = np.empty(num_t, dtype=np.float64)
+        self._pair_used = np.empty(num_t, dtype=np.int8)
+        self._alloc = np.empty((num_b, 6), dtype=np.int64)
+        self._group_state = np.empty(tb.num_groups, dtype=np.int64)
+        self._group_left = np.empty(tb.num_groups, dtype=np.int64)
+        self._ten_state = np.empty((tb.num_tensors, 3), dtype=np.int64)
+        self._active = np.empty(max(num_b, 1), dtype=np.int64)
+        self._trail_t = np.empty(num_t + num_b, dtype=np.int64)
+        self._trail_w = np.empty(num_t + num_b, dtype=np.float64)
+        self._record = np.empty((max(num_b, 1), 6), dtype=np.int64)
+        self._record_return = np.empty(max(num_b, 1), dtype=np.float64)
+        self._ctr = np.zeros(5, dtype=np.int64)
+        self._ret = np.zeros(1, dtype=np.float64)
+        self._out = np.empty((3, 6), dtype=np.int64)
+        self._lo = np.empty(max(num_b, 1), dtype=np.int64)
+        self._hi = np.empty(max(num_b, 1), dtype=np.int64)
+        self._bind()
+        self.reset()
+
+    def _bind(self) -> None:
+        tb = self.tables
+        fast_bw, slow_bw = float(tb.hw[2]), float(tb.hw[3])
+        state = (
+            self._supply_left, self._pair_used, self._alloc, self._group_state,
+            self._group_left, self._ten_state, self._active, self._trail_t, self._trail_w,
+            self._record, self._record_return, self._ctr, self._ret, self._out, self._lo,
+            self._hi,
+        )
+        self._apply_args = (
+            tb.buf_int, tb.buf_demand, tb.ins_int, tb.ins_float, tb.ins_buf, tb.table_s,
+            tb.ten_int, tb.capacity, tb.alignment, fast_bw, slow_bw, *state,
+        )
+        self._undo_args = (tb.buf_int, tb.buf_demand, tb.ten_int, tb.capacity, tb.alignment, *state)
+        self._analyze_args = (
+            tb.buf_int, tb.buf_demand, tb.ten_int, tb.capacity, tb.alignment,
+            self._supply_left, self._pair_used, self._alloc, self._group_state,
+            self._ten_state, self._active, self._ctr, self._out, self._lo, self._hi,
+        )
+
+    # ------------------------------------------------------------------ lifecycle
+
+    def reset(self) -> None:
+        """Back to the initial state: nothing decided, all supply free."""
+        tb = self.tables
+        self._supply_left[:] = tb.ins_float[:, 3]
+        self._pair_used[:] = 0
+        self._alloc[:] = -1
+        self._group_state[:] = K.UNDECIDED
+        self._group_left[:] = tb.group_size
+        self._ten_state[:, K.T_RESIDENT] = 0
+        self._ten_state[:, K.T_LATEST] = -1
+        reads = tb.buf_int[tb.buf_int[:, 1] == 0, B_TENSOR]
+        self._ten_state[:, K.T_READS_LEFT] = np.bincount(reads, minlength=tb.num_tensors)
+        self._ctr[:] = 0
+        self._ret[0] = 0.0
+        K.analyze(*self._analyze_args)
+
+    def clone(self) -> "Game":
+        """An independent copy of this game in its current state (tables shared)."""
+        other = object.__new__(Game)
+        other.instance = self.instance
+        other.tables = self.tables
+        for name, value in vars(self).items():
+            if isinstance(value, np.ndarray):
+                setattr(other, name, value.copy())
+        other._bind()
+        return other
+
+    # ---------------------------------------------------------------------- queries
+
+    @property
+    def num_buffers(self) -> int:
+        return self.tables.num_buffers
+
+    @property
+    def current_buffer(self) -> int:
+        """Id of the buffer to decide next (= decisions made so far)."""
+        return int(self._ctr[K.C_CURRENT])
+
+    @property
+    def complete(self) -> bool:
+        return self.current_buffer >= self.num_buffers
+
+    @property
+    def infeasible(self) -> bool:
+        """No legal action for the current buffer: the game is lost."""
+        return not self.complete and not self._out[:, K.O_LEGAL].any()
+
+    @property
+    def done(self) -> bool:
+        return self.complete or self.infeasible
+
+    @property
+    def is_backup_point(self) -> bool:
+        """No undecided buffer is in a fast group or reads a fast-resident tensor (SPEC section 6)."""
+        return self._ctr[K.C_PENDING_FAST] == 0 and self._ctr[K.C_PENDING_RESIDENT] == 0
+
+    @property
+    def return_s(self) -> float:
+        """Sum of the rewards so far (seconds)."""
+        return float(self._ret[0])
+
+    @property
+    def normalized_return(self) -> float:
+        r = self.tables.normalizer_s
+        return self.return_s / r if r != 0 else 0.0
+
+    def legal_mask(self) -> np.ndarray:
+        """Legal actions of the current buffer: bool [3] (Copy, NoCopy, Drop); all False when done."""
+        return self._out[:, K.O_LEGAL] != 0
+
+    def outcome(self, action: int) -> tuple[int, int, int, int, int] | None:
+        """What ``action`` would place now: (offset, start, end, copy_start, copy_end), -1 for
+        none; ``None`` if illegal (Drop places nothing and gives all -1)."""
+        row = self._out[action]
+        if row[K.O_LEGAL] == 0:
+            return None
+        return tuple(int(v) for v in row[1:])  # type: ignore[return-value]
+
+    def group_of(self, buffer: int) -> int:
+        """Dense alias-group index of ``buffer``."""
+        return int(self.tables.buf_int[buffer, B_GROUP])
+
+    def reads_fast_resident(self, buffer: int) -> int:
+        """The tensor ``buffer`` reads if that tensor is fast-resident, else -1."""
+        tb = self.tables
+        if tb.buf_int[buffer, 1]:
+            return -1
+        x = int(tb.buf_int[buffer, B_TENSOR])
+        return x if self._ten_state[x, K.T_RESIDENT] else -1
+
+    def supply_left(self) -> np.ndarray:
+        """Remaining copy supply per step, seconds [T] (a copy)."""
+        return self._supply_left.copy()
+
+    def actions(self) -> list[int]:
+        """The actions played so far, in game order."""
+        return [int(a) for a in self._alloc[: self.current_buffer, K.A_ACTION]]
+
+    def allocations(self) -> list[Allocation]:
+        """One :class:`Allocation` per buffer placed in fast memory so far, by buffer id."""
+        result = []
+        rows = self._alloc[: self.current_buffer]
+        for b in np.flatnonzero(rows[:, K.A_ACTION] <= NOCOPY):
+            action, offset, start, end, cs, ce = (int(v) for v in rows[b])
+            result.append(
+                Allocation(
+                    buffer=int(b),
+                    action=ACTION_NAMES[action],
+                    offset=offset,
+                    start=None if start < 0 else start,
+                    end=None if start < 0 else end,
+                    copy=None if cs < 0 else (cs, ce),
+                )
+            )
+        return result
+
+    # ---------------------------------------------------------------------- actions
+
+    def step(self, action: int) -> float:
+        """Play ``action`` for the current buffer; return its reward (seconds).
+
+        Raises :class:`GameOverError` when the game is over and
+        :class:`IllegalActionError` when ``action`` is not legal now.
+        """
+        if self.done:
+            state = "complete" if self.complete else "infeasible"
+            raise GameOverError(f"the game is over ({state}); no action can be played")
+        if not (0 <= action <= 2) or self._out[action, K.O_LEGAL] == 0:
+            b = self.current_buffer
+            name = ACTION_NAMES[action] if 0 <= action <= 2 else repr(action)
+            legal = [ACTION_NAMES[a] for a in range(3) if self._out[a, K.O_LEGAL]]
+            raise IllegalActionError(
+                f"buffer {b}: action {name} is illegal (legal: {', '.join(legal)})"
+            )
+        return float(K.apply(*self._apply_args, action))
+
+    def mark(self) -> int:
+        """A mark of the current state for :meth:`undo_to` (the number of decisions)."""
+        return self.current_buffer
+
+    def undo_to(self, mark: int) -> None:
+        """Undo decisions until only the first ``mark`` are made (exactly, trail-based)."""
+        if not 0 <= mark <= self.current_buffer:
+            raise ValueError(f"cannot undo to {mark}: {self.current_buffer} decisions made")
+        K.undo_to(*self._undo_args, mark)
+
+    def undo(self, steps: int = 1) -> None:
+        """Undo the last ``steps`` decisions."""
+        self.undo_to(self.current_buffer - steps)
+
+
+def replay(instance: Instance, actions: list[int] | tuple[int, ...], tables: GameTables | None = None) -> Game:
+    """Play ``actions`` from the start; raises :class:`IllegalActionError` naming the step."""
+    game = Game(instance, tables)
+    for i, action in enumerate(actions):
+        if game.done:
+            raise GameOverError(f"step {i}: the game is over, {len(actions) - i} actions left")
+        try:
+            game.step(int(action))
+        except IllegalActionError as exc:
+            raise IllegalActionError(f"step {i}: {exc}") from None
+    return game

@@ -1,0 +1,145 @@
+"""Static per-instance arrays the game kernels read (built once per instance).
+
+Everything here is derived from an :class:`~mallocgame.instance.Instance` and never
+changes during a game. Column layouts are named by the ``*_COL`` constants so the
+kernels and the Python side agree.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from mallocgame.instance import Instance, RooflineLatency
+from mallocgame.latency import reward_normalizer
+
+__all__ = ["GameTables", "build_tables"]
+
+# Columns of GameTables.buf_int [B, 7]
+B_TIME, B_IS_OUT, B_TENSOR, B_GROUP, B_SIZE, B_ALIGNED, B_BIT = range(7)
+# Columns of GameTables.ins_int [T, 4]
+I_KIND, I_FIRST, I_LAST, I_TABLE = range(4)  # kind: 0 roofline, 1 table; buffers ins_buf[FIRST:LAST]
+# Columns of GameTables.ins_float [T, 4]
+I_COUNT, I_COMPUTE, I_FIXED, I_SUPPLY = range(4)
+# Columns of GameTables.ten_int [X, 4]
+X_DEF, X_LAST_USE, X_LIVE_OUT, X_DEF_BUFFER = range(4)
+# Entries of GameTables.hw [4]
+H_CAPACITY, H_ALIGN, H_FAST_BW, H_SLOW_BW = range(4)
+
+
+@dataclass(frozen=True)
+class GameTables:
+    """Read-only arrays describing one instance (``B`` buffers, ``T`` instructions,
+    ``X`` tensors, ``G`` alias groups).
+
+    ``buf_int``  [B, 7] int64: target time, is_output, tensor, dense group id, size,
+                 aligned size, bit in its instruction's latency table (-1 if none).
+    ``buf_demand`` [B] float64: copy seconds.
+    ``ins_int``  [T, 4] int64: latency kind, first/last+1 index into ``ins_buf``,
+                 offset of its table in ``table_s``.
+    ``ins_float`` [T, 4] float64: count, compute_s, fixed_s, supply_s.
+    ``ins_buf``  [sum of buffers] int64: every instruction's buffers in list order.
+    ``table_s``  [*] float64: latency tables, concatenated.
+    ``ten_int``  [X, 4] int64: def_time, last_use_time, live_out, defining buffer (-1).
+    ``group_size`` [G] int64: buffers per alias group.
+    ``hw``       [4] float64: capacity (bytes), alignment (bytes), fast/slow bandwidth (B/s).
+    ``normalizer_s``: R of SPEC section 5 (seconds).
+    """
+
+    buf_int: np.ndarray
+    buf_demand: np.ndarray
+    ins_int: np.ndarray
+    ins_float: np.ndarray
+    ins_buf: np.ndarray
+    table_s: np.ndarray
+    ten_int: np.ndarray
+    group_size: np.ndarray
+    hw: np.ndarray
+    capacity: int
+    alignment: int
+    normalizer_s: float
+
+    @property
+    def num_buffers(self) -> int:
+        return int(self.buf_int.shape[0])
+
+    @property
+    def num_instructions(self) -> int:
+        return int(self.ins_int.shape[0])
+
+    @property
+    def num_tensors(self) -> int:
+        return int(self.ten_int.shape[0])
+
+    @property
+    def num_groups(self) -> int:
+        return int(self.group_size.shape[0])
+
+
+def build_tables(inst: Instance) -> GameTables:
+    """Flatten ``inst`` into the arrays the kernels use (O(B + T + X))."""
+    num_b, num_t, num_x = inst.num_buffers, inst.num_instructions, len(inst.tensors)
+    hw = inst.hardware
+    align = hw.alignment_bytes
+
+    group_ids: dict[int, int] = {}
+    buf_int = np.zeros((num_b, 7), dtype=np.int64)
+    buf_demand = np.zeros(num_b, dtype=np.float64)
+    for b in inst.buffers:
+        row = buf_int[b.id]
+        row[B_TIME] = b.instruction
+        row[B_IS_OUT] = int(b.is_output)
+        row[B_TENSOR] = b.tensor_id
+        row[B_GROUP] = group_ids.setdefault(b.alias_id, len(group_ids))
+        row[B_SIZE] = b.size
+        row[B_ALIGNED] = -(-b.size // align) * align
+        row[B_BIT] = -1
+        buf_demand[b.id] = b.demand_s
+    group_size = np.bincount(buf_int[:, B_GROUP], minlength=len(group_ids)).astype(np.int64)
+
+    ins_int = np.zeros((num_t, 4), dtype=np.int64)
+    ins_float = np.zeros((num_t, 4), dtype=np.float64)
+    ins_buf: list[int] = []
+    tables: list[float] = []
+    for t, ins in enumerate(inst.instructions):
+        ins_int[t, I_FIRST] = len(ins_buf)
+        ins_buf.extend(ins.buffers)
+        ins_int[t, I_LAST] = len(ins_buf)
+        ins_float[t, I_COUNT] = ins.count
+        ins_float[t, I_SUPPLY] = ins.supply_s
+        lat = ins.latency
+        if isinstance(lat, RooflineLatency):
+            ins_int[t, I_KIND] = 0
+            ins_float[t, I_COMPUTE] = lat.compute_s
+            ins_float[t, I_FIXED] = lat.fixed_s
+        else:
+            ins_int[t, I_KIND] = 1
+            ins_int[t, I_TABLE] = len(tables)
+            tables.extend(lat.latency_s)
+            for bit, b in enumerate(lat.varied):
+                buf_int[b, B_BIT] = bit
+
+    ten_int = np.zeros((num_x, 4), dtype=np.int64)
+    for x in inst.tensors:
+        ten_int[x.id] = (x.def_time, x.last_use_time, int(x.live_out), -1)
+    for b in inst.buffers:
+        if b.is_output:
+            ten_int[b.tensor_id, X_DEF_BUFFER] = b.id
+
+    return GameTables(
+        buf_int=buf_int,
+        buf_demand=buf_demand,
+        ins_int=ins_int,
+        ins_float=ins_float,
+        ins_buf=np.asarray(ins_buf, dtype=np.int64),
+        table_s=np.asarray(tables if tables else [0.0], dtype=np.float64),
+        ten_int=ten_int,
+        group_size=group_size,
+        hw=np.array(
+            [hw.fast_memory_bytes, align, hw.fast_bandwidth, hw.slow_bandwidth], dtype=np.float64
+        ),
+        capacity=hw.fast_memory_bytes,
+        alignment=align,
+        normalizer_s=reward_normalizer(inst),
+    )

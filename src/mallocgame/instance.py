@@ -1,0 +1,558 @@
+"""Problem instances of the memory mapping game (SPEC sections 1, 2 and 7).
+
+An :class:`Instance` is plain, immutable data: the hardware, the scheduled
+instructions with their latency functions, the tensors and the buffers (the units
+of decision, in game order). :func:`load_instance` / :func:`save_instance` read and
+write the SPEC section 7 files (``.json`` or ``.json.gz``), :func:`validate` checks
+every structural rule and raises :class:`~mallocgame.errors.InstanceError` naming
+the first problem found.
+
+Units: seconds (float) for times, bytes (int) for sizes and offsets; logical time
+steps are instruction indices ``0 .. T-1``.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from dataclasses import dataclass, field
+from functools import cached_property
+from typing import Any, Mapping
+
+from mallocgame.errors import FormatError, InstanceError
+from mallocgame.fileio import canonical_sha256, read_json, write_json
+
+__all__ = [
+    "INSTANCE_FORMAT",
+    "INSTANCE_VERSION",
+    "Hardware",
+    "RooflineLatency",
+    "TableLatency",
+    "Latency",
+    "Instruction",
+    "Tensor",
+    "Buffer",
+    "Loop",
+    "Instance",
+    "instance_from_dict",
+    "load_instance",
+    "save_instance",
+    "validate",
+    "instance_buffers_by_tensor",
+]
+
+INSTANCE_FORMAT = "mallocgame-instance"
+INSTANCE_VERSION = 1
+MAX_TABLE_VARIED = 8
+
+
+@dataclass(frozen=True)
+class Hardware:
+    """The two memories and the copy engine between them."""
+
+    name: str
+    fast_memory_bytes: int  # capacity of the fast memory, bytes
+    alignment_bytes: int  # offsets and allocation sizes are multiples of this (>= 1)
+    fast_bandwidth: float  # bytes/s an instruction reads or writes fast memory at
+    slow_bandwidth: float  # bytes/s an instruction reads or writes slow memory at
+    copy_bandwidth: float  # bytes/s of a copy between the memories
+
+    def aligned(self, size: int) -> int:
+        """``size`` rounded up to a multiple of the alignment (bytes)."""
+        a = self.alignment_bytes
+        return -(-size // a) * a
+
+
+@dataclass(frozen=True)
+class RooflineLatency:
+    """``L(S) = fixed_s + max(compute_s, sum_b size_b / bw_b)`` for one execution."""
+
+    compute_s: float
+    fixed_s: float = 0.0
+
+
+@dataclass(frozen=True)
+class TableLatency:
+    """Measured latencies: ``latency_s[mask]``, bit ``i`` set when ``varied[i]`` is fast."""
+
+    varied: tuple[int, ...]  # at most 8 buffer ids of the instruction
+    latency_s: tuple[float, ...]  # 2 ** len(varied) values, seconds
+
+
+Latency = RooflineLatency | TableLatency
+
+
+@dataclass(frozen=True)
+class Instruction:
+    """One scheduled instruction; it runs at logical time = its index."""
+
+    name: str
+    opcode: str
+    count: int  # executions (e.g. a loop's trip count), >= 1
+    supply_s: float  # copy seconds that can overlap one execution
+    buffers: tuple[int, ...]  # its operand and output buffer ids, in its own order
+    latency: Latency
+
+
+@dataclass(frozen=True)
+class Tensor:
+    """A value: a program input (``def_time == -1``) or one instruction's output."""
+
+    id: int
+    name: str
+    size: int  # bytes
+    def_time: int  # index of the defining instruction, -1 for a program input
+    last_use_time: int  # end of the live range (inclusive), >= def_time
+    live_out: bool  # a program result: must end in slow memory
+
+
+@dataclass(frozen=True)
+class Buffer:
+    """One operand or output of one instruction: the unit of decision (paper Table 1)."""
+
+    id: int  # index in game order
+    instruction: int  # target time
+    tensor_id: int
+    alias_id: int  # buffers sharing an alias id share one storage location
+    is_output: bool
+    size: int  # bytes
+    demand_s: float  # seconds to copy it between the memories
+    benefit_s: float = 0.0  # informational: L_t(empty) - L_t({b})
+
+
+@dataclass(frozen=True)
+class Loop:
+    """The flattened body of a loop, instructions ``first .. last``, run ``trip_count`` times."""
+
+    first: int
+    last: int
+    trip_count: int
+
+
+@dataclass(frozen=True)
+class Instance:
+    """A memory mapping problem: SPEC section 1, file format of section 7.
+
+    ``document`` holds the parsed file (unknown keys included) that the hash covers;
+    it is ``None`` for instances built in code, whose document is :meth:`to_dict`.
+    """
+
+    name: str
+    hardware: Hardware
+    instructions: tuple[Instruction, ...]
+    tensors: tuple[Tensor, ...]
+    buffers: tuple[Buffer, ...]
+    loops: tuple[Loop, ...] = ()
+    source: Mapping[str, Any] = field(default_factory=dict)
+    document: Mapping[str, Any] | None = field(default=None, compare=False, repr=False)
+
+    @property
+    def num_instructions(self) -> int:
+        return len(self.instructions)
+
+    @property
+    def num_buffers(self) -> int:
+        return len(self.buffers)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The SPEC section 7 document (the parsed file when loaded from one)."""
+        if self.document is not None:
+            return dict(self.document)
+        return _instance_to_dict(self)
+
+    @cached_property
+    def sha256(self) -> str:
+        """The canonical instance hash of SPEC section 7."""
+        return canonical_sha256(self.to_dict())
+
+    @cached_property
+    def num_alias_groups(self) -> int:
+        return len({b.alias_id for b in self.buffers})
+
+
+# ----------------------------------------------------------------------------- parsing
+
+
+def _require(cond: bool, message: str) -> None:
+    if not cond:
+        raise InstanceError(message)
+
+
+def _get(obj: Mapping[str, Any], key: str, where: str) -> Any:
+    if not isinstance(obj, Mapping):
+        raise InstanceError(f"{where}: expected an object, got {type(obj).__name__}")
+    if key not in obj:
+        raise InstanceError(f"{where}: missing key '{key}'")
+    return obj[key]
+
+
+def _int(obj: Mapping[str, Any], key: str, where: str, default: Any = ...) -> int:
+    value = obj.get(key, default) if default is not ... else _get(obj, key, where)
+    _require(
+        isinstance(value, int) and not isinstance(value, bool),
+        f"{where}: '{key}' must be an integer, got {value!r}",
+    )
+    return value
+
+
+def _float(obj: Mapping[str, Any], key: str, where: str, default: Any = ...) -> float:
+    value = obj.get(key, default) if default is not ... else _get(obj, key, where)
+    _require(
+        isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value),
+        f"{where}: '{key}' must be a finite number, got {value!r}",
+    )
+    return float(value)
+
+
+def _bool(obj: Mapping[str, Any], key: str, where: str) -> bool:
+    value = _get(obj, key, where)
+    _require(isinstance(value, bool), f"{where}: '{key}' must be true or false, got {value!r}")
+    return value
+
+
+def _list(obj: Mapping[str, Any], key: str, where: str) -> list[Any]:
+    value = _get(obj, key, where)
+    _require(isinstance(value, list), f"{where}: '{key}' must be a list")
+    return value
+
+
+def _parse_latency(obj: Any, where: str) -> Latency:
+    kind = _get(obj, "kind", where)
+    if kind == "roofline":
+        return RooflineLatency(
+            compute_s=_float(obj, "compute_s", where), fixed_s=_float(obj, "fixed_s", where, 0.0)
+        )
+    if kind == "table":
+        varied = _get(obj, "varied", where)
+        values = _get(obj, "latency_s", where)
+        _require(isinstance(varied, list), f"{where}: 'varied' must be a list of buffer ids")
+        _require(isinstance(values, list), f"{where}: 'latency_s' must be a list of seconds")
+        for v in varied:
+            _require(
+                isinstance(v, int) and not isinstance(v, bool),
+                f"{where}: 'varied' holds a non-integer {v!r}",
+            )
+        for v in values:
+            _require(
+                isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v),
+                f"{where}: 'latency_s' holds a non-finite or non-number {v!r}",
+            )
+        return TableLatency(varied=tuple(varied), latency_s=tuple(float(v) for v in values))
+    raise InstanceError(f"{where}: unknown latency kind {kind!r} (expected 'roofline' or 'table')")
+
+
+def instance_from_dict(doc: Any, *, where: str = "instance") -> Instance:
+    """Build and validate an :class:`Instance` from a parsed SPEC section 7 document."""
+    if not isinstance(doc, Mapping):
+        raise FormatError(f"{where}: expected a JSON object, got {type(doc).__name__}")
+    fmt = doc.get("format")
+    if fmt != INSTANCE_FORMAT:
+        raise FormatError(f"{where}: format is {fmt!r}, expected '{INSTANCE_FORMAT}'")
+    version = doc.get("version")
+    if version != INSTANCE_VERSION:
+        raise FormatError(
+            f"{where}: unsupported instance version {version!r} (this build reads {INSTANCE_VERSION})"
+        )
+    name = _get(doc, "name", where)
+    _require(isinstance(name, str), f"{where}: 'name' must be a string")
+    source = doc.get("source", {})
+    _require(isinstance(source, Mapping), f"{where}: 'source' must be an object")
+
+    hw = _get(doc, "hardware", where)
+    hardware = Hardware(
+        name=str(_get(hw, "name", "hardware")),
+        fast_memory_bytes=_int(hw, "fast_memory_bytes", "hardware"),
+        alignment_bytes=_int(hw, "alignment_bytes", "hardware"),
+        fast_bandwidth=_float(hw, "fast_bandwidth", "hardware"),
+        slow_bandwidth=_float(hw, "slow_bandwidth", "hardware"),
+        copy_bandwidth=_float(hw, "copy_bandwidth", "hardware"),
+    )
+
+    instructions = []
+    for t, obj in enumerate(_list(doc, "instructions", where)):
+        w = f"instruction {t}"
+        bufs = _get(obj, "buffers", w)
+        _require(isinstance(bufs, list), f"{w}: 'buffers' must be a list of buffer ids")
+        for b in bufs:
+            _require(
+                isinstance(b, int) and not isinstance(b, bool),
+                f"{w}: 'buffers' holds a non-integer {b!r}",
+            )
+        instructions.append(
+            Instruction(
+                name=str(obj.get("name", f"i{t}")),
+                opcode=str(obj.get("opcode", "")),
+                count=_int(obj, "count", w, 1),
+                supply_s=_float(obj, "supply_s", w),
+                buffers=tuple(bufs),
+                latency=_parse_latency(_get(obj, "latency", w), f"{w} latency"),
+            )
+        )
+
+    tensors = []
+    for i, obj in enumerate(_list(doc, "tensors", where)):
+        w = f"tensor {i}"
+        tensors.append(
+            Tensor(
+                id=_int(obj, "id", w),
+                name=str(obj.get("name", f"t{i}")),
+                size=_int(obj, "size", w),
+                def_time=_int(obj, "def_time", w),
+                last_use_time=_int(obj, "last_use_time", w),
+                live_out=_bool(obj, "live_out", w),
+            )
+        )
+
+    buffers = []
+    for i, obj in enumerate(_list(doc, "buffers", where)):
+        w = f"buffer {i}"
+        buffers.append(
+            Buffer(
+                id=_int(obj, "id", w),
+                instruction=_int(obj, "instruction", w),
+                tensor_id=_int(obj, "tensor_id", w),
+                alias_id=_int(obj, "alias_id", w),
+                is_output=_bool(obj, "is_output", w),
+                size=_int(obj, "size", w),
+                demand_s=_float(obj, "demand_s", w),
+                benefit_s=_float(obj, "benefit_s", w, 0.0),
+            )
+        )
+
+    loops = []
+    raw_loops = doc.get("loops", [])
+    _require(isinstance(raw_loops, list), f"{where}: 'loops' must be a list")
+    for i, obj in enumerate(raw_loops):
+        w = f"loop {i}"
+        loops.append(
+            Loop(
+                first=_int(obj, "first", w),
+                last=_int(obj, "last", w),
+                trip_count=_int(obj, "trip_count", w),
+            )
+        )
+
+    instance = Instance(
+        name=name,
+        hardware=hardware,
+        instructions=tuple(instructions),
+        tensors=tuple(tensors),
+        buffers=tuple(buffers),
+        loops=tuple(loops),
+        source=dict(source),
+        document=doc,
+    )
+    validate(instance)
+    return instance
+
+
+def _latency_to_dict(lat: Latency) -> dict[str, Any]:
+    if isinstance(lat, RooflineLatency):
+        return {"kind": "roofline", "compute_s": lat.compute_s, "fixed_s": lat.fixed_s}
+    return {"kind": "table", "varied": list(lat.varied), "latency_s": list(lat.latency_s)}
+
+
+def _instance_to_dict(inst: Instance) -> dict[str, Any]:
+    hw = inst.hardware
+    doc: dict[str, Any] = {
+        "format": INSTANCE_FORMAT,
+        "version": INSTANCE_VERSION,
+        "name": inst.name,
+        "source": dict(inst.source),
+        "hardware": {
+            "name": hw.name,
+            "fast_memory_bytes": hw.fast_memory_bytes,
+            "alignment_bytes": hw.alignment_bytes,
+            "fast_bandwidth": hw.fast_bandwidth,
+            "slow_bandwidth": hw.slow_bandwidth,
+            "copy_bandwidth": hw.copy_bandwidth,
+        },
+        "instructions": [
+            {
+                "name": ins.name,
+                "opcode": ins.opcode,
+                "count": ins.count,
+                "supply_s": ins.supply_s,
+                "buffers": list(ins.buffers),
+                "latency": _latency_to_dict(ins.latency),
+            }
+            for ins in inst.instructions
+        ],
+        "tensors": [
+            {
+                "id": x.id,
+                "name": x.name,
+                "size": x.size,
+                "def_time": x.def_time,
+                "last_use_time": x.last_use_time,
+                "live_out": x.live_out,
+            }
+            for x in inst.tensors
+        ],
+        "buffers": [
+            {
+                "id": b.id,
+                "instruction": b.instruction,
+                "tensor_id": b.tensor_id,
+                "alias_id": b.alias_id,
+                "is_output": b.is_output,
+                "size": b.size,
+                "demand_s": b.demand_s,
+                "benefit_s": b.benefit_s,
+            }
+            for b in inst.buffers
+        ],
+    }
+    if inst.loops:
+        doc["loops"] = [
+            {"first": lp.first, "last": lp.last, "trip_count": lp.trip_count} for lp in inst.loops
+        ]
+    return doc
+
+
+# -------------------------------------------------------------------------- validation
+
+
+def validate(inst: Instance) -> None:
+    """Check every structural rule of SPEC sections 1, 2 and 7.
+
+    Raises :class:`InstanceError` naming the first broken rule and the object involved.
+    """
+    hw = inst.hardware
+    _require(hw.fast_memory_bytes >= 0, "hardware: fast_memory_bytes must be >= 0")
+    _require(hw.alignment_bytes >= 1, "hardware: alignment_bytes must be >= 1")
+    for key in ("fast_bandwidth", "slow_bandwidth", "copy_bandwidth"):
+        _require(getattr(hw, key) > 0, f"hardware: {key} must be > 0, got {getattr(hw, key)!r}")
+
+    num_t = len(inst.instructions)
+    num_x = len(inst.tensors)
+    num_b = len(inst.buffers)
+    _require(num_t >= 1, "instance has no instructions")
+
+    for i, x in enumerate(inst.tensors):
+        _require(x.id == i, f"tensor {i}: id is {x.id}, expected its index {i}")
+        _require(x.size >= 0, f"tensor {i} ({x.name}): negative size {x.size}")
+        _require(
+            -1 <= x.def_time < num_t,
+            f"tensor {i} ({x.name}): def_time {x.def_time} outside -1..{num_t - 1}",
+        )
+        _require(
+            x.def_time <= x.last_use_time < num_t,
+            f"tensor {i} ({x.name}): last_use_time {x.last_use_time} outside "
+            f"{x.def_time}..{num_t - 1}",
+        )
+
+    owner = [-1] * num_b
+    for t, ins in enumerate(inst.instructions):
+        w = f"instruction {t} ({ins.name})"
+        _require(ins.count >= 1, f"{w}: count must be >= 1, got {ins.count}")
+        _require(ins.supply_s >= 0, f"{w}: negative supply_s {ins.supply_s}")
+        for b in ins.buffers:
+            _require(0 <= b < num_b, f"{w}: dangling buffer reference {b}")
+            _require(owner[b] == -1, f"{w}: buffer {b} is listed twice")
+            owner[b] = t
+        lat = ins.latency
+        if isinstance(lat, RooflineLatency):
+            _require(lat.compute_s >= 0, f"{w}: negative compute_s")
+            _require(lat.fixed_s >= 0, f"{w}: negative fixed_s")
+        else:
+            k = len(lat.varied)
+            _require(k <= MAX_TABLE_VARIED, f"{w}: a latency table varies {k} buffers (at most 8)")
+            _require(len(set(lat.varied)) == k, f"{w}: a latency table names a buffer twice")
+            for b in lat.varied:
+                _require(b in ins.buffers, f"{w}: latency table varies buffer {b}, not one of its own")
+            _require(
+                len(lat.latency_s) == 1 << k,
+                f"{w}: latency table has {len(lat.latency_s)} values, expected 2**{k} = {1 << k}",
+            )
+            _require(all(v >= 0 for v in lat.latency_s), f"{w}: negative latency in its table")
+
+    defining: dict[int, int] = {}
+    for i, b in enumerate(inst.buffers):
+        w = f"buffer {i}"
+        _require(b.id == i, f"{w}: id is {b.id}, expected its index {i}")
+        _require(0 <= b.instruction < num_t, f"{w}: dangling instruction reference {b.instruction}")
+        _require(
+            owner[i] == b.instruction,
+            f"{w}: not listed by its instruction {b.instruction}"
+            if owner[i] == -1
+            else f"{w}: says instruction {b.instruction} but is listed by instruction {owner[i]}",
+        )
+        _require(0 <= b.tensor_id < num_x, f"{w}: dangling tensor reference {b.tensor_id}")
+        _require(b.alias_id >= 0, f"{w}: negative alias_id {b.alias_id}")
+        _require(b.size >= 0, f"{w}: negative size {b.size}")
+        _require(b.demand_s >= 0, f"{w}: negative demand_s {b.demand_s}")
+        x = inst.tensors[b.tensor_id]
+        if b.is_output:
+            _require(
+                b.instruction == x.def_time,
+                f"{w}: defining output of tensor {x.id} ({x.name}) at instruction "
+                f"{b.instruction}, but the tensor's def_time is {x.def_time}",
+            )
+            _require(
+                b.tensor_id not in defining,
+                f"{w}: tensor {x.id} ({x.name}) has a second defining output "
+                f"(buffer {defining.get(b.tensor_id)})",
+            )
+            defining[b.tensor_id] = i
+        else:
+            _require(
+                x.def_time < b.instruction <= x.last_use_time,
+                f"{w}: reads tensor {x.id} ({x.name}) at {b.instruction}, outside its live range "
+                f"({x.def_time}, {x.last_use_time}]",
+            )
+    for x in inst.tensors:
+        if x.def_time >= 0:
+            _require(
+                x.id in defining,
+                f"tensor {x.id} ({x.name}): def_time {x.def_time} but no defining output buffer",
+            )
+
+    # Game order: (target_time, is_output, position in the instruction's list).
+    expected = 0
+    for t, ins in enumerate(inst.instructions):
+        ordered = [b for b in ins.buffers if not inst.buffers[b].is_output]
+        ordered += [b for b in ins.buffers if inst.buffers[b].is_output]
+        for b in ordered:
+            _require(
+                b == expected,
+                f"buffer ids are not in game order: instruction {t} ({ins.name}) has buffer {b} "
+                f"where buffer {expected} belongs",
+            )
+            expected += 1
+
+    for i, lp in enumerate(inst.loops):
+        _require(
+            0 <= lp.first <= lp.last < num_t,
+            f"loop {i}: body {lp.first}..{lp.last} outside 0..{num_t - 1}",
+        )
+        _require(lp.trip_count >= 1, f"loop {i}: trip_count must be >= 1")
+
+
+# -------------------------------------------------------------------------------- files
+
+
+def load_instance(path: str | os.PathLike[str]) -> Instance:
+    """Read and validate an instance file (``.json`` or ``.json.gz``).
+
+    Raises :class:`~mallocgame.errors.InputFileError`, :class:`FormatError` or
+    :class:`InstanceError`, each with the file name and the problem.
+    """
+    doc = read_json(path)
+    try:
+        return instance_from_dict(doc)
+    except (FormatError, InstanceError) as exc:
+        raise type(exc)(f"{path}: {exc}") from None
+
+
+def save_instance(inst: Instance, path: str | os.PathLike[str]) -> None:
+    """Atomically write ``inst`` (gzip-compressed when ``path`` ends in ``.gz``)."""
+    write_json(path, inst.to_dict())
+
+
+def instance_buffers_by_tensor(inst: Instance) -> list[list[int]]:
+    """For each tensor, its buffer ids in game order."""
+    out: list[list[int]] = [[] for _ in inst.tensors]
+    for b in inst.buffers:
+        out[b.tensor_id].append(b.id)
+    return out

@@ -1,0 +1,191 @@
+"""Solutions (SPEC section 7): a mapping of buffers to fast memory, and its reward.
+
+A :class:`Solution` lists one :class:`Allocation` per buffer placed in fast memory;
+game trajectories also carry their ``actions``. :func:`load_solution` and
+:func:`save_solution` read and (atomically) write the JSON file.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from dataclasses import dataclass, field
+from typing import Any, Mapping
+
+from mallocgame.errors import FormatError, SolutionError
+from mallocgame.fileio import read_json, write_json
+
+__all__ = [
+    "SOLUTION_FORMAT",
+    "SOLUTION_VERSION",
+    "ACTION_NAMES",
+    "Allocation",
+    "Solution",
+    "solution_from_dict",
+    "load_solution",
+    "save_solution",
+]
+
+SOLUTION_FORMAT = "mallocgame-solution"
+SOLUTION_VERSION = 1
+ACTION_NAMES = ("Copy", "NoCopy", "Drop")  # index = action id of SPEC section 4
+
+
+@dataclass(frozen=True)
+class Allocation:
+    """One buffer in fast memory: ``[offset, offset + aligned size)`` over ``[start, end]``.
+
+    ``start``/``end`` are ``None`` for an empty memory interval (a NoCopy read of a
+    tensor that is already resident); ``copy`` is the inclusive step interval of the
+    copy, or ``None`` for none.
+    """
+
+    buffer: int
+    action: str  # "Copy" or "NoCopy"
+    offset: int  # bytes
+    start: int | None
+    end: int | None
+    copy: tuple[int, int] | None = None
+
+    @property
+    def is_empty(self) -> bool:
+        return self.start is None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "buffer": self.buffer,
+            "action": self.action,
+            "offset": self.offset,
+            "start": self.start,
+            "end": self.end,
+            "copy": None if self.copy is None else [self.copy[0], self.copy[1]],
+        }
+
+
+@dataclass(frozen=True)
+class Solution:
+    """A solved instance: allocations, reward, and how it was found.
+
+    ``extra`` keeps further keys (``work``, ``bound_s``, ...) written as they are.
+    """
+
+    instance: str
+    instance_sha256: str
+    solver: str
+    seed: int
+    wall_s: float
+    allocations: tuple[Allocation, ...]
+    reward_s: float
+    normalized_reward: float
+    actions: tuple[int, ...] | None = None
+    extra: Mapping[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        doc: dict[str, Any] = {
+            "format": SOLUTION_FORMAT,
+            "version": SOLUTION_VERSION,
+            "instance": self.instance,
+            "instance_sha256": self.instance_sha256,
+            "solver": self.solver,
+            "seed": self.seed,
+            "wall_s": self.wall_s,
+        }
+        if self.actions is not None:
+            doc["actions"] = list(self.actions)
+        doc["allocations"] = [a.to_dict() for a in self.allocations]
+        doc["reward_s"] = self.reward_s
+        doc["normalized_reward"] = self.normalized_reward
+        for key, value in self.extra.items():
+            doc.setdefault(key, value)
+        return doc
+
+
+def _fail(where: str, message: str) -> SolutionError:
+    return SolutionError(f"{where}: {message}")
+
+
+def _is_int(v: Any) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+def _allocation_from_dict(obj: Any, where: str) -> Allocation:
+    if not isinstance(obj, Mapping):
+        raise _fail(where, "expected an object")
+    for key in ("buffer", "action", "offset", "start", "end"):
+        if key not in obj:
+            raise _fail(where, f"missing key '{key}'")
+    if not _is_int(obj["buffer"]) or not _is_int(obj["offset"]):
+        raise _fail(where, "'buffer' and 'offset' must be integers")
+    if obj["action"] not in ("Copy", "NoCopy"):
+        raise _fail(where, f"'action' must be 'Copy' or 'NoCopy', got {obj['action']!r}")
+    start, end = obj["start"], obj["end"]
+    if (start is None) != (end is None):
+        raise _fail(where, "'start' and 'end' must both be null or both integers")
+    if start is not None and not (_is_int(start) and _is_int(end)):
+        raise _fail(where, "'start' and 'end' must be integers or null")
+    copy = obj.get("copy")
+    if copy is not None:
+        if not (isinstance(copy, list) and len(copy) == 2 and all(_is_int(c) for c in copy)):
+            raise _fail(where, "'copy' must be null or a pair of integers")
+        copy = (copy[0], copy[1])
+    return Allocation(obj["buffer"], obj["action"], obj["offset"], start, end, copy)
+
+
+def solution_from_dict(doc: Any, *, where: str = "solution") -> Solution:
+    """Parse a solution document; raise :class:`FormatError`/:class:`SolutionError` if malformed."""
+    if not isinstance(doc, Mapping):
+        raise FormatError(f"{where}: expected a JSON object")
+    if doc.get("format") != SOLUTION_FORMAT:
+        raise FormatError(f"{where}: format is {doc.get('format')!r}, expected '{SOLUTION_FORMAT}'")
+    if doc.get("version") != SOLUTION_VERSION:
+        raise FormatError(
+            f"{where}: unsupported solution version {doc.get('version')!r} "
+            f"(this build reads {SOLUTION_VERSION})"
+        )
+    for key in ("instance", "instance_sha256", "allocations", "reward_s", "normalized_reward"):
+        if key not in doc:
+            raise _fail(where, f"missing key '{key}'")
+    if not isinstance(doc["allocations"], list):
+        raise _fail(where, "'allocations' must be a list")
+    for key in ("reward_s", "normalized_reward"):
+        v = doc[key]
+        if not (isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)):
+            raise _fail(where, f"'{key}' must be a finite number")
+    actions = doc.get("actions")
+    if actions is not None:
+        if not isinstance(actions, list) or not all(_is_int(a) for a in actions):
+            raise _fail(where, "'actions' must be a list of integers")
+        actions = tuple(actions)
+    known = {
+        "format", "version", "instance", "instance_sha256", "solver", "seed", "wall_s",
+        "actions", "allocations", "reward_s", "normalized_reward",
+    }
+    return Solution(
+        instance=str(doc["instance"]),
+        instance_sha256=str(doc["instance_sha256"]),
+        solver=str(doc.get("solver", "")),
+        seed=doc.get("seed", 0) if _is_int(doc.get("seed", 0)) else 0,
+        wall_s=float(doc.get("wall_s", 0.0) or 0.0),
+        allocations=tuple(
+            _allocation_from_dict(a, f"{where} allocation {i}")
+            for i, a in enumerate(doc["allocations"])
+        ),
+        reward_s=float(doc["reward_s"]),
+        normalized_reward=float(doc["normalized_reward"]),
+        actions=actions,
+        extra={k: v for k, v in doc.items() if k not in known},
+    )
+
+
+def load_solution(path: str | os.PathLike[str]) -> Solution:
+    """Read a solution file; errors name the file and the problem."""
+    doc = read_json(path)
+    try:
+        return solution_from_dict(doc)
+    except (FormatError, SolutionError) as exc:
+        raise type(exc)(f"{path}: {exc}") from None
+
+
+def save_solution(solution: Solution, path: str | os.PathLike[str]) -> None:
+    """Atomically write ``solution`` as JSON."""
+    write_json(path, solution.to_dict(), indent=None)
