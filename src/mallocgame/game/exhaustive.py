@@ -1,0 +1,88 @@
+"""Exhaustive search over every complete legal game (tiny instances only).
+
+A depth-first search with the game's own undo, compiled; it is the ground truth the
+tests compare other solvers with (the conformance vectors' ``optimal_reward_s``).
+"""
+
+from __future__ import annotations
+
+import numba
+import numpy as np
+
+from mallocgame.errors import SolverError
+from mallocgame.game import kernels as K
+from mallocgame.game.state import Game
+
+__all__ = ["exhaustive_search"]
+
+
+@numba.njit(cache=True, nogil=True)
+def _search(
+    buf_int, buf_demand, ins_int, ins_float, ins_buf, table_s, ten_int,
+    capacity, alignment, fast_bw, slow_bw,
+    supply_left, pair_used, alloc, group_state, group_left, ten_state, active,
+    trail_t, trail_w, record, record_return, ctr, ret, out, lo, hi,
+    max_nodes, best_actions,
+):
+    num_b = buf_int.shape[0]
+    root = ctr[K.C_CURRENT]
+    next_action = np.zeros(num_b + 1, dtype=np.int64)
+    best = -np.inf
+    nodes = 0
+    depth = root
+    while True:
+        if depth == num_b:
+            if ret[0] > best:
+                best = ret[0]
+                for b in range(num_b):
+                    best_actions[b] = alloc[b, K.A_ACTION]
+            action = 3
+        else:
+            action = next_action[depth]
+            while action < 3 and out[action, K.O_LEGAL] == 0:
+                action += 1
+        if action == 3:
+            if depth == root:
+                break
+            K.undo_to(
+                buf_int, buf_demand, ten_int, capacity, alignment,
+                supply_left, pair_used, alloc, group_state, group_left, ten_state, active,
+                trail_t, trail_w, record, record_return, ctr, ret, out, lo, hi,
+                depth - 1,
+            )
+            depth -= 1
+            continue
+        next_action[depth] = action + 1
+        nodes += 1
+        if nodes > max_nodes:
+            return best, nodes
+        K.apply(
+            buf_int, buf_demand, ins_int, ins_float, ins_buf, table_s, ten_int,
+            capacity, alignment, fast_bw, slow_bw,
+            supply_left, pair_used, alloc, group_state, group_left, ten_state, active,
+            trail_t, trail_w, record, record_return, ctr, ret, out, lo, hi,
+            action,
+        )
+        depth += 1
+        next_action[depth] = 0
+    return best, nodes
+
+
+def exhaustive_search(game: Game, max_nodes: int = 20_000_000) -> tuple[float, list[int], int]:
+    """The best return over every complete legal continuation of ``game``.
+
+    Returns ``(best_return_s, actions, nodes)``: ``actions`` is the first best game
+    (Copy before NoCopy before Drop), from the start. The game is left as it was.
+    Raises :class:`SolverError` past ``max_nodes`` actions tried or if no continuation
+    completes.
+    """
+    best_actions = np.full(game.num_buffers, -1, dtype=np.int64)
+    work = game.clone()
+    best, nodes = _search(*work._apply_args, max_nodes, best_actions)
+    if nodes > max_nodes:
+        raise SolverError(
+            f"exhaustive search gave up after {max_nodes} moves; the instance is too large"
+        )
+    if best == -np.inf:
+        raise SolverError("no complete legal game exists from this state")
+    return float(best), [int(a) for a in best_actions], int(nodes)

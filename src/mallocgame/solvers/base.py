@@ -1,0 +1,96 @@
+"""The interface every solver implements, and what it reports.
+
+A solver gets an instance and a :class:`SolveRequest` (seed, wall-clock and/or work
+budget, a callback for every new best solution, optional demonstrations) and returns
+a :class:`~mallocgame.solution.Solution` whose ``extra`` records the work it did
+(``work``) and, where it proves one, an upper bound on the reward (``bound_s``).
+
+Reproducibility: with a work budget (and no wall-clock budget) the same seed gives
+the same solution. With a wall-clock budget the work done is recorded in the file.
+"""
+
+from __future__ import annotations
+
+import abc
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable, Mapping, Sequence
+
+from mallocgame.game.state import Game
+from mallocgame.instance import Instance
+from mallocgame.solution import Solution
+
+__all__ = ["Improvement", "SolveRequest", "Solver", "Stopwatch", "solution_from_game"]
+
+
+@dataclass(frozen=True)
+class Improvement:
+    """A new best solution, as passed to :attr:`SolveRequest.callback`."""
+
+    solution: Solution
+    elapsed_s: float  # wall-clock seconds since the solver started
+    work: Mapping[str, int]  # work done so far (games, simulations, ...)
+
+
+@dataclass(frozen=True)
+class SolveRequest:
+    """How to solve: the seed and the budgets (``None`` = not limited by that)."""
+
+    seed: int = 0
+    seconds: float | None = None  # wall-clock budget
+    work: int | None = None  # work budget in the solver's own unit (games, simulations, ...)
+    callback: Callable[[Improvement], None] | None = None
+    demonstrations: Sequence[Solution] = ()
+    options: Mapping[str, Any] = field(default_factory=dict)  # solver-specific settings
+
+
+class Stopwatch:
+    """Wall-clock time since construction, and whether a budget is spent."""
+
+    def __init__(self, seconds: float | None) -> None:
+        self.seconds = seconds
+        self.start = time.perf_counter()
+
+    @property
+    def elapsed(self) -> float:
+        return time.perf_counter() - self.start
+
+    def expired(self) -> bool:
+        return self.seconds is not None and self.elapsed >= self.seconds
+
+
+class Solver(abc.ABC):
+    """Base class: ``name`` is the command-line name; ``work_unit`` names the work budget."""
+
+    name: str = ""
+    work_unit: str = "games"
+
+    @abc.abstractmethod
+    def solve(self, instance: Instance, request: SolveRequest = SolveRequest()) -> Solution:
+        """Return the best solution found within the request's budget."""
+
+
+def solution_from_game(
+    instance: Instance,
+    game: Game,
+    *,
+    solver: str,
+    seed: int,
+    wall_s: float,
+    extra: Mapping[str, Any] | None = None,
+) -> Solution:
+    """The :class:`Solution` of a complete ``game`` (its actions, allocations, return)."""
+    if not game.complete:
+        raise ValueError("only a complete game is a solution")
+    return Solution(
+        instance=instance.name,
+        instance_sha256=instance.sha256,
+        solver=solver,
+        seed=seed,
+        wall_s=wall_s,
+        allocations=tuple(game.allocations()),
+        reward_s=game.return_s,
+        normalized_reward=game.normalized_return,
+        actions=tuple(game.actions()),
+        extra=dict(extra or {}),
+    )

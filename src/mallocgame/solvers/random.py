@@ -1,0 +1,75 @@
+"""``random``: uniform over the allowed actions, every game completed with Drop-backup.
+
+With no budget it plays one game; with a work budget (games) or a wall-clock budget
+it plays games until the budget is spent (at least one) and keeps the best.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from mallocgame.game.backup import DropBackup
+from mallocgame.game.state import Game
+from mallocgame.instance import Instance
+from mallocgame.solution import Solution
+from mallocgame.solvers.base import Improvement, SolveRequest, Solver, Stopwatch, solution_from_game
+
+__all__ = ["RandomSolver", "UniformPolicy"]
+
+
+class UniformPolicy:
+    """Picks uniformly among the allowed actions, from a seeded numpy generator."""
+
+    def __init__(self, rng: np.random.Generator, chunk: int = 4096) -> None:
+        self._rng = rng
+        self._chunk = chunk
+        self._draws = rng.random(chunk)
+        self._next = 0
+
+    def __call__(self, game: Game, allowed: np.ndarray) -> int:
+        choices = [a for a, ok in enumerate(allowed.tolist()) if ok]
+        if self._next == self._chunk:
+            self._draws = self._rng.random(self._chunk)
+            self._next = 0
+        u = self._draws[self._next]
+        self._next += 1
+        return choices[int(u * len(choices))]
+
+
+class RandomSolver(Solver):
+    """Random play with Drop-backup; the best of ``work`` games (or of the time budget)."""
+
+    name = "random"
+    work_unit = "games"
+
+    def solve(self, instance: Instance, request: SolveRequest = SolveRequest()) -> Solution:
+        clock = Stopwatch(request.seconds)
+        policy = UniformPolicy(np.random.default_rng(request.seed))
+        max_games = request.work if request.work is not None else (None if request.seconds else 1)
+        game = Game(instance)
+        best: Solution | None = None
+        games = backups = 0
+        while best is None or (
+            (max_games is None or games < max_games) and not clock.expired()
+        ):
+            game.reset()
+            driver = DropBackup(game)
+            driver.play(policy)
+            games += 1
+            backups += driver.backups
+            if best is None or game.return_s > best.reward_s:
+                work = {"games": games, "backups": backups}
+                best = solution_from_game(
+                    instance, game, solver=self.name, seed=request.seed,
+                    wall_s=clock.elapsed, extra={"work": work},
+                )
+                if request.callback is not None:
+                    request.callback(Improvement(best, clock.elapsed, work))
+        return _with_work(best, clock.elapsed, {"games": games, "backups": backups})
+
+
+def _with_work(solution: Solution, wall_s: float, work: dict[str, int]) -> Solution:
+    """``solution`` with the final wall time and total work recorded."""
+    from dataclasses import replace
+
+    return replace(solution, wall_s=wall_s, extra={**solution.extra, "work": work})

@@ -1,0 +1,538 @@
+"""Random instances shaped like compiled ML programs (the ``synthetic/...`` workloads).
+
+:func:`generate` builds a scheduled program instruction by instruction until it has
+the requested number of buffers (exactly):
+
+- Each instruction has an opcode (``fusion``, ``convolution``, ``dot``, ``reduce``,
+  ``copy``, ``transpose``, ``dynamic-update-slice``) that fixes how many operands it
+  reads, whether it reads a program input, its arithmetic intensity and its output
+  size. It has one output, sometimes two (multi-output fusions).
+- Activation operands are mostly the newest outputs (a geometric draw over recency,
+  so most values are read soon after definition by one to a few instructions) and
+  sometimes an old one (a skip connection).
+- Program inputs (``def_time = -1``) are weights, biases and a few "hot" scalars;
+  a weight is either fresh or a re-read of an earlier one (as a backward pass
+  re-reads forward weights), hot scalars are read throughout the program.
+- ``dynamic-update-slice`` updates its first operand in place: that operand buffer
+  and the output buffer share one alias id and the operand's tensor is never read
+  again. Every other buffer is an alias group of its own.
+- Optionally a contiguous region is a flattened loop body: its instructions have
+  ``count = trip_count`` and the instance lists it in ``loops``; a value read inside
+  the body lives until the body ends.
+- The last instruction's outputs, most never-read values and most in-place updated
+  weights are program results (``live_out``; they live until the end).
+
+Hardware is a toy TPU v4i: slow memory at 614 GB/s, fast memory 4x faster, copies at
+the slow bandwidth, 512-byte alignment. Latencies are rooflines whose ``compute_s`` is
+a made-up flop count over :data:`PEAK_FLOPS`; ``demand_s``, ``supply_s`` and
+``benefit_s`` follow the cost model of SPEC section 1. The fast memory holds
+``capacity_fraction`` of the peak live bytes, so it binds.
+
+Everything is drawn from ``numpy.random.default_rng(seed)``: the same arguments give
+the same instance.
+"""
+
+from __future__ import annotations
+
+import bisect
+import math
+from dataclasses import dataclass, field
+from itertools import accumulate
+
+import numpy as np
+
+from mallocgame.errors import InputFileError
+from mallocgame.instance import (
+    Buffer,
+    Hardware,
+    Instance,
+    Instruction,
+    Loop,
+    RooflineLatency,
+    Tensor,
+)
+
+__all__ = [
+    "SYNTHETIC_NAMES",
+    "HARDWARE_NAME",
+    "SLOW_BANDWIDTH",
+    "FAST_BANDWIDTH",
+    "PEAK_FLOPS",
+    "ALIGNMENT_BYTES",
+    "FIXED_S",
+    "generate",
+    "named",
+    "peak_live_bytes",
+]
+
+KIB = 1024
+MIB = 1024 * KIB
+
+# Toy TPU v4i-like hardware.
+HARDWARE_NAME = "toy-tpu-v4i"
+SLOW_BANDWIDTH = 614e9  # bytes/s, slow memory (HBM) and copies
+FAST_BANDWIDTH = 4 * SLOW_BANDWIDTH  # bytes/s, fast memory (CMEM)
+PEAK_FLOPS = 138e12  # flop/s
+ALIGNMENT_BYTES = 512
+FIXED_S = 2e-7  # seconds of fixed overhead per instruction execution
+
+# Tensor sizes (bytes): multiples of SIZE_GRANULE in [MIN_SIZE, MAX_SIZE].
+MIN_SIZE = 1 * KIB
+MAX_SIZE = 4 * MIB
+SIZE_GRANULE = 128
+HOT_SIZE = (1 * KIB, 8 * KIB)  # log-uniform range of a hot scalar input's size
+
+# Program shape.
+RECENT_P = 0.5  # geometric parameter of an activation operand's recency
+SKIP_PROB = 0.07  # an activation operand is a skip connection
+SKIP_MIN_AGE = 8  # a skip connection reaches at least this many activations back
+SAME_SHAPE_PROB = 0.5  # an output has its main operand's size
+PARAM_REUSE_PROB = 0.35  # a weight operand re-reads an earlier weight
+HOT_PARAMS = 3  # number of hot scalar inputs read throughout the program
+IN_PLACE_PARAM_PROB = 0.3  # an in-place update targets a program input (donated weight)
+PICK_TRIES = 4  # attempts to find a readable tensor before taking a fresh input
+
+# Program results.
+RESULT_PROB_UNREAD = 0.5  # a never-read activation is a program result
+RESULT_PROB_READ = 0.02  # a read activation is also a program result
+RESULT_PROB_UPDATED_INPUT = 0.8  # an in-place updated program input is a result
+
+# Loop region.
+LOOP_PROB = 0.5  # the program has a flattened loop body
+LOOP_MIN_BUFFERS = 40  # smaller programs have none
+LOOP_START = (0.2, 0.6)  # uniform range of the body's start, fraction of the buffers
+LOOP_LENGTH = (0.1, 0.3)  # uniform range of the body's length, fraction of the buffers
+TRIP_COUNT = (2, 8)  # inclusive range of the trip count
+
+# Fixed instances for the command line: name -> number of buffers (all seed 0).
+_NAMED = {
+    "synthetic/small": 60,
+    "synthetic/1k": 1000,
+    "synthetic/4k": 4000,
+    "synthetic/16k": 16000,
+}
+SYNTHETIC_NAMES: tuple[str, ...] = tuple(_NAMED)
+_NAMED_SEED = 0
+
+
+@dataclass(frozen=True)
+class _OpKind:
+    """How one opcode reads and writes; probabilities are per instruction."""
+
+    opcode: str
+    weight: float  # relative frequency in a program
+    activations: tuple[float, ...]  # probability of reading 1, 2, ... activations
+    param_prob: float = 0.0  # probability of also reading a program input
+    hot_param: bool = False  # that input is a hot scalar (else a weight)
+    param_size: tuple[int, int] = (MIN_SIZE, MAX_SIZE)  # log-uniform size of a new weight
+    intensity: tuple[float, float] | None = None  # log-uniform flops per byte moved
+    two_outputs: float = 0.0  # probability of a second output
+    shrink: tuple[float, float] | None = None  # output = main operand / log-uniform(shrink)
+    in_place: bool = False  # the output updates operand 0 in place
+
+
+_OPS: tuple[_OpKind, ...] = (
+    _OpKind("fusion", 0.42, (0.55, 0.30, 0.15), 0.3, param_size=(1 * KIB, 256 * KIB),
+            intensity=(0.25, 8.0), two_outputs=0.12),
+    _OpKind("convolution", 0.12, (1.0,), 1.0, param_size=(4 * KIB, 4 * MIB),
+            intensity=(16.0, 600.0)),
+    _OpKind("dot", 0.14, (0.75, 0.25), 0.75, param_size=(4 * KIB, 4 * MIB),
+            intensity=(8.0, 600.0)),
+    _OpKind("reduce", 0.08, (1.0,), 0.5, hot_param=True, intensity=(0.25, 2.0),
+            shrink=(2.0, 64.0)),
+    _OpKind("copy", 0.06, (1.0,)),
+    _OpKind("transpose", 0.05, (1.0,)),
+    _OpKind("dynamic-update-slice", 0.05, (1.0,), 0.5, hot_param=True, in_place=True),
+)
+_OPS_CUMULATIVE = tuple(accumulate(op.weight for op in _OPS))
+
+
+class _Draw:
+    """Scalar random draws served from blocks of ``Generator.random`` (fast and seeded)."""
+
+    _BLOCK = 4096
+
+    def __init__(self, rng: np.random.Generator) -> None:
+        self.rng = rng
+        self._block: list[float] = []
+        self._next = 0
+
+    def uniform(self) -> float:
+        """A float in [0, 1)."""
+        if self._next == len(self._block):
+            self._block = self.rng.random(self._BLOCK).tolist()
+            self._next = 0
+        self._next += 1
+        return self._block[self._next - 1]
+
+    def chance(self, p: float) -> bool:
+        return self.uniform() < p
+
+    def index(self, n: int) -> int:
+        """An integer in ``0 .. n-1``, uniformly."""
+        return min(int(self.uniform() * n), n - 1)
+
+    def weighted(self, cumulative: tuple[float, ...]) -> int:
+        """An index drawn with probability proportional to its weight."""
+        i = bisect.bisect_right(cumulative, self.uniform() * cumulative[-1])
+        return min(i, len(cumulative) - 1)
+
+    def log_uniform(self, lo: float, hi: float) -> float:
+        return lo * (hi / lo) ** self.uniform()
+
+    def geometric(self, p: float) -> int:
+        """An integer >= 1 with ``P(k) = p (1-p)^(k-1)``."""
+        return 1 + int(math.log1p(-self.uniform()) / math.log1p(-p))
+
+
+def _round_size(size: float) -> int:
+    """``size`` as a multiple of SIZE_GRANULE clamped to [MIN_SIZE, MAX_SIZE] (bytes)."""
+    return max(MIN_SIZE, min(MAX_SIZE, round(size / SIZE_GRANULE) * SIZE_GRANULE))
+
+
+def _fit(roles: list[str], outputs: int, remaining: int) -> tuple[list[str], int]:
+    """Trim or pad an instruction so that the program ends on exactly its buffer target.
+
+    Never leaves exactly one buffer for later (no instruction could take it alone).
+    """
+    while len(roles) + outputs > remaining:
+        if outputs > 1:
+            outputs -= 1
+        else:
+            roles.pop()
+    if remaining - len(roles) - outputs == 1:
+        roles.append("act")
+    return roles, outputs
+
+
+@dataclass
+class _Builder:
+    """The program built so far: flat lists of tensors, buffers and instructions."""
+
+    draw: _Draw
+    tensor_size: list[int] = field(default_factory=list)  # bytes
+    tensor_def: list[int] = field(default_factory=list)
+    tensor_name: list[str] = field(default_factory=list)
+    weights: list[int] = field(default_factory=list)  # program inputs that may be re-read
+    hot: list[int] = field(default_factory=list)  # hot scalar inputs
+    activations: list[int] = field(default_factory=list)  # outputs, in definition order
+    consumed: set[int] = field(default_factory=set)  # updated in place: never read again
+    results: set[int] = field(default_factory=set)  # chosen as program results
+    buf_tensor: list[int] = field(default_factory=list)
+    buf_instr: list[int] = field(default_factory=list)
+    buf_output: list[bool] = field(default_factory=list)
+    buf_alias: list[int] = field(default_factory=list)
+    num_groups: int = 0
+    ins_opcode: list[str] = field(default_factory=list)
+    ins_buffers: list[range] = field(default_factory=list)
+    ins_intensity: list[float] = field(default_factory=list)  # flops per byte moved
+
+    @property
+    def num_buffers(self) -> int:
+        return len(self.buf_tensor)
+
+    @property
+    def num_instructions(self) -> int:
+        return len(self.ins_opcode)
+
+    def _tensor(self, size: int, def_time: int, name: str) -> int:
+        self.tensor_size.append(size)
+        self.tensor_def.append(def_time)
+        self.tensor_name.append(name)
+        return len(self.tensor_size) - 1
+
+    def _new_input(self, size_range: tuple[float, float], pool: list[int]) -> int:
+        """A new program input of log-uniform size, added to ``pool``."""
+        size = _round_size(self.draw.log_uniform(*size_range))
+        x = self._tensor(size, -1, f"param.{len(self.tensor_size)}")
+        pool.append(x)
+        return x
+
+    def _readable(self, x: int, taken: set[int]) -> bool:
+        return x not in taken and x not in self.consumed
+
+    def _weight(self, size_range: tuple[float, float], taken: set[int]) -> int:
+        """An earlier weight re-read, or a new one."""
+        if self.weights and self.draw.chance(PARAM_REUSE_PROB):
+            for _ in range(PICK_TRIES):
+                x = self.weights[self.draw.index(len(self.weights))]
+                if self._readable(x, taken):
+                    return x
+        return self._new_input(size_range, self.weights)
+
+    def _hot_param(self) -> int:
+        """One of the few hot scalar inputs (created on first use).
+
+        An instruction reads at most one, and none is ever updated in place.
+        """
+        i = self.draw.index(HOT_PARAMS)
+        if i < len(self.hot):
+            return self.hot[i]
+        return self._new_input(HOT_SIZE, self.hot)
+
+    def _activation(self, taken: set[int]) -> int:
+        """A recent output (geometric in recency), sometimes an old one; else a new input."""
+        acts = self.activations
+        n = len(acts)
+        for _ in range(PICK_TRIES if n else 0):
+            if n > SKIP_MIN_AGE and self.draw.chance(SKIP_PROB):
+                x = acts[self.draw.index(n - SKIP_MIN_AGE)]
+            else:
+                x = acts[n - min(self.draw.geometric(RECENT_P), n)]
+            if self._readable(x, taken):
+                return x
+        return self._new_input((MIN_SIZE, MAX_SIZE), self.weights)
+
+    def _operand(self, role: str, op: _OpKind, taken: set[int]) -> int:
+        if role == "target" and self.draw.chance(IN_PLACE_PARAM_PROB):
+            return self._weight((MIN_SIZE, MAX_SIZE), taken)
+        if role in ("target", "act"):
+            return self._activation(taken)
+        if role == "hot":
+            return self._hot_param()
+        return self._weight(op.param_size, taken)
+
+    def _roles(self, op: _OpKind, remaining: int) -> tuple[list[str], int]:
+        """Operand roles (in operand order) and number of outputs of a new instruction."""
+        roles = ["target"] if op.in_place else []
+        roles += ["act"] * (1 + self.draw.weighted(tuple(accumulate(op.activations))))
+        if op.param_prob and self.draw.chance(op.param_prob):
+            roles.append("hot" if op.hot_param else "param")
+        outputs = 2 if self.draw.chance(op.two_outputs) else 1
+        return _fit(roles, outputs, remaining)
+
+    def _output_size(self, op: _OpKind, main: int | None) -> int:
+        """Bytes of a (not in-place) output given the main operand's size."""
+        if main is None:
+            return _round_size(self.draw.log_uniform(MIN_SIZE, MAX_SIZE))
+        if op.shrink is not None:
+            return _round_size(main / self.draw.log_uniform(*op.shrink))
+        if self.draw.chance(SAME_SHAPE_PROB):
+            return main
+        return _round_size(self.draw.log_uniform(MIN_SIZE, MAX_SIZE))
+
+    def _add_buffer(self, tensor: int, t: int, is_output: bool, alias: int | None) -> None:
+        if alias is None:
+            alias = self.num_groups
+            self.num_groups += 1
+        self.buf_tensor.append(tensor)
+        self.buf_instr.append(t)
+        self.buf_output.append(is_output)
+        self.buf_alias.append(alias)
+
+    def add_instruction(self, op: _OpKind, remaining: int) -> None:
+        """Append one instruction of kind ``op`` with at most ``remaining`` buffers."""
+        t = self.num_instructions
+        roles, outputs = self._roles(op, remaining)
+        in_place = bool(roles) and roles[0] == "target"
+        opcode = op.opcode if in_place or not op.in_place else "fusion"
+        first = self.num_buffers
+        taken: set[int] = set()
+        operands = []
+        for role in roles:
+            x = self._operand(role, op, taken)
+            taken.add(x)
+            operands.append(x)
+            self._add_buffer(x, t, False, None)
+        main = self.tensor_size[operands[0]] if operands else None
+        name = f"{opcode}.{t}"
+        for j in range(outputs):
+            if j == 0 and in_place:
+                size, alias = self.tensor_size[operands[0]], self.buf_alias[first]
+            else:
+                size, alias = self._output_size(op, main), None
+            y = self._tensor(size, t, name if j == 0 else f"{name}.{j}")
+            self._add_buffer(y, t, True, alias)
+            self.activations.append(y)
+        if in_place:
+            self.consumed.add(operands[0])
+            if self.tensor_def[operands[0]] < 0 and self.draw.chance(RESULT_PROB_UPDATED_INPUT):
+                self.results.add(self.activations[-outputs])
+        self.ins_opcode.append(opcode)
+        self.ins_buffers.append(range(first, self.num_buffers))
+        self.ins_intensity.append(self.draw.log_uniform(*op.intensity) if op.intensity else 0.0)
+
+
+@dataclass(frozen=True)
+class _LoopWindow:
+    """Where a loop body goes, in buffers generated so far, and its trip count."""
+
+    start: float
+    end: float
+    trip_count: int
+
+
+def _plan_loop(draw: _Draw, num_buffers: int) -> _LoopWindow | None:
+    if num_buffers < LOOP_MIN_BUFFERS or not draw.chance(LOOP_PROB):
+        return None
+    start = num_buffers * (LOOP_START[0] + (LOOP_START[1] - LOOP_START[0]) * draw.uniform())
+    length = num_buffers * (LOOP_LENGTH[0] + (LOOP_LENGTH[1] - LOOP_LENGTH[0]) * draw.uniform())
+    trip = TRIP_COUNT[0] + draw.index(TRIP_COUNT[1] - TRIP_COUNT[0] + 1)
+    return _LoopWindow(start, start + length, trip)
+
+
+def _build_program(draw: _Draw, num_buffers: int) -> tuple[_Builder, Loop | None]:
+    """Generate instructions until the program has exactly ``num_buffers`` buffers."""
+    builder = _Builder(draw)
+    window = _plan_loop(draw, num_buffers)
+    first = last = None
+    while builder.num_buffers < num_buffers:
+        produced, t = builder.num_buffers, builder.num_instructions
+        if window is not None:
+            if first is None and produced >= window.start:
+                first = t
+            elif first is not None and last is None and produced >= window.end:
+                last = t - 1
+        builder.add_instruction(_OPS[draw.weighted(_OPS_CUMULATIVE)], num_buffers - produced)
+    if first is None or window is None:
+        return builder, None
+    last = builder.num_instructions - 1 if last is None else last
+    return builder, Loop(first=first, last=last, trip_count=window.trip_count)
+
+
+def _peak(sizes: np.ndarray, def_time: np.ndarray, last_use: np.ndarray, steps: int) -> int:
+    """Peak over ``t`` of the bytes of tensors live at ``t`` (inputs live from step 0)."""
+    diff = np.zeros(steps + 1, dtype=np.int64)
+    np.add.at(diff, np.maximum(def_time, 0), sizes)
+    np.add.at(diff, last_use + 1, -sizes)
+    return int(np.cumsum(diff)[:steps].max())
+
+
+def peak_live_bytes(inst: Instance) -> int:
+    """Peak over logical time of the bytes of live tensors (program inputs live from 0)."""
+    sizes = np.array([x.size for x in inst.tensors], dtype=np.int64)
+    def_time = np.array([x.def_time for x in inst.tensors], dtype=np.int64)
+    last_use = np.array([x.last_use_time for x in inst.tensors], dtype=np.int64)
+    return _peak(sizes, def_time, last_use, inst.num_instructions)
+
+
+def _live_ranges(
+    b: _Builder, loop: Loop | None, draw: _Draw
+) -> tuple[np.ndarray, np.ndarray]:
+    """``last_use_time`` and ``live_out`` of every tensor."""
+    steps = b.num_instructions
+    def_time = np.array(b.tensor_def, dtype=np.int64)
+    tensor = np.array(b.buf_tensor, dtype=np.int64)
+    instr = np.array(b.buf_instr, dtype=np.int64)
+    reads = ~np.array(b.buf_output, dtype=bool)
+    last_read = np.full(len(def_time), -1, dtype=np.int64)
+    np.maximum.at(last_read, tensor[reads], instr[reads])
+    if loop is not None:
+        in_body = reads & (instr >= loop.first) & (instr <= loop.last)
+        np.maximum.at(last_read, tensor[in_body], loop.last)
+    probability = np.where(last_read >= 0, RESULT_PROB_READ, RESULT_PROB_UNREAD)
+    live_out = (def_time >= 0) & (draw.rng.random(len(def_time)) < probability)
+    live_out[list(b.results)] = True
+    live_out[def_time == steps - 1] = True
+    live_out[list(b.consumed)] = False
+    last_use = np.maximum(last_read, def_time)
+    last_use[live_out] = steps - 1
+    return last_use, live_out
+
+
+def _latencies(
+    b: _Builder, sizes: np.ndarray, count: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per instruction ``compute_s`` and ``supply_s``, per buffer ``benefit_s`` (seconds)."""
+    instr = np.array(b.buf_instr, dtype=np.int64)
+    buf_size = sizes[np.array(b.buf_tensor, dtype=np.int64)].astype(np.float64)
+    moved = np.bincount(instr, weights=buf_size, minlength=b.num_instructions)
+    compute = np.array(b.ins_intensity) * moved / PEAK_FLOPS
+    slow_s = moved / SLOW_BANDWIDTH
+    supply = FIXED_S + np.maximum(compute, moved / FAST_BANDWIDTH)
+    saved = buf_size * (1.0 / SLOW_BANDWIDTH - 1.0 / FAST_BANDWIDTH)
+    gain = np.maximum(compute[instr], slow_s[instr]) - np.maximum(compute[instr], slow_s[instr] - saved)
+    return compute, supply, count[instr] * np.maximum(gain, 0.0)
+
+
+def _assemble(
+    b: _Builder, loop: Loop | None, draw: _Draw, name: str, notes: str, capacity_fraction: float
+) -> Instance:
+    steps = b.num_instructions
+    sizes = np.array(b.tensor_size, dtype=np.int64)
+    last_use, live_out = _live_ranges(b, loop, draw)
+    count = np.ones(steps, dtype=np.int64)
+    if loop is not None:
+        count[loop.first : loop.last + 1] = loop.trip_count
+    compute, supply, benefit = _latencies(b, sizes, count)
+    peak = _peak(sizes, np.array(b.tensor_def, dtype=np.int64), last_use, steps)
+    capacity = max(ALIGNMENT_BYTES, int(capacity_fraction * peak) // ALIGNMENT_BYTES * ALIGNMENT_BYTES)
+    hardware = Hardware(
+        name=HARDWARE_NAME,
+        fast_memory_bytes=capacity,
+        alignment_bytes=ALIGNMENT_BYTES,
+        fast_bandwidth=FAST_BANDWIDTH,
+        slow_bandwidth=SLOW_BANDWIDTH,
+        copy_bandwidth=SLOW_BANDWIDTH,
+    )
+    count_list, compute_list, supply_list = count.tolist(), compute.tolist(), supply.tolist()
+    instructions = tuple(
+        Instruction(
+            name=f"{b.ins_opcode[t]}.{t}",
+            opcode=b.ins_opcode[t],
+            count=count_list[t],
+            supply_s=supply_list[t],
+            buffers=tuple(b.ins_buffers[t]),
+            latency=RooflineLatency(compute_s=compute_list[t], fixed_s=FIXED_S),
+        )
+        for t in range(steps)
+    )
+    last_use_list, live_out_list = last_use.tolist(), live_out.tolist()
+    tensors = tuple(
+        Tensor(i, b.tensor_name[i], b.tensor_size[i], b.tensor_def[i], last_use_list[i], live_out_list[i])
+        for i in range(len(b.tensor_size))
+    )
+    benefit_list = benefit.tolist()
+    buffers = tuple(
+        Buffer(
+            id=i,
+            instruction=b.buf_instr[i],
+            tensor_id=x,
+            alias_id=b.buf_alias[i],
+            is_output=b.buf_output[i],
+            size=b.tensor_size[x],
+            demand_s=b.tensor_size[x] / SLOW_BANDWIDTH,
+            benefit_s=benefit_list[i],
+        )
+        for i, x in enumerate(b.buf_tensor)
+    )
+    return Instance(
+        name=name,
+        hardware=hardware,
+        instructions=instructions,
+        tensors=tensors,
+        buffers=buffers,
+        loops=() if loop is None else (loop,),
+        source={"frontend": "synthetic", "model": __name__, "notes": notes},
+    )
+
+
+def generate(
+    num_buffers: int, seed: int, *, name: str | None = None, capacity_fraction: float = 0.25
+) -> Instance:
+    """A random instance shaped like a compiled ML program, with exactly ``num_buffers`` buffers.
+
+    ``seed`` seeds :func:`numpy.random.default_rng`; equal arguments give equal
+    instances. The fast memory holds ``capacity_fraction`` of the program's peak live
+    bytes, rounded down to the 512-byte alignment (at least one alignment unit).
+    ``name`` defaults to ``synthetic/b{num_buffers}-s{seed}``.
+    """
+    if num_buffers < 1:
+        raise ValueError(f"num_buffers must be >= 1, got {num_buffers}")
+    if not capacity_fraction > 0:
+        raise ValueError(f"capacity_fraction must be > 0, got {capacity_fraction}")
+    draw = _Draw(np.random.default_rng(seed))
+    builder, loop = _build_program(draw, num_buffers)
+    notes = f"seed={seed} num_buffers={num_buffers} capacity_fraction={capacity_fraction}"
+    return _assemble(
+        builder, loop, draw, name or f"synthetic/b{num_buffers}-s{seed}", notes, capacity_fraction
+    )
+
+
+def named(name: str) -> Instance:
+    """The fixed synthetic workload ``name`` (one of :data:`SYNTHETIC_NAMES`)."""
+    if name not in _NAMED:
+        raise InputFileError(
+            f"unknown synthetic workload {name!r} (known: {', '.join(SYNTHETIC_NAMES)})"
+        )
+    return generate(_NAMED[name], _NAMED_SEED, name=name)
