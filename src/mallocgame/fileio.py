@@ -15,6 +15,15 @@ from mallocgame.errors import InputFileError
 __all__ = ["read_json", "write_json", "write_bytes_atomic", "canonical_sha256"]
 
 
+def _read_umask() -> int:
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+_UMASK = _read_umask()  # written files get the usual permissions, not mkstemp's 0600
+
+
 def read_json(path: str | os.PathLike[str]) -> Any:
     """Parse a ``.json`` or ``.json.gz`` file; raise :class:`InputFileError` on any failure."""
     path = Path(path)
@@ -45,6 +54,7 @@ def write_bytes_atomic(path: str | os.PathLike[str], data: bytes) -> None:
     try:
         with os.fdopen(fd, "wb") as handle:
             handle.write(data)
+        os.chmod(tmp, 0o666 & ~_UMASK)
         os.replace(tmp, path)
     except BaseException:
         try:

@@ -14,8 +14,8 @@ from typing import Callable
 
 import numpy as np
 
-from mallocgame.game.state import Game
-from mallocgame.game.tables import X_DEF_BUFFER
+from mallocgame.game.state import DROP, Game
+from mallocgame.game.tables import B_GROUP, X_DEF_BUFFER
 
 __all__ = ["DropBackup", "Policy", "play"]
 
@@ -33,46 +33,43 @@ class DropBackup:
             raise ValueError("Drop-backup must start at a backup point (e.g. a fresh game)")
         self.game = game
         self.forced_drop = np.zeros(game.tables.num_groups, dtype=bool)
+        self._buffer_group = game.tables.buf_int[:, B_GROUP]
+        self._forced_buffer = np.zeros(game.num_buffers + 1, dtype=bool)  # by buffer id
         self.backup_mark = game.mark()
         self.backups = 0
 
     def allowed(self) -> np.ndarray:
         """Legal actions of the current buffer less those Drop-backup forbids: bool [3]."""
         mask = self.game.legal_mask()
-        b = self.game.current_buffer
-        if b < self.game.num_buffers and self.forced_drop[self.game.group_of(b)]:
+        if self._forced_buffer[self.game.current_buffer]:
             return mask & _DROP_ONLY
         return mask
 
     def step(self, action: int) -> float:
         """Play an allowed ``action``; if that leaves no allowed action, back up. Returns the reward."""
-        if not self.allowed()[action]:
-            # The game raises the precise error for an illegal action; a legal action the
-            # Drop-backup forbids is an error of the caller's policy.
-            if self.game.legal_mask()[action]:
-                raise ValueError(
-                    f"buffer {self.game.current_buffer}: Drop-backup allows only Drop here"
-                )
-        reward = self.game.step(action)
-        if self.game.is_backup_point:
-            self.backup_mark = self.game.mark()
-        while not self.game.complete and not self.allowed().any():
+        game = self.game
+        if action != DROP and self._forced_buffer[game.current_buffer] and game.legal_mask()[action]:
+            raise ValueError(f"buffer {game.current_buffer}: Drop-backup allows only Drop here")
+        reward = game.step(action)
+        if game.is_backup_point:
+            self.backup_mark = game.mark()
+        while not self.allowed().any() and not game.complete:
             self._back_up()
         return reward
 
     def _back_up(self) -> None:
         game = self.game
         b = game.current_buffer
-        before = int(self.forced_drop.sum())
-        self.forced_drop[game.group_of(b)] = True
+        groups = [game.group_of(b)]
         tensor = game.reads_fast_resident(b)
         if tensor >= 0:
-            producer = int(game.tables.ten_int[tensor, X_DEF_BUFFER])
-            self.forced_drop[game.group_of(producer)] = True
-        if int(self.forced_drop.sum()) == before:
+            groups.append(game.group_of(int(game.tables.ten_int[tensor, X_DEF_BUFFER])))
+        if self.forced_drop[groups].all():
             # Cannot happen under SPEC section 6 (each back-up forces a new group); if it
             # did, dropping everything after the backup point still completes the game.
-            self.forced_drop[:] = True
+            groups = list(range(len(self.forced_drop)))
+        self.forced_drop[groups] = True
+        self._forced_buffer[:-1] = self.forced_drop[self._buffer_group]
         game.undo_to(self.backup_mark)
         self.backups += 1
 

@@ -20,7 +20,7 @@ __all__ = ["exhaustive_search"]
 def _search(
     buf_int, buf_demand, ins_int, ins_float, ins_buf, table_s, ten_int,
     capacity, alignment, fast_bw, slow_bw,
-    supply_left, pair_used, alloc, group_state, group_left, ten_state, active,
+    supply_left, pair_used, alloc, group_state, group_left, ten_state, active, block_end,
     trail_t, trail_w, record, record_return, ctr, ret, out, lo, hi,
     max_nodes, best_actions,
 ):
@@ -46,7 +46,7 @@ def _search(
                 break
             K.undo_to(
                 buf_int, buf_demand, ten_int, capacity, alignment,
-                supply_left, pair_used, alloc, group_state, group_left, ten_state, active,
+                supply_left, pair_used, alloc, group_state, group_left, ten_state, active, block_end,
                 trail_t, trail_w, record, record_return, ctr, ret, out, lo, hi,
                 depth - 1,
             )
@@ -59,7 +59,7 @@ def _search(
         K.apply(
             buf_int, buf_demand, ins_int, ins_float, ins_buf, table_s, ten_int,
             capacity, alignment, fast_bw, slow_bw,
-            supply_left, pair_used, alloc, group_state, group_left, ten_state, active,
+            supply_left, pair_used, alloc, group_state, group_left, ten_state, active, block_end,
             trail_t, trail_w, record, record_return, ctr, ret, out, lo, hi,
             action,
         )

@@ -17,6 +17,8 @@ State arrays (``B`` buffers, ``T`` steps, ``G`` alias groups, ``X`` tensors):
   latest-ending non-empty allocation (-1 if none), undecided reads left.
 - ``active`` [B] int64: buffers whose allocation occupies space (non-empty memory
   interval, aligned size > 0), in the order they were placed; ``ctr[C_ACTIVE]`` long.
+- ``block_end`` [B / BLOCK + 1] int64: latest memory-interval end in each block of
+  ``BLOCK`` active entries (lets the offset search skip blocks long finished).
 - ``trail_t`` / ``trail_w`` [T + B]: undo trail of overwritten ``supply_left`` values.
 - ``record`` [B, 6] int64 and ``record_return`` [B] float64: what decision ``b``
   overwrote, so it can be undone exactly.
@@ -68,6 +70,7 @@ R_TRAIL, R_GROUP_STATE, R_LATEST, R_PENDING_FAST, R_PENDING_RESIDENT, R_ACTIVE =
 C_CURRENT, C_ACTIVE, C_TRAIL, C_PENDING_FAST, C_PENDING_RESIDENT = range(5)
 
 REL_EPS = 1e-12  # a copy walk stops once need <= REL_EPS * demand (SPEC section 4)
+BLOCK = 64  # active-list entries per block of the offset search
 
 _jit = numba.njit(cache=True, nogil=True)
 
@@ -76,19 +79,48 @@ _jit = numba.njit(cache=True, nogil=True)
 
 
 @_jit
-def _collect(buf_int, alloc, active, n_active, group, start, end, lo, hi):
-    """Gather address ranges [lo, hi) of other groups' allocations overlapping [start, end] in time."""
+def _collect(buf_int, alloc, active, block_end, n_active, group, start, end, lo, hi):
+    """Gather address ranges [lo, hi) of other groups' allocations overlapping [start, end] in time.
+
+    Blocks of ``BLOCK`` active entries whose latest end is before ``start`` are skipped.
+    """
     k = 0
-    for i in range(n_active):
-        j = active[i]
-        if alloc[j, A_END] < start or alloc[j, A_START] > end:
+    for blk in range((n_active + BLOCK - 1) // BLOCK):
+        if block_end[blk] < start:
             continue
-        if buf_int[j, B_GROUP] == group:
-            continue
-        lo[k] = alloc[j, A_OFFSET]
-        hi[k] = alloc[j, A_OFFSET] + buf_int[j, B_ALIGNED]
-        k += 1
+        for i in range(blk * BLOCK, min(n_active, (blk + 1) * BLOCK)):
+            j = active[i]
+            if alloc[j, A_END] < start or alloc[j, A_START] > end:
+                continue
+            if buf_int[j, B_GROUP] == group:
+                continue
+            lo[k] = alloc[j, A_OFFSET]
+            hi[k] = alloc[j, A_OFFSET] + buf_int[j, B_ALIGNED]
+            k += 1
     return k
+
+
+@_jit
+def _push_active(active, block_end, ctr, b, end):
+    """Append buffer ``b`` (memory interval ending at ``end``) to the active list."""
+    i = ctr[C_ACTIVE]
+    active[i] = b
+    blk = i // BLOCK
+    if i % BLOCK == 0 or block_end[blk] < end:
+        block_end[blk] = end
+    ctr[C_ACTIVE] = i + 1
+
+
+@_jit
+def _truncate_active(alloc, active, block_end, ctr, n):
+    """Shorten the active list to ``n`` entries, keeping its last block's latest end exact."""
+    ctr[C_ACTIVE] = n
+    if n % BLOCK != 0:
+        blk = n // BLOCK
+        latest = -1
+        for i in range(blk * BLOCK, n):
+            latest = max(latest, alloc[active[i], A_END])
+        block_end[blk] = latest
 
 
 @_jit
@@ -211,7 +243,7 @@ def _latency(buf_int, ins_int, ins_float, ins_buf, table_s, alloc, t, extra, fas
 @_jit
 def analyze(
     buf_int, buf_demand, ten_int, capacity, alignment,
-    supply_left, pair_used, alloc, group_state, ten_state, active, ctr, out, lo, hi,
+    supply_left, pair_used, alloc, group_state, ten_state, active, block_end, ctr, out, lo, hi,
 ):
     """Fill ``out`` with the legality and outcome of each action for the current buffer."""
     for a in range(3):
@@ -253,7 +285,7 @@ def analyze(
                 copy_start = s
                 copy_end = tau - 1
         if ok:
-            k = _collect(buf_int, alloc, active, n_active, g, start, end, lo, hi)
+            k = _collect(buf_int, alloc, active, block_end, n_active, g, start, end, lo, hi)
             if gs >= 0:
                 offset = gs if _fits_at(gs, size, capacity, k, lo, hi) else -1
             else:
@@ -272,7 +304,7 @@ def analyze(
             if ten_int[x, X_LIVE_OUT] == 0:
                 start = tau
                 end = ten_int[x, X_LAST_USE]
-                k = _collect(buf_int, alloc, active, n_active, g, start, end, lo, hi)
+                k = _collect(buf_int, alloc, active, block_end, n_active, g, start, end, lo, hi)
                 if gs >= 0:
                     offset = gs if _fits_at(gs, size, capacity, k, lo, hi) else -1
                 else:
@@ -292,7 +324,7 @@ def analyze(
                         out[NOCOPY, O_OFFSET] = offset
                     else:
                         start = alloc[latest, A_END] + 1
-                        k = _collect(buf_int, alloc, active, n_active, g, start, tau, lo, hi)
+                        k = _collect(buf_int, alloc, active, block_end, n_active, g, start, tau, lo, hi)
                         if _fits_at(offset, size, capacity, k, lo, hi):
                             out[NOCOPY, O_LEGAL] = 1
                             out[NOCOPY, O_OFFSET] = offset
@@ -311,7 +343,7 @@ def analyze(
 def apply(
     buf_int, buf_demand, ins_int, ins_float, ins_buf, table_s, ten_int,
     capacity, alignment, fast_bw, slow_bw,
-    supply_left, pair_used, alloc, group_state, group_left, ten_state, active,
+    supply_left, pair_used, alloc, group_state, group_left, ten_state, active, block_end,
     trail_t, trail_w, record, record_return, ctr, ret, out, lo, hi,
     action,
 ):
@@ -371,8 +403,7 @@ def apply(
                 pair_used[t] = 1
         if start >= 0:
             if buf_int[b, B_ALIGNED] > 0:
-                active[ctr[C_ACTIVE]] = b
-                ctr[C_ACTIVE] += 1
+                _push_active(active, block_end, ctr, b, end)
             latest = ten_state[x, T_LATEST]
             if latest < 0 or alloc[latest, A_END] < end:
                 ten_state[x, T_LATEST] = b
@@ -395,7 +426,7 @@ def apply(
     ctr[C_CURRENT] = b + 1
     analyze(
         buf_int, buf_demand, ten_int, capacity, alignment,
-        supply_left, pair_used, alloc, group_state, ten_state, active, ctr, out, lo, hi,
+        supply_left, pair_used, alloc, group_state, ten_state, active, block_end, ctr, out, lo, hi,
     )
     return reward
 
@@ -406,7 +437,7 @@ def apply(
 @_jit
 def undo_to(
     buf_int, buf_demand, ten_int, capacity, alignment,
-    supply_left, pair_used, alloc, group_state, group_left, ten_state, active,
+    supply_left, pair_used, alloc, group_state, group_left, ten_state, active, block_end,
     trail_t, trail_w, record, record_return, ctr, ret, out, lo, hi,
     mark,
 ):
@@ -431,7 +462,8 @@ def undo_to(
         ten_state[x, T_LATEST] = record[b, R_LATEST]
         group_left[g] += 1
         group_state[g] = record[b, R_GROUP_STATE]
-        ctr[C_ACTIVE] = record[b, R_ACTIVE]
+        if ctr[C_ACTIVE] != record[b, R_ACTIVE]:
+            _truncate_active(alloc, active, block_end, ctr, record[b, R_ACTIVE])
         ctr[C_PENDING_FAST] = record[b, R_PENDING_FAST]
         ctr[C_PENDING_RESIDENT] = record[b, R_PENDING_RESIDENT]
         ret[0] = record_return[b]
@@ -440,5 +472,5 @@ def undo_to(
         ctr[C_CURRENT] = b
     analyze(
         buf_int, buf_demand, ten_int, capacity, alignment,
-        supply_left, pair_used, alloc, group_state, ten_state, active, ctr, out, lo, hi,
+        supply_left, pair_used, alloc, group_state, ten_state, active, block_end, ctr, out, lo, hi,
     )

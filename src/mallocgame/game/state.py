@@ -47,6 +47,7 @@ class Game:
         self._group_left = np.empty(tb.num_groups, dtype=np.int64)
         self._ten_state = np.empty((tb.num_tensors, 3), dtype=np.int64)
         self._active = np.empty(max(num_b, 1), dtype=np.int64)
+        self._block_end = np.empty(max(num_b, 1) // K.BLOCK + 1, dtype=np.int64)
         self._trail_t = np.empty(num_t + num_b, dtype=np.int64)
         self._trail_w = np.empty(num_t + num_b, dtype=np.float64)
         self._record = np.empty((max(num_b, 1), 6), dtype=np.int64)
@@ -64,7 +65,8 @@ class Game:
         fast_bw, slow_bw = float(tb.hw[2]), float(tb.hw[3])
         state = (
             self._supply_left, self._pair_used, self._alloc, self._group_state,
-            self._group_left, self._ten_state, self._active, self._trail_t, self._trail_w,
+            self._group_left, self._ten_state, self._active, self._block_end, self._trail_t,
+            self._trail_w,
             self._record, self._record_return, self._ctr, self._ret, self._out, self._lo,
             self._hi,
         )
@@ -76,7 +78,8 @@ class Game:
         self._analyze_args = (
             tb.buf_int, tb.buf_demand, tb.ten_int, tb.capacity, tb.alignment,
             self._supply_left, self._pair_used, self._alloc, self._group_state,
-            self._ten_state, self._active, self._ctr, self._out, self._lo, self._hi,
+            self._ten_state, self._active, self._block_end, self._ctr, self._out, self._lo,
+            self._hi,
         )
 
     # ------------------------------------------------------------------ lifecycle
@@ -205,17 +208,19 @@ class Game:
         Raises :class:`GameOverError` when the game is over and
         :class:`IllegalActionError` when ``action`` is not legal now.
         """
+        if action not in (0, 1, 2) or self._out[action, 0] == 0:  # O_LEGAL; all 0 when over
+            self._raise_illegal(action)
+        return K.apply(*self._apply_args, action)
+
+    def _raise_illegal(self, action: int) -> None:
         if self.done:
             state = "complete" if self.complete else "infeasible"
             raise GameOverError(f"the game is over ({state}); no action can be played")
-        if not (0 <= action <= 2) or self._out[action, K.O_LEGAL] == 0:
-            b = self.current_buffer
-            name = ACTION_NAMES[action] if 0 <= action <= 2 else repr(action)
-            legal = [ACTION_NAMES[a] for a in range(3) if self._out[a, K.O_LEGAL]]
-            raise IllegalActionError(
-                f"buffer {b}: action {name} is illegal (legal: {', '.join(legal)})"
-            )
-        return float(K.apply(*self._apply_args, action))
+        name = ACTION_NAMES[action] if action in (0, 1, 2) else repr(action)
+        legal = [ACTION_NAMES[a] for a in range(3) if self._out[a, K.O_LEGAL]]
+        raise IllegalActionError(
+            f"buffer {self.current_buffer}: action {name} is illegal (legal: {', '.join(legal)})"
+        )
 
     def mark(self) -> int:
         """A mark of the current state for :meth:`undo_to` (the number of decisions)."""

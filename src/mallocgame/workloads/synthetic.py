@@ -37,6 +37,7 @@ from __future__ import annotations
 import bisect
 import math
 from dataclasses import dataclass, field
+from functools import cached_property
 from itertools import accumulate
 
 import numpy as np
@@ -90,6 +91,7 @@ SAME_SHAPE_PROB = 0.5  # an output has its main operand's size
 PARAM_REUSE_PROB = 0.35  # a weight operand re-reads an earlier weight
 HOT_PARAMS = 3  # number of hot scalar inputs read throughout the program
 IN_PLACE_PARAM_PROB = 0.3  # an in-place update targets a program input (donated weight)
+UNREAD_PROB = 0.6  # an activation operand prefers an output nobody has read yet
 PICK_TRIES = 4  # attempts to find a readable tensor before taking a fresh input
 
 # Program results.
@@ -104,7 +106,7 @@ LOOP_START = (0.2, 0.6)  # uniform range of the body's start, fraction of the bu
 LOOP_LENGTH = (0.1, 0.3)  # uniform range of the body's length, fraction of the buffers
 TRIP_COUNT = (2, 8)  # inclusive range of the trip count
 
-# Fixed instances for the command line: name -> number of buffers (all seed 0).
+# Fixed instances for the command line: name -> number of buffers (all seed 0, with a loop).
 _NAMED = {
     "synthetic/small": 60,
     "synthetic/1k": 1000,
@@ -129,6 +131,10 @@ class _OpKind:
     two_outputs: float = 0.0  # probability of a second output
     shrink: tuple[float, float] | None = None  # output = main operand / log-uniform(shrink)
     in_place: bool = False  # the output updates operand 0 in place
+
+    @cached_property
+    def activations_cumulative(self) -> tuple[float, ...]:
+        return tuple(accumulate(self.activations))
 
 
 _OPS: tuple[_OpKind, ...] = (
@@ -216,6 +222,8 @@ class _Builder:
     weights: list[int] = field(default_factory=list)  # program inputs that may be re-read
     hot: list[int] = field(default_factory=list)  # hot scalar inputs
     activations: list[int] = field(default_factory=list)  # outputs, in definition order
+    unread: list[int] = field(default_factory=list)  # outputs maybe not read yet, same order
+    was_read: set[int] = field(default_factory=set)
     consumed: set[int] = field(default_factory=set)  # updated in place: never read again
     results: set[int] = field(default_factory=set)  # chosen as program results
     buf_tensor: list[int] = field(default_factory=list)
@@ -270,8 +278,30 @@ class _Builder:
             return self.hot[i]
         return self._new_input(HOT_SIZE, self.hot)
 
+    def _unread(self, taken: set[int]) -> int | None:
+        """A recent output nobody has read yet (geometric in recency), if one is found.
+
+        ``unread`` is cleaned lazily: entries read since they were added are dropped
+        when drawn.
+        """
+        pending = self.unread
+        for _ in range(PICK_TRIES):
+            if not pending:
+                return None
+            i = len(pending) - min(self.draw.geometric(RECENT_P), len(pending))
+            x = pending[i]
+            if x in self.was_read or x in self.consumed:
+                pending.pop(i)
+            elif x not in taken:
+                return x
+        return None
+
     def _activation(self, taken: set[int]) -> int:
-        """A recent output (geometric in recency), sometimes an old one; else a new input."""
+        """An unread recent output, or any recent output (geometric in recency), sometimes
+        an old one (a skip connection); a new input when none is found."""
+        x = self._unread(taken) if self.draw.chance(UNREAD_PROB) else None
+        if x is not None:
+            return x
         acts = self.activations
         n = len(acts)
         for _ in range(PICK_TRIES if n else 0):
@@ -295,7 +325,7 @@ class _Builder:
     def _roles(self, op: _OpKind, remaining: int) -> tuple[list[str], int]:
         """Operand roles (in operand order) and number of outputs of a new instruction."""
         roles = ["target"] if op.in_place else []
-        roles += ["act"] * (1 + self.draw.weighted(tuple(accumulate(op.activations))))
+        roles += ["act"] * (1 + self.draw.weighted(op.activations_cumulative))
         if op.param_prob and self.draw.chance(op.param_prob):
             roles.append("hot" if op.hot_param else "param")
         outputs = 2 if self.draw.chance(op.two_outputs) else 1
@@ -325,6 +355,7 @@ class _Builder:
         t = self.num_instructions
         roles, outputs = self._roles(op, remaining)
         in_place = bool(roles) and roles[0] == "target"
+        # An in-place kind trimmed of its target (a one-buffer program) is a plain fusion.
         opcode = op.opcode if in_place or not op.in_place else "fusion"
         first = self.num_buffers
         taken: set[int] = set()
@@ -334,8 +365,10 @@ class _Builder:
             taken.add(x)
             operands.append(x)
             self._add_buffer(x, t, False, None)
+        self.was_read.update(operands)
         main = self.tensor_size[operands[0]] if operands else None
         name = f"{opcode}.{t}"
+        produced = []
         for j in range(outputs):
             if j == 0 and in_place:
                 size, alias = self.tensor_size[operands[0]], self.buf_alias[first]
@@ -344,10 +377,12 @@ class _Builder:
             y = self._tensor(size, t, name if j == 0 else f"{name}.{j}")
             self._add_buffer(y, t, True, alias)
             self.activations.append(y)
+            self.unread.append(y)
+            produced.append(y)
         if in_place:
             self.consumed.add(operands[0])
             if self.tensor_def[operands[0]] < 0 and self.draw.chance(RESULT_PROB_UPDATED_INPUT):
-                self.results.add(self.activations[-outputs])
+                self.results.add(produced[0])
         self.ins_opcode.append(opcode)
         self.ins_buffers.append(range(first, self.num_buffers))
         self.ins_intensity.append(self.draw.log_uniform(*op.intensity) if op.intensity else 0.0)
@@ -362,19 +397,27 @@ class _LoopWindow:
     trip_count: int
 
 
-def _plan_loop(draw: _Draw, num_buffers: int) -> _LoopWindow | None:
-    if num_buffers < LOOP_MIN_BUFFERS or not draw.chance(LOOP_PROB):
-        return None
+def _plan_loop(draw: _Draw, num_buffers: int, loop: bool | None) -> _LoopWindow | None:
+    """The loop body's window; ``loop`` None decides at random (probability LOOP_PROB).
+
+    Every draw is made either way, so ``loop`` changes nothing else in the program.
+    """
+    coin = draw.chance(LOOP_PROB)
     start = num_buffers * (LOOP_START[0] + (LOOP_START[1] - LOOP_START[0]) * draw.uniform())
     length = num_buffers * (LOOP_LENGTH[0] + (LOOP_LENGTH[1] - LOOP_LENGTH[0]) * draw.uniform())
     trip = TRIP_COUNT[0] + draw.index(TRIP_COUNT[1] - TRIP_COUNT[0] + 1)
+    wanted = coin if loop is None else loop
+    if num_buffers < LOOP_MIN_BUFFERS or not wanted:
+        return None
     return _LoopWindow(start, start + length, trip)
 
 
-def _build_program(draw: _Draw, num_buffers: int) -> tuple[_Builder, Loop | None]:
+def _build_program(
+    draw: _Draw, num_buffers: int, loop: bool | None
+) -> tuple[_Builder, Loop | None]:
     """Generate instructions until the program has exactly ``num_buffers`` buffers."""
     builder = _Builder(draw)
-    window = _plan_loop(draw, num_buffers)
+    window = _plan_loop(draw, num_buffers, loop)
     first = last = None
     while builder.num_buffers < num_buffers:
         produced, t = builder.num_buffers, builder.num_instructions
@@ -438,52 +481,54 @@ def _latencies(
     buf_size = sizes[np.array(b.buf_tensor, dtype=np.int64)].astype(np.float64)
     moved = np.bincount(instr, weights=buf_size, minlength=b.num_instructions)
     compute = np.array(b.ins_intensity) * moved / PEAK_FLOPS
-    slow_s = moved / SLOW_BANDWIDTH
     supply = FIXED_S + np.maximum(compute, moved / FAST_BANDWIDTH)
+    slow_s = (moved / SLOW_BANDWIDTH)[instr]
     saved = buf_size * (1.0 / SLOW_BANDWIDTH - 1.0 / FAST_BANDWIDTH)
-    gain = np.maximum(compute[instr], slow_s[instr]) - np.maximum(compute[instr], slow_s[instr] - saved)
+    gain = np.maximum(compute[instr], slow_s) - np.maximum(compute[instr], slow_s - saved)
     return compute, supply, count[instr] * np.maximum(gain, 0.0)
 
 
-def _assemble(
-    b: _Builder, loop: Loop | None, draw: _Draw, name: str, notes: str, capacity_fraction: float
-) -> Instance:
-    steps = b.num_instructions
-    sizes = np.array(b.tensor_size, dtype=np.int64)
-    last_use, live_out = _live_ranges(b, loop, draw)
-    count = np.ones(steps, dtype=np.int64)
-    if loop is not None:
-        count[loop.first : loop.last + 1] = loop.trip_count
-    compute, supply, benefit = _latencies(b, sizes, count)
-    peak = _peak(sizes, np.array(b.tensor_def, dtype=np.int64), last_use, steps)
-    capacity = max(ALIGNMENT_BYTES, int(capacity_fraction * peak) // ALIGNMENT_BYTES * ALIGNMENT_BYTES)
-    hardware = Hardware(
+def _hardware(capacity_fraction: float, peak: int) -> Hardware:
+    """The toy TPU v4i with ``capacity_fraction`` of ``peak`` bytes of fast memory."""
+    units = int(capacity_fraction * peak) // ALIGNMENT_BYTES
+    return Hardware(
         name=HARDWARE_NAME,
-        fast_memory_bytes=capacity,
+        fast_memory_bytes=max(1, units) * ALIGNMENT_BYTES,
         alignment_bytes=ALIGNMENT_BYTES,
         fast_bandwidth=FAST_BANDWIDTH,
         slow_bandwidth=SLOW_BANDWIDTH,
         copy_bandwidth=SLOW_BANDWIDTH,
     )
-    count_list, compute_list, supply_list = count.tolist(), compute.tolist(), supply.tolist()
-    instructions = tuple(
+
+
+def _instructions(
+    b: _Builder, count: np.ndarray, compute: np.ndarray, supply: np.ndarray
+) -> tuple[Instruction, ...]:
+    counts, computes, supplies = count.tolist(), compute.tolist(), supply.tolist()
+    return tuple(
         Instruction(
             name=f"{b.ins_opcode[t]}.{t}",
             opcode=b.ins_opcode[t],
-            count=count_list[t],
-            supply_s=supply_list[t],
+            count=counts[t],
+            supply_s=supplies[t],
             buffers=tuple(b.ins_buffers[t]),
-            latency=RooflineLatency(compute_s=compute_list[t], fixed_s=FIXED_S),
+            latency=RooflineLatency(compute_s=computes[t], fixed_s=FIXED_S),
         )
-        for t in range(steps)
+        for t in range(b.num_instructions)
     )
-    last_use_list, live_out_list = last_use.tolist(), live_out.tolist()
-    tensors = tuple(
-        Tensor(i, b.tensor_name[i], b.tensor_size[i], b.tensor_def[i], last_use_list[i], live_out_list[i])
-        for i in range(len(b.tensor_size))
+
+
+def _tensors(b: _Builder, last_use: np.ndarray, live_out: np.ndarray) -> tuple[Tensor, ...]:
+    ends, outs = last_use.tolist(), live_out.tolist()
+    return tuple(
+        Tensor(i, name, size, def_time, ends[i], outs[i])
+        for i, (name, size, def_time) in enumerate(zip(b.tensor_name, b.tensor_size, b.tensor_def))
     )
-    benefit_list = benefit.tolist()
-    buffers = tuple(
+
+
+def _buffers(b: _Builder, benefit: np.ndarray) -> tuple[Buffer, ...]:
+    benefits = benefit.tolist()
+    return tuple(
         Buffer(
             id=i,
             instruction=b.buf_instr[i],
@@ -492,40 +537,61 @@ def _assemble(
             is_output=b.buf_output[i],
             size=b.tensor_size[x],
             demand_s=b.tensor_size[x] / SLOW_BANDWIDTH,
-            benefit_s=benefit_list[i],
+            benefit_s=benefits[i],
         )
         for i, x in enumerate(b.buf_tensor)
     )
+
+
+def _assemble(
+    b: _Builder, loop: Loop | None, draw: _Draw, name: str, notes: str, capacity_fraction: float
+) -> Instance:
+    """The instance of a finished program: live ranges, latencies, capacity."""
+    sizes = np.array(b.tensor_size, dtype=np.int64)
+    last_use, live_out = _live_ranges(b, loop, draw)
+    count = np.ones(b.num_instructions, dtype=np.int64)
+    if loop is not None:
+        count[loop.first : loop.last + 1] = loop.trip_count
+    compute, supply, benefit = _latencies(b, sizes, count)
+    def_time = np.array(b.tensor_def, dtype=np.int64)
+    peak = _peak(sizes, def_time, last_use, b.num_instructions)
     return Instance(
         name=name,
-        hardware=hardware,
-        instructions=instructions,
-        tensors=tensors,
-        buffers=buffers,
+        hardware=_hardware(capacity_fraction, peak),
+        instructions=_instructions(b, count, compute, supply),
+        tensors=_tensors(b, last_use, live_out),
+        buffers=_buffers(b, benefit),
         loops=() if loop is None else (loop,),
         source={"frontend": "synthetic", "model": __name__, "notes": notes},
     )
 
 
 def generate(
-    num_buffers: int, seed: int, *, name: str | None = None, capacity_fraction: float = 0.25
+    num_buffers: int,
+    seed: int,
+    *,
+    name: str | None = None,
+    capacity_fraction: float = 0.25,
+    loop: bool | None = None,
 ) -> Instance:
     """A random instance shaped like a compiled ML program, with exactly ``num_buffers`` buffers.
 
     ``seed`` seeds :func:`numpy.random.default_rng`; equal arguments give equal
     instances. The fast memory holds ``capacity_fraction`` of the program's peak live
     bytes, rounded down to the 512-byte alignment (at least one alignment unit).
-    ``name`` defaults to ``synthetic/b{num_buffers}-s{seed}``.
+    ``loop``: whether part of the program is a loop body (``None``: at random; programs
+    under LOOP_MIN_BUFFERS buffers never have one). ``name`` defaults to
+    ``synthetic/b{num_buffers}-s{seed}``.
     """
     if num_buffers < 1:
         raise ValueError(f"num_buffers must be >= 1, got {num_buffers}")
     if not capacity_fraction > 0:
         raise ValueError(f"capacity_fraction must be > 0, got {capacity_fraction}")
     draw = _Draw(np.random.default_rng(seed))
-    builder, loop = _build_program(draw, num_buffers)
+    builder, body = _build_program(draw, num_buffers, loop)
     notes = f"seed={seed} num_buffers={num_buffers} capacity_fraction={capacity_fraction}"
     return _assemble(
-        builder, loop, draw, name or f"synthetic/b{num_buffers}-s{seed}", notes, capacity_fraction
+        builder, body, draw, name or f"synthetic/b{num_buffers}-s{seed}", notes, capacity_fraction
     )
 
 
@@ -535,4 +601,4 @@ def named(name: str) -> Instance:
         raise InputFileError(
             f"unknown synthetic workload {name!r} (known: {', '.join(SYNTHETIC_NAMES)})"
         )
-    return generate(_NAMED[name], _NAMED_SEED, name=name)
+    return generate(_NAMED[name], _NAMED_SEED, name=name, loop=True)

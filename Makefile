@@ -1,0 +1,31 @@
+# `make run`: set up .venv and solve a bundled workload; `make test`: set up and run the tests.
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed-stamp
+WORKLOAD ?= synthetic/1k
+
+.PHONY: setup run test bench clean
+
+setup: $(STAMP)
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -e '.[test]'
+	touch $(STAMP)
+
+run: $(STAMP)
+	$(VENV)/bin/mallocgame list
+	$(VENV)/bin/mallocgame solve $(WORKLOAD) --solver random --work 20 --seed 0 --progress --out out/run.random.json
+	$(VENV)/bin/mallocgame check $(WORKLOAD) out/run.random.json
+	$(VENV)/bin/mallocgame show $(WORKLOAD) out/run.random.json --out out/run.layout.png
+
+test: $(STAMP)
+	$(PY) -m pytest
+
+bench: $(STAMP)
+	$(PY) benchmarks/game_speed.py
+
+clean:
+	rm -rf $(VENV) out .pytest_cache .hypothesis

@@ -1,0 +1,182 @@
+"""The ``mallocgame`` command line (SPEC section 8).
+
+``main(argv) -> int`` is called directly by the tests. Exit codes: 0 success, 1 a
+failed check, 2 bad input (one line on stderr, never a traceback).
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import sys
+from pathlib import Path
+from typing import NoReturn, Sequence
+
+from mallocgame.errors import MallocGameError
+
+__all__ = ["main"]
+
+EXIT_OK, EXIT_CHECK_FAILED, EXIT_BAD_INPUT = 0, 1, 2
+
+
+class UsageError(MallocGameError):
+    """Bad command-line arguments."""
+
+
+class _Parser(argparse.ArgumentParser):
+    """An argument parser whose errors are one line and exit code 2 (via UsageError)."""
+
+    def error(self, message: str) -> NoReturn:
+        raise UsageError(message)
+
+
+def _fmt_bytes(n: int) -> str:
+    for unit, scale in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if n >= scale:
+            return f"{n / scale:.1f} {unit}"
+    return f"{n} B"
+
+
+def _default_out(instance_name: str, solver: str, seed: int) -> Path:
+    """``out/NAME.SOLVER.sSEED.json`` with the instance name made file-safe."""
+    stem = re.sub(r"[^A-Za-z0-9_.-]+", "-", instance_name).strip("-") or "instance"
+    return Path("out") / f"{stem}.{solver}.s{seed}.json"
+
+
+# ---------------------------------------------------------------------------- commands
+
+
+def _cmd_list(args: argparse.Namespace) -> int:
+    from mallocgame.workloads.registry import load_workload, workload_names
+
+    rows = []
+    for name in workload_names():
+        inst = load_workload(name)
+        rows.append(
+            (name, str(inst.num_instructions), str(inst.num_buffers),
+             _fmt_bytes(inst.hardware.fast_memory_bytes))
+        )
+    header = ("name", "instructions", "buffers", "fast memory")
+    widths = [max(len(r[i]) for r in [header, *rows]) for i in range(4)]
+    for row in [header, *rows]:
+        print("  ".join(cell.ljust(w) if i == 0 else cell.rjust(w) for i, (cell, w) in enumerate(zip(row, widths))))
+    return EXIT_OK
+
+
+def _cmd_solve(args: argparse.Namespace) -> int:
+    from mallocgame.solution import save_solution
+    from mallocgame.solvers import SolveRequest, get_solver
+    from mallocgame.workloads.registry import load_workload
+
+    if args.budget is not None and args.budget <= 0:
+        raise UsageError("--budget must be a positive number of seconds")
+    if args.work is not None and args.work <= 0:
+        raise UsageError("--work must be a positive integer")
+    solver = get_solver(args.solver)
+    inst = load_workload(args.workload)
+    out = Path(args.out) if args.out else _default_out(inst.name, args.solver, args.seed)
+
+    def progress(improvement) -> None:  # noqa: ANN001 - Improvement
+        work = ", ".join(f"{k} {v}" for k, v in improvement.work.items())
+        print(
+            f"  {improvement.elapsed_s:8.2f} s  {work}: normalized reward "
+            f"{improvement.solution.normalized_reward:.6f}",
+            file=sys.stderr,
+        )
+
+    request = SolveRequest(
+        seed=args.seed, seconds=args.budget, work=args.work,
+        callback=progress if args.progress else None,
+    )
+    solution = solver.solve(inst, request)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    save_solution(solution, out)
+    print(f"{inst.name}: {solver.name} normalized reward {solution.normalized_reward:.6f} "
+          f"(reward {solution.reward_s:.6g} s) -> {out}")
+    return EXIT_OK
+
+
+def _cmd_check(args: argparse.Namespace) -> int:
+    from mallocgame.check import check_solution
+    from mallocgame.solution import load_solution
+    from mallocgame.workloads.registry import load_workload
+
+    inst = load_workload(args.instance)
+    solution = load_solution(args.solution)
+    report = check_solution(inst, solution)
+    if report.ok:
+        print(f"valid: {inst.name}, {len(solution.allocations)} allocations, normalized reward "
+              f"{solution.normalized_reward:.6f}")
+        return EXIT_OK
+    print(f"invalid: {report.summary()}")
+    return EXIT_CHECK_FAILED
+
+
+def _cmd_show(args: argparse.Namespace) -> int:
+    from mallocgame.solution import load_solution
+    from mallocgame.viz import draw_layout
+    from mallocgame.workloads.registry import load_workload
+
+    inst = load_workload(args.instance)
+    solution = load_solution(args.solution)
+    if solution.instance_sha256 != inst.sha256:
+        raise UsageError(f"{args.solution} is a solution of another instance ({solution.instance})")
+    out = Path(args.out)
+    if out.suffix.lower() not in (".png", ".svg", ".pdf"):
+        raise UsageError(f"--out must end in .png, .svg or .pdf, got '{out.name}'")
+    draw_layout(inst, solution, out)
+    print(f"layout of {inst.name} ({len(solution.allocations)} allocations) -> {out}")
+    return EXIT_OK
+
+
+# ------------------------------------------------------------------------------ parser
+
+
+def _parser() -> _Parser:
+    parser = _Parser(prog="mallocgame", description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+
+    p = sub.add_parser("list", help="the bundled workloads")
+    p.set_defaults(func=_cmd_list)
+
+    p = sub.add_parser("solve", help="solve a workload and write a solution file")
+    p.add_argument("workload", help="a bundled workload name or an instance file")
+    p.add_argument("--solver", required=True, help="drop, random, exhaustive, ...")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--budget", type=float, default=None, help="wall-clock budget, seconds")
+    p.add_argument("--work", type=int, default=None, help="work budget in the solver's unit (games, ...)")
+    p.add_argument("--out", default=None, help="solution file (default out/NAME.SOLVER.sSEED.json)")
+    p.add_argument("--progress", action="store_true", help="print every new best solution")
+    p.set_defaults(func=_cmd_solve)
+
+    p = sub.add_parser("check", help="validate a solution (exit 1 if invalid)")
+    p.add_argument("instance", help="a bundled workload name or an instance file")
+    p.add_argument("solution")
+    p.set_defaults(func=_cmd_check)
+
+    p = sub.add_parser("show", help="draw the memory layout of a solution")
+    p.add_argument("instance", help="a bundled workload name or an instance file")
+    p.add_argument("solution")
+    p.add_argument("--out", required=True, help="picture file (.png, .svg or .pdf)")
+    p.set_defaults(func=_cmd_show)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the command line; returns the exit code."""
+    try:
+        args = _parser().parse_args(argv)
+        return args.func(args)
+    except MallocGameError as exc:
+        print(f"mallocgame: error: {exc}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    except KeyboardInterrupt:
+        print("mallocgame: interrupted", file=sys.stderr)
+        return 130
+    except OSError as exc:
+        print(f"mallocgame: error: {exc}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+
+
+if __name__ == "__main__":
+    sys.exit(main())

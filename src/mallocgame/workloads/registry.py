@@ -1,0 +1,34 @@
+"""Workloads by name: the bundled instances, or an instance file path.
+
+Bundled names look like ``SUITE/NAME``. Until the XLA suite lands, the bundled
+workloads are the seeded synthetic programs of :mod:`mallocgame.workloads.synthetic`.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from mallocgame.errors import InputFileError
+from mallocgame.instance import Instance, load_instance
+from mallocgame.workloads import synthetic
+
+__all__ = ["workload_names", "load_workload"]
+
+
+def workload_names() -> list[str]:
+    """Every bundled workload name, in listing order."""
+    return list(synthetic.SYNTHETIC_NAMES)
+
+
+def load_workload(name_or_path: str) -> Instance:
+    """A bundled workload by name, else the instance file at that path.
+
+    Raises :class:`InputFileError` when it is neither.
+    """
+    if name_or_path in synthetic.SYNTHETIC_NAMES:
+        return synthetic.named(name_or_path)
+    if Path(name_or_path).exists():
+        return load_instance(name_or_path)
+    raise InputFileError(
+        f"{name_or_path}: neither a bundled workload (see 'mallocgame list') nor an instance file"
+    )

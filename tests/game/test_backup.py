@@ -1,0 +1,164 @@
+"""Drop-backup (SPEC section 6) on instances whose greedy play goes infeasible, by hand.
+
+Builder conventions (:mod:`tests.builders`): fast 1000 B/s, slow 100 B/s, copy 100 B/s
+(demand = size / 100 s), supply 1.0 s per step, roofline latency with compute 0, so
+a buffer of ``n`` bytes saves ``n / 100 - n / 1000`` seconds when fast.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from mallocgame.game.backup import DropBackup, play
+from mallocgame.game.state import COPY, DROP, NOCOPY, Game, replay
+from tests.builders import B, I, X, build
+
+C, N, D = COPY, NOCOPY, DROP
+
+
+def greedy(game: Game, allowed: np.ndarray) -> int:
+    """Prefer Copy, then NoCopy, then Drop."""
+    return int(np.flatnonzero(allowed)[0])
+
+
+def _alias_overflow():
+    # capacity 200, T = 4, W = 1 each.
+    #   buffer 0: P (100 B, live_out) defined at 0, d = 0.5.
+    #   buffer 1: Q (program input, 100 B, d = 0.5) read at 1 in group g,
+    #   buffer 2: R (150 B, d = 0.5) written in place at 1 in group g,
+    #   buffer 3: S (program input, 50 B, d = 0.5) read at 2,
+    #   buffer 4: R read at 3 in group g.
+    return build(
+        tensors=[X(100, live_out=True), X(100), X(150), X(50)],
+        instructions=[
+            I(writes=[B(0, demand=0.5)]),
+            I(reads=[B(1, alias="g", demand=0.5)], writes=[B(2, alias="g", demand=0.5)]),
+            I(reads=[B(3, demand=0.5)]),
+            I(reads=[B(2, alias="g")]),
+        ],
+        capacity=200,
+    )
+
+
+def test_greedy_play_goes_infeasible_without_backup():
+    # buffer 0: Copy, copy-out t = 1 takes 0.5 -> [1, 1], memory [0, 1] at 0.
+    # buffer 1: Copy, t = 0 takes 0.5 -> memory [0, 1]; P holds [0, 100) -> offset 100,
+    #           g = fast(100).
+    # buffer 2: g's offset 100 + 150 B > 200 -> Copy and NoCopy illegal; Drop illegal
+    #           (g is fast) -> infeasible at buffer 2.
+    g = Game(_alias_overflow())
+    for expected in ([True, False, True], [True, False, True]):
+        assert g.legal_mask().tolist() == expected
+        g.step(greedy(g, g.legal_mask()))
+    assert g.current_buffer == 2 and g.infeasible
+
+
+def test_drop_backup_forces_the_stuck_group_and_completes():
+    # Backup points of the greedy play: the start (mark 0), after buffer 0 (P copied out:
+    # a singleton group, nothing resident) -> mark 1. After buffer 1 g is fast with
+    # buffers 2 and 4 undecided: not a backup point. Stuck at buffer 2 (group g, an
+    # output, reads nothing): back to mark 1 and force Drop on g only.
+    # Replay: buffer 1 Drop, buffer 2 Drop, buffer 3 (S) Copy: t = 1 takes 0.5 (W[1] was
+    # left at 0.5 by P's copy-out) -> memory [1, 2]; P holds [0, 100) at step 1 -> 100.
+    # Buffer 4 Drop (forced). Return: P 1 - 0.1 = 0.9, S 0.5 - 0.05 = 0.45 -> 1.35.
+    inst = _alias_overflow()
+    game = Game(inst)
+    driver = play(game, greedy)
+    assert game.complete and not game.infeasible
+    assert driver.backups == 1
+    forced = {b for b in range(inst.num_buffers) if driver.forced_drop[game.group_of(b)]}
+    assert forced == {1, 2, 4}
+    assert game.actions() == [C, D, D, C, D]
+    allocs = [(a.buffer, a.action, a.offset, a.start, a.end, a.copy) for a in game.allocations()]
+    assert allocs == [(0, "Copy", 0, 0, 1, (1, 1)), (3, "Copy", 100, 1, 2, (1, 1))]
+    assert game.return_s == pytest.approx(1.35, rel=1e-12)
+    again = replay(inst, game.actions())
+    assert again.complete
+    assert again.allocations() == game.allocations()
+    assert again.return_s == pytest.approx(game.return_s, rel=1e-12)
+
+
+def _resident_conflict():
+    # T = 3, W = 1 each; huge demands where only NoCopy should place a buffer.
+    #   buffer 0: X (100 B) defined at 0, read at 2 (Copy-out impossible: d = 1e6).
+    #   buffer 1: P (program input, 50 B, d = 0.5) read at 1.
+    #   buffer 2: Z (100 B, d = 1e6) defined at 1 in group g (never read).
+    #   buffer 3: X read at 2 in group g.
+    return build(
+        tensors=[X(100), X(50), X(100)],
+        instructions=[
+            I(writes=[B(0, demand=1e6)]),
+            I(reads=[B(1, demand=0.5)], writes=[B(2, alias="g", demand=1e6)]),
+            I(reads=[B(0, alias="g")]),
+        ],
+    )
+
+
+def test_forced_groups_of_a_fast_resident_read_include_the_producer():
+    # Greedy: buffer 0: Copy illegal (walk past T-1) -> NoCopy [0, 2] at 0, X resident
+    # (its read pending: not a backup point). Buffer 1: Copy t = 0 -> [0, 1] at 100.
+    # Buffer 2: Copy illegal -> NoCopy [1, 1]: [0, 150) taken at step 1 -> 150, g = fast(150).
+    # Buffer 3 (X's read, group g): NoCopy at X's offset 0 != 150 illegal, Copy and Drop
+    # illegal (X resident) -> stuck. The latest backup point is the start (X became
+    # resident at the first step); forced: g and the group of X's defining output (buffer 0).
+    # Replay: buffer 0 Drop; buffer 1 Copy at 0 ([0, 1], t = 0); buffer 2 Drop (forced);
+    # buffer 3 Drop. Return: P 0.5 - 0.05 = 0.45.
+    inst = _resident_conflict()
+    g = Game(inst)
+    for a in (N, C, N):
+        assert g.legal_mask()[a]
+        g.step(a)
+    assert g.infeasible and g.reads_fast_resident(3) == 0
+
+    game = Game(inst)
+    driver = play(game, greedy)
+    assert game.complete
+    assert driver.backups == 1
+    forced = {b for b in range(inst.num_buffers) if driver.forced_drop[game.group_of(b)]}
+    assert forced == {0, 2, 3}
+    assert game.actions() == [D, C, D, D]
+    allocs = [(a.buffer, a.action, a.offset, a.start, a.end, a.copy) for a in game.allocations()]
+    assert allocs == [(1, "Copy", 0, 0, 1, (0, 0))]
+    assert game.return_s == pytest.approx(0.45, rel=1e-12)
+    assert replay(inst, game.actions()).allocations() == game.allocations()
+
+
+def test_backup_returns_to_the_latest_backup_point():
+    # Alias-overflow program: after buffer 0 (P copied out) the state is a backup point
+    # (mark 1). Copying buffer 1 makes buffer 2 stuck, so the driver backs up at once --
+    # to mark 1, keeping P's Copy, not to the start -- and allows only Drop for group g.
+    inst = _alias_overflow()
+    game = Game(inst)
+    driver = DropBackup(game)
+    driver.step(C)
+    assert driver.backup_mark == 1
+    driver.step(C)  # g fast: not a backup point; buffer 2 is stuck -> back-up at once
+    assert driver.backups == 1
+    assert game.current_buffer == 1 and game.actions() == [C]
+    assert driver.allowed().tolist() == [False, False, True]
+    with pytest.raises(ValueError):
+        driver.step(C)  # legal in the game, but Drop-backup forbids it
+
+
+def test_drop_backup_must_start_at_a_backup_point():
+    g = Game(_resident_conflict())
+    g.step(N)
+    with pytest.raises(ValueError):
+        DropBackup(g)
+
+
+@pytest.mark.parametrize("seed", range(25))
+def test_random_play_with_backup_always_completes(seed):
+    rng = np.random.default_rng(seed)
+
+    def policy(game: Game, allowed: np.ndarray) -> int:
+        return int(rng.choice(np.flatnonzero(allowed)))
+
+    for inst in (_alias_overflow(), _resident_conflict()):
+        game = Game(inst)
+        play(game, policy)
+        assert game.complete
+        again = replay(inst, game.actions())
+        assert again.allocations() == game.allocations()
+        assert again.return_s == game.return_s

@@ -1,0 +1,202 @@
+"""Tests of the gymnasium environment (mallocgame.game.gym)."""
+
+from __future__ import annotations
+
+import json
+import warnings
+from pathlib import Path
+
+import gymnasium
+import numpy as np
+import pytest
+from gymnasium.error import ResetNeeded
+from gymnasium.utils.env_checker import check_env
+
+from mallocgame.game import Game
+from mallocgame.game.features import NUM_FEATURES, decision_features
+from mallocgame.game.gym import ENV_ID, MallocGameEnv, make_env
+from mallocgame.instance import instance_from_dict
+
+CONFORMANCE = Path(__file__).resolve().parents[1] / "data" / "conformance"
+CASES = sorted(CONFORMANCE.glob("*.json"))
+
+
+def load(name: str):
+    return instance_from_dict(json.loads((CONFORMANCE / name).read_text())["instance"])
+
+
+@pytest.mark.parametrize("name", ["random101.json", "tiny_alias.json"])
+def test_check_env(name):
+    env = gymnasium.make(ENV_ID, instance=load(name))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        check_env(env.unwrapped, skip_render_check=False)
+    # Built directly (no spec): the checker passes too (it only warns that it cannot
+    # try other render modes without a spec).
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        check_env(MallocGameEnv(load(name), render_mode="ansi"), skip_render_check=False)
+    env_ansi = MallocGameEnv(load(name), render_mode="ansi")
+    env_ansi.reset()
+    assert isinstance(env_ansi.render(), str)
+    assert MallocGameEnv(load(name)).render() is None
+
+
+def test_spaces():
+    env = MallocGameEnv(load("random102.json"))
+    assert env.observation_space.shape == (NUM_FEATURES,)
+    assert env.observation_space.dtype == np.float32
+    assert env.action_space == gymnasium.spaces.Discrete(3)
+    obs, info = env.reset(seed=0)
+    assert env.observation_space.contains(obs)
+    assert set(info) >= {"action_mask", "buffer", "return_s", "normalized_return", "reward_s"}
+    assert info["action_mask"].dtype == np.int8 and info["action_mask"].shape == (3,)
+
+
+def test_seeded_reset_deterministic():
+    env = MallocGameEnv(load("random103.json"))
+
+    def episode(seed):
+        obs, info = env.reset(seed=seed)
+        trace = [obs.copy()]
+        while True:
+            mask = info["action_mask"].astype(bool)
+            a = int(env.np_random.choice(np.flatnonzero(mask)))
+            obs, reward, terminated, truncated, info = env.step(a)
+            trace.append((a, reward, obs.copy()))
+            if terminated or truncated:
+                return trace
+
+    def same(t1, t2):
+        assert len(t1) == len(t2)
+        np.testing.assert_array_equal(t1[0], t2[0])
+        for (a1, r1, o1), (a2, r2, o2) in zip(t1[1:], t2[1:]):
+            assert a1 == a2 and r1 == r2
+            np.testing.assert_array_equal(o1, o2)
+
+    same(episode(5), episode(5))
+    # Seeding only np_random: the game itself is deterministic.
+    o1, _ = env.reset(seed=1)
+    o2, _ = env.reset(seed=2)
+    np.testing.assert_array_equal(o1, o2)
+
+
+@pytest.mark.parametrize("path", CASES, ids=lambda p: p.stem)
+def test_random_masked_episodes(path):
+    inst = instance_from_dict(json.loads(path.read_text())["instance"])
+    env = MallocGameEnv(inst)
+    rng = np.random.default_rng(0)
+    for episode in range(5):
+        obs, info = env.reset(seed=episode)
+        total = 0.0
+        steps = 0
+        while True:
+            mask = info["action_mask"]
+            np.testing.assert_array_equal(mask.astype(bool), env.game.legal_mask())
+            np.testing.assert_array_equal(env.action_masks(), env.game.legal_mask())
+            np.testing.assert_array_equal(obs, decision_features(env.game))
+            assert info["buffer"] == env.game.current_buffer
+            a = int(rng.choice(np.flatnonzero(mask)))
+            obs, reward, terminated, truncated, info = env.step(a)
+            steps += 1
+            assert isinstance(reward, float) and not truncated
+            assert env.observation_space.contains(obs)
+            total += reward
+            if terminated:
+                break
+        assert steps <= inst.num_buffers
+        assert info["complete"] or info["infeasible"]
+        assert info["complete"] == (steps == inst.num_buffers)
+        if info["infeasible"]:
+            assert not info["action_mask"].any()
+        assert not obs.any()
+        r = env.game.tables.normalizer_s
+        assert total * r == pytest.approx(info["return_s"], rel=1e-9, abs=1e-18)
+        assert info["return_s"] == env.game.return_s
+        assert info["normalized_return"] == pytest.approx(total, rel=1e-9, abs=1e-15)
+        with pytest.raises(ResetNeeded):
+            env.step(2)
+
+
+def test_reward_matches_game_and_raw_seconds():
+    inst = load("random105.json")
+    traj = json.loads((CONFORMANCE / "random105.json").read_text())["trajectories"][0]
+    env = MallocGameEnv(inst)
+    _, info = env.reset()
+    game = Game(inst)
+    total_s = 0.0
+    for a in traj["actions"]:
+        expected = game.step(a)
+        obs, reward, terminated, _, info = env.step(a)
+        assert info["reward_s"] == expected
+        assert reward == pytest.approx(expected / game.tables.normalizer_s)
+        total_s += info["reward_s"]
+    assert terminated and info["complete"] and not info["infeasible"]
+    assert total_s == pytest.approx(traj["reward_s"], rel=1e-9)
+    assert info["normalized_return"] == pytest.approx(traj["normalized_reward"], rel=1e-9)
+
+
+def test_illegal_action_terminates():
+    env = MallocGameEnv(load("random101.json"))
+    _, info = env.reset()
+    illegal = np.flatnonzero(info["action_mask"] == 0)
+    assert illegal.size  # the first buffer of random101 cannot be Copied
+    buffer = info["buffer"]
+    obs, reward, terminated, truncated, info = env.step(int(illegal[0]))
+    assert terminated and not truncated and reward == 0.0
+    assert info["illegal_action"] is True
+    assert "illegal" in info["reason"] and f"buffer {buffer}" in info["reason"]
+    assert env.game.current_buffer == buffer  # state unchanged
+    with pytest.raises(ResetNeeded):
+        env.step(2)
+    env.reset()
+    _, _, terminated, _, info = env.step(7)
+    assert terminated and info["illegal_action"] and "7" in info["reason"]
+
+
+def test_infeasible_episode_flag():
+    data = json.loads((CONFORMANCE / "random101.json").read_text())
+    actions = data["infeasible_prefix"]["actions"]
+    env = MallocGameEnv(instance_from_dict(data["instance"]))
+    env.reset()
+    for i, a in enumerate(actions):
+        _, _, terminated, _, info = env.step(a)
+        assert terminated == (i == len(actions) - 1)
+    assert info["infeasible"] and not info["complete"] and not info["illegal_action"]
+    assert info["buffer"] == data["infeasible_prefix"]["stuck_at_buffer"]
+
+
+def test_step_before_reset_raises():
+    env = MallocGameEnv(load("tiny_pair.json"))
+    with pytest.raises(ResetNeeded):
+        env.step(2)
+
+
+def test_gymnasium_make_and_make_env(tmp_path):
+    inst = load("random106.json")
+    env = gymnasium.make(ENV_ID, instance=inst)
+    assert isinstance(env.unwrapped, MallocGameEnv)
+    obs, info = env.reset(seed=3)
+    assert obs.shape == (NUM_FEATURES,)
+    terminated = False
+    while not terminated:
+        a = int(np.flatnonzero(info["action_mask"])[-1])
+        obs, reward, terminated, truncated, info = env.step(a)
+    assert info["complete"]  # all-Drop always completes
+    env2 = make_env(inst)
+    assert isinstance(env2.unwrapped, MallocGameEnv)
+    # A path works too.
+    path = tmp_path / "inst.json"
+    doc = json.loads((CONFORMANCE / "random106.json").read_text())["instance"]
+    path.write_text(json.dumps(doc))
+    env3 = make_env(str(path))
+    assert env3.unwrapped.instance.num_buffers == inst.num_buffers
+
+
+def test_registration_is_idempotent():
+    import importlib
+
+    import mallocgame.game.gym as module
+
+    importlib.reload(module)
+    assert ENV_ID in gymnasium.registry

@@ -1,0 +1,378 @@
+"""Property tests: random valid instances x random legal games.
+
+Two independent witnesses of the game's correctness:
+
+- the physical check of :mod:`mallocgame.check` (SPEC section 7) and the reward of
+  the mapping (:func:`mallocgame.latency.mapping_reward`) on every completed game;
+- :class:`Reference`, a deliberately plain re-reading of SPEC sections 3-5 written
+  for these tests (no shared code with the game), compared with the game at every
+  decision: the legality and outcome of each action, the remaining supply, the
+  backup-point flag and the reward.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from mallocgame.game.backup import play
+from mallocgame.game.state import COPY, DROP, NOCOPY, Game, replay
+from mallocgame.instance import Instance, RooflineLatency
+from mallocgame.latency import mapping_reward
+from tests.builders import B, I, X, build, roofline, table
+
+EPS = 1e-12  # SPEC section 4: a copy walk stops once need <= 1e-12 * d
+NONE5 = (-1, -1, -1, -1, -1)
+SLOW = "slow"
+
+
+# ================================================================== reference model
+
+
+class Reference:
+    """SPEC sections 3-5 read literally: slow, simple, and independent of the game."""
+
+    def __init__(self, inst: Instance) -> None:
+        self.inst = inst
+        self.T = inst.num_instructions
+        self.cap = inst.hardware.fast_memory_bytes
+        self.align = inst.hardware.alignment_bytes
+        self.W = [ins.supply_s for ins in inst.instructions]
+        self.pair = [False] * self.T  # pair[t]: steps t and t+1 lie in one copy interval
+        self.alloc: dict[int, tuple[int, int, int, int, int, int]] = {}  # b -> action, outcome
+        self.decided: list[int] = []  # buffers placed in fast memory, in decision order
+        self.group: dict[int, object] = {}  # alias_id -> SLOW or offset (absent: undecided)
+        self.resident: set[int] = set()
+        self.cur = 0
+        self.ret = 0.0
+
+    # ----------------------------------------------------------------------- helpers
+
+    def z(self, b: int) -> int:
+        size = self.inst.buffers[b].size
+        return -(-size // self.align) * self.align
+
+    def fits(self, off: int, z: int, start: int, end: int, alias: int) -> bool:
+        if off + z > self.cap:
+            return False
+        if z == 0:
+            return True  # an empty byte range overlaps nothing
+        for c, (action, o, s, e, _, _) in self.alloc.items():
+            if action == DROP or s < 0 or self.inst.buffers[c].alias_id == alias:
+                continue
+            if e < start or s > end:
+                continue
+            if o < off + z and off < o + self.z(c):
+                return False
+        return True
+
+    def place(self, gs: object, z: int, start: int, end: int, alias: int) -> int | None:
+        if isinstance(gs, int):
+            return gs if self.fits(gs, z, start, end, alias) else None
+        # The lowest fitting multiple of the alignment is 0 or the aligned end of a
+        # range in the way; try those in increasing order.
+        cands = {0}
+        for c, (action, o, s, e, _, _) in self.alloc.items():
+            if action != DROP and s >= 0:
+                cands.add(-(-(o + self.z(c)) // self.align) * self.align)
+        for off in sorted(cands):
+            if self.fits(off, z, start, end, alias):
+                return off
+        return None
+
+    def latency(self, t: int, fast: set[int]) -> float:
+        ins = self.inst.instructions[t]
+        lat = ins.latency
+        if isinstance(lat, RooflineLatency):
+            hw = self.inst.hardware
+            mem = sum(
+                self.inst.buffers[b].size / (hw.fast_bandwidth if b in fast else hw.slow_bandwidth)
+                for b in ins.buffers
+            )
+            one = lat.fixed_s + max(lat.compute_s, mem)
+        else:
+            index = sum(1 << i for i, b in enumerate(lat.varied) if b in fast)
+            one = lat.latency_s[index]
+        return ins.count * one
+
+    # ----------------------------------------------------------------------- the rules
+
+    def options(self) -> dict[int, tuple[int, ...] | None]:
+        """For each action, its outcome (offset, start, end, copy_start, copy_end) or None."""
+        inst = self.inst
+        b = self.cur
+        buf = inst.buffers[b]
+        tau, x, d, alias = buf.instruction, buf.tensor_id, buf.demand_s, buf.alias_id
+        ten = inst.tensors[x]
+        gs = self.group.get(alias)
+        z = self.z(b)
+        res: dict[int, tuple[int, ...] | None] = {COPY: None, NOCOPY: None, DROP: None}
+
+        if gs != SLOW and x not in self.resident:
+            ok, cs, ce = True, -1, -1
+            if d == 0:
+                s = e = tau
+            elif not buf.is_output:
+                need, t = d, tau - 1
+                while True:
+                    if t <= ten.def_time or t < 0 or (t < tau - 1 and self.pair[t]):
+                        ok = False
+                        break
+                    need -= min(self.W[t], need)
+                    if need <= EPS * d:
+                        break
+                    t -= 1
+                s, e, cs, ce = t, tau, t, tau - 1
+            else:
+                need, t = d, tau + 1
+                while True:
+                    if t > self.T - 1 or (t > tau + 1 and self.pair[t - 1]):
+                        ok = False
+                        break
+                    need -= min(self.W[t], need)
+                    if need <= EPS * d:
+                        break
+                    t += 1
+                s, e, cs, ce = tau, t, tau + 1, t
+            if ok:
+                off = self.place(gs, z, s, e, alias)
+                if off is not None:
+                    res[COPY] = (off, s, e, cs, ce)
+
+        if gs != SLOW:
+            if buf.is_output:
+                if not ten.live_out:
+                    s, e = tau, ten.last_use_time
+                    off = self.place(gs, z, s, e, alias)
+                    if off is not None:
+                        res[NOCOPY] = (off, s, e, -1, -1)
+            else:
+                a = None
+                for c in self.decided:
+                    _, _, s, e, _, _ = self.alloc[c]
+                    if inst.buffers[c].tensor_id == x and s >= 0:
+                        if a is None or e > self.alloc[a][3]:
+                            a = c
+                if a is not None:
+                    _, o, _, a_end, _, _ = self.alloc[a]
+                    if not isinstance(gs, int) or gs == o:
+                        if a_end >= tau:
+                            res[NOCOPY] = (o, -1, -1, -1, -1)
+                        elif self.fits(o, z, a_end + 1, tau, alias):
+                            res[NOCOPY] = (o, a_end + 1, tau, -1, -1)
+
+        if not isinstance(gs, int) and (buf.is_output or x not in self.resident):
+            res[DROP] = NONE5
+        return res
+
+    def is_backup_point(self) -> bool:
+        for c in range(self.cur, self.inst.num_buffers):
+            buf = self.inst.buffers[c]
+            if isinstance(self.group.get(buf.alias_id), int):
+                return False
+            if not buf.is_output and buf.tensor_id in self.resident:
+                return False
+        return True
+
+    def step(self, action: int) -> float:
+        out = self.options()[action]
+        assert out is not None, "reference: illegal action"
+        b = self.cur
+        buf = self.inst.buffers[b]
+        alias = buf.alias_id
+        reward = 0.0
+        if action == DROP:
+            self.group.setdefault(alias, SLOW)
+            self.alloc[b] = (DROP, *NONE5)
+        else:
+            t = buf.instruction
+            fast = {c for c in self.decided if self.inst.buffers[c].instruction == t}
+            reward = self.latency(t, fast) - self.latency(t, fast | {b})
+            off, s, e, cs, ce = out
+            self.alloc[b] = (action, off, s, e, cs, ce)
+            if cs >= 0:
+                need = buf.demand_s
+                steps = range(cs, ce + 1) if buf.is_output else range(ce, cs - 1, -1)
+                for u in steps:
+                    take = min(self.W[u], need)
+                    self.W[u] -= take
+                    need -= take
+                for u in range(cs, ce):
+                    self.pair[u] = True
+            self.group[alias] = off
+            if buf.is_output and action == NOCOPY:
+                self.resident.add(buf.tensor_id)
+            self.decided.append(b)
+        self.cur += 1
+        self.ret += reward
+        return reward
+
+
+# ====================================================================== instances
+
+
+@st.composite
+def instances(draw) -> Instance:
+    """Random valid instances: inputs, results, in-place alias groups (an operand and an
+    output of one instruction, sometimes carried on to the output's later reads), counts
+    > 1, roofline and table latencies (up to 3 varied buffers), zero sizes, alignment
+    1..512, and a capacity from hopeless to roomy."""
+    num_t = draw(st.integers(1, 8))
+    alignment = draw(st.one_of(st.sampled_from([1, 8, 256, 512]), st.integers(1, 512)))
+    sizes = st.one_of(st.just(0), st.integers(1, 2000), st.integers(1, 2000))
+    factor = st.sampled_from([0.1, 0.0, 0.02, 0.5, 1.0, 2.0])
+    tensors: list[X] = []
+    available: list[int] = []
+    carried: dict[int, str] = {}  # tensor -> alias key its reads join
+    keys = iter(range(10**6))
+
+    def demand(size: int) -> float:
+        return size / 100.0 * draw(factor)
+
+    for _ in range(draw(st.integers(0, 3))):
+        available.append(len(tensors))
+        tensors.append(X(draw(sizes), live_out=draw(st.booleans()) and draw(st.booleans())))
+
+    instructions: list[I] = []
+    for t in range(num_t):
+        reads: list[B] = []
+        for _ in range(draw(st.integers(0, min(3, len(available))))):
+            x = draw(st.sampled_from(available))
+            key = carried.get(x) if draw(st.booleans()) else None
+            reads.append(B(x, alias=key, demand=demand(tensors[x].size)))
+        writes: list[B] = []
+        for _ in range(draw(st.integers(0, 2))):
+            x = len(tensors)
+            tensors.append(X(draw(sizes), live_out=draw(st.integers(0, 3)) == 0))
+            writes.append(B(x, demand=demand(tensors[x].size)))
+        if reads and writes and draw(st.booleans()):  # an in-place update
+            r = reads[draw(st.integers(0, len(reads) - 1))]
+            w = writes[draw(st.integers(0, len(writes) - 1))]
+            key = r.alias if r.alias is not None else f"k{next(keys)}"
+            r.alias = w.alias = key
+            if draw(st.booleans()):
+                carried[w.tensor] = key
+        n = len(reads) + len(writes)
+        if draw(st.booleans()):
+            lat = roofline(draw(st.sampled_from([0.0, 1.0, 5.0, 20.0])), draw(st.sampled_from([0.0, 0.5])))
+        else:
+            k = draw(st.integers(0, min(3, n)))
+            varied = draw(st.permutations(range(n)))[:k] if n else []
+            values = draw(st.lists(st.floats(0.0, 50.0, allow_nan=False), min_size=1 << k, max_size=1 << k))
+            lat = table(varied, values)
+        instructions.append(
+            I(
+                reads=reads,
+                writes=writes,
+                supply=draw(st.sampled_from([2.0, 0.0, 0.5, 5.0, 20.0])),
+                count=draw(st.integers(1, 4)),
+                latency=lat,
+            )
+        )
+        available.extend(w.tensor for w in writes)
+
+    # Some tensors live on past their last read (as in a loop).
+    for x in tensors:
+        if draw(st.integers(0, 3)) == 0:
+            x.last_use = num_t - 1 if draw(st.booleans()) else None
+    # Every buffer has its tensor's size: capacity from 0.6 to 3 of the largest (tight).
+    max_z = max((-(-x.size // alignment) * alignment for x in tensors), default=0)
+    capacity = int(max_z * draw(st.sampled_from([1.5, 0.6, 1.0, 2.0, 3.0])))
+    return build(tensors, instructions, alignment=alignment, capacity=capacity)
+
+
+def _scale(inst: Instance) -> float:
+    """A size for absolute reward tolerances: sum over t of count * its largest latency."""
+    total = 0.0
+    hw = inst.hardware
+    for ins in inst.instructions:
+        lat = ins.latency
+        if isinstance(lat, RooflineLatency):
+            one = lat.fixed_s + max(lat.compute_s, sum(inst.buffers[b].size for b in ins.buffers) / hw.slow_bandwidth)
+        else:
+            one = max(abs(v) for v in lat.latency_s)
+        total += ins.count * one
+    return total
+
+
+def _compare(game: Game, ref: Reference) -> None:
+    opts = ref.options() if not game.complete else None
+    if game.complete:
+        assert ref.cur == game.num_buffers
+        return
+    assert game.current_buffer == ref.cur
+    for a in range(3):
+        assert game.outcome(a) == opts[a], (
+            f"buffer {ref.cur} action {a}: game {game.outcome(a)} vs SPEC {opts[a]}"
+        )
+    assert game.legal_mask().tolist() == [opts[a] is not None for a in range(3)]
+    assert game.infeasible == all(opts[a] is None for a in range(3))
+    assert game.supply_left().tolist() == ref.W
+    assert game.is_backup_point == ref.is_backup_point()
+
+
+def _policy(seed: int):
+    rng = random.Random(seed)
+
+    def policy(game: Game, allowed) -> int:
+        return rng.choice([a for a in range(3) if allowed[a]])
+
+    return policy
+
+
+# ========================================================================== properties
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(inst=instances(), seed=st.integers(0, 2**32 - 1))
+def test_drop_backup_games_are_valid(inst: Instance, seed: int) -> None:
+    from mallocgame.check import physical_check
+
+    game = Game(inst)
+    play(game, _policy(seed))
+    assert game.complete and not game.infeasible
+    allocations = game.allocations()
+    assert physical_check(inst, allocations) == []
+    fast = [a.buffer for a in allocations]
+    assert math.isclose(
+        mapping_reward(inst, fast), game.return_s, rel_tol=1e-9, abs_tol=1e-12 * _scale(inst)
+    )
+    actions = game.actions()
+    assert len(actions) == inst.num_buffers
+    again = replay(inst, actions)
+    assert again.complete
+    assert again.allocations() == allocations
+    assert math.isclose(again.return_s, game.return_s, rel_tol=1e-12, abs_tol=1e-15)
+
+    # The same trajectory against the reference, decision by decision.
+    ref = Reference(inst)
+    step = Game(inst)
+    for a in actions:
+        _compare(step, ref)
+        got = step.step(a)
+        want = ref.step(a)
+        assert math.isclose(got, want, rel_tol=1e-9, abs_tol=1e-12 * _scale(inst))
+    _compare(step, ref)
+    assert math.isclose(step.return_s, ref.ret, rel_tol=1e-9, abs_tol=1e-12 * _scale(inst))
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(inst=instances(), seed=st.integers(0, 2**32 - 1))
+def test_raw_random_games_match_the_reference(inst: Instance, seed: int) -> None:
+    # Uniform legal play without Drop-backup, to the end (complete or infeasible).
+    rng = random.Random(seed)
+    game, ref = Game(inst), Reference(inst)
+    while True:
+        _compare(game, ref)
+        if game.done:
+            break
+        a = rng.choice([a for a in range(3) if game.legal_mask()[a]])
+        game.step(a)
+        ref.step(a)
+    if game.complete:
+        from mallocgame.check import physical_check
+
+        assert physical_check(inst, game.allocations()) == []

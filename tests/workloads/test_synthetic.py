@@ -1,0 +1,202 @@
+"""Tests of the synthetic workload generator (mallocgame.workloads.synthetic)."""
+
+from __future__ import annotations
+
+import math
+import time
+from collections import defaultdict
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from mallocgame.errors import InputFileError
+from mallocgame.instance import Instance, load_instance, save_instance, validate
+from mallocgame.latency import instruction_latency
+from mallocgame.workloads import synthetic
+from mallocgame.workloads.synthetic import SYNTHETIC_NAMES, generate, named, peak_live_bytes
+
+
+def _reads(inst: Instance) -> dict[int, list[int]]:
+    """Tensor id -> times it is read, in game order."""
+    out: dict[int, list[int]] = defaultdict(list)
+    for b in inst.buffers:
+        if not b.is_output:
+            out[b.tensor_id].append(b.instruction)
+    return out
+
+
+@pytest.fixture(scope="module")
+def big() -> Instance:
+    return generate(4000, 3, loop=True)
+
+
+@settings(max_examples=60, deadline=None)
+@given(num_buffers=st.integers(1, 400), seed=st.integers(0, 2**32 - 1))
+def test_valid_with_exact_buffer_count(num_buffers: int, seed: int) -> None:
+    inst = generate(num_buffers, seed)
+    validate(inst)
+    assert inst.num_buffers == num_buffers
+
+
+@settings(max_examples=30, deadline=None)
+@given(num_buffers=st.integers(5, 400), seed=st.integers(0, 2**32 - 1))
+def test_structure_rules(num_buffers: int, seed: int) -> None:
+    inst = generate(num_buffers, seed)
+    _check_sizes_and_costs(inst)
+    _check_alias_groups(inst)
+    _check_live_ranges(inst)
+    _check_capacity(inst, 0.25)
+
+
+def _check_sizes_and_costs(inst: Instance) -> None:
+    hw = inst.hardware
+    for b in inst.buffers:
+        x = inst.tensors[b.tensor_id]
+        assert b.size == x.size
+        assert 1024 <= b.size <= 4 * 1024 * 1024
+        assert b.demand_s == pytest.approx(b.size / hw.copy_bandwidth, rel=1e-12)
+        gain = instruction_latency(inst, b.instruction, frozenset()) - instruction_latency(
+            inst, b.instruction, frozenset([b.id])
+        )
+        assert b.benefit_s == pytest.approx(gain, rel=1e-9, abs=1e-18)
+    for t, ins in enumerate(inst.instructions):
+        all_fast = instruction_latency(inst, t, frozenset(ins.buffers)) / ins.count
+        assert ins.supply_s == pytest.approx(all_fast, rel=1e-12)
+        assert ins.latency.compute_s >= 0
+
+
+def _check_alias_groups(inst: Instance) -> None:
+    groups: dict[int, list[int]] = defaultdict(list)
+    for b in inst.buffers:
+        groups[b.alias_id].append(b.id)
+    assert sorted(groups) == list(range(len(groups)))  # compact, in game order
+    reads = _reads(inst)
+    for members in groups.values():
+        if len(members) == 1:
+            continue
+        operand, output = (inst.buffers[i] for i in members)
+        assert len(members) == 2 and not operand.is_output and output.is_output
+        assert operand.instruction == output.instruction
+        assert operand.size == output.size
+        assert inst.instructions[output.instruction].buffers[0] == operand.id
+        # An in-place updated value is never read afterwards.
+        assert max(reads[operand.tensor_id]) == operand.instruction
+
+
+def _check_live_ranges(inst: Instance) -> None:
+    last = inst.num_instructions - 1
+    reads = _reads(inst)
+    body_end = {}
+    for lp in inst.loops:
+        for t in range(lp.first, lp.last + 1):
+            body_end[t] = lp.last
+    for x in inst.tensors:
+        times = reads[x.id]
+        expected = max([x.def_time, *times, *(body_end.get(t, t) for t in times)])
+        if x.live_out:
+            assert x.def_time >= 0 and x.last_use_time == last
+        else:
+            assert x.last_use_time == expected
+        if x.def_time < 0:
+            assert times, "every program input is read"
+    for t, ins in enumerate(inst.instructions):
+        assert ins.count == (inst.loops[0].trip_count if t in body_end else 1)
+
+
+def _check_capacity(inst: Instance, fraction: float) -> None:
+    align = inst.hardware.alignment_bytes
+    peak = peak_live_bytes(inst)
+    assert inst.hardware.fast_memory_bytes == max(align, int(fraction * peak) // align * align)
+
+
+def test_deterministic_in_seed() -> None:
+    a, b, c = generate(300, 11), generate(300, 11), generate(300, 12)
+    assert a == b and a.sha256 == b.sha256
+    assert a.sha256 != c.sha256
+
+
+def test_loop_argument_changes_only_the_loop() -> None:
+    with_loop, without = generate(500, 4, loop=True), generate(500, 4, loop=False)
+    assert len(with_loop.loops) == 1 and without.loops == ()
+    lp = with_loop.loops[0]
+    assert 0 <= lp.first <= lp.last < with_loop.num_instructions and lp.trip_count >= 2
+    assert [i.opcode for i in with_loop.instructions] == [i.opcode for i in without.instructions]
+    _check_live_ranges(with_loop)
+    assert generate(20, 4, loop=True).loops == ()  # too small for a loop
+
+
+def test_capacity_fraction_binds() -> None:
+    for fraction in (0.1, 0.5):
+        inst = generate(800, 2, capacity_fraction=fraction)
+        _check_capacity(inst, fraction)
+        assert inst.hardware.fast_memory_bytes < peak_live_bytes(inst)
+
+
+def test_hardware_is_a_toy_tpu() -> None:
+    hw = generate(50, 0).hardware
+    assert hw.slow_bandwidth == 614e9 == hw.copy_bandwidth
+    assert hw.fast_bandwidth == 4 * hw.slow_bandwidth
+    assert hw.alignment_bytes == 512
+
+
+def test_program_looks_like_compiled_ml(big: Instance) -> None:
+    validate(big)
+    _check_alias_groups(big)
+    _check_live_ranges(big)
+    opcodes = {i.opcode for i in big.instructions}
+    assert {"fusion", "dot", "convolution", "dynamic-update-slice"} <= opcodes
+    outputs = [sum(big.buffers[b].is_output for b in i.buffers) for i in big.instructions]
+    assert max(outputs) == 2 and sum(o == 1 for o in outputs) > 0.8 * len(outputs)
+    reads = _reads(big)
+    inputs = [x for x in big.tensors if x.def_time < 0]
+    activations = [x for x in big.tensors if x.def_time >= 0]
+    assert sum(len(reads[x.id]) >= 3 for x in inputs) >= 10  # weights re-read
+    assert max(x.last_use_time for x in inputs) > big.num_instructions // 2
+    distances = [t - x.def_time for x in activations for t in reads[x.id]]
+    soon = sum(d <= 4 for d in distances)
+    assert soon > 0.7 * len(distances)  # mostly read soon after definition
+    assert sum(d > 50 for d in distances) > 20  # skip connections
+    read_once_or_more = sum(bool(reads[x.id]) for x in activations)
+    assert read_once_or_more > 0.85 * len(activations)
+    assert any(x.live_out for x in activations)
+    assert big.num_alias_groups < big.num_buffers
+    sizes = sorted(x.size for x in big.tensors)
+    assert sizes[len(sizes) // 10] < 16 * 1024 and sizes[-len(sizes) // 10] > 512 * 1024
+
+
+def test_sixteen_thousand_buffers_is_fast() -> None:
+    start = time.perf_counter()
+    inst = generate(16000, 0)
+    elapsed = time.perf_counter() - start
+    assert inst.num_buffers == 16000
+    assert elapsed < 3.0, f"took {elapsed:.2f} s"
+
+
+def test_named_instances() -> None:
+    expected = {"synthetic/small": 60, "synthetic/1k": 1000, "synthetic/4k": 4000}
+    assert set(expected) | {"synthetic/16k"} == set(SYNTHETIC_NAMES)
+    for name, size in expected.items():
+        inst = named(name)
+        assert inst.name == name and inst.num_buffers == size
+        assert inst.loops
+        assert inst.sha256 == named(name).sha256
+    with pytest.raises(InputFileError, match="unknown synthetic workload"):
+        named("synthetic/nope")
+
+
+def test_file_round_trip(tmp_path) -> None:
+    inst = generate(120, 5, loop=True)
+    path = tmp_path / "synthetic.json.gz"
+    save_instance(inst, path)
+    loaded = load_instance(path)
+    assert loaded.sha256 == inst.sha256
+    assert loaded.buffers == inst.buffers and loaded.loops == inst.loops
+
+
+@pytest.mark.parametrize(
+    ("num_buffers", "fraction"), [(0, 0.25), (-3, 0.25), (10, 0.0), (10, -1.0), (10, math.nan)]
+)
+def test_bad_arguments(num_buffers: int, fraction: float) -> None:
+    with pytest.raises(ValueError):
+        synthetic.generate(num_buffers, 0, capacity_fraction=fraction)
