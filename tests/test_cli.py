@@ -1,0 +1,123 @@
+"""The command line: exit codes, one-line errors, files written."""
+
+from __future__ import annotations
+
+import gzip
+import json
+from pathlib import Path
+
+import pytest
+
+from mallocgame.cli import main
+
+CONFORMANCE = Path(__file__).parent / "data" / "conformance"
+
+
+@pytest.fixture()
+def instance_file(tmp_path: Path) -> Path:
+    doc = json.loads((CONFORMANCE / "random105.json").read_text())["instance"]
+    path = tmp_path / "random105.json.gz"
+    path.write_bytes(gzip.compress(json.dumps(doc).encode()))
+    return path
+
+
+def _one_line_error(capsys) -> str:
+    err = capsys.readouterr().err.strip()
+    assert "Traceback" not in err
+    assert len(err.splitlines()) == 1, err
+    assert err.startswith("mallocgame: error:")
+    return err
+
+
+def test_list_shows_bundled_workloads(capsys) -> None:
+    assert main(["list"]) == 0
+    out = capsys.readouterr().out
+    assert "synthetic/small" in out and "synthetic/16k" in out and "buffers" in out
+
+
+def test_solve_check_show_roundtrip(tmp_path: Path, instance_file: Path, capsys) -> None:
+    out = tmp_path / "sol.json"
+    assert main(["solve", str(instance_file), "--solver", "random", "--seed", "3", "--work", "4",
+                 "--out", str(out)]) == 0
+    assert "normalized reward" in capsys.readouterr().out
+    doc = json.loads(out.read_text())
+    assert doc["format"] == "mallocgame-solution" and doc["seed"] == 3
+    assert doc["work"]["games"] == 4
+    assert main(["check", str(instance_file), str(out)]) == 0
+    assert capsys.readouterr().out.startswith("valid")
+    picture = tmp_path / "layout.png"
+    assert main(["show", str(instance_file), str(out), "--out", str(picture)]) == 0
+    assert picture.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_solve_bundled_default_out(tmp_path: Path, monkeypatch, capsys) -> None:
+    monkeypatch.chdir(tmp_path)
+    assert main(["solve", "synthetic/small", "--solver", "drop"]) == 0
+    written = list((tmp_path / "out").glob("*.json"))
+    assert [p.name for p in written] == ["synthetic-small.drop.s0.json"]
+    assert main(["check", "synthetic/small", str(written[0])]) == 0
+
+
+def test_check_rejects_corruptions(tmp_path: Path, instance_file: Path, capsys) -> None:
+    good = tmp_path / "sol.json"
+    assert main(["solve", str(instance_file), "--solver", "exhaustive", "--out", str(good)]) == 0
+    doc = json.loads(good.read_text())
+    assert len(doc["allocations"]) >= 2
+    capsys.readouterr()
+
+    moved = json.loads(json.dumps(doc))
+    del moved["actions"]  # a mapping: only the physical check applies
+    first, second = moved["allocations"][0], moved["allocations"][1]
+    second["offset"] = first["offset"]
+    second["start"], second["end"] = first["start"], first["end"]
+    bad = tmp_path / "moved.json"
+    bad.write_text(json.dumps(moved))
+    assert main(["check", str(instance_file), str(bad)]) == 1
+    assert "invalid" in capsys.readouterr().out
+
+    changed = json.loads(json.dumps(doc))
+    changed["actions"][0] = 2 if changed["actions"][0] != 2 else 0
+    bad.write_text(json.dumps(changed))
+    assert main(["check", str(instance_file), str(bad)]) == 1
+    out = capsys.readouterr().out
+    assert "illegal_action" in out or "allocation_mismatch" in out
+
+
+@pytest.mark.parametrize(
+    "argv_tail, needle",
+    [
+        (["solve", "{missing}", "--solver", "random"], "neither a bundled workload"),
+        (["solve", "{inst}", "--solver", "nope"], "unknown solver"),
+        (["solve", "{inst}", "--solver", "muzero"], "not available"),
+        (["solve", "{inst}", "--solver", "random", "--seed", "x"], "invalid int value"),
+        (["solve", "{inst}", "--solver", "random", "--budget", "-1"], "--budget"),
+        (["check", "{inst}", "{malformed}"], "not valid JSON"),
+        (["check", "{malformed}", "{inst}"], "not valid JSON"),
+        (["check", "{wrongversion}", "{inst}"], "unsupported instance version"),
+        (["check", "{impossible}", "{inst}"], "negative size"),
+        (["show", "{inst}", "{inst}", "--out", "x.png"], "format is"),
+        (["bogus"], "invalid choice"),
+    ],
+)
+def test_bad_input_exits_2_with_one_line(tmp_path: Path, instance_file: Path, capsys,
+                                         argv_tail: list[str], needle: str) -> None:
+    malformed = tmp_path / "malformed.json"
+    malformed.write_text("{not json")
+    doc = json.loads(gzip.decompress(instance_file.read_bytes()))
+    wrong = tmp_path / "wrong.json"
+    wrong.write_text(json.dumps({**doc, "version": 99}))
+    impossible = tmp_path / "impossible.json"
+    doc["tensors"][0]["size"] = -5
+    impossible.write_text(json.dumps(doc))
+    paths = {"missing": str(tmp_path / "nope.json"), "inst": str(instance_file),
+             "malformed": str(malformed), "wrongversion": str(wrong),
+             "impossible": str(impossible)}
+    argv = [a.format(**paths) for a in argv_tail]
+    assert main(argv) == 2
+    assert needle in _one_line_error(capsys)
+
+
+def test_solve_creates_out_dir_and_leaves_no_temp_files(tmp_path: Path, instance_file: Path) -> None:
+    out = tmp_path / "missing-dir-is-created" / "sol.json"
+    assert main(["solve", str(instance_file), "--solver", "drop", "--out", str(out)]) == 0
+    assert [p.name for p in out.parent.iterdir()] == ["sol.json"]
