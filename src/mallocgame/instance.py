@@ -179,7 +179,7 @@ def _require(cond: bool, message: str) -> None:
 
 
 def _get(obj: Mapping[str, Any], key: str, where: str) -> Any:
-    if not isinstance(obj, Mapping):
+    if not isinstance(obj, dict):
         raise InstanceError(f"{where}: expected an object, got {type(obj).__name__}")
     if key not in obj:
         raise InstanceError(f"{where}: missing key '{key}'")
@@ -188,31 +188,29 @@ def _get(obj: Mapping[str, Any], key: str, where: str) -> Any:
 
 def _int(obj: Mapping[str, Any], key: str, where: str, default: Any = ...) -> int:
     value = obj.get(key, default) if default is not ... else _get(obj, key, where)
-    _require(
-        isinstance(value, int) and not isinstance(value, bool),
-        f"{where}: '{key}' must be an integer, got {value!r}",
-    )
+    if not (isinstance(value, int) and not isinstance(value, bool)):
+        raise InstanceError(f"{where}: '{key}' must be an integer, got {value!r}")
     return value
 
 
 def _float(obj: Mapping[str, Any], key: str, where: str, default: Any = ...) -> float:
     value = obj.get(key, default) if default is not ... else _get(obj, key, where)
-    _require(
-        isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value),
-        f"{where}: '{key}' must be a finite number, got {value!r}",
-    )
+    if not (isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)):
+        raise InstanceError(f"{where}: '{key}' must be a finite number, got {value!r}")
     return float(value)
 
 
 def _bool(obj: Mapping[str, Any], key: str, where: str) -> bool:
     value = _get(obj, key, where)
-    _require(isinstance(value, bool), f"{where}: '{key}' must be true or false, got {value!r}")
+    if not isinstance(value, bool):
+        raise InstanceError(f"{where}: '{key}' must be true or false, got {value!r}")
     return value
 
 
 def _list(obj: Mapping[str, Any], key: str, where: str) -> list[Any]:
     value = _get(obj, key, where)
-    _require(isinstance(value, list), f"{where}: '{key}' must be a list")
+    if not isinstance(value, list):
+        raise InstanceError(f"{where}: '{key}' must be a list")
     return value
 
 
@@ -225,18 +223,16 @@ def _parse_latency(obj: Any, where: str) -> Latency:
     if kind == "table":
         varied = _get(obj, "varied", where)
         values = _get(obj, "latency_s", where)
-        _require(isinstance(varied, list), f"{where}: 'varied' must be a list of buffer ids")
-        _require(isinstance(values, list), f"{where}: 'latency_s' must be a list of seconds")
+        if not isinstance(varied, list):
+            raise InstanceError(f"{where}: 'varied' must be a list of buffer ids")
+        if not isinstance(values, list):
+            raise InstanceError(f"{where}: 'latency_s' must be a list of seconds")
         for v in varied:
-            _require(
-                isinstance(v, int) and not isinstance(v, bool),
-                f"{where}: 'varied' holds a non-integer {v!r}",
-            )
+            if not (isinstance(v, int) and not isinstance(v, bool)):
+                raise InstanceError(f"{where}: 'varied' holds a non-integer {v!r}")
         for v in values:
-            _require(
-                isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v),
-                f"{where}: 'latency_s' holds a non-finite or non-number {v!r}",
-            )
+            if not (isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)):
+                raise InstanceError(f"{where}: 'latency_s' holds a non-finite or non-number {v!r}")
         return TableLatency(varied=tuple(varied), latency_s=tuple(float(v) for v in values))
     raise InstanceError(f"{where}: unknown latency kind {kind!r} (expected 'roofline' or 'table')")
 
@@ -254,9 +250,11 @@ def instance_from_dict(doc: Any, *, where: str = "instance") -> Instance:
             f"{where}: unsupported instance version {version!r} (this build reads {INSTANCE_VERSION})"
         )
     name = _get(doc, "name", where)
-    _require(isinstance(name, str), f"{where}: 'name' must be a string")
+    if not isinstance(name, str):
+        raise InstanceError(f"{where}: 'name' must be a string")
     source = doc.get("source", {})
-    _require(isinstance(source, Mapping), f"{where}: 'source' must be an object")
+    if not isinstance(source, Mapping):
+        raise InstanceError(f"{where}: 'source' must be an object")
 
     hw = _get(doc, "hardware", where)
     hardware = Hardware(
@@ -272,12 +270,11 @@ def instance_from_dict(doc: Any, *, where: str = "instance") -> Instance:
     for t, obj in enumerate(_list(doc, "instructions", where)):
         w = f"instruction {t}"
         bufs = _get(obj, "buffers", w)
-        _require(isinstance(bufs, list), f"{w}: 'buffers' must be a list of buffer ids")
+        if not isinstance(bufs, list):
+            raise InstanceError(f"{w}: 'buffers' must be a list of buffer ids")
         for b in bufs:
-            _require(
-                isinstance(b, int) and not isinstance(b, bool),
-                f"{w}: 'buffers' holds a non-integer {b!r}",
-            )
+            if not (isinstance(b, int) and not isinstance(b, bool)):
+                raise InstanceError(f"{w}: 'buffers' holds a non-integer {b!r}")
         instructions.append(
             Instruction(
                 name=str(obj.get("name", f"i{t}")),
@@ -321,7 +318,8 @@ def instance_from_dict(doc: Any, *, where: str = "instance") -> Instance:
 
     loops = []
     raw_loops = doc.get("loops", [])
-    _require(isinstance(raw_loops, list), f"{where}: 'loops' must be a list")
+    if not isinstance(raw_loops, list):
+        raise InstanceError(f"{where}: 'loops' must be a list")
     for i, obj in enumerate(raw_loops):
         w = f"loop {i}"
         loops.append(
@@ -419,94 +417,110 @@ def validate(inst: Instance) -> None:
     Raises :class:`InstanceError` naming the first broken rule and the object involved.
     """
     hw = inst.hardware
-    _require(hw.fast_memory_bytes >= 0, "hardware: fast_memory_bytes must be >= 0")
-    _require(hw.alignment_bytes >= 1, "hardware: alignment_bytes must be >= 1")
+    if not hw.fast_memory_bytes >= 0:
+        raise InstanceError("hardware: fast_memory_bytes must be >= 0")
+    if not hw.alignment_bytes >= 1:
+        raise InstanceError("hardware: alignment_bytes must be >= 1")
     for key in ("fast_bandwidth", "slow_bandwidth", "copy_bandwidth"):
-        _require(getattr(hw, key) > 0, f"hardware: {key} must be > 0, got {getattr(hw, key)!r}")
+        if not (getattr(hw, key) > 0):
+            raise InstanceError(f"hardware: {key} must be > 0, got {getattr(hw, key)!r}")
 
     num_t = len(inst.instructions)
     num_x = len(inst.tensors)
     num_b = len(inst.buffers)
-    _require(num_t >= 1, "instance has no instructions")
+    if not num_t >= 1:
+        raise InstanceError("instance has no instructions")
 
     for i, x in enumerate(inst.tensors):
-        _require(x.id == i, f"tensor {i}: id is {x.id}, expected its index {i}")
-        _require(x.size >= 0, f"tensor {i} ({x.name}): negative size {x.size}")
-        _require(
-            -1 <= x.def_time < num_t,
-            f"tensor {i} ({x.name}): def_time {x.def_time} outside -1..{num_t - 1}",
-        )
-        _require(
-            x.def_time <= x.last_use_time < num_t,
-            f"tensor {i} ({x.name}): last_use_time {x.last_use_time} outside "
-            f"{x.def_time}..{num_t - 1}",
-        )
+        if not x.id == i:
+            raise InstanceError(f"tensor {i}: id is {x.id}, expected its index {i}")
+        if not x.size >= 0:
+            raise InstanceError(f"tensor {i} ({x.name}): negative size {x.size}")
+        if not (-1 <= x.def_time < num_t):
+            raise InstanceError(f"tensor {i} ({x.name}): def_time {x.def_time} outside -1..{num_t - 1}")
+        if not (x.def_time <= x.last_use_time < num_t):
+            raise InstanceError(
+                f"tensor {i} ({x.name}): last_use_time {x.last_use_time} outside "
+                f"{x.def_time}..{num_t - 1}"
+            )
 
     owner = [-1] * num_b
     for t, ins in enumerate(inst.instructions):
         w = f"instruction {t} ({ins.name})"
-        _require(ins.count >= 1, f"{w}: count must be >= 1, got {ins.count}")
-        _require(ins.supply_s >= 0, f"{w}: negative supply_s {ins.supply_s}")
+        if not ins.count >= 1:
+            raise InstanceError(f"{w}: count must be >= 1, got {ins.count}")
+        if not ins.supply_s >= 0:
+            raise InstanceError(f"{w}: negative supply_s {ins.supply_s}")
         for b in ins.buffers:
-            _require(0 <= b < num_b, f"{w}: dangling buffer reference {b}")
-            _require(owner[b] == -1, f"{w}: buffer {b} is listed twice")
+            if not (0 <= b < num_b):
+                raise InstanceError(f"{w}: dangling buffer reference {b}")
+            if not (owner[b] == -1):
+                raise InstanceError(f"{w}: buffer {b} is listed twice")
             owner[b] = t
         lat = ins.latency
         if isinstance(lat, RooflineLatency):
-            _require(lat.compute_s >= 0, f"{w}: negative compute_s")
-            _require(lat.fixed_s >= 0, f"{w}: negative fixed_s")
+            if not lat.compute_s >= 0:
+                raise InstanceError(f"{w}: negative compute_s")
+            if not lat.fixed_s >= 0:
+                raise InstanceError(f"{w}: negative fixed_s")
         else:
             k = len(lat.varied)
-            _require(k <= MAX_TABLE_VARIED, f"{w}: a latency table varies {k} buffers (at most 8)")
-            _require(len(set(lat.varied)) == k, f"{w}: a latency table names a buffer twice")
+            if not k <= MAX_TABLE_VARIED:
+                raise InstanceError(f"{w}: a latency table varies {k} buffers (at most 8)")
+            if not (len(set(lat.varied)) == k):
+                raise InstanceError(f"{w}: a latency table names a buffer twice")
             for b in lat.varied:
-                _require(b in ins.buffers, f"{w}: latency table varies buffer {b}, not one of its own")
-            _require(
-                len(lat.latency_s) == 1 << k,
-                f"{w}: latency table has {len(lat.latency_s)} values, expected 2**{k} = {1 << k}",
-            )
-            _require(all(v >= 0 for v in lat.latency_s), f"{w}: negative latency in its table")
+                if not (b in ins.buffers):
+                    raise InstanceError(f"{w}: latency table varies buffer {b}, not one of its own")
+            if not (len(lat.latency_s) == 1 << k):
+                raise InstanceError(f"{w}: latency table has {len(lat.latency_s)} values, expected 2**{k} = {1 << k}")
+            if not all(v >= 0 for v in lat.latency_s):
+                raise InstanceError(f"{w}: negative latency in its table")
 
     defining: dict[int, int] = {}
     for i, b in enumerate(inst.buffers):
         w = f"buffer {i}"
-        _require(b.id == i, f"{w}: id is {b.id}, expected its index {i}")
-        _require(0 <= b.instruction < num_t, f"{w}: dangling instruction reference {b.instruction}")
-        _require(
-            owner[i] == b.instruction,
-            f"{w}: not listed by its instruction {b.instruction}"
-            if owner[i] == -1
-            else f"{w}: says instruction {b.instruction} but is listed by instruction {owner[i]}",
-        )
-        _require(0 <= b.tensor_id < num_x, f"{w}: dangling tensor reference {b.tensor_id}")
-        _require(b.alias_id >= 0, f"{w}: negative alias_id {b.alias_id}")
-        _require(b.size >= 0, f"{w}: negative size {b.size}")
-        _require(b.demand_s >= 0, f"{w}: negative demand_s {b.demand_s}")
+        if not b.id == i:
+            raise InstanceError(f"{w}: id is {b.id}, expected its index {i}")
+        if not (0 <= b.instruction < num_t):
+            raise InstanceError(f"{w}: dangling instruction reference {b.instruction}")
+        if not owner[i] == b.instruction:
+            raise InstanceError(
+                f"{w}: not listed by its instruction {b.instruction}"
+                if owner[i] == -1
+                else f"{w}: says instruction {b.instruction} but is listed by instruction {owner[i]}"
+            )
+        if not (0 <= b.tensor_id < num_x):
+            raise InstanceError(f"{w}: dangling tensor reference {b.tensor_id}")
+        if not b.alias_id >= 0:
+            raise InstanceError(f"{w}: negative alias_id {b.alias_id}")
+        if not b.size >= 0:
+            raise InstanceError(f"{w}: negative size {b.size}")
+        if not b.demand_s >= 0:
+            raise InstanceError(f"{w}: negative demand_s {b.demand_s}")
         x = inst.tensors[b.tensor_id]
         if b.is_output:
-            _require(
-                b.instruction == x.def_time,
-                f"{w}: defining output of tensor {x.id} ({x.name}) at instruction "
-                f"{b.instruction}, but the tensor's def_time is {x.def_time}",
-            )
-            _require(
-                b.tensor_id not in defining,
-                f"{w}: tensor {x.id} ({x.name}) has a second defining output "
-                f"(buffer {defining.get(b.tensor_id)})",
-            )
+            if not b.instruction == x.def_time:
+                raise InstanceError(
+                    f"{w}: defining output of tensor {x.id} ({x.name}) at instruction "
+                    f"{b.instruction}, but the tensor's def_time is {x.def_time}"
+                )
+            if not (b.tensor_id not in defining):
+                raise InstanceError(
+                    f"{w}: tensor {x.id} ({x.name}) has a second defining output "
+                    f"(buffer {defining.get(b.tensor_id)})"
+                )
             defining[b.tensor_id] = i
         else:
-            _require(
-                x.def_time < b.instruction <= x.last_use_time,
-                f"{w}: reads tensor {x.id} ({x.name}) at {b.instruction}, outside its live range "
-                f"({x.def_time}, {x.last_use_time}]",
-            )
+            if not (x.def_time < b.instruction <= x.last_use_time):
+                raise InstanceError(
+                    f"{w}: reads tensor {x.id} ({x.name}) at {b.instruction}, outside its live range "
+                    f"({x.def_time}, {x.last_use_time}]"
+                )
     for x in inst.tensors:
         if x.def_time >= 0:
-            _require(
-                x.id in defining,
-                f"tensor {x.id} ({x.name}): def_time {x.def_time} but no defining output buffer",
-            )
+            if not (x.id in defining):
+                raise InstanceError(f"tensor {x.id} ({x.name}): def_time {x.def_time} but no defining output buffer")
 
     # Game order: (target_time, is_output, position in the instruction's list).
     expected = 0
@@ -514,19 +528,18 @@ def validate(inst: Instance) -> None:
         ordered = [b for b in ins.buffers if not inst.buffers[b].is_output]
         ordered += [b for b in ins.buffers if inst.buffers[b].is_output]
         for b in ordered:
-            _require(
-                b == expected,
-                f"buffer ids are not in game order: instruction {t} ({ins.name}) has buffer {b} "
-                f"where buffer {expected} belongs",
-            )
+            if not b == expected:
+                raise InstanceError(
+                    f"buffer ids are not in game order: instruction {t} ({ins.name}) has buffer {b} "
+                    f"where buffer {expected} belongs"
+                )
             expected += 1
 
     for i, lp in enumerate(inst.loops):
-        _require(
-            0 <= lp.first <= lp.last < num_t,
-            f"loop {i}: body {lp.first}..{lp.last} outside 0..{num_t - 1}",
-        )
-        _require(lp.trip_count >= 1, f"loop {i}: trip_count must be >= 1")
+        if not (0 <= lp.first <= lp.last < num_t):
+            raise InstanceError(f"loop {i}: body {lp.first}..{lp.last} outside 0..{num_t - 1}")
+        if not lp.trip_count >= 1:
+            raise InstanceError(f"loop {i}: trip_count must be >= 1")
 
 
 # -------------------------------------------------------------------------------- files

@@ -1,0 +1,278 @@
+"""The cost model: a :class:`~mallocgame.program.Program` plus a hardware preset -> an Instance.
+
+:func:`derive_instance` is cheap (one pass over the program, O(instructions +
+buffers + tensors)), so a program extracted once can be played on any preset.
+
+Buffers (SPEC section 2)
+    In game order: for each instruction ``t``, its operands in order, then its outputs
+    in order; buffer id = running index. A buffer's ``size`` is the bytes the
+    instruction moves for it (``operand_bytes`` / ``output_bytes``), its ``tensor_id``
+    the program tensor. ``alias_id``: the members of each program alias group share
+    one id; every other buffer gets a fresh id of its own (ids are numbered in game
+    order of first appearance).
+
+Latency (SPEC section 5), per instruction ``t`` with ``count`` executions
+    ``compute_s = max(flops / peak_flops, transcendentals / peak_transcendentals)``,
+    ``fixed_s = preset.fixed_s`` (a roofline latency), so for one execution
+    ``L_t(S) = fixed_s + max(compute_s, sum_b size_b / bw_b)``, ``bw_b`` the fast
+    bandwidth for ``b`` in ``S``, the slow bandwidth otherwise.
+
+    - ``supply_s = L_t(all buffers of t)`` for one execution (an underestimate of the
+      time the instruction runs, so copies overlapping it never slow it down);
+    - ``demand_s = size / copy_bandwidth`` per buffer;
+    - ``benefit_s = count * (L_t(empty) - L_t({b}))`` per buffer, computed with the
+      same floating-point operations as :func:`mallocgame.latency.instruction_latency`
+      (exactly equal for instructions of up to :data:`EXACT_BENEFIT_MAX_BUFFERS`
+      buffers; for larger ones the memory term is updated incrementally, equal to
+      within rounding).
+
+Capacity rule
+    The fast memory must bind on every program, also on small ones compiled on a CPU
+    whose live data would fit a preset's physical fast memory many times over. So
+    the instance's capacity is a fraction of the program's peak live bytes, capped
+    by the preset's physical fast memory::
+
+        fast_memory_bytes = max(alignment,
+                                min(preset.fast_memory_bytes,
+                                    floor_to_alignment(capacity_fraction * peak_live_bytes)))
+
+    with :func:`peak_live_bytes` = max over ``t`` of the summed sizes of the tensors
+    live at ``t`` (live range ``[max(def_time, 0), last_use_time]`` inclusive, so a
+    program input is live from 0 to its last use). The instance records it: hardware
+    ``name`` = ``"{preset}@{fraction:g}peak"`` and ``source`` = the program's
+    source plus ``preset``, ``capacity_rule``, ``capacity_fraction``,
+    ``peak_live_bytes``, ``preset_fast_memory_bytes`` and the compute figures of
+    the preset (``cost_model``).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from mallocgame.errors import InstanceError
+from mallocgame.hardware import HardwarePreset, get_preset
+from mallocgame.instance import (
+    Buffer,
+    Hardware,
+    Instance,
+    Instruction,
+    Loop,
+    RooflineLatency,
+    Tensor,
+    validate,
+)
+from mallocgame.program import Program, validate_program
+
+__all__ = [
+    "CAPACITY_RULE",
+    "DEFAULT_CAPACITY_FRACTION",
+    "EXACT_BENEFIT_MAX_BUFFERS",
+    "derive_instance",
+    "peak_live_bytes",
+    "capacity_bytes",
+    "compute_seconds",
+]
+
+DEFAULT_CAPACITY_FRACTION = 0.25
+EXACT_BENEFIT_MAX_BUFFERS = 64
+CAPACITY_RULE = (
+    "fast_memory_bytes = max(alignment, min(preset.fast_memory_bytes, "
+    "floor_to_alignment(capacity_fraction * peak_live_bytes)))"
+)
+
+
+def peak_live_bytes(program: Program) -> int:
+    """Max over instructions ``t`` of the summed sizes of the tensors live at ``t``.
+
+    A tensor is live over ``[max(def_time, 0), last_use_time]`` (inclusive): a program
+    input from time 0 to its last use (one never read, ``last_use_time = -1``, is live
+    at no step), an output from its definition to its last use.
+    """
+    num_t = len(program.instructions)
+    delta = [0] * (num_t + 1)
+    for x in program.tensors:
+        start = max(x.def_time, 0)
+        end = min(x.last_use_time, num_t - 1)
+        if end < start or x.size == 0:
+            continue
+        delta[start] += x.size
+        delta[end + 1] -= x.size
+    peak = running = 0
+    for t in range(num_t):
+        running += delta[t]
+        if running > peak:
+            peak = running
+    return peak
+
+
+def capacity_bytes(preset: HardwarePreset, peak: int, capacity_fraction: float) -> int:
+    """The capacity rule (module docstring) for a program of ``peak`` live bytes."""
+    align = preset.alignment_bytes
+    scaled = math.floor(capacity_fraction * peak)
+    floored = (scaled // align) * align
+    return max(align, min(preset.fast_memory_bytes, floored))
+
+
+def compute_seconds(flops: float, transcendentals: float, preset: HardwarePreset) -> float:
+    """``max(flops / peak_flops, transcendentals / peak_transcendentals)``."""
+    return max(flops / preset.peak_flops, transcendentals / preset.peak_transcendentals)
+
+
+def _resolve(preset: HardwarePreset | str) -> HardwarePreset:
+    if isinstance(preset, HardwarePreset):
+        return preset
+    return get_preset(preset)
+
+
+def derive_instance(
+    program: Program,
+    preset: HardwarePreset | str,
+    *,
+    capacity_fraction: float = DEFAULT_CAPACITY_FRACTION,
+    name: str | None = None,
+) -> Instance:
+    """The game instance of ``program`` on ``preset`` (a preset or its name); see the module docstring.
+
+    Raises :class:`~mallocgame.program.ProgramError` for an invalid program,
+    :class:`~mallocgame.hardware.UnknownPresetError` for an unknown preset name and
+    :class:`~mallocgame.errors.InstanceError` for a ``capacity_fraction`` that is not
+    a finite number > 0.
+    """
+    hw_preset = _resolve(preset)
+    if (
+        isinstance(capacity_fraction, bool)
+        or not isinstance(capacity_fraction, (int, float))
+        or not math.isfinite(capacity_fraction)
+        or capacity_fraction <= 0
+    ):
+        raise InstanceError(f"capacity_fraction must be a finite number > 0, got {capacity_fraction!r}")
+    validate_program(program)
+
+    peak = peak_live_bytes(program)
+    fast_bytes = capacity_bytes(hw_preset, peak, capacity_fraction)
+    hardware = Hardware(
+        name=f"{hw_preset.name}@{capacity_fraction:g}peak",
+        fast_memory_bytes=fast_bytes,
+        alignment_bytes=hw_preset.alignment_bytes,
+        fast_bandwidth=hw_preset.fast_bandwidth,
+        slow_bandwidth=hw_preset.slow_bandwidth,
+        copy_bandwidth=hw_preset.copy_bandwidth,
+    )
+    fast_bw = hardware.fast_bandwidth
+    slow_bw = hardware.slow_bandwidth
+    copy_bw = hardware.copy_bandwidth
+    fixed = hw_preset.fixed_s
+
+    # Alias ids: a program group's members share one id; ids in game order of first use.
+    groups_at: dict[int, dict[int, int]] = {}
+    for g, group in enumerate(program.alias_groups):
+        for t, p in group:
+            groups_at.setdefault(t, {})[p] = g
+    group_alias: dict[int, int] = {}
+    next_alias = 0
+
+    buffers: list[Buffer] = []
+    instructions: list[Instruction] = []
+    bid = 0
+    for t, ins in enumerate(program.instructions):
+        tensor_ids = ins.operands + ins.outputs
+        sizes = ins.operand_bytes + ins.output_bytes
+        num_ops = len(ins.operands)
+        k = len(sizes)
+        compute = compute_seconds(ins.flops, ins.transcendentals, hw_preset)
+        count = ins.count
+
+        # Memory terms, summed left to right exactly as latency.instruction_latency does;
+        # prefix[p] is the sum of the first p slow terms.
+        slow_terms = [s / slow_bw for s in sizes]
+        prefix = [0.0] * (k + 1)
+        mem_slow = 0.0
+        for i, v in enumerate(slow_terms):
+            mem_slow += v
+            prefix[i + 1] = mem_slow
+        mem_fast = 0.0
+        for s in sizes:
+            mem_fast += s / fast_bw
+        supply = fixed + max(compute, mem_fast)
+        lat_empty = count * (fixed + max(compute, mem_slow))
+        # Compute-bound with every buffer slow: no single buffer changes the latency
+        # (rounding is monotone, so each L({b}) term is <= mem_slow <= compute).
+        compute_bound = compute >= mem_slow
+        exact = k <= EXACT_BENEFIT_MAX_BUFFERS
+        gmap = groups_at.get(t)
+
+        first = bid
+        for p in range(k):
+            g = None if gmap is None else gmap.get(p)
+            if g is None:
+                alias = next_alias
+                next_alias += 1
+            else:
+                alias = group_alias.get(g)
+                if alias is None:
+                    alias = group_alias[g] = next_alias
+                    next_alias += 1
+            size = sizes[p]
+            if compute_bound:
+                benefit = 0.0
+            elif exact:
+                mem_b = prefix[p] + size / fast_bw
+                for i in range(p + 1, k):
+                    mem_b += slow_terms[i]
+                benefit = lat_empty - count * (fixed + max(compute, mem_b))
+            else:
+                mem_b = mem_slow - slow_terms[p] + size / fast_bw
+                benefit = max(0.0, lat_empty - count * (fixed + max(compute, mem_b)))
+            buffers.append(
+                Buffer(bid, t, tensor_ids[p], alias, p >= num_ops, size, size / copy_bw, benefit)
+            )
+            bid += 1
+        instructions.append(
+            Instruction(
+                name=ins.name,
+                opcode=ins.opcode,
+                count=count,
+                supply_s=supply,
+                buffers=tuple(range(first, bid)),
+                latency=RooflineLatency(compute_s=compute, fixed_s=fixed),
+            )
+        )
+
+    tensors = tuple(
+        Tensor(
+            id=x.id,
+            name=x.name,
+            size=x.size,
+            def_time=x.def_time,
+            last_use_time=x.last_use_time,
+            live_out=x.live_out,
+        )
+        for x in program.tensors
+    )
+    source: dict[str, Any] = dict(program.source)
+    source.update(
+        {
+            "preset": hw_preset.name,
+            "capacity_rule": CAPACITY_RULE,
+            "capacity_fraction": float(capacity_fraction),
+            "peak_live_bytes": peak,
+            "preset_fast_memory_bytes": hw_preset.fast_memory_bytes,
+            "cost_model": {
+                "peak_flops": hw_preset.peak_flops,
+                "peak_transcendentals": hw_preset.peak_transcendentals,
+                "fixed_s": hw_preset.fixed_s,
+            },
+        }
+    )
+    instance = Instance(
+        name=program.name if name is None else name,
+        hardware=hardware,
+        instructions=tuple(instructions),
+        tensors=tensors,
+        buffers=tuple(buffers),
+        loops=tuple(Loop(lp.first, lp.last, lp.trip_count) for lp in program.loops),
+        source=source,
+    )
+    validate(instance)
+    return instance

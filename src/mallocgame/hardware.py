@@ -1,0 +1,253 @@
+"""Hardware presets: two memories, a copy engine and a roofline compute model.
+
+A :class:`HardwarePreset` holds the physical figures of one machine that
+:func:`mallocgame.costmodel.derive_instance` turns a hardware-independent
+:class:`~mallocgame.program.Program` into an :class:`~mallocgame.instance.Instance`
+with. Every figure carries its public source (``sources``) and every figure that is
+an estimate rather than a published number is named in ``assumptions``; the same
+tables are in ``docs/hardware.md``.
+
+Presets (:data:`PRESETS`):
+
+``tpu_v4i``
+    TPU v4i-like (the paper's target): 128 MiB CMEM as fast memory in front of
+    8 GiB HBM2 at 614 GB/s, 138 TFLOP/s bf16.
+``gpu_hbm_host``
+    An NVIDIA A100 40GB: its HBM2 as fast memory in front of host memory over
+    PCIe 4.0 x16.
+``dram_pmem``
+    The MARL paper's machine: DRAM in front of Intel Optane DC persistent memory,
+    one 2nd-generation Xeon Scalable socket.
+
+Units: bytes, bytes/s, flop/s, transcendentals/s, seconds.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+from mallocgame.errors import InstanceError
+
+__all__ = ["HardwarePreset", "UnknownPresetError", "PRESETS", "get_preset", "preset_names"]
+
+KIB = 1024
+MIB = 1024 * KIB
+GIB = 1024 * MIB
+
+
+class UnknownPresetError(InstanceError):
+    """No hardware preset has the requested name (the message lists the known ones)."""
+
+
+@dataclass(frozen=True)
+class HardwarePreset:
+    """The physical figures of one machine (see the module docstring for units)."""
+
+    name: str
+    fast_memory_bytes: int  # the physical fast memory
+    alignment_bytes: int  # allocation granularity of the fast memory
+    fast_bandwidth: float  # bytes/s an instruction reads/writes fast memory at
+    slow_bandwidth: float  # bytes/s an instruction reads/writes slow memory at directly
+    copy_bandwidth: float  # bytes/s of a copy between the two memories
+    peak_flops: float  # flop/s
+    peak_transcendentals: float  # transcendental evaluations (exp, log, tanh, ...) per s
+    fixed_s: float  # per-instruction-execution overhead, s
+    description: str = ""
+    sources: tuple[str, ...] = ()  # "figure: value -- public source" citations
+    assumptions: tuple[str, ...] = ()  # "figure: why it is an estimate"
+
+    def __post_init__(self) -> None:
+        where = f"hardware preset {self.name!r}"
+        if not (isinstance(self.fast_memory_bytes, int) and self.fast_memory_bytes >= 1):
+            raise InstanceError(f"{where}: fast_memory_bytes must be a positive integer")
+        if not (isinstance(self.alignment_bytes, int) and self.alignment_bytes >= 1):
+            raise InstanceError(f"{where}: alignment_bytes must be a positive integer")
+        for key in (
+            "fast_bandwidth",
+            "slow_bandwidth",
+            "copy_bandwidth",
+            "peak_flops",
+            "peak_transcendentals",
+        ):
+            value = getattr(self, key)
+            if not (math.isfinite(value) and value > 0):
+                raise InstanceError(f"{where}: {key} must be finite and > 0, got {value!r}")
+        if not (math.isfinite(self.fixed_s) and self.fixed_s >= 0):
+            raise InstanceError(f"{where}: fixed_s must be finite and >= 0, got {self.fixed_s!r}")
+
+    def figures(self) -> dict[str, Any]:
+        """The numeric figures by field name (for documents and ``source`` records)."""
+        return {
+            "fast_memory_bytes": self.fast_memory_bytes,
+            "alignment_bytes": self.alignment_bytes,
+            "fast_bandwidth": self.fast_bandwidth,
+            "slow_bandwidth": self.slow_bandwidth,
+            "copy_bandwidth": self.copy_bandwidth,
+            "peak_flops": self.peak_flops,
+            "peak_transcendentals": self.peak_transcendentals,
+            "fixed_s": self.fixed_s,
+        }
+
+    def assumed(self, figure: str) -> bool:
+        """Whether ``figure`` (a field name) is listed as an assumption."""
+        return any(a.split(":", 1)[0].strip() == figure for a in self.assumptions)
+
+
+_JOUPPI = (
+    "Jouppi et al., 'Ten Lessons From Three Generations Shaped Google's TPUv4i', "
+    "ISCA 2021, doi:10.1109/ISCA52012.2021.00010"
+)
+_A100 = "NVIDIA A100 Tensor Core GPU datasheet (A100 40GB) and NVIDIA A100 architecture whitepaper (2020)"
+_CUDA_GUIDE = "NVIDIA CUDA C++ Programming Guide"
+_PCIE = "PCI-SIG, PCI Express Base Specification Revision 4.0 (16 GT/s per lane, 128b/130b encoding)"
+_IZRAELEVITZ = (
+    "Izraelevitz et al., 'Basic Performance Measurements of the Intel Optane DC "
+    "Persistent Memory Module', arXiv:1903.05714 (2019)"
+)
+_MARL = "the MARL paper (papers/marl-heterogeneous-memory.txt), sections 'Setup' and 'Experiments'"
+
+# TPU v4i: 4 MXUs of 128x128 bf16 MACs at 1.05 GHz = 4 * 128 * 128 * 2 * 1.05e9 = 137.6e12.
+_TPU_HBM = 614e9
+
+TPU_V4I = HardwarePreset(
+    name="tpu_v4i",
+    fast_memory_bytes=128 * MIB,
+    alignment_bytes=512,
+    fast_bandwidth=4 * _TPU_HBM,
+    slow_bandwidth=_TPU_HBM,
+    copy_bandwidth=_TPU_HBM,
+    peak_flops=138e12,
+    peak_transcendentals=1024 * 1.05e9,
+    fixed_s=5e-7,
+    description=(
+        "TPU v4i-like inference chip: 128 MiB on-chip CMEM (fast) in front of 8 GiB HBM2 "
+        "at 614 GB/s (slow); copies are HBM<->CMEM DMAs; 138 TFLOP/s bf16."
+    ),
+    sources=(
+        f"fast_memory_bytes: 128 MiB CMEM -- {_JOUPPI}",
+        f"slow_bandwidth: 614 GB/s HBM2 (8 GiB) -- {_JOUPPI}",
+        f"copy_bandwidth: bounded by the 614 GB/s HBM2 -- {_JOUPPI}",
+        f"peak_flops: 138 TFLOP/s bf16 (4 MXUs of 128x128 at 1.05 GHz) -- {_JOUPPI}",
+        f"alignment_bytes: 512 B native DMA access size -- {_JOUPPI}",
+        "fast_bandwidth, peak_transcendentals, fixed_s: see assumptions",
+    ),
+    assumptions=(
+        "fast_bandwidth: the CMEM bandwidth is not published; 4x the HBM bandwidth "
+        "(2.456 TB/s) is assumed, an on-chip SRAM several times faster than HBM",
+        "copy_bandwidth: HBM<->CMEM DMA bandwidth is not published; copies are assumed to "
+        "run at the full HBM bandwidth, an upper bound (they share HBM with instructions)",
+        "peak_transcendentals: not published; one per vector lane per cycle assumed "
+        "(128 lanes x 8 sublanes x 1.05 GHz = 1.075e12/s)",
+        "fixed_s: per-instruction overhead not published; 0.5 us assumed",
+    ),
+)
+
+GPU_HBM_HOST = HardwarePreset(
+    name="gpu_hbm_host",
+    fast_memory_bytes=40 * GIB,
+    alignment_bytes=256,
+    fast_bandwidth=1555e9,
+    slow_bandwidth=25e9,
+    copy_bandwidth=25e9,
+    peak_flops=19.5e12,
+    peak_transcendentals=108 * 16 * 1.41e9,
+    fixed_s=2e-6,
+    description=(
+        "NVIDIA A100 40GB: its HBM2 (1.555 TB/s) as fast memory in front of host memory "
+        "over PCIe 4.0 x16 (slow: kernels reading host memory directly, zero-copy; copies: "
+        "cudaMemcpy over PCIe); FP32 CUDA-core peak 19.5 TFLOP/s."
+    ),
+    sources=(
+        f"fast_memory_bytes: 40 GB HBM2 (40 GiB as the driver reports it) -- {_A100}",
+        f"fast_bandwidth: 1,555 GB/s HBM2 -- {_A100}",
+        f"peak_flops: 19.5 TFLOP/s FP32 (non-tensor-core); TF32 tensor core 156 TFLOP/s -- {_A100}",
+        f"peak_transcendentals: 108 SMs x 16 results/clock/SM for 32-bit exp2/log2/sin/cos/rsqrt "
+        f"(compute capability 8.0) x 1.41 GHz boost clock -- {_CUDA_GUIDE}, section "
+        f"'Arithmetic Instructions'; {_A100}",
+        f"slow_bandwidth, copy_bandwidth: PCIe 4.0 x16 = 31.5 GB/s per direction theoretical -- {_PCIE}",
+        f"alignment_bytes: allocations are aligned to at least 256 bytes -- {_CUDA_GUIDE}, "
+        "section 'Device Memory Accesses'",
+        "fixed_s: see assumptions",
+    ),
+    assumptions=(
+        "peak_flops: the FP32 CUDA-core figure (19.5 TFLOP/s) is used, not TF32 tensor cores "
+        "(156 TFLOP/s): programs are counted in f32 flops including elementwise work, and "
+        "TF32 matmuls are opt-in in PyTorch; a matmul-heavy TF32 program would be ~8x faster",
+        "slow_bandwidth: 25 GB/s, about 80% of the 31.5 GB/s theoretical PCIe 4.0 x16 "
+        "bandwidth, as achieved by pinned-memory transfers in practice (an estimate)",
+        "copy_bandwidth: 25 GB/s achieved PCIe 4.0 x16 (an estimate, as slow_bandwidth)",
+        "peak_transcendentals: the SFU throughput at the boost clock; sustained clocks are lower",
+        "fixed_s: 2 us kernel launch / inter-kernel gap assumed",
+    ),
+)
+
+# A weighted harmonic mean: instructions read about twice the bytes they write.
+_PMEM_READ = 39.4e9
+_PMEM_WRITE = 13.9e9
+_PMEM_MIXED = 1.0 / ((2.0 / 3.0) / _PMEM_READ + (1.0 / 3.0) / _PMEM_WRITE)
+
+DRAM_PMEM = HardwarePreset(
+    name="dram_pmem",
+    fast_memory_bytes=16 * GIB,
+    alignment_bytes=256,
+    fast_bandwidth=100e9,
+    slow_bandwidth=24.4e9,  # _PMEM_MIXED = 24.45e9, rounded
+    copy_bandwidth=_PMEM_WRITE,
+    peak_flops=32 * 2.0e9 * 64,
+    peak_transcendentals=1e11,
+    fixed_s=1e-6,
+    description=(
+        "The MARL paper's machine: one 32-core 2nd-generation Xeon Scalable socket, 16 GB "
+        "DDR4 DRAM (fast) in front of Intel Optane DC persistent memory in App Direct "
+        "mode (slow); copies move pages between them."
+    ),
+    sources=(
+        f"fast_memory_bytes: 16 GB DRAM (with 128 GB PM) -- {_MARL}",
+        f"fast_bandwidth: ~100 GB/s local DRAM per socket (six DDR4 channels) -- {_IZRAELEVITZ}",
+        f"slow_bandwidth: 39.4 GB/s read, 13.9 GB/s write, six interleaved Optane DC PMMs "
+        f"per socket -- {_IZRAELEVITZ}",
+        f"copy_bandwidth: 13.9 GB/s Optane DC write bandwidth (six PMMs) -- {_IZRAELEVITZ}",
+        f"alignment_bytes: Optane DC accesses media in 256-byte lines -- {_IZRAELEVITZ}",
+        f"peak_flops: one socket, 32 cores, 2nd Gen Intel Xeon Scalable (Cascade Lake), "
+        f"AVX-512 with two FMA units = 64 f32 flop/cycle/core -- {_MARL}; Intel 64 and "
+        "IA-32 Architectures Optimization Reference Manual",
+        "peak_transcendentals, fixed_s: see assumptions",
+    ),
+    assumptions=(
+        "fast_bandwidth: ~100 GB/s is the approximate measured per-socket DRAM bandwidth of a "
+        "fully populated socket (theoretical 6 x DDR4-2666 = 128 GB/s); the MARL machine's "
+        "DIMM population is not stated",
+        "slow_bandwidth: the model has one slow bandwidth for reads and writes; the weighted "
+        "harmonic mean of 39.4 GB/s read and 13.9 GB/s write for an assumed 2:1 read:write "
+        "byte mix is used (24.4 GB/s); six PMMs assumed (the paper's 128 GB PM may be fewer "
+        "DIMMs, which would be slower)",
+        "copy_bandwidth: the slower (write) direction, so write-backs to PM are not "
+        "underestimated; copies into DRAM are modelled ~2.8x too slow",
+        "peak_flops: the Xeon SKU is not named (the paper says 'Xeon Gold, 32 cores'); "
+        "2.0 GHz AVX-512 all-core clock and two FMA units assumed: 32 x 2.0e9 x 64 = 4.1 TFLOP/s",
+        "peak_transcendentals: vectorised libm (AVX-512, ~10 cycles per 16-lane vector) "
+        "assumed: ~1e11/s over 32 cores",
+        "fixed_s: 1 us per-operator dispatch overhead assumed",
+        "fast_memory_bytes: the paper notes ~14 GB of its 16 GB is taken by the system; the "
+        "physical 16 GiB is recorded (the capacity rule binds well below it anyway)",
+    ),
+)
+
+PRESETS: dict[str, HardwarePreset] = {p.name: p for p in (TPU_V4I, GPU_HBM_HOST, DRAM_PMEM)}
+
+
+def preset_names() -> list[str]:
+    """The known preset names, sorted."""
+    return sorted(PRESETS)
+
+
+def get_preset(name: str) -> HardwarePreset:
+    """The preset called ``name``; :class:`UnknownPresetError` naming the known ones otherwise."""
+    try:
+        return PRESETS[name]
+    except (KeyError, TypeError):
+        raise UnknownPresetError(
+            f"unknown hardware preset {name!r}; known presets: {', '.join(preset_names())}"
+        ) from None

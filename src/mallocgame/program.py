@@ -1,0 +1,288 @@
+"""Programs: the hardware-independent form of a compiled program (frozen on disk).
+
+A :class:`Program` is what a frontend extracts from a real compiler (XLA's scheduled
+HLO, a PyTorch module, ...): the scheduled instructions with their work (flops,
+transcendentals) and the bytes of every operand and output, the tensors with sizes,
+live ranges and ``live_out``, the alias groups, and the loops. It knows nothing of
+any hardware: :func:`mallocgame.costmodel.derive_instance` turns it into an
+:class:`~mallocgame.instance.Instance` for a hardware preset, cheaply, so a new preset
+or cost model never means re-extracting.
+
+Buffers: instruction ``t``'s buffers are its operands (in order) followed by its
+outputs (in order); position ``p`` in that list names one buffer, ``(t, p)``. This is
+the game order of SPEC section 2, so buffer ids of the derived instance follow it.
+
+File: ``{"format": "mallocgame-program", "version": 1, ...}`` as ``.json`` or
+``.json.gz`` (see :meth:`Program.to_dict`).
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from typing import Any, Mapping
+
+from mallocgame.errors import FormatError, InstanceError
+from mallocgame.fileio import read_json, write_json
+
+__all__ = [
+    "PROGRAM_FORMAT",
+    "PROGRAM_VERSION",
+    "ProgramTensor",
+    "ProgramInstruction",
+    "ProgramLoop",
+    "Program",
+    "ProgramError",
+    "validate_program",
+    "program_from_dict",
+    "load_program",
+    "save_program",
+]
+
+PROGRAM_FORMAT = "mallocgame-program"
+PROGRAM_VERSION = 1
+
+
+class ProgramError(InstanceError):
+    """A program breaks a structural rule (the message names it)."""
+
+
+@dataclass(frozen=True)
+class ProgramTensor:
+    """A value: a program input (``def_time == -1``) or one instruction's output."""
+
+    id: int
+    name: str
+    size: int  # bytes
+    def_time: int  # defining instruction, -1 for a program input (parameter, constant)
+    last_use_time: int  # end of its live range (inclusive), >= def_time
+    live_out: bool = False  # a program result
+    shape: str = ""  # e.g. "f32[8,64]" (informational)
+
+
+@dataclass(frozen=True)
+class ProgramInstruction:
+    """One scheduled instruction; it runs at logical time = its index.
+
+    ``operands`` / ``outputs`` are tensor ids; ``operand_bytes`` / ``output_bytes``
+    the bytes the instruction moves for each (usually the tensor's size; less for a
+    slice that reads part of its operand).
+    """
+
+    name: str
+    opcode: str
+    operands: tuple[int, ...]
+    outputs: tuple[int, ...]
+    operand_bytes: tuple[int, ...]
+    output_bytes: tuple[int, ...]
+    flops: float = 0.0  # floating-point operations of one execution
+    transcendentals: float = 0.0  # exp, log, tanh, ... of one execution
+    count: int = 1  # executions (a loop body's trip count)
+
+    @property
+    def num_buffers(self) -> int:
+        return len(self.operands) + len(self.outputs)
+
+
+@dataclass(frozen=True)
+class ProgramLoop:
+    """A flattened loop body: instructions ``first .. last``, run ``trip_count`` times."""
+
+    first: int
+    last: int
+    trip_count: int
+
+
+@dataclass(frozen=True)
+class Program:
+    """A compiled program, hardware-independent.
+
+    ``alias_groups``: each a tuple of buffers ``(instruction, position)`` that must
+    share one storage location (in-place updates, loop-carried values, donation).
+    """
+
+    name: str
+    instructions: tuple[ProgramInstruction, ...]
+    tensors: tuple[ProgramTensor, ...]
+    alias_groups: tuple[tuple[tuple[int, int], ...], ...] = ()
+    loops: tuple[ProgramLoop, ...] = ()
+    source: Mapping[str, Any] = field(default_factory=dict)
+
+    @property
+    def num_buffers(self) -> int:
+        return sum(ins.num_buffers for ins in self.instructions)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The file document."""
+        return {
+            "format": PROGRAM_FORMAT,
+            "version": PROGRAM_VERSION,
+            "name": self.name,
+            "source": dict(self.source),
+            "instructions": [
+                {
+                    "name": i.name,
+                    "opcode": i.opcode,
+                    "operands": list(i.operands),
+                    "outputs": list(i.outputs),
+                    "operand_bytes": list(i.operand_bytes),
+                    "output_bytes": list(i.output_bytes),
+                    "flops": i.flops,
+                    "transcendentals": i.transcendentals,
+                    "count": i.count,
+                }
+                for i in self.instructions
+            ],
+            "tensors": [
+                {
+                    "id": x.id,
+                    "name": x.name,
+                    "size": x.size,
+                    "def_time": x.def_time,
+                    "last_use_time": x.last_use_time,
+                    "live_out": x.live_out,
+                    "shape": x.shape,
+                }
+                for x in self.tensors
+            ],
+            "alias_groups": [[list(m) for m in g] for g in self.alias_groups],
+            "loops": [
+                {"first": lp.first, "last": lp.last, "trip_count": lp.trip_count}
+                for lp in self.loops
+            ],
+        }
+
+
+def _check(cond: bool, message: str) -> None:
+    if not cond:
+        raise ProgramError(message)
+
+
+def validate_program(program: Program) -> None:
+    """Check the structural rules; raise :class:`ProgramError` naming the first broken one.
+
+    Rules: tensor ids are their indices; sizes >= 0; each instruction's byte lists
+    match its operand/output lists; every tensor with ``def_time >= 0`` is the output
+    of exactly that instruction and of no other; every read happens inside the
+    tensor's live range, after its definition; counts and trip counts >= 1; alias
+    group members name existing buffers, each at most once over all groups.
+    """
+    num_t = len(program.instructions)
+    num_x = len(program.tensors)
+    _check(num_t >= 1, "program has no instructions")
+    for i, x in enumerate(program.tensors):
+        _check(x.id == i, f"tensor {i}: id is {x.id}, expected its index")
+        _check(x.size >= 0, f"tensor {i} ({x.name}): negative size {x.size}")
+        _check(-1 <= x.def_time < num_t, f"tensor {i} ({x.name}): def_time {x.def_time} out of range")
+        _check(
+            x.def_time <= x.last_use_time < num_t,
+            f"tensor {i} ({x.name}): last_use_time {x.last_use_time} outside {x.def_time}..{num_t - 1}",
+        )
+    defined_by = [-1] * num_x
+    for t, ins in enumerate(program.instructions):
+        w = f"instruction {t} ({ins.name})"
+        _check(ins.count >= 1, f"{w}: count must be >= 1")
+        _check(ins.flops >= 0 and ins.transcendentals >= 0, f"{w}: negative flops")
+        _check(len(ins.operand_bytes) == len(ins.operands), f"{w}: operand_bytes length differs")
+        _check(len(ins.output_bytes) == len(ins.outputs), f"{w}: output_bytes length differs")
+        _check(all(b >= 0 for b in ins.operand_bytes + ins.output_bytes), f"{w}: negative bytes")
+        for x in ins.operands:
+            _check(0 <= x < num_x, f"{w}: dangling operand tensor {x}")
+            tensor = program.tensors[x]
+            _check(
+                tensor.def_time < t <= tensor.last_use_time,
+                f"{w}: reads tensor {x} ({tensor.name}) outside its live range "
+                f"({tensor.def_time}, {tensor.last_use_time}]",
+            )
+        for x in ins.outputs:
+            _check(0 <= x < num_x, f"{w}: dangling output tensor {x}")
+            _check(defined_by[x] == -1, f"{w}: tensor {x} is already defined by instruction {defined_by[x]}")
+            defined_by[x] = t
+            _check(
+                program.tensors[x].def_time == t,
+                f"{w}: defines tensor {x} whose def_time is {program.tensors[x].def_time}",
+            )
+    for x in program.tensors:
+        if x.def_time >= 0:
+            _check(defined_by[x.id] == x.def_time, f"tensor {x.id} ({x.name}): no defining instruction")
+    seen: set[tuple[int, int]] = set()
+    for g, group in enumerate(program.alias_groups):
+        for member in group:
+            t, p = member
+            _check(
+                0 <= t < num_t and 0 <= p < program.instructions[t].num_buffers,
+                f"alias group {g}: no buffer {tuple(member)}",
+            )
+            _check(tuple(member) not in seen, f"alias group {g}: buffer {tuple(member)} is in two groups")
+            seen.add(tuple(member))
+    for i, lp in enumerate(program.loops):
+        _check(0 <= lp.first <= lp.last < num_t, f"loop {i}: body {lp.first}..{lp.last} out of range")
+        _check(lp.trip_count >= 1, f"loop {i}: trip_count must be >= 1")
+
+
+def program_from_dict(doc: Any, *, where: str = "program") -> Program:
+    """Build and validate a :class:`Program` from its file document."""
+    if not isinstance(doc, Mapping):
+        raise FormatError(f"{where}: expected a JSON object")
+    if doc.get("format") != PROGRAM_FORMAT:
+        raise FormatError(f"{where}: format is {doc.get('format')!r}, expected '{PROGRAM_FORMAT}'")
+    if doc.get("version") != PROGRAM_VERSION:
+        raise FormatError(
+            f"{where}: unsupported program version {doc.get('version')!r} (this build reads {PROGRAM_VERSION})"
+        )
+    try:
+        program = Program(
+            name=str(doc["name"]),
+            source=dict(doc.get("source", {})),
+            instructions=tuple(
+                ProgramInstruction(
+                    name=str(i["name"]),
+                    opcode=str(i["opcode"]),
+                    operands=tuple(int(x) for x in i["operands"]),
+                    outputs=tuple(int(x) for x in i["outputs"]),
+                    operand_bytes=tuple(int(x) for x in i["operand_bytes"]),
+                    output_bytes=tuple(int(x) for x in i["output_bytes"]),
+                    flops=float(i.get("flops", 0.0)),
+                    transcendentals=float(i.get("transcendentals", 0.0)),
+                    count=int(i.get("count", 1)),
+                )
+                for i in doc["instructions"]
+            ),
+            tensors=tuple(
+                ProgramTensor(
+                    id=int(x["id"]),
+                    name=str(x["name"]),
+                    size=int(x["size"]),
+                    def_time=int(x["def_time"]),
+                    last_use_time=int(x["last_use_time"]),
+                    live_out=bool(x.get("live_out", False)),
+                    shape=str(x.get("shape", "")),
+                )
+                for x in doc["tensors"]
+            ),
+            alias_groups=tuple(
+                tuple((int(m[0]), int(m[1])) for m in g) for g in doc.get("alias_groups", [])
+            ),
+            loops=tuple(
+                ProgramLoop(int(lp["first"]), int(lp["last"]), int(lp["trip_count"]))
+                for lp in doc.get("loops", [])
+            ),
+        )
+    except (KeyError, TypeError, ValueError, IndexError) as exc:
+        raise ProgramError(f"{where}: malformed program document ({type(exc).__name__}: {exc})") from None
+    validate_program(program)
+    return program
+
+
+def load_program(path: str | os.PathLike[str]) -> Program:
+    """Read and validate a program file (``.json`` or ``.json.gz``)."""
+    doc = read_json(path)
+    try:
+        return program_from_dict(doc)
+    except (FormatError, ProgramError) as exc:
+        raise type(exc)(f"{path}: {exc}") from None
+
+
+def save_program(program: Program, path: str | os.PathLike[str]) -> None:
+    """Atomically write ``program`` (gzip-compressed when ``path`` ends in ``.gz``)."""
+    write_json(path, program.to_dict())

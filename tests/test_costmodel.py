@@ -1,0 +1,304 @@
+"""The cost model: Program + preset -> Instance, every number checked by hand."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from mallocgame.check import check_solution
+from mallocgame.costmodel import (
+    CAPACITY_RULE,
+    EXACT_BENEFIT_MAX_BUFFERS,
+    capacity_bytes,
+    derive_instance,
+    peak_live_bytes,
+)
+from mallocgame.errors import InstanceError
+from mallocgame.hardware import PRESETS, HardwarePreset, UnknownPresetError
+from mallocgame.instance import RooflineLatency, instance_from_dict, validate
+from mallocgame.latency import instruction_latency
+from mallocgame.program import Program, ProgramInstruction, ProgramLoop, ProgramTensor
+from mallocgame.solvers import get_solver
+
+# Round numbers: 100 bytes take 1 s from slow memory, 0.1 s from fast, 2 s to copy.
+TOY = HardwarePreset(
+    name="toy",
+    fast_memory_bytes=1 << 20,
+    alignment_bytes=64,
+    fast_bandwidth=1000.0,
+    slow_bandwidth=100.0,
+    copy_bandwidth=50.0,
+    peak_flops=1e6,
+    peak_transcendentals=1e4,
+    fixed_s=0.5,
+    sources=("test",),
+    assumptions=("fixed_s: test",),
+)
+
+
+def tiny_program() -> Program:
+    """Four instructions; a parameter W; an in-place update (alias group); a loop of 3.
+
+    t0 x = iota()            -> buffer 0
+    t1 y = dot(W, x)   x3    -> buffers 1 (W), 2 (x), 3 (y)
+    t2 z = dus(y, W[slice]) in place of y, x3 -> buffers 4 (y), 5 (W, 200 B), 6 (z)
+    t3 out = exp(z)          -> buffers 7 (z), 8 (out, a program result)
+    Alias group: y's definition and read, z's definition and read: buffers 3, 4, 6, 7.
+    """
+    tensors = (
+        ProgramTensor(0, "W", 1000, -1, 2),
+        ProgramTensor(1, "x", 400, 0, 1),
+        ProgramTensor(2, "y", 600, 1, 2),
+        ProgramTensor(3, "z", 600, 2, 3),
+        ProgramTensor(4, "out", 600, 3, 3, live_out=True),
+    )
+    instructions = (
+        ProgramInstruction("iota.0", "iota", (), (1,), (), (400,)),
+        ProgramInstruction("dot.1", "dot", (0, 1), (2,), (1000, 400), (600,), flops=2e6, count=3),
+        ProgramInstruction(
+            "dus.2", "dynamic-update-slice", (2, 0), (3,), (600, 200), (600,), transcendentals=1e5, count=3
+        ),
+        ProgramInstruction("exp.3", "exponential", (3,), (4,), (600,), (600,), transcendentals=150),
+    )
+    return Program(
+        name="tiny",
+        instructions=instructions,
+        tensors=tensors,
+        alias_groups=(((1, 2), (2, 0), (2, 2), (3, 0)),),
+        loops=(ProgramLoop(1, 2, 3),),
+        source={"frontend": "hand", "model": "tiny"},
+    )
+
+
+def test_peak_live_bytes_by_hand():
+    # t0: W+x = 1400; t1: W+x+y = 2000; t2: W+y+z = 2200; t3: z+out = 1200.
+    assert peak_live_bytes(tiny_program()) == 2200
+
+
+def test_tiny_program_structure():
+    inst = derive_instance(tiny_program(), TOY)
+    validate(inst)
+    assert inst.name == "tiny"
+    # Game order: operands then outputs, instruction by instruction.
+    assert [ins.buffers for ins in inst.instructions] == [(0,), (1, 2, 3), (4, 5, 6), (7, 8)]
+    assert [b.instruction for b in inst.buffers] == [0, 1, 1, 1, 2, 2, 2, 3, 3]
+    assert [b.tensor_id for b in inst.buffers] == [1, 0, 1, 2, 2, 0, 3, 3, 4]
+    assert [b.is_output for b in inst.buffers] == [True, False, False, True, False, False, True, False, True]
+    assert [b.size for b in inst.buffers] == [400, 1000, 400, 600, 600, 200, 600, 600, 600]
+    # One id for the alias group {3, 4, 6, 7}, a fresh one for every other buffer.
+    assert [b.alias_id for b in inst.buffers] == [0, 1, 2, 3, 3, 4, 3, 3, 5]
+    # Tensors copied.
+    assert [(x.size, x.def_time, x.last_use_time, x.live_out) for x in inst.tensors] == [
+        (1000, -1, 2, False),
+        (400, 0, 1, False),
+        (600, 1, 2, False),
+        (600, 2, 3, False),
+        (600, 3, 3, True),
+    ]
+    assert [x.name for x in inst.tensors] == ["W", "x", "y", "z", "out"]
+    assert [(lp.first, lp.last, lp.trip_count) for lp in inst.loops] == [(1, 2, 3)]
+    assert [ins.count for ins in inst.instructions] == [1, 3, 3, 1]
+    assert [ins.name for ins in inst.instructions] == ["iota.0", "dot.1", "dus.2", "exp.3"]
+    assert [ins.opcode for ins in inst.instructions] == ["iota", "dot", "dynamic-update-slice", "exponential"]
+
+
+def test_tiny_program_numbers_by_hand():
+    inst = derive_instance(tiny_program(), TOY)
+    approx = lambda v: pytest.approx(v, rel=1e-12, abs=1e-15)  # noqa: E731
+    # compute_s = max(flops / 1e6, transcendentals / 1e4); fixed 0.5 s.
+    for ins, compute in zip(inst.instructions, [0.0, 2.0, 10.0, 0.015]):
+        assert isinstance(ins.latency, RooflineLatency)
+        assert ins.latency.compute_s == approx(compute)
+        assert ins.latency.fixed_s == 0.5
+    # supply = 0.5 + max(compute, all bytes / 1000).
+    # t0: 0.4; t1: max(2, 2.0); t2: max(10, 1.4); t3: 1.2.
+    assert [ins.supply_s for ins in inst.instructions] == [approx(v) for v in [0.9, 2.5, 10.5, 1.7]]
+    # demand = size / 50.
+    assert [b.demand_s for b in inst.buffers] == [approx(v) for v in [8, 20, 8, 12, 12, 4, 12, 12, 12]]
+    # benefit = count * (L(empty) - L({b})).
+    # t0: L(empty) = 0.5 + 4 = 4.5, L({b0}) = 0.9.
+    # t1 (x3): L(empty) = 0.5 + 20 = 20.5; W fast 11.5, x fast 16.9, y fast 15.1.
+    # t2 (x3): L(empty) = 0.5 + max(10, 14) = 14.5; y fast max(10, 8.6) -> 10.5,
+    #          W slice fast 0.5 + 12.2 = 12.7, z fast 10.5.
+    # t3: L(empty) = 0.5 + 12 = 12.5; either buffer fast 0.5 + 6.6 = 7.1.
+    expected = [3.6, 27.0, 10.8, 16.2, 12.0, 5.4, 12.0, 5.4, 5.4]
+    assert [b.benefit_s for b in inst.buffers] == [approx(v) for v in expected]
+
+
+def test_numbers_match_latency_module_exactly():
+    inst = derive_instance(tiny_program(), TOY)
+    for t, ins in enumerate(inst.instructions):
+        full = instruction_latency(inst, t, frozenset(ins.buffers))
+        assert ins.supply_s * ins.count == pytest.approx(full, rel=1e-15)
+        empty = instruction_latency(inst, t, frozenset())
+        for b in ins.buffers:
+            assert inst.buffers[b].benefit_s == empty - instruction_latency(inst, t, frozenset({b}))
+
+
+def test_capacity_rule_by_hand():
+    program = tiny_program()
+    # 0.25 * 2200 = 550 -> floored to 64-byte units: 512.
+    inst = derive_instance(program, TOY)
+    hw = inst.hardware
+    assert hw.fast_memory_bytes == 512
+    assert hw.alignment_bytes == 64
+    assert (hw.fast_bandwidth, hw.slow_bandwidth, hw.copy_bandwidth) == (1000.0, 100.0, 50.0)
+    assert hw.name == "toy@0.25peak"
+    # 0.5 * 2200 = 1100 -> 1088.
+    assert derive_instance(program, TOY, capacity_fraction=0.5).hardware.fast_memory_bytes == 1088
+    # 0.01 * 2200 = 22 -> 0 units -> at least one alignment unit.
+    assert derive_instance(program, TOY, capacity_fraction=0.01).hardware.fast_memory_bytes == 64
+    # Recorded in the source, the program's own source kept.
+    src = inst.source
+    assert src["frontend"] == "hand" and src["model"] == "tiny"
+    assert src["preset"] == "toy"
+    assert src["capacity_rule"] == CAPACITY_RULE
+    assert src["capacity_fraction"] == 0.25
+    assert src["peak_live_bytes"] == 2200
+    assert src["preset_fast_memory_bytes"] == 1 << 20
+    assert derive_instance(program, TOY, name="other").name == "other"
+
+
+def test_preset_capacity_caps_a_large_program():
+    small = HardwarePreset(**{**TOY.__dict__, "name": "small", "fast_memory_bytes": 256})
+    inst = derive_instance(tiny_program(), small, capacity_fraction=1.0)
+    assert inst.hardware.fast_memory_bytes == 256  # min(256, 2176)
+    assert inst.source["peak_live_bytes"] == 2200
+    # Directly: a peak above the preset's memory takes the preset's memory.
+    tpu = PRESETS["tpu_v4i"]
+    assert capacity_bytes(tpu, 10 * 2**30, 0.25) == tpu.fast_memory_bytes
+    assert capacity_bytes(tpu, 2**20, 0.25) == 2**18
+
+
+def test_bad_arguments():
+    with pytest.raises(UnknownPresetError):
+        derive_instance(tiny_program(), "no_such_preset")
+    for bad in (0, -0.5, float("nan"), float("inf"), True):
+        with pytest.raises(InstanceError):
+            derive_instance(tiny_program(), TOY, capacity_fraction=bad)
+
+
+@pytest.mark.parametrize("preset", sorted(PRESETS))
+def test_presets_by_name_and_file_round_trip(preset):
+    inst = derive_instance(tiny_program(), preset)
+    assert inst.hardware.name == f"{preset}@0.25peak"
+    assert inst.hardware.alignment_bytes == PRESETS[preset].alignment_bytes
+    assert inst.hardware.fast_memory_bytes % inst.hardware.alignment_bytes == 0
+    again = instance_from_dict(inst.to_dict())
+    assert again.sha256 == inst.sha256
+
+
+def _chain_program(num_instructions: int, *, seed: int = 0, wide: int = 0) -> Program:
+    """A chain: instruction t reads the previous output and a parameter (3 buffers each).
+
+    Every fifth instruction updates its input in place: the input's definition and
+    read and the output's definition and read form one alias group. The middle third
+    is a loop body run 3 times; ``wide`` > 0 appends a concatenate of that many
+    parameters (an instruction with ``wide + 1`` buffers).
+    """
+    rng = random.Random(seed)
+    tensors: list[ProgramTensor] = []
+    instructions: list[ProgramInstruction] = []
+    groups = []
+    last = num_instructions - 1
+    prev = None
+    for t in range(num_instructions):
+        param = len(tensors)
+        tensors.append(ProgramTensor(param, f"w{t}", rng.randrange(1, 64) * 256, -1, t))
+        operands = (param,) if prev is None else (prev, param)
+        in_place = prev is not None and t % 5 == 0
+        size = tensors[prev].size if in_place else rng.randrange(1, 64) * 256
+        out = len(tensors)
+        tensors.append(ProgramTensor(out, f"a{t}", size, t, min(t + 1, last)))
+        if in_place:
+            group = [(t - 1, len(instructions[t - 1].operands)), (t, 0), (t, 2)]
+            if t < last:
+                group.append((t + 1, 0))
+            groups.append(tuple(group))
+        in_loop = num_instructions // 3 <= t < 2 * num_instructions // 3
+        instructions.append(
+            ProgramInstruction(
+                f"op.{t}",
+                "fusion",
+                operands,
+                (out,),
+                tuple(tensors[x].size for x in operands),
+                (size,),
+                flops=rng.choice([0.0, 1e3, 1e6, 1e9]),
+                transcendentals=rng.choice([0.0, 1e4]),
+                count=3 if in_loop else 1,
+            )
+        )
+        prev = out
+    if wide:
+        t = num_instructions
+        params = []
+        for i in range(wide):
+            params.append(len(tensors))
+            tensors.append(ProgramTensor(len(tensors), f"c{i}", rng.randrange(1, 64) * 256, -1, t))
+        out = len(tensors)
+        total = sum(tensors[x].size for x in params)
+        tensors.append(ProgramTensor(out, "concat", total, t, t, live_out=True))
+        instructions.append(
+            ProgramInstruction(
+                "concatenate",
+                "concatenate",
+                tuple(params),
+                (out,),
+                tuple(tensors[x].size for x in params),
+                (total,),
+                flops=1e3,
+            )
+        )
+    return Program(
+        name=f"chain{num_instructions}",
+        instructions=tuple(instructions),
+        tensors=tuple(tensors),
+        alias_groups=tuple(groups),
+        loops=(ProgramLoop(num_instructions // 3, 2 * num_instructions // 3 - 1, 3),),
+    )
+
+
+def test_large_program_derives():
+    program = _chain_program(6700)
+    assert program.num_buffers >= 20000
+    inst = derive_instance(program, "tpu_v4i")
+    assert inst.num_buffers == program.num_buffers
+    assert inst.num_alias_groups < inst.num_buffers
+
+
+def test_wide_instruction_benefits_match_latency_module():
+    program = _chain_program(10, wide=EXACT_BENEFIT_MAX_BUFFERS + 36)
+    inst = derive_instance(program, "gpu_hbm_host")
+    t = len(inst.instructions) - 1
+    ins = inst.instructions[t]
+    assert len(ins.buffers) > EXACT_BENEFIT_MAX_BUFFERS
+    empty = instruction_latency(inst, t, frozenset())
+    for b in ins.buffers:
+        expected = empty - instruction_latency(inst, t, frozenset({b}))
+        assert inst.buffers[b].benefit_s == pytest.approx(expected, rel=1e-9, abs=1e-18)
+        assert inst.buffers[b].benefit_s >= 0
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_random_chains_match_latency_module(seed):
+    program = _chain_program(40, seed=seed)
+    for preset in PRESETS.values():
+        inst = derive_instance(program, preset, capacity_fraction=0.3)
+        for t, ins in enumerate(inst.instructions):
+            empty = instruction_latency(inst, t, frozenset())
+            assert ins.supply_s * ins.count == pytest.approx(
+                instruction_latency(inst, t, frozenset(ins.buffers)), rel=1e-15
+            )
+            for b in ins.buffers:
+                assert inst.buffers[b].benefit_s == empty - instruction_latency(inst, t, frozenset({b}))
+
+
+@pytest.mark.parametrize("preset", sorted(PRESETS) + ["toy"])
+def test_derived_instance_plays_a_full_game(preset):
+    for program in (tiny_program(), _chain_program(60, seed=1)):
+        inst = derive_instance(program, TOY if preset == "toy" else preset)
+        solution = get_solver("random").solve(inst)
+        report = check_solution(inst, solution)
+        assert report.ok, report

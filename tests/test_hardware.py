@@ -1,0 +1,115 @@
+"""Hardware presets: figures, citations, assumptions, lookup errors."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from mallocgame.errors import InstanceError, MallocGameError
+from mallocgame.hardware import PRESETS, HardwarePreset, UnknownPresetError, get_preset, preset_names
+
+NUMERIC = (
+    "fast_memory_bytes",
+    "alignment_bytes",
+    "fast_bandwidth",
+    "slow_bandwidth",
+    "copy_bandwidth",
+    "peak_flops",
+    "peak_transcendentals",
+    "fixed_s",
+)
+
+
+def test_required_presets_exist():
+    assert {"tpu_v4i", "gpu_hbm_host", "dram_pmem"} <= set(PRESETS)
+    assert preset_names() == sorted(PRESETS)
+    for name, preset in PRESETS.items():
+        assert preset.name == name
+        assert get_preset(name) is preset
+
+
+@pytest.mark.parametrize("name", sorted(PRESETS))
+def test_figures_are_positive_and_consistent(name):
+    p = PRESETS[name]
+    for key in NUMERIC:
+        value = getattr(p, key)
+        assert math.isfinite(value)
+        assert value > 0, key
+    assert isinstance(p.fast_memory_bytes, int) and isinstance(p.alignment_bytes, int)
+    assert p.fast_memory_bytes % p.alignment_bytes == 0
+    # The fast memory is the faster one for an instruction.
+    assert p.fast_bandwidth > p.slow_bandwidth
+    assert p.description
+    assert set(p.figures()) == set(NUMERIC)
+
+
+@pytest.mark.parametrize("name", sorted(PRESETS))
+def test_every_figure_is_cited_or_assumed(name):
+    p = PRESETS[name]
+    assert p.sources and all(isinstance(s, str) and s for s in p.sources)
+    assert p.assumptions and all(isinstance(a, str) and a for a in p.assumptions)
+    cited = " ".join(s.split("--", 1)[0] for s in p.sources)
+    for key in NUMERIC:
+        assert key in cited or p.assumed(key), f"{name}.{key} has no source and no assumption"
+    # Every assumption names the figure it concerns.
+    for a in p.assumptions:
+        assert a.split(":", 1)[0].strip() in NUMERIC, a
+
+
+def test_published_figures():
+    tpu = PRESETS["tpu_v4i"]
+    assert tpu.fast_memory_bytes == 128 * 2**20
+    assert tpu.slow_bandwidth == 614e9
+    assert tpu.peak_flops == 138e12
+    assert tpu.assumed("fast_bandwidth") and tpu.assumed("copy_bandwidth")
+    assert any("Jouppi" in s for s in tpu.sources)
+
+    gpu = PRESETS["gpu_hbm_host"]
+    assert gpu.fast_bandwidth == 1555e9
+    assert gpu.peak_flops == 19.5e12
+    assert gpu.slow_bandwidth == gpu.copy_bandwidth == 25e9  # achieved PCIe 4.0 x16
+    assert gpu.assumed("slow_bandwidth") and gpu.assumed("copy_bandwidth")
+
+    pm = PRESETS["dram_pmem"]
+    assert pm.fast_memory_bytes == 16 * 2**30
+    assert pm.copy_bandwidth == 13.9e9
+    assert 13.9e9 < pm.slow_bandwidth < 39.4e9
+    assert any("Izraelevitz" in s for s in pm.sources)
+    assert pm.assumed("slow_bandwidth") and pm.assumed("peak_flops")
+
+
+def test_unknown_preset_names_the_known_ones():
+    with pytest.raises(UnknownPresetError) as info:
+        get_preset("tpu_v9")
+    assert isinstance(info.value, InstanceError)
+    assert isinstance(info.value, MallocGameError)
+    message = str(info.value)
+    assert "tpu_v9" in message
+    for name in PRESETS:
+        assert name in message
+
+
+def test_invalid_preset_is_rejected():
+    good = dict(
+        name="x",
+        fast_memory_bytes=1024,
+        alignment_bytes=64,
+        fast_bandwidth=10.0,
+        slow_bandwidth=1.0,
+        copy_bandwidth=1.0,
+        peak_flops=1.0,
+        peak_transcendentals=1.0,
+        fixed_s=0.0,
+    )
+    HardwarePreset(**good)
+    for key, bad in [
+        ("fast_bandwidth", 0.0),
+        ("copy_bandwidth", float("inf")),
+        ("peak_flops", -1.0),
+        ("alignment_bytes", 0),
+        ("fast_memory_bytes", 0),
+        ("fixed_s", -1e-6),
+    ]:
+        with pytest.raises(InstanceError):
+            HardwarePreset(**{**good, key: bad})
