@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import re
 import sys
+import time
 from pathlib import Path
 from typing import NoReturn, Sequence
 
@@ -129,6 +130,61 @@ def _cmd_show(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _cmd_extract(args: argparse.Namespace) -> int:
+    from mallocgame.costmodel import derive_instance
+    from mallocgame.hardware import get_preset
+    from mallocgame.instance import save_instance
+    from mallocgame.program import load_program, save_program
+
+    if args.suite:
+        from mallocgame.workloads.suite import freeze
+
+        start = time.perf_counter()
+        durations = freeze(args.model or None, progress=print)
+        print(f"froze {len(durations)} programs in {time.perf_counter() - start:.1f} s")
+        return EXIT_OK
+    sources = [args.dump, args.jax, args.program, args.model and args.model[0]]
+    if sum(1 for s in sources if s) != 1:
+        raise UsageError("give exactly one of --dump DIR, --jax MODULE:FUNCTION, --program FILE, --model NAME, --suite")
+    if not args.out and not args.program_out:
+        raise UsageError("give --out FILE (the instance) and/or --program-out FILE")
+    preset = get_preset(args.preset)
+    if args.dump:
+        from mallocgame.frontends.xla import extract_dump
+
+        program = extract_dump(args.dump, module=args.module, name=args.name)
+    elif args.jax:
+        from mallocgame.frontends.argspec import parse_arg_spec, resolve_function
+        from mallocgame.frontends.xla import extract_jax
+
+        fn = resolve_function(args.jax)
+        example = [parse_arg_spec(spec) for spec in args.arg]
+        program = extract_jax(fn, *example, name=args.name, donate_argnums=tuple(args.donate))
+    elif args.program:
+        from mallocgame.workloads.suite import suite_program
+
+        program = load_program(args.program) if Path(args.program).exists() else suite_program(args.program)
+    else:
+        from mallocgame.frontends.xla import extract_jax
+        from mallocgame.workloads.models import MODEL_PROGRAMS
+
+        if args.model[0] not in MODEL_PROGRAMS:
+            raise UsageError(f"unknown model '{args.model[0]}' (have: {', '.join(sorted(MODEL_PROGRAMS))})")
+        fn, example, jit_kwargs = MODEL_PROGRAMS[args.model[0]].build()
+        program = extract_jax(fn, *example, name=args.name or args.model[0], **jit_kwargs)
+    if args.program_out:
+        save_program(program, args.program_out)
+        print(f"program {program.name}: {len(program.instructions)} instructions, "
+              f"{program.num_buffers} buffers -> {args.program_out}")
+    if args.out:
+        inst = derive_instance(program, preset, capacity_fraction=args.capacity_fraction, name=args.name)
+        save_instance(inst, args.out)
+        print(f"instance {inst.name} on {inst.hardware.name}: {inst.num_instructions} instructions, "
+              f"{inst.num_buffers} buffers, fast memory {_fmt_bytes(inst.hardware.fast_memory_bytes)} "
+              f"-> {args.out}")
+    return EXIT_OK
+
+
 # ------------------------------------------------------------------------------ parser
 
 
@@ -153,6 +209,23 @@ def _parser() -> _Parser:
     p.add_argument("instance", help="a bundled workload name or an instance file")
     p.add_argument("solution")
     p.set_defaults(func=_cmd_check)
+
+    p = sub.add_parser("extract", help="turn a real program into an instance (and/or a program file)")
+    p.add_argument("--dump", help="an XLA dump directory (XLA_FLAGS=--xla_dump_to=DIR --xla_dump_hlo_as_text)")
+    p.add_argument("--module", help="which module of the dump (name, prefix or id)")
+    p.add_argument("--jax", help="MODULE:FUNCTION, a JAX function to compile with XLA")
+    p.add_argument("--arg", action="append", default=[], help="an example argument of --jax, e.g. f32[8,64] (repeat)")
+    p.add_argument("--donate", type=int, action="append", default=[], help="a donated argument index of --jax (repeat)")
+    p.add_argument("--program", help="a program file or a bundled program name (xla-v1/NAME)")
+    p.add_argument("--model", nargs="*", help="a model program defined in the package (see mallocgame.workloads.models)")
+    p.add_argument("--suite", action="store_true", help="re-extract the bundled suite (or the --model names) in place")
+    p.add_argument("--preset", default="tpu_v4i", help="hardware preset (tpu_v4i, gpu_hbm_host, dram_pmem)")
+    p.add_argument("--capacity-fraction", type=float, default=0.25,
+                   help="fast memory = this fraction of the peak live bytes (capped by the preset)")
+    p.add_argument("--name", help="the program/instance name")
+    p.add_argument("--out", help="the instance file to write (.json or .json.gz)")
+    p.add_argument("--program-out", help="also write the extracted program file")
+    p.set_defaults(func=_cmd_extract)
 
     p = sub.add_parser("show", help="draw the memory layout of a solution")
     p.add_argument("instance", help="a bundled workload name or an instance file")

@@ -1,7 +1,9 @@
 """Workloads by name: the bundled instances, or an instance file path.
 
-Bundled names look like ``SUITE/NAME``. Until the XLA suite lands, the bundled
-workloads are the seeded synthetic programs of :mod:`mallocgame.workloads.synthetic`.
+Bundled names look like ``SUITE/NAME``: ``xla-v1/NAME`` for the frozen real
+programs of :mod:`mallocgame.workloads.suite` (on the default preset), and
+``synthetic/SIZE`` for the seeded synthetic programs of
+:mod:`mallocgame.workloads.synthetic`.
 """
 
 from __future__ import annotations
@@ -10,14 +12,14 @@ from pathlib import Path
 
 from mallocgame.errors import InputFileError
 from mallocgame.instance import Instance, load_instance
-from mallocgame.workloads import synthetic
+from mallocgame.workloads import suite, synthetic
 
 __all__ = ["workload_names", "load_workload"]
 
 
 def workload_names() -> list[str]:
     """Every bundled workload name, in listing order."""
-    return list(synthetic.SYNTHETIC_NAMES)
+    return suite.suite_names() + list(synthetic.SYNTHETIC_NAMES)
 
 
 def load_workload(name_or_path: str) -> Instance:
@@ -27,6 +29,8 @@ def load_workload(name_or_path: str) -> Instance:
     """
     if name_or_path in synthetic.SYNTHETIC_NAMES:
         return synthetic.named(name_or_path)
+    if name_or_path.startswith(f"{suite.SUITE}/") and not Path(name_or_path).exists():
+        return suite.suite_instance(name_or_path)
     if Path(name_or_path).exists():
         return load_instance(name_or_path)
     raise InputFileError(

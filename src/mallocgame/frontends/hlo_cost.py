@@ -1,0 +1,349 @@
+"""Per-instruction work of HLO: flops, transcendentals, bytes moved, in-place pairs.
+
+XLA (and JAX) report flops only for whole modules, so the frontend counts them per
+instruction from the HLO itself, in the spirit of XLA's ``HloCostAnalysis``:
+
+- ``dot``: ``2 × output elements × contraction size`` (product of the lhs
+  contracting dimensions); ``ragged-dot`` / ``scaled-dot`` likewise.
+- ``convolution``: ``2 × output elements × kernel spatial elements × kernel input
+  features`` (the kernel's ``i`` dimension, which is ``input features /
+  feature_group_count``). Padding and dilation holes are counted as work.
+- elementwise arithmetic (add, multiply, compare, select, bitwise, ...): 1 flop per
+  output element; ``convert`` and pure data movement (copy, transpose, slice,
+  broadcast, gather, pad, concatenate, ...): 0.
+- transcendental functions (exp, log, tanh, logistic, rsqrt, sqrt, power, sin, cos,
+  erf, atan2, ...): 1 transcendental (and no flop) per output element.
+- ``reduce``: input elements × (flops of one reducer application, at least 1);
+  ``reduce-window``: output elements × window size × reducer flops;
+  ``scatter``: update elements × combiner flops; ``map``: elements × its flops;
+  ``sort``: elements × ceil(log2 n) × comparator flops; ``fft``: 5 N log2 N.
+- ``fusion`` / ``call``: the sum over the called computation (nested fusions
+  included); ``while``: trip count × (condition + body); ``conditional``: the most
+  expensive branch.
+- ``custom-call``: the sum over its called computations if it has any; else a
+  best-effort formula from the shapes for matmul/gemm (``2 × out × K``), LAPACK
+  trsm (``out × m``), getrf (``2/3 n³``) and potrf (``1/3 n³``) targets; else 0 (the
+  extraction notes name such calls).
+
+Partial bytes (used by the frontend only when asked, ``partial_bytes=True``; by
+default every buffer moves its tensor's full size): an operand or output moves its
+shape's bytes (layouts ignored), except that a fusion parameter read only through
+``slice`` / ``dynamic-slice`` / ``gather`` moves what those read, and an in-place
+``dynamic-update-slice`` / ``scatter`` reads nothing of the updated operand and
+writes only the update, as in ``HloCostAnalysis``.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+
+from mallocgame.frontends.hlo_parse import (
+    ArrayShape,
+    HloComputation,
+    HloInstruction,
+    HloModule,
+    Shape,
+    parse_alias_list,
+    shape_leaves,
+)
+
+__all__ = ["CostModel", "ELEMENTWISE", "TRANSCENDENTAL", "shape_bytes", "elements", "known_trip_count"]
+
+ELEMENTWISE = frozenset(
+    "abs add and clamp compare complex count-leading-zeros divide floor ceil imag "
+    "is-finite maximum minimum multiply mulhi negate not or popcnt real remainder "
+    "round-nearest-afz round-nearest-even select shift-left shift-right-arithmetic "
+    "shift-right-logical sign subtract xor".split()
+)
+TRANSCENDENTAL = frozenset(
+    "acos acosh asin asinh atan atan2 atanh cbrt cosh cosine erf exponential "
+    "exponential-minus-one log log-plus-one logistic power rsqrt sine sinh sqrt tan tanh".split()
+)
+_PER_ELEMENT = frozenset(
+    "rng rng-bit-generator reduce-precision stochastic-convert all-reduce reduce-scatter "
+    "topk collective-reduce".split()
+)
+
+
+def shape_bytes(shape: Shape) -> int:
+    return sum(leaf.nbytes for _, leaf in shape_leaves(shape))
+
+
+def elements(shape: Shape) -> int:
+    return sum(leaf.elements for _, leaf in shape_leaves(shape))
+
+
+def _array(shape: Shape) -> ArrayShape:
+    leaves = shape_leaves(shape)
+    return leaves[0][1] if leaves else ArrayShape("token", ())
+
+
+def known_trip_count(ins: HloInstruction) -> int | None:
+    """The trip count XLA states for a ``while`` (``backend_config`` ``known_trip_count``)."""
+    m = re.search(r'"known_trip_count"\s*:\s*\{\s*"n"\s*:\s*"?(\d+)', ins.attrs.get("backend_config", ""))
+    return int(m.group(1)) if m else None
+
+
+def _window_size(ins: HloInstruction) -> int:
+    m = re.search(r"size=([\dx]+)", ins.attrs.get("window", ""))
+    return math.prod(int(v) for v in m.group(1).split("x")) if m else 1
+
+
+def _log2(n: int) -> float:
+    return math.log2(n) if n > 1 else 1.0
+
+
+class CostModel:
+    """Flops, bytes and in-place pairs of the instructions of one module (memoized)."""
+
+    def __init__(self, module: HloModule):
+        self.module = module
+        self._comp_cost: dict[str, tuple[float, float]] = {}
+        self._users: dict[str, dict[str, list[tuple[HloInstruction, int]]]] = {}
+        self._pairs: dict[int, list[tuple[int, tuple[int, ...], tuple[int, ...]]]] = {}
+        self.unknown_custom_calls: set[str] = set()
+
+    # -- flops ---------------------------------------------------------------------------
+
+    def computation_cost(self, comp: HloComputation) -> tuple[float, float]:
+        if comp.name not in self._comp_cost:
+            self._comp_cost[comp.name] = (0.0, 0.0)  # recursion guard
+            f = t = 0.0
+            for ins in comp.instructions:
+                a, b = self.cost(ins, comp)
+                f, t = f + a, t + b
+            self._comp_cost[comp.name] = (f, t)
+        return self._comp_cost[comp.name]
+
+    def _called_cost(self, ins: HloInstruction, key: str) -> tuple[float, float]:
+        return self.computation_cost(self.module.computation(ins, key))
+
+    def cost(self, ins: HloInstruction, comp: HloComputation) -> tuple[float, float]:
+        """(flops, transcendentals) of one execution of ``ins`` (a computation's member)."""
+        op = ins.opcode
+        out = elements(ins.shape)
+
+        def operand(k: int) -> ArrayShape:
+            return _array(comp.by_name[ins.operands[k]].shape)
+
+        if op in TRANSCENDENTAL:
+            return 0.0, float(out)
+        if op in ELEMENTWISE:
+            return float(out), 0.0
+        if op in _PER_ELEMENT:
+            return float(out), 0.0
+        if op in ("dot", "ragged-dot", "scaled-dot"):
+            lhs = operand(0)
+            k = math.prod(lhs.dims[d] for d in ins.attr_ints("lhs_contracting_dims"))
+            return 2.0 * out * k, 0.0
+        if op == "convolution":
+            kernel = operand(1)
+            m = re.match(r"[^_]+_([^-]+)->", ins.attrs.get("dim_labels", ""))
+            labels = m.group(1) if m and len(m.group(1)) == len(kernel.dims) else ""
+            per = 1
+            for label, size in zip(labels, kernel.dims):
+                if label.isdigit() or label == "i":
+                    per *= size
+            return 2.0 * out * per, 0.0
+        if op in ("fusion", "call"):
+            return self._called_cost(ins, "calls" if op == "fusion" else "to_apply")
+        if op == "while":
+            f1, t1 = self._called_cost(ins, "condition")
+            f2, t2 = self._called_cost(ins, "body")
+            n = max(1, known_trip_count(ins) or 1)
+            return n * (f1 + f2), n * (t1 + t2)
+        if op == "conditional":
+            branches = self.module.calls(ins)
+            return max((self.computation_cost(b) for b in branches), default=(0.0, 0.0))
+        if op == "reduce":
+            n = elements(comp.by_name[ins.operands[0]].shape)
+            f, t = self._called_cost(ins, "to_apply")
+            return n * max(1.0, f), n * t
+        if op == "reduce-window":
+            f, t = self._called_cost(ins, "to_apply")
+            w = _window_size(ins) * _array(ins.shape).elements
+            return w * max(1.0, f), w * t
+        if op == "select-and-scatter":
+            src = operand(1).elements
+            fs, _ = self._called_cost(ins, "select")
+            fc, _ = self._called_cost(ins, "scatter")
+            return src * _window_size(ins) * max(1.0, fs) + src * fc, 0.0
+        if op == "scatter":
+            n = (len(ins.operands) - 1) // 2
+            upd = sum(operand(k).elements for k in range(n + 1, len(ins.operands)))
+            f, t = self._called_cost(ins, "to_apply")
+            return upd * f, upd * t
+        if op == "map":
+            f, t = self._called_cost(ins, "to_apply")
+            return out * f, out * t
+        if op == "sort":
+            x = operand(0)
+            dims = ins.attr_ints("dimensions")
+            n = x.dims[dims[0]] if dims and x.dims else 1
+            f, _ = self._called_cost(ins, "to_apply")
+            return x.elements * math.ceil(_log2(n)) * max(1.0, f), 0.0
+        if op == "fft":
+            length = math.prod(ins.attr_ints("fft_length")) or 1
+            return 5.0 * out * _log2(length), 0.0
+        if op == "cholesky":
+            a = operand(0)
+            n = a.dims[-1] if a.dims else 1
+            return a.elements * n / 3.0, 0.0
+        if op == "triangular-solve":
+            a = operand(0)
+            return float(out * (a.dims[-1] if a.dims else 1)), 0.0
+        if op.startswith("batch-norm"):
+            x = operand(0)
+            return 5.0 * x.elements, float(x.dims[int(ins.attrs.get("feature_index", 0))] if x.dims else 1)
+        if op == "custom-call":
+            return self._custom_call_cost(ins, comp, out)
+        return 0.0, 0.0
+
+    def _custom_call_cost(self, ins: HloInstruction, comp: HloComputation, out: int) -> tuple[float, float]:
+        called = self.module.calls(ins)
+        if called:
+            f = t = 0.0
+            for c in called:
+                a, b = self.computation_cost(c)
+                f, t = f + a, t + b
+            return f, t
+        target = ins.attrs.get("custom_call_target", "").strip('"').lower()
+        shapes = [_array(comp.by_name[o].shape) for o in ins.operands]
+        first = shapes[0] if shapes else ArrayShape("token", ())
+        n = first.dims[-1] if first.dims else 1
+        if ("matmul" in target or "gemm" in target) and shapes:
+            return 2.0 * _array(ins.shape).elements * n, 0.0
+        if "trsm" in target and shapes:
+            return float(_array(ins.shape).elements * n), 0.0
+        if "getrf" in target:
+            return first.elements * n * 2.0 / 3.0, 0.0
+        if "potrf" in target:
+            return first.elements * n / 3.0, 0.0
+        self.unknown_custom_calls.add(target or ins.name)
+        return 0.0, 0.0
+
+    # -- in-place pairs -----------------------------------------------------------------
+
+    def _follow(self, comp: HloComputation, ins: HloInstruction, index: tuple[int, ...]):
+        """Follow tuple / get-tuple-element indirection back to the source of ``index``."""
+        while True:
+            if ins.opcode == "tuple" and index:
+                ins, index = comp.by_name[ins.operands[index[0]]], index[1:]
+            elif ins.opcode == "get-tuple-element":
+                index = (int(ins.attrs["index"]),) + index
+                ins = comp.by_name[ins.operands[0]]
+            else:
+                return ins, index
+
+    def in_place_pairs(self, ins: HloInstruction) -> list[tuple[int, tuple[int, ...], tuple[int, ...]]]:
+        """(operand number, operand shape index, output shape index) that must share storage.
+
+        ``dynamic-update-slice`` and ``scatter`` update operand 0 (each scatter operand
+        its output element); a fusion whose output comes from such an update of a
+        fused parameter updates that operand; ``output_to_operand_aliasing`` of
+        custom calls and fusions is honoured.
+        """
+        if id(ins) not in self._pairs:
+            self._pairs[id(ins)] = self._in_place_pairs(ins)
+        return self._pairs[id(ins)]
+
+    def _in_place_pairs(self, ins: HloInstruction) -> list[tuple[int, tuple[int, ...], tuple[int, ...]]]:
+        op = ins.opcode
+        if op == "dynamic-update-slice":
+            return [(0, (), ())]
+        if op == "scatter":
+            n = (len(ins.operands) - 1) // 2
+            return [(0, (), ())] if n == 1 else [(k, (), (k,)) for k in range(n)]
+        pairs = []
+        if op in ("custom-call", "fusion") and "output_to_operand_aliasing" in ins.attrs:
+            for out_idx, opnum, op_idx, _ in parse_alias_list(ins.attrs["output_to_operand_aliasing"]):
+                pairs.append((opnum, op_idx, out_idx))
+        if op == "fusion":
+            fused = self.module.computation(ins, "calls")
+            for index, _ in shape_leaves(ins.shape):
+                src, sidx = self._follow(fused, fused.root, index)
+                for opnum, op_idx, out_idx in self.in_place_pairs(src):
+                    if out_idx != sidx:
+                        continue
+                    inp, iidx = self._follow(fused, fused.by_name[src.operands[opnum]], op_idx)
+                    if inp.opcode == "fusion":
+                        for o2, oi2, out2 in self.in_place_pairs(inp):
+                            if out2 == iidx:
+                                inp, iidx = self._follow(fused, fused.by_name[inp.operands[o2]], oi2)
+                    while inp.opcode == "bitcast":
+                        inp = fused.by_name[inp.operands[0]]
+                    if inp.opcode == "parameter":
+                        pair = (int(inp.literal), iidx, index)
+                        if pair not in pairs:
+                            pairs.append(pair)
+        return pairs
+
+    # -- bytes ----------------------------------------------------------------------------
+
+    def _users_of(self, comp: HloComputation) -> dict[str, list[tuple[HloInstruction, int]]]:
+        if comp.name not in self._users:
+            users: dict[str, list[tuple[HloInstruction, int]]] = {}
+            for u in comp.instructions:
+                for k, o in enumerate(u.operands):
+                    users.setdefault(o, []).append((u, k))
+            self._users[comp.name] = users
+        return self._users[comp.name]
+
+    def _read_bytes(self, comp: HloComputation, name: str, in_place: bool) -> int | None:
+        """Bytes read of value ``name`` if it is only sliced / updated in place, else None."""
+        total = 0
+        for user, k in self._users_of(comp).get(name, []):
+            op = user.opcode
+            if op == "bitcast":
+                sub = self._read_bytes(comp, user.name, in_place)
+                if sub is None:
+                    return None
+                total += sub
+            elif op in ("slice", "dynamic-slice", "gather") and k == 0:
+                total += shape_bytes(user.shape)
+            elif op in ("dynamic-update-slice", "scatter") and k == 0 and in_place:
+                pass
+            else:
+                return None
+        return total
+
+    def _update_bytes(self, comp: HloComputation, ins: HloInstruction, index: tuple[int, ...]) -> int:
+        """Bytes an in-place update writes into its output leaf ``index``."""
+        if ins.opcode == "dynamic-update-slice":
+            return shape_bytes(comp.by_name[ins.operands[1]].shape)
+        n = (len(ins.operands) - 1) // 2
+        k = index[0] if index else 0
+        return shape_bytes(comp.by_name[ins.operands[n + 1 + k]].shape)
+
+    def operand_bytes(self, ins: HloInstruction, comp: HloComputation, k: int, full: int) -> int:
+        """Bytes instruction ``ins`` reads of its (array) operand ``k`` of ``full`` bytes."""
+        op = ins.opcode
+        if op in ("slice", "dynamic-slice", "gather") and k == 0:
+            return min(full, shape_bytes(ins.shape))
+        if op == "dynamic-update-slice" and k == 0:
+            return 0
+        if op == "scatter" and k < (len(ins.operands) - 1) // 2:
+            return 0
+        if op == "fusion":
+            fused = self.module.computation(ins, "calls")
+            in_place = any(p[0] == k for p in self.in_place_pairs(ins))
+            try:
+                param = fused.parameter(k)
+            except KeyError:
+                return full
+            read = self._read_bytes(fused, param.name, in_place)
+            if read is not None:
+                return min(full, read)
+        return full
+
+    def output_bytes(self, ins: HloInstruction, comp: HloComputation, index: tuple[int, ...], full: int) -> int:
+        """Bytes instruction ``ins`` writes of its output leaf ``index`` of ``full`` bytes."""
+        if ins.opcode in ("dynamic-update-slice", "scatter"):
+            return min(full, self._update_bytes(comp, ins, index))
+        if ins.opcode == "fusion" and any(p[2] == index for p in self.in_place_pairs(ins)):
+            fused = self.module.computation(ins, "calls")
+            src, sidx = self._follow(fused, fused.root, index)
+            if src.opcode in ("dynamic-update-slice", "scatter"):
+                return min(full, self._update_bytes(fused, src, sidx))
+        return full

@@ -1,0 +1,476 @@
+"""Readers for XLA's text dumps: HLO modules, live-range files and buffer assignments.
+
+Only what the XLA frontend needs is parsed: shapes (element type and dimensions;
+layouts, tilings and memory spaces are ignored), instructions (name, shape, opcode,
+operand names, attributes kept as raw text), computations in printed order (the
+schedule when the module header says ``is_scheduled=true``) and the module header
+(``input_output_alias``). The readers of ``*-live-range.txt`` and
+``*-buffer-assignment.txt`` exist so tests and tools can compare a
+:class:`~mallocgame.program.Program` with XLA's own view.
+
+Formats, as written by XLA's CPU backend (jaxlib 0.10)::
+
+    HloModule jit_f, is_scheduled=true, input_output_alias={ {}: (0, {}, may-alias) }, ...
+    %fused_computation (param_0: f32[8,16]) -> f32[8,16] {
+      %param_0 = f32[8,16]{1,0} parameter(0)
+      ROOT %tanh.0 = f32[8,16]{1,0} tanh(%param_0), metadata={...}
+    }
+    ENTRY %main.1 (x.1: f32[8,16]) -> f32[8,16] { ... }
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass, field
+from typing import Union
+
+from mallocgame.errors import MallocGameError
+
+__all__ = [
+    "HloParseError",
+    "ArrayShape",
+    "Shape",
+    "HloInstruction",
+    "HloComputation",
+    "HloModule",
+    "parse_shape",
+    "parse_module",
+    "shape_leaves",
+    "shape_text",
+    "parse_alias_list",
+    "XlaLiveRanges",
+    "XlaValue",
+    "XlaAllocation",
+    "parse_live_ranges",
+    "parse_buffer_assignment",
+]
+
+
+class HloParseError(MallocGameError):
+    """An XLA dump file could not be read (the message names the file and the line)."""
+
+
+# Bytes per element; sub-byte types pack (s4: half a byte).
+_DTYPE_BYTES = {
+    "pred": 1.0, "s1": 0.125, "u1": 0.125, "s2": 0.25, "u2": 0.25, "s4": 0.5, "u4": 0.5,
+    "s8": 1.0, "u8": 1.0, "s16": 2.0, "u16": 2.0, "s32": 4.0, "u32": 4.0, "s64": 8.0,
+    "u64": 8.0, "f16": 2.0, "bf16": 2.0, "f32": 4.0, "f64": 8.0, "c64": 8.0, "c128": 16.0,
+    "token": 0.0, "opaque": 0.0,
+}
+
+
+@dataclass(frozen=True)
+class ArrayShape:
+    """An array (or token) shape: element type and dimensions (bounds for dynamic ones)."""
+
+    dtype: str
+    dims: tuple[int, ...]
+
+    @property
+    def elements(self) -> int:
+        return math.prod(self.dims)
+
+    @property
+    def nbytes(self) -> int:
+        if self.dtype in _DTYPE_BYTES:
+            per = _DTYPE_BYTES[self.dtype]
+        elif self.dtype.startswith("f8") or self.dtype.startswith("f4") or self.dtype.startswith("f6"):
+            per = {"f8": 1.0, "f6": 0.75, "f4": 0.5}[self.dtype[:2]]
+        else:
+            raise HloParseError(f"unknown element type {self.dtype!r}")
+        return int(math.ceil(self.elements * per))
+
+    @property
+    def is_token(self) -> bool:
+        return self.dtype == "token"
+
+    def __str__(self) -> str:
+        return f"{self.dtype}[{','.join(str(d) for d in self.dims)}]"
+
+
+# A shape is an array shape or a (possibly nested, possibly empty) tuple of shapes.
+Shape = Union[ArrayShape, tuple]
+
+
+def shape_leaves(shape: Shape, prefix: tuple[int, ...] = ()) -> list[tuple[tuple[int, ...], ArrayShape]]:
+    """The array leaves of ``shape`` with their shape indices, in order."""
+    if isinstance(shape, ArrayShape):
+        return [(prefix, shape)]
+    out: list[tuple[tuple[int, ...], ArrayShape]] = []
+    for i, sub in enumerate(shape):
+        out.extend(shape_leaves(sub, prefix + (i,)))
+    return out
+
+
+def shape_text(shape: Shape) -> str:
+    if isinstance(shape, ArrayShape):
+        return str(shape)
+    return "(" + ", ".join(shape_text(s) for s in shape) + ")"
+
+
+_OPEN = {"(": ")", "{": "}", "[": "]"}
+
+
+_SPECIAL_RE = re.compile(r'[(){}\[\]",\\]')
+
+
+def split_top(text: str) -> list[str]:
+    """Split on commas outside brackets and quotes; pieces stripped, empty ones dropped."""
+    parts, depth, start, quote, skip = [], 0, 0, False, -1
+    for m in _SPECIAL_RE.finditer(text):
+        j, c = m.start(), m.group()
+        if j == skip:
+            continue
+        if quote:
+            if c == "\\":
+                skip = j + 1
+            elif c == '"':
+                quote = False
+        elif c == '"':
+            quote = True
+        elif c in "({[":
+            depth += 1
+        elif c in ")}]":
+            depth -= 1
+        elif c == "," and depth == 0:
+            parts.append(text[start:j])
+            start = j + 1
+    parts.append(text[start:])
+    return [p.strip() for p in parts if p.strip()]
+
+
+def _close(text: str, i: int) -> int:
+    """Index of the bracket closing the one at ``text[i]`` (quoted text skipped)."""
+    stack: list[str] = []
+    quote, skip = False, -1
+    for m in _SPECIAL_RE.finditer(text, i):
+        j, c = m.start(), m.group()
+        if j == skip:
+            continue
+        if quote:
+            if c == "\\":
+                skip = j + 1
+            elif c == '"':
+                quote = False
+        elif c == '"':
+            quote = True
+        elif c in _OPEN:
+            stack.append(_OPEN[c])
+        elif c in ")}]":
+            if not stack or c != stack[-1]:
+                raise ValueError(f"unbalanced {c!r} at column {j}")
+            stack.pop()
+            if not stack:
+                return j
+    raise ValueError("unbalanced brackets")
+
+
+_ARRAY_RE = re.compile(r"([a-z][a-z0-9]*)\[([^\]]*)\]")
+
+
+def parse_shape(text: str) -> Shape:
+    """Parse ``f32[8,16]{1,0}``, ``(s32[], f32[4]{0})``, ``pred[]``, ``token[]``, ``s32[<=8]``."""
+    text = text.strip()
+    if text.startswith("("):
+        end = _close(text, 0)
+        return tuple(parse_shape(p) for p in split_top(text[1:end]))
+    m = _ARRAY_RE.match(text)
+    if not m:
+        if text in ("token", "token[]"):
+            return ArrayShape("token", ())
+        raise ValueError(f"not a shape: {text!r}")
+    dims = []
+    for d in m.group(2).split(","):
+        d = d.strip().lstrip("<=")
+        if d:
+            dims.append(int(d) if d != "?" else 1)
+    return ArrayShape(m.group(1), tuple(dims))
+
+
+@dataclass
+class HloInstruction:
+    name: str
+    opcode: str
+    shape: Shape
+    operands: tuple[str, ...]  # operand instruction names (no '%')
+    attrs: dict[str, str]  # raw attribute text, e.g. {"calls": "%fused_computation"}
+    literal: str = ""  # text inside the parentheses of parameter / constant
+    is_root: bool = False
+
+    def attr_ints(self, key: str) -> tuple[int, ...]:
+        """``{1,2}`` style integer list attribute (empty if absent)."""
+        raw = self.attrs.get(key, "").strip().strip("{}")
+        return tuple(int(v) for v in raw.split(",") if v.strip())
+
+    def called(self, key: str) -> list[str]:
+        """Computation names in attribute ``key`` (``calls=%c`` or ``branch_computations={%a, %b}``)."""
+        raw = self.attrs.get(key, "").strip()
+        if raw.startswith("{"):
+            raw = raw[1:-1]
+        return [p.strip().lstrip("%") for p in split_top(raw)]
+
+
+_CALL_KEYS = (
+    "calls", "to_apply", "condition", "body", "branch_computations",
+    "called_computations", "true_computation", "false_computation",
+)
+
+
+@dataclass
+class HloComputation:
+    name: str
+    instructions: list[HloInstruction]
+    is_entry: bool = False
+    by_name: dict[str, HloInstruction] = field(default_factory=dict)
+
+    @property
+    def root(self) -> HloInstruction:
+        for ins in self.instructions:
+            if ins.is_root:
+                return ins
+        return self.instructions[-1]
+
+    def parameter(self, number: int) -> HloInstruction:
+        for ins in self.instructions:
+            if ins.opcode == "parameter" and int(ins.literal) == number:
+                return ins
+        raise KeyError(f"{self.name} has no parameter {number}")
+
+    def users(self, name: str) -> list[tuple[HloInstruction, int]]:
+        """(user, operand number) pairs reading instruction ``name``."""
+        return [(u, k) for u in self.instructions for k, o in enumerate(u.operands) if o == name]
+
+
+@dataclass
+class HloModule:
+    name: str
+    attrs: dict[str, str]
+    computations: dict[str, HloComputation]
+    entry: HloComputation
+
+    @property
+    def is_scheduled(self) -> bool:
+        return self.attrs.get("is_scheduled", "false") == "true"
+
+    def calls(self, ins: HloInstruction) -> list[HloComputation]:
+        """The computations ``ins`` calls (fused, loop, branch, reducer...)."""
+        out = []
+        for key in _CALL_KEYS:
+            for name in ins.called(key) if key in ins.attrs else ():
+                if name not in self.computations:
+                    raise HloParseError(f"{ins.name}: calls unknown computation {name!r}")
+                out.append(self.computations[name])
+        return out
+
+    def computation(self, ins: HloInstruction, key: str) -> HloComputation:
+        names = ins.called(key)
+        if len(names) != 1 or names[0] not in self.computations:
+            raise HloParseError(f"{ins.name}: attribute {key!r} names no computation")
+        return self.computations[names[0]]
+
+
+_COMMENT_RE = re.compile(r"/\*.*?\*/")
+_INSTR_HEAD_RE = re.compile(r"\s*(ROOT\s+)?%?([^\s=]+)\s*=\s*")
+_COMP_HEAD_RE = re.compile(r"^(ENTRY\s+)?%?([^\s(]+)\s*\(.*\{\s*$")
+_NO_OPERANDS = frozenset({"parameter", "constant"})
+
+
+def _parse_instruction(line: str) -> HloInstruction:
+    m = _INSTR_HEAD_RE.match(line)
+    if not m:
+        raise ValueError("not an instruction")
+    rest = line[m.end():]
+    if rest.startswith("("):
+        end = _close(rest, 0)
+        shape_str, rest = rest[: end + 1], rest[end + 1 :].lstrip()
+    else:
+        shape_str, _, rest = rest.partition(" ")
+        rest = rest.lstrip()
+    om = re.match(r"([a-z][a-z0-9\-]*)\(", rest)
+    if not om:
+        raise ValueError("no opcode")
+    opcode = om.group(1)
+    open_at = om.end() - 1
+    end = _close(rest, open_at)
+    inside = rest[open_at + 1 : end]
+    attrs: dict[str, str] = {}
+    for piece in split_top(rest[end + 1 :]):
+        key, eq, value = piece.partition("=")
+        if eq:
+            attrs[key.strip()] = value.strip()
+    operands: tuple[str, ...] = ()
+    if opcode not in _NO_OPERANDS:
+        operands = tuple(p.split()[-1].lstrip("%") for p in split_top(inside))
+    return HloInstruction(
+        name=m.group(2).lstrip("%"),
+        opcode=opcode,
+        shape=parse_shape(shape_str),
+        operands=operands,
+        attrs=attrs,
+        literal=inside.strip() if opcode in _NO_OPERANDS else "",
+        is_root=bool(m.group(1)),
+    )
+
+
+def parse_module(text: str, *, where: str = "HLO") -> HloModule:
+    """Parse the text of one HLO module (``HloModule ...`` header and its computations)."""
+    name, attrs = "", {}
+    computations: dict[str, HloComputation] = {}
+    entry: HloComputation | None = None
+    current: HloComputation | None = None
+    for lineno, raw in enumerate(text.splitlines(), 1):
+        line = _COMMENT_RE.sub("", raw).rstrip()
+        try:
+            if current is not None:
+                if line.strip() == "}":
+                    computations[current.name] = current
+                    current = None
+                elif line.strip():
+                    ins = _parse_instruction(line)
+                    current.instructions.append(ins)
+                    current.by_name[ins.name] = ins
+                continue
+            if line.startswith("HloModule "):
+                head = split_top(line[len("HloModule "):])
+                name = head[0]
+                for piece in head[1:]:
+                    key, eq, value = piece.partition("=")
+                    if eq:
+                        attrs[key.strip()] = value.strip()
+                continue
+            m = _COMP_HEAD_RE.match(line)
+            if m and not line[0].isspace():
+                current = HloComputation(name=m.group(2), instructions=[], is_entry=bool(m.group(1)))
+                if current.is_entry:
+                    entry = current
+        except (ValueError, IndexError, KeyError) as exc:
+            raise HloParseError(f"{where}:{lineno}: cannot parse {raw.strip()[:120]!r} ({exc})") from None
+    if current is not None:
+        raise HloParseError(f"{where}: computation {current.name} is not closed")
+    if not name or entry is None:
+        raise HloParseError(f"{where}: no 'HloModule' header or no ENTRY computation")
+    return HloModule(name=name, attrs=attrs, computations=computations, entry=entry)
+
+
+_ALIAS_RE = re.compile(r"\{([\d,\s]*)\}\s*:\s*\(\s*(\d+)\s*,\s*\{([\d,\s]*)\}\s*(?:,\s*([\w-]+))?\s*\)")
+
+
+def _index(text: str) -> tuple[int, ...]:
+    return tuple(int(v) for v in text.split(",") if v.strip())
+
+
+def parse_alias_list(text: str) -> list[tuple[tuple[int, ...], int, tuple[int, ...], str]]:
+    """``{ {0}: (1, {}, may-alias) }`` -> [(output index, operand/parameter number, its index, kind)]."""
+    return [
+        (_index(m.group(1)), int(m.group(2)), _index(m.group(3)), m.group(4) or "")
+        for m in _ALIAS_RE.finditer(text)
+    ]
+
+
+# ---------------------------------------------------------------------------------------
+# XLA's own analyses, for comparison.
+
+
+@dataclass(frozen=True)
+class XlaLiveRanges:
+    """``*-live-range.txt``: the flattened sequence and each value's ``[start, end]``.
+
+    Positions index ``sequence`` (views, parameters and loop bodies included);
+    ``max_time`` is the end given to live-out values and entry parameters.
+    """
+
+    max_time: int
+    sequence: tuple[str, ...]
+    ranges: dict  # "name{idx}" -> (start, end), e.g. "while.0{1}", "x.1{}"
+
+
+def parse_live_ranges(text: str) -> XlaLiveRanges:
+    m = re.search(r"HloLiveRange \(max (\d+)\)", text)
+    if not m:
+        raise HloParseError("not a live-range file (no 'HloLiveRange (max N)' line)")
+    sequence: list[str] = []
+    ranges: dict[str, tuple[int, int]] = {}
+    section = ""
+    for line in text.splitlines():
+        s = line.strip()
+        if s == "InstructionSequence:":
+            section = "seq"
+        elif s == "BufferLiveRange:":
+            section = "ranges"
+        elif s.startswith("Live ranges at") or s.startswith("Stack trace"):
+            section = ""
+        elif section == "seq" and s:
+            pos, _, nm = s.partition(":")
+            if int(pos) != len(sequence):
+                raise HloParseError(f"live-range file: sequence position {pos} out of order")
+            sequence.append(nm)
+        elif section == "ranges" and s:
+            rm = re.match(r"(.+\{[\d,]*\}):(\d+)-(\d+)$", s)
+            if not rm:
+                raise HloParseError(f"live-range file: cannot parse {s!r}")
+            ranges[rm.group(1)] = (int(rm.group(2)), int(rm.group(3)))
+    return XlaLiveRanges(max_time=int(m.group(1)), sequence=tuple(sequence), ranges=ranges)
+
+
+@dataclass(frozen=True)
+class XlaValue:
+    id: int
+    name: str  # defining instruction
+    index: tuple[int, ...]  # shape index within it
+    size: int
+    offset: int
+    shape: str
+    is_phi: bool
+
+    @property
+    def key(self) -> str:
+        return f"{self.name}{{{','.join(map(str, self.index))}}}"
+
+
+@dataclass(frozen=True)
+class XlaAllocation:
+    index: int
+    size: int
+    kind: str  # the rest of the header, e.g. "parameter 1, shape |f32[16,32]| at ShapeIndex {}"
+    values: tuple[XlaValue, ...]
+
+
+_VALUE_RE = re.compile(
+    r"value:\s*<(\d+)\s+([^\s{>]+)(\{[\d,]*\})?\s*(\(phi\))?\s*@\d+>\s*\(size=(\d+),offset=(\d+)\):\s*(.*)$"
+)
+
+
+def parse_buffer_assignment(text: str) -> list[XlaAllocation]:
+    """``*-buffer-assignment.txt``: allocations and the values each holds."""
+    allocations: list[XlaAllocation] = []
+    head: tuple[int, int, str] | None = None
+    values: list[XlaValue] = []
+
+    def flush() -> None:
+        if head is not None:
+            allocations.append(XlaAllocation(head[0], head[1], head[2], tuple(values)))
+
+    for line in text.splitlines():
+        s = line.strip()
+        am = re.match(r"allocation (\d+): size (\d+)(?:, (.*?))?:?$", s)
+        if am:
+            flush()
+            head, values = (int(am.group(1)), int(am.group(2)), (am.group(3) or "").rstrip(":")), []
+            continue
+        if head is None:
+            continue
+        vm = _VALUE_RE.match(s)
+        if vm:
+            values.append(
+                XlaValue(
+                    id=int(vm.group(1)), name=vm.group(2), index=_index((vm.group(3) or "{}")[1:-1]),
+                    size=int(vm.group(5)), offset=int(vm.group(6)), shape=vm.group(7).strip(),
+                    is_phi=bool(vm.group(4)),
+                )
+            )
+        elif s and not s.startswith("value:"):
+            flush()
+            head = None
+    flush()
+    return allocations

@@ -1,0 +1,505 @@
+"""Real ML programs to compile with XLA (through JAX) and turn into game instances.
+
+Six small, fixed, deterministic programs modelled on the workloads of the paper's
+section 5.1 (AlexNet training at batch 32, ResNet inference, Transformer training,
+LSTM inference) plus two that exercise XLA features the game must model: a loop
+that updates a buffer in place, and a step whose arguments are donated (aliased to
+its outputs).
+
+Each is a :class:`ModelProgram`; :meth:`ModelProgram.build` returns
+``(fn, example_args, jit_kwargs)`` so that::
+
+    fn, args, kw = MODEL_PROGRAMS["alexnet_train_b32"].build()
+    compiled = jax.jit(fn, **kw).lower(*args).compile()
+
+By default the example arguments are :class:`jax.ShapeDtypeStruct` (nothing is
+computed; parameter shapes come from ``jax.eval_shape`` of the model's init);
+``build(concrete=True)`` gives real arrays of the same shapes instead, drawn from
+``numpy.random.default_rng(0)`` (fan-in scaled normal weights, zero biases, unit
+scales and variances; optimizer state from the optimizer's own init). Both lower
+to the same HLO. All values are float32 (labels and token ids int32); sizes are
+fixed so each program compiles on a small CPU in a few seconds.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable
+
+import flax.linen as nn
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+
+__all__ = [
+    "ModelProgram",
+    "MODEL_PROGRAMS",
+    "model_program_names",
+    "AlexNet",
+    "ResNet",
+    "Transformer",
+    "LSTMClassifier",
+]
+
+SEED = 0
+
+Built = tuple[Callable[..., Any], tuple[Any, ...], dict[str, Any]]
+
+
+@dataclass(frozen=True)
+class ModelProgram:
+    """One program: a jittable function with fixed example arguments.
+
+    ``builder(concrete)`` returns ``(fn, example_args, jit_kwargs)``;
+    ``jit_kwargs`` holds e.g. ``donate_argnums`` and is meant for ``jax.jit``.
+    """
+
+    name: str
+    description: str
+    builder: Callable[[bool], Built]
+
+    def build(self, concrete: bool = False) -> Built:
+        """``(fn, example_args, jit_kwargs)``; abstract args unless ``concrete``."""
+        return self.builder(concrete)
+
+    def lower(self, concrete: bool = False) -> Any:
+        """The program lowered by ``jax.jit`` (a ``jax.stages.Lowered``)."""
+        fn, args, kwargs = self.build(concrete)
+        return jax.jit(fn, **kwargs).lower(*args)
+
+
+# --------------------------------------------------------------------------- helpers
+
+
+def _abstract(tree: Any) -> Any:
+    """ShapeDtypeStructs of every array leaf of ``tree``."""
+    return jax.tree_util.tree_map(lambda a: jax.ShapeDtypeStruct(a.shape, a.dtype), tree)
+
+
+_KEY = jax.ShapeDtypeStruct((2,), jnp.uint32)  # a raw PRNG key, for jax.eval_shape
+
+
+def _fill(path: tuple[Any, ...], leaf: jax.ShapeDtypeStruct, rng: np.random.Generator) -> Any:
+    """A real value for one parameter: by its name, else fan-in scaled normal."""
+    last = path[-1] if path else None
+    name = str(getattr(last, "key", getattr(last, "name", "")))
+    if not jnp.issubdtype(leaf.dtype, jnp.floating) or name in ("bias", "mean"):
+        value = np.zeros(leaf.shape, leaf.dtype)
+    elif name in ("scale", "var"):
+        value = np.ones(leaf.shape, leaf.dtype)
+    elif len(leaf.shape) >= 2:
+        fan_in = int(np.prod(leaf.shape[:-1]))
+        value = (rng.standard_normal(leaf.shape) / np.sqrt(fan_in)).astype(leaf.dtype)
+    else:
+        value = np.zeros(leaf.shape, leaf.dtype)
+    return jnp.asarray(value)
+
+
+def _params(
+    init_fn: Callable[[jax.Array, jax.Array], Any],
+    example: jax.ShapeDtypeStruct,
+    concrete: bool,
+    rng: np.random.Generator,
+) -> Any:
+    """Parameters of the shapes ``init_fn(key, example)`` makes: abstract or real.
+
+    Only the shapes come from ``init_fn`` (``jax.eval_shape``, nothing computed);
+    real values are drawn with numpy (:func:`_fill`), since running a model's
+    random init through XLA costs far more to compile than the program itself.
+    """
+    shapes = _abstract(jax.eval_shape(init_fn, _KEY, example))
+    if not concrete:
+        return shapes
+    return jax.tree_util.tree_map_with_path(lambda p, leaf: _fill(p, leaf, rng), shapes)
+
+
+def _opt_state(tx: optax.GradientTransformation, params: Any, concrete: bool) -> Any:
+    """The optimizer's initial state for ``params`` (abstract when they are)."""
+    if concrete:
+        return tx.init(params)
+    return _abstract(jax.eval_shape(tx.init, params))
+
+
+def _floats(rng: np.random.Generator, shape: tuple[int, ...], concrete: bool) -> Any:
+    if concrete:
+        return jnp.asarray(rng.standard_normal(shape).astype(np.float32))
+    return jax.ShapeDtypeStruct(shape, jnp.float32)
+
+
+def _ints(rng: np.random.Generator, shape: tuple[int, ...], high: int, concrete: bool) -> Any:
+    if concrete:
+        return jnp.asarray(rng.integers(0, high, shape).astype(np.int32))
+    return jax.ShapeDtypeStruct(shape, jnp.int32)
+
+
+def _xent(logits: jax.Array, labels: jax.Array) -> jax.Array:
+    return optax.softmax_cross_entropy_with_integer_labels(logits, labels).mean()
+
+
+# --------------------------------------------------------------------------- models
+
+
+class AlexNet(nn.Module):
+    """AlexNet's shape at small scale: 5 convolutions (3 max-pools), 3 dense layers."""
+
+    num_classes: int = 10
+
+    @nn.compact
+    def __call__(self, x: jax.Array) -> jax.Array:
+        pool = lambda y: nn.max_pool(y, (3, 3), strides=(2, 2), padding="SAME")  # noqa: E731
+        x = nn.relu(nn.Conv(32, (5, 5), strides=(1, 1), padding="SAME")(x))
+        x = pool(x)  # 16x16
+        x = nn.relu(nn.Conv(64, (5, 5), padding="SAME")(x))
+        x = pool(x)  # 8x8
+        x = nn.relu(nn.Conv(96, (3, 3), padding="SAME")(x))
+        x = nn.relu(nn.Conv(96, (3, 3), padding="SAME")(x))
+        x = nn.relu(nn.Conv(64, (3, 3), padding="SAME")(x))
+        x = pool(x)  # 4x4
+        x = x.reshape((x.shape[0], -1))
+        x = nn.relu(nn.Dense(256)(x))
+        x = nn.relu(nn.Dense(256)(x))
+        return nn.Dense(self.num_classes)(x)
+
+
+class _ResBlock(nn.Module):
+    features: int
+    strides: int = 1
+
+    @nn.compact
+    def __call__(self, x: jax.Array) -> jax.Array:
+        bn = lambda: nn.BatchNorm(use_running_average=True)  # noqa: E731
+        s = (self.strides, self.strides)
+        y = nn.Conv(self.features, (3, 3), strides=s, padding="SAME", use_bias=False)(x)
+        y = nn.relu(bn()(y))
+        y = nn.Conv(self.features, (3, 3), padding="SAME", use_bias=False)(y)
+        y = bn()(y)
+        if x.shape != y.shape:  # projection shortcut
+            x = nn.Conv(self.features, (1, 1), strides=s, use_bias=False)(x)
+            x = bn()(x)
+        return nn.relu(x + y)
+
+
+class ResNet(nn.Module):
+    """ResNet-20 (CIFAR style: stem + 3 stages of 3 basic blocks), inference batchnorm."""
+
+    stage_features: tuple[int, ...] = (16, 32, 64)
+    blocks_per_stage: int = 3
+    num_classes: int = 10
+
+    @nn.compact
+    def __call__(self, x: jax.Array) -> jax.Array:
+        x = nn.Conv(self.stage_features[0], (3, 3), padding="SAME", use_bias=False)(x)
+        x = nn.relu(nn.BatchNorm(use_running_average=True)(x))
+        for i, f in enumerate(self.stage_features):
+            for j in range(self.blocks_per_stage):
+                x = _ResBlock(f, strides=2 if (i > 0 and j == 0) else 1)(x)
+        x = jnp.mean(x, axis=(1, 2))
+        return nn.Dense(self.num_classes)(x)
+
+
+class _Attention(nn.Module):
+    num_heads: int
+
+    @nn.compact
+    def __call__(self, x: jax.Array) -> jax.Array:
+        b, t, d = x.shape
+        h = self.num_heads
+        qkv = nn.Dense(3 * d, use_bias=False)(x).reshape(b, t, 3, h, d // h)
+        q, k, v = qkv[:, :, 0], qkv[:, :, 1], qkv[:, :, 2]
+        scores = jnp.einsum("bqhd,bkhd->bhqk", q, k) / jnp.sqrt(d // h).astype(x.dtype)
+        causal = jnp.tril(jnp.ones((t, t), bool))
+        scores = jnp.where(causal, scores, jnp.finfo(x.dtype).min)
+        att = jax.nn.softmax(scores, axis=-1)
+        y = jnp.einsum("bhqk,bkhd->bqhd", att, v).reshape(b, t, d)
+        return nn.Dense(d, use_bias=False)(y)
+
+
+class _DecoderLayer(nn.Module):
+    num_heads: int
+    d_ff: int
+
+    @nn.compact
+    def __call__(self, x: jax.Array) -> jax.Array:
+        x = x + _Attention(self.num_heads)(nn.LayerNorm()(x))
+        y = nn.Dense(self.d_ff)(nn.LayerNorm()(x))
+        return x + nn.Dense(x.shape[-1])(nn.gelu(y))
+
+
+class Transformer(nn.Module):
+    """A decoder-only (causal) Transformer language model, pre-LayerNorm."""
+
+    vocab: int = 512
+    d_model: int = 128
+    num_heads: int = 4
+    num_layers: int = 2
+    d_ff: int = 512
+    max_len: int = 64
+
+    @nn.compact
+    def __call__(self, tokens: jax.Array) -> jax.Array:
+        embed = nn.Embed(self.vocab, self.d_model)
+        pos = self.param("pos", nn.initializers.normal(0.02), (self.max_len, self.d_model))
+        x = embed(tokens) + pos[: tokens.shape[1]]
+        for _ in range(self.num_layers):
+            x = _DecoderLayer(self.num_heads, self.d_ff)(x)
+        return embed.attend(nn.LayerNorm()(x))  # tied output embedding
+
+
+class _StackedLSTMCell(nn.Module):
+    """``num_layers`` LSTM cells applied in turn at one time step."""
+
+    hidden: int
+    num_layers: int
+
+    @nn.compact
+    def __call__(self, carry: tuple[Any, ...], x: jax.Array) -> tuple[tuple[Any, ...], jax.Array]:
+        new = []
+        for layer in range(self.num_layers):
+            c, x = nn.OptimizedLSTMCell(self.hidden, name=f"lstm{layer}")(carry[layer], x)
+            new.append(c)
+        return tuple(new), x
+
+
+class LSTMClassifier(nn.Module):
+    """A stacked LSTM scanned over time, then a dense head on the last hidden state.
+
+    The time loop is ``nn.scan`` (a ``jax.lax.scan``: an XLA ``while`` whose trip
+    count is the sequence length); the cells' parameters are shared across steps.
+    """
+
+    hidden: int = 128
+    num_layers: int = 2
+    num_classes: int = 10
+
+    @nn.compact
+    def __call__(self, xs: jax.Array) -> jax.Array:  # xs: [time, batch, features]
+        scan_cell = nn.scan(
+            _StackedLSTMCell,
+            variable_broadcast="params",
+            split_rngs={"params": False},
+            in_axes=0,
+            out_axes=0,
+        )
+        zeros = jnp.zeros((xs.shape[1], self.hidden), xs.dtype)
+        carry = tuple((zeros, zeros) for _ in range(self.num_layers))
+        _, hs = scan_cell(self.hidden, self.num_layers, name="rnn")(carry, xs)
+        return nn.Dense(self.num_classes)(hs[-1])
+
+
+# --------------------------------------------------------------------------- programs
+
+
+def _alexnet_train_b32(concrete: bool) -> Built:
+    model = AlexNet(num_classes=10)
+    tx = optax.adam(1e-3)
+    batch, hw = 32, 32
+    rng = np.random.default_rng(SEED)
+    x0 = jax.ShapeDtypeStruct((1, hw, hw, 3), jnp.float32)
+    params = _params(lambda k, x: model.init(k, x)["params"], x0, concrete, rng)
+    opt_state = _opt_state(tx, params, concrete)
+    images = _floats(rng, (batch, hw, hw, 3), concrete)
+    labels = _ints(rng, (batch,), 10, concrete)
+
+    def train_step(params, opt_state, images, labels):
+        def loss_fn(p):
+            return _xent(model.apply({"params": p}, images), labels)
+
+        loss, grads = jax.value_and_grad(loss_fn)(params)
+        updates, opt_state = tx.update(grads, opt_state, params)
+        return optax.apply_updates(params, updates), opt_state, loss
+
+    return train_step, (params, opt_state, images, labels), {}
+
+
+def _resnet_infer(concrete: bool) -> Built:
+    model = ResNet()
+    batch, hw = 8, 32
+    rng = np.random.default_rng(SEED)
+    x0 = jax.ShapeDtypeStruct((1, hw, hw, 3), jnp.float32)
+
+    def init(key: jax.Array, x: jax.Array) -> Any:
+        v = model.init(key, x)
+        return {"params": v["params"], "batch_stats": v["batch_stats"]}
+
+    variables = _params(init, x0, concrete, rng)
+    images = _floats(rng, (batch, hw, hw, 3), concrete)
+
+    def infer(variables, images):
+        return jax.nn.softmax(model.apply(variables, images), axis=-1)
+
+    return infer, (variables, images), {}
+
+
+def _transformer_train(concrete: bool) -> Built:
+    model = Transformer()
+    tx = optax.adamw(3e-4, weight_decay=0.01)
+    batch, seq = 8, 64
+    rng = np.random.default_rng(SEED)
+    t0 = jax.ShapeDtypeStruct((1, seq), jnp.int32)
+    params = _params(lambda k, x: model.init(k, x)["params"], t0, concrete, rng)
+    opt_state = _opt_state(tx, params, concrete)
+    tokens = _ints(rng, (batch, seq + 1), model.vocab, concrete)
+
+    def train_step(params, opt_state, tokens):
+        inputs, targets = tokens[:, :-1], tokens[:, 1:]
+
+        def loss_fn(p):
+            return _xent(model.apply({"params": p}, inputs), targets)
+
+        loss, grads = jax.value_and_grad(loss_fn)(params)
+        updates, opt_state = tx.update(grads, opt_state, params)
+        return optax.apply_updates(params, updates), opt_state, loss
+
+    return train_step, (params, opt_state, tokens), {}
+
+
+def _lstm_infer(concrete: bool) -> Built:
+    model = LSTMClassifier(hidden=128)
+    steps, batch, features = 16, 8, 64
+    rng = np.random.default_rng(SEED)
+    xs0 = jax.ShapeDtypeStruct((steps, 1, features), jnp.float32)
+    params = _params(lambda k, x: model.init(k, x)["params"], xs0, concrete, rng)
+    xs = _floats(rng, (steps, batch, features), concrete)
+
+    def infer(params, xs):
+        return jax.nn.log_softmax(model.apply({"params": params}, xs), axis=-1)
+
+    return infer, (params, xs), {}
+
+
+def _inplace_update_loop(concrete: bool) -> Built:
+    steps, batch, d, vocab = 32, 8, 128, 256
+    rng = np.random.default_rng(SEED)
+    scale = d**-0.5
+    shapes = {
+        "embed": (vocab, d),
+        "wq": (d, d),
+        "wk": (d, d),
+        "wv": (d, d),
+        "wo": (d, d),
+        "wout": (d, vocab),
+    }
+    params = {n: _floats(rng, s, concrete) for n, s in shapes.items()}
+    if concrete:
+        params = {n: scale * w for n, w in params.items()}
+    first = _ints(rng, (batch,), vocab, concrete)
+
+    def decode(params, first):
+        """Greedy decoding with one attention layer and a KV cache.
+
+        Each of the ``steps`` iterations writes the new key and value at position
+        ``i`` of the caches (``dynamic_update_slice``) and the chosen token into
+        ``tokens[i]`` (``.at[i].set``): in-place updates of loop-carried buffers.
+        """
+        k_cache = jnp.zeros((batch, steps, d), jnp.float32)
+        v_cache = jnp.zeros((batch, steps, d), jnp.float32)
+        tokens = jnp.zeros((steps, batch), jnp.int32)
+        positions = jnp.arange(steps)
+
+        def body(i, carry):
+            tok, k_cache, v_cache, tokens = carry
+            x = params["embed"][tok]  # [batch, d]
+            q, k, v = x @ params["wq"], x @ params["wk"], x @ params["wv"]
+            k_cache = jax.lax.dynamic_update_slice(k_cache, k[:, None], (0, i, 0))
+            v_cache = jax.lax.dynamic_update_slice(v_cache, v[:, None], (0, i, 0))
+            scores = jnp.einsum("bd,btd->bt", q, k_cache) * scale
+            scores = jnp.where(positions[None] <= i, scores, -1e9)
+            att = jax.nn.softmax(scores, axis=-1)
+            y = jnp.tanh(jnp.einsum("bt,btd->bd", att, v_cache) @ params["wo"]) + x
+            tok = jnp.argmax(y @ params["wout"], axis=-1).astype(jnp.int32)
+            return tok, k_cache, v_cache, tokens.at[i].set(tok)
+
+        init_carry = (first, k_cache, v_cache, tokens)
+        _, k_cache, v_cache, tokens = jax.lax.fori_loop(0, steps, body, init_carry)
+        return tokens, k_cache, v_cache
+
+    return decode, (params, first), {}
+
+
+def _donated_sgd_step(concrete: bool) -> Built:
+    class MLP(nn.Module):
+        @nn.compact
+        def __call__(self, x):
+            x = nn.relu(nn.Dense(512)(x))
+            x = nn.relu(nn.Dense(512)(x))
+            return nn.Dense(10)(x)
+
+    model = MLP()
+    tx = optax.sgd(0.01, momentum=0.9)
+    batch, features = 64, 256
+    rng = np.random.default_rng(SEED)
+    x0 = jax.ShapeDtypeStruct((1, features), jnp.float32)
+    params = _params(lambda k, x: model.init(k, x)["params"], x0, concrete, rng)
+    opt_state = _opt_state(tx, params, concrete)
+    x = _floats(rng, (batch, features), concrete)
+    y = _ints(rng, (batch,), 10, concrete)
+
+    def sgd_step(params, opt_state, x, y):
+        def loss_fn(p):
+            return _xent(model.apply({"params": p}, x), y)
+
+        loss, grads = jax.value_and_grad(loss_fn)(params)
+        updates, opt_state = tx.update(grads, opt_state, params)
+        return optax.apply_updates(params, updates), opt_state, loss
+
+    return sgd_step, (params, opt_state, x, y), {"donate_argnums": (0, 1)}
+
+
+MODEL_PROGRAMS: dict[str, ModelProgram] = {
+    p.name: p
+    for p in [
+        ModelProgram(
+            "alexnet_train_b32",
+            "AlexNet-like CNN (5 conv with 3 max-pools, 3 dense; 32x32x3 images, "
+            "10 classes) full training step at batch 32: forward, softmax "
+            "cross-entropy, backward, Adam update (optax); returns new params, "
+            "optimizer state and loss",
+            _alexnet_train_b32,
+        ),
+        ModelProgram(
+            "resnet_infer",
+            "ResNet-20, CIFAR style (3x3 stem, 3 stages x 3 basic blocks of "
+            "16/32/64 channels: conv + inference batchnorm + relu with skip "
+            "connections, projection shortcuts; global average pool, dense) "
+            "inference at batch 8 on 32x32x3 images, softmax output",
+            _resnet_infer,
+        ),
+        ModelProgram(
+            "transformer_train",
+            "decoder-only Transformer LM (2 pre-LN layers, d_model 128, 4 heads, "
+            "d_ff 512, vocab 512, causal attention, tied embeddings) training step "
+            "at batch 8, sequence 64: next-token cross-entropy, grad, AdamW update",
+            _transformer_train,
+        ),
+        ModelProgram(
+            "lstm_infer",
+            "2-layer stacked LSTM (hidden 128, input 64) inference over 16 time "
+            "steps at batch 8 "
+            "with jax.lax.scan (a while loop of trip count 16), dense head on the "
+            "last hidden state, log-softmax output",
+            _lstm_infer,
+        ),
+        ModelProgram(
+            "inplace_update_loop",
+            "greedy decoding for 32 steps (lax.fori_loop) at batch 8 with one "
+            "attention layer (d 128, vocab 256) and a KV cache: each step writes its "
+            "key and value into [8,32,128] caches with dynamic_update_slice and its "
+            "token into a [32,8] buffer with .at[i].set (in-place updates of "
+            "loop-carried buffers)",
+            _inplace_update_loop,
+        ),
+        ModelProgram(
+            "donated_sgd_step",
+            "MLP (256-512-512-10) training step at batch 64 with SGD + momentum "
+            "(optax), params and optimizer state donated (donate_argnums=(0, 1)) so "
+            "they are updated in place (input/output aliases)",
+            _donated_sgd_step,
+        ),
+    ]
+}
+
+
+def model_program_names() -> list[str]:
+    """The names of :data:`MODEL_PROGRAMS`, in definition order."""
+    return list(MODEL_PROGRAMS)
