@@ -121,3 +121,49 @@ def test_solve_creates_out_dir_and_leaves_no_temp_files(tmp_path: Path, instance
     out = tmp_path / "missing-dir-is-created" / "sol.json"
     assert main(["solve", str(instance_file), "--solver", "drop", "--out", str(out)]) == 0
     assert [p.name for p in out.parent.iterdir()] == ["sol.json"]
+
+
+def test_extract_jax_function(tmp_path: Path, monkeypatch, capsys) -> None:
+    pytest.importorskip("jax")
+    (tmp_path / "userprog.py").write_text(
+        "import jax.numpy as jnp\n\ndef layer(w, x, b):\n    return jnp.tanh(x @ w + b)\n"
+    )
+    monkeypatch.chdir(tmp_path)
+    out, program = tmp_path / "layer.json.gz", tmp_path / "layer.program.json"
+    assert main(["extract", "--jax", "userprog:layer", "--arg", "f32[64,32]", "--arg", "f32[8,64]",
+                 "--arg", "f32[32]", "--out", str(out), "--program-out", str(program)]) == 0
+    assert "2 instructions" in capsys.readouterr().out
+    sol = tmp_path / "sol.json"
+    assert main(["solve", str(out), "--solver", "random", "--out", str(sol)]) == 0
+    assert main(["check", str(out), str(sol)]) == 0
+    # the program file re-derives on another preset without JAX
+    other = tmp_path / "layer.gpu.json"
+    assert main(["extract", "--program", str(program), "--preset", "gpu_hbm_host", "--out", str(other)]) == 0
+    assert "gpu_hbm_host" in json.loads(other.read_text())["hardware"]["name"]
+
+
+def test_extract_bundled_program_on_another_preset(tmp_path: Path, capsys) -> None:
+    out = tmp_path / "lstm.dram.json"
+    assert main(["extract", "--program", "xla-v1/lstm_infer", "--preset", "dram_pmem", "--out", str(out)]) == 0
+    doc = json.loads(out.read_text())
+    assert doc["name"] == "xla-v1/lstm_infer" and doc["hardware"]["name"].startswith("dram_pmem")
+
+
+@pytest.mark.parametrize(
+    "argv, needle",
+    [
+        (["extract", "--out", "x.json"], "exactly one of"),
+        (["extract", "--program", "xla-v1/lstm_infer"], "--out"),
+        (["extract", "--program", "xla-v1/lstm_infer", "--preset", "nope", "--out", "x.json"], "nope"),
+        (["extract", "--dump", "{empty}", "--out", "x.json"], "{empty}"),
+        (["extract", "--jax", "userprog_missing:f", "--out", "x.json"], "cannot import"),
+    ],
+)
+def test_extract_errors(tmp_path: Path, monkeypatch, capsys, argv: list[str], needle: str) -> None:
+    monkeypatch.chdir(tmp_path)
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    argv = [a.format(empty=empty) for a in argv]
+    assert main(argv) == 2
+    assert needle.format(empty=empty) in _one_line_error(capsys)
+    assert not (tmp_path / "x.json").exists()

@@ -162,3 +162,30 @@ def test_random_play_with_backup_always_completes(seed):
         again = replay(inst, game.actions())
         assert again.allocations() == game.allocations()
         assert again.return_s == game.return_s
+
+
+def test_forced_read_of_a_resident_tensor_forces_its_producer_too():
+    # X (100 B, d = 1e6: never copied out) defined at 0 in its own group; instruction 1
+    # reads X in group g and writes Y in place (group g), Y read at 2 (group g).
+    # Greedy: buffer 0 NoCopy ([0, 1] at 0, X resident: no backup point). Buffer 1 (X's read)
+    # NoCopy: resident, empty interval at 0, g = fast(0). Buffer 2 (Y) must sit at 0 over
+    # [1, 2], on top of X's [0, 1] (another group): stuck. Back to the start, g forced.
+    # Greedy again puts X in fast memory (NoCopy); buffer 1 must now Drop -- illegal, X is
+    # resident -- while NoCopy is legal but forbidden. SPEC section 6 does not say what
+    # happens when a forced Drop is illegal; the only way to complete is to force X's
+    # producer as well (the rule for a stuck read of a fast-resident tensor), which
+    # leaves every buffer dropped: actions [Drop, Drop, Drop, Drop].
+    inst = build(
+        tensors=[X(100), X(100)],
+        instructions=[
+            I(writes=[B(0, demand=1e6)]),
+            I(reads=[B(0, alias="g")], writes=[B(1, alias="g")]),
+            I(reads=[B(1, alias="g")]),
+        ],
+    )
+    game = Game(inst)
+    driver = play(game, greedy)
+    assert game.complete
+    assert game.actions() == [D, D, D, D]
+    assert driver.backups >= 2
+    assert all(driver.forced_drop[game.group_of(b)] for b in range(4))

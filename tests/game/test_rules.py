@@ -823,3 +823,15 @@ def test_rich_instance_games_are_consistent_with_mapping_reward():
         if g.complete:
             fast = [a.buffer for a in g.allocations()]
             assert math.isclose(mapping_reward(inst, fast), g.return_s, rel_tol=1e-9, abs_tol=1e-12)
+
+
+def test_replay_errors_name_the_step_and_reset_restores_the_start():
+    inst = _in_place()
+    with pytest.raises(IllegalActionError, match="step 1"):
+        replay(inst, [D, C])  # group g is slow after the Drop
+    with pytest.raises(GameOverError):
+        replay(inst, [D, D, D, D])  # one action too many
+    g = replay(inst, [C, N, N])
+    fresh = _snapshot(Game(inst))
+    g.reset()
+    assert _snapshot(g) == fresh

@@ -1,0 +1,217 @@
+"""Instance files (SPEC sections 1, 2 and 7): round trips, the canonical hash, and
+validation errors that are typed and name the problem."""
+
+from __future__ import annotations
+
+import copy
+import gzip
+import hashlib
+import json
+from pathlib import Path
+
+import pytest
+
+from mallocgame.errors import FormatError, InputFileError, InstanceError, MallocGameError
+from mallocgame.instance import instance_from_dict, load_instance, save_instance
+from tests.builders import B, I, X, build_doc, table
+
+CONFORMANCE = Path(__file__).parent / "data" / "conformance"
+
+
+def spec_hash(doc) -> str:
+    """SPEC section 7, literally."""
+    text = json.dumps(doc, sort_keys=True, separators=(",", ":"), ensure_ascii=True)
+    return hashlib.sha256(text.encode("ascii")).hexdigest()
+
+
+def _doc():
+    # Program input P read at 1 (in place into Y, one alias group); Y read at 2 (live_out);
+    # instruction 2 has a table latency over its one buffer.
+    doc = build_doc(
+        tensors=[X(100), X(100, live_out=True)],
+        instructions=[
+            I(),
+            I(reads=[B(0, alias="g")], writes=[B(1, alias="g")], count=3),
+            I(reads=[1], latency=table([0], [2.0, 1.0])),
+        ],
+        alignment=64,
+        capacity=1024,
+        name="résumé-π",  # non-ASCII: the hash escapes it (ensure_ascii)
+    )
+    doc["loops"] = [{"first": 1, "last": 1, "trip_count": 3}]
+    doc["x-extra"] = {"note": "unknown keys are kept and hashed", "ü": [1, 2.5, None]}
+    return doc
+
+
+# ============================================================================ round trips
+
+
+@pytest.mark.parametrize("suffix", [".json", ".json.gz"])
+def test_round_trip_and_atomic_write(tmp_path, suffix):
+    doc = _doc()
+    inst = instance_from_dict(doc)
+    path = tmp_path / f"inst{suffix}"
+    save_instance(inst, path)
+    assert sorted(p.name for p in tmp_path.iterdir()) == [path.name]  # no temp file left
+    raw = path.read_bytes()
+    if suffix == ".json.gz":
+        assert raw[:2] == b"\x1f\x8b"
+        raw = gzip.decompress(raw)
+    assert json.loads(raw) == doc
+    back = load_instance(path)
+    assert back.sha256 == inst.sha256 == spec_hash(doc)
+    assert back == inst
+    assert back.to_dict() == doc
+    # Saving again over the file is atomic too and leaves it identical.
+    save_instance(back, path)
+    assert sorted(p.name for p in tmp_path.iterdir()) == [path.name]
+    assert load_instance(path).sha256 == inst.sha256
+
+
+def test_round_trip_json_to_gz_keeps_the_hash(tmp_path):
+    inst = instance_from_dict(_doc())
+    save_instance(inst, tmp_path / "a.json")
+    save_instance(load_instance(tmp_path / "a.json"), tmp_path / "a.json.gz")
+    assert load_instance(tmp_path / "a.json.gz").sha256 == inst.sha256
+
+
+def test_canonical_hash_is_the_spec_formula():
+    doc = _doc()
+    inst = instance_from_dict(doc)
+    assert inst.sha256 == spec_hash(doc)
+    # Unknown keys are covered by the hash but ignored by the rules.
+    other = copy.deepcopy(doc)
+    other["x-extra"]["note"] = "changed"
+    changed = instance_from_dict(other)
+    assert changed.sha256 != inst.sha256
+    assert changed.buffers == inst.buffers and changed.instructions == inst.instructions
+
+
+def test_hash_of_a_file_is_over_the_parsed_document(tmp_path):
+    # Key order and whitespace of the file do not matter; the parsed object does.
+    doc = _doc()
+    path = tmp_path / "pretty.json"
+    path.write_text(json.dumps(doc, indent=3, ensure_ascii=False), encoding="utf-8")
+    assert load_instance(path).sha256 == spec_hash(doc)
+    for name in ("tiny_pair.json", "tiny_alias.json"):
+        vec = json.loads((CONFORMANCE / name).read_text())
+        inst = instance_from_dict(vec["instance"])
+        assert inst.sha256 == spec_hash(vec["instance"])
+
+
+# ============================================================================= validation
+
+
+def _mutate(fn):
+    doc = _doc()
+    fn(doc)
+    return doc
+
+
+def _swap_buffers_within_instruction(doc):
+    # Instruction 1 lists [0, 1]: buffer 0 reads P, buffer 1 writes Y. Exchanging their
+    # contents (keeping ids) gives the output the lower id: not game order.
+    b = doc["buffers"]
+    b[0], b[1] = dict(b[1], id=0), dict(b[0], id=1)
+
+
+def _ids_across_instructions(doc):
+    # Buffer 2 (instruction 2) and buffer 1 (instruction 1) swap their ids.
+    b = doc["buffers"]
+    b[1], b[2] = dict(b[2], id=1), dict(b[1], id=2)
+    doc["instructions"][1]["buffers"] = [0, 2]
+    doc["instructions"][2]["buffers"] = [1]
+    doc["instructions"][2]["latency"]["varied"] = [1]
+
+
+def _set(path, value):
+    def fn(doc):
+        obj = doc
+        for key in path[:-1]:
+            obj = obj[key]
+        obj[path[-1]] = value
+
+    return fn
+
+
+INVALID = [
+    ("wrong format", _set(["format"], "mallocgame-solution"), FormatError, "format"),
+    ("wrong version", _set(["version"], 2), FormatError, "version"),
+    ("game order in an instruction", _swap_buffers_within_instruction, InstanceError, "game order"),
+    ("game order across instructions", _ids_across_instructions, InstanceError, "game order"),
+    ("buffer id not its index", _set(["buffers", 0, "id"], 7), InstanceError, "id"),
+    ("dangling tensor", _set(["buffers", 1, "tensor_id"], 9), InstanceError, "tensor"),
+    ("dangling instruction", _set(["buffers", 1, "instruction"], 9), InstanceError, "instruction"),
+    ("dangling buffer", _set(["instructions", 2, "buffers"], [2, 9]), InstanceError, "buffer"),
+    ("negative tensor size", _set(["tensors", 0, "size"], -1), InstanceError, "size"),
+    ("negative buffer size", _set(["buffers", 0, "size"], -4), InstanceError, "size"),
+    ("zero fast bandwidth", _set(["hardware", "fast_bandwidth"], 0), InstanceError, "fast_bandwidth"),
+    ("zero slow bandwidth", _set(["hardware", "slow_bandwidth"], 0.0), InstanceError, "slow_bandwidth"),
+    ("zero copy bandwidth", _set(["hardware", "copy_bandwidth"], 0), InstanceError, "copy_bandwidth"),
+    ("zero alignment", _set(["hardware", "alignment_bytes"], 0), InstanceError, "alignment"),
+    ("table too long", _set(["instructions", 2, "latency", "latency_s"], [2.0, 1.0, 0.5]), InstanceError, "table"),
+    ("table too short", _set(["instructions", 2, "latency", "latency_s"], [2.0]), InstanceError, "table"),
+    ("defining output off def_time", _set(["tensors", 1, "def_time"], 0), InstanceError, "def_time"),
+    ("read outside live range", _set(["tensors", 1, "last_use_time"], 1), InstanceError, "live range"),
+    ("no defining output", lambda d: d["tensors"].append(dict(d["tensors"][1], id=2, def_time=2, last_use_time=2)), InstanceError, "defining output"),
+    ("an output of a program input", _set(["buffers", 0, "is_output"], True), InstanceError, "def_time"),
+    ("negative demand", _set(["buffers", 0, "demand_s"], -1.0), InstanceError, "demand"),
+    ("negative supply", _set(["instructions", 0, "supply_s"], -0.5), InstanceError, "supply"),
+    ("zero count", _set(["instructions", 1, "count"], 0), InstanceError, "count"),
+    ("unknown latency kind", _set(["instructions", 0, "latency", "kind"], "magic"), InstanceError, "latency"),
+]
+
+
+@pytest.mark.parametrize("what, mutate, error, word", INVALID, ids=[row[0] for row in INVALID])
+def test_validation_errors(what, mutate, error, word):
+    doc = _mutate(mutate)
+    with pytest.raises(error) as info:
+        instance_from_dict(doc)
+    assert word in str(info.value)
+    assert isinstance(info.value, MallocGameError)
+
+
+def test_not_an_object():
+    with pytest.raises(FormatError):
+        instance_from_dict([1, 2, 3])
+
+
+@pytest.mark.parametrize("what, mutate, error, word", INVALID[:4], ids=[row[0] for row in INVALID[:4]])
+def test_file_errors_name_the_file(tmp_path, what, mutate, error, word):
+    path = tmp_path / "bad.json"
+    path.write_text(json.dumps(_mutate(mutate)))
+    with pytest.raises(error) as info:
+        load_instance(path)
+    assert "bad.json" in str(info.value) and word in str(info.value)
+
+
+def test_missing_file(tmp_path):
+    with pytest.raises(InputFileError) as info:
+        load_instance(tmp_path / "nowhere.json")
+    assert "nowhere.json" in str(info.value)
+
+
+@pytest.mark.parametrize(
+    "name, data",
+    [
+        ("bad.json", b'{"format": "mallocgame-instance", "version": 1,'),
+        ("bad.json", b"\xff\xfe not text"),
+        ("bad.json.gz", gzip.compress(b"{not json}")),
+        ("bad.json.gz", gzip.compress(json.dumps({"a": 1}).encode())[:-10]),  # truncated
+    ],
+)
+def test_malformed_files(tmp_path, name, data):
+    path = tmp_path / name
+    path.write_bytes(data)
+    with pytest.raises(InputFileError) as info:
+        load_instance(path)
+    assert name in str(info.value)
+
+
+def test_conformance_instances_load(tmp_path):
+    for path in sorted(CONFORMANCE.glob("*.json")):
+        vec = json.loads(path.read_text())
+        inst = instance_from_dict(vec["instance"])
+        out = tmp_path / (path.stem + ".json.gz")
+        save_instance(inst, out)
+        assert load_instance(out).sha256 == spec_hash(vec["instance"])

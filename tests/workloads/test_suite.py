@@ -1,0 +1,49 @@
+"""The frozen suite xla-v1: every program loads, derives a valid instance, and plays."""
+
+from __future__ import annotations
+
+import pytest
+
+from mallocgame.check import check_solution
+from mallocgame.errors import InputFileError
+from mallocgame.program import validate_program
+from mallocgame.solvers import SolveRequest, get_solver
+from mallocgame.workloads.registry import load_workload, workload_names
+from mallocgame.workloads.suite import SUITE, suite_instance, suite_names, suite_program
+
+NAMES = suite_names()
+
+
+def test_suite_has_the_frontend_programs() -> None:
+    short = {n.removeprefix(f"{SUITE}/") for n in NAMES}
+    assert {"alexnet_train_b32", "resnet_infer", "transformer_train", "lstm_infer",
+            "inplace_update_loop", "donated_sgd_step"} <= short
+    assert set(NAMES) <= set(workload_names())
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_program_derives_instance_that_plays(name: str) -> None:
+    program = suite_program(name)
+    validate_program(program)
+    assert program.source["frontend"] == "xla"
+    inst = suite_instance(name)
+    assert inst.name == name and load_workload(name) is inst
+    total = sum(x.size for x in inst.tensors)
+    assert 0 < inst.hardware.fast_memory_bytes < total  # the capacity binds
+    solution = get_solver("random").solve(inst, SolveRequest(seed=0))
+    report = check_solution(inst, solution)
+    assert report.ok, report.summary()
+    assert solution.reward_s > 0
+
+
+def test_loops_and_aliases_survive_freezing() -> None:
+    lstm = suite_program(f"{SUITE}/lstm_infer")
+    assert lstm.loops and lstm.loops[0].trip_count == 16
+    assert any(ins.count == 16 for ins in lstm.instructions)
+    assert suite_program(f"{SUITE}/donated_sgd_step").alias_groups
+    assert suite_program(f"{SUITE}/inplace_update_loop").alias_groups
+
+
+def test_unknown_suite_program() -> None:
+    with pytest.raises(InputFileError, match="not a program of the bundled suite"):
+        suite_program(f"{SUITE}/nope")
