@@ -67,13 +67,17 @@ def test_check_rejects_corruptions(tmp_path: Path, instance_file: Path, capsys) 
 
     moved = json.loads(json.dumps(doc))
     del moved["actions"]  # a mapping: only the physical check applies
-    first, second = moved["allocations"][0], moved["allocations"][1]
-    second["offset"] = first["offset"]
-    second["start"], second["end"] = first["start"], first["end"]
+    allocs = [a for a in moved["allocations"] if a["start"] is not None]
+    pair = next(
+        (a, b) for a in allocs for b in allocs
+        if a["offset"] != b["offset"] and a["start"] <= b["end"] and b["start"] <= a["end"]
+    )
+    pair[1]["offset"] = pair[0]["offset"]  # moved onto another buffer's region
     bad = tmp_path / "moved.json"
     bad.write_text(json.dumps(moved))
     assert main(["check", str(instance_file), str(bad)]) == 1
-    assert "invalid" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert out.startswith("invalid") and "overlap" in out
 
     changed = json.loads(json.dumps(doc))
     changed["actions"][0] = 2 if changed["actions"][0] != 2 else 0
