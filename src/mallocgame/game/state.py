@@ -17,7 +17,7 @@ import numpy as np
 
 from mallocgame.errors import GameOverError, IllegalActionError
 from mallocgame.game import kernels as K
-from mallocgame.game.tables import B_GROUP, B_TENSOR, GameTables, build_tables
+from mallocgame.game.tables import B_GROUP, B_IS_OUT, B_TENSOR, I_SUPPLY, GameTables, build_tables
 from mallocgame.instance import Instance
 from mallocgame.solution import ACTION_NAMES, Allocation
 
@@ -87,14 +87,14 @@ class Game:
     def reset(self) -> None:
         """Back to the initial state: nothing decided, all supply free."""
         tb = self.tables
-        self._supply_left[:] = tb.ins_float[:, 3]
+        self._supply_left[:] = tb.ins_float[:, I_SUPPLY]
         self._pair_used[:] = 0
         self._alloc[:] = -1
         self._group_state[:] = K.UNDECIDED
         self._group_left[:] = tb.group_size
         self._ten_state[:, K.T_RESIDENT] = 0
         self._ten_state[:, K.T_LATEST] = -1
-        reads = tb.buf_int[tb.buf_int[:, 1] == 0, B_TENSOR]
+        reads = tb.buf_int[tb.buf_int[:, B_IS_OUT] == 0, B_TENSOR]
         self._ten_state[:, K.T_READS_LEFT] = np.bincount(reads, minlength=tb.num_tensors)
         self._ctr[:] = 0
         self._ret[0] = 0.0
@@ -169,7 +169,7 @@ class Game:
     def reads_fast_resident(self, buffer: int) -> int:
         """The tensor ``buffer`` reads if that tensor is fast-resident, else -1."""
         tb = self.tables
-        if tb.buf_int[buffer, 1]:
+        if tb.buf_int[buffer, B_IS_OUT]:
             return -1
         x = int(tb.buf_int[buffer, B_TENSOR])
         return x if self._ten_state[x, K.T_RESIDENT] else -1
