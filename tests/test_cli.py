@@ -171,3 +171,17 @@ def test_extract_errors(tmp_path: Path, monkeypatch, capsys, argv: list[str], ne
     assert main(argv) == 2
     assert needle.format(empty=empty) in _one_line_error(capsys)
     assert not (tmp_path / "x.json").exists()
+
+
+def test_simulate_reports_speedup_and_refuses_invalid(tmp_path: Path, capsys) -> None:
+    sol = tmp_path / "sol.json"
+    assert main(["solve", "xla-v1/resnet_infer", "--solver", "random", "--out", str(sol)]) == 0
+    capsys.readouterr()
+    assert main(["simulate", "xla-v1/resnet_infer", str(sol)]) == 0
+    out = capsys.readouterr().out
+    assert "speedup" in out and float(out.split("speedup ")[1].split(";")[0]) > 1.0
+    doc = json.loads(sol.read_text())
+    doc["reward_s"] *= 2
+    sol.write_text(json.dumps(doc))
+    assert main(["simulate", "xla-v1/resnet_infer", str(sol)]) == 1
+    assert "reward_mismatch" in capsys.readouterr().out

@@ -113,6 +113,26 @@ def _cmd_check(args: argparse.Namespace) -> int:
     return EXIT_CHECK_FAILED
 
 
+def _cmd_simulate(args: argparse.Namespace) -> int:
+    from mallocgame.check import check_solution
+    from mallocgame.simulate import baseline_latency, simulate
+    from mallocgame.solution import load_solution
+    from mallocgame.workloads.registry import load_workload
+
+    inst = load_workload(args.instance)
+    solution = load_solution(args.solution)
+    report = check_solution(inst, solution)
+    if not report.ok:
+        print(f"invalid (not simulated): {report.summary()}")
+        return EXIT_CHECK_FAILED
+    result = simulate(inst, solution)
+    baseline = baseline_latency(inst)
+    print(f"{inst.name}: latency {result.latency_s * 1e3:.6f} ms (all slow: {baseline * 1e3:.6f} ms), "
+          f"speedup {baseline / result.latency_s:.4f}; stalls {result.stall_s * 1e3:.6f} ms, "
+          f"copy engine busy {result.copy_busy_s * 1e3:.6f} ms, {result.num_copies} copies")
+    return EXIT_OK
+
+
 def _cmd_show(args: argparse.Namespace) -> int:
     from mallocgame.solution import load_solution
     from mallocgame.viz import draw_layout
@@ -226,6 +246,11 @@ def _parser() -> _Parser:
     p.add_argument("--out", help="the instance file to write (.json or .json.gz)")
     p.add_argument("--program-out", help="also write the extracted program file")
     p.set_defaults(func=_cmd_extract)
+
+    p = sub.add_parser("simulate", help="end-to-end latency of a (checked) solution and its speedup")
+    p.add_argument("instance", help="a bundled workload name or an instance file")
+    p.add_argument("solution")
+    p.set_defaults(func=_cmd_simulate)
 
     p = sub.add_parser("show", help="draw the memory layout of a solution")
     p.add_argument("instance", help="a bundled workload name or an instance file")

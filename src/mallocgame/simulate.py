@@ -1,0 +1,646 @@
+"""A latency simulator: the end-to-end time of a program under a memory mapping.
+
+The paper measures the latency of the compiled program on a TPU; the reward of the
+game (SPEC section 5) is only a proxy for it. This module stands in for the
+measurement with an event-level model that is finer than the reward: copies take
+real time on one copy engine, instructions stall for prefetches that could not hide
+behind compute, copies out of fast memory block the reuse of their memory and slow
+reads of their tensor, copies and instructions share the slow-memory bandwidth, and
+loop bodies run iteration by iteration.
+
+:func:`simulate` returns a :class:`SimulationResult`; :func:`baseline_latency` is
+the latency with everything in slow memory, and :func:`speedup` the paper's
+``latency_baseline / latency`` (section 5.1). The simulator assumes a solution that
+passes the physical check (:func:`mallocgame.check.physical_check`); it does not
+check one itself.
+
+Units: seconds (float) for times, bytes (int) for sizes and offsets; logical steps
+are instruction indices ``0 .. T-1``.
+
+The model
+---------
+
+**Timeline.** The program is unrolled into *executions*: instructions outside every
+listed loop run once; the body ``first .. last`` of a loop of ``instance.loops``
+runs ``trip_count`` times in a row, iteration by iteration (nested loops multiply;
+loops must nest or be disjoint, else :class:`ValueError`). Executions run in order,
+one at a time. Execution ``k`` of instruction ``t`` starts when the previous
+execution ended and every copy it waits for (below) has finished; the difference is
+a *stall*.
+
+**Counts.** Instruction ``t`` is executed ``m_t`` times (the product of the trip
+counts of the loops around it). Each execution does ``count_t / m_t`` executions'
+worth of work: for instructions whose ``count`` comes from the listed loops that is
+exactly one execution; a ``count`` that no listed loop explains (e.g. a loop the
+frontend could not list) is simply multiplied into the duration, as the reward does.
+Summed over all executions, instruction ``t`` costs ``count_t * L_t(S_t)`` when
+nothing contends, the reward's number.
+
+**One execution.** With ``S_t`` the buffers of ``t`` placed in fast memory (any
+allocation, as in the reward), the uncontended duration is ``D = L_t(S_t)`` (the
+instance's roofline or table). Its memory traffic takes ``m = m_fast + m_slow``
+seconds uncontended, ``m_slow = sum_{b not in S} size_b / slow_bandwidth`` and
+``m_fast = sum_{b in S} size_b / fast_bandwidth`` over all its buffers (a roofline's
+memory term; for a table latency the traffic is scaled down to ``D`` if it exceeds
+it, since the table is the measurement). The memory phase starts after the
+roofline's ``fixed_s`` (0 for a table) and mixes slow and fast traffic uniformly.
+
+**Bandwidth sharing.** While the copy engine is busy, a copy takes the share
+``gamma`` of the slow-memory bandwidth (default ``copy_bandwidth / (copy_bandwidth
++ slow_bandwidth)``, one half when the two are equal; the ``copy_share`` argument
+overrides it) and an instruction's slow traffic proceeds at ``(1 - gamma) *
+slow_bandwidth``; fast traffic is not slowed. So the memory phase would take ``u =
+m_fast + m_slow / (1 - gamma)`` seconds under a copy for its whole length and ``m``
+with the engine idle, and it progresses at ``1/u`` resp. ``1/m`` of its work per
+second through the engine's busy and idle periods; it finishes at ``m' >= m``. The
+execution lasts ``max(D, fixed_s + m')``: ``D`` when the engine is idle throughout,
+and a compute-bound instruction absorbs contention until its memory phase outgrows
+its compute. Copies are not slowed by instructions: a copy occupies the engine for
+exactly its ``demand_s``. Monotone: placing one more buffer of ``t`` in fast memory
+lowers ``m`` and ``u`` (``fast_bandwidth > slow_bandwidth`` and a roofline ``D`` is
+monotone), so no execution gets longer, and more engine activity never makes one
+shorter. (A table latency is monotone here when its table is.)
+
+**Copies.** One copy engine serves copies one at a time, in the order of their
+scheduled start: by the execution at which they become due, copy-outs of the
+previous execution before prefetches, then by buffer id. A copy starts when it is
+due, the engine is free and its dependencies have finished, and it occupies the
+engine for ``demand_s``. A Copy allocation without a copy interval (zero demand)
+is instantaneous: it takes no engine time and is not listed among the copies.
+
+- *Prefetch* (operand Copy, copy interval ``[s, tau-1]``): due when the execution of
+  step ``s`` starts; the execution of ``tau`` cannot start before it finished.
+- *Copy-out* (output Copy, copy interval ``[tau+1, e]``): due when the execution of
+  ``tau`` ends.
+- *Reuse after a copy-out*: an allocation of another tensor whose memory overlaps a
+  copy-out's bytes and starts after ``tau`` (for another alias group: after ``e``,
+  as the physical check guarantees; for the same group: an in-place update) cannot
+  be used before the copy-out finished: the execution of its first step (its copy's
+  start step for a prefetch, its target time otherwise) waits. Only the earliest
+  such step matters, since executions run in order. Inside a loop the reuse may come
+  in the next iteration (an overlapping allocation earlier in the body): that step
+  waits too.
+- *Slow read after a copy-out*: an operand of the copied-out tensor in slow memory
+  waits (its instruction's execution), and a prefetch of the tensor cannot start
+  before the copy-out finished.
+
+A waiting execution waits for the most recent occurrence of the copy-out triggered
+before it (none: no wait), so a loop-carried value read at the top of the next
+iteration waits for the previous iteration's copy-out.
+
+**Copies in loops.** A copy spans ``[s, tau]`` (prefetch) or ``[tau, e]``
+(copy-out); it happens once for every execution of the span's start that is
+followed by an execution of the span's end before the next execution of its start.
+So a copy inside a loop body happens every iteration; a prefetch from before a loop
+into it happens once, before the first iteration (later iterations find the data
+resident); a copy from inside a loop to after it happens once, in the last
+iteration.
+
+**Totals.** ``latency_s`` is the time the last instruction ends or the last copy
+finishes (copy-outs of results included), whichever is later; it equals
+``compute_s + stall_s + drain_s``.
+
+Cost: ``O((instructions + copies) * trips)`` plus a scan of the allocations for each
+copy-out; the unrolled program may hold at most ``max_executions`` executions.
+"""
+
+from __future__ import annotations
+
+import bisect
+from collections import defaultdict
+from dataclasses import dataclass, field
+from typing import Iterable, Sequence
+
+import numpy as np
+
+from mallocgame.instance import Instance, RooflineLatency
+from mallocgame.solution import Allocation, Solution
+
+__all__ = [
+    "SimulationResult",
+    "simulate",
+    "baseline_latency",
+    "speedup",
+    "default_copy_share",
+    "execution_time",
+    "unroll",
+]
+
+MAX_EXECUTIONS = 20_000_000
+_SCAN = 64  # allocations scanned one by one before a vectorized search (reuse after copy-out)
+
+
+@dataclass(frozen=True, eq=False)
+class SimulationResult:
+    """The simulated run of one mapping (see the module docstring for the model).
+
+    Totals in seconds: ``latency_s = compute_s + stall_s + drain_s``.
+
+    Per instruction (length ``T``): ``start_s`` / ``end_s`` are the start and end of
+    the instruction's *first* execution, ``busy_s`` its execution time summed over all
+    its executions. The whole unrolled timeline is ``exec_step`` (the instruction of
+    each execution, in run order), ``exec_start`` and ``exec_end``. Copies, in engine
+    order: ``copy_buffer``, ``copy_is_out`` (copy-out or prefetch), ``copy_start`` and
+    ``copy_end`` (the engine's busy periods; zero-demand copies are not listed).
+    """
+
+    latency_s: float  # end-to-end: last instruction end or last copy finish
+    compute_s: float  # sum of execution times (contention included)
+    stall_s: float  # time executions waited for copies (prefetches, copy-outs)
+    drain_s: float  # copies still running after the last instruction ended
+    copy_busy_s: float  # total time the copy engine was busy
+    contention_s: float  # part of compute_s due to sharing slow bandwidth with copies
+    copy_share: float  # gamma: the copy's share of slow bandwidth while it runs
+    num_executions: int
+    num_copies: int
+    start_s: np.ndarray = field(repr=False)
+    end_s: np.ndarray = field(repr=False)
+    busy_s: np.ndarray = field(repr=False)
+    exec_step: np.ndarray = field(repr=False)
+    exec_start: np.ndarray = field(repr=False)
+    exec_end: np.ndarray = field(repr=False)
+    copy_buffer: np.ndarray = field(repr=False)
+    copy_is_out: np.ndarray = field(repr=False)
+    copy_start: np.ndarray = field(repr=False)
+    copy_end: np.ndarray = field(repr=False)
+
+    def busy_intervals(self) -> list[tuple[float, float]]:
+        """The copy engine's busy periods ``(start, end)``, in time order."""
+        return list(zip(self.copy_start.tolist(), self.copy_end.tolist()))
+
+
+# ------------------------------------------------------------------------- the model
+
+
+def default_copy_share(instance: Instance) -> float:
+    """``copy_bandwidth / (copy_bandwidth + slow_bandwidth)``: the copy's share of slow bandwidth."""
+    hw = instance.hardware
+    return hw.copy_bandwidth / (hw.copy_bandwidth + hw.slow_bandwidth)
+
+
+def _execution_params(
+    instance: Instance, t: int, fast: frozenset[int] | set[int], scale: float, gamma: float
+) -> tuple[float, float, float, float]:
+    """``(D, fixed, m, rho)`` of one execution of ``t`` doing ``scale`` executions' work.
+
+    ``D`` the uncontended duration, ``fixed`` the delay before the memory phase, ``m``
+    the memory phase's uncontended length, ``rho = m / u`` its progress rate (seconds
+    of work per second) while a copy runs.
+    """
+    hw = instance.hardware
+    ins = instance.instructions[t]
+    m_fast = m_slow = 0.0
+    for b in ins.buffers:
+        if b in fast:
+            m_fast += instance.buffers[b].size / hw.fast_bandwidth
+        else:
+            m_slow += instance.buffers[b].size / hw.slow_bandwidth
+    lat = ins.latency
+    if isinstance(lat, RooflineLatency):
+        fixed = lat.fixed_s
+        one = lat.fixed_s + max(lat.compute_s, m_fast + m_slow)
+    else:
+        fixed = 0.0
+        mask = 0
+        for i, b in enumerate(lat.varied):
+            if b in fast:
+                mask |= 1 << i
+        one = lat.latency_s[mask]
+        mem = m_fast + m_slow
+        if mem > one:  # the table is the measurement: its traffic fits in it
+            k = one / mem
+            m_fast, m_slow = m_fast * k, m_slow * k
+    m = m_fast + m_slow
+    if m_slow > 0.0 and gamma > 0.0:
+        u = m_fast + m_slow / (1.0 - gamma)
+        rho = m / u
+    else:
+        rho = 1.0
+    return scale * one, scale * fixed, scale * m, rho
+
+
+def _finish(start: float, d: float, fixed: float, m: float, rho: float,
+            bs: Sequence[float], bf: Sequence[float], k: int) -> float:
+    """End of an execution starting at ``start`` given the engine's busy periods
+    ``[bs[i], bf[i])`` (sorted, disjoint) from index ``k`` on."""
+    end = start + d
+    if rho >= 1.0 or m <= 0.0:
+        return end
+    cur = start + fixed
+    rem = m
+    n = len(bs)
+    hit = False
+    while k < n:
+        s, f = bs[k], bf[k]
+        if s > cur:
+            gap = s - cur
+            if rem <= gap:
+                break
+            rem -= gap
+            cur = s
+        if f > cur:
+            cap = (f - cur) * rho
+            hit = True
+            if rem <= cap:
+                cur += rem / rho
+                rem = 0.0
+                break
+            rem -= cap
+            cur = f
+        k += 1
+    if not hit:
+        return end
+    return max(end, cur + rem)
+
+
+def execution_time(
+    instance: Instance,
+    t: int,
+    fast: Iterable[int],
+    start: float = 0.0,
+    busy: Iterable[tuple[float, float]] = (),
+    *,
+    copy_share: float | None = None,
+    scale: float = 1.0,
+) -> float:
+    """Seconds one execution of ``t`` takes when it starts at ``start``, the buffers in
+    ``fast`` are in fast memory and the copy engine is busy during the ``busy``
+    periods (sorted, disjoint ``(begin, end)`` pairs); ``scale`` executions' worth of
+    work (see the module docstring). With no busy period this is ``scale * L_t(S)``.
+    """
+    gamma = default_copy_share(instance) if copy_share is None else copy_share
+    d, fixed, m, rho = _execution_params(instance, t, frozenset(fast), scale, gamma)
+    pairs = sorted(busy)
+    bs = [p[0] for p in pairs]
+    bf = [p[1] for p in pairs]
+    k = bisect.bisect_right(bf, start)
+    return _finish(start, d, fixed, m, rho, bs, bf, k) - start
+
+
+# --------------------------------------------------------------------------- loops
+
+
+def _loop_tree(instance: Instance) -> list[tuple[int, int, int, int]]:
+    """The loops as ``(first, last, trip_count, parent index or -1)``, outer before inner."""
+    loops = sorted(
+        ((lp.first, lp.last, lp.trip_count) for lp in instance.loops), key=lambda x: (x[0], -x[1])
+    )
+    out: list[tuple[int, int, int, int]] = []
+    stack: list[int] = []
+    for first, last, trip in loops:
+        while stack and out[stack[-1]][1] < first:
+            stack.pop()
+        if stack and last > out[stack[-1]][1]:
+            p = out[stack[-1]]
+            raise ValueError(
+                f"loops {p[0]}..{p[1]} and {first}..{last} overlap without nesting; "
+                "the simulator needs nested or disjoint loop bodies"
+            )
+        out.append((first, last, trip, stack[-1] if stack else -1))
+        stack.append(len(out) - 1)
+    return out
+
+
+def unroll(instance: Instance, max_executions: int = MAX_EXECUTIONS) -> tuple[np.ndarray, np.ndarray]:
+    """The unrolled program: ``(exec_step, innermost)``.
+
+    ``exec_step`` lists the instruction of each execution in run order (loop bodies
+    repeated ``trip_count`` times); ``innermost[t]`` is the index (in
+    :func:`_loop_tree` order) of the innermost loop around ``t``, -1 for none.
+    """
+    num_t = instance.num_instructions
+    tree = _loop_tree(instance)
+    innermost = np.full(num_t, -1, np.int64)
+    mult = np.ones(num_t, np.int64)
+    for i, (first, last, trip, _parent) in enumerate(tree):  # outer before inner
+        innermost[first : last + 1] = i
+        mult[first : last + 1] *= trip
+    total = int(mult.sum())
+    if total > max_executions:
+        raise ValueError(
+            f"the unrolled program has {total} executions (more than {max_executions})"
+        )
+    children: dict[int, list[int]] = defaultdict(list)
+    for i, (_f, _l, _t, parent) in enumerate(tree):
+        children[parent].append(i)
+
+    def seq(first: int, last: int, kids: list[int]) -> np.ndarray:
+        parts = []
+        cur = first
+        for c in kids:
+            cf, cl, trip, _ = tree[c]
+            if cf > cur:
+                parts.append(np.arange(cur, cf, dtype=np.int64))
+            body = seq(cf, cl, children.get(c, []))
+            parts.append(np.tile(body, trip))
+            cur = cl + 1
+        if cur <= last:
+            parts.append(np.arange(cur, last + 1, dtype=np.int64))
+        return np.concatenate(parts) if parts else np.zeros(0, np.int64)
+
+    exec_step = seq(0, num_t - 1, children.get(-1, []))
+    return exec_step, innermost
+
+
+# ----------------------------------------------------------------------- simulation
+
+
+def _allocations(solution_or_allocations: Solution | Iterable[Allocation]) -> list[Allocation]:
+    if isinstance(solution_or_allocations, Solution):
+        return list(solution_or_allocations.allocations)
+    return list(solution_or_allocations)
+
+
+def simulate(
+    instance: Instance,
+    solution_or_allocations: Solution | Iterable[Allocation],
+    *,
+    copy_share: float | None = None,
+    max_executions: int = MAX_EXECUTIONS,
+) -> SimulationResult:
+    """Simulate the program under a (physically checked) mapping; see the module docstring.
+
+    ``solution_or_allocations``: a :class:`Solution` or its allocations (buffers not
+    listed are in slow memory). ``copy_share``: the copy's share of the slow-memory
+    bandwidth while it runs, in ``[0, 1)`` (default :func:`default_copy_share`).
+    Raises :class:`ValueError` for allocations naming unknown buffers, loops that
+    overlap without nesting, or an unrolled program longer than ``max_executions``.
+    """
+    inst = instance
+    gamma = default_copy_share(inst) if copy_share is None else float(copy_share)
+    if not 0.0 <= gamma < 1.0:
+        raise ValueError(f"copy_share must lie in [0, 1), got {gamma}")
+    num_t = inst.num_instructions
+    allocs: dict[int, Allocation] = {}
+    for a in _allocations(solution_or_allocations):
+        if not 0 <= a.buffer < inst.num_buffers:
+            raise ValueError(f"allocation names unknown buffer {a.buffer}")
+        allocs[a.buffer] = a
+
+    exec_step, innermost = unroll(inst, max_executions)
+    num_e = len(exec_step)
+    counts = np.bincount(exec_step, minlength=num_t)
+    order = np.argsort(exec_step, kind="stable")
+    offs = np.zeros(num_t + 1, np.int64)
+    np.cumsum(counts, out=offs[1:])
+    simple = num_e == num_t  # no loop body runs more than once: execution k is step k
+
+    def pos(t: int) -> np.ndarray:
+        return order[offs[t] : offs[t + 1]]
+
+    # ---- per-instruction execution parameters
+    fast_by_t: list[set[int]] = [set() for _ in range(num_t)]
+    for b in allocs:
+        fast_by_t[inst.buffers[b].instruction].add(b)
+    params = [
+        _execution_params(inst, t, fast_by_t[t], inst.instructions[t].count / max(1, int(counts[t])), gamma)
+        for t in range(num_t)
+    ]
+
+    # ---- copy occurrences: (due execution, class, buffer, demand, trigger, consumer)
+    # class 0: copy-out, due at the start of execution trigger+1 (ready when trigger ends)
+    # class 1: prefetch, due at the start of its trigger execution
+    occ_rows: list[tuple[int, int, int, float, int]] = []  # (due, class, buffer, demand, consumer)
+    out_trig: dict[int, list[int]] = {}  # copy-out buffer -> trigger executions (sorted)
+    pre_trig: dict[int, list[int]] = {}  # prefetch buffer -> trigger executions (sorted)
+
+    def pairs(x: int, y: int) -> tuple[list[int], list[int]]:
+        """(execution of x, next execution of y) for each execution of x followed by
+        an execution of y before the next execution of x (x < y)."""
+        if simple:
+            return [x], [y]
+        px, py = pos(x), pos(y)
+        if innermost[x] == innermost[y]:
+            return px.tolist(), py.tolist()
+        ix = np.searchsorted(px, py) - 1
+        prev = np.empty_like(py)
+        prev[0] = -1
+        prev[1:] = py[:-1]
+        xi = px[np.maximum(ix, 0)]
+        ok = (ix >= 0) & (xi > prev)
+        return xi[ok].tolist(), py[ok].tolist()
+
+    copy_outs: list[Allocation] = []
+    for b, a in sorted(allocs.items()):
+        if a.action != "Copy" or a.copy is None:
+            continue
+        buf = inst.buffers[b]
+        tau = buf.instruction
+        if buf.is_output:
+            trig, _ = pairs(tau, a.copy[1])
+            out_trig[b] = trig
+            copy_outs.append(a)
+            for i in trig:
+                occ_rows.append((i + 1, 0, b, buf.demand_s, -1))
+        else:
+            trig, cons = pairs(a.copy[0], tau)
+            pre_trig[b] = trig
+            for i, j in zip(trig, cons):
+                occ_rows.append((i, 1, b, buf.demand_s, j))
+
+    occ_rows.sort()
+    n_occ = len(occ_rows)
+    occ_id: dict[tuple[int, int], int] = {}  # (buffer, trigger execution) -> occurrence
+    waits: dict[int, list[int]] = defaultdict(list)  # execution -> occurrences it waits for
+    for o, (due, cls, b, _d, cons) in enumerate(occ_rows):
+        occ_id[(b, due - 1 if cls == 0 else due)] = o
+        if cls == 1:
+            waits[cons].append(o)
+    deps: dict[int, list[int]] = defaultdict(list)  # occurrence -> occurrences it waits for
+
+    def latest_before(trig: list[int], execs: np.ndarray | list[int]) -> list[tuple[int, int]]:
+        """For executions ``execs`` (sorted) the latest trigger before each, as
+        ``(execution, index in trig)``, keeping only the first execution after each trigger."""
+        if not trig:
+            return []
+        if len(trig) == 1 and len(execs) == 1:
+            j = int(execs[0])
+            return [(j, 0)] if trig[0] < j else []
+        idx = np.searchsorted(np.asarray(trig), np.asarray(execs), side="left") - 1
+        out = []
+        last = -1
+        for j, k in zip(np.asarray(execs).tolist(), idx.tolist()):
+            if k >= 0 and k != last:
+                out.append((j, k))
+            last = k
+        return out
+
+    def add_step_wait(b: int, step: int) -> None:
+        trig = out_trig[b]
+        for j, k in latest_before(trig, [step] if simple else pos(step)):
+            waits[j].append(occ_id[(b, trig[k])])
+
+    # ---- slow reads of copied-out tensors
+    if copy_outs:
+        defining_out = {inst.buffers[a.buffer].tensor_id: a.buffer for a in copy_outs}
+        for buf in inst.buffers:
+            if buf.is_output or buf.tensor_id not in defining_out:
+                continue
+            d = defining_out[buf.tensor_id]
+            a = allocs.get(buf.id)
+            if a is None or (a.action == "Copy" and a.copy is None):
+                add_step_wait(d, buf.instruction)  # slow operand (or instant copy-in)
+            elif a.action == "Copy":
+                trig = out_trig[d]
+                ptrig = pre_trig[buf.id]
+                for j, k in latest_before(trig, ptrig):
+                    # (the engine's order implies it; kept should the order change)
+                    deps[occ_id[(buf.id, j)]].append(occ_id[(d, trig[k])])
+
+        # ---- reuse of a copy-out's memory
+        align = inst.hardware.aligned
+        rows = sorted(
+            (a.start, a.offset, a.offset + align(inst.buffers[b].size), inst.buffers[b].tensor_id)
+            for b, a in allocs.items()
+            if a.start is not None
+        )
+        r_start = np.array([r[0] for r in rows], np.int64)
+        r_lo = np.array([r[1] for r in rows], np.int64)
+        r_hi = np.array([r[2] for r in rows], np.int64)
+        r_x = np.array([r[3] for r in rows], np.int64)
+        starts = r_start.tolist()
+        tree = _loop_tree(inst)
+
+        def first_reuse(k0: int, k1: int, lo: int, hi: int, x: int) -> int | None:
+            """The smallest start among rows ``k0 .. k1-1`` overlapping ``[lo, hi)``, other tensor."""
+            k = k0
+            stop = min(k1, k0 + _SCAN)
+            while k < stop:
+                rlo, rhi, rx = rows[k][1], rows[k][2], rows[k][3]
+                if rlo < hi and rhi > lo and rx != x:
+                    return rows[k][0]
+                k += 1
+            if k >= k1:
+                return None
+            sl = slice(k, k1)
+            hit = (r_lo[sl] < hi) & (r_hi[sl] > lo) & (r_x[sl] != x)
+            if not hit.any():
+                return None
+            return int(r_start[sl][int(np.argmax(hit))])
+
+        for a in copy_outs:
+            buf = inst.buffers[a.buffer]
+            tau, lo, hi = buf.instruction, a.offset, a.offset + align(buf.size)
+            steps = set()
+            w = first_reuse(bisect.bisect_right(starts, tau), len(rows), lo, hi, buf.tensor_id)
+            if w is not None:
+                steps.add(w)
+            if not simple:  # reuse in the next iteration of a loop around the copy's span
+                lp = int(innermost[tau])
+                while lp >= 0:
+                    first, last, _trip, parent = tree[lp]
+                    if first <= tau and a.copy[1] <= last:
+                        k0 = bisect.bisect_left(starts, first)
+                        k1 = bisect.bisect_left(starts, tau)
+                        w = first_reuse(k0, k1, lo, hi, buf.tensor_id)
+                        if w is not None:
+                            steps.add(w)
+                    lp = parent
+            for w in steps:
+                add_step_wait(a.buffer, w)
+
+    # ---- the run
+    o_due = [r[0] for r in occ_rows]
+    o_cls = [r[1] for r in occ_rows]
+    o_dem = [r[3] for r in occ_rows]
+    finish = [0.0] * n_occ
+    c_start: list[float] = []
+    c_end: list[float] = []
+    c_occ: list[int] = []
+    bs: list[float] = []  # busy periods of the engine, one per copy, in time order
+    bf: list[float] = []
+    kp = 0
+    engine_free = 0.0
+    q = 0
+    prev_end = 0.0
+    stall = 0.0
+    contention = 0.0
+    ex_start = np.empty(num_e)
+    ex_end = np.empty(num_e)
+    steps_list = exec_step.tolist()
+
+    def schedule(o: int, ready: float) -> None:
+        nonlocal engine_free
+        for dep in deps.get(o, ()):
+            if finish[dep] > ready:
+                ready = finish[dep]
+        d = o_dem[o]
+        if d <= 0.0:
+            finish[o] = ready
+            return
+        s = ready if ready > engine_free else engine_free
+        f = s + d
+        engine_free = f
+        finish[o] = f
+        c_start.append(s)
+        c_end.append(f)
+        c_occ.append(o)
+        bs.append(s)
+        bf.append(f)
+
+    for i in range(num_e):
+        while q < n_occ and o_due[q] == i and o_cls[q] == 0:
+            schedule(q, prev_end)
+            q += 1
+        start = prev_end
+        w = waits.get(i)
+        if w:
+            for o in w:
+                if finish[o] > start:
+                    start = finish[o]
+        stall += start - prev_end
+        while q < n_occ and o_due[q] == i:
+            schedule(q, start)
+            q += 1
+        d, fixed, m, rho = params[steps_list[i]]
+        while kp < len(bf) and bf[kp] <= start:
+            kp += 1
+        end = _finish(start, d, fixed, m, rho, bs, bf, kp)
+        contention += end - (start + d)  # exactly 0 when no copy overlapped it
+        ex_start[i] = start
+        ex_end[i] = end
+        prev_end = end
+    while q < n_occ:
+        schedule(q, prev_end)
+        q += 1
+
+    last_copy = max(finish) if finish else 0.0
+    latency = max(prev_end, last_copy)
+    durations = ex_end - ex_start
+    first_exec = order[offs[:-1]] if num_t else np.zeros(0, np.int64)
+    c_occ_arr = np.asarray(c_occ, np.int64)
+    return SimulationResult(
+        latency_s=float(latency),
+        compute_s=float(durations.sum()),
+        stall_s=float(stall),
+        drain_s=float(latency - prev_end),
+        copy_busy_s=float(sum(c - s for s, c in zip(c_start, c_end))),
+        contention_s=float(contention),
+        copy_share=gamma,
+        num_executions=num_e,
+        num_copies=len(c_occ),
+        start_s=ex_start[first_exec] if num_t else np.zeros(0),
+        end_s=ex_end[first_exec] if num_t else np.zeros(0),
+        busy_s=np.bincount(exec_step, weights=durations, minlength=num_t) if num_t else np.zeros(0),
+        exec_step=exec_step,
+        exec_start=ex_start,
+        exec_end=ex_end,
+        copy_buffer=np.array([occ_rows[o][2] for o in c_occ], np.int64),
+        copy_is_out=np.array([occ_rows[o][1] == 0 for o in c_occ], bool),
+        copy_start=np.asarray(c_start, float),
+        copy_end=np.asarray(c_end, float),
+    )
+
+
+def baseline_latency(instance: Instance, **kwargs: object) -> float:
+    """The latency with every buffer in slow memory (no copies): ``sum_t count_t * L_t(empty)``."""
+    return simulate(instance, (), **kwargs).latency_s  # type: ignore[arg-type]
+
+
+def speedup(
+    instance: Instance, solution_or_allocations: Solution | Iterable[Allocation], **kwargs: object
+) -> float:
+    """The paper's ``latency_baseline / latency`` (section 5.1); above 1 is faster."""
+    lat = simulate(instance, solution_or_allocations, **kwargs).latency_s  # type: ignore[arg-type]
+    base = baseline_latency(instance, **kwargs)
+    return base / lat if lat > 0 else 1.0
