@@ -205,6 +205,32 @@ def _cmd_extract(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _cmd_bench_speedups(args: argparse.Namespace) -> int:
+    from mallocgame.bench.speedups import format_table, speedup_table
+    from mallocgame.bench.sweep import Job, load_records, run_sweep
+    from mallocgame.solvers import get_solver
+    from mallocgame.workloads.suite import suite_names
+
+    for name in args.solvers + [args.baseline]:
+        get_solver(name)  # unknown names fail before any work
+    programs = args.programs or suite_names()
+    solvers = list(dict.fromkeys([args.baseline, *args.solvers]))
+    jobs = [
+        Job(program, solver, seed, args.budget, args.work)
+        for program in programs for solver in solvers for seed in args.seeds
+    ]
+    out = Path(args.out)
+    run_sweep(jobs, out, workers=args.workers, ray_address=args.ray,
+              progress=lambda msg: print(msg, file=sys.stderr))
+    wanted = {(j.program, j.solver, j.seed) for j in jobs}
+    records = [r for r in load_records(out) if (r["program"], r["solver"], r["seed"]) in wanted]
+    invalid = [r for r in records if not r["valid"]]
+    for r in invalid:
+        print(f"INVALID: {r['program']} {r['solver']} s{r['seed']}: {r['failures']}", file=sys.stderr)
+    print(format_table(speedup_table(records, args.baseline), args.baseline))
+    return EXIT_CHECK_FAILED if invalid else EXIT_OK
+
+
 # ------------------------------------------------------------------------------ parser
 
 
@@ -251,6 +277,20 @@ def _parser() -> _Parser:
     p.add_argument("instance", help="a bundled workload name or an instance file")
     p.add_argument("solution")
     p.set_defaults(func=_cmd_simulate)
+
+    p = sub.add_parser("bench", help="experiments: resumable sweeps and their tables")
+    bench = p.add_subparsers(dest="experiment", required=True, parser_class=_Parser)
+    q = bench.add_parser("speedups", help="simulated speedup of each solver over a baseline (paper Table 3)")
+    q.add_argument("--programs", nargs="*", help="workloads (default: the xla-v1 suite)")
+    q.add_argument("--solvers", nargs="+", default=["random"], help="solvers to compare")
+    q.add_argument("--baseline", default="heuristic", help="the solver speedups are measured against")
+    q.add_argument("--seeds", type=int, nargs="+", default=[0])
+    q.add_argument("--budget", type=float, default=None, help="wall-clock seconds per job")
+    q.add_argument("--work", type=int, default=None, help="work budget per job")
+    q.add_argument("--out", default="results/speedups", help="one result file per job; existing ones are skipped")
+    q.add_argument("--workers", type=int, default=None, help="local processes (default: all cores)")
+    q.add_argument("--ray", default=None, metavar="ADDRESS", help="run the jobs on this Ray cluster")
+    q.set_defaults(func=_cmd_bench_speedups)
 
     p = sub.add_parser("show", help="draw the memory layout of a solution")
     p.add_argument("instance", help="a bundled workload name or an instance file")

@@ -6,6 +6,7 @@ from mallocgame.errors import SolverError
 from mallocgame.solvers.base import Improvement, SolveRequest, Solver, solution_from_game
 from mallocgame.solvers.drop import DropSolver
 from mallocgame.solvers.exhaustive import ExhaustiveSolver
+from mallocgame.solvers.hybrid import BestOfSolver
 from mallocgame.solvers.random import RandomSolver
 
 __all__ = [
@@ -19,7 +20,7 @@ __all__ = [
 ]
 
 SOLVERS: dict[str, type[Solver]] = {
-    cls.name: cls for cls in (DropSolver, RandomSolver, ExhaustiveSolver)
+    cls.name: cls for cls in (DropSolver, RandomSolver, ExhaustiveSolver, BestOfSolver)
 }
 """Every solver this build implements."""
 

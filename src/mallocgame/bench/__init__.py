@@ -1,0 +1,1 @@
+"""Experiments that write the tables and figures of the report (resumable sweeps)."""

@@ -1,0 +1,88 @@
+"""The speedup table (the paper's Table 3): simulated speedup of each solver over a baseline.
+
+For every program, a solver's speedup over the baseline solver (``heuristic`` by
+default) is ``latency(baseline) / latency(solver)`` from the simulator, averaged
+over the seeds of each. Per solver: mean, max and min over programs, and how many
+programs it improved (speedup > 1). Where records carry a proven bound, the mean
+distance of the reward to it is reported too.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections import defaultdict
+from dataclasses import dataclass
+from typing import Any
+
+__all__ = ["SpeedupRow", "speedup_table", "format_table"]
+
+
+@dataclass(frozen=True)
+class SpeedupRow:
+    """One solver's line of the table."""
+
+    solver: str
+    programs: int
+    mean: float
+    max: float
+    min: float
+    improved: int
+    mean_normalized_reward: float
+    bound_gap: float | None  # mean of 1 - reward / bound over records with a bound
+
+
+def _mean_by_program(records: list[dict[str, Any]], key: str) -> dict[tuple[str, str], float]:
+    values: dict[tuple[str, str], list[float]] = defaultdict(list)
+    for r in records:
+        if r.get("valid") and r.get(key) is not None:
+            values[(r["program"], r["solver"])].append(float(r[key]))
+    return {k: statistics.fmean(v) for k, v in values.items()}
+
+
+def speedup_table(records: list[dict[str, Any]], baseline: str = "heuristic") -> list[SpeedupRow]:
+    """Rows for every solver with results on programs the baseline also solved."""
+    latency = _mean_by_program(records, "latency_s")
+    reward = _mean_by_program(records, "normalized_reward")
+    gaps: dict[str, list[float]] = defaultdict(list)
+    for r in records:
+        if r.get("valid") and r.get("bound_s"):
+            gaps[r["solver"]].append(1.0 - r["reward_s"] / r["bound_s"])
+    solvers = sorted({s for (_, s) in latency})
+    rows = []
+    for solver in solvers:
+        speedups, rewards = [], []
+        for (program, s), value in latency.items():
+            if s == solver and (program, baseline) in latency:
+                speedups.append(latency[(program, baseline)] / value)
+                rewards.append(reward[(program, s)])
+        if not speedups:
+            continue
+        rows.append(
+            SpeedupRow(
+                solver=solver,
+                programs=len(speedups),
+                mean=statistics.fmean(speedups),
+                max=max(speedups),
+                min=min(speedups),
+                improved=sum(1 for x in speedups if x > 1.0),
+                mean_normalized_reward=statistics.fmean(rewards),
+                bound_gap=statistics.fmean(gaps[solver]) if gaps[solver] else None,
+            )
+        )
+    return rows
+
+
+def format_table(rows: list[SpeedupRow], baseline: str = "heuristic") -> str:
+    """A Markdown table of the rows."""
+    lines = [
+        f"| solver | programs | mean speedup over {baseline} | max | min | improved | "
+        "mean normalized reward | gap to bound |",
+        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
+    ]
+    for r in rows:
+        gap = "—" if r.bound_gap is None else f"{r.bound_gap:.1%}"
+        lines.append(
+            f"| {r.solver} | {r.programs} | {r.mean:.4f} | {r.max:.4f} | {r.min:.4f} | "
+            f"{r.improved}/{r.programs} | {r.mean_normalized_reward:.4f} | {gap} |"
+        )
+    return "\n".join(lines)

@@ -1,0 +1,152 @@
+"""Resumable sweeps: one result file per (program, solver, seed, budget).
+
+A job solves one program with one solver, checks the answer, simulates its latency
+and writes a small JSON record atomically. A job whose record exists is skipped, so
+a killed sweep resumes where it stopped. Jobs run in local processes by default, on
+a Ray cluster when asked (``ray_address``; needs ``pip install ray``).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import time
+from concurrent.futures import ProcessPoolExecutor, as_completed
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Iterable
+
+from mallocgame.errors import MallocGameError
+from mallocgame.fileio import read_json, write_json
+
+__all__ = ["Job", "job_path", "run_job", "run_sweep", "load_records"]
+
+RECORD_FORMAT = "mallocgame-result"
+
+
+@dataclass(frozen=True)
+class Job:
+    """One (program, solver, seed, budget) cell of a sweep."""
+
+    program: str  # a bundled workload name or an instance file
+    solver: str
+    seed: int = 0
+    seconds: float | None = None  # wall-clock budget
+    work: int | None = None  # work budget
+
+    @property
+    def budget_tag(self) -> str:
+        parts = []
+        if self.seconds is not None:
+            parts.append(f"t{self.seconds:g}")
+        if self.work is not None:
+            parts.append(f"w{self.work}")
+        return "-".join(parts) or "default"
+
+
+def job_path(out_dir: Path, job: Job) -> Path:
+    """``out_dir/PROGRAM.SOLVER.sSEED.BUDGET.json`` (the program name made file-safe)."""
+    program = re.sub(r"[^A-Za-z0-9_.-]+", "-", job.program).strip("-")
+    return out_dir / f"{program}.{job.solver}.s{job.seed}.{job.budget_tag}.json"
+
+
+def run_job(job: Job, out_dir: str) -> dict[str, Any]:
+    """Solve, check, simulate one job and write its record; returns the record."""
+    from mallocgame.check import check_solution
+    from mallocgame.simulate import baseline_latency, simulate
+    from mallocgame.solvers import SolveRequest, get_solver
+    from mallocgame.workloads.registry import load_workload
+
+    inst = load_workload(job.program)
+    start = time.perf_counter()
+    solution = get_solver(job.solver).solve(
+        inst, SolveRequest(seed=job.seed, seconds=job.seconds, work=job.work)
+    )
+    wall = time.perf_counter() - start
+    report = check_solution(inst, solution)
+    record: dict[str, Any] = {
+        "format": RECORD_FORMAT,
+        "version": 1,
+        "program": job.program,
+        "solver": job.solver,
+        "seed": job.seed,
+        "budget": {"seconds": job.seconds, "work": job.work},
+        "valid": report.ok,
+        "failures": report.summary(),
+        "reward_s": solution.reward_s,
+        "normalized_reward": solution.normalized_reward,
+        "bound_s": solution.extra.get("bound_s"),
+        "work": solution.extra.get("work"),
+        "wall_s": wall,
+        "baseline_latency_s": baseline_latency(inst),
+        "latency_s": simulate(inst, solution).latency_s if report.ok else None,
+        "buffers": inst.num_buffers,
+    }
+    write_json(job_path(Path(out_dir), job), record, indent=1)
+    return record
+
+
+def _ray_map(jobs: list[Job], out_dir: Path, address: str) -> Iterable[dict[str, Any]]:
+    try:
+        import ray
+    except ImportError:
+        raise MallocGameError("--ray needs Ray: pip install ray") from None
+    ray.init(address=address, ignore_reinit_error=True)
+    remote = ray.remote(run_job)
+    pending = [remote.remote(job, str(out_dir)) for job in jobs]
+    while pending:
+        done, pending = ray.wait(pending, num_returns=1)
+        yield ray.get(done[0])
+
+
+def run_sweep(
+    jobs: Iterable[Job],
+    out_dir: Path,
+    *,
+    workers: int | None = None,
+    ray_address: str | None = None,
+    progress: Callable[[str], None] | None = None,
+) -> tuple[int, int]:
+    """Run every job whose record is missing; returns (run, skipped).
+
+    ``workers`` local processes (default: the number of cores; 1 runs in-process).
+    """
+    out_dir.mkdir(parents=True, exist_ok=True)
+    jobs = list(jobs)
+    todo = [job for job in jobs if not job_path(out_dir, job).exists()]
+    skipped = len(jobs) - len(todo)
+    say = progress or (lambda _msg: None)
+    say(f"{len(todo)} jobs to run, {skipped} already done, results in {out_dir}")
+    workers = workers or os.cpu_count() or 1
+    done = 0
+
+    def note(record: dict[str, Any]) -> None:
+        nonlocal done
+        done += 1
+        latency = record["latency_s"]
+        say(f"[{done}/{len(todo)}] {record['program']} {record['solver']} s{record['seed']}: "
+            f"normalized reward {record['normalized_reward']:.4f}"
+            + (f", latency {latency * 1e3:.4f} ms" if latency else ", INVALID"))
+
+    if ray_address:
+        for record in _ray_map(todo, out_dir, ray_address):
+            note(record)
+    elif workers == 1 or len(todo) <= 1:
+        for job in todo:
+            note(run_job(job, str(out_dir)))
+    else:
+        with ProcessPoolExecutor(max_workers=workers) as pool:
+            futures = [pool.submit(run_job, job, str(out_dir)) for job in todo]
+            for future in as_completed(futures):
+                note(future.result())
+    return len(todo), skipped
+
+
+def load_records(out_dir: Path) -> list[dict[str, Any]]:
+    """Every result record in ``out_dir``."""
+    records = []
+    for path in sorted(out_dir.glob("*.json")):
+        doc = read_json(path)
+        if isinstance(doc, dict) and doc.get("format") == RECORD_FORMAT:
+            records.append(doc)
+    return records
