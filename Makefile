@@ -17,9 +17,13 @@ $(STAMP): pyproject.toml
 
 run: $(STAMP)
 	$(VENV)/bin/mallocgame list
+	$(VENV)/bin/mallocgame solve $(WORKLOAD) --solver heuristic --out out/run.heuristic.json
 	$(VENV)/bin/mallocgame solve $(WORKLOAD) --solver random --work 20 --seed 0 --progress --out out/run.random.json
+	$(VENV)/bin/mallocgame check $(WORKLOAD) out/run.heuristic.json
 	$(VENV)/bin/mallocgame check $(WORKLOAD) out/run.random.json
-	$(VENV)/bin/mallocgame show $(WORKLOAD) out/run.random.json --out out/run.layout.png
+	$(VENV)/bin/mallocgame simulate $(WORKLOAD) out/run.heuristic.json
+	$(VENV)/bin/mallocgame simulate $(WORKLOAD) out/run.random.json
+	$(VENV)/bin/mallocgame show $(WORKLOAD) out/run.heuristic.json --out out/run.layout.png
 
 test: $(STAMP)
 	$(PY) -m pytest

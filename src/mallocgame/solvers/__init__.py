@@ -6,6 +6,7 @@ from mallocgame.errors import SolverError
 from mallocgame.solvers.base import Improvement, SolveRequest, Solver, solution_from_game
 from mallocgame.solvers.drop import DropSolver
 from mallocgame.solvers.exhaustive import ExhaustiveSolver
+from mallocgame.solvers.heuristic import HeuristicSolver
 from mallocgame.solvers.hybrid import BestOfSolver
 from mallocgame.solvers.random import RandomSolver
 
@@ -20,11 +21,11 @@ __all__ = [
 ]
 
 SOLVERS: dict[str, type[Solver]] = {
-    cls.name: cls for cls in (DropSolver, RandomSolver, ExhaustiveSolver, BestOfSolver)
+    cls.name: cls for cls in (DropSolver, RandomSolver, HeuristicSolver, ExhaustiveSolver, BestOfSolver)
 }
 """Every solver this build implements."""
 
-PLANNED_SOLVERS = ("heuristic", "es", "mcts", "muzero", "muzero-prod", "egrl", "exact")
+PLANNED_SOLVERS = ("es", "mcts", "muzero", "muzero-prod", "egrl", "exact")
 """SPEC section 8 names whose solvers are not part of this build yet."""
 
 

@@ -1,0 +1,779 @@
+"""``heuristic``: a simplified re-implementation of XLA's memory-space assignment (MSA).
+
+The baseline the paper compares against is the production memory-space assignment
+of the XLA compiler (openxla/xla ``xla/service/memory_space_assignment/``). This
+module re-implements its main loop on a game instance, *outside* the game's buffer
+order, and returns a mapping (a :class:`~mallocgame.solution.Solution` with
+``actions=None``) that satisfies the physical check of SPEC section 7.
+
+Algorithm (what is kept from MSA)
+---------------------------------
+1. **Allocation candidates.** XLA allocates ``HloBuffer`` s (values that must alias
+   share one). Here a candidate is a set of tensors joined by alias groups of more
+   than one buffer (SPEC section 1); most candidates are one tensor.
+2. **Order by memory-boundedness** (``CostAnalysis::GetMemoryBoundedness``): the
+   benefit of each buffer is the memory time it saves at its instruction when that
+   instruction is memory bound (times the instruction's ``count``: the loop
+   weighting that XLA does with its while-nest multiplier), or ``memory - compute``
+   (<= 0, "how far from memory bound") when it is compute bound. A candidate folds
+   its buffers' benefits as XLA does (positive benefits add up, otherwise the larger
+   is kept) and is ranked by ``benefit / sqrt(size)``, largest first.
+3. **Per use segment, in time order** (``MsaAlgorithm::AllocateSegment``), for each
+   tensor of the candidate:
+
+   - *definition*: keep it in fast memory with no copy for its whole live range
+     ("NoCopy", the tensor becomes fast-resident and all its reads are fast) when
+     the live range is not "too long" (the picker's
+     ``CanAllocateInAlternateMemoryNoCopy``) and space exists; else produce it into
+     fast memory and **evict** it at once (an output Copy, with the eviction end
+     time chosen like ``PreferredEvictionEndTime``); else it stays in slow memory.
+   - *each read*: if the tensor is still in fast memory (the definition or an
+     earlier prefetch, extended read by read), keep it there without a copy
+     (**NoCopy**: extend the allocation in place, again only if not "too long");
+     else **prefetch** it (an operand Copy) with the copy start picked by the
+     overlap-to-async-copy-time ratios of ``CostAnalysisPrefetchIntervalPicker``:
+     the latest start is the one whose copy interval just covers the demand, the
+     earliest is bounded by ``max_overlap_to_mem_size_async_copy_ratio`` (10) x the
+     time to copy the whole fast memory, and the search starts at the start whose
+     overlap is closest to ``preferred_overlap_to_async_copy_ratio`` (1.5) x the copy
+     time and moves towards later starts (a shorter interval always fits where a
+     longer one does, so the "decreasing" iterator of XLA never helps here); else
+     the read stays in slow memory.
+
+   Elapsed time of a step is its ``supply_s`` (the instruction's latency with its
+   buffers in fast memory, one execution): the same quantity XLA's picker sums.
+4. **One copy channel**: copies consume the steps' supply the way the game does
+   (an operand copy takes supply backwards from the step before its use, an
+   eviction forwards from the step after its producer) and two copy intervals share
+   at most one step (SPEC section 4 / section 7 rule 5), which stands in for XLA's
+   ``AsynchronousCopyResource`` and copy ordering.
+5. **Offsets by best fit** (``GlobalDecreasingSizeBestFitHeap``): the smallest free
+   address range over the allocation's whole time interval that holds it (lowest
+   offset among equals).
+6. **Retries with smaller sets**: an alias group is all in fast memory at one offset
+   or all in slow memory; when a buffer of a group cannot be placed, everything the
+   candidate placed is undone and the candidate is tried again, first without
+   fast-resident definitions, then with that group forced to slow memory (XLA
+   uncommits the pending chunks and retries, finally leaving the buffer in default
+   memory).
+7. The mapping is verified with :func:`mallocgame.check.physical_check`; any group
+   involved in a failure (none is expected) is forced to slow memory and the whole
+   assignment is rerun, so the solver never returns an invalid mapping.
+
+Beyond XLA, uses whose placement would not lower their instruction's latency (the
+marginal benefit given the buffers already placed, SPEC section 5) are left in slow
+memory unless their alias group requires them: XLA has no such test, but without it
+compute-bound uses would take space and copy supply for nothing.
+
+What XLA does that this leaves out
+----------------------------------
+- Evicting at any time after the definition: the game only evicts right after the
+  producer (an output Copy), so "keep, then evict when needed" becomes "evict at
+  once and keep the fast copy alive by NoCopy extensions".
+- Repacking (``BestFitRepacker``) when memory runs out, cross-program prefetch,
+  sliced prefetches, window prefetch, scoped (VMEM) allocations, the memory-bound
+  loop optimizer, mirrored/parent allocations of while loops (alias groups are
+  all-or-nothing instead), ``max_outstanding_prefetches/evictions``.
+- The retry-number multiplier of the preferred eviction end time, and the
+  ``min_overlap_to_async_copy_ratio`` (0.8): the game's rule that supply covers the
+  demand (ratio >= 1 of the supply still free) is stricter and replaces it.
+- The while-nest normalisation of elapsed times (supply is per execution here) and
+  the cost model's pipeline overhead; latencies come from the instance.
+
+Deterministic: the seed is recorded, never used.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, fields
+from typing import Any, Mapping
+
+import numba
+import numpy as np
+
+from mallocgame.check import physical_check
+from mallocgame.errors import SolverError
+from mallocgame.instance import Instance, RooflineLatency
+from mallocgame.latency import mapping_reward, normalize, reward_normalizer
+from mallocgame.solution import Allocation, Solution
+from mallocgame.solvers.base import Improvement, SolveRequest, Solver, Stopwatch
+
+__all__ = ["HeuristicOptions", "HeuristicSolver", "msa_allocations"]
+
+REL_EPS = 1e-12  # a copy covers its demand once need <= REL_EPS * demand (as the game)
+MAX_VERIFY_ROUNDS = 8  # reruns after a failed physical check before giving up (all slow)
+
+_SLOW, _REQUIRED, _OPTIONAL = 0, 1, 2
+
+_jit = numba.njit(cache=True, nogil=True)
+
+
+@dataclass(frozen=True)
+class HeuristicOptions:
+    """Settings of the heuristic (``SolveRequest.options`` keys of the same names)."""
+
+    # CostAnalysisPrefetchIntervalPicker's ratios (the XLA test defaults).
+    preferred_overlap_to_async_copy_ratio: float = 1.5
+    max_overlap_to_mem_size_async_copy_ratio: float = 10.0
+    # "memory": the longest overlap (and NoCopy stay) is the ratio above x the time to
+    # copy the whole fast memory (current XLA); "buffer": the ratio x the buffer's own
+    # copy time (XLA's older max_overlap_to_async_copy_ratio).
+    max_overlap_basis: str = "memory"
+    # Leave uses that would not lower their instruction's latency in slow memory.
+    skip_unprofitable: bool = True
+
+    @classmethod
+    def from_mapping(cls, options: Mapping[str, Any]) -> "HeuristicOptions":
+        known = {f.name: f.type for f in fields(cls)}
+        unknown = sorted(set(options) - set(known))
+        if unknown:
+            raise SolverError(f"heuristic: unknown option(s) {', '.join(unknown)} (have: {', '.join(known)})")
+        values = {}
+        for key, value in options.items():
+            default = getattr(cls, key)
+            values[key] = type(default)(value)
+        opts = cls(**values)
+        if opts.max_overlap_basis not in ("memory", "buffer"):
+            raise SolverError("heuristic: max_overlap_basis must be 'memory' or 'buffer'")
+        return opts
+
+
+# ------------------------------------------------------------------------ compiled parts
+
+
+@_jit
+def _best_fit(t0, t1, o0, o1, grp, n, start, end, size, group, capacity, fixed, lo, hi):
+    """Offset for ``size`` bytes over steps ``[start, end]`` beside the ``n`` placed
+    rectangles of other groups: ``fixed`` if that fits (when ``fixed >= 0``), else the
+    start of the smallest free range that holds it; -1 if none."""
+    k = 0
+    for i in range(n):
+        if t0[i] <= end and t1[i] >= start and grp[i] != group:
+            lo[k] = o0[i]
+            hi[k] = o1[i]
+            k += 1
+    if fixed >= 0:
+        if fixed + size > capacity:
+            return -1
+        if size == 0:
+            return fixed
+        for i in range(k):
+            if lo[i] < fixed + size and fixed < hi[i]:
+                return -1
+        return fixed
+    if size > capacity:
+        return -1
+    if size == 0:
+        return 0
+    order = np.argsort(lo[:k], kind="mergesort")
+    best = -1
+    best_gap = capacity + 1
+    cur = 0
+    for j in range(k):
+        i = order[j]
+        if lo[i] > cur:
+            gap = lo[i] - cur
+            if gap >= size and gap < best_gap:
+                best = cur
+                best_gap = gap
+        if hi[i] > cur:
+            cur = hi[i]
+    gap = capacity - cur
+    if gap >= size and gap < best_gap:
+        best = cur
+    return best
+
+
+@_jit
+def _prefetch_window(supply_left, prefix, pair_used, use, def_time, demand, max_elapsed):
+    """For an operand copy before step ``use``: ``(latest, earliest)`` copy starts.
+
+    ``latest`` is where the game's backward walk stops (the free supply of
+    ``[latest, use-1]`` covers ``demand``); ``earliest`` extends the interval while
+    its pairs are free, it stays after ``def_time`` and its elapsed time (supply sum)
+    stays within ``max_elapsed``. ``(-1, -1)`` if no copy fits.
+    """
+    need = demand
+    t = use - 1
+    while True:
+        if t <= def_time or t < 0:
+            return -1, -1
+        if t < use - 1 and pair_used[t]:
+            return -1, -1
+        take = min(supply_left[t], need)
+        need -= take
+        if need <= REL_EPS * demand:
+            break
+        t -= 1
+    latest = t
+    earliest = latest
+    while earliest - 1 > def_time and earliest - 1 >= 0 and not pair_used[earliest - 1]:
+        if prefix[use] - prefix[earliest - 1] > max_elapsed:
+            break
+        earliest -= 1
+    return latest, earliest
+
+
+@_jit
+def _eviction_window(supply_left, prefix, pair_used, tau, num_steps, demand, preferred_elapsed):
+    """For an output copy after step ``tau``: ``(shortest, preferred)`` copy ends.
+
+    ``shortest`` is where the game's forward walk stops; ``preferred`` extends it
+    (pairs free, inside the program) until the interval's elapsed time reaches
+    ``preferred_elapsed``. ``(-1, -1)`` if no copy fits.
+    """
+    need = demand
+    t = tau + 1
+    while True:
+        if t > num_steps - 1:
+            return -1, -1
+        if t > tau + 1 and pair_used[t - 1]:
+            return -1, -1
+        take = min(supply_left[t], need)
+        need -= take
+        if need <= REL_EPS * demand:
+            break
+        t += 1
+    shortest = t
+    preferred = shortest
+    while prefix[preferred + 1] - prefix[tau + 1] < preferred_elapsed:
+        if preferred + 1 > num_steps - 1 or pair_used[preferred]:
+            break
+        preferred += 1
+    return shortest, preferred
+
+
+@_jit
+def _consume(supply_left, pair_used, c0, c1, demand, backward):
+    """Take ``demand`` from the supply of ``[c0, c1]`` (from ``c1`` down when
+    ``backward``, else from ``c0`` up) and mark the pairs of the interval used."""
+    need = demand
+    if backward:
+        t = c1
+        while t >= c0 and need > REL_EPS * demand:
+            take = min(supply_left[t], need)
+            supply_left[t] -= take
+            need -= take
+            t -= 1
+    else:
+        t = c0
+        while t <= c1 and need > REL_EPS * demand:
+            take = min(supply_left[t], need)
+            supply_left[t] -= take
+            need -= take
+            t += 1
+    for p in range(c0, c1):
+        pair_used[p] = 1
+
+
+# --------------------------------------------------------------------------- the algorithm
+
+
+class _Chain:
+    """A tensor's current stay in fast memory: its offset, its last step, and the time
+    of its latest use (or definition), where the next use segment starts."""
+
+    __slots__ = ("offset", "end", "segment_start")
+
+    def __init__(self, offset: int, end: int, segment_start: int) -> None:
+        self.offset, self.end, self.segment_start = offset, end, segment_start
+
+
+class _Msa:
+    """State of one run of the assignment (see the module docstring)."""
+
+    def __init__(self, inst: Instance, opts: HeuristicOptions, forced_slow: set[int]) -> None:
+        self.inst = inst
+        self.opts = opts
+        hw = inst.hardware
+        num_b, num_t, num_x = inst.num_buffers, inst.num_instructions, len(inst.tensors)
+        self.num_t = num_t
+        self.capacity = hw.fast_memory_bytes
+        bufs = inst.buffers
+        self.time = [b.instruction for b in bufs]
+        self.group = [b.alias_id for b in bufs]
+        self.zsize = [hw.aligned(b.size) for b in bufs]
+        self.demand = [b.demand_s for b in bufs]
+        group_size: dict[int, int] = {}
+        for g in self.group:
+            group_size[g] = group_size.get(g, 0) + 1
+        self.multi = {g for g, n in group_size.items() if n > 1}
+        self.forced_slow = set(forced_slow)
+
+        self.def_buf = [-1] * num_x
+        self.reads: list[list[int]] = [[] for _ in range(num_x)]
+        for b in bufs:
+            if b.is_output:
+                self.def_buf[b.tensor_id] = b.id
+            else:
+                self.reads[b.tensor_id].append(b.id)  # game order = time order
+        self.def_time = [x.def_time for x in inst.tensors]
+        self.last_use = [x.last_use_time for x in inst.tensors]
+        self.live_out = [x.live_out for x in inst.tensors]
+
+        supply = np.array([ins.supply_s for ins in inst.instructions], dtype=np.float64)
+        self.prefix = np.concatenate([[0.0], np.cumsum(supply)])
+        self.supply_left = supply.copy()
+        self.pair_used = np.zeros(num_t, dtype=np.int8)
+        self.ratio_max = opts.max_overlap_to_mem_size_async_copy_ratio
+        self.per_buffer_max = opts.max_overlap_basis == "buffer"
+        self.memory_max = self.ratio_max * hw.fast_memory_bytes / hw.copy_bandwidth
+
+        # Latency state per instruction, for marginal benefits (SPEC section 5).
+        self.kind = [0] * num_t  # 0 roofline, 1 table
+        self.count = [float(ins.count) for ins in inst.instructions]
+        self.compute = [0.0] * num_t
+        self.mem = [0.0] * num_t  # roofline: current memory time of one execution
+        self.mask = [0] * num_t  # table: current fast bits
+        self.table: list[tuple[float, ...]] = [()] * num_t
+        self.delta = [0.0] * num_b  # roofline: memory time a buffer saves in fast memory
+        self.bit = [-1] * num_b
+        inv = 1.0 / hw.slow_bandwidth - 1.0 / hw.fast_bandwidth
+        for t, ins in enumerate(inst.instructions):
+            lat = ins.latency
+            if isinstance(lat, RooflineLatency):
+                self.compute[t] = lat.compute_s
+                self.mem[t] = sum(bufs[b].size for b in ins.buffers) / hw.slow_bandwidth
+                for b in ins.buffers:
+                    self.delta[b] = bufs[b].size * inv
+            else:
+                self.kind[t] = 1
+                self.table[t] = lat.latency_s
+                for i, b in enumerate(lat.varied):
+                    self.bit[b] = i
+
+        # Rectangles placed in fast memory (time x address), one per non-empty allocation.
+        cap = max(num_b, 1)
+        self.t0 = np.zeros(cap, np.int64)
+        self.t1 = np.zeros(cap, np.int64)
+        self.o0 = np.zeros(cap, np.int64)
+        self.o1 = np.zeros(cap, np.int64)
+        self.rgrp = np.zeros(cap, np.int64)
+        self.n_rect = 0
+        self._lo = np.zeros(cap, np.int64)
+        self._hi = np.zeros(cap, np.int64)
+
+        self.goff: dict[int, int] = {}  # offset of each multi-buffer group placed so far
+        self.alloc: dict[int, Allocation] = {}
+        self.log: list[tuple[Any, ...]] = []
+        self.stats = {
+            "candidates": 0, "retries": 0, "resident": 0, "evictions": 0,
+            "prefetches": 0, "extensions": 0, "kept": 0,
+        }
+
+    # --------------------------------------------------------------------- benefits
+
+    def static_benefit(self, b: int) -> float:
+        """XLA's per-position alternate-memory benefit (cost_analysis), loop-weighted."""
+        t = self.time[b]
+        if self.kind[t] == 0:
+            mem, comp = self.mem[t], self.compute[t]
+            if mem > comp:
+                return self.delta[b] * self.count[t]
+            return mem - comp
+        if self.bit[b] < 0:
+            return 0.0
+        tab = self.table[t]
+        return self.count[t] * (tab[0] - tab[1 << self.bit[b]])
+
+    def marginal(self, b: int) -> float:
+        """Seconds saved by placing ``b`` now, given the buffers of its instruction placed."""
+        t = self.time[b]
+        c = self.count[t]
+        if self.kind[t] == 0:
+            comp, mem = self.compute[t], self.mem[t]
+            return c * (max(comp, mem) - max(comp, mem - self.delta[b]))
+        bit = self.bit[b]
+        if bit < 0:
+            return 0.0
+        mask = self.mask[t]
+        if mask >> bit & 1:
+            return 0.0
+        tab = self.table[t]
+        return c * (tab[mask] - tab[mask | (1 << bit)])
+
+    # ------------------------------------------------------------- placement primitives
+
+    def status(self, b: int, forced: set[int]) -> int:
+        g = self.group[b]
+        if g in forced or g in self.forced_slow:
+            return _SLOW
+        return _REQUIRED if g in self.multi else _OPTIONAL
+
+    def fixed_offset(self, b: int) -> int:
+        return self.goff.get(self.group[b], -1)
+
+    def fit(self, start: int, end: int, b: int, fixed: int) -> int:
+        return int(
+            _best_fit(
+                self.t0, self.t1, self.o0, self.o1, self.rgrp, self.n_rect, start, end,
+                self.zsize[b], self.group[b], self.capacity, fixed, self._lo, self._hi,
+            )
+        )
+
+    def place(
+        self, b: int, action: str, offset: int, start: int | None, end: int | None,
+        copy: tuple[int, int] | None = None,
+    ) -> None:
+        self.alloc[b] = Allocation(b, action, offset, start, end, copy)
+        self.log.append(("alloc", b))
+        if start is not None and self.zsize[b] > 0:
+            i = self.n_rect
+            self.t0[i], self.t1[i] = start, end
+            self.o0[i], self.o1[i] = offset, offset + self.zsize[b]
+            self.rgrp[i] = self.group[b]
+            self.n_rect += 1
+            self.log.append(("rect",))
+        g = self.group[b]
+        if g in self.multi and g not in self.goff:
+            self.goff[g] = offset
+            self.log.append(("goff", g))
+        t = self.time[b]
+        if self.kind[t] == 0:
+            self.mem[t] -= self.delta[b]
+            self.log.append(("mem", t, self.delta[b]))
+        elif self.bit[b] >= 0:
+            self.log.append(("mask", t, self.mask[t]))
+            self.mask[t] |= 1 << self.bit[b]
+
+    def use_channel(self, c0: int, c1: int, demand: float, backward: bool) -> None:
+        self.log.append(
+            ("chan", c0, c1, self.supply_left[c0 : c1 + 1].copy(), self.pair_used[c0 : c1 + 1].copy())
+        )
+        _consume(self.supply_left, self.pair_used, c0, c1, demand, backward)
+
+    def rollback(self, mark: int) -> None:
+        while len(self.log) > mark:
+            entry = self.log.pop()
+            kind = entry[0]
+            if kind == "alloc":
+                del self.alloc[entry[1]]
+            elif kind == "rect":
+                self.n_rect -= 1
+            elif kind == "goff":
+                del self.goff[entry[1]]
+            elif kind == "mem":
+                self.mem[entry[1]] += entry[2]
+            elif kind == "mask":
+                self.mask[entry[1]] = entry[2]
+            else:  # chan
+                _, c0, c1, supply, pairs = entry
+                self.supply_left[c0 : c1 + 1] = supply
+                self.pair_used[c0 : c1 + 1] = pairs
+
+    def max_elapsed(self, b: int) -> float:
+        """The longest overlap of a copy of ``b``, and its longest stay without one."""
+        if self.per_buffer_max:
+            return self.ratio_max * self.demand[b]
+        return self.memory_max
+
+    def no_copy_ok(self, b: int, start: int, end: int) -> bool:
+        """The picker's CanAllocateInAlternateMemoryNoCopy for ``b``: the elapsed time
+        strictly between ``start`` and ``end`` is within the limit."""
+        if end - start <= 1:
+            return True
+        return self.prefix[end] - self.prefix[start + 1] <= self.max_elapsed(b)
+
+    # ------------------------------------------------------------------ decisions
+
+    def try_resident(self, x: int, d: int, forced: set[int]) -> bool:
+        """Definition in fast memory for the whole live range; every read NoCopy."""
+        if self.live_out[x]:
+            return False
+        members = [d, *self.reads[x]]
+        offsets = set()
+        required = False
+        for b in members:
+            s = self.status(b, forced)
+            if s == _SLOW:
+                return False
+            required |= s == _REQUIRED
+            if self.group[b] in self.goff:
+                offsets.add(self.goff[self.group[b]])
+        if len(offsets) > 1:
+            return False
+        if not required and self.opts.skip_unprofitable:
+            if sum(self.marginal(b) for b in members) <= 0:
+                return False
+        start, end = self.time[d], self.last_use[x]
+        # Every use segment (definition -> first read -> ... -> end of the live range)
+        # must be short enough to stay without a copy.
+        times = [start, *(self.time[r] for r in self.reads[x]), end]
+        if not all(self.no_copy_ok(d, a, b) for a, b in zip(times, times[1:])):
+            return False
+        offset = self.fit(start, end, d, offsets.pop() if offsets else -1)
+        if offset < 0:
+            return False
+        self.place(d, "NoCopy", offset, start, end)
+        for r in self.reads[x]:
+            self.place(r, "NoCopy", offset, None, None)
+        self.stats["resident"] += 1
+        return True
+
+    def try_evict(self, d: int) -> _Chain | None:
+        """Definition in fast memory, copied out at once (an output Copy)."""
+        tau = self.time[d]
+        fixed = self.fixed_offset(d)
+        demand = self.demand[d]
+        if demand <= 0:
+            offset = self.fit(tau, tau, d, fixed)
+            if offset < 0:
+                return None
+            self.place(d, "Copy", offset, tau, tau)
+            self.stats["evictions"] += 1
+            return _Chain(offset, tau, tau)
+        shortest, preferred = _eviction_window(
+            self.supply_left, self.prefix, self.pair_used, tau, self.num_t, demand,
+            self.opts.preferred_overlap_to_async_copy_ratio * demand,
+        )
+        if shortest < 0:
+            return None
+        # Preferred end first, then shorter ones; a shorter interval fits wherever a
+        # longer one does, so the first fit going down is found by bisection.
+        end, offset = self._latest_fit(tau, shortest, preferred, d, fixed, grow_end=True)
+        if end < 0:
+            return None
+        self.use_channel(tau + 1, end, demand, backward=False)
+        self.place(d, "Copy", offset, tau, end, (tau + 1, end))
+        self.stats["evictions"] += 1
+        return _Chain(offset, end, tau)
+
+    def try_prefetch(self, x: int, r: int, fixed: int) -> _Chain | None:
+        """An operand Copy for read ``r`` (the tensor is in slow memory)."""
+        use = self.time[r]
+        demand = self.demand[r]
+        if demand <= 0:
+            offset = self.fit(use, use, r, fixed)
+            if offset < 0:
+                return None
+            self.place(r, "Copy", offset, use, use)
+            self.stats["prefetches"] += 1
+            return _Chain(offset, use, use)
+        latest, earliest = _prefetch_window(
+            self.supply_left, self.prefix, self.pair_used, use, self.def_time[x], demand,
+            max(self.max_elapsed(r), demand),
+        )
+        if latest < 0:
+            return None
+        target = self.opts.preferred_overlap_to_async_copy_ratio * demand
+        # The start whose overlap (supply of [s, use-1]) is closest to the preferred
+        # one; the earlier start on a tie, as PreferredPrefetchStartTime.
+        best, best_diff = latest, math.inf
+        for s in range(latest, earliest - 1, -1):
+            diff = abs(self.prefix[use] - self.prefix[s] - target)
+            if diff <= best_diff:
+                best, best_diff = s, diff
+            else:
+                break  # the overlap only grows further from the target
+        start, offset = self._latest_fit(use, best, latest, r, fixed, grow_end=False)
+        if start < 0:
+            return None
+        self.use_channel(start, use - 1, demand, backward=True)
+        self.place(r, "Copy", offset, start, use, (start, use - 1))
+        self.stats["prefetches"] += 1
+        return _Chain(offset, use, use)
+
+    def _latest_fit(
+        self, anchor: int, lo: int, hi: int, b: int, fixed: int, grow_end: bool
+    ) -> tuple[int, int]:
+        """Over candidate interval bounds from the preferred one towards the shortest
+        interval, the first (longest) that fits; ``(-1, -1)`` if none does.
+
+        ``grow_end``: intervals ``[anchor, e]`` for ``e`` from ``hi`` down to ``lo``;
+        otherwise ``[s, anchor]`` for ``s`` from ``lo`` up to ``hi``.
+        """
+        def attempt(v: int) -> int:
+            return self.fit(anchor, v, b, fixed) if grow_end else self.fit(v, anchor, b, fixed)
+
+        preferred, shortest = (hi, lo) if grow_end else (lo, hi)
+        offset = attempt(preferred)
+        if offset >= 0:
+            return preferred, offset
+        offset = attempt(shortest)
+        if offset < 0:
+            return -1, -1
+        good, good_offset, bad = shortest, offset, preferred
+        while abs(good - bad) > 1:
+            mid = (good + bad) // 2
+            o = attempt(mid)
+            if o >= 0:
+                good, good_offset = mid, o
+            else:
+                bad = mid
+        return good, good_offset
+
+    def place_tensor(self, x: int, forced: set[int], allow_resident: bool) -> int:
+        """Allocate tensor ``x``'s definition and reads; returns -1, or the alias group
+        of a buffer that its group requires in fast memory but could not be placed."""
+        d = self.def_buf[x]
+        chain: _Chain | None = None
+        if d >= 0:
+            sd = self.status(d, forced)
+            if sd != _SLOW:
+                required = sd == _REQUIRED
+                if allow_resident and self.try_resident(x, d, forced):
+                    return -1
+                if required or not self.opts.skip_unprofitable or self.marginal(d) > 0:
+                    chain = self.try_evict(d)
+                    if chain is None and required:
+                        return self.group[d]
+        for r in self.reads[x]:
+            s = self.status(r, forced)
+            if s == _SLOW:
+                continue
+            required = s == _REQUIRED
+            use = self.time[r]
+            gain = self.marginal(r)
+            fixed = self.fixed_offset(r) if required else -1
+            if chain is not None and (fixed < 0 or fixed == chain.offset):
+                if use <= chain.end:
+                    if required or gain >= 0:
+                        self.place(r, "NoCopy", chain.offset, None, None)
+                        chain.segment_start = use
+                        self.stats["kept"] += 1
+                    continue
+                if not required and self.opts.skip_unprofitable and gain <= 0:
+                    continue
+                if (
+                    self.no_copy_ok(r, chain.segment_start, use)
+                    and self.fit(chain.end + 1, use, r, chain.offset) >= 0
+                ):
+                    self.place(r, "NoCopy", chain.offset, chain.end + 1, use)
+                    chain.end = chain.segment_start = use
+                    self.stats["extensions"] += 1
+                    continue
+            elif not required and self.opts.skip_unprofitable and gain <= 0:
+                continue
+            new_chain = self.try_prefetch(x, r, fixed)
+            if new_chain is not None:
+                chain = new_chain
+                continue
+            if required:
+                return self.group[r]
+        return -1
+
+    def allocate_candidate(self, tensors: list[int]) -> None:
+        """Place one candidate, retrying with fewer fast alias groups on failure."""
+        self.stats["candidates"] += 1
+        forced: set[int] = set()
+        allow_resident = True
+        while True:
+            mark = len(self.log)
+            failed = -1
+            for x in tensors:
+                failed = self.place_tensor(x, forced, allow_resident)
+                if failed >= 0:
+                    break
+            if failed < 0:
+                return
+            self.rollback(mark)
+            self.stats["retries"] += 1
+            if allow_resident:
+                allow_resident = False
+            else:
+                forced.add(failed)
+                allow_resident = True
+
+    def candidates(self) -> list[list[int]]:
+        """Tensors joined by multi-buffer alias groups, ordered by memory-boundedness."""
+        inst = self.inst
+        parent = list(range(len(inst.tensors)))
+
+        def find(a: int) -> int:
+            while parent[a] != a:
+                parent[a] = parent[parent[a]]
+                a = parent[a]
+            return a
+
+        first_tensor: dict[int, int] = {}
+        for b in inst.buffers:
+            if b.alias_id in self.multi:
+                other = first_tensor.setdefault(b.alias_id, b.tensor_id)
+                ra, rb = find(other), find(b.tensor_id)
+                if ra != rb:
+                    parent[max(ra, rb)] = min(ra, rb)
+        members: dict[int, list[int]] = {}
+        for x in range(len(inst.tensors)):
+            if self.def_buf[x] >= 0 or self.reads[x]:
+                members.setdefault(find(x), []).append(x)
+        keyed = []
+        for root, xs in members.items():
+            xs.sort(key=lambda x: (self.def_time[x], x))
+            bufs = sorted(b for x in xs for b in ([self.def_buf[x]] if self.def_buf[x] >= 0 else []) + self.reads[x])
+            acc = None
+            for b in bufs:
+                v = self.static_benefit(b)
+                if acc is None:
+                    acc = v
+                elif acc > 0 and v > 0:
+                    acc += v
+                else:
+                    acc = max(acc, v)
+            size = max(max(inst.tensors[x].size for x in xs), 1)
+            boundedness = (acc or 0.0) / math.sqrt(size)
+            keyed.append((-boundedness, -size, bufs[0], root, xs))
+        keyed.sort(key=lambda k: k[:4])
+        return [k[4] for k in keyed]
+
+    def run(self) -> list[Allocation]:
+        for tensors in self.candidates():
+            self.allocate_candidate(tensors)
+        return [self.alloc[b] for b in sorted(self.alloc)]
+
+
+def msa_allocations(
+    instance: Instance, options: HeuristicOptions = HeuristicOptions()
+) -> tuple[list[Allocation], dict[str, int]]:
+    """The MSA-like mapping of ``instance`` (verified with the physical check) and
+    counts of what it did."""
+    forced: set[int] = set()
+    rounds = 0
+    while True:
+        msa = _Msa(instance, options, forced)
+        allocations = msa.run()
+        failures = physical_check(instance, allocations)
+        rounds += 1
+        if not failures:
+            break
+        bad = {instance.buffers[b].alias_id for f in failures for b in f.buffers}
+        if not bad or rounds >= MAX_VERIFY_ROUNDS:
+            allocations = []
+            break
+        # Groups of the buffers involved, and of every buffer of their tensors.
+        tensors = {instance.buffers[b].tensor_id for f in failures for b in f.buffers}
+        bad |= {b.alias_id for b in instance.buffers if b.tensor_id in tensors}
+        forced |= bad
+    stats = dict(msa.stats)
+    stats["verify_rounds"] = rounds
+    return allocations, stats
+
+
+class HeuristicSolver(Solver):
+    """XLA memory-space-assignment-like mapping (module docstring); one pass, no search."""
+
+    name = "heuristic"
+    work_unit = "passes"
+
+    def solve(self, instance: Instance, request: SolveRequest = SolveRequest()) -> Solution:
+        clock = Stopwatch(request.seconds)
+        options = HeuristicOptions.from_mapping(request.options)
+        allocations, stats = msa_allocations(instance, options)
+        reward = mapping_reward(instance, [a.buffer for a in allocations])
+        normalizer = reward_normalizer(instance)
+        work = {"passes": stats["verify_rounds"], **stats}
+        solution = Solution(
+            instance=instance.name,
+            instance_sha256=instance.sha256,
+            solver=self.name,
+            seed=request.seed,
+            wall_s=clock.elapsed,
+            allocations=tuple(allocations),
+            reward_s=reward,
+            normalized_reward=normalize(instance, reward, normalizer),
+            actions=None,
+            extra={"work": work},
+        )
+        if request.callback is not None:
+            request.callback(Improvement(solution, clock.elapsed, work))
+        return solution

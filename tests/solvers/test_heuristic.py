@@ -1,0 +1,177 @@
+"""The ``heuristic`` solver: XLA memory-space-assignment-like mappings outside the game."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from mallocgame.check import check_solution, physical_check
+from mallocgame.errors import SolverError
+from mallocgame.instance import RooflineLatency, instance_from_dict
+from mallocgame.latency import mapping_reward, reward_normalizer
+from mallocgame.solvers.base import SolveRequest
+from mallocgame.solvers.drop import DropSolver
+from mallocgame.solvers.heuristic import HeuristicOptions, HeuristicSolver, msa_allocations
+from mallocgame.workloads.registry import load_workload, workload_names
+from mallocgame.workloads.synthetic import generate
+from tests.builders import B, I, X, build, roofline
+
+CONFORMANCE = Path(__file__).parents[1] / "data" / "conformance"
+
+
+def _all_roofline(inst) -> bool:
+    return all(isinstance(ins.latency, RooflineLatency) for ins in inst.instructions)
+
+
+def _assert_valid_mapping(inst, solution) -> None:
+    report = check_solution(inst, solution)
+    assert report.ok, report.summary()
+    assert solution.actions is None
+    assert solution.solver == "heuristic"
+    assert solution.reward_s == mapping_reward(inst, [a.buffer for a in solution.allocations])
+    assert solution.extra["work"]["verify_rounds"] == 1  # valid at the first try
+
+
+@pytest.fixture(scope="module", params=workload_names())
+def solved(request):
+    inst = load_workload(request.param)
+    return inst, HeuristicSolver().solve(inst)
+
+
+def test_bundled_workloads_valid_and_better_than_drop(solved) -> None:
+    inst, solution = solved
+    _assert_valid_mapping(inst, solution)
+    drop = DropSolver().solve(inst)
+    assert solution.reward_s > drop.reward_s == 0.0
+    normalizer = reward_normalizer(inst)
+    assert 0.0 < solution.normalized_reward == pytest.approx(solution.reward_s / normalizer)
+    if _all_roofline(inst):
+        assert solution.reward_s <= normalizer * (1 + 1e-9)
+
+
+def test_deterministic_and_seed_only_recorded() -> None:
+    inst = load_workload("synthetic/1k")
+    a = HeuristicSolver().solve(inst, SolveRequest(seed=0))
+    b = HeuristicSolver().solve(inst, SolveRequest(seed=7))
+    assert a.allocations == b.allocations and a.reward_s == b.reward_s
+    assert (a.seed, b.seed) == (0, 7)
+
+
+def _conformance_instances():
+    return [
+        pytest.param(instance_from_dict(json.loads(path.read_text())["instance"]), id=path.stem)
+        for path in sorted(CONFORMANCE.glob("*.json"))
+    ]
+
+
+@pytest.mark.parametrize("inst", _conformance_instances())
+def test_tiny_instances_within_bounds(inst) -> None:
+    solution = HeuristicSolver().solve(inst)
+    _assert_valid_mapping(inst, solution)
+    assert solution.reward_s >= 0.0
+    if _all_roofline(inst):
+        # A mapping made outside the game may beat the game's optimum, never R.
+        assert solution.reward_s <= reward_normalizer(inst) * (1 + 1e-9)
+
+
+@pytest.mark.parametrize("seed", range(12))
+@pytest.mark.parametrize("num_buffers,capacity_fraction", [(60, 0.25), (200, 0.05), (300, 0.6)])
+def test_random_programs_always_valid(seed: int, num_buffers: int, capacity_fraction: float) -> None:
+    inst = generate(num_buffers, seed, capacity_fraction=capacity_fraction)
+    for options in ({}, {"max_overlap_basis": "buffer"}, {"skip_unprofitable": False}):
+        solution = HeuristicSolver().solve(inst, SolveRequest(options=options))
+        _assert_valid_mapping(inst, solution)
+        assert solution.reward_s <= reward_normalizer(inst) * (1 + 1e-9)
+
+
+# ----------------------------------------------------------------- hand-checked decisions
+# tests.builders: fast 1000 B/s, slow 100 B/s, copy 100 B/s, supply 1.0 s per step.
+
+
+def _by_buffer(solution):
+    return {a.buffer: a for a in solution.allocations}
+
+
+def test_prefetches_an_input_behind_compute() -> None:
+    # Input P (100 B, demand 1 s) read at step 3; steps 0-2 supply 1 s each. The
+    # preferred overlap is 1.5 s, so the copy starts 2 steps before the use.
+    inst = build(tensors=[X(100)], instructions=[I(), I(), I(), I(reads=[0])])
+    alloc = _by_buffer(HeuristicSolver().solve(inst))
+    assert alloc[0].action == "Copy" and alloc[0].copy == (1, 2) and (alloc[0].start, alloc[0].end) == (1, 3)
+    faithful_to_demand = HeuristicSolver().solve(
+        inst, SolveRequest(options={"preferred_overlap_to_async_copy_ratio": 1.0})
+    )
+    assert _by_buffer(faithful_to_demand)[0].copy == (2, 2)
+
+
+def test_keeps_a_short_lived_value_resident_and_evicts_a_result() -> None:
+    # Y (100 B) is produced at 0 and read at 1: produced into fast memory, no copy.
+    # Z (100 B) is a program result: it can only be evicted (output Copy), then read.
+    inst = build(
+        tensors=[X(100), X(100, live_out=True)],
+        instructions=[I(writes=[0]), I(reads=[0], writes=[1]), I(), I(reads=[1])],
+    )
+    alloc = _by_buffer(HeuristicSolver().solve(inst))
+    y_def, y_read, z_def, z_read = 0, 1, 2, 3
+    assert alloc[y_def].action == "NoCopy" and (alloc[y_def].start, alloc[y_def].end) == (0, 1)
+    assert alloc[y_read].action == "NoCopy" and alloc[y_read].start is None
+    assert alloc[z_def].action == "Copy" and alloc[z_def].copy[0] == 2
+    assert z_read in alloc
+
+
+def test_compute_bound_uses_stay_slow_unless_asked() -> None:
+    # The reading instruction is compute bound (10 s >> 1 s of memory time).
+    inst = build(tensors=[X(100)], instructions=[I(), I(), I(reads=[0], latency=roofline(10.0))])
+    assert HeuristicSolver().solve(inst).allocations == ()
+    eager = HeuristicSolver().solve(inst, SolveRequest(options={"skip_unprofitable": False}))
+    assert [a.buffer for a in eager.allocations] == [0]
+    assert check_solution(inst, eager).ok
+
+
+def test_alias_group_all_or_nothing() -> None:
+    # An in-place update: the read of A at 2 and the write of U share one group.
+    # U is a program result produced at the last step, so it cannot be copied out:
+    # the group must stay in slow memory, and A's other read is still prefetched.
+    inst = build(
+        tensors=[X(100), X(100, live_out=True)],
+        instructions=[I(), I(reads=[0]), I(reads=[B(0, alias="g")], writes=[B(1, alias="g")])],
+    )
+    solution = HeuristicSolver().solve(inst)
+    _assert_valid_mapping(inst, solution)
+    placed = {a.buffer for a in solution.allocations}
+    assert placed == {0}
+    assert solution.extra["work"]["retries"] >= 1
+
+
+def test_no_fast_memory_means_no_allocation() -> None:
+    inst = build(tensors=[X(100)], instructions=[I(), I(reads=[0])], capacity=0)
+    solution = HeuristicSolver().solve(inst)
+    assert solution.allocations == () and solution.reward_s == 0.0
+    assert check_solution(inst, solution).ok
+
+
+def test_options_and_callback() -> None:
+    inst = load_workload("synthetic/small")
+    with pytest.raises(SolverError, match="unknown option"):
+        HeuristicSolver().solve(inst, SolveRequest(options={"nope": 1}))
+    with pytest.raises(SolverError, match="max_overlap_basis"):
+        HeuristicSolver().solve(inst, SolveRequest(options={"max_overlap_basis": "x"}))
+    seen = []
+    solution = HeuristicSolver().solve(inst, SolveRequest(callback=seen.append))
+    assert [imp.solution for imp in seen] == [solution]
+    allocations, stats = msa_allocations(inst, HeuristicOptions())
+    assert tuple(allocations) == solution.allocations
+    assert not physical_check(inst, allocations)
+    assert stats["candidates"] > 0
+    assert HeuristicSolver.name == "heuristic"
+
+
+@pytest.mark.parametrize("name", [n for n in workload_names() if n != "synthetic/16k"])
+def test_heuristic_beats_drop_by_simulated_latency(name: str) -> None:
+    from mallocgame.simulate import baseline_latency, simulate
+
+    inst = load_workload(name)
+    solution = HeuristicSolver().solve(inst)
+    assert simulate(inst, solution).latency_s < baseline_latency(inst)
