@@ -231,6 +231,18 @@ def _cmd_bench_speedups(args: argparse.Namespace) -> int:
     return EXIT_CHECK_FAILED if invalid else EXIT_OK
 
 
+def _cmd_bench_correlation(args: argparse.Namespace) -> int:
+    from mallocgame.bench.correlation import format_correlation, reward_latency_correlation
+    from mallocgame.workloads.suite import suite_names
+
+    rows = []
+    for program in args.programs or suite_names():
+        rows.append(reward_latency_correlation(program, random_games=args.games))
+        print(f"{program}: Pearson {rows[-1].pearson:.3f}", file=sys.stderr)
+    print(format_correlation(rows))
+    return EXIT_OK
+
+
 # ------------------------------------------------------------------------------ parser
 
 
@@ -291,6 +303,11 @@ def _parser() -> _Parser:
     q.add_argument("--workers", type=int, default=None, help="local processes (default: all cores)")
     q.add_argument("--ray", default=None, metavar="ADDRESS", help="run the jobs on this Ray cluster")
     q.set_defaults(func=_cmd_bench_speedups)
+
+    q = bench.add_parser("correlation", help="Pearson correlation of reward and simulated latency (paper Table 5)")
+    q.add_argument("--programs", nargs="*", help="workloads (default: the xla-v1 suite)")
+    q.add_argument("--games", type=int, default=40, help="random games per program")
+    q.set_defaults(func=_cmd_bench_correlation)
 
     p = sub.add_parser("show", help="draw the memory layout of a solution")
     p.add_argument("instance", help="a bundled workload name or an instance file")
