@@ -12,7 +12,7 @@ setup: $(STAMP)
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e '.[test,xla]'
+	$(PY) -m pip install --quiet -e '.[test,xla,ray]'
 	touch $(STAMP)
 
 run: $(STAMP)

@@ -1,0 +1,26 @@
+"""The sweep on a Ray cluster (a one-node cluster on the loopback address)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from mallocgame.bench.sweep import Job, load_records, run_sweep
+
+ray = pytest.importorskip("ray")
+
+
+def test_sweep_runs_on_ray(tmp_path: Path) -> None:
+    ray.init(num_cpus=1, include_dashboard=False, log_to_driver=False, _node_ip_address="127.0.0.1")
+    try:
+        address = ray.get_runtime_context().gcs_address
+        jobs = [Job("xla-v1/lstm_infer", "random", seed, None, 2) for seed in (0, 1)]
+        assert run_sweep(jobs, tmp_path, ray_address=address) == (2, 0)
+        assert run_sweep(jobs, tmp_path, ray_address=address) == (0, 2)
+        local = tmp_path / "local"
+        run_sweep(jobs, local, workers=1)
+        by_seed = {r["seed"]: r["reward_s"] for r in load_records(local)}
+        assert {r["seed"]: r["reward_s"] for r in load_records(tmp_path)} == by_seed
+    finally:
+        ray.shutdown()
