@@ -243,6 +243,15 @@ def _cmd_bench_correlation(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _cmd_bench_suite(args: argparse.Namespace) -> int:
+    from mallocgame.bench.suite_table import format_suite_table, suite_row
+    from mallocgame.workloads.registry import workload_names
+
+    rows = [suite_row(name) for name in (args.programs or workload_names())]
+    print(format_suite_table(rows))
+    return EXIT_OK
+
+
 # ------------------------------------------------------------------------------ parser
 
 
@@ -308,6 +317,10 @@ def _parser() -> _Parser:
     q.add_argument("--programs", nargs="*", help="workloads (default: the xla-v1 suite)")
     q.add_argument("--games", type=int, default=40, help="random games per program")
     q.set_defaults(func=_cmd_bench_correlation)
+
+    q = bench.add_parser("suite", help="the suite table: sizes and drop/random/greedy rewards")
+    q.add_argument("--programs", nargs="*", help="workloads (default: every bundled one)")
+    q.set_defaults(func=_cmd_bench_suite)
 
     p = sub.add_parser("show", help="draw the memory layout of a solution")
     p.add_argument("instance", help="a bundled workload name or an instance file")

@@ -6,6 +6,7 @@ from mallocgame.errors import SolverError
 from mallocgame.solvers.base import Improvement, SolveRequest, Solver, solution_from_game
 from mallocgame.solvers.drop import DropSolver
 from mallocgame.solvers.exhaustive import ExhaustiveSolver
+from mallocgame.solvers.greedy import GreedySolver
 from mallocgame.solvers.heuristic import HeuristicSolver
 from mallocgame.solvers.hybrid import BestOfSolver
 from mallocgame.solvers.random import RandomSolver
@@ -21,7 +22,7 @@ __all__ = [
 ]
 
 SOLVERS: dict[str, type[Solver]] = {
-    cls.name: cls for cls in (DropSolver, RandomSolver, HeuristicSolver, ExhaustiveSolver, BestOfSolver)
+    cls.name: cls for cls in (DropSolver, RandomSolver, GreedySolver, HeuristicSolver, ExhaustiveSolver, BestOfSolver)
 }
 """Every solver this build implements."""
 
