@@ -28,7 +28,15 @@ _DROP_ONLY = np.array([False, False, True])
 class DropBackup:
     """Plays a game with Drop-backup. ``backups`` counts the returns to a backup point."""
 
-    def __init__(self, game: Game) -> None:
+    def __init__(self, game: Game, *, deterministic: bool = False) -> None:
+        """``deterministic``: the caller's policy is a pure function of the game state
+        and the allowed actions (greedy, an argmax policy). Then a back-up need only
+        undo to the first decision after the backup point that the newly forced groups
+        change: replaying from the backup point would repeat every earlier decision
+        (same states, same policy) and find no new backup point before it. The
+        completed trajectory is identical to SPEC section 6's; only faster on large
+        programs, where every back-up would otherwise replay thousands of decisions.
+        """
         if not game.is_backup_point:
             raise ValueError("Drop-backup must start at a backup point (e.g. a fresh game)")
         self.game = game
@@ -37,6 +45,7 @@ class DropBackup:
         self._forced_buffer = np.zeros(game.num_buffers + 1, dtype=bool)  # by buffer id
         self.backup_mark = game.mark()
         self.backups = 0
+        self.deterministic = deterministic
 
     def allowed(self) -> np.ndarray:
         """Legal actions of the current buffer less those Drop-backup forbids: bool [3]."""
@@ -70,7 +79,11 @@ class DropBackup:
             groups = list(range(len(self.forced_drop)))
         self.forced_drop[groups] = True
         self._forced_buffer[:-1] = self.forced_drop[self._buffer_group]
-        game.undo_to(self.backup_mark)
+        target = self.backup_mark
+        if self.deterministic:
+            changed = np.flatnonzero(self._forced_buffer[target:b + 1])
+            target += int(changed[0]) if changed.size else b - target
+        game.undo_to(target)
         self.backups += 1
 
     def play(self, policy: Policy) -> None:

@@ -5,10 +5,12 @@ from __future__ import annotations
 from mallocgame.errors import SolverError
 from mallocgame.solvers.base import Improvement, SolveRequest, Solver, solution_from_game
 from mallocgame.solvers.drop import DropSolver
+from mallocgame.solvers.es import EsSolver
 from mallocgame.solvers.exhaustive import ExhaustiveSolver
 from mallocgame.solvers.greedy import GreedySolver
 from mallocgame.solvers.heuristic import HeuristicSolver
 from mallocgame.solvers.hybrid import BestOfSolver
+from mallocgame.solvers.mcts import MctsSolver
 from mallocgame.solvers.random import RandomSolver
 
 __all__ = [
@@ -22,11 +24,15 @@ __all__ = [
 ]
 
 SOLVERS: dict[str, type[Solver]] = {
-    cls.name: cls for cls in (DropSolver, RandomSolver, GreedySolver, HeuristicSolver, ExhaustiveSolver, BestOfSolver)
+    cls.name: cls
+    for cls in (
+        DropSolver, RandomSolver, GreedySolver, HeuristicSolver, EsSolver, MctsSolver,
+        ExhaustiveSolver, BestOfSolver,
+    )
 }
 """Every solver this build implements."""
 
-PLANNED_SOLVERS = ("es", "mcts", "muzero", "muzero-prod", "egrl", "exact")
+PLANNED_SOLVERS = ("muzero", "muzero-prod", "egrl", "exact")
 """SPEC section 8 names whose solvers are not part of this build yet."""
 
 

@@ -27,7 +27,7 @@ class GreedySolver(Solver):
     def solve(self, instance: Instance, request: SolveRequest = SolveRequest()) -> Solution:
         clock = Stopwatch(request.seconds)
         game = Game(instance)
-        driver = DropBackup(game)
+        driver = DropBackup(game, deterministic=True)
         driver.play(greedy_policy)
         work = {"games": 1, "backups": driver.backups}
         solution = solution_from_game(

@@ -1,0 +1,407 @@
+"""``es``: evolution strategies (Salimans et al., 2017), the paper's ES baseline.
+
+A small parametric policy scores the three actions from the 29 decision features of
+:mod:`mallocgame.game.features` and plays the best-scoring *allowed* action
+(deterministic argmax; ties go to Copy, then NoCopy, then Drop). ES searches its
+parameters ``θ``:
+
+- each generation draws ``population / 2`` Gaussian directions ``ε_i`` and plays one
+  full game for each of ``θ + σ ε_i`` and ``θ - σ ε_i`` (antithetic pairs);
+- the fitness of a parameter vector is the normalized return of that game, played
+  with Drop-backup (so every game completes and is a valid solution);
+- fitnesses are replaced by their centered ranks in ``[-0.5, 0.5]`` (fitness
+  shaping), the search gradient is ``g = Σ_j rank_j ε_j / (N σ)`` over the ``N``
+  perturbed games, and ``θ`` takes an Adam (default) or plain SGD ascent step, with
+  an L2 decay;
+- the mean policy ``θ`` itself is also played once per generation (optional).
+
+Every game played is a candidate solution; the best one is kept and reported through
+the callback on each improvement.
+
+Policy (``options["hidden"]``): ``0`` (default) is linear, ``score = W f`` with
+``W`` ``[3, 29]`` (the constant ``bias`` feature gives each action a bias); ``h > 0``
+is a one-hidden-layer MLP ``score = W2 tanh(W1 f)`` with ``W1`` ``[h, 29]`` and
+``W2`` ``[3, h]``. Only decisions with two or more allowed actions ask the policy.
+
+Initial parameters (``options["init"]``): ``"greedy"`` (default) sets the biases of
+a linear policy to ``(init_scale, init_scale / 2, 0)`` for (Copy, NoCopy, Drop) and
+every other weight to 0, so the initial mean policy is the greedy
+Copy > NoCopy > Drop rule and the first perturbations explore around it;
+``"zeros"`` starts at 0 (the mean policy is then greedy by tie-breaking, and every
+perturbation is a random linear policy); ``"random"`` draws every weight from
+``N(0, init_scale²)``. For an MLP, ``"greedy"`` gives ``W2``'s columns for the
+hidden unit fed by the bias a greedy ordering (``W1`` row 0 = bias, ``W2[:, 0]`` =
+``(s, s/2, 0)``) and ``N(0, (init_scale / 10)²)`` elsewhere, deterministic from the
+seed.
+
+Work unit: games (episodes). With a work budget (and no wall-clock budget) the same
+seed gives the same solution, also with several workers (perturbations are drawn in
+the parent, results are gathered in order). With a wall-clock budget, play stops when
+the budget is spent; a game still running at that moment finishes with a cheap
+fallback (Drop where allowed, else the first allowed action) so the solver returns
+promptly, and the work done is recorded in ``extra["work"]`` (games, generations,
+backups). With no budget at all it runs ``DEFAULT_GENERATIONS`` generations.
+
+Parallelism: ``options["workers"]`` (default 1) processes evaluate each generation's
+games through a :class:`concurrent.futures.ProcessPoolExecutor` (``fork`` start
+method where available, so workers inherit the compiled kernels); the default is one
+worker, evaluating in this process, because the reference machine has 2 cores and
+a pool's start-up and per-generation messaging cost more than they save on programs
+of a few hundred buffers. The pool start-up counts against the wall-clock budget.
+
+Options (``SolveRequest.options``) and defaults: ``population`` 16 (perturbed games
+per generation, rounded up to even), ``sigma`` 0.1, ``lr`` 0.03, ``optimizer``
+``"adam"`` (or ``"sgd"``), ``l2`` 0.005 (weight decay per step, as a fraction of
+``lr``), ``hidden`` 0, ``init`` ``"greedy"``, ``init_scale`` 0.3, ``eval_mean`` True,
+``workers`` 1. (The argmax policy does not change when every weight is scaled, so
+what matters is ``sigma`` and ``lr`` relative to ``init_scale``; these values were
+picked on lstm_infer, alexnet_train_b32 and transformer_train at 120-200 games.)
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import sys
+import time
+from concurrent.futures import Executor, ProcessPoolExecutor
+from dataclasses import dataclass, replace
+from typing import Any, Mapping, Sequence
+
+import numpy as np
+
+from mallocgame.game.backup import DropBackup
+from mallocgame.game.features import NUM_FEATURES, FeatureExtractor
+from mallocgame.game.state import DROP, Game, replay
+from mallocgame.game.tables import GameTables, build_tables
+from mallocgame.instance import Instance
+from mallocgame.solution import Solution
+from mallocgame.solvers.base import Improvement, SolveRequest, Solver, Stopwatch, solution_from_game
+
+__all__ = [
+    "EsSolver", "EsConfig", "LinearPolicyShape", "centered_ranks", "play_policy", "DEFAULT_GENERATIONS",
+]
+
+DEFAULT_GENERATIONS = 10
+"""Generations run when the request has neither a work nor a wall-clock budget."""
+
+FINISH_S_PER_MOVE = 50e-6
+"""Initial estimate of the seconds one plain move (no policy call) takes; then measured."""
+
+FINISH_MARGIN = 1.5
+"""Safety factor on the estimated time to finish a game with the fallback."""
+
+_BIAS = NUM_FEATURES - 1  # index of the constant "bias" feature
+
+
+@dataclass(frozen=True)
+class EsConfig:
+    """ES settings, from ``SolveRequest.options`` (see the module docstring)."""
+
+    population: int = 16
+    sigma: float = 0.1
+    lr: float = 0.03
+    optimizer: str = "adam"
+    l2: float = 0.005
+    hidden: int = 0
+    init: str = "greedy"
+    init_scale: float = 0.3
+    eval_mean: bool = True
+    workers: int = 1
+
+    @classmethod
+    def from_options(cls, options: Mapping[str, Any]) -> "EsConfig":
+        known = set(cls.__dataclass_fields__)
+        unknown = set(options) - known
+        if unknown:
+            raise ValueError(f"es: unknown option(s) {sorted(unknown)} (have: {sorted(known)})")
+        cfg = cls(**dict(options))
+        pop = int(cfg.population)
+        if pop < 2:
+            raise ValueError("es: population must be at least 2")
+        cfg = replace(
+            cfg, population=pop + (pop % 2), hidden=int(cfg.hidden), workers=max(1, int(cfg.workers))
+        )
+        if cfg.sigma <= 0 or cfg.lr <= 0:
+            raise ValueError("es: sigma and lr must be positive")
+        if cfg.optimizer not in ("adam", "sgd"):
+            raise ValueError("es: optimizer must be 'adam' or 'sgd'")
+        if cfg.init not in ("greedy", "zeros", "random"):
+            raise ValueError("es: init must be 'greedy', 'zeros' or 'random'")
+        if cfg.hidden < 0:
+            raise ValueError("es: hidden must be >= 0")
+        return cfg
+
+
+@dataclass(frozen=True)
+class LinearPolicyShape:
+    """Layout of the flat parameter vector: linear (``hidden`` 0) or one-hidden-layer MLP."""
+
+    hidden: int = 0
+
+    @property
+    def size(self) -> int:
+        if self.hidden == 0:
+            return 3 * NUM_FEATURES
+        return self.hidden * NUM_FEATURES + 3 * self.hidden
+
+    def unpack(self, theta: np.ndarray) -> tuple[np.ndarray, ...]:
+        """``(W,)`` for linear, ``(W1, W2)`` for an MLP; float64 views of ``theta``."""
+        if self.hidden == 0:
+            return (theta.reshape(3, NUM_FEATURES),)
+        h = self.hidden
+        w1 = theta[: h * NUM_FEATURES].reshape(h, NUM_FEATURES)
+        w2 = theta[h * NUM_FEATURES :].reshape(3, h)
+        return (w1, w2)
+
+    def initial(self, cfg: EsConfig, rng: np.random.Generator) -> np.ndarray:
+        theta = np.zeros(self.size, dtype=np.float64)
+        s = float(cfg.init_scale)
+        if cfg.init == "random":
+            theta[:] = rng.normal(0.0, s, self.size)
+        elif cfg.init == "greedy":
+            greedy = np.array([s, s / 2.0, 0.0])
+            if self.hidden == 0:
+                theta.reshape(3, NUM_FEATURES)[:, _BIAS] = greedy
+            else:
+                w1, w2 = self.unpack(theta)
+                w1[:] = rng.normal(0.0, s / 10.0, w1.shape)
+                w2[:] = rng.normal(0.0, s / 10.0, w2.shape)
+                w1[0, :] = 0.0
+                w1[0, _BIAS] = 1.0  # hidden unit 0 = tanh(1), a constant
+                w2[:, 0] = greedy / np.tanh(1.0)
+        return theta
+
+
+class _Player:
+    """Plays full games of one instance with a parametric argmax policy and Drop-backup."""
+
+    def __init__(self, instance: Instance, tables: GameTables | None, shape: LinearPolicyShape) -> None:
+        self.instance = instance
+        self.game = Game(instance, tables)
+        self.extract = FeatureExtractor(self.game)
+        self.shape = shape
+        self._feat32 = np.zeros(NUM_FEATURES, dtype=np.float32)
+        self.move_cost = FINISH_S_PER_MOVE  # seconds per plain move, measured under a deadline
+
+    def play(
+        self, theta: np.ndarray, deadline: float | None = None
+    ) -> tuple[float, np.ndarray, int, bool]:
+        """One complete game; returns (return_s, actions int8 [B], backups, cut short).
+
+        ``deadline`` is a :func:`time.monotonic` value. While the time left would not
+        cover finishing every remaining move with the fallback (Drop where allowed, else
+        the first allowed action; estimated from the measured cost of plain moves, with a
+        margin), moves are played by the fallback and ``cut short`` is True.
+        """
+        game = self.game
+        game.reset()
+        driver = DropBackup(game)
+        params = self.shape.unpack(np.asarray(theta, dtype=np.float32))
+        extract, feat = self.extract, self._feat32
+        linear = len(params) == 1
+        w = params[0]
+        w2 = params[1] if not linear else None
+        cut = False
+        monotonic = time.monotonic
+        num_b = game.num_buffers
+        while not game.complete:
+            allowed = driver.allowed()
+            a0, a1, a2 = allowed.tolist()
+            plain = True
+            if deadline is not None:
+                t0 = monotonic()
+                finish_s = FINISH_MARGIN * self.move_cost * (num_b - game.current_buffer) + 0.01
+                finishing = deadline - t0 <= finish_s
+            else:
+                finishing = False
+            if a0 + a1 + a2 == 1:
+                action = 0 if a0 else (1 if a1 else 2)
+            elif finishing:
+                cut = True
+                action = DROP if a2 else (0 if a0 else 1)
+            else:
+                plain = False
+                extract(game, out=feat)
+                scores = w @ feat if linear else w2 @ np.tanh(w @ feat)
+                s0, s1, s2 = scores.tolist()
+                action, best = -1, -np.inf
+                if a0:
+                    action, best = 0, s0
+                if a1 and s1 > best:
+                    action, best = 1, s1
+                if a2 and s2 > best:
+                    action = 2
+            before = game.current_buffer
+            driver.step(action)
+            if deadline is not None and plain and game.current_buffer == before + 1:
+                self.move_cost = 0.98 * self.move_cost + 0.02 * (monotonic() - t0)
+        actions = np.array(game.actions(), dtype=np.int8)
+        return game.return_s, actions, driver.backups, cut
+
+
+# ---------------------------------------------------------------- worker processes
+
+_WORKER: _Player | None = None
+
+
+def _worker_init(instance: Instance, hidden: int) -> None:
+    global _WORKER
+    _WORKER = _Player(instance, None, LinearPolicyShape(hidden))
+
+
+def _worker_play(
+    thetas: Sequence[np.ndarray], deadline: float | None
+) -> list[tuple[float, bytes, int, bool]]:
+    assert _WORKER is not None
+    out = []
+    for theta in thetas:
+        ret, actions, backups, cut = _WORKER.play(theta, deadline)
+        out.append((ret, actions.tobytes(), backups, cut))
+    return out
+
+
+def play_policy(instance: Instance, theta: np.ndarray, hidden: int = 0) -> Game:
+    """Play one complete game of ``instance`` with parameters ``theta`` (for inspection)."""
+    player = _Player(instance, None, LinearPolicyShape(hidden))
+    player.play(theta)
+    return player.game
+
+
+# ---------------------------------------------------------------------- the solver
+
+
+def centered_ranks(values: np.ndarray) -> np.ndarray:
+    """Ranks of ``values`` scaled to ``[-0.5, 0.5]`` (ties by position; deterministic)."""
+    n = len(values)
+    ranks = np.empty(n, dtype=np.float64)
+    ranks[np.argsort(values, kind="stable")] = np.arange(n, dtype=np.float64)
+    return ranks / max(n - 1, 1) - 0.5
+
+
+class EsSolver(Solver):
+    """Evolution strategies over a linear (or tiny MLP) argmax policy; best game kept."""
+
+    name = "es"
+    work_unit = "games"
+
+    def solve(self, instance: Instance, request: SolveRequest = SolveRequest()) -> Solution:
+        clock = Stopwatch(request.seconds)
+        cfg = EsConfig.from_options(request.options)
+        rng = np.random.default_rng(request.seed)
+        shape = LinearPolicyShape(cfg.hidden)
+        tables = build_tables(instance)
+        theta = shape.initial(cfg, rng)
+        pairs = cfg.population // 2
+        per_gen = cfg.population + (1 if cfg.eval_mean else 0)
+        if request.work is not None:
+            max_games: int | None = max(1, int(request.work))
+        elif request.seconds is None:
+            max_games = DEFAULT_GENERATIONS * per_gen
+        else:
+            max_games = None
+        deadline = (
+            None if request.seconds is None else time.monotonic() + (request.seconds - clock.elapsed)
+        )
+
+        player: _Player | None = None
+        pool: Executor | None = None
+        if cfg.workers > 1:
+            ctx = multiprocessing.get_context("fork") if sys.platform.startswith("linux") else None
+            pool = ProcessPoolExecutor(
+                max_workers=cfg.workers, mp_context=ctx, initializer=_worker_init,
+                initargs=(instance, cfg.hidden),
+            )
+        else:
+            player = _Player(instance, tables, shape)
+
+        num_b = instance.num_buffers
+        state = {"games": 0, "generations": 0, "backups": 0}
+        best: Solution | None = None
+        best_return = -np.inf
+        adam_m = np.zeros_like(theta)
+        adam_v = np.zeros_like(theta)
+
+        def budget_left() -> int | None:
+            return None if max_games is None else max_games - state["games"]
+
+        def record(ret: float, backups: int, game: Game | None, actions: np.ndarray | None) -> None:
+            """Count one finished game; keep it if it is the best so far (``game`` is the
+            complete game itself, else it is rebuilt from ``actions``)."""
+            nonlocal best, best_return
+            state["games"] += 1
+            state["backups"] += backups
+            if ret > best_return:
+                best_return = ret
+                if game is None:
+                    assert actions is not None
+                    game = replay(instance, actions[:num_b].tolist(), tables)
+                work = dict(state)
+                best = solution_from_game(
+                    instance, game, solver=self.name, seed=request.seed, wall_s=clock.elapsed,
+                    extra={"work": work},
+                )
+                if request.callback is not None:
+                    request.callback(Improvement(best, clock.elapsed, work))
+
+        def evaluate(thetas: list[np.ndarray]) -> list[float]:
+            """Play one game per parameter vector (in order); keep the best; return fitnesses."""
+            fitness = []
+            if pool is None:
+                assert player is not None
+                for th in thetas:
+                    ret, _, backups, _ = player.play(th, deadline)
+                    record(ret, backups, player.game, None)
+                    fitness.append(ret)
+                    if request.seconds is not None and clock.expired():
+                        break  # the rest would only be cut-short games
+            else:
+                chunks = np.array_split(np.arange(len(thetas)), min(cfg.workers, len(thetas)))
+                futures = [
+                    pool.submit(_worker_play, [thetas[i] for i in c], deadline) for c in chunks if len(c)
+                ]
+                for fut in futures:
+                    for ret, raw, backups, _ in fut.result():
+                        record(ret, backups, None, np.frombuffer(raw, dtype=np.int8))
+                        fitness.append(ret)
+            return fitness
+
+        def out_of_budget() -> bool:
+            left = budget_left()
+            return (left is not None and left <= 0) or clock.expired()
+
+        try:
+            while best is None or not out_of_budget():
+                if cfg.eval_mean or best is None:
+                    evaluate([theta])
+                    if out_of_budget():
+                        break
+                left = budget_left()
+                n_pairs = pairs if left is None else min(pairs, left // 2)
+                if n_pairs == 0:
+                    if left:  # one game left, odd budget: play a single perturbation
+                        evaluate([theta + cfg.sigma * rng.standard_normal(theta.size)])
+                    break
+                eps = rng.standard_normal((n_pairs, theta.size))
+                thetas = [theta + cfg.sigma * e for e in eps] + [theta - cfg.sigma * e for e in eps]
+                fitness = evaluate(thetas)
+                if len(fitness) < len(thetas):
+                    break  # time ran out inside the generation
+                ranks = centered_ranks(np.asarray(fitness))
+                weights = ranks[:n_pairs] - ranks[n_pairs:]
+                grad = weights @ eps / (2 * n_pairs * cfg.sigma)
+                state["generations"] += 1
+                t = state["generations"]
+                if cfg.optimizer == "adam":
+                    b1, b2 = 0.9, 0.999
+                    adam_m = b1 * adam_m + (1 - b1) * grad
+                    adam_v = b2 * adam_v + (1 - b2) * grad * grad
+                    step = (adam_m / (1 - b1**t)) / (np.sqrt(adam_v / (1 - b2**t)) + 1e-8)
+                else:
+                    step = grad
+                theta = theta + cfg.lr * step - cfg.lr * cfg.l2 * theta
+        finally:
+            if pool is not None:
+                pool.shutdown(wait=True, cancel_futures=True)
+
+        assert best is not None
+        return replace(best, wall_s=clock.elapsed, extra={**best.extra, "work": dict(state)})

@@ -1,0 +1,103 @@
+"""The ``es`` solver: valid answers, improvement over its initial policy, budgets, seeds."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from mallocgame.check import check_solution
+from mallocgame.instance import instance_from_dict
+from mallocgame.solvers.base import SolveRequest
+from mallocgame.solvers.es import EsConfig, EsSolver, LinearPolicyShape, centered_ranks, play_policy
+from mallocgame.workloads.registry import load_workload
+
+CONFORMANCE = Path(__file__).parents[1] / "data" / "conformance"
+SMALL = {"population": 6}  # 7 games a generation with the mean policy
+
+
+def _conformance(name: str):
+    return instance_from_dict(json.loads((CONFORMANCE / f"{name}.json").read_text())["instance"])
+
+
+@pytest.fixture(scope="module")
+def lstm():
+    return load_workload("xla-v1/lstm_infer")
+
+
+@pytest.mark.parametrize("name", ["xla-v1/lstm_infer", "xla-v1/resnet_infer", "conformance/random112"])
+def test_answers_are_valid(name: str) -> None:
+    inst = _conformance(name.split("/")[1]) if name.startswith("conformance/") else load_workload(name)
+    solution = EsSolver().solve(inst, SolveRequest(seed=1, work=15, options=SMALL))
+    assert check_solution(inst, solution).ok
+    assert solution.solver == "es" and len(solution.actions) == inst.num_buffers
+    assert solution.extra["work"]["games"] == 15
+    assert solution.extra["work"]["generations"] == 2
+
+
+@pytest.mark.parametrize("init,hidden", [("greedy", 0), ("zeros", 0), ("random", 0), ("greedy", 4)])
+def test_policy_shapes_and_inits_are_valid(lstm, init: str, hidden: int) -> None:
+    options = {**SMALL, "init": init, "hidden": hidden}
+    solution = EsSolver().solve(lstm, SolveRequest(seed=0, work=8, options=options))
+    assert check_solution(lstm, solution).ok
+
+
+def test_conformance_answers_never_beat_the_optimum() -> None:
+    data = json.loads((CONFORMANCE / "random104.json").read_text())
+    inst = instance_from_dict(data["instance"])
+    solution = EsSolver().solve(inst, SolveRequest(seed=0, work=30, options=SMALL))
+    assert check_solution(inst, solution).ok
+    assert solution.reward_s <= data["optimal_reward_s"] * (1 + 1e-9) + 1e-15
+
+
+def test_same_seed_and_work_give_the_same_solution(lstm) -> None:
+    a = EsSolver().solve(lstm, SolveRequest(seed=7, work=22, options=SMALL))
+    b = EsSolver().solve(lstm, SolveRequest(seed=7, work=22, options=SMALL))
+    assert a.actions == b.actions and a.reward_s == b.reward_s
+    assert a.extra["work"] == b.extra["work"]
+
+
+def test_parallel_workers_give_the_same_solution(lstm) -> None:
+    request = dict(seed=3, work=15)
+    one = EsSolver().solve(lstm, SolveRequest(**request, options=SMALL))
+    two = EsSolver().solve(lstm, SolveRequest(**request, options={**SMALL, "workers": 2}))
+    assert check_solution(lstm, two).ok
+    assert one.actions == two.actions and one.extra["work"] == two.extra["work"]
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_improves_on_its_initial_policy(lstm, seed: int) -> None:
+    seen = []
+    options = {"population": 8}
+    request = SolveRequest(seed=seed, work=9 * 8, callback=seen.append, options=options)
+    final = EsSolver().solve(lstm, request)
+    initial = seen[0]  # the first game played is the initial mean policy's
+    assert initial.work["games"] == 1
+    cfg = EsConfig.from_options(options)
+    theta0 = LinearPolicyShape().initial(cfg, np.random.default_rng(seed))
+    assert play_policy(lstm, theta0).return_s == initial.solution.reward_s
+    assert final.reward_s > initial.solution.reward_s
+    rewards = [imp.solution.reward_s for imp in seen]
+    assert rewards == sorted(rewards) and rewards[-1] == final.reward_s
+
+
+def test_wall_clock_budget_is_honoured() -> None:
+    inst = load_workload("synthetic/4k")
+    solution = EsSolver().solve(inst, SolveRequest(seed=0, seconds=1.0))
+    assert check_solution(inst, solution).ok
+    assert solution.wall_s < 1.0 + 0.6
+    assert solution.extra["work"]["games"] >= 1
+
+
+def test_centered_ranks() -> None:
+    ranks = centered_ranks(np.array([3.0, -1.0, 10.0, 0.0]))
+    assert ranks.tolist() == pytest.approx([1 / 6, -0.5, 0.5, -1 / 6])
+
+
+def test_bad_options_are_rejected(lstm) -> None:
+    with pytest.raises(ValueError, match="unknown option"):
+        EsSolver().solve(lstm, SolveRequest(work=1, options={"popsize": 4}))
+    with pytest.raises(ValueError):
+        EsSolver().solve(lstm, SolveRequest(work=1, options={"sigma": 0}))
