@@ -252,6 +252,28 @@ def _cmd_bench_suite(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _cmd_bench_rewards(args: argparse.Namespace) -> int:
+    from mallocgame.bench.rewards import final_table, plot_curves, reward_curve, write_csv
+    from mallocgame.solvers import get_solver
+
+    for name in args.solvers:
+        get_solver(name)
+    points = []
+    for program in args.programs:
+        for solver in args.solvers:
+            for seed in args.seeds:
+                curve = reward_curve(program, solver, args.budget, seed)
+                print(f"{program} {solver} s{seed}: {curve[-1].normalized_reward:.4f} after "
+                      f"{curve[-1].elapsed_s:.1f} s ({curve[-1].work})", file=sys.stderr)
+                points += curve
+    out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    write_csv(points, out.with_suffix(".csv"))
+    plot_curves(points, out.with_suffix(".png"))
+    print(final_table(points))
+    return EXIT_OK
+
+
 # ------------------------------------------------------------------------------ parser
 
 
@@ -317,6 +339,14 @@ def _parser() -> _Parser:
     q.add_argument("--programs", nargs="*", help="workloads (default: the xla-v1 suite)")
     q.add_argument("--games", type=int, default=40, help="random games per program")
     q.set_defaults(func=_cmd_bench_correlation)
+
+    q = bench.add_parser("rewards", help="best reward against wall-clock time per solver (paper Table 2, Figure 5)")
+    q.add_argument("--programs", nargs="+", required=True, help="workloads")
+    q.add_argument("--solvers", nargs="+", default=["random", "es", "mcts"])
+    q.add_argument("--seeds", type=int, nargs="+", default=[0])
+    q.add_argument("--budget", type=float, default=60.0, help="wall-clock seconds per run")
+    q.add_argument("--out", default="results/rewards", help="writes OUT.csv and OUT.png")
+    q.set_defaults(func=_cmd_bench_rewards)
 
     q = bench.add_parser("suite", help="the suite table: sizes and drop/random/greedy rewards")
     q.add_argument("--programs", nargs="*", help="workloads (default: every bundled one)")
