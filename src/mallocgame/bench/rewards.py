@@ -89,14 +89,15 @@ def plot_curves(points: list[CurvePoint], path: Path) -> None:
             colour = colours.setdefault(solver, f"C{len(colours)}")
             xs = [p.elapsed_s for p in pts]
             ys = [p.normalized_reward for p in pts]
-            ax.step(xs, ys, where="post", color=colour, alpha=0.8, label=solver if seed == pts[0].seed else None)
+            ax.step(xs, ys, where="post", color=colour, alpha=0.8, marker="o", markersize=4,
+                    label=solver if seed == pts[0].seed else None)
         ax.set_title(program)
         ax.set_xlabel("wall-clock seconds")
         ax.set_ylabel("best normalized reward")
         ax.grid(alpha=0.3)
         handles, labels = ax.get_legend_handles_labels()
         unique = dict(zip(labels, handles))
-        ax.legend(unique.values(), unique.keys(), loc="lower right")
+        ax.legend(unique.values(), unique.keys(), loc="best")
     fig.tight_layout()
     buffer = io.BytesIO()
     fig.savefig(buffer, format="png", dpi=100)
