@@ -1,13 +1,28 @@
 """Real ML programs to compile with XLA (through JAX) and turn into game instances.
 
-Six small, fixed, deterministic programs modelled on the workloads of the paper's
-section 5.1 (AlexNet training at batch 32, ResNet inference, Transformer training,
-LSTM inference) plus two that exercise XLA features the game must model: a loop
-that updates a buffer in place, and a step whose arguments are donated (aliased to
-its outputs).
+The registry :data:`MODEL_PROGRAMS`: 28 fixed, deterministic programs modelled on
+the XLA workloads of the paper (section 5.1, appendix B; 169 to 16,490 buffers),
+from about 70 to about 17,000 game buffers once compiled by XLA for the CPU.
 
-Each is a :class:`ModelProgram`; :meth:`ModelProgram.build` returns
-``(fn, example_args, jit_kwargs)`` so that::
+- Six base programs, defined here: AlexNet training at batch 32, ResNet-20
+  inference, a small Transformer training step, LSTM inference, plus two that
+  exercise XLA features the game must model: a loop that updates a buffer in
+  place, and a step whose arguments are donated (aliased to its outputs).
+- :mod:`~mallocgame.workloads.models_vision`: ResNet-50 (bottleneck) inference and
+  training, MnasNet, MLP-Mixer, U-Net, ViT, a batchnorm CNN and a VAE.
+- :mod:`~mallocgame.workloads.models_sequence`: GRU, stacked vanilla RNN,
+  bidirectional GRU, an LSTM language-model training step, seq2seq NMT with
+  attention and greedy decoding, WaveNet.
+- :mod:`~mallocgame.workloads.models_transformers`: BERT pre-training, a bf16
+  mixed-precision decoder, an encoder-decoder NMT Transformer and the deep GPT-style
+  decoder training step (the largest program, over 16,000 buffers).
+- :mod:`~mallocgame.workloads.models_misc`: an AlphaTensor-style factorised matmul
+  chain, a message-passing graph network, a DLRM training step, a DDIM sampler.
+
+Each is a :class:`ModelProgram` (flagged ``training`` for a full training step:
+loss, gradients, optimizer update; ``loops`` for XLA ``while`` loops of known trip
+count); :meth:`ModelProgram.build` returns ``(fn, example_args, jit_kwargs)`` so
+that::
 
     fn, args, kw = MODEL_PROGRAMS["alexnet_train_b32"].build()
     compiled = jax.jit(fn, **kw).lower(*args).compile()
@@ -17,20 +32,35 @@ computed; parameter shapes come from ``jax.eval_shape`` of the model's init);
 ``build(concrete=True)`` gives real arrays of the same shapes instead, drawn from
 ``numpy.random.default_rng(0)`` (fan-in scaled normal weights, zero biases, unit
 scales and variances; optimizer state from the optimizer's own init). Both lower
-to the same HLO. All values are float32 (labels and token ids int32); sizes are
-fixed so each program compiles on a small CPU in a few seconds.
+to the same HLO. Values are float32 (labels, token ids and indices int32; a PRNG
+key uint32; one program computes in bfloat16); sizes are fixed so each program
+compiles on a 2-core CPU in under a minute (most in a few seconds).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 import flax.linen as nn
 import jax
 import jax.numpy as jnp
 import numpy as np
 import optax
+
+from mallocgame.workloads import models_misc, models_sequence, models_transformers, models_vision
+from mallocgame.workloads.models_common import (  # noqa: F401  (re-exported helpers)
+    _KEY,
+    SEED,
+    Built,
+    ModelProgram,
+    _abstract,
+    _fill,
+    _floats,
+    _ints,
+    _opt_state,
+    _params,
+    _xent,
+)
 
 __all__ = [
     "ModelProgram",
@@ -41,100 +71,6 @@ __all__ = [
     "Transformer",
     "LSTMClassifier",
 ]
-
-SEED = 0
-
-Built = tuple[Callable[..., Any], tuple[Any, ...], dict[str, Any]]
-
-
-@dataclass(frozen=True)
-class ModelProgram:
-    """One program: a jittable function with fixed example arguments.
-
-    ``builder(concrete)`` returns ``(fn, example_args, jit_kwargs)``;
-    ``jit_kwargs`` holds e.g. ``donate_argnums`` and is meant for ``jax.jit``.
-    """
-
-    name: str
-    description: str
-    builder: Callable[[bool], Built]
-
-    def build(self, concrete: bool = False) -> Built:
-        """``(fn, example_args, jit_kwargs)``; abstract args unless ``concrete``."""
-        return self.builder(concrete)
-
-    def lower(self, concrete: bool = False) -> Any:
-        """The program lowered by ``jax.jit`` (a ``jax.stages.Lowered``)."""
-        fn, args, kwargs = self.build(concrete)
-        return jax.jit(fn, **kwargs).lower(*args)
-
-
-# --------------------------------------------------------------------------- helpers
-
-
-def _abstract(tree: Any) -> Any:
-    """ShapeDtypeStructs of every array leaf of ``tree``."""
-    return jax.tree_util.tree_map(lambda a: jax.ShapeDtypeStruct(a.shape, a.dtype), tree)
-
-
-_KEY = jax.ShapeDtypeStruct((2,), jnp.uint32)  # a raw PRNG key, for jax.eval_shape
-
-
-def _fill(path: tuple[Any, ...], leaf: jax.ShapeDtypeStruct, rng: np.random.Generator) -> Any:
-    """A real value for one parameter: by its name, else fan-in scaled normal."""
-    last = path[-1] if path else None
-    name = str(getattr(last, "key", getattr(last, "name", "")))
-    if not jnp.issubdtype(leaf.dtype, jnp.floating) or name in ("bias", "mean"):
-        value = np.zeros(leaf.shape, leaf.dtype)
-    elif name in ("scale", "var"):
-        value = np.ones(leaf.shape, leaf.dtype)
-    elif len(leaf.shape) >= 2:
-        fan_in = int(np.prod(leaf.shape[:-1]))
-        value = (rng.standard_normal(leaf.shape) / np.sqrt(fan_in)).astype(leaf.dtype)
-    else:
-        value = np.zeros(leaf.shape, leaf.dtype)
-    return jnp.asarray(value)
-
-
-def _params(
-    init_fn: Callable[[jax.Array, jax.Array], Any],
-    example: jax.ShapeDtypeStruct,
-    concrete: bool,
-    rng: np.random.Generator,
-) -> Any:
-    """Parameters of the shapes ``init_fn(key, example)`` makes: abstract or real.
-
-    Only the shapes come from ``init_fn`` (``jax.eval_shape``, nothing computed);
-    real values are drawn with numpy (:func:`_fill`), since running a model's
-    random init through XLA costs far more to compile than the program itself.
-    """
-    shapes = _abstract(jax.eval_shape(init_fn, _KEY, example))
-    if not concrete:
-        return shapes
-    return jax.tree_util.tree_map_with_path(lambda p, leaf: _fill(p, leaf, rng), shapes)
-
-
-def _opt_state(tx: optax.GradientTransformation, params: Any, concrete: bool) -> Any:
-    """The optimizer's initial state for ``params`` (abstract when they are)."""
-    if concrete:
-        return tx.init(params)
-    return _abstract(jax.eval_shape(tx.init, params))
-
-
-def _floats(rng: np.random.Generator, shape: tuple[int, ...], concrete: bool) -> Any:
-    if concrete:
-        return jnp.asarray(rng.standard_normal(shape).astype(np.float32))
-    return jax.ShapeDtypeStruct(shape, jnp.float32)
-
-
-def _ints(rng: np.random.Generator, shape: tuple[int, ...], high: int, concrete: bool) -> Any:
-    if concrete:
-        return jnp.asarray(rng.integers(0, high, shape).astype(np.int32))
-    return jax.ShapeDtypeStruct(shape, jnp.int32)
-
-
-def _xent(logits: jax.Array, labels: jax.Array) -> jax.Array:
-    return optax.softmax_cross_entropy_with_integer_labels(logits, labels).mean()
 
 
 # --------------------------------------------------------------------------- models
@@ -446,56 +382,69 @@ def _donated_sgd_step(concrete: bool) -> Built:
     return sgd_step, (params, opt_state, x, y), {"donate_argnums": (0, 1)}
 
 
+_BASE_PROGRAMS = [
+    ModelProgram(
+        "alexnet_train_b32",
+        "AlexNet-like CNN (5 conv with 3 max-pools, 3 dense; 32x32x3 images, "
+        "10 classes) full training step at batch 32: forward, softmax "
+        "cross-entropy, backward, Adam update (optax); returns new params, "
+        "optimizer state and loss",
+        _alexnet_train_b32,
+        training=True,
+    ),
+    ModelProgram(
+        "resnet_infer",
+        "ResNet-20, CIFAR style (3x3 stem, 3 stages x 3 basic blocks of "
+        "16/32/64 channels: conv + inference batchnorm + relu with skip "
+        "connections, projection shortcuts; global average pool, dense) "
+        "inference at batch 8 on 32x32x3 images, softmax output",
+        _resnet_infer,
+    ),
+    ModelProgram(
+        "transformer_train",
+        "decoder-only Transformer LM (2 pre-LN layers, d_model 128, 4 heads, "
+        "d_ff 512, vocab 512, causal attention, tied embeddings) training step "
+        "at batch 8, sequence 64: next-token cross-entropy, grad, AdamW update",
+        _transformer_train,
+        training=True,
+    ),
+    ModelProgram(
+        "lstm_infer",
+        "2-layer stacked LSTM (hidden 128, input 64) inference over 16 time "
+        "steps at batch 8 "
+        "with jax.lax.scan (a while loop of trip count 16), dense head on the "
+        "last hidden state, log-softmax output",
+        _lstm_infer,
+        loops=True,
+    ),
+    ModelProgram(
+        "inplace_update_loop",
+        "greedy decoding for 32 steps (lax.fori_loop) at batch 8 with one "
+        "attention layer (d 128, vocab 256) and a KV cache: each step writes its "
+        "key and value into [8,32,128] caches with dynamic_update_slice and its "
+        "token into a [32,8] buffer with .at[i].set (in-place updates of "
+        "loop-carried buffers)",
+        _inplace_update_loop,
+        loops=True,
+    ),
+    ModelProgram(
+        "donated_sgd_step",
+        "MLP (256-512-512-10) training step at batch 64 with SGD + momentum "
+        "(optax), params and optimizer state donated (donate_argnums=(0, 1)) so "
+        "they are updated in place (input/output aliases)",
+        _donated_sgd_step,
+        training=True,
+    ),
+]
+
 MODEL_PROGRAMS: dict[str, ModelProgram] = {
     p.name: p
     for p in [
-        ModelProgram(
-            "alexnet_train_b32",
-            "AlexNet-like CNN (5 conv with 3 max-pools, 3 dense; 32x32x3 images, "
-            "10 classes) full training step at batch 32: forward, softmax "
-            "cross-entropy, backward, Adam update (optax); returns new params, "
-            "optimizer state and loss",
-            _alexnet_train_b32,
-        ),
-        ModelProgram(
-            "resnet_infer",
-            "ResNet-20, CIFAR style (3x3 stem, 3 stages x 3 basic blocks of "
-            "16/32/64 channels: conv + inference batchnorm + relu with skip "
-            "connections, projection shortcuts; global average pool, dense) "
-            "inference at batch 8 on 32x32x3 images, softmax output",
-            _resnet_infer,
-        ),
-        ModelProgram(
-            "transformer_train",
-            "decoder-only Transformer LM (2 pre-LN layers, d_model 128, 4 heads, "
-            "d_ff 512, vocab 512, causal attention, tied embeddings) training step "
-            "at batch 8, sequence 64: next-token cross-entropy, grad, AdamW update",
-            _transformer_train,
-        ),
-        ModelProgram(
-            "lstm_infer",
-            "2-layer stacked LSTM (hidden 128, input 64) inference over 16 time "
-            "steps at batch 8 "
-            "with jax.lax.scan (a while loop of trip count 16), dense head on the "
-            "last hidden state, log-softmax output",
-            _lstm_infer,
-        ),
-        ModelProgram(
-            "inplace_update_loop",
-            "greedy decoding for 32 steps (lax.fori_loop) at batch 8 with one "
-            "attention layer (d 128, vocab 256) and a KV cache: each step writes its "
-            "key and value into [8,32,128] caches with dynamic_update_slice and its "
-            "token into a [32,8] buffer with .at[i].set (in-place updates of "
-            "loop-carried buffers)",
-            _inplace_update_loop,
-        ),
-        ModelProgram(
-            "donated_sgd_step",
-            "MLP (256-512-512-10) training step at batch 64 with SGD + momentum "
-            "(optax), params and optimizer state donated (donate_argnums=(0, 1)) so "
-            "they are updated in place (input/output aliases)",
-            _donated_sgd_step,
-        ),
+        *_BASE_PROGRAMS,
+        *models_vision.PROGRAMS,
+        *models_sequence.PROGRAMS,
+        *models_transformers.PROGRAMS,
+        *models_misc.PROGRAMS,
     ]
 }
 

@@ -1,0 +1,207 @@
+"""Shared pieces of the model programs (:mod:`mallocgame.workloads.models`).
+
+:class:`ModelProgram` and the helpers that make example arguments: abstract
+(:class:`jax.ShapeDtypeStruct`) by default, real arrays drawn from
+``numpy.random.default_rng(SEED)`` with ``concrete=True``. The model files
+(``models_*.py``) import from here; :mod:`mallocgame.workloads.models` is the registry.
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+from typing import Any, Callable
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+
+__all__ = ["ModelProgram", "Built", "SEED"]
+
+SEED = 0
+
+Built = tuple[Callable[..., Any], tuple[Any, ...], dict[str, Any]]
+
+
+@dataclass(frozen=True)
+class ModelProgram:
+    """One program: a jittable function with fixed example arguments.
+
+    ``builder(concrete)`` returns ``(fn, example_args, jit_kwargs)``;
+    ``jit_kwargs`` holds e.g. ``donate_argnums`` and is meant for ``jax.jit``.
+    ``training`` marks a full training step (loss, gradients and an optimizer
+    update); ``loops`` a program with at least one XLA ``while`` loop of known trip
+    count (``lax.scan`` / ``fori_loop``).
+    """
+
+    name: str
+    description: str
+    builder: Callable[[bool], Built]
+    training: bool = False
+    loops: bool = False
+
+    def build(self, concrete: bool = False) -> Built:
+        """``(fn, example_args, jit_kwargs)``; abstract args unless ``concrete``."""
+        return self.builder(concrete)
+
+    def lower(self, concrete: bool = False) -> Any:
+        """The program lowered by ``jax.jit`` (a ``jax.stages.Lowered``)."""
+        fn, args, kwargs = self.build(concrete)
+        return jax.jit(fn, **kwargs).lower(*args)
+
+
+def _abstract(tree: Any) -> Any:
+    """ShapeDtypeStructs of every array leaf of ``tree``."""
+    return jax.tree_util.tree_map(lambda a: jax.ShapeDtypeStruct(a.shape, a.dtype), tree)
+
+
+_KEY = jax.ShapeDtypeStruct((2,), jnp.uint32)  # a raw PRNG key, for jax.eval_shape
+
+
+def _fill(path: tuple[Any, ...], leaf: jax.ShapeDtypeStruct, rng: np.random.Generator) -> Any:
+    """A real value for one parameter: by its name, else fan-in scaled normal.
+
+    Real arrays are placed with ``jax.device_put`` (``jnp.asarray`` compiles a
+    conversion per new shape: seconds for a model with hundreds of shapes).
+    """
+    last = path[-1] if path else None
+    name = str(getattr(last, "key", getattr(last, "name", "")))
+    if not jnp.issubdtype(leaf.dtype, jnp.floating) or name in ("bias", "mean"):
+        value = np.zeros(leaf.shape, leaf.dtype)
+    elif name in ("scale", "var"):
+        value = np.ones(leaf.shape, leaf.dtype)
+    elif len(leaf.shape) >= 2:
+        fan_in = int(np.prod(leaf.shape[:-1]))
+        value = (rng.standard_normal(leaf.shape) / np.sqrt(fan_in)).astype(leaf.dtype)
+    else:
+        value = np.zeros(leaf.shape, leaf.dtype)
+    return jax.device_put(value)
+
+
+def _params(
+    init_fn: Callable[[jax.Array, jax.Array], Any],
+    example: Any,
+    concrete: bool,
+    rng: np.random.Generator,
+) -> Any:
+    """Parameters of the shapes ``init_fn(key, example)`` makes: abstract or real.
+
+    Only the shapes come from ``init_fn`` (``jax.eval_shape``, nothing computed);
+    real values are drawn with numpy (:func:`_fill`), since running a model's
+    random init through XLA costs far more to compile than the program itself.
+    """
+    shapes = _abstract(jax.eval_shape(init_fn, _KEY, example))
+    if not concrete:
+        return shapes
+    return jax.tree_util.tree_map_with_path(lambda p, leaf: _fill(p, leaf, rng), shapes)
+
+
+def _opt_state(tx: optax.GradientTransformation, params: Any, concrete: bool) -> Any:
+    """The optimizer's initial state for ``params`` (abstract when they are).
+
+    Real states come from one jitted ``tx.init`` (one small compilation instead of
+    an eager dispatch, and compilation, per parameter shape).
+    """
+    if concrete:
+        return jax.jit(tx.init)(params)
+    return _abstract(jax.eval_shape(tx.init, params))
+
+
+def _floats(rng: np.random.Generator, shape: tuple[int, ...], concrete: bool) -> Any:
+    if concrete:
+        return jax.device_put(rng.standard_normal(shape).astype(np.float32))
+    return jax.ShapeDtypeStruct(shape, jnp.float32)
+
+
+def _ints(rng: np.random.Generator, shape: tuple[int, ...], high: int, concrete: bool) -> Any:
+    if concrete:
+        return jax.device_put(rng.integers(0, high, shape).astype(np.int32))
+    return jax.ShapeDtypeStruct(shape, jnp.int32)
+
+
+def _uniform(rng: np.random.Generator, shape: tuple[int, ...], concrete: bool) -> Any:
+    """Values in [0, 1) (e.g. pixel intensities or binary targets)."""
+    if concrete:
+        return jax.device_put(rng.random(shape).astype(np.float32))
+    return jax.ShapeDtypeStruct(shape, jnp.float32)
+
+
+def _rng_key(concrete: bool) -> Any:
+    """A raw ``uint32[2]`` PRNG key argument (the program draws its own noise from it)."""
+    if concrete:
+        return jax.device_put(np.array([0, SEED], np.uint32))
+    return _KEY
+
+
+def _xent(logits: jax.Array, labels: jax.Array) -> jax.Array:
+    return optax.softmax_cross_entropy_with_integer_labels(logits, labels).mean()
+
+
+@functools.lru_cache(maxsize=None)
+def _variable_shapes(model: Any, examples: tuple[Any, ...], collections: tuple[str, ...]) -> Any:
+    """``{collection: shapes}`` of ``model.init(key, *examples)`` (abstract; cached).
+
+    Flax modules and ``ShapeDtypeStruct`` s are hashable, so a program built again
+    (e.g. concrete after abstract) does not trace its model's init again.
+    """
+
+    def init(key: jax.Array, ex: tuple[Any, ...]) -> Any:
+        v = model.init(key, *ex)
+        return {c: v[c] for c in collections if c in v}
+
+    return _abstract(jax.eval_shape(init, _KEY, examples))
+
+
+def _model_variables(
+    model: Any,
+    examples: tuple[Any, ...],
+    concrete: bool,
+    rng: np.random.Generator,
+    collections: tuple[str, ...] = ("params",),
+) -> dict[str, Any]:
+    """The ``collections`` of ``model.init(key, *examples)``: abstract or real (:func:`_fill`).
+
+    ``examples`` are ``ShapeDtypeStruct`` s of the model's inputs (batch 1 suffices).
+    """
+    shapes = _variable_shapes(model, tuple(examples), tuple(collections))
+    if not concrete:
+        return jax.tree_util.tree_map(lambda a: a, shapes)  # a fresh tree
+    return jax.tree_util.tree_map_with_path(lambda p, leaf: _fill(p, leaf, rng), shapes)
+
+
+def _model_params(model: Any, examples: tuple[Any, ...], concrete: bool, rng: np.random.Generator) -> Any:
+    """The parameters of ``model.init(key, *examples)``: abstract or real."""
+    return _model_variables(model, examples, concrete, rng)["params"]
+
+
+def _train_step(
+    loss_fn: Callable[..., jax.Array], tx: optax.GradientTransformation
+) -> Callable[..., Any]:
+    """``step(params, opt_state, *batch) -> (params, opt_state, loss)``.
+
+    The loss and its gradient (``jax.value_and_grad`` of ``loss_fn(params,
+    *batch)``), then one update of ``tx`` (optax) applied to the parameters.
+    """
+
+    def train_step(params: Any, opt_state: Any, *batch: Any) -> Any:
+        loss, grads = jax.value_and_grad(loss_fn)(params, *batch)
+        updates, opt_state = tx.update(grads, opt_state, params)
+        return optax.apply_updates(params, updates), opt_state, loss
+
+    return train_step
+
+
+def _training_program(
+    model: Any,
+    tx: optax.GradientTransformation,
+    loss_fn: Callable[..., jax.Array],
+    init_examples: tuple[Any, ...],
+    batch: tuple[Any, ...],
+    concrete: bool,
+    rng: np.random.Generator,
+) -> Built:
+    """A :func:`_train_step` with its params (of ``model.init(key, *init_examples)``) and optimizer state."""
+    params = _model_params(model, init_examples, concrete, rng)
+    opt_state = _opt_state(tx, params, concrete)
+    return _train_step(loss_fn, tx), (params, opt_state, *batch), {}

@@ -1,0 +1,322 @@
+"""Other model programs: an AlphaTensor-style factorised matrix multiplication chain, a
+message-passing graph network, a DLRM recommender training step and a diffusion
+(DDIM) sampler.
+
+Registered in :mod:`mallocgame.workloads.models` (see there for the conventions).
+"""
+
+from __future__ import annotations
+
+import flax.linen as nn
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+
+from mallocgame.workloads.models_common import (
+    SEED,
+    Built,
+    ModelProgram,
+    _floats,
+    _ints,
+    _model_params,
+    _opt_state,
+)
+
+__all__ = ["PROGRAMS", "STRASSEN", "kron_factors", "factorized_matmul", "GraphNetwork", "DLRM", "DDIMSampler"]
+
+
+# --------------------------------------------------------------------------- AlphaTensor
+
+# Strassen's rank-7 factorisation of the 2x2 matrix multiplication tensor, in the
+# (U, V, W) form AlphaTensor outputs: block i of A is row-major (A11, A12, A21, A22),
+# product r is (sum_i U[i, r] A_i) @ (sum_j V[j, r] B_j), C_k = sum_r W[k, r] M_r.
+STRASSEN = (
+    np.array([[1, 0, 1, 0, 1, -1, 0], [0, 0, 0, 0, 1, 0, 1], [0, 1, 0, 0, 0, 1, 0], [1, 1, 0, 1, 0, 0, -1]]),
+    np.array([[1, 1, 0, -1, 0, 1, 0], [0, 0, 1, 0, 0, 1, 0], [0, 0, 0, 1, 0, 0, 1], [1, 0, -1, 0, 1, 0, 1]]),
+    np.array([[1, 0, 0, 1, -1, 0, 1], [0, 0, 1, 0, 1, 0, 0], [0, 1, 0, 1, 0, 0, 0], [1, -1, 1, 0, 0, 1, 0]]),
+)
+
+
+def kron_factors(f: tuple[np.ndarray, ...], g: tuple[np.ndarray, ...], n: int = 2, m: int = 2):
+    """The factorisation of the (n*m)x(n*m) product from those of n x n (``f``) and m x m (``g``).
+
+    Block (r, c) of the big matrix, r = r1*m + r2, is inner block (r2, c2) of outer
+    block (r1, c1); its factor row is the outer row times the inner row (Kronecker).
+    """
+    size = n * m
+    out = []
+    for a, b in zip(f, g):
+        k = np.zeros((size * size, a.shape[1] * b.shape[1]), a.dtype)
+        for r in range(size):
+            for c in range(size):
+                outer, inner = (r // m) * n + c // m, (r % m) * m + c % m
+                k[r * size + c] = np.kron(a[outer], b[inner])
+        out.append(k)
+    return tuple(out)
+
+
+def factorized_matmul(a: jax.Array, b: jax.Array, factors: tuple[np.ndarray, ...]) -> jax.Array:
+    """``a @ b`` by a tensor factorisation (U, V, W) of the n x n block product (rank R: R matmuls)."""
+    u, v, w = factors
+    n = int(round(np.sqrt(u.shape[0])))
+    bs = a.shape[0] // n
+    blocks = lambda x: [x[i * bs:(i + 1) * bs, j * bs:(j + 1) * bs] for i in range(n) for j in range(n)]  # noqa: E731
+    a_blocks, b_blocks = blocks(a), blocks(b)
+
+    def combine(coeffs: np.ndarray, parts: list[jax.Array]) -> jax.Array:
+        terms = [float(c) * p for c, p in zip(coeffs, parts) if c != 0]
+        return sum(terms[1:], terms[0])
+
+    products = [combine(u[:, r], a_blocks) @ combine(v[:, r], b_blocks) for r in range(u.shape[1])]
+    c_blocks = [combine(w[k], products) for k in range(n * n)]
+    rows = [jnp.concatenate(c_blocks[i * n:(i + 1) * n], axis=1) for i in range(n)]
+    return jnp.concatenate(rows, axis=0)
+
+
+def _alphatensor_matmul(concrete: bool) -> Built:
+    factors = kron_factors(STRASSEN, STRASSEN)  # rank 49 for 4x4 blocks (Strassen squared)
+    rng = np.random.default_rng(SEED)
+    mats = _floats(rng, (4, 256, 256), concrete)
+    if concrete:
+        mats = mats / 16.0
+
+    def chain(mats):
+        """``M0 @ M1 @ M2 @ M3`` by the rank-49 algorithm (3 x 49 block matmuls), and its error."""
+        out, ref = mats[0], mats[0]
+        for i in range(1, mats.shape[0]):
+            out = factorized_matmul(out, mats[i], factors)
+            ref = ref @ mats[i]
+        return out, jnp.sqrt(jnp.sum((out - ref) ** 2) / jnp.sum(ref**2))
+
+    return chain, (mats,), {}
+
+
+# --------------------------------------------------------------------------- graph network
+
+
+class _MLP(nn.Module):
+    sizes: tuple[int, ...]
+    layer_norm: bool = True
+
+    @nn.compact
+    def __call__(self, x: jax.Array) -> jax.Array:
+        for i, s in enumerate(self.sizes):
+            x = nn.Dense(s)(x)
+            if i + 1 < len(self.sizes):
+                x = nn.relu(x)
+        return nn.LayerNorm()(x) if self.layer_norm else x
+
+
+class _MessagePassing(nn.Module):
+    """One interaction-network round: edge update from (edge, sender, receiver), sum to nodes."""
+
+    hidden: int
+
+    @nn.compact
+    def __call__(self, carry: tuple[jax.Array, jax.Array], graph: tuple[jax.Array, jax.Array]):
+        nodes, edges = carry
+        senders, receivers = graph
+        msg = jnp.concatenate([edges, jnp.take(nodes, senders, axis=0), jnp.take(nodes, receivers, axis=0)], -1)
+        edges = edges + _MLP((self.hidden, self.hidden), name="edge")(msg)
+        agg = jax.ops.segment_sum(edges, receivers, num_segments=nodes.shape[0])
+        nodes = nodes + _MLP((self.hidden, self.hidden), name="node")(jnp.concatenate([nodes, agg], -1))
+        return (nodes, edges), None
+
+
+class GraphNetwork(nn.Module):
+    """Encode-process-decode graph network; the process rounds are a scan with per-round weights."""
+
+    hidden: int = 64
+    rounds: int = 10
+    num_graphs: int = 16
+    outputs: int = 4
+
+    @nn.compact
+    def __call__(self, nodes, edges, senders, receivers, graph_ids):
+        nodes = _MLP((self.hidden, self.hidden), name="node_encoder")(nodes)
+        edges = _MLP((self.hidden, self.hidden), name="edge_encoder")(edges)
+        process = nn.scan(
+            _MessagePassing,
+            variable_axes={"params": 0},
+            split_rngs={"params": True},
+            in_axes=nn.broadcast,
+            length=self.rounds,
+        )
+        (nodes, _), _ = process(self.hidden, name="processor")((nodes, edges), (senders, receivers))
+        per_node = _MLP((self.hidden, self.outputs), layer_norm=False, name="node_decoder")(nodes)
+        pooled = jax.ops.segment_sum(nodes, graph_ids, num_segments=self.num_graphs)
+        counts = jax.ops.segment_sum(jnp.ones_like(graph_ids, nodes.dtype), graph_ids, num_segments=self.num_graphs)
+        per_graph = _MLP((self.hidden, 1), layer_norm=False, name="graph_decoder")(pooled / counts[:, None])
+        return per_node, per_graph[:, 0]
+
+
+def _gnn_infer(concrete: bool) -> Built:
+    model = GraphNetwork()
+    n_nodes, n_edges = 1024, 4096
+    rng = np.random.default_rng(SEED)
+    nodes = _floats(rng, (n_nodes, 16), concrete)
+    edges = _floats(rng, (n_edges, 8), concrete)
+    senders = _ints(rng, (n_edges,), n_nodes, concrete)
+    receivers = _ints(rng, (n_edges,), n_nodes, concrete)
+    if concrete:  # nodes in 16 contiguous graphs of 64
+        graph_ids = jax.device_put(np.arange(n_nodes, dtype=np.int32) // (n_nodes // model.num_graphs))
+    else:
+        graph_ids = jax.ShapeDtypeStruct((n_nodes,), jnp.int32)
+    inputs = (nodes, edges, senders, receivers, graph_ids)
+    examples = tuple(jax.ShapeDtypeStruct(a.shape, a.dtype) for a in inputs)
+    params = _model_params(model, examples, concrete, rng)
+
+    def infer(params, nodes, edges, senders, receivers, graph_ids):
+        return model.apply({"params": params}, nodes, edges, senders, receivers, graph_ids)
+
+    return infer, (params, *inputs), {}
+
+
+# --------------------------------------------------------------------------- DLRM
+
+
+class DLRM(nn.Module):
+    """DLRM: bottom MLP on dense features, summed embedding bags, pairwise dot interaction, top MLP."""
+
+    table_sizes: tuple[int, ...] = (4096, 2048, 8192, 1024, 4096, 512, 16384, 2048)
+    dim: int = 32
+
+    @nn.compact
+    def __call__(self, dense: jax.Array, sparse: jax.Array) -> jax.Array:  # sparse: [batch, tables, bag]
+        x = _MLP((64, self.dim), layer_norm=False, name="bottom")(dense)
+        x = nn.relu(x)
+        bags = [
+            jnp.sum(nn.Embed(n, self.dim, name=f"table{t}")(sparse[:, t]), axis=1)
+            for t, n in enumerate(self.table_sizes)
+        ]
+        feats = jnp.stack([x, *bags], axis=1)  # [batch, 1 + tables, dim]
+        z = jnp.einsum("bid,bjd->bij", feats, feats)
+        i, j = np.triu_indices(feats.shape[1], k=1)
+        top_in = jnp.concatenate([x, z[:, i, j]], axis=-1)
+        return _MLP((128, 64, 1), layer_norm=False, name="top")(top_in)[:, 0]
+
+
+def _dlrm_train(concrete: bool) -> Built:
+    model = DLRM()
+    batch, bag = 256, 4
+    tx = optax.adagrad(0.01)
+    rng = np.random.default_rng(SEED)
+    dense = _floats(rng, (batch, 13), concrete)
+    sparse = _ints(rng, (batch, len(model.table_sizes), bag), min(model.table_sizes), concrete)
+    labels = _ints(rng, (batch,), 2, concrete)
+    examples = (jax.ShapeDtypeStruct((1, 13), jnp.float32), jax.ShapeDtypeStruct((1, 8, bag), jnp.int32))
+    params = _model_params(model, examples, concrete, rng)
+    opt_state = _opt_state(tx, params, concrete)
+
+    def train_step(params, opt_state, dense, sparse, labels):
+        def loss_fn(p):
+            logits = model.apply({"params": p}, dense, sparse)
+            return optax.sigmoid_binary_cross_entropy(logits, labels.astype(jnp.float32)).mean()
+
+        loss, grads = jax.value_and_grad(loss_fn)(params)
+        updates, opt_state = tx.update(grads, opt_state, params)
+        return optax.apply_updates(params, updates), opt_state, loss
+
+    return train_step, (params, opt_state, dense, sparse, labels), {"donate_argnums": (0, 1)}
+
+
+# --------------------------------------------------------------------------- diffusion
+
+
+class _Denoiser(nn.Module):
+    """Small conv U-Net predicting the noise, with a sinusoidal time embedding."""
+
+    @nn.compact
+    def __call__(self, x: jax.Array, t: jax.Array) -> jax.Array:
+        freqs = jnp.exp(-jnp.log(10_000.0) * jnp.arange(16) / 16)
+        emb = jnp.concatenate([jnp.sin(t * freqs), jnp.cos(t * freqs)])[None]
+        emb = nn.Dense(64)(nn.silu(nn.Dense(64)(emb)))
+        h1 = nn.silu(nn.Conv(32, (3, 3), padding="SAME")(x))
+        h2 = nn.silu(nn.Conv(64, (3, 3), strides=(2, 2), padding="SAME")(h1) + emb[:, None, None])
+        h2 = nn.silu(nn.GroupNorm(8)(nn.Conv(64, (3, 3), padding="SAME")(h2)))
+        up = nn.ConvTranspose(32, (2, 2), strides=(2, 2))(h2)
+        h = nn.silu(nn.Conv(32, (3, 3), padding="SAME")(jnp.concatenate([up, h1], -1)))
+        return nn.Conv(x.shape[-1], (3, 3), padding="SAME")(h)
+
+
+class _DDIMStep(nn.Module):
+    @nn.compact
+    def __call__(self, x: jax.Array, step: tuple[jax.Array, jax.Array, jax.Array]):
+        t, a, a_prev = step
+        eps = _Denoiser(name="denoiser")(x, t)
+        x0 = jnp.clip((x - jnp.sqrt(1 - a) * eps) / jnp.sqrt(a), -1.0, 1.0)
+        return jnp.sqrt(a_prev) * x0 + jnp.sqrt(1 - a_prev) * eps, None
+
+
+class DDIMSampler(nn.Module):
+    """Deterministic DDIM sampling (eta 0) over a fixed schedule: one scan of denoiser calls."""
+
+    steps: int = 20
+    train_steps: int = 1000
+
+    @nn.compact
+    def __call__(self, noise: jax.Array) -> jax.Array:
+        betas = np.linspace(1e-4, 0.02, self.train_steps)
+        alpha_bar = np.cumprod(1 - betas)
+        ts = np.linspace(self.train_steps - 1, 0, self.steps).round().astype(int)
+        prev = np.append(alpha_bar[ts[1:]], 1.0)
+        schedule = (jnp.asarray(ts, jnp.float32), jnp.asarray(alpha_bar[ts], jnp.float32),
+                    jnp.asarray(prev, jnp.float32))
+        sample = nn.scan(_DDIMStep, variable_broadcast="params", split_rngs={"params": False})
+        x, _ = sample(name="ddim")(noise, schedule)
+        return x
+
+
+def _diffusion_sampler(concrete: bool) -> Built:
+    model = DDIMSampler()
+    rng = np.random.default_rng(SEED)
+    x0 = jax.ShapeDtypeStruct((1, 32, 32, 3), jnp.float32)
+    params = _model_params(model, (x0,), concrete, rng)
+    noise = _floats(rng, (8, 32, 32, 3), concrete)
+
+    def sample(params, noise):
+        return model.apply({"params": params}, noise)
+
+    return sample, (params, noise), {}
+
+
+PROGRAMS = [
+    ModelProgram(
+        "alphatensor_matmul",
+        "AlphaTensor-style matrix multiplication: the chain M0 @ M1 @ M2 @ M3 of "
+        "256x256 matrices, each product by a rank-49 factorisation (U, V, W) of the "
+        "4x4 block product (Strassen squared: 49 block matmuls of 64x64 on linear "
+        "combinations of blocks, outputs recombined), plus the plain chain and the "
+        "relative error",
+        _alphatensor_matmul,
+    ),
+    ModelProgram(
+        "gnn_infer",
+        "encode-process-decode graph network (1024 nodes, 4096 edges, hidden 64): "
+        "10 message-passing rounds as a scan with per-round weights (gather of "
+        "sender/receiver features, edge MLP, segment_sum to receivers, node MLP, "
+        "residuals and LayerNorm), per-node outputs and a segment-mean readout "
+        "over 16 graphs",
+        _gnn_infer,
+        loops=True,
+    ),
+    ModelProgram(
+        "dlrm_train",
+        "DLRM recommender training step at batch 256: bottom MLP (13-64-32) on "
+        "dense features, 8 embedding tables (512 to 16384 rows, dim 32) summed over "
+        "bags of 4 ids, pairwise dot interaction, top MLP (128-64-1), binary "
+        "cross-entropy, Adagrad; params and optimizer state donated "
+        "(donate_argnums=(0, 1)), so the tables update in place",
+        _dlrm_train,
+        training=True,
+    ),
+    ModelProgram(
+        "diffusion_sampler",
+        "DDIM diffusion sampling (20 deterministic steps as a scan over the "
+        "schedule) with a small conv U-Net denoiser (32/64 channels, GroupNorm, "
+        "transposed-conv up path, sinusoidal time embedding) on 8 x 32x32x3 noise",
+        _diffusion_sampler,
+        loops=True,
+    ),
+]

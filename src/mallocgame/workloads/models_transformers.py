@@ -1,0 +1,314 @@
+"""Transformer model programs: a mixed-precision (bf16) decoder training step, BERT
+pre-training, an encoder-decoder NMT Transformer training step and a deep GPT-style
+decoder training step (the suite's largest program: its layers are a Python loop,
+so XLA sees every layer and nothing is rolled into a ``while``).
+
+Registered in :mod:`mallocgame.workloads.models` (see there for the conventions).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import flax.linen as nn
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+
+from mallocgame.workloads.models_common import (
+    SEED,
+    Built,
+    ModelProgram,
+    _ints,
+    _training_program,
+    _xent,
+)
+
+__all__ = ["PROGRAMS", "GPT", "BERT", "EncoderDecoder"]
+
+F32 = jnp.float32
+
+
+class _MultiHeadAttention(nn.Module):
+    """Multi-head dot-product attention; ``kv`` for cross-attention, ``mask`` [b|1, 1, q, k]."""
+
+    num_heads: int
+    dtype: Any = F32
+    use_bias: bool = True
+
+    @nn.compact
+    def __call__(self, x: jax.Array, kv: jax.Array | None = None, mask: jax.Array | None = None) -> jax.Array:
+        b, t, d = x.shape
+        h = self.num_heads
+        dense = lambda n: nn.Dense(d, use_bias=self.use_bias, dtype=self.dtype, name=n)  # noqa: E731
+        if kv is None:
+            qkv = nn.Dense(3 * d, use_bias=self.use_bias, dtype=self.dtype, name="qkv")(x)
+            q, k, v = jnp.split(qkv.reshape(b, t, 3 * h, d // h), 3, axis=2)
+        else:
+            q = dense("query")(x).reshape(b, t, h, d // h)
+            k, v = jnp.split(nn.Dense(2 * d, use_bias=self.use_bias, dtype=self.dtype, name="kv")(kv), 2, axis=-1)
+            k, v = (a.reshape(b, kv.shape[1], h, d // h) for a in (k, v))
+        scores = jnp.einsum("bqhd,bkhd->bhqk", q, k).astype(F32) * (d // h) ** -0.5
+        if mask is not None:
+            scores = jnp.where(mask, scores, -1e9)
+        att = jax.nn.softmax(scores, axis=-1).astype(self.dtype)  # softmax in f32
+        y = jnp.einsum("bhqk,bkhd->bqhd", att, v).reshape(b, t, d)
+        return dense("out")(y)
+
+
+class _FeedForward(nn.Module):
+    d_ff: int
+    dtype: Any = F32
+    use_bias: bool = True
+
+    @nn.compact
+    def __call__(self, x: jax.Array) -> jax.Array:
+        y = nn.gelu(nn.Dense(self.d_ff, use_bias=self.use_bias, dtype=self.dtype)(x))
+        return nn.Dense(x.shape[-1], use_bias=self.use_bias, dtype=self.dtype)(y)
+
+
+class _PreLNBlock(nn.Module):
+    """Pre-LayerNorm block: self-attention, optional cross-attention, feed-forward."""
+
+    num_heads: int
+    d_ff: int
+    cross: bool = False
+    dtype: Any = F32
+    use_bias: bool = True
+
+    @nn.compact
+    def __call__(self, x: jax.Array, mask: jax.Array | None, memory: jax.Array | None = None,
+                 memory_mask: jax.Array | None = None) -> jax.Array:
+        ln = lambda: nn.LayerNorm(dtype=F32, use_bias=self.use_bias)  # noqa: E731
+        attn = lambda n: _MultiHeadAttention(self.num_heads, self.dtype, self.use_bias, name=n)  # noqa: E731
+        x = x + attn("self_attn")(ln()(x).astype(self.dtype), mask=mask).astype(x.dtype)
+        if self.cross:
+            y = attn("cross_attn")(ln()(x).astype(self.dtype), kv=memory, mask=memory_mask)
+            x = x + y.astype(x.dtype)
+        y = _FeedForward(self.d_ff, self.dtype, self.use_bias)(ln()(x).astype(self.dtype))
+        return x + y.astype(x.dtype)
+
+
+# Each layer is a nested jit (flax's lifted ``nn.jit``): the Python loop over layers
+# traces the layer once instead of once per layer (lowering is several times
+# faster); XLA inlines the calls, so the compiled program is the same unrolled one.
+_JitPreLNBlock = nn.jit(_PreLNBlock)
+
+
+class _PostLNLayer(nn.Module):
+    """BERT's post-LayerNorm encoder layer."""
+
+    num_heads: int
+    d_ff: int
+
+    @nn.compact
+    def __call__(self, x: jax.Array, mask: jax.Array) -> jax.Array:
+        x = nn.LayerNorm()(x + _MultiHeadAttention(self.num_heads, name="attn")(x, mask=mask))
+        return nn.LayerNorm()(x + _FeedForward(self.d_ff, name="ffn")(x))
+
+
+_JitPostLNLayer = nn.jit(_PostLNLayer)
+
+
+def _causal(t: int) -> jax.Array:
+    return jnp.tril(jnp.ones((t, t), bool))[None, None]
+
+
+class GPT(nn.Module):
+    """GPT-style decoder-only LM: learned positions, pre-LN blocks, tied output embedding.
+
+    ``dtype`` is the compute dtype (``bfloat16`` for mixed precision: parameters,
+    LayerNorms, softmax and logits stay float32).
+    """
+
+    vocab: int = 512
+    d_model: int = 128
+    num_heads: int = 4
+    num_layers: int = 4
+    d_ff: int = 512
+    max_len: int = 64
+    dtype: Any = F32
+    use_bias: bool = True
+
+    @nn.compact
+    def __call__(self, tokens: jax.Array) -> jax.Array:
+        embed = nn.Embed(self.vocab, self.d_model)
+        pos = self.param("pos", nn.initializers.normal(0.02), (self.max_len, self.d_model))
+        x = embed(tokens) + pos[: tokens.shape[1]]
+        mask = _causal(tokens.shape[1])
+        for i in range(self.num_layers):
+            block = _JitPreLNBlock(self.num_heads, self.d_ff, dtype=self.dtype, use_bias=self.use_bias, name=f"h{i}")
+            x = block(x, mask)
+        return embed.attend(nn.LayerNorm(use_bias=self.use_bias)(x))
+
+
+class BERT(nn.Module):
+    """BERT encoder (post-LN) with masked-LM and next-sentence heads."""
+
+    vocab: int = 2048
+    d_model: int = 128
+    num_heads: int = 4
+    num_layers: int = 6
+    d_ff: int = 512
+    max_len: int = 128
+
+    @nn.compact
+    def __call__(self, tokens, segments, attention_mask, masked_positions):
+        embed = nn.Embed(self.vocab, self.d_model, name="word")
+        pos = self.param("pos", nn.initializers.normal(0.02), (self.max_len, self.d_model))
+        x = embed(tokens) + nn.Embed(2, self.d_model, name="segment")(segments) + pos[: tokens.shape[1]]
+        x = nn.LayerNorm()(x)
+        mask = attention_mask[:, None, None, :].astype(bool)
+        for i in range(self.num_layers):
+            x = _JitPostLNLayer(self.num_heads, self.d_ff, name=f"layer{i}")(x, mask)
+        # masked LM head on the gathered masked positions, tied to the word embedding
+        picked = jnp.take_along_axis(x, masked_positions[..., None], axis=1)
+        y = nn.LayerNorm()(nn.gelu(nn.Dense(self.d_model, name="mlm_transform")(picked)))
+        mlm = embed.attend(y) + self.param("mlm_bias", nn.initializers.zeros, (self.vocab,))
+        pooled = jnp.tanh(nn.Dense(self.d_model, name="pooler")(x[:, 0]))
+        return mlm, nn.Dense(2, name="nsp")(pooled)
+
+
+class EncoderDecoder(nn.Module):
+    """Encoder-decoder Transformer for translation (shared embedding, pre-LN, padding masks)."""
+
+    vocab: int = 1024
+    d_model: int = 128
+    num_heads: int = 4
+    enc_layers: int = 6
+    dec_layers: int = 6
+    d_ff: int = 512
+    max_len: int = 64
+    pad: int = 0
+
+    @nn.compact
+    def __call__(self, src: jax.Array, tgt_in: jax.Array) -> jax.Array:
+        embed = nn.Embed(self.vocab, self.d_model)
+        pos = self.param("pos", nn.initializers.normal(0.02), (self.max_len, self.d_model))
+        src_keep = (src != self.pad)[:, None, None, :]
+        x = embed(src) * self.d_model**0.5 + pos[: src.shape[1]]
+        for i in range(self.enc_layers):
+            x = _JitPreLNBlock(self.num_heads, self.d_ff, name=f"enc{i}")(x, src_keep)
+        memory = nn.LayerNorm()(x)
+        y = embed(tgt_in) * self.d_model**0.5 + pos[: tgt_in.shape[1]]
+        causal = _causal(tgt_in.shape[1]) & (tgt_in != self.pad)[:, None, None, :]
+        for i in range(self.dec_layers):
+            y = _JitPreLNBlock(self.num_heads, self.d_ff, cross=True, name=f"dec{i}")(y, causal, memory, src_keep)
+        return embed.attend(nn.LayerNorm()(y))
+
+
+# --------------------------------------------------------------------------- programs
+
+
+def _lm_program(model: GPT, tx: optax.GradientTransformation, batch: int, concrete: bool) -> Built:
+    rng = np.random.default_rng(SEED)
+    seq = model.max_len
+    tokens = _ints(rng, (batch, seq + 1), model.vocab, concrete)
+
+    def loss_fn(params, tokens):
+        return _xent(model.apply({"params": params}, tokens[:, :-1]), tokens[:, 1:])
+
+    t0 = jax.ShapeDtypeStruct((1, seq), jnp.int32)
+    return _training_program(model, tx, loss_fn, (t0,), (tokens,), concrete, rng)
+
+
+def _transformer_train_bf16(concrete: bool) -> Built:
+    model = GPT(vocab=1024, d_model=256, num_heads=8, num_layers=19, d_ff=1024, max_len=64, dtype=jnp.bfloat16)
+    return _lm_program(model, optax.adamw(3e-4, weight_decay=0.01), 8, concrete)
+
+
+def _gpt_train_deep(concrete: bool) -> Built:
+    model = GPT(vocab=512, d_model=128, num_heads=4, num_layers=42, d_ff=512, max_len=64, use_bias=False)
+    schedule = optax.warmup_cosine_decay_schedule(0.0, 6e-4, 100, 10_000)
+    tx = optax.chain(optax.clip_by_global_norm(1.0), optax.adamw(schedule, b2=0.95, weight_decay=0.1))
+    return _lm_program(model, tx, 4, concrete)
+
+
+def _bert_train(concrete: bool) -> Built:
+    model = BERT()
+    batch, seq, n_masked = 8, 128, 20
+    rng = np.random.default_rng(SEED)
+    tokens = _ints(rng, (batch, seq), model.vocab, concrete)
+    segments = _ints(rng, (batch, seq), 2, concrete)
+    lengths = rng.integers(seq // 2, seq + 1, batch)
+    attention_mask = (np.arange(seq)[None] < lengths[:, None]).astype(np.int32)
+    attention_mask = jax.device_put(attention_mask) if concrete else jax.ShapeDtypeStruct((batch, seq), jnp.int32)
+    positions = _ints(rng, (batch, n_masked), seq // 2, concrete)
+    mlm_labels = _ints(rng, (batch, n_masked), model.vocab, concrete)
+    nsp_labels = _ints(rng, (batch,), 2, concrete)
+
+    def loss_fn(params, tokens, segments, attention_mask, positions, mlm_labels, nsp_labels):
+        mlm, nsp = model.apply({"params": params}, tokens, segments, attention_mask, positions)
+        return _xent(mlm, mlm_labels) + _xent(nsp, nsp_labels)
+
+    tx = optax.adamw(optax.linear_schedule(1e-4, 0.0, 10_000), weight_decay=0.01)
+    examples = tuple(jax.ShapeDtypeStruct((1, *a.shape[1:]), a.dtype)
+                     for a in (tokens, segments, attention_mask, positions))
+    batch_args = (tokens, segments, attention_mask, positions, mlm_labels, nsp_labels)
+    return _training_program(model, tx, loss_fn, examples, batch_args, concrete, rng)
+
+
+def _transformer_nmt_train(concrete: bool) -> Built:
+    model = EncoderDecoder(enc_layers=9, dec_layers=8)
+    batch, seq = 8, 48
+    rng = np.random.default_rng(SEED)
+    src = _ints(rng, (batch, seq), model.vocab, concrete)
+    tgt = _ints(rng, (batch, seq + 1), model.vocab, concrete)
+
+    def loss_fn(params, src, tgt):
+        logits = model.apply({"params": params}, src, tgt[:, :-1])
+        targets = optax.smooth_labels(jax.nn.one_hot(tgt[:, 1:], model.vocab), 0.1)
+        weights = (tgt[:, 1:] != model.pad).astype(F32)
+        losses = optax.softmax_cross_entropy(logits, targets)
+        return jnp.sum(losses * weights) / jnp.maximum(jnp.sum(weights), 1.0)
+
+    def rsqrt_schedule(step: jax.Array) -> jax.Array:
+        step = jnp.maximum(step.astype(F32), 1.0)
+        return model.d_model**-0.5 * jnp.minimum(step**-0.5, step * 4000.0**-1.5)
+
+    tx = optax.adam(rsqrt_schedule, b1=0.9, b2=0.98, eps=1e-9)
+    examples = (jax.ShapeDtypeStruct((1, seq), jnp.int32), jax.ShapeDtypeStruct((1, seq), jnp.int32))
+    return _training_program(model, tx, loss_fn, examples, (src, tgt), concrete, rng)
+
+
+PROGRAMS = [
+    ModelProgram(
+        "bert_train",
+        "BERT pre-training step (6 post-LN encoder layers, d 128, 4 heads, d_ff "
+        "512, vocab 2048; token + segment + position embeddings, padding mask) at "
+        "batch 8, sequence 128: masked-LM loss on 20 gathered positions (tied "
+        "decoder) + next-sentence loss, AdamW with a linear decay schedule",
+        _bert_train,
+        training=True,
+    ),
+    ModelProgram(
+        "transformer_train_bf16",
+        "decoder-only Transformer LM in mixed precision (bfloat16 matmuls and "
+        "activations; float32 parameters, LayerNorm, softmax, logits; 19 pre-LN "
+        "layers, d_model 256, 8 heads, d_ff 1024, vocab 1024) training step at "
+        "batch 8, sequence 64: cross-entropy, grad, AdamW",
+        _transformer_train_bf16,
+        training=True,
+    ),
+    ModelProgram(
+        "transformer_nmt_train",
+        "encoder-decoder Transformer for translation (9 encoder + 8 decoder "
+        "pre-LN layers with cross-attention, d 128, 4 heads, d_ff 512, shared "
+        "vocab 1024, padding and causal masks) training step at batch 8, source "
+        "and target length 48: label-smoothed cross-entropy, Adam with the "
+        "inverse-square-root warmup schedule",
+        _transformer_nmt_train,
+        training=True,
+    ),
+    ModelProgram(
+        "gpt_train_deep",
+        "GPT-style decoder-only LM, deep and narrow (42 bias-free pre-LN layers "
+        "unrolled, d_model 128, 4 heads, d_ff 512, vocab 512, learned positions, "
+        "tied embeddings) training step at batch 4, sequence 64: cross-entropy, "
+        "global-norm clipping, AdamW with warmup-cosine schedule; the largest "
+        "program of the suite",
+        _gpt_train_deep,
+        training=True,
+    ),
+]
