@@ -47,3 +47,22 @@ def test_loops_and_aliases_survive_freezing() -> None:
 def test_unknown_suite_program() -> None:
     with pytest.raises(InputFileError, match="not a program of the bundled suite"):
         suite_program(f"{SUITE}/nope")
+
+
+def test_suite_shape() -> None:
+    from mallocgame.workloads.suite import TABLE2_PROGRAMS
+
+    sizes = {name: suite_program(name).num_buffers for name in NAMES}
+    assert len(NAMES) >= 24
+    assert min(sizes.values()) < 300 and max(sizes.values()) > 16_000
+    assert sum(1 for name in NAMES if suite_program(name).loops) >= 5
+    for name, target in zip(TABLE2_PROGRAMS, (300, 3_000, 9_000, 10_000)):
+        assert abs(sizes[name] - target) <= 0.1 * target, (name, sizes[name])
+
+
+def test_at_least_five_training_steps() -> None:
+    pytest.importorskip("flax")
+    from mallocgame.workloads.models import MODEL_PROGRAMS
+
+    short = [name.removeprefix(f"{SUITE}/") for name in NAMES]
+    assert sum(1 for name in short if MODEL_PROGRAMS[name].training) >= 5

@@ -25,8 +25,10 @@ from mallocgame.program import Program, load_program, save_program
 
 __all__ = [
     "SUITE",
+    "TABLE2_PROGRAMS",
     "DEFAULT_PRESET",
     "DATA_DIR",
+    "program_path",
     "suite_names",
     "suite_program",
     "suite_instance",
@@ -34,12 +36,19 @@ __all__ = [
 ]
 
 SUITE = "xla-v1"
+TABLE2_PROGRAMS = (
+    "xla-v1/mlp_mixer_infer",  # 323 buffers: the paper's Table 2 size of about 300
+    "xla-v1/bert_train",  # 3,091 buffers: about 3,000
+    "xla-v1/transformer_train_bf16",  # 9,193 buffers: about 9,000
+    "xla-v1/transformer_nmt_train",  # 9,994 buffers: about 10,000
+)
+"""The four programs the comparison runs use (the sizes of the paper's Table 2)."""
 DEFAULT_PRESET = "tpu_v4i"
 DATA_DIR = Path(__file__).parent / "data" / SUITE
 _SUFFIX = ".program.json.gz"
 
 
-def _file(name: str) -> Path:
+def program_path(name: str) -> Path:
     short = name.removeprefix(f"{SUITE}/")
     return DATA_DIR / f"{short}{_SUFFIX}"
 
@@ -52,7 +61,7 @@ def suite_names() -> list[str]:
 @lru_cache(maxsize=64)
 def suite_program(name: str) -> Program:
     """The frozen :class:`Program` ``xla-v1/NAME``; :class:`InputFileError` if there is none."""
-    path = _file(name)
+    path = program_path(name)
     if not name.startswith(f"{SUITE}/") or not path.is_file():
         raise InputFileError(f"{name}: not a program of the bundled suite {SUITE}")
     return load_program(path)
