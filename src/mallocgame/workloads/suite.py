@@ -49,6 +49,7 @@ _SUFFIX = ".program.json.gz"
 
 
 def program_path(name: str) -> Path:
+    """The frozen program file of ``xla-v1/NAME`` (it may not exist)."""
     short = name.removeprefix(f"{SUITE}/")
     return DATA_DIR / f"{short}{_SUFFIX}"
 
