@@ -68,16 +68,20 @@ def test_parallel_workers_give_the_same_solution(lstm) -> None:
 
 
 @pytest.mark.parametrize("seed", [0, 1, 2])
-def test_improves_on_its_initial_policy(lstm, seed: int) -> None:
+def test_improves_on_its_initial_policy(seed: int) -> None:
+    # donated_sgd_step: a small program where the initial (greedy) policy is weak
+    # (0.285, against 0.37 after 72 games); on lstm_infer greedy is already near the
+    # best ES finds, so an improvement there is not guaranteed.
+    small = load_workload("xla-v1/donated_sgd_step")
     seen = []
     options = {"population": 8}
     request = SolveRequest(seed=seed, work=9 * 8, callback=seen.append, options=options)
-    final = EsSolver().solve(lstm, request)
+    final = EsSolver().solve(small, request)
     initial = seen[0]  # the first game played is the initial mean policy's
     assert initial.work["games"] == 1
     cfg = EsConfig.from_options(options)
     theta0 = LinearPolicyShape().initial(cfg, np.random.default_rng(seed))
-    assert play_policy(lstm, theta0).return_s == initial.solution.reward_s
+    assert play_policy(small, theta0).return_s == initial.solution.reward_s
     assert final.reward_s > initial.solution.reward_s
     rewards = [imp.solution.reward_s for imp in seen]
     assert rewards == sorted(rewards) and rewards[-1] == final.reward_s
