@@ -6,6 +6,7 @@ from mallocgame.errors import SolverError
 from mallocgame.solvers.base import Improvement, SolveRequest, Solver, solution_from_game
 from mallocgame.solvers.drop import DropSolver
 from mallocgame.solvers.es import EsSolver
+from mallocgame.solvers.exact import ExactSolver
 from mallocgame.solvers.exhaustive import ExhaustiveSolver
 from mallocgame.solvers.greedy import GreedySolver
 from mallocgame.solvers.heuristic import HeuristicSolver
@@ -27,12 +28,12 @@ SOLVERS: dict[str, type[Solver]] = {
     cls.name: cls
     for cls in (
         DropSolver, RandomSolver, GreedySolver, HeuristicSolver, EsSolver, MctsSolver,
-        ExhaustiveSolver, BestOfSolver,
+        ExactSolver, ExhaustiveSolver, BestOfSolver,
     )
 }
 """Every solver this build implements."""
 
-PLANNED_SOLVERS = ("muzero", "muzero-prod", "egrl", "exact")
+PLANNED_SOLVERS = ("muzero", "muzero-prod", "egrl")
 """SPEC section 8 names whose solvers are not part of this build yet."""
 
 

@@ -1,0 +1,962 @@
+"""``exact``: a CP-SAT model of the memory mapping problem under the physical rules.
+
+This solver does not play the game. It solves a *mapping model* with OR-Tools'
+CP-SAT and returns the best mapping found (``actions = None``), its reward, and a
+proven upper bound. The model's solutions are a subset of what
+:func:`mallocgame.check.physical_check` accepts, and for every complete game
+trajectory the model holds a mapping with the same fast buffers, hence the same
+reward (argued below). So where CP-SAT proves optimality (small programs), the
+answer is at least the game's best return, and ``bound_s`` bounds every game.
+
+The model
+---------
+
+Decision variables (alignment units for addresses, steps for time):
+
+* per alias group ``g``: ``fast_g`` and an offset ``k_g`` (bytes ``k_g *
+  alignment``), ``k_g + z_b <= capacity`` for its members (rules 1, 3);
+* per output ``o`` of tensor ``X``: NoCopy (memory ``[tau, last_use]``; not for a
+  ``live_out`` tensor) or Copy (copy interval ``[tau+1, e_min]``, ``e_min`` the
+  earliest end whose supply covers the demand, memory ``[tau, m]`` with ``m`` in
+  ``[e_min, max(e_min, last_use)]`` a variable);
+* per operand ``r`` of ``X`` at ``tau``: Copy (copy interval ``[s, tau-1]``,
+  memory ``[s, tau]``, ``s`` the latest start whose supply covers the demand;
+  ``[tau, tau]`` and no copy interval for zero demand), or NoCopy *attached to a
+  chain*: the output's allocation or an earlier operand Copy of ``X``. A chain's
+  extent ``E`` is its source's end, raised to ``tau`` by every read attached to
+  it; a read attached at extent ``E`` gets memory ``[E+1, tau]`` (empty when ``E
+  >= tau``) at the chain's offset, which must be its own group's offset. This is
+  the game's in-place extension, so data flow (rule 6) holds: each chain is a
+  contiguous run from a source.
+* rule 7: a NoCopy output forces every read of its tensor fast and NoCopy; an
+  operand Copy needs the output not NoCopy; a ``live_out`` output is never NoCopy.
+* rule 5: copy intervals are fixed per choice; for every pair of consecutive steps
+  at most one chosen copy interval holds both (this is "pairwise at most one shared
+  step"); supply per copy is tested when ``s``/``e_min`` are computed, with the
+  checker's exact criterion (``fsum >= (1 - 1e-9) * demand``).
+* rule 2: ``AddNoOverlap2D`` over boxes time x address. Each allocation is a box of
+  its buffer's aligned size. Boxes of one alias group may overlap (the rule only
+  separates different groups), so where two members of a group could both hold a
+  step, the group's boxes are cut: each member keeps its parts before and after
+  the hull of such steps, and inside the hull the group has one box per step, the
+  union of its members there (as tall as the tallest). A redundant
+  ``AddCumulative`` over time (capacity) strengthens the relaxation. (The y
+  intervals are optional with the same literal as the x intervals: with optional x
+  and mandatory y intervals, CP-SAT 9.12 to 9.15 wrongly proved feasible models
+  infeasible, or "optimal" at a worse value.)
+
+Objective: ``sum_t count_t (L_t(empty) - L_t(S_t))``. Roofline:
+``min(A_t, B_t + sum_b delta_b fast_b)`` per execution (``A = max(0, M0 - c)``,
+``B = max(0, c - M0)``, see :mod:`mallocgame.solvers.bound`): an integer ``r_t``
+below both, maximized, is exactly the min. Tables: ``AddElement`` over the mask of
+the varied buffers. Seconds are scaled to integers with the unit ``u = 1e-6 *
+U0 / W`` (``U0`` the trivial bound of :mod:`~mallocgame.solvers.bound`, ``W =
+sum_t count_t (buffers_t + 2)``), every coefficient rounded *up*, so the scaled
+objective of any mapping is >= its reward / u and exceeds it by at most ``1e-6 *
+U0``: CP-SAT's bound times ``u`` is a rigorous upper bound on the model (hence on
+every game; values are clamped to ``[-2 U0, 4 U0]``, which keeps this true as long
+as fast memory is not slower than slow memory); the returned mapping is optimal to within ``1e-6 * U0`` when CP-SAT
+says OPTIMAL. Its reward is always recomputed exactly with
+:func:`mallocgame.latency.mapping_reward`.
+
+Why every game mapping is in the model (up to the same fast set): take a
+complete game; keep its groups, offsets and actions. Shrink each operand Copy's
+memory interval to start at the latest feasible ``s`` (its game start is no later
+than that, since the game's supply left is at most the instance's); its copy
+interval shrinks with it. Give each output Copy the copy interval ``[tau+1,
+e_min]`` and memory end ``min(e, max(e_min, last_use))`` (reads come no later than
+``last_use``). Attach each NoCopy read to the chain of the game's latest-end
+allocation ``A``; the chain extents then equal the game's, so each read's
+interval equals the game's. Every box and copy interval is a subset of the
+game's, which the physical rules accept, so the shrunk mapping is accepted and
+in the model.
+
+What is exact and what is relaxed. Exact: the rules, the latencies (to the
+``1e-6`` scaling above) and the containment of every game mapping; so on programs
+small enough to prove optimality the answer is at least the game's optimum (tested
+against exhaustive search). Restricted, relative to the physical check: copy
+intervals never start earlier (operands) or end later (outputs) than the supply
+requires, operand reads are served only by earlier sources of their own tensor,
+NoCopy outputs hold their whole live range; a mapping using such freedom can be
+physically valid and better than the model's optimum, so CP-SAT's bound bounds the
+model and every game, not every physical mapping. ``bound_s`` is ``min(CP-SAT
+bound, upper_bound(instance))`` (both bound every game);
+:func:`mallocgame.solvers.bound.upper_bound` alone bounds every physically valid
+mapping (``upper_bound_s``).
+
+Search: first a warm start (:func:`warm_start`: one random and two greedy game
+rollouts with Drop-backup, then more random ones for a small share of the budget);
+its best mapping is put into the model's canonical form as a complete solution hint
+(so CP-SAT starts from it) and kept as a fallback answer. The answer is the best
+mapping found (by exact reward) that passes the physical check; if a model solution
+ever failed the check, that is noted in ``extra["note"]`` and the next best is
+taken (dropping everything at worst).
+
+Budget: ``request.seconds`` (wall clock, everything included) and/or
+``request.work`` in CP-SAT deterministic time, milliseconds (``work_unit =
+"dtime_ms"``; with a work budget and no seconds the result is reproducible: one
+worker, seeded with ``request.seed``, and a warm start of three games). When the
+wall-clock budget cannot cover building the model (about ``BUILD_S_PER_BUFFER``
+per buffer, three times over) the model is skipped: ``status = "NOT_RUN"`` and the
+warm start is the answer. With neither budget it runs at most
+``DEFAULT_SECONDS``. ``extra``: ``status`` (CP-SAT's: OPTIMAL, FEASIBLE, UNKNOWN,
+or NOT_RUN), ``bound_s``, ``cp_bound_s`` (CP-SAT's bound in seconds, or None),
+``upper_bound_s`` (:func:`~mallocgame.solvers.bound.upper_bound`), ``work``
+(``dtime_ms``, ``branches``, ``conflicts``), ``build_s``, ``warm_start``,
+``source`` (``cp-sat`` or ``warm_start``). Options: ``workers`` (default 1),
+``cumulative`` (default True), ``warm_start`` (default True), ``warm_start_s``,
+``force_model``, ``log`` (CP-SAT's search log).
+"""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from ortools.sat.python import cp_model
+
+from mallocgame.check import SUPPLY_RTOL, physical_check
+from mallocgame.instance import Instance
+from mallocgame.latency import mapping_reward, normalize, reward_normalizer
+from mallocgame.solution import Allocation, Solution
+from mallocgame.solvers.base import Improvement, SolveRequest, Solver, Stopwatch
+from mallocgame.solvers.bound import (
+    RooflineTerm,
+    bound_details,
+    instruction_gains,
+    reach,
+    trivial_bound,
+)
+
+__all__ = ["ExactSolver", "MappingModel", "copy_in_start", "copy_out_end"]
+
+DEFAULT_SECONDS = 60.0
+BUILD_S_PER_BUFFER = 1e-3  # model building, seconds per buffer (measured: ~0.75 ms)
+SCALE_EPS = 1e-6  # total rounding of the scaled objective, as a fraction of the trivial bound
+
+
+# ------------------------------------------------------------------- copy intervals
+
+
+def copy_in_start(supply: list[float], tau: int, demand: float, lo: int) -> int | None:
+    """Latest ``s >= lo`` with ``fsum(supply[s..tau-1]) >= (1 - 1e-9) * demand``
+    (``tau`` for zero demand), or ``None``: the checker's own supply test."""
+    if demand == 0:
+        return tau
+    target = (1 - SUPPLY_RTOL) * demand
+    lo = max(lo, 0)
+    total = 0.0
+    s = tau
+    while s > lo and total < target:  # float walk, then exact correction
+        s -= 1
+        total += supply[s]
+    if s >= tau:
+        return None
+    while s >= lo and math.fsum(supply[s:tau]) < target:
+        s -= 1
+    if s < lo:
+        return None
+    while s + 1 <= tau - 1 and math.fsum(supply[s + 1 : tau]) >= target:
+        s += 1
+    return s
+
+
+def copy_out_end(supply: list[float], tau: int, demand: float) -> int | None:
+    """Earliest ``e`` with ``fsum(supply[tau+1..e]) >= (1 - 1e-9) * demand`` (``tau``
+    for zero demand), or ``None`` if the program ends first."""
+    if demand == 0:
+        return tau
+    target = (1 - SUPPLY_RTOL) * demand
+    n = len(supply)
+    total = 0.0
+    e = tau
+    while e < n - 1 and total < target:
+        e += 1
+        total += supply[e]
+    if e == tau:
+        return None
+    while e <= n - 1 and math.fsum(supply[tau + 1 : e + 1]) < target:
+        e += 1
+    if e > n - 1:
+        return None
+    while e - 1 >= tau + 1 and math.fsum(supply[tau + 1 : e]) >= target:
+        e -= 1
+    return e
+
+
+# -------------------------------------------------------------------------- the model
+
+
+def _neg(lit: Any) -> Any:
+    """The negation of a literal or of a Python bool."""
+    return (not lit) if isinstance(lit, bool) else ~lit
+
+
+@dataclass
+class _Read:
+    buffer: int
+    tau: int
+    s: int | None  # Copy start (latest feasible), None: no Copy
+    cp: Any = None  # BoolVar or 0
+    att: dict[Any, Any] = field(default_factory=dict)  # chain key -> BoolVar
+    ext: dict[Any, Any] = field(default_factory=dict)
+    st: Any = None  # start of the memory box (tau + 1 when empty)
+    bp: Any = None  # box present
+
+
+@dataclass
+class _Out:
+    buffer: int
+    tau: int
+    e_min: int | None
+    nc: Any = None
+    cp: Any = None
+    m: Any = None  # memory end
+
+
+class MappingModel:
+    """The CP-SAT model of one instance (see the module docstring)."""
+
+    def __init__(self, inst: Instance, *, cumulative: bool = True) -> None:
+        self.inst = inst
+        hw = inst.hardware
+        self.align = hw.alignment_bytes
+        self.capu = hw.fast_memory_bytes // self.align
+        self.model = m = cp_model.CpModel()
+        supply = [ins.supply_s for ins in inst.instructions]
+        self.zu = [hw.aligned(b.size) // self.align for b in inst.buffers]
+        self.reach = reach(inst)
+
+        groups: dict[int, list[int]] = defaultdict(list)
+        for b in inst.buffers:
+            groups[b.alias_id].append(b.id)
+        self.groups = groups
+        self.fast: dict[int, Any] = {}
+        self.k: dict[int, Any] = {}
+        for g, members in groups.items():
+            zmax = max(self.zu[b] for b in members)
+            ok = zmax <= self.capu and all(self.reach.feasible[b] for b in members)
+            self.fast[g] = m.new_bool_var(f"fast_g{g}")
+            if not ok:
+                m.add(self.fast[g] == 0)
+            self.k[g] = m.new_int_var(0, max(0, self.capu - zmax) if ok else 0, f"k_g{g}")
+            m.add(self.k[g] == 0).only_enforce_if(~self.fast[g])
+        gof = [b.alias_id for b in inst.buffers]
+        self.gof = gof
+
+        def fast_b(b: int) -> Any:
+            return self.fast[gof[b]]
+
+        self.outs: dict[int, _Out] = {}
+        self.reads: dict[int, _Read] = {}
+        boxes: list[tuple[int, Any, Any, Any]] = []  # (buffer, start, end_incl, presence)
+        copies: list[tuple[Any, int, int]] = []  # (literal, first, last) copy intervals
+
+        for x in inst.tensors:
+            rids = self.reach.reads[x.id]
+            o = int(self.reach.output[x.id])
+            out = None
+            if o >= 0:
+                tau = inst.buffers[o].instruction
+                e_min = copy_out_end(supply, tau, inst.buffers[o].demand_s)
+                out = _Out(o, tau, e_min)
+                out.nc = m.new_bool_var(f"nc_{o}")
+                out.cp = m.new_bool_var(f"cp_{o}")
+                m.add(out.nc + out.cp == fast_b(o))
+                if x.live_out:
+                    m.add(out.nc == 0)
+                if e_min is None:
+                    m.add(out.cp == 0)
+                m_hi = max(x.last_use_time, e_min if e_min is not None else tau)
+                out.m = m.new_int_var(tau, m_hi, f"m_{o}")
+                m.add(out.m == x.last_use_time).only_enforce_if(out.nc)
+                if e_min is not None:
+                    m.add(out.m >= e_min).only_enforce_if(out.cp)
+                    if inst.buffers[o].demand_s > 0:
+                        copies.append((out.cp, tau + 1, e_min))
+                m.add(out.m == tau).only_enforce_if(~fast_b(o))
+                boxes.append((o, tau, out.m, fast_b(o)))
+                self.outs[o] = out
+
+            # chain extents before the next read: key -> (expr, lo, hi)
+            extent: dict[Any, tuple[Any, int, int]] = {}
+            if out is not None:
+                extent["out"] = (out.m, out.tau, m_hi)
+            for b in rids:
+                buf = inst.buffers[b]
+                tau = buf.instruction
+                s = copy_in_start(supply, tau, buf.demand_s, x.def_time + 1)
+                rd = _Read(b, tau, s)
+                if s is not None:
+                    rd.cp = m.new_bool_var(f"cp_{b}")
+                    if out is not None:
+                        m.add_implication(rd.cp, ~out.nc)
+                    if buf.demand_s > 0:
+                        copies.append((rd.cp, s, tau - 1))
+                else:
+                    rd.cp = 0
+                rd.st = m.new_int_var(x.def_time + 1, tau + 1, f"st_{b}")
+                rd.bp = m.new_bool_var(f"bp_{b}")
+                parts = [rd.cp] if s is not None else []
+                for key, (ext_expr, lo, hi) in list(extent.items()):
+                    a = m.new_bool_var(f"att_{b}_{key}")
+                    rd.att[key] = a
+                    src_group = gof[out.buffer] if key == "out" else gof[key]
+                    if key == "out":
+                        m.add_implication(a, fast_b(out.buffer))
+                    else:
+                        m.add_implication(a, self.reads[key].cp)
+                    if src_group != gof[b]:
+                        m.add(self.k[gof[b]] == self.k[src_group]).only_enforce_if(a)
+                    # extension: [E + 1, tau] when E < tau
+                    if hi < tau:
+                        lt: Any = True
+                    elif lo >= tau:
+                        lt = False
+                    else:
+                        lt = m.new_bool_var(f"lt_{b}_{key}")
+                        m.add(ext_expr <= tau - 1).only_enforce_if(lt)
+                        m.add(ext_expr >= tau).only_enforce_if(~lt)
+                    if lt is False:
+                        continue
+                    e = a if lt is True else m.new_bool_var(f"ext_{b}_{key}")
+                    if lt is not True:
+                        m.add_bool_and([a, lt]).only_enforce_if(e)
+                        m.add_bool_or([~a, ~lt, e])
+                    rd.ext[key] = e
+                    m.add(rd.st == ext_expr + 1).only_enforce_if(e)
+                    parts.append(e)
+                m.add(sum(parts) == rd.bp) if parts else m.add(rd.bp == 0)
+                m.add((rd.cp if s is not None else 0) + sum(rd.att.values()) == fast_b(b))
+                if s is not None:
+                    m.add(rd.st == s).only_enforce_if(rd.cp)
+                m.add(rd.st == tau + 1).only_enforce_if(~rd.bp)
+                if out is not None:
+                    m.add_implication(out.nc, fast_b(b))
+                boxes.append((b, rd.st, tau, rd.bp))
+                # advance chain extents past this read
+                for key, a in rd.att.items():
+                    ext_expr, lo, hi = extent[key]
+                    if key == "out":
+                        new_hi = max(hi, tau)
+                        nxt = m.new_int_var(lo, new_hi, f"E_out_{b}")
+                        mx = m.new_int_var(max(lo, tau), new_hi, f"Emax_out_{b}")
+                        m.add_max_equality(mx, [ext_expr, tau])
+                        m.add(nxt == mx).only_enforce_if(a)
+                        m.add(nxt == ext_expr).only_enforce_if(~a)
+                        extent[key] = (nxt, lo, new_hi)
+                    else:
+                        nxt = m.new_int_var(lo, tau, f"E_{key}_{b}")
+                        m.add(nxt == tau).only_enforce_if(a)
+                        m.add(nxt == ext_expr).only_enforce_if(~a)
+                        extent[key] = (nxt, lo, tau)
+                if s is not None:
+                    extent[b] = (tau, tau, tau)
+                self.reads[b] = rd
+
+        # rule 5: at most one chosen copy interval holds each pair of steps
+        per_pair: dict[int, list[Any]] = defaultdict(list)
+        for lit, first, last in copies:
+            for p in range(first, last):
+                per_pair[p].append(lit)
+        for lits in per_pair.values():
+            if len(lits) > 1:
+                m.add_at_most_one(lits)
+        self.copies = copies
+
+        # rule 2: boxes time x address, one box per step for groups that may self-overlap
+        self._add_no_overlap(boxes, cumulative)
+        self._add_objective()
+
+    # -------------------------------------------------------------------- rule 2
+
+    def _potential_range(self, b: int) -> tuple[int, int]:
+        inst = self.inst
+        buf = inst.buffers[b]
+        x = inst.tensors[buf.tensor_id]
+        if buf.is_output:
+            out = self.outs[b]
+            return buf.instruction, max(x.last_use_time, out.e_min if out.e_min is not None else 0)
+        return x.def_time + 1, buf.instruction
+
+    def _reify_le(self, expr: Any, c: int, name: str) -> Any:
+        """A literal for ``expr <= c`` (a Python bool when ``expr`` is a constant)."""
+        if isinstance(expr, int):
+            return expr <= c
+        m = self.model
+        lit = m.new_bool_var(name)
+        m.add(expr <= c).only_enforce_if(lit)
+        m.add(expr >= c + 1).only_enforce_if(~lit)
+        return lit
+
+    def _conj(self, lits: list[Any], name: str) -> Any:
+        """A literal for the conjunction of ``lits`` (Python bools allowed)."""
+        if any(lit is False for lit in lits):
+            return False
+        lits = [lit for lit in lits if lit is not True]
+        if not lits:
+            return True
+        if len(lits) == 1:
+            return lits[0]
+        m = self.model
+        c = m.new_bool_var(name)
+        m.add_bool_and(lits).only_enforce_if(c)
+        m.add_bool_or([~lit for lit in lits] + [c])
+        return c
+
+    def _add_no_overlap(self, boxes: list[tuple[int, Any, Any, Any]], cumulative: bool) -> None:
+        """Rule 2. Boxes of different alias groups must not meet; boxes of one group may.
+        Where two members of a group could both hold a step (their potential time
+        ranges meet), the group's boxes are cut: each member keeps its parts before and
+        after the hull ``[c0, c1]`` of such steps, and inside the hull the group has one
+        box per step, its union (as tall as its tallest member there)."""
+        m = self.model
+        by_group: dict[int, list[tuple[int, Any, Any, Any]]] = defaultdict(list)
+        for box in boxes:
+            if self.zu[box[0]] > 0:
+                by_group[self.gof[box[0]]].append(box)
+        xs: list[Any] = []
+        ys: list[Any] = []
+        demands: list[Any] = []
+
+        def add_box(g: int, start: Any, end: Any, present: Any, height: Any, name: str) -> None:
+            """Box ``[start, end]`` (inclusive steps) x ``[k_g, k_g + height)``."""
+            if present is False:
+                return
+            if present is True:
+                present = m.new_constant(1)
+            size = end + 1 - start
+            xs.append(m.new_optional_interval_var(start, size, end + 1, present, f"x_{name}"))
+            # y optional with the same literal: CP-SAT (9.12-9.15) wrongly proves
+            # infeasibility with optional x and mandatory y intervals
+            if isinstance(height, int):
+                top: Any = self.k[g] + height
+            else:
+                top = m.new_int_var(0, self.capu, f"top_{name}")
+                m.add(top == self.k[g] + height)
+            ys.append(m.new_optional_interval_var(self.k[g], height, top, present, f"y_{name}"))
+            demands.append(height)
+
+        for g, members in by_group.items():
+            ranges = {b: self._potential_range(b) for b, *_ in members}
+            count: dict[int, int] = defaultdict(int)
+            for r0, r1 in ranges.values():
+                for t in range(r0, r1 + 1):
+                    count[t] += 1
+            contested = [t for t, n in count.items() if n > 1]
+            if not contested:
+                for b, start, end, present in members:
+                    add_box(g, start, end, present, self.zu[b], str(b))
+                continue
+            c0, c1 = min(contested), max(contested)
+            per_step: dict[int, list[tuple[Any, int]]] = defaultdict(list)
+            for b, start, end, present in members:
+                r0, r1 = ranges[b]
+                z = self.zu[b]
+                is_out = self.inst.buffers[b].is_output  # outputs: fixed start; reads: fixed end
+                if r1 < c0 or r0 > c1:
+                    add_box(g, start, end, present, z, str(b))
+                    continue
+                if r0 < c0:  # the part before the hull
+                    if is_out:
+                        left_end = m.new_int_var(start, c0 - 1, f"lend_{b}")
+                        m.add_min_equality(left_end, [end, c0 - 1])
+                        add_box(g, start, left_end, present, z, f"{b}L")
+                    else:
+                        lit = self._conj([present, self._reify_le(start, c0 - 1, f"le_{b}_L")], f"pl_{b}")
+                        add_box(g, start, c0 - 1, lit, z, f"{b}L")
+                if r1 > c1:  # the part after the hull
+                    if is_out:
+                        lit = self._conj([present, _neg(self._reify_le(end, c1, f"le_{b}_R"))], f"pr_{b}")
+                        add_box(g, c1 + 1, end, lit, z, f"{b}R")
+                    else:
+                        right_start = m.new_int_var(c1 + 1, end + 1, f"rstart_{b}")
+                        m.add_max_equality(right_start, [start, c1 + 1])
+                        add_box(g, right_start, end, present, z, f"{b}R")
+                for t in range(max(r0, c0), min(r1, c1) + 1):
+                    if is_out:
+                        inside = _neg(self._reify_le(end, t - 1, f"in_{b}_{t}"))
+                    else:
+                        inside = self._reify_le(start, t, f"in_{b}_{t}")
+                    cov = self._conj([present, inside], f"cov_{b}_{t}")
+                    if cov is not False:
+                        per_step[t].append((cov, z))
+            for t, covs in sorted(per_step.items()):
+                lits = [c for c, _ in covs]
+                if any(c is True for c in lits):
+                    occ: Any = True
+                elif len(lits) == 1:
+                    occ = lits[0]
+                else:
+                    occ = m.new_bool_var(f"occ_{g}_{t}")
+                    m.add_max_equality(occ, lits)
+                sizes = {z for _, z in covs}
+                if len(sizes) == 1:
+                    h: Any = sizes.pop()
+                else:
+                    h = m.new_int_var(0, max(sizes), f"h_{g}_{t}")
+                    m.add_max_equality(h, [z * c if c is not True else z for c, z in covs])
+                add_box(g, t, t, occ, h, f"g{g}_{t}")
+        if xs:
+            m.add_no_overlap_2d(xs, ys)
+            if cumulative:
+                m.add_cumulative(xs, demands, self.capu)
+
+    # ------------------------------------------------------------------ objective
+
+    def _add_objective(self) -> None:
+        m = self.model
+        inst = self.inst
+        terms = instruction_gains(inst)
+        self.trivial = trivial_bound(inst, self.reach)
+        self.units_per_trivial = 1.0
+        weight = sum(t.count * (len(inst.instructions[t.t].buffers) + 2) for t in terms)
+        # integer units per trivial bound: one unit is SCALE_EPS * trivial / weight seconds
+        self.units_per_trivial = max(weight, 1) / SCALE_EPS
+        objective = []
+        if not self.trivial > 0:
+            m.maximize(0)
+            return
+        cap = 4.0 * self.units_per_trivial + 4.0  # no value that matters exceeds this
+
+        def up(v: float) -> int:
+            q = (v / self.trivial) * self.units_per_trivial
+            q = min(max(q, -cap), cap)  # also tames overflow for tiny (subnormal) bounds
+            return math.ceil(q + abs(q) * 1e-12)
+
+        # Values are rounded up (so the scaled objective bounds the reward) and clamped:
+        # buffers that cannot be fast are left out, and losses below -floor are raised
+        # to -floor (a mapping with such a loss scores below 0, worse than dropping
+        # everything, and raising a value keeps the bound valid).
+        floor = 2 * (up(self.trivial) + 1)
+        feasible = self.reach.feasible
+        for term in terms:
+            bufs = inst.instructions[term.t].buffers
+            if isinstance(term, RooflineTerm):
+                if term.a <= 0 and all(d >= 0 for d in term.deltas):
+                    continue
+                pos = sum(d for b, d in zip(bufs, term.deltas) if feasible[b] and d > 0)
+                a, bb = up(min(term.a, term.b + pos)), up(term.b)
+                coefs = [
+                    (max(up(d), -floor), self.fast[self.gof[b]])
+                    for b, d in zip(bufs, term.deltas)
+                    if feasible[b] and d != 0
+                ]
+                lo = max(min(a, bb + sum(c for c, _ in coefs if c < 0)), -floor * (len(coefs) + 1))
+                r = m.new_int_var(min(lo, a), a, f"r_{term.t}")
+                m.add(r <= bb + sum(c * f for c, f in coefs))
+            else:
+                k = len(term.varied)
+                blocked = sum(1 << i for i, b in enumerate(term.varied) if not feasible[b])
+                vals = [0 if mask & blocked else max(up(g), -floor) for mask, g in enumerate(term.gains)]
+                if max(vals) <= 0 and min(vals) >= 0:
+                    continue
+                idx = m.new_int_var(0, (1 << k) - 1, f"mask_{term.t}")
+                m.add(idx == sum((1 << i) * self.fast[self.gof[b]] for i, b in enumerate(term.varied)))
+                r = m.new_int_var(min(vals), max(vals), f"r_{term.t}")
+                m.add_element(idx, vals, r)
+            objective.append(term.count * r)
+        m.maximize(sum(objective))
+
+    def seconds(self, value: float) -> float:
+        """A scaled objective value in seconds."""
+        return value / self.units_per_trivial * self.trivial
+
+    # ----------------------------------------------------------------- extraction
+
+    def allocations(self, value: Callable[[Any], int]) -> list[Allocation]:
+        """The mapping of a (partial) assignment read through ``value``."""
+        inst = self.inst
+        out: list[Allocation] = []
+        fast_g = {g: bool(value(v)) for g, v in self.fast.items()}
+        for b in inst.buffers:
+            g = b.alias_id
+            if not fast_g[g]:
+                continue
+            offset = int(value(self.k[g])) * self.align
+            if b.is_output:
+                o = self.outs[b.id]
+                x = inst.tensors[b.tensor_id]
+                if value(o.nc):
+                    out.append(Allocation(b.id, "NoCopy", offset, o.tau, x.last_use_time, None))
+                else:
+                    end = int(value(o.m))
+                    copy = (o.tau + 1, o.e_min) if b.demand_s > 0 else None
+                    out.append(Allocation(b.id, "Copy", offset, o.tau, end, copy))
+            else:
+                rd = self.reads[b.id]
+                if rd.s is not None and value(rd.cp):
+                    copy = (rd.s, rd.tau - 1) if b.demand_s > 0 else None
+                    out.append(Allocation(b.id, "Copy", offset, rd.s, rd.tau, copy))
+                elif value(rd.bp):
+                    out.append(Allocation(b.id, "NoCopy", offset, int(value(rd.st)), rd.tau, None))
+                else:
+                    out.append(Allocation(b.id, "NoCopy", offset, None, None, None))
+        return out
+
+
+    def complete_hint(self, seconds: float) -> bool:
+        """Turn the partial hint into a complete one: solve with the hinted variables
+        fixed (cheap: the rest follows by propagation) and hint every variable; a
+        complete feasible hint is CP-SAT's first solution. Keeps the partial hint
+        if that fails."""
+        solver = cp_model.CpSolver()
+        solver.parameters.num_workers = 1
+        solver.parameters.fix_variables_to_their_hinted_value = True
+        solver.parameters.max_time_in_seconds = seconds
+        solver.parameters.stop_after_first_solution = True
+        status = solver.solve(self.model)
+        if status not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
+            return False
+        m = self.model
+        variables = [m.get_int_var_from_proto_index(k) for k in range(len(m.proto.variables))]
+        values = [solver.value(v) for v in variables]
+        m.clear_hints()
+        for v, x in zip(variables, values):
+            m.add_hint(v, x)
+        return True
+
+    def add_hint(self, allocations: list[Allocation]) -> None:
+        """Hint the model with a game mapping (the canonical form of the module docstring):
+        group fast/offsets, output and operand actions, and each NoCopy read's chain."""
+        inst = self.inst
+        m = self.model
+        by_buffer = {a.buffer: a for a in allocations}
+        for g, members in self.groups.items():
+            fast = [by_buffer[b] for b in members if b in by_buffer]
+            m.add_hint(self.fast[g], bool(fast))
+            m.add_hint(self.k[g], fast[0].offset // self.align if fast else 0)
+        # per tensor: (end, decision order, chain) of its non-empty allocations so far
+        held: dict[int, list[tuple[int, int, Any]]] = defaultdict(list)
+        for b in inst.buffers:
+            a = by_buffer.get(b.id)
+            if b.is_output:
+                o = self.outs[b.id]
+                m.add_hint(o.nc, a is not None and a.action == "NoCopy")
+                m.add_hint(o.cp, a is not None and a.action == "Copy")
+                x = inst.tensors[b.tensor_id]
+                if a is None:
+                    m.add_hint(o.m, o.tau)
+                    continue
+                if a.action == "NoCopy":
+                    end = x.last_use_time
+                else:
+                    e_min = o.e_min if o.e_min is not None else o.tau
+                    end = max(e_min, min(a.end, max(e_min, x.last_use_time)))
+                m.add_hint(o.m, end)
+                held[b.tensor_id].append((a.end, b.id, "out"))  # the game's end picks chains
+                continue
+            rd = self.reads[b.id]
+            chain = None
+            if a is not None and a.action == "NoCopy" and held[b.tensor_id]:
+                end, _, chain = max(held[b.tensor_id], key=lambda item: (item[0], -item[1]))
+                if end < rd.tau:
+                    held[b.tensor_id].append((rd.tau, b.id, chain))
+            if rd.s is not None:
+                copy = a is not None and a.action == "Copy"
+                m.add_hint(rd.cp, copy)
+                if copy:
+                    held[b.tensor_id].append((rd.tau, b.id, b.id))
+            for key, lit in rd.att.items():
+                m.add_hint(lit, key == chain)
+
+
+# ------------------------------------------------------------------------ the solver
+
+
+def warm_start(
+    instance: Instance, seconds: float | None, seed: int, *, max_moves: int | None = None
+) -> tuple[float, list[Allocation], dict[str, Any]]:
+    """A quick game mapping to hint CP-SAT with (and to fall back on).
+
+    Plays one random game, two greedy policies (prefer NoCopy, prefer Copy; Drop
+    buffers with no benefit) and then more random games, all with Drop-backup, until
+    ``seconds`` are spent (at least the first three games). Past the deadline, or past ``max_moves``
+    moves in one game (default 4 per buffer), a game is finished by preferring Drop,
+    which completes it quickly. Returns the best game's ``(reward_s, allocations,
+    info)``; without ``seconds`` only the first three games are played (reproducible).
+    """
+    import numpy as np
+
+    from mallocgame.game.backup import DropBackup
+    from mallocgame.game.state import COPY, DROP, NOCOPY, Game
+    from mallocgame.solvers.random import UniformPolicy
+
+    clock = Stopwatch(seconds)
+    benefit = [b.benefit_s > 0 for b in instance.buffers]
+    cap = max_moves if max_moves is not None else 4 * max(instance.num_buffers, 1)
+
+    def greedy(order: tuple[int, ...]) -> Callable[[Game, np.ndarray], int]:
+        def policy(game: Game, allowed: np.ndarray) -> int:
+            if not benefit[game.current_buffer] and allowed[DROP]:
+                return DROP
+            return next(a for a in order if allowed[a])
+
+        return policy
+
+    def play(game: Game, policy: Callable[[Game, np.ndarray], int]) -> int:
+        game.reset()
+        driver = DropBackup(game)
+        moves = 0
+        while not game.complete:
+            allowed = driver.allowed()
+            if moves >= cap or (seconds is not None and clock.expired()):
+                action = DROP if allowed[DROP] else int(np.flatnonzero(allowed)[0])
+            else:
+                action = policy(game, allowed)
+            driver.step(action)
+            moves += 1
+        return driver.backups
+
+    game = Game(instance)
+    best: tuple[float, list[Allocation]] = (0.0, [])
+    source = "drop"
+    random_policy = UniformPolicy(np.random.default_rng(seed))
+    policies: list[tuple[str, Any]] = [
+        ("random", random_policy),  # cheap even on large programs: a first answer
+        ("greedy-nocopy", greedy((NOCOPY, COPY, DROP))),
+        ("greedy-copy", greedy((COPY, NOCOPY, DROP))),
+    ]
+    games = 0
+    while games < len(policies) or (seconds is not None and not clock.expired()):
+        name, policy = policies[games] if games < len(policies) else ("random", random_policy)
+        play(game, policy)
+        games += 1
+        if game.return_s > best[0]:
+            best = (float(game.return_s), game.allocations())
+            source = name
+    return best[0], best[1], {"games": games, "source": source, "reward_s": best[0]}
+
+
+def _heuristic_mapping(instance: Instance, seed: int) -> tuple[float, list[Allocation]] | None:
+    """The XLA-like heuristic's mapping (``None`` where this build has none, or it fails)."""
+    try:
+        from mallocgame.solvers.heuristic import HeuristicSolver
+    except ImportError:
+        return None
+    try:
+        solution = HeuristicSolver().solve(instance, SolveRequest(seed=seed))
+    except Exception:  # a warm start only: never let it break the exact solver
+        return None
+    return solution.reward_s, list(solution.allocations)
+
+
+def _deterministic_time(solver: cp_model.CpSolver) -> float:
+    """CP-SAT's deterministic time of the last solve (an attribute since 9.15)."""
+    value = getattr(solver, "deterministic_time", None)
+    if value is None:
+        value = solver.response_proto.deterministic_time
+    return float(value() if callable(value) else value)
+
+
+class _Recorder(cp_model.CpSolverSolutionCallback):
+    """Keeps every solution that improves the true reward; reports it if asked."""
+
+    def __init__(self, on_solution: Callable[["_Recorder"], None]) -> None:
+        super().__init__()
+        self._on_solution = on_solution
+
+    def on_solution_callback(self) -> None:
+        self._on_solution(self)
+
+
+class ExactSolver(Solver):
+    """CP-SAT over the mapping model; optimal or the best found within the budget."""
+
+    name = "exact"
+    work_unit = "dtime_ms"
+
+    def solve(self, instance: Instance, request: SolveRequest = SolveRequest()) -> Solution:
+        clock = Stopwatch(request.seconds)
+        options = dict(request.options)
+        seconds = request.seconds
+        if seconds is None and request.work is None:
+            seconds = DEFAULT_SECONDS
+        normalizer = reward_normalizer(instance)
+        bound_info = bound_details(instance)
+        found: list[tuple[float, list[Allocation]]] = []  # improving mappings, by true reward
+        best = [0.0]  # dropping everything gains 0: report only what beats it
+
+        def improve(reward: float, allocs: list[Allocation], work: dict[str, int]) -> None:
+            if reward <= best[0]:
+                return
+            best[0] = reward
+            found.append((reward, allocs))
+            if request.callback is not None and not physical_check(instance, allocs):
+                sol = self._solution(
+                    instance, request, clock.elapsed, allocs, reward, normalizer, {"work": work}
+                )
+                request.callback(Improvement(sol, clock.elapsed, work))
+
+        # Building the model costs about BUILD_S_PER_BUFFER per buffer (Python); skip
+        # CP-SAT when that would not leave it time to search (the warm start stands).
+        use_model = (
+            seconds is None
+            or bool(options.get("force_model", False))
+            or seconds - clock.elapsed >= 3 * BUILD_S_PER_BUFFER * instance.num_buffers + 0.5
+        )
+        # warm starts (hints for CP-SAT, and fallbacks): the XLA-like heuristic when
+        # this build has it and there is time, and a few game rollouts
+        starts: list[tuple[float, list[Allocation], str]] = []
+        warm_info: dict[str, Any] = {}
+        if options.get("heuristic_start", True) and (
+            seconds is None or seconds - clock.elapsed > 3e-4 * instance.num_buffers + 0.2
+        ):
+            h = _heuristic_mapping(instance, request.seed)
+            if h is not None:
+                starts.append((h[0], h[1], "heuristic"))
+                warm_info["heuristic_reward_s"] = h[0]
+                improve(h[0], h[1], {"heuristic": 1})
+        if options.get("warm_start", True) or not use_model:
+            if not use_model:
+                share = max(0.0, 0.9 * (seconds - clock.elapsed) - 0.1)
+            else:
+                default = min(2.0, 0.05 * seconds, 0.002 * instance.num_buffers) if seconds else None
+                share = options.get("warm_start_s", default)
+            w_reward, w_allocs, info = warm_start(instance, share, request.seed)
+            starts.append((w_reward, w_allocs, "game"))
+            warm_info.update(
+                games=info["games"], game_policy=info["source"], game_reward_s=info["reward_s"]
+            )
+            improve(w_reward, w_allocs, {"games": info["games"]})
+        if not use_model:
+            return self._without_model(instance, request, clock, found, warm_info, bound_info, normalizer)
+
+        model = MappingModel(instance, cumulative=bool(options.get("cumulative", True)))
+        hint_limit = max(0.05, 0.05 * seconds) if seconds else 5.0
+        warm_info["hint"] = None
+        for reward, allocs, source in sorted(starts, key=lambda item: -item[0]):
+            if reward <= 0 or not allocs:
+                continue
+            model.model.clear_hints()
+            model.add_hint(allocs)
+            if model.complete_hint(hint_limit):
+                warm_info["hint"] = source
+                break
+        build_s = clock.elapsed
+
+        solver = cp_model.CpSolver()
+        params = solver.parameters
+        params.num_workers = int(options.get("workers", 1))
+        params.random_seed = int(request.seed)
+        params.log_search_progress = bool(options.get("log", False))
+        if seconds is not None:
+            margin = min(0.5, 0.05 * seconds) + 0.02
+            left = max(0.05, seconds - clock.elapsed - margin)
+            params.max_time_in_seconds = left
+            # presolve probing can take most of a short budget on large models
+            probe = min(1.0, max(0.01, left / 100))
+            params.presolve_probing_deterministic_time_limit = probe
+            params.probing_deterministic_time_limit = probe
+        if request.work is not None:
+            params.max_deterministic_time = request.work / 1000.0
+
+        def on_solution(cb: _Recorder) -> None:
+            allocs = model.allocations(cb.value)
+            work = {"branches": int(cb.num_branches), "conflicts": int(cb.num_conflicts)}
+            improve(mapping_reward(instance, [a.buffer for a in allocs]), allocs, work)
+
+        status = solver.solve(model.model, _Recorder(on_solution))
+        status_name = solver.status_name(status)
+        work = {
+            "dtime_ms": int(round(_deterministic_time(solver) * 1000)),
+            "branches": int(solver.num_branches),
+            "conflicts": int(solver.num_conflicts),
+        }
+        extra: dict[str, Any] = {
+            "work": work,
+            "status": status_name,
+            "build_s": build_s,
+            "upper_bound_s": bound_info["bound_s"],
+            "warm_start": warm_info,
+        }
+        cp_bound = None
+        if status in (cp_model.OPTIMAL, cp_model.FEASIBLE):  # (UNKNOWN reports no bound)
+            if model.trivial > 0:
+                cp_bound = model.seconds(solver.best_objective_bound) * (1 + 1e-12)
+            elif status == cp_model.OPTIMAL:
+                cp_bound = 0.0
+        if cp_bound is not None and not math.isfinite(cp_bound):
+            cp_bound = None
+        extra["cp_bound_s"] = cp_bound
+        bound = bound_info["bound_s"] if cp_bound is None else min(cp_bound, bound_info["bound_s"])
+        extra["bound_s"] = max(bound, 0.0)
+
+        if status in (cp_model.OPTIMAL, cp_model.FEASIBLE):  # the final solution too
+            allocs = model.allocations(solver.value)
+            found.append((mapping_reward(instance, [a.buffer for a in allocs]), allocs))
+        chosen: list[Allocation] | None = None
+        reward = 0.0
+        for r, allocs in sorted(found, key=lambda item: -item[0]):
+            if r <= 0:
+                break
+            failures = physical_check(instance, allocs)
+            if not failures:
+                chosen, reward = allocs, r
+                break
+            extra["note"] = extra.get("note", "") + (
+                f"model solution of reward {r!r} s rejected by the physical check "
+                f"({failures[0].kind}: {failures[0].message}); "
+            )
+        if chosen is None:
+            if "note" in extra:
+                extra["note"] += "fell back to dropping every buffer"
+            chosen, reward = [], 0.0
+        extra["source"] = (
+            next((name for _, allocs, name in starts if allocs is chosen), "cp-sat")
+            if chosen
+            else "drop"
+        )
+        return self._solution(instance, request, clock.elapsed, chosen, reward, normalizer, extra)
+
+    def _without_model(
+        self,
+        instance: Instance,
+        request: SolveRequest,
+        clock: Stopwatch,
+        found: list[tuple[float, list[Allocation]]],
+        warm_info: dict[str, Any] | None,
+        bound_info: dict[str, Any],
+        normalizer: float,
+    ) -> Solution:
+        """The answer when the budget is too small to build and search the model."""
+        reward, allocs = max(found, key=lambda item: item[0]) if found else (0.0, [])
+        if allocs and physical_check(instance, allocs):
+            reward, allocs = 0.0, []
+        extra = {
+            "work": {"dtime_ms": 0, "branches": 0, "conflicts": 0},
+            "status": "NOT_RUN",
+            "note": "budget too small to build the CP-SAT model; best warm-start game returned",
+            "build_s": 0.0,
+            "upper_bound_s": bound_info["bound_s"],
+            "warm_start": warm_info,
+            "cp_bound_s": None,
+            "bound_s": bound_info["bound_s"],
+            "source": "warm_start" if allocs else "drop",
+        }
+        return self._solution(instance, request, clock.elapsed, allocs, reward, normalizer, extra)
+
+    def _solution(
+        self,
+        instance: Instance,
+        request: SolveRequest,
+        wall_s: float,
+        allocs: list[Allocation],
+        reward: float,
+        normalizer: float,
+        extra: dict[str, Any],
+    ) -> Solution:
+        return Solution(
+            instance=instance.name,
+            instance_sha256=instance.sha256,
+            solver=self.name,
+            seed=request.seed,
+            wall_s=wall_s,
+            allocations=tuple(allocs),
+            reward_s=reward,
+            normalized_reward=normalize(instance, reward, normalizer),
+            actions=None,
+            extra=extra,
+        )

@@ -1,0 +1,186 @@
+"""The ``exact`` CP-SAT solver and the fast upper bound."""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+
+from mallocgame.check import SUPPLY_RTOL, check_solution
+from mallocgame.errors import SolverError
+from mallocgame.game import Game
+from mallocgame.game.exhaustive import exhaustive_search
+from mallocgame.instance import instance_from_dict
+from mallocgame.latency import reward_normalizer
+from mallocgame.solvers.base import SolveRequest
+from mallocgame.solvers.bound import bound_details, upper_bound
+from mallocgame.solvers.exact import ExactSolver, copy_in_start, copy_out_end
+from mallocgame.solvers.random import RandomSolver
+from mallocgame.workloads.registry import load_workload
+from tests.game.test_property import _scale, instances
+
+CONFORMANCE = Path(__file__).parents[1] / "data" / "conformance"
+NAMES = sorted(p.stem for p in CONFORMANCE.glob("*.json"))
+
+
+def _load(name: str):
+    doc = json.loads((CONFORMANCE / f"{name}.json").read_text())
+    return instance_from_dict(doc["instance"]), doc.get("optimal_reward_s")
+
+
+def _tol(inst) -> float:
+    """Absolute slack: the scaled objective is exact to 1e-6 of the trivial bound."""
+    return 1e-5 * max(bound_details(inst, lp=False)["trivial_s"], 0.0) + 1e-15
+
+
+@pytest.fixture(scope="module")
+def conformance_results():
+    out = {}
+    for name in NAMES:
+        inst, optimal = _load(name)
+        if optimal is None:
+            optimal = exhaustive_search(Game(inst), max_nodes=5_000_000)[0]
+        solution = ExactSolver().solve(inst, SolveRequest(seed=0, seconds=20))
+        out[name] = (inst, optimal, solution)
+    return out
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_exact_reaches_the_game_optimum(conformance_results, name: str) -> None:
+    inst, optimal, solution = conformance_results[name]
+    assert solution.extra["status"] == "OPTIMAL"
+    assert solution.actions is None
+    assert solution.reward_s >= optimal - _tol(inst), (solution.reward_s, optimal)
+    report = check_solution(inst, solution)
+    assert report.ok, report.summary()
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_exact_never_exceeds_its_bounds(conformance_results, name: str) -> None:
+    inst, optimal, solution = conformance_results[name]
+    bound = solution.extra["bound_s"]
+    assert solution.reward_s <= bound * (1 + 1e-12) + 1e-15
+    assert optimal <= bound * (1 + 1e-12) + 1e-15  # the bound covers every game
+    assert solution.extra["cp_bound_s"] is not None
+    ub = upper_bound(inst)
+    assert ub >= solution.reward_s * (1 - 1e-12) - 1e-15
+    assert ub == pytest.approx(solution.extra["upper_bound_s"])
+
+
+def test_conformance_optima_are_reached_exactly() -> None:
+    """The vectors with a recorded optimum: no better mapping exists in the game, and
+    exact meets it to the rounding of its scaled objective."""
+    for name in ("tiny_alias", "tiny_chain", "tiny_pair", "tiny_square"):
+        inst, optimal = _load(name)
+        solution = ExactSolver().solve(inst, SolveRequest(seconds=10))
+        assert solution.reward_s == pytest.approx(optimal, rel=1e-9)
+
+
+@settings(
+    max_examples=100, deadline=None, database=None,
+    suppress_health_check=list(HealthCheck),
+)
+@given(instances())
+def test_exact_matches_exhaustive_on_random_instances(inst) -> None:
+    try:
+        best = exhaustive_search(Game(inst), max_nodes=300_000)[0]
+    except SolverError:
+        return
+    solution = ExactSolver().solve(inst, SolveRequest(seconds=10))
+    assert check_solution(inst, solution).ok
+    assert solution.extra["status"] == "OPTIMAL"
+    tol = 1e-6 * _scale(inst) + 1e-12
+    assert solution.reward_s >= best - tol
+    assert solution.extra["bound_s"] >= best - tol
+    assert upper_bound(inst) >= solution.reward_s - 1e-9 * abs(solution.reward_s) - 1e-15
+
+
+def test_upper_bound_beats_random_and_heuristic_solutions() -> None:
+    from mallocgame.solvers import get_solver
+
+    for name in ("xla-v1/lstm_infer", "xla-v1/resnet_infer", "synthetic/small", "xla-v1/donated_sgd_step"):
+        inst = load_workload(name)
+        ub = upper_bound(inst)
+        assert ub <= bound_details(inst)["trivial_s"]
+        rnd = RandomSolver().solve(inst, SolveRequest(seed=1, work=20))
+        assert rnd.reward_s <= ub
+        try:
+            heuristic = get_solver("heuristic").solve(inst, SolveRequest(seed=0))
+        except SolverError:  # not built in this tree
+            continue
+        assert heuristic.reward_s <= ub
+
+
+def test_upper_bound_on_16k_buffers() -> None:
+    inst = load_workload("synthetic/16k")
+    ub = upper_bound(inst)
+    assert 0 < ub <= reward_normalizer(inst) * (1 + 1e-9)
+
+
+def test_suite_program_within_budget() -> None:
+    inst = load_workload("xla-v1/lstm_infer")
+    start = time.perf_counter()
+    solution = ExactSolver().solve(inst, SolveRequest(seed=0, seconds=4.0))
+    wall = time.perf_counter() - start
+    assert wall < 4.0 + 1.5
+    report = check_solution(inst, solution)
+    assert report.ok, report.summary()
+    assert solution.reward_s > 0
+    assert solution.extra["bound_s"] >= solution.reward_s
+    assert solution.extra["status"] in ("OPTIMAL", "FEASIBLE")
+    assert solution.extra["work"]["dtime_ms"] > 0
+    assert upper_bound(inst) >= solution.reward_s
+
+
+def test_large_program_honours_a_short_budget() -> None:
+    inst = load_workload("synthetic/4k")
+    start = time.perf_counter()
+    solution = ExactSolver().solve(inst, SolveRequest(seed=0, seconds=3.0))
+    assert time.perf_counter() - start < 3.0 + 1.5
+    assert check_solution(inst, solution).ok
+    assert solution.extra["bound_s"] >= solution.reward_s
+
+
+def test_work_budget_is_reproducible() -> None:
+    inst, _ = _load("random105")
+    a = ExactSolver().solve(inst, SolveRequest(seed=3, work=50))
+    b = ExactSolver().solve(inst, SolveRequest(seed=3, work=50))
+    assert a.allocations == b.allocations and a.reward_s == b.reward_s
+    assert a.extra["work"]["dtime_ms"] <= 50 + 5
+
+
+def test_callback_sees_improvements() -> None:
+    inst = load_workload("synthetic/small")
+    seen = []
+    final = ExactSolver().solve(inst, SolveRequest(seed=0, seconds=5.0, callback=seen.append))
+    rewards = [imp.solution.reward_s for imp in seen]
+    assert rewards and rewards == sorted(rewards)
+    assert rewards[-1] == pytest.approx(final.reward_s)
+    assert all(check_solution(inst, imp.solution).ok for imp in seen)
+
+
+def test_copy_interval_helpers_match_the_checker() -> None:
+    supply = [1.0, 0.5, 0.0, 0.25, 2.0]
+    target = lambda d: (1 - SUPPLY_RTOL) * d  # noqa: E731
+    # copy-in before step 4: [s, 3]
+    assert copy_in_start(supply, 4, 0.25, 0) == 3
+    assert copy_in_start(supply, 4, 0.5, 0) == 1
+    assert copy_in_start(supply, 4, 0.75, 0) == 1
+    assert copy_in_start(supply, 4, 1.0, 0) == 0
+    assert copy_in_start(supply, 4, 1.0, 1) is None  # may not start at or before def_time
+    assert copy_in_start(supply, 4, 0.0, 2) == 4  # zero demand: no copy interval
+    for d in (0.1, 0.3, 0.75, 1.7):
+        s = copy_in_start(supply, 4, d, 0)
+        assert math.fsum(supply[s:4]) >= target(d)
+        assert s == 3 or math.fsum(supply[s + 1 : 4]) < target(d)
+    # copy-out after step 0: [1, e]
+    assert copy_out_end(supply, 0, 0.5) == 1
+    assert copy_out_end(supply, 0, 0.6) == 3
+    assert copy_out_end(supply, 0, 2.0) == 4
+    assert copy_out_end(supply, 0, 3.0) is None
+    assert copy_out_end(supply, 4, 0.1) is None
+    assert copy_out_end(supply, 2, 0.0) == 2
