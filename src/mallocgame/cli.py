@@ -268,8 +268,18 @@ def _cmd_bench_rewards(args: argparse.Namespace) -> int:
                 points += curve
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
+    from mallocgame.latency import reward_normalizer
+    from mallocgame.solvers.bound import upper_bound
+    from mallocgame.workloads.registry import load_workload
+
+    bounds = {}
+    for program in args.programs:
+        inst = load_workload(program)
+        normalizer = reward_normalizer(inst)
+        bounds[program] = upper_bound(inst) / normalizer if normalizer else 0.0
+        print(f"{program}: upper bound {bounds[program]:.4f}", file=sys.stderr)
     write_csv(points, out.with_suffix(".csv"))
-    plot_curves(points, out.with_suffix(".png"))
+    plot_curves(points, out.with_suffix(".png"), bounds)
     print(final_table(points))
     return EXIT_OK
 

@@ -70,8 +70,11 @@ def final_table(points: list[CurvePoint]) -> str:
     return "\n".join(lines)
 
 
-def plot_curves(points: list[CurvePoint], path: Path) -> None:
-    """One panel per program: best-so-far normalized reward against seconds, per solver and seed."""
+def plot_curves(points: list[CurvePoint], path: Path, bounds: dict[str, float] | None = None) -> None:
+    """One panel per program: best-so-far normalized reward against seconds, per solver and seed.
+
+    ``bounds``: a normalized upper bound per program, drawn as a dashed line.
+    """
     import matplotlib
 
     matplotlib.use("Agg")
@@ -91,6 +94,8 @@ def plot_curves(points: list[CurvePoint], path: Path) -> None:
             ys = [p.normalized_reward for p in pts]
             ax.step(xs, ys, where="post", color=colour, alpha=0.8, marker="o", markersize=4,
                     label=solver if seed == pts[0].seed else None)
+        if bounds and program in bounds:
+            ax.axhline(bounds[program], color="black", linestyle="--", linewidth=1, label="upper bound")
         ax.set_title(program)
         ax.set_xlabel("wall-clock seconds")
         ax.set_ylabel("best normalized reward")
