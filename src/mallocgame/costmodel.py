@@ -50,6 +50,8 @@ from __future__ import annotations
 import math
 from typing import Any
 
+import numpy as np
+
 from mallocgame.errors import InstanceError
 from mallocgame.hardware import HardwarePreset, get_preset
 from mallocgame.instance import (
@@ -70,6 +72,7 @@ __all__ = [
     "EXACT_BENEFIT_MAX_BUFFERS",
     "derive_instance",
     "peak_live_bytes",
+    "peak_of",
     "capacity_bytes",
     "compute_seconds",
 ]
@@ -82,28 +85,35 @@ CAPACITY_RULE = (
 )
 
 
-def peak_live_bytes(program: Program) -> int:
+def peak_of(sizes: np.ndarray, def_time: np.ndarray, last_use: np.ndarray, num_steps: int) -> int:
+    """Max over steps ``0 .. num_steps-1`` of the summed ``sizes`` live at that step.
+
+    Tensor ``i`` is live over ``[max(def_time[i], 0), last_use[i]]`` (inclusive; a
+    program input never read, ``last_use = -1``, is live at no step). Arrays: int64 [X].
+    """
+    if num_steps == 0:
+        return 0
+    diff = np.zeros(num_steps + 1, dtype=np.int64)
+    np.add.at(diff, np.maximum(def_time, 0), sizes)
+    np.add.at(diff, np.minimum(last_use, num_steps - 1) + 1, -sizes)
+    return max(int(np.cumsum(diff)[:num_steps].max()), 0)
+
+
+def peak_live_bytes(program: Program | Instance) -> int:
     """Max over instructions ``t`` of the summed sizes of the tensors live at ``t``.
 
     A tensor is live over ``[max(def_time, 0), last_use_time]`` (inclusive): a program
     input from time 0 to its last use (one never read, ``last_use_time = -1``, is live
-    at no step), an output from its definition to its last use.
+    at no step), an output from its definition to its last use. Works on a program or
+    an instance (both have ``tensors`` and ``instructions``).
     """
-    num_t = len(program.instructions)
-    delta = [0] * (num_t + 1)
-    for x in program.tensors:
-        start = max(x.def_time, 0)
-        end = min(x.last_use_time, num_t - 1)
-        if end < start or x.size == 0:
-            continue
-        delta[start] += x.size
-        delta[end + 1] -= x.size
-    peak = running = 0
-    for t in range(num_t):
-        running += delta[t]
-        if running > peak:
-            peak = running
-    return peak
+    tensors = program.tensors
+    return peak_of(
+        np.fromiter((x.size for x in tensors), dtype=np.int64, count=len(tensors)),
+        np.fromiter((x.def_time for x in tensors), dtype=np.int64, count=len(tensors)),
+        np.fromiter((x.last_use_time for x in tensors), dtype=np.int64, count=len(tensors)),
+        len(program.instructions),
+    )
 
 
 def capacity_bytes(preset: HardwarePreset, peak: int, capacity_fraction: float) -> int:

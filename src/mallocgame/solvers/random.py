@@ -6,6 +6,8 @@ it plays games until the budget is spent (at least one) and keeps the best.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 
 from mallocgame.game.backup import DropBackup
@@ -70,6 +72,4 @@ class RandomSolver(Solver):
 
 def _with_work(solution: Solution, wall_s: float, work: dict[str, int]) -> Solution:
     """``solution`` with the final wall time and total work recorded."""
-    from dataclasses import replace
-
     return replace(solution, wall_s=wall_s, extra={**solution.extra, "work": work})

@@ -42,6 +42,7 @@ from itertools import accumulate
 
 import numpy as np
 
+from mallocgame.costmodel import peak_live_bytes, peak_of
 from mallocgame.errors import InputFileError
 from mallocgame.instance import (
     Buffer,
@@ -433,22 +434,6 @@ def _build_program(
     return builder, Loop(first=first, last=last, trip_count=window.trip_count)
 
 
-def _peak(sizes: np.ndarray, def_time: np.ndarray, last_use: np.ndarray, steps: int) -> int:
-    """Peak over ``t`` of the bytes of tensors live at ``t`` (inputs live from step 0)."""
-    diff = np.zeros(steps + 1, dtype=np.int64)
-    np.add.at(diff, np.maximum(def_time, 0), sizes)
-    np.add.at(diff, last_use + 1, -sizes)
-    return int(np.cumsum(diff)[:steps].max())
-
-
-def peak_live_bytes(inst: Instance) -> int:
-    """Peak over logical time of the bytes of live tensors (program inputs live from 0)."""
-    sizes = np.array([x.size for x in inst.tensors], dtype=np.int64)
-    def_time = np.array([x.def_time for x in inst.tensors], dtype=np.int64)
-    last_use = np.array([x.last_use_time for x in inst.tensors], dtype=np.int64)
-    return _peak(sizes, def_time, last_use, inst.num_instructions)
-
-
 def _live_ranges(
     b: _Builder, loop: Loop | None, draw: _Draw
 ) -> tuple[np.ndarray, np.ndarray]:
@@ -554,7 +539,7 @@ def _assemble(
         count[loop.first : loop.last + 1] = loop.trip_count
     compute, supply, benefit = _latencies(b, sizes, count)
     def_time = np.array(b.tensor_def, dtype=np.int64)
-    peak = _peak(sizes, def_time, last_use, b.num_instructions)
+    peak = peak_of(sizes, def_time, last_use, b.num_instructions)
     return Instance(
         name=name,
         hardware=_hardware(capacity_fraction, peak),
