@@ -1,9 +1,10 @@
-# `make run`: set up .venv and solve a bundled workload; `make test`: set up and run the tests.
+# `make run`: set up .venv, solve a bundled workload, train MMap-MuZero for a minute; `make test`: set up and run the tests.
 PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-stamp
 WORKLOAD ?= xla-v1/transformer_train
+SMALL ?= xla-v1/gru_infer
 
 .PHONY: setup run test bench clean
 
@@ -12,7 +13,7 @@ setup: $(STAMP)
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e '.[test,xla,ray]'
+	$(PY) -m pip install --quiet -e '.[test,xla,muzero,ray]'
 	touch $(STAMP)
 
 run: $(STAMP)
@@ -24,6 +25,9 @@ run: $(STAMP)
 	$(VENV)/bin/mallocgame simulate $(WORKLOAD) out/run.heuristic.json
 	$(VENV)/bin/mallocgame simulate $(WORKLOAD) out/run.random.json
 	$(VENV)/bin/mallocgame show $(WORKLOAD) out/run.heuristic.json --out out/run.layout.png
+	$(VENV)/bin/mallocgame train $(SMALL) --dir out/run.muzero --budget 60
+	$(VENV)/bin/mallocgame check $(SMALL) out/run.muzero/final.solution.json
+	$(VENV)/bin/mallocgame simulate $(SMALL) out/run.muzero/final.solution.json
 
 test: $(STAMP)
 	$(PY) -m pytest

@@ -92,9 +92,12 @@ def test_check_rejects_corruptions(tmp_path: Path, instance_file: Path, capsys) 
     [
         (["solve", "{missing}", "--solver", "random"], "neither a bundled workload"),
         (["solve", "{inst}", "--solver", "nope"], "unknown solver"),
-        (["solve", "{inst}", "--solver", "muzero"], "not available"),
+        (["solve", "{inst}", "--solver", "egrl"], "not available"),
         (["solve", "{inst}", "--solver", "random", "--seed", "x"], "invalid int value"),
         (["solve", "{inst}", "--solver", "random", "--budget", "-1"], "--budget"),
+        (["solve", "{inst}", "--solver", "random", "--option", "novalue"], "KEY=VALUE"),
+        (["solve", "{inst}", "--solver", "muzero", "--option", "num_simulations=many"], "cannot use"),
+        (["train", "{inst}", "--dir", "runs", "--solver", "random"], "train runs muzero"),
         (["check", "{inst}", "{malformed}"], "not valid JSON"),
         (["check", "{malformed}", "{inst}"], "not valid JSON"),
         (["check", "{wrongversion}", "{inst}"], "unsupported instance version"),

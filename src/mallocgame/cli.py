@@ -7,6 +7,7 @@ failed check, 2 bad input (one line on stderr, never a traceback).
 from __future__ import annotations
 
 import argparse
+import json
 import re
 import sys
 import time
@@ -87,7 +88,7 @@ def _cmd_solve(args: argparse.Namespace) -> int:
 
     request = SolveRequest(
         seed=args.seed, seconds=args.budget, work=args.work,
-        callback=progress if args.progress else None,
+        callback=progress if args.progress else None, options=_options(args.option),
     )
     solution = solver.solve(inst, request)
     out.parent.mkdir(parents=True, exist_ok=True)
@@ -95,6 +96,31 @@ def _cmd_solve(args: argparse.Namespace) -> int:
     print(f"{inst.name}: {solver.name} normalized reward {solution.normalized_reward:.6f} "
           f"(reward {solution.reward_s:.6g} s) -> {out}")
     return EXIT_OK
+
+
+def _options(items: Sequence[str]) -> dict[str, object]:
+    """``KEY=VALUE`` strings → a dict; values that read as JSON numbers or booleans
+    (``32``, ``1e-3``, ``true``) become them, anything else stays a string."""
+    options: dict[str, object] = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise UsageError(f"--option expects KEY=VALUE, not {item!r}")
+        try:
+            parsed = json.loads(value.strip())
+        except ValueError:
+            parsed = value.strip()
+        options[key.strip()] = parsed if isinstance(parsed, (int, float, bool)) else value.strip()
+    return options
+
+
+def _cmd_train(args: argparse.Namespace) -> int:
+    """``solve`` for the learning solvers, with checkpoints in --dir and progress lines."""
+    if args.solver not in ("muzero", "muzero-nosearch"):
+        raise UsageError(f"train runs muzero or muzero-nosearch, not {args.solver!r}")
+    args.option = [*args.option, f"checkpoint_dir={args.dir}", "progress=true"]
+    args.out = args.out or str(Path(args.dir) / "final.solution.json")
+    return _cmd_solve(args)
 
 
 def _cmd_check(args: argparse.Namespace) -> int:
@@ -206,7 +232,7 @@ def _cmd_extract(args: argparse.Namespace) -> int:
 
 
 def _cmd_bench_speedups(args: argparse.Namespace) -> int:
-    from mallocgame.bench.speedups import format_table, speedup_table
+    from mallocgame.bench.speedups import format_program_table, format_table, speedup_table
     from mallocgame.bench.sweep import Job, load_records, run_sweep
     from mallocgame.solvers import get_solver
     from mallocgame.workloads.suite import suite_names
@@ -222,12 +248,17 @@ def _cmd_bench_speedups(args: argparse.Namespace) -> int:
     out = Path(args.out)
     run_sweep(jobs, out, workers=args.workers, ray_address=args.ray,
               progress=lambda msg: print(msg, file=sys.stderr))
+    budget = {"seconds": args.budget, "work": args.work}
     wanted = {(j.program, j.solver, j.seed) for j in jobs}
-    records = [r for r in load_records(out) if (r["program"], r["solver"], r["seed"]) in wanted]
+    records = [r for r in load_records(out)
+               if (r["program"], r["solver"], r["seed"]) in wanted and r.get("budget") == budget]
     invalid = [r for r in records if not r["valid"]]
     for r in invalid:
         print(f"INVALID: {r['program']} {r['solver']} s{r['seed']}: {r['failures']}", file=sys.stderr)
     print(format_table(speedup_table(records, args.baseline), args.baseline))
+    if args.per_program:
+        print()
+        print(format_program_table(records, solvers))
     return EXIT_CHECK_FAILED if invalid else EXIT_OK
 
 
@@ -302,7 +333,22 @@ def _parser() -> _Parser:
     p.add_argument("--work", type=int, default=None, help="work budget in the solver's unit (games, ...)")
     p.add_argument("--out", default=None, help="solution file (default out/NAME.SOLVER.sSEED.json)")
     p.add_argument("--progress", action="store_true", help="print every new best solution")
+    p.add_argument("--option", action="append", default=[], metavar="KEY=VALUE",
+                   help="a solver setting (repeat), e.g. num_simulations=32 for muzero")
     p.set_defaults(func=_cmd_solve)
+
+    p = sub.add_parser("train", help="train MMap-MuZero on a workload, with checkpoints (resumes)")
+    p.add_argument("workload", help="a bundled workload name or an instance file")
+    p.add_argument("--dir", required=True, help="checkpoints, best.solution.json; resumes from it")
+    p.add_argument("--solver", default="muzero", help="muzero (default) or muzero-nosearch")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--budget", type=float, default=None, help="wall-clock budget of this run, seconds")
+    p.add_argument("--work", type=int, default=None, help="self-play games in total (over resumed runs)")
+    p.add_argument("--out", default=None, help="the final solution (default DIR/final.solution.json)")
+    p.add_argument("--progress", action="store_true", help="also print every new best solution")
+    p.add_argument("--option", action="append", default=[], metavar="KEY=VALUE",
+                   help="a MuZero setting (repeat), e.g. num_simulations=32")
+    p.set_defaults(func=_cmd_train)
 
     p = sub.add_parser("check", help="validate a solution (exit 1 if invalid)")
     p.add_argument("instance", help="a bundled workload name or an instance file")
@@ -343,6 +389,7 @@ def _parser() -> _Parser:
     q.add_argument("--out", default="results/speedups", help="one result file per job; existing ones are skipped")
     q.add_argument("--workers", type=int, default=None, help="local processes (default: all cores)")
     q.add_argument("--ray", default=None, metavar="ADDRESS", help="run the jobs on this Ray cluster")
+    q.add_argument("--per-program", action="store_true", help="also each program's normalized rewards")
     q.set_defaults(func=_cmd_bench_speedups)
 
     q = bench.add_parser("correlation", help="Pearson correlation of reward and simulated latency (paper Table 5)")

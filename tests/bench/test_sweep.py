@@ -24,6 +24,7 @@ def test_one_file_per_job_and_resume(tmp_path: Path) -> None:
     assert {p: p.stat().st_mtime_ns for p in files} == stamp
     records = load_records(tmp_path)
     assert all(r["valid"] and r["latency_s"] > 0 for r in records)
+    assert all(r["reward_s"] <= r["upper_bound_s"] for r in records)
     # same seed and work budget: the same answer as a direct run
     rerun = tmp_path / "again"
     run_sweep(jobs[2:3], rerun, workers=1)
@@ -34,7 +35,7 @@ def test_one_file_per_job_and_resume(tmp_path: Path) -> None:
 def test_speedup_table_arithmetic() -> None:
     records = [
         {"program": "a", "solver": "base", "seed": 0, "valid": True, "latency_s": 2.0,
-         "normalized_reward": 0.1, "reward_s": 1.0},
+         "normalized_reward": 0.1, "reward_s": 1.0, "upper_bound_s": 4.0},
         {"program": "b", "solver": "base", "seed": 0, "valid": True, "latency_s": 1.0,
          "normalized_reward": 0.1, "reward_s": 1.0},
         {"program": "a", "solver": "x", "seed": 0, "valid": True, "latency_s": 1.0,
@@ -50,7 +51,9 @@ def test_speedup_table_arithmetic() -> None:
     x = rows["x"]
     assert (x.programs, x.max, x.min, x.improved) == (2, 2.0, 0.5, 1)
     assert x.mean == pytest.approx(1.25) and x.mean_normalized_reward == pytest.approx(0.4)
-    assert x.bound_gap == pytest.approx(0.5)
+    # program a's tightest bound (2.0, from x's record) applies to all its records;
+    # program b has none
+    assert x.bound_gap == pytest.approx(0.5) and rows["base"].bound_gap == pytest.approx(0.5)
     assert rows["base"].mean == 1.0 and "| x | 2 | 1.2500" in format_table(list(rows.values()), "base")
 
 
@@ -60,3 +63,28 @@ def test_cli_bench_speedups(tmp_path: Path, capsys) -> None:
     assert main(argv) == 0
     assert "| random | 1 |" in capsys.readouterr().out
     assert main([*argv[:-6], "--solvers", "nope", "--out", str(tmp_path)]) == 2
+
+
+def test_program_table_rewards_and_bound() -> None:
+    from mallocgame.bench.speedups import format_program_table
+
+    records = [
+        {"program": "p", "solver": "a", "seed": 0, "valid": True, "normalized_reward": 0.5, "reward_s": 2.0,
+         "upper_bound_s": 3.0, "buffers": 1200},
+        {"program": "p", "solver": "b", "seed": 0, "valid": True, "normalized_reward": 0.25, "reward_s": 1.0,
+         "bound_s": 2.4, "buffers": 1200},
+        {"program": "q", "solver": "a", "seed": 0, "valid": False, "normalized_reward": 0.9, "reward_s": 1.0,
+         "buffers": 7},
+    ]
+    table = format_program_table(records, ["a", "b"]).splitlines()
+    assert table[0] == "| program | buffers | a | b | bound / R |"
+    assert table[2] == "| q | 7 | invalid | invalid | — |"  # smaller programs first
+    assert table[3] == "| p | 1,200 | 0.5000 | 0.2500 | 0.6000 |"  # R = 4 s, tightest bound 2.4 s
+
+
+def test_local_pool_gives_the_same_records(tmp_path: Path) -> None:
+    jobs = [Job(p, "random", 0, None, 2) for p in PROGRAMS]
+    assert run_sweep(jobs, tmp_path / "pool", workers=2) == (2, 0)
+    run_sweep(jobs, tmp_path / "one", workers=1)
+    pooled = {r["program"]: r["reward_s"] for r in load_records(tmp_path / "pool")}
+    assert pooled == {r["program"]: r["reward_s"] for r in load_records(tmp_path / "one")}

@@ -3,15 +3,27 @@
 from __future__ import annotations
 
 import json
+import pickle
+import subprocess
+import sys
+import warnings
 from pathlib import Path
 
 import numpy as np
 import pytest
 
 from mallocgame.check import check_solution
+from mallocgame.game.tables import build_tables
 from mallocgame.instance import instance_from_dict
+from mallocgame.solvers import es as es_module
 from mallocgame.solvers.base import SolveRequest
-from mallocgame.solvers.es import EsConfig, EsSolver, LinearPolicyShape, centered_ranks, play_policy
+from mallocgame.solvers.es import (
+    EsConfig,
+    EsSolver,
+    LinearPolicyShape,
+    centered_ranks,
+    play_policy,
+)
 from mallocgame.workloads.registry import load_workload
 
 CONFORMANCE = Path(__file__).parents[1] / "data" / "conformance"
@@ -60,11 +72,45 @@ def test_same_seed_and_work_give_the_same_solution(lstm) -> None:
 
 
 def test_parallel_workers_give_the_same_solution(lstm) -> None:
+    # JAX in this process (as in a full test run): its threads must not be forked
+    # into the workers, which start from a fork server (Linux) or are spawned.
+    jnp = pytest.importorskip("jax.numpy")
+    jnp.ones(2).block_until_ready()
     request = dict(seed=3, work=15)
     one = EsSolver().solve(lstm, SolveRequest(**request, options=SMALL))
-    two = EsSolver().solve(lstm, SolveRequest(**request, options={**SMALL, "workers": 2}))
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        two = EsSolver().solve(lstm, SolveRequest(**request, options={**SMALL, "workers": 2}))
+        again = EsSolver().solve(lstm, SolveRequest(**request, options={**SMALL, "workers": 2}))
+    forks = [str(w.message) for w in caught if "fork" in str(w.message).lower()]
+    assert not forks, forks
     assert check_solution(lstm, two).ok
-    assert one.actions == two.actions and one.extra["work"] == two.extra["work"]
+    for other in (two, again):
+        assert other.actions == one.actions and other.reward_s == one.reward_s
+        assert other.extra["work"] == one.extra["work"]
+
+
+def test_pool_never_forks() -> None:
+    ctx = es_module._pool_context()
+    assert ctx.get_start_method() == ("forkserver" if sys.platform.startswith("linux") else "spawn")
+    # The fork server preloads the es module: that must not start JAX's threads there.
+    code = "import sys, mallocgame.solvers.es; print('jax' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"
+
+
+def test_worker_plays_like_the_parent(lstm) -> None:
+    # what a worker does, in this process: the pickled instance and tables, warmed up
+    tables = build_tables(lstm)
+    es_module._worker_init(pickle.dumps((lstm, tables)), 0)
+    theta = LinearPolicyShape().initial(EsConfig(), np.random.default_rng(0))
+    try:
+        ((ret, raw, _, cut),) = es_module._worker_play([theta], None)
+    finally:
+        es_module._WORKER = None
+    game = play_policy(lstm, theta)
+    assert ret == game.return_s and not cut
+    assert np.frombuffer(raw, dtype=np.int8).tolist() == list(game.actions())
 
 
 @pytest.mark.parametrize("seed", [0, 1, 2])

@@ -32,7 +32,7 @@ def test_registry_names() -> None:
     with pytest.raises(SolverError, match="unknown solver"):
         get_solver("nope")
     with pytest.raises(SolverError, match="not available"):
-        get_solver("muzero")
+        get_solver("egrl")
 
 
 def test_drop_is_zero_and_valid(program) -> None:

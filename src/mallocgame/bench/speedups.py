@@ -3,8 +3,10 @@
 For every program, a solver's speedup over the baseline solver (``heuristic`` by
 default) is ``latency(baseline) / latency(solver)`` from the simulator, averaged
 over the seeds of each. Per solver: mean, max and min over programs, and how many
-programs it improved (speedup > 1). Where records carry a proven bound, the mean
-distance of the reward to it is reported too.
+programs it improved (speedup > 1), and the mean gap to the optimum's upper bound:
+``1 - reward / bound`` where ``bound`` is the tightest upper bound on the program's
+reward any record carries (``upper_bound_s``, the LP of ``solvers/bound.py``, written
+into every record by the sweep; ``bound_s``, a bound an exact solver proved).
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ from collections import defaultdict
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["SpeedupRow", "speedup_table", "format_table"]
+__all__ = ["SpeedupRow", "tightest_bounds", "speedup_table", "format_table", "format_program_table"]
 
 
 @dataclass(frozen=True)
@@ -28,7 +30,7 @@ class SpeedupRow:
     min: float
     improved: int
     mean_normalized_reward: float
-    bound_gap: float | None  # mean of 1 - reward / bound over records with a bound
+    bound_gap: float | None  # mean of 1 - reward / (tightest bound) over records of bounded programs
 
 
 def _mean_by_program(records: list[dict[str, Any]], key: str) -> dict[tuple[str, str], float]:
@@ -39,14 +41,26 @@ def _mean_by_program(records: list[dict[str, Any]], key: str) -> dict[tuple[str,
     return {k: statistics.fmean(v) for k, v in values.items()}
 
 
+def tightest_bounds(records: list[dict[str, Any]]) -> dict[str, float]:
+    """Per program, the smallest upper bound on the reward (seconds) any record carries."""
+    bounds: dict[str, float] = {}
+    for r in records:
+        for key in ("upper_bound_s", "bound_s"):
+            value = r.get(key)
+            if value is not None and value > 0:
+                bounds[r["program"]] = min(bounds.get(r["program"], value), float(value))
+    return bounds
+
+
 def speedup_table(records: list[dict[str, Any]], baseline: str = "heuristic") -> list[SpeedupRow]:
     """Rows for every solver with results on programs the baseline also solved."""
     latency = _mean_by_program(records, "latency_s")
     reward = _mean_by_program(records, "normalized_reward")
+    bounds = tightest_bounds(records)
     gaps: dict[str, list[float]] = defaultdict(list)
     for r in records:
-        if r.get("valid") and r.get("bound_s"):
-            gaps[r["solver"]].append(1.0 - r["reward_s"] / r["bound_s"])
+        if r.get("valid") and bounds.get(r["program"]):
+            gaps[r["solver"]].append(1.0 - r["reward_s"] / bounds[r["program"]])
     solvers = sorted({s for (_, s) in latency})
     rows = []
     for solver in solvers:
@@ -85,4 +99,28 @@ def format_table(rows: list[SpeedupRow], baseline: str = "heuristic") -> str:
             f"| {r.solver} | {r.programs} | {r.mean:.4f} | {r.max:.4f} | {r.min:.4f} | "
             f"{r.improved}/{r.programs} | {r.mean_normalized_reward:.4f} | {gap} |"
         )
+    return "\n".join(lines)
+
+
+def format_program_table(records: list[dict[str, Any]], solvers: list[str]) -> str:
+    """A Markdown table: per program, each solver's normalized reward (mean over seeds;
+    ``invalid`` where no valid answer) and the tightest bound / R."""
+    reward = _mean_by_program(records, "normalized_reward")
+    bounds = tightest_bounds(records)
+    programs: dict[str, int] = {}
+    normalizer: dict[str, float] = {}
+    for r in records:
+        programs[r["program"]] = int(r.get("buffers") or 0)
+        if r.get("normalized_reward"):
+            normalizer[r["program"]] = r["reward_s"] / r["normalized_reward"]
+    lines = [
+        "| program | buffers | " + " | ".join(solvers) + " | bound / R |",
+        "| --- | ---: |" + " ---: |" * (len(solvers) + 1),
+    ]
+    for program in sorted(programs, key=lambda p: (programs[p], p)):
+        cells = [f"{reward[(program, s)]:.4f}" if (program, s) in reward else "invalid" for s in solvers]
+        bound = bounds.get(program)
+        r = normalizer.get(program)
+        cells.append(f"{bound / r:.4f}" if bound and r else "—")
+        lines.append(f"| {program} | {programs[program]:,} | " + " | ".join(cells) + " |")
     return "\n".join(lines)

@@ -8,8 +8,10 @@ a Ray cluster when asked (``ray_address``; needs ``pip install ray``).
 
 from __future__ import annotations
 
+import multiprocessing
 import os
 import re
+import sys
 import time
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass
@@ -55,6 +57,7 @@ def run_job(job: Job, out_dir: str) -> dict[str, Any]:
     from mallocgame.check import check_solution
     from mallocgame.simulate import baseline_latency, simulate
     from mallocgame.solvers import SolveRequest, get_solver
+    from mallocgame.solvers.bound import upper_bound
     from mallocgame.workloads.registry import load_workload
 
     inst = load_workload(job.program)
@@ -76,6 +79,7 @@ def run_job(job: Job, out_dir: str) -> dict[str, Any]:
         "reward_s": solution.reward_s,
         "normalized_reward": solution.normalized_reward,
         "bound_s": solution.extra.get("bound_s"),
+        "upper_bound_s": upper_bound(inst),
         "work": solution.extra.get("work"),
         "wall_s": wall,
         "baseline_latency_s": baseline_latency(inst),
@@ -135,7 +139,10 @@ def run_sweep(
         for job in todo:
             note(run_job(job, str(out_dir)))
     else:
-        with ProcessPoolExecutor(max_workers=workers) as pool:
+        # forkserver/spawn, never fork: a parent that imported JAX (or any threaded
+        # library) must not fork its threads into the workers.
+        method = "forkserver" if sys.platform.startswith("linux") else "spawn"
+        with ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context(method)) as pool:
             futures = [pool.submit(run_job, job, str(out_dir)) for job in todo]
             for future in as_completed(futures):
                 note(future.result())

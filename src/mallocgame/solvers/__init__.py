@@ -12,6 +12,7 @@ from mallocgame.solvers.greedy import GreedySolver
 from mallocgame.solvers.heuristic import HeuristicSolver
 from mallocgame.solvers.hybrid import BestOfSolver
 from mallocgame.solvers.mcts import MctsSolver
+from mallocgame.solvers.muzero import MuZeroNoSearchSolver, MuZeroSolver
 from mallocgame.solvers.random import RandomSolver
 
 __all__ = [
@@ -28,12 +29,12 @@ SOLVERS: dict[str, type[Solver]] = {
     cls.name: cls
     for cls in (
         DropSolver, RandomSolver, GreedySolver, HeuristicSolver, EsSolver, MctsSolver,
-        ExactSolver, ExhaustiveSolver, BestOfSolver,
+        ExactSolver, ExhaustiveSolver, BestOfSolver, MuZeroSolver, MuZeroNoSearchSolver,
     )
 }
 """Every solver this build implements."""
 
-PLANNED_SOLVERS = ("muzero", "muzero-prod", "egrl")
+PLANNED_SOLVERS = ("muzero-prod", "egrl")
 """SPEC section 8 names whose solvers are not part of this build yet."""
 
 

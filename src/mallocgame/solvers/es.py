@@ -43,11 +43,26 @@ promptly, and the work done is recorded in ``extra["work"]`` (games, generations
 backups). With no budget at all it runs ``DEFAULT_GENERATIONS`` generations.
 
 Parallelism: ``options["workers"]`` (default 1) processes evaluate each generation's
-games through a :class:`concurrent.futures.ProcessPoolExecutor` (``fork`` start
-method where available, so workers inherit the compiled kernels); the default is one
-worker, evaluating in this process, because the reference machine has 2 cores and
-a pool's start-up and per-generation messaging cost more than they save on programs
-of a few hundred buffers. The pool start-up counts against the wall-clock budget.
+games through a :class:`concurrent.futures.ProcessPoolExecutor`. The workers are
+started with the ``forkserver`` method on Linux and ``spawn`` elsewhere, never
+``fork``: a process that has imported JAX (the test suite, the XLA frontend) runs
+threads, and a forked child can deadlock on a lock one of them held (JAX warns
+about it). The fork server preloads this module (a fork server already started in
+this process keeps its own preload list), and each worker's initializer receives
+the instance and its game tables once, pickled together in the parent, builds its
+own game and feature extractor, and warms up the compiled kernels (``cache=True``:
+they are loaded from numba's cache, not compiled) by playing one move, so the
+first game it plays is timed like the others. Every task then carries only a chunk
+of parameter vectors (and the deadline); it sends back each game's return, backups
+and actions (as bytes; the parent rebuilds a new best game from them). A program
+that runs the solver with several workers from a script must guard its entry point
+with ``if __name__ == "__main__":`` (the workers import the main module, as with any
+``spawn``/``forkserver`` pool). The default is one worker, evaluating in this
+process, because the reference machine has 2 cores and a pool's start-up (about
+half a second for the workers to load their kernels, and about a second more the
+first time, while the fork server imports the package) and per-generation messaging
+cost more than they save on programs of a few hundred buffers. The pool start-up
+counts against the wall-clock budget.
 
 Options (``SolveRequest.options``) and defaults: ``population`` 16 (perturbed games
 per generation, rounded up to even), ``sigma`` 0.1, ``lr`` 0.03, ``optimizer``
@@ -61,10 +76,12 @@ picked on lstm_infer, alexnet_train_b32 and transformer_train at 120-200 games.)
 from __future__ import annotations
 
 import multiprocessing
+import pickle
 import sys
 import time
 from concurrent.futures import Executor, ProcessPoolExecutor
 from dataclasses import dataclass, replace
+from multiprocessing.context import BaseContext
 from typing import Any, Mapping, Sequence
 
 import numpy as np
@@ -238,15 +255,41 @@ class _Player:
         actions = np.array(game.actions(), dtype=np.int8)
         return game.return_s, actions, driver.backups, cut
 
+    def warm_up(self) -> None:
+        """Load the compiled kernels a game uses (one move, the features), then reset."""
+        game = self.game
+        game.reset()
+        if not game.complete:
+            driver = DropBackup(game)
+            allowed = driver.allowed()
+            self.extract(game, out=self._feat32)
+            if allowed.any():
+                driver.step(int(np.flatnonzero(allowed)[0]))
+            game.reset()
+
 
 # ---------------------------------------------------------------- worker processes
 
 _WORKER: _Player | None = None
 
 
-def _worker_init(instance: Instance, hidden: int) -> None:
+def _pool_context() -> BaseContext:
+    """``forkserver`` on Linux (preloading this module), else ``spawn``; never ``fork``."""
+    if sys.platform.startswith("linux") and "forkserver" in multiprocessing.get_all_start_methods():
+        ctx = multiprocessing.get_context("forkserver")
+        # Only read when the fork server starts: the workers then fork from a process
+        # that has imported the package once, instead of each importing it anew.
+        ctx.set_forkserver_preload([__name__])
+        return ctx
+    return multiprocessing.get_context("spawn")
+
+
+def _worker_init(payload: bytes, hidden: int) -> None:
+    """Worker initializer: ``payload`` is ``pickle.dumps((instance, tables))``."""
     global _WORKER
-    _WORKER = _Player(instance, None, LinearPolicyShape(hidden))
+    instance, tables = pickle.loads(payload)
+    _WORKER = _Player(instance, tables, LinearPolicyShape(hidden))
+    _WORKER.warm_up()
 
 
 def _worker_play(
@@ -306,10 +349,10 @@ class EsSolver(Solver):
         player: _Player | None = None
         pool: Executor | None = None
         if cfg.workers > 1:
-            ctx = multiprocessing.get_context("fork") if sys.platform.startswith("linux") else None
+            payload = pickle.dumps((instance, tables), protocol=pickle.HIGHEST_PROTOCOL)
             pool = ProcessPoolExecutor(
-                max_workers=cfg.workers, mp_context=ctx, initializer=_worker_init,
-                initargs=(instance, cfg.hidden),
+                max_workers=cfg.workers, mp_context=_pool_context(), initializer=_worker_init,
+                initargs=(payload, cfg.hidden),
             )
         else:
             player = _Player(instance, tables, shape)

@@ -1,0 +1,157 @@
+"""Hyperparameters of MMap-MuZero (paper appendix C, Table 6), with CPU-sized defaults.
+
+:class:`MuZeroConfig` is one frozen dataclass; every field has a documented default.
+Where the paper's value (Table 6) does not fit a 2-core CPU the default is smaller
+and the paper's value is given in the comment:
+
+==========================  ===========  ==========  =====================================
+field                       paper        default     why the default differs
+==========================  ===========  ==========  =====================================
+discount                    0.9999       0.9999
+num_simulations             400          16          400 simulations per move is ~25x the
+                                                     CPU time per move; 16 with Gumbel
+                                                     MuZero (which improves the policy even
+                                                     with few simulations)
+init/final temperature      1.0 / 0.2    1.0 / 0.2   (``muzero_policy`` search only)
+temperature_decay_steps     400,000      400,000
+noise_fraction / alpha      0.25 / 0.03  0.25 / 0.03 (``muzero_policy`` search only)
+training_steps              1,000,000    budget      runs stop at a work or time budget
+optimizer                   adam         adamw       Adam with decoupled weight decay
+batch_size                  512          64          512-sample unrolls take ~8x longer
+                                                     per step on 2 cores
+learning_rate               2e-4         1e-3        a smaller batch and a run of minutes
+                                                     rather than a day
+weight_decay                1e-4         1e-4
+replay_size                 20,000       20,000      positions
+reanalyse_fraction          0.5          0           Reanalyse is part 2 of the agent
+==========================  ===========  ==========  =====================================
+
+Not in Table 6 (MuZero's usual values or chosen here): ``unroll_steps`` 5,
+``td_steps`` 100 (rewards are dense and games are finite, so long n-step returns are
+nearly unbiased), the value/reward support, ``value_scale`` (rewards are seconds, about
+1e-6: every reward is multiplied by ``value_scale / R``, ``R`` the instance's reward
+normalizer of SPEC section 5, so a whole game's return lies in about
+``[0, value_scale]``), the network widths, ``parallel_games`` 16.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field, fields
+from typing import Any, Mapping
+
+from mallocgame.errors import SolverError
+from mallocgame.game.observe import ObservationConfig
+
+__all__ = ["MuZeroConfig", "config_from_options", "coerce_option"]
+
+
+@dataclass(frozen=True)
+class MuZeroConfig:
+    """Everything that shapes an MMap-MuZero run (see the module docstring for sources)."""
+
+    # --- self-play and search
+    parallel_games: int = 16  # games played in one batch (one search call per move)
+    search: str = "gumbel"  # "gumbel" (mctx.gumbel_muzero_policy) or "muzero" (mctx.muzero_policy)
+    num_simulations: int = 16  # per move
+    discount: float = 0.9999
+    init_temperature: float = 1.0  # muzero_policy: visit-count temperature at the start
+    final_temperature: float = 0.2
+    temperature_decay_steps: int = 400_000  # learner steps from init to final (linear)
+    noise_fraction: float = 0.25  # muzero_policy: Dirichlet noise mixed into the root prior
+    noise_alpha: float = 0.03
+    gumbel_scale: float = 1.0  # gumbel_muzero_policy: 0 = deterministic top action
+    # --- targets
+    value_scale: float = 10.0  # a full game's return / R, times this, is the value target scale
+    td_steps: int = 100  # n of the n-step value targets
+    unroll_steps: int = 5  # K of the learned-model unroll
+    support_size: int = 41  # atoms of the categorical value and reward heads
+    support_max: float = 20.0  # largest |scaled value| the atoms cover (before MuZero's transform)
+    # --- networks (the representation of paper Figure 4, CPU-sized)
+    latent_size: int = 64
+    width: int = 128
+    conv_channels: tuple[int, ...] = (8, 16)
+    observation: ObservationConfig = field(default_factory=ObservationConfig)
+    # --- learner
+    batch_size: int = 64
+    learning_rate: float = 1e-3
+    weight_decay: float = 1e-4
+    value_loss_weight: float = 0.25
+    replay_size: int = 20_000  # positions
+    min_replay: int = 512  # positions before the learner starts
+    train_every: int = 4  # one learner step per this many self-play batch moves
+    reanalyse_fraction: float = 0.0
+    # --- run control
+    checkpoint_seconds: float = 60.0  # wall-clock between checkpoints (and one at the end)
+    progress_seconds: float = 10.0  # wall-clock between progress lines
+    eval_every: int = 200  # learner steps between no-search evaluation games (policy answer)
+
+    def __post_init__(self) -> None:
+        if self.search not in ("gumbel", "muzero"):
+            raise SolverError(f"search must be 'gumbel' or 'muzero', not {self.search!r}")
+        positive = ("parallel_games", "num_simulations", "unroll_steps", "support_size", "latent_size",
+                    "width", "batch_size", "replay_size", "train_every", "eval_every")
+        for name in positive:
+            if int(getattr(self, name)) < 1:
+                raise SolverError(f"{name} must be at least 1, not {getattr(self, name)}")
+        if self.td_steps < 1:
+            raise SolverError(f"td_steps must be at least 1, not {self.td_steps}")
+        if not 0.0 < self.discount <= 1.0:
+            raise SolverError(f"discount must be in (0, 1], not {self.discount}")
+        if self.support_size < 3 or self.support_max <= 0 or self.value_scale <= 0:
+            raise SolverError("support_size must be >= 3 and support_max, value_scale positive")
+        if self.learning_rate <= 0 or self.weight_decay < 0:
+            raise SolverError("learning_rate must be positive and weight_decay non-negative")
+        if self.reanalyse_fraction != 0.0:
+            raise SolverError("reanalyse_fraction: Reanalyse is not part of this build (use 0)")
+
+
+def coerce_option(value: Any, like: Any, name: str) -> Any:
+    """``value`` (often a command-line string) converted to the type of ``like``."""
+    if isinstance(like, bool):
+        if isinstance(value, str):
+            if value.lower() in ("1", "true", "yes"):
+                return True
+            if value.lower() in ("0", "false", "no"):
+                return False
+            raise SolverError(f"option {name}: expected true/false, not {value!r}")
+        return bool(value)
+    try:
+        if isinstance(like, int):
+            return int(value)
+        if isinstance(like, float):
+            return float(value)
+        if isinstance(like, tuple):
+            items = value.split(",") if isinstance(value, str) else (
+                [value] if isinstance(value, int) else value)
+            return tuple(int(v) for v in items)
+    except (TypeError, ValueError):
+        raise SolverError(f"option {name}: cannot use {value!r} as {type(like).__name__}") from None
+    return str(value)
+
+
+def config_from_options(options: Mapping[str, Any], base: MuZeroConfig | None = None) -> MuZeroConfig:
+    """``base`` (default: the defaults) with ``options`` applied by field name.
+
+    Observation fields are given with an ``obs_`` prefix (``obs_grid_steps=16``).
+    Unknown names raise :class:`SolverError` listing the known ones.
+    """
+    base = base or MuZeroConfig()
+    top = {f.name: f for f in fields(MuZeroConfig) if f.name != "observation"}
+    obs_fields = {f.name for f in fields(ObservationConfig)}
+    changes: dict[str, Any] = {}
+    obs_changes: dict[str, Any] = {}
+    for key, value in options.items():
+        if key.startswith("obs_") and key[4:] in obs_fields:
+            obs_changes[key[4:]] = coerce_option(value, getattr(base.observation, key[4:]), key)
+        elif key in top:
+            changes[key] = coerce_option(value, getattr(base, key), key)
+        else:
+            known = ", ".join(sorted([*top, *(f"obs_{n}" for n in obs_fields)]))
+            raise SolverError(f"unknown muzero option '{key}' (known: {known})")
+    if obs_changes:
+        try:
+            changes["observation"] = dataclasses.replace(base.observation, **obs_changes)
+        except ValueError as exc:
+            raise SolverError(f"observation options: {exc}") from None
+    return dataclasses.replace(base, **changes)

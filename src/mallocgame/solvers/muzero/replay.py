@@ -1,0 +1,163 @@
+"""Replay of self-play games, and the training batches MuZero unrolls from them.
+
+A :class:`GameRecord` holds one finished self-play game as arrays over its ``L``
+moves (every move played, including moves a Drop-backup later undid: the move that
+led to the back-up carries the return it lost as a negative reward, so rewards sum to
+the game's final return). :class:`Replay` keeps the newest games up to
+``capacity`` positions and samples uniformly over positions.
+
+A batch (:class:`Batch`) for unroll length ``K`` holds, per sampled position ``t``:
+the observation at ``t``; actions ``t .. t+K-1`` (uniform random past the end);
+value targets ``z[t+k]`` (n-step returns bootstrapped from the search's root values;
+0 past the end); reward targets ``u[t+k-1]`` for ``k >= 1`` (0 past the end); policy
+targets ``π[t+k]`` and a mask that is 1 where ``t+k < L``.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass
+from typing import Any, Mapping
+
+import numpy as np
+
+__all__ = ["GameRecord", "Batch", "Replay", "n_step_values", "STORED_AS_BYTES"]
+
+STORED_AS_BYTES = ("grid", "profile")
+"""Observation parts that are binary images: stored as uint8, returned as float32."""
+
+
+def n_step_values(rewards: np.ndarray, root_values: np.ndarray, discount: float, n: int) -> np.ndarray:
+    """``z[t] = Σ_{i<n} γ^i u[t+i] + γ^n v[t+n]`` (no bootstrap past the end): float32 ``[L]``.
+
+    ``rewards`` ``[L]`` (``u[t]``: the reward of move ``t``), ``root_values`` ``[L]``.
+    """
+    length = len(rewards)
+    g = np.zeros(length + 1, dtype=np.float64)  # discounted return from t to the end
+    for t in range(length - 1, -1, -1):
+        g[t] = rewards[t] + discount * g[t + 1]
+    t = np.arange(length)
+    end = np.minimum(t + n, length)
+    powers = discount ** (end - t).astype(np.float64)
+    z = g[t] - powers * g[end]
+    boot = end < length
+    z[boot] += powers[boot] * root_values[end[boot]]
+    return z.astype(np.float32)
+
+
+@dataclass
+class GameRecord:
+    """One self-play game of ``L`` moves.
+
+    ``observations``: dict of arrays ``[L, ...]`` (the observation before each move);
+    ``actions`` ``[L]`` int8; ``rewards`` ``[L]`` float32 (scaled; with back-up
+    penalties); ``policies`` ``[L, 3]`` float32 (search policy); ``root_values`` ``[L]``
+    float32; ``values`` ``[L]`` float32 (n-step targets, filled by :meth:`Replay.add`).
+    """
+
+    observations: dict[str, np.ndarray]
+    actions: np.ndarray
+    rewards: np.ndarray
+    policies: np.ndarray
+    root_values: np.ndarray
+    values: np.ndarray | None = None
+
+    def __len__(self) -> int:
+        return int(self.actions.shape[0])
+
+    def state_dict(self) -> dict[str, Any]:
+        return {
+            "observations": dict(self.observations), "actions": self.actions, "rewards": self.rewards,
+            "policies": self.policies, "root_values": self.root_values, "values": self.values,
+        }
+
+    @classmethod
+    def from_state_dict(cls, state: Mapping[str, Any]) -> "GameRecord":
+        return cls(
+            observations={k: np.asarray(v) for k, v in state["observations"].items()},
+            actions=np.asarray(state["actions"]), rewards=np.asarray(state["rewards"]),
+            policies=np.asarray(state["policies"]), root_values=np.asarray(state["root_values"]),
+            values=np.asarray(state["values"]),
+        )
+
+
+@dataclass
+class Batch:
+    """A training batch: ``N`` positions unrolled ``K`` steps (shapes in brackets)."""
+
+    observations: dict[str, np.ndarray]  # [N, ...]
+    actions: np.ndarray  # [N, K] int32
+    values: np.ndarray  # [N, K+1] float32
+    rewards: np.ndarray  # [N, K+1] float32 (index 0 unused, 0)
+    policies: np.ndarray  # [N, K+1, 3] float32
+    mask: np.ndarray  # [N, K+1] float32, 1 where the position is inside the game
+
+
+class Replay:
+    """The newest games, up to ``capacity`` positions (oldest games evicted whole)."""
+
+    def __init__(self, capacity: int, discount: float, td_steps: int) -> None:
+        self.capacity = capacity
+        self.discount = discount
+        self.td_steps = td_steps
+        self.games: deque[GameRecord] = deque()
+        self.positions = 0
+        self.games_added = 0
+
+    def add(self, record: GameRecord) -> None:
+        """Store a finished game (computing its value targets); evict the oldest games."""
+        if len(record) == 0:
+            return
+        for key in STORED_AS_BYTES:
+            if key in record.observations:
+                record.observations[key] = record.observations[key].astype(np.uint8)
+        record.values = n_step_values(record.rewards, record.root_values, self.discount, self.td_steps)
+        self.games.append(record)
+        self.positions += len(record)
+        self.games_added += 1
+        while self.positions > self.capacity and len(self.games) > 1:
+            self.positions -= len(self.games.popleft())
+
+    def sample(self, batch_size: int, unroll: int, rng: np.random.Generator) -> Batch:
+        """``batch_size`` positions drawn uniformly, unrolled ``unroll`` steps."""
+        if self.positions == 0:
+            raise ValueError("the replay is empty")
+        lengths = np.fromiter((len(g) for g in self.games), dtype=np.int64, count=len(self.games))
+        starts = np.concatenate([[0], np.cumsum(lengths)])
+        flat = rng.integers(0, self.positions, size=batch_size)
+        which = np.searchsorted(starts, flat, side="right") - 1
+        first = self.games[0].observations
+        obs = {k: np.empty((batch_size, *v.shape[1:]), dtype=np.float32) for k, v in first.items()}
+        actions = rng.integers(0, 3, size=(batch_size, unroll)).astype(np.int32)
+        values = np.zeros((batch_size, unroll + 1), np.float32)
+        rewards = np.zeros((batch_size, unroll + 1), np.float32)
+        policies = np.full((batch_size, unroll + 1, 3), 1.0 / 3.0, np.float32)
+        mask = np.zeros((batch_size, unroll + 1), np.float32)
+        for i, (g, pos) in enumerate(zip(which, flat)):
+            game = self.games[int(g)]
+            t = int(pos - starts[g])
+            length = len(game)
+            for k, v in game.observations.items():
+                obs[k][i] = v[t]
+            stop = min(t + unroll + 1, length)
+            n = stop - t
+            values[i, :n] = game.values[t:stop]
+            policies[i, :n] = game.policies[t:stop]
+            mask[i, :n] = 1.0
+            acts = min(t + unroll, length) - t
+            actions[i, :acts] = game.actions[t:t + acts]
+            rewards[i, 1:acts + 1] = game.rewards[t:t + acts]
+        return Batch(obs, actions, values, rewards, policies, mask)
+
+    def state_dict(self) -> dict[str, Any]:
+        return {
+            "games": {str(i): g.state_dict() for i, g in enumerate(self.games)},
+            "games_added": self.games_added,
+        }
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        self.games = deque(
+            GameRecord.from_state_dict(state["games"][k]) for k in sorted(state["games"], key=int)
+        )
+        self.positions = sum(len(g) for g in self.games)
+        self.games_added = int(state["games_added"])

@@ -1,0 +1,81 @@
+"""Batched MCTS with the learned model: mctx's Gumbel MuZero (default) or MuZero policy.
+
+:func:`make_search` returns one jitted function that runs a whole search for a batch
+of ``N`` games: the representation network at the root, the dynamics below it, legal
+actions masked at the root only (mctx's ``invalid_actions``: 1 = not allowed).
+
+Scalars inside the search (rewards, values) are in the scaled units of the targets
+(see :mod:`~mallocgame.solvers.muzero.config`, ``value_scale``).
+"""
+
+from __future__ import annotations
+
+from typing import Callable, Mapping, NamedTuple
+
+import jax
+import jax.numpy as jnp
+import mctx
+
+from mallocgame.solvers.muzero.config import MuZeroConfig
+from mallocgame.solvers.muzero.networks import MuZeroNet
+from mallocgame.solvers.muzero.transforms import logits_to_scalar
+
+__all__ = ["SearchResult", "make_search", "make_policy"]
+
+
+class SearchResult(NamedTuple):
+    """What one batched search returns (all with leading axis ``N``)."""
+
+    action: jnp.ndarray  # [N] int32, the action to play
+    policy: jnp.ndarray  # [N, 3] float32, the improved policy (the training target)
+    root_value: jnp.ndarray  # [N] float32, the search's value of the root (scaled units)
+
+
+SearchFn = Callable[[dict, jax.Array, Mapping[str, jnp.ndarray], jnp.ndarray, jnp.ndarray], SearchResult]
+
+
+def make_search(net: MuZeroNet, config: MuZeroConfig) -> SearchFn:
+    """``search(params, key, obs, allowed [N, 3] bool, temperature scalar) -> SearchResult``, jitted."""
+    vmax = config.support_max
+
+    def recurrent_fn(params, _key, action, embedding):  # noqa: ANN001 - mctx signature
+        latent, reward, policy, value = net.apply(params, embedding, action, method=MuZeroNet.recurrent)
+        out = mctx.RecurrentFnOutput(
+            reward=logits_to_scalar(reward, vmax),
+            discount=jnp.full(action.shape, config.discount, jnp.float32),
+            prior_logits=policy,
+            value=logits_to_scalar(value, vmax),
+        )
+        return out, latent
+
+    def search(params, key, obs, allowed, temperature):  # noqa: ANN001
+        latent, policy, value = net.apply(params, obs, method=MuZeroNet.initial)
+        root = mctx.RootFnOutput(prior_logits=policy, value=logits_to_scalar(value, vmax), embedding=latent)
+        invalid = jnp.logical_not(allowed)
+        if config.search == "gumbel":
+            out = mctx.gumbel_muzero_policy(
+                params, key, root, recurrent_fn, num_simulations=config.num_simulations,
+                invalid_actions=invalid, max_num_considered_actions=3,
+                gumbel_scale=config.gumbel_scale,
+            )
+        else:
+            out = mctx.muzero_policy(
+                params, key, root, recurrent_fn, num_simulations=config.num_simulations,
+                invalid_actions=invalid, dirichlet_fraction=config.noise_fraction,
+                dirichlet_alpha=config.noise_alpha, temperature=temperature,
+            )
+        root_value = out.search_tree.summary().value
+        return SearchResult(out.action.astype(jnp.int32), out.action_weights, root_value)
+
+    return jax.jit(search)
+
+
+def make_policy(net: MuZeroNet) -> Callable[[dict, Mapping[str, jnp.ndarray], jnp.ndarray], jnp.ndarray]:
+    """``policy(params, obs, allowed [N, 3]) -> [N]`` the prior's best allowed action, jitted
+    (the "learning only" ablation plays this, without search)."""
+
+    def act(params, obs, allowed):  # noqa: ANN001
+        _, logits, _ = net.apply(params, obs, method=MuZeroNet.initial)
+        return jnp.argmax(jnp.where(allowed, logits, -jnp.inf), axis=-1).astype(jnp.int32)
+
+    return jax.jit(act)

@@ -1,0 +1,160 @@
+"""Self-play: ``N`` games of one instance played in lockstep, one batched search per move.
+
+Every slot holds a :class:`~mallocgame.game.state.Game` driven by
+:class:`~mallocgame.game.backup.DropBackup` (paper section 4.3.2, SPEC section 6) and
+an incremental :class:`~mallocgame.game.observe.Observer`. Per move, all ``N``
+observations and allowed-action masks go to one search call; each slot plays its
+action. When a move leads to an infeasible state, Drop-backup returns that game to
+its backup point and forces Drop for the offending groups; the move is recorded
+with reward = the change of the game's return it caused, i.e. its own reward minus
+the return the back-up undid (the paper's local penalty). That penalty exists only in
+the training targets: solutions are complete games, scored by SPEC section 5.
+
+A finished game goes to the caller as a :class:`FinishedGame` and the slot starts a
+new game at once, so the batch stays full.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+import jax
+import numpy as np
+
+from mallocgame.errors import SolverError
+from mallocgame.game.backup import DropBackup
+from mallocgame.game.observe import Observer, empty_batch
+from mallocgame.game.state import Game
+from mallocgame.game.tables import GameTables
+from mallocgame.instance import Instance
+from mallocgame.solvers.muzero.config import MuZeroConfig
+from mallocgame.solvers.muzero.replay import GameRecord
+from mallocgame.solvers.muzero.search import SearchResult
+
+__all__ = ["FinishedGame", "SelfPlay", "reward_scale", "play_policy"]
+
+
+def reward_scale(tables: GameTables, config: MuZeroConfig) -> float:
+    """Multiplier from seconds of reward to the targets' units (``value_scale / R``)."""
+    r = tables.normalizer_s
+    return config.value_scale / r if r > 0 else 1.0
+
+
+@dataclass(frozen=True)
+class FinishedGame:
+    """A completed self-play game: its training record and its outcome."""
+
+    record: GameRecord
+    actions: tuple[int, ...]  # the complete game's actions (a valid solution's trajectory)
+    return_s: float  # SPEC section 5 return, seconds
+    backups: int  # Drop-backups during the game
+
+
+class _Slot:
+    """One game in the batch and the record of the moves played in it."""
+
+    def __init__(self, game: Game, config: MuZeroConfig) -> None:
+        self.game = game
+        self.observer = Observer(game, config.observation)
+        self.start()
+
+    def start(self) -> None:
+        self.game.reset()
+        self.observer.reset()
+        self.driver = DropBackup(self.game)
+        self.moves = 0
+        self.observations: dict[str, list[np.ndarray]] = {}
+        self.actions: list[int] = []
+        self.rewards: list[float] = []
+        self.policies: list[np.ndarray] = []
+        self.root_values: list[float] = []
+
+
+class SelfPlay:
+    """``config.parallel_games`` games of ``instance`` in lockstep.
+
+    ``search(params, key, obs, allowed, temperature) -> SearchResult`` is the batched
+    search of :func:`~mallocgame.solvers.muzero.search.make_search`.
+    """
+
+    def __init__(
+        self,
+        instance: Instance,
+        tables: GameTables,
+        config: MuZeroConfig,
+        search: Callable[..., SearchResult],
+    ) -> None:
+        self.instance = instance
+        self.config = config
+        self.search = search
+        self.scale = reward_scale(tables, config)
+        self.slots = [_Slot(Game(instance, tables), config) for _ in range(config.parallel_games)]
+        self.obs = empty_batch(config.observation, config.parallel_games)
+        self.allowed = np.zeros((config.parallel_games, 3), dtype=bool)
+
+    def step(self, params: dict, key: jax.Array, temperature: float = 1.0) -> list[FinishedGame]:
+        """Play one move in every game; returns the games that finished with it."""
+        for i, slot in enumerate(self.slots):
+            slot.observer.observe(slot.moves, out=self.obs, index=i)
+            self.allowed[i] = slot.driver.allowed()
+        result = self.search(params, key, self.obs, self.allowed, temperature)
+        actions = np.asarray(result.action)
+        policies = np.asarray(result.policy)
+        values = np.asarray(result.root_value)
+        finished = []
+        for i, slot in enumerate(self.slots):
+            action = int(actions[i])
+            if not self.allowed[i, action]:
+                raise SolverError(f"search chose action {action}, not allowed at buffer "
+                                  f"{slot.game.current_buffer}")
+            for name, batch in self.obs.items():
+                slot.observations.setdefault(name, []).append(batch[i].copy())
+            before = slot.game.return_s
+            slot.driver.step(action)
+            slot.actions.append(action)
+            slot.rewards.append((slot.game.return_s - before) * self.scale)
+            slot.policies.append(policies[i])
+            slot.root_values.append(float(values[i]))
+            slot.moves += 1
+            if slot.game.complete:
+                finished.append(self._finish(slot))
+                slot.start()
+        return finished
+
+    def _finish(self, slot: _Slot) -> FinishedGame:
+        record = GameRecord(
+            observations={k: np.stack(v) for k, v in slot.observations.items()},
+            actions=np.asarray(slot.actions, dtype=np.int8),
+            rewards=np.asarray(slot.rewards, dtype=np.float32),
+            policies=np.asarray(slot.policies, dtype=np.float32),
+            root_values=np.asarray(slot.root_values, dtype=np.float32),
+        )
+        return FinishedGame(record, tuple(slot.game.actions()), slot.game.return_s, slot.driver.backups)
+
+
+def play_policy(
+    instance: Instance,
+    tables: GameTables,
+    config: MuZeroConfig,
+    params: dict,
+    policy: Callable[..., jax.Array],
+) -> Game:
+    """One complete game (Drop-backup) choosing the prior's best allowed action, no search."""
+    game = Game(instance, tables)
+    observer = Observer(game, config.observation)
+    driver = DropBackup(game)
+    obs = empty_batch(config.observation, 1)
+    allowed = np.zeros((1, 3), dtype=bool)
+    moves = 0
+    while not game.complete:
+        allowed[0] = driver.allowed()
+        if allowed[0].sum() == 1:
+            action = int(np.flatnonzero(allowed[0])[0])
+        else:
+            observer.observe(moves, out=obs, index=0)
+            action = int(np.asarray(policy(params, obs, allowed))[0])
+        driver.step(action)
+        observer.sync()  # after every step: a back-up may have undone synced decisions
+        moves += 1
+    return game

@@ -1,0 +1,316 @@
+"""The MMap-MuZero training loop: self-play, replay, learner, checkpoints, the best answer.
+
+One process (several JAX processes would oversubscribe a 2-core machine): the loop
+alternates one batched self-play move (``parallel_games`` games) with one learner
+step every ``train_every`` moves once the replay holds ``min_replay`` positions.
+
+Budgets: a work budget counts completed self-play games (over all runs resumed from
+one checkpoint), a wall-clock budget counts this call's seconds (compilation
+included). With a work budget and no wall-clock budget the same seed gives the same
+run: every random draw is keyed by the seed and a counter (self-play: the move
+counter; replay sampling: the learner-step counter), never by time.
+
+Answers: ``answer="search"`` keeps the best complete self-play game (the ``muzero``
+solver); ``answer="policy"`` keeps the best game played by the policy network alone
+(argmax of the prior, no search: the paper's "learning only" ablation), played every
+``eval_every`` learner steps and at the end.
+
+Checkpoints (``checkpoint_dir``): ``checkpoint.msgpack`` (network, optimizer state,
+replay, counters, best answers; flax msgpack, written atomically) every
+``checkpoint_seconds`` and at the end, and ``best.solution.json`` rewritten at every
+improvement. A new :class:`Trainer` on the same directory resumes from the
+checkpoint; games in flight at a kill are lost (their moves are not in the replay).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from flax import serialization
+
+from mallocgame.errors import SolverError
+from mallocgame.fileio import write_bytes_atomic
+from mallocgame.game.observe import empty_batch
+from mallocgame.game.state import replay as replay_actions
+from mallocgame.game.tables import build_tables
+from mallocgame.instance import Instance
+from mallocgame.solution import Solution, save_solution
+from mallocgame.solvers.base import Improvement, Stopwatch, solution_from_game
+from mallocgame.solvers.muzero.config import MuZeroConfig
+from mallocgame.solvers.muzero.learner import batch_to_device, make_optimizer, make_train_step
+from mallocgame.solvers.muzero.networks import MuZeroNet, init_params
+from mallocgame.solvers.muzero.replay import Replay
+from mallocgame.solvers.muzero.search import make_policy, make_search
+from mallocgame.solvers.muzero.selfplay import SelfPlay, play_policy
+
+__all__ = ["Trainer", "CHECKPOINT_NAME", "BEST_NAME", "enable_compilation_cache"]
+
+CHECKPOINT_NAME = "checkpoint.msgpack"
+BEST_NAME = "best.solution.json"
+CHECKPOINT_VERSION = 1
+
+
+def enable_compilation_cache() -> None:
+    """Keep XLA's compiled search and learner on disk between runs.
+
+    Compiling them takes 10-40 s on a 2-core CPU; JAX's persistent cache turns that
+    into a load for every later run with the same shapes. The directory is
+    ``$MALLOCGAME_XLA_CACHE`` (``off`` disables it), else ``~/.cache/mallocgame/xla``;
+    a cache directory the user configured for JAX is left alone.
+    """
+    where = os.environ.get("MALLOCGAME_XLA_CACHE", "")
+    if where.lower() == "off" or jax.config.jax_compilation_cache_dir:
+        return
+    path = Path(where) if where else Path.home() / ".cache" / "mallocgame" / "xla"
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError:
+        return  # no writable cache: compile every time
+    jax.config.update("jax_compilation_cache_dir", str(path))
+    jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.5)
+
+
+@dataclass
+class Counters:
+    """Work done so far (over all resumed runs)."""
+
+    moves: int = 0  # batched self-play moves (each plays parallel_games game steps)
+    steps: int = 0  # game steps played in self-play
+    games: int = 0  # completed self-play games
+    learner_steps: int = 0
+    eval_games: int = 0
+    backups: int = 0
+    seconds: float = 0.0  # wall-clock of all runs
+
+
+class Trainer:
+    """Trains MMap-MuZero on one instance and keeps the best answer.
+
+    Args:
+        instance: the instance (one agent per program, as in the paper).
+        config: hyperparameters.
+        seed: every random draw derives from it.
+        answer: ``"search"`` (self-play games) or ``"policy"`` (no-search games).
+        checkpoint_dir: where to checkpoint and resume (``None``: no checkpoints).
+        log: where progress lines go (``None``: silent).
+    """
+
+    def __init__(
+        self,
+        instance: Instance,
+        config: MuZeroConfig = MuZeroConfig(),
+        *,
+        seed: int = 0,
+        answer: str = "search",
+        checkpoint_dir: str | Path | None = None,
+        log: Callable[[str], None] | None = None,
+        solver_name: str = "muzero",
+    ) -> None:
+        if answer not in ("search", "policy"):
+            raise SolverError(f"answer must be 'search' or 'policy', not {answer!r}")
+        self.instance = instance
+        self.config = config
+        self.seed = seed
+        self.answer = answer
+        self.solver_name = solver_name
+        self.dir = Path(checkpoint_dir) if checkpoint_dir is not None else None
+        self.log = log or (lambda _line: None)
+        enable_compilation_cache()
+        self.tables = build_tables(instance)
+        self.net = MuZeroNet(config)
+        self._play_key = jax.random.PRNGKey(seed)
+        self.params = init_params(self.net, seed, empty_batch(config.observation, 1))
+        self.optimizer = make_optimizer(config)
+        self.opt_state = self.optimizer.init(self.params)
+        self.replay = Replay(config.replay_size, config.discount, config.td_steps)
+        self.counters = Counters()
+        self.best: Solution | None = None
+        self.best_actions: tuple[int, ...] = ()
+        self.best_return = -np.inf
+        self.losses: dict[str, float] = {}
+        self._search = make_search(self.net, config)
+        self._policy = make_policy(self.net)
+        self._train_step = make_train_step(self.net, config, self.optimizer)
+        self.selfplay = SelfPlay(instance, self.tables, config, self._search)
+        self.resumed = self.dir is not None and (self.dir / CHECKPOINT_NAME).exists()
+        if self.resumed:
+            self._load()
+
+    # ------------------------------------------------------------------ the loop
+
+    def temperature(self) -> float:
+        """Visit-count temperature (``muzero_policy`` search): linear decay by learner steps."""
+        cfg = self.config
+        frac = min(1.0, self.counters.learner_steps / max(cfg.temperature_decay_steps, 1))
+        return cfg.init_temperature + frac * (cfg.final_temperature - cfg.init_temperature)
+
+    def run(
+        self,
+        *,
+        seconds: float | None = None,
+        games: int | None = None,
+        callback: Callable[[Improvement], None] | None = None,
+        clock: Stopwatch | None = None,
+    ) -> Solution:
+        """Train until ``games`` self-play games are complete (in total) or ``seconds``
+        pass; returns the best answer. With neither budget, plays until one game is done.
+
+        ``clock``: a stopwatch started earlier (the solver starts it before building the
+        trainer, so the budget covers setup and compilation); ``seconds`` is ignored then.
+        If the budget ends before any game is complete, one no-search game of the
+        current network is played (a few seconds at most), so there is always an answer.
+        """
+        clock = clock if clock is not None else Stopwatch(seconds)
+        cfg, c = self.config, self.counters
+        target = games if games is not None else (None if clock.seconds is not None else c.games + 1)
+        start_seconds = c.seconds
+        next_ckpt = cfg.checkpoint_seconds
+        next_log = cfg.progress_seconds
+        if self.resumed:
+            self.log(f"resumed from {self.dir / CHECKPOINT_NAME}: {c.games} games, "
+                     f"{c.learner_steps} learner steps, best {self._normalized(self.best_return):.4f}")
+        while (target is None or c.games < target) and not clock.expired():
+            key = jax.random.fold_in(self._play_key, c.moves)
+            for done in self.selfplay.step(self.params, key, self.temperature()):
+                self.replay.add(done.record)
+                c.games += 1
+                c.backups += done.backups
+                if self.answer == "search" and done.return_s > self.best_return:
+                    self._improve(done.actions, clock, callback)
+            c.moves += 1
+            c.steps += cfg.parallel_games
+            if self.replay.positions >= cfg.min_replay and c.moves % cfg.train_every == 0:
+                self._learn()
+                if self.answer == "policy" and c.learner_steps % cfg.eval_every == 0:
+                    self._evaluate(clock, callback)
+            c.seconds = start_seconds + clock.elapsed
+            if clock.elapsed >= next_log:
+                next_log = clock.elapsed + cfg.progress_seconds
+                self.log(self.progress_line())
+            if self.dir is not None and clock.elapsed >= next_ckpt:
+                next_ckpt = clock.elapsed + cfg.checkpoint_seconds
+                self.save()
+        if self.answer == "policy" or self.best is None:
+            self._evaluate(clock, callback)
+        c.seconds = start_seconds + clock.elapsed
+        self.log(self.progress_line())
+        if self.dir is not None:
+            self.save()
+        assert self.best is not None
+        return dataclasses.replace(self.best, wall_s=clock.elapsed, extra={**self.best.extra, **self.work()})
+
+    def _learn(self) -> None:
+        c = self.counters
+        rng = np.random.default_rng([self.seed, c.learner_steps])
+        batch = self.replay.sample(self.config.batch_size, self.config.unroll_steps, rng)
+        self.params, self.opt_state, info = self._train_step(self.params, self.opt_state, batch_to_device(batch))
+        c.learner_steps += 1
+        if c.learner_steps % 50 == 0:
+            self.losses = {k: float(v) for k, v in info._asdict().items()}
+
+    def _evaluate(self, clock: Stopwatch, callback: Callable[[Improvement], None] | None) -> None:
+        """One no-search game of the current policy (the "policy" answer's candidates)."""
+        game = play_policy(self.instance, self.tables, self.config, self.params, self._policy)
+        self.counters.eval_games += 1
+        if game.return_s > self.best_return or self.best is None:
+            self._improve(tuple(game.actions()), clock, callback)
+
+    def _improve(self, actions: tuple[int, ...], clock: Stopwatch,
+                 callback: Callable[[Improvement], None] | None) -> None:
+        game = replay_actions(self.instance, actions, self.tables)
+        self.best_actions = actions
+        self.best_return = game.return_s
+        self.best = solution_from_game(self.instance, game, solver=self.solver_name, seed=self.seed,
+                                       wall_s=clock.elapsed, extra=self.work())
+        if self.dir is not None:
+            self.dir.mkdir(parents=True, exist_ok=True)
+            save_solution(self.best, self.dir / BEST_NAME)
+        if callback is not None:
+            callback(Improvement(self.best, clock.elapsed, self.work()["work"]))
+
+    # ----------------------------------------------------------------- reporting
+
+    def _normalized(self, return_s: float) -> float:
+        r = self.tables.normalizer_s
+        return return_s / r if r and np.isfinite(return_s) else float("nan")
+
+    def work(self) -> dict[str, Any]:
+        """The work done, for a solution's ``extra``."""
+        c = self.counters
+        return {
+            "work": {"games": c.games, "steps": c.steps, "learner_steps": c.learner_steps,
+                     "eval_games": c.eval_games, "backups": c.backups},
+            "train_seconds": round(c.seconds, 3),
+            "answer": self.answer,
+        }
+
+    def progress_line(self) -> str:
+        c = self.counters
+        rate = c.steps / c.seconds if c.seconds > 0 else 0.0
+        loss = " ".join(f"{k} {v:.3f}" for k, v in self.losses.items())
+        return (f"{c.seconds:8.1f} s  games {c.games}  steps {c.steps} ({rate:.0f}/s)  learner "
+                f"{c.learner_steps}  replay {self.replay.positions}  best "
+                f"{self._normalized(self.best_return):.4f}" + (f"  loss {loss}" if loss else ""))
+
+    # --------------------------------------------------------------- checkpoints
+
+    def _fingerprint(self) -> dict[str, Any]:
+        return {
+            "version": CHECKPOINT_VERSION,
+            "instance_sha256": self.instance.sha256,
+            "config": json.dumps(dataclasses.asdict(self.config), sort_keys=True),
+            "seed": self.seed,
+            "answer": self.answer,
+        }
+
+    def save(self) -> None:
+        """Write the checkpoint atomically."""
+        assert self.dir is not None
+        self.dir.mkdir(parents=True, exist_ok=True)
+        state = {
+            "fingerprint": self._fingerprint(),
+            "params": serialization.to_state_dict(jax.device_get(self.params)),
+            "opt_state": serialization.to_state_dict(jax.device_get(self.opt_state)),
+            "replay": self.replay.state_dict(),
+            "counters": dataclasses.asdict(self.counters),
+            "best_actions": np.asarray(self.best_actions, dtype=np.int8),
+        }
+        write_bytes_atomic(self.dir / CHECKPOINT_NAME, serialization.msgpack_serialize(state))
+
+    def _load(self) -> None:
+        assert self.dir is not None
+        path = self.dir / CHECKPOINT_NAME
+        try:
+            state = serialization.msgpack_restore(path.read_bytes())
+        except Exception as exc:  # msgpack raises several types for a damaged file
+            raise SolverError(f"{path}: not a readable checkpoint ({type(exc).__name__})") from None
+        mine, theirs = self._fingerprint(), state.get("fingerprint", {})
+        for field in mine:
+            if theirs.get(field) != mine[field]:
+                raise SolverError(f"{path}: checkpoint was written for a different {field} "
+                                  f"(use another --dir or remove it)")
+        self.params = serialization.from_state_dict(self.params, state["params"])
+        self.opt_state = serialization.from_state_dict(self.opt_state, state["opt_state"])
+        self.params = jax.tree_util.tree_map(jnp.asarray, self.params)
+        self.opt_state = jax.tree_util.tree_map(jnp.asarray, self.opt_state)
+        self.replay.load_state_dict(state["replay"])
+        self.counters = Counters(**state["counters"])
+        actions = tuple(int(a) for a in np.asarray(state["best_actions"]))
+        if actions:
+            clock = Stopwatch(None)
+            self._improve(actions, clock, None)
+
+
+def stderr_log(line: str) -> None:
+    """A progress sink printing to stderr."""
+    print(line, file=sys.stderr, flush=True)

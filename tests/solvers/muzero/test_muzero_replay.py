@@ -1,0 +1,72 @@
+"""Replay: n-step value targets, batch alignment, eviction, state round trip."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from mallocgame.solvers.muzero.replay import GameRecord, Replay, n_step_values
+
+
+def _record(length: int, offset: float = 0.0) -> GameRecord:
+    t = np.arange(length)
+    return GameRecord(
+        observations={"decision": (t[:, None] + offset).astype(np.float32) * np.ones((1, 2), np.float32),
+                      "grid": np.ones((length, 2, 2), np.float32)},
+        actions=(t % 3).astype(np.int8),
+        rewards=(t + 1).astype(np.float32),
+        policies=np.tile(np.array([0.2, 0.3, 0.5], np.float32), (length, 1)),
+        root_values=(100.0 + t).astype(np.float32),
+    )
+
+
+def test_n_step_values_by_hand() -> None:
+    rewards = np.array([1.0, 2.0, 3.0, 4.0])
+    roots = np.array([10.0, 20.0, 30.0, 40.0])
+    z = n_step_values(rewards, roots, 0.5, 2)
+    # t=0: 1 + .5*2 + .25*30; t=1: 2 + .5*3 + .25*40; t=2: 3 + .5*4 (end); t=3: 4
+    np.testing.assert_allclose(z, [9.5, 13.5, 5.0, 4.0])
+    np.testing.assert_allclose(n_step_values(rewards, roots, 1.0, 100), [10.0, 9.0, 7.0, 4.0])
+
+
+def test_batch_rows_line_up_with_the_game() -> None:
+    replay = Replay(capacity=1000, discount=1.0, td_steps=100)
+    replay.add(_record(7))
+    batch = replay.sample(64, 3, np.random.default_rng(0))
+    assert batch.actions.shape == (64, 3) and batch.values.shape == (64, 4)
+    assert batch.policies.shape == (64, 4, 3) and batch.observations["grid"].dtype == np.float32
+    for i in range(64):
+        t = int(batch.observations["decision"][i, 0])
+        for k in range(4):
+            inside = t + k < 7
+            assert batch.mask[i, k] == float(inside)
+            # value target = the remaining return (discount 1, no bootstrap in reach)
+            expected = sum(range(t + k + 1, 8)) if inside else 0.0
+            assert batch.values[i, k] == pytest.approx(expected)
+            if k >= 1:
+                assert batch.rewards[i, k] == (t + k if t + k - 1 < 7 else 0.0)
+            if k < 3 and inside:
+                assert batch.actions[i, k] == (t + k) % 3
+        assert batch.rewards[i, 0] == 0.0
+
+
+def test_eviction_keeps_the_newest_games_within_capacity() -> None:
+    replay = Replay(capacity=10, discount=1.0, td_steps=5)
+    for n in (4, 4, 4, 4):
+        replay.add(_record(n))
+    assert replay.positions == 8 and len(replay.games) == 2 and replay.games_added == 4
+    assert replay.games[0].observations["grid"].dtype == np.uint8  # binary images stored as bytes
+
+
+def test_state_round_trip() -> None:
+    replay = Replay(capacity=100, discount=0.9, td_steps=3)
+    replay.add(_record(5))
+    replay.add(_record(3, offset=10))
+    other = Replay(capacity=100, discount=0.9, td_steps=3)
+    other.load_state_dict(replay.state_dict())
+    a = replay.sample(16, 2, np.random.default_rng(1))
+    b = other.sample(16, 2, np.random.default_rng(1))
+    for name in a.observations:
+        np.testing.assert_array_equal(a.observations[name], b.observations[name])
+    np.testing.assert_array_equal(a.values, b.values)
+    assert other.games_added == 2

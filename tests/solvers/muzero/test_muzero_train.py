@@ -1,0 +1,204 @@
+"""MMap-MuZero end to end on small instances: learning, Drop-backup, legality,
+determinism, checkpoints that survive a kill, answers the checker accepts.
+
+Every run uses one tiny configuration (small networks and images, 4 games of 4
+simulations) so XLA compiles the search and the learner once per test session (and
+JAX's persistent cache keeps them for later sessions).
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from mallocgame.check import check_solution
+from mallocgame.cli import main
+from mallocgame.errors import SolverError
+from mallocgame.game.state import replay
+from mallocgame.game.tables import build_tables
+from mallocgame.solution import load_solution
+from mallocgame.solvers import SolveRequest, get_solver
+from mallocgame.solvers.muzero.config import config_from_options
+from mallocgame.solvers.muzero.search import SearchResult
+from mallocgame.solvers.muzero.selfplay import SelfPlay, reward_scale
+from mallocgame.solvers.muzero.train import BEST_NAME, CHECKPOINT_NAME, Trainer
+from mallocgame.workloads.registry import load_workload
+from tests.game.test_backup import _alias_overflow
+
+TINY = {
+    "parallel_games": 4, "num_simulations": 4, "width": 32, "latent_size": 16, "conv_channels": "4",
+    "batch_size": 16, "unroll_steps": 3, "min_replay": 64, "train_every": 1, "obs_grid_steps": 8,
+    "obs_grid_window": 32, "obs_grid_addr": 8, "obs_profile_bins": 16, "obs_supply_window": 8,
+}
+TINY_ARGS = [arg for key, value in TINY.items() for arg in ("--option", f"{key}={value}")]
+
+
+@pytest.fixture(scope="module")
+def small():
+    return load_workload("synthetic/small")
+
+
+def test_training_improves_on_its_first_games(small) -> None:
+    returns: list[float] = []
+    trainer = Trainer(small, config_from_options(TINY), seed=0)
+    original = trainer.replay.add
+
+    def record(game) -> None:  # noqa: ANN001
+        returns.append(float(game.rewards.sum()))
+        original(game)
+
+    trainer.replay.add = record  # type: ignore[method-assign]
+    solution = trainer.run(games=120)
+    first, last = np.mean(returns[:8]), np.mean(returns[-8:])
+    assert trainer.counters.learner_steps > 1000
+    # rewards are scaled (value_scale / R) and back-up penalties sum to the true return
+    assert last > first * 1.3, (first, last)
+    assert solution.normalized_reward >= max(returns) / trainer.config.value_scale - 1e-6
+    assert check_solution(small, solution).ok
+
+
+class _Greedy:
+    """A stand-in for the search: always the first allowed action (Copy first)."""
+
+    def __call__(self, params, key, obs, allowed, temperature):  # noqa: ANN001
+        action = np.argmax(allowed, axis=1)
+        policy = np.eye(3, dtype=np.float32)[action]
+        return SearchResult(action, policy, np.zeros(len(action), np.float32))
+
+
+def test_drop_backup_completes_a_game_whose_greedy_play_goes_infeasible() -> None:
+    inst = _alias_overflow()
+    tables = build_tables(inst)
+    config = config_from_options({**TINY, "parallel_games": 2})
+    play = SelfPlay(inst, tables, config, _Greedy())
+    finished = []
+    while not finished:
+        finished = play.step({}, None)
+    game = finished[0]
+    assert game.backups == 1
+    final = replay(inst, game.actions)
+    assert final.complete and final.return_s == pytest.approx(1.35)  # see tests/game/test_backup.py
+    record = game.record
+    # moves played include the undone one (buffer 1 Copy, whose instruction had not paid
+    # out yet, so the back-up lost nothing); rewards sum to the final return
+    assert len(record) == inst.num_buffers + 1
+    assert record.actions.tolist() == [0, 0, 2, 2, 0, 2]
+    assert record.rewards.sum() == pytest.approx(final.return_s * reward_scale(tables, config), rel=1e-5)
+
+
+def test_a_disallowed_search_action_is_refused(small) -> None:
+    class Illegal:
+        def __call__(self, params, key, obs, allowed, temperature):  # noqa: ANN001
+            action = np.argmin(allowed, axis=1)  # a disallowed action wherever there is one
+            return SearchResult(action, np.full((len(action), 3), 1 / 3, np.float32), np.zeros(len(action)))
+
+    play = SelfPlay(small, build_tables(small), config_from_options(TINY), Illegal())
+    with pytest.raises(SolverError, match="not allowed"):
+        for _ in range(small.num_buffers):
+            play.step({}, None)
+
+
+def test_same_seed_and_work_same_solution_and_every_game_legal(small) -> None:
+    runs = []
+    for _ in range(2):
+        trainer = Trainer(small, config_from_options(TINY), seed=3)
+        games = []
+        original = trainer.replay.add
+        trainer.replay.add = lambda g, o=original, gs=games: (gs.append(g), o(g))  # type: ignore[method-assign]
+        runs.append(trainer.run(games=12))
+        for g in games:  # every recorded move was allowed when played: the trajectory replays
+            assert g.policies.shape == (len(g), 3)
+    assert runs[0].actions == runs[1].actions
+    assert runs[0].extra["work"] == runs[1].extra["work"]
+    assert check_solution(small, runs[0]).ok
+
+
+def test_muzero_answers_pass_check_on_the_cli(tmp_path: Path, capsys) -> None:
+    for solver in ("muzero", "muzero-nosearch"):
+        out = tmp_path / f"{solver}.json"
+        assert main(["solve", "xla-v1/gru_infer", "--solver", solver, "--work", "8", "--out", str(out),
+                     *TINY_ARGS]) == 0
+        assert main(["check", "xla-v1/gru_infer", str(out)]) == 0
+        solution = load_solution(out)
+        assert solution.solver == solver and solution.extra["work"]["games"] >= 8
+        assert solution.extra["answer"] == ("search" if solver == "muzero" else "policy")
+    capsys.readouterr()
+    assert main(["solve", "xla-v1/gru_infer", "--solver", "muzero", "--option", "bogus=1"]) == 2
+    assert "unknown muzero option" in capsys.readouterr().err
+
+
+def test_solver_interface_reports_improvements(small) -> None:
+    seen = []
+    solution = get_solver("muzero").solve(
+        small, SolveRequest(seed=1, work=4, callback=seen.append, options=TINY))
+    assert seen and seen[-1].solution.reward_s == solution.reward_s
+    assert all(b.solution.reward_s > a.solution.reward_s for a, b in zip(seen, seen[1:]))
+
+
+def test_a_killed_run_resumes_from_its_checkpoint(tmp_path: Path) -> None:
+    run_dir = tmp_path / "run"
+    argv = [sys.executable, "-m", "mallocgame.cli", "train", "synthetic/small", "--dir", str(run_dir),
+            "--work", "400", "--option", "checkpoint_seconds=0.5", *TINY_ARGS]
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+    checkpoint = run_dir / CHECKPOINT_NAME
+    deadline = time.monotonic() + 240
+    try:
+        # wait for a checkpoint written after the first game completed (best file written)
+        best = run_dir / BEST_NAME
+        while time.monotonic() < deadline and proc.poll() is None:
+            if best.exists() and checkpoint.exists() and \
+                    checkpoint.stat().st_mtime_ns > best.stat().st_mtime_ns:
+                break
+            time.sleep(0.1)
+        assert proc.poll() is None, proc.communicate()[1].decode()[-2000:]
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    inst = load_workload("synthetic/small")
+    saved = Trainer(inst, config_from_options({**TINY, "checkpoint_seconds": 0.5}), seed=0,
+                    checkpoint_dir=run_dir)
+    assert saved.resumed and saved.counters.games > 0 and saved.counters.learner_steps >= 0
+    done_before = saved.counters.games
+    assert check_solution(inst, load_solution(run_dir / BEST_NAME)).ok
+    # resume to a total of done_before + 4 games: only the missing games are played
+    result = subprocess.run([*argv[:7], "--work", str(done_before + 4), *argv[9:]],
+                            capture_output=True, text=True, env=env, timeout=240)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert "resumed from" in result.stderr
+    final = load_solution(run_dir / "final.solution.json")
+    assert check_solution(inst, final).ok
+    assert done_before + 4 <= final.extra["work"]["games"] <= done_before + 4 + 4
+    assert final.reward_s >= saved.best_return - 1e-12
+
+
+def test_a_checkpoint_of_another_run_is_refused(tmp_path: Path, small) -> None:
+    trainer = Trainer(small, config_from_options(TINY), seed=0, checkpoint_dir=tmp_path)
+    trainer.run(games=4)
+    with pytest.raises(SolverError, match="different seed"):
+        Trainer(small, config_from_options(TINY), seed=1, checkpoint_dir=tmp_path)
+    (tmp_path / CHECKPOINT_NAME).write_bytes(b"\x00garbage")
+    with pytest.raises(SolverError, match="not a readable checkpoint"):
+        Trainer(small, config_from_options(TINY), seed=0, checkpoint_dir=tmp_path)
+
+
+def test_muzero_policy_search_plays_too(small) -> None:
+    # mctx.muzero_policy with Dirichlet noise and a visit-count temperature
+    solution = get_solver("muzero").solve(small, SolveRequest(seed=0, work=4, options={**TINY, "search": "muzero"}))
+    assert check_solution(small, solution).ok and solution.extra["work"]["games"] >= 4
+
+
+def test_a_wall_clock_budget_trains_until_it_is_spent(small) -> None:
+    solution = get_solver("muzero").solve(small, SolveRequest(seed=0, seconds=12.0, options=TINY))
+    assert solution.extra["work"]["games"] > 8 and solution.extra["work"]["learner_steps"] > 0
+    assert 12.0 <= solution.wall_s < 20.0
+    assert check_solution(small, solution).ok
