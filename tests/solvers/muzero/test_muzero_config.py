@@ -10,9 +10,9 @@ from mallocgame.solvers.muzero.config import MuZeroConfig, config_from_options
 
 def test_options_by_field_name() -> None:
     cfg = config_from_options({"num_simulations": "32", "learning_rate": 3e-4, "conv_channels": "4,8",
-                               "obs_grid_steps": 16, "search": "muzero"})
+                               "obs_grid_steps": 16, "search": "muzero", "rescale_q": "false"})
     assert cfg.num_simulations == 32 and cfg.learning_rate == 3e-4 and cfg.conv_channels == (4, 8)
-    assert cfg.observation.grid_steps == 16 and cfg.search == "muzero"
+    assert cfg.observation.grid_steps == 16 and cfg.search == "muzero" and cfg.rescale_q is False
     assert MuZeroConfig().num_simulations == 16  # defaults untouched
 
 

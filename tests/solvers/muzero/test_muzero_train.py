@@ -202,3 +202,8 @@ def test_a_wall_clock_budget_trains_until_it_is_spent(small) -> None:
     assert solution.extra["work"]["games"] > 8 and solution.extra["work"]["learner_steps"] > 0
     assert 12.0 <= solution.wall_s < 20.0
     assert check_solution(small, solution).ok
+
+
+def test_gumbel_search_without_q_rescaling(small) -> None:
+    solution = get_solver("muzero").solve(small, SolveRequest(seed=0, work=4, options={**TINY, "rescale_q": "false"}))
+    assert check_solution(small, solution).ok

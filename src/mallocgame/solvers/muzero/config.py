@@ -61,6 +61,7 @@ class MuZeroConfig:
     noise_fraction: float = 0.25  # muzero_policy: Dirichlet noise mixed into the root prior
     noise_alpha: float = 0.03
     gumbel_scale: float = 1.0  # gumbel_muzero_policy: 0 = deterministic top action
+    rescale_q: bool = True  # gumbel_muzero_policy: min-max normalize Q before sigma (mctx's default)
     # --- targets
     value_scale: float = 10.0  # a full game's return / R, times this, is the value target scale
     td_steps: int = 100  # n of the n-step value targets

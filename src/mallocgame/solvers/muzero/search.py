@@ -10,6 +10,7 @@ Scalars inside the search (rewards, values) are in the scaled units of the targe
 
 from __future__ import annotations
 
+import functools
 from typing import Callable, Mapping, NamedTuple
 
 import jax
@@ -57,6 +58,8 @@ def make_search(net: MuZeroNet, config: MuZeroConfig) -> SearchFn:
                 params, key, root, recurrent_fn, num_simulations=config.num_simulations,
                 invalid_actions=invalid, max_num_considered_actions=3,
                 gumbel_scale=config.gumbel_scale,
+                qtransform=functools.partial(
+                    mctx.qtransform_completed_by_mix_value, rescale_values=config.rescale_q),
             )
         else:
             out = mctx.muzero_policy(
