@@ -25,6 +25,7 @@ checkpoint; games in flight at a kill are lost (their moves are not in the repla
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import os
 import sys
@@ -53,7 +54,7 @@ from mallocgame.solvers.muzero.replay import Replay
 from mallocgame.solvers.muzero.search import make_policy, make_search
 from mallocgame.solvers.muzero.selfplay import SelfPlay, play_policy
 
-__all__ = ["Trainer", "CHECKPOINT_NAME", "BEST_NAME", "enable_compilation_cache"]
+__all__ = ["Trainer", "CHECKPOINT_NAME", "BEST_NAME", "enable_compilation_cache", "compiled_functions"]
 
 CHECKPOINT_NAME = "checkpoint.msgpack"
 BEST_NAME = "best.solution.json"
@@ -78,6 +79,16 @@ def enable_compilation_cache() -> None:
         return  # no writable cache: compile every time
     jax.config.update("jax_compilation_cache_dir", str(path))
     jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.5)
+
+
+@functools.lru_cache(maxsize=8)
+def compiled_functions(config: MuZeroConfig) -> tuple[MuZeroNet, Any, Any, Any, Any]:
+    """(network, optimizer, search, policy, train step) for ``config``, built once per
+    process: trainers with equal configs (a sweep of many programs, the tests) share the
+    jitted functions, so XLA compiles each shape once per process."""
+    net = MuZeroNet(config)
+    optimizer = make_optimizer(config)
+    return net, optimizer, make_search(net, config), make_policy(net), make_train_step(net, config, optimizer)
 
 
 @dataclass
@@ -127,10 +138,9 @@ class Trainer:
         self.log = log or (lambda _line: None)
         enable_compilation_cache()
         self.tables = build_tables(instance)
-        self.net = MuZeroNet(config)
+        self.net, self.optimizer, self._search, self._policy, self._train_step = compiled_functions(config)
         self._play_key = jax.random.PRNGKey(seed)
         self.params = init_params(self.net, seed, empty_batch(config.observation, 1))
-        self.optimizer = make_optimizer(config)
         self.opt_state = self.optimizer.init(self.params)
         self.replay = Replay(config.replay_size, config.discount, config.td_steps)
         self.counters = Counters()
@@ -138,9 +148,6 @@ class Trainer:
         self.best_actions: tuple[int, ...] = ()
         self.best_return = -np.inf
         self.losses: dict[str, float] = {}
-        self._search = make_search(self.net, config)
-        self._policy = make_policy(self.net)
-        self._train_step = make_train_step(self.net, config, self.optimizer)
         self.selfplay = SelfPlay(instance, self.tables, config, self._search)
         self.resumed = self.dir is not None and (self.dir / CHECKPOINT_NAME).exists()
         if self.resumed:
