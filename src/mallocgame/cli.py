@@ -98,6 +98,20 @@ def _cmd_solve(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _solver_options(items: Sequence[str], solvers: Sequence[str]) -> dict[str, tuple[tuple[str, object], ...]]:
+    """``SOLVER:KEY=VALUE`` strings → each named solver's options as sorted (key, value)
+    pairs (values parsed as in :func:`_options`)."""
+    per_solver: dict[str, list[str]] = {}
+    for item in items:
+        solver, sep, setting = item.partition(":")
+        if not sep or "=" not in setting:
+            raise UsageError(f"--option expects SOLVER:KEY=VALUE, not {item!r}")
+        if solver not in solvers:
+            raise UsageError(f"--option {item!r}: solver {solver!r} is not in this sweep")
+        per_solver.setdefault(solver, []).append(setting)
+    return {solver: tuple(sorted(_options(settings).items())) for solver, settings in per_solver.items()}
+
+
 def _options(items: Sequence[str]) -> dict[str, object]:
     """``KEY=VALUE`` strings → a dict; values that read as JSON numbers or booleans
     (``32``, ``1e-3``, ``true``) become them, anything else stays a string."""
@@ -241,8 +255,9 @@ def _cmd_bench_speedups(args: argparse.Namespace) -> int:
         get_solver(name)  # unknown names fail before any work
     programs = args.programs or suite_names()
     solvers = list(dict.fromkeys([args.baseline, *args.solvers]))
+    settings = _solver_options(args.option, solvers)
     jobs = [
-        Job(program, solver, seed, args.budget, args.work)
+        Job(program, solver, seed, args.budget, args.work, settings.get(solver, ()))
         for program in programs for solver in solvers for seed in args.seeds
     ]
     out = Path(args.out)
@@ -251,7 +266,8 @@ def _cmd_bench_speedups(args: argparse.Namespace) -> int:
     budget = {"seconds": args.budget, "work": args.work}
     wanted = {(j.program, j.solver, j.seed) for j in jobs}
     records = [r for r in load_records(out)
-               if (r["program"], r["solver"], r["seed"]) in wanted and r.get("budget") == budget]
+               if (r["program"], r["solver"], r["seed"]) in wanted and r.get("budget") == budget
+               and r.get("options", {}) == dict(settings.get(r["solver"], ()))]
     invalid = [r for r in records if not r["valid"]]
     for r in invalid:
         print(f"INVALID: {r['program']} {r['solver']} s{r['seed']}: {r['failures']}", file=sys.stderr)
@@ -390,6 +406,8 @@ def _parser() -> _Parser:
     q.add_argument("--workers", type=int, default=None, help="local processes (default: all cores)")
     q.add_argument("--ray", default=None, metavar="ADDRESS", help="run the jobs on this Ray cluster")
     q.add_argument("--per-program", action="store_true", help="also each program's normalized rewards")
+    q.add_argument("--option", action="append", default=[], metavar="SOLVER:KEY=VALUE",
+                   help="a setting for one solver's jobs (repeat), e.g. es:workers=2")
     q.set_defaults(func=_cmd_bench_speedups)
 
     q = bench.add_parser("correlation", help="Pearson correlation of reward and simulated latency (paper Table 5)")

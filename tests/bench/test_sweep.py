@@ -88,3 +88,24 @@ def test_local_pool_gives_the_same_records(tmp_path: Path) -> None:
     run_sweep(jobs, tmp_path / "one", workers=1)
     pooled = {r["program"]: r["reward_s"] for r in load_records(tmp_path / "pool")}
     assert pooled == {r["program"]: r["reward_s"] for r in load_records(tmp_path / "one")}
+
+
+def test_solver_options_reach_the_solver_and_get_their_own_files(tmp_path: Path, capsys) -> None:
+    plain = Job(PROGRAMS[0], "es", 0, None, 1)
+    small = Job(PROGRAMS[0], "es", 0, None, 1, (("population", 4),))
+    assert job_path(tmp_path, plain).name == "xla-v1-lstm_infer.es.s0.w1.json"
+    assert job_path(tmp_path, small).name.startswith("xla-v1-lstm_infer.es.s0.w1.o")
+    other = Job(PROGRAMS[0], "es", 0, None, 1, (("population", 6),))
+    assert job_path(tmp_path, small) != job_path(tmp_path, other)
+    argv = ["bench", "speedups", "--programs", PROGRAMS[0], "--baseline", "drop", "--solvers", "es",
+            "--work", "1", "--out", str(tmp_path), "--workers", "1"]
+    assert main([*argv, "--option", "es:population=4"]) == 0
+    record = json.loads(job_path(tmp_path, small).read_text())
+    assert record["options"] == {"population": 4} and record["work"]["games"] < 16
+    assert not job_path(tmp_path, plain).exists()  # the settings are part of the job
+    assert "| es | 1 |" in capsys.readouterr().out
+    # a table for other settings does not pick that record up
+    assert main([*argv, "--option", "es:population=6"]) == 0
+    assert len(list(tmp_path.glob("xla-v1-lstm_infer.es.*.json"))) == 2
+    for bad in ("population=4", "es:population", "mcts:simulations=2"):
+        assert main([*argv, "--option", bad]) == 2

@@ -1,4 +1,4 @@
-"""Resumable sweeps: one result file per (program, solver, seed, budget).
+"""Resumable sweeps: one result file per (program, solver, seed, budget[, options]).
 
 A job solves one program with one solver, checks the answer, simulates its latency
 and writes a small JSON record atomically. A job whose record exists is skipped, so
@@ -8,6 +8,8 @@ a Ray cluster when asked (``ray_address``; needs ``pip install ray``).
 
 from __future__ import annotations
 
+import hashlib
+import json
 import multiprocessing
 import os
 import re
@@ -37,6 +39,7 @@ class Job:
     seed: int = 0
     seconds: float | None = None  # wall-clock budget
     work: int | None = None  # work budget
+    options: tuple[tuple[str, Any], ...] = ()  # solver settings, (key, value) pairs sorted by key
 
     @property
     def budget_tag(self) -> str:
@@ -47,11 +50,21 @@ class Job:
             parts.append(f"w{self.work}")
         return "-".join(parts) or "default"
 
+    @property
+    def options_dict(self) -> dict[str, Any]:
+        return dict(self.options)
+
 
 def job_path(out_dir: Path, job: Job) -> Path:
-    """``out_dir/PROGRAM.SOLVER.sSEED.BUDGET.json`` (the program name made file-safe)."""
+    """``out_dir/PROGRAM.SOLVER.sSEED.BUDGET.json`` (the program name made file-safe);
+    a job with solver options gets ``.oHASH`` before ``.json`` (8 hex digits of their
+    JSON), so runs with other settings never skip it."""
     program = re.sub(r"[^A-Za-z0-9_.-]+", "-", job.program).strip("-")
-    return out_dir / f"{program}.{job.solver}.s{job.seed}.{job.budget_tag}.json"
+    tag = ""
+    if job.options:
+        digest = hashlib.sha256(json.dumps(job.options_dict, sort_keys=True).encode()).hexdigest()
+        tag = f".o{digest[:8]}"
+    return out_dir / f"{program}.{job.solver}.s{job.seed}.{job.budget_tag}{tag}.json"
 
 
 def run_job(job: Job, out_dir: str) -> dict[str, Any]:
@@ -65,7 +78,7 @@ def run_job(job: Job, out_dir: str) -> dict[str, Any]:
     inst = load_workload(job.program)
     start = time.perf_counter()
     solution = get_solver(job.solver).solve(
-        inst, SolveRequest(seed=job.seed, seconds=job.seconds, work=job.work)
+        inst, SolveRequest(seed=job.seed, seconds=job.seconds, work=job.work, options=job.options_dict)
     )
     wall = time.perf_counter() - start
     report = check_solution(inst, solution)
@@ -78,6 +91,7 @@ def run_job(job: Job, out_dir: str) -> dict[str, Any]:
         "solver": job.solver,
         "seed": job.seed,
         "budget": {"seconds": job.seconds, "work": job.work},
+        "options": job.options_dict,
         "valid": report.ok,
         "failures": report.summary(),
         "reward_s": solution.reward_s,

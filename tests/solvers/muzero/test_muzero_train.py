@@ -105,6 +105,23 @@ def test_a_disallowed_search_action_is_refused(small) -> None:
             play.step({}, None)
 
 
+def test_greedy_slots_play_the_improved_policys_best_allowed_action(small) -> None:
+    class FirstAllowed:  # samples the first allowed action; the policy prefers the last one
+        def __call__(self, params, key, obs, allowed, temperature):  # noqa: ANN001
+            action = np.argmax(allowed, axis=1)
+            policy = np.where(allowed, 1.0 + np.arange(3), 10.0).astype(np.float32)  # 10: disallowed
+            return SearchResult(action, policy / policy.sum(1, keepdims=True), np.zeros(len(action)))
+
+    config = config_from_options({**TINY, "greedy_games": 1})
+    play = SelfPlay(small, build_tables(small), config, FirstAllowed())
+    for _ in range(20):
+        allowed = [slot.driver.allowed().copy() for slot in play.slots]
+        play.step({}, None)
+        played = [slot.actions[-1] for slot in play.slots]
+        assert played[0] == np.flatnonzero(allowed[0])[-1]
+        assert played[1:] == [int(np.flatnonzero(a)[0]) for a in allowed[1:]]
+
+
 def test_same_seed_and_work_same_solution_and_every_game_legal(small) -> None:
     runs = []
     for _ in range(2):
@@ -203,10 +220,14 @@ def test_a_wall_clock_budget_trains_until_it_is_spent(small) -> None:
     games = trainer.counters.games
     solution = trainer.run(seconds=6.0)
     assert trainer.counters.games > games + 8 and trainer.counters.learner_steps > 0
+    # the progress line's mean: the normalized reward of the last 64 self-play games
+    assert len(trainer.recent_returns) == min(64, trainer.counters.games)
+    assert max(trainer.recent_returns) <= solution.normalized_reward + 1e-12
+    assert f"mean {np.mean(trainer.recent_returns):.4f}" in trainer.progress_line()
     assert 6.0 <= solution.wall_s < 12.0
     assert check_solution(small, solution).ok
 
 
-def test_gumbel_search_without_q_rescaling(small) -> None:
-    solution = get_solver("muzero").solve(small, SolveRequest(seed=0, work=4, options={**TINY, "rescale_q": "false"}))
+def test_gumbel_search_with_mctx_q_rescaling(small) -> None:
+    solution = get_solver("muzero").solve(small, SolveRequest(seed=0, work=4, options={**TINY, "rescale_q": "true"}))
     assert check_solution(small, solution).ok

@@ -133,7 +133,9 @@ def init_params(net: MuZeroNet, seed: int, example_obs: Observation) -> dict:
     Flax's default initializers (LeCun-normal kernels, truncated at two standard
     deviations; zero biases), drawn with numpy from ``seed``: the shapes come from
     tracing ``net.init`` (no compilation), because compiling the initializers takes
-    tens of seconds on a small CPU, longer than the networks themselves.
+    tens of seconds on a small CPU, longer than the networks themselves. The policy
+    head's bias is ``config.policy_init_bias`` times ``(1, 1/2, 0)`` for (Copy, NoCopy,
+    Drop): 0 (the default) is flax's zero bias.
     """
     batch = next(iter(example_obs.values())).shape[0]
     shapes = jax.eval_shape(net.init, jax.random.PRNGKey(0), example_obs, jnp.zeros((batch,), jnp.int32))
@@ -150,4 +152,7 @@ def init_params(net: MuZeroNet, seed: int, example_obs: Observation) -> dict:
             values[bad] = rng.normal(size=int(bad.sum()))
         return jnp.asarray(values * (np.sqrt(1.0 / fan_in) / std_of_truncated), leaf.dtype)
 
-    return jax.tree_util.tree_map_with_path(draw, shapes)
+    params = jax.tree_util.tree_map_with_path(draw, shapes)
+    bias = net.config.policy_init_bias
+    params["params"]["prediction"]["policy"]["bias"] = jnp.asarray([bias, bias / 2, 0.0], jnp.float32)
+    return params

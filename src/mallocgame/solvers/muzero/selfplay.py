@@ -10,6 +10,11 @@ with reward = the change of the game's return it caused, i.e. its own reward min
 the return the back-up undid (the paper's local penalty). That penalty exists only in
 the training targets: solutions are complete games, scored by SPEC section 5.
 
+The first ``config.greedy_games`` slots exploit: they play the improved policy's most
+probable allowed action instead of the search's sampled one (Gumbel noise or visit
+sampling), so that some games follow the current network's best line; their moves
+are trained on like any other.
+
 A finished game goes to the caller as a :class:`FinishedGame` and the slot starts a
 new game at once, so the batch stays full.
 """
@@ -103,6 +108,11 @@ class SelfPlay:
         policies = np.asarray(result.policy)
         values = np.asarray(result.root_value)
         finished = []
+        greedy = self.config.greedy_games
+        if greedy:  # exploitation slots: the improved policy's most probable allowed action
+            masked = np.where(self.allowed[:greedy], policies[:greedy], -1.0)
+            actions = actions.copy()
+            actions[:greedy] = np.argmax(masked, axis=1)
         for i, slot in enumerate(self.slots):
             action = int(actions[i])
             if not self.allowed[i, action]:

@@ -24,6 +24,7 @@ checkpoint; games in flight at a kill are lost (their moves are not in the repla
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 import functools
 import json
@@ -58,6 +59,7 @@ __all__ = ["Trainer", "CHECKPOINT_NAME", "BEST_NAME", "enable_compilation_cache"
 CHECKPOINT_NAME = "checkpoint.msgpack"
 BEST_NAME = "best.solution.json"
 CHECKPOINT_VERSION = 1
+RECENT_GAMES = 64  # the progress line's mean self-play reward is over this many last games
 
 
 def enable_compilation_cache() -> None:
@@ -147,6 +149,7 @@ class Trainer:
         self.best_actions: tuple[int, ...] = ()
         self.best_return = -np.inf
         self.losses: dict[str, float] = {}
+        self.recent_returns: collections.deque[float] = collections.deque(maxlen=RECENT_GAMES)
         self.selfplay = SelfPlay(instance, self.tables, config, self._search)
         self.resumed = self.dir is not None and (self.dir / CHECKPOINT_NAME).exists()
         if self.resumed:
@@ -191,6 +194,7 @@ class Trainer:
                 self.replay.add(done.record)
                 c.games += 1
                 c.backups += done.backups
+                self.recent_returns.append(self._normalized(done.return_s))
                 if self.answer == "search" and done.return_s > self.best_return:
                     self._improve(done.actions, clock, callback)
             c.moves += 1
@@ -264,9 +268,10 @@ class Trainer:
         c = self.counters
         rate = c.steps / c.seconds if c.seconds > 0 else 0.0
         loss = " ".join(f"{k} {v:.3f}" for k, v in self.losses.items())
+        recent = f"  mean {np.mean(self.recent_returns):.4f}" if self.recent_returns else ""
         return (f"{c.seconds:8.1f} s  games {c.games}  steps {c.steps} ({rate:.0f}/s)  learner "
                 f"{c.learner_steps}  replay {self.replay.positions}  best "
-                f"{self._normalized(self.best_return):.4f}" + (f"  loss {loss}" if loss else ""))
+                f"{self._normalized(self.best_return):.4f}{recent}" + (f"  loss {loss}" if loss else ""))
 
     # --------------------------------------------------------------- checkpoints
 

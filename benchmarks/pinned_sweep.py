@@ -1,0 +1,86 @@
+"""An equal-wall-clock comparison on a many-core machine: each sweep job pinned to its own cores.
+
+``mallocgame bench speedups --workers N`` runs N jobs in one process pool with no
+say over which cores each job uses, so a multi-threaded solver (``muzero``'s XLA,
+``es`` with two workers) competes with its neighbours. This script runs every
+(program, solver) cell as its own ``mallocgame bench speedups`` process under
+``taskset``, on a fixed set of cores no other job uses: ``--cores`` per job (2: the
+2-core machine the agent is sized for), and one core for single-threaded solvers
+(``random``, ``heuristic``), which cannot use a second. Jobs start as cores free up.
+Records go to ``--out`` as in any sweep (existing ones are skipped), so the table is
+then ``mallocgame bench speedups --solvers ... --budget B --out OUT --per-program``
+with the same ``--option`` values.
+
+Usage::
+
+    python benchmarks/pinned_sweep.py --programs xla-v1/gru_infer xla-v1/lstm_infer \\
+        --solvers muzero es random --budget 120 --out results/muzero-120s --option es:workers=2
+
+Linux only (``taskset``, ``os.sched_getaffinity``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+SINGLE_THREADED = ("random", "heuristic", "drop", "greedy")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--programs", nargs="+", required=True)
+    parser.add_argument("--solvers", nargs="+", required=True)
+    parser.add_argument("--budget", type=float, required=True, help="wall-clock seconds per job")
+    parser.add_argument("--out", required=True)
+    parser.add_argument("--cores", type=int, default=2, help="cores per multi-threaded job")
+    parser.add_argument("--option", action="append", default=[], metavar="SOLVER:KEY=VALUE")
+    parser.add_argument("--logs", default=None, help="one log per job here (default: OUT/logs)")
+    args = parser.parse_args()
+
+    free = sorted(os.sched_getaffinity(0))
+    logs = Path(args.logs or Path(args.out) / "logs")
+    logs.mkdir(parents=True, exist_ok=True)
+    jobs = [(program, solver) for solver in args.solvers for program in args.programs]
+    lock = threading.Condition()
+    failures: list[str] = []
+    print(f"{len(jobs)} jobs on {len(free)} cores, {args.cores} per multi-threaded job", flush=True)
+
+    def run(program: str, solver: str, cores: list[int]) -> None:
+        options = [arg for item in args.option if item.startswith(f"{solver}:") for arg in ("--option", item)]
+        cmd = ["taskset", "-c", ",".join(map(str, cores)), sys.executable, "-m", "mallocgame.cli",
+               "bench", "speedups", "--programs", program, "--solvers", solver, "--budget",
+               f"{args.budget:g}", "--workers", "1", "--out", args.out, *options]
+        name = f"{program.replace('/', '-')}.{solver}.log"
+        with open(logs / name, "w") as log:
+            rc = subprocess.run(cmd, stdout=log, stderr=subprocess.STDOUT).returncode
+        with lock:
+            free.extend(cores)
+            free.sort()
+            if rc != 0:
+                failures.append(f"{program} {solver}: exit {rc} (see {logs / name})")
+            print(f"done {program} {solver} (exit {rc})", flush=True)
+            lock.notify_all()
+
+    threads = []
+    for program, solver in jobs:
+        need = 1 if solver in SINGLE_THREADED else args.cores
+        with lock:
+            lock.wait_for(lambda n=need: len(free) >= n)
+            cores, free[:] = free[:need], free[need:]
+        thread = threading.Thread(target=run, args=(program, solver, cores))
+        thread.start()
+        threads.append(thread)
+    for thread in threads:
+        thread.join()
+    for line in failures:
+        print(line, file=sys.stderr)
+    sys.exit(1 if failures else 0)
+
+
+if __name__ == "__main__":
+    main()
