@@ -43,12 +43,15 @@ def main() -> None:
     args = parser.parse_args()
 
     free = sorted(os.sched_getaffinity(0))
+    if args.cores < 1:
+        parser.error("--cores must be at least 1")
+    cores_per_job = min(args.cores, len(free))  # never wait for more cores than there are
     logs = Path(args.logs or Path(args.out) / "logs")
     logs.mkdir(parents=True, exist_ok=True)
     jobs = [(program, solver) for solver in args.solvers for program in args.programs]
     lock = threading.Condition()
     failures: list[str] = []
-    print(f"{len(jobs)} jobs on {len(free)} cores, {args.cores} per multi-threaded job", flush=True)
+    print(f"{len(jobs)} jobs on {len(free)} cores, {cores_per_job} per multi-threaded job", flush=True)
 
     def run(program: str, solver: str, cores: list[int]) -> None:
         options = [arg for item in args.option if item.startswith(f"{solver}:") for arg in ("--option", item)]
@@ -68,7 +71,7 @@ def main() -> None:
 
     threads = []
     for program, solver in jobs:
-        need = 1 if solver in SINGLE_THREADED else args.cores
+        need = 1 if solver in SINGLE_THREADED else cores_per_job
         with lock:
             lock.wait_for(lambda n=need: len(free) >= n)
             cores, free[:] = free[:need], free[need:]
