@@ -51,8 +51,9 @@ normalization ``sigma(Q)`` is proportional to Q, so this scale sets how far the
 search's Q differences move the policy targets from the prior) and
 ``policy_init_bias=1`` (initial policy logits leaning (1, 0.5, 0) to Copy, NoCopy,
 Drop, the greedy order ``es`` starts from; our choice, not the paper's). Both helped
-on programs of 262 to 929 buffers and both broke learning on the 70-buffer
-``gru_infer`` (0.89 → 0.48-0.56); see the README.
+on programs of 262 to 929 buffers and did worse on the two smallest suite programs
+(``gru_infer`` 0.89 → 0.48-0.56), where one seed does not separate settings well; see
+the README.
 """
 
 from __future__ import annotations
