@@ -97,6 +97,9 @@ def test_check_rejects_corruptions(tmp_path: Path, instance_file: Path, capsys) 
         (["solve", "{inst}", "--solver", "random", "--budget", "-1"], "--budget"),
         (["solve", "{inst}", "--solver", "random", "--option", "novalue"], "KEY=VALUE"),
         (["solve", "{inst}", "--solver", "muzero", "--option", "num_simulations=many"], "cannot use"),
+        (["solve", "{inst}", "--solver", "es", "--option", "nope=1"], "es: unknown option"),
+        (["solve", "{inst}", "--solver", "es", "--option", "sigma=wide"], "es: bad option value"),
+        (["solve", "{inst}", "--solver", "mcts", "--option", "c=-1"], "mcts: need"),
         (["train", "{inst}", "--dir", "runs", "--solver", "random"], "train runs muzero"),
         (["check", "{inst}", "{malformed}"], "not valid JSON"),
         (["check", "{malformed}", "{inst}"], "not valid JSON"),
@@ -188,3 +191,14 @@ def test_simulate_reports_speedup_and_refuses_invalid(tmp_path: Path, capsys) ->
     sol.write_text(json.dumps(doc))
     assert main(["simulate", "xla-v1/resnet_infer", str(sol)]) == 1
     assert "reward_mismatch" in capsys.readouterr().out
+
+
+def test_a_sweep_with_a_bad_solver_option_ends_with_one_error_line(tmp_path: Path, instance_file: Path,
+                                                                    capsys) -> None:
+    argv = ["bench", "speedups", "--programs", str(instance_file), "--solvers", "es", "--work", "1",
+            "--workers", "1", "--out", str(tmp_path), "--option", "es:nope=1"]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert "Traceback" not in err
+    assert err.strip().splitlines()[-1].startswith("mallocgame: error: es: unknown option")
+    assert not list(tmp_path.glob("*.es.*"))  # no record for the job that failed

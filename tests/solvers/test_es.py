@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 
 from mallocgame.check import check_solution
+from mallocgame.errors import SolverError
 from mallocgame.game.tables import build_tables
 from mallocgame.instance import instance_from_dict
 from mallocgame.solvers import es as es_module
@@ -147,7 +148,7 @@ def test_centered_ranks() -> None:
 
 
 def test_bad_options_are_rejected(lstm) -> None:
-    with pytest.raises(ValueError, match="unknown option"):
+    with pytest.raises(SolverError, match="unknown option"):
         EsSolver().solve(lstm, SolveRequest(work=1, options={"popsize": 4}))
-    with pytest.raises(ValueError):
+    with pytest.raises(SolverError):
         EsSolver().solve(lstm, SolveRequest(work=1, options={"sigma": 0}))

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from mallocgame.check import check_solution
+from mallocgame.errors import SolverError
 from mallocgame.game.backup import DropBackup
 from mallocgame.game.state import Game
 from mallocgame.instance import instance_from_dict
@@ -97,7 +98,7 @@ def test_wall_clock_budget_is_honoured(seconds: float) -> None:
 
 
 def test_bad_options_are_rejected(lstm) -> None:
-    with pytest.raises(ValueError, match="unknown option"):
+    with pytest.raises(SolverError, match="unknown option"):
         MctsSolver().solve(lstm, SolveRequest(work=1, options={"sims": 4}))
-    with pytest.raises(ValueError):
+    with pytest.raises(SolverError):
         MctsSolver().solve(lstm, SolveRequest(work=1, options={"epsilon": 2.0}))

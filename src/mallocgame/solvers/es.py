@@ -86,6 +86,7 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
+from mallocgame.errors import SolverError
 from mallocgame.game.backup import DropBackup
 from mallocgame.game.features import NUM_FEATURES, FeatureExtractor
 from mallocgame.game.state import DROP, Game, replay
@@ -127,25 +128,33 @@ class EsConfig:
 
     @classmethod
     def from_options(cls, options: Mapping[str, Any]) -> "EsConfig":
+        """The settings in ``options``; a bad name or value raises :class:`SolverError`."""
+        try:
+            return cls._checked(options)
+        except (TypeError, ValueError) as exc:  # a value of the wrong type, e.g. "abc" for a number
+            raise SolverError(f"es: bad option value ({exc})") from None
+
+    @classmethod
+    def _checked(cls, options: Mapping[str, Any]) -> "EsConfig":
         known = set(cls.__dataclass_fields__)
         unknown = set(options) - known
         if unknown:
-            raise ValueError(f"es: unknown option(s) {sorted(unknown)} (have: {sorted(known)})")
+            raise SolverError(f"es: unknown option(s) {sorted(unknown)} (have: {sorted(known)})")
         cfg = cls(**dict(options))
         pop = int(cfg.population)
         if pop < 2:
-            raise ValueError("es: population must be at least 2")
+            raise SolverError("es: population must be at least 2")
         cfg = replace(
             cfg, population=pop + (pop % 2), hidden=int(cfg.hidden), workers=max(1, int(cfg.workers))
         )
         if cfg.sigma <= 0 or cfg.lr <= 0:
-            raise ValueError("es: sigma and lr must be positive")
+            raise SolverError("es: sigma and lr must be positive")
         if cfg.optimizer not in ("adam", "sgd"):
-            raise ValueError("es: optimizer must be 'adam' or 'sgd'")
+            raise SolverError("es: optimizer must be 'adam' or 'sgd'")
         if cfg.init not in ("greedy", "zeros", "random"):
-            raise ValueError("es: init must be 'greedy', 'zeros' or 'random'")
+            raise SolverError("es: init must be 'greedy', 'zeros' or 'random'")
         if cfg.hidden < 0:
-            raise ValueError("es: hidden must be >= 0")
+            raise SolverError("es: hidden must be >= 0")
         return cfg
 
 

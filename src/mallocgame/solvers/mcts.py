@@ -97,6 +97,7 @@ from typing import Any, Mapping
 
 import numpy as np
 
+from mallocgame.errors import SolverError
 from mallocgame.game.backup import DropBackup
 from mallocgame.game.state import DROP, Game
 from mallocgame.game.tables import X_DEF_BUFFER
@@ -129,17 +130,25 @@ class MctsConfig:
 
     @classmethod
     def from_options(cls, options: Mapping[str, Any]) -> "MctsConfig":
+        """The settings in ``options``; a bad name or value raises :class:`SolverError`."""
+        try:
+            return cls._checked(options)
+        except (TypeError, ValueError) as exc:  # a value of the wrong type, e.g. "abc" for a number
+            raise SolverError(f"mcts: bad option value ({exc})") from None
+
+    @classmethod
+    def _checked(cls, options: Mapping[str, Any]) -> "MctsConfig":
         known = set(cls.__dataclass_fields__)
         unknown = set(options) - known
         if unknown:
-            raise ValueError(f"mcts: unknown option(s) {sorted(unknown)} (have: {sorted(known)})")
+            raise SolverError(f"mcts: unknown option(s) {sorted(unknown)} (have: {sorted(known)})")
         cfg = cls(**dict(options))
         if cfg.simulations is not None and int(cfg.simulations) < 0:
-            raise ValueError("mcts: simulations must be >= 0")
+            raise SolverError("mcts: simulations must be >= 0")
         if int(cfg.rollout_depth) < 0:
-            raise ValueError("mcts: rollout_depth must be >= 0")
+            raise SolverError("mcts: rollout_depth must be >= 0")
         if not 0.0 <= cfg.epsilon <= 1.0 or not 0.0 <= cfg.reserve < 1.0 or cfg.c < 0:
-            raise ValueError("mcts: need 0 <= epsilon <= 1, 0 <= reserve < 1, c >= 0")
+            raise SolverError("mcts: need 0 <= epsilon <= 1, 0 <= reserve < 1, c >= 0")
         return replace(
             cfg,
             simulations=None if cfg.simulations is None else int(cfg.simulations),
