@@ -100,6 +100,14 @@ def test_check_rejects_corruptions(tmp_path: Path, instance_file: Path, capsys) 
         (["solve", "{inst}", "--solver", "es", "--option", "nope=1"], "es: unknown option"),
         (["solve", "{inst}", "--solver", "es", "--option", "sigma=wide"], "es: bad option value"),
         (["solve", "{inst}", "--solver", "mcts", "--option", "c=-1"], "mcts: need"),
+        (["solve", "{inst}", "--solver", "random", "--option", "foo=1"],
+         "solver 'random' takes no options (got: foo)"),
+        (["solve", "{inst}", "--solver", "exact", "--option", "worker=2"], "unknown exact option 'worker'"),
+        (["solve", "{inst}", "--solver", "exact", "--option", "workers=two"], "workers must be"),
+        (["solve", "{inst}", "--solver", "heuristic", "--option", "skip_unprofitable=maybe"],
+         "must be true or false"),
+        (["solve", "{inst}", "--solver", "best-of", "--option", "solvers=heuristic,nope"],
+         "unknown solver 'nope'"),
         (["train", "{inst}", "--dir", "runs", "--solver", "random"], "train runs muzero"),
         (["check", "{inst}", "{malformed}"], "not valid JSON"),
         (["check", "{malformed}", "{inst}"], "not valid JSON"),
@@ -198,7 +206,17 @@ def test_a_sweep_with_a_bad_solver_option_ends_with_one_error_line(tmp_path: Pat
     argv = ["bench", "speedups", "--programs", str(instance_file), "--solvers", "es", "--work", "1",
             "--workers", "1", "--out", str(tmp_path), "--option", "es:nope=1"]
     assert main(argv) == 2
-    err = capsys.readouterr().err
-    assert "Traceback" not in err
-    assert err.strip().splitlines()[-1].startswith("mallocgame: error: es: unknown option")
-    assert not list(tmp_path.glob("*.es.*"))  # no record for the job that failed
+    assert _one_line_error(capsys).startswith("mallocgame: error: es: unknown option")
+    assert not list(tmp_path.glob("*.json"))  # checked before any job: not even the baseline's record
+
+
+def test_a_sweep_checks_every_solvers_options_before_any_job(tmp_path: Path, instance_file: Path,
+                                                              capsys) -> None:
+    out = tmp_path / "results"
+    argv = ["bench", "speedups", "--programs", str(instance_file), "--baseline", "drop",
+            "--solvers", "random", "exact", "--work", "1", "--workers", "1", "--out", str(out)]
+    assert main([*argv, "--option", "random:foo=1"]) == 2
+    assert "solver 'random' takes no options (got: foo)" in _one_line_error(capsys)
+    assert main([*argv, "--option", "exact:worker=2"]) == 2
+    assert "unknown exact option 'worker'" in _one_line_error(capsys)
+    assert not out.exists()  # nothing run, nothing written

@@ -109,3 +109,18 @@ def test_solver_options_reach_the_solver_and_get_their_own_files(tmp_path: Path,
     assert len(list(tmp_path.glob("xla-v1-lstm_infer.es.*.json"))) == 2
     for bad in ("population=4", "es:population", "mcts:simulations=2"):
         assert main([*argv, "--option", bad]) == 2
+
+
+def test_run_sweep_checks_every_job_before_running_one(tmp_path: Path) -> None:
+    from mallocgame.bench.sweep import check_jobs
+    from mallocgame.errors import SolverError
+
+    good = [Job(PROGRAMS[0], "drop", 0, None, 1), Job(PROGRAMS[0], "es", 0, None, 1, (("population", 4),))]
+    check_jobs(good)
+    out = tmp_path / "out"
+    for bad, needle in [(Job(PROGRAMS[0], "random", 0, None, 1, (("foo", 1),)), "takes no options"),
+                        (Job(PROGRAMS[0], "exact", 0, None, 1, (("worker", 2),)), "unknown exact option"),
+                        (Job(PROGRAMS[0], "nope", 0, None, 1), "unknown solver")]:
+        with pytest.raises(SolverError, match=needle):
+            run_sweep([*good, bad], out, workers=1)
+        assert not out.exists()  # the good jobs did not run either

@@ -184,3 +184,23 @@ def test_copy_interval_helpers_match_the_checker() -> None:
     assert copy_out_end(supply, 0, 3.0) is None
     assert copy_out_end(supply, 4, 0.1) is None
     assert copy_out_end(supply, 2, 0.0) == 2
+
+
+def test_exact_options_are_checked_before_any_work() -> None:
+    solver = ExactSolver()
+    solver.check_options({"workers": 2, "cumulative": False, "warm_start": True, "warm_start_s": 0.5,
+                          "heuristic_start": False, "force_model": True, "log": False})
+    solver.check_options({"workers": 1.0, "log": 0, "warm_start_s": None})
+    with pytest.raises(SolverError, match=r"unknown exact option 'worker' \(known: workers, cumulative"):
+        solver.check_options({"worker": 2})
+    for bad, needle in [({"workers": "two"}, "workers must be a whole number >= 1"),
+                        ({"workers": 0}, "workers must be"), ({"workers": 1.5}, "workers must be"),
+                        ({"log": "yes"}, "log must be true or false"), ({"force_model": 2}, "force_model"),
+                        ({"warm_start_s": -1}, "warm_start_s must be")]:
+        with pytest.raises(SolverError, match=needle):
+            solver.check_options(bad)
+    inst, _ = _load(NAMES[0])
+    start = time.perf_counter()
+    with pytest.raises(SolverError, match="unknown exact option 'worker'"):
+        solver.solve(inst, SolveRequest(seconds=30, options={"worker": 2}))
+    assert time.perf_counter() - start < 1.0  # rejected before the model or a warm start

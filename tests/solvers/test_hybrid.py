@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import pytest
+
 from mallocgame.check import check_solution
+from mallocgame.errors import SolverError
 from mallocgame.simulate import simulate
 from mallocgame.solvers import SolveRequest
 from mallocgame.solvers.hybrid import BestOfSolver
@@ -19,3 +22,21 @@ def test_best_of_keeps_the_fastest_valid_candidate() -> None:
     assert solution.solver == "best-of"
     assert check_solution(inst, solution).ok
     assert simulate(inst, solution).latency_s == record["random"]["latency_s"]
+
+
+def test_best_of_options_name_known_solvers() -> None:
+    solver = BestOfSolver()
+    solver.check_options({})
+    solver.check_options({"solvers": ["drop", "greedy"]})
+    solver.check_options({"solvers": "drop, greedy"})  # as --option solvers=drop,greedy gives it
+    for bad, needle in [({"solvers": ["drop", "nope"]}, "unknown solver 'nope'"),
+                        ({"solvers": "drop,egrl"}, "not available"),
+                        ({"solvers": ""}, "names no solver"), ({"solvers": 3}, "must be solver names"),
+                        ({"solver": "drop"}, "unknown best-of option")]:
+        with pytest.raises(SolverError, match=needle):
+            solver.check_options(bad)
+    inst = load_workload("synthetic/small")
+    with pytest.raises(SolverError, match="unknown solver 'nope'"):
+        solver.solve(inst, SolveRequest(options={"solvers": "drop,nope"}))
+    solution = solver.solve(inst, SolveRequest(seed=0, options={"solvers": "drop,greedy"}))
+    assert set(solution.extra["candidates"]) == {"drop", "greedy"}

@@ -1,4 +1,4 @@
-"""The solver interface and the drop, random and exhaustive solvers."""
+"""The solver interface (options included) and the drop, random, greedy and exhaustive solvers."""
 
 from __future__ import annotations
 
@@ -97,3 +97,41 @@ def test_greedy_is_deterministic_valid_and_prefers_copy(program) -> None:
     game = Game(program)
     first = game.legal_mask()
     assert a.actions[0] == int(first.argmax())
+
+
+@pytest.mark.parametrize("name", ["drop", "random", "greedy", "exhaustive"])
+def test_a_solver_without_options_rejects_any(name: str) -> None:
+    inst = _conformance("random104")
+    solver = get_solver(name)
+    solver.check_options({})  # none given: fine
+    with pytest.raises(SolverError, match=rf"^solver '{name}' takes no options \(got: foo\)$"):
+        solver.check_options({"foo": 1})
+    with pytest.raises(SolverError, match="takes no options"):
+        solver.solve(inst, SolveRequest(work=1, options={"foo": 1}))
+
+
+def test_every_solver_accepts_no_options_at_all() -> None:
+    for name in SOLVERS:
+        get_solver(name).check_options({})
+
+
+@pytest.mark.parametrize(
+    "name, good, bad, needle",
+    [
+        ("es", {"population": 4, "sigma": 0.2}, {"popsize": 4}, "es: unknown option"),
+        ("es", {"optimizer": "sgd"}, {"sigma": "wide"}, "es: bad option value"),
+        ("mcts", {"simulations": 8, "c": 1.0}, {"simulation": 8}, "mcts: unknown option"),
+        ("mcts", {"reuse": False}, {"c": -1}, "mcts: need"),
+        ("heuristic", {"max_overlap_basis": "buffer"}, {"basis": "buffer"}, "heuristic: unknown option"),
+        ("heuristic", {"skip_unprofitable": False}, {"skip_unprofitable": "no"}, "must be true or false"),
+        ("heuristic", {"preferred_overlap_to_async_copy_ratio": 2},
+         {"preferred_overlap_to_async_copy_ratio": "fast"}, "heuristic: bad option value"),
+    ],
+)
+def test_check_options_matches_what_solve_reads(name: str, good: dict, bad: dict, needle: str) -> None:
+    solver = get_solver(name)
+    solver.check_options(good)
+    with pytest.raises(SolverError, match=needle):
+        solver.check_options(bad)
+    with pytest.raises(SolverError, match=needle):
+        solver.solve(_conformance("random104"), SolveRequest(work=1, options=bad))

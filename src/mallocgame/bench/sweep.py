@@ -3,7 +3,9 @@
 A job solves one program with one solver, checks the answer, simulates its latency
 and writes a small JSON record atomically. A job whose record exists is skipped, so
 a killed sweep resumes where it stopped. Jobs run in local processes by default, on
-a Ray cluster when asked (``ray_address``; needs ``pip install ray``).
+a Ray cluster when asked (``ray_address``; needs ``pip install ray``). Every job's
+solver name and options are checked (:func:`check_jobs`) before any job runs, so a
+typo ends the sweep with one :class:`~mallocgame.errors.SolverError` and no work done.
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ from typing import Any, Callable, Iterable
 from mallocgame.errors import MallocGameError
 from mallocgame.fileio import read_json, write_json
 
-__all__ = ["Job", "job_path", "run_job", "run_sweep", "load_records"]
+__all__ = ["Job", "job_path", "check_jobs", "run_job", "run_sweep", "load_records"]
 
 RECORD_FORMAT = "mallocgame-result"
 
@@ -65,6 +67,18 @@ def job_path(out_dir: Path, job: Job) -> Path:
         digest = hashlib.sha256(json.dumps(job.options_dict, sort_keys=True).encode()).hexdigest()
         tag = f".o{digest[:8]}"
     return out_dir / f"{program}.{job.solver}.s{job.seed}.{job.budget_tag}{tag}.json"
+
+
+def check_jobs(jobs: Iterable[Job]) -> None:
+    """Raise :class:`~mallocgame.errors.SolverError` for any job whose solver is
+    unknown or does not take its options; each (solver, options) is checked once."""
+    from mallocgame.solvers import get_solver
+
+    checked: list[tuple[str, tuple[tuple[str, Any], ...]]] = []  # (option values need not hash)
+    for job in jobs:
+        if (job.solver, job.options) not in checked:
+            get_solver(job.solver).check_options(job.options_dict)
+            checked.append((job.solver, job.options))
 
 
 def run_job(job: Job, out_dir: str) -> dict[str, Any]:
@@ -132,9 +146,12 @@ def run_sweep(
     """Run every job whose record is missing; returns (run, skipped).
 
     ``workers`` local processes (default: the number of cores; 1 runs in-process).
+    Every job is checked with :func:`check_jobs` first: a bad solver name or option
+    raises before anything is run or written.
     """
-    out_dir.mkdir(parents=True, exist_ok=True)
     jobs = list(jobs)
+    check_jobs(jobs)
+    out_dir.mkdir(parents=True, exist_ok=True)
     todo = [job for job in jobs if not job_path(out_dir, job).exists()]
     skipped = len(jobs) - len(todo)
     say = progress or (lambda _msg: None)

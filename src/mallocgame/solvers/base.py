@@ -5,6 +5,12 @@ budget, a callback for every new best solution, optional demonstrations) and ret
 a :class:`~mallocgame.solution.Solution` whose ``extra`` records the work it did
 (``work``) and, where it proves one, an upper bound on the reward (``bound_s``).
 
+Options: ``SolveRequest.options`` holds solver-specific settings by name.
+:meth:`Solver.check_options` rejects (with :class:`~mallocgame.errors.SolverError`)
+any name a solver does not take and, where cheap, any value of the wrong type; each
+solver calls it at the start of :meth:`Solver.solve`, and a sweep calls it for every
+solver before it runs a job. By default a solver takes no options.
+
 Reproducibility: with a work budget (and no wall-clock budget) the same seed gives
 the same solution. With a wall-clock budget the work done is recorded in the file.
 """
@@ -16,6 +22,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, Sequence
 
+from mallocgame.errors import SolverError
 from mallocgame.game.state import Game
 from mallocgame.instance import Instance
 from mallocgame.solution import Solution
@@ -64,6 +71,18 @@ class Solver(abc.ABC):
 
     name: str = ""
     work_unit: str = "games"
+
+    def check_options(self, options: Mapping[str, Any]) -> None:
+        """Raise :class:`SolverError` for any option this solver does not take.
+
+        The default takes none: any name is an error. A solver with settings
+        overrides this to accept its own names (and check their values where that
+        is cheap); it must not do any solving work, so a sweep can check every
+        solver's options before it runs a job.
+        """
+        if options:
+            got = ", ".join(sorted(str(key) for key in options))
+            raise SolverError(f"solver '{self.name}' takes no options (got: {got})")
 
     @abc.abstractmethod
     def solve(self, instance: Instance, request: SolveRequest = SolveRequest()) -> Solution:

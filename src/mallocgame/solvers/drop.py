@@ -17,6 +17,7 @@ class DropSolver(Solver):
     work_unit = "games"
 
     def solve(self, instance: Instance, request: SolveRequest = SolveRequest()) -> Solution:
+        self.check_options(request.options)
         clock = Stopwatch(request.seconds)
         game = Game(instance)
         while not game.complete:

@@ -336,6 +336,10 @@ class EsSolver(Solver):
     name = "es"
     work_unit = "games"
 
+    def check_options(self, options: Mapping[str, Any]) -> None:
+        """The options of :class:`EsConfig` (names and values, as :meth:`solve` reads them)."""
+        EsConfig.from_options(options)
+
     def solve(self, instance: Instance, request: SolveRequest = SolveRequest()) -> Solution:
         clock = Stopwatch(request.seconds)
         cfg = EsConfig.from_options(request.options)

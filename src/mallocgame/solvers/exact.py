@@ -103,9 +103,13 @@ warm start is the answer. With neither budget it runs at most
 or NOT_RUN), ``bound_s``, ``cp_bound_s`` (CP-SAT's bound in seconds, or None),
 ``upper_bound_s`` (:func:`~mallocgame.solvers.bound.upper_bound`), ``work``
 (``dtime_ms``, ``branches``, ``conflicts``), ``build_s``, ``warm_start``,
-``source`` (``cp-sat`` or ``warm_start``). Options: ``workers`` (default 1),
-``cumulative`` (default True), ``warm_start`` (default True), ``warm_start_s``,
-``force_model``, ``log`` (CP-SAT's search log).
+``source`` (``cp-sat`` or ``warm_start``). Options (:data:`EXACT_OPTIONS`; any
+other name, or a value of the wrong type, is a :class:`~mallocgame.errors.SolverError`):
+``workers`` (CP-SAT's search workers, default 1),
+``cumulative`` (default True), ``warm_start`` (default True), ``warm_start_s``
+(seconds of warm-start games), ``heuristic_start`` (default True: the heuristic's
+mapping as a hint), ``force_model`` (build the model even when the budget looks too
+small), ``log`` (CP-SAT's search log).
 """
 
 from __future__ import annotations
@@ -113,11 +117,12 @@ from __future__ import annotations
 import math
 from collections import defaultdict
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any, Callable, Mapping
 
 from ortools.sat.python import cp_model
 
 from mallocgame.check import SUPPLY_RTOL, physical_check
+from mallocgame.errors import SolverError
 from mallocgame.instance import Instance
 from mallocgame.latency import mapping_reward, normalize, reward_normalizer
 from mallocgame.solution import Allocation, Solution
@@ -130,11 +135,22 @@ from mallocgame.solvers.bound import (
     trivial_bound,
 )
 
-__all__ = ["ExactSolver", "MappingModel", "copy_in_start", "copy_out_end"]
+__all__ = ["EXACT_OPTIONS", "ExactSolver", "MappingModel", "copy_in_start", "copy_out_end"]
 
 DEFAULT_SECONDS = 60.0
 BUILD_S_PER_BUFFER = 1e-3  # model building, seconds per buffer (measured: ~0.75 ms)
 SCALE_EPS = 1e-6  # total rounding of the scaled objective, as a fraction of the trivial bound
+
+EXACT_OPTIONS: dict[str, str] = {
+    "workers": "a whole number >= 1",
+    "cumulative": "true or false",
+    "warm_start": "true or false",
+    "warm_start_s": "a number of seconds >= 0",
+    "heuristic_start": "true or false",
+    "force_model": "true or false",
+    "log": "true or false",
+}
+"""The options :class:`ExactSolver` takes, and the values each accepts."""
 
 
 # ------------------------------------------------------------------- copy intervals
@@ -768,7 +784,23 @@ class ExactSolver(Solver):
     name = "exact"
     work_unit = "dtime_ms"
 
+    def check_options(self, options: Mapping[str, Any]) -> None:
+        """Names in :data:`EXACT_OPTIONS` only, each with a value of its kind."""
+        for key, value in options.items():
+            if key not in EXACT_OPTIONS:
+                raise SolverError(f"unknown exact option '{key}' (known: {', '.join(EXACT_OPTIONS)})")
+            number = isinstance(value, (int, float)) and not isinstance(value, bool)
+            if key == "workers":
+                ok = number and float(value).is_integer() and value >= 1
+            elif key == "warm_start_s":
+                ok = value is None or (number and value >= 0)
+            else:
+                ok = isinstance(value, bool) or (number and value in (0, 1))
+            if not ok:
+                raise SolverError(f"exact option {key} must be {EXACT_OPTIONS[key]}, not {value!r}")
+
     def solve(self, instance: Instance, request: SolveRequest = SolveRequest()) -> Solution:
+        self.check_options(request.options)
         clock = Stopwatch(request.seconds)
         options = dict(request.options)
         seconds = request.seconds

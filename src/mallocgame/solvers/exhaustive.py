@@ -20,6 +20,7 @@ class ExhaustiveSolver(Solver):
     work_unit = "moves"
 
     def solve(self, instance: Instance, request: SolveRequest = SolveRequest()) -> Solution:
+        self.check_options(request.options)
         clock = Stopwatch(request.seconds)
         max_moves = request.work if request.work is not None else DEFAULT_MAX_MOVES
         best, actions, moves = exhaustive_search(replay(instance, []), max_nodes=max_moves)

@@ -25,6 +25,7 @@ class GreedySolver(Solver):
     work_unit = "games"
 
     def solve(self, instance: Instance, request: SolveRequest = SolveRequest()) -> Solution:
+        self.check_options(request.options)
         clock = Stopwatch(request.seconds)
         game = Game(instance)
         driver = DropBackup(game, deterministic=True)

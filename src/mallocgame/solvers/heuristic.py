@@ -125,6 +125,7 @@ class HeuristicOptions:
 
     @classmethod
     def from_mapping(cls, options: Mapping[str, Any]) -> "HeuristicOptions":
+        """The settings in ``options``; a bad name or value raises :class:`SolverError`."""
         known = {f.name: f.type for f in fields(cls)}
         unknown = sorted(set(options) - set(known))
         if unknown:
@@ -132,7 +133,14 @@ class HeuristicOptions:
         values = {}
         for key, value in options.items():
             default = getattr(cls, key)
-            values[key] = type(default)(value)
+            if isinstance(default, bool) and not (isinstance(value, bool) or value in (0, 1)):
+                raise SolverError(f"heuristic: option {key} must be true or false, not {value!r}")
+            try:
+                values[key] = type(default)(value)
+            except (TypeError, ValueError):
+                raise SolverError(
+                    f"heuristic: bad option value {value!r} for {key} (a {type(default).__name__})"
+                ) from None
         opts = cls(**values)
         if opts.max_overlap_basis not in ("memory", "buffer"):
             raise SolverError("heuristic: max_overlap_basis must be 'memory' or 'buffer'")
@@ -754,6 +762,10 @@ class HeuristicSolver(Solver):
 
     name = "heuristic"
     work_unit = "passes"
+
+    def check_options(self, options: Mapping[str, Any]) -> None:
+        """The options of :class:`HeuristicOptions` (names and values, as :meth:`solve` reads them)."""
+        HeuristicOptions.from_mapping(options)
 
     def solve(self, instance: Instance, request: SolveRequest = SolveRequest()) -> Solution:
         clock = Stopwatch(request.seconds)

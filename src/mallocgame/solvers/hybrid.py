@@ -9,7 +9,7 @@ candidate is never chosen.
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import Sequence
+from typing import Any, Mapping, Sequence
 
 from mallocgame.check import check_solution
 from mallocgame.errors import SolverError
@@ -26,9 +26,11 @@ DEFAULT_CANDIDATES = ("heuristic", "random")
 class BestOfSolver(Solver):
     """Runs ``options["solvers"]`` (default :data:`DEFAULT_CANDIDATES`) and keeps the fastest.
 
-    A wall-clock budget is split evenly between the candidates; a work budget is
-    passed to each. ``extra["candidates"]`` records every candidate's reward,
-    simulated latency and validity, ``extra["chosen"]`` the winner.
+    ``options["solvers"]`` is a list of solver names or one comma-separated string
+    (``--option solvers=heuristic,random``); it is the only option. A wall-clock
+    budget is split evenly between the candidates; a work budget is passed to each.
+    ``extra["candidates"]`` records every candidate's reward, simulated latency and
+    validity, ``extra["chosen"]`` the winner.
     """
 
     name = "best-of"
@@ -39,11 +41,34 @@ class BestOfSolver(Solver):
         if name:
             self.name = name
 
+    def check_options(self, options: Mapping[str, Any]) -> None:
+        """Only ``solvers``, naming at least one solver of this build."""
+        self._candidates(options)
+
+    def _candidates(self, options: Mapping[str, Any]) -> tuple[str, ...]:
+        """The candidate solvers' names; :class:`SolverError` for a bad option."""
+        from mallocgame.solvers import get_solver
+
+        unknown = sorted(str(key) for key in options if key != "solvers")
+        if unknown:
+            raise SolverError(f"unknown {self.name} option(s) {', '.join(unknown)} (known: solvers)")
+        value = options.get("solvers", self.candidates or DEFAULT_CANDIDATES)
+        if isinstance(value, str):
+            value = value.split(",")
+        if not isinstance(value, (list, tuple)) or not all(isinstance(v, str) for v in value):
+            raise SolverError(f"{self.name} option solvers must be solver names, not {value!r}")
+        names = tuple(v.strip() for v in value if v.strip())
+        if not names:
+            raise SolverError(f"{self.name} option solvers names no solver")
+        for name in names:
+            get_solver(name)  # an unknown or unbuilt name raises SolverError
+        return names
+
     def solve(self, instance: Instance, request: SolveRequest = SolveRequest()) -> Solution:
         from mallocgame.solvers import get_solver
 
+        names = self._candidates(request.options)
         clock = Stopwatch(request.seconds)
-        names = tuple(request.options.get("solvers", self.candidates or DEFAULT_CANDIDATES))
         share = None if request.seconds is None else request.seconds / len(names)
         best: tuple[float, Solution] | None = None
         record: dict[str, dict[str, float | bool]] = {}

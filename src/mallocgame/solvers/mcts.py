@@ -350,6 +350,10 @@ class MctsSolver(Solver):
     name = "mcts"
     work_unit = "simulations"
 
+    def check_options(self, options: Mapping[str, Any]) -> None:
+        """The options of :class:`MctsConfig` (names and values, as :meth:`solve` reads them)."""
+        MctsConfig.from_options(options)
+
     def solve(self, instance: Instance, request: SolveRequest = SolveRequest()) -> Solution:
         clock = Stopwatch(request.seconds)
         cfg = MctsConfig.from_options(request.options)

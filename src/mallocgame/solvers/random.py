@@ -45,6 +45,7 @@ class RandomSolver(Solver):
     work_unit = "games"
 
     def solve(self, instance: Instance, request: SolveRequest = SolveRequest()) -> Solution:
+        self.check_options(request.options)
         clock = Stopwatch(request.seconds)
         policy = UniformPolicy(np.random.default_rng(request.seed))
         max_games = request.work if request.work is not None else (None if request.seconds else 1)

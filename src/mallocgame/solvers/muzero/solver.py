@@ -13,6 +13,8 @@ lines on stderr).
 
 from __future__ import annotations
 
+from typing import Any, Mapping
+
 from mallocgame.errors import SolverError
 from mallocgame.instance import Instance
 from mallocgame.solution import Solution
@@ -28,8 +30,18 @@ class MuZeroSolver(Solver):
     work_unit = "games"
     answer = "search"
 
+    def check_options(self, options: Mapping[str, Any]) -> None:
+        """Any :class:`MuZeroConfig` field (checked as the run would), ``checkpoint_dir``, ``progress``."""
+        from mallocgame.solvers.muzero.config import coerce_option, config_from_options
+
+        rest = dict(options)
+        rest.pop("checkpoint_dir", None)
+        coerce_option(rest.pop("progress", False), False, "progress")
+        config_from_options(rest)
+
     def solve(self, instance: Instance, request: SolveRequest = SolveRequest()) -> Solution:
         clock = Stopwatch(request.seconds)  # the budget covers imports, setup, compilation
+        self.check_options(request.options)
         # JAX is imported only when a MuZero solver runs.
         try:
             from mallocgame.solvers.muzero.config import coerce_option, config_from_options
