@@ -102,6 +102,7 @@ def test_solver_options_reach_the_solver_and_get_their_own_files(tmp_path: Path,
     assert main([*argv, "--option", "es:population=4"]) == 0
     record = json.loads(job_path(tmp_path, small).read_text())
     assert record["options"] == {"population": 4} and record["work"]["games"] < 16
+    assert record["recent_mean"] is None  # only learning agents report one
     assert not job_path(tmp_path, plain).exists()  # the settings are part of the job
     assert "| es | 1 |" in capsys.readouterr().out
     # a table for other settings does not pick that record up

@@ -113,6 +113,7 @@ def run_job(job: Job, out_dir: str) -> dict[str, Any]:
         "bound_s": solution.extra.get("bound_s"),
         "upper_bound_s": _BOUNDS[inst.sha256],
         "work": solution.extra.get("work"),
+        "recent_mean": solution.extra.get("recent_mean"),  # learning agents: their last games' mean
         "wall_s": wall,
         "baseline_latency_s": baseline_latency(inst),
         "latency_s": simulate(inst, solution).latency_s if report.ok else None,

@@ -29,8 +29,28 @@ def test_options_by_field_name() -> None:
         ({"obs_grid_steps": 7}, "observation options"),
         ({"reanalyse_fraction": 0.5}, "Reanalyse"),
         ({"greedy_games": 17}, "greedy_games"),
+        ({"q_scale": 0}, "q_scale"),
+        ({"q_scale_per_buffer": -0.001}, "q_scale_per_buffer"),
     ],
 )
 def test_bad_options_are_solver_errors(options: dict, message: str) -> None:
     with pytest.raises(SolverError, match=message):
         config_from_options(options)
+
+
+def test_search_q_scale_is_fixed_or_grows_with_the_buffers() -> None:
+    assert MuZeroConfig().search_q_scale(900) == 0.1  # mctx's c_scale
+    assert MuZeroConfig(q_scale=0.25).search_q_scale(900) == 0.25
+    per_buffer = MuZeroConfig(q_scale=0.25, q_scale_per_buffer=0.002)
+    assert per_buffer.search_q_scale(70) == pytest.approx(0.14)
+    assert per_buffer.search_q_scale(900) == pytest.approx(1.8)
+
+
+def test_the_solver_checks_its_options_without_training() -> None:
+    from mallocgame.solvers.muzero.solver import MuZeroSolver
+
+    MuZeroSolver().check_options({"checkpoint_dir": "runs/x", "progress": "true", "num_simulations": "8",
+                                  "obs_grid_steps": 16})
+    for bad, message in (({"num_simulation": 8}, "unknown muzero option"), ({"progress": "maybe"}, "progress")):
+        with pytest.raises(SolverError, match=message):
+            MuZeroSolver().check_options(bad)

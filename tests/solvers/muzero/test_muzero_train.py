@@ -67,7 +67,7 @@ def test_training_improves_on_its_first_games(small) -> None:
 class _Greedy:
     """A stand-in for the search: always the first allowed action (Copy first)."""
 
-    def __call__(self, params, key, obs, allowed, temperature):  # noqa: ANN001
+    def __call__(self, params, key, obs, allowed, temperature, q_scale):  # noqa: ANN001
         action = np.argmax(allowed, axis=1)
         policy = np.eye(3, dtype=np.float32)[action]
         return SearchResult(action, policy, np.zeros(len(action), np.float32))
@@ -95,7 +95,7 @@ def test_drop_backup_completes_a_game_whose_greedy_play_goes_infeasible() -> Non
 
 def test_a_disallowed_search_action_is_refused(small) -> None:
     class Illegal:
-        def __call__(self, params, key, obs, allowed, temperature):  # noqa: ANN001
+        def __call__(self, params, key, obs, allowed, temperature, q_scale):  # noqa: ANN001
             action = np.argmin(allowed, axis=1)  # a disallowed action wherever there is one
             return SearchResult(action, np.full((len(action), 3), 1 / 3, np.float32), np.zeros(len(action)))
 
@@ -107,7 +107,7 @@ def test_a_disallowed_search_action_is_refused(small) -> None:
 
 def test_greedy_slots_play_the_improved_policys_best_allowed_action(small) -> None:
     class FirstAllowed:  # samples the first allowed action; the policy prefers the last one
-        def __call__(self, params, key, obs, allowed, temperature):  # noqa: ANN001
+        def __call__(self, params, key, obs, allowed, temperature, q_scale):  # noqa: ANN001
             action = np.argmax(allowed, axis=1)
             policy = np.where(allowed, 1.0 + np.arange(3), 10.0).astype(np.float32)  # 10: disallowed
             return SearchResult(action, policy / policy.sum(1, keepdims=True), np.zeros(len(action)))
@@ -120,6 +120,21 @@ def test_greedy_slots_play_the_improved_policys_best_allowed_action(small) -> No
         played = [slot.actions[-1] for slot in play.slots]
         assert played[0] == np.flatnonzero(allowed[0])[-1]
         assert played[1:] == [int(np.flatnonzero(a)[0]) for a in allowed[1:]]
+
+
+def test_selfplay_passes_the_per_buffer_q_scale_to_the_search(small) -> None:
+    seen: list[float] = []
+
+    class Recording(_Greedy):
+        def __call__(self, params, key, obs, allowed, temperature, q_scale):  # noqa: ANN001
+            seen.append(float(q_scale))
+            return super().__call__(params, key, obs, allowed, temperature, q_scale)
+
+    for options, expected in (({}, 0.1), ({"q_scale": 0.3}, 0.3),
+                              ({"q_scale_per_buffer": 0.01}, 0.01 * small.num_buffers)):
+        seen.clear()
+        SelfPlay(small, build_tables(small), config_from_options({**TINY, **options}), Recording()).step({}, None)
+        assert seen == [pytest.approx(expected)]
 
 
 def test_same_seed_and_work_same_solution_and_every_game_legal(small) -> None:
@@ -224,6 +239,7 @@ def test_a_wall_clock_budget_trains_until_it_is_spent(small) -> None:
     assert len(trainer.recent_returns) == min(64, trainer.counters.games)
     assert max(trainer.recent_returns) <= solution.normalized_reward + 1e-12
     assert f"mean {np.mean(trainer.recent_returns):.4f}" in trainer.progress_line()
+    assert solution.extra["recent_mean"] == pytest.approx(np.mean(trainer.recent_returns), abs=1e-6)
     assert 6.0 <= solution.wall_s < 12.0
     assert check_solution(small, solution).ok
 

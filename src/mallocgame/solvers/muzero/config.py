@@ -31,8 +31,9 @@ Not in Table 6 (MuZero's usual values or chosen here): ``unroll_steps`` 5,
 nearly unbiased), the value/reward support, ``value_scale`` (rewards are seconds, about
 1e-6: every reward is multiplied by ``value_scale / R``, ``R`` the instance's reward
 normalizer of SPEC section 5, so a whole game's return lies in about
-``[0, value_scale]``; ``support_max`` 20 in MuZero's transformed units covers about
-380), the network widths, ``parallel_games`` 16.
+``[0, value_scale]``; the atoms cover scaled values in ``[-support_max, support_max]``
+and targets beyond are clipped, so ``value_scale`` above ``support_max`` saturates the
+value head), the network widths, ``parallel_games`` 16.
 
 Two search settings differ from mctx's and the paper's Gumbel MuZero, measured on
 four suite programs of 420 to 929 buffers and then on the 19 suite programs up to
@@ -85,6 +86,8 @@ class MuZeroConfig:
     gumbel_scale: float = 1.0  # gumbel_muzero_policy: 0 = deterministic top action
     rescale_q: bool = False  # gumbel_muzero_policy: min-max normalize Q before sigma (mctx's default: True)
     greedy_games: int = 2  # slots that play the improved policy's argmax (no sampling)
+    q_scale: float = 0.1  # gumbel_muzero_policy: c_scale of sigma(Q) = (50 + max N) c_scale Q (mctx's default 0.1)
+    q_scale_per_buffer: float = 0.0  # > 0: c_scale is this times the program's buffer count (replaces q_scale)
     # --- targets
     value_scale: float = 10.0  # a full game's return / R, times this, is the value target scale
     td_steps: int = 100  # n of the n-step value targets
@@ -127,10 +130,18 @@ class MuZeroConfig:
             raise SolverError(f"discount must be in (0, 1], not {self.discount}")
         if self.support_size < 3 or self.support_max <= 0 or self.value_scale <= 0:
             raise SolverError("support_size must be >= 3 and support_max, value_scale positive")
+        if self.q_scale <= 0 or self.q_scale_per_buffer < 0:
+            raise SolverError("q_scale must be positive and q_scale_per_buffer non-negative")
         if self.learning_rate <= 0 or self.weight_decay < 0:
             raise SolverError("learning_rate must be positive and weight_decay non-negative")
         if self.reanalyse_fraction != 0.0:
             raise SolverError("reanalyse_fraction: Reanalyse is not part of this build (use 0)")
+
+    def search_q_scale(self, num_buffers: int) -> float:
+        """The ``c_scale`` of Gumbel MuZero's ``sigma(Q)`` for a program of ``num_buffers``."""
+        if self.q_scale_per_buffer > 0:
+            return self.q_scale_per_buffer * num_buffers
+        return self.q_scale
 
 
 def coerce_option(value: Any, like: Any, name: str) -> Any:

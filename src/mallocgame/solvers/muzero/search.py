@@ -32,11 +32,17 @@ class SearchResult(NamedTuple):
     root_value: jnp.ndarray  # [N] float32, the search's value of the root (scaled units)
 
 
-SearchFn = Callable[[dict, jax.Array, Mapping[str, jnp.ndarray], jnp.ndarray, jnp.ndarray], SearchResult]
+SearchFn = Callable[[dict, jax.Array, Mapping[str, jnp.ndarray], jnp.ndarray, jnp.ndarray, jnp.ndarray],
+                    SearchResult]
 
 
 def make_search(net: MuZeroNet, config: MuZeroConfig) -> SearchFn:
-    """``search(params, key, obs, allowed [N, 3] bool, temperature scalar) -> SearchResult``, jitted."""
+    """``search(params, key, obs, allowed [N, 3] bool, temperature, q_scale) -> SearchResult``, jitted.
+
+    ``temperature`` (``muzero_policy``) and ``q_scale`` (``gumbel_muzero_policy``'s
+    ``c_scale``, see :meth:`MuZeroConfig.search_q_scale`) are scalars passed at run
+    time, so programs of different sizes share one compiled search.
+    """
     vmax = config.support_max
 
     def recurrent_fn(params, _key, action, embedding):  # noqa: ANN001 - mctx signature
@@ -49,7 +55,7 @@ def make_search(net: MuZeroNet, config: MuZeroConfig) -> SearchFn:
         )
         return out, latent
 
-    def search(params, key, obs, allowed, temperature):  # noqa: ANN001
+    def search(params, key, obs, allowed, temperature, q_scale):  # noqa: ANN001
         latent, policy, value = net.apply(params, obs, method=MuZeroNet.initial)
         root = mctx.RootFnOutput(prior_logits=policy, value=logits_to_scalar(value, vmax), embedding=latent)
         invalid = jnp.logical_not(allowed)
@@ -59,7 +65,8 @@ def make_search(net: MuZeroNet, config: MuZeroConfig) -> SearchFn:
                 invalid_actions=invalid, max_num_considered_actions=3,
                 gumbel_scale=config.gumbel_scale,
                 qtransform=functools.partial(
-                    mctx.qtransform_completed_by_mix_value, rescale_values=config.rescale_q),
+                    mctx.qtransform_completed_by_mix_value, value_scale=q_scale,
+                    rescale_values=config.rescale_q),
             )
         else:
             out = mctx.muzero_policy(

@@ -79,8 +79,8 @@ class _Slot:
 class SelfPlay:
     """``config.parallel_games`` games of ``instance`` in lockstep.
 
-    ``search(params, key, obs, allowed, temperature) -> SearchResult`` is the batched
-    search of :func:`~mallocgame.solvers.muzero.search.make_search`.
+    ``search(params, key, obs, allowed, temperature, q_scale) -> SearchResult`` is the
+    batched search of :func:`~mallocgame.solvers.muzero.search.make_search`.
     """
 
     def __init__(
@@ -94,6 +94,7 @@ class SelfPlay:
         self.config = config
         self.search = search
         self.scale = reward_scale(tables, config)
+        self.q_scale = np.float32(config.search_q_scale(tables.num_buffers))
         self.slots = [_Slot(Game(instance, tables), config) for _ in range(config.parallel_games)]
         self.obs = empty_batch(config.observation, config.parallel_games)
         self.allowed = np.zeros((config.parallel_games, 3), dtype=bool)
@@ -103,7 +104,7 @@ class SelfPlay:
         for i, slot in enumerate(self.slots):
             slot.observer.observe(slot.moves, out=self.obs, index=i)
             self.allowed[i] = slot.driver.allowed()
-        result = self.search(params, key, self.obs, self.allowed, temperature)
+        result = self.search(params, key, self.obs, self.allowed, np.float32(temperature), self.q_scale)
         actions = np.asarray(result.action)
         policies = np.asarray(result.policy)
         values = np.asarray(result.root_value)

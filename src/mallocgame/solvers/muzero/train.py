@@ -262,7 +262,15 @@ class Trainer:
                      "eval_games": c.eval_games, "backups": c.backups},
             "train_seconds": round(c.seconds, 3),
             "answer": self.answer,
+            "recent_mean": self.recent_mean(),
         }
+
+    def recent_mean(self) -> float | None:
+        """Mean normalized reward of the last :data:`RECENT_GAMES` self-play games
+        (``None`` before the first): what the agent plays now, not its best find."""
+        if not self.recent_returns:
+            return None
+        return round(float(np.mean(self.recent_returns)), 6)
 
     def progress_line(self) -> str:
         c = self.counters
