@@ -135,3 +135,25 @@ def test_check_options_matches_what_solve_reads(name: str, good: dict, bad: dict
         solver.check_options(bad)
     with pytest.raises(SolverError, match=needle):
         solver.solve(_conformance("random104"), SolveRequest(work=1, options=bad))
+
+
+def test_settings_from_options_names_the_solver_in_every_error() -> None:
+    from dataclasses import dataclass
+
+    from mallocgame.solvers.base import settings_from_options
+
+    @dataclass(frozen=True)
+    class Settings:
+        count: int = 1
+
+    def validated(s: Settings) -> Settings:
+        if int(s.count) < 1:
+            raise SolverError("demo: count must be at least 1")
+        return Settings(int(s.count))
+
+    assert settings_from_options(Settings, "demo", {"count": "3"}, validated) == Settings(3)
+    for options, message in (({"cuont": 2}, r"demo: unknown option\(s\) \['cuont'\] \(have: \['count'\]\)"),
+                             ({"count": "three"}, "demo: bad option value"),
+                             ({"count": 0}, "demo: count must be at least 1")):
+        with pytest.raises(SolverError, match=message):
+            settings_from_options(Settings, "demo", options, validated)

@@ -20,14 +20,16 @@ from __future__ import annotations
 import abc
 import time
 from dataclasses import dataclass, field
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence, TypeVar
 
 from mallocgame.errors import SolverError
 from mallocgame.game.state import Game
 from mallocgame.instance import Instance
 from mallocgame.solution import Solution
 
-__all__ = ["Improvement", "SolveRequest", "Solver", "Stopwatch", "solution_from_game"]
+__all__ = ["Improvement", "SolveRequest", "Solver", "Stopwatch", "settings_from_options", "solution_from_game"]
+
+Settings = TypeVar("Settings")
 
 
 @dataclass(frozen=True)
@@ -64,6 +66,25 @@ class Stopwatch:
 
     def expired(self) -> bool:
         return self.seconds is not None and self.elapsed >= self.seconds
+
+
+def settings_from_options(
+    cls: type[Settings], solver: str, options: Mapping[str, Any], validate: Callable[[Settings], Settings]
+) -> Settings:
+    """``cls`` (a dataclass of a solver's settings) built from ``options`` and passed
+    through ``validate`` (which checks ranges and returns the settings, coerced).
+
+    An unknown name, a value of the wrong type (``TypeError``/``ValueError``, e.g.
+    ``"abc"`` for a number) or a failed check raises :class:`SolverError` naming ``solver``.
+    """
+    known = set(cls.__dataclass_fields__)  # type: ignore[attr-defined]
+    unknown = set(options) - known
+    if unknown:
+        raise SolverError(f"{solver}: unknown option(s) {sorted(unknown)} (have: {sorted(known)})")
+    try:
+        return validate(cls(**dict(options)))
+    except (TypeError, ValueError) as exc:
+        raise SolverError(f"{solver}: bad option value ({exc})") from None
 
 
 class Solver(abc.ABC):

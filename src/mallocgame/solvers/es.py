@@ -93,7 +93,14 @@ from mallocgame.game.state import DROP, Game, replay
 from mallocgame.game.tables import GameTables, build_tables
 from mallocgame.instance import Instance
 from mallocgame.solution import Solution
-from mallocgame.solvers.base import Improvement, SolveRequest, Solver, Stopwatch, solution_from_game
+from mallocgame.solvers.base import (
+    Improvement,
+    SolveRequest,
+    Solver,
+    Stopwatch,
+    settings_from_options,
+    solution_from_game,
+)
 
 __all__ = [
     "EsSolver", "EsConfig", "LinearPolicyShape", "centered_ranks", "play_policy", "DEFAULT_GENERATIONS",
@@ -129,18 +136,11 @@ class EsConfig:
     @classmethod
     def from_options(cls, options: Mapping[str, Any]) -> "EsConfig":
         """The settings in ``options``; a bad name or value raises :class:`SolverError`."""
-        try:
-            return cls._checked(options)
-        except (TypeError, ValueError) as exc:  # a value of the wrong type, e.g. "abc" for a number
-            raise SolverError(f"es: bad option value ({exc})") from None
+        return settings_from_options(cls, "es", options, cls._validated)
 
-    @classmethod
-    def _checked(cls, options: Mapping[str, Any]) -> "EsConfig":
-        known = set(cls.__dataclass_fields__)
-        unknown = set(options) - known
-        if unknown:
-            raise SolverError(f"es: unknown option(s) {sorted(unknown)} (have: {sorted(known)})")
-        cfg = cls(**dict(options))
+    def _validated(self) -> "EsConfig":
+        """These settings checked and coerced (population even, counts as ints)."""
+        cfg = self
         pop = int(cfg.population)
         if pop < 2:
             raise SolverError("es: population must be at least 2")

@@ -103,7 +103,14 @@ from mallocgame.game.state import DROP, Game
 from mallocgame.game.tables import X_DEF_BUFFER
 from mallocgame.instance import Instance
 from mallocgame.solution import Solution
-from mallocgame.solvers.base import Improvement, SolveRequest, Solver, Stopwatch, solution_from_game
+from mallocgame.solvers.base import (
+    Improvement,
+    SolveRequest,
+    Solver,
+    Stopwatch,
+    settings_from_options,
+    solution_from_game,
+)
 
 __all__ = ["MctsSolver", "MctsConfig", "DEFAULT_SIMULATIONS"]
 
@@ -131,18 +138,11 @@ class MctsConfig:
     @classmethod
     def from_options(cls, options: Mapping[str, Any]) -> "MctsConfig":
         """The settings in ``options``; a bad name or value raises :class:`SolverError`."""
-        try:
-            return cls._checked(options)
-        except (TypeError, ValueError) as exc:  # a value of the wrong type, e.g. "abc" for a number
-            raise SolverError(f"mcts: bad option value ({exc})") from None
+        return settings_from_options(cls, "mcts", options, cls._validated)
 
-    @classmethod
-    def _checked(cls, options: Mapping[str, Any]) -> "MctsConfig":
-        known = set(cls.__dataclass_fields__)
-        unknown = set(options) - known
-        if unknown:
-            raise SolverError(f"mcts: unknown option(s) {sorted(unknown)} (have: {sorted(known)})")
-        cfg = cls(**dict(options))
+    def _validated(self) -> "MctsConfig":
+        """These settings checked and coerced (simulations and rollout_depth as ints)."""
+        cfg = self
         if cfg.simulations is not None and int(cfg.simulations) < 0:
             raise SolverError("mcts: simulations must be >= 0")
         if int(cfg.rollout_depth) < 0:
