@@ -21,6 +21,7 @@ from mallocgame.solvers.bound import bound_details, upper_bound
 from mallocgame.solvers.exact import ExactSolver, copy_in_start, copy_out_end
 from mallocgame.solvers.random import RandomSolver
 from mallocgame.workloads.registry import load_workload
+from tests.builders import B, I, X, build, roofline, table
 from tests.game.test_property import _scale, instances
 
 CONFORMANCE = Path(__file__).parents[1] / "data" / "conformance"
@@ -97,6 +98,34 @@ def test_exact_matches_exhaustive_on_random_instances(inst) -> None:
     assert solution.reward_s >= best - tol
     assert solution.extra["bound_s"] >= best - tol
     assert upper_bound(inst) >= solution.reward_s - 1e-9 * abs(solution.reward_s) - 1e-15
+
+
+def test_exact_proves_a_tiny_optimum_without_a_hint() -> None:
+    """Regression: a roofline term's ``r_t`` was only bounded above (``r <= a``, ``r <=
+    b + ...``), so without a hint CP-SAT (seed 0, one worker) raised the objective by
+    2 units per solution and spent the whole 10 s budget on these 10 buffers without
+    proving the optimum (status FEASIBLE). Found by the random-instance test, where it
+    failed whenever the warm start's hint did not pin the optimum."""
+    inst = build(
+        [X(96, last_use=3), X(837), X(117), X(117, live_out=True), X(0, live_out=True), X(0), X(234), X(96), X(0)],
+        [
+            I(writes=[B(2, demand=0.11699999999999999), B(3, demand=0.11699999999999999)],
+              supply=2.0, count=3, latency=roofline(5.0)),
+            I(reads=[B(1, alias="k", demand=0.1674)], writes=[B(4, demand=0.0), B(5, alias="k", demand=0.0)],
+              supply=2.0, count=4, latency=roofline(5.0, 0.5)),
+            I(writes=[B(6, demand=2.34)], supply=0.0, latency=table([], [19.56485316542406])),
+            I(reads=[B(5, demand=0.0), B(2, demand=0.585)], writes=[B(7, demand=0.48), B(8, demand=0.0)],
+              supply=0.5, count=2, latency=roofline(1.0)),
+        ],
+        alignment=256, capacity=2048,
+    )
+    best = exhaustive_search(Game(inst))[0]
+    for seed in (0, 1):
+        solution = ExactSolver().solve(inst, SolveRequest(
+            seed=seed, seconds=10, options={"warm_start": False, "heuristic_start": False}))
+        assert solution.extra["status"] == "OPTIMAL", (seed, solution.extra["status"])
+        assert solution.reward_s == pytest.approx(best, rel=1e-9)
+        assert check_solution(inst, solution).ok
 
 
 def test_upper_bound_beats_random_and_heuristic_solutions() -> None:
