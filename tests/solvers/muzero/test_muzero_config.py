@@ -27,7 +27,9 @@ def test_options_by_field_name() -> None:
         ({"search": "alphazero"}, "search must be"),
         ({"discount": 1.5}, "discount"),
         ({"obs_grid_steps": 7}, "observation options"),
-        ({"reanalyse_fraction": 0.5}, "Reanalyse"),
+        ({"reanalyse_fraction": 1.0}, "reanalyse_fraction"),
+        ({"reanalyse_fraction": -0.1}, "reanalyse_fraction"),
+        ({"reanalyse_fraction": 0.5, "demonstrations": "heuristic,xla"}, "unknown demonstration"),
         ({"greedy_games": 17}, "greedy_games"),
         ({"q_scale": 0}, "q_scale"),
         ({"q_scale_per_buffer": -0.001}, "q_scale_per_buffer"),
@@ -36,6 +38,14 @@ def test_options_by_field_name() -> None:
 def test_bad_options_are_solver_errors(options: dict, message: str) -> None:
     with pytest.raises(SolverError, match=message):
         config_from_options(options)
+
+
+def test_demonstrations_are_a_comma_list() -> None:
+    cfg = config_from_options({"reanalyse_fraction": "0.5", "demonstrations": " heuristic, greedy "})
+    assert cfg.demonstration_sources == ("heuristic", "greedy") and cfg.reanalyse_fraction == 0.5
+    assert MuZeroConfig().demonstration_sources == ("heuristic", "greedy")  # the defaults
+    assert MuZeroConfig().reanalyse_fraction == 0.5  # Table 6
+    assert config_from_options({"demonstrations": ""}).demonstration_sources == ()
 
 
 def test_search_q_scale_is_fixed_or_grows_with_the_buffers() -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from mallocgame.solvers.muzero.replay import GameRecord, Replay, n_step_values
+from mallocgame.solvers.muzero.replay import Batch, GameRecord, Replay, draw, n_step_values
 
 
 def _record(length: int, offset: float = 0.0) -> GameRecord:
@@ -70,3 +70,22 @@ def test_state_round_trip() -> None:
         np.testing.assert_array_equal(a.observations[name], b.observations[name])
     np.testing.assert_array_equal(a.values, b.values)
     assert other.games_added == 2
+
+
+def test_value_targets_equal_the_n_step_values() -> None:
+    record = _record(9)
+    for discount, n in ((0.9, 3), (1.0, 100), (0.5, 1)):
+        expected = n_step_values(record.rewards, record.root_values, discount, n)
+        np.testing.assert_allclose(record.value_targets(np.arange(9), discount, n), expected, rtol=1e-6)
+
+
+def test_draw_from_several_records_and_concatenate() -> None:
+    games = [_record(4), _record(6, offset=100)]
+    batch = draw(games, 32, 2, np.random.default_rng(0), 1.0, 10)
+    origins = batch.observations["decision"][:, 0]
+    assert ((origins < 4) | (origins >= 100)).all() and (origins >= 100).any() and (origins < 4).any()
+    both = Batch.concatenate([batch, draw(games[:1], 8, 2, np.random.default_rng(1), 1.0, 10)])
+    assert len(both) == 40 and both.values.shape == (40, 3) and both.observations["grid"].shape[0] == 40
+    np.testing.assert_array_equal(both.actions[:32], batch.actions)
+    with pytest.raises(ValueError, match="no positions"):
+        draw([_record(0)], 4, 2, np.random.default_rng(0), 1.0, 10)

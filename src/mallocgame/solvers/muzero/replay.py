@@ -4,7 +4,12 @@ A :class:`GameRecord` holds one finished self-play game as arrays over its ``L``
 moves (every move played, including moves a Drop-backup later undid: the move that
 led to the back-up carries the return it lost as a negative reward, so rewards sum to
 the game's final return). :class:`Replay` keeps the newest games up to
-``capacity`` positions and samples uniformly over positions.
+``capacity`` positions and samples uniformly over positions; :func:`draw` samples
+from any list of records (Reanalyse's kept games use it too).
+
+Value targets are computed when a position is drawn, from the record's rewards and
+its *current* root values, so a root value refreshed by Reanalyse changes every
+target that bootstraps from it.
 
 A batch (:class:`Batch`) for unroll length ``K`` holds, per sampled position ``t``:
 the observation at ``t``; actions ``t .. t+K-1`` (uniform random past the end);
@@ -16,15 +21,35 @@ targets ``π[t+k]`` and a mask that is 1 where ``t+k < L``.
 from __future__ import annotations
 
 from collections import deque
-from dataclasses import dataclass
-from typing import Any, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Mapping, Sequence
 
 import numpy as np
 
-__all__ = ["GameRecord", "Batch", "Replay", "n_step_values", "STORED_AS_BYTES"]
+__all__ = ["GameRecord", "Batch", "Replay", "draw", "stored", "n_step_values", "STORED_AS_BYTES"]
 
 STORED_AS_BYTES = ("grid", "profile")
 """Observation parts that are binary images: stored as uint8, returned as float32."""
+
+
+def discounted_returns(rewards: np.ndarray, discount: float) -> np.ndarray:
+    """``g[t] = Σ_{i>=t} γ^(i-t) u[t+i]``: float64 ``[L + 1]`` with ``g[L] = 0``."""
+    g = np.zeros(len(rewards) + 1, dtype=np.float64)
+    for t in range(len(rewards) - 1, -1, -1):
+        g[t] = rewards[t] + discount * g[t + 1]
+    return g
+
+
+def bootstrapped(g: np.ndarray, root_values: np.ndarray, t: np.ndarray, discount: float, n: int) -> np.ndarray:
+    """n-step targets at positions ``t`` (int ``[M]``) from returns ``g`` (``[L + 1]``, see
+    :func:`discounted_returns`) and ``root_values`` ``[L]``: float32 ``[M]``."""
+    length = len(g) - 1
+    end = np.minimum(t + n, length)
+    powers = discount ** (end - t).astype(np.float64)
+    z = g[t] - powers * g[end]
+    boot = end < length
+    z[boot] += powers[boot] * root_values[end[boot]]
+    return z.astype(np.float32)
 
 
 def n_step_values(rewards: np.ndarray, root_values: np.ndarray, discount: float, n: int) -> np.ndarray:
@@ -32,17 +57,8 @@ def n_step_values(rewards: np.ndarray, root_values: np.ndarray, discount: float,
 
     ``rewards`` ``[L]`` (``u[t]``: the reward of move ``t``), ``root_values`` ``[L]``.
     """
-    length = len(rewards)
-    g = np.zeros(length + 1, dtype=np.float64)  # discounted return from t to the end
-    for t in range(length - 1, -1, -1):
-        g[t] = rewards[t] + discount * g[t + 1]
-    t = np.arange(length)
-    end = np.minimum(t + n, length)
-    powers = discount ** (end - t).astype(np.float64)
-    z = g[t] - powers * g[end]
-    boot = end < length
-    z[boot] += powers[boot] * root_values[end[boot]]
-    return z.astype(np.float32)
+    return bootstrapped(discounted_returns(rewards, discount), root_values, np.arange(len(rewards)),
+                        discount, n)
 
 
 @dataclass
@@ -52,7 +68,9 @@ class GameRecord:
     ``observations``: dict of arrays ``[L, ...]`` (the observation before each move);
     ``actions`` ``[L]`` int8; ``rewards`` ``[L]`` float32 (scaled; with back-up
     penalties); ``policies`` ``[L, 3]`` float32 (search policy); ``root_values`` ``[L]``
-    float32; ``values`` ``[L]`` float32 (n-step targets, filled by :meth:`Replay.add`).
+    float32 (the search's value of each position, scaled units); ``allowed`` ``[L, 3]``
+    bool (the actions allowed at each position: Reanalyse searches the position again
+    and needs them; ``None`` when not recorded).
     """
 
     observations: dict[str, np.ndarray]
@@ -60,24 +78,41 @@ class GameRecord:
     rewards: np.ndarray
     policies: np.ndarray
     root_values: np.ndarray
-    values: np.ndarray | None = None
+    allowed: np.ndarray | None = None
+    _returns: tuple[float, np.ndarray] | None = field(default=None, init=False, repr=False, compare=False)
 
     def __len__(self) -> int:
         return int(self.actions.shape[0])
 
+    def returns_to_go(self, discount: float) -> np.ndarray:
+        """:func:`discounted_returns` of this game's rewards, cached (rewards never change)."""
+        if self._returns is None or self._returns[0] != discount:
+            self._returns = (discount, discounted_returns(self.rewards, discount))
+        return self._returns[1]
+
+    def value_targets(self, t: np.ndarray, discount: float, n: int) -> np.ndarray:
+        """n-step value targets at positions ``t`` (int array, each in ``[0, L)``): float32,
+        ``Σ_{i<n} γ^i u[t+i] + γ^n v[t+n]`` with today's root values (no bootstrap past the end)."""
+        return bootstrapped(self.returns_to_go(discount), self.root_values, t, discount, n)
+
     def state_dict(self) -> dict[str, Any]:
-        return {
+        state = {
             "observations": dict(self.observations), "actions": self.actions, "rewards": self.rewards,
-            "policies": self.policies, "root_values": self.root_values, "values": self.values,
+            "policies": self.policies, "root_values": self.root_values,
         }
+        if self.allowed is not None:
+            state["allowed"] = self.allowed
+        return state
 
     @classmethod
     def from_state_dict(cls, state: Mapping[str, Any]) -> "GameRecord":
+        allowed = state.get("allowed")
         return cls(
             observations={k: np.asarray(v) for k, v in state["observations"].items()},
             actions=np.asarray(state["actions"]), rewards=np.asarray(state["rewards"]),
-            policies=np.asarray(state["policies"]), root_values=np.asarray(state["root_values"]),
-            values=np.asarray(state["values"]),
+            policies=np.array(state["policies"], dtype=np.float32),  # copies: Reanalyse writes them
+            root_values=np.array(state["root_values"], dtype=np.float32),
+            allowed=None if allowed is None else np.asarray(allowed, dtype=bool),
         )
 
 
@@ -92,6 +127,71 @@ class Batch:
     policies: np.ndarray  # [N, K+1, 3] float32
     mask: np.ndarray  # [N, K+1] float32, 1 where the position is inside the game
 
+    def __len__(self) -> int:
+        return int(self.actions.shape[0])
+
+    @staticmethod
+    def concatenate(batches: Sequence["Batch"]) -> "Batch":
+        """The rows of ``batches`` one after the other (same ``K`` and observation keys)."""
+        return Batch(
+            observations={k: np.concatenate([b.observations[k] for b in batches])
+                          for k in batches[0].observations},
+            actions=np.concatenate([b.actions for b in batches]),
+            values=np.concatenate([b.values for b in batches]),
+            rewards=np.concatenate([b.rewards for b in batches]),
+            policies=np.concatenate([b.policies for b in batches]),
+            mask=np.concatenate([b.mask for b in batches]),
+        )
+
+
+def stored(record: GameRecord) -> GameRecord:
+    """``record`` with its binary images as uint8 (in place; returned for chaining)."""
+    for key in STORED_AS_BYTES:
+        if key in record.observations:
+            record.observations[key] = record.observations[key].astype(np.uint8)
+    return record
+
+
+def draw(
+    games: Sequence[GameRecord],
+    batch_size: int,
+    unroll: int,
+    rng: np.random.Generator,
+    discount: float,
+    td_steps: int,
+) -> Batch:
+    """``batch_size`` positions drawn uniformly over all positions of ``games``, unrolled
+    ``unroll`` steps (value targets from today's root values, see the module docstring)."""
+    lengths = np.fromiter((len(g) for g in games), dtype=np.int64, count=len(games))
+    starts = np.concatenate([[0], np.cumsum(lengths)])
+    total = int(starts[-1])
+    if total == 0:
+        raise ValueError("no positions to draw from")
+    flat = rng.integers(0, total, size=batch_size)
+    which = np.searchsorted(starts, flat, side="right") - 1
+    first = games[0].observations
+    obs = {k: np.empty((batch_size, *v.shape[1:]), dtype=np.float32) for k, v in first.items()}
+    actions = rng.integers(0, 3, size=(batch_size, unroll)).astype(np.int32)
+    values = np.zeros((batch_size, unroll + 1), np.float32)
+    rewards = np.zeros((batch_size, unroll + 1), np.float32)
+    policies = np.full((batch_size, unroll + 1, 3), 1.0 / 3.0, np.float32)
+    mask = np.zeros((batch_size, unroll + 1), np.float32)
+    for i, (g, pos) in enumerate(zip(which, flat)):
+        game = games[int(g)]
+        t = int(pos - starts[g])
+        length = len(game)
+        for k, v in game.observations.items():
+            obs[k][i] = v[t]
+        stop = min(t + unroll + 1, length)
+        n = stop - t
+        values[i, :n] = game.value_targets(np.arange(t, stop), discount, td_steps)
+        policies[i, :n] = game.policies[t:stop]
+        mask[i, :n] = 1.0
+        acts = min(t + unroll, length) - t
+        actions[i, :acts] = game.actions[t:t + acts]
+        rewards[i, 1:acts + 1] = game.rewards[t:t + acts]
+    return Batch(obs, actions, values, rewards, policies, mask)
+
 
 class Replay:
     """The newest games, up to ``capacity`` positions (oldest games evicted whole)."""
@@ -105,14 +205,10 @@ class Replay:
         self.games_added = 0
 
     def add(self, record: GameRecord) -> None:
-        """Store a finished game (computing its value targets); evict the oldest games."""
+        """Store a finished game; evict the oldest games."""
         if len(record) == 0:
             return
-        for key in STORED_AS_BYTES:
-            if key in record.observations:
-                record.observations[key] = record.observations[key].astype(np.uint8)
-        record.values = n_step_values(record.rewards, record.root_values, self.discount, self.td_steps)
-        self.games.append(record)
+        self.games.append(stored(record))
         self.positions += len(record)
         self.games_added += 1
         while self.positions > self.capacity and len(self.games) > 1:
@@ -122,32 +218,7 @@ class Replay:
         """``batch_size`` positions drawn uniformly, unrolled ``unroll`` steps."""
         if self.positions == 0:
             raise ValueError("the replay is empty")
-        lengths = np.fromiter((len(g) for g in self.games), dtype=np.int64, count=len(self.games))
-        starts = np.concatenate([[0], np.cumsum(lengths)])
-        flat = rng.integers(0, self.positions, size=batch_size)
-        which = np.searchsorted(starts, flat, side="right") - 1
-        first = self.games[0].observations
-        obs = {k: np.empty((batch_size, *v.shape[1:]), dtype=np.float32) for k, v in first.items()}
-        actions = rng.integers(0, 3, size=(batch_size, unroll)).astype(np.int32)
-        values = np.zeros((batch_size, unroll + 1), np.float32)
-        rewards = np.zeros((batch_size, unroll + 1), np.float32)
-        policies = np.full((batch_size, unroll + 1, 3), 1.0 / 3.0, np.float32)
-        mask = np.zeros((batch_size, unroll + 1), np.float32)
-        for i, (g, pos) in enumerate(zip(which, flat)):
-            game = self.games[int(g)]
-            t = int(pos - starts[g])
-            length = len(game)
-            for k, v in game.observations.items():
-                obs[k][i] = v[t]
-            stop = min(t + unroll + 1, length)
-            n = stop - t
-            values[i, :n] = game.values[t:stop]
-            policies[i, :n] = game.policies[t:stop]
-            mask[i, :n] = 1.0
-            acts = min(t + unroll, length) - t
-            actions[i, :acts] = game.actions[t:t + acts]
-            rewards[i, 1:acts + 1] = game.rewards[t:t + acts]
-        return Batch(obs, actions, values, rewards, policies, mask)
+        return draw(self.games, batch_size, unroll, rng, self.discount, self.td_steps)
 
     def state_dict(self) -> dict[str, Any]:
         return {

@@ -74,6 +74,7 @@ class _Slot:
         self.rewards: list[float] = []
         self.policies: list[np.ndarray] = []
         self.root_values: list[float] = []
+        self.allowed: list[np.ndarray] = []
 
 
 class SelfPlay:
@@ -127,6 +128,7 @@ class SelfPlay:
             slot.rewards.append((slot.game.return_s - before) * self.scale)
             slot.policies.append(policies[i])
             slot.root_values.append(float(values[i]))
+            slot.allowed.append(self.allowed[i].copy())
             slot.moves += 1
             if slot.game.complete:
                 finished.append(self._finish(slot))
@@ -140,6 +142,7 @@ class SelfPlay:
             rewards=np.asarray(slot.rewards, dtype=np.float32),
             policies=np.asarray(slot.policies, dtype=np.float32),
             root_values=np.asarray(slot.root_values, dtype=np.float32),
+            allowed=np.asarray(slot.allowed, dtype=bool).reshape(-1, 3),
         )
         return FinishedGame(record, tuple(slot.game.actions()), slot.game.return_s, slot.driver.backups)
 

@@ -3,6 +3,9 @@
 One process (several JAX processes would oversubscribe a 2-core machine): the loop
 alternates one batched self-play move (``parallel_games`` games) with one learner
 step every ``train_every`` moves once the replay holds ``min_replay`` positions.
+With ``reanalyse_fraction > 0`` each learner step first searches a batch of kept
+positions again (:mod:`~mallocgame.solvers.muzero.reanalyse`: demonstrations and the
+best self-play game) and draws that fraction of its batch from them.
 
 Budgets: a work budget counts completed self-play games (over all runs resumed from
 one checkpoint), a wall-clock budget counts this call's seconds (compilation
@@ -50,7 +53,8 @@ from mallocgame.solvers.base import Improvement, Stopwatch, solution_from_game
 from mallocgame.solvers.muzero.config import MuZeroConfig
 from mallocgame.solvers.muzero.learner import batch_to_device, make_optimizer, make_train_step
 from mallocgame.solvers.muzero.networks import MuZeroNet, init_params
-from mallocgame.solvers.muzero.replay import Replay
+from mallocgame.solvers.muzero.reanalyse import Reanalyser, demonstration_actions, trajectory_record
+from mallocgame.solvers.muzero.replay import Batch, Replay
 from mallocgame.solvers.muzero.search import make_policy, make_search
 from mallocgame.solvers.muzero.selfplay import SelfPlay, play_policy
 
@@ -58,7 +62,7 @@ __all__ = ["Trainer", "CHECKPOINT_NAME", "BEST_NAME", "enable_compilation_cache"
 
 CHECKPOINT_NAME = "checkpoint.msgpack"
 BEST_NAME = "best.solution.json"
-CHECKPOINT_VERSION = 1
+CHECKPOINT_VERSION = 2  # 2: records carry allowed actions; Reanalyse's kept games
 RECENT_GAMES = 64  # the progress line's mean self-play reward is over this many last games
 
 
@@ -82,11 +86,27 @@ def enable_compilation_cache() -> None:
     jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.5)
 
 
-@functools.lru_cache(maxsize=8)
+RUN_ONLY_FIELDS = (
+    "parallel_games", "greedy_games", "q_scale", "q_scale_per_buffer", "value_scale", "td_steps",
+    "init_temperature", "final_temperature", "temperature_decay_steps", "batch_size", "replay_size",
+    "min_replay", "train_every", "reanalyse_fraction", "demonstrations", "reanalyse_best",
+    "checkpoint_seconds", "progress_seconds", "eval_every",
+)
+"""Config fields the compiled functions never read (they are run-time arguments, array
+shapes, or the loop's own settings): configs differing only in these share one compilation."""
+
+
 def compiled_functions(config: MuZeroConfig) -> tuple[MuZeroNet, Any, Any, Any, Any]:
     """(network, optimizer, search, policy, train step) for ``config``, built once per
-    process: trainers with equal configs (a sweep of many programs, the tests) share the
-    jitted functions, so XLA compiles each shape once per process."""
+    process: trainers whose configs differ at most in :data:`RUN_ONLY_FIELDS` (a sweep
+    of many programs or options, the tests) share the jitted functions, so XLA compiles
+    each shape once per process."""
+    defaults = MuZeroConfig()
+    return _compiled(dataclasses.replace(config, **{f: getattr(defaults, f) for f in RUN_ONLY_FIELDS}))
+
+
+@functools.lru_cache(maxsize=8)
+def _compiled(config: MuZeroConfig) -> tuple[MuZeroNet, Any, Any, Any, Any]:
     net = MuZeroNet(config)
     optimizer = make_optimizer(config)
     return net, optimizer, make_search(net, config), make_policy(net), make_train_step(net, config, optimizer)
@@ -151,9 +171,20 @@ class Trainer:
         self.losses: dict[str, float] = {}
         self.recent_returns: collections.deque[float] = collections.deque(maxlen=RECENT_GAMES)
         self.selfplay = SelfPlay(instance, self.tables, config, self._search)
+        self.reanalyser: Reanalyser | None = None
+        if config.reanalyse_fraction > 0:
+            reanalyse_key = jax.random.split(jax.random.PRNGKey(seed))[1]  # a stream apart from self-play's
+            self.reanalyser = Reanalyser(config, self._search, self.selfplay.q_scale, reanalyse_key)
         self.resumed = self.dir is not None and (self.dir / CHECKPOINT_NAME).exists()
         if self.resumed:
             self._load()
+        elif self.reanalyser is not None:
+            for source in config.demonstration_sources:
+                actions = demonstration_actions(instance, source, seed)
+                record = trajectory_record(instance, self.tables, config, actions, self.selfplay.scale)
+                self.reanalyser.add_demonstration(record, self.params)
+                self.log(f"demonstration {source}: normalized reward "
+                         f"{float(record.rewards.sum(dtype=np.float64)) / config.value_scale:.4f}")
 
     # ------------------------------------------------------------------ the loop
 
@@ -195,6 +226,8 @@ class Trainer:
                 c.games += 1
                 c.backups += done.backups
                 self.recent_returns.append(self._normalized(done.return_s))
+                if self.reanalyser is not None and cfg.reanalyse_best:
+                    self.reanalyser.keep_best(done.record)
                 if self.answer == "search" and done.return_s > self.best_return:
                     self._improve(done.actions, clock, callback)
             c.moves += 1
@@ -221,8 +254,15 @@ class Trainer:
 
     def _learn(self) -> None:
         c = self.counters
+        cfg = self.config
         rng = np.random.default_rng([self.seed, c.learner_steps])
-        batch = self.replay.sample(self.config.batch_size, self.config.unroll_steps, rng)
+        kept = 0
+        if self.reanalyser is not None and self.reanalyser.positions > 0:
+            self.reanalyser.refresh(self.params)
+            kept = int(round(cfg.reanalyse_fraction * cfg.batch_size))
+        batch = self.replay.sample(cfg.batch_size - kept, cfg.unroll_steps, rng)
+        if kept:
+            batch = Batch.concatenate([batch, self.reanalyser.sample(kept, cfg.unroll_steps, rng)])
         self.params, self.opt_state, info = self._train_step(self.params, self.opt_state, batch_to_device(batch))
         c.learner_steps += 1
         if c.learner_steps % 50 == 0:
@@ -259,7 +299,8 @@ class Trainer:
         c = self.counters
         return {
             "work": {"games": c.games, "steps": c.steps, "learner_steps": c.learner_steps,
-                     "eval_games": c.eval_games, "backups": c.backups},
+                     "eval_games": c.eval_games, "backups": c.backups,
+                     "reanalysed": self.reanalyser.positions_searched if self.reanalyser else 0},
             "train_seconds": round(c.seconds, 3),
             "answer": self.answer,
             "recent_mean": self.recent_mean(),
@@ -304,6 +345,8 @@ class Trainer:
             "counters": dataclasses.asdict(self.counters),
             "best_actions": np.asarray(self.best_actions, dtype=np.int8),
         }
+        if self.reanalyser is not None:
+            state["reanalyse"] = self.reanalyser.state_dict()
         write_bytes_atomic(self.dir / CHECKPOINT_NAME, serialization.msgpack_serialize(state))
 
     def _load(self) -> None:
@@ -323,6 +366,8 @@ class Trainer:
         self.params = jax.tree_util.tree_map(jnp.asarray, self.params)
         self.opt_state = jax.tree_util.tree_map(jnp.asarray, self.opt_state)
         self.replay.load_state_dict(state["replay"])
+        if self.reanalyser is not None:
+            self.reanalyser.load_state_dict(state["reanalyse"])
         self.counters = Counters(**state["counters"])
         actions = tuple(int(a) for a in np.asarray(state["best_actions"]))
         if actions:

@@ -1,0 +1,227 @@
+"""Reanalyse with demonstrations: demonstration records, fresh targets, kept games,
+determinism and checkpoints of a training run that reanalyses."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+import jax
+import numpy as np
+import pytest
+
+from mallocgame.check import check_solution
+from mallocgame.errors import SolverError
+from mallocgame.game.state import Game, replay
+from mallocgame.game.tables import build_tables
+from mallocgame.solvers import SolveRequest, get_solver
+from mallocgame.solvers.muzero.config import config_from_options
+from mallocgame.solvers.muzero.networks import init_params
+from mallocgame.solvers.muzero.reanalyse import Reanalyser, demonstration_actions, trajectory_record
+from mallocgame.solvers.muzero.search import SearchResult
+from mallocgame.solvers.muzero.selfplay import reward_scale
+from mallocgame.solvers.muzero.train import Trainer, compiled_functions
+from mallocgame.game.observe import empty_batch
+from mallocgame.workloads.registry import load_workload
+from tests.solvers.muzero.test_muzero_train import TINY
+
+REANALYSE = {**TINY, "reanalyse_fraction": "0.5", "demonstrations": "heuristic,greedy"}  # the defaults, spelled out
+
+
+@pytest.fixture(scope="module")
+def small():
+    return load_workload("synthetic/small")
+
+
+class _Counting:
+    """A stand-in search: policy row i is one-hot on the i-th allowed action, root value = call count."""
+
+    def __init__(self) -> None:
+        self.calls = 0
+        self.batches: list[np.ndarray] = []
+
+    def __call__(self, params, key, obs, allowed, temperature, q_scale):  # noqa: ANN001
+        self.calls += 1
+        self.batches.append(obs["globals"].copy())
+        action = np.argmax(allowed, axis=1)
+        policy = np.eye(3, dtype=np.float32)[action]
+        return SearchResult(action, policy, np.full(len(action), float(self.calls), np.float32))
+
+
+def _greedy_record(inst, config):  # noqa: ANN001, ANN202
+    tables = build_tables(inst)
+    actions = demonstration_actions(inst, "greedy", 0)
+    return trajectory_record(inst, tables, config, actions, reward_scale(tables, config)), actions, tables
+
+
+def test_a_demonstration_replays_into_a_record(small) -> None:
+    config = config_from_options(TINY)
+    record, actions, tables = _greedy_record(small, config)
+    game = replay(small, actions, tables)
+    assert len(record) == len(actions) == small.num_buffers
+    np.testing.assert_array_equal(record.actions, actions)
+    assert float(record.rewards.sum()) == pytest.approx(game.return_s * reward_scale(tables, config), rel=1e-5)
+    assert record.allowed[np.arange(len(record)), record.actions].all()
+    np.testing.assert_allclose(record.policies, 1.0 / 3.0)  # until reanalysed
+    assert record.observations["grid"].dtype == np.uint8
+    # the observation before move t is the one self-play would see there
+    fresh = Game(small, tables)
+    from mallocgame.game.observe import Observer
+    observer = Observer(fresh, config.observation)
+    for t, action in enumerate(actions[:5]):
+        seen = observer.observe(t)
+        for name, value in seen.items():
+            np.testing.assert_allclose(record.observations[name][t], value, err_msg=name)
+        fresh.step(action)
+
+
+def test_a_bad_demonstration_is_refused(small) -> None:
+    config = config_from_options(TINY)
+    tables = build_tables(small)
+    actions = list(demonstration_actions(small, "greedy", 0))
+    with pytest.raises(SolverError, match="incomplete"):
+        trajectory_record(small, tables, config, actions[:-1], 1.0)
+    with pytest.raises(SolverError, match="ended after"):
+        trajectory_record(small, tables, config, actions + [2], 1.0)
+    game = Game(small, tables)
+    for t, action in enumerate(actions):  # the first position with an illegal action
+        illegal = np.flatnonzero(~game.legal_mask())
+        if illegal.size:
+            bad = actions[:t] + [int(illegal[0])] + actions[t + 1:]
+            break
+        game.step(action)
+    else:
+        pytest.skip("every action is legal everywhere in this instance")
+    with pytest.raises(SolverError, match="not legal"):
+        trajectory_record(small, tables, config, bad, 1.0)
+    with pytest.raises(SolverError, match="unknown demonstration"):
+        demonstration_actions(small, "es", 0)
+
+
+@pytest.mark.parametrize("source", ["heuristic", "greedy"])
+def test_demonstrations_are_complete_valid_trajectories(small, source: str) -> None:
+    actions = demonstration_actions(small, source, 0)
+    game = replay(small, actions)
+    assert game.complete
+
+
+def test_reanalysis_searches_every_position_and_wraps_round_robin(small) -> None:
+    config = config_from_options(TINY)  # 4 positions per search
+    record, _, _ = _greedy_record(small, config)
+    search = _Counting()
+    reanalyser = Reanalyser(config, search, np.float32(0.1), jax.random.PRNGKey(0))
+    reanalyser.add_demonstration(record, params={})
+    length = len(record)
+    assert search.calls == -(-length // 4) and reanalyser.positions_searched == length
+    # every position's targets came from the search: allowed one-hot policies, root values > 0
+    np.testing.assert_allclose(record.policies.sum(axis=1), 1.0)
+    assert (record.policies[~record.allowed] == 0).all() and (record.root_values > 0).all()
+    # a short last batch is padded with copies of its first row, not stale rows
+    last = search.batches[-1]
+    for i in range(length % 4 or 4, 4):
+        np.testing.assert_array_equal(last[i], last[0])
+    before = record.root_values.copy()
+    for _ in range(-(-length // 4)):
+        reanalyser.refresh(params={})
+    assert (record.root_values > before).all()  # a full round refreshed every position
+    assert reanalyser.cursor == (-(-length // 4) * 4) % length
+
+
+def test_refreshed_root_values_change_the_value_targets(small) -> None:
+    config = config_from_options({**TINY, "td_steps": 2, "discount": 1.0})
+    record, _, _ = _greedy_record(small, config)
+    t = np.arange(len(record) - 2)
+    before = record.value_targets(t, 1.0, 2)
+    record.root_values[2:] += 1.0
+    np.testing.assert_allclose(record.value_targets(t, 1.0, 2), before + 1.0, rtol=1e-5, atol=1e-5)
+
+
+def test_only_a_better_self_play_game_is_kept_and_its_targets_are_its_own(small) -> None:
+    config = config_from_options(TINY)
+    record, _, _ = _greedy_record(small, config)
+    reanalyser = Reanalyser(config, _Counting(), np.float32(0.1), jax.random.PRNGKey(0))
+    assert reanalyser.positions == 0
+    assert reanalyser.keep_best(record)
+    worse = dataclasses.replace(record, rewards=record.rewards - 1.0)
+    assert not reanalyser.keep_best(worse)
+    assert reanalyser.best is not None and reanalyser.positions == len(record)
+    reanalyser.refresh(params={})
+    assert not np.array_equal(reanalyser.best.policies, record.policies)  # a copy was rewritten
+    no_mask = dataclasses.replace(record, allowed=None)
+    with pytest.raises(ValueError, match="allowed"):
+        reanalyser.keep_best(no_mask)
+
+
+def test_real_search_targets_are_distributions_over_allowed_actions(small) -> None:
+    config = config_from_options(TINY)
+    net, _, search, _, _ = compiled_functions(config)
+    params = init_params(net, 0, empty_batch(config.observation, 1))
+    record, _, _ = _greedy_record(small, config)
+    reanalyser = Reanalyser(config, search, np.float32(0.1), jax.random.PRNGKey(0))
+    reanalyser.add_demonstration(record, params)
+    np.testing.assert_allclose(record.policies.sum(axis=1), 1.0, rtol=1e-5)
+    assert (record.policies[~record.allowed] == 0).all()
+    assert np.isfinite(record.root_values).all()
+
+
+def test_run_only_settings_share_one_compilation() -> None:
+    config = config_from_options({**TINY, "reanalyse_fraction": 0})
+    other = config_from_options(REANALYSE)
+    assert compiled_functions(config)[2] is compiled_functions(other)[2]
+    assert compiled_functions(config)[2] is not compiled_functions(
+        config_from_options({**TINY, "num_simulations": 5}))[2]
+
+
+def test_a_reanalysing_run_is_reproducible_and_its_answers_are_its_own(small) -> None:
+    runs = []
+    for _ in range(2):
+        trainer = Trainer(small, config_from_options(REANALYSE), seed=2)
+        assert trainer.reanalyser is not None and len(trainer.reanalyser.demonstrations) == 2
+        runs.append(trainer.run(games=12))
+        assert trainer.reanalyser.best is not None
+        assert trainer.reanalyser.best_return == pytest.approx(
+            trainer.best_return * reward_scale(trainer.tables, trainer.config), rel=1e-4)
+    assert runs[0].actions == runs[1].actions and runs[0].extra["work"] == runs[1].extra["work"]
+    assert runs[0].extra["work"]["reanalysed"] > 2 * small.num_buffers
+    assert runs[0].solver == "muzero" and check_solution(small, runs[0]).ok
+
+
+def test_a_reanalysing_run_resumes_with_its_kept_games(tmp_path: Path, small) -> None:
+    config = config_from_options(REANALYSE)
+    first = Trainer(small, config, seed=0, checkpoint_dir=tmp_path)
+    first.run(games=8)
+    again = Trainer(small, config, seed=0, checkpoint_dir=tmp_path)
+    assert again.resumed and again.reanalyser is not None and first.reanalyser is not None
+    a, b = first.reanalyser, again.reanalyser
+    assert (a.cursor, a.searches, a.positions_searched) == (b.cursor, b.searches, b.positions_searched)
+    for x, y in zip(a.games, b.games):
+        np.testing.assert_array_equal(x.policies, y.policies)
+        np.testing.assert_array_equal(x.root_values, y.root_values)
+        np.testing.assert_array_equal(x.allowed, y.allowed)
+    assert b.best_return == a.best_return
+    again.run(games=10)  # the restored records are writable: reanalysis goes on
+    assert b.searches > a.searches
+
+
+def test_the_solver_takes_reanalyse_options_and_refuses_bad_ones(small) -> None:
+    solver = get_solver("muzero")
+    solution = solver.solve(small, SolveRequest(seed=0, work=4, options={**TINY, "reanalyse_fraction": 0.25}))
+    assert check_solution(small, solution).ok
+    for bad, match in (({"reanalyse_fraction": 1.0}, "reanalyse_fraction"),
+                       ({"reanalyse_fraction": 0.5, "demonstrations": "es"}, "unknown demonstration")):
+        with pytest.raises(SolverError, match=match):
+            solver.check_options(bad)
+
+
+def test_reanalyse_off_builds_nothing_and_trains_on_self_play_alone(small) -> None:
+    trainer = Trainer(small, config_from_options({**TINY, "reanalyse_fraction": 0}), seed=0)
+    assert trainer.reanalyser is None  # demonstrations (a default) are only used through Reanalyse
+    solution = trainer.run(games=4)
+    assert solution.extra["work"]["reanalysed"] == 0 and check_solution(small, solution).ok
+
+
+def test_without_demonstrations_only_the_best_game_is_kept(small) -> None:
+    trainer = Trainer(small, config_from_options({**TINY, "demonstrations": ""}), seed=0)
+    assert trainer.reanalyser is not None and trainer.reanalyser.positions == 0
+    trainer.run(games=6)
+    assert trainer.reanalyser.demonstrations == [] and trainer.reanalyser.best is not None
