@@ -36,6 +36,7 @@ def main() -> None:
     parser.add_argument("--programs", nargs="+", required=True)
     parser.add_argument("--solvers", nargs="+", required=True)
     parser.add_argument("--budget", type=float, required=True, help="wall-clock seconds per job")
+    parser.add_argument("--seeds", type=int, nargs="+", default=[0], help="one job per seed")
     parser.add_argument("--out", required=True)
     parser.add_argument("--cores", type=int, default=2, help="cores per multi-threaded job")
     parser.add_argument("--option", action="append", default=[], metavar="SOLVER:KEY=VALUE")
@@ -48,34 +49,34 @@ def main() -> None:
     cores_per_job = min(args.cores, len(free))  # never wait for more cores than there are
     logs = Path(args.logs or Path(args.out) / "logs")
     logs.mkdir(parents=True, exist_ok=True)
-    jobs = [(program, solver) for solver in args.solvers for program in args.programs]
+    jobs = [(program, solver, seed) for seed in args.seeds for solver in args.solvers for program in args.programs]
     lock = threading.Condition()
     failures: list[str] = []
     print(f"{len(jobs)} jobs on {len(free)} cores, {cores_per_job} per multi-threaded job", flush=True)
 
-    def run(program: str, solver: str, cores: list[int]) -> None:
+    def run(program: str, solver: str, seed: int, cores: list[int]) -> None:
         options = [arg for item in args.option if item.startswith(f"{solver}:") for arg in ("--option", item)]
         cmd = ["taskset", "-c", ",".join(map(str, cores)), sys.executable, "-m", "mallocgame.cli",
                "bench", "speedups", "--programs", program, "--solvers", solver, "--budget",
-               f"{args.budget:g}", "--workers", "1", "--out", args.out, *options]
-        name = f"{program.replace('/', '-')}.{solver}.log"
+               f"{args.budget:g}", "--seeds", str(seed), "--workers", "1", "--out", args.out, *options]
+        name = f"{program.replace('/', '-')}.{solver}.s{seed}.log"
         with open(logs / name, "w") as log:
             rc = subprocess.run(cmd, stdout=log, stderr=subprocess.STDOUT).returncode
         with lock:
             free.extend(cores)
             free.sort()
             if rc != 0:
-                failures.append(f"{program} {solver}: exit {rc} (see {logs / name})")
-            print(f"done {program} {solver} (exit {rc})", flush=True)
+                failures.append(f"{program} {solver} seed {seed}: exit {rc} (see {logs / name})")
+            print(f"done {program} {solver} seed {seed} (exit {rc})", flush=True)
             lock.notify_all()
 
     threads = []
-    for program, solver in jobs:
+    for program, solver, seed in jobs:
         need = 1 if solver in SINGLE_THREADED else cores_per_job
         with lock:
             lock.wait_for(lambda n=need: len(free) >= n)
             cores, free[:] = free[:need], free[need:]
-        thread = threading.Thread(target=run, args=(program, solver, cores))
+        thread = threading.Thread(target=run, args=(program, solver, seed, cores))
         thread.start()
         threads.append(thread)
     for thread in threads:
