@@ -12,6 +12,7 @@ import pytest
 
 from mallocgame.check import check_solution
 from mallocgame.errors import SolverError
+from mallocgame.game.observe import Observer, empty_batch
 from mallocgame.game.state import Game, replay
 from mallocgame.game.tables import build_tables
 from mallocgame.solvers import SolveRequest, get_solver
@@ -21,7 +22,6 @@ from mallocgame.solvers.muzero.reanalyse import Reanalyser, demonstration_action
 from mallocgame.solvers.muzero.search import SearchResult
 from mallocgame.solvers.muzero.selfplay import reward_scale
 from mallocgame.solvers.muzero.train import Trainer, compiled_functions
-from mallocgame.game.observe import empty_batch
 from mallocgame.workloads.registry import load_workload
 from tests.solvers.muzero.test_muzero_train import TINY
 
@@ -66,7 +66,6 @@ def test_a_demonstration_replays_into_a_record(small) -> None:
     assert record.observations["grid"].dtype == np.uint8
     # the observation before move t is the one self-play would see there
     fresh = Game(small, tables)
-    from mallocgame.game.observe import Observer
     observer = Observer(fresh, config.observation)
     for t, action in enumerate(actions[:5]):
         seen = observer.observe(t)

@@ -40,7 +40,7 @@ from mallocgame.game.state import Game
 from mallocgame.game.tables import GameTables
 from mallocgame.instance import Instance
 from mallocgame.solvers.base import SolveRequest
-from mallocgame.solvers.muzero.config import MuZeroConfig
+from mallocgame.solvers.muzero.config import DEMONSTRATION_SOURCES, MuZeroConfig
 from mallocgame.solvers.muzero.replay import Batch, GameRecord, draw, stored
 from mallocgame.solvers.muzero.search import SearchResult
 
@@ -60,7 +60,7 @@ def demonstration_actions(instance: Instance, source: str, seed: int) -> tuple[i
 
         solution = GreedySolver().solve(instance, SolveRequest(seed=seed))
     else:
-        raise SolverError(f"unknown demonstration '{source}' (have: heuristic, greedy)")
+        raise SolverError(f"unknown demonstration '{source}' (have: {', '.join(DEMONSTRATION_SOURCES)})")
     assert solution.actions is not None  # both are game trajectories
     return tuple(solution.actions)
 

@@ -26,7 +26,7 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
-__all__ = ["GameRecord", "Batch", "Replay", "draw", "stored", "n_step_values", "STORED_AS_BYTES"]
+__all__ = ["GameRecord", "Batch", "Replay", "draw", "stored", "STORED_AS_BYTES"]
 
 STORED_AS_BYTES = ("grid", "profile")
 """Observation parts that are binary images: stored as uint8, returned as float32."""
@@ -50,15 +50,6 @@ def bootstrapped(g: np.ndarray, root_values: np.ndarray, t: np.ndarray, discount
     boot = end < length
     z[boot] += powers[boot] * root_values[end[boot]]
     return z.astype(np.float32)
-
-
-def n_step_values(rewards: np.ndarray, root_values: np.ndarray, discount: float, n: int) -> np.ndarray:
-    """``z[t] = Σ_{i<n} γ^i u[t+i] + γ^n v[t+n]`` (no bootstrap past the end): float32 ``[L]``.
-
-    ``rewards`` ``[L]`` (``u[t]``: the reward of move ``t``), ``root_values`` ``[L]``.
-    """
-    return bootstrapped(discounted_returns(rewards, discount), root_values, np.arange(len(rewards)),
-                        discount, n)
 
 
 @dataclass
