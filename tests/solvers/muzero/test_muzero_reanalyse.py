@@ -18,7 +18,7 @@ from mallocgame.game.tables import build_tables
 from mallocgame.solvers import SolveRequest, get_solver
 from mallocgame.solvers.muzero.config import config_from_options
 from mallocgame.solvers.muzero.networks import init_params
-from mallocgame.solvers.muzero.reanalyse import Reanalyser, demonstration_actions, trajectory_record
+from mallocgame.solvers.muzero.reanalyse import Reanalyser, demonstration, trajectory_record
 from mallocgame.solvers.muzero.search import SearchResult
 from mallocgame.solvers.muzero.selfplay import reward_scale
 from mallocgame.solvers.muzero.train import Trainer, compiled_functions
@@ -50,7 +50,7 @@ class _Counting:
 
 def _greedy_record(inst, config):  # noqa: ANN001, ANN202
     tables = build_tables(inst)
-    actions = demonstration_actions(inst, "greedy", 0)
+    actions = demonstration(inst, "greedy", 0).actions
     return trajectory_record(inst, tables, config, actions, reward_scale(tables, config)), actions, tables
 
 
@@ -77,7 +77,7 @@ def test_a_demonstration_replays_into_a_record(small) -> None:
 def test_a_bad_demonstration_is_refused(small) -> None:
     config = config_from_options(TINY)
     tables = build_tables(small)
-    actions = list(demonstration_actions(small, "greedy", 0))
+    actions = list(demonstration(small, "greedy", 0).actions)
     with pytest.raises(SolverError, match="incomplete"):
         trajectory_record(small, tables, config, actions[:-1], 1.0)
     with pytest.raises(SolverError, match="ended after"):
@@ -94,14 +94,40 @@ def test_a_bad_demonstration_is_refused(small) -> None:
     with pytest.raises(SolverError, match="not legal"):
         trajectory_record(small, tables, config, bad, 1.0)
     with pytest.raises(SolverError, match="unknown demonstration"):
-        demonstration_actions(small, "es", 0)
+        demonstration(small, "exact", 0)
 
 
-@pytest.mark.parametrize("source", ["heuristic", "greedy"])
+@pytest.mark.parametrize("source", ["heuristic", "greedy", "es"])
 def test_demonstrations_are_complete_valid_trajectories(small, source: str) -> None:
-    actions = demonstration_actions(small, source, 0)
-    game = replay(small, actions)
-    assert game.complete
+    solution = demonstration(small, source, 0, es_games=40)
+    game = replay(small, solution.actions)
+    assert game.complete and game.return_s == pytest.approx(solution.reward_s)
+    assert check_solution(small, solution).ok
+
+
+def test_the_es_demonstration_is_reproducible_within_its_games_and_starts_from_greedy(small) -> None:
+    first, again = (demonstration(small, "es", 3, es_games=40) for _ in range(2))
+    assert first.actions == again.actions and first.extra["work"]["games"] == 40
+    # ES's first mean policy is the greedy rule, and the best of its games is kept
+    assert first.reward_s >= demonstration(small, "greedy", 3).reward_s - 1e-15
+
+
+def test_the_es_demonstration_stops_at_its_wall_clock_share(small) -> None:
+    solution = demonstration(small, "es", 0, seconds=0.5, es_games=1)
+    assert solution.extra["work"]["games"] >= 1 and replay(small, solution.actions).complete
+
+
+def test_imitation_mixes_the_kept_games_own_actions_into_the_search_targets(small) -> None:
+    config = config_from_options({**TINY, "parallel_games": 4, "imitation": 0.25})
+    record, actions, _tables = _greedy_record(small, config)
+    search = _Counting()  # its policy: one-hot on the first allowed action
+    reanalyser = Reanalyser(config, search, np.float32(0.1), jax.random.PRNGKey(0))
+    reanalyser.add_demonstration(record, params={})
+    first_allowed = np.eye(3, dtype=np.float32)[np.argmax(record.allowed, axis=1)]
+    played = np.eye(3, dtype=np.float32)[np.asarray(actions)]
+    np.testing.assert_allclose(record.policies, 0.75 * first_allowed + 0.25 * played, atol=1e-6)
+    np.testing.assert_allclose(record.policies.sum(axis=1), 1.0, atol=1e-6)
+    assert not np.any(record.policies[~record.allowed])  # only allowed actions get mass
 
 
 def test_reanalysis_searches_every_position_and_wraps_round_robin(small) -> None:
@@ -175,8 +201,8 @@ def test_a_reanalysing_run_is_reproducible_and_its_answers_are_its_own(small) ->
     runs = []
     for _ in range(2):
         trainer = Trainer(small, config_from_options(REANALYSE), seed=2)
-        assert trainer.reanalyser is not None and len(trainer.reanalyser.demonstrations) == 2
         runs.append(trainer.run(games=12))
+        assert trainer.reanalyser is not None and len(trainer.reanalyser.demonstrations) == 2
         assert trainer.reanalyser.best is not None
         assert trainer.reanalyser.best_return == pytest.approx(
             trainer.best_return * reward_scale(trainer.tables, trainer.config), rel=1e-4)
@@ -207,7 +233,9 @@ def test_the_solver_takes_reanalyse_options_and_refuses_bad_ones(small) -> None:
     solution = solver.solve(small, SolveRequest(seed=0, work=4, options={**TINY, "reanalyse_fraction": 0.25}))
     assert check_solution(small, solution).ok
     for bad, match in (({"reanalyse_fraction": 1.0}, "reanalyse_fraction"),
-                       ({"reanalyse_fraction": 0.5, "demonstrations": "es"}, "unknown demonstration")):
+                       ({"reanalyse_fraction": 0.5, "demonstrations": "exact"}, "unknown demonstration"),
+                       ({"imitation": 1.5}, "imitation"), ({"es_share": 1.0}, "es_share"),
+                       ({"es_games": 0}, "es_games")):
         with pytest.raises(SolverError, match=match):
             solver.check_options(bad)
 
@@ -224,3 +252,10 @@ def test_without_demonstrations_only_the_best_game_is_kept(small) -> None:
     assert trainer.reanalyser is not None and trainer.reanalyser.positions == 0
     trainer.run(games=6)
     assert trainer.reanalyser.demonstrations == [] and trainer.reanalyser.best is not None
+
+
+def test_an_es_demonstration_run_is_reproducible_and_counts_the_games_es_played(small) -> None:
+    options = {**TINY, "demonstrations": "es", "es_games": 30, "imitation": 0.5}
+    runs = [get_solver("muzero").solve(small, SolveRequest(seed=1, work=6, options=options)) for _ in range(2)]
+    assert runs[0].actions == runs[1].actions and runs[0].extra["work"] == runs[1].extra["work"]
+    assert runs[0].extra["work"]["demonstration_games"] == 30 and check_solution(small, runs[0]).ok

@@ -65,6 +65,13 @@ best game than without Reanalyse on 13, worse on 4, mean self-play reward 0.541 
 0.509. The paper's agent learned without expert guidance: ``demonstrations=""`` (empty)
 keeps only the best self-play game, which alone was a wash (10 better, 8 worse).
 
+Two Reanalyse options, not defaults (README, "es's best game as a demonstration"):
+``demonstrations`` may name ``es``, which plays evolution strategies first, for
+``es_share`` of a wall-clock budget (or ``es_games`` games without one), and keeps its
+best game; ``imitation=w`` makes a kept game's policy target ``(1 - w)`` the search's
+policy plus ``w`` on the kept game's own action (behaviour cloning of the kept games:
+the demonstrations and the best self-play game).
+
 ``q_scale`` is mctx's ``c_scale`` (0.1) of ``sigma(Q) = (50 + max N) c_scale Q``;
 ``q_scale_per_buffer=k`` sets ``c_scale = k N`` for an ``N``-buffer program, so that a
 decision's share of the return moves the policy targets alike on small and large
@@ -84,7 +91,7 @@ from mallocgame.game.observe import ObservationConfig
 
 __all__ = ["MuZeroConfig", "config_from_options", "coerce_option", "DEMONSTRATION_SOURCES"]
 
-DEMONSTRATION_SOURCES = ("heuristic", "greedy")
+DEMONSTRATION_SOURCES = ("heuristic", "greedy", "es")
 """Solvers whose trajectories can be demonstrations (see ``reanalyse.py``)."""
 
 
@@ -131,6 +138,9 @@ class MuZeroConfig:
     reanalyse_fraction: float = 0.5  # share of each training batch drawn from the kept, reanalysed games (0: off)
     demonstrations: str = "heuristic,greedy"  # comma-separated, "" for none; kept and reanalysed, never answers
     reanalyse_best: bool = True  # keep and reanalyse the best self-play game
+    imitation: float = 0.0  # share of a kept game's policy target put on the kept game's own action
+    es_share: float = 0.25  # demonstration "es": its share of a wall-clock budget (played first)
+    es_games: int = 2000  # demonstration "es": its games when the run has no wall-clock budget
     # --- run control
     checkpoint_seconds: float = 60.0  # wall-clock between checkpoints (and one at the end)
     progress_seconds: float = 10.0  # wall-clock between progress lines
@@ -158,6 +168,10 @@ class MuZeroConfig:
             raise SolverError("learning_rate must be positive and weight_decay non-negative")
         if not 0.0 <= self.reanalyse_fraction < 1.0:
             raise SolverError(f"reanalyse_fraction must be in [0, 1), not {self.reanalyse_fraction}")
+        if not 0.0 <= self.imitation <= 1.0:
+            raise SolverError(f"imitation must be in [0, 1], not {self.imitation}")
+        if not 0.0 < self.es_share < 1.0 or self.es_games < 1:
+            raise SolverError("es_share must be in (0, 1) and es_games at least 1")
         for name in self.demonstration_sources:
             if name not in DEMONSTRATION_SOURCES:
                 raise SolverError(f"unknown demonstration '{name}' (have: {', '.join(DEMONSTRATION_SOURCES)})")

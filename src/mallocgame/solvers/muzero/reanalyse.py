@@ -12,9 +12,11 @@ replay's eviction never removes):
 - **demonstrations**: complete trajectories of other solvers, replayed into records
   (``config.demonstrations``: ``heuristic``, the XLA-style heuristic's mapping projected
   onto the game, :func:`~mallocgame.solvers.projection.project`; ``greedy``, the
-  Copy > NoCopy > Drop rule). Their actions and rewards are the demonstration's;
-  their policy and value targets come only from the search. They are training data,
-  never answers: the solver's answer is always one of its own self-play games.
+  Copy > NoCopy > Drop rule; ``es``, the best game evolution strategies find in a
+  share of the budget, played before training starts). Their actions and rewards are
+  the demonstration's; their policy and value targets come from the search (with
+  ``imitation`` > 0, mixed with the demonstration's own action). They are training
+  data, never answers: the solver's answer is always one of its own self-play games.
 - **the best self-play game** (``config.reanalyse_best``): the record of the best game
   so far, replaced when a better one is played.
 
@@ -25,10 +27,14 @@ already fresh.
 Each learner step searches the next ``parallel_games`` kept positions (one batched
 search, the shape self-play compiled; round-robin over all kept positions), and a
 fraction ``reanalyse_fraction`` of each training batch is drawn from the kept games.
+With ``imitation = w`` > 0 a kept position's policy target is ``(1 - w) π_search + w
+onehot(a)``, ``a`` the action the kept game played there: behaviour cloning of the
+kept games, mixed into the search's improvement.
 """
 
 from __future__ import annotations
 
+import os
 from typing import Any, Callable, Mapping, Sequence
 
 import jax
@@ -39,30 +45,47 @@ from mallocgame.game.observe import Observer, empty_batch
 from mallocgame.game.state import Game
 from mallocgame.game.tables import GameTables
 from mallocgame.instance import Instance
+from mallocgame.solution import Solution
 from mallocgame.solvers.base import SolveRequest
 from mallocgame.solvers.muzero.config import DEMONSTRATION_SOURCES, MuZeroConfig
 from mallocgame.solvers.muzero.replay import Batch, GameRecord, draw, stored
 from mallocgame.solvers.muzero.search import SearchResult
 
-__all__ = ["Reanalyser", "trajectory_record", "demonstration_actions"]
+__all__ = ["Reanalyser", "trajectory_record", "demonstration"]
 
 
-def demonstration_actions(instance: Instance, source: str, seed: int) -> tuple[int, ...]:
-    """The complete game trajectory of demonstration ``source`` (``heuristic`` or ``greedy``)."""
+def demonstration(
+    instance: Instance, source: str, seed: int, *, seconds: float | None = None, es_games: int = 2000,
+) -> Solution:
+    """The solution of demonstration ``source``; its ``actions`` are a complete game trajectory.
+
+    ``heuristic``: the XLA-style heuristic's mapping projected onto the game; ``greedy``:
+    Copy > NoCopy > Drop; ``es``: the best game of evolution strategies (its default
+    settings, on up to two worker processes) within ``seconds`` of wall-clock, or, with
+    ``seconds`` ``None``, within ``es_games`` games (then the same seed gives the same
+    game); its ``extra["work"]`` says how many games it played.
+    """
+    request = SolveRequest(seed=seed)
     if source == "heuristic":
         from mallocgame.solvers.heuristic import HeuristicSolver
         from mallocgame.solvers.projection import project
 
-        mapping = HeuristicSolver().solve(instance, SolveRequest(seed=seed))
-        solution, _kept = project(instance, mapping)
+        solution, _kept = project(instance, HeuristicSolver().solve(instance, request))
     elif source == "greedy":
         from mallocgame.solvers.greedy import GreedySolver
 
-        solution = GreedySolver().solve(instance, SolveRequest(seed=seed))
+        solution = GreedySolver().solve(instance, request)
+    elif source == "es":
+        from mallocgame.solvers.es import EsSolver
+
+        workers = min(2, os.cpu_count() or 1)
+        solution = EsSolver().solve(instance, SolveRequest(
+            seed=seed, seconds=seconds, work=None if seconds is not None else es_games,
+            options={"workers": workers}))
     else:
         raise SolverError(f"unknown demonstration '{source}' (have: {', '.join(DEMONSTRATION_SOURCES)})")
-    assert solution.actions is not None  # both are game trajectories
-    return tuple(solution.actions)
+    assert solution.actions is not None  # all are game trajectories
+    return solution
 
 
 def trajectory_record(
@@ -203,8 +226,10 @@ class Reanalyser:
         result = self.search(params, key, self._obs, self._allowed, np.float32(1.0), self.q_scale)
         policies = np.asarray(result.policy)
         values = np.asarray(result.root_value)
+        w = np.float32(self.config.imitation)
         for i, (record, t) in enumerate(rows):
-            record.policies[t] = policies[i]
+            record.policies[t] = (1 - w) * policies[i]
+            record.policies[t, int(record.actions[t])] += w
             record.root_values[t] = values[i]
         self.searches += 1
         self.positions_searched += len(rows)

@@ -53,7 +53,7 @@ from mallocgame.solvers.base import Improvement, Stopwatch, solution_from_game
 from mallocgame.solvers.muzero.config import MuZeroConfig
 from mallocgame.solvers.muzero.learner import batch_to_device, make_optimizer, make_train_step
 from mallocgame.solvers.muzero.networks import MuZeroNet, init_params
-from mallocgame.solvers.muzero.reanalyse import Reanalyser, demonstration_actions, trajectory_record
+from mallocgame.solvers.muzero.reanalyse import Reanalyser, demonstration, trajectory_record
 from mallocgame.solvers.muzero.replay import Batch, Replay
 from mallocgame.solvers.muzero.search import make_policy, make_search
 from mallocgame.solvers.muzero.selfplay import SelfPlay, play_policy
@@ -90,6 +90,7 @@ RUN_ONLY_FIELDS = (
     "parallel_games", "greedy_games", "q_scale", "q_scale_per_buffer", "value_scale", "td_steps",
     "init_temperature", "final_temperature", "temperature_decay_steps", "batch_size", "replay_size",
     "min_replay", "train_every", "reanalyse_fraction", "demonstrations", "reanalyse_best",
+    "imitation", "es_share", "es_games",
     "checkpoint_seconds", "progress_seconds", "eval_every",
 )
 """Config fields the compiled functions never read (they are run-time arguments, array
@@ -122,6 +123,7 @@ class Counters:
     learner_steps: int = 0
     eval_games: int = 0
     backups: int = 0
+    demonstration_games: int = 0  # games played by solvers building demonstrations (es)
     seconds: float = 0.0  # wall-clock of all runs
 
 
@@ -178,13 +180,27 @@ class Trainer:
         self.resumed = self.dir is not None and (self.dir / CHECKPOINT_NAME).exists()
         if self.resumed:
             self._load()
-        elif self.reanalyser is not None:
-            for source in config.demonstration_sources:
-                actions = demonstration_actions(instance, source, seed)
-                record = trajectory_record(instance, self.tables, config, actions, self.selfplay.scale)
-                self.reanalyser.add_demonstration(record, self.params)
-                self.log(f"demonstration {source}: normalized reward "
-                         f"{float(record.rewards.sum(dtype=np.float64)) / config.value_scale:.4f}")
+        self._demonstrations_pending = self.reanalyser is not None and not self.resumed
+
+    def _add_demonstrations(self, clock: Stopwatch) -> None:
+        """Build the configured demonstrations (the first run only; a resumed run has
+        them from its checkpoint). ``es`` gets ``es_share`` of a wall-clock budget, or
+        ``es_games`` games without one."""
+        assert self.reanalyser is not None
+        cfg = self.config
+        for source in cfg.demonstration_sources:
+            seconds = None
+            if clock.seconds is not None:
+                seconds = max(0.0, min(cfg.es_share * clock.seconds, clock.seconds - clock.elapsed))
+            solution = demonstration(self.instance, source, self.seed, seconds=seconds, es_games=cfg.es_games)
+            assert solution.actions is not None
+            games = int(solution.extra.get("work", {}).get("games", 0))
+            self.counters.demonstration_games += games
+            record = trajectory_record(self.instance, self.tables, cfg, solution.actions, self.selfplay.scale)
+            self.reanalyser.add_demonstration(record, self.params)
+            self.log(f"demonstration {source}: normalized reward {solution.normalized_reward:.4f}"
+                     + (f" ({games} games)" if games else ""))
+        self._demonstrations_pending = False
 
     # ------------------------------------------------------------------ the loop
 
@@ -219,6 +235,8 @@ class Trainer:
         if self.resumed:
             self.log(f"resumed from {self.dir / CHECKPOINT_NAME}: {c.games} games, "
                      f"{c.learner_steps} learner steps, best {self._normalized(self.best_return):.4f}")
+        if self._demonstrations_pending:
+            self._add_demonstrations(clock)
         while (target is None or c.games < target) and not clock.expired():
             key = jax.random.fold_in(self._play_key, c.moves)
             for done in self.selfplay.step(self.params, key, self.temperature()):
@@ -300,7 +318,8 @@ class Trainer:
         return {
             "work": {"games": c.games, "steps": c.steps, "learner_steps": c.learner_steps,
                      "eval_games": c.eval_games, "backups": c.backups,
-                     "reanalysed": self.reanalyser.positions_searched if self.reanalyser else 0},
+                     "reanalysed": self.reanalyser.positions_searched if self.reanalyser else 0,
+                     "demonstration_games": c.demonstration_games},
             "train_seconds": round(c.seconds, 3),
             "answer": self.answer,
             "recent_mean": self.recent_mean(),
