@@ -17,6 +17,7 @@ __all__ = [
     "IllegalActionError",
     "GameOverError",
     "SolverError",
+    "StaleRecordError",
 ]
 
 
@@ -50,3 +51,8 @@ class GameOverError(MallocGameError):
 
 class SolverError(MallocGameError):
     """An unknown solver or an invalid solver configuration."""
+
+
+class StaleRecordError(MallocGameError):
+    """A sweep's result file was written with other solver settings than the job's
+    (a default changed since): skipping it would mix two settings in one table."""

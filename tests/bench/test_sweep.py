@@ -125,3 +125,30 @@ def test_run_sweep_checks_every_job_before_running_one(tmp_path: Path) -> None:
         with pytest.raises(SolverError, match=needle):
             run_sweep([*good, bad], out, workers=1)
         assert not out.exists()  # the good jobs did not run either
+
+
+def test_a_record_keeps_the_full_settings_and_a_stale_one_stops_the_sweep(tmp_path: Path, capsys) -> None:
+    from mallocgame.errors import StaleRecordError
+
+    job = Job(PROGRAMS[0], "es", 0, None, 1, (("population", 4),))
+    other = Job(PROGRAMS[1], "es", 0, None, 1, (("population", 4),))
+    assert run_sweep([job], tmp_path, workers=1) == (1, 0)
+    path = job_path(tmp_path, job)
+    record = json.loads(path.read_text())
+    assert record["settings"]["population"] == 4 and record["settings"]["sigma"] == 0.1  # defaults filled in
+    assert run_sweep([job], tmp_path, workers=1) == (0, 1)  # the same settings: done
+    # the record was written when a default differed: it is not this job's
+    record["settings"]["sigma"] = 0.2
+    path.write_text(json.dumps(record))
+    with pytest.raises(StaleRecordError, match=r"sigma: 0\.2 -> 0\.1"):
+        run_sweep([other, job], tmp_path, workers=1)
+    assert not job_path(tmp_path, other).exists()  # nothing ran
+    argv = ["bench", "speedups", "--programs", PROGRAMS[0], "--baseline", "drop", "--solvers", "es",
+            "--work", "1", "--out", str(tmp_path), "--workers", "1", "--option", "es:population=4"]
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "other es settings" in err[0]
+    # a record from before settings were kept counts as done
+    del record["settings"]
+    path.write_text(json.dumps(record))
+    assert run_sweep([job], tmp_path, workers=1) == (0, 1)

@@ -157,3 +157,22 @@ def test_settings_from_options_names_the_solver_in_every_error() -> None:
                              ({"count": 0}, "demo: count must be at least 1")):
         with pytest.raises(SolverError, match=message):
             settings_from_options(Settings, "demo", options, validated)
+
+
+@pytest.mark.parametrize("name", ["es", "mcts", "heuristic", "muzero", "best-of"])
+def test_settings_fill_in_every_default_and_keep_the_options_given(name: str) -> None:
+    solver = get_solver(name)
+    defaults = solver.settings({})
+    assert defaults and json.loads(json.dumps(defaults)) == defaults  # JSON values, as stored
+    option = {"es": ("sigma", 0.2), "mcts": ("c", 0.7), "heuristic": ("skip_unprofitable", False),
+              "muzero": ("imitation", 0.5), "best-of": ("solvers", "heuristic,greedy")}[name]
+    changed = solver.settings(dict([option]))
+    assert changed != defaults
+    if name != "best-of":
+        assert changed[option[0]] == option[1] and set(changed) == set(defaults)
+
+
+def test_a_solver_without_settings_reports_the_options_given() -> None:
+    assert get_solver("random").settings({}) == {}
+    with pytest.raises(SolverError):
+        get_solver("random").settings({"nope": 1})

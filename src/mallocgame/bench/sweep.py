@@ -2,7 +2,12 @@
 
 A job solves one program with one solver, checks the answer, simulates its latency
 and writes a small JSON record atomically. A job whose record exists is skipped, so
-a killed sweep resumes where it stopped. Jobs run in local processes by default, on
+a killed sweep resumes where it stopped; each record keeps its solver's full
+settings (:meth:`~mallocgame.solvers.base.Solver.settings`, defaults filled in), and
+a record whose settings differ from the job's (a default changed since it was
+written) stops the sweep with :class:`~mallocgame.errors.StaleRecordError` before
+anything runs, rather than being taken for the job's (a record without settings,
+from before they were kept, counts as done). Jobs run in local processes by default, on
 a Ray cluster when asked (``ray_address``; needs ``pip install ray``). Every job's
 solver name and options are checked (:func:`check_jobs`) before any job runs, so a
 typo ends the sweep with one :class:`~mallocgame.errors.SolverError` and no work done.
@@ -22,10 +27,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterable
 
-from mallocgame.errors import MallocGameError
+from mallocgame.errors import MallocGameError, StaleRecordError
 from mallocgame.fileio import read_json, write_json
 
-__all__ = ["Job", "job_path", "check_jobs", "run_job", "run_sweep", "load_records"]
+__all__ = ["Job", "job_path", "check_jobs", "check_records", "run_job", "run_sweep", "load_records"]
 
 RECORD_FORMAT = "mallocgame-result"
 
@@ -81,6 +86,40 @@ def check_jobs(jobs: Iterable[Job]) -> None:
             checked.append((job.solver, job.options))
 
 
+def check_records(jobs: Iterable[Job], out_dir: Path) -> None:
+    """Raise :class:`~mallocgame.errors.StaleRecordError` if a job's record in
+    ``out_dir`` was written with other settings than the job's solver uses now."""
+    from mallocgame.solvers import get_solver
+
+    current: dict[tuple[str, str], dict[str, Any]] = {}
+    for job in jobs:
+        path = job_path(out_dir, job)
+        if not path.exists():
+            continue
+        doc = read_json(path)
+        stored = doc.get("settings") if isinstance(doc, dict) else None
+        if stored is None:
+            continue
+        key = (job.solver, json.dumps(job.options_dict, sort_keys=True, default=str))
+        if key not in current:
+            current[key] = get_solver(job.solver).settings(job.options_dict)
+        if stored != current[key]:
+            changed = _differences(stored, current[key])
+            raise StaleRecordError(
+                f"{path} was written with other {job.solver} settings than this run's "
+                f"({'; '.join(changed[:3])}); remove it or use another --out")
+
+
+def _differences(old: Any, new: Any, prefix: str = "") -> list[str]:
+    """``"key: old -> new"`` for every leaf that differs between two JSON objects."""
+    if isinstance(old, dict) and isinstance(new, dict):
+        out = []
+        for key in sorted(set(old) | set(new)):
+            out += _differences(old.get(key, "(unset)"), new.get(key, "(unset)"), f"{prefix}{key}.")
+        return out
+    return [] if old == new else [f"{prefix.rstrip('.')}: {old!r} -> {new!r}"]
+
+
 def run_job(job: Job, out_dir: str) -> dict[str, Any]:
     """Solve, check, simulate one job and write its record; returns the record."""
     from mallocgame.check import check_solution
@@ -90,8 +129,9 @@ def run_job(job: Job, out_dir: str) -> dict[str, Any]:
     from mallocgame.workloads.registry import load_workload
 
     inst = load_workload(job.program)
+    solver = get_solver(job.solver)
     start = time.perf_counter()
-    solution = get_solver(job.solver).solve(
+    solution = solver.solve(
         inst, SolveRequest(seed=job.seed, seconds=job.seconds, work=job.work, options=job.options_dict)
     )
     wall = time.perf_counter() - start
@@ -106,6 +146,7 @@ def run_job(job: Job, out_dir: str) -> dict[str, Any]:
         "seed": job.seed,
         "budget": {"seconds": job.seconds, "work": job.work},
         "options": job.options_dict,
+        "settings": solver.settings(job.options_dict),
         "valid": report.ok,
         "failures": report.summary(),
         "reward_s": solution.reward_s,
@@ -147,11 +188,13 @@ def run_sweep(
     """Run every job whose record is missing; returns (run, skipped).
 
     ``workers`` local processes (default: the number of cores; 1 runs in-process).
-    Every job is checked with :func:`check_jobs` first: a bad solver name or option
-    raises before anything is run or written.
+    Every job is checked with :func:`check_jobs` first (a bad solver name or option
+    raises before anything is run or written), then its record, if there is one, with
+    :func:`check_records` (a record written under other settings raises).
     """
     jobs = list(jobs)
     check_jobs(jobs)
+    check_records(jobs, out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     todo = [job for job in jobs if not job_path(out_dir, job).exists()]
     skipped = len(jobs) - len(todo)

@@ -18,6 +18,7 @@ the same solution. With a wall-clock budget the work done is recorded in the fil
 from __future__ import annotations
 
 import abc
+import json
 import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, Sequence, TypeVar
@@ -27,7 +28,10 @@ from mallocgame.game.state import Game
 from mallocgame.instance import Instance
 from mallocgame.solution import Solution
 
-__all__ = ["Improvement", "SolveRequest", "Solver", "Stopwatch", "settings_from_options", "solution_from_game"]
+__all__ = [
+    "Improvement", "SolveRequest", "Solver", "Stopwatch", "settings_from_options", "solution_from_game",
+    "json_settings",
+]
 
 Settings = TypeVar("Settings")
 
@@ -87,6 +91,12 @@ def settings_from_options(
         raise SolverError(f"{solver}: bad option value ({exc})") from None
 
 
+def json_settings(settings: Mapping[str, Any]) -> dict[str, Any]:
+    """``settings`` as they read back from JSON (tuples become lists, keys sorted), so
+    settings computed now compare equal to settings stored in a file."""
+    return json.loads(json.dumps(dict(settings), sort_keys=True, default=str))
+
+
 class Solver(abc.ABC):
     """Base class: ``name`` is the command-line name; ``work_unit`` names the work budget."""
 
@@ -104,6 +114,17 @@ class Solver(abc.ABC):
         if options:
             got = ", ".join(sorted(str(key) for key in options))
             raise SolverError(f"solver '{self.name}' takes no options (got: {got})")
+
+    def settings(self, options: Mapping[str, Any]) -> dict[str, Any]:
+        """Every setting a run with ``options`` uses, defaults filled in (JSON values).
+
+        A sweep keeps them in each result record and refuses to take a record written
+        under other settings for its job (a default changed since). The default: the
+        options as given, for a solver whose defaults are not one settings object.
+        Raises :class:`SolverError` as :meth:`check_options` does.
+        """
+        self.check_options(options)
+        return json_settings(options)
 
     @abc.abstractmethod
     def solve(self, instance: Instance, request: SolveRequest = SolveRequest()) -> Solution:

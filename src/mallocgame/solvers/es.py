@@ -80,7 +80,7 @@ import pickle
 import sys
 import time
 from concurrent.futures import Executor, ProcessPoolExecutor
-from dataclasses import dataclass, replace
+from dataclasses import asdict, dataclass, replace
 from multiprocessing.context import BaseContext
 from typing import Any, Mapping, Sequence
 
@@ -98,6 +98,7 @@ from mallocgame.solvers.base import (
     SolveRequest,
     Solver,
     Stopwatch,
+    json_settings,
     settings_from_options,
     solution_from_game,
 )
@@ -339,6 +340,10 @@ class EsSolver(Solver):
     def check_options(self, options: Mapping[str, Any]) -> None:
         """The options of :class:`EsConfig` (names and values, as :meth:`solve` reads them)."""
         EsConfig.from_options(options)
+
+    def settings(self, options: Mapping[str, Any]) -> dict[str, Any]:
+        """Every :class:`EsConfig` field, defaults filled in."""
+        return json_settings(asdict(EsConfig.from_options(options)))
 
     def solve(self, instance: Instance, request: SolveRequest = SolveRequest()) -> Solution:
         clock = Stopwatch(request.seconds)

@@ -86,7 +86,7 @@ Deterministic: the seed is recorded, never used.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, fields
+from dataclasses import asdict, dataclass, fields
 from typing import Any, Mapping
 
 import numba
@@ -97,7 +97,7 @@ from mallocgame.errors import SolverError
 from mallocgame.instance import Instance, RooflineLatency
 from mallocgame.latency import mapping_reward, normalize, reward_normalizer
 from mallocgame.solution import Allocation, Solution
-from mallocgame.solvers.base import Improvement, SolveRequest, Solver, Stopwatch
+from mallocgame.solvers.base import Improvement, SolveRequest, Solver, Stopwatch, json_settings
 
 __all__ = ["HeuristicOptions", "HeuristicSolver", "msa_allocations"]
 
@@ -766,6 +766,10 @@ class HeuristicSolver(Solver):
     def check_options(self, options: Mapping[str, Any]) -> None:
         """The options of :class:`HeuristicOptions` (names and values, as :meth:`solve` reads them)."""
         HeuristicOptions.from_mapping(options)
+
+    def settings(self, options: Mapping[str, Any]) -> dict[str, Any]:
+        """Every :class:`HeuristicOptions` field, defaults filled in."""
+        return json_settings(asdict(HeuristicOptions.from_mapping(options)))
 
     def solve(self, instance: Instance, request: SolveRequest = SolveRequest()) -> Solution:
         clock = Stopwatch(request.seconds)

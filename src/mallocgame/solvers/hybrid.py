@@ -45,6 +45,12 @@ class BestOfSolver(Solver):
         """Only ``solvers``, naming at least one solver of this build."""
         self._candidates(options)
 
+    def settings(self, options: Mapping[str, Any]) -> dict[str, Any]:
+        """Each candidate's settings (a candidate runs with its defaults), by name."""
+        from mallocgame.solvers import get_solver
+
+        return {"solvers": {name: get_solver(name).settings({}) for name in self._candidates(options)}}
+
     def _candidates(self, options: Mapping[str, Any]) -> tuple[str, ...]:
         """The candidate solvers' names; :class:`SolverError` for a bad option."""
         from mallocgame.solvers import get_solver

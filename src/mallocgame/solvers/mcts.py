@@ -92,7 +92,7 @@ of the game). Moves replayed after a Drop-backup count again.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, replace
+from dataclasses import asdict, dataclass, replace
 from typing import Any, Mapping
 
 import numpy as np
@@ -108,6 +108,7 @@ from mallocgame.solvers.base import (
     SolveRequest,
     Solver,
     Stopwatch,
+    json_settings,
     settings_from_options,
     solution_from_game,
 )
@@ -353,6 +354,10 @@ class MctsSolver(Solver):
     def check_options(self, options: Mapping[str, Any]) -> None:
         """The options of :class:`MctsConfig` (names and values, as :meth:`solve` reads them)."""
         MctsConfig.from_options(options)
+
+    def settings(self, options: Mapping[str, Any]) -> dict[str, Any]:
+        """Every :class:`MctsConfig` field, defaults filled in."""
+        return json_settings(asdict(MctsConfig.from_options(options)))
 
     def solve(self, instance: Instance, request: SolveRequest = SolveRequest()) -> Solution:
         clock = Stopwatch(request.seconds)

@@ -18,7 +18,7 @@ from typing import Any, Mapping
 from mallocgame.errors import SolverError
 from mallocgame.instance import Instance
 from mallocgame.solution import Solution
-from mallocgame.solvers.base import SolveRequest, Solver, Stopwatch
+from mallocgame.solvers.base import SolveRequest, Solver, Stopwatch, json_settings
 
 __all__ = ["MuZeroSolver", "MuZeroNoSearchSolver"]
 
@@ -32,12 +32,24 @@ class MuZeroSolver(Solver):
 
     def check_options(self, options: Mapping[str, Any]) -> None:
         """Any :class:`MuZeroConfig` field (checked as the run would), ``checkpoint_dir``, ``progress``."""
+        self._config(options)
+
+    def settings(self, options: Mapping[str, Any]) -> dict[str, Any]:
+        """Every :class:`MuZeroConfig` field, defaults filled in (not ``checkpoint_dir``,
+        ``progress``: where a run keeps its files and what it prints)."""
+        import dataclasses
+
+        return json_settings(dataclasses.asdict(self._config(options)))
+
+    @staticmethod
+    def _config(options: Mapping[str, Any]) -> Any:
+        """The :class:`MuZeroConfig` of ``options`` (no JAX import)."""
         from mallocgame.solvers.muzero.config import coerce_option, config_from_options
 
         rest = dict(options)
         rest.pop("checkpoint_dir", None)
         coerce_option(rest.pop("progress", False), False, "progress")
-        config_from_options(rest)
+        return config_from_options(rest)
 
     def solve(self, instance: Instance, request: SolveRequest = SolveRequest()) -> Solution:
         clock = Stopwatch(request.seconds)  # the budget covers imports, setup, compilation
