@@ -155,6 +155,7 @@ def run_job(job: Job, out_dir: str) -> dict[str, Any]:
         "upper_bound_s": _BOUNDS[inst.sha256],
         "work": solution.extra.get("work"),
         "recent_mean": solution.extra.get("recent_mean"),  # learning agents: their last games' mean
+        "demonstrations": solution.extra.get("demonstrations"),  # muzero: its demonstrations' rewards
         "wall_s": wall,
         "baseline_latency_s": baseline_latency(inst),
         "latency_s": simulate(inst, solution).latency_s if report.ok else None,

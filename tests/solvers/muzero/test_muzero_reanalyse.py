@@ -224,6 +224,8 @@ def test_a_reanalysing_run_resumes_with_its_kept_games(tmp_path: Path, small) ->
         np.testing.assert_array_equal(x.root_values, y.root_values)
         np.testing.assert_array_equal(x.allowed, y.allowed)
     assert b.best_return == a.best_return
+    assert set(again.demonstration_rewards) == {"heuristic", "greedy"}
+    assert again.demonstration_rewards == first.demonstration_rewards
     again.run(games=10)  # the restored records are writable: reanalysis goes on
     assert b.searches > a.searches
 
@@ -259,3 +261,5 @@ def test_an_es_demonstration_run_is_reproducible_and_counts_the_games_es_played(
     runs = [get_solver("muzero").solve(small, SolveRequest(seed=1, work=6, options=options)) for _ in range(2)]
     assert runs[0].actions == runs[1].actions and runs[0].extra["work"] == runs[1].extra["work"]
     assert runs[0].extra["work"]["demonstration_games"] == 30 and check_solution(small, runs[0]).ok
+    es = demonstration(small, "es", 1, es_games=30)
+    assert runs[0].extra["demonstrations"] == {"es": pytest.approx(es.normalized_reward, abs=1e-6)}

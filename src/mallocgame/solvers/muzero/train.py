@@ -174,6 +174,7 @@ class Trainer:
         self.recent_returns: collections.deque[float] = collections.deque(maxlen=RECENT_GAMES)
         self.selfplay = SelfPlay(instance, self.tables, config, self._search)
         self.reanalyser: Reanalyser | None = None
+        self.demonstration_rewards: dict[str, float] = {}  # normalized reward of each demonstration
         if config.reanalyse_fraction > 0:
             reanalyse_key = jax.random.split(jax.random.PRNGKey(seed))[1]  # a stream apart from self-play's
             self.reanalyser = Reanalyser(config, self._search, self.selfplay.q_scale, reanalyse_key)
@@ -196,6 +197,7 @@ class Trainer:
             assert solution.actions is not None
             games = int(solution.extra.get("work", {}).get("games", 0))
             self.counters.demonstration_games += games
+            self.demonstration_rewards[source] = round(float(solution.normalized_reward), 6)
             record = trajectory_record(self.instance, self.tables, cfg, solution.actions, self.selfplay.scale)
             self.reanalyser.add_demonstration(record, self.params)
             self.log(f"demonstration {source}: normalized reward {solution.normalized_reward:.4f}"
@@ -323,6 +325,7 @@ class Trainer:
             "train_seconds": round(c.seconds, 3),
             "answer": self.answer,
             "recent_mean": self.recent_mean(),
+            "demonstrations": dict(self.demonstration_rewards),
         }
 
     def recent_mean(self) -> float | None:
@@ -366,6 +369,7 @@ class Trainer:
         }
         if self.reanalyser is not None:
             state["reanalyse"] = self.reanalyser.state_dict()
+            state["demonstration_rewards"] = dict(self.demonstration_rewards)
         write_bytes_atomic(self.dir / CHECKPOINT_NAME, serialization.msgpack_serialize(state))
 
     def _load(self) -> None:
@@ -387,6 +391,7 @@ class Trainer:
         self.replay.load_state_dict(state["replay"])
         if self.reanalyser is not None:
             self.reanalyser.load_state_dict(state["reanalyse"])
+            self.demonstration_rewards = {str(k): float(v) for k, v in state.get("demonstration_rewards", {}).items()}
         self.counters = Counters(**state["counters"])
         actions = tuple(int(a) for a in np.asarray(state["best_actions"]))
         if actions:
