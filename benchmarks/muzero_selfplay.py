@@ -3,11 +3,13 @@
 Plays ``parallel_games`` (default 16) games of one program in lockstep with one
 batched Gumbel MuZero search of ``num_simulations`` (default 16) per move, the
 default CPU network, through Drop-backup, as the trainer does. Two phases after a
-warm-up that compiles the search and the learner (not timed):
+warm-up (not timed) that builds the demonstrations (``es`` for ``--seconds``) and
+compiles the search and the learner:
 
 * ``self-play only``: moves only (games finishing go to the replay);
 * ``with learner``: one learner step (batch 64, unroll 5) every ``train_every``
-  moves, as in training (the default config: every 4 moves).
+  moves, as in training (the default config: every 4 moves), each with its Reanalyse
+  search of ``parallel_games`` kept positions.
 
 A game step is one decision of one game (a batched move is ``parallel_games`` steps).
 
@@ -24,6 +26,7 @@ import time
 
 import jax
 
+from mallocgame.solvers.base import Stopwatch
 from mallocgame.solvers.muzero.config import config_from_options
 from mallocgame.solvers.muzero.train import Trainer
 from mallocgame.workloads.registry import load_workload
@@ -50,6 +53,7 @@ def main() -> None:
           f"jax {jax.__version__} on {jax.default_backend()}")
 
     start = time.perf_counter()
+    trainer.add_demonstrations(Stopwatch(args.seconds / config.es_share))  # es: --seconds
     moves = 0
     while trainer.replay.positions < max(config.min_replay, config.batch_size):
         for done in trainer.selfplay.step(trainer.params, jax.random.PRNGKey(moves)):

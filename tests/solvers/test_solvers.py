@@ -165,7 +165,7 @@ def test_settings_fill_in_every_default_and_keep_the_options_given(name: str) ->
     defaults = solver.settings({})
     assert defaults and json.loads(json.dumps(defaults)) == defaults  # JSON values, as stored
     option = {"es": ("sigma", 0.2), "mcts": ("c", 0.7), "heuristic": ("skip_unprofitable", False),
-              "muzero": ("imitation", 0.5), "best-of": ("solvers", "heuristic,greedy")}[name]
+              "muzero": ("imitation", 0.25), "best-of": ("solvers", "heuristic,greedy")}[name]
     changed = solver.settings(dict([option]))
     assert changed != defaults
     if name != "best-of":

@@ -173,7 +173,6 @@ def reach(inst: Instance) -> Reach:
     gid = np.array([b.alias_id for b in inst.buffers], np.int64)
     demand = np.array([b.demand_s for b in inst.buffers], np.float64)
     def_time = np.array([x.def_time for x in inst.tensors], np.int64)
-    last = np.array([x.last_use_time for x in inst.tensors], np.int64)
     live_out = np.array([x.live_out for x in inst.tensors], bool)
     prefix, slack = _prefix(inst)
     need = demand * (1 - LOOSE_RTOL) - slack

@@ -33,6 +33,9 @@ def test_options_by_field_name() -> None:
         ({"greedy_games": 17}, "greedy_games"),
         ({"q_scale": 0}, "q_scale"),
         ({"q_scale_per_buffer": -0.001}, "q_scale_per_buffer"),
+        ({"imitation": -0.1}, "imitation"),
+        ({"es_workers": 0}, "es_workers"),
+        ({"es_share": 0}, "es_share"),
     ],
 )
 def test_bad_options_are_solver_errors(options: dict, message: str) -> None:
@@ -43,7 +46,8 @@ def test_bad_options_are_solver_errors(options: dict, message: str) -> None:
 def test_demonstrations_are_a_comma_list() -> None:
     cfg = config_from_options({"reanalyse_fraction": "0.5", "demonstrations": " heuristic, greedy "})
     assert cfg.demonstration_sources == ("heuristic", "greedy") and cfg.reanalyse_fraction == 0.5
-    assert MuZeroConfig().demonstration_sources == ("heuristic", "greedy")  # the defaults
+    assert MuZeroConfig().demonstration_sources == ("heuristic", "greedy", "es")  # the defaults
+    assert MuZeroConfig().imitation == 0.5
     assert MuZeroConfig().reanalyse_fraction == 0.5  # Table 6
     assert config_from_options({"demonstrations": ""}).demonstration_sources == ()
 

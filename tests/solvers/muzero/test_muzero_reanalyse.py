@@ -25,7 +25,7 @@ from mallocgame.solvers.muzero.train import Trainer, compiled_functions
 from mallocgame.workloads.registry import load_workload
 from tests.solvers.muzero.test_muzero_train import TINY
 
-REANALYSE = {**TINY, "reanalyse_fraction": "0.5", "demonstrations": "heuristic,greedy"}  # the defaults, spelled out
+REANALYSE = {**TINY, "reanalyse_fraction": "0.5", "demonstrations": "heuristic,greedy"}  # two cheap demonstrations
 
 
 @pytest.fixture(scope="module")
@@ -263,3 +263,16 @@ def test_an_es_demonstration_run_is_reproducible_and_counts_the_games_es_played(
     assert runs[0].extra["work"]["demonstration_games"] == 30 and check_solution(small, runs[0]).ok
     es = demonstration(small, "es", 1, es_games=30)
     assert runs[0].extra["demonstrations"] == {"es": pytest.approx(es.normalized_reward, abs=1e-6)}
+
+
+def test_the_default_demonstrations_are_built_once_when_training_starts(small) -> None:
+    trainer = Trainer(small, config_from_options(TINY), seed=0)
+    assert trainer.reanalyser is not None and trainer.reanalyser.demonstrations == []  # not yet
+    trainer.add_demonstrations()
+    assert len(trainer.reanalyser.demonstrations) == 3  # heuristic, greedy, es: the defaults
+    assert set(trainer.demonstration_rewards) == {"heuristic", "greedy", "es"}
+    trainer.run(games=2)
+    assert len(trainer.reanalyser.demonstrations) == 3  # run() did not build them again
+    played = [demonstration(small, source, 0, es_games=TINY["es_games"], es_workers=1).extra.get("work", {})
+              for source in ("heuristic", "greedy", "es")]  # greedy plays one game, es its games
+    assert trainer.counters.demonstration_games == sum(w.get("games", 0) for w in played) == TINY["es_games"] + 1

@@ -36,6 +36,7 @@ TINY = {
     "parallel_games": 4, "num_simulations": 4, "width": 32, "latent_size": 16, "conv_channels": "4",
     "batch_size": 16, "unroll_steps": 3, "min_replay": 64, "train_every": 1, "obs_grid_steps": 8,
     "obs_grid_window": 32, "obs_grid_addr": 8, "obs_profile_bins": 16, "obs_supply_window": 8,
+    "es_games": 16, "es_workers": 1,  # the es demonstration (a default) kept tiny too
 }
 TINY_ARGS = [arg for key, value in TINY.items() for arg in ("--option", f"{key}={value}")]
 

@@ -25,6 +25,8 @@ weight_decay                1e-4         1e-4
 replay_size                 20,000       20,000      positions
 reanalyse_fraction          0.5          0.5         (the kept games: demonstrations and
                                                      the best self-play game, README)
+(demonstrations)            none         heuristic,  our choice, measured (below; the
+                                         greedy, es  paper learned without them)
 ==========================  ===========  ==========  =====================================
 
 Not in Table 6 (MuZero's usual values or chosen here): ``unroll_steps`` 5,
@@ -58,19 +60,24 @@ on programs of 262 to 929 buffers and did worse on the two smallest suite progra
 the README. With ``value_scale`` above ``support_max`` the value targets of most of a
 game are clipped, so those runs also made the search nearly myopic.
 
-Reanalyse (``reanalyse_fraction`` 0.5, Table 6's value, with ``demonstrations``
-``heuristic,greedy`` and ``reanalyse_best``; see ``reanalyse.py``) is the default since
-it was measured on the 19 suite programs up to 1,000 buffers at 120 s (README): better
-best game than without Reanalyse on 13, worse on 4, mean self-play reward 0.541 against
-0.509. The paper's agent learned without expert guidance: ``demonstrations=""`` (empty)
-keeps only the best self-play game, which alone was a wash (10 better, 8 worse).
+Reanalyse (``reanalyse_fraction`` 0.5, Table 6's value; see ``reanalyse.py``) is the
+default since it was measured on the 19 suite programs up to 1,000 buffers at 120 s
+(README), first with the ``heuristic`` and ``greedy`` demonstrations and the best
+self-play game (better best game than without Reanalyse on 13, worse on 4), then, the
+default since the sixth session, with ``es``'s best game as a third demonstration and
+``imitation`` 0.5 (better than that on 17, worse on 2; mean best game 0.697 against
+0.644 and ``es``'s 0.696):
 
-Two Reanalyse options, not defaults (README, "es's best game as a demonstration"):
-``demonstrations`` may name ``es``, which plays evolution strategies first, for
-``es_share`` of a wall-clock budget (or ``es_games`` games without one), and keeps its
-best game; ``imitation=w`` makes a kept game's policy target ``(1 - w)`` the search's
-policy plus ``w`` on the kept game's own action (behaviour cloning of the kept games:
-the demonstrations and the best self-play game).
+- ``demonstrations=...,es`` plays evolution strategies first, for ``es_share`` (0.25)
+  of a wall-clock budget, or ``es_games`` games without one (so a work budget stays
+  reproducible), on ``es_workers`` processes, and keeps its best game;
+- ``imitation=w`` makes a kept game's policy target ``(1 - w)`` the search's policy
+  plus ``w`` on the kept game's own action (behaviour cloning of the kept games: the
+  demonstrations and the best self-play game).
+
+The answer is always one of the agent's own self-play games. The paper's agent learned
+without expert guidance: ``demonstrations= imitation=0`` keeps only the best self-play
+game, which alone was a wash (10 better, 8 worse than no Reanalyse).
 
 ``q_scale`` is mctx's ``c_scale`` (0.1) of ``sigma(Q) = (50 + max N) c_scale Q``;
 ``q_scale_per_buffer=k`` sets ``c_scale = k N`` for an ``N``-buffer program, so that a
@@ -136,11 +143,12 @@ class MuZeroConfig:
     train_every: int = 4  # one learner step per this many self-play batch moves
     # --- Reanalyse (paper section 3, Table 6; see reanalyse.py)
     reanalyse_fraction: float = 0.5  # share of each training batch drawn from the kept, reanalysed games (0: off)
-    demonstrations: str = "heuristic,greedy"  # comma-separated, "" for none; kept and reanalysed, never answers
+    demonstrations: str = "heuristic,greedy,es"  # comma-separated, "" for none; kept and reanalysed, never answers
     reanalyse_best: bool = True  # keep and reanalyse the best self-play game
-    imitation: float = 0.0  # share of a kept game's policy target put on the kept game's own action
+    imitation: float = 0.5  # share of a kept game's policy target put on the kept game's own action
     es_share: float = 0.25  # demonstration "es": its share of a wall-clock budget (played first)
     es_games: int = 2000  # demonstration "es": its games when the run has no wall-clock budget
+    es_workers: int = 2  # demonstration "es": processes it plays on (at most the machine's cores)
     # --- run control
     checkpoint_seconds: float = 60.0  # wall-clock between checkpoints (and one at the end)
     progress_seconds: float = 10.0  # wall-clock between progress lines
@@ -170,8 +178,8 @@ class MuZeroConfig:
             raise SolverError(f"reanalyse_fraction must be in [0, 1), not {self.reanalyse_fraction}")
         if not 0.0 <= self.imitation <= 1.0:
             raise SolverError(f"imitation must be in [0, 1], not {self.imitation}")
-        if not 0.0 < self.es_share < 1.0 or self.es_games < 1:
-            raise SolverError("es_share must be in (0, 1) and es_games at least 1")
+        if not 0.0 < self.es_share < 1.0 or self.es_games < 1 or self.es_workers < 1:
+            raise SolverError("es_share must be in (0, 1), es_games and es_workers at least 1")
         for name in self.demonstration_sources:
             if name not in DEMONSTRATION_SOURCES:
                 raise SolverError(f"unknown demonstration '{name}' (have: {', '.join(DEMONSTRATION_SOURCES)})")

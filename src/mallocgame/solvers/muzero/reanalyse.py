@@ -56,12 +56,14 @@ __all__ = ["Reanalyser", "trajectory_record", "demonstration"]
 
 def demonstration(
     instance: Instance, source: str, seed: int, *, seconds: float | None = None, es_games: int = 2000,
+    es_workers: int = 2,
 ) -> Solution:
     """The solution of demonstration ``source``; its ``actions`` are a complete game trajectory.
 
     ``heuristic``: the XLA-style heuristic's mapping projected onto the game; ``greedy``:
     Copy > NoCopy > Drop; ``es``: the best game of evolution strategies (its default
-    settings, on up to two worker processes) within ``seconds`` of wall-clock, or, with
+    settings, on ``es_workers`` processes, at most the machine's cores) within
+    ``seconds`` of wall-clock, or, with
     ``seconds`` ``None``, within ``es_games`` games (then the same seed gives the same
     game); its ``extra["work"]`` says how many games it played.
     """
@@ -78,7 +80,7 @@ def demonstration(
     elif source == "es":
         from mallocgame.solvers.es import EsSolver
 
-        workers = min(2, os.cpu_count() or 1)
+        workers = max(1, min(es_workers, os.cpu_count() or 1))
         solution = EsSolver().solve(instance, SolveRequest(
             seed=seed, seconds=seconds, work=None if seconds is not None else es_games,
             options={"workers": workers}))

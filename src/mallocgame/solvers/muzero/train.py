@@ -90,7 +90,7 @@ RUN_ONLY_FIELDS = (
     "parallel_games", "greedy_games", "q_scale", "q_scale_per_buffer", "value_scale", "td_steps",
     "init_temperature", "final_temperature", "temperature_decay_steps", "batch_size", "replay_size",
     "min_replay", "train_every", "reanalyse_fraction", "demonstrations", "reanalyse_best",
-    "imitation", "es_share", "es_games",
+    "imitation", "es_share", "es_games", "es_workers",
     "checkpoint_seconds", "progress_seconds", "eval_every",
 )
 """Config fields the compiled functions never read (they are run-time arguments, array
@@ -123,7 +123,7 @@ class Counters:
     learner_steps: int = 0
     eval_games: int = 0
     backups: int = 0
-    demonstration_games: int = 0  # games played by solvers building demonstrations (es)
+    demonstration_games: int = 0  # games played to build the demonstrations (greedy's one, es's)
     seconds: float = 0.0  # wall-clock of all runs
 
 
@@ -183,17 +183,20 @@ class Trainer:
             self._load()
         self._demonstrations_pending = self.reanalyser is not None and not self.resumed
 
-    def _add_demonstrations(self, clock: Stopwatch) -> None:
-        """Build the configured demonstrations (the first run only; a resumed run has
-        them from its checkpoint). ``es`` gets ``es_share`` of a wall-clock budget, or
-        ``es_games`` games without one."""
-        assert self.reanalyser is not None
+    def add_demonstrations(self, clock: Stopwatch | None = None) -> None:
+        """Build the configured demonstrations (:meth:`run` does, once, before its first
+        move; a resumed run has them from its checkpoint). ``es`` gets ``es_share`` of
+        ``clock``'s budget, or ``es_games`` games without one."""
+        if self.reanalyser is None or not self._demonstrations_pending:
+            return
+        clock = clock if clock is not None else Stopwatch(None)
         cfg = self.config
         for source in cfg.demonstration_sources:
             seconds = None
             if clock.seconds is not None:
                 seconds = max(0.0, min(cfg.es_share * clock.seconds, clock.seconds - clock.elapsed))
-            solution = demonstration(self.instance, source, self.seed, seconds=seconds, es_games=cfg.es_games)
+            solution = demonstration(self.instance, source, self.seed, seconds=seconds, es_games=cfg.es_games,
+                                     es_workers=cfg.es_workers)
             assert solution.actions is not None
             games = int(solution.extra.get("work", {}).get("games", 0))
             self.counters.demonstration_games += games
@@ -201,7 +204,7 @@ class Trainer:
             record = trajectory_record(self.instance, self.tables, cfg, solution.actions, self.selfplay.scale)
             self.reanalyser.add_demonstration(record, self.params)
             self.log(f"demonstration {source}: normalized reward {solution.normalized_reward:.4f}"
-                     + (f" ({games} games)" if games else ""))
+                     + (f" ({games} game{'s' if games != 1 else ''})" if games else ""))
         self._demonstrations_pending = False
 
     # ------------------------------------------------------------------ the loop
@@ -237,8 +240,7 @@ class Trainer:
         if self.resumed:
             self.log(f"resumed from {self.dir / CHECKPOINT_NAME}: {c.games} games, "
                      f"{c.learner_steps} learner steps, best {self._normalized(self.best_return):.4f}")
-        if self._demonstrations_pending:
-            self._add_demonstrations(clock)
+        self.add_demonstrations(clock)
         while (target is None or c.games < target) and not clock.expired():
             key = jax.random.fold_in(self._play_key, c.moves)
             for done in self.selfplay.step(self.params, key, self.temperature()):
