@@ -49,7 +49,9 @@ def main() -> None:
     cores_per_job = min(args.cores, len(free))  # never wait for more cores than there are
     logs = Path(args.logs or Path(args.out) / "logs")
     logs.mkdir(parents=True, exist_ok=True)
-    jobs = [(program, solver, seed) for seed in args.seeds for solver in args.solvers for program in args.programs]
+    # Seed, then program, then solver: a (program, seed) cell's solvers start side by side, so a
+    # sweep cut short leaves whole cells to compare rather than one solver's column.
+    jobs = [(program, solver, seed) for seed in args.seeds for program in args.programs for solver in args.solvers]
     lock = threading.Condition()
     failures: list[str] = []
     print(f"{len(jobs)} jobs on {len(free)} cores, {cores_per_job} per multi-threaded job", flush=True)
