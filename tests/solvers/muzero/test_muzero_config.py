@@ -34,6 +34,8 @@ def test_options_by_field_name() -> None:
         ({"q_scale": 0}, "q_scale"),
         ({"q_scale_per_buffer": -0.001}, "q_scale_per_buffer"),
         ({"imitation": -0.1}, "imitation"),
+        ({"restart_fraction": 1.5}, "restart_fraction"),
+        ({"restart_fraction": -0.5}, "restart_fraction"),
         ({"es_workers": 0}, "es_workers"),
         ({"es_share": 0}, "es_share"),
     ],
@@ -48,6 +50,7 @@ def test_demonstrations_are_a_comma_list() -> None:
     assert cfg.demonstration_sources == ("heuristic", "greedy") and cfg.reanalyse_fraction == 0.5
     assert MuZeroConfig().demonstration_sources == ("heuristic", "greedy", "es")  # the defaults
     assert MuZeroConfig().imitation == 0.5
+    assert MuZeroConfig().restart_fraction == 0.0  # an option (README: a wash over the suite)
     assert MuZeroConfig().reanalyse_fraction == 0.5  # Table 6
     assert config_from_options({"demonstrations": ""}).demonstration_sources == ()
 

@@ -138,6 +138,96 @@ def test_selfplay_passes_the_per_buffer_q_scale_to_the_search(small) -> None:
         assert seen == [pytest.approx(expected)]
 
 
+class _LastAllowed(_Greedy):
+    """A stand-in for the search: always the last allowed action (Drop first)."""
+
+    def __call__(self, params, key, obs, allowed, temperature, q_scale):  # noqa: ANN001
+        action = 2 - np.argmax(allowed[:, ::-1], axis=1)
+        return SearchResult(action, np.eye(3, dtype=np.float32)[action], np.zeros(len(action), np.float32))
+
+
+def _copy_first_game(inst, tables):  # noqa: ANN001, ANN202
+    """A complete game of the Copy-first stand-in (a FinishedGame)."""
+    config = config_from_options({**TINY, "parallel_games": 1, "greedy_games": 0})
+    play = SelfPlay(inst, tables, config, _Greedy())
+    while True:
+        done = play.step({}, None)
+        if done:
+            return done[0]
+
+
+def _restarted_games(inst, tables, config, count: int) -> list:  # noqa: ANN001
+    """``count`` finished games of the Drop-first stand-in restarting inside a Copy-first game."""
+    play = SelfPlay(inst, tables, config, _LastAllowed())
+    play.restart_actions = _copy_first_game(inst, tables).actions
+    rng = np.random.default_rng(0)
+    finished: list = []
+    while len(finished) < count:
+        finished += play.step({}, None, 1.0, rng)
+    return finished
+
+
+def test_restarted_games_replay_a_prefix_of_the_best_game_and_record_only_their_own_moves(small) -> None:
+    tables = build_tables(small)
+    best = _copy_first_game(small, tables).actions
+    config = config_from_options({**TINY, "greedy_games": 0, "restart_fraction": 1.0})
+    finished = _restarted_games(small, tables, config, 12)
+    assert [g.start for g in finished[:config.parallel_games]] == [0] * config.parallel_games  # the first games
+    restarted = finished[config.parallel_games:]
+    assert all(1 <= g.start < small.num_buffers for g in restarted)
+    assert len({g.start for g in restarted}) > 1  # restart points are drawn
+    scale = reward_scale(tables, config)
+    assert any(g.actions[g.start:] != best[g.start:] for g in restarted)  # the agent played the rest
+    for g in restarted:
+        assert g.actions[:g.start] == best[:g.start]
+        assert len(g.record) >= small.num_buffers - g.start  # its own moves only (and any undone ones)
+        gained = g.return_s - replay(small, best[:g.start], tables).return_s
+        assert g.record.rewards.sum() == pytest.approx(gained * scale, rel=1e-5, abs=1e-6)
+        assert replay(small, g.actions, tables).return_s == pytest.approx(g.return_s)
+
+
+@pytest.mark.parametrize("options, seed", [
+    ({"restart_fraction": 1.0}, None),  # no rng: no restarts
+    ({"restart_fraction": 0.0}, 0),
+    ({"restart_fraction": 1.0, "greedy_games": 4}, 0),  # greedy slots always start fresh
+])
+def test_games_start_fresh_without_an_rng_a_fraction_or_a_non_greedy_slot(small, options, seed) -> None:
+    tables = build_tables(small)
+    play = SelfPlay(small, tables, config_from_options({**TINY, **options}), _LastAllowed())
+    play.restart_actions = _copy_first_game(small, tables).actions
+    rng = None if seed is None else np.random.default_rng(seed)
+    finished: list = []
+    while len(finished) < 8:
+        finished += play.step({}, None, 1.0, rng)
+    assert [g.start for g in finished] == [0] * len(finished)
+
+
+def test_a_restarted_best_game_is_kept_whole_and_searched(small) -> None:
+    config = config_from_options({**TINY, "restart_fraction": 1.0, "greedy_games": 0, "demonstrations": ""})
+    trainer = Trainer(small, config, seed=0)
+    restarted = [g for g in _restarted_games(small, trainer.tables, config, 8) if g.start]
+    done = max(restarted, key=lambda g: g.return_s)
+    trainer._keep_best(done)
+    kept = trainer.reanalyser.best
+    assert kept is not None and len(kept) == small.num_buffers  # the whole game, prefix included
+    assert tuple(kept.actions.tolist()) == done.actions
+    assert trainer.reanalyser.best_return == pytest.approx(done.return_s * trainer.selfplay.scale, rel=1e-5)
+    assert not np.allclose(kept.policies, 1 / 3)  # searched (and the kept action's imitation share added)
+
+
+def test_restarts_are_reproducible_from_the_seed_and_counted(small) -> None:
+    config = config_from_options({**TINY, "restart_fraction": 0.5})
+    runs = []
+    for _ in range(2):
+        trainer = Trainer(small, config, seed=1)
+        runs.append(trainer.run(games=24))
+        assert trainer.selfplay.restart_actions == trainer.best_actions
+    assert runs[0].actions == runs[1].actions
+    assert runs[0].extra["work"] == runs[1].extra["work"]
+    assert runs[0].extra["work"]["restarts"] > 0
+    assert check_solution(small, runs[0]).ok
+
+
 def test_same_seed_and_work_same_solution_and_every_game_legal(small) -> None:
     runs = []
     for _ in range(2):

@@ -178,16 +178,22 @@ class Reanalyser:
         if record.allowed is None:
             raise ValueError("a reanalysed record needs its allowed actions")
         self.demonstrations.append(record)
+        self._search_all(record, params)
+
+    def _search_all(self, record: GameRecord, params: dict) -> None:
         n = self.config.parallel_games
         for first in range(0, len(record), n):
             rows = [(record, t) for t in range(first, min(first + n, len(record)))]
             self._search(params, rows)
 
-    def keep_best(self, record: GameRecord) -> bool:
+    def keep_best(self, record: GameRecord, search_with: dict | None = None) -> bool:
         """Keep ``record`` as the best self-play game if its return beats the kept one's.
 
         Its policy targets and root values are copied (reanalysis rewrites them; the
-        replay's copy keeps its own); observations are shared, never written.
+        replay's copy keeps its own); observations are shared, never written. With
+        ``search_with`` (network parameters) every position of the kept copy is searched
+        at once: for a record replayed from actions (:func:`trajectory_record`), whose
+        targets are not yet a search's.
         """
         if record.allowed is None:
             raise ValueError("a reanalysed record needs its allowed actions")
@@ -199,6 +205,8 @@ class Reanalyser:
             policies=record.policies.copy(), root_values=record.root_values.copy(), allowed=record.allowed,
         )
         self.best_return = total
+        if search_with is not None:
+            self._search_all(self.best, search_with)
         return True
 
     def refresh(self, params: dict) -> None:

@@ -17,12 +17,20 @@ are trained on like any other.
 
 A finished game goes to the caller as a :class:`FinishedGame` and the slot starts a
 new game at once, so the batch stays full.
+
+Restarts (``config.restart_fraction`` > 0): a new game in one of the other slots
+begins, with that probability, at a state of :attr:`SelfPlay.restart_actions` (the
+trainer sets it to its best game) instead of the initial state: the first ``t``
+actions of that game are replayed without search (``t`` uniform in ``[1, B)``) and the
+agent plays on from there. The game is complete and scored like any other; its record
+holds only the moves the agent played (``FinishedGame.start`` = ``t``), so its rewards
+sum to the return gained after the restart point.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable
+from typing import Callable, Sequence
 
 import jax
 import numpy as np
@@ -54,6 +62,7 @@ class FinishedGame:
     actions: tuple[int, ...]  # the complete game's actions (a valid solution's trajectory)
     return_s: float  # SPEC section 5 return, seconds
     backups: int  # Drop-backups during the game
+    start: int = 0  # decisions replayed from SelfPlay.restart_actions before the agent played (0: a fresh game)
 
 
 class _Slot:
@@ -64,11 +73,17 @@ class _Slot:
         self.observer = Observer(game, config.observation)
         self.start()
 
-    def start(self) -> None:
+    def start(self, prefix: Sequence[int] = ()) -> None:
+        """A new game, first replaying ``prefix`` (decisions of a complete game) without search."""
         self.game.reset()
         self.observer.reset()
         self.driver = DropBackup(self.game)
-        self.moves = 0
+        for action in prefix:
+            if self.game.complete or not self.driver.allowed()[int(action)]:
+                break  # cannot happen for a complete game's own decisions; stop the prefix if it did
+            self.driver.step(int(action))
+        self.first = self.game.current_buffer if prefix else 0
+        self.moves = self.first
         self.observations: dict[str, list[np.ndarray]] = {}
         self.actions: list[int] = []
         self.rewards: list[float] = []
@@ -99,9 +114,15 @@ class SelfPlay:
         self.slots = [_Slot(Game(instance, tables), config) for _ in range(config.parallel_games)]
         self.obs = empty_batch(config.observation, config.parallel_games)
         self.allowed = np.zeros((config.parallel_games, 3), dtype=bool)
+        self.restart_actions: tuple[int, ...] = ()  # the complete game restarts replay a prefix of
 
-    def step(self, params: dict, key: jax.Array, temperature: float = 1.0) -> list[FinishedGame]:
-        """Play one move in every game; returns the games that finished with it."""
+    def step(
+        self, params: dict, key: jax.Array, temperature: float = 1.0, rng: np.random.Generator | None = None,
+    ) -> list[FinishedGame]:
+        """Play one move in every game; returns the games that finished with it.
+
+        ``rng`` draws the restarts of the games that start after this move (none without it).
+        """
         for i, slot in enumerate(self.slots):
             slot.observer.observe(slot.moves, out=self.obs, index=i)
             self.allowed[i] = slot.driver.allowed()
@@ -132,8 +153,17 @@ class SelfPlay:
             slot.moves += 1
             if slot.game.complete:
                 finished.append(self._finish(slot))
-                slot.start()
+                slot.start(self._restart_prefix(i, rng))
         return finished
+
+    def _restart_prefix(self, slot: int, rng: np.random.Generator | None) -> tuple[int, ...]:
+        """The decisions a new game in ``slot`` replays first: ``()`` for a fresh game."""
+        best = self.restart_actions
+        if rng is None or len(best) < 2 or slot < self.config.greedy_games:
+            return ()
+        if rng.random() >= self.config.restart_fraction:
+            return ()
+        return best[:int(rng.integers(1, len(best)))]
 
     def _finish(self, slot: _Slot) -> FinishedGame:
         record = GameRecord(
@@ -144,7 +174,8 @@ class SelfPlay:
             root_values=np.asarray(slot.root_values, dtype=np.float32),
             allowed=np.asarray(slot.allowed, dtype=bool).reshape(-1, 3),
         )
-        return FinishedGame(record, tuple(slot.game.actions()), slot.game.return_s, slot.driver.backups)
+        return FinishedGame(record, tuple(slot.game.actions()), slot.game.return_s, slot.driver.backups,
+                            slot.first)
 
 
 def play_policy(

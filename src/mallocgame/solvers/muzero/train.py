@@ -56,7 +56,7 @@ from mallocgame.solvers.muzero.networks import MuZeroNet, init_params
 from mallocgame.solvers.muzero.reanalyse import Reanalyser, demonstration, trajectory_record
 from mallocgame.solvers.muzero.replay import Batch, Replay
 from mallocgame.solvers.muzero.search import make_policy, make_search
-from mallocgame.solvers.muzero.selfplay import SelfPlay, play_policy
+from mallocgame.solvers.muzero.selfplay import FinishedGame, SelfPlay, play_policy
 
 __all__ = ["Trainer", "CHECKPOINT_NAME", "BEST_NAME", "enable_compilation_cache", "compiled_functions"]
 
@@ -87,8 +87,8 @@ def enable_compilation_cache() -> None:
 
 
 RUN_ONLY_FIELDS = (
-    "parallel_games", "greedy_games", "q_scale", "q_scale_per_buffer", "value_scale", "td_steps",
-    "init_temperature", "final_temperature", "temperature_decay_steps", "batch_size", "replay_size",
+    "parallel_games", "greedy_games", "restart_fraction", "q_scale", "q_scale_per_buffer", "value_scale",
+    "td_steps", "init_temperature", "final_temperature", "temperature_decay_steps", "batch_size", "replay_size",
     "min_replay", "train_every", "reanalyse_fraction", "demonstrations", "reanalyse_best",
     "imitation", "es_share", "es_games", "es_workers",
     "checkpoint_seconds", "progress_seconds", "eval_every",
@@ -123,6 +123,7 @@ class Counters:
     learner_steps: int = 0
     eval_games: int = 0
     backups: int = 0
+    restarts: int = 0  # self-play games started inside the best game (restart_fraction)
     demonstration_games: int = 0  # games played to build the demonstrations (greedy's one, es's)
     seconds: float = 0.0  # wall-clock of all runs
 
@@ -243,13 +244,17 @@ class Trainer:
         self.add_demonstrations(clock)
         while (target is None or c.games < target) and not clock.expired():
             key = jax.random.fold_in(self._play_key, c.moves)
-            for done in self.selfplay.step(self.params, key, self.temperature()):
+            rng = np.random.default_rng([self.seed, 1, c.moves]) if cfg.restart_fraction > 0 else None
+            for done in self.selfplay.step(self.params, key, self.temperature(), rng):
                 self.replay.add(done.record)
                 c.games += 1
                 c.backups += done.backups
-                self.recent_returns.append(self._normalized(done.return_s))
+                if done.start:
+                    c.restarts += 1
+                else:  # what the agent plays from the start; restarts begin inside its best game
+                    self.recent_returns.append(self._normalized(done.return_s))
                 if self.reanalyser is not None and cfg.reanalyse_best:
-                    self.reanalyser.keep_best(done.record)
+                    self._keep_best(done)
                 if self.answer == "search" and done.return_s > self.best_return:
                     self._improve(done.actions, clock, callback)
             c.moves += 1
@@ -273,6 +278,17 @@ class Trainer:
             self.save()
         assert self.best is not None
         return dataclasses.replace(self.best, wall_s=clock.elapsed, extra={**self.best.extra, **self.work()})
+
+    def _keep_best(self, done: FinishedGame) -> None:
+        """Keep ``done`` as Reanalyse's best game if it beats the kept one; a restarted
+        game's record lacks its replayed prefix, so the whole game is replayed into a
+        record and searched."""
+        assert self.reanalyser is not None
+        if not done.start:
+            self.reanalyser.keep_best(done.record)
+        elif done.return_s * self.selfplay.scale > self.reanalyser.best_return:
+            record = trajectory_record(self.instance, self.tables, self.config, done.actions, self.selfplay.scale)
+            self.reanalyser.keep_best(record, search_with=self.params)
 
     def _learn(self) -> None:
         c = self.counters
@@ -302,6 +318,8 @@ class Trainer:
         game = replay_actions(self.instance, actions, self.tables)
         self.best_actions = actions
         self.best_return = game.return_s
+        if self.answer == "search":
+            self.selfplay.restart_actions = actions
         self.best = solution_from_game(self.instance, game, solver=self.solver_name, seed=self.seed,
                                        wall_s=clock.elapsed, extra=self.work())
         if self.dir is not None:
@@ -321,7 +339,7 @@ class Trainer:
         c = self.counters
         return {
             "work": {"games": c.games, "steps": c.steps, "learner_steps": c.learner_steps,
-                     "eval_games": c.eval_games, "backups": c.backups,
+                     "eval_games": c.eval_games, "backups": c.backups, "restarts": c.restarts,
                      "reanalysed": self.reanalyser.positions_searched if self.reanalyser else 0,
                      "demonstration_games": c.demonstration_games},
             "train_seconds": round(c.seconds, 3),
