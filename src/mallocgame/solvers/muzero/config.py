@@ -91,9 +91,8 @@ at a random state of the agent's best self-play game (its first ``t`` decisions
 replayed without search; ``selfplay.py``): a local search around the best game, the
 way ``es`` improves its own. Measured with ``p = 0.5`` on the 19 suite programs up to
 1,000 buffers at 120 s (README): better on 9, worse on 7, mean best game 0.698
-against the defaults' 0.697, and better on all 5 programs run with a second seed;
-leaning positive (mostly above 200 buffers) but not established, so an option, not a
-default.
+against the defaults' 0.697; with a second seed on 10 programs, better on 6, worse
+on 4. A wash: an option, not a default.
 """
 
 from __future__ import annotations
