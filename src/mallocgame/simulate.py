@@ -608,7 +608,6 @@ def simulate(
     latency = max(prev_end, last_copy)
     durations = ex_end - ex_start
     first_exec = order[offs[:-1]] if num_t else np.zeros(0, np.int64)
-    c_occ_arr = np.asarray(c_occ, np.int64)
     return SimulationResult(
         latency_s=float(latency),
         compute_s=float(durations.sum()),
