@@ -138,7 +138,7 @@ def test_selfplay_passes_the_per_buffer_q_scale_to_the_search(small) -> None:
         assert seen == [pytest.approx(expected)]
 
 
-class _LastAllowed(_Greedy):
+class _LastAllowed:
     """A stand-in for the search: always the last allowed action (Drop first)."""
 
     def __call__(self, params, key, obs, allowed, temperature, q_scale):  # noqa: ANN001
