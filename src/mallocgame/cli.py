@@ -278,6 +278,35 @@ def _cmd_bench_speedups(args: argparse.Namespace) -> int:
     return EXIT_CHECK_FAILED if invalid else EXIT_OK
 
 
+def _cmd_bench_versus(args: argparse.Namespace) -> int:
+    from mallocgame.bench.sweep import load_records
+    from mallocgame.bench.versus import format_versus, head_to_head, summarize
+
+    a, b = args.solvers
+    settings = _solver_options(args.option, [a, b])
+    budget = {"seconds": args.budget, "work": args.work}
+    records = []
+    for folder in map(Path, args.out):
+        if not folder.is_dir():
+            raise UsageError(f"no records folder {folder}")
+        records += [r for r in load_records(folder)
+                    if r["solver"] in (a, b) and r.get("budget") == budget
+                    and r.get("options", {}) == dict(settings.get(r["solver"], ()))
+                    and (not args.programs or r["program"] in args.programs)
+                    and (not args.seeds or r["seed"] in args.seeds)]
+    if not records:
+        raise UsageError(f"no records of {a} or {b} with budget {args.budget or args.work} "
+                         f"and these settings in {' '.join(args.out)}")
+    for r in records:
+        if not r["valid"]:
+            print(f"INVALID: {r['program']} {r['solver']} s{r['seed']}: {r['failures']}", file=sys.stderr)
+    rows = head_to_head(records, a, b)
+    print(format_versus(rows, a, b))
+    print()
+    print(summarize(rows, a, b))
+    return EXIT_CHECK_FAILED if any(not r["valid"] for r in records) else EXIT_OK
+
+
 def _cmd_bench_correlation(args: argparse.Namespace) -> int:
     from mallocgame.bench.correlation import format_correlation, reward_latency_correlation
     from mallocgame.workloads.suite import suite_names
@@ -409,6 +438,17 @@ def _parser() -> _Parser:
     q.add_argument("--option", action="append", default=[], metavar="SOLVER:KEY=VALUE",
                    help="a setting for one solver's jobs (repeat), e.g. es:workers=2")
     q.set_defaults(func=_cmd_bench_speedups)
+
+    q = bench.add_parser("versus", help="two solvers head to head per program and seed, from sweep records")
+    q.add_argument("solvers", nargs=2, metavar="SOLVER", help="A and B: the table counts A's wins over B")
+    q.add_argument("--out", nargs="+", required=True, help="record folders of sweeps (one per setting)")
+    q.add_argument("--budget", type=float, default=None, help="the records' wall-clock seconds per job")
+    q.add_argument("--work", type=int, default=None, help="the records' work budget per job")
+    q.add_argument("--programs", nargs="*", help="only these programs (default: every one with records)")
+    q.add_argument("--seeds", type=int, nargs="*", help="only these seeds (default: every one)")
+    q.add_argument("--option", action="append", default=[], metavar="SOLVER:KEY=VALUE",
+                   help="only records made with this setting (repeat), as given to the sweep")
+    q.set_defaults(func=_cmd_bench_versus)
 
     q = bench.add_parser("correlation", help="Pearson correlation of reward and simulated latency (paper Table 5)")
     q.add_argument("--programs", nargs="*", help="workloads (default: the xla-v1 suite)")

@@ -18,6 +18,7 @@ __all__ = [
     "GameOverError",
     "SolverError",
     "StaleRecordError",
+    "ComparisonError",
 ]
 
 
@@ -56,3 +57,8 @@ class SolverError(MallocGameError):
 class StaleRecordError(MallocGameError):
     """A sweep's result file was written with other solver settings than the job's
     (a default changed since): skipping it would mix two settings in one table."""
+
+
+class ComparisonError(MallocGameError):
+    """Records cannot make the asked comparison (two records for one cell, a solver
+    compared with itself)."""
