@@ -107,7 +107,7 @@ def _solver_options(items: Sequence[str], solvers: Sequence[str]) -> dict[str, t
         if not sep or "=" not in setting:
             raise UsageError(f"--option expects SOLVER:KEY=VALUE, not {item!r}")
         if solver not in solvers:
-            raise UsageError(f"--option {item!r}: solver {solver!r} is not in this sweep")
+            raise UsageError(f"--option {item!r}: solver {solver!r} is not one of {', '.join(solvers)}")
         per_solver.setdefault(solver, []).append(setting)
     return {solver: tuple(sorted(_options(settings).items())) for solver, settings in per_solver.items()}
 
@@ -279,32 +279,28 @@ def _cmd_bench_speedups(args: argparse.Namespace) -> int:
 
 
 def _cmd_bench_versus(args: argparse.Namespace) -> int:
-    from mallocgame.bench.sweep import load_records
-    from mallocgame.bench.versus import format_versus, head_to_head, summarize
+    from mallocgame.bench.versus import format_versus, head_to_head, read_entries, summarize
 
     a, b = args.solvers
+    if a == b:
+        raise UsageError(f"compare two different solvers, not {a!r} with itself")
     settings = _solver_options(args.option, [a, b])
     budget = {"seconds": args.budget, "work": args.work}
-    records = []
-    for folder in map(Path, args.out):
-        if not folder.is_dir():
-            raise UsageError(f"no records folder {folder}")
-        records += [r for r in load_records(folder)
-                    if r["solver"] in (a, b) and r.get("budget") == budget
-                    and r.get("options", {}) == dict(settings.get(r["solver"], ()))
-                    and (not args.programs or r["program"] in args.programs)
-                    and (not args.seeds or r["seed"] in args.seeds)]
-    if not records:
-        raise UsageError(f"no records of {a} or {b} with budget {args.budget or args.work} "
+    entries = read_entries([Path(f) for f in args.out], (a, b), budget=budget,
+                           options={s: dict(pairs) for s, pairs in settings.items()},
+                           programs=args.programs, seeds=args.seeds)
+    if not entries:
+        wanted = " and ".join(x for x in (args.budget and f"{args.budget:g} s", args.work and f"work {args.work}") if x)
+        raise UsageError(f"no records of {a} or {b} with budget {wanted or 'none'} "
                          f"and these settings in {' '.join(args.out)}")
-    for r in records:
-        if not r["valid"]:
-            print(f"INVALID: {r['program']} {r['solver']} s{r['seed']}: {r['failures']}", file=sys.stderr)
-    rows = head_to_head(records, a, b)
+    rows = head_to_head(entries, a, b)
+    for entry in entries:
+        if entry.reward is None:
+            print(f"INVALID: {entry.program} {entry.solver} s{entry.seed}: {entry.failures}", file=sys.stderr)
     print(format_versus(rows, a, b))
     print()
     print(summarize(rows, a, b))
-    return EXIT_CHECK_FAILED if any(not r["valid"] for r in records) else EXIT_OK
+    return EXIT_CHECK_FAILED if any(e.reward is None for e in entries) else EXIT_OK
 
 
 def _cmd_bench_correlation(args: argparse.Namespace) -> int:

@@ -30,7 +30,7 @@ from typing import Any, Callable, Iterable
 from mallocgame.errors import MallocGameError, StaleRecordError
 from mallocgame.fileio import read_json, write_json
 
-__all__ = ["Job", "job_path", "check_jobs", "check_records", "run_job", "run_sweep", "load_records"]
+__all__ = ["Job", "job_path", "check_jobs", "check_records", "run_job", "run_sweep", "record_files", "load_records"]
 
 RECORD_FORMAT = "mallocgame-result"
 
@@ -229,11 +229,17 @@ def run_sweep(
     return len(todo), skipped
 
 
-def load_records(out_dir: Path) -> list[dict[str, Any]]:
-    """Every result record in ``out_dir``."""
+def record_files(out_dir: Path) -> list[tuple[Path, dict[str, Any]]]:
+    """Every result record in ``out_dir`` with its file, in file-name order (other
+    JSON files are skipped; a file that is not JSON raises ``InputFileError``)."""
     records = []
     for path in sorted(out_dir.glob("*.json")):
         doc = read_json(path)
         if isinstance(doc, dict) and doc.get("format") == RECORD_FORMAT:
-            records.append(doc)
+            records.append((path, doc))
     return records
+
+
+def load_records(out_dir: Path) -> list[dict[str, Any]]:
+    """Every result record in ``out_dir``."""
+    return [doc for _, doc in record_files(out_dir)]

@@ -1,27 +1,116 @@
 """Two solvers head to head: per program and seed, whose answer is better.
 
 The speedup table averages over programs and seeds; the question "is ``muzero``
-ahead of ``es`` on most programs" needs the cells themselves. From sweep records
-(one per program, solver and seed, as :func:`mallocgame.bench.sweep.load_records`
-reads them), :func:`head_to_head` pairs solver A's and solver B's normalized
-rewards cell by cell and counts, per program, A's wins, ties and losses over the
-seeds both ran; a program is *ahead* when A wins more seeds than it loses, *behind*
-the other way round, *level* when every seed is a tie and *split* otherwise.
-Two rewards tie when they differ by at most ``TIE_TOLERANCE`` relative (the same
-game scores the same float; two different games practically never do).
+ahead of ``es`` on most programs" needs the cells themselves. :func:`read_entries`
+reads the sweep records of both solvers (one per program, solver and seed, written
+by :mod:`mallocgame.bench.sweep`) from one or more folders; :func:`head_to_head`
+pairs solver A's and solver B's normalized rewards cell by cell and counts, per
+program, A's wins, ties and losses over the seeds both ran. A program is *ahead*
+when A wins more seeds than it loses, *behind* the other way round, *level* when
+every seed is a tie and *split* otherwise. Two rewards tie when they differ by at
+most ``TIE_TOLERANCE`` relative (the same game scores the same float; two different
+games practically never do).
+
+A comparison is refused (:class:`~mallocgame.errors.ComparisonError`) rather than
+guessed when two records fill one cell, or when two records of one solver disagree
+on a setting both record (a default changed between the sweeps). A setting only one
+of them records is not a disagreement: options are added with the old behaviour as
+their default, so a record older than an option simply lacks it.
 """
 
 from __future__ import annotations
 
 import statistics
 from dataclasses import dataclass
-from typing import Any
+from numbers import Real
+from pathlib import Path
+from typing import Any, Iterable
 
+from mallocgame.bench.sweep import record_files
 from mallocgame.errors import ComparisonError
 
-__all__ = ["TIE_TOLERANCE", "VersusRow", "head_to_head", "format_versus", "summarize"]
+__all__ = ["TIE_TOLERANCE", "Entry", "VersusRow", "read_entries", "head_to_head", "format_versus", "summarize"]
 
 TIE_TOLERANCE = 1e-9
+
+
+@dataclass(frozen=True)
+class Entry:
+    """What the comparison reads of one record. ``reward`` is the normalized reward
+    (SPEC §5), ``None`` for an invalid answer; ``buffers`` is ``None`` if unrecorded."""
+
+    source: str
+    program: str
+    solver: str
+    seed: int
+    reward: float | None
+    failures: str
+    buffers: int | None
+    settings: dict[str, Any] | None
+
+
+def _entry(source: str, doc: dict[str, Any]) -> Entry:
+    """Check the fields of one record; :class:`ComparisonError` names the first bad one."""
+    def bad(what: str) -> ComparisonError:
+        return ComparisonError(f"{source}: {what}")
+
+    for key in ("program", "solver"):
+        if not isinstance(doc.get(key), str):
+            raise bad(f"no {key} name")
+    seed = doc.get("seed")
+    if isinstance(seed, bool) or not isinstance(seed, int):
+        raise bad(f"seed {seed!r} is not an integer")
+    valid = doc.get("valid")
+    if not isinstance(valid, bool):
+        raise bad("no 'valid' flag")
+    reward = doc.get("normalized_reward")
+    if valid and (isinstance(reward, bool) or not isinstance(reward, Real)):
+        raise bad(f"a valid record with normalized reward {reward!r}")
+    buffers = doc.get("buffers")
+    settings = doc.get("settings")
+    return Entry(
+        source=source, program=doc["program"], solver=doc["solver"], seed=seed,
+        reward=float(reward) if valid else None, failures=str(doc.get("failures") or "invalid"),
+        buffers=buffers if isinstance(buffers, int) and not isinstance(buffers, bool) else None,
+        settings=settings if isinstance(settings, dict) else None,
+    )
+
+
+def read_entries(
+    folders: Iterable[Path],
+    solvers: tuple[str, str],
+    *,
+    budget: dict[str, Any],
+    options: dict[str, dict[str, Any]],
+    programs: Iterable[str] | None = None,
+    seeds: Iterable[int] | None = None,
+) -> list[Entry]:
+    """The records of ``solvers`` in ``folders`` made with ``budget`` (a record's
+    ``{"seconds": S, "work": N}``) and each solver's ``options`` (``{}``: the
+    defaults), for ``programs`` and ``seeds`` if given (else all). A folder given
+    twice is read once; a missing folder or a malformed record raises
+    :class:`ComparisonError`."""
+    wanted_programs = set(programs) if programs else None
+    wanted_seeds = set(seeds) if seeds else None
+    entries, seen = [], set()
+    for folder in folders:
+        if not folder.is_dir():
+            raise ComparisonError(f"no records folder {folder}")
+        if folder.resolve() in seen:
+            continue
+        seen.add(folder.resolve())
+        for path, doc in record_files(folder):
+            if doc.get("solver") not in solvers or doc.get("budget") != budget:
+                continue
+            if doc.get("options", {}) != options.get(doc["solver"], {}):
+                continue
+            entry = _entry(str(path), doc)
+            if wanted_programs is not None and entry.program not in wanted_programs:
+                continue
+            if wanted_seeds is not None and entry.seed not in wanted_seeds:
+                continue
+            entries.append(entry)
+    return entries
 
 
 @dataclass(frozen=True)
@@ -30,17 +119,12 @@ class VersusRow:
     where that solver has no valid record for the seed."""
 
     program: str
-    buffers: int
+    buffers: int | None
     cells: dict[int, tuple[float | None, float | None]]
 
     def outcomes(self) -> list[int]:
         """Per seed where both have an answer, in seed order: +1 A ahead, 0 tie, -1 behind."""
-        out = []
-        for seed in sorted(self.cells):
-            a, b = self.cells[seed]
-            if a is not None and b is not None:
-                out.append(_compare(a, b))
-        return out
+        return [_compare(a, b) for a, b in self._common()]
 
     def verdict(self) -> str:
         """``ahead``, ``behind``, ``level``, ``split``, or ``—`` with no common seed."""
@@ -55,9 +139,15 @@ class VersusRow:
         return "level" if wins == 0 else "split"
 
     def mean_lead(self) -> float | None:
-        """Mean over common seeds of ``A / B - 1`` (a fraction), ``None`` with none."""
-        leads = [a / b - 1.0 for a, b in self.cells.values() if a is not None and b is not None and b > 0]
-        return statistics.fmean(leads) if leads else None
+        """Mean of ``A / B - 1`` (a fraction) over the seeds both answered; ``None``
+        with none, or if B scored 0 on any of them (no relative lead exists)."""
+        pairs = self._common()
+        if not pairs or any(b <= 0 for _, b in pairs):
+            return None
+        return statistics.fmean(a / b - 1.0 for a, b in pairs)
+
+    def _common(self) -> list[tuple[float, float]]:
+        return [(a, b) for _, (a, b) in sorted(self.cells.items()) if a is not None and b is not None]
 
 
 def _compare(a: float, b: float) -> int:
@@ -66,48 +156,77 @@ def _compare(a: float, b: float) -> int:
     return 1 if a > b else -1
 
 
-def head_to_head(records: list[dict[str, Any]], a: str, b: str) -> list[VersusRow]:
-    """Rows for every program where A or B has a record, smallest program first.
+def _check_settings(entries: list[Entry]) -> None:
+    first: dict[str, Entry] = {}
+    for entry in entries:
+        if entry.settings is None:
+            continue
+        earlier = first.setdefault(entry.solver, entry)
+        assert earlier.settings is not None
+        for key in sorted(set(earlier.settings) & set(entry.settings)):
+            if earlier.settings[key] != entry.settings[key]:
+                raise ComparisonError(
+                    f"{entry.solver} records disagree on {key}: {earlier.settings[key]!r} in "
+                    f"{earlier.source}, {entry.settings[key]!r} in {entry.source}")
 
-    ``records`` must already be the comparison's (one budget, one setting per solver);
-    invalid records count as no answer. Two records for the same (program, solver,
-    seed) raise :class:`ComparisonError`: which one the table shows would be a guess.
+
+def head_to_head(entries: list[Entry], a: str, b: str) -> list[VersusRow]:
+    """Rows for every program where A or B has an entry, smallest program first.
+
+    Entries of other solvers are ignored; an invalid answer counts as no answer.
+    Raises :class:`ComparisonError` if A is B, if two entries fill one (program,
+    solver, seed) cell, or if two entries of one solver disagree on a setting.
     """
     if a == b:
         raise ComparisonError(f"compare two different solvers, not {a!r} with itself")
-    values: dict[tuple[str, str, int], float | None] = {}
-    buffers: dict[str, int] = {}
-    for r in records:
-        if r.get("solver") not in (a, b):
-            continue
-        key = (r["program"], r["solver"], int(r["seed"]))
-        if key in values:
-            raise ComparisonError(f"two records for {key[0]} {key[1]} seed {key[2]}: give one folder per setting")
-        values[key] = float(r["normalized_reward"]) if r.get("valid") else None
-        buffers[r["program"]] = int(r.get("buffers") or 0)
+    entries = [e for e in entries if e.solver in (a, b)]
+    _check_settings(entries)
+    cell: dict[tuple[str, str, int], Entry] = {}
+    buffers: dict[str, int | None] = {}
+    for entry in entries:
+        key = (entry.program, entry.solver, entry.seed)
+        if key in cell:
+            raise ComparisonError(
+                f"two records for {entry.program} {entry.solver} seed {entry.seed}: "
+                f"{cell[key].source} and {entry.source}")
+        cell[key] = entry
+        if buffers.get(entry.program) is None:
+            buffers[entry.program] = entry.buffers
     rows = []
-    for program in sorted(buffers, key=lambda p: (buffers[p], p)):
-        seeds = sorted({seed for (p, _, seed) in values if p == program})
-        cells = {seed: (values.get((program, a, seed)), values.get((program, b, seed))) for seed in seeds}
+    for program in sorted(buffers, key=lambda p: (buffers[p] or 0, p)):
+        seeds = sorted({seed for (p, _, seed) in cell if p == program})
+        cells = {}
+        for seed in seeds:
+            pair = [cell.get((program, solver, seed)) for solver in (a, b)]
+            cells[seed] = (pair[0] and pair[0].reward, pair[1] and pair[1].reward)
         rows.append(VersusRow(program, buffers[program], cells))
     return rows
 
 
+def _digits(a: float, b: float) -> int:
+    """4, or the fewest digits up to 10 that show two different rewards as different."""
+    digits = 4
+    while digits < 10 and f"{a:.{digits}f}" == f"{b:.{digits}f}":
+        digits += 1
+    return digits
+
+
 def _pair(a: float | None, b: float | None) -> str:
-    """``A / B`` with the better one bold, at 4 digits, or 6 where 4 would hide a difference."""
+    """``A / B`` with the better one bold."""
     if a is None or b is None:
         return " / ".join("—" if v is None else f"{v:.4f}" for v in (a, b))
-    digits = 6 if f"{a:.4f}" == f"{b:.4f}" and _compare(a, b) != 0 else 4
-    text = [f"{a:.{digits}f}", f"{b:.{digits}f}"]
     outcome = _compare(a, b)
+    digits = 4 if outcome == 0 else _digits(a, b)
+    text = [f"{a:.{digits}f}", f"{b:.{digits}f}"]
     if outcome:
-        text[0 if outcome > 0 else 1] = f"**{text[0 if outcome > 0 else 1]}**"
+        winner = 0 if outcome > 0 else 1
+        text[winner] = f"**{text[winner]}**"
     return " / ".join(text)
 
 
 def format_versus(rows: list[VersusRow], a: str, b: str) -> str:
-    """A Markdown table: per program each seed's ``A / B`` (bold: the better), A's
-    wins–ties–losses and mean lead."""
+    """A Markdown table: per program each seed's ``A / B`` (bold: the better; — : no
+    answer), A's wins–ties–losses and mean lead."""
     seeds = sorted({seed for row in rows for seed in row.cells})
     lines = [
         "| program | buffers | " + " | ".join(f"seed {s}: {a} / {b}" for s in seeds) + " | W–T–L | mean lead |",
@@ -117,8 +236,9 @@ def format_versus(rows: list[VersusRow], a: str, b: str) -> str:
         cells = [_pair(*row.cells[s]) if s in row.cells else "—" for s in seeds]
         results = row.outcomes()
         lead = row.mean_lead()
+        size = "—" if row.buffers is None else f"{row.buffers:,}"
         lines.append(
-            f"| {row.program} | {row.buffers:,} | " + " | ".join(cells)
+            f"| {row.program} | {size} | " + " | ".join(cells)
             + f" | {results.count(1)}–{results.count(0)}–{results.count(-1)} | "
             + ("—" if lead is None else f"{lead:+.3%}") + " |"
         )
@@ -126,7 +246,8 @@ def format_versus(rows: list[VersusRow], a: str, b: str) -> str:
 
 
 def summarize(rows: list[VersusRow], a: str, b: str) -> str:
-    """Two lines: A against B over the (program, seed) cells, and over the programs."""
+    """Two lines: A against B over the (program, seed) cells both answered, and over
+    the programs with at least one such cell."""
     results = [x for row in rows for x in row.outcomes()]
     verdicts = [row.verdict() for row in rows]
     return (
