@@ -220,3 +220,14 @@ def test_a_sweep_checks_every_solvers_options_before_any_job(tmp_path: Path, ins
     assert main([*argv, "--option", "exact:worker=2"]) == 2
     assert "unknown exact option 'worker'" in _one_line_error(capsys)
     assert not out.exists()  # nothing run, nothing written
+
+
+def test_a_closed_pipe_ends_quietly(monkeypatch, capsys) -> None:
+    import mallocgame.cli as cli
+
+    def closed(args) -> int:
+        raise BrokenPipeError(32, "Broken pipe")
+
+    monkeypatch.setattr(cli, "_cmd_list", closed)
+    assert main(["list"]) == 141
+    assert capsys.readouterr().err == ""

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import re
 import sys
 import time
@@ -19,6 +20,7 @@ from mallocgame.errors import MallocGameError
 __all__ = ["main"]
 
 EXIT_OK, EXIT_CHECK_FAILED, EXIT_BAD_INPUT = 0, 1, 2
+EXIT_BROKEN_PIPE = 141  # 128 + SIGPIPE, what a shell reports for a reader that closed early
 
 
 class UsageError(MallocGameError):
@@ -482,6 +484,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("mallocgame: interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:
+        # The reader went away (``mallocgame ... | head``): stop quietly with the shell's
+        # SIGPIPE status, and point stdout at nothing so the exit-time flush is silent too.
+        try:
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        except (OSError, ValueError):  # stdout without a file descriptor (captured)
+            pass
+        return EXIT_BROKEN_PIPE
     except OSError as exc:
         print(f"mallocgame: error: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
