@@ -54,6 +54,11 @@ class SolverError(MallocGameError):
     """An unknown solver or an invalid solver configuration."""
 
 
+class WorkerError(MallocGameError):
+    """A worker process of a pool ended before returning its work (killed from
+    outside, or by the out-of-memory killer)."""
+
+
 class StaleRecordError(MallocGameError):
     """A sweep's result file was written with other solver settings than the job's
     (a default changed since): skipping it would mix two settings in one table."""

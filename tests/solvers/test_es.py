@@ -8,12 +8,13 @@ import subprocess
 import sys
 import warnings
 from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
 
 from mallocgame.check import check_solution
-from mallocgame.errors import SolverError
+from mallocgame.errors import SolverError, WorkerError
 from mallocgame.game.tables import build_tables
 from mallocgame.instance import instance_from_dict
 from mallocgame.solvers import es as es_module
@@ -91,9 +92,15 @@ def test_parallel_workers_give_the_same_solution(lstm) -> None:
         assert other.extra["work"] == one.extra["work"]
 
 
-def test_pool_never_forks() -> None:
-    ctx = es_module._pool_context()
-    assert ctx.get_start_method() == ("forkserver" if sys.platform.startswith("linux") else "spawn")
+def test_a_worker_that_dies_is_a_worker_error(lstm, monkeypatch) -> None:
+    # The workers cannot read what the parent sends them, so each dies as it starts.
+    garbage = SimpleNamespace(dumps=lambda *args, **kwargs: b"not a pickle", HIGHEST_PROTOCOL=5)
+    monkeypatch.setattr(es_module, "pickle", garbage)
+    with pytest.raises(WorkerError, match="worker process ended"):
+        EsSolver().solve(lstm, SolveRequest(seed=0, work=8, options={**SMALL, "workers": 2}))
+
+
+def test_the_preloaded_module_does_not_import_jax() -> None:
     # The fork server preloads the es module: that must not start JAX's threads there.
     code = "import sys, mallocgame.solvers.es; print('jax' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)

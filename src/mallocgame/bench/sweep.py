@@ -17,18 +17,18 @@ from __future__ import annotations
 
 import hashlib
 import json
-import multiprocessing
 import os
 import re
-import sys
 import time
-from concurrent.futures import ProcessPoolExecutor, as_completed
+from concurrent.futures import as_completed
+from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterable
 
-from mallocgame.errors import MallocGameError, StaleRecordError
+from mallocgame.errors import MallocGameError, StaleRecordError, WorkerError
 from mallocgame.fileio import read_json, write_json
+from mallocgame.workers import process_pool
 
 __all__ = ["Job", "job_path", "check_jobs", "check_records", "run_job", "run_sweep", "record_files", "load_records"]
 
@@ -219,13 +219,14 @@ def run_sweep(
         for job in todo:
             note(run_job(job, str(out_dir)))
     else:
-        # forkserver/spawn, never fork: a parent that imported JAX (or any threaded
-        # library) must not fork its threads into the workers.
-        method = "forkserver" if sys.platform.startswith("linux") else "spawn"
-        with ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context(method)) as pool:
+        # forkserver/spawn, never fork; the workers end if this process is killed.
+        with process_pool(workers) as pool:
             futures = [pool.submit(run_job, job, str(out_dir)) for job in todo]
-            for future in as_completed(futures):
-                note(future.result())
+            try:
+                for future in as_completed(futures):
+                    note(future.result())
+            except BrokenProcessPool as exc:
+                raise WorkerError("a sweep worker process ended before finishing its job") from exc
     return len(todo), skipped
 
 

@@ -43,11 +43,12 @@ promptly, and the work done is recorded in ``extra["work"]`` (games, generations
 backups). With no budget at all it runs ``DEFAULT_GENERATIONS`` generations.
 
 Parallelism: ``options["workers"]`` (default 1) processes evaluate each generation's
-games through a :class:`concurrent.futures.ProcessPoolExecutor`. The workers are
-started with the ``forkserver`` method on Linux and ``spawn`` elsewhere, never
-``fork``: a process that has imported JAX (the test suite, the XLA frontend) runs
-threads, and a forked child can deadlock on a lock one of them held (JAX warns
-about it). The fork server preloads this module (a fork server already started in
+games through a :class:`concurrent.futures.ProcessPoolExecutor` from
+:func:`mallocgame.workers.process_pool` (its workers end if this process is killed).
+The workers are started with the ``forkserver`` method on Linux and ``spawn``
+elsewhere, never ``fork``: a process that has imported JAX (the test suite, the XLA
+frontend) runs threads, and a forked child can deadlock on a lock one of them held
+(JAX warns about it). The fork server preloads this module (a fork server already started in
 this process keeps its own preload list), and each worker's initializer receives
 the instance and its game tables once, pickled together in the parent, builds its
 own game and feature extractor, and warms up the compiled kernels (``cache=True``:
@@ -75,18 +76,16 @@ picked on lstm_infer, alexnet_train_b32 and transformer_train at 120-200 games.)
 
 from __future__ import annotations
 
-import multiprocessing
 import pickle
-import sys
 import time
-from concurrent.futures import Executor, ProcessPoolExecutor
+from concurrent.futures import Executor
+from concurrent.futures.process import BrokenProcessPool
 from dataclasses import asdict, dataclass, replace
-from multiprocessing.context import BaseContext
 from typing import Any, Mapping, Sequence
 
 import numpy as np
 
-from mallocgame.errors import SolverError
+from mallocgame.errors import SolverError, WorkerError
 from mallocgame.game.backup import DropBackup
 from mallocgame.game.features import NUM_FEATURES, FeatureExtractor
 from mallocgame.game.state import DROP, Game, replay
@@ -102,6 +101,7 @@ from mallocgame.solvers.base import (
     settings_from_options,
     solution_from_game,
 )
+from mallocgame.workers import process_pool
 
 __all__ = [
     "EsSolver", "EsConfig", "LinearPolicyShape", "centered_ranks", "play_policy", "DEFAULT_GENERATIONS",
@@ -283,17 +283,6 @@ class _Player:
 _WORKER: _Player | None = None
 
 
-def _pool_context() -> BaseContext:
-    """``forkserver`` on Linux (preloading this module), else ``spawn``; never ``fork``."""
-    if sys.platform.startswith("linux") and "forkserver" in multiprocessing.get_all_start_methods():
-        ctx = multiprocessing.get_context("forkserver")
-        # Only read when the fork server starts: the workers then fork from a process
-        # that has imported the package once, instead of each importing it anew.
-        ctx.set_forkserver_preload([__name__])
-        return ctx
-    return multiprocessing.get_context("spawn")
-
-
 def _worker_init(payload: bytes, hidden: int) -> None:
     """Worker initializer: ``payload`` is ``pickle.dumps((instance, tables))``."""
     global _WORKER
@@ -368,8 +357,8 @@ class EsSolver(Solver):
         pool: Executor | None = None
         if cfg.workers > 1:
             payload = pickle.dumps((instance, tables), protocol=pickle.HIGHEST_PROTOCOL)
-            pool = ProcessPoolExecutor(
-                max_workers=cfg.workers, mp_context=_pool_context(), initializer=_worker_init,
+            pool = process_pool(
+                cfg.workers, preload=[__name__], initializer=_worker_init,
                 initargs=(payload, cfg.hidden),
             )
         else:
@@ -420,10 +409,13 @@ class EsSolver(Solver):
                 futures = [
                     pool.submit(_worker_play, [thetas[i] for i in c], deadline) for c in chunks if len(c)
                 ]
-                for fut in futures:
-                    for ret, raw, backups, _ in fut.result():
-                        record(ret, backups, None, np.frombuffer(raw, dtype=np.int8))
-                        fitness.append(ret)
+                try:
+                    for fut in futures:
+                        for ret, raw, backups, _ in fut.result():
+                            record(ret, backups, None, np.frombuffer(raw, dtype=np.int8))
+                            fitness.append(ret)
+                except BrokenProcessPool as exc:
+                    raise WorkerError("es: a worker process ended before returning its games") from exc
             return fitness
 
         def out_of_budget() -> bool:

@@ -1,0 +1,82 @@
+"""Process pools whose workers end when the process that started them ends.
+
+A :class:`concurrent.futures.ProcessPoolExecutor` shuts its workers down when the
+parent leaves through ``shutdown`` (or a ``with`` block). A parent that is killed
+(``SIGTERM`` from a sweep being stopped, ``SIGKILL``, the out-of-memory killer)
+never gets there, and its workers live on: they hold both ends of their task queue,
+so they never see it close, finish the games they were given and then wait for
+work forever. :func:`process_pool` gives every worker a daemon thread that waits
+on :func:`multiprocessing.parent_process` (the process that asked for the worker,
+also under ``forkserver``) and ends the worker with ``os._exit`` the moment it goes.
+
+Workers start with ``forkserver`` on Linux and ``spawn`` elsewhere, never ``fork``:
+a parent that has imported JAX (or any threaded library) must not fork its threads
+into the workers.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import sys
+import threading
+from collections.abc import Callable, Sequence
+from concurrent.futures import ProcessPoolExecutor
+from multiprocessing.context import BaseContext
+from typing import Any
+
+#: A worker's exit status when it ends because its parent ended.
+EXIT_PARENT_GONE = 1
+
+
+def pool_context(preload: Sequence[str] = ()) -> BaseContext:
+    """``forkserver`` on Linux, else ``spawn``; never ``fork``.
+
+    ``preload``: modules the fork server imports once, so that each worker forks from
+    a process that has them instead of importing them anew. Only read when this
+    process's fork server starts; one already running keeps its own list.
+    """
+    if sys.platform.startswith("linux") and "forkserver" in multiprocessing.get_all_start_methods():
+        ctx = multiprocessing.get_context("forkserver")
+        if preload:
+            ctx.set_forkserver_preload(list(preload))
+        return ctx
+    return multiprocessing.get_context("spawn")
+
+
+def exit_with_parent() -> None:
+    """In a worker process: end this process when its parent process ends.
+
+    Starts a daemon thread that blocks on the parent's sentinel (no polling). Does
+    nothing in a process that was not started by :mod:`multiprocessing`.
+    """
+    parent = multiprocessing.parent_process()
+    if parent is None:
+        return
+
+    def wait_then_exit() -> None:
+        parent.join()
+        os._exit(EXIT_PARENT_GONE)
+
+    threading.Thread(target=wait_then_exit, name="exit-with-parent", daemon=True).start()
+
+
+def _start_worker(initializer: Callable[..., None] | None, initargs: tuple[Any, ...]) -> None:
+    exit_with_parent()
+    if initializer is not None:
+        initializer(*initargs)
+
+
+def process_pool(
+    workers: int,
+    *,
+    preload: Sequence[str] = (),
+    initializer: Callable[..., None] | None = None,
+    initargs: tuple[Any, ...] = (),
+) -> ProcessPoolExecutor:
+    """A pool of ``workers`` processes (see :func:`pool_context`) that each end with
+    this process; ``initializer(*initargs)`` runs in each worker as it starts."""
+    return ProcessPoolExecutor(
+        max_workers=workers, mp_context=pool_context(preload),
+        initializer=_start_worker, initargs=(initializer, initargs),
+    )

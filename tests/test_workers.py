@@ -1,0 +1,85 @@
+"""Process pools whose workers end with their parent: ``mallocgame.workers``."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+from mallocgame.workers import pool_context, process_pool
+
+# A parent that starts a pool of two workers, prints their process ids once both
+# have run a task, and then kills itself as a stopped sweep or the out-of-memory
+# killer would.
+PARENT = textwrap.dedent(
+    """
+    import os, signal, sys, time
+    from mallocgame.workers import process_pool
+
+    def pid_after(seconds):
+        time.sleep(seconds)
+        return os.getpid()
+
+    if __name__ == "__main__":
+        pool = process_pool(2)
+        pids = set()
+        for _ in range(20):
+            pids |= set(pool.map(pid_after, [0.3, 0.3]))
+            if len(pids) == 2:
+                break
+        print(*sorted(pids), flush=True)
+        os.kill(os.getpid(), getattr(signal, sys.argv[1]))
+    """
+)
+
+
+def _running(pid: int) -> bool:
+    """True while process ``pid`` runs (a zombie not yet reaped counts as ended)."""
+    try:
+        status = Path(f"/proc/{pid}/status").read_text()
+    except (FileNotFoundError, ProcessLookupError):
+        return False
+    state = next((line.split()[1] for line in status.splitlines() if line.startswith("State:")), "Z")
+    return state not in ("Z", "X")
+
+
+def test_the_context_never_forks() -> None:
+    expected = "forkserver" if sys.platform.startswith("linux") else "spawn"
+    assert pool_context().get_start_method() == expected
+
+
+def test_a_pool_runs_its_tasks_and_the_initializer_in_other_processes(tmp_path: Path) -> None:
+    here = os.getcwd()
+    with process_pool(1, initializer=os.chdir, initargs=(str(tmp_path),)) as pool:
+        assert pool.submit(os.getcwd).result() == str(tmp_path)
+        assert pool.submit(os.getpid).result() != os.getpid()
+    assert os.getcwd() == here
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
+@pytest.mark.parametrize("signal_name", ["SIGTERM", "SIGKILL"])
+def test_workers_end_when_their_parent_is_killed(tmp_path: Path, signal_name: str) -> None:
+    script = tmp_path / "parent.py"
+    script.write_text(PARENT)
+    src = str(Path(__file__).parents[1] / "src")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([src, os.environ.get("PYTHONPATH", "")])}
+    out, err = tmp_path / "stdout", tmp_path / "stderr"
+    # Files, not pipes: workers that outlive the parent would hold a pipe open.
+    with out.open("w") as stdout, err.open("w") as stderr:
+        done = subprocess.run([sys.executable, str(script), signal_name], stdout=stdout, stderr=stderr,
+                              env=env, timeout=120)
+    assert done.returncode < 0, err.read_text()  # ended by the signal, not by a normal exit
+    pids = [int(word) for word in out.read_text().split()]
+    assert len(pids) == 2 and os.getpid() not in pids
+    deadline = time.monotonic() + 30
+    while any(map(_running, pids)) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    left = [pid for pid in pids if _running(pid)]
+    for pid in left:  # do not leave them behind when the test fails
+        os.kill(pid, 9)
+    assert not left, f"workers {left} outlived their parent"
