@@ -9,7 +9,9 @@ say over which cores each job uses, so a multi-threaded solver (``muzero``'s XLA
 (``random``, ``heuristic``), which cannot use a second. Jobs start as cores free up.
 Records go to ``--out`` as in any sweep (existing ones are skipped), so the table is
 then ``mallocgame bench speedups --solvers ... --budget B --out OUT --per-program``
-with the same ``--option`` values.
+with the same ``--option`` values. ``SIGTERM`` or ``SIGINT`` (Ctrl-C) stops the sweep:
+the running jobs are terminated (their records are not written) and no new one starts;
+run the same command again to go on.
 
 Usage::
 
@@ -23,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import signal
 import subprocess
 import sys
 import threading
@@ -54,6 +57,18 @@ def main() -> None:
     jobs = [(program, solver, seed) for seed in args.seeds for program in args.programs for solver in args.solvers]
     lock = threading.Condition()
     failures: list[str] = []
+    running: set[subprocess.Popen] = set()
+    stopped: list[int] = []  # the signal that stopped the sweep
+
+    def stop(signum: int, _frame: object) -> None:
+        with lock:
+            stopped.append(signum)
+            for proc in running:
+                proc.terminate()
+            lock.notify_all()
+
+    signal.signal(signal.SIGTERM, stop)
+    signal.signal(signal.SIGINT, stop)
     print(f"{len(jobs)} jobs on {len(free)} cores, {cores_per_job} per multi-threaded job", flush=True)
 
     def run(program: str, solver: str, seed: int, cores: list[int]) -> None:
@@ -62,9 +77,14 @@ def main() -> None:
                "bench", "speedups", "--programs", program, "--solvers", solver, "--budget",
                f"{args.budget:g}", "--seeds", str(seed), "--workers", "1", "--out", args.out, *options]
         name = f"{program.replace('/', '-')}.{solver}.s{seed}.log"
-        with open(logs / name, "w") as log:
-            rc = subprocess.run(cmd, stdout=log, stderr=subprocess.STDOUT).returncode
+        with open(logs / name, "w") as log, lock:
+            if stopped:
+                return
+            proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT)
+            running.add(proc)
+        rc = proc.wait()
         with lock:
+            running.discard(proc)
             free.extend(cores)
             free.sort()
             if rc != 0:
@@ -76,13 +96,18 @@ def main() -> None:
     for program, solver, seed in jobs:
         need = 1 if solver in SINGLE_THREADED else cores_per_job
         with lock:
-            lock.wait_for(lambda n=need: len(free) >= n)
+            lock.wait_for(lambda n=need: len(free) >= n or bool(stopped))
+            if stopped:
+                break
             cores, free[:] = free[:need], free[need:]
         thread = threading.Thread(target=run, args=(program, solver, seed, cores))
         thread.start()
         threads.append(thread)
     for thread in threads:
         thread.join()
+    if stopped:
+        print(f"stopped by signal {stopped[0]}: running jobs terminated, the rest not started", file=sys.stderr)
+        sys.exit(128 + stopped[0])
     for line in failures:
         print(line, file=sys.stderr)
     sys.exit(1 if failures else 0)
