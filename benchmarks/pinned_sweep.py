@@ -77,10 +77,11 @@ def main() -> None:
                "bench", "speedups", "--programs", program, "--solvers", solver, "--budget",
                f"{args.budget:g}", "--seeds", str(seed), "--workers", "1", "--out", args.out, *options]
         name = f"{program.replace('/', '-')}.{solver}.s{seed}.log"
-        with open(logs / name, "w") as log, lock:
+        with lock:
             if stopped:
                 return
-            proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT)
+            with open(logs / name, "w") as log:
+                proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT)
             running.add(proc)
         rc = proc.wait()
         with lock:

@@ -48,8 +48,8 @@ games through a :class:`concurrent.futures.ProcessPoolExecutor` from
 The workers are started with the ``forkserver`` method on Linux and ``spawn``
 elsewhere, never ``fork``: a process that has imported JAX (the test suite, the XLA
 frontend) runs threads, and a forked child can deadlock on a lock one of them held
-(JAX warns about it). The fork server preloads this module (a fork server already started in
-this process keeps its own preload list), and each worker's initializer receives
+(JAX warns about it). The fork server preloads this module (a fork server already
+started in this process keeps its own preload list), and each worker's initializer receives
 the instance and its game tables once, pickled together in the parent, builds its
 own game and feature extractor, and warms up the compiled kernels (``cache=True``:
 they are loaded from numba's cache, not compiled) by playing one move, so the
