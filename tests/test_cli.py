@@ -201,6 +201,44 @@ def test_simulate_reports_speedup_and_refuses_invalid(tmp_path: Path, capsys) ->
     assert "reward_mismatch" in capsys.readouterr().out
 
 
+def test_project_replays_a_mapping_as_a_game_and_reports_what_it_keeps(tmp_path: Path, capsys) -> None:
+    from mallocgame.workloads.registry import load_workload
+
+    program = "xla-v1/inplace_update_loop"  # its heuristic mapping loses most of its reward as a game
+    mapping, projected = tmp_path / "heuristic.json", tmp_path / "projected.json"
+    assert main(["solve", program, "--solver", "heuristic", "--out", str(mapping)]) == 0
+    capsys.readouterr()
+    assert main(["project", program, str(mapping), "--out", str(projected)]) == 0
+    out = capsys.readouterr().out
+    source, game = json.loads(mapping.read_text()), json.loads(projected.read_text())
+    assert len(game["actions"]) == load_workload(program).num_buffers  # a complete game
+    kept = game["reward_s"] / source["reward_s"]
+    assert 0 < kept < 1 and f"(kept {kept:.4f})" in out
+    assert f"{game['backups']} Drop-backups" in out and game["backups"] > 0
+    assert main(["check", program, str(projected)]) == 0
+    capsys.readouterr()
+    # a game trajectory is its own projection
+    again = tmp_path / "again.json"
+    assert main(["project", program, str(projected), "--out", str(again)]) == 0
+    assert "(kept 1.0000); 0 fallbacks, 0 Drop-backups" in capsys.readouterr().out
+    assert json.loads(again.read_text())["actions"] == game["actions"]
+
+
+def test_project_refuses_an_invalid_mapping(tmp_path: Path, capsys) -> None:
+    program = "xla-v1/gru_infer"
+    mapping, projected = tmp_path / "heuristic.json", tmp_path / "projected.json"
+    assert main(["solve", program, "--solver", "heuristic", "--out", str(mapping)]) == 0
+    doc = json.loads(mapping.read_text())
+    doc["reward_s"] *= 2
+    mapping.write_text(json.dumps(doc))
+    capsys.readouterr()
+    assert main(["project", program, str(mapping), "--out", str(projected)]) == 1
+    assert capsys.readouterr().out.startswith("invalid (not projected)")
+    assert not projected.exists()
+    assert main(["project", program, str(tmp_path / "missing.json")]) == 2
+    _one_line_error(capsys)
+
+
 def test_a_sweep_with_a_bad_solver_option_ends_with_one_error_line(tmp_path: Path, instance_file: Path,
                                                                     capsys) -> None:
     argv = ["bench", "speedups", "--programs", str(instance_file), "--solvers", "es", "--work", "1",

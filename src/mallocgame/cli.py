@@ -175,6 +175,29 @@ def _cmd_simulate(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _cmd_project(args: argparse.Namespace) -> int:
+    """Replay a (checked) mapping's decisions as a game trajectory; report what it keeps."""
+    from mallocgame.check import check_solution
+    from mallocgame.solution import load_solution, save_solution
+    from mallocgame.solvers.projection import project
+    from mallocgame.workloads.registry import load_workload
+
+    inst = load_workload(args.instance)
+    mapping = load_solution(args.solution)
+    report = check_solution(inst, mapping)
+    if not report.ok:
+        print(f"invalid (not projected): {report.summary()}")
+        return EXIT_CHECK_FAILED
+    projected, kept = project(inst, mapping)
+    out = Path(args.out) if args.out else _default_out(inst.name, f"{mapping.solver}-projected", mapping.seed)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    save_solution(projected, out)
+    print(f"{inst.name}: mapping normalized reward {mapping.normalized_reward:.6f}, as a game "
+          f"{projected.normalized_reward:.6f} (kept {kept:.4f}); {projected.extra['fallbacks']} "
+          f"fallbacks, {projected.extra['backups']} Drop-backups -> {out}")
+    return EXIT_OK
+
+
 def _cmd_show(args: argparse.Namespace) -> int:
     from mallocgame.solution import load_solution
     from mallocgame.viz import draw_layout
@@ -419,6 +442,12 @@ def _parser() -> _Parser:
     p.add_argument("instance", help="a bundled workload name or an instance file")
     p.add_argument("solution")
     p.set_defaults(func=_cmd_simulate)
+
+    p = sub.add_parser("project", help="a mapping's decisions replayed as a game trajectory (what it keeps)")
+    p.add_argument("instance", help="a bundled workload name or an instance file")
+    p.add_argument("solution", help="a valid solution, e.g. the heuristic's")
+    p.add_argument("--out", default=None, help="the trajectory (default out/NAME.SOLVER-projected.sSEED.json)")
+    p.set_defaults(func=_cmd_project)
 
     p = sub.add_parser("bench", help="experiments: resumable sweeps and their tables")
     bench = p.add_subparsers(dest="experiment", required=True, parser_class=_Parser)
