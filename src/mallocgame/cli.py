@@ -13,9 +13,13 @@ import re
 import sys
 import time
 from pathlib import Path
-from typing import NoReturn, Sequence
+from typing import TYPE_CHECKING, NoReturn, Sequence
 
 from mallocgame.errors import MallocGameError
+
+if TYPE_CHECKING:
+    from mallocgame.instance import Instance
+    from mallocgame.solution import Solution
 
 __all__ = ["main"]
 
@@ -155,9 +159,10 @@ def _cmd_check(args: argparse.Namespace) -> int:
     return EXIT_CHECK_FAILED
 
 
-def _cmd_simulate(args: argparse.Namespace) -> int:
+def _checked_solution(args: argparse.Namespace, verb: str) -> tuple[Instance, Solution] | None:
+    """``args.instance`` and ``args.solution`` loaded; ``None`` (after printing why, as
+    "invalid (not VERB): ...") when the solution fails ``check``."""
     from mallocgame.check import check_solution
-    from mallocgame.simulate import baseline_latency, simulate
     from mallocgame.solution import load_solution
     from mallocgame.workloads.registry import load_workload
 
@@ -165,8 +170,18 @@ def _cmd_simulate(args: argparse.Namespace) -> int:
     solution = load_solution(args.solution)
     report = check_solution(inst, solution)
     if not report.ok:
-        print(f"invalid (not simulated): {report.summary()}")
+        print(f"invalid (not {verb}): {report.summary()}")
+        return None
+    return inst, solution
+
+
+def _cmd_simulate(args: argparse.Namespace) -> int:
+    from mallocgame.simulate import baseline_latency, simulate
+
+    checked = _checked_solution(args, "simulated")
+    if checked is None:
         return EXIT_CHECK_FAILED
+    inst, solution = checked
     result = simulate(inst, solution)
     baseline = baseline_latency(inst)
     print(f"{inst.name}: latency {result.latency_s * 1e3:.6f} ms (all slow: {baseline * 1e3:.6f} ms), "
@@ -177,17 +192,13 @@ def _cmd_simulate(args: argparse.Namespace) -> int:
 
 def _cmd_project(args: argparse.Namespace) -> int:
     """Replay a (checked) mapping's decisions as a game trajectory; report what it keeps."""
-    from mallocgame.check import check_solution
-    from mallocgame.solution import load_solution, save_solution
+    from mallocgame.solution import save_solution
     from mallocgame.solvers.projection import project
-    from mallocgame.workloads.registry import load_workload
 
-    inst = load_workload(args.instance)
-    mapping = load_solution(args.solution)
-    report = check_solution(inst, mapping)
-    if not report.ok:
-        print(f"invalid (not projected): {report.summary()}")
+    checked = _checked_solution(args, "projected")
+    if checked is None:
         return EXIT_CHECK_FAILED
+    inst, mapping = checked
     projected, kept = project(inst, mapping)
     out = Path(args.out) if args.out else _default_out(inst.name, f"{mapping.solver}-projected", mapping.seed)
     out.parent.mkdir(parents=True, exist_ok=True)
