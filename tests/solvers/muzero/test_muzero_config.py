@@ -50,7 +50,7 @@ def test_demonstrations_are_a_comma_list() -> None:
     assert cfg.demonstration_sources == ("heuristic", "greedy") and cfg.reanalyse_fraction == 0.5
     assert MuZeroConfig().demonstration_sources == ("heuristic", "greedy", "es")  # the defaults
     assert MuZeroConfig().imitation == 0.5
-    assert MuZeroConfig().restart_fraction == 0.0  # an option (README: a wash over the suite)
+    assert MuZeroConfig().restart_fraction == 0.0  # an option: a wash over the suite (docs/muzero-experiments.md)
     assert MuZeroConfig().reanalyse_fraction == 0.5  # Table 6
     assert config_from_options({"demonstrations": ""}).demonstration_sources == ()
 

@@ -24,7 +24,7 @@ learning_rate               2e-4         1e-3        a smaller batch and a run o
 weight_decay                1e-4         1e-4
 replay_size                 20,000       20,000      positions
 reanalyse_fraction          0.5          0.5         (the kept games: demonstrations and
-                                                     the best self-play game, README)
+                                                     the best self-play game)
 (demonstrations)            none         heuristic,  our choice, measured (below; the
                                          greedy, es  paper learned without them)
 ==========================  ===========  ==========  =====================================
@@ -40,7 +40,7 @@ value head), the network widths, ``parallel_games`` 16.
 
 Two search settings differ from mctx's and the paper's Gumbel MuZero, measured on
 four suite programs of 420 to 929 buffers and then on the 19 suite programs up to
-1,000 buffers (README, "Making it learn"):
+1,000 buffers (docs/muzero-experiments.md, "Making it learn"):
 
 - ``rescale_q`` False: Q is not min-max normalized before ``sigma``. A move's reward
   is about 1e-3 of a game's value here, so normalizing turned model noise into
@@ -57,13 +57,15 @@ search's Q differences move the policy targets from the prior) and
 Drop, the greedy order ``es`` starts from; our choice, not the paper's). Both helped
 on programs of 262 to 929 buffers and did worse on the two smallest suite programs
 (``gru_infer`` 0.89 → 0.48-0.56), where one seed does not separate settings well; see
-the README. With ``value_scale`` above ``support_max`` the value targets of most of a
-game are clipped, so those runs also made the search nearly myopic.
+docs/muzero-experiments.md. With ``value_scale`` above ``support_max`` the value
+targets of most of a game are clipped, so those runs also made the search nearly
+myopic.
 
 Reanalyse (``reanalyse_fraction`` 0.5, Table 6's value; see ``reanalyse.py``) is the
 default since it was measured on the 19 suite programs up to 1,000 buffers at 120 s
-(README), first with the ``heuristic`` and ``greedy`` demonstrations and the best
-self-play game (better best game than without Reanalyse on 13, worse on 4), then, the
+(docs/muzero-experiments.md), first with the ``heuristic`` and ``greedy``
+demonstrations and the best self-play game (better best game than without Reanalyse
+on 13, worse on 4), then, the
 default since the sixth session, with ``es``'s best game as a third demonstration and
 ``imitation`` 0.5 (better than that on 17, worse on 2; mean best game 0.697 against
 0.644 and ``es``'s 0.696):
@@ -83,16 +85,16 @@ game, which alone was a wash (10 better, 8 worse than no Reanalyse).
 ``q_scale_per_buffer=k`` sets ``c_scale = k N`` for an ``N``-buffer program, so that a
 decision's share of the return moves the policy targets alike on small and large
 programs. Measured on the 19 suite programs up to 1,000 buffers at 120 s with
-``k = 0.0015`` (README): better on 10, worse on 9, mean best game 0.641 against the
-defaults' 0.635; an option, not a default.
+``k = 0.0015`` (docs/muzero-experiments.md): better on 10, worse on 9, mean best
+game 0.641 against the defaults' 0.635; an option, not a default.
 
 ``restart_fraction=p`` starts a new game in a sampling slot, with probability ``p``,
 at a random state of the agent's best self-play game (its first ``t`` decisions
 replayed without search; ``selfplay.py``): a local search around the best game, the
 way ``es`` improves its own. Measured with ``p = 0.5`` on the 19 suite programs up to
-1,000 buffers at 120 s (README): better on 9, worse on 7, mean best game 0.698
-against the defaults' 0.697; with a second seed on 10 programs, better on 6, worse
-on 4. A wash: an option, not a default.
+1,000 buffers at 120 s (docs/muzero-experiments.md): better on 9, worse on 7, mean
+best game 0.698 against the defaults' 0.697; with a second seed on 10 programs, better
+on 6, worse on 4. A wash: an option, not a default.
 """
 
 from __future__ import annotations
