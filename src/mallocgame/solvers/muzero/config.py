@@ -65,10 +65,9 @@ Reanalyse (``reanalyse_fraction`` 0.5, Table 6's value; see ``reanalyse.py``) is
 default since it was measured on the 19 suite programs up to 1,000 buffers at 120 s
 (docs/muzero-experiments.md), first with the ``heuristic`` and ``greedy``
 demonstrations and the best self-play game (better best game than without Reanalyse
-on 13, worse on 4), then, the
-default since the sixth session, with ``es``'s best game as a third demonstration and
-``imitation`` 0.5 (better than that on 17, worse on 2; mean best game 0.697 against
-0.644 and ``es``'s 0.696):
+on 13, worse on 4), then, the default since the sixth session, with ``es``'s best
+game as a third demonstration and ``imitation`` 0.5 (better than that on 17, worse on
+2; mean best game 0.697 against 0.644 and ``es``'s 0.696):
 
 - ``demonstrations=...,es`` plays evolution strategies first, for ``es_share`` (0.25)
   of a wall-clock budget, or ``es_games`` games without one (so a work budget stays
