@@ -204,8 +204,8 @@ def _cmd_project(args: argparse.Namespace) -> int:
     out.parent.mkdir(parents=True, exist_ok=True)
     save_solution(projected, out)
     print(f"{inst.name}: mapping normalized reward {mapping.normalized_reward:.6f}, as a game "
-          f"{projected.normalized_reward:.6f} (kept {kept:.4f}); {projected.extra['fallbacks']} "
-          f"fallbacks, {projected.extra['backups']} Drop-backups -> {out}")
+          f"{projected.normalized_reward:.6f} (kept {kept:.4f}); {projected.info['fallbacks']} "
+          f"fallbacks, {projected.info['backups']} Drop-backups -> {out}")
     return EXIT_OK
 
 

@@ -1,8 +1,12 @@
 """Solutions (SPEC section 7): a mapping of buffers to fast memory, and its reward.
 
 A :class:`Solution` lists one :class:`Allocation` per buffer placed in fast memory;
-game trajectories also carry their ``actions``. :func:`load_solution` and
-:func:`save_solution` read and (atomically) write the JSON file.
+game trajectories also carry their ``actions``. Every solver reports the ``work`` it
+did and, where it proves one, ``bound_s``; its other diagnostics are ``info``. In the
+file ``work`` and ``bound_s`` are top-level keys (SPEC section 7) and ``info`` one
+object; a file's other top-level keys (what files written before ``info`` existed
+carry) are read into ``info``. :func:`load_solution` also reads the solution kept in a
+sweep record. :func:`save_solution` writes atomically.
 """
 
 from __future__ import annotations
@@ -64,10 +68,7 @@ class Allocation:
 
 @dataclass(frozen=True)
 class Solution:
-    """A solved instance: allocations, reward, and how it was found.
-
-    ``extra`` keeps further keys (``work``, ``bound_s``, ...) written as they are.
-    """
+    """A solved instance: allocations, reward, and how it was found."""
 
     instance: str
     instance_sha256: str
@@ -77,8 +78,10 @@ class Solution:
     allocations: tuple[Allocation, ...]
     reward_s: float
     normalized_reward: float
-    actions: tuple[int, ...] | None = None
-    extra: Mapping[str, Any] = field(default_factory=dict)
+    actions: tuple[int, ...] | None = None  # the game trajectory, or None for a mapping found outside the game
+    work: Mapping[str, int | float] = field(default_factory=dict)  # work done, in the solver's units
+    bound_s: float | None = None  # a proven upper bound on reward_s, seconds
+    info: Mapping[str, Any] = field(default_factory=dict)  # the solver's diagnostics (JSON values)
 
     def to_dict(self) -> dict[str, Any]:
         doc: dict[str, Any] = {
@@ -95,8 +98,12 @@ class Solution:
         doc["allocations"] = [a.to_dict() for a in self.allocations]
         doc["reward_s"] = self.reward_s
         doc["normalized_reward"] = self.normalized_reward
-        for key, value in self.extra.items():
-            doc.setdefault(key, value)
+        if self.work:
+            doc["work"] = dict(self.work)
+        if self.bound_s is not None:
+            doc["bound_s"] = self.bound_s
+        if self.info:
+            doc["info"] = dict(self.info)
         return doc
 
 
@@ -156,9 +163,20 @@ def solution_from_dict(doc: Any, *, where: str = "solution") -> Solution:
         if not isinstance(actions, list) or not all(_is_int(a) for a in actions):
             raise _fail(where, "'actions' must be a list of integers")
         actions = tuple(actions)
+    work = doc.get("work", {})
+    if not isinstance(work, Mapping) or not all(
+        isinstance(v, (int, float)) and not isinstance(v, bool) for v in work.values()
+    ):
+        raise _fail(where, "'work' must be an object of numbers")
+    bound = doc.get("bound_s")
+    if bound is not None and not (isinstance(bound, (int, float)) and not isinstance(bound, bool)):
+        raise _fail(where, "'bound_s' must be a number or null")
+    info = doc.get("info", {})
+    if not isinstance(info, Mapping):
+        raise _fail(where, "'info' must be an object")
     known = {
         "format", "version", "instance", "instance_sha256", "solver", "seed", "wall_s",
-        "actions", "allocations", "reward_s", "normalized_reward",
+        "actions", "allocations", "reward_s", "normalized_reward", "work", "bound_s", "info",
     }
     return Solution(
         instance=str(doc["instance"]),
@@ -173,13 +191,24 @@ def solution_from_dict(doc: Any, *, where: str = "solution") -> Solution:
         reward_s=float(doc["reward_s"]),
         normalized_reward=float(doc["normalized_reward"]),
         actions=actions,
-        extra={k: v for k, v in doc.items() if k not in known},
+        work=dict(work),
+        bound_s=None if bound is None else float(bound),
+        info={**{k: v for k, v in doc.items() if k not in known}, **info},
     )
 
 
+RECORD_FORMAT = "mallocgame-result"
+"""The format of a sweep record (:mod:`mallocgame.bench.sweep`), which keeps its solution."""
+
+
 def load_solution(path: str | os.PathLike[str]) -> Solution:
-    """Read a solution file; errors name the file and the problem."""
+    """Read a solution file, or the solution kept in a sweep record; errors name the
+    file and the problem."""
     doc = read_json(path)
+    if isinstance(doc, Mapping) and doc.get("format") == RECORD_FORMAT:
+        if not isinstance(doc.get("solution"), Mapping):
+            raise FormatError(f"{path}: a sweep record without its solution (written before records kept it)")
+        doc = doc["solution"]
     try:
         return solution_from_dict(doc)
     except (FormatError, SolutionError) as exc:

@@ -39,7 +39,7 @@ def reward_curve(program: str, solver: str, seconds: float, seed: int = 0) -> li
         points.append(CurvePoint(program, solver, seed, imp.elapsed_s, imp.solution.normalized_reward, work))
 
     final = get_solver(solver).solve(inst, SolveRequest(seed=seed, seconds=seconds, callback=record))
-    work = ";".join(f"{k}={v}" for k, v in dict(final.extra.get("work") or {}).items())
+    work = ";".join(f"{k}={v}" for k, v in dict(final.work).items())
     points.append(CurvePoint(program, solver, seed, final.wall_s, final.normalized_reward, work))
     return points
 

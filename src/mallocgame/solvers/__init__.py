@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+from difflib import get_close_matches
+
 from mallocgame.errors import SolverError
-from mallocgame.solvers.base import Improvement, SolveRequest, Solver, solution_from_game
+from mallocgame.solvers.base import Improvement, Run, SolveRequest, Solver
 from mallocgame.solvers.drop import DropSolver
 from mallocgame.solvers.es import EsSolver
 from mallocgame.solvers.exact import ExactSolver
@@ -15,15 +17,7 @@ from mallocgame.solvers.mcts import MctsSolver
 from mallocgame.solvers.muzero import MuZeroNoSearchSolver, MuZeroSolver
 from mallocgame.solvers.random import RandomSolver
 
-__all__ = [
-    "SOLVERS",
-    "PLANNED_SOLVERS",
-    "get_solver",
-    "Solver",
-    "SolveRequest",
-    "Improvement",
-    "solution_from_game",
-]
+__all__ = ["SOLVERS", "get_solver", "solver_names", "Solver", "SolveRequest", "Improvement", "Run"]
 
 SOLVERS: dict[str, type[Solver]] = {
     cls.name: cls
@@ -32,16 +26,18 @@ SOLVERS: dict[str, type[Solver]] = {
         ExactSolver, ExhaustiveSolver, BestOfSolver, MuZeroSolver, MuZeroNoSearchSolver,
     )
 }
-"""Every solver this build implements."""
+"""Every solver this build has, by name."""
 
-PLANNED_SOLVERS = ("muzero-prod", "egrl")
-"""SPEC section 8 names whose solvers are not part of this build yet."""
+
+def solver_names() -> list[str]:
+    """Every solver's name, in listing order."""
+    return list(SOLVERS)
 
 
 def get_solver(name: str) -> Solver:
-    """A new solver by name; :class:`SolverError` for an unknown or unbuilt one."""
+    """A new solver by name; :class:`SolverError` (with a suggestion) for an unknown one."""
     if name in SOLVERS:
         return SOLVERS[name]()
-    if name in PLANNED_SOLVERS:
-        raise SolverError(f"solver '{name}' is not available in this build (have: {', '.join(SOLVERS)})")
-    raise SolverError(f"unknown solver '{name}' (have: {', '.join(SOLVERS)})")
+    close = get_close_matches(name, SOLVERS, n=1)
+    hint = f"; did you mean '{close[0]}'?" if close else ""
+    raise SolverError(f"unknown solver '{name}' (valid: {', '.join(SOLVERS)}){hint}")

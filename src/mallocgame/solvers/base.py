@@ -1,39 +1,31 @@
-"""The interface every solver implements, and what it reports.
+"""The contract every solver implements.
 
-A solver gets an instance and a :class:`SolveRequest` (seed, wall-clock and/or work
-budget, a callback for every new best solution, optional demonstrations) and returns
-a :class:`~mallocgame.solution.Solution` whose ``extra`` records the work it did
-(``work``) and, where it proves one, an upper bound on the reward (``bound_s``).
+A solver has a command-line ``name``, a ``work_unit`` (what its work budget counts) and
+a ``Config``: a frozen dataclass of its settings (:mod:`mallocgame.solvers.options`).
+:meth:`Solver.solve` parses ``request.options`` into the ``Config`` once, starts the
+stopwatch and hands a :class:`Run` to :meth:`Solver.search`, which is all a solver
+implements: it searches, reports each new best answer with :meth:`Run.improve` and
+returns its answer, built with :meth:`Run.game_answer` or :meth:`Run.mapping_answer`.
+The base class stamps the answer with the solver's name, the seed and the wall time.
 
-Options: ``SolveRequest.options`` holds solver-specific settings by name.
-:meth:`Solver.check_options` rejects (with :class:`~mallocgame.errors.SolverError`)
-any name a solver does not take and, where cheap, any value of the wrong type; each
-solver calls it at the start of :meth:`Solver.solve`, and a sweep calls it for every
-solver before it runs a job. By default a solver takes no options.
-
-Reproducibility: with a work budget (and no wall-clock budget) the same seed gives
-the same solution. With a wall-clock budget the work done is recorded in the file.
+Reproducibility: with a work budget and no wall-clock budget, the same seed gives the
+same answer. With a wall-clock budget the work done is recorded in ``Solution.work``.
 """
 
 from __future__ import annotations
 
 import abc
-import json
 import time
-from dataclasses import dataclass, field
-from typing import Any, Callable, Mapping, Sequence, TypeVar
+from dataclasses import dataclass, field, replace
+from typing import Any, Callable, ClassVar, Mapping, Sequence
 
-from mallocgame.errors import SolverError
 from mallocgame.game.state import Game
 from mallocgame.instance import Instance
-from mallocgame.solution import Solution
+from mallocgame.latency import normalize, reward_normalizer
+from mallocgame.solution import Allocation, Solution
+from mallocgame.solvers.options import json_settings, parse_config
 
-__all__ = [
-    "Improvement", "SolveRequest", "Solver", "Stopwatch", "settings_from_options", "solution_from_game",
-    "json_settings",
-]
-
-Settings = TypeVar("Settings")
+__all__ = ["Improvement", "SolveRequest", "Solver", "Stopwatch", "Run", "NoConfig", "solution_from_game"]
 
 
 @dataclass(frozen=True)
@@ -47,14 +39,19 @@ class Improvement:
 
 @dataclass(frozen=True)
 class SolveRequest:
-    """How to solve: the seed and the budgets (``None`` = not limited by that)."""
+    """How to solve: the seed, the budgets (``None``: not limited by that), options."""
 
     seed: int = 0
-    seconds: float | None = None  # wall-clock budget
+    seconds: float | None = None  # wall-clock budget, seconds
     work: int | None = None  # work budget in the solver's own unit (games, simulations, ...)
-    callback: Callable[[Improvement], None] | None = None
+    callback: Callable[[Improvement], None] | None = None  # called on every new best answer
     demonstrations: Sequence[Solution] = ()
-    options: Mapping[str, Any] = field(default_factory=dict)  # solver-specific settings
+    options: Mapping[str, Any] = field(default_factory=dict)  # the solver's settings by name
+
+
+@dataclass(frozen=True)
+class NoConfig:
+    """The settings of a solver that takes none."""
 
 
 class Stopwatch:
@@ -72,65 +69,6 @@ class Stopwatch:
         return self.seconds is not None and self.elapsed >= self.seconds
 
 
-def settings_from_options(
-    cls: type[Settings], solver: str, options: Mapping[str, Any], validate: Callable[[Settings], Settings]
-) -> Settings:
-    """``cls`` (a dataclass of a solver's settings) built from ``options`` and passed
-    through ``validate`` (which checks ranges and returns the settings, coerced).
-
-    An unknown name, a value of the wrong type (``TypeError``/``ValueError``, e.g.
-    ``"abc"`` for a number) or a failed check raises :class:`SolverError` naming ``solver``.
-    """
-    known = set(cls.__dataclass_fields__)  # type: ignore[attr-defined]
-    unknown = set(options) - known
-    if unknown:
-        raise SolverError(f"{solver}: unknown option(s) {sorted(unknown)} (have: {sorted(known)})")
-    try:
-        return validate(cls(**dict(options)))
-    except (TypeError, ValueError) as exc:
-        raise SolverError(f"{solver}: bad option value ({exc})") from None
-
-
-def json_settings(settings: Mapping[str, Any]) -> dict[str, Any]:
-    """``settings`` as they read back from JSON (tuples become lists, keys sorted), so
-    settings computed now compare equal to settings stored in a file."""
-    return json.loads(json.dumps(dict(settings), sort_keys=True, default=str))
-
-
-class Solver(abc.ABC):
-    """Base class: ``name`` is the command-line name; ``work_unit`` names the work budget."""
-
-    name: str = ""
-    work_unit: str = "games"
-
-    def check_options(self, options: Mapping[str, Any]) -> None:
-        """Raise :class:`SolverError` for any option this solver does not take.
-
-        The default takes none: any name is an error. A solver with settings
-        overrides this to accept its own names (and check their values where that
-        is cheap); it must not do any solving work, so a sweep can check every
-        solver's options before it runs a job.
-        """
-        if options:
-            got = ", ".join(sorted(str(key) for key in options))
-            raise SolverError(f"solver '{self.name}' takes no options (got: {got})")
-
-    def settings(self, options: Mapping[str, Any]) -> dict[str, Any]:
-        """Every setting a run with ``options`` uses, defaults filled in (JSON values).
-
-        A sweep keeps them in each result record and refuses to take a record written
-        under other settings for its job (a default changed since). The default: the
-        options as given, for a solver whose defaults are not one settings object.
-        Raises :class:`SolverError` as :meth:`check_options` does.
-        """
-        self.check_options(options)
-        return json_settings(options)
-
-    @abc.abstractmethod
-    def solve(self, instance: Instance, request: SolveRequest = SolveRequest()) -> Solution:
-        """Return the best solution found within the request's budget."""
-
-
 def solution_from_game(
     instance: Instance,
     game: Game,
@@ -138,7 +76,8 @@ def solution_from_game(
     solver: str,
     seed: int,
     wall_s: float,
-    extra: Mapping[str, Any] | None = None,
+    work: Mapping[str, int] | None = None,
+    info: Mapping[str, Any] | None = None,
 ) -> Solution:
     """The :class:`Solution` of a complete ``game`` (its actions, allocations, return)."""
     if not game.complete:
@@ -153,5 +92,104 @@ def solution_from_game(
         reward_s=game.return_s,
         normalized_reward=game.normalized_return,
         actions=tuple(game.actions()),
-        extra=dict(extra or {}),
+        work=dict(work or {}),
+        info=dict(info or {}),
     )
+
+
+class Run:
+    """One :meth:`Solver.solve` in progress: the request, its stopwatch, and answers."""
+
+    def __init__(self, solver: str, instance: Instance, request: SolveRequest, clock: Stopwatch) -> None:
+        self.solver = solver
+        self.instance = instance
+        self.request = request
+        self.clock = clock
+        self._normalizer: float | None = None
+
+    @property
+    def seed(self) -> int:
+        return self.request.seed
+
+    @property
+    def elapsed(self) -> float:
+        """Wall-clock seconds since the solve started."""
+        return self.clock.elapsed
+
+    def expired(self) -> bool:
+        """Whether the wall-clock budget is spent (never, without one)."""
+        return self.clock.expired()
+
+    def game_answer(
+        self, game: Game, work: Mapping[str, int], *, bound_s: float | None = None,
+        info: Mapping[str, Any] | None = None,
+    ) -> Solution:
+        """The answer of a complete ``game``."""
+        answer = solution_from_game(
+            self.instance, game, solver=self.solver, seed=self.seed, wall_s=self.elapsed, work=work, info=info,
+        )
+        return replace(answer, bound_s=bound_s)
+
+    def mapping_answer(
+        self, allocations: Sequence[Allocation], reward_s: float, work: Mapping[str, int], *,
+        bound_s: float | None = None, info: Mapping[str, Any] | None = None,
+    ) -> Solution:
+        """The answer of a mapping found outside the game (``actions`` is ``None``);
+        ``reward_s`` is its exact reward (:func:`mallocgame.latency.mapping_reward`)."""
+        if self._normalizer is None:
+            self._normalizer = reward_normalizer(self.instance)
+        return Solution(
+            instance=self.instance.name,
+            instance_sha256=self.instance.sha256,
+            solver=self.solver,
+            seed=self.seed,
+            wall_s=self.elapsed,
+            allocations=tuple(allocations),
+            reward_s=reward_s,
+            normalized_reward=normalize(self.instance, reward_s, self._normalizer),
+            actions=None,
+            work=dict(work),
+            bound_s=bound_s,
+            info=dict(info or {}),
+        )
+
+    def improve(self, answer: Solution) -> None:
+        """Report a new best ``answer`` to the request's callback (if any)."""
+        if self.request.callback is not None:
+            self.request.callback(Improvement(answer, self.elapsed, answer.work))
+
+
+class Solver(abc.ABC):
+    """Base class: a solver implements :meth:`search` and declares its ``Config``."""
+
+    name: ClassVar[str] = ""
+    work_unit: ClassVar[str] = "games"  # what ``SolveRequest.work`` counts
+    Config: ClassVar[type] = NoConfig  # a frozen dataclass of settings (mallocgame.solvers.options)
+
+    def config(self, options: Mapping[str, Any]) -> Any:
+        """``options`` parsed into this solver's ``Config``; :class:`SolverError` if bad.
+        Does no solving work, so a sweep checks every job's options before it runs one."""
+        return parse_config(self.Config, options, self.name)
+
+    def check_options(self, options: Mapping[str, Any]) -> None:
+        """Raise :class:`~mallocgame.errors.SolverError` for a bad option name or value."""
+        self.config(options)
+
+    def settings(self, options: Mapping[str, Any]) -> dict[str, Any]:
+        """Every setting a run with ``options`` uses, defaults filled in (JSON values).
+
+        A sweep keeps them in each record and refuses a record written under other
+        settings for its job (a default changed since).
+        """
+        return json_settings(self.config(options))
+
+    def solve(self, instance: Instance, request: SolveRequest = SolveRequest()) -> Solution:
+        """The best answer found within the request's budget."""
+        clock = Stopwatch(request.seconds)
+        config = self.config(request.options)
+        answer = self.search(instance, config, Run(self.name, instance, request, clock))
+        return replace(answer, solver=self.name, seed=request.seed, wall_s=clock.elapsed)
+
+    @abc.abstractmethod
+    def search(self, instance: Instance, config: Any, run: Run) -> Solution:
+        """Search ``instance`` under ``config`` within ``run``'s budgets; return the answer."""

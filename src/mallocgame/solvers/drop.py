@@ -5,7 +5,7 @@ from __future__ import annotations
 from mallocgame.game.state import DROP, Game
 from mallocgame.instance import Instance
 from mallocgame.solution import Solution
-from mallocgame.solvers.base import Improvement, SolveRequest, Solver, Stopwatch, solution_from_game
+from mallocgame.solvers.base import NoConfig, Run, Solver
 
 __all__ = ["DropSolver"]
 
@@ -16,17 +16,10 @@ class DropSolver(Solver):
     name = "drop"
     work_unit = "games"
 
-    def solve(self, instance: Instance, request: SolveRequest = SolveRequest()) -> Solution:
-        self.check_options(request.options)
-        clock = Stopwatch(request.seconds)
+    def search(self, instance: Instance, config: NoConfig, run: Run) -> Solution:
         game = Game(instance)
         while not game.complete:
             game.step(DROP)
-        work = {"games": 1}
-        solution = solution_from_game(
-            instance, game, solver=self.name, seed=request.seed, wall_s=clock.elapsed,
-            extra={"work": work},
-        )
-        if request.callback is not None:
-            request.callback(Improvement(solution, clock.elapsed, work))
-        return solution
+        answer = run.game_answer(game, {"games": 1})
+        run.improve(answer)
+        return answer

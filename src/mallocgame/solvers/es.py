@@ -80,27 +80,20 @@ import pickle
 import time
 from concurrent.futures import Executor
 from concurrent.futures.process import BrokenProcessPool
-from dataclasses import asdict, dataclass, replace
-from typing import Any, Mapping, Sequence
+from dataclasses import dataclass, replace
+from typing import Literal, Sequence
 
 import numpy as np
 
-from mallocgame.errors import SolverError, WorkerError
+from mallocgame.errors import WorkerError
 from mallocgame.game.backup import DropBackup
 from mallocgame.game.features import NUM_FEATURES, FeatureExtractor
 from mallocgame.game.state import DROP, Game, replay
 from mallocgame.game.tables import GameTables, build_tables
 from mallocgame.instance import Instance
 from mallocgame.solution import Solution
-from mallocgame.solvers.base import (
-    Improvement,
-    SolveRequest,
-    Solver,
-    Stopwatch,
-    json_settings,
-    settings_from_options,
-    solution_from_game,
-)
+from mallocgame.solvers.base import Run, Solver
+from mallocgame.solvers.options import setting
 from mallocgame.workers import process_pool
 
 __all__ = [
@@ -121,42 +114,32 @@ _BIAS = NUM_FEATURES - 1  # index of the constant "bias" feature
 
 @dataclass(frozen=True)
 class EsConfig:
-    """ES settings, from ``SolveRequest.options`` (see the module docstring)."""
+    """The settings of ``es`` (picked on lstm_infer, alexnet_train_b32 and
+    transformer_train at 120-200 games; what matters is ``sigma`` and ``lr`` relative
+    to ``init_scale``, since scaling every weight leaves the argmax policy as it is)."""
 
-    population: int = 16
-    sigma: float = 0.1
-    lr: float = 0.03
-    optimizer: str = "adam"
-    l2: float = 0.005
-    hidden: int = 0
-    init: str = "greedy"
-    init_scale: float = 0.3
-    eval_mean: bool = True
-    workers: int = 1
+    population: int = setting(16, "perturbed games per generation (rounded up to even, at least 2)")
+    sigma: float = setting(0.1, "standard deviation of the parameter perturbations (> 0)")
+    lr: float = setting(0.03, "step size of the parameter update (> 0)")
+    optimizer: Literal["adam", "sgd"] = setting("adam", "the ascent step: Adam or plain SGD")
+    l2: float = setting(0.005, "weight decay per step, as a fraction of lr")
+    hidden: int = setting(0, "hidden units of the policy: 0 linear, h > 0 a one-hidden-layer MLP")
+    init: Literal["greedy", "zeros", "random"] = setting(
+        "greedy", "initial parameters: the greedy Copy > NoCopy > Drop rule, zeros, or N(0, init_scale^2)")
+    init_scale: float = setting(0.3, "scale of the initial parameters")
+    eval_mean: bool = setting(True, "also play the mean policy once per generation")
+    workers: int = setting(1, "processes that play each generation's games (1: this process)")
 
-    @classmethod
-    def from_options(cls, options: Mapping[str, Any]) -> "EsConfig":
-        """The settings in ``options``; a bad name or value raises :class:`SolverError`."""
-        return settings_from_options(cls, "es", options, cls._validated)
-
-    def _validated(self) -> "EsConfig":
-        """These settings checked and coerced (population even, counts as ints)."""
-        cfg = self
-        pop = int(cfg.population)
-        if pop < 2:
-            raise SolverError("es: population must be at least 2")
-        cfg = replace(
-            cfg, population=pop + (pop % 2), hidden=int(cfg.hidden), workers=max(1, int(cfg.workers))
-        )
-        if cfg.sigma <= 0 or cfg.lr <= 0:
-            raise SolverError("es: sigma and lr must be positive")
-        if cfg.optimizer not in ("adam", "sgd"):
-            raise SolverError("es: optimizer must be 'adam' or 'sgd'")
-        if cfg.init not in ("greedy", "zeros", "random"):
-            raise SolverError("es: init must be 'greedy', 'zeros' or 'random'")
-        if cfg.hidden < 0:
-            raise SolverError("es: hidden must be >= 0")
-        return cfg
+    def __post_init__(self) -> None:
+        if self.population < 2:
+            raise ValueError("population must be at least 2")
+        object.__setattr__(self, "population", self.population + self.population % 2)
+        if self.sigma <= 0 or self.lr <= 0:
+            raise ValueError("sigma and lr must be positive")
+        if self.hidden < 0:
+            raise ValueError("hidden must be >= 0")
+        if self.workers < 1:
+            raise ValueError("workers must be at least 1")
 
 
 @dataclass(frozen=True)
@@ -326,17 +309,10 @@ class EsSolver(Solver):
     name = "es"
     work_unit = "games"
 
-    def check_options(self, options: Mapping[str, Any]) -> None:
-        """The options of :class:`EsConfig` (names and values, as :meth:`solve` reads them)."""
-        EsConfig.from_options(options)
+    Config = EsConfig
 
-    def settings(self, options: Mapping[str, Any]) -> dict[str, Any]:
-        """Every :class:`EsConfig` field, defaults filled in."""
-        return json_settings(asdict(EsConfig.from_options(options)))
-
-    def solve(self, instance: Instance, request: SolveRequest = SolveRequest()) -> Solution:
-        clock = Stopwatch(request.seconds)
-        cfg = EsConfig.from_options(request.options)
+    def search(self, instance: Instance, cfg: EsConfig, run: Run) -> Solution:
+        request, clock = run.request, run.clock
         rng = np.random.default_rng(request.seed)
         shape = LinearPolicyShape(cfg.hidden)
         tables = build_tables(instance)
@@ -385,13 +361,8 @@ class EsSolver(Solver):
                 if game is None:
                     assert actions is not None
                     game = replay(instance, actions[:num_b].tolist(), tables)
-                work = dict(state)
-                best = solution_from_game(
-                    instance, game, solver=self.name, seed=request.seed, wall_s=clock.elapsed,
-                    extra={"work": work},
-                )
-                if request.callback is not None:
-                    request.callback(Improvement(best, clock.elapsed, work))
+                best = run.game_answer(game, dict(state))
+                run.improve(best)
 
         def evaluate(thetas: list[np.ndarray]) -> list[float]:
             """Play one game per parameter vector (in order); keep the best; return fitnesses."""
@@ -457,4 +428,4 @@ class EsSolver(Solver):
                 pool.shutdown(wait=True, cancel_futures=True)
 
         assert best is not None
-        return replace(best, wall_s=clock.elapsed, extra={**best.extra, "work": dict(state)})
+        return replace(best, work=dict(state))

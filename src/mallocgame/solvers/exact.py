@@ -118,16 +118,15 @@ from __future__ import annotations
 import math
 from collections import defaultdict
 from dataclasses import dataclass, field
-from typing import Any, Callable, Mapping
+from typing import Any, Callable
 
 from ortools.sat.python import cp_model
 
 from mallocgame.check import SUPPLY_RTOL, physical_check
-from mallocgame.errors import SolverError
 from mallocgame.instance import Instance
-from mallocgame.latency import mapping_reward, normalize, reward_normalizer
+from mallocgame.latency import mapping_reward
 from mallocgame.solution import Allocation, Solution
-from mallocgame.solvers.base import Improvement, SolveRequest, Solver, Stopwatch
+from mallocgame.solvers.base import Run, SolveRequest, Solver, Stopwatch
 from mallocgame.solvers.bound import (
     RooflineTerm,
     bound_details,
@@ -135,23 +134,31 @@ from mallocgame.solvers.bound import (
     reach,
     trivial_bound,
 )
+from mallocgame.solvers.options import setting
 
-__all__ = ["EXACT_OPTIONS", "ExactSolver", "MappingModel", "copy_in_start", "copy_out_end"]
+__all__ = ["ExactConfig", "ExactSolver", "MappingModel", "copy_in_start", "copy_out_end"]
 
 DEFAULT_SECONDS = 60.0
 BUILD_S_PER_BUFFER = 1e-3  # model building, seconds per buffer (measured: ~0.75 ms)
 SCALE_EPS = 1e-6  # total rounding of the scaled objective, as a fraction of the trivial bound
 
-EXACT_OPTIONS: dict[str, str] = {
-    "workers": "a whole number >= 1",
-    "cumulative": "true or false",
-    "warm_start": "true or false",
-    "warm_start_s": "a number of seconds >= 0",
-    "heuristic_start": "true or false",
-    "force_model": "true or false",
-    "log": "true or false",
-}
-"""The options :class:`ExactSolver` takes, and the values each accepts."""
+@dataclass(frozen=True)
+class ExactConfig:
+    """The settings of ``exact``."""
+
+    workers: int = setting(1, "CP-SAT search workers (1 with a work budget: reproducible)")
+    cumulative: bool = setting(True, "add the redundant cumulative (capacity over time) constraint")
+    warm_start: bool = setting(True, "play a few games first, as a hint and a fallback answer")
+    warm_start_s: float | None = setting(None, "seconds of warm-start games (none: a small share of the budget)")
+    heuristic_start: bool = setting(True, "hint CP-SAT with the heuristic's mapping")
+    force_model: bool = setting(False, "build the model even when the budget looks too small")
+    log: bool = setting(False, "print CP-SAT's search log")
+
+    def __post_init__(self) -> None:
+        if self.workers < 1:
+            raise ValueError("workers must be at least 1")
+        if self.warm_start_s is not None and self.warm_start_s < 0:
+            raise ValueError("warm_start_s must be >= 0")
 
 
 # ------------------------------------------------------------------- copy intervals
@@ -787,29 +794,13 @@ class ExactSolver(Solver):
     name = "exact"
     work_unit = "dtime_ms"
 
-    def check_options(self, options: Mapping[str, Any]) -> None:
-        """Names in :data:`EXACT_OPTIONS` only, each with a value of its kind."""
-        for key, value in options.items():
-            if key not in EXACT_OPTIONS:
-                raise SolverError(f"unknown exact option '{key}' (known: {', '.join(EXACT_OPTIONS)})")
-            number = isinstance(value, (int, float)) and not isinstance(value, bool)
-            if key == "workers":
-                ok = number and float(value).is_integer() and value >= 1
-            elif key == "warm_start_s":
-                ok = value is None or (number and value >= 0)
-            else:
-                ok = isinstance(value, bool) or (number and value in (0, 1))
-            if not ok:
-                raise SolverError(f"exact option {key} must be {EXACT_OPTIONS[key]}, not {value!r}")
+    Config = ExactConfig
 
-    def solve(self, instance: Instance, request: SolveRequest = SolveRequest()) -> Solution:
-        self.check_options(request.options)
-        clock = Stopwatch(request.seconds)
-        options = dict(request.options)
+    def search(self, instance: Instance, cfg: ExactConfig, run: Run) -> Solution:
+        request, clock = run.request, run.clock
         seconds = request.seconds
         if seconds is None and request.work is None:
             seconds = DEFAULT_SECONDS
-        normalizer = reward_normalizer(instance)
         bound_info = bound_details(instance)
         found: list[tuple[float, list[Allocation]]] = []  # improving mappings, by true reward
         best = [0.0]  # dropping everything gains 0: report only what beats it
@@ -820,23 +811,20 @@ class ExactSolver(Solver):
             best[0] = reward
             found.append((reward, allocs))
             if request.callback is not None and not physical_check(instance, allocs):
-                sol = self._solution(
-                    instance, request, clock.elapsed, allocs, reward, normalizer, {"work": work}
-                )
-                request.callback(Improvement(sol, clock.elapsed, work))
+                run.improve(run.mapping_answer(allocs, reward, work))
 
         # Building the model costs about BUILD_S_PER_BUFFER per buffer (Python); skip
         # CP-SAT when that would not leave it time to search (the warm start stands).
         use_model = (
             seconds is None
-            or bool(options.get("force_model", False))
+            or cfg.force_model
             or seconds - clock.elapsed >= 3 * BUILD_S_PER_BUFFER * instance.num_buffers + 0.5
         )
         # warm starts (hints for CP-SAT, and fallbacks): the XLA-like heuristic when
         # this build has it and there is time, and a few game rollouts
         starts: list[tuple[float, list[Allocation], str]] = []
         warm_info: dict[str, Any] = {}
-        if options.get("heuristic_start", True) and (
+        if cfg.heuristic_start and (
             seconds is None or seconds - clock.elapsed > 3e-4 * instance.num_buffers + 0.2
         ):
             h = _heuristic_mapping(instance, request.seed)
@@ -844,12 +832,12 @@ class ExactSolver(Solver):
                 starts.append((h[0], h[1], "heuristic"))
                 warm_info["heuristic_reward_s"] = h[0]
                 improve(h[0], h[1], {"heuristic": 1})
-        if options.get("warm_start", True) or not use_model:
+        if cfg.warm_start or not use_model:
             if not use_model:
                 share = max(0.0, 0.9 * (seconds - clock.elapsed) - 0.1)
             else:
                 default = min(2.0, 0.05 * seconds, 0.002 * instance.num_buffers) if seconds else None
-                share = options.get("warm_start_s", default)
+                share = cfg.warm_start_s if cfg.warm_start_s is not None else default
             w_reward, w_allocs, info = warm_start(instance, share, request.seed)
             starts.append((w_reward, w_allocs, "game"))
             warm_info.update(
@@ -857,9 +845,9 @@ class ExactSolver(Solver):
             )
             improve(w_reward, w_allocs, {"games": info["games"]})
         if not use_model:
-            return self._without_model(instance, request, clock, found, warm_info, bound_info, normalizer)
+            return self._without_model(instance, run, found, warm_info, bound_info)
 
-        model = MappingModel(instance, cumulative=bool(options.get("cumulative", True)))
+        model = MappingModel(instance, cumulative=cfg.cumulative)
         hint_limit = max(0.05, 0.05 * seconds) if seconds else 5.0
         warm_info["hint"] = None
         for reward, allocs, source in sorted(starts, key=lambda item: -item[0]):
@@ -874,9 +862,9 @@ class ExactSolver(Solver):
 
         solver = cp_model.CpSolver()
         params = solver.parameters
-        params.num_workers = int(options.get("workers", 1))
+        params.num_workers = cfg.workers
         params.random_seed = int(request.seed)
-        params.log_search_progress = bool(options.get("log", False))
+        params.log_search_progress = cfg.log
         if seconds is not None:
             margin = min(0.5, 0.05 * seconds) + 0.02
             left = max(0.05, seconds - clock.elapsed - margin)
@@ -901,7 +889,6 @@ class ExactSolver(Solver):
             "conflicts": int(solver.num_conflicts),
         }
         extra: dict[str, Any] = {
-            "work": work,
             "status": status_name,
             "build_s": build_s,
             "upper_bound_s": bound_info["bound_s"],
@@ -917,7 +904,7 @@ class ExactSolver(Solver):
             cp_bound = None
         extra["cp_bound_s"] = cp_bound
         bound = bound_info["bound_s"] if cp_bound is None else min(cp_bound, bound_info["bound_s"])
-        extra["bound_s"] = max(bound, 0.0)
+        bound_s = max(bound, 0.0)
 
         if status in (cp_model.OPTIMAL, cp_model.FEASIBLE):  # the final solution too
             allocs = model.allocations(solver.value)
@@ -944,54 +931,28 @@ class ExactSolver(Solver):
             if chosen
             else "drop"
         )
-        return self._solution(instance, request, clock.elapsed, chosen, reward, normalizer, extra)
+        return run.mapping_answer(chosen, reward, work, bound_s=bound_s, info=extra)
 
     def _without_model(
         self,
         instance: Instance,
-        request: SolveRequest,
-        clock: Stopwatch,
+        run: Run,
         found: list[tuple[float, list[Allocation]]],
         warm_info: dict[str, Any] | None,
         bound_info: dict[str, Any],
-        normalizer: float,
     ) -> Solution:
         """The answer when the budget is too small to build and search the model."""
         reward, allocs = max(found, key=lambda item: item[0]) if found else (0.0, [])
         if allocs and physical_check(instance, allocs):
             reward, allocs = 0.0, []
-        extra = {
-            "work": {"dtime_ms": 0, "branches": 0, "conflicts": 0},
+        info = {
             "status": "NOT_RUN",
             "note": "budget too small to build the CP-SAT model; best warm-start game returned",
             "build_s": 0.0,
             "upper_bound_s": bound_info["bound_s"],
             "warm_start": warm_info,
             "cp_bound_s": None,
-            "bound_s": bound_info["bound_s"],
             "source": "warm_start" if allocs else "drop",
         }
-        return self._solution(instance, request, clock.elapsed, allocs, reward, normalizer, extra)
-
-    def _solution(
-        self,
-        instance: Instance,
-        request: SolveRequest,
-        wall_s: float,
-        allocs: list[Allocation],
-        reward: float,
-        normalizer: float,
-        extra: dict[str, Any],
-    ) -> Solution:
-        return Solution(
-            instance=instance.name,
-            instance_sha256=instance.sha256,
-            solver=self.name,
-            seed=request.seed,
-            wall_s=wall_s,
-            allocations=tuple(allocs),
-            reward_s=reward,
-            normalized_reward=normalize(instance, reward, normalizer),
-            actions=None,
-            extra=extra,
-        )
+        work = {"dtime_ms": 0, "branches": 0, "conflicts": 0}
+        return run.mapping_answer(allocs, reward, work, bound_s=bound_info["bound_s"], info=info)

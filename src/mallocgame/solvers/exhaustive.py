@@ -6,7 +6,7 @@ from mallocgame.game.exhaustive import exhaustive_search
 from mallocgame.game.state import replay
 from mallocgame.instance import Instance
 from mallocgame.solution import Solution
-from mallocgame.solvers.base import Improvement, SolveRequest, Solver, Stopwatch, solution_from_game
+from mallocgame.solvers.base import NoConfig, Run, Solver
 
 __all__ = ["ExhaustiveSolver"]
 
@@ -19,17 +19,9 @@ class ExhaustiveSolver(Solver):
     name = "exhaustive"
     work_unit = "moves"
 
-    def solve(self, instance: Instance, request: SolveRequest = SolveRequest()) -> Solution:
-        self.check_options(request.options)
-        clock = Stopwatch(request.seconds)
-        max_moves = request.work if request.work is not None else DEFAULT_MAX_MOVES
+    def search(self, instance: Instance, config: NoConfig, run: Run) -> Solution:
+        max_moves = run.request.work if run.request.work is not None else DEFAULT_MAX_MOVES
         best, actions, moves = exhaustive_search(replay(instance, []), max_nodes=max_moves)
-        game = replay(instance, actions)
-        work = {"moves": moves}
-        solution = solution_from_game(
-            instance, game, solver=self.name, seed=request.seed, wall_s=clock.elapsed,
-            extra={"work": work, "bound_s": best},
-        )
-        if request.callback is not None:
-            request.callback(Improvement(solution, clock.elapsed, work))
-        return solution
+        answer = run.game_answer(replay(instance, actions), {"moves": moves}, bound_s=best)
+        run.improve(answer)
+        return answer

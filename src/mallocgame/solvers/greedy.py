@@ -8,7 +8,7 @@ from mallocgame.game.backup import DropBackup
 from mallocgame.game.state import Game
 from mallocgame.instance import Instance
 from mallocgame.solution import Solution
-from mallocgame.solvers.base import Improvement, SolveRequest, Solver, Stopwatch, solution_from_game
+from mallocgame.solvers.base import NoConfig, Run, Solver
 
 __all__ = ["GreedySolver", "greedy_policy"]
 
@@ -24,17 +24,10 @@ class GreedySolver(Solver):
     name = "greedy"
     work_unit = "games"
 
-    def solve(self, instance: Instance, request: SolveRequest = SolveRequest()) -> Solution:
-        self.check_options(request.options)
-        clock = Stopwatch(request.seconds)
+    def search(self, instance: Instance, config: NoConfig, run: Run) -> Solution:
         game = Game(instance)
         driver = DropBackup(game, deterministic=True)
         driver.play(greedy_policy)
-        work = {"games": 1, "backups": driver.backups}
-        solution = solution_from_game(
-            instance, game, solver=self.name, seed=request.seed, wall_s=clock.elapsed,
-            extra={"work": work},
-        )
-        if request.callback is not None:
-            request.callback(Improvement(solution, clock.elapsed, work))
-        return solution
+        answer = run.game_answer(game, {"games": 1, "backups": driver.backups})
+        run.improve(answer)
+        return answer

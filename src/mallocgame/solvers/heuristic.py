@@ -86,18 +86,18 @@ Deterministic: the seed is recorded, never used.
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass, fields
-from typing import Any, Mapping
+from dataclasses import dataclass
+from typing import Any, Literal
 
 import numba
 import numpy as np
 
 from mallocgame.check import physical_check
-from mallocgame.errors import SolverError
 from mallocgame.instance import Instance, RooflineLatency
-from mallocgame.latency import mapping_reward, normalize, reward_normalizer
+from mallocgame.latency import mapping_reward
 from mallocgame.solution import Allocation, Solution
-from mallocgame.solvers.base import Improvement, SolveRequest, Solver, Stopwatch, json_settings
+from mallocgame.solvers.base import Run, Solver
+from mallocgame.solvers.options import setting
 
 __all__ = ["HeuristicOptions", "HeuristicSolver", "msa_allocations"]
 
@@ -111,40 +111,15 @@ _jit = numba.njit(cache=True, nogil=True)
 
 @dataclass(frozen=True)
 class HeuristicOptions:
-    """Settings of the heuristic (``SolveRequest.options`` keys of the same names)."""
+    """The settings of ``heuristic`` (XLA's CostAnalysisPrefetchIntervalPicker test defaults)."""
 
-    # CostAnalysisPrefetchIntervalPicker's ratios (the XLA test defaults).
-    preferred_overlap_to_async_copy_ratio: float = 1.5
-    max_overlap_to_mem_size_async_copy_ratio: float = 10.0
-    # "memory": the longest overlap (and NoCopy stay) is the ratio above x the time to
-    # copy the whole fast memory (current XLA); "buffer": the ratio x the buffer's own
-    # copy time (XLA's older max_overlap_to_async_copy_ratio).
-    max_overlap_basis: str = "memory"
-    # Leave uses that would not lower their instruction's latency in slow memory.
-    skip_unprofitable: bool = True
-
-    @classmethod
-    def from_mapping(cls, options: Mapping[str, Any]) -> "HeuristicOptions":
-        """The settings in ``options``; a bad name or value raises :class:`SolverError`."""
-        known = {f.name: f.type for f in fields(cls)}
-        unknown = sorted(set(options) - set(known))
-        if unknown:
-            raise SolverError(f"heuristic: unknown option(s) {', '.join(unknown)} (have: {', '.join(known)})")
-        values = {}
-        for key, value in options.items():
-            default = getattr(cls, key)
-            if isinstance(default, bool) and not (isinstance(value, bool) or value in (0, 1)):
-                raise SolverError(f"heuristic: option {key} must be true or false, not {value!r}")
-            try:
-                values[key] = type(default)(value)
-            except (TypeError, ValueError):
-                raise SolverError(
-                    f"heuristic: bad option value {value!r} for {key} (a {type(default).__name__})"
-                ) from None
-        opts = cls(**values)
-        if opts.max_overlap_basis not in ("memory", "buffer"):
-            raise SolverError("heuristic: max_overlap_basis must be 'memory' or 'buffer'")
-        return opts
+    preferred_overlap_to_async_copy_ratio: float = setting(
+        1.5, "a prefetch's preferred overlap, as a multiple of its copy time")
+    max_overlap_to_mem_size_async_copy_ratio: float = setting(
+        10.0, "the longest overlap (and NoCopy stay), as a multiple of max_overlap_basis's copy time")
+    max_overlap_basis: Literal["memory", "buffer"] = setting(
+        "memory", "copy time the longest overlap scales: the whole fast memory's (XLA today) or the buffer's")
+    skip_unprofitable: bool = setting(True, "leave uses that would not lower their instruction's latency slow")
 
 
 # ------------------------------------------------------------------------ compiled parts
@@ -763,33 +738,11 @@ class HeuristicSolver(Solver):
     name = "heuristic"
     work_unit = "passes"
 
-    def check_options(self, options: Mapping[str, Any]) -> None:
-        """The options of :class:`HeuristicOptions` (names and values, as :meth:`solve` reads them)."""
-        HeuristicOptions.from_mapping(options)
+    Config = HeuristicOptions
 
-    def settings(self, options: Mapping[str, Any]) -> dict[str, Any]:
-        """Every :class:`HeuristicOptions` field, defaults filled in."""
-        return json_settings(asdict(HeuristicOptions.from_mapping(options)))
-
-    def solve(self, instance: Instance, request: SolveRequest = SolveRequest()) -> Solution:
-        clock = Stopwatch(request.seconds)
-        options = HeuristicOptions.from_mapping(request.options)
-        allocations, stats = msa_allocations(instance, options)
+    def search(self, instance: Instance, config: HeuristicOptions, run: Run) -> Solution:
+        allocations, stats = msa_allocations(instance, config)
         reward = mapping_reward(instance, [a.buffer for a in allocations])
-        normalizer = reward_normalizer(instance)
-        work = {"passes": stats["verify_rounds"], **stats}
-        solution = Solution(
-            instance=instance.name,
-            instance_sha256=instance.sha256,
-            solver=self.name,
-            seed=request.seed,
-            wall_s=clock.elapsed,
-            allocations=tuple(allocations),
-            reward_s=reward,
-            normalized_reward=normalize(instance, reward, normalizer),
-            actions=None,
-            extra={"work": work},
-        )
-        if request.callback is not None:
-            request.callback(Improvement(solution, clock.elapsed, work))
-        return solution
+        answer = run.mapping_answer(allocations, reward, {"passes": stats["verify_rounds"], **stats})
+        run.improve(answer)
+        return answer

@@ -92,26 +92,17 @@ of the game). Moves replayed after a Drop-backup count again.
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass, replace
-from typing import Any, Mapping
+from dataclasses import dataclass
 
 import numpy as np
 
-from mallocgame.errors import SolverError
 from mallocgame.game.backup import DropBackup
 from mallocgame.game.state import DROP, Game
 from mallocgame.game.tables import X_DEF_BUFFER
 from mallocgame.instance import Instance
 from mallocgame.solution import Solution
-from mallocgame.solvers.base import (
-    Improvement,
-    SolveRequest,
-    Solver,
-    Stopwatch,
-    json_settings,
-    settings_from_options,
-    solution_from_game,
-)
+from mallocgame.solvers.base import Run, Solver
+from mallocgame.solvers.options import setting
 
 __all__ = ["MctsSolver", "MctsConfig", "DEFAULT_SIMULATIONS"]
 
@@ -127,34 +118,23 @@ FINISH_MARGIN = 1.5
 
 @dataclass(frozen=True)
 class MctsConfig:
-    """MCTS settings, from ``SolveRequest.options`` (see the module docstring)."""
+    """The settings of ``mcts``."""
 
-    simulations: int | None = None
-    rollout_depth: int = 256
-    c: float = 0.5
-    epsilon: float = 0.0
-    reuse: bool = True
-    reserve: float = 0.02
+    simulations: int | None = setting(
+        None, "simulations per searched move (none: 32 with no budget, uncapped under a budget)")
+    rollout_depth: int = setting(256, "moves of a rollout before its value is extrapolated")
+    c: float = setting(0.5, "UCT exploration constant (>= 0)")
+    epsilon: float = setting(0.0, "probability that the default policy plays a random allowed action")
+    reuse: bool = setting(True, "keep the chosen child's subtree as the next root")
+    reserve: float = setting(0.02, "share of a wall-clock budget kept back to finish the game")
 
-    @classmethod
-    def from_options(cls, options: Mapping[str, Any]) -> "MctsConfig":
-        """The settings in ``options``; a bad name or value raises :class:`SolverError`."""
-        return settings_from_options(cls, "mcts", options, cls._validated)
-
-    def _validated(self) -> "MctsConfig":
-        """These settings checked and coerced (simulations and rollout_depth as ints)."""
-        cfg = self
-        if cfg.simulations is not None and int(cfg.simulations) < 0:
-            raise SolverError("mcts: simulations must be >= 0")
-        if int(cfg.rollout_depth) < 0:
-            raise SolverError("mcts: rollout_depth must be >= 0")
-        if not 0.0 <= cfg.epsilon <= 1.0 or not 0.0 <= cfg.reserve < 1.0 or cfg.c < 0:
-            raise SolverError("mcts: need 0 <= epsilon <= 1, 0 <= reserve < 1, c >= 0")
-        return replace(
-            cfg,
-            simulations=None if cfg.simulations is None else int(cfg.simulations),
-            rollout_depth=int(cfg.rollout_depth),
-        )
+    def __post_init__(self) -> None:
+        if self.simulations is not None and self.simulations < 0:
+            raise ValueError("simulations must be >= 0")
+        if self.rollout_depth < 0:
+            raise ValueError("rollout_depth must be >= 0")
+        if not 0.0 <= self.epsilon <= 1.0 or not 0.0 <= self.reserve < 1.0 or self.c < 0:
+            raise ValueError("need 0 <= epsilon <= 1, 0 <= reserve < 1, c >= 0")
 
 
 class _Node:
@@ -351,17 +331,10 @@ class MctsSolver(Solver):
     name = "mcts"
     work_unit = "simulations"
 
-    def check_options(self, options: Mapping[str, Any]) -> None:
-        """The options of :class:`MctsConfig` (names and values, as :meth:`solve` reads them)."""
-        MctsConfig.from_options(options)
+    Config = MctsConfig
 
-    def settings(self, options: Mapping[str, Any]) -> dict[str, Any]:
-        """Every :class:`MctsConfig` field, defaults filled in."""
-        return json_settings(asdict(MctsConfig.from_options(options)))
-
-    def solve(self, instance: Instance, request: SolveRequest = SolveRequest()) -> Solution:
-        clock = Stopwatch(request.seconds)
-        cfg = MctsConfig.from_options(request.options)
+    def search(self, instance: Instance, cfg: MctsConfig, run: Run) -> Solution:
+        request, clock = run.request, run.clock
         rng = np.random.default_rng(request.seed)
         game = Game(instance)
         driver = DropBackup(game)
@@ -461,11 +434,8 @@ class MctsSolver(Solver):
             if game.mark() == driver.backup_mark:
                 bp_return = game.return_s
 
-        work = {**counts, "rollout_moves": search.rollout_moves, "backups": driver.backups}
-        solution = solution_from_game(
-            instance, game, solver=self.name, seed=request.seed, wall_s=clock.elapsed,
-            extra={"work": work},
+        answer = run.game_answer(
+            game, {**counts, "rollout_moves": search.rollout_moves, "backups": driver.backups}
         )
-        if request.callback is not None:
-            request.callback(Improvement(solution, clock.elapsed, work))
-        return solution
+        run.improve(answer)
+        return answer

@@ -102,7 +102,7 @@ def project(
 
     Returns:
         ``(solution, kept_fraction)``: a complete trajectory (``actions`` set; it
-        passes :func:`mallocgame.check.check_solution`) whose ``extra`` records
+        passes :func:`mallocgame.check.check_solution`) whose ``info`` records
         ``projected_from`` (the mapping's reward), ``kept_fraction``, ``fallbacks``
         and ``backups``.
     """
@@ -125,7 +125,7 @@ def project(
     kept = game.return_s / target if target != 0 else 1.0
     solution = solution_from_game(
         instance, game, solver=solver, seed=seed, wall_s=time.perf_counter() - start,
-        extra={
+        info={
             "projected_from": target,
             "kept_fraction": kept,
             "fallbacks": policy.fallbacks,

@@ -14,7 +14,7 @@ from mallocgame.game.backup import DropBackup
 from mallocgame.game.state import Game
 from mallocgame.instance import Instance
 from mallocgame.solution import Solution
-from mallocgame.solvers.base import Improvement, SolveRequest, Solver, Stopwatch, solution_from_game
+from mallocgame.solvers.base import NoConfig, Run, Solver
 
 __all__ = ["RandomSolver", "UniformPolicy"]
 
@@ -44,33 +44,20 @@ class RandomSolver(Solver):
     name = "random"
     work_unit = "games"
 
-    def solve(self, instance: Instance, request: SolveRequest = SolveRequest()) -> Solution:
-        self.check_options(request.options)
-        clock = Stopwatch(request.seconds)
+    def search(self, instance: Instance, config: NoConfig, run: Run) -> Solution:
+        request = run.request
         policy = UniformPolicy(np.random.default_rng(request.seed))
         max_games = request.work if request.work is not None else (None if request.seconds else 1)
         game = Game(instance)
         best: Solution | None = None
         games = backups = 0
-        while best is None or (
-            (max_games is None or games < max_games) and not clock.expired()
-        ):
+        while best is None or ((max_games is None or games < max_games) and not run.expired()):
             game.reset()
             driver = DropBackup(game)
             driver.play(policy)
             games += 1
             backups += driver.backups
             if best is None or game.return_s > best.reward_s:
-                work = {"games": games, "backups": backups}
-                best = solution_from_game(
-                    instance, game, solver=self.name, seed=request.seed,
-                    wall_s=clock.elapsed, extra={"work": work},
-                )
-                if request.callback is not None:
-                    request.callback(Improvement(best, clock.elapsed, work))
-        return _with_work(best, clock.elapsed, {"games": games, "backups": backups})
-
-
-def _with_work(solution: Solution, wall_s: float, work: dict[str, int]) -> Solution:
-    """``solution`` with the final wall time and total work recorded."""
-    return replace(solution, wall_s=wall_s, extra={**solution.extra, "work": work})
+                best = run.game_answer(game, {"games": games, "backups": backups})
+                run.improve(best)
+        return replace(best, work={"games": games, "backups": backups})

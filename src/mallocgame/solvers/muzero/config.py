@@ -98,163 +98,119 @@ on 6, worse on 4. A wash: an option, not a default.
 
 from __future__ import annotations
 
-import dataclasses
-from dataclasses import dataclass, field, fields
-from typing import Any, Mapping
+from dataclasses import dataclass
+from typing import Literal
 
-from mallocgame.errors import SolverError
 from mallocgame.game.observe import ObservationConfig
+from mallocgame.solvers.options import setting
 
-__all__ = ["MuZeroConfig", "config_from_options", "coerce_option", "DEMONSTRATION_SOURCES"]
+__all__ = ["MuZeroConfig", "DEMONSTRATION_SOURCES", "WHERE_FIELDS"]
 
 DEMONSTRATION_SOURCES = ("heuristic", "greedy", "es")
 """Solvers whose trajectories can be demonstrations (see ``reanalyse.py``)."""
 
+WHERE_FIELDS = ("checkpoint_dir", "progress")
+"""Settings that say where a run keeps its files and what it prints, not what it does:
+a checkpoint resumes under other values of these, and a sweep record leaves them out."""
+
 
 @dataclass(frozen=True)
 class MuZeroConfig:
-    """Everything that shapes an MMap-MuZero run (see the module docstring for sources)."""
+    """Everything that shapes an MMap-MuZero run (paper Table 6; docs/muzero.md)."""
 
     # --- self-play and search
-    parallel_games: int = 16  # games played in one batch (one search call per move)
-    search: str = "gumbel"  # "gumbel" (mctx.gumbel_muzero_policy) or "muzero" (mctx.muzero_policy)
-    num_simulations: int = 16  # per move
-    discount: float = 0.9999
-    init_temperature: float = 1.0  # muzero_policy: visit-count temperature at the start
-    final_temperature: float = 0.2
-    temperature_decay_steps: int = 400_000  # learner steps from init to final (linear)
-    noise_fraction: float = 0.25  # muzero_policy: Dirichlet noise mixed into the root prior
-    noise_alpha: float = 0.03
-    gumbel_scale: float = 1.0  # gumbel_muzero_policy: 0 = deterministic top action
-    rescale_q: bool = False  # gumbel_muzero_policy: min-max normalize Q before sigma (mctx's default: True)
-    greedy_games: int = 2  # slots that play the improved policy's argmax (no sampling)
-    q_scale: float = 0.1  # gumbel_muzero_policy: c_scale of sigma(Q) = (50 + max N) c_scale Q (mctx's default 0.1)
-    q_scale_per_buffer: float = 0.0  # > 0: c_scale is this times the program's buffer count (replaces q_scale)
-    restart_fraction: float = 0.0  # share of non-greedy games started at a random state of the best game (selfplay.py)
+    parallel_games: int = setting(16, "games played in one batch (one search call per move)")
+    search: Literal["gumbel", "muzero"] = setting(
+        "gumbel", "the search: mctx.gumbel_muzero_policy or mctx.muzero_policy")
+    num_simulations: int = setting(16, "search simulations per move (paper: 400)")
+    discount: float = setting(0.9999, "reward discount per move")
+    init_temperature: float = setting(1.0, "muzero search: visit-count temperature at the start")
+    final_temperature: float = setting(0.2, "muzero search: visit-count temperature after the decay")
+    temperature_decay_steps: int = setting(400_000, "learner steps from the initial to the final temperature")
+    noise_fraction: float = setting(0.25, "muzero search: share of Dirichlet noise in the root prior")
+    noise_alpha: float = setting(0.03, "muzero search: Dirichlet concentration of the root noise")
+    gumbel_scale: float = setting(1.0, "gumbel search: scale of the Gumbel noise (0: the top action)")
+    rescale_q: bool = setting(False, "gumbel search: min-max normalize Q before sigma (mctx's default: true)")
+    greedy_games: int = setting(2, "games a batch that play the improved policy's argmax (no sampling)")
+    q_scale: float = setting(0.1, "gumbel search: c_scale of sigma(Q) = (50 + max N) c_scale Q")
+    q_scale_per_buffer: float = setting(0.0, "> 0: c_scale is this times the program's buffers (replaces q_scale)")
+    restart_fraction: float = setting(0.0, "share of sampled games started at a random state of the best game")
     # --- targets
-    value_scale: float = 10.0  # a full game's return / R, times this, is the value target scale
-    td_steps: int = 100  # n of the n-step value targets
-    unroll_steps: int = 5  # K of the learned-model unroll
-    support_size: int = 41  # atoms of the categorical value and reward heads
-    support_max: float = 20.0  # largest |scaled value| the atoms cover (before MuZero's transform)
+    value_scale: float = setting(10.0, "a whole game's return, in units of the reward normalizer, times this")
+    td_steps: int = setting(100, "n of the n-step value targets, moves")
+    unroll_steps: int = setting(5, "K of the learned model's unroll, moves")
+    support_size: int = setting(41, "atoms of the categorical value and reward heads")
+    support_max: float = setting(20.0, "largest |scaled value| the atoms cover (before MuZero's transform)")
     # --- networks (the representation of paper Figure 4, CPU-sized)
-    latent_size: int = 64
-    width: int = 128
-    conv_channels: tuple[int, ...] = (8, 16)
-    policy_init_bias: float = 0.0  # initial policy logits' bias: this times (1, 1/2, 0) for Copy, NoCopy, Drop
-    observation: ObservationConfig = field(default_factory=ObservationConfig)
+    latent_size: int = setting(64, "width of the latent state")
+    width: int = setting(128, "width of the hidden layers")
+    conv_channels: tuple[int, ...] = setting((8, 16), "channels of the memory-map image's convolutions")
+    policy_init_bias: float = setting(0.0, "initial policy logits' bias: this times (1, 1/2, 0) for Copy, NoCopy, Drop")
+    observation: ObservationConfig = setting(factory=ObservationConfig, doc="sizes of the observation")
     # --- learner
-    batch_size: int = 64
-    learning_rate: float = 1e-3
-    weight_decay: float = 1e-4
-    value_loss_weight: float = 0.25
-    replay_size: int = 20_000  # positions
-    min_replay: int = 512  # positions before the learner starts
-    train_every: int = 4  # one learner step per this many self-play batch moves
+    batch_size: int = setting(64, "positions per learner step (paper: 512)")
+    learning_rate: float = setting(1e-3, "AdamW learning rate (paper: 2e-4)")
+    weight_decay: float = setting(1e-4, "AdamW decoupled weight decay")
+    value_loss_weight: float = setting(0.25, "weight of the value loss")
+    replay_size: int = setting(20_000, "positions kept in the replay buffer")
+    min_replay: int = setting(512, "positions in the replay buffer before the learner starts")
+    train_every: int = setting(4, "self-play batch moves per learner step")
     # --- Reanalyse (paper section 3, Table 6; see reanalyse.py)
-    reanalyse_fraction: float = 0.5  # share of each training batch drawn from the kept, reanalysed games (0: off)
-    demonstrations: str = "heuristic,greedy,es"  # comma-separated, "" for none; kept and reanalysed, never answers
-    reanalyse_best: bool = True  # keep and reanalyse the best self-play game
-    imitation: float = 0.5  # share of a kept game's policy target put on the kept game's own action
-    es_share: float = 0.25  # demonstration "es": its share of a wall-clock budget (played first)
-    es_games: int = 2000  # demonstration "es": its games when the run has no wall-clock budget
-    es_workers: int = 2  # demonstration "es": processes it plays on (at most the machine's cores)
-    # --- run control
-    checkpoint_seconds: float = 60.0  # wall-clock between checkpoints (and one at the end)
-    progress_seconds: float = 10.0  # wall-clock between progress lines
-    eval_every: int = 200  # learner steps between no-search evaluation games (policy answer)
+    reanalyse_fraction: float = setting(0.5, "share of each batch drawn from the kept, reanalysed games (0: off)")
+    demonstrations: tuple[str, ...] = setting(
+        ("heuristic", "greedy", "es"), "solvers whose games are kept and reanalysed, never answers (empty: none)")
+    reanalyse_best: bool = setting(True, "keep and reanalyse the best self-play game")
+    imitation: float = setting(0.5, "share of a kept game's policy target on the kept game's own action")
+    es_share: float = setting(0.25, "demonstration es: its share of a wall-clock budget (played first)")
+    es_games: int = setting(2000, "demonstration es: its games when the run has no wall-clock budget")
+    es_workers: int = setting(2, "demonstration es: processes it plays on")
+    # --- run control (never part of the compiled functions)
+    checkpoint_seconds: float = setting(60.0, "seconds between checkpoints (and one at the end)")
+    progress_seconds: float = setting(10.0, "seconds between progress lines")
+    eval_every: int = setting(200, "learner steps between no-search evaluation games (policy answer)")
+    checkpoint_dir: str | None = setting(None, "folder of checkpoints and best.solution.json; a run resumes from it")
+    progress: bool = setting(False, "print progress lines on stderr")
 
     def __post_init__(self) -> None:
         if self.search not in ("gumbel", "muzero"):
-            raise SolverError(f"search must be 'gumbel' or 'muzero', not {self.search!r}")
+            raise ValueError(f"search must be 'gumbel' or 'muzero', not {self.search!r}")
         positive = ("parallel_games", "num_simulations", "unroll_steps", "support_size", "latent_size",
                     "width", "batch_size", "replay_size", "train_every", "eval_every")
         for name in positive:
             if int(getattr(self, name)) < 1:
-                raise SolverError(f"{name} must be at least 1, not {getattr(self, name)}")
+                raise ValueError(f"{name} must be at least 1, not {getattr(self, name)}")
         if not 0 <= self.greedy_games <= self.parallel_games:
-            raise SolverError(f"greedy_games must be in [0, parallel_games], not {self.greedy_games}")
+            raise ValueError(f"greedy_games must be in [0, parallel_games], not {self.greedy_games}")
         if self.td_steps < 1:
-            raise SolverError(f"td_steps must be at least 1, not {self.td_steps}")
+            raise ValueError(f"td_steps must be at least 1, not {self.td_steps}")
         if not 0.0 < self.discount <= 1.0:
-            raise SolverError(f"discount must be in (0, 1], not {self.discount}")
+            raise ValueError(f"discount must be in (0, 1], not {self.discount}")
         if self.support_size < 3 or self.support_max <= 0 or self.value_scale <= 0:
-            raise SolverError("support_size must be >= 3 and support_max, value_scale positive")
+            raise ValueError("support_size must be >= 3 and support_max, value_scale positive")
         if self.q_scale <= 0 or self.q_scale_per_buffer < 0:
-            raise SolverError("q_scale must be positive and q_scale_per_buffer non-negative")
+            raise ValueError("q_scale must be positive and q_scale_per_buffer non-negative")
         if self.learning_rate <= 0 or self.weight_decay < 0:
-            raise SolverError("learning_rate must be positive and weight_decay non-negative")
+            raise ValueError("learning_rate must be positive and weight_decay non-negative")
         if not 0.0 <= self.reanalyse_fraction < 1.0:
-            raise SolverError(f"reanalyse_fraction must be in [0, 1), not {self.reanalyse_fraction}")
+            raise ValueError(f"reanalyse_fraction must be in [0, 1), not {self.reanalyse_fraction}")
         if not 0.0 <= self.restart_fraction <= 1.0:
-            raise SolverError(f"restart_fraction must be in [0, 1], not {self.restart_fraction}")
+            raise ValueError(f"restart_fraction must be in [0, 1], not {self.restart_fraction}")
         if not 0.0 <= self.imitation <= 1.0:
-            raise SolverError(f"imitation must be in [0, 1], not {self.imitation}")
+            raise ValueError(f"imitation must be in [0, 1], not {self.imitation}")
         if not 0.0 < self.es_share < 1.0 or self.es_games < 1 or self.es_workers < 1:
-            raise SolverError("es_share must be in (0, 1), es_games and es_workers at least 1")
+            raise ValueError("es_share must be in (0, 1), es_games and es_workers at least 1")
         for name in self.demonstration_sources:
             if name not in DEMONSTRATION_SOURCES:
-                raise SolverError(f"unknown demonstration '{name}' (have: {', '.join(DEMONSTRATION_SOURCES)})")
+                raise ValueError(f"unknown demonstration '{name}' (have: {', '.join(DEMONSTRATION_SOURCES)})")
 
     @property
     def demonstration_sources(self) -> tuple[str, ...]:
-        """``demonstrations`` as a tuple of names (empty when none). Demonstrations are
-        trained on only through Reanalyse: with ``reanalyse_fraction`` 0 none is built."""
-        return tuple(n.strip() for n in self.demonstrations.split(",") if n.strip())
+        """``demonstrations`` (empty when none). Demonstrations are trained on only
+        through Reanalyse: with ``reanalyse_fraction`` 0 none is built."""
+        return self.demonstrations
 
     def search_q_scale(self, num_buffers: int) -> float:
         """The ``c_scale`` of Gumbel MuZero's ``sigma(Q)`` for a program of ``num_buffers``."""
         if self.q_scale_per_buffer > 0:
             return self.q_scale_per_buffer * num_buffers
         return self.q_scale
-
-
-def coerce_option(value: Any, like: Any, name: str) -> Any:
-    """``value`` (often a command-line string) converted to the type of ``like``."""
-    if isinstance(like, bool):
-        if isinstance(value, str):
-            if value.lower() in ("1", "true", "yes"):
-                return True
-            if value.lower() in ("0", "false", "no"):
-                return False
-            raise SolverError(f"option {name}: expected true/false, not {value!r}")
-        return bool(value)
-    try:
-        if isinstance(like, int):
-            return int(value)
-        if isinstance(like, float):
-            return float(value)
-        if isinstance(like, tuple):
-            items = value.split(",") if isinstance(value, str) else (
-                [value] if isinstance(value, int) else value)
-            return tuple(int(v) for v in items)
-    except (TypeError, ValueError):
-        raise SolverError(f"option {name}: cannot use {value!r} as {type(like).__name__}") from None
-    return str(value)
-
-
-def config_from_options(options: Mapping[str, Any], base: MuZeroConfig | None = None) -> MuZeroConfig:
-    """``base`` (default: the defaults) with ``options`` applied by field name.
-
-    Observation fields are given with an ``obs_`` prefix (``obs_grid_steps=16``).
-    Unknown names raise :class:`SolverError` listing the known ones.
-    """
-    base = base or MuZeroConfig()
-    top = {f.name: f for f in fields(MuZeroConfig) if f.name != "observation"}
-    obs_fields = {f.name for f in fields(ObservationConfig)}
-    changes: dict[str, Any] = {}
-    obs_changes: dict[str, Any] = {}
-    for key, value in options.items():
-        if key.startswith("obs_") and key[4:] in obs_fields:
-            obs_changes[key[4:]] = coerce_option(value, getattr(base.observation, key[4:]), key)
-        elif key in top:
-            changes[key] = coerce_option(value, getattr(base, key), key)
-        else:
-            known = ", ".join(sorted([*top, *(f"obs_{n}" for n in obs_fields)]))
-            raise SolverError(f"unknown muzero option '{key}' (known: {known})")
-    if obs_changes:
-        try:
-            changes["observation"] = dataclasses.replace(base.observation, **obs_changes)
-        except ValueError as exc:
-            raise SolverError(f"observation options: {exc}") from None
-    return dataclasses.replace(base, **changes)

@@ -64,7 +64,7 @@ def demonstration(
     Copy > NoCopy > Drop; ``es``: the best game of evolution strategies (its default
     settings, on ``es_workers`` processes, at most the machine's cores) within
     ``seconds`` of wall-clock, or, with ``seconds`` ``None``, within ``es_games`` games
-    (then the same seed gives the same game); its ``extra["work"]`` says how many games
+    (then the same seed gives the same game); its ``work`` says how many games
     it played.
     """
     request = SolveRequest(seed=seed)

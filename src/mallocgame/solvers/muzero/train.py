@@ -50,7 +50,7 @@ from mallocgame.game.tables import build_tables
 from mallocgame.instance import Instance
 from mallocgame.solution import Solution, save_solution
 from mallocgame.solvers.base import Improvement, Stopwatch, solution_from_game
-from mallocgame.solvers.muzero.config import MuZeroConfig
+from mallocgame.solvers.muzero.config import WHERE_FIELDS, MuZeroConfig
 from mallocgame.solvers.muzero.learner import batch_to_device, make_optimizer, make_train_step
 from mallocgame.solvers.muzero.networks import MuZeroNet, init_params
 from mallocgame.solvers.muzero.reanalyse import Reanalyser, demonstration, trajectory_record
@@ -91,7 +91,7 @@ RUN_ONLY_FIELDS = (
     "td_steps", "init_temperature", "final_temperature", "temperature_decay_steps", "batch_size", "replay_size",
     "min_replay", "train_every", "reanalyse_fraction", "demonstrations", "reanalyse_best",
     "imitation", "es_share", "es_games", "es_workers",
-    "checkpoint_seconds", "progress_seconds", "eval_every",
+    "checkpoint_seconds", "progress_seconds", "eval_every", "checkpoint_dir", "progress",
 )
 """Config fields the compiled functions never read (they are run-time arguments, array
 shapes, or the loop's own settings): configs differing only in these share one compilation."""
@@ -199,7 +199,7 @@ class Trainer:
             solution = demonstration(self.instance, source, self.seed, seconds=seconds, es_games=cfg.es_games,
                                      es_workers=cfg.es_workers)
             assert solution.actions is not None
-            games = int(solution.extra.get("work", {}).get("games", 0))
+            games = int(solution.work.get("games", 0))
             self.counters.demonstration_games += games
             self.demonstration_rewards[source] = round(float(solution.normalized_reward), 6)
             record = trajectory_record(self.instance, self.tables, cfg, solution.actions, self.selfplay.scale)
@@ -277,7 +277,7 @@ class Trainer:
         if self.dir is not None:
             self.save()
         assert self.best is not None
-        return dataclasses.replace(self.best, wall_s=clock.elapsed, extra={**self.best.extra, **self.work()})
+        return dataclasses.replace(self.best, wall_s=clock.elapsed, **self.work())
 
     def _keep_best(self, done: FinishedGame) -> None:
         """Keep ``done`` as Reanalyse's best game if it beats the kept one; a restarted
@@ -321,12 +321,12 @@ class Trainer:
         if self.answer == "search":
             self.selfplay.restart_actions = actions
         self.best = solution_from_game(self.instance, game, solver=self.solver_name, seed=self.seed,
-                                       wall_s=clock.elapsed, extra=self.work())
+                                       wall_s=clock.elapsed, **self.work())
         if self.dir is not None:
             self.dir.mkdir(parents=True, exist_ok=True)
             save_solution(self.best, self.dir / BEST_NAME)
         if callback is not None:
-            callback(Improvement(self.best, clock.elapsed, self.work()["work"]))
+            callback(Improvement(self.best, clock.elapsed, self.best.work))
 
     # ----------------------------------------------------------------- reporting
 
@@ -335,17 +335,19 @@ class Trainer:
         return return_s / r if r and np.isfinite(return_s) else float("nan")
 
     def work(self) -> dict[str, Any]:
-        """The work done, for a solution's ``extra``."""
+        """The work done and the run's diagnostics: a solution's ``work`` and ``info``."""
         c = self.counters
         return {
             "work": {"games": c.games, "steps": c.steps, "learner_steps": c.learner_steps,
                      "eval_games": c.eval_games, "backups": c.backups, "restarts": c.restarts,
                      "reanalysed": self.reanalyser.positions_searched if self.reanalyser else 0,
                      "demonstration_games": c.demonstration_games},
-            "train_seconds": round(c.seconds, 3),
-            "answer": self.answer,
-            "recent_mean": self.recent_mean(),
-            "demonstrations": dict(self.demonstration_rewards),
+            "info": {
+                "train_seconds": round(c.seconds, 3),
+                "answer": self.answer,
+                "recent_mean": self.recent_mean(),
+                "demonstrations": dict(self.demonstration_rewards),
+            },
         }
 
     def recent_mean(self) -> float | None:
@@ -370,7 +372,9 @@ class Trainer:
         return {
             "version": CHECKPOINT_VERSION,
             "instance_sha256": self.instance.sha256,
-            "config": json.dumps(dataclasses.asdict(self.config), sort_keys=True),
+            "config": json.dumps(
+                {k: v for k, v in dataclasses.asdict(self.config).items() if k not in WHERE_FIELDS}, sort_keys=True
+            ),
             "seed": self.seed,
             "answer": self.answer,
         }

@@ -1,0 +1,223 @@
+"""Solver settings: declared once as a typed frozen dataclass, parsed by one coercer.
+
+A solver's ``Config`` is a frozen dataclass whose fields are declared with
+:func:`setting` (a default and one line of doc, with its unit). Field types are
+``bool``, ``int``, ``float``, ``str``, ``Literal[...]`` (a choice), ``tuple[str, ...]``
+or ``tuple[int, ...]`` (a list), ``X | None``, or another such dataclass (its fields are
+named ``FIELD.SUB``). Range checks live in the dataclass's ``__post_init__``, which
+raises ``ValueError`` with what is wrong.
+
+:func:`parse_config` turns options (from the command line: strings; from the library
+or a sweep: JSON values) into a ``Config``. The command line, sweeps and the library
+all go through it, so a bad name or value is one :class:`~mallocgame.errors.SolverError`
+line that names the solver and lists the valid names or values.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import types
+import typing
+from dataclasses import dataclass, fields, is_dataclass
+from typing import Any, Literal, Mapping, TypeVar
+
+from mallocgame.errors import SolverError
+
+__all__ = ["setting", "parse_config", "option_docs", "OptionDoc", "json_settings", "typed_options"]
+
+C = TypeVar("C")
+
+_TRUE = ("true", "yes", "1")
+_FALSE = ("false", "no", "0")
+
+
+def setting(default: Any = dataclasses.MISSING, doc: str = "", *, factory: Any = None) -> Any:
+    """A ``Config`` field: its ``default`` (or a ``factory`` for a dataclass default) and
+    ``doc``, one line with the unit."""
+    if factory is not None:
+        return dataclasses.field(default_factory=factory, metadata={"doc": doc})
+    return dataclasses.field(default=default, metadata={"doc": doc})
+
+
+@dataclass(frozen=True)
+class OptionDoc:
+    """One setting as ``mallocgame solvers`` lists it."""
+
+    name: str  # as given on the command line (``FIELD.SUB`` for nested settings)
+    kind: str  # the accepted values, e.g. "int", "one of adam, sgd", "list of str"
+    default: Any  # the default, as JSON
+    doc: str
+
+
+def _hints(cls: type) -> dict[str, Any]:
+    return typing.get_type_hints(cls)
+
+
+def _strip_optional(hint: Any) -> tuple[Any, bool]:
+    """``(X, True)`` for ``X | None``, else ``(hint, False)``."""
+    origin = typing.get_origin(hint)
+    if origin in (typing.Union, types.UnionType):
+        args = [a for a in typing.get_args(hint) if a is not type(None)]
+        if len(args) == 1 and len(typing.get_args(hint)) == 2:
+            return args[0], True
+    return hint, False
+
+
+def _kind(hint: Any) -> str:
+    inner, optional = _strip_optional(hint)
+    origin = typing.get_origin(inner)
+    if origin is Literal:
+        text = "one of " + ", ".join(str(a) for a in typing.get_args(inner))
+    elif origin is tuple:
+        text = f"list of {typing.get_args(inner)[0].__name__} (comma-separated)"
+    else:
+        text = getattr(inner, "__name__", str(inner))
+    return text + (" or none" if optional else "")
+
+
+def _coerce(value: Any, hint: Any, where: str) -> Any:
+    """``value`` as the type ``hint``; :class:`SolverError` naming ``where`` if it is not one."""
+    inner, optional = _strip_optional(hint)
+    if optional and (value is None or (isinstance(value, str) and value.strip().lower() in ("none", "null"))):
+        return None
+    text = value.strip() if isinstance(value, str) else None
+
+    def bad(expected: str) -> SolverError:
+        return SolverError(f"{where} must be {expected}, not {value!r}")
+
+    origin = typing.get_origin(inner)
+    if origin is Literal:
+        choices = typing.get_args(inner)
+        if value in choices or text in choices:
+            return value if value in choices else text
+        raise bad("one of " + ", ".join(repr(c) for c in choices))
+    if origin is tuple:
+        item = typing.get_args(inner)[0]
+        if text is not None:
+            items: list[Any] = [part.strip() for part in text.split(",") if part.strip()]
+        elif isinstance(value, (list, tuple)):
+            items = list(value)
+        elif item is int and isinstance(value, int) and not isinstance(value, bool):
+            items = [value]
+        else:
+            raise bad(f"a list of {item.__name__}")
+        return tuple(_coerce(v, item, f"{where} item") for v in items)
+    if inner is bool:
+        if isinstance(value, bool):
+            return value
+        if isinstance(value, int) and value in (0, 1):
+            return bool(value)
+        if text is not None and text.lower() in _TRUE + _FALSE:
+            return text.lower() in _TRUE
+        raise bad("true or false")
+    if inner is int:
+        number: Any = value
+        if text is not None:
+            try:
+                number = json.loads(text)
+            except ValueError:
+                raise bad("a whole number") from None
+        if isinstance(number, bool) or not isinstance(number, (int, float)):
+            raise bad("a whole number")
+        if isinstance(number, float) and not (math.isfinite(number) and number.is_integer()):
+            raise bad("a whole number")
+        return int(number)
+    if inner is float:
+        number = value
+        if text is not None:
+            try:
+                number = float(text)
+            except ValueError:
+                raise bad("a number") from None
+        if isinstance(number, bool) or not isinstance(number, (int, float)) or not math.isfinite(number):
+            raise bad("a finite number")
+        return float(number)
+    if inner is str:
+        if isinstance(value, str):
+            return value
+        raise bad("a string")
+    raise TypeError(f"{where}: settings of type {inner!r} are not supported")  # a Config bug, not input
+
+
+def _names(cls: type, prefix: str = "") -> list[str]:
+    """Every option name of ``cls`` (nested dataclasses as ``FIELD.SUB``)."""
+    out = []
+    hints = _hints(cls)
+    for f in fields(cls):
+        if is_dataclass(hints[f.name]):
+            out += _names(hints[f.name], f"{prefix}{f.name}.")
+        else:
+            out.append(prefix + f.name)
+    return out
+
+
+def parse_config(cls: type[C], options: Mapping[str, Any], solver: str) -> C:
+    """``cls`` with ``options`` applied by name, every value coerced to its field's type.
+
+    Raises :class:`SolverError` (one line naming ``solver``) for an unknown name (listing
+    the valid ones), a value of the wrong kind (saying what is expected) or a value the
+    dataclass's ``__post_init__`` refuses.
+    """
+    return _parse(cls, options, solver, "")
+
+
+def _parse(cls: type[C], options: Mapping[str, Any], solver: str, prefix: str) -> C:
+    hints = _hints(cls)
+    by_name = {f.name for f in fields(cls)}
+    values: dict[str, Any] = {}
+    nested: dict[str, dict[str, Any]] = {}
+    for key, value in options.items():
+        name, dot, sub = str(key).partition(".")
+        if name not in by_name or bool(dot) != is_dataclass(hints[name]):
+            valid = ", ".join(_names(cls, prefix)) or "none"
+            raise SolverError(f"{solver}: unknown option '{prefix}{key}' (valid: {valid})")
+        if dot:
+            nested.setdefault(name, {})[sub] = value
+        else:
+            values[name] = _coerce(value, hints[name], f"{solver}: option {prefix}{key}")
+    for name, sub_options in nested.items():
+        values[name] = _parse(hints[name], sub_options, solver, f"{prefix}{name}.")
+    try:
+        return cls(**values)
+    except ValueError as exc:
+        raise SolverError(f"{solver}: {exc}") from None
+
+
+def _json(value: Any) -> Any:
+    return json.loads(json.dumps(value, sort_keys=True, default=str))
+
+
+def json_settings(config: Any) -> dict[str, Any]:
+    """Every setting of ``config`` as it reads back from JSON (tuples become lists,
+    keys sorted), so settings computed now compare equal to settings stored in a file."""
+    return _json(dataclasses.asdict(config))
+
+
+def typed_options(config: Any, options: Mapping[str, Any]) -> dict[str, Any]:
+    """The options named in ``options``, with the values ``config`` (parsed from them)
+    holds, as JSON: ``{"workers": "2"}`` gives ``{"workers": 2}``."""
+    out = {}
+    for key in options:
+        value = config
+        for part in str(key).split("."):
+            value = getattr(value, part)
+        out[str(key)] = _json(value)
+    return out
+
+
+def option_docs(cls: type) -> list[OptionDoc]:
+    """Every setting of ``cls``: name, accepted values, default and doc."""
+    out: list[OptionDoc] = []
+    hints = _hints(cls)
+    defaults = cls()
+    for f in fields(cls):
+        hint = hints[f.name]
+        if is_dataclass(hint):
+            out += [
+                dataclasses.replace(d, name=f"{f.name}.{d.name}") for d in option_docs(hint)
+            ]
+            continue
+        out.append(OptionDoc(f.name, _kind(hint), _json(getattr(defaults, f.name)), f.metadata.get("doc", "")))
+    return out
