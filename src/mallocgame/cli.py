@@ -104,9 +104,8 @@ def _cmd_solve(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def _solver_options(items: Sequence[str], solvers: Sequence[str]) -> dict[str, tuple[tuple[str, object], ...]]:
-    """``SOLVER:KEY=VALUE`` strings → each named solver's options as sorted (key, value)
-    pairs (values parsed as in :func:`_options`)."""
+def _solver_options(items: Sequence[str], solvers: Sequence[str]) -> dict[str, dict[str, str]]:
+    """``SOLVER:KEY=VALUE`` strings → each named solver's options."""
     per_solver: dict[str, list[str]] = {}
     for item in items:
         solver, sep, setting = item.partition(":")
@@ -115,23 +114,39 @@ def _solver_options(items: Sequence[str], solvers: Sequence[str]) -> dict[str, t
         if solver not in solvers:
             raise UsageError(f"--option {item!r}: solver {solver!r} is not one of {', '.join(solvers)}")
         per_solver.setdefault(solver, []).append(setting)
-    return {solver: tuple(sorted(_options(settings).items())) for solver, settings in per_solver.items()}
+    return {solver: _options(settings) for solver, settings in per_solver.items()}
 
 
-def _options(items: Sequence[str]) -> dict[str, object]:
-    """``KEY=VALUE`` strings → a dict; values that read as JSON numbers or booleans
-    (``32``, ``1e-3``, ``true``) become them, anything else stays a string."""
-    options: dict[str, object] = {}
+def _options(items: Sequence[str]) -> dict[str, str]:
+    """``KEY=VALUE`` strings → a dict of strings; the solver's ``Config`` types them
+    (:func:`mallocgame.solvers.options.parse_config`)."""
+    options: dict[str, str] = {}
     for item in items:
         key, sep, value = item.partition("=")
         if not sep or not key.strip():
             raise UsageError(f"--option expects KEY=VALUE, not {item!r}")
-        try:
-            parsed = json.loads(value.strip())
-        except ValueError:
-            parsed = value.strip()
-        options[key.strip()] = parsed if isinstance(parsed, (int, float, bool)) else value.strip()
+        options[key.strip()] = value.strip()
     return options
+
+
+def _cmd_solvers(args: argparse.Namespace) -> int:
+    from mallocgame.solvers import SOLVERS
+    from mallocgame.solvers.options import option_docs
+
+    names = args.names or list(SOLVERS)
+    for name in names:
+        if name not in SOLVERS:
+            from mallocgame.solvers import get_solver
+
+            get_solver(name)  # the error, with a suggestion
+    for name in names:
+        cls = SOLVERS[name]
+        doc = (cls.__doc__ or "").strip().splitlines()[0].replace("``", "")
+        print(f"{name}  (work unit: {cls.work_unit})  {doc}")
+        for opt in option_docs(cls.Config):
+            default = json.dumps(opt.default)
+            print(f"    {opt.name} = {default}  [{opt.kind}]  {opt.doc}")
+    return EXIT_OK
 
 
 def _cmd_train(args: argparse.Namespace) -> int:
@@ -283,27 +298,16 @@ def _cmd_extract(args: argparse.Namespace) -> int:
 
 def _cmd_bench_speedups(args: argparse.Namespace) -> int:
     from mallocgame.bench.speedups import format_program_table, format_table, speedup_table
-    from mallocgame.bench.sweep import Job, load_records, run_sweep
-    from mallocgame.solvers import get_solver
+    from mallocgame.bench.sweep import job_records, run_sweep, sweep_jobs
     from mallocgame.workloads.suite import suite_names
 
-    for name in args.solvers + [args.baseline]:
-        get_solver(name)  # unknown names fail before any work
-    programs = args.programs or suite_names()
     solvers = list(dict.fromkeys([args.baseline, *args.solvers]))
-    settings = _solver_options(args.option, solvers)
-    jobs = [
-        Job(program, solver, seed, args.budget, args.work, settings.get(solver, ()))
-        for program in programs for solver in solvers for seed in args.seeds
-    ]
+    jobs = sweep_jobs(args.programs or suite_names(), solvers, args.seeds, seconds=args.budget, work=args.work,
+                      options=_solver_options(args.option, solvers))
     out = Path(args.out)
     run_sweep(jobs, out, workers=args.workers, ray_address=args.ray,
               progress=lambda msg: print(msg, file=sys.stderr))
-    budget = {"seconds": args.budget, "work": args.work}
-    wanted = {(j.program, j.solver, j.seed) for j in jobs}
-    records = [r for r in load_records(out)
-               if (r["program"], r["solver"], r["seed"]) in wanted and r.get("budget") == budget
-               and r.get("options", {}) == dict(settings.get(r["solver"], ()))]
+    records = job_records(out, jobs)
     invalid = [r for r in records if not r["valid"]]
     for r in invalid:
         print(f"INVALID: {r['program']} {r['solver']} s{r['seed']}: {r['failures']}", file=sys.stderr)
@@ -320,10 +324,11 @@ def _cmd_bench_versus(args: argparse.Namespace) -> int:
     a, b = args.solvers
     if a == b:
         raise UsageError(f"compare two different solvers, not {a!r} with itself")
-    settings = _solver_options(args.option, [a, b])
+    from mallocgame.bench.sweep import job_options
+
+    settings = {s: dict(job_options(s, o)) for s, o in _solver_options(args.option, [a, b]).items()}
     budget = {"seconds": args.budget, "work": args.work}
-    entries = read_entries([Path(f) for f in args.out], (a, b), budget=budget,
-                           options={s: dict(pairs) for s, pairs in settings.items()},
+    entries = read_entries([Path(f) for f in args.out], (a, b), budget=budget, options=settings,
                            programs=args.programs, seeds=args.seeds)
     if not entries:
         wanted = " and ".join(x for x in (args.budget and f"{args.budget:g} s", args.work and f"work {args.work}") if x)
@@ -361,7 +366,7 @@ def _cmd_bench_suite(args: argparse.Namespace) -> int:
 
 
 def _cmd_bench_rewards(args: argparse.Namespace) -> int:
-    from mallocgame.bench.rewards import final_table, plot_curves, reward_curve, write_csv
+    from mallocgame.bench.rewards import final_table, normalized_upper_bound, plot_curves, reward_curve, write_csv
     from mallocgame.solvers import get_solver
 
     for name in args.solvers:
@@ -374,18 +379,11 @@ def _cmd_bench_rewards(args: argparse.Namespace) -> int:
                 print(f"{program} {solver} s{seed}: {curve[-1].normalized_reward:.4f} after "
                       f"{curve[-1].elapsed_s:.1f} s ({curve[-1].work})", file=sys.stderr)
                 points += curve
+    bounds = {program: normalized_upper_bound(program) for program in args.programs}
+    for program, bound in bounds.items():
+        print(f"{program}: upper bound {bound:.4f}", file=sys.stderr)
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
-    from mallocgame.latency import reward_normalizer
-    from mallocgame.solvers.bound import upper_bound
-    from mallocgame.workloads.registry import load_workload
-
-    bounds = {}
-    for program in args.programs:
-        inst = load_workload(program)
-        normalizer = reward_normalizer(inst)
-        bounds[program] = upper_bound(inst) / normalizer if normalizer else 0.0
-        print(f"{program}: upper bound {bounds[program]:.4f}", file=sys.stderr)
     write_csv(points, out.with_suffix(".csv"))
     plot_curves(points, out.with_suffix(".png"), bounds)
     print(final_table(points))
@@ -402,6 +400,10 @@ def _parser() -> _Parser:
     p = sub.add_parser("list", help="the bundled workloads")
     p.set_defaults(func=_cmd_list)
 
+    p = sub.add_parser("solvers", help="the solvers: work unit and every option with its default")
+    p.add_argument("names", nargs="*", help="only these solvers")
+    p.set_defaults(func=_cmd_solvers)
+
     p = sub.add_parser("solve", help="solve a workload and write a solution file")
     p.add_argument("workload", help="a bundled workload name or an instance file")
     p.add_argument("--solver", required=True, help="drop, random, exhaustive, ...")
@@ -411,7 +413,7 @@ def _parser() -> _Parser:
     p.add_argument("--out", default=None, help="solution file (default out/NAME.SOLVER.sSEED.json)")
     p.add_argument("--progress", action="store_true", help="print every new best solution")
     p.add_argument("--option", action="append", default=[], metavar="KEY=VALUE",
-                   help="a solver setting (repeat), e.g. num_simulations=32 for muzero")
+                   help="a solver setting (repeat), e.g. num_simulations=32 for muzero; see 'mallocgame solvers'")
     p.set_defaults(func=_cmd_solve)
 
     p = sub.add_parser("train", help="train MMap-MuZero on a workload, with checkpoints (resumes)")

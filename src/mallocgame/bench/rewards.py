@@ -16,7 +16,7 @@ from mallocgame.fileio import write_bytes_atomic
 from mallocgame.solvers import Improvement, SolveRequest, get_solver
 from mallocgame.workloads.registry import load_workload
 
-__all__ = ["CurvePoint", "reward_curve", "write_csv", "plot_curves", "final_table"]
+__all__ = ["CurvePoint", "reward_curve", "normalized_upper_bound", "write_csv", "plot_curves", "final_table"]
 
 
 @dataclass(frozen=True)
@@ -42,6 +42,17 @@ def reward_curve(program: str, solver: str, seconds: float, seed: int = 0) -> li
     work = ";".join(f"{k}={v}" for k, v in dict(final.work).items())
     points.append(CurvePoint(program, solver, seed, final.wall_s, final.normalized_reward, work))
     return points
+
+
+def normalized_upper_bound(program: str) -> float:
+    """The LP upper bound on ``program``'s reward (:func:`mallocgame.solvers.bound.upper_bound`),
+    normalized like a reward (0 where the normalizer is 0)."""
+    from mallocgame.latency import reward_normalizer
+    from mallocgame.solvers.bound import upper_bound
+
+    inst = load_workload(program)
+    normalizer = reward_normalizer(inst)
+    return upper_bound(inst) / normalizer if normalizer else 0.0
 
 
 def write_csv(points: list[CurvePoint], path: Path) -> None:

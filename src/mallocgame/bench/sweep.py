@@ -11,6 +11,9 @@ from before they were kept, counts as done). Jobs run in local processes by defa
 a Ray cluster when asked (``ray_address``; needs ``pip install ray``). Every job's
 solver name and options are checked (:func:`check_jobs`) before any job runs, so a
 typo ends the sweep with one :class:`~mallocgame.errors.SolverError` and no work done.
+
+A record is replayable: it keeps the instance's sha256 and the solution itself, so
+``mallocgame check PROGRAM RECORD.json`` re-checks any row of a table made from it.
 """
 
 from __future__ import annotations
@@ -24,15 +27,17 @@ from concurrent.futures import as_completed
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Iterable
+from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from mallocgame.errors import MallocGameError, StaleRecordError, WorkerError
 from mallocgame.fileio import read_json, write_json
+from mallocgame.solution import RECORD_FORMAT
 from mallocgame.workers import process_pool
 
-__all__ = ["Job", "job_path", "check_jobs", "check_records", "run_job", "run_sweep", "record_files", "load_records"]
-
-RECORD_FORMAT = "mallocgame-result"
+__all__ = [
+    "Job", "job_options", "sweep_jobs", "job_path", "check_jobs", "check_records", "run_job", "run_sweep",
+    "record_files", "load_records", "job_records",
+]
 
 _BOUNDS: dict[str, float] = {}  # LP upper bound by instance hash: once per program per process
 
@@ -60,6 +65,36 @@ class Job:
     @property
     def options_dict(self) -> dict[str, Any]:
         return dict(self.options)
+
+
+def job_options(solver: str, options: Mapping[str, Any]) -> tuple[tuple[str, Any], ...]:
+    """``options`` of ``solver`` checked and typed (``{"workers": "2"}`` as from the
+    command line gives ``(("workers", 2),)``), as a job keeps them: sorted pairs."""
+    from mallocgame.solvers import get_solver
+    from mallocgame.solvers.options import typed_options
+
+    config = get_solver(solver).config(options)
+    return tuple(sorted(typed_options(config, options).items()))
+
+
+def sweep_jobs(
+    programs: Sequence[str],
+    solvers: Sequence[str],
+    seeds: Sequence[int],
+    *,
+    seconds: float | None = None,
+    work: int | None = None,
+    options: Mapping[str, Mapping[str, Any]] | None = None,
+) -> list[Job]:
+    """Every (program, solver, seed) job with one budget; ``options`` by solver name.
+    Jobs are ordered by seed, then program, then solver, so a sweep cut short leaves
+    whole (program, seed) cells. A bad solver name or option raises
+    :class:`~mallocgame.errors.SolverError` before any job exists."""
+    typed = {solver: job_options(solver, (options or {}).get(solver, {})) for solver in solvers}
+    return [
+        Job(program, solver, seed, seconds, work, typed[solver])
+        for seed in seeds for program in programs for solver in solvers
+    ]
 
 
 def job_path(out_dir: Path, job: Job) -> Path:
@@ -142,6 +177,7 @@ def run_job(job: Job, out_dir: str) -> dict[str, Any]:
         "format": RECORD_FORMAT,
         "version": 1,
         "program": job.program,
+        "instance_sha256": inst.sha256,
         "solver": job.solver,
         "seed": job.seed,
         "budget": {"seconds": job.seconds, "work": job.work},
@@ -151,15 +187,16 @@ def run_job(job: Job, out_dir: str) -> dict[str, Any]:
         "failures": report.summary(),
         "reward_s": solution.reward_s,
         "normalized_reward": solution.normalized_reward,
-        "bound_s": solution.extra.get("bound_s"),
+        "bound_s": solution.bound_s,
         "upper_bound_s": _BOUNDS[inst.sha256],
-        "work": solution.extra.get("work"),
-        "recent_mean": solution.extra.get("recent_mean"),  # learning agents: their last games' mean
-        "demonstrations": solution.extra.get("demonstrations"),  # muzero: its demonstrations' rewards
+        "work": dict(solution.work),
+        "recent_mean": solution.info.get("recent_mean"),  # learning agents: their last games' mean
+        "demonstrations": solution.info.get("demonstrations"),  # muzero: its demonstrations' rewards
         "wall_s": wall,
         "baseline_latency_s": baseline_latency(inst),
         "latency_s": simulate(inst, solution).latency_s if report.ok else None,
         "buffers": inst.num_buffers,
+        "solution": solution.to_dict(),
     }
     write_json(job_path(Path(out_dir), job), record, indent=1)
     return record
@@ -244,3 +281,16 @@ def record_files(out_dir: Path) -> list[tuple[Path, dict[str, Any]]]:
 def load_records(out_dir: Path) -> list[dict[str, Any]]:
     """Every result record in ``out_dir``."""
     return [doc for _, doc in record_files(out_dir)]
+
+
+def job_records(out_dir: Path, jobs: Sequence[Job]) -> list[dict[str, Any]]:
+    """The records in ``out_dir`` of exactly these jobs (program, solver, seed, budget
+    and options alike), in file-name order."""
+    wanted = {
+        (j.program, j.solver, j.seed, j.seconds, j.work, json.dumps(j.options_dict, sort_keys=True)) for j in jobs
+    }
+    return [
+        r for r in load_records(out_dir)
+        if (r.get("program"), r.get("solver"), r.get("seed"), (r.get("budget") or {}).get("seconds"),
+            (r.get("budget") or {}).get("work"), json.dumps(r.get("options", {}), sort_keys=True)) in wanted
+    ]
