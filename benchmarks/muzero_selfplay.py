@@ -27,7 +27,7 @@ import time
 import jax
 
 from mallocgame.solvers.base import Stopwatch
-from mallocgame.solvers.muzero.config import config_from_options
+from mallocgame.solvers.muzero.solver import MuZeroSolver
 from mallocgame.solvers.muzero.train import Trainer
 from mallocgame.workloads.registry import load_workload
 
@@ -44,7 +44,7 @@ def main() -> None:
     args = parser.parse_args()
 
     inst = load_workload(args.program)
-    config = config_from_options(_options(args.option))
+    config = MuZeroSolver().config(_options(args.option))
     trainer = Trainer(inst, config, seed=0)
     print(f"{inst.name}: {inst.num_buffers} buffers; {config.parallel_games} games x "
           f"{config.num_simulations} simulations ({config.search}); batch {config.batch_size}, "

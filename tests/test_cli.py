@@ -92,17 +92,17 @@ def test_check_rejects_corruptions(tmp_path: Path, instance_file: Path, capsys) 
     [
         (["solve", "{missing}", "--solver", "random"], "neither a bundled workload"),
         (["solve", "{inst}", "--solver", "nope"], "unknown solver"),
-        (["solve", "{inst}", "--solver", "egrl"], "not available"),
+        (["solve", "{inst}", "--solver", "egrl"], "unknown solver 'egrl'"),
         (["solve", "{inst}", "--solver", "random", "--seed", "x"], "invalid int value"),
         (["solve", "{inst}", "--solver", "random", "--budget", "-1"], "--budget"),
         (["solve", "{inst}", "--solver", "random", "--option", "novalue"], "KEY=VALUE"),
-        (["solve", "{inst}", "--solver", "muzero", "--option", "num_simulations=many"], "cannot use"),
+        (["solve", "{inst}", "--solver", "muzero", "--option", "num_simulations=many"], "option num_simulations must be a whole number"),
         (["solve", "{inst}", "--solver", "es", "--option", "nope=1"], "es: unknown option"),
-        (["solve", "{inst}", "--solver", "es", "--option", "sigma=wide"], "es: bad option value"),
+        (["solve", "{inst}", "--solver", "es", "--option", "sigma=wide"], "es: option sigma must be a number, not 'wide'"),
         (["solve", "{inst}", "--solver", "mcts", "--option", "c=-1"], "mcts: need"),
         (["solve", "{inst}", "--solver", "random", "--option", "foo=1"],
-         "solver 'random' takes no options (got: foo)"),
-        (["solve", "{inst}", "--solver", "exact", "--option", "worker=2"], "unknown exact option 'worker'"),
+         "random: unknown option 'foo' (valid: none)"),
+        (["solve", "{inst}", "--solver", "exact", "--option", "worker=2"], "exact: unknown option 'worker' (valid: workers,"),
         (["solve", "{inst}", "--solver", "exact", "--option", "workers=two"], "workers must be"),
         (["solve", "{inst}", "--solver", "heuristic", "--option", "skip_unprofitable=maybe"],
          "must be true or false"),
@@ -214,7 +214,7 @@ def test_project_replays_a_mapping_as_a_game_and_reports_what_it_keeps(tmp_path:
     assert len(game["actions"]) == load_workload(program).num_buffers  # a complete game
     kept = game["reward_s"] / source["reward_s"]
     assert 0 < kept < 1 and f"(kept {kept:.4f})" in out
-    assert f"{game['backups']} Drop-backups" in out and game["backups"] > 0
+    assert f"{game['info']['backups']} Drop-backups" in out and game["info"]["backups"] > 0
     assert main(["check", program, str(projected)]) == 0
     capsys.readouterr()
     # a game trajectory is its own projection
@@ -254,9 +254,9 @@ def test_a_sweep_checks_every_solvers_options_before_any_job(tmp_path: Path, ins
     argv = ["bench", "speedups", "--programs", str(instance_file), "--baseline", "drop",
             "--solvers", "random", "exact", "--work", "1", "--workers", "1", "--out", str(out)]
     assert main([*argv, "--option", "random:foo=1"]) == 2
-    assert "solver 'random' takes no options (got: foo)" in _one_line_error(capsys)
+    assert "random: unknown option 'foo' (valid: none)" in _one_line_error(capsys)
     assert main([*argv, "--option", "exact:worker=2"]) == 2
-    assert "unknown exact option 'worker'" in _one_line_error(capsys)
+    assert "exact: unknown option 'worker'" in _one_line_error(capsys)
     assert not out.exists()  # nothing run, nothing written
 
 
@@ -269,3 +269,16 @@ def test_a_closed_pipe_ends_quietly(monkeypatch, capsys) -> None:
     monkeypatch.setattr(cli, "_cmd_list", closed)
     assert main(["list"]) == 141
     assert capsys.readouterr().err == ""
+
+
+def test_solvers_lists_every_option_with_its_default(capsys) -> None:
+    assert main(["solvers"]) == 0
+    out = capsys.readouterr().out
+    assert out.count("(work unit: ") == 11 and "exhaustive  (work unit: moves)" in out
+    assert '    optimizer = "adam"  [one of adam, sgd]' in out
+    assert "    observation.grid_steps = 32  [int]" in out
+    assert main(["solvers", "mcts"]) == 0
+    assert capsys.readouterr().out.startswith("mcts  (work unit: simulations)")
+    assert main(["solvers", "mctz"]) == 2
+    assert "did you mean 'mcts'" in capsys.readouterr().err
+

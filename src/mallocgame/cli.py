@@ -119,7 +119,7 @@ def _solver_options(items: Sequence[str], solvers: Sequence[str]) -> dict[str, d
 
 def _options(items: Sequence[str]) -> dict[str, str]:
     """``KEY=VALUE`` strings → a dict of strings; the solver's ``Config`` types them
-    (:func:`mallocgame.solvers.options.parse_config`)."""
+    (:func:`mallocgame.options.parse_config`)."""
     options: dict[str, str] = {}
     for item in items:
         key, sep, value = item.partition("=")
@@ -131,7 +131,7 @@ def _options(items: Sequence[str]) -> dict[str, str]:
 
 def _cmd_solvers(args: argparse.Namespace) -> int:
     from mallocgame.solvers import SOLVERS
-    from mallocgame.solvers.options import option_docs
+    from mallocgame.options import option_docs
 
     names = args.names or list(SOLVERS)
     for name in names:

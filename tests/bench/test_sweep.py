@@ -32,6 +32,33 @@ def test_one_file_per_job_and_resume(tmp_path: Path) -> None:
         json.loads(job_path(tmp_path, jobs[2]).read_text())["reward_s"]
 
 
+def test_a_record_replays_its_answer(tmp_path: Path, capsys) -> None:
+    from mallocgame.solution import load_solution
+    from mallocgame.workloads.registry import load_workload
+
+    job = Job(PROGRAMS[0], "random", 1, None, 3)
+    run_sweep([job], tmp_path, workers=1)
+    record = json.loads(job_path(tmp_path, job).read_text())
+    assert record["instance_sha256"] == load_workload(PROGRAMS[0]).sha256
+    solution = load_solution(job_path(tmp_path, job))
+    assert solution.reward_s == record["reward_s"] and solution.work == record["work"]
+    assert main(["check", PROGRAMS[0], str(job_path(tmp_path, job))]) == 0
+    assert "valid" in capsys.readouterr().out
+    assert main(["check", PROGRAMS[1], str(job_path(tmp_path, job))]) == 1  # another program: refused
+
+
+def test_sweep_jobs_type_the_options_given_as_text() -> None:
+    from mallocgame.bench.sweep import sweep_jobs
+    from mallocgame.errors import SolverError
+
+    jobs = sweep_jobs(PROGRAMS, ["es", "random"], [0, 1], work=4, options={"es": {"workers": "2", "sigma": "0.2"}})
+    assert [(j.seed, j.program, j.solver) for j in jobs[:3]] == [(0, PROGRAMS[0], "es"), (0, PROGRAMS[0], "random"),
+                                                                 (0, PROGRAMS[1], "es")]
+    assert jobs[0].options == (("sigma", 0.2), ("workers", 2)) and jobs[1].options == ()
+    with pytest.raises(SolverError, match="es: option workers must be a whole number"):
+        sweep_jobs(PROGRAMS, ["es"], [0], options={"es": {"workers": "two"}})
+
+
 def test_speedup_table_arithmetic() -> None:
     records = [
         {"program": "a", "solver": "base", "seed": 0, "valid": True, "latency_s": 2.0,
@@ -119,8 +146,8 @@ def test_run_sweep_checks_every_job_before_running_one(tmp_path: Path) -> None:
     good = [Job(PROGRAMS[0], "drop", 0, None, 1), Job(PROGRAMS[0], "es", 0, None, 1, (("population", 4),))]
     check_jobs(good)
     out = tmp_path / "out"
-    for bad, needle in [(Job(PROGRAMS[0], "random", 0, None, 1, (("foo", 1),)), "takes no options"),
-                        (Job(PROGRAMS[0], "exact", 0, None, 1, (("worker", 2),)), "unknown exact option"),
+    for bad, needle in [(Job(PROGRAMS[0], "random", 0, None, 1, (("foo", 1),)), "random: unknown option 'foo'"),
+                        (Job(PROGRAMS[0], "exact", 0, None, 1, (("worker", 2),)), "exact: unknown option 'worker'"),
                         (Job(PROGRAMS[0], "nope", 0, None, 1), "unknown solver")]:
         with pytest.raises(SolverError, match=needle):
             run_sweep([*good, bad], out, workers=1)

@@ -47,8 +47,8 @@ def test_answers_are_valid(name: str) -> None:
     solution = EsSolver().solve(inst, SolveRequest(seed=1, work=15, options=SMALL))
     assert check_solution(inst, solution).ok
     assert solution.solver == "es" and len(solution.actions) == inst.num_buffers
-    assert solution.extra["work"]["games"] == 15
-    assert solution.extra["work"]["generations"] == 2
+    assert solution.work["games"] == 15
+    assert solution.work["generations"] == 2
 
 
 @pytest.mark.parametrize("init,hidden", [("greedy", 0), ("zeros", 0), ("random", 0), ("greedy", 4)])
@@ -70,7 +70,7 @@ def test_same_seed_and_work_give_the_same_solution(lstm) -> None:
     a = EsSolver().solve(lstm, SolveRequest(seed=7, work=22, options=SMALL))
     b = EsSolver().solve(lstm, SolveRequest(seed=7, work=22, options=SMALL))
     assert a.actions == b.actions and a.reward_s == b.reward_s
-    assert a.extra["work"] == b.extra["work"]
+    assert a.work == b.work
 
 
 def test_parallel_workers_give_the_same_solution(lstm) -> None:
@@ -89,7 +89,7 @@ def test_parallel_workers_give_the_same_solution(lstm) -> None:
     assert check_solution(lstm, two).ok
     for other in (two, again):
         assert other.actions == one.actions and other.reward_s == one.reward_s
-        assert other.extra["work"] == one.extra["work"]
+        assert other.work == one.work
 
 
 def test_a_worker_that_dies_is_a_worker_error(lstm, monkeypatch) -> None:
@@ -146,7 +146,7 @@ def test_wall_clock_budget_is_honoured() -> None:
     solution = EsSolver().solve(inst, SolveRequest(seed=0, seconds=1.0))
     assert check_solution(inst, solution).ok
     assert solution.wall_s < 1.0 + 0.6
-    assert solution.extra["work"]["games"] >= 1
+    assert solution.work["games"] >= 1
 
 
 def test_centered_ranks() -> None:

@@ -53,7 +53,7 @@ def conformance_results():
 @pytest.mark.parametrize("name", NAMES)
 def test_exact_reaches_the_game_optimum(conformance_results, name: str) -> None:
     inst, optimal, solution = conformance_results[name]
-    assert solution.extra["status"] == "OPTIMAL"
+    assert solution.info["status"] == "OPTIMAL"
     assert solution.actions is None
     assert solution.reward_s >= optimal - _tol(inst), (solution.reward_s, optimal)
     report = check_solution(inst, solution)
@@ -63,13 +63,13 @@ def test_exact_reaches_the_game_optimum(conformance_results, name: str) -> None:
 @pytest.mark.parametrize("name", NAMES)
 def test_exact_never_exceeds_its_bounds(conformance_results, name: str) -> None:
     inst, optimal, solution = conformance_results[name]
-    bound = solution.extra["bound_s"]
+    bound = solution.bound_s
     assert solution.reward_s <= bound * (1 + 1e-12) + 1e-15
     assert optimal <= bound * (1 + 1e-12) + 1e-15  # the bound covers every game
-    assert solution.extra["cp_bound_s"] is not None
+    assert solution.info["cp_bound_s"] is not None
     ub = upper_bound(inst)
     assert ub >= solution.reward_s * (1 - 1e-12) - 1e-15
-    assert ub == pytest.approx(solution.extra["upper_bound_s"])
+    assert ub == pytest.approx(solution.info["upper_bound_s"])
 
 
 def test_conformance_optima_are_reached_exactly() -> None:
@@ -93,10 +93,10 @@ def test_exact_matches_exhaustive_on_random_instances(inst) -> None:
         return
     solution = ExactSolver().solve(inst, SolveRequest(seconds=10))
     assert check_solution(inst, solution).ok
-    assert solution.extra["status"] == "OPTIMAL"
+    assert solution.info["status"] == "OPTIMAL"
     tol = 1e-6 * _scale(inst) + 1e-12
     assert solution.reward_s >= best - tol
-    assert solution.extra["bound_s"] >= best - tol
+    assert solution.bound_s >= best - tol
     assert upper_bound(inst) >= solution.reward_s - 1e-9 * abs(solution.reward_s) - 1e-15
 
 
@@ -123,7 +123,7 @@ def test_exact_proves_a_tiny_optimum_without_a_hint() -> None:
     for seed in (0, 1):
         solution = ExactSolver().solve(inst, SolveRequest(
             seed=seed, seconds=10, options={"warm_start": False, "heuristic_start": False}))
-        assert solution.extra["status"] == "OPTIMAL", (seed, solution.extra["status"])
+        assert solution.info["status"] == "OPTIMAL", (seed, solution.info["status"])
         assert solution.reward_s == pytest.approx(best, rel=1e-9)
         assert check_solution(inst, solution).ok
 
@@ -159,9 +159,9 @@ def test_suite_program_within_budget() -> None:
     report = check_solution(inst, solution)
     assert report.ok, report.summary()
     assert solution.reward_s > 0
-    assert solution.extra["bound_s"] >= solution.reward_s
-    assert solution.extra["status"] in ("OPTIMAL", "FEASIBLE")
-    assert solution.extra["work"]["dtime_ms"] > 0
+    assert solution.bound_s >= solution.reward_s
+    assert solution.info["status"] in ("OPTIMAL", "FEASIBLE")
+    assert solution.work["dtime_ms"] > 0
     assert upper_bound(inst) >= solution.reward_s
 
 
@@ -171,7 +171,7 @@ def test_large_program_honours_a_short_budget() -> None:
     solution = ExactSolver().solve(inst, SolveRequest(seed=0, seconds=3.0))
     assert time.perf_counter() - start < 3.0 + 1.5
     assert check_solution(inst, solution).ok
-    assert solution.extra["bound_s"] >= solution.reward_s
+    assert solution.bound_s >= solution.reward_s
 
 
 def test_work_budget_is_reproducible() -> None:
@@ -179,7 +179,7 @@ def test_work_budget_is_reproducible() -> None:
     a = ExactSolver().solve(inst, SolveRequest(seed=3, work=50))
     b = ExactSolver().solve(inst, SolveRequest(seed=3, work=50))
     assert a.allocations == b.allocations and a.reward_s == b.reward_s
-    assert a.extra["work"]["dtime_ms"] <= 50 + 5
+    assert a.work["dtime_ms"] <= 50 + 5
 
 
 def test_callback_sees_improvements() -> None:

@@ -31,7 +31,7 @@ def _assert_valid_mapping(inst, solution) -> None:
     assert solution.actions is None
     assert solution.solver == "heuristic"
     assert solution.reward_s == mapping_reward(inst, [a.buffer for a in solution.allocations])
-    assert solution.extra["work"]["verify_rounds"] == 1  # valid at the first try
+    assert solution.work["verify_rounds"] == 1  # valid at the first try
 
 
 @pytest.fixture(scope="module", params=workload_names())
@@ -142,7 +142,7 @@ def test_alias_group_all_or_nothing() -> None:
     _assert_valid_mapping(inst, solution)
     placed = {a.buffer for a in solution.allocations}
     assert placed == {0}
-    assert solution.extra["work"]["retries"] >= 1
+    assert solution.work["retries"] >= 1
 
 
 def test_no_fast_memory_means_no_allocation() -> None:

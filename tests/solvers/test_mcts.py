@@ -41,7 +41,7 @@ def test_answers_are_valid(name: str) -> None:
     solution = MctsSolver().solve(inst, SolveRequest(seed=0, work=200, callback=seen.append))
     assert check_solution(inst, solution).ok
     assert solution.solver == "mcts" and len(solution.actions) == inst.num_buffers
-    work = solution.extra["work"]
+    work = solution.work
     assert 0 < work["simulations"] <= 200
     assert [imp.solution for imp in seen] == [solution]
 
@@ -62,7 +62,7 @@ def test_same_seed_and_work_give_the_same_solution(lstm) -> None:
     a = MctsSolver().solve(lstm, SolveRequest(seed=4, work=300, options=options))
     b = MctsSolver().solve(lstm, SolveRequest(seed=4, work=300, options=options))
     assert a.actions == b.actions and a.reward_s == b.reward_s
-    assert a.extra["work"] == b.extra["work"]
+    assert a.work == b.work
 
 
 def test_more_simulations_do_at_least_as_well(lstm) -> None:
@@ -92,7 +92,7 @@ def test_wall_clock_budget_is_honoured(seconds: float) -> None:
     solution = MctsSolver().solve(inst, SolveRequest(seed=0, seconds=seconds))
     assert check_solution(inst, solution).ok
     assert solution.wall_s < seconds + 0.6
-    work = solution.extra["work"]
+    work = solution.work
     assert work["simulations"] > 0
     assert work["searched_moves"] + work["default_moves"] + work["fallback_moves"] > 0
 

@@ -43,8 +43,8 @@ def test_heuristic_mappings_project_to_legal_trajectories(name: str) -> None:
     assert trajectory.solver == "heuristic" and trajectory.seed == mapping.seed
     assert 0.0 <= kept <= 1.0 + KEPT_TOL
     assert kept == pytest.approx(trajectory.reward_s / mapping.reward_s, rel=1e-12)
-    assert trajectory.extra["kept_fraction"] == kept
-    assert trajectory.extra["projected_from"] == mapping.reward_s
+    assert trajectory.info["kept_fraction"] == kept
+    assert trajectory.info["projected_from"] == mapping.reward_s
     # The game's first-fit offsets lose some placements, most of the reward stays.
     # inplace_update_loop keeps least (0.385 on the 28-program suite): the game's
     # lowest-offset placement and Drop-backup of its loop-carried groups cost it.
@@ -61,7 +61,7 @@ def _round_trip(inst, solution) -> None:
     assert back.allocations == solution.allocations
     assert back.reward_s == solution.reward_s
     assert kept == pytest.approx(1.0, abs=1e-9)
-    assert back.solver == "again" and back.extra["fallbacks"] == 0 and back.extra["backups"] == 0
+    assert back.solver == "again" and back.info["fallbacks"] == 0 and back.info["backups"] == 0
 
 
 @pytest.mark.parametrize("seed", range(4))
@@ -93,7 +93,7 @@ def test_fallback_to_the_other_fast_action() -> None:
     trajectory, kept = project(inst, mapping)
     _assert_trajectory(inst, trajectory)
     assert trajectory.actions == (0, 1)
-    assert trajectory.extra["fallbacks"] == 1
+    assert trajectory.info["fallbacks"] == 1
     assert kept == pytest.approx(1.0)
     assert replay(inst, list(trajectory.actions)).return_s == mapping_reward(inst, [0, 1])
 

@@ -118,7 +118,7 @@ def test_answer_passes_check(instances: dict[str, Instance], name: str, solver: 
     report = check_solution(inst, solution)
     assert report.ok, f"{solver} on {name}:\n{report.summary()}"
     assert solution.solver == solver and solution.instance == inst.name
-    _assert_search_ran(solver, inst.num_buffers, dict(solution.extra))
+    _assert_search_ran(solver, inst.num_buffers, {**solution.info, "work": solution.work})
 
 
 def test_the_suite_is_there() -> None:

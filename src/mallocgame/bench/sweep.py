@@ -71,7 +71,7 @@ def job_options(solver: str, options: Mapping[str, Any]) -> tuple[tuple[str, Any
     """``options`` of ``solver`` checked and typed (``{"workers": "2"}`` as from the
     command line gives ``(("workers", 2),)``), as a job keeps them: sorted pairs."""
     from mallocgame.solvers import get_solver
-    from mallocgame.solvers.options import typed_options
+    from mallocgame.options import typed_options
 
     config = get_solver(solver).config(options)
     return tuple(sorted(typed_options(config, options).items()))

@@ -85,6 +85,7 @@ from mallocgame.game.kernels import A_ACTION, A_END, A_OFFSET, A_START, C_CURREN
 from mallocgame.game.features import NUM_FEATURES, FeatureExtractor, feature_extractor
 from mallocgame.game.state import Game
 from mallocgame.game.tables import B_ALIGNED, B_GROUP, B_TENSOR, B_TIME, I_SUPPLY, GameTables
+from mallocgame.options import setting
 
 __all__ = [
     "ObservationConfig",
@@ -117,28 +118,18 @@ _SEEN = A_END + 1
 @dataclass(frozen=True)
 class ObservationConfig:
     """Sizes of the observation (paper section 4.3.1; the paper uses k = 5, a 128 x 128
-    memory-map image and the full-resolution profile).
+    memory-map image and the full-resolution profile). ``grid_steps`` divides
+    ``grid_window`` (each image row max-pools a whole number of steps) and ``grid_addr``
+    divides ``profile_bins``; ``profile_bins`` is also the address resolution of the
+    maintained occupancy counts."""
 
-    Attributes:
-        future_buffers: ``k``, buffers after the current one in game order (>= 0).
-        same_tensor_buffers: ``l``, later buffers of the current buffer's tensor (>= 0).
-        grid_steps: ``S``, time rows of the memory-map image (>= 1, divides
-            ``grid_window``: each row max-pools a whole number of steps).
-        grid_window: ``W``, steps the image covers, ``[τ - W//2, τ - W//2 + W)``.
-        grid_addr: ``A``, address columns of the image (>= 1, divides ``profile_bins``).
-        profile_bins: ``P``, address bins of the memory profile at ``τ`` (the fast
-            memory capacity split evenly); also the address resolution of the
-            maintained occupancy counts.
-        supply_window: ``V``, steps of remaining copy supply, ``[τ - V//2, τ - V//2 + V)``.
-    """
-
-    future_buffers: int = 5
-    same_tensor_buffers: int = 3
-    grid_steps: int = 32
-    grid_window: int = 128
-    grid_addr: int = 32
-    profile_bins: int = 64
-    supply_window: int = 32
+    future_buffers: int = setting(5, "k: buffers after the current one in game order (>= 0)")
+    same_tensor_buffers: int = setting(3, "l: later buffers of the current buffer's tensor (>= 0)")
+    grid_steps: int = setting(32, "S: time rows of the memory-map image (divides grid_window)")
+    grid_window: int = setting(128, "W: steps the image covers, [t - W/2, t + W/2)")
+    grid_addr: int = setting(32, "A: address columns of the image (divides profile_bins)")
+    profile_bins: int = setting(64, "P: address bins of the memory profile at the current step")
+    supply_window: int = setting(32, "V: steps of remaining copy supply, [t - V/2, t + V/2)")
 
     def __post_init__(self) -> None:
         for f in fields(self):

@@ -1,7 +1,7 @@
 """The contract every solver implements.
 
 A solver has a command-line ``name``, a ``work_unit`` (what its work budget counts) and
-a ``Config``: a frozen dataclass of its settings (:mod:`mallocgame.solvers.options`).
+a ``Config``: a frozen dataclass of its settings (:mod:`mallocgame.options`).
 :meth:`Solver.solve` parses ``request.options`` into the ``Config`` once, starts the
 stopwatch and hands a :class:`Run` to :meth:`Solver.search`, which is all a solver
 implements: it searches, reports each new best answer with :meth:`Run.improve` and
@@ -23,7 +23,7 @@ from mallocgame.game.state import Game
 from mallocgame.instance import Instance
 from mallocgame.latency import normalize, reward_normalizer
 from mallocgame.solution import Allocation, Solution
-from mallocgame.solvers.options import json_settings, parse_config
+from mallocgame.options import json_settings, parse_config
 
 __all__ = ["Improvement", "SolveRequest", "Solver", "Stopwatch", "Run", "NoConfig", "solution_from_game"]
 
@@ -164,7 +164,7 @@ class Solver(abc.ABC):
 
     name: ClassVar[str] = ""
     work_unit: ClassVar[str] = "games"  # what ``SolveRequest.work`` counts
-    Config: ClassVar[type] = NoConfig  # a frozen dataclass of settings (mallocgame.solvers.options)
+    Config: ClassVar[type] = NoConfig  # a frozen dataclass of settings (mallocgame.options)
 
     def config(self, options: Mapping[str, Any]) -> Any:
         """``options`` parsed into this solver's ``Config``; :class:`SolverError` if bad.

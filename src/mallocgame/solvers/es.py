@@ -93,7 +93,7 @@ from mallocgame.game.tables import GameTables, build_tables
 from mallocgame.instance import Instance
 from mallocgame.solution import Solution
 from mallocgame.solvers.base import Run, Solver
-from mallocgame.solvers.options import setting
+from mallocgame.options import setting
 from mallocgame.workers import process_pool
 
 __all__ = [

@@ -134,7 +134,7 @@ from mallocgame.solvers.bound import (
     reach,
     trivial_bound,
 )
-from mallocgame.solvers.options import setting
+from mallocgame.options import setting
 
 __all__ = ["ExactConfig", "ExactSolver", "MappingModel", "copy_in_start", "copy_out_end"]
 

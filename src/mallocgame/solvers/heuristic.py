@@ -97,7 +97,7 @@ from mallocgame.instance import Instance, RooflineLatency
 from mallocgame.latency import mapping_reward
 from mallocgame.solution import Allocation, Solution
 from mallocgame.solvers.base import Run, Solver
-from mallocgame.solvers.options import setting
+from mallocgame.options import setting
 
 __all__ = ["HeuristicOptions", "HeuristicSolver", "msa_allocations"]
 

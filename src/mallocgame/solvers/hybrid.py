@@ -17,7 +17,7 @@ from mallocgame.instance import Instance
 from mallocgame.simulate import simulate
 from mallocgame.solution import Solution
 from mallocgame.solvers.base import Run, Solver
-from mallocgame.solvers.options import setting
+from mallocgame.options import setting
 
 __all__ = ["BestOfSolver", "BestOfConfig", "DEFAULT_CANDIDATES"]
 

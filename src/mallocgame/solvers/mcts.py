@@ -102,7 +102,7 @@ from mallocgame.game.tables import X_DEF_BUFFER
 from mallocgame.instance import Instance
 from mallocgame.solution import Solution
 from mallocgame.solvers.base import Run, Solver
-from mallocgame.solvers.options import setting
+from mallocgame.options import setting
 
 __all__ = ["MctsSolver", "MctsConfig", "DEFAULT_SIMULATIONS"]
 

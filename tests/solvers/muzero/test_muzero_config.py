@@ -5,12 +5,13 @@ from __future__ import annotations
 import pytest
 
 from mallocgame.errors import SolverError
-from mallocgame.solvers.muzero.config import MuZeroConfig, config_from_options
+from mallocgame.solvers.muzero.config import MuZeroConfig
+from mallocgame.solvers.muzero.solver import MuZeroSolver
 
 
 def test_options_by_field_name() -> None:
-    cfg = config_from_options({"num_simulations": "32", "learning_rate": 3e-4, "conv_channels": "4,8",
-                               "obs_grid_steps": 16, "search": "muzero", "rescale_q": "true",
+    cfg = MuZeroSolver().config({"num_simulations": "32", "learning_rate": 3e-4, "conv_channels": "4,8",
+                               "observation.grid_steps": 16, "search": "muzero", "rescale_q": "true",
                                "greedy_games": 1})
     assert cfg.num_simulations == 32 and cfg.learning_rate == 3e-4 and cfg.conv_channels == (4, 8)
     assert cfg.observation.grid_steps == 16 and cfg.search == "muzero" and cfg.rescale_q is True
@@ -21,12 +22,12 @@ def test_options_by_field_name() -> None:
 @pytest.mark.parametrize(
     "options, message",
     [
-        ({"nope": 1}, "unknown muzero option"),
-        ({"num_simulations": "many"}, "cannot use"),
+        ({"nope": 1}, "muzero: unknown option 'nope'"),
+        ({"num_simulations": "many"}, "option num_simulations must be a whole number"),
         ({"num_simulations": 0}, "at least 1"),
-        ({"search": "alphazero"}, "search must be"),
+        ({"search": "alphazero"}, "option search must be one of 'gumbel', 'muzero'"),
         ({"discount": 1.5}, "discount"),
-        ({"obs_grid_steps": 7}, "observation options"),
+        ({"observation.grid_steps": 7}, "grid_window .128. must be a multiple of grid_steps"),
         ({"reanalyse_fraction": 1.0}, "reanalyse_fraction"),
         ({"reanalyse_fraction": -0.1}, "reanalyse_fraction"),
         ({"reanalyse_fraction": 0.5, "demonstrations": "heuristic,xla"}, "unknown demonstration"),
@@ -42,17 +43,18 @@ def test_options_by_field_name() -> None:
 )
 def test_bad_options_are_solver_errors(options: dict, message: str) -> None:
     with pytest.raises(SolverError, match=message):
-        config_from_options(options)
+        MuZeroSolver().config(options)
 
 
-def test_demonstrations_are_a_comma_list() -> None:
-    cfg = config_from_options({"reanalyse_fraction": "0.5", "demonstrations": " heuristic, greedy "})
+def test_demonstrations_are_a_list() -> None:
+    cfg = MuZeroSolver().config({"reanalyse_fraction": "0.5", "demonstrations": " heuristic, greedy "})
     assert cfg.demonstration_sources == ("heuristic", "greedy") and cfg.reanalyse_fraction == 0.5
     assert MuZeroConfig().demonstration_sources == ("heuristic", "greedy", "es")  # the defaults
     assert MuZeroConfig().imitation == 0.5
     assert MuZeroConfig().restart_fraction == 0.0  # an option: a wash over the suite (docs/muzero-experiments.md)
     assert MuZeroConfig().reanalyse_fraction == 0.5  # Table 6
-    assert config_from_options({"demonstrations": ""}).demonstration_sources == ()
+    assert MuZeroSolver().config({"demonstrations": ""}).demonstration_sources == ()
+    assert MuZeroSolver().config({"demonstrations": ["es"]}).demonstrations == ("es",)
 
 
 def test_search_q_scale_is_fixed_or_grows_with_the_buffers() -> None:
@@ -67,7 +69,7 @@ def test_the_solver_checks_its_options_without_training() -> None:
     from mallocgame.solvers.muzero.solver import MuZeroSolver
 
     MuZeroSolver().check_options({"checkpoint_dir": "runs/x", "progress": "true", "num_simulations": "8",
-                                  "obs_grid_steps": 16})
-    for bad, message in (({"num_simulation": 8}, "unknown muzero option"), ({"progress": "maybe"}, "progress")):
+                                  "observation.grid_steps": 16})
+    for bad, message in (({"num_simulation": 8}, "unknown option 'num_simulation'"), ({"progress": "maybe"}, "progress")):
         with pytest.raises(SolverError, match=message):
             MuZeroSolver().check_options(bad)

@@ -6,15 +6,15 @@ import jax
 import numpy as np
 
 from mallocgame.game.observe import empty_batch
-from mallocgame.solvers.muzero.config import config_from_options
+from mallocgame.solvers.muzero.solver import MuZeroSolver
 from mallocgame.solvers.muzero.networks import MuZeroNet, init_params
 
-SMALL = {"width": 32, "latent_size": 16, "conv_channels": "4", "obs_grid_steps": 8, "obs_grid_window": 32,
-         "obs_grid_addr": 8, "obs_profile_bins": 16, "obs_supply_window": 8}
+SMALL = {"width": 32, "latent_size": 16, "conv_channels": "4", "observation.grid_steps": 8, "observation.grid_window": 32,
+         "observation.grid_addr": 8, "observation.profile_bins": 16, "observation.supply_window": 8}
 
 
 def _initial_logits(options: dict, seed: int = 0) -> np.ndarray:
-    config = config_from_options({**SMALL, **options})
+    config = MuZeroSolver().config({**SMALL, **options})
     net = MuZeroNet(config)
     obs = empty_batch(config.observation, 2)
     params = init_params(net, seed, obs)
@@ -24,7 +24,7 @@ def _initial_logits(options: dict, seed: int = 0) -> np.ndarray:
 
 
 def test_same_seed_same_parameters_and_a_zero_policy_bias_by_default() -> None:
-    config = config_from_options(SMALL)
+    config = MuZeroSolver().config(SMALL)
     net = MuZeroNet(config)
     obs = empty_batch(config.observation, 1)
     a, b, c = (init_params(net, seed, obs) for seed in (0, 0, 1))

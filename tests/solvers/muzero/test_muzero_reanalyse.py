@@ -16,7 +16,7 @@ from mallocgame.game.observe import Observer, empty_batch
 from mallocgame.game.state import Game, replay
 from mallocgame.game.tables import build_tables
 from mallocgame.solvers import SolveRequest, get_solver
-from mallocgame.solvers.muzero.config import config_from_options
+from mallocgame.solvers.muzero.solver import MuZeroSolver
 from mallocgame.solvers.muzero.networks import init_params
 from mallocgame.solvers.muzero.reanalyse import Reanalyser, demonstration, trajectory_record
 from mallocgame.solvers.muzero.search import SearchResult
@@ -55,7 +55,7 @@ def _greedy_record(inst, config):  # noqa: ANN001, ANN202
 
 
 def test_a_demonstration_replays_into_a_record(small) -> None:
-    config = config_from_options(TINY)
+    config = MuZeroSolver().config(TINY)
     record, actions, tables = _greedy_record(small, config)
     game = replay(small, actions, tables)
     assert len(record) == len(actions) == small.num_buffers
@@ -75,7 +75,7 @@ def test_a_demonstration_replays_into_a_record(small) -> None:
 
 
 def test_a_bad_demonstration_is_refused(small) -> None:
-    config = config_from_options(TINY)
+    config = MuZeroSolver().config(TINY)
     tables = build_tables(small)
     actions = list(demonstration(small, "greedy", 0).actions)
     with pytest.raises(SolverError, match="incomplete"):
@@ -107,18 +107,18 @@ def test_demonstrations_are_complete_valid_trajectories(small, source: str) -> N
 
 def test_the_es_demonstration_is_reproducible_within_its_games_and_starts_from_greedy(small) -> None:
     first, again = (demonstration(small, "es", 3, es_games=40) for _ in range(2))
-    assert first.actions == again.actions and first.extra["work"]["games"] == 40
+    assert first.actions == again.actions and first.work["games"] == 40
     # ES's first mean policy is the greedy rule, and the best of its games is kept
     assert first.reward_s >= demonstration(small, "greedy", 3).reward_s - 1e-15
 
 
 def test_the_es_demonstration_stops_at_its_wall_clock_share(small) -> None:
     solution = demonstration(small, "es", 0, seconds=0.5, es_games=1)
-    assert solution.extra["work"]["games"] >= 1 and replay(small, solution.actions).complete
+    assert solution.work["games"] >= 1 and replay(small, solution.actions).complete
 
 
 def test_imitation_mixes_the_kept_games_own_actions_into_the_search_targets(small) -> None:
-    config = config_from_options({**TINY, "parallel_games": 4, "imitation": 0.25})
+    config = MuZeroSolver().config({**TINY, "parallel_games": 4, "imitation": 0.25})
     record, actions, _tables = _greedy_record(small, config)
     search = _Counting()  # its policy: one-hot on the first allowed action
     reanalyser = Reanalyser(config, search, np.float32(0.1), jax.random.PRNGKey(0))
@@ -131,7 +131,7 @@ def test_imitation_mixes_the_kept_games_own_actions_into_the_search_targets(smal
 
 
 def test_reanalysis_searches_every_position_and_wraps_round_robin(small) -> None:
-    config = config_from_options(TINY)  # 4 positions per search
+    config = MuZeroSolver().config(TINY)  # 4 positions per search
     record, _, _ = _greedy_record(small, config)
     search = _Counting()
     reanalyser = Reanalyser(config, search, np.float32(0.1), jax.random.PRNGKey(0))
@@ -153,7 +153,7 @@ def test_reanalysis_searches_every_position_and_wraps_round_robin(small) -> None
 
 
 def test_refreshed_root_values_change_the_value_targets(small) -> None:
-    config = config_from_options({**TINY, "td_steps": 2, "discount": 1.0})
+    config = MuZeroSolver().config({**TINY, "td_steps": 2, "discount": 1.0})
     record, _, _ = _greedy_record(small, config)
     t = np.arange(len(record) - 2)
     before = record.value_targets(t, 1.0, 2)
@@ -162,7 +162,7 @@ def test_refreshed_root_values_change_the_value_targets(small) -> None:
 
 
 def test_only_a_better_self_play_game_is_kept_and_its_targets_are_its_own(small) -> None:
-    config = config_from_options(TINY)
+    config = MuZeroSolver().config(TINY)
     record, _, _ = _greedy_record(small, config)
     reanalyser = Reanalyser(config, _Counting(), np.float32(0.1), jax.random.PRNGKey(0))
     assert reanalyser.positions == 0
@@ -178,7 +178,7 @@ def test_only_a_better_self_play_game_is_kept_and_its_targets_are_its_own(small)
 
 
 def test_real_search_targets_are_distributions_over_allowed_actions(small) -> None:
-    config = config_from_options(TINY)
+    config = MuZeroSolver().config(TINY)
     net, _, search, _, _ = compiled_functions(config)
     params = init_params(net, 0, empty_batch(config.observation, 1))
     record, _, _ = _greedy_record(small, config)
@@ -190,29 +190,29 @@ def test_real_search_targets_are_distributions_over_allowed_actions(small) -> No
 
 
 def test_run_only_settings_share_one_compilation() -> None:
-    config = config_from_options({**TINY, "reanalyse_fraction": 0})
-    other = config_from_options(REANALYSE)
+    config = MuZeroSolver().config({**TINY, "reanalyse_fraction": 0})
+    other = MuZeroSolver().config(REANALYSE)
     assert compiled_functions(config)[2] is compiled_functions(other)[2]
     assert compiled_functions(config)[2] is not compiled_functions(
-        config_from_options({**TINY, "num_simulations": 5}))[2]
+        MuZeroSolver().config({**TINY, "num_simulations": 5}))[2]
 
 
 def test_a_reanalysing_run_is_reproducible_and_its_answers_are_its_own(small) -> None:
     runs = []
     for _ in range(2):
-        trainer = Trainer(small, config_from_options(REANALYSE), seed=2)
+        trainer = Trainer(small, MuZeroSolver().config(REANALYSE), seed=2)
         runs.append(trainer.run(games=12))
         assert trainer.reanalyser is not None and len(trainer.reanalyser.demonstrations) == 2
         assert trainer.reanalyser.best is not None
         assert trainer.reanalyser.best_return == pytest.approx(
             trainer.best_return * reward_scale(trainer.tables, trainer.config), rel=1e-4)
-    assert runs[0].actions == runs[1].actions and runs[0].extra["work"] == runs[1].extra["work"]
-    assert runs[0].extra["work"]["reanalysed"] > 2 * small.num_buffers
+    assert runs[0].actions == runs[1].actions and runs[0].work == runs[1].work
+    assert runs[0].work["reanalysed"] > 2 * small.num_buffers
     assert runs[0].solver == "muzero" and check_solution(small, runs[0]).ok
 
 
 def test_a_reanalysing_run_resumes_with_its_kept_games(tmp_path: Path, small) -> None:
-    config = config_from_options(REANALYSE)
+    config = MuZeroSolver().config(REANALYSE)
     first = Trainer(small, config, seed=0, checkpoint_dir=tmp_path)
     first.run(games=8)
     again = Trainer(small, config, seed=0, checkpoint_dir=tmp_path)
@@ -243,14 +243,14 @@ def test_the_solver_takes_reanalyse_options_and_refuses_bad_ones(small) -> None:
 
 
 def test_reanalyse_off_builds_nothing_and_trains_on_self_play_alone(small) -> None:
-    trainer = Trainer(small, config_from_options({**TINY, "reanalyse_fraction": 0}), seed=0)
+    trainer = Trainer(small, MuZeroSolver().config({**TINY, "reanalyse_fraction": 0}), seed=0)
     assert trainer.reanalyser is None  # demonstrations (a default) are only used through Reanalyse
     solution = trainer.run(games=4)
-    assert solution.extra["work"]["reanalysed"] == 0 and check_solution(small, solution).ok
+    assert solution.work["reanalysed"] == 0 and check_solution(small, solution).ok
 
 
 def test_without_demonstrations_only_the_best_game_is_kept(small) -> None:
-    trainer = Trainer(small, config_from_options({**TINY, "demonstrations": ""}), seed=0)
+    trainer = Trainer(small, MuZeroSolver().config({**TINY, "demonstrations": ""}), seed=0)
     assert trainer.reanalyser is not None and trainer.reanalyser.positions == 0
     trainer.run(games=6)
     assert trainer.reanalyser.demonstrations == [] and trainer.reanalyser.best is not None
@@ -259,20 +259,20 @@ def test_without_demonstrations_only_the_best_game_is_kept(small) -> None:
 def test_an_es_demonstration_run_is_reproducible_and_counts_the_games_es_played(small) -> None:
     options = {**TINY, "demonstrations": "es", "es_games": 30, "imitation": 0.5}
     runs = [get_solver("muzero").solve(small, SolveRequest(seed=1, work=6, options=options)) for _ in range(2)]
-    assert runs[0].actions == runs[1].actions and runs[0].extra["work"] == runs[1].extra["work"]
-    assert runs[0].extra["work"]["demonstration_games"] == 30 and check_solution(small, runs[0]).ok
+    assert runs[0].actions == runs[1].actions and runs[0].work == runs[1].work
+    assert runs[0].work["demonstration_games"] == 30 and check_solution(small, runs[0]).ok
     es = demonstration(small, "es", 1, es_games=30)
-    assert runs[0].extra["demonstrations"] == {"es": pytest.approx(es.normalized_reward, abs=1e-6)}
+    assert runs[0].info["demonstrations"] == {"es": pytest.approx(es.normalized_reward, abs=1e-6)}
 
 
 def test_the_default_demonstrations_are_built_once_when_training_starts(small) -> None:
-    trainer = Trainer(small, config_from_options(TINY), seed=0)
+    trainer = Trainer(small, MuZeroSolver().config(TINY), seed=0)
     assert trainer.reanalyser is not None and trainer.reanalyser.demonstrations == []  # not yet
     trainer.add_demonstrations()
     assert len(trainer.reanalyser.demonstrations) == 3  # heuristic, greedy, es: the defaults
     assert set(trainer.demonstration_rewards) == {"heuristic", "greedy", "es"}
     trainer.run(games=2)
     assert len(trainer.reanalyser.demonstrations) == 3  # run() did not build them again
-    played = [demonstration(small, source, 0, es_games=TINY["es_games"], es_workers=1).extra.get("work", {})
+    played = [demonstration(small, source, 0, es_games=TINY["es_games"], es_workers=1).work
               for source in ("heuristic", "greedy", "es")]  # greedy plays one game, es its games
     assert trainer.counters.demonstration_games == sum(w.get("games", 0) for w in played) == TINY["es_games"] + 1

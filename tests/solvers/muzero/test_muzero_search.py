@@ -8,7 +8,7 @@ import numpy as np
 from mallocgame.game.observe import Observer
 from mallocgame.game.state import Game
 from mallocgame.game.tables import build_tables
-from mallocgame.solvers.muzero.config import config_from_options
+from mallocgame.solvers.muzero.solver import MuZeroSolver
 from mallocgame.solvers.muzero.networks import MuZeroNet, init_params
 from mallocgame.solvers.muzero.search import make_policy, make_search
 from mallocgame.game.observe import empty_batch
@@ -28,7 +28,7 @@ def _root_batch(config, n: int):  # noqa: ANN001, ANN202
 
 
 def test_q_scale_sets_how_far_the_improved_policy_moves_from_the_prior() -> None:
-    config = config_from_options({**TINY, "policy_init_bias": 0.0})
+    config = MuZeroSolver().config({**TINY, "policy_init_bias": 0.0})
     net = MuZeroNet(config)
     obs, allowed = _root_batch(config, 4)
     params = init_params(net, 0, obs)
@@ -48,7 +48,7 @@ def test_q_scale_sets_how_far_the_improved_policy_moves_from_the_prior() -> None
 
 
 def test_disallowed_root_actions_are_never_chosen_nor_targeted() -> None:
-    config = config_from_options(TINY)
+    config = MuZeroSolver().config(TINY)
     net = MuZeroNet(config)
     obs, allowed = _root_batch(config, 4)
     allowed[:, 0] = False  # Copy not allowed anywhere

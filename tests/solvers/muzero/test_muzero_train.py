@@ -25,7 +25,7 @@ from mallocgame.game.state import replay
 from mallocgame.game.tables import build_tables
 from mallocgame.solution import load_solution
 from mallocgame.solvers import SolveRequest, get_solver
-from mallocgame.solvers.muzero.config import config_from_options
+from mallocgame.solvers.muzero.solver import MuZeroSolver
 from mallocgame.solvers.muzero.search import SearchResult
 from mallocgame.solvers.muzero.selfplay import SelfPlay, reward_scale
 from mallocgame.solvers.muzero.train import BEST_NAME, CHECKPOINT_NAME, Trainer
@@ -34,8 +34,8 @@ from tests.game.test_backup import _alias_overflow
 
 TINY = {
     "parallel_games": 4, "num_simulations": 4, "width": 32, "latent_size": 16, "conv_channels": "4",
-    "batch_size": 16, "unroll_steps": 3, "min_replay": 64, "train_every": 1, "obs_grid_steps": 8,
-    "obs_grid_window": 32, "obs_grid_addr": 8, "obs_profile_bins": 16, "obs_supply_window": 8,
+    "batch_size": 16, "unroll_steps": 3, "min_replay": 64, "train_every": 1, "observation.grid_steps": 8,
+    "observation.grid_window": 32, "observation.grid_addr": 8, "observation.profile_bins": 16, "observation.supply_window": 8,
     "es_games": 16, "es_workers": 1,  # the es demonstration (a default) kept tiny too
 }
 TINY_ARGS = [arg for key, value in TINY.items() for arg in ("--option", f"{key}={value}")]
@@ -48,7 +48,7 @@ def small():
 
 def test_training_improves_on_its_first_games(small) -> None:
     returns: list[float] = []
-    trainer = Trainer(small, config_from_options(TINY), seed=0)
+    trainer = Trainer(small, MuZeroSolver().config(TINY), seed=0)
     original = trainer.replay.add
 
     def record(game) -> None:  # noqa: ANN001
@@ -77,7 +77,7 @@ class _Greedy:
 def test_drop_backup_completes_a_game_whose_greedy_play_goes_infeasible() -> None:
     inst = _alias_overflow()
     tables = build_tables(inst)
-    config = config_from_options({**TINY, "parallel_games": 2})
+    config = MuZeroSolver().config({**TINY, "parallel_games": 2})
     play = SelfPlay(inst, tables, config, _Greedy())
     finished = []
     while not finished:
@@ -100,7 +100,7 @@ def test_a_disallowed_search_action_is_refused(small) -> None:
             action = np.argmin(allowed, axis=1)  # a disallowed action wherever there is one
             return SearchResult(action, np.full((len(action), 3), 1 / 3, np.float32), np.zeros(len(action)))
 
-    play = SelfPlay(small, build_tables(small), config_from_options(TINY), Illegal())
+    play = SelfPlay(small, build_tables(small), MuZeroSolver().config(TINY), Illegal())
     with pytest.raises(SolverError, match="not allowed"):
         for _ in range(small.num_buffers):
             play.step({}, None)
@@ -113,7 +113,7 @@ def test_greedy_slots_play_the_improved_policys_best_allowed_action(small) -> No
             policy = np.where(allowed, 1.0 + np.arange(3), 10.0).astype(np.float32)  # 10: disallowed
             return SearchResult(action, policy / policy.sum(1, keepdims=True), np.zeros(len(action)))
 
-    config = config_from_options({**TINY, "greedy_games": 1})
+    config = MuZeroSolver().config({**TINY, "greedy_games": 1})
     play = SelfPlay(small, build_tables(small), config, FirstAllowed())
     for _ in range(20):
         allowed = [slot.driver.allowed().copy() for slot in play.slots]
@@ -134,7 +134,7 @@ def test_selfplay_passes_the_per_buffer_q_scale_to_the_search(small) -> None:
     for options, expected in (({}, 0.1), ({"q_scale": 0.3}, 0.3),
                               ({"q_scale_per_buffer": 0.01}, 0.01 * small.num_buffers)):
         seen.clear()
-        SelfPlay(small, build_tables(small), config_from_options({**TINY, **options}), Recording()).step({}, None)
+        SelfPlay(small, build_tables(small), MuZeroSolver().config({**TINY, **options}), Recording()).step({}, None)
         assert seen == [pytest.approx(expected)]
 
 
@@ -148,7 +148,7 @@ class _LastAllowed:
 
 def _copy_first_game(inst, tables):  # noqa: ANN001, ANN202
     """A complete game of the Copy-first stand-in (a FinishedGame)."""
-    config = config_from_options({**TINY, "parallel_games": 1, "greedy_games": 0})
+    config = MuZeroSolver().config({**TINY, "parallel_games": 1, "greedy_games": 0})
     play = SelfPlay(inst, tables, config, _Greedy())
     while True:
         done = play.step({}, None)
@@ -170,7 +170,7 @@ def _restarted_games(inst, tables, config, count: int) -> list:  # noqa: ANN001
 def test_restarted_games_replay_a_prefix_of_the_best_game_and_record_only_their_own_moves(small) -> None:
     tables = build_tables(small)
     best = _copy_first_game(small, tables).actions
-    config = config_from_options({**TINY, "greedy_games": 0, "restart_fraction": 1.0})
+    config = MuZeroSolver().config({**TINY, "greedy_games": 0, "restart_fraction": 1.0})
     finished = _restarted_games(small, tables, config, 12)
     assert [g.start for g in finished[:config.parallel_games]] == [0] * config.parallel_games  # the first games
     restarted = finished[config.parallel_games:]
@@ -193,7 +193,7 @@ def test_restarted_games_replay_a_prefix_of_the_best_game_and_record_only_their_
 ])
 def test_games_start_fresh_without_an_rng_a_fraction_or_a_non_greedy_slot(small, options, seed) -> None:
     tables = build_tables(small)
-    play = SelfPlay(small, tables, config_from_options({**TINY, **options}), _LastAllowed())
+    play = SelfPlay(small, tables, MuZeroSolver().config({**TINY, **options}), _LastAllowed())
     play.restart_actions = _copy_first_game(small, tables).actions
     rng = None if seed is None else np.random.default_rng(seed)
     finished: list = []
@@ -203,7 +203,7 @@ def test_games_start_fresh_without_an_rng_a_fraction_or_a_non_greedy_slot(small,
 
 
 def test_a_restarted_best_game_is_kept_whole_and_searched(small) -> None:
-    config = config_from_options({**TINY, "restart_fraction": 1.0, "greedy_games": 0, "demonstrations": ""})
+    config = MuZeroSolver().config({**TINY, "restart_fraction": 1.0, "greedy_games": 0, "demonstrations": ""})
     trainer = Trainer(small, config, seed=0)
     restarted = [g for g in _restarted_games(small, trainer.tables, config, 8) if g.start]
     done = max(restarted, key=lambda g: g.return_s)
@@ -216,22 +216,22 @@ def test_a_restarted_best_game_is_kept_whole_and_searched(small) -> None:
 
 
 def test_restarts_are_reproducible_from_the_seed_and_counted(small) -> None:
-    config = config_from_options({**TINY, "restart_fraction": 0.5})
+    config = MuZeroSolver().config({**TINY, "restart_fraction": 0.5})
     runs = []
     for _ in range(2):
         trainer = Trainer(small, config, seed=1)
         runs.append(trainer.run(games=24))
         assert trainer.selfplay.restart_actions == trainer.best_actions
     assert runs[0].actions == runs[1].actions
-    assert runs[0].extra["work"] == runs[1].extra["work"]
-    assert runs[0].extra["work"]["restarts"] > 0
+    assert runs[0].work == runs[1].work
+    assert runs[0].work["restarts"] > 0
     assert check_solution(small, runs[0]).ok
 
 
 def test_same_seed_and_work_same_solution_and_every_game_legal(small) -> None:
     runs = []
     for _ in range(2):
-        trainer = Trainer(small, config_from_options(TINY), seed=3)
+        trainer = Trainer(small, MuZeroSolver().config(TINY), seed=3)
         games = []
         original = trainer.replay.add
         trainer.replay.add = lambda g, o=original, gs=games: (gs.append(g), o(g))  # type: ignore[method-assign]
@@ -239,7 +239,7 @@ def test_same_seed_and_work_same_solution_and_every_game_legal(small) -> None:
         for g in games:  # every recorded move was allowed when played: the trajectory replays
             assert g.policies.shape == (len(g), 3)
     assert runs[0].actions == runs[1].actions
-    assert runs[0].extra["work"] == runs[1].extra["work"]
+    assert runs[0].work == runs[1].work
     assert check_solution(small, runs[0]).ok
 
 
@@ -250,11 +250,11 @@ def test_muzero_answers_pass_check_on_the_cli(tmp_path: Path, capsys) -> None:
                      *TINY_ARGS]) == 0
         assert main(["check", "xla-v1/gru_infer", str(out)]) == 0
         solution = load_solution(out)
-        assert solution.solver == solver and solution.extra["work"]["games"] >= 8
-        assert solution.extra["answer"] == ("search" if solver == "muzero" else "policy")
+        assert solution.solver == solver and solution.work["games"] >= 8
+        assert solution.info["answer"] == ("search" if solver == "muzero" else "policy")
     capsys.readouterr()
     assert main(["solve", "xla-v1/gru_infer", "--solver", "muzero", "--option", "bogus=1"]) == 2
-    assert "unknown muzero option" in capsys.readouterr().err
+    assert "muzero: unknown option 'bogus'" in capsys.readouterr().err
 
 
 def test_solver_interface_reports_improvements(small) -> None:
@@ -288,7 +288,7 @@ def test_a_killed_run_resumes_from_its_checkpoint(tmp_path: Path) -> None:
         if proc.poll() is None:
             proc.kill()
     inst = load_workload("synthetic/small")
-    saved = Trainer(inst, config_from_options({**TINY, "checkpoint_seconds": 0.5}), seed=0,
+    saved = Trainer(inst, MuZeroSolver().config({**TINY, "checkpoint_seconds": 0.5}), seed=0,
                     checkpoint_dir=run_dir)
     assert saved.resumed and saved.counters.games > 0 and saved.counters.learner_steps >= 0
     done_before = saved.counters.games
@@ -300,28 +300,28 @@ def test_a_killed_run_resumes_from_its_checkpoint(tmp_path: Path) -> None:
     assert "resumed from" in result.stderr
     final = load_solution(run_dir / "final.solution.json")
     assert check_solution(inst, final).ok
-    assert done_before + 4 <= final.extra["work"]["games"] <= done_before + 4 + 4
+    assert done_before + 4 <= final.work["games"] <= done_before + 4 + 4
     assert final.reward_s >= saved.best_return - 1e-12
 
 
 def test_a_checkpoint_of_another_run_is_refused(tmp_path: Path, small) -> None:
-    trainer = Trainer(small, config_from_options(TINY), seed=0, checkpoint_dir=tmp_path)
+    trainer = Trainer(small, MuZeroSolver().config(TINY), seed=0, checkpoint_dir=tmp_path)
     trainer.run(games=4)
     with pytest.raises(SolverError, match="different seed"):
-        Trainer(small, config_from_options(TINY), seed=1, checkpoint_dir=tmp_path)
+        Trainer(small, MuZeroSolver().config(TINY), seed=1, checkpoint_dir=tmp_path)
     (tmp_path / CHECKPOINT_NAME).write_bytes(b"\x00garbage")
     with pytest.raises(SolverError, match="not a readable checkpoint"):
-        Trainer(small, config_from_options(TINY), seed=0, checkpoint_dir=tmp_path)
+        Trainer(small, MuZeroSolver().config(TINY), seed=0, checkpoint_dir=tmp_path)
 
 
 def test_muzero_policy_search_plays_too(small) -> None:
     # mctx.muzero_policy with Dirichlet noise and a visit-count temperature
     solution = get_solver("muzero").solve(small, SolveRequest(seed=0, work=4, options={**TINY, "search": "muzero"}))
-    assert check_solution(small, solution).ok and solution.extra["work"]["games"] >= 4
+    assert check_solution(small, solution).ok and solution.work["games"] >= 4
 
 
 def test_a_wall_clock_budget_trains_until_it_is_spent(small) -> None:
-    trainer = Trainer(small, config_from_options(TINY), seed=0)
+    trainer = Trainer(small, MuZeroSolver().config(TINY), seed=0)
     trainer.run(games=2)  # compiles (not part of what is measured here)
     games = trainer.counters.games
     solution = trainer.run(seconds=6.0)
@@ -330,7 +330,7 @@ def test_a_wall_clock_budget_trains_until_it_is_spent(small) -> None:
     assert len(trainer.recent_returns) == min(64, trainer.counters.games)
     assert max(trainer.recent_returns) <= solution.normalized_reward + 1e-12
     assert f"mean {np.mean(trainer.recent_returns):.4f}" in trainer.progress_line()
-    assert solution.extra["recent_mean"] == pytest.approx(np.mean(trainer.recent_returns), abs=1e-6)
+    assert solution.info["recent_mean"] == pytest.approx(np.mean(trainer.recent_returns), abs=1e-6)
     assert 6.0 <= solution.wall_s < 12.0
     assert check_solution(small, solution).ok
 

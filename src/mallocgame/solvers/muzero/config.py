@@ -102,7 +102,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from mallocgame.game.observe import ObservationConfig
-from mallocgame.solvers.options import setting
+from mallocgame.options import setting
 
 __all__ = ["MuZeroConfig", "DEMONSTRATION_SOURCES", "WHERE_FIELDS"]
 
