@@ -177,8 +177,13 @@ def _lowest_offset(size, capacity, alignment, k, lo, hi):
 
 
 @_jit
-def _walk_back(supply_left, pair_used, tau, def_time, demand):
-    """First step ``s`` of an operand's copy interval ``[s, tau-1]``, or -1 if illegal."""
+def walk_back(supply_left, pair_used, tau, def_time, demand):
+    """First step ``s`` of an operand's copy interval ``[s, tau-1]``, or -1 if illegal.
+
+    The game's copy walk (SPEC section 4), shared by every solver that places copies:
+    from ``tau - 1`` down, each step gives ``min(supply_left[t], need)``; the walk stops
+    once ``need <= REL_EPS * demand``, and fails past ``def_time`` or at a used pair.
+    ``supply_left`` float64 [T] seconds, ``pair_used`` int8 [T]."""
     need = demand
     threshold = REL_EPS * demand
     t = tau - 1
@@ -194,8 +199,9 @@ def _walk_back(supply_left, pair_used, tau, def_time, demand):
 
 
 @_jit
-def _walk_forward(supply_left, pair_used, tau, num_steps, demand):
-    """Last step ``e`` of an output's copy interval ``[tau+1, e]``, or -1 if illegal."""
+def walk_forward(supply_left, pair_used, tau, num_steps, demand):
+    """Last step ``e`` of an output's copy interval ``[tau+1, e]``, or -1 if illegal: the
+    walk of :func:`walk_back` forwards from ``tau + 1``, failing past ``num_steps - 1``."""
     need = demand
     threshold = REL_EPS * demand
     t = tau + 1
@@ -273,13 +279,13 @@ def analyze(
         ok = True
         if demand > 0.0:
             if is_out:
-                e = _walk_forward(supply_left, pair_used, tau, num_steps, demand)
+                e = walk_forward(supply_left, pair_used, tau, num_steps, demand)
                 ok = e >= 0
                 end = e
                 copy_start = tau + 1
                 copy_end = e
             else:
-                s = _walk_back(supply_left, pair_used, tau, ten_int[x, X_DEF], demand)
+                s = walk_back(supply_left, pair_used, tau, ten_int[x, X_DEF], demand)
                 ok = s >= 0
                 start = s
                 copy_start = s

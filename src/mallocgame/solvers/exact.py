@@ -118,11 +118,14 @@ from __future__ import annotations
 import math
 from collections import defaultdict
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
+
+import numpy as np
 
 from ortools.sat.python import cp_model
 
-from mallocgame.check import SUPPLY_RTOL, physical_check
+from mallocgame.check import physical_check
+from mallocgame.game.kernels import walk_back, walk_forward
 from mallocgame.instance import Instance
 from mallocgame.latency import mapping_reward
 from mallocgame.solution import Allocation, Solution
@@ -164,50 +167,24 @@ class ExactConfig:
 # ------------------------------------------------------------------- copy intervals
 
 
-def copy_in_start(supply: list[float], tau: int, demand: float, lo: int) -> int | None:
-    """Latest ``s >= lo`` with ``fsum(supply[s..tau-1]) >= (1 - 1e-9) * demand``
-    (``tau`` for zero demand), or ``None``: the checker's own supply test."""
+def copy_in_start(supply: Sequence[float] | np.ndarray, tau: int, demand: float, lo: int) -> int | None:
+    """Latest ``s >= lo`` from which the game's copy walk before ``tau`` covers ``demand``
+    on the whole ``supply`` (``tau`` for zero demand), or ``None``."""
     if demand == 0:
         return tau
-    target = (1 - SUPPLY_RTOL) * demand
-    lo = max(lo, 0)
-    total = 0.0
-    s = tau
-    while s > lo and total < target:  # float walk, then exact correction
-        s -= 1
-        total += supply[s]
-    if s >= tau:
-        return None
-    while s >= lo and math.fsum(supply[s:tau]) < target:
-        s -= 1
-    if s < lo:
-        return None
-    while s + 1 <= tau - 1 and math.fsum(supply[s + 1 : tau]) >= target:
-        s += 1
-    return s
+    supply = np.asarray(supply, dtype=np.float64)
+    s = walk_back(supply, np.zeros(len(supply), dtype=np.int8), tau, lo - 1, demand)
+    return None if s < 0 else int(s)
 
 
-def copy_out_end(supply: list[float], tau: int, demand: float) -> int | None:
-    """Earliest ``e`` with ``fsum(supply[tau+1..e]) >= (1 - 1e-9) * demand`` (``tau``
-    for zero demand), or ``None`` if the program ends first."""
+def copy_out_end(supply: Sequence[float] | np.ndarray, tau: int, demand: float) -> int | None:
+    """Earliest ``e`` at which the game's copy walk after ``tau`` covers ``demand`` on
+    the whole ``supply`` (``tau`` for zero demand), or ``None`` if the program ends first."""
     if demand == 0:
         return tau
-    target = (1 - SUPPLY_RTOL) * demand
-    n = len(supply)
-    total = 0.0
-    e = tau
-    while e < n - 1 and total < target:
-        e += 1
-        total += supply[e]
-    if e == tau:
-        return None
-    while e <= n - 1 and math.fsum(supply[tau + 1 : e + 1]) < target:
-        e += 1
-    if e > n - 1:
-        return None
-    while e - 1 >= tau + 1 and math.fsum(supply[tau + 1 : e]) >= target:
-        e -= 1
-    return e
+    supply = np.asarray(supply, dtype=np.float64)
+    e = walk_forward(supply, np.zeros(len(supply), dtype=np.int8), tau, len(supply), demand)
+    return None if e < 0 else int(e)
 
 
 # -------------------------------------------------------------------------- the model
@@ -249,7 +226,7 @@ class MappingModel:
         self.align = hw.alignment_bytes
         self.capu = hw.fast_memory_bytes // self.align
         self.model = m = cp_model.CpModel()
-        supply = [ins.supply_s for ins in inst.instructions]
+        supply = np.array([ins.supply_s for ins in inst.instructions], dtype=np.float64)
         self.zu = [hw.aligned(b.size) // self.align for b in inst.buffers]
         self.reach = reach(inst)
 
@@ -704,7 +681,6 @@ def warm_start(
     which completes it quickly. Returns the best game's ``(reward_s, allocations,
     info)``; without ``seconds`` only the first three games are played (reproducible).
     """
-    import numpy as np
 
     from mallocgame.game.backup import DropBackup
     from mallocgame.game.state import COPY, DROP, NOCOPY, Game

@@ -93,6 +93,7 @@ import numba
 import numpy as np
 
 from mallocgame.check import physical_check
+from mallocgame.game.kernels import REL_EPS, walk_back, walk_forward
 from mallocgame.instance import Instance, RooflineLatency
 from mallocgame.latency import mapping_reward
 from mallocgame.solution import Allocation, Solution
@@ -101,7 +102,6 @@ from mallocgame.options import setting
 
 __all__ = ["HeuristicOptions", "HeuristicSolver", "msa_allocations"]
 
-REL_EPS = 1e-12  # a copy covers its demand once need <= REL_EPS * demand (as the game)
 MAX_VERIFY_ROUNDS = 8  # reruns after a failed physical check before giving up (all slow)
 
 _SLOW, _REQUIRED, _OPTIONAL = 0, 1, 2
@@ -177,19 +177,9 @@ def _prefetch_window(supply_left, prefix, pair_used, use, def_time, demand, max_
     its pairs are free, it stays after ``def_time`` and its elapsed time (supply sum)
     stays within ``max_elapsed``. ``(-1, -1)`` if no copy fits.
     """
-    need = demand
-    t = use - 1
-    while True:
-        if t <= def_time or t < 0:
-            return -1, -1
-        if t < use - 1 and pair_used[t]:
-            return -1, -1
-        take = min(supply_left[t], need)
-        need -= take
-        if need <= REL_EPS * demand:
-            break
-        t -= 1
-    latest = t
+    latest = walk_back(supply_left, pair_used, use, def_time, demand)
+    if latest < 0:
+        return -1, -1
     earliest = latest
     while earliest - 1 > def_time and earliest - 1 >= 0 and not pair_used[earliest - 1]:
         if prefix[use] - prefix[earliest - 1] > max_elapsed:
@@ -206,19 +196,9 @@ def _eviction_window(supply_left, prefix, pair_used, tau, num_steps, demand, pre
     (pairs free, inside the program) until the interval's elapsed time reaches
     ``preferred_elapsed``. ``(-1, -1)`` if no copy fits.
     """
-    need = demand
-    t = tau + 1
-    while True:
-        if t > num_steps - 1:
-            return -1, -1
-        if t > tau + 1 and pair_used[t - 1]:
-            return -1, -1
-        take = min(supply_left[t], need)
-        need -= take
-        if need <= REL_EPS * demand:
-            break
-        t += 1
-    shortest = t
+    shortest = walk_forward(supply_left, pair_used, tau, num_steps, demand)
+    if shortest < 0:
+        return -1, -1
     preferred = shortest
     while prefix[preferred + 1] - prefix[tau + 1] < preferred_elapsed:
         if preferred + 1 > num_steps - 1 or pair_used[preferred]:
