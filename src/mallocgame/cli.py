@@ -8,12 +8,13 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import re
 import sys
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, NoReturn, Sequence
+from typing import TYPE_CHECKING, Callable, NoReturn, Sequence
 
 from mallocgame.errors import MallocGameError
 
@@ -76,10 +77,8 @@ def _cmd_solve(args: argparse.Namespace) -> int:
     from mallocgame.solvers import SolveRequest, get_solver
     from mallocgame.workloads.registry import load_workload
 
-    if args.budget is not None and args.budget <= 0:
-        raise UsageError("--budget must be a positive number of seconds")
-    if args.work is not None and args.work <= 0:
-        raise UsageError("--work must be a positive integer")
+    if args.out is not None and not args.out.strip():
+        raise UsageError("--out must name a file")
     solver = get_solver(args.solver)
     inst = load_workload(args.workload)
     out = Path(args.out) if args.out else _default_out(inst.name, args.solver, args.seed)
@@ -154,7 +153,7 @@ def _cmd_train(args: argparse.Namespace) -> int:
     if args.solver not in ("muzero", "muzero-nosearch"):
         raise UsageError(f"train runs muzero or muzero-nosearch, not {args.solver!r}")
     args.option = [*args.option, f"checkpoint_dir={args.dir}", "progress=true"]
-    args.out = args.out or str(Path(args.dir) / "final.solution.json")
+    args.out = str(Path(args.dir) / "final.solution.json") if args.out is None else args.out
     return _cmd_solve(args)
 
 
@@ -393,6 +392,48 @@ def _cmd_bench_rewards(args: argparse.Namespace) -> int:
 # ------------------------------------------------------------------------------ parser
 
 
+def _positive_seconds(text: str) -> float:
+    """An argparse type: a finite number of seconds above 0."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number of seconds: {text!r}") from None
+    if not math.isfinite(value) or value <= 0:
+        raise argparse.ArgumentTypeError(f"must be a positive, finite number of seconds, not {text!r}")
+    return value
+
+
+def _whole_number(minimum: int) -> Callable[[str], int]:
+    """An argparse type: a whole number of at least ``minimum``."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
+        if value < minimum:
+            raise argparse.ArgumentTypeError(f"must be at least {minimum}, not {value}")
+        return value
+
+    return parse
+
+
+def _add_run_arguments(p: argparse.ArgumentParser, *, work: str, out: str, option: str) -> None:
+    """The arguments ``solve`` and ``train`` share: the workload, seed, budgets, output."""
+    p.add_argument("workload", help="a bundled workload name, an instance file or an XLA dump directory")
+    p.add_argument("--seed", type=_whole_number(0), default=0)
+    p.add_argument("--budget", type=_positive_seconds, default=None, help="wall-clock budget, seconds")
+    p.add_argument("--work", type=_whole_number(1), default=None, help=work)
+    p.add_argument("--out", default=None, help=out)
+    p.add_argument("--progress", action="store_true", help="print every new best solution")
+    p.add_argument("--option", action="append", default=[], metavar="KEY=VALUE", help=option)
+
+
+def _add_instance_and_solution(p: argparse.ArgumentParser, solution: str) -> None:
+    p.add_argument("instance", help="a bundled workload name, an instance file or an XLA dump directory")
+    p.add_argument("solution", help=solution)
+
+
 def _parser() -> _Parser:
     parser = _Parser(prog="mallocgame", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
@@ -405,33 +446,22 @@ def _parser() -> _Parser:
     p.set_defaults(func=_cmd_solvers)
 
     p = sub.add_parser("solve", help="solve a workload and write a solution file")
-    p.add_argument("workload", help="a bundled workload name or an instance file")
-    p.add_argument("--solver", required=True, help="drop, random, exhaustive, ...")
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--budget", type=float, default=None, help="wall-clock budget, seconds")
-    p.add_argument("--work", type=int, default=None, help="work budget in the solver's unit (games, ...)")
-    p.add_argument("--out", default=None, help="solution file (default out/NAME.SOLVER.sSEED.json)")
-    p.add_argument("--progress", action="store_true", help="print every new best solution")
-    p.add_argument("--option", action="append", default=[], metavar="KEY=VALUE",
-                   help="a solver setting (repeat), e.g. num_simulations=32 for muzero; see 'mallocgame solvers'")
+    p.add_argument("--solver", required=True, help="a solver name (see 'mallocgame solvers')")
+    _add_run_arguments(p, work="work budget in the solver's unit (games, ...)",
+                       out="solution file (default out/NAME.SOLVER.sSEED.json)",
+                       option="a solver setting (repeat), e.g. sigma=0.2 for es; see 'mallocgame solvers'")
     p.set_defaults(func=_cmd_solve)
 
     p = sub.add_parser("train", help="train MMap-MuZero on a workload, with checkpoints (resumes)")
-    p.add_argument("workload", help="a bundled workload name or an instance file")
     p.add_argument("--dir", required=True, help="checkpoints, best.solution.json; resumes from it")
     p.add_argument("--solver", default="muzero", help="muzero (default) or muzero-nosearch")
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--budget", type=float, default=None, help="wall-clock budget of this run, seconds")
-    p.add_argument("--work", type=int, default=None, help="self-play games in total (over resumed runs)")
-    p.add_argument("--out", default=None, help="the final solution (default DIR/final.solution.json)")
-    p.add_argument("--progress", action="store_true", help="also print every new best solution")
-    p.add_argument("--option", action="append", default=[], metavar="KEY=VALUE",
-                   help="a MuZero setting (repeat), e.g. num_simulations=32")
+    _add_run_arguments(p, work="self-play games in total (over resumed runs)",
+                       out="the final solution (default DIR/final.solution.json)",
+                       option="a MuZero setting (repeat), e.g. num_simulations=32")
     p.set_defaults(func=_cmd_train)
 
     p = sub.add_parser("check", help="validate a solution (exit 1 if invalid)")
-    p.add_argument("instance", help="a bundled workload name or an instance file")
-    p.add_argument("solution")
+    _add_instance_and_solution(p, "a solution file, or a sweep record (its solution)")
     p.set_defaults(func=_cmd_check)
 
     p = sub.add_parser("extract", help="turn a real program into an instance (and/or a program file)")
@@ -452,13 +482,11 @@ def _parser() -> _Parser:
     p.set_defaults(func=_cmd_extract)
 
     p = sub.add_parser("simulate", help="end-to-end latency of a (checked) solution and its speedup")
-    p.add_argument("instance", help="a bundled workload name or an instance file")
-    p.add_argument("solution")
+    _add_instance_and_solution(p, "a solution file, or a sweep record (its solution)")
     p.set_defaults(func=_cmd_simulate)
 
     p = sub.add_parser("project", help="a mapping's decisions replayed as a game trajectory (what it keeps)")
-    p.add_argument("instance", help="a bundled workload name or an instance file")
-    p.add_argument("solution", help="a valid solution, e.g. the heuristic's")
+    _add_instance_and_solution(p, "a valid solution, e.g. the heuristic's")
     p.add_argument("--out", default=None, help="the trajectory (default out/NAME.SOLVER-projected.sSEED.json)")
     p.set_defaults(func=_cmd_project)
 
@@ -508,8 +536,7 @@ def _parser() -> _Parser:
     q.set_defaults(func=_cmd_bench_suite)
 
     p = sub.add_parser("show", help="draw the memory layout of a solution")
-    p.add_argument("instance", help="a bundled workload name or an instance file")
-    p.add_argument("solution")
+    _add_instance_and_solution(p, "a solution file, or a sweep record (its solution)")
     p.add_argument("--out", required=True, help="picture file (.png, .svg or .pdf)")
     p.set_defaults(func=_cmd_show)
     return parser
