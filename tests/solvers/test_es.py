@@ -133,7 +133,7 @@ def test_improves_on_its_initial_policy(seed: int) -> None:
     final = EsSolver().solve(small, request)
     initial = seen[0]  # the first game played is the initial mean policy's
     assert initial.work["games"] == 1
-    cfg = EsConfig.from_options(options)
+    cfg = EsSolver().config(options)
     theta0 = LinearPolicyShape().initial(cfg, np.random.default_rng(seed))
     assert play_policy(small, theta0).return_s == initial.solution.reward_s
     assert final.reward_s > initial.solution.reward_s
