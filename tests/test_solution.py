@@ -57,6 +57,7 @@ def test_the_solution_of_a_sweep_record_loads(tmp_path: Path) -> None:
     [
         ({"format": "other"}, FormatError, "format is 'other'"),
         ({"version": 2}, FormatError, "unsupported solution version"),
+        ({"version": True}, FormatError, "unsupported solution version True"),
         ({"reward_s": float("nan")}, SolutionError, "'reward_s' must be a finite number"),
         ({"work": {"games": "many"}}, SolutionError, "'work' must be an object of numbers"),
         ({"work": [1]}, SolutionError, "'work' must be an object of numbers"),

@@ -27,17 +27,26 @@ _UMASK = _read_umask()  # written files get the usual permissions, not mkstemp's
 def read_json(path: str | os.PathLike[str]) -> Any:
     """Parse a ``.json`` or ``.json.gz`` file; raise :class:`InputFileError` on any failure."""
     path = Path(path)
+    if path.is_dir():
+        raise InputFileError(f"{path}: a directory, not a file")
     if not path.is_file():
         raise InputFileError(f"{path}: no such file")
     try:
         raw = path.read_bytes()
         if raw[:2] == b"\x1f\x8b":
             raw = gzip.decompress(raw)
-        return json.loads(raw.decode("utf-8"))
+        return json.loads(raw.decode("utf-8"), parse_constant=_refuse_constant)
     except (OSError, EOFError, gzip.BadGzipFile) as exc:
         raise InputFileError(f"{path}: cannot read: {exc}") from exc
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+    except (UnicodeDecodeError, ValueError) as exc:  # json.JSONDecodeError is a ValueError
         raise InputFileError(f"{path}: not valid JSON: {exc}") from exc
+    except RecursionError:
+        raise InputFileError(f"{path}: not valid JSON: nested too deeply") from None
+
+
+def _refuse_constant(name: str) -> Any:
+    """JSON has no NaN or infinities; Python's parser accepts them unless told not to."""
+    raise ValueError(f"{name} is not a JSON number")
 
 
 def write_bytes_atomic(path: str | os.PathLike[str], data: bytes) -> None:

@@ -144,9 +144,10 @@ def solution_from_dict(doc: Any, *, where: str = "solution") -> Solution:
         raise FormatError(f"{where}: expected a JSON object")
     if doc.get("format") != SOLUTION_FORMAT:
         raise FormatError(f"{where}: format is {doc.get('format')!r}, expected '{SOLUTION_FORMAT}'")
-    if doc.get("version") != SOLUTION_VERSION:
+    version = doc.get("version")
+    if isinstance(version, bool) or version != SOLUTION_VERSION:
         raise FormatError(
-            f"{where}: unsupported solution version {doc.get('version')!r} "
+            f"{where}: unsupported solution version {version!r} "
             f"(this build reads {SOLUTION_VERSION})"
         )
     for key in ("instance", "instance_sha256", "allocations", "reward_s", "normalized_reward"):

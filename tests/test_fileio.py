@@ -1,0 +1,57 @@
+"""JSON files: plain and gzip, atomic writes, the canonical hash, and every way a file
+can be unreadable as one typed error."""
+
+from __future__ import annotations
+
+import gzip
+import json
+from pathlib import Path
+
+import pytest
+
+from mallocgame.errors import InputFileError
+from mallocgame.fileio import canonical_sha256, read_json, write_json
+
+
+def test_plain_and_gzip_round_trip(tmp_path: Path) -> None:
+    doc = {"b": [1, 2.5, None], "a": "ü"}
+    for name in ("x.json", "x.json.gz"):
+        write_json(tmp_path / name, doc)
+        assert read_json(tmp_path / name) == doc
+    assert gzip.decompress((tmp_path / "x.json.gz").read_bytes()).startswith(b"{")
+    assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == []  # no temporary left
+
+
+def test_the_canonical_hash_ignores_key_order_and_spacing() -> None:
+    assert canonical_sha256({"a": 1, "b": [1, 2]}) == canonical_sha256(json.loads('{ "b": [1,2], "a": 1 }'))
+    assert canonical_sha256({"a": 1}) != canonical_sha256({"a": 2})
+
+
+@pytest.mark.parametrize(
+    "content, needle",
+    [
+        (None, "no such file"),
+        (b"{", "not valid JSON"),
+        (b"\xff\xfe", "not valid JSON"),
+        (b'{"a": NaN}', "NaN is not a JSON number"),
+        (b'{"a": -Infinity}', "-Infinity is not a JSON number"),
+        (b"[" * 200_000 + b"]" * 200_000, "nested too deeply"),
+        (b"\x1f\x8bnot gzip", "cannot read"),
+    ],
+)
+def test_an_unreadable_file_is_one_input_error(tmp_path: Path, content: bytes | None, needle: str) -> None:
+    path = tmp_path / "doc.json"
+    if content is not None:
+        path.write_bytes(content)
+    with pytest.raises(InputFileError, match=needle):
+        read_json(path)
+
+
+def test_a_directory_is_not_a_file(tmp_path: Path) -> None:
+    with pytest.raises(InputFileError, match="a directory, not a file"):
+        read_json(tmp_path)
+
+
+def test_an_unwritable_place_is_an_input_error(tmp_path: Path) -> None:
+    with pytest.raises(InputFileError, match="cannot write"):
+        write_json(tmp_path / "missing" / "x.json", {})
