@@ -304,6 +304,20 @@ def test_a_killed_run_resumes_from_its_checkpoint(tmp_path: Path) -> None:
     assert final.reward_s >= saved.best_return - 1e-12
 
 
+def test_the_first_complete_game_is_checkpointed_at_once(tmp_path: Path, small, monkeypatch) -> None:
+    lines: list[str] = []
+    trainer = Trainer(small, MuZeroSolver().config({**TINY, "checkpoint_seconds": 1e9}), seed=0,
+                      checkpoint_dir=tmp_path, log=lines.append)
+    saves: list[int] = []
+    save = Trainer.save
+    monkeypatch.setattr(Trainer, "save", lambda self: (saves.append(self.counters.games), save(self))[1])
+    trainer.run(games=3 * TINY["parallel_games"])
+    assert "a new run" in lines[0]
+    assert 0 < saves[0] < 3 * TINY["parallel_games"] and len(saves) == 2  # the first games, then the end
+    resumed = Trainer(small, MuZeroSolver().config(TINY), seed=0, checkpoint_dir=tmp_path, log=lines.append)
+    assert resumed.resumed and resumed.counters.games == 3 * TINY["parallel_games"]
+
+
 def test_a_checkpoint_of_another_run_is_refused(tmp_path: Path, small) -> None:
     trainer = Trainer(small, MuZeroSolver().config(TINY), seed=0, checkpoint_dir=tmp_path)
     trainer.run(games=4)

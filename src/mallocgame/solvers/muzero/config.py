@@ -109,9 +109,9 @@ __all__ = ["MuZeroConfig", "DEMONSTRATION_SOURCES", "WHERE_FIELDS"]
 DEMONSTRATION_SOURCES = ("heuristic", "greedy", "es")
 """Solvers whose trajectories can be demonstrations (see ``reanalyse.py``)."""
 
-WHERE_FIELDS = ("checkpoint_dir", "progress")
-"""Settings that say where a run keeps its files and what it prints, not what it does:
-a checkpoint resumes under other values of these, and a sweep record leaves them out."""
+WHERE_FIELDS = ("checkpoint_dir", "progress", "checkpoint_seconds", "progress_seconds")
+"""Settings of where and how often a run saves and reports, not of what it computes: a
+checkpoint resumes under other values of these, and a sweep record leaves them out."""
 
 
 @dataclass(frozen=True)

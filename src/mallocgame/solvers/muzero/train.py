@@ -237,10 +237,13 @@ class Trainer:
         target = games if games is not None else (None if clock.seconds is not None else c.games + 1)
         start_seconds = c.seconds
         next_ckpt = cfg.checkpoint_seconds
+        saved_a_game = c.games > 0  # a resumed run's checkpoint already holds its games
         next_log = cfg.progress_seconds
         if self.resumed:
             self.log(f"resumed from {self.dir / CHECKPOINT_NAME}: {c.games} games, "
                      f"{c.learner_steps} learner steps, best {self._normalized(self.best_return):.4f}")
+        elif self.dir is not None and c.games == 0:
+            self.log(f"no checkpoint in {self.dir}: a new run")
         self.add_demonstrations(clock)
         while (target is None or c.games < target) and not clock.expired():
             key = jax.random.fold_in(self._play_key, c.moves)
@@ -267,9 +270,11 @@ class Trainer:
             if clock.elapsed >= next_log:
                 next_log = clock.elapsed + cfg.progress_seconds
                 self.log(self.progress_line())
-            if self.dir is not None and clock.elapsed >= next_ckpt:
+            first_games = c.games > 0 and not saved_a_game
+            if self.dir is not None and (clock.elapsed >= next_ckpt or first_games):
                 next_ckpt = clock.elapsed + cfg.checkpoint_seconds
-                self.save()
+                self.save()  # also once the first game is complete: a run killed later resumes with it
+                saved_a_game = c.games > 0
         if self.answer == "policy" or self.best is None:
             self._evaluate(clock, callback)
         c.seconds = start_seconds + clock.elapsed
