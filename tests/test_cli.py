@@ -288,3 +288,37 @@ def test_solvers_lists_every_option_with_its_default(capsys) -> None:
     assert main(["solvers", "mctz"]) == 2
     assert "did you mean 'mcts'" in capsys.readouterr().err
 
+
+
+def test_ctrl_c_during_a_pool_is_one_line_and_ends_the_workers(tmp_path: Path) -> None:
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    argv = [sys.executable, "-m", "mallocgame.cli", "solve", "xla-v1/transformer_train", "--solver", "es",
+            "--option", "workers=2", "--work", "100000", "--progress", "--out", str(tmp_path / "es.json")]
+    proc = subprocess.Popen(argv, stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True,
+                            start_new_session=True)
+    try:
+        first = proc.stderr.readline()  # the first new best: the workers are playing
+        assert "normalized reward" in first, first
+        os.killpg(proc.pid, signal.SIGINT)  # what Ctrl-C in a terminal does: the whole group
+        rest = proc.communicate(timeout=120)[1]
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    assert proc.returncode == 130
+    lines = [line for line in rest.splitlines() if "normalized reward" not in line]
+    assert lines == ["mallocgame: interrupted"], rest
+    assert not (tmp_path / "es.json").exists()
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:  # no worker (nor the fork server) is left in the group
+        try:
+            os.killpg(proc.pid, 0)
+        except ProcessLookupError:
+            break
+        time.sleep(0.1)
+    else:
+        raise AssertionError("processes of the interrupted run are still alive")

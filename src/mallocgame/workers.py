@@ -9,6 +9,8 @@ work forever. :func:`process_pool` gives every worker a daemon thread that waits
 on :func:`multiprocessing.parent_process` (the process that asked for the worker,
 also under ``forkserver``) and ends the worker with ``os._exit`` the moment it goes.
 
+Ctrl-C reaches the parent alone (workers ignore SIGINT, so none prints a traceback);
+a parent interrupted while its pool works ends the workers with :meth:`WorkerPool.terminate`.
 Workers start with ``forkserver`` on Linux and ``spawn`` elsewhere, never ``fork``:
 a parent that has imported JAX (or any threaded library) must not fork its threads
 into the workers.
@@ -18,6 +20,7 @@ from __future__ import annotations
 
 import multiprocessing
 import os
+import signal
 import sys
 import threading
 from collections.abc import Callable, Sequence
@@ -63,8 +66,23 @@ def exit_with_parent() -> None:
 
 def _start_worker(initializer: Callable[..., None] | None, initargs: tuple[Any, ...]) -> None:
     exit_with_parent()
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle
     if initializer is not None:
         initializer(*initargs)
+
+
+class WorkerPool(ProcessPoolExecutor):
+    """A process pool that can also be ended at once."""
+
+    def terminate(self) -> None:
+        """End every worker now (their running tasks are lost) and shut the pool down."""
+        processes = list((getattr(self, "_processes", None) or {}).values())
+        self.shutdown(wait=False, cancel_futures=True)
+        for process in processes:
+            if process.is_alive():
+                process.terminate()
+        for process in processes:
+            process.join(timeout=5)
 
 
 def process_pool(
@@ -73,10 +91,10 @@ def process_pool(
     preload: Sequence[str] = (),
     initializer: Callable[..., None] | None = None,
     initargs: tuple[Any, ...] = (),
-) -> ProcessPoolExecutor:
+) -> WorkerPool:
     """A pool of ``workers`` processes (see :func:`pool_context`) that each end with
     this process; ``initializer(*initargs)`` runs in each worker as it starts."""
-    return ProcessPoolExecutor(
+    return WorkerPool(
         max_workers=workers, mp_context=pool_context(preload),
         initializer=_start_worker, initargs=(initializer, initargs),
     )

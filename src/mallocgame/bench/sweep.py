@@ -257,13 +257,18 @@ def run_sweep(
             note(run_job(job, str(out_dir)))
     else:
         # forkserver/spawn, never fork; the workers end if this process is killed.
-        with process_pool(workers) as pool:
-            futures = [pool.submit(run_job, job, str(out_dir)) for job in todo]
-            try:
-                for future in as_completed(futures):
-                    note(future.result())
-            except BrokenProcessPool as exc:
-                raise WorkerError("a sweep worker process ended before finishing its job") from exc
+        pool = process_pool(workers)
+        futures = [pool.submit(run_job, job, str(out_dir)) for job in todo]
+        try:
+            for future in as_completed(futures):
+                note(future.result())
+        except BrokenProcessPool as exc:
+            pool.terminate()
+            raise WorkerError("a sweep worker process ended before finishing its job") from exc
+        except BaseException:
+            pool.terminate()  # Ctrl-C or an error: the jobs in flight are rerun by the next sweep
+            raise
+        pool.shutdown(wait=True)
     return len(todo), skipped
 
 

@@ -78,7 +78,6 @@ from __future__ import annotations
 
 import pickle
 import time
-from concurrent.futures import Executor
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, replace
 from typing import Literal, Sequence
@@ -94,7 +93,7 @@ from mallocgame.instance import Instance
 from mallocgame.solution import Solution
 from mallocgame.solvers.base import Run, Solver
 from mallocgame.options import setting
-from mallocgame.workers import process_pool
+from mallocgame.workers import WorkerPool, process_pool
 
 __all__ = [
     "EsSolver", "EsConfig", "LinearPolicyShape", "centered_ranks", "play_policy", "DEFAULT_GENERATIONS",
@@ -330,7 +329,7 @@ class EsSolver(Solver):
         )
 
         player: _Player | None = None
-        pool: Executor | None = None
+        pool: WorkerPool | None = None
         if cfg.workers > 1:
             payload = pickle.dumps((instance, tables), protocol=pickle.HIGHEST_PROTOCOL)
             pool = process_pool(
@@ -423,9 +422,12 @@ class EsSolver(Solver):
                 else:
                     step = grad
                 theta = theta + cfg.lr * step - cfg.lr * cfg.l2 * theta
-        finally:
+        except BaseException:
             if pool is not None:
-                pool.shutdown(wait=True, cancel_futures=True)
+                pool.terminate()  # Ctrl-C or an error: do not wait for the games in flight
+            raise
+        if pool is not None:
+            pool.shutdown(wait=True, cancel_futures=True)
 
         assert best is not None
         return replace(best, work=dict(state))
