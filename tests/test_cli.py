@@ -48,6 +48,13 @@ def test_solve_check_show_roundtrip(tmp_path: Path, instance_file: Path, capsys)
     picture = tmp_path / "layout.png"
     assert main(["show", str(instance_file), str(out), "--out", str(picture)]) == 0
     assert picture.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    doc["reward_s"] *= 2  # now invalid: drawn all the same, and said so
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps(doc))
+    capsys.readouterr()
+    assert main(["show", str(instance_file), str(bad), "--out", str(tmp_path / "bad.png")]) == 1
+    assert "invalid (drawn anyway): reward_mismatch" in capsys.readouterr().out
+    assert (tmp_path / "bad.png").exists()
 
 
 def test_solve_bundled_default_out(tmp_path: Path, monkeypatch, capsys) -> None:

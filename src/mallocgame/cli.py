@@ -235,8 +235,14 @@ def _cmd_show(args: argparse.Namespace) -> int:
     out = Path(args.out)
     if out.suffix.lower() not in (".png", ".svg", ".pdf"):
         raise UsageError(f"--out must end in .png, .svg or .pdf, got '{out.name}'")
+    from mallocgame.check import check_solution
+
+    report = check_solution(inst, solution)
     draw_layout(inst, solution, out)
     print(f"layout of {inst.name} ({len(solution.allocations)} allocations) -> {out}")
+    if not report.ok:  # drawn all the same: a picture helps to see what is wrong
+        print(f"invalid (drawn anyway): {report.summary()}")
+        return EXIT_CHECK_FAILED
     return EXIT_OK
 
 
@@ -535,7 +541,7 @@ def _parser() -> _Parser:
     q.add_argument("--programs", nargs="*", help="workloads (default: every bundled one)")
     q.set_defaults(func=_cmd_bench_suite)
 
-    p = sub.add_parser("show", help="draw the memory layout of a solution")
+    p = sub.add_parser("show", help="draw the memory layout of a solution (exit 1 if it is invalid)")
     _add_instance_and_solution(p, "a solution file, or a sweep record (its solution)")
     p.add_argument("--out", required=True, help="picture file (.png, .svg or .pdf)")
     p.set_defaults(func=_cmd_show)
