@@ -90,9 +90,9 @@ from mallocgame.game.features import NUM_FEATURES, FeatureExtractor
 from mallocgame.game.state import DROP, Game, replay
 from mallocgame.game.tables import GameTables, build_tables
 from mallocgame.instance import Instance
+from mallocgame.options import setting
 from mallocgame.solution import Solution
 from mallocgame.solvers.base import Run, Solver
-from mallocgame.options import setting
 from mallocgame.workers import WorkerPool, process_pool
 
 __all__ = [

@@ -128,6 +128,7 @@ from mallocgame.check import physical_check
 from mallocgame.game.kernels import walk_back, walk_forward
 from mallocgame.instance import Instance
 from mallocgame.latency import mapping_reward
+from mallocgame.options import setting
 from mallocgame.solution import Allocation, Solution
 from mallocgame.solvers.base import Run, SolveRequest, Solver, Stopwatch
 from mallocgame.solvers.bound import (
@@ -137,7 +138,6 @@ from mallocgame.solvers.bound import (
     reach,
     trivial_bound,
 )
-from mallocgame.options import setting
 
 __all__ = ["ExactConfig", "ExactSolver", "MappingModel", "copy_in_start", "copy_out_end"]
 

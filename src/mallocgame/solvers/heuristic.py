@@ -96,9 +96,9 @@ from mallocgame.check import physical_check
 from mallocgame.game.kernels import REL_EPS, walk_back, walk_forward
 from mallocgame.instance import Instance, RooflineLatency
 from mallocgame.latency import mapping_reward
+from mallocgame.options import setting
 from mallocgame.solution import Allocation, Solution
 from mallocgame.solvers.base import Run, Solver
-from mallocgame.options import setting
 
 __all__ = ["HeuristicOptions", "HeuristicSolver", "msa_allocations"]
 

@@ -14,10 +14,10 @@ from typing import Any, Mapping
 from mallocgame.check import check_solution
 from mallocgame.errors import SolverError
 from mallocgame.instance import Instance
+from mallocgame.options import setting
 from mallocgame.simulate import simulate
 from mallocgame.solution import Solution
 from mallocgame.solvers.base import Run, Solver
-from mallocgame.options import setting
 
 __all__ = ["BestOfSolver", "BestOfConfig", "DEFAULT_CANDIDATES"]
 

@@ -100,9 +100,9 @@ from mallocgame.game.backup import DropBackup
 from mallocgame.game.state import DROP, Game
 from mallocgame.game.tables import X_DEF_BUFFER
 from mallocgame.instance import Instance
+from mallocgame.options import setting
 from mallocgame.solution import Solution
 from mallocgame.solvers.base import Run, Solver
-from mallocgame.options import setting
 
 __all__ = ["MctsSolver", "MctsConfig", "DEFAULT_SIMULATIONS"]
 
