@@ -23,7 +23,7 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import dataclass, field
-from typing import Union
+from typing import Iterator, Union
 
 from mallocgame.errors import MallocGameError
 
@@ -115,10 +115,11 @@ _OPEN = {"(": ")", "{": "}", "[": "]"}
 _SPECIAL_RE = re.compile(r'[(){}\[\]",\\]')
 
 
-def split_top(text: str) -> list[str]:
-    """Split on commas outside brackets and quotes; pieces stripped, empty ones dropped."""
-    parts, depth, start, quote, skip = [], 0, 0, False, -1
-    for m in _SPECIAL_RE.finditer(text):
+def _unquoted(text: str, start: int = 0) -> Iterator[tuple[int, str]]:
+    """``(index, character)`` of each bracket and comma of ``text[start:]`` outside
+    double-quoted strings (in which a backslash escapes the next character)."""
+    quote, skip = False, -1
+    for m in _SPECIAL_RE.finditer(text, start):
         j, c = m.start(), m.group()
         if j == skip:
             continue
@@ -129,7 +130,15 @@ def split_top(text: str) -> list[str]:
                 quote = False
         elif c == '"':
             quote = True
-        elif c in "({[":
+        elif c != "\\":
+            yield j, c
+
+
+def split_top(text: str) -> list[str]:
+    """Split on commas outside brackets and quotes; pieces stripped, empty ones dropped."""
+    parts, depth, start = [], 0, 0
+    for j, c in _unquoted(text):
+        if c in "({[":
             depth += 1
         elif c in ")}]":
             depth -= 1
@@ -143,19 +152,8 @@ def split_top(text: str) -> list[str]:
 def _close(text: str, i: int) -> int:
     """Index of the bracket closing the one at ``text[i]`` (quoted text skipped)."""
     stack: list[str] = []
-    quote, skip = False, -1
-    for m in _SPECIAL_RE.finditer(text, i):
-        j, c = m.start(), m.group()
-        if j == skip:
-            continue
-        if quote:
-            if c == "\\":
-                skip = j + 1
-            elif c == '"':
-                quote = False
-        elif c == '"':
-            quote = True
-        elif c in _OPEN:
+    for j, c in _unquoted(text, i):
+        if c in _OPEN:
             stack.append(_OPEN[c])
         elif c in ")}]":
             if not stack or c != stack[-1]:

@@ -173,6 +173,28 @@ def _lowest_offset(size, capacity, alignment, k, lo, hi):
     return -1
 
 
+@_jit
+def _place(buf_int, alloc, active, block_end, n_active, group, group_offset, size, capacity, alignment,
+           start, end, lo, hi):
+    """Offset for ``size`` bytes of ``group`` over steps ``[start, end]``, or -1 if none fits.
+
+    The group's offset when it has one (``group_offset >= 0``), else the lowest free one.
+    """
+    k = _collect(buf_int, alloc, active, block_end, n_active, group, start, end, lo, hi)
+    if group_offset >= 0:
+        return group_offset if _fits_at(group_offset, size, capacity, k, lo, hi) else -1
+    return _lowest_offset(size, capacity, alignment, k, lo, hi)
+
+
+@_jit
+def _mark_legal(out, action, offset, start, end):
+    """Record in ``out`` that ``action`` is legal at ``offset`` with memory interval ``[start, end]``."""
+    out[action, O_LEGAL] = 1
+    out[action, O_OFFSET] = offset
+    out[action, O_START] = start
+    out[action, O_END] = end
+
+
 # ------------------------------------------------------------------------ copy walks
 
 
@@ -291,16 +313,10 @@ def analyze(
                 copy_start = s
                 copy_end = tau - 1
         if ok:
-            k = _collect(buf_int, alloc, active, block_end, n_active, g, start, end, lo, hi)
-            if gs >= 0:
-                offset = gs if _fits_at(gs, size, capacity, k, lo, hi) else -1
-            else:
-                offset = _lowest_offset(size, capacity, alignment, k, lo, hi)
+            offset = _place(buf_int, alloc, active, block_end, n_active, g, gs, size, capacity, alignment,
+                            start, end, lo, hi)
             if offset >= 0:
-                out[COPY, O_LEGAL] = 1
-                out[COPY, O_OFFSET] = offset
-                out[COPY, O_START] = start
-                out[COPY, O_END] = end
+                _mark_legal(out, COPY, offset, start, end)
                 out[COPY, O_COPY_START] = copy_start
                 out[COPY, O_COPY_END] = copy_end
 
@@ -308,34 +324,23 @@ def analyze(
     if gs != SLOW:
         if is_out:
             if ten_int[x, X_LIVE_OUT] == 0:
-                start = tau
                 end = ten_int[x, X_LAST_USE]
-                k = _collect(buf_int, alloc, active, block_end, n_active, g, start, end, lo, hi)
-                if gs >= 0:
-                    offset = gs if _fits_at(gs, size, capacity, k, lo, hi) else -1
-                else:
-                    offset = _lowest_offset(size, capacity, alignment, k, lo, hi)
+                offset = _place(buf_int, alloc, active, block_end, n_active, g, gs, size, capacity, alignment,
+                                tau, end, lo, hi)
                 if offset >= 0:
-                    out[NOCOPY, O_LEGAL] = 1
-                    out[NOCOPY, O_OFFSET] = offset
-                    out[NOCOPY, O_START] = start
-                    out[NOCOPY, O_END] = end
+                    _mark_legal(out, NOCOPY, offset, tau, end)
         else:
             latest = ten_state[x, T_LATEST]
             if latest >= 0:
                 offset = alloc[latest, A_OFFSET]
                 if gs < 0 or gs == offset:
                     if alloc[latest, A_END] >= tau:
-                        out[NOCOPY, O_LEGAL] = 1
-                        out[NOCOPY, O_OFFSET] = offset
+                        _mark_legal(out, NOCOPY, offset, -1, -1)  # covered up to tau already: empty interval
                     else:
                         start = alloc[latest, A_END] + 1
                         k = _collect(buf_int, alloc, active, block_end, n_active, g, start, tau, lo, hi)
                         if _fits_at(offset, size, capacity, k, lo, hi):
-                            out[NOCOPY, O_LEGAL] = 1
-                            out[NOCOPY, O_OFFSET] = offset
-                            out[NOCOPY, O_START] = start
-                            out[NOCOPY, O_END] = tau
+                            _mark_legal(out, NOCOPY, offset, start, tau)
 
     # Drop
     if gs < 0 and (is_out or not resident):
