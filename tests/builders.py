@@ -22,17 +22,35 @@ Example::
 Default hardware: ``fast_bandwidth = 1000``, ``slow_bandwidth = 100``,
 ``copy_bandwidth = 100`` bytes/s, so a 100-byte buffer costs 1 s to copy, 1 s to
 read from slow memory and 0.1 s from fast memory (numbers easy to work by hand).
+
+Also the other plain helpers the test modules share: the SPEC's conformance vectors
+(:func:`conformance_vector`, :func:`conformance_instance`, :func:`trajectory_solution`),
+two hand-worked programs (:func:`reward_instance`, :func:`tiny_program`), a random
+policy, and a check that a folder holds only the files written to it. Fixtures are in
+``tests/conftest.py``.
 """
 
 from __future__ import annotations
 
 import copy
+import json
 from dataclasses import dataclass, field
-from typing import Any, Sequence
+from functools import lru_cache
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+import numpy as np
 
 from mallocgame.instance import Instance, instance_from_dict
+from mallocgame.program import Program, ProgramInstruction, ProgramLoop, ProgramTensor
+from mallocgame.solution import Solution, solution_from_dict
 
-__all__ = ["X", "B", "I", "roofline", "table", "build_doc", "build", "buffer_ids"]
+__all__ = [
+    "X", "B", "I", "roofline", "table", "build_doc", "build", "buffer_ids",
+    "CONFORMANCE", "CONFORMANCE_PATHS", "CONFORMANCE_NAMES", "conformance_vector",
+    "conformance_instance", "trajectory_solution", "reward_instance", "tiny_program",
+    "random_policy", "assert_only_files",
+]
 
 
 @dataclass
@@ -194,3 +212,124 @@ def build(tensors: Sequence[X | int], instructions: Sequence[I], **kwargs: Any) 
 def buffer_ids(inst: Instance, t: int) -> list[int]:
     """Buffer ids of instruction ``t`` in game order."""
     return sorted(inst.instructions[t].buffers)
+
+
+# ---------------------------------------------------------------- conformance vectors
+
+CONFORMANCE = Path(__file__).parent / "data" / "conformance"
+"""The SPEC's conformance vectors (from an independent implementation)."""
+CONFORMANCE_PATHS = sorted(CONFORMANCE.glob("*.json"))
+CONFORMANCE_NAMES = [p.stem for p in CONFORMANCE_PATHS]
+
+
+def conformance_vector(name: str) -> dict[str, Any]:
+    """The whole document of vector ``name`` (``instance``, ``trajectories``,
+    ``infeasible_prefix``, ``optimal_reward_s``); a fresh copy on every call."""
+    return json.loads((CONFORMANCE / f"{name}.json").read_text())
+
+
+@lru_cache(maxsize=None)
+def conformance_instance(name: str) -> Instance:
+    """The instance of vector ``name`` (read once; instances are immutable)."""
+    return instance_from_dict(conformance_vector(name)["instance"])
+
+
+def trajectory_solution(name: str, k: int = 0, *, with_actions: bool = True) -> tuple[Instance, Solution]:
+    """Vector ``name``'s instance and its ``k``-th recorded trajectory as a Solution
+    (seed 0, no time; without ``actions`` when ``with_actions`` is false)."""
+    inst = conformance_instance(name)
+    traj = conformance_vector(name)["trajectories"][k]
+    doc = {
+        "format": "mallocgame-solution",
+        "version": 1,
+        "instance": inst.name,
+        "instance_sha256": inst.sha256,
+        "solver": traj["kind"],
+        "allocations": traj["allocations"],
+        "reward_s": traj["reward_s"],
+        "normalized_reward": traj["normalized_reward"],
+    }
+    if with_actions:
+        doc["actions"] = traj["actions"]
+    return inst, solution_from_dict(doc)
+
+
+# ------------------------------------------------------------ hand-worked programs
+
+
+def reward_instance() -> Instance:
+    """Two instructions whose rewards are worked by hand (all demands 0: Copy is always
+    legal; capacity 1 MiB: everything fits).
+
+    Buffers in game order: instruction 0 (count 3, roofline compute 2.5 s, fixed 0.25 s)
+    reads P = buffer 0 (100 B) and Q = buffer 1 (200 B), writes O = buffer 2 (100 B);
+    instruction 1 (count 2, a table over [R2, P2]: index = R2 + 2 * P2, latencies
+    8, 5, 6, 1 s) reads P2 = 3, Q2 = 4, R2 = 5 (100 B each), writes O2 = 6 (100 B).
+
+    Instruction 0: ``L(empty) = 0.25 + max(2.5, 1 + 2 + 1) = 4.25``, all fast
+    ``0.25 + max(2.5, 0.4) = 2.75``; instruction 1: 8 s empty, 1 s with R2 and P2.
+    So ``R = 3 * 1.5 + 2 * 7 = 18.5``.
+    """
+    return build(
+        tensors=[X(100), X(200), X(100), X(100), X(100), X(100), X(100), X(100)],
+        instructions=[
+            I(reads=[B(0, demand=0.0), B(1, demand=0.0)], writes=[B(2, demand=0.0)],
+              count=3, latency=roofline(compute_s=2.5, fixed_s=0.25)),
+            I(reads=[B(3, demand=0.0), B(4, demand=0.0), B(5, demand=0.0)], writes=[B(6, demand=0.0)],
+              count=2, latency=table([2, 0], [8.0, 5.0, 6.0, 1.0])),
+        ],
+        capacity=1 << 20,
+    )
+
+
+def tiny_program() -> Program:
+    """Four instructions; a parameter W; an in-place update (alias group); a loop of 3.
+
+    t0 x = iota()            -> buffer 0
+    t1 y = dot(W, x)   x3    -> buffers 1 (W), 2 (x), 3 (y)
+    t2 z = dus(y, W[slice]) in place of y, x3 -> buffers 4 (y), 5 (W, 200 B), 6 (z)
+    t3 out = exp(z)          -> buffers 7 (z), 8 (out, a program result)
+    Alias group: y's definition and read, z's definition and read: buffers 3, 4, 6, 7.
+    """
+    tensors = (
+        ProgramTensor(0, "W", 1000, -1, 2),
+        ProgramTensor(1, "x", 400, 0, 1),
+        ProgramTensor(2, "y", 600, 1, 2),
+        ProgramTensor(3, "z", 600, 2, 3),
+        ProgramTensor(4, "out", 600, 3, 3, live_out=True),
+    )
+    instructions = (
+        ProgramInstruction("iota.0", "iota", (), (1,), (), (400,)),
+        ProgramInstruction("dot.1", "dot", (0, 1), (2,), (1000, 400), (600,), flops=2e6, count=3),
+        ProgramInstruction(
+            "dus.2", "dynamic-update-slice", (2, 0), (3,), (600, 200), (600,), transcendentals=1e5, count=3
+        ),
+        ProgramInstruction("exp.3", "exponential", (3,), (4,), (600,), (600,), transcendentals=150),
+    )
+    return Program(
+        name="tiny",
+        instructions=instructions,
+        tensors=tensors,
+        alias_groups=(((1, 2), (2, 0), (2, 2), (3, 0)),),
+        loops=(ProgramLoop(1, 2, 3),),
+        source={"frontend": "hand", "model": "tiny"},
+    )
+
+
+# -------------------------------------------------------------------------- the rest
+
+
+def random_policy(rng: int | np.random.Generator) -> Callable[[Any, np.ndarray], int]:
+    """A policy ``(game, allowed) -> action`` drawing uniformly among the allowed
+    actions (``rng``: a generator, or a seed for a fresh one)."""
+    gen = rng if isinstance(rng, np.random.Generator) else np.random.default_rng(rng)
+
+    def policy(game: Any, allowed: np.ndarray) -> int:
+        return int(gen.choice(np.flatnonzero(allowed)))
+
+    return policy
+
+
+def assert_only_files(directory: Path, *names: str) -> None:
+    """``directory`` holds exactly ``names``: an atomic write left no temporary file."""
+    assert sorted(p.name for p in Path(directory).iterdir()) == sorted(names)

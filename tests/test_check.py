@@ -4,9 +4,6 @@ valid, and each corruption is caught with the right failure kind."""
 from __future__ import annotations
 
 import dataclasses
-import json
-from functools import lru_cache
-from pathlib import Path
 from typing import Any, Sequence
 from unittest import mock
 
@@ -22,42 +19,17 @@ from mallocgame.errors import IllegalActionError
 from mallocgame.instance import Instance, instance_from_dict
 from mallocgame.latency import mapping_reward, normalize
 from mallocgame.solution import Allocation, Solution, solution_from_dict
-
-CONFORMANCE = Path(__file__).parent / "data" / "conformance"
+from tests.builders import CONFORMANCE_NAMES, conformance_vector, trajectory_solution
 
 
 # ---------------------------------------------------------------------------- helpers
 
 
-@lru_cache(maxsize=None)
-def _conformance(name: str) -> tuple[Instance, tuple[dict[str, Any], ...]]:
-    doc = json.loads((CONFORMANCE / f"{name}.json").read_text())
-    return instance_from_dict(doc["instance"]), tuple(doc["trajectories"])
-
-
 CASES = [
-    (path.stem, k)
-    for path in sorted(CONFORMANCE.glob("*.json"))
-    for k in range(len(json.loads(path.read_text())["trajectories"]))
+    (name, k)
+    for name in CONFORMANCE_NAMES
+    for k in range(len(conformance_vector(name)["trajectories"]))
 ]
-
-
-def _trajectory_solution(name: str, k: int, *, with_actions: bool) -> tuple[Instance, Solution]:
-    inst, trajectories = _conformance(name)
-    traj = trajectories[k]
-    doc = {
-        "format": "mallocgame-solution",
-        "version": 1,
-        "instance": inst.name,
-        "instance_sha256": inst.sha256,
-        "solver": traj["kind"],
-        "allocations": traj["allocations"],
-        "reward_s": traj["reward_s"],
-        "normalized_reward": traj["normalized_reward"],
-    }
-    if with_actions:
-        doc["actions"] = traj["actions"]
-    return inst, solution_from_dict(doc)
 
 
 def _replace(sol: Solution, buffer: int, **changes: Any) -> Solution:
@@ -178,7 +150,7 @@ def test_failure_kinds_are_the_documented_ones() -> None:
 
 @pytest.mark.parametrize("name,k", CASES)
 def test_conformance_allocations_pass(name: str, k: int) -> None:
-    inst, sol = _trajectory_solution(name, k, with_actions=False)
+    inst, sol = trajectory_solution(name, k, with_actions=False)
     assert physical_check(inst, sol.allocations) == []
     # also reward_s == the mapping's reward and normalized_reward == reward_s / R
     report = check_solution(inst, sol)
@@ -192,8 +164,8 @@ def _tiny_alias_optimal() -> tuple[Instance, Solution]:
     """tiny_alias, optimal game (capacity 1024, alignment 256): b1 Copy at 0 over
     steps 0..1, b2 Copy at 256 over 1..2, b3 NoCopy at 256 (empty), b4 Copy at 512
     over 0..3; each one 256-byte unit."""
-    assert _conformance("tiny_alias")[1][0]["kind"] == "optimal"
-    return _trajectory_solution("tiny_alias", 0, with_actions=False)
+    assert conformance_vector("tiny_alias")["trajectories"][0]["kind"] == "optimal"
+    return trajectory_solution("tiny_alias", 0, with_actions=False)
 
 
 @pytest.mark.parametrize(
@@ -219,8 +191,7 @@ def _random101_seed1() -> tuple[Instance, Solution]:
     """random101, seed 1: alias group 8 = buffers 4 (tensor 3's output, NoCopy [1,3]),
     5 and 8 (its reads, NoCopy, empty) and 10 (tensor 5's output, Copy [3,5]), all at
     offset 2048; 4 and 10 share step 3 at the same bytes, which one group may."""
-    inst, _ = _conformance("random101")
-    _, sol = _trajectory_solution("random101", 1, with_actions=False)
+    inst, sol = trajectory_solution("random101", 1, with_actions=False)
     group = {b.id for b in inst.buffers if b.alias_id == 8}
     assert group == {4, 5, 8, 10}
     placed = {a.buffer: a for a in sol.allocations}
@@ -534,14 +505,14 @@ def test_large_instance() -> None:
 
 
 def test_instance_mismatch() -> None:
-    inst, sol = _trajectory_solution("tiny_chain", 0, with_actions=False)
+    inst, sol = trajectory_solution("tiny_chain", 0, with_actions=False)
     report = check_solution(inst, dataclasses.replace(sol, instance_sha256="0" * 64))
     assert report.kinds == {"instance_mismatch"}
 
 
 @pytest.mark.parametrize("factor,ok", [(1.0 + 1e-12, True), (1.01, False)])
 def test_reward_against_mapping(factor: float, ok: bool) -> None:
-    inst, sol = _trajectory_solution("random104", 0, with_actions=False)
+    inst, sol = trajectory_solution("random104", 0, with_actions=False)
     assert sol.reward_s > 0
     changed = dataclasses.replace(sol, reward_s=sol.reward_s * factor,
                                   normalized_reward=sol.normalized_reward * factor)
@@ -549,7 +520,7 @@ def test_reward_against_mapping(factor: float, ok: bool) -> None:
 
 
 def test_normalized_reward_must_match() -> None:
-    inst, sol = _trajectory_solution("random104", 0, with_actions=False)
+    inst, sol = trajectory_solution("random104", 0, with_actions=False)
     changed = dataclasses.replace(sol, normalized_reward=sol.normalized_reward + 0.01)
     assert check_solution(inst, changed).kinds == {"reward_mismatch"}
 
@@ -615,8 +586,8 @@ def game(request: pytest.FixtureRequest) -> str:
 
 def _replay_case(game: str, name: str, k: int, monkeypatch: pytest.MonkeyPatch
                  ) -> tuple[Instance, Solution, dict[str, Any]]:
-    inst, sol = _trajectory_solution(name, k, with_actions=True)
-    traj = _conformance(name)[1][k]
+    inst, sol = trajectory_solution(name, k, with_actions=True)
+    traj = conformance_vector(name)["trajectories"][k]
     if game == "recorded":
         monkeypatch.setattr(mallocgame.game, "Game", lambda _inst: _RecordedGame(traj),
                             raising=False)
@@ -683,8 +654,8 @@ def test_replay_other_legal_action(name: str, k: int) -> None:
     # action becomes illegal or the allocations differ from the recorded ones.
     if not hasattr(mallocgame.game, "Game"):
         pytest.skip("mallocgame.game.Game does not exist yet")
-    inst, sol = _trajectory_solution(name, k, with_actions=True)
-    traj = _conformance(name)[1][k]
+    inst, sol = trajectory_solution(name, k, with_actions=True)
+    traj = conformance_vector(name)["trajectories"][k]
     step = next((s for s, st_ in enumerate(traj["steps"]) if len(st_["legal"]) > 1), None)
     if step is None:
         pytest.skip("no step with a choice")

@@ -13,14 +13,6 @@ from mallocgame.cli import main
 CONFORMANCE = Path(__file__).parent / "data" / "conformance"
 
 
-@pytest.fixture()
-def instance_file(tmp_path: Path) -> Path:
-    doc = json.loads((CONFORMANCE / "random105.json").read_text())["instance"]
-    path = tmp_path / "random105.json.gz"
-    path.write_bytes(gzip.compress(json.dumps(doc).encode()))
-    return path
-
-
 def _one_line_error(capsys) -> str:
     err = capsys.readouterr().err.strip()
     assert "Traceback" not in err
@@ -32,7 +24,7 @@ def _one_line_error(capsys) -> str:
 def test_list_shows_bundled_workloads(capsys) -> None:
     assert main(["list"]) == 0
     out = capsys.readouterr().out
-    assert "synthetic/small" in out and "synthetic/16k" in out and "buffers" in out
+    assert "synthetic-v1/small" in out and "synthetic-v1/16k" in out and "buffers" in out
 
 
 def test_solve_check_show_roundtrip(tmp_path: Path, instance_file: Path, capsys) -> None:
@@ -59,10 +51,23 @@ def test_solve_check_show_roundtrip(tmp_path: Path, instance_file: Path, capsys)
 
 def test_solve_bundled_default_out(tmp_path: Path, monkeypatch, capsys) -> None:
     monkeypatch.chdir(tmp_path)
-    assert main(["solve", "synthetic/small", "--solver", "drop"]) == 0
+    assert main(["solve", "synthetic-v1/small", "--solver", "drop"]) == 0
     written = list((tmp_path / "out").glob("*.json"))
-    assert [p.name for p in written] == ["synthetic-small.drop.s0.json"]
-    assert main(["check", "synthetic/small", str(written[0])]) == 0
+    assert [p.name for p in written] == ["synthetic-v1-small.drop.s0.json"]
+    assert main(["check", "synthetic-v1/small", str(written[0])]) == 0
+
+
+def test_solve_and_check_an_xla_dump_directory(tmp_path: Path, capsys) -> None:
+    from tests.frontends.test_xla import HANDMADE
+
+    dump = tmp_path / "dump"
+    dump.mkdir()
+    (dump / "module_0001.handmade.cpu_after_optimizations.txt").write_text(HANDMADE)
+    out = tmp_path / "sol.json"
+    assert main(["solve", str(dump), "--solver", "greedy", "--out", str(out)]) == 0
+    assert main(["check", str(dump), str(out)]) == 0
+    assert main(["solve", "xla-v1/gru_infr", "--solver", "greedy"]) == 2
+    assert "did you mean xla-v1/gru_infer" in capsys.readouterr().err
 
 
 def test_check_rejects_corruptions(tmp_path: Path, instance_file: Path, capsys) -> None:

@@ -20,6 +20,7 @@ from mallocgame.instance import RooflineLatency, instance_from_dict, validate
 from mallocgame.latency import instruction_latency
 from mallocgame.program import Program, ProgramInstruction, ProgramLoop, ProgramTensor
 from mallocgame.solvers import get_solver
+from tests.builders import tiny_program
 
 # Round numbers: 100 bytes take 1 s from slow memory, 0.1 s from fast, 2 s to copy.
 TOY = HardwarePreset(
@@ -35,40 +36,6 @@ TOY = HardwarePreset(
     sources=("test",),
     assumptions=("fixed_s: test",),
 )
-
-
-def tiny_program() -> Program:
-    """Four instructions; a parameter W; an in-place update (alias group); a loop of 3.
-
-    t0 x = iota()            -> buffer 0
-    t1 y = dot(W, x)   x3    -> buffers 1 (W), 2 (x), 3 (y)
-    t2 z = dus(y, W[slice]) in place of y, x3 -> buffers 4 (y), 5 (W, 200 B), 6 (z)
-    t3 out = exp(z)          -> buffers 7 (z), 8 (out, a program result)
-    Alias group: y's definition and read, z's definition and read: buffers 3, 4, 6, 7.
-    """
-    tensors = (
-        ProgramTensor(0, "W", 1000, -1, 2),
-        ProgramTensor(1, "x", 400, 0, 1),
-        ProgramTensor(2, "y", 600, 1, 2),
-        ProgramTensor(3, "z", 600, 2, 3),
-        ProgramTensor(4, "out", 600, 3, 3, live_out=True),
-    )
-    instructions = (
-        ProgramInstruction("iota.0", "iota", (), (1,), (), (400,)),
-        ProgramInstruction("dot.1", "dot", (0, 1), (2,), (1000, 400), (600,), flops=2e6, count=3),
-        ProgramInstruction(
-            "dus.2", "dynamic-update-slice", (2, 0), (3,), (600, 200), (600,), transcendentals=1e5, count=3
-        ),
-        ProgramInstruction("exp.3", "exponential", (3,), (4,), (600,), (600,), transcendentals=150),
-    )
-    return Program(
-        name="tiny",
-        instructions=instructions,
-        tensors=tensors,
-        alias_groups=(((1, 2), (2, 0), (2, 2), (3, 0)),),
-        loops=(ProgramLoop(1, 2, 3),),
-        source={"frontend": "hand", "model": "tiny"},
-    )
 
 
 def test_peak_live_bytes_by_hand():

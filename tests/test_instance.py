@@ -7,15 +7,12 @@ import copy
 import gzip
 import hashlib
 import json
-from pathlib import Path
 
 import pytest
 
 from mallocgame.errors import FormatError, InputFileError, InstanceError, MallocGameError
 from mallocgame.instance import instance_from_dict, load_instance, save_instance
-from tests.builders import B, I, X, build_doc, table
-
-CONFORMANCE = Path(__file__).parent / "data" / "conformance"
+from tests.builders import CONFORMANCE_NAMES, B, I, X, assert_only_files, build_doc, conformance_vector, table
 
 
 def spec_hash(doc) -> str:
@@ -52,7 +49,7 @@ def test_round_trip_and_atomic_write(tmp_path, suffix):
     inst = instance_from_dict(doc)
     path = tmp_path / f"inst{suffix}"
     save_instance(inst, path)
-    assert sorted(p.name for p in tmp_path.iterdir()) == [path.name]  # no temp file left
+    assert_only_files(tmp_path, path.name)  # no temp file left
     raw = path.read_bytes()
     if suffix == ".json.gz":
         assert raw[:2] == b"\x1f\x8b"
@@ -64,7 +61,7 @@ def test_round_trip_and_atomic_write(tmp_path, suffix):
     assert back.to_dict() == doc
     # Saving again over the file is atomic too and leaves it identical.
     save_instance(back, path)
-    assert sorted(p.name for p in tmp_path.iterdir()) == [path.name]
+    assert_only_files(tmp_path, path.name)
     assert load_instance(path).sha256 == inst.sha256
 
 
@@ -93,10 +90,9 @@ def test_hash_of_a_file_is_over_the_parsed_document(tmp_path):
     path = tmp_path / "pretty.json"
     path.write_text(json.dumps(doc, indent=3, ensure_ascii=False), encoding="utf-8")
     assert load_instance(path).sha256 == spec_hash(doc)
-    for name in ("tiny_pair.json", "tiny_alias.json"):
-        vec = json.loads((CONFORMANCE / name).read_text())
-        inst = instance_from_dict(vec["instance"])
-        assert inst.sha256 == spec_hash(vec["instance"])
+    for name in ("tiny_pair", "tiny_alias"):
+        doc = conformance_vector(name)["instance"]
+        assert instance_from_dict(doc).sha256 == spec_hash(doc)
 
 
 # ============================================================================= validation
@@ -209,9 +205,8 @@ def test_malformed_files(tmp_path, name, data):
 
 
 def test_conformance_instances_load(tmp_path):
-    for path in sorted(CONFORMANCE.glob("*.json")):
-        vec = json.loads(path.read_text())
-        inst = instance_from_dict(vec["instance"])
-        out = tmp_path / (path.stem + ".json.gz")
-        save_instance(inst, out)
-        assert load_instance(out).sha256 == spec_hash(vec["instance"])
+    for name in CONFORMANCE_NAMES:
+        doc = conformance_vector(name)["instance"]
+        out = tmp_path / f"{name}.json.gz"
+        save_instance(instance_from_dict(doc), out)
+        assert load_instance(out).sha256 == spec_hash(doc)

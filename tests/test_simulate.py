@@ -62,7 +62,7 @@ def _consistent(r) -> None:
 
 
 @pytest.mark.parametrize(
-    "name", ["xla-v1/alexnet_train_b32", "xla-v1/lstm_infer", "xla-v1/inplace_update_loop", "synthetic/1k"]
+    "name", ["xla-v1/alexnet_train_b32", "xla-v1/lstm_infer", "xla-v1/inplace_update_loop", "synthetic-v1/1k"]
 )
 def test_all_slow_latency_is_the_sum_of_latencies(name: str) -> None:
     inst = load_workload(name)
@@ -403,7 +403,7 @@ def test_faster_memory_never_makes_an_instruction_slower(
 # ------------------------------------------------------------------------ speedup numbers
 
 
-@pytest.mark.parametrize("name", ["xla-v1/alexnet_train_b32", "xla-v1/lstm_infer", "synthetic/1k"])
+@pytest.mark.parametrize("name", ["xla-v1/alexnet_train_b32", "xla-v1/lstm_infer", "synthetic-v1/1k"])
 def test_speedup_of_drop_is_one(name: str) -> None:
     inst = load_workload(name)
     sol = get_solver("drop").solve(inst, SolveRequest(seed=0))

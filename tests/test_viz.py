@@ -2,95 +2,66 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pytest
 
 from mallocgame.errors import InputFileError
-from mallocgame.instance import Instance, instance_from_dict
-from mallocgame.solution import Allocation, Solution, solution_from_dict
+from mallocgame.instance import Instance
+from mallocgame.solution import Allocation, Solution
 from mallocgame.viz import draw_layout
 from mallocgame.workloads.synthetic import generate
+from tests.builders import assert_only_files, conformance_instance, trajectory_solution
 
-CONFORMANCE = Path(__file__).parent / "data" / "conformance"
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
-
-
-def _conformance(name: str, trajectory: int = 0) -> tuple[Instance, Solution]:
-    """An instance and one of its recorded trajectories as a Solution."""
-    doc = json.loads((CONFORMANCE / f"{name}.json").read_text())
-    inst = instance_from_dict(doc["instance"])
-    traj = doc["trajectories"][trajectory]
-    solution = solution_from_dict(
-        {
-            "format": "mallocgame-solution",
-            "version": 1,
-            "instance": inst.name,
-            "instance_sha256": inst.sha256,
-            "solver": traj["kind"],
-            "seed": 0,
-            "wall_s": 0.0,
-            "actions": traj["actions"],
-            "allocations": traj["allocations"],
-            "reward_s": traj["reward_s"],
-            "normalized_reward": traj["normalized_reward"],
-        }
-    )
-    return inst, solution
 
 
 def _empty_solution(inst: Instance) -> Solution:
     return Solution(inst.name, inst.sha256, "drop", 0, 0.0, (), 0.0, 0.0)
 
 
-def _assert_only(directory: Path, name: str) -> None:
-    """``name`` is the only file: no temporary file was left behind."""
-    assert sorted(p.name for p in directory.iterdir()) == [name]
-
-
 def test_png_of_a_trajectory(tmp_path: Path) -> None:
-    inst, solution = _conformance("tiny_chain")
+    inst, solution = trajectory_solution("tiny_chain")
     assert any(a.copy is not None for a in solution.allocations)
     path = tmp_path / "layout.png"
     draw_layout(inst, solution, path, title="tiny chain")
     data = path.read_bytes()
     assert data.startswith(PNG_SIGNATURE) and len(data) > 1000
-    _assert_only(tmp_path, "layout.png")
+    assert_only_files(tmp_path, "layout.png")
 
 
 def test_empty_solution_draws(tmp_path: Path) -> None:
-    inst, _ = _conformance("tiny_chain")
+    inst = conformance_instance("tiny_chain")
     path = tmp_path / "empty.png"
     draw_layout(inst, _empty_solution(inst), path)
     assert path.read_bytes().startswith(PNG_SIGNATURE)
-    _assert_only(tmp_path, "empty.png")
+    assert_only_files(tmp_path, "empty.png")
 
 
 @pytest.mark.parametrize(
     ("suffix", "magic"), [(".svg", b"<?xml"), (".pdf", b"%PDF"), (".PNG", PNG_SIGNATURE)]
 )
 def test_format_from_suffix(tmp_path: Path, suffix: str, magic: bytes) -> None:
-    inst, solution = _conformance("random105")
+    inst, solution = trajectory_solution("random105")
     path = tmp_path / f"layout{suffix}"
     draw_layout(inst, solution, str(path))
     assert path.read_bytes().startswith(magic)
 
 
 def test_overwrites_atomically(tmp_path: Path) -> None:
-    inst, solution = _conformance("tiny_alias")
+    inst, solution = trajectory_solution("tiny_alias")
     path = tmp_path / "layout.png"
     path.write_bytes(b"old")
     draw_layout(inst, solution, path)
     assert path.read_bytes().startswith(PNG_SIGNATURE)
-    _assert_only(tmp_path, "layout.png")
+    assert_only_files(tmp_path, "layout.png")
 
 
 def test_unknown_suffix_is_refused(tmp_path: Path) -> None:
-    inst, solution = _conformance("tiny_chain")
+    inst, solution = trajectory_solution("tiny_chain")
     with pytest.raises(InputFileError, match="unsupported picture format"):
         draw_layout(inst, solution, tmp_path / "layout.bmp")
-    assert list(tmp_path.iterdir()) == []
+    assert_only_files(tmp_path)
 
 
 def test_many_allocations(tmp_path: Path) -> None:

@@ -388,6 +388,9 @@ def test_several_modules_must_be_picked(tmp_path):
         extract_dump(tmp_path)
     assert any("jit_second" in c for c in err.value.candidates)
     assert extract_dump(tmp_path, module="jit_second").source["module"] == "jit_second"
+    largest = extract_dump(tmp_path, largest=True)
+    sizes = {m: len(extract_dump(tmp_path, module=m).instructions) for m in ("jit__lambda", "jit_second")}
+    assert len(largest.instructions) == max(sizes.values())
     # two modules named jit__lambda; only one is more than a single instruction
     assert extract_dump(tmp_path, module="jit__lambda").instructions[-1].flops > 0
     with pytest.raises(DumpError, match="no module matches"):

@@ -4,31 +4,22 @@ and every known optimum matched by the exhaustive search."""
 
 from __future__ import annotations
 
-import json
-from pathlib import Path
-
 import pytest
 
 from mallocgame.game import Game, replay
 from mallocgame.game.exhaustive import exhaustive_search
-from mallocgame.instance import instance_from_dict
+from tests.builders import CONFORMANCE_NAMES, conformance_instance, conformance_vector
 
-CONFORMANCE = sorted((Path(__file__).parents[1] / "data" / "conformance").glob("*.json"))
 REL = 1e-12
 
 
-def _load(path: Path):
-    doc = json.loads(path.read_text())
-    return doc, instance_from_dict(doc["instance"])
-
-
 def test_vectors_are_present() -> None:
-    assert len(CONFORMANCE) == 16
+    assert len(CONFORMANCE_NAMES) == 16
 
 
-@pytest.mark.parametrize("path", CONFORMANCE, ids=lambda p: p.stem)
-def test_trajectories_reproduced(path: Path) -> None:
-    doc, inst = _load(path)
+@pytest.mark.parametrize("name", CONFORMANCE_NAMES)
+def test_trajectories_reproduced(name: str) -> None:
+    doc, inst = conformance_vector(name), conformance_instance(name)
     for trajectory in doc["trajectories"]:
         game = Game(inst)
         for step in trajectory["steps"]:
@@ -45,9 +36,9 @@ def test_trajectories_reproduced(path: Path) -> None:
         )
 
 
-@pytest.mark.parametrize("path", CONFORMANCE, ids=lambda p: p.stem)
-def test_infeasible_prefix_sticks(path: Path) -> None:
-    doc, inst = _load(path)
+@pytest.mark.parametrize("name", CONFORMANCE_NAMES)
+def test_infeasible_prefix_sticks(name: str) -> None:
+    doc, inst = conformance_vector(name), conformance_instance(name)
     prefix = doc.get("infeasible_prefix")
     if not prefix:
         pytest.skip("this vector has no infeasible prefix")
@@ -57,9 +48,9 @@ def test_infeasible_prefix_sticks(path: Path) -> None:
     assert not game.legal_mask().any()
 
 
-@pytest.mark.parametrize("path", CONFORMANCE, ids=lambda p: p.stem)
-def test_exhaustive_search_matches_optimum(path: Path) -> None:
-    doc, inst = _load(path)
+@pytest.mark.parametrize("name", CONFORMANCE_NAMES)
+def test_exhaustive_search_matches_optimum(name: str) -> None:
+    doc, inst = conformance_vector(name), conformance_instance(name)
     if doc["optimal_reward_s"] is None:
         pytest.skip("the reference did not search this vector exhaustively")
     best, actions, _ = exhaustive_search(Game(inst))

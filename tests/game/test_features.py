@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 import gc
-import json
 import math
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -22,24 +20,9 @@ from mallocgame.game.features import (
     decision_features,
     feature_extractor,
 )
-from mallocgame.instance import instance_from_dict
+from tests.builders import CONFORMANCE_NAMES, conformance_instance, conformance_vector, random_policy
 
-CONFORMANCE = Path(__file__).resolve().parents[1] / "data" / "conformance"
-CASES = sorted(CONFORMANCE.glob("*.json"))
 IDX = {name: i for i, name in enumerate(FEATURE_NAMES)}
-
-
-def load(path: Path):
-    return instance_from_dict(json.loads(path.read_text())["instance"])
-
-
-def random_policy(seed: int):
-    rng = np.random.default_rng(seed)
-
-    def policy(game: Game, allowed: np.ndarray) -> int:
-        return int(rng.choice(np.flatnonzero(allowed)))
-
-    return policy
 
 
 def check_vector(game: Game, f: np.ndarray) -> None:
@@ -57,10 +40,10 @@ def test_names():
     assert all(isinstance(n, str) for n in FEATURE_NAMES)
 
 
-@pytest.mark.parametrize("path", CASES, ids=lambda p: p.stem)
-def test_features_along_games(path):
+@pytest.mark.parametrize("name", CONFORMANCE_NAMES)
+def test_features_along_games(name):
     """Every decision of random games (with Drop-backup, so each completes)."""
-    inst = load(path)
+    inst = conformance_instance(name)
     for seed in range(3):
         game = Game(inst)
         driver = DropBackup(game)
@@ -98,9 +81,9 @@ def test_features_along_games(path):
         assert not decision_features(game).any()
 
 
-@pytest.mark.parametrize("path", CASES, ids=lambda p: p.stem)
-def test_static_features_match_brute_force(path):
-    inst = load(path)
+@pytest.mark.parametrize("name", CONFORMANCE_NAMES)
+def test_static_features_match_brute_force(name):
+    inst = conformance_instance(name)
     rows = FeatureExtractor(inst)._rows
     num_t = inst.num_instructions
     top = max(abs(b.benefit_s) for b in inst.buffers)
@@ -126,11 +109,8 @@ def test_static_features_match_brute_force(path):
 
 
 def test_zero_when_infeasible():
-    data = json.loads((CONFORMANCE / "random101.json").read_text())
-    prefix = data.get("infeasible_prefix")
-    if not prefix:
-        pytest.skip("no infeasible prefix in this vector")
-    game = Game(instance_from_dict(data["instance"]))
+    prefix = conformance_vector("random101")["infeasible_prefix"]
+    game = Game(conformance_instance("random101"))
     for a in prefix["actions"]:
         game.step(a)
     assert game.infeasible
@@ -139,7 +119,7 @@ def test_zero_when_infeasible():
 
 
 def test_values_change_after_step():
-    inst = load(CONFORMANCE / "random105.json")
+    inst = conformance_instance("random105")
     game = Game(inst)
     before = decision_features(game).copy()
     game.step(int(np.flatnonzero(game.legal_mask())[-1]))
@@ -168,7 +148,7 @@ def test_values_change_after_step():
 
 
 def test_return_feature_grows_with_reward():
-    inst = load(CONFORMANCE / "random105.json")
+    inst = conformance_instance("random105")
     game = Game(inst)
     driver = DropBackup(game)
     rets = []
@@ -180,7 +160,7 @@ def test_return_feature_grows_with_reward():
 
 
 def test_clone_and_undo_consistent():
-    inst = load(CONFORMANCE / "random110.json")
+    inst = conformance_instance("random110")
     game = Game(inst)
     driver = DropBackup(game)
     policy = random_policy(7)
@@ -199,7 +179,7 @@ def test_clone_and_undo_consistent():
 
 
 def test_out_argument_and_extractor_from_game():
-    inst = load(CONFORMANCE / "random103.json")
+    inst = conformance_instance("random103")
     game = Game(inst)
     ext = FeatureExtractor(game)
     buf = np.full(NUM_FEATURES, 99.0, dtype=np.float32)
@@ -209,7 +189,7 @@ def test_out_argument_and_extractor_from_game():
 
 
 def test_cache_per_tables():
-    inst = load(CONFORMANCE / "random104.json")
+    inst = conformance_instance("random104")
     g1, g2 = Game(inst), Game(inst)
     g3 = Game(inst, g1.tables)
     assert feature_extractor(g1) is feature_extractor(g3)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import warnings
 from pathlib import Path
 
@@ -15,19 +14,12 @@ from gymnasium.utils.env_checker import check_env
 from mallocgame.game import Game
 from mallocgame.game.features import NUM_FEATURES, decision_features
 from mallocgame.game.gym import ENV_ID, MallocGameEnv, make_env
-from mallocgame.instance import instance_from_dict
-
-CONFORMANCE = Path(__file__).resolve().parents[1] / "data" / "conformance"
-CASES = sorted(CONFORMANCE.glob("*.json"))
+from tests.builders import CONFORMANCE_NAMES, conformance_instance, conformance_vector
 
 
-def load(name: str):
-    return instance_from_dict(json.loads((CONFORMANCE / name).read_text())["instance"])
-
-
-@pytest.mark.parametrize("name", ["random101.json", "tiny_alias.json"])
+@pytest.mark.parametrize("name", ["random101", "tiny_alias"])
 def test_check_env(name):
-    env = gymnasium.make(ENV_ID, instance=load(name))
+    env = gymnasium.make(ENV_ID, instance=conformance_instance(name))
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         check_env(env.unwrapped, skip_render_check=False)
@@ -35,15 +27,15 @@ def test_check_env(name):
     # try other render modes without a spec).
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        check_env(MallocGameEnv(load(name), render_mode="ansi"), skip_render_check=False)
-    env_ansi = MallocGameEnv(load(name), render_mode="ansi")
+        check_env(MallocGameEnv(conformance_instance(name), render_mode="ansi"), skip_render_check=False)
+    env_ansi = MallocGameEnv(conformance_instance(name), render_mode="ansi")
     env_ansi.reset()
     assert isinstance(env_ansi.render(), str)
-    assert MallocGameEnv(load(name)).render() is None
+    assert MallocGameEnv(conformance_instance(name)).render() is None
 
 
 def test_spaces():
-    env = MallocGameEnv(load("random102.json"))
+    env = MallocGameEnv(conformance_instance("random102"))
     assert env.observation_space.shape == (NUM_FEATURES,)
     assert env.observation_space.dtype == np.float32
     assert env.action_space == gymnasium.spaces.Discrete(3)
@@ -54,7 +46,7 @@ def test_spaces():
 
 
 def test_seeded_reset_deterministic():
-    env = MallocGameEnv(load("random103.json"))
+    env = MallocGameEnv(conformance_instance("random103"))
 
     def episode(seed):
         obs, info = env.reset(seed=seed)
@@ -81,9 +73,9 @@ def test_seeded_reset_deterministic():
     np.testing.assert_array_equal(o1, o2)
 
 
-@pytest.mark.parametrize("path", CASES, ids=lambda p: p.stem)
-def test_random_masked_episodes(path):
-    inst = instance_from_dict(json.loads(path.read_text())["instance"])
+@pytest.mark.parametrize("name", CONFORMANCE_NAMES)
+def test_random_masked_episodes(name):
+    inst = conformance_instance(name)
     env = MallocGameEnv(inst)
     rng = np.random.default_rng(0)
     for episode in range(5):
@@ -119,8 +111,8 @@ def test_random_masked_episodes(path):
 
 
 def test_reward_matches_game_and_raw_seconds():
-    inst = load("random105.json")
-    traj = json.loads((CONFORMANCE / "random105.json").read_text())["trajectories"][0]
+    inst = conformance_instance("random105")
+    traj = conformance_vector("random105")["trajectories"][0]
     env = MallocGameEnv(inst)
     _, info = env.reset()
     game = Game(inst)
@@ -137,7 +129,7 @@ def test_reward_matches_game_and_raw_seconds():
 
 
 def test_illegal_action_terminates():
-    env = MallocGameEnv(load("random101.json"))
+    env = MallocGameEnv(conformance_instance("random101"))
     _, info = env.reset()
     illegal = np.flatnonzero(info["action_mask"] == 0)
     assert illegal.size  # the first buffer of random101 cannot be Copied
@@ -155,25 +147,25 @@ def test_illegal_action_terminates():
 
 
 def test_infeasible_episode_flag():
-    data = json.loads((CONFORMANCE / "random101.json").read_text())
-    actions = data["infeasible_prefix"]["actions"]
-    env = MallocGameEnv(instance_from_dict(data["instance"]))
+    prefix = conformance_vector("random101")["infeasible_prefix"]
+    actions = prefix["actions"]
+    env = MallocGameEnv(conformance_instance("random101"))
     env.reset()
     for i, a in enumerate(actions):
         _, _, terminated, _, info = env.step(a)
         assert terminated == (i == len(actions) - 1)
     assert info["infeasible"] and not info["complete"] and not info["illegal_action"]
-    assert info["buffer"] == data["infeasible_prefix"]["stuck_at_buffer"]
+    assert info["buffer"] == prefix["stuck_at_buffer"]
 
 
 def test_step_before_reset_raises():
-    env = MallocGameEnv(load("tiny_pair.json"))
+    env = MallocGameEnv(conformance_instance("tiny_pair"))
     with pytest.raises(ResetNeeded):
         env.step(2)
 
 
-def test_gymnasium_make_and_make_env(tmp_path):
-    inst = load("random106.json")
+def test_gymnasium_make_and_make_env(instance_file: Path):
+    inst = conformance_instance("random105")
     env = gymnasium.make(ENV_ID, instance=inst)
     assert isinstance(env.unwrapped, MallocGameEnv)
     obs, info = env.reset(seed=3)
@@ -186,10 +178,7 @@ def test_gymnasium_make_and_make_env(tmp_path):
     env2 = make_env(inst)
     assert isinstance(env2.unwrapped, MallocGameEnv)
     # A path works too.
-    path = tmp_path / "inst.json"
-    doc = json.loads((CONFORMANCE / "random106.json").read_text())["instance"]
-    path.write_text(json.dumps(doc))
-    env3 = make_env(str(path))
+    env3 = make_env(str(instance_file))
     assert env3.unwrapped.instance.num_buffers == inst.num_buffers
 
 

@@ -8,9 +8,7 @@ here without sharing code with the module.
 
 from __future__ import annotations
 
-import json
 import math
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -32,13 +30,11 @@ from mallocgame.game.observe import (
     observation_shapes,
 )
 from mallocgame.game.state import COPY, DROP, NOCOPY
-from mallocgame.instance import Instance, instance_from_dict
 from mallocgame.workloads.registry import load_workload
 from mallocgame.workloads.synthetic import generate
 from tests.builders import B as Buf
-from tests.builders import I, X, build
+from tests.builders import I, X, build, conformance_instance, conformance_vector, random_policy
 
-CONFORMANCE = Path(__file__).resolve().parents[1] / "data" / "conformance"
 SMALL = ["random101", "random104", "random105", "random110", "tiny_alias", "tiny_chain"]
 # Odd sizes on purpose: 4096 / 48 bytes per bin is not whole; windows reach past T.
 ODD = ObservationConfig(
@@ -46,10 +42,6 @@ ODD = ObservationConfig(
     profile_bins=48, supply_window=7,
 )
 FINE = ObservationConfig(grid_steps=16, grid_window=16, grid_addr=64, profile_bins=64)
-
-
-def conformance(name: str) -> Instance:
-    return instance_from_dict(json.loads((CONFORMANCE / f"{name}.json").read_text())["instance"])
 
 
 # ================================================================== reference model
@@ -150,13 +142,6 @@ def check_arrays(obs: dict[str, np.ndarray], cfg: ObservationConfig) -> None:
     assert set(np.unique(obs["buffers"][:, BUF_PRESENT])) <= {0.0, 1.0}
 
 
-def uniform(rng: np.random.Generator):
-    def policy(game: Game, allowed: np.ndarray) -> int:
-        return int(rng.choice(np.flatnonzero(allowed)))
-
-    return policy
-
-
 # ============================================================================ config
 
 
@@ -201,14 +186,14 @@ def test_config_accepts_numpy_ints():
 @pytest.mark.parametrize("cfg", [ObservationConfig(), ODD, FINE], ids=["default", "odd", "fine"])
 def test_matches_reference_along_random_games(name, cfg):
     """Every decision of random Drop-backup games, with undo_to and reset thrown in."""
-    inst = conformance(name)
+    inst = conformance_instance(name)
     rng = np.random.default_rng(7)
     game = Game(inst)
     observer = Observer(game, cfg)
     for _ in range(3):
         game.reset()
         driver = DropBackup(game)
-        policy = uniform(rng)
+        policy = random_policy(rng)
         move = 0
         while not game.complete:
             obs = observer.observe(move)
@@ -230,7 +215,7 @@ def test_bundled_programs(name):
     game = Game(inst)
     observer = Observer(game, cfg)
     driver = DropBackup(game)
-    policy = uniform(rng)
+    policy = random_policy(rng)
     move = 0
     check_every = max(1, inst.num_buffers // 12)
     while not game.complete:
@@ -257,8 +242,8 @@ def test_bundled_programs(name):
     assert_matches(observer, obs, 0)
 
 
-def test_buffer_rows_name_the_right_buffers():
-    inst = load_workload("xla-v1/lstm_infer")
+def test_buffer_rows_name_the_right_buffers(lstm):
+    inst = lstm
     cfg = ObservationConfig(future_buffers=4, same_tensor_buffers=3)
     game = Game(inst)
     observer = Observer(game, cfg)
@@ -356,7 +341,7 @@ def test_grid_row_at_tau_agrees_with_profile():
         np.testing.assert_array_equal(fobs["grid"][fine.grid_window // 2], fobs["profile"])
         np.testing.assert_array_equal(fobs["profile"], obs["profile"])
         hits += int(obs["profile"].any())
-        driver.step(uniform(rng)(game, driver.allowed()))
+        driver.step(random_policy(rng)(game, driver.allowed()))
     assert hits > 0
 
 
@@ -364,9 +349,9 @@ def test_grid_row_at_tau_agrees_with_profile():
 
 
 def test_zeros_when_complete():
-    game = Game(conformance("random105"))
+    game = Game(conformance_instance("random105"))
     observer = Observer(game)
-    DropBackup(game).play(uniform(np.random.default_rng(0)))
+    DropBackup(game).play(random_policy(np.random.default_rng(0)))
     obs = observer.observe(99)
     check_arrays(obs, observer.config)
     assert not any(obs[k].any() for k in OBSERVATION_KEYS)
@@ -374,11 +359,8 @@ def test_zeros_when_complete():
 
 
 def test_zeros_when_infeasible():
-    data = json.loads((CONFORMANCE / "random101.json").read_text())
-    prefix = data.get("infeasible_prefix")
-    if not prefix:
-        pytest.skip("no infeasible prefix in this vector")
-    game = Game(instance_from_dict(data["instance"]))
+    prefix = conformance_vector("random101")["infeasible_prefix"]
+    game = Game(conformance_instance("random101"))
     observer = Observer(game)
     for a in prefix["actions"]:
         game.step(a)
@@ -401,7 +383,7 @@ def test_empty_program():
 
 def test_batch_rows_written_in_place():
     cfg = ODD
-    games = [Game(conformance(n)) for n in ("random105", "random110", "tiny_alias")]
+    games = [Game(conformance_instance(n)) for n in ("random105", "random110", "tiny_alias")]
     observers = [Observer(g, cfg) for g in games]
     for i, g in enumerate(games):
         for _ in range(i + 2):
@@ -416,13 +398,13 @@ def test_batch_rows_written_in_place():
     for key in OBSERVATION_KEYS:
         assert not batch[key][[1, 3]].any()
     # The batch row of a finished game is zeroed.
-    DropBackup(games[0]).play(uniform(np.random.default_rng(0)))
+    DropBackup(games[0]).play(random_policy(np.random.default_rng(0)))
     observers[0].observe(0, out=batch, index=4)
     assert not any(batch[k][4].any() for k in OBSERVATION_KEYS)
 
 
 def test_batch_errors():
-    observer = Observer(Game(conformance("random105")), ODD)
+    observer = Observer(Game(conformance_instance("random105")), ODD)
     batch = empty_batch(ODD, 3)
     with pytest.raises(ValueError, match="index"):
         observer.observe(0, out=batch)
@@ -453,7 +435,7 @@ def test_undo_and_replay_between_syncs():
         target = game.current_buffer + int(rng.integers(5, 40))
         while game.current_buffer < target and not game.done:
             if driver is not None:
-                driver.step(uniform(rng)(game, driver.allowed()))
+                driver.step(random_policy(rng)(game, driver.allowed()))
             else:
                 game.step(int(rng.choice(np.flatnonzero(game.legal_mask()))))
         observer.sync()
@@ -474,7 +456,7 @@ def test_undo_and_replay_between_syncs():
 
 
 def test_changed_last_row_is_noticed_without_verify():
-    inst = conformance("random105")
+    inst = conformance_instance("random105")
     game = Game(inst)
     observer = Observer(game)
     while game.legal_mask()[COPY] == 0 or game.current_buffer == 0:
@@ -487,10 +469,10 @@ def test_changed_last_row_is_noticed_without_verify():
     np.testing.assert_array_equal(observer.occ, ref_occupancy(game, 64))
 
 
-def test_reset_rebuilds_and_follows_game_reset():
-    game = Game(load_workload("xla-v1/lstm_infer"))
+def test_reset_rebuilds_and_follows_game_reset(lstm):
+    game = Game(lstm)
     observer = Observer(game)
-    DropBackup(game).play(uniform(np.random.default_rng(2)))
+    DropBackup(game).play(random_policy(np.random.default_rng(2)))
     observer.sync()
     incremental = observer.occ.copy()
     observer.reset()
@@ -505,7 +487,7 @@ def test_reset_rebuilds_and_follows_game_reset():
 
 
 def test_static_arrays_shared_per_tables():
-    game = Game(conformance("random105"))
+    game = Game(conformance_instance("random105"))
     other = Game(game.instance, game.tables)
     a, b = Observer(game), Observer(other)
     assert a._static is b._static

@@ -22,7 +22,18 @@ from mallocgame.game.backup import play
 from mallocgame.game.state import COPY, DROP, NOCOPY, Game, replay
 from mallocgame.instance import Instance, RooflineLatency
 from mallocgame.latency import mapping_reward
-from tests.builders import B, I, X, build, roofline, table
+from tests.builders import (
+    CONFORMANCE_NAMES,
+    B,
+    I,
+    X,
+    build,
+    conformance_instance,
+    conformance_vector,
+    random_policy,
+    roofline,
+    table,
+)
 
 EPS = 1e-12  # SPEC section 4: a copy walk stops once need <= 1e-12 * d
 NONE5 = (-1, -1, -1, -1, -1)
@@ -317,15 +328,6 @@ def _compare(game: Game, ref: Reference) -> None:
     assert game.is_backup_point == ref.is_backup_point()
 
 
-def _policy(seed: int):
-    rng = random.Random(seed)
-
-    def policy(game: Game, allowed) -> int:
-        return rng.choice([a for a in range(3) if allowed[a]])
-
-    return policy
-
-
 # ========================================================================== properties
 
 
@@ -335,7 +337,7 @@ def test_drop_backup_games_are_valid(inst: Instance, seed: int) -> None:
     from mallocgame.check import physical_check
 
     game = Game(inst)
-    play(game, _policy(seed))
+    play(game, random_policy(seed))
     assert game.complete and not game.infeasible
     allocations = game.allocations()
     assert physical_check(inst, allocations) == []
@@ -384,22 +386,16 @@ def test_raw_random_games_match_the_reference(inst: Instance, seed: int) -> None
 def test_reference_reproduces_the_conformance_vectors():
     # The oracle above is itself checked against the independent conformance vectors
     # (tests/data/conformance): every legal list, allocation and reward.
-    import json
-    from pathlib import Path
-
-    from mallocgame.instance import instance_from_dict
-
-    paths = sorted((Path(__file__).parent.parent / "data" / "conformance").glob("*.json"))
-    assert paths
-    for path in paths:
-        vec = json.loads(path.read_text())
-        inst = instance_from_dict(vec["instance"])
+    assert CONFORMANCE_NAMES
+    for name in CONFORMANCE_NAMES:
+        vec = conformance_vector(name)
+        inst = conformance_instance(name)
         for traj in vec["trajectories"]:
             ref = Reference(inst)
             for step in traj["steps"]:
                 assert step["buffer"] == ref.cur
                 opts = ref.options()
-                assert [a for a in range(3) if opts[a] is not None] == step["legal"], path.name
+                assert [a for a in range(3) if opts[a] is not None] == step["legal"], name
                 ref.step(step["action"])
             allocs = []
             for b in sorted(ref.decided):
@@ -414,7 +410,7 @@ def test_reference_reproduces_the_conformance_vectors():
                         "copy": None if cs < 0 else [cs, ce],
                     }
                 )
-            assert allocs == traj["allocations"], path.name
+            assert allocs == traj["allocations"], name
             assert math.isclose(ref.ret, traj["reward_s"], rel_tol=1e-9, abs_tol=1e-15)
         prefix = vec.get("infeasible_prefix")
         if prefix:

@@ -16,7 +16,7 @@ import pytest
 from mallocgame.errors import GameOverError, IllegalActionError
 from mallocgame.game.state import COPY, DROP, NOCOPY, Game, replay
 from mallocgame.latency import mapping_reward
-from tests.builders import B, I, X, build, roofline, table
+from tests.builders import B, I, X, build, reward_instance, roofline, table
 
 C, N, D = COPY, NOCOPY, DROP
 
@@ -647,22 +647,6 @@ def test_backup_point_pending_read_of_fast_resident_tensor():
 # ===================================================================== rewards (SPEC §5)
 
 
-def _reward_instance():
-    # Instruction 0 (count 3, roofline compute 2.5, fixed 0.25): reads P (100 B), Q (200 B),
-    # writes O (100 B). Instruction 1 (count 2, table over [R2, P2], not Q2 / O2): reads
-    # P2, Q2, R2 (100 B each), writes O2 (100 B). All demands 0 (Copy always legal).
-    return build(
-        tensors=[X(100), X(200), X(100), X(100), X(100), X(100), X(100), X(100)],
-        instructions=[
-            I(reads=[B(0, demand=0.0), B(1, demand=0.0)], writes=[B(2, demand=0.0)],
-              count=3, latency=roofline(compute_s=2.5, fixed_s=0.25)),
-            I(reads=[B(3, demand=0.0), B(4, demand=0.0), B(5, demand=0.0)], writes=[B(6, demand=0.0)],
-              count=2, latency=table([2, 0], [8.0, 5.0, 6.0, 1.0])),
-        ],
-        capacity=1 << 20,
-    )
-
-
 def test_reward_roofline_and_table_with_counts():
     # Instruction 0: L(empty) = 0.25 + max(2.5, 1 + 2 + 1) = 4.25.
     #   + P: memory time 0.1 + 2 + 1 = 3.1 -> 3.35: reward 3 * 0.9 = 2.7.
@@ -673,7 +657,8 @@ def test_reward_roofline_and_table_with_counts():
     #   R2 Drop: 0.  + O2 (NoCopy): not varied, 0.
     # Return 2.7 + 1.8 + 4 = 8.5 = sum_t count_t (L_t(empty) - L_t(S_t)) = 3*1.5 + 2*2.
     # R = 3 * (4.25 - 2.75) + 2 * (8 - 1) = 18.5; normalized 8.5 / 18.5.
-    inst = _reward_instance()
+    # (The mapping's reward outside the game: tests/test_latency.py.)
+    inst = reward_instance()
     g = Game(inst)
     rewards = play(g, [C, C, N, C, C, D, N])
     expected = [2.7, 1.8, 0.0, 4.0, 0.0, 0.0, 0.0]
@@ -681,16 +666,14 @@ def test_reward_roofline_and_table_with_counts():
     assert g.return_s == pytest.approx(8.5, rel=1e-12)
     assert g.return_s == pytest.approx(sum(rewards), rel=1e-12)
     assert g.normalized_return == pytest.approx(8.5 / 18.5, rel=1e-12)
-    fast = [a.buffer for a in g.allocations()]
-    assert fast == [0, 1, 2, 3, 4, 6]
-    assert mapping_reward(inst, fast) == pytest.approx(8.5, rel=1e-12)
+    assert [a.buffer for a in g.allocations()] == [0, 1, 2, 3, 4, 6]
 
 
 def test_reward_order_independent_telescoping():
     # Instruction 0 all dropped. P2 Copy: index 2 -> 8 to 6 (reward 2 * 2 = 4); Q2 Drop;
     # R2 Copy: index 3 -> 6 to 1 (reward 2 * 5 = 10); O2 Drop.
     # Total 14 = 2 * (8 - 1): each reward is the marginal of the table at that moment.
-    inst = _reward_instance()
+    inst = reward_instance()
     g = Game(inst)
     rewards = play(g, [D, D, D, C, D, C, D])
     assert rewards == pytest.approx([0, 0, 0, 4.0, 0, 10.0, 0], abs=1e-12)

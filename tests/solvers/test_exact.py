@@ -1,10 +1,9 @@
-"""The ``exact`` CP-SAT solver and the fast upper bound."""
+"""The ``exact`` CP-SAT solver (the fast upper bound: tests/solvers/test_bound.py)."""
 
 from __future__ import annotations
 
 import json
 import math
-import time
 from pathlib import Path
 
 import pytest
@@ -15,11 +14,9 @@ from mallocgame.errors import SolverError
 from mallocgame.game import Game
 from mallocgame.game.exhaustive import exhaustive_search
 from mallocgame.instance import instance_from_dict
-from mallocgame.latency import reward_normalizer
 from mallocgame.solvers.base import SolveRequest
 from mallocgame.solvers.bound import bound_details, upper_bound
 from mallocgame.solvers.exact import ExactSolver, copy_in_start, copy_out_end
-from mallocgame.solvers.random import RandomSolver
 from mallocgame.workloads.registry import load_workload
 from tests.builders import B, I, X, build, roofline, table
 from tests.game.test_property import _scale, instances
@@ -128,34 +125,11 @@ def test_exact_proves_a_tiny_optimum_without_a_hint() -> None:
         assert check_solution(inst, solution).ok
 
 
-def test_upper_bound_beats_random_and_heuristic_solutions() -> None:
-    from mallocgame.solvers import get_solver
-
-    for name in ("xla-v1/lstm_infer", "xla-v1/resnet_infer", "synthetic/small", "xla-v1/donated_sgd_step"):
-        inst = load_workload(name)
-        ub = upper_bound(inst)
-        assert ub <= bound_details(inst)["trivial_s"]
-        rnd = RandomSolver().solve(inst, SolveRequest(seed=1, work=20))
-        assert rnd.reward_s <= ub
-        try:
-            heuristic = get_solver("heuristic").solve(inst, SolveRequest(seed=0))
-        except SolverError:  # not built in this tree
-            continue
-        assert heuristic.reward_s <= ub
-
-
-def test_upper_bound_on_16k_buffers() -> None:
-    inst = load_workload("synthetic/16k")
-    ub = upper_bound(inst)
-    assert 0 < ub <= reward_normalizer(inst) * (1 + 1e-9)
-
-
 def test_suite_program_within_budget() -> None:
     inst = load_workload("xla-v1/lstm_infer")
-    start = time.perf_counter()
-    solution = ExactSolver().solve(inst, SolveRequest(seed=0, seconds=4.0))
-    wall = time.perf_counter() - start
-    assert wall < 4.0 + 1.5
+    # a work budget of 10^6 s of deterministic time: the clock (or the optimum) ends it
+    solution = ExactSolver().solve(inst, SolveRequest(seed=0, seconds=4.0, work=10**9))
+    assert solution.work["dtime_ms"] < 10**9
     report = check_solution(inst, solution)
     assert report.ok, report.summary()
     assert solution.reward_s > 0
@@ -166,10 +140,11 @@ def test_suite_program_within_budget() -> None:
 
 
 def test_large_program_honours_a_short_budget() -> None:
-    inst = load_workload("synthetic/4k")
-    start = time.perf_counter()
+    inst = load_workload("synthetic-v1/4k")
     solution = ExactSolver().solve(inst, SolveRequest(seed=0, seconds=3.0))
-    assert time.perf_counter() - start < 3.0 + 1.5
+    # building the model of 4,000 buffers would take longer than the budget: it is
+    # skipped, and the best warm-start game is the answer
+    assert solution.info["status"] == "NOT_RUN" and solution.work["dtime_ms"] == 0
     assert check_solution(inst, solution).ok
     assert solution.bound_s >= solution.reward_s
 
@@ -183,7 +158,7 @@ def test_work_budget_is_reproducible() -> None:
 
 
 def test_callback_sees_improvements() -> None:
-    inst = load_workload("synthetic/small")
+    inst = load_workload("synthetic-v1/small")
     seen = []
     final = ExactSolver().solve(inst, SolveRequest(seed=0, seconds=5.0, callback=seen.append))
     rewards = [imp.solution.reward_s for imp in seen]

@@ -54,7 +54,7 @@ def test_bundled_workloads_valid_and_better_than_drop(solved) -> None:
 
 
 def test_deterministic_and_seed_only_recorded() -> None:
-    inst = load_workload("synthetic/1k")
+    inst = load_workload("synthetic-v1/1k")
     a = HeuristicSolver().solve(inst, SolveRequest(seed=0))
     b = HeuristicSolver().solve(inst, SolveRequest(seed=7))
     assert a.allocations == b.allocations and a.reward_s == b.reward_s
@@ -155,7 +155,7 @@ def test_no_fast_memory_means_no_allocation() -> None:
 
 
 def test_options_and_callback() -> None:
-    inst = load_workload("synthetic/small")
+    inst = load_workload("synthetic-v1/small")
     with pytest.raises(SolverError, match="unknown option"):
         HeuristicSolver().solve(inst, SolveRequest(options={"nope": 1}))
     with pytest.raises(SolverError, match="max_overlap_basis"):
@@ -170,7 +170,7 @@ def test_options_and_callback() -> None:
     assert HeuristicSolver.name == "heuristic"
 
 
-@pytest.mark.parametrize("name", [n for n in workload_names() if n != "synthetic/16k"])
+@pytest.mark.parametrize("name", [n for n in workload_names() if n != "synthetic-v1/16k"])
 def test_heuristic_beats_drop_by_simulated_latency(name: str) -> None:
     from mallocgame.simulate import baseline_latency, simulate
 

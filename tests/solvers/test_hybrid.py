@@ -35,7 +35,7 @@ def test_best_of_options_name_known_solvers() -> None:
                         ({"solver": "drop"}, r"best-of: unknown option 'solver' \(valid: solvers\)")]:
         with pytest.raises(SolverError, match=needle):
             solver.check_options(bad)
-    inst = load_workload("synthetic/small")
+    inst = load_workload("synthetic-v1/small")
     with pytest.raises(SolverError, match="unknown solver 'nope'"):
         solver.solve(inst, SolveRequest(options={"solvers": "drop,nope"}))
     solution = solver.solve(inst, SolveRequest(seed=0, options={"solvers": "drop,greedy"}))

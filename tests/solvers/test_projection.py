@@ -34,7 +34,7 @@ def _assert_trajectory(inst, solution) -> None:
     assert solution.actions is not None and len(solution.actions) == inst.num_buffers
 
 
-@pytest.mark.parametrize("name", [n for n in workload_names() if n != "synthetic/16k"])
+@pytest.mark.parametrize("name", [n for n in workload_names() if n != "synthetic-v1/16k"])
 def test_heuristic_mappings_project_to_legal_trajectories(name: str) -> None:
     inst = load_workload(name)
     mapping = HeuristicSolver().solve(inst)
@@ -49,7 +49,7 @@ def test_heuristic_mappings_project_to_legal_trajectories(name: str) -> None:
     # inplace_update_loop keeps least (0.385 on the 28-program suite): the game's
     # lowest-offset placement and Drop-backup of its loop-carried groups cost it.
     assert kept >= 0.35
-    if name.startswith("synthetic/") and name != "synthetic/small":
+    if name.startswith("synthetic-v1/") and name != "synthetic-v1/small":
         assert kept >= 0.95
     # Every fast buffer of the trajectory was fast in the mapping.
     assert {a.buffer for a in trajectory.allocations} <= {a.buffer for a in mapping.allocations}

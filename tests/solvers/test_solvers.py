@@ -71,9 +71,9 @@ def test_random_callback_sees_every_improvement(program) -> None:
 
 
 def test_random_wall_clock_budget_records_work(program) -> None:
-    solution = get_solver("random").solve(program, SolveRequest(seed=0, seconds=0.3))
-    assert solution.work["games"] >= 1
-    assert solution.wall_s < 0.3 + 1.0  # stops after the game running when time is up
+    # stops after the game running when time is up, long before a billion games
+    solution = get_solver("random").solve(program, SolveRequest(seed=0, seconds=0.3, work=10**9))
+    assert 1 <= solution.work["games"] < 10**9
 
 
 def test_exhaustive_solver_is_optimal_and_valid() -> None:

@@ -9,11 +9,23 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from mallocgame.costmodel import derive_instance, peak_live_bytes
 from mallocgame.errors import InputFileError
+from mallocgame.hardware import get_preset
 from mallocgame.instance import Instance, load_instance, save_instance, validate
 from mallocgame.latency import instruction_latency
+from mallocgame.program import validate_program
 from mallocgame.workloads import synthetic
-from mallocgame.workloads.synthetic import SYNTHETIC_NAMES, generate, named, peak_live_bytes
+from mallocgame.workloads.synthetic import SYNTHETIC_NAMES, generate, named, program
+
+# sha256 of each named instance: a change of the generator or of the cost model that
+# changes them is a new version of the suite (synthetic-v2), not a silent edit of v1.
+PINNED_SHA256 = {
+    "synthetic-v1/small": "ce0c8c23e5bec529da99cbf13eed9579c908301ef3cbfb02268099f902e9a1b2",
+    "synthetic-v1/1k": "563d190e01d735c4ff01bcc85fc4d48cff8b627b07c0195370ef6f0dd49e8a25",
+    "synthetic-v1/4k": "dc19920e820ca3716ee3cff7a701ae24b5d77a4695c86b597d887cdb67e10e58",
+    "synthetic-v1/16k": "3599338c572d86d8b854c83e6ff9ef4de2652c1e756569965f4d8d9fb09eb70b",
+}
 
 
 def _reads(inst: Instance) -> dict[int, list[int]]:
@@ -106,7 +118,8 @@ def _check_live_ranges(inst: Instance) -> None:
 def _check_capacity(inst: Instance, fraction: float) -> None:
     align = inst.hardware.alignment_bytes
     peak = peak_live_bytes(inst)
-    assert inst.hardware.fast_memory_bytes == max(align, int(fraction * peak) // align * align)
+    cap = get_preset("tpu_v4i").fast_memory_bytes
+    assert inst.hardware.fast_memory_bytes == max(align, min(cap, int(fraction * peak) // align * align))
 
 
 def test_deterministic_in_seed() -> None:
@@ -132,11 +145,24 @@ def test_capacity_fraction_binds() -> None:
         assert inst.hardware.fast_memory_bytes < peak_live_bytes(inst)
 
 
-def test_hardware_is_a_toy_tpu() -> None:
+def test_instance_is_the_cost_models_on_a_preset() -> None:
+    prog = program(300, 7, loop=True)
+    validate_program(prog)
+    assert prog.num_buffers == 300 and len(prog.loops) == 1
+    assert generate(300, 7, loop=True) == derive_instance(prog, "tpu_v4i")
     hw = generate(50, 0).hardware
-    assert hw.slow_bandwidth == 614e9 == hw.copy_bandwidth
-    assert hw.fast_bandwidth == 4 * hw.slow_bandwidth
-    assert hw.alignment_bytes == 512
+    preset = get_preset("tpu_v4i")
+    assert (hw.slow_bandwidth, hw.fast_bandwidth, hw.alignment_bytes) == (
+        preset.slow_bandwidth, preset.fast_bandwidth, preset.alignment_bytes)
+    other = generate(50, 0, preset="gpu_hbm_host")
+    assert other.hardware.slow_bandwidth == get_preset("gpu_hbm_host").slow_bandwidth
+    assert [b.size for b in other.buffers] == [b.size for b in generate(50, 0).buffers]
+
+
+def test_named_instances_are_pinned() -> None:
+    assert set(PINNED_SHA256) == set(SYNTHETIC_NAMES)
+    for name, sha in PINNED_SHA256.items():
+        assert named(name).sha256 == sha, f"{name} changed: a new generator is a new suite version"
 
 
 def test_program_looks_like_compiled_ml(big: Instance) -> None:
@@ -164,21 +190,16 @@ def test_program_looks_like_compiled_ml(big: Instance) -> None:
     assert sizes[len(sizes) // 10] < 16 * 1024 and sizes[-len(sizes) // 10] > 512 * 1024
 
 
-def test_sixteen_thousand_buffers() -> None:
-    inst = generate(16000, 0)
-    assert inst.num_buffers == 16000
-
-
 def test_named_instances() -> None:
-    expected = {"synthetic/small": 60, "synthetic/1k": 1000, "synthetic/4k": 4000}
-    assert set(expected) | {"synthetic/16k"} == set(SYNTHETIC_NAMES)
+    expected = {"synthetic-v1/small": 60, "synthetic-v1/1k": 1000, "synthetic-v1/4k": 4000,
+                "synthetic-v1/16k": 16000}
+    assert set(expected) == set(SYNTHETIC_NAMES)
     for name, size in expected.items():
         inst = named(name)
         assert inst.name == name and inst.num_buffers == size
         assert inst.loops
-        assert inst.sha256 == named(name).sha256
     with pytest.raises(InputFileError, match="unknown synthetic workload"):
-        named("synthetic/nope")
+        named("synthetic-v1/nope")
 
 
 def test_file_round_trip(tmp_path) -> None:
@@ -191,7 +212,7 @@ def test_file_round_trip(tmp_path) -> None:
 
 
 @pytest.mark.parametrize(
-    ("num_buffers", "fraction"), [(0, 0.25), (-3, 0.25), (10, 0.0), (10, -1.0), (10, math.nan)]
+    ("num_buffers", "fraction"), [(0, 0.25), (-3, 0.25), (2.5, 0.25), (10, 0.0), (10, -1.0), (10, math.nan)]
 )
 def test_bad_arguments(num_buffers: int, fraction: float) -> None:
     with pytest.raises(ValueError):

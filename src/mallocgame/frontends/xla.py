@@ -430,14 +430,20 @@ def _select(mods: list[DumpModule], module: str | None, where: str, auto: bool =
 
 
 def extract_dump(
-    dump_dir: str | os.PathLike[str], *, module: str | None = None, name: str | None = None, partial_bytes: bool = False
+    dump_dir: str | os.PathLike[str],
+    *,
+    module: str | None = None,
+    name: str | None = None,
+    partial_bytes: bool = False,
+    largest: bool = False,
 ) -> Program:
     """Extract the program of one scheduled module of an XLA dump directory.
 
     ``module`` picks a module by name (``jit_mm``), prefix (``module_0008.jit_mm``), id
     (``0008``) or a substring of the prefix; where several match and exactly one is
     non-trivial (more than one instruction), that one. Without ``module`` the dump
-    must hold a single module. ``dump_dir`` may also be the module's
+    must hold a single module, or with ``largest=True`` the non-trivial module with
+    the most instructions is taken (a training script's step). ``dump_dir`` may also be the module's
     ``*_after_optimizations.txt`` file itself. ``name`` names the program (default:
     the module's name).
 
@@ -447,7 +453,7 @@ def extract_dump(
     slices reads the slices; an in-place update reads nothing of the updated operand
     and writes only the update; see :mod:`mallocgame.frontends.hlo_cost`).
     """
-    return _extract(dump_dir, module=module, name=name, partial_bytes=partial_bytes)
+    return _extract(dump_dir, module=module, name=name, partial_bytes=partial_bytes, auto=largest)
 
 
 def _extract(

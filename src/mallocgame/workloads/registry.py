@@ -1,20 +1,26 @@
-"""Workloads by name: the bundled instances, or an instance file path.
+"""Workloads by name: a bundled instance, an instance file, or an XLA dump directory.
 
-Bundled names look like ``SUITE/NAME``: ``xla-v1/NAME`` for the frozen real
-programs of :mod:`mallocgame.workloads.suite` (on the default preset), and
-``synthetic/SIZE`` for the seeded synthetic programs of
-:mod:`mallocgame.workloads.synthetic`.
+Bundled names look like ``SUITE/NAME``: ``xla-v1/NAME`` for the frozen real programs
+of :mod:`mallocgame.workloads.suite` (on its default preset), and
+``synthetic-v1/SIZE`` for the seeded synthetic programs of
+:mod:`mallocgame.workloads.synthetic`. A directory is read as an XLA dump
+(:func:`mallocgame.frontends.xla.extract_dump`): its one scheduled module, or where it
+holds several (a training script compiles many) the non-trivial one with the most
+instructions, derived on :data:`DUMP_PRESET` by the cost model.
 """
 
 from __future__ import annotations
 
+import difflib
 from pathlib import Path
 
 from mallocgame.errors import InputFileError
 from mallocgame.instance import Instance, load_instance
 from mallocgame.workloads import suite, synthetic
 
-__all__ = ["workload_names", "load_workload"]
+__all__ = ["DUMP_PRESET", "workload_names", "load_workload"]
+
+DUMP_PRESET = suite.DEFAULT_PRESET
 
 
 def workload_names() -> list[str]:
@@ -23,16 +29,29 @@ def workload_names() -> list[str]:
 
 
 def load_workload(name_or_path: str) -> Instance:
-    """A bundled workload by name, else the instance file at that path.
+    """A bundled workload by name, else the instance file or XLA dump directory at that path.
 
-    Raises :class:`InputFileError` when it is neither.
+    Raises :class:`InputFileError` when it is none of them (with the closest bundled
+    names when there are some), and the XLA frontend's errors for a dump it cannot read.
     """
+    path = Path(name_or_path)
     if name_or_path in synthetic.SYNTHETIC_NAMES:
         return synthetic.named(name_or_path)
-    if name_or_path.startswith(f"{suite.SUITE}/") and not Path(name_or_path).exists():
+    if name_or_path in suite.suite_names() and not path.exists():
         return suite.suite_instance(name_or_path)
-    if Path(name_or_path).exists():
-        return load_instance(name_or_path)
+    if path.is_dir():
+        return _dump_instance(path)
+    if path.exists():
+        return load_instance(path)
+    close = difflib.get_close_matches(name_or_path, workload_names(), n=3, cutoff=0.6)
+    hint = f"; did you mean {' or '.join(close)}?" if close else " (see 'mallocgame list')"
     raise InputFileError(
-        f"{name_or_path}: neither a bundled workload (see 'mallocgame list') nor an instance file"
+        f"{name_or_path}: neither a bundled workload nor an instance file or XLA dump directory{hint}"
     )
+
+
+def _dump_instance(path: Path) -> Instance:
+    from mallocgame.costmodel import derive_instance
+    from mallocgame.frontends.xla import extract_dump
+
+    return derive_instance(extract_dump(path, largest=True), DUMP_PRESET)

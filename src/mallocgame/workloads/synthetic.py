@@ -1,6 +1,6 @@
-"""Random instances shaped like compiled ML programs (the ``synthetic/...`` workloads).
+"""Random programs shaped like compiled ML programs (the ``synthetic-v1/...`` workloads).
 
-:func:`generate` builds a scheduled program instruction by instruction until it has
+:func:`program` builds a scheduled program instruction by instruction until it has
 the requested number of buffers (exactly):
 
 - Each instruction has an opcode (``fusion``, ``convolution``, ``dot``, ``reduce``,
@@ -17,16 +17,20 @@ the requested number of buffers (exactly):
   and the output buffer share one alias id and the operand's tensor is never read
   again. Every other buffer is an alias group of its own.
 - Optionally a contiguous region is a flattened loop body: its instructions have
-  ``count = trip_count`` and the instance lists it in ``loops``; a value read inside
+  ``count = trip_count`` and the program lists it in ``loops``; a value read inside
   the body lives until the body ends.
 - The last instruction's outputs, most never-read values and most in-place updated
   weights are program results (``live_out``; they live until the end).
 
-Hardware is a toy TPU v4i: slow memory at 614 GB/s, fast memory 4x faster, copies at
-the slow bandwidth, 512-byte alignment. Latencies are rooflines whose ``compute_s`` is
-a made-up flop count over :data:`PEAK_FLOPS`; ``demand_s``, ``supply_s`` and
-``benefit_s`` follow the cost model of SPEC section 1. The fast memory holds
-``capacity_fraction`` of the peak live bytes, so it binds.
+:func:`program` returns that :class:`~mallocgame.program.Program` (each instruction's
+flops are a drawn arithmetic intensity times the bytes it moves); :func:`generate`
+derives its instance on a hardware preset with :mod:`mallocgame.costmodel`, the one
+cost model of every frontend (default: ``tpu_v4i`` and a fast memory of a quarter of
+the peak live bytes, so it binds).
+
+The generator is versioned: the named workloads are ``synthetic-v1/SIZE``
+(:data:`SYNTHETIC_NAMES`), and a change of the program it draws for a seed is a new
+version (their hashes are pinned in the tests).
 
 Everything is drawn from ``numpy.random.default_rng(seed)``: the same arguments give
 the same instance.
@@ -42,41 +46,19 @@ from itertools import accumulate
 
 import numpy as np
 
-from mallocgame.costmodel import peak_live_bytes, peak_of
+from mallocgame.costmodel import DEFAULT_CAPACITY_FRACTION, derive_instance
 from mallocgame.errors import InputFileError
-from mallocgame.instance import (
-    Buffer,
-    Hardware,
-    Instance,
-    Instruction,
-    Loop,
-    RooflineLatency,
-    Tensor,
-)
+from mallocgame.hardware import HardwarePreset
+from mallocgame.instance import Instance
+from mallocgame.program import Program, ProgramInstruction, ProgramLoop, ProgramTensor
 
-__all__ = [
-    "SYNTHETIC_NAMES",
-    "HARDWARE_NAME",
-    "SLOW_BANDWIDTH",
-    "FAST_BANDWIDTH",
-    "PEAK_FLOPS",
-    "ALIGNMENT_BYTES",
-    "FIXED_S",
-    "generate",
-    "named",
-    "peak_live_bytes",
-]
+__all__ = ["SUITE", "SYNTHETIC_NAMES", "DEFAULT_PRESET", "program", "generate", "named"]
+
+SUITE = "synthetic-v1"
+DEFAULT_PRESET = "tpu_v4i"
 
 KIB = 1024
 MIB = 1024 * KIB
-
-# Toy TPU v4i-like hardware.
-HARDWARE_NAME = "toy-tpu-v4i"
-SLOW_BANDWIDTH = 614e9  # bytes/s, slow memory (HBM) and copies
-FAST_BANDWIDTH = 4 * SLOW_BANDWIDTH  # bytes/s, fast memory (CMEM)
-PEAK_FLOPS = 138e12  # flop/s
-ALIGNMENT_BYTES = 512
-FIXED_S = 2e-7  # seconds of fixed overhead per instruction execution
 
 # Tensor sizes (bytes): multiples of SIZE_GRANULE in [MIN_SIZE, MAX_SIZE].
 MIN_SIZE = 1 * KIB
@@ -109,10 +91,10 @@ TRIP_COUNT = (2, 8)  # inclusive range of the trip count
 
 # Fixed instances for the command line: name -> number of buffers (all seed 0, with a loop).
 _NAMED = {
-    "synthetic/small": 60,
-    "synthetic/1k": 1000,
-    "synthetic/4k": 4000,
-    "synthetic/16k": 16000,
+    f"{SUITE}/small": 60,
+    f"{SUITE}/1k": 1000,
+    f"{SUITE}/4k": 4000,
+    f"{SUITE}/16k": 16000,
 }
 SYNTHETIC_NAMES: tuple[str, ...] = tuple(_NAMED)
 _NAMED_SEED = 0
@@ -415,7 +397,7 @@ def _plan_loop(draw: _Draw, num_buffers: int, loop: bool | None) -> _LoopWindow 
 
 def _build_program(
     draw: _Draw, num_buffers: int, loop: bool | None
-) -> tuple[_Builder, Loop | None]:
+) -> tuple[_Builder, ProgramLoop | None]:
     """Generate instructions until the program has exactly ``num_buffers`` buffers."""
     builder = _Builder(draw)
     window = _plan_loop(draw, num_buffers, loop)
@@ -431,11 +413,11 @@ def _build_program(
     if first is None or window is None:
         return builder, None
     last = builder.num_instructions - 1 if last is None else last
-    return builder, Loop(first=first, last=last, trip_count=window.trip_count)
+    return builder, ProgramLoop(first=first, last=last, trip_count=window.trip_count)
 
 
 def _live_ranges(
-    b: _Builder, loop: Loop | None, draw: _Draw
+    b: _Builder, loop: ProgramLoop | None, draw: _Draw
 ) -> tuple[np.ndarray, np.ndarray]:
     """``last_use_time`` and ``live_out`` of every tensor."""
     steps = b.num_instructions
@@ -458,96 +440,73 @@ def _live_ranges(
     return last_use, live_out
 
 
-def _latencies(
-    b: _Builder, sizes: np.ndarray, count: np.ndarray
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Per instruction ``compute_s`` and ``supply_s``, per buffer ``benefit_s`` (seconds)."""
-    instr = np.array(b.buf_instr, dtype=np.int64)
-    buf_size = sizes[np.array(b.buf_tensor, dtype=np.int64)].astype(np.float64)
-    moved = np.bincount(instr, weights=buf_size, minlength=b.num_instructions)
-    compute = np.array(b.ins_intensity) * moved / PEAK_FLOPS
-    supply = FIXED_S + np.maximum(compute, moved / FAST_BANDWIDTH)
-    slow_s = (moved / SLOW_BANDWIDTH)[instr]
-    saved = buf_size * (1.0 / SLOW_BANDWIDTH - 1.0 / FAST_BANDWIDTH)
-    gain = np.maximum(compute[instr], slow_s) - np.maximum(compute[instr], slow_s - saved)
-    return compute, supply, count[instr] * np.maximum(gain, 0.0)
-
-
-def _hardware(capacity_fraction: float, peak: int) -> Hardware:
-    """The toy TPU v4i with ``capacity_fraction`` of ``peak`` bytes of fast memory."""
-    units = int(capacity_fraction * peak) // ALIGNMENT_BYTES
-    return Hardware(
-        name=HARDWARE_NAME,
-        fast_memory_bytes=max(1, units) * ALIGNMENT_BYTES,
-        alignment_bytes=ALIGNMENT_BYTES,
-        fast_bandwidth=FAST_BANDWIDTH,
-        slow_bandwidth=SLOW_BANDWIDTH,
-        copy_bandwidth=SLOW_BANDWIDTH,
-    )
-
-
-def _instructions(
-    b: _Builder, count: np.ndarray, compute: np.ndarray, supply: np.ndarray
-) -> tuple[Instruction, ...]:
-    counts, computes, supplies = count.tolist(), compute.tolist(), supply.tolist()
-    return tuple(
-        Instruction(
-            name=f"{b.ins_opcode[t]}.{t}",
-            opcode=b.ins_opcode[t],
-            count=counts[t],
-            supply_s=supplies[t],
-            buffers=tuple(b.ins_buffers[t]),
-            latency=RooflineLatency(compute_s=computes[t], fixed_s=FIXED_S),
+def _program_instructions(b: _Builder, count: list[int]) -> tuple[ProgramInstruction, ...]:
+    """Each instruction's operands and outputs (tensor ids, full tensor bytes) and flops:
+    its arithmetic intensity times the bytes it moves."""
+    out = []
+    for t in range(b.num_instructions):
+        span = b.ins_buffers[t]
+        operands = tuple(b.buf_tensor[i] for i in span if not b.buf_output[i])
+        outputs = tuple(b.buf_tensor[i] for i in span if b.buf_output[i])
+        operand_bytes = tuple(b.tensor_size[x] for x in operands)
+        output_bytes = tuple(b.tensor_size[x] for x in outputs)
+        moved = float(sum(operand_bytes) + sum(output_bytes))
+        out.append(
+            ProgramInstruction(
+                name=f"{b.ins_opcode[t]}.{t}",
+                opcode=b.ins_opcode[t],
+                operands=operands,
+                outputs=outputs,
+                operand_bytes=operand_bytes,
+                output_bytes=output_bytes,
+                flops=b.ins_intensity[t] * moved,
+                count=count[t],
+            )
         )
-        for t in range(b.num_instructions)
-    )
+    return tuple(out)
 
 
-def _tensors(b: _Builder, last_use: np.ndarray, live_out: np.ndarray) -> tuple[Tensor, ...]:
+def _alias_groups(b: _Builder) -> tuple[tuple[tuple[int, int], ...], ...]:
+    """The in-place pairs as ``(instruction, position)`` groups, in game order."""
+    members: dict[int, list[tuple[int, int]]] = {}
+    for t, span in enumerate(b.ins_buffers):
+        for i in span:
+            members.setdefault(b.buf_alias[i], []).append((t, i - span.start))
+    return tuple(tuple(group) for group in members.values() if len(group) > 1)
+
+
+def program(num_buffers: int, seed: int, *, name: str | None = None, loop: bool | None = None) -> Program:
+    """A random program shaped like a compiled ML program, with exactly ``num_buffers`` buffers.
+
+    ``seed`` seeds :func:`numpy.random.default_rng`; equal arguments give equal
+    programs. ``loop``: whether part of the program is a loop body (``None``: at
+    random; programs under LOOP_MIN_BUFFERS buffers never have one). ``name`` defaults
+    to ``synthetic-v1/b{num_buffers}-s{seed}``. Raises :class:`ValueError` for
+    ``num_buffers < 1``.
+    """
+    if isinstance(num_buffers, bool) or not isinstance(num_buffers, int) or num_buffers < 1:
+        raise ValueError(f"num_buffers must be an integer >= 1, got {num_buffers!r}")
+    draw = _Draw(np.random.default_rng(seed))
+    builder, body = _build_program(draw, num_buffers, loop)
+    last_use, live_out = _live_ranges(builder, body, draw)
+    count = [1] * builder.num_instructions
+    if body is not None:
+        count[body.first : body.last + 1] = [body.trip_count] * (body.last - body.first + 1)
     ends, outs = last_use.tolist(), live_out.tolist()
-    return tuple(
-        Tensor(i, name, size, def_time, ends[i], outs[i])
-        for i, (name, size, def_time) in enumerate(zip(b.tensor_name, b.tensor_size, b.tensor_def))
-    )
-
-
-def _buffers(b: _Builder, benefit: np.ndarray) -> tuple[Buffer, ...]:
-    benefits = benefit.tolist()
-    return tuple(
-        Buffer(
-            id=i,
-            instruction=b.buf_instr[i],
-            tensor_id=x,
-            alias_id=b.buf_alias[i],
-            is_output=b.buf_output[i],
-            size=b.tensor_size[x],
-            demand_s=b.tensor_size[x] / SLOW_BANDWIDTH,
-            benefit_s=benefits[i],
+    tensors = tuple(
+        ProgramTensor(i, tensor_name, size, def_time, ends[i], outs[i])
+        for i, (tensor_name, size, def_time) in enumerate(
+            zip(builder.tensor_name, builder.tensor_size, builder.tensor_def)
         )
-        for i, x in enumerate(b.buf_tensor)
     )
-
-
-def _assemble(
-    b: _Builder, loop: Loop | None, draw: _Draw, name: str, notes: str, capacity_fraction: float
-) -> Instance:
-    """The instance of a finished program: live ranges, latencies, capacity."""
-    sizes = np.array(b.tensor_size, dtype=np.int64)
-    last_use, live_out = _live_ranges(b, loop, draw)
-    count = np.ones(b.num_instructions, dtype=np.int64)
-    if loop is not None:
-        count[loop.first : loop.last + 1] = loop.trip_count
-    compute, supply, benefit = _latencies(b, sizes, count)
-    def_time = np.array(b.tensor_def, dtype=np.int64)
-    peak = peak_of(sizes, def_time, last_use, b.num_instructions)
-    return Instance(
-        name=name,
-        hardware=_hardware(capacity_fraction, peak),
-        instructions=_instructions(b, count, compute, supply),
-        tensors=_tensors(b, last_use, live_out),
-        buffers=_buffers(b, benefit),
-        loops=() if loop is None else (loop,),
-        source={"frontend": "synthetic", "model": __name__, "notes": notes},
+    return Program(
+        name=name or f"{SUITE}/b{num_buffers}-s{seed}",
+        instructions=_program_instructions(builder, count),
+        tensors=tensors,
+        alias_groups=_alias_groups(builder),
+        loops=() if body is None else (body,),
+        source={"frontend": "synthetic", "model": f"{__name__} ({SUITE})",
+                "notes": f"seed={seed} num_buffers={num_buffers}"},
     )
 
 
@@ -556,28 +515,22 @@ def generate(
     seed: int,
     *,
     name: str | None = None,
-    capacity_fraction: float = 0.25,
+    capacity_fraction: float = DEFAULT_CAPACITY_FRACTION,
     loop: bool | None = None,
+    preset: HardwarePreset | str = DEFAULT_PRESET,
 ) -> Instance:
-    """A random instance shaped like a compiled ML program, with exactly ``num_buffers`` buffers.
+    """The instance of :func:`program` on ``preset`` by :func:`mallocgame.costmodel.derive_instance`.
 
-    ``seed`` seeds :func:`numpy.random.default_rng`; equal arguments give equal
-    instances. The fast memory holds ``capacity_fraction`` of the program's peak live
-    bytes, rounded down to the 512-byte alignment (at least one alignment unit).
-    ``loop``: whether part of the program is a loop body (``None``: at random; programs
-    under LOOP_MIN_BUFFERS buffers never have one). ``name`` defaults to
-    ``synthetic/b{num_buffers}-s{seed}``.
+    The fast memory holds ``capacity_fraction`` of the program's peak live bytes (the
+    cost model's capacity rule, capped by the preset's fast memory). Raises
+    :class:`ValueError` for ``num_buffers < 1`` or a ``capacity_fraction`` that is not
+    a finite number > 0.
     """
-    if num_buffers < 1:
-        raise ValueError(f"num_buffers must be >= 1, got {num_buffers}")
-    if not capacity_fraction > 0:
-        raise ValueError(f"capacity_fraction must be > 0, got {capacity_fraction}")
-    draw = _Draw(np.random.default_rng(seed))
-    builder, body = _build_program(draw, num_buffers, loop)
-    notes = f"seed={seed} num_buffers={num_buffers} capacity_fraction={capacity_fraction}"
-    return _assemble(
-        builder, body, draw, name or f"synthetic/b{num_buffers}-s{seed}", notes, capacity_fraction
-    )
+    if not (isinstance(capacity_fraction, (int, float)) and math.isfinite(capacity_fraction)
+            and capacity_fraction > 0):
+        raise ValueError(f"capacity_fraction must be a finite number > 0, got {capacity_fraction!r}")
+    return derive_instance(program(num_buffers, seed, name=name, loop=loop), preset,
+                           capacity_fraction=capacity_fraction)
 
 
 def named(name: str) -> Instance:

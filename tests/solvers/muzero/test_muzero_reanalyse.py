@@ -22,15 +22,9 @@ from mallocgame.solvers.muzero.reanalyse import Reanalyser, demonstration, traje
 from mallocgame.solvers.muzero.search import SearchResult
 from mallocgame.solvers.muzero.selfplay import reward_scale
 from mallocgame.solvers.muzero.train import Trainer, compiled_functions
-from mallocgame.workloads.registry import load_workload
 from tests.solvers.muzero.test_muzero_train import TINY
 
 REANALYSE = {**TINY, "reanalyse_fraction": "0.5", "demonstrations": "heuristic,greedy"}  # two cheap demonstrations
-
-
-@pytest.fixture(scope="module")
-def small():
-    return load_workload("synthetic/small")
 
 
 class _Counting:

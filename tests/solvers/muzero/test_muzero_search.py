@@ -17,8 +17,8 @@ from tests.solvers.muzero.test_muzero_train import TINY
 
 
 def _root_batch(config, n: int):  # noqa: ANN001, ANN202
-    """``n`` copies of the first position of synthetic/small, all actions allowed."""
-    inst = load_workload("synthetic/small")
+    """``n`` copies of the first position of synthetic-v1/small, all actions allowed."""
+    inst = load_workload("synthetic-v1/small")
     game = Game(inst, build_tables(inst))
     observer = Observer(game, config.observation)
     obs = empty_batch(config.observation, n)

@@ -1,0 +1,48 @@
+"""Tests of workloads by name, file or dump directory (mallocgame.workloads.registry)."""
+
+from __future__ import annotations
+
+import pytest
+
+from mallocgame.costmodel import derive_instance
+from mallocgame.errors import InputFileError
+from mallocgame.frontends.xla import extract_dump, extract_module
+from mallocgame.instance import save_instance
+from mallocgame.workloads.registry import DUMP_PRESET, load_workload, workload_names
+from tests.frontends.test_xla import HANDMADE
+
+
+def test_names_cover_both_suites() -> None:
+    names = workload_names()
+    assert "xla-v1/gru_infer" in names and "synthetic-v1/small" in names
+    assert len(names) == len(set(names))
+
+
+def test_an_instance_file(tmp_path, small) -> None:
+    path = tmp_path / "inst.json.gz"
+    save_instance(small, path)
+    assert load_workload(str(path)).sha256 == small.sha256
+
+
+def test_a_dump_directory_is_extracted_on_the_default_preset(tmp_path) -> None:
+    (tmp_path / "module_0001.handmade.cpu_after_optimizations.txt").write_text(HANDMADE)
+    inst = load_workload(str(tmp_path))
+    assert inst.sha256 == derive_instance(extract_dump(tmp_path), DUMP_PRESET).sha256
+    assert inst.num_buffers == extract_module(HANDMADE).num_buffers
+    assert inst.source["preset"] == DUMP_PRESET
+
+
+@pytest.mark.parametrize(
+    ("name", "suggestion"),
+    [("synthetic/small", "synthetic-v1/small"), ("xla-v1/gru_infr", "xla-v1/gru_infer"),
+     ("xla-v1/lstm-infer", "xla-v1/lstm_infer")],
+)
+def test_a_misspelt_name_gets_the_closest_ones(name: str, suggestion: str) -> None:
+    with pytest.raises(InputFileError, match="did you mean") as err:
+        load_workload(name)
+    assert suggestion in str(err.value) and "\n" not in str(err.value)
+
+
+def test_nothing_close_points_to_the_list() -> None:
+    with pytest.raises(InputFileError, match="see 'mallocgame list'"):
+        load_workload("/no/such/file.json")
