@@ -8,100 +8,19 @@ behind compute, copies out of fast memory block the reuse of their memory and sl
 reads of their tensor, copies and instructions share the slow-memory bandwidth, and
 loop bodies run iteration by iteration.
 
-:func:`simulate` returns a :class:`SimulationResult`; :func:`baseline_latency` is
-the latency with everything in slow memory, and :func:`speedup` the paper's
-``latency_baseline / latency`` (section 5.1). The simulator assumes a solution that
-passes the physical check (:func:`mallocgame.check.physical_check`); it does not
-check one itself.
+:func:`simulate` (an instance and a solution or its allocations) returns a
+:class:`SimulationResult` (``latency_s = compute_s + stall_s + drain_s``);
+:func:`baseline_latency` is the latency with everything in slow memory, and
+:func:`speedup` the paper's ``latency_baseline / latency`` (section 5.1). The simulator
+assumes a solution that passes the physical check
+(:func:`mallocgame.check.physical_check`); it does not check one itself. Deterministic.
+Units: seconds (float) for times, bytes (int) for sizes and offsets; logical steps are
+instruction indices ``0 .. T-1``. Loops must nest or be disjoint (else
+:class:`ValueError`); the unrolled program may hold at most ``max_executions``
+executions. Cost: ``O((instructions + copies) * trips)``.
 
-Units: seconds (float) for times, bytes (int) for sizes and offsets; logical steps
-are instruction indices ``0 .. T-1``.
-
-The model
----------
-
-**Timeline.** The program is unrolled into *executions*: instructions outside every
-listed loop run once; the body ``first .. last`` of a loop of ``instance.loops``
-runs ``trip_count`` times in a row, iteration by iteration (nested loops multiply;
-loops must nest or be disjoint, else :class:`ValueError`). Executions run in order,
-one at a time. Execution ``k`` of instruction ``t`` starts when the previous
-execution ended and every copy it waits for (below) has finished; the difference is
-a *stall*.
-
-**Counts.** Instruction ``t`` is executed ``m_t`` times (the product of the trip
-counts of the loops around it). Each execution does ``count_t / m_t`` executions'
-worth of work: for instructions whose ``count`` comes from the listed loops that is
-exactly one execution; a ``count`` that no listed loop explains (e.g. a loop the
-frontend could not list) is simply multiplied into the duration, as the reward does.
-Summed over all executions, instruction ``t`` costs ``count_t * L_t(S_t)`` when
-nothing contends, the reward's number.
-
-**One execution.** With ``S_t`` the buffers of ``t`` placed in fast memory (any
-allocation, as in the reward), the uncontended duration is ``D = L_t(S_t)`` (the
-instance's roofline or table). Its memory traffic takes ``m = m_fast + m_slow``
-seconds uncontended, ``m_slow = sum_{b not in S} size_b / slow_bandwidth`` and
-``m_fast = sum_{b in S} size_b / fast_bandwidth`` over all its buffers (a roofline's
-memory term; for a table latency the traffic is scaled down to ``D`` if it exceeds
-it, since the table is the measurement). The memory phase starts after the
-roofline's ``fixed_s`` (0 for a table) and mixes slow and fast traffic uniformly.
-
-**Bandwidth sharing.** While the copy engine is busy, a copy takes the share
-``gamma`` of the slow-memory bandwidth (default ``copy_bandwidth / (copy_bandwidth
-+ slow_bandwidth)``, one half when the two are equal; the ``copy_share`` argument
-overrides it) and an instruction's slow traffic proceeds at ``(1 - gamma) *
-slow_bandwidth``; fast traffic is not slowed. So the memory phase would take ``u =
-m_fast + m_slow / (1 - gamma)`` seconds under a copy for its whole length and ``m``
-with the engine idle, and it progresses at ``1/u`` resp. ``1/m`` of its work per
-second through the engine's busy and idle periods; it finishes at ``m' >= m``. The
-execution lasts ``max(D, fixed_s + m')``: ``D`` when the engine is idle throughout,
-and a compute-bound instruction absorbs contention until its memory phase outgrows
-its compute. Copies are not slowed by instructions: a copy occupies the engine for
-exactly its ``demand_s``. Monotone: placing one more buffer of ``t`` in fast memory
-lowers ``m`` and ``u`` (``fast_bandwidth > slow_bandwidth`` and a roofline ``D`` is
-monotone), so no execution gets longer, and more engine activity never makes one
-shorter. (A table latency is monotone here when its table is.)
-
-**Copies.** One copy engine serves copies one at a time, in the order of their
-scheduled start: by the execution at which they become due, copy-outs of the
-previous execution before prefetches, then by buffer id. A copy starts when it is
-due, the engine is free and its dependencies have finished, and it occupies the
-engine for ``demand_s``. A Copy allocation without a copy interval (zero demand)
-is instantaneous: it takes no engine time and is not listed among the copies.
-
-- *Prefetch* (operand Copy, copy interval ``[s, tau-1]``): due when the execution of
-  step ``s`` starts; the execution of ``tau`` cannot start before it finished.
-- *Copy-out* (output Copy, copy interval ``[tau+1, e]``): due when the execution of
-  ``tau`` ends.
-- *Reuse after a copy-out*: an allocation of another tensor whose memory overlaps a
-  copy-out's bytes and starts after ``tau`` (for another alias group: after ``e``,
-  as the physical check guarantees; for the same group: an in-place update) cannot
-  be used before the copy-out finished: the execution of its first step (its copy's
-  start step for a prefetch, its target time otherwise) waits. Only the earliest
-  such step matters, since executions run in order. Inside a loop the reuse may come
-  in the next iteration (an overlapping allocation earlier in the body): that step
-  waits too.
-- *Slow read after a copy-out*: an operand of the copied-out tensor in slow memory
-  waits (its instruction's execution), and a prefetch of the tensor cannot start
-  before the copy-out finished.
-
-A waiting execution waits for the most recent occurrence of the copy-out triggered
-before it (none: no wait), so a loop-carried value read at the top of the next
-iteration waits for the previous iteration's copy-out.
-
-**Copies in loops.** A copy spans ``[s, tau]`` (prefetch) or ``[tau, e]``
-(copy-out); it happens once for every execution of the span's start that is
-followed by an execution of the span's end before the next execution of its start.
-So a copy inside a loop body happens every iteration; a prefetch from before a loop
-into it happens once, before the first iteration (later iterations find the data
-resident); a copy from inside a loop to after it happens once, in the last
-iteration.
-
-**Totals.** ``latency_s`` is the time the last instruction ends or the last copy
-finishes (copy-outs of results included), whichever is later; it equals
-``compute_s + stall_s + drain_s``.
-
-Cost: ``O((instructions + copies) * trips)`` plus a scan of the allocations for each
-copy-out; the unrolled program may hold at most ``max_executions`` executions.
+The model in full (timeline, bandwidth sharing, the copy engine, copies in loops):
+docs/simulator.md.
 """
 
 from __future__ import annotations

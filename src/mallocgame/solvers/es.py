@@ -1,77 +1,30 @@
 """``es``: evolution strategies (Salimans et al., 2017), the paper's ES baseline.
 
-A small parametric policy scores the three actions from the 29 decision features of
-:mod:`mallocgame.game.features` and plays the best-scoring *allowed* action
-(deterministic argmax; ties go to Copy, then NoCopy, then Drop). ES searches its
-parameters ``θ``:
+:class:`EsSolver` searches the parameters of a small policy that scores Copy, NoCopy
+and Drop from the 29 decision features of :mod:`mallocgame.game.features` and plays the
+best-scoring *allowed* action (argmax; ties go to Copy, then NoCopy, then Drop): linear,
+``[3, 29]`` weights, by default, starting from the greedy Copy > NoCopy > Drop rule, or a
+one-hidden-layer MLP. Each generation plays antithetic Gaussian perturbations of the
+mean; the fitness of a perturbation is the normalized return of one full game played
+with Drop-backup, so every game is a valid solution; centered ranks and an Adam (or SGD)
+step move the mean. The answer is the best game played; every improvement goes to the
+request's callback.
 
-- each generation draws ``population / 2`` Gaussian directions ``ε_i`` and plays one
-  full game for each of ``θ + σ ε_i`` and ``θ - σ ε_i`` (antithetic pairs);
-- the fitness of a parameter vector is the normalized return of that game, played
-  with Drop-backup (so every game completes and is a valid solution);
-- fitnesses are replaced by their centered ranks in ``[-0.5, 0.5]`` (fitness
-  shaping), the search gradient is ``g = Σ_j rank_j ε_j / (N σ)`` over the ``N``
-  perturbed games, and ``θ`` takes an Adam (default) or plain SGD ascent step, with
-  an L2 decay;
-- the mean policy ``θ`` itself is also played once per generation (optional).
+Budgets: work in games (``work_unit = "games"``): the same seed gives the same solution,
+also with several workers. Wall clock: a game still running at the deadline finishes by
+a cheap fallback (Drop where allowed), so the solver returns promptly; ``Solution.work``
+records games, generations and Drop-backups. With no budget, ``DEFAULT_GENERATIONS``
+generations.
 
-Every game played is a candidate solution; the best one is kept and reported through
-the callback on each improvement.
+Workers: with more than one, each generation's games are played in a process pool
+(:func:`mallocgame.workers.process_pool`, whose workers end with this process) started
+with ``forkserver`` on Linux and ``spawn`` elsewhere, never ``fork`` (a process that has
+imported JAX runs threads). A script that runs ``es`` with several workers must guard
+its entry point with ``if __name__ == "__main__":``. The pool's start-up (about half a
+second) counts against the wall-clock budget; one worker, in this process, is the
+default.
 
-Policy (``options["hidden"]``): ``0`` (default) is linear, ``score = W f`` with
-``W`` ``[3, 29]`` (the constant ``bias`` feature gives each action a bias); ``h > 0``
-is a one-hidden-layer MLP ``score = W2 tanh(W1 f)`` with ``W1`` ``[h, 29]`` and
-``W2`` ``[3, h]``. Only decisions with two or more allowed actions ask the policy.
-
-Initial parameters (``options["init"]``): ``"greedy"`` (default) sets the biases of
-a linear policy to ``(init_scale, init_scale / 2, 0)`` for (Copy, NoCopy, Drop) and
-every other weight to 0, so the initial mean policy is the greedy
-Copy > NoCopy > Drop rule and the first perturbations explore around it;
-``"zeros"`` starts at 0 (the mean policy is then greedy by tie-breaking, and every
-perturbation is a random linear policy); ``"random"`` draws every weight from
-``N(0, init_scale²)``. For an MLP, ``"greedy"`` gives ``W2``'s columns for the
-hidden unit fed by the bias a greedy ordering (``W1`` row 0 = bias, ``W2[:, 0]`` =
-``(s, s/2, 0)``) and ``N(0, (init_scale / 10)²)`` elsewhere, deterministic from the
-seed.
-
-Work unit: games (episodes). With a work budget (and no wall-clock budget) the same
-seed gives the same solution, also with several workers (perturbations are drawn in
-the parent, results are gathered in order). With a wall-clock budget, play stops when
-the budget is spent; a game still running at that moment finishes with a cheap
-fallback (Drop where allowed, else the first allowed action) so the solver returns
-promptly, and the work done is recorded in ``extra["work"]`` (games, generations,
-backups). With no budget at all it runs ``DEFAULT_GENERATIONS`` generations.
-
-Parallelism: ``options["workers"]`` (default 1) processes evaluate each generation's
-games through a :class:`concurrent.futures.ProcessPoolExecutor` from
-:func:`mallocgame.workers.process_pool` (its workers end if this process is killed).
-The workers are started with the ``forkserver`` method on Linux and ``spawn``
-elsewhere, never ``fork``: a process that has imported JAX (the test suite, the XLA
-frontend) runs threads, and a forked child can deadlock on a lock one of them held
-(JAX warns about it). The fork server preloads this module (a fork server already
-started in this process keeps its own preload list), and each worker's initializer receives
-the instance and its game tables once, pickled together in the parent, builds its
-own game and feature extractor, and warms up the compiled kernels (``cache=True``:
-they are loaded from numba's cache, not compiled) by playing one move, so the
-first game it plays is timed like the others. Every task then carries only a chunk
-of parameter vectors (and the deadline); it sends back each game's return, backups
-and actions (as bytes; the parent rebuilds a new best game from them). A program
-that runs the solver with several workers from a script must guard its entry point
-with ``if __name__ == "__main__":`` (the workers import the main module, as with any
-``spawn``/``forkserver`` pool). The default is one worker, evaluating in this
-process, because the reference machine has 2 cores and a pool's start-up (about
-half a second for the workers to load their kernels, and about a second more the
-first time, while the fork server imports the package) and per-generation messaging
-cost more than they save on programs of a few hundred buffers. The pool start-up
-counts against the wall-clock budget.
-
-Options (``SolveRequest.options``) and defaults: ``population`` 16 (perturbed games
-per generation, rounded up to even), ``sigma`` 0.1, ``lr`` 0.03, ``optimizer``
-``"adam"`` (or ``"sgd"``), ``l2`` 0.005 (weight decay per step, as a fraction of
-``lr``), ``hidden`` 0, ``init`` ``"greedy"``, ``init_scale`` 0.3, ``eval_mean`` True,
-``workers`` 1. (The argmax policy does not change when every weight is scaled, so
-what matters is ``sigma`` and ``lr`` relative to ``init_scale``; these values were
-picked on lstm_infer, alexnet_train_b32 and transformer_train at 120-200 games.)
+The algorithm, the initializations and the pool in detail: docs/search-baselines.md.
 """
 
 from __future__ import annotations

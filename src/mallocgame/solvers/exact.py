@@ -1,116 +1,26 @@
-"""``exact``: a CP-SAT model of the memory mapping problem under the physical rules.
+"""``exact``: the memory mapping problem solved as a CP-SAT model, with a proven bound.
 
-This solver does not play the game. It solves a *mapping model* with OR-Tools'
-CP-SAT and returns the best mapping found (``actions = None``), its reward, and a
-proven upper bound. The model's solutions are a subset of what
-:func:`mallocgame.check.physical_check` accepts, and for every complete game
-trajectory the model holds a mapping with the same fast buffers, hence the same
-reward (argued below). So where CP-SAT proves optimality (small programs), the
-answer is at least the game's best return, and ``bound_s`` bounds every game.
+:class:`ExactSolver` builds a model of the physical rules of SPEC section 7 for an
+:class:`~mallocgame.instance.Instance` (:class:`MappingModel`) and solves it with
+OR-Tools CP-SAT, warm-started from a few game rollouts and the heuristic's mapping. It
+does not play the game: the answer is a mapping (``actions = None``) that passes
+:func:`mallocgame.check.physical_check`, its reward recomputed exactly (seconds, SPEC
+section 5).
 
-The model
----------
+Guarantees: every complete game's mapping is in the model, so an OPTIMAL answer is at
+least the game's best return. ``Solution.bound_s`` (seconds) is an upper bound on the
+reward of every game: the smaller of CP-SAT's bound and the LP bound of
+:mod:`mallocgame.solvers.bound`; only the LP bound (``info["upper_bound_s"]``) bounds
+every physically valid mapping. ``info["status"]`` is CP-SAT's (OPTIMAL, FEASIBLE,
+UNKNOWN), or NOT_RUN when the wall-clock budget cannot cover building the model (the
+best warm-start game is then the answer).
 
-Decision variables (alignment units for addresses, steps for time):
+Budgets: wall clock (everything included) and/or work in CP-SAT deterministic time,
+milliseconds (``work_unit = "dtime_ms"``); with a work budget and no wall-clock budget
+the answer is reproducible from the seed. With neither, at most ``DEFAULT_SECONDS``.
 
-* per alias group ``g``: ``fast_g`` and an offset ``k_g`` (bytes ``k_g *
-  alignment``), ``k_g + z_b <= capacity`` for its members (rules 1, 3);
-* per output ``o`` of tensor ``X``: NoCopy (memory ``[tau, last_use]``; not for a
-  ``live_out`` tensor) or Copy (copy interval ``[tau+1, e_min]``, ``e_min`` the
-  earliest end whose supply covers the demand, memory ``[tau, m]`` with ``m`` in
-  ``[e_min, max(e_min, last_use)]`` a variable);
-* per operand ``r`` of ``X`` at ``tau``: Copy (copy interval ``[s, tau-1]``,
-  memory ``[s, tau]``, ``s`` the latest start whose supply covers the demand;
-  ``[tau, tau]`` and no copy interval for zero demand), or NoCopy *attached to a
-  chain*: the output's allocation or an earlier operand Copy of ``X``. A chain's
-  extent ``E`` is its source's end, raised to ``tau`` by every read attached to
-  it; a read attached at extent ``E`` gets memory ``[E+1, tau]`` (empty when ``E
-  >= tau``) at the chain's offset, which must be its own group's offset. This is
-  the game's in-place extension, so data flow (rule 6) holds: each chain is a
-  contiguous run from a source.
-* rule 7: a NoCopy output forces every read of its tensor fast and NoCopy; an
-  operand Copy needs the output not NoCopy; a ``live_out`` output is never NoCopy.
-* rule 5: copy intervals are fixed per choice; for every pair of consecutive steps
-  at most one chosen copy interval holds both (this is "pairwise at most one shared
-  step"); supply per copy is tested when ``s``/``e_min`` are computed, with the
-  checker's exact criterion (``fsum >= (1 - 1e-9) * demand``).
-* rule 2: ``AddNoOverlap2D`` over boxes time x address. Each allocation is a box of
-  its buffer's aligned size. Boxes of one alias group may overlap (the rule only
-  separates different groups), so where two members of a group could both hold a
-  step, the group's boxes are cut: each member keeps its parts before and after
-  the hull of such steps, and inside the hull the group has one box per step, the
-  union of its members there (as tall as the tallest). A redundant
-  ``AddCumulative`` over time (capacity) strengthens the relaxation. (The y
-  intervals are optional with the same literal as the x intervals: with optional x
-  and mandatory y intervals, CP-SAT 9.12 to 9.15 wrongly proved feasible models
-  infeasible, or "optimal" at a worse value.)
-
-Objective: ``sum_t count_t (L_t(empty) - L_t(S_t))``. Roofline:
-``min(A_t, B_t + sum_b delta_b fast_b)`` per execution (``A = max(0, M0 - c)``,
-``B = max(0, c - M0)``, see :mod:`mallocgame.solvers.bound`): an integer ``r_t``
-equal to the min (``AddMinEquality``; merely below both, the search could raise it
-one unit per solution). Tables: ``AddElement`` over the mask of
-the varied buffers. Seconds are scaled to integers with the unit ``u = 1e-6 *
-U0 / W`` (``U0`` the trivial bound of :mod:`~mallocgame.solvers.bound`, ``W =
-sum_t count_t (buffers_t + 2)``), every coefficient rounded *up*, so the scaled
-objective of any mapping is >= its reward / u and exceeds it by at most ``1e-6 *
-U0``: CP-SAT's bound times ``u`` is a rigorous upper bound on the model (hence on
-every game; values are clamped to ``[-2 U0, 4 U0]``, which keeps this true as long
-as fast memory is not slower than slow memory); the returned mapping is optimal to within ``1e-6 * U0`` when CP-SAT
-says OPTIMAL. Its reward is always recomputed exactly with
-:func:`mallocgame.latency.mapping_reward`.
-
-Why every game mapping is in the model (up to the same fast set): take a
-complete game; keep its groups, offsets and actions. Shrink each operand Copy's
-memory interval to start at the latest feasible ``s`` (its game start is no later
-than that, since the game's supply left is at most the instance's); its copy
-interval shrinks with it. Give each output Copy the copy interval ``[tau+1,
-e_min]`` and memory end ``min(e, max(e_min, last_use))`` (reads come no later than
-``last_use``). Attach each NoCopy read to the chain of the game's latest-end
-allocation ``A``; the chain extents then equal the game's, so each read's
-interval equals the game's. Every box and copy interval is a subset of the
-game's, which the physical rules accept, so the shrunk mapping is accepted and
-in the model.
-
-What is exact and what is relaxed. Exact: the rules, the latencies (to the
-``1e-6`` scaling above) and the containment of every game mapping; so on programs
-small enough to prove optimality the answer is at least the game's optimum (tested
-against exhaustive search). Restricted, relative to the physical check: copy
-intervals never start earlier (operands) or end later (outputs) than the supply
-requires, operand reads are served only by earlier sources of their own tensor,
-NoCopy outputs hold their whole live range; a mapping using such freedom can be
-physically valid and better than the model's optimum, so CP-SAT's bound bounds the
-model and every game, not every physical mapping. ``bound_s`` is ``min(CP-SAT
-bound, upper_bound(instance))`` (both bound every game);
-:func:`mallocgame.solvers.bound.upper_bound` alone bounds every physically valid
-mapping (``upper_bound_s``).
-
-Search: first a warm start (:func:`warm_start`: one random and two greedy game
-rollouts with Drop-backup, then more random ones for a small share of the budget);
-its best mapping is put into the model's canonical form as a complete solution hint
-(so CP-SAT starts from it) and kept as a fallback answer. The answer is the best
-mapping found (by exact reward) that passes the physical check; if a model solution
-ever failed the check, that is noted in ``extra["note"]`` and the next best is
-taken (dropping everything at worst).
-
-Budget: ``request.seconds`` (wall clock, everything included) and/or
-``request.work`` in CP-SAT deterministic time, milliseconds (``work_unit =
-"dtime_ms"``; with a work budget and no seconds the result is reproducible: one
-worker, seeded with ``request.seed``, and a warm start of three games). When the
-wall-clock budget cannot cover building the model (about ``BUILD_S_PER_BUFFER``
-per buffer, three times over) the model is skipped: ``status = "NOT_RUN"`` and the
-warm start is the answer. With neither budget it runs at most
-``DEFAULT_SECONDS``. ``extra``: ``status`` (CP-SAT's: OPTIMAL, FEASIBLE, UNKNOWN,
-or NOT_RUN), ``bound_s``, ``cp_bound_s`` (CP-SAT's bound in seconds, or None),
-``upper_bound_s`` (:func:`~mallocgame.solvers.bound.upper_bound`), ``work``
-(``dtime_ms``, ``branches``, ``conflicts``), ``build_s``, ``warm_start``,
-``source`` (``cp-sat`` or ``warm_start``). Options (:data:`EXACT_OPTIONS`; any
-other name, or a value of the wrong type, is a :class:`~mallocgame.errors.SolverError`):
-``workers`` (CP-SAT's search workers, default 1),
-``cumulative`` (default True), ``warm_start`` (default True), ``warm_start_s``
-(seconds of warm-start games), ``heuristic_start`` (default True: the heuristic's
-mapping as a hint), ``force_model`` (build the model even when the budget looks too
-small), ``log`` (CP-SAT's search log).
+The model, the proof that it holds every game mapping, what is exact and what is
+relaxed, and the CP-SAT 9.12-9.15 ``AddNoOverlap2D`` bug it avoids: docs/exact-model.md.
 """
 
 from __future__ import annotations
@@ -218,7 +128,7 @@ class _Out:
 
 
 class MappingModel:
-    """The CP-SAT model of one instance (see the module docstring)."""
+    """The CP-SAT model of one instance (docs/exact-model.md)."""
 
     def __init__(self, inst: Instance, *, cumulative: bool = True) -> None:
         self.inst = inst
@@ -622,7 +532,7 @@ class MappingModel:
         return True
 
     def add_hint(self, allocations: list[Allocation]) -> None:
-        """Hint the model with a game mapping (the canonical form of the module docstring):
+        """Hint the model with a game mapping (the canonical form of docs/exact-model.md):
         group fast/offsets, output and operand actions, and each NoCopy read's chain."""
         inst = self.inst
         m = self.model

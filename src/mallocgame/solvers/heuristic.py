@@ -1,86 +1,18 @@
 """``heuristic``: a simplified re-implementation of XLA's memory-space assignment (MSA).
 
-The baseline the paper compares against is the production memory-space assignment
-of the XLA compiler (openxla/xla ``xla/service/memory_space_assignment/``). This
-module re-implements its main loop on a game instance, *outside* the game's buffer
-order, and returns a mapping (a :class:`~mallocgame.solution.Solution` with
-``actions=None``) that satisfies the physical check of SPEC section 7.
+:class:`HeuristicSolver` maps an :class:`~mallocgame.instance.Instance` the way XLA's
+memory-space assignment does, outside the game's buffer order: candidates (tensors
+joined by alias groups) in order of memory-boundedness; per use, NoCopy residency, an
+eviction right after the producer, or a prefetch placed by XLA's overlap-to-copy-time
+ratios; copies within the steps' supply; offsets by best fit. The answer is a mapping (a
+:class:`~mallocgame.solution.Solution` with ``actions=None``) that always passes
+:func:`mallocgame.check.physical_check`: the solver checks itself and reruns with any
+offending alias group forced to slow memory. :func:`msa_allocations` returns the
+allocations alone.
 
-Algorithm (what is kept from MSA)
----------------------------------
-1. **Allocation candidates.** XLA allocates ``HloBuffer`` s (values that must alias
-   share one). Here a candidate is a set of tensors joined by alias groups of more
-   than one buffer (SPEC section 1); most candidates are one tensor.
-2. **Order by memory-boundedness** (``CostAnalysis::GetMemoryBoundedness``): the
-   benefit of each buffer is the memory time it saves at its instruction when that
-   instruction is memory bound (times the instruction's ``count``: the loop
-   weighting that XLA does with its while-nest multiplier), or ``memory - compute``
-   (<= 0, "how far from memory bound") when it is compute bound. A candidate folds
-   its buffers' benefits as XLA does (positive benefits add up, otherwise the larger
-   is kept) and is ranked by ``benefit / sqrt(size)``, largest first.
-3. **Per use segment, in time order** (``MsaAlgorithm::AllocateSegment``), for each
-   tensor of the candidate:
+Deterministic: one pass (``work_unit = "passes"``); the seed is recorded, never used.
 
-   - *definition*: keep it in fast memory with no copy for its whole live range
-     ("NoCopy", the tensor becomes fast-resident and all its reads are fast) when
-     the live range is not "too long" (the picker's
-     ``CanAllocateInAlternateMemoryNoCopy``) and space exists; else produce it into
-     fast memory and **evict** it at once (an output Copy, with the eviction end
-     time chosen like ``PreferredEvictionEndTime``); else it stays in slow memory.
-   - *each read*: if the tensor is still in fast memory (the definition or an
-     earlier prefetch, extended read by read), keep it there without a copy
-     (**NoCopy**: extend the allocation in place, again only if not "too long");
-     else **prefetch** it (an operand Copy) with the copy start picked by the
-     overlap-to-async-copy-time ratios of ``CostAnalysisPrefetchIntervalPicker``:
-     the latest start is the one whose copy interval just covers the demand, the
-     earliest is bounded by ``max_overlap_to_mem_size_async_copy_ratio`` (10) x the
-     time to copy the whole fast memory, and the search starts at the start whose
-     overlap is closest to ``preferred_overlap_to_async_copy_ratio`` (1.5) x the copy
-     time and moves towards later starts (a shorter interval always fits where a
-     longer one does, so the "decreasing" iterator of XLA never helps here); else
-     the read stays in slow memory.
-
-   Elapsed time of a step is its ``supply_s`` (the instruction's latency with its
-   buffers in fast memory, one execution): the same quantity XLA's picker sums.
-4. **One copy channel**: copies consume the steps' supply the way the game does
-   (an operand copy takes supply backwards from the step before its use, an
-   eviction forwards from the step after its producer) and two copy intervals share
-   at most one step (SPEC section 4 / section 7 rule 5), which stands in for XLA's
-   ``AsynchronousCopyResource`` and copy ordering.
-5. **Offsets by best fit** (``GlobalDecreasingSizeBestFitHeap``): the smallest free
-   address range over the allocation's whole time interval that holds it (lowest
-   offset among equals).
-6. **Retries with smaller sets**: an alias group is all in fast memory at one offset
-   or all in slow memory; when a buffer of a group cannot be placed, everything the
-   candidate placed is undone and the candidate is tried again, first without
-   fast-resident definitions, then with that group forced to slow memory (XLA
-   uncommits the pending chunks and retries, finally leaving the buffer in default
-   memory).
-7. The mapping is verified with :func:`mallocgame.check.physical_check`; any group
-   involved in a failure (none is expected) is forced to slow memory and the whole
-   assignment is rerun, so the solver never returns an invalid mapping.
-
-Beyond XLA, uses whose placement would not lower their instruction's latency (the
-marginal benefit given the buffers already placed, SPEC section 5) are left in slow
-memory unless their alias group requires them: XLA has no such test, but without it
-compute-bound uses would take space and copy supply for nothing.
-
-What XLA does that this leaves out
-----------------------------------
-- Evicting at any time after the definition: the game only evicts right after the
-  producer (an output Copy), so "keep, then evict when needed" becomes "evict at
-  once and keep the fast copy alive by NoCopy extensions".
-- Repacking (``BestFitRepacker``) when memory runs out, cross-program prefetch,
-  sliced prefetches, window prefetch, scoped (VMEM) allocations, the memory-bound
-  loop optimizer, mirrored/parent allocations of while loops (alias groups are
-  all-or-nothing instead), ``max_outstanding_prefetches/evictions``.
-- The retry-number multiplier of the preferred eviction end time, and the
-  ``min_overlap_to_async_copy_ratio`` (0.8): the game's rule that supply covers the
-  demand (ratio >= 1 of the supply still free) is stricter and replaces it.
-- The while-nest normalisation of elapsed times (supply is per execution here) and
-  the cost model's pipeline overhead; latencies come from the instance.
-
-Deterministic: the seed is recorded, never used.
+The algorithm, what is kept from XLA and what is left out: docs/heuristic.md.
 """
 
 from __future__ import annotations
@@ -244,7 +176,7 @@ class _Chain:
 
 
 class _Msa:
-    """State of one run of the assignment (see the module docstring)."""
+    """State of one run of the assignment (the algorithm: docs/heuristic.md)."""
 
     def __init__(self, inst: Instance, opts: HeuristicOptions, forced_slow: set[int]) -> None:
         self.inst = inst
@@ -713,7 +645,7 @@ def msa_allocations(
 
 
 class HeuristicSolver(Solver):
-    """XLA memory-space-assignment-like mapping (module docstring); one pass, no search."""
+    """XLA memory-space-assignment-like mapping (docs/heuristic.md); one pass, no search."""
 
     name = "heuristic"
     work_unit = "passes"

@@ -1,92 +1,21 @@
 """``mcts``: Monte-Carlo tree search with the true game, no learning.
 
-The paper's "search only" ablation (section 5.3): plan with the real game rules
-instead of a learned model, with no network to guide or evaluate the search.
+The paper's "search only" ablation (section 5.3). :class:`MctsSolver` plays ONE game of
+an :class:`~mallocgame.instance.Instance`, move by move, through
+:class:`~mallocgame.game.backup.DropBackup`, so the game always completes and the answer
+is a valid trajectory. At each decision with a choice it runs UCT simulations from the
+current state on the real game (stepped, then undone), each valued by a truncated greedy
+rollout as an estimate of the final normalized return, and commits the most visited
+action; the chosen subtree is kept for the next move.
 
-The solver plays ONE game, move by move, through :class:`~mallocgame.game.backup.DropBackup`
-(so the game always completes, whatever the search chooses). At each decision with two
-or more allowed actions it searches from the current state and commits the action with
-the most visits; a decision with a single allowed action is played at once.
+Budgets: work in simulations (``work_unit = "simulations"``), spread over the decisions
+left, deterministic for a seed; or wall clock: the solver keeps back the time to finish
+the game by a cheap rule and returns within about one simulation of its budget, so on
+large programs with short budgets many moves are played by the default policy or by
+that rule (``Solution.work`` counts them: ``default_moves``, ``fallback_moves``). With
+no budget, ``DEFAULT_SIMULATIONS`` per searched move.
 
-One simulation (UCT, Kocsis & Szepesvári 2006):
-
-1. *selection*: from the root, repeatedly take the allowed action (Drop-backup's
-   restrictions respected: :meth:`DropBackup.allowed`) maximizing
-   ``q̄(a) + c · sqrt(ln N / n(a))``, where ``q̄`` is the mean value normalized by
-   the smallest and largest values seen in this search (MuZero's min-max
-   normalization), ``N`` the node's visits and ``n(a)`` the action's; an untried
-   action is taken first (in the default policy's order, Copy > NoCopy > Drop);
-   the true game is stepped along the way;
-2. *expansion*: the first state reached that is not yet in the tree becomes a node;
-3. *evaluation*: a truncated rollout of at most ``rollout_depth`` moves with the
-   default policy, then a value at the cutoff (below);
-4. *backup*: the value is added to every (node, action) on the path, and the game is
-   restored to the root with :meth:`Game.undo_to`.
-
-Default policy (rollouts, and moves not searched): greedy Copy > NoCopy > Drop over
-the allowed actions, with probability ``epsilon`` (default 0: deterministic) a
-uniformly random allowed action instead (seeded). In rollouts it looks one move
-ahead (an action that leaves the next buffer with no allowed action is undone and
-the next one tried), and a rollout that still reaches a state with no allowed action
-does what Drop-backup would do: it goes back to the latest backup point on its path
-(not before the leaf it started from), forces the offending alias groups to Drop for
-the rest of the rollout and goes on (at most 8 times; then it is a dead end).
-
-Values are estimates of the game's final normalized return:
-
-- a complete game: its normalized return;
-- a rollout cut after ``rollout_depth`` moves at buffer ``k``: the return so far
-  extrapolated at the trajectory's own rate, ``R_k · B / k`` (``B`` buffers),
-  normalized; rollouts from one root are cut at comparable depths, so this mostly
-  ranks them by the reward collected;
-- an infeasible state (no allowed action) in the tree, or a rollout dead end: a low
-  value, the normalized return at the latest backup point on the path with nothing
-  added for the rest of the game, as if everything after it were lost.
-
-Long rollouts matter: consequences of placing a buffer (memory held for its whole
-interval, copy supply used) show up many buffers later. With an equal number of
-simulations, depth 16 / 48 / 128 gave 0.73 / 0.86 / 0.96 on xla-v1/transformer_train
-(greedy alone: 0.84), hence the default of 256 (full games on the small suite
-programs).
-
-Budgets, and why the game always completes on time:
-
-- work budget ``W`` (simulations, no wall-clock budget): before each searched move,
-  ``min(simulations, floor(W_left / decisions_left))`` simulations, where
-  ``decisions_left`` = undecided buffers × the share of moves so far that had a
-  choice; a move given 0 simulations plays the default policy. Deterministic for a
-  seed.
-- wall-clock budget ``S`` seconds (``U = (1 - reserve) · S`` usable): every move, the
-  solver estimates the time to finish the game with the cheapest safe rule (Drop
-  where allowed, else the first allowed action): ``1.5 ×`` the measured mean time of
-  a plain move (no search; 50 µs before any is measured) × the undecided buffers.
-  While the time left to ``U`` does not cover that, moves are played by that rule
-  (``fallback_moves``); otherwise a move with a choice gets a slice of the time left
-  beyond that reserve divided by ``decisions_left`` (capped by ``simulations`` when
-  given), and when the slice is under half a typical simulation the default policy
-  plays it (``default_moves``), so unspent time carries over to later moves. On
-  16,000-buffer programs with short budgets most moves are therefore default or
-  fallback moves. The solver returns within about one simulation of ``U`` plus the
-  error of the estimate (a Drop-backup during the finish replays moves).
-- no budget: ``simulations`` (default 32) per searched move.
-
-Known weakness: Drop-backup returns to the latest backup point, and on the large
-synthetic programs backup points are rare (on synthetic/16k a greedy game goes back
-to buffer 86 some 250 times and takes minutes), so with a budget of seconds the game
-is mostly finished by the fallback rule there and scores little (about 0.01-0.05).
-
-Tree reuse (``reuse``, default True): after a move the chosen child becomes the next
-root, keeping its statistics (dropped when the move triggered a Drop-backup).
-
-Options (``SolveRequest.options``) and defaults: ``simulations`` (per-move cap;
-default 32 with no budget, uncapped with a time or work budget), ``rollout_depth``
-256, ``c`` 0.5, ``epsilon`` 0.0, ``reuse`` True, ``reserve`` 0.02.
-
-Work recorded in ``extra["work"]``: ``simulations``, ``searched_moves``,
-``default_moves`` (moves with a choice left to the default policy for lack of
-budget), ``fallback_moves`` (moves with a choice played by the finishing rule),
-``forced_moves`` (one allowed action), ``rollout_moves``, ``backups`` (Drop-backups
-of the game). Moves replayed after a Drop-backup count again.
+The search, its values, the budget rule and known weaknesses: docs/search-baselines.md.
 """
 
 from __future__ import annotations

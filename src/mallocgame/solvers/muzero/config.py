@@ -1,99 +1,17 @@
-"""Hyperparameters of MMap-MuZero (paper appendix C, Table 6), with CPU-sized defaults.
+"""The settings of MMap-MuZero: :class:`MuZeroConfig`, one frozen dataclass.
 
-:class:`MuZeroConfig` is one frozen dataclass; every field has a documented default.
-Where the paper's value (Table 6) does not fit a 2-core CPU the default is smaller
-and the paper's value is given in the comment:
+Every field is a setting of the ``muzero`` and ``muzero-nosearch`` solvers, given as
+``--option KEY=VALUE`` (the observation's fields, an
+:class:`~mallocgame.game.observe.ObservationConfig`, as ``observation.FIELD``), with a
+default and a one-line doc; ``mallocgame solvers muzero`` prints them all. The defaults
+are the paper's (appendix C, Table 6) where they fit a 2-core CPU and smaller where they
+do not; the settings beyond Table 6 were each measured before they became defaults.
+:data:`DEMONSTRATION_SOURCES` names the solvers that can be demonstrations;
+:data:`WHERE_FIELDS` the settings of where and how often a run saves and reports, which
+do not change what it computes.
 
-==========================  ===========  ==========  =====================================
-field                       paper        default     why the default differs
-==========================  ===========  ==========  =====================================
-discount                    0.9999       0.9999
-num_simulations             400          16          400 simulations per move is ~25x the
-                                                     CPU time per move; 16 with Gumbel
-                                                     MuZero (which improves the policy even
-                                                     with few simulations)
-init/final temperature      1.0 / 0.2    1.0 / 0.2   (``muzero_policy`` search only)
-temperature_decay_steps     400,000      400,000
-noise_fraction / alpha      0.25 / 0.03  0.25 / 0.03 (``muzero_policy`` search only)
-training_steps              1,000,000    budget      runs stop at a work or time budget
-optimizer                   adam         adamw       Adam with decoupled weight decay
-batch_size                  512          64          512-sample unrolls take ~8x longer
-                                                     per step on 2 cores
-learning_rate               2e-4         1e-3        a smaller batch and a run of minutes
-                                                     rather than a day
-weight_decay                1e-4         1e-4
-replay_size                 20,000       20,000      positions
-reanalyse_fraction          0.5          0.5         (the kept games: demonstrations and
-                                                     the best self-play game)
-(demonstrations)            none         heuristic,  our choice, measured (below; the
-                                         greedy, es  paper learned without them)
-==========================  ===========  ==========  =====================================
-
-Not in Table 6 (MuZero's usual values or chosen here): ``unroll_steps`` 5,
-``td_steps`` 100 (rewards are dense and games are finite, so long n-step returns are
-nearly unbiased), the value/reward support, ``value_scale`` (rewards are seconds, about
-1e-6: every reward is multiplied by ``value_scale / R``, ``R`` the instance's reward
-normalizer of SPEC section 5, so a whole game's return lies in about
-``[0, value_scale]``; the atoms cover scaled values in ``[-support_max, support_max]``
-and targets beyond are clipped, so ``value_scale`` above ``support_max`` saturates the
-value head), the network widths, ``parallel_games`` 16.
-
-Two search settings differ from mctx's and the paper's Gumbel MuZero, measured on
-four suite programs of 420 to 929 buffers and then on the 19 suite programs up to
-1,000 buffers (docs/muzero-experiments.md, "Making it learn"):
-
-- ``rescale_q`` False: Q is not min-max normalized before ``sigma``. A move's reward
-  is about 1e-3 of a game's value here, so normalizing turned model noise into
-  near-deterministic policy targets (0.06 to 0.16 nats) and the self-play return did
-  not rise; without it the targets stay broad and the return climbs.
-- ``greedy_games`` 2: two of the 16 games play the improved policy's most probable
-  action rather than a Gumbel sample. They follow the network's best line, where the
-  best answers come from; their moves are trained on like the others.
-
-Two more are options, not defaults: ``value_scale=100`` (without min-max
-normalization ``sigma(Q)`` is proportional to Q, so this scale sets how far the
-search's Q differences move the policy targets from the prior) and
-``policy_init_bias=1`` (initial policy logits leaning (1, 0.5, 0) to Copy, NoCopy,
-Drop, the greedy order ``es`` starts from; our choice, not the paper's). Both helped
-on programs of 262 to 929 buffers and did worse on the two smallest suite programs
-(``gru_infer`` 0.89 → 0.48-0.56), where one seed does not separate settings well; see
-docs/muzero-experiments.md. With ``value_scale`` above ``support_max`` the value
-targets of most of a game are clipped, so those runs also made the search nearly
-myopic.
-
-Reanalyse (``reanalyse_fraction`` 0.5, Table 6's value; see ``reanalyse.py``) is the
-default since it was measured on the 19 suite programs up to 1,000 buffers at 120 s
-(docs/muzero-experiments.md), first with the ``heuristic`` and ``greedy``
-demonstrations and the best self-play game (better best game than without Reanalyse
-on 13, worse on 4), then, the default since the sixth session, with ``es``'s best
-game as a third demonstration and ``imitation`` 0.5 (better than that on 17, worse on
-2; mean best game 0.697 against 0.644 and ``es``'s 0.696):
-
-- ``demonstrations=...,es`` plays evolution strategies first, for ``es_share`` (0.25)
-  of a wall-clock budget, or ``es_games`` games without one (so a work budget stays
-  reproducible), on ``es_workers`` processes, and keeps its best game;
-- ``imitation=w`` makes a kept game's policy target ``(1 - w)`` the search's policy
-  plus ``w`` on the kept game's own action (behaviour cloning of the kept games: the
-  demonstrations and the best self-play game).
-
-The answer is always one of the agent's own self-play games. The paper's agent learned
-without expert guidance: ``demonstrations= imitation=0`` keeps only the best self-play
-game, which alone was a wash (10 better, 8 worse than no Reanalyse).
-
-``q_scale`` is mctx's ``c_scale`` (0.1) of ``sigma(Q) = (50 + max N) c_scale Q``;
-``q_scale_per_buffer=k`` sets ``c_scale = k N`` for an ``N``-buffer program, so that a
-decision's share of the return moves the policy targets alike on small and large
-programs. Measured on the 19 suite programs up to 1,000 buffers at 120 s with
-``k = 0.0015`` (docs/muzero-experiments.md): better on 10, worse on 9, mean best
-game 0.641 against the defaults' 0.635; an option, not a default.
-
-``restart_fraction=p`` starts a new game in a sampling slot, with probability ``p``,
-at a random state of the agent's best self-play game (its first ``t`` decisions
-replayed without search; ``selfplay.py``): a local search around the best game, the
-way ``es`` improves its own. Measured with ``p = 0.5`` on the 19 suite programs up to
-1,000 buffers at 120 s (docs/muzero-experiments.md): better on 9, worse on 7, mean
-best game 0.698 against the defaults' 0.697; with a second seed on 10 programs, better
-on 6, worse on 4. A wash: an option, not a default.
+Table 6 against the defaults, and the agent's design: docs/muzero.md. How each default
+was chosen, with the measurements: docs/muzero-experiments.md.
 """
 
 from __future__ import annotations
