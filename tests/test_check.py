@@ -510,6 +510,14 @@ def test_instance_mismatch() -> None:
     assert report.kinds == {"instance_mismatch"}
 
 
+def test_a_solution_for_another_instance_fails_on_that_alone() -> None:
+    _, sol = trajectory_solution("random104", 0, with_actions=True)
+    other, _ = trajectory_solution("random105", 0, with_actions=False)
+    report = check_solution(other, sol)
+    assert len(report.failures) == 1 and report.kinds == {"instance_mismatch"}
+    assert sol.instance in report.failures[0].message
+
+
 @pytest.mark.parametrize("factor,ok", [(1.0 + 1e-12, True), (1.01, False)])
 def test_reward_against_mapping(factor: float, ok: bool) -> None:
     inst, sol = trajectory_solution("random104", 0, with_actions=False)
@@ -664,3 +672,121 @@ def test_replay_other_legal_action(name: str, k: int) -> None:
     actions[step] = other
     report = check_solution(inst, dataclasses.replace(sol, actions=tuple(actions)))
     assert report.kinds & {"illegal_action", "allocation_mismatch"}
+
+
+# ------------------------------------------------------ extreme values (issue 21)
+
+_EXTREME_FLOATS = st.sampled_from(
+    [0.0, 5e-324, 1e-308, 1e-12, 1.0, 1e12, 1.0000001e12, 1e15, 1e300, 1.7976931348623157e308, -1e-300]
+) | st.floats(allow_nan=False, allow_infinity=False)
+_EXTREME_INTS = st.sampled_from([0, 1, 2**31 - 1, 2**31, 2**53 - 1, 2**53, 2**53 + 1, 2**63 - 1, 2**63, 2**64, 10**30])
+_FLOAT_FIELDS = [
+    ("hardware", "fast_bandwidth"), ("hardware", "slow_bandwidth"), ("hardware", "copy_bandwidth"),
+    ("instructions", "supply_s"), ("latency", "compute_s"), ("latency", "fixed_s"),
+    ("buffers", "demand_s"), ("buffers", "benefit_s"),
+]
+_INT_FIELDS = [
+    ("hardware", "fast_memory_bytes"), ("hardware", "alignment_bytes"), ("instructions", "count"),
+    ("buffers", "size"), ("tensors", "size"),
+]
+
+
+def _set(doc: dict, where: tuple[str, str], index: int, value: Any) -> None:
+    part, key = where
+    if part == "hardware":
+        doc["hardware"][key] = value
+    elif part == "latency":
+        ins = doc["instructions"][index % len(doc["instructions"])]
+        if ins["latency"].get("kind") == "roofline":
+            ins["latency"][key] = value
+    else:
+        doc[part][index % len(doc[part])][key] = value
+
+
+def _greedy_solution(inst: Instance) -> Solution:
+    from mallocgame.game import Game
+    from mallocgame.game.backup import DropBackup
+    from mallocgame.solvers.base import solution_from_game
+
+    game = Game(inst)
+    DropBackup(game).play(lambda g, allowed: int(allowed.argmax()))
+    return solution_from_game(inst, game, solver="greedy", seed=0, wall_s=0.0, work={"games": 1})
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    changes=st.lists(
+        st.one_of(
+            st.tuples(st.sampled_from(_FLOAT_FIELDS), st.integers(0, 10**6), _EXTREME_FLOATS),
+            st.tuples(st.sampled_from(_INT_FIELDS), st.integers(0, 10**6), _EXTREME_INTS),
+        ),
+        min_size=1, max_size=4,
+    )
+)
+def test_extreme_numbers_are_refused_or_answered_correctly(changes) -> None:
+    """Every outcome of loading extreme but well-formed numbers is a clean refusal, or an
+    instance on which a game's answer is finite and valid and a wrong reward is caught."""
+    from mallocgame.errors import MallocGameError
+    from mallocgame.simulate import simulate
+
+    doc = conformance_vector("random105")["instance"]
+    for where, index, value in changes:
+        _set(doc, where, index, value)
+    try:
+        inst = instance_from_dict(doc)
+    except MallocGameError as exc:
+        assert "\n" not in str(exc)
+        return
+    sol = _greedy_solution(inst)
+    assert np.isfinite(sol.reward_s) and np.isfinite(sol.normalized_reward)
+    assert check_solution(inst, sol).ok
+    assert np.isfinite(simulate(inst, sol).latency_s)
+    wrong = dataclasses.replace(sol, normalized_reward=sol.normalized_reward + 0.5)
+    assert "reward_mismatch" in check_solution(inst, wrong).kinds
+
+
+@pytest.mark.parametrize("huge", [1e308, 1e12])
+def test_supply_beside_a_copy_never_counts_for_it(huge: float) -> None:
+    """The checker once said valid when two steps' supply summed past the largest float:
+    now such an instance is refused at load, and inside the ranges a copy in steps of no
+    supply is caught however large the supply elsewhere."""
+    from mallocgame.errors import InstanceError
+
+    inst, sol = trajectory_solution("random105", 0, with_actions=False)
+    copied = next(a for a in sol.allocations if a.copy is not None and inst.buffers[a.buffer].demand_s > 0)
+    lo, hi = copied.copy
+    doc = inst.to_dict()
+    for t, ins in enumerate(doc["instructions"]):
+        ins["supply_s"] = 0.0 if lo <= t <= hi else huge
+    if huge > 1e12:
+        with pytest.raises(InstanceError, match="supply_s must be in 0..1e12"):
+            instance_from_dict(doc)
+        return
+    starved = instance_from_dict(doc)
+    report = check_solution(starved, dataclasses.replace(sol, instance_sha256=starved.sha256))
+    assert "copy_supply" in report.kinds
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    supply=st.lists(st.sampled_from([0.0, 5e-324, 1e-300, 1e-9, 0.5, 1.0, 1e6, 1e12]) | st.floats(0, 1e12),
+                    min_size=1, max_size=40),
+    demand=st.floats(0, 1e12),
+    data=st.data(),
+)
+def test_supply_sums_are_exact(supply: list[float], demand: float, data) -> None:
+    """The checker's supply rule agrees with exact rational arithmetic."""
+    from fractions import Fraction
+
+    t0 = data.draw(st.integers(0, len(supply) - 1))
+    t1 = data.draw(st.integers(t0, len(supply) - 1))
+    inst = mock.Mock()
+    inst.instructions = [mock.Mock(supply_s=s) for s in supply]
+    inst.buffers = [mock.Mock(demand_s=demand)]
+    failed = bool(check._supply_failures(inst, np.array([0]), np.array([t0]), np.array([t1])))
+    exact = sum(Fraction(s) for s in supply[t0 : t1 + 1])
+    threshold = Fraction((1 - check.SUPPLY_RTOL) * demand)
+    if exact >= threshold:
+        assert not failed
+    elif exact < threshold * (1 - Fraction(1, 10**12)):
+        assert failed

@@ -334,3 +334,22 @@ def test_ctrl_c_during_a_pool_is_one_line_and_ends_the_workers(tmp_path: Path) -
         time.sleep(0.1)
     else:
         raise AssertionError("processes of the interrupted run are still alive")
+
+
+@pytest.mark.parametrize("command", ["check", "simulate", "show", "project", "solve"])
+def test_an_instance_outside_the_ranges_is_one_line_in_every_command(tmp_path: Path, instance_file: Path,
+                                                                   command: str, capsys) -> None:
+    """Issue 21: supplies of 1e308 made the checker's sums overflow and say 'valid'."""
+    sol = tmp_path / "sol.json"
+    assert main(["solve", str(instance_file), "--solver", "greedy", "--out", str(sol)]) == 0
+    doc = json.loads(gzip.decompress(instance_file.read_bytes()))
+    for t, ins in enumerate(doc["instructions"]):
+        ins["supply_s"] = 1e308 if t < 2 else 0.0
+    huge = tmp_path / "huge.json"
+    huge.write_text(json.dumps(doc))
+    capsys.readouterr()
+    argv = {"solve": ["solve", str(huge), "--solver", "greedy", "--out", str(tmp_path / "x.json")],
+            "show": ["show", str(huge), str(sol), "--out", str(tmp_path / "x.png")]}.get(command, [command, str(huge), str(sol)])
+    assert main(argv) == 2
+    assert "supply_s must be in 0..1e12" in _one_line_error(capsys)
+    assert not (tmp_path / "x.json").exists() and not (tmp_path / "x.png").exists()

@@ -155,6 +155,19 @@ INVALID = [
     ("negative supply", _set(["instructions", 0, "supply_s"], -0.5), InstanceError, "supply"),
     ("zero count", _set(["instructions", 1, "count"], 0), InstanceError, "count"),
     ("unknown latency kind", _set(["instructions", 0, "latency", "kind"], "magic"), InstanceError, "latency"),
+    # The ranges of SPEC section 1: outside them sums overflow or lose exactness.
+    ("supply past the range", _set(["instructions", 0, "supply_s"], 1e308), InstanceError, "supply_s must be in 0..1e12"),
+    ("compute past the range", _set(["instructions", 1, "latency", "compute_s"], 1e308), InstanceError, "compute_s"),
+    ("a table latency past the range", _set(["instructions", 2, "latency", "latency_s"], [2.0, 1e13]), InstanceError, "table"),
+    ("a size of 2**63", _set(["tensors", 0, "size"], 2**63), InstanceError, "outside 0..2**53"),
+    ("a buffer size of 2**64", _set(["buffers", 0, "size"], 2**64), InstanceError, "outside 0..2**53"),
+    ("a capacity of 2**63", _set(["hardware", "fast_memory_bytes"], 2**63), InstanceError, "fast_memory_bytes"),
+    ("a capacity of 1e30", _set(["hardware", "fast_memory_bytes"], 1e30), InstanceError, "fast_memory_bytes"),
+    ("a tiny slow bandwidth", _set(["hardware", "slow_bandwidth"], 1e-308), InstanceError, "slow_bandwidth"),
+    ("a count of 2**31", _set(["instructions", 1, "count"], 2**31), InstanceError, "count"),
+    ("a trip count of 10**30", lambda d: d.update(loops=[{"first": 1, "last": 2, "trip_count": 10**30}]), InstanceError, "trip_count"),
+    ("a demand of 10**400", _set(["buffers", 0, "demand_s"], 10**400), InstanceError, "demand_s"),
+    ("sizes summing past 2**53", lambda d: [b.update(size=2**52) for b in d["buffers"]], InstanceError, "sum to"),
 ]
 
 

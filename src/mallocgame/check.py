@@ -490,11 +490,18 @@ def _supply_failures(
     demand = np.array([inst.buffers[b].demand_s for b in buf], np.float64)
     prefix = np.r_[0.0, np.cumsum(supply)]
     # Prefix differences may be off by the rounding of the running sum; only the
-    # intervals they cannot clear are summed exactly.
+    # intervals they cannot clear are summed exactly (all of them if the running sum
+    # is not finite, which the instance's ranges rule out for a validated instance).
     slack = len(supply) * np.finfo(np.float64).eps * prefix[-1]
+    unclear = prefix[c1 + 1] - prefix[c0] - slack < demand
+    if not np.isfinite(slack):
+        unclear[:] = True
     failures = []
-    for k in np.flatnonzero(prefix[c1 + 1] - prefix[c0] - slack < demand):
-        have = math.fsum(supply[c0[k] : c1[k] + 1])
+    for k in np.flatnonzero(unclear):
+        try:
+            have = math.fsum(supply[c0[k] : c1[k] + 1])
+        except OverflowError:  # the exact sum exceeds every float, so any demand
+            continue
         if have < (1 - SUPPLY_RTOL) * demand[k]:
             failures.append(
                 _fail(
@@ -740,17 +747,17 @@ def check_solution(inst: Instance, solution: Solution) -> CheckReport:
     Checks the instance hash, replays ``actions`` when present (legal, complete,
     reproducing the allocations and ``reward_s`` to ``REWARD_RTOL``), runs the
     physical check, and compares ``reward_s`` with the reward of the allocated
-    buffers and ``normalized_reward`` with ``reward_s / R``.
+    buffers and ``normalized_reward`` with ``reward_s / R``. A solution for another
+    instance (hash) fails with ``instance_mismatch`` alone: the rules of one instance
+    say nothing useful about a mapping of another.
     """
-    failures = []
     if solution.instance_sha256 != inst.sha256:
-        failures.append(
-            _fail(
-                "instance_mismatch",
-                f"solution is for instance hash {solution.instance_sha256}, this instance "
-                f"({inst.name}) has {inst.sha256}",
-            )
-        )
+        return CheckReport((_fail(
+            "instance_mismatch",
+            f"solution is for instance {solution.instance!r} (hash {solution.instance_sha256}); "
+            f"this instance ({inst.name}) has {inst.sha256}",
+        ),))
+    failures = []
     if solution.actions is not None:
         failures += _replay_failures(inst, solution)
     failures += physical_check(inst, solution.allocations)

@@ -198,8 +198,9 @@ def _cmd_simulate(args: argparse.Namespace) -> int:
     inst, solution = checked
     result = simulate(inst, solution)
     baseline = baseline_latency(inst)
+    speedup = f"{baseline / result.latency_s:.4f}" if result.latency_s > 0 else "n/a (zero latency)"
     print(f"{inst.name}: latency {result.latency_s * 1e3:.6f} ms (all slow: {baseline * 1e3:.6f} ms), "
-          f"speedup {baseline / result.latency_s:.4f}; stalls {result.stall_s * 1e3:.6f} ms, "
+          f"speedup {speedup}; stalls {result.stall_s * 1e3:.6f} ms, "
           f"copy engine busy {result.copy_busy_s * 1e3:.6f} ms, {result.num_copies} copies")
     return EXIT_OK
 

@@ -5,12 +5,15 @@ from __future__ import annotations
 import gzip
 import hashlib
 import json
+import math
 import os
 import tempfile
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable, TypeVar
 
-from mallocgame.errors import InputFileError
+from mallocgame.errors import FormatError, InputFileError, InstanceError, SolutionError
+
+T = TypeVar("T")
 
 __all__ = ["read_json", "write_json", "write_bytes_atomic", "canonical_sha256"]
 
@@ -42,6 +45,28 @@ def read_json(path: str | os.PathLike[str]) -> Any:
         raise InputFileError(f"{path}: not valid JSON: {exc}") from exc
     except RecursionError:
         raise InputFileError(f"{path}: not valid JSON: nested too deeply") from None
+
+
+def is_finite_number(value: Any) -> bool:
+    """A JSON number (not a boolean) that is finite as a float (an integer too large for a
+    float is not)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return False
+    try:
+        return math.isfinite(value)
+    except OverflowError:
+        return False
+
+
+def read_document(path: str | os.PathLike[str], parse: Callable[[Any], T]) -> T:
+    """``parse`` applied to the JSON document at ``path``; a :class:`FormatError`,
+    :class:`InstanceError` or :class:`SolutionError` it raises is raised again, of the
+    same type, with the file name in front of its message."""
+    doc = read_json(path)
+    try:
+        return parse(doc)
+    except (FormatError, InstanceError, SolutionError) as exc:
+        raise type(exc)(f"{path}: {exc}") from None
 
 
 def _refuse_constant(name: str) -> Any:

@@ -41,6 +41,10 @@ class UnknownPresetError(InstanceError):
     """No hardware preset has the requested name (the message lists the known ones)."""
 
 
+# The figures that are rates (finite and > 0), in field order.
+_RATES = ("fast_bandwidth", "slow_bandwidth", "copy_bandwidth", "peak_flops", "peak_transcendentals")
+
+
 @dataclass(frozen=True)
 class HardwarePreset:
     """The physical figures of one machine (see the module docstring for units)."""
@@ -64,13 +68,7 @@ class HardwarePreset:
             raise InstanceError(f"{where}: fast_memory_bytes must be a positive integer")
         if not (isinstance(self.alignment_bytes, int) and self.alignment_bytes >= 1):
             raise InstanceError(f"{where}: alignment_bytes must be a positive integer")
-        for key in (
-            "fast_bandwidth",
-            "slow_bandwidth",
-            "copy_bandwidth",
-            "peak_flops",
-            "peak_transcendentals",
-        ):
+        for key in _RATES:
             value = getattr(self, key)
             if not (math.isfinite(value) and value > 0):
                 raise InstanceError(f"{where}: {key} must be finite and > 0, got {value!r}")
@@ -79,16 +77,7 @@ class HardwarePreset:
 
     def figures(self) -> dict[str, Any]:
         """The numeric figures by field name (for documents and ``source`` records)."""
-        return {
-            "fast_memory_bytes": self.fast_memory_bytes,
-            "alignment_bytes": self.alignment_bytes,
-            "fast_bandwidth": self.fast_bandwidth,
-            "slow_bandwidth": self.slow_bandwidth,
-            "copy_bandwidth": self.copy_bandwidth,
-            "peak_flops": self.peak_flops,
-            "peak_transcendentals": self.peak_transcendentals,
-            "fixed_s": self.fixed_s,
-        }
+        return {key: getattr(self, key) for key in ("fast_memory_bytes", "alignment_bytes", *_RATES, "fixed_s")}
 
     def assumed(self, figure: str) -> bool:
         """Whether ``figure`` (a field name) is listed as an assumption."""

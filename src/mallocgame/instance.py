@@ -15,12 +15,12 @@ from __future__ import annotations
 
 import math
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from functools import cached_property
 from typing import Any, Mapping
 
 from mallocgame.errors import FormatError, InstanceError
-from mallocgame.fileio import canonical_sha256, read_json, write_json
+from mallocgame.fileio import canonical_sha256, is_finite_number, read_document, write_json
 
 __all__ = [
     "INSTANCE_FORMAT",
@@ -39,11 +39,25 @@ __all__ = [
     "save_instance",
     "validate",
     "instance_buffers_by_tensor",
+    "tensor_clusters",
+    "tensor_to_dict",
+    "MAX_BYTES",
+    "MAX_SECONDS",
+    "MAX_COUNT",
+    "MIN_BANDWIDTH",
 ]
 
 INSTANCE_FORMAT = "mallocgame-instance"
 INSTANCE_VERSION = 1
 MAX_TABLE_VARIED = 8
+
+# The ranges of the SPEC's numbers (SPEC section 1, "Ranges"): inside them every sum the
+# game, the checker and the simulator form is finite, and every byte count is exact in
+# float64 and int64.
+MAX_BYTES = 2**53  # a size, the capacity, the alignment, and all buffer sizes summed
+MAX_SECONDS = 1e12  # every time of the instance (supply, demand, benefit, latencies)
+MAX_COUNT = 2**31 - 1  # an instruction's count, a loop's trip count
+MIN_BANDWIDTH = 1.0  # bytes/s; bandwidths are finite and at least this
 
 
 @dataclass(frozen=True)
@@ -103,7 +117,13 @@ class Tensor:
     size: int  # bytes
     def_time: int  # index of the defining instruction, -1 for a program input
     last_use_time: int  # end of the live range (inclusive), >= def_time
-    live_out: bool  # a program result: must end in slow memory
+    live_out: bool = False  # a program result: must end in slow memory
+
+
+def tensor_to_dict(x: Tensor) -> dict[str, Any]:
+    """The tensor's file object (SPEC section 7): its fields by name, in order, those of a
+    subclass included (a program tensor's ``shape``)."""
+    return {f.name: getattr(x, f.name) for f in fields(x)}
 
 
 @dataclass(frozen=True)
@@ -195,7 +215,7 @@ def _int(obj: Mapping[str, Any], key: str, where: str, default: Any = ...) -> in
 
 def _float(obj: Mapping[str, Any], key: str, where: str, default: Any = ...) -> float:
     value = obj.get(key, default) if default is not ... else _get(obj, key, where)
-    if not (isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)):
+    if not is_finite_number(value):
         raise InstanceError(f"{where}: '{key}' must be a finite number, got {value!r}")
     return float(value)
 
@@ -376,17 +396,7 @@ def _instance_to_dict(inst: Instance) -> dict[str, Any]:
             }
             for ins in inst.instructions
         ],
-        "tensors": [
-            {
-                "id": x.id,
-                "name": x.name,
-                "size": x.size,
-                "def_time": x.def_time,
-                "last_use_time": x.last_use_time,
-                "live_out": x.live_out,
-            }
-            for x in inst.tensors
-        ],
+        "tensors": [tensor_to_dict(x) for x in inst.tensors],
         "buffers": [
             {
                 "id": b.id,
@@ -411,19 +421,24 @@ def _instance_to_dict(inst: Instance) -> dict[str, Any]:
 # -------------------------------------------------------------------------- validation
 
 
+def _seconds(value: float, what: str) -> None:
+    if not 0 <= value <= MAX_SECONDS:
+        raise InstanceError(f"{what} must be in 0..1e12 seconds, got {value!r}")
+
+
 def validate(inst: Instance) -> None:
     """Check every structural rule of SPEC sections 1, 2 and 7.
 
     Raises :class:`InstanceError` naming the first broken rule and the object involved.
     """
     hw = inst.hardware
-    if not hw.fast_memory_bytes >= 0:
-        raise InstanceError("hardware: fast_memory_bytes must be >= 0")
-    if not hw.alignment_bytes >= 1:
-        raise InstanceError("hardware: alignment_bytes must be >= 1")
+    if not 0 <= hw.fast_memory_bytes <= MAX_BYTES:
+        raise InstanceError(f"hardware: fast_memory_bytes must be in 0..2**53, got {hw.fast_memory_bytes}")
+    if not 1 <= hw.alignment_bytes <= MAX_BYTES:
+        raise InstanceError(f"hardware: alignment_bytes must be in 1..2**53, got {hw.alignment_bytes}")
     for key in ("fast_bandwidth", "slow_bandwidth", "copy_bandwidth"):
-        if not (getattr(hw, key) > 0):
-            raise InstanceError(f"hardware: {key} must be > 0, got {getattr(hw, key)!r}")
+        if not (MIN_BANDWIDTH <= getattr(hw, key) <= 1e300):
+            raise InstanceError(f"hardware: {key} must be a finite number >= 1 byte/s, got {getattr(hw, key)!r}")
 
     num_t = len(inst.instructions)
     num_x = len(inst.tensors)
@@ -434,8 +449,8 @@ def validate(inst: Instance) -> None:
     for i, x in enumerate(inst.tensors):
         if not x.id == i:
             raise InstanceError(f"tensor {i}: id is {x.id}, expected its index {i}")
-        if not x.size >= 0:
-            raise InstanceError(f"tensor {i} ({x.name}): negative size {x.size}")
+        if not 0 <= x.size <= MAX_BYTES:
+            raise InstanceError(f"tensor {i} ({x.name}): size {x.size} outside 0..2**53")
         if not (-1 <= x.def_time < num_t):
             raise InstanceError(f"tensor {i} ({x.name}): def_time {x.def_time} outside -1..{num_t - 1}")
         if not (x.def_time <= x.last_use_time < num_t):
@@ -447,10 +462,9 @@ def validate(inst: Instance) -> None:
     owner = [-1] * num_b
     for t, ins in enumerate(inst.instructions):
         w = f"instruction {t} ({ins.name})"
-        if not ins.count >= 1:
-            raise InstanceError(f"{w}: count must be >= 1, got {ins.count}")
-        if not ins.supply_s >= 0:
-            raise InstanceError(f"{w}: negative supply_s {ins.supply_s}")
+        if not 1 <= ins.count <= MAX_COUNT:
+            raise InstanceError(f"{w}: count must be in 1..2**31-1, got {ins.count}")
+        _seconds(ins.supply_s, f"{w}: supply_s")
         for b in ins.buffers:
             if not (0 <= b < num_b):
                 raise InstanceError(f"{w}: dangling buffer reference {b}")
@@ -459,10 +473,8 @@ def validate(inst: Instance) -> None:
             owner[b] = t
         lat = ins.latency
         if isinstance(lat, RooflineLatency):
-            if not lat.compute_s >= 0:
-                raise InstanceError(f"{w}: negative compute_s")
-            if not lat.fixed_s >= 0:
-                raise InstanceError(f"{w}: negative fixed_s")
+            _seconds(lat.compute_s, f"{w}: compute_s")
+            _seconds(lat.fixed_s, f"{w}: fixed_s")
         else:
             k = len(lat.varied)
             if not k <= MAX_TABLE_VARIED:
@@ -474,8 +486,8 @@ def validate(inst: Instance) -> None:
                     raise InstanceError(f"{w}: latency table varies buffer {b}, not one of its own")
             if not (len(lat.latency_s) == 1 << k):
                 raise InstanceError(f"{w}: latency table has {len(lat.latency_s)} values, expected 2**{k} = {1 << k}")
-            if not all(v >= 0 for v in lat.latency_s):
-                raise InstanceError(f"{w}: negative latency in its table")
+            for v in lat.latency_s:
+                _seconds(v, f"{w}: a latency of its table")
 
     defining: dict[int, int] = {}
     for i, b in enumerate(inst.buffers):
@@ -494,10 +506,11 @@ def validate(inst: Instance) -> None:
             raise InstanceError(f"{w}: dangling tensor reference {b.tensor_id}")
         if not b.alias_id >= 0:
             raise InstanceError(f"{w}: negative alias_id {b.alias_id}")
-        if not b.size >= 0:
-            raise InstanceError(f"{w}: negative size {b.size}")
-        if not b.demand_s >= 0:
-            raise InstanceError(f"{w}: negative demand_s {b.demand_s}")
+        if not 0 <= b.size <= MAX_BYTES:
+            raise InstanceError(f"{w}: size {b.size} outside 0..2**53")
+        _seconds(b.demand_s, f"{w}: demand_s")
+        if not -MAX_SECONDS <= b.benefit_s <= MAX_SECONDS:
+            raise InstanceError(f"{w}: benefit_s must be in -1e12..1e12 seconds, got {b.benefit_s!r}")
         x = inst.tensors[b.tensor_id]
         if b.is_output:
             if not b.instruction == x.def_time:
@@ -538,8 +551,11 @@ def validate(inst: Instance) -> None:
     for i, lp in enumerate(inst.loops):
         if not (0 <= lp.first <= lp.last < num_t):
             raise InstanceError(f"loop {i}: body {lp.first}..{lp.last} outside 0..{num_t - 1}")
-        if not lp.trip_count >= 1:
-            raise InstanceError(f"loop {i}: trip_count must be >= 1")
+        if not 1 <= lp.trip_count <= MAX_COUNT:
+            raise InstanceError(f"loop {i}: trip_count must be in 1..2**31-1, got {lp.trip_count}")
+    total = sum(b.size for b in inst.buffers)
+    if total > MAX_BYTES:
+        raise InstanceError(f"the buffers' sizes sum to {total} bytes, more than 2**53")
 
 
 # -------------------------------------------------------------------------------- files
@@ -551,11 +567,7 @@ def load_instance(path: str | os.PathLike[str]) -> Instance:
     Raises :class:`~mallocgame.errors.InputFileError`, :class:`FormatError` or
     :class:`InstanceError`, each with the file name and the problem.
     """
-    doc = read_json(path)
-    try:
-        return instance_from_dict(doc)
-    except (FormatError, InstanceError) as exc:
-        raise type(exc)(f"{path}: {exc}") from None
+    return read_document(path, instance_from_dict)
 
 
 def save_instance(inst: Instance, path: str | os.PathLike[str]) -> None:
@@ -569,3 +581,22 @@ def instance_buffers_by_tensor(inst: Instance) -> list[list[int]]:
     for b in inst.buffers:
         out[b.tensor_id].append(b.id)
     return out
+
+
+def tensor_clusters(inst: Instance) -> list[int]:
+    """For each tensor, the smallest tensor id of its cluster: the tensors joined by
+    buffers that share an alias group (one storage location), transitively."""
+    parent = list(range(len(inst.tensors)))
+
+    def find(x: int) -> int:
+        while parent[x] != x:
+            parent[x] = parent[parent[x]]
+            x = parent[x]
+        return x
+
+    first_tensor: dict[int, int] = {}
+    for b in inst.buffers:
+        ra, rb = find(first_tensor.setdefault(b.alias_id, b.tensor_id)), find(b.tensor_id)
+        if ra != rb:
+            parent[max(ra, rb)] = min(ra, rb)
+    return [find(x) for x in range(len(inst.tensors))]

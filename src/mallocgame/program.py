@@ -23,7 +23,8 @@ from dataclasses import dataclass, field
 from typing import Any, Mapping
 
 from mallocgame.errors import FormatError, InstanceError
-from mallocgame.fileio import read_json, write_json
+from mallocgame.fileio import read_document, write_json
+from mallocgame.instance import Loop, Tensor, tensor_to_dict
 
 __all__ = [
     "PROGRAM_FORMAT",
@@ -48,15 +49,10 @@ class ProgramError(InstanceError):
 
 
 @dataclass(frozen=True)
-class ProgramTensor:
-    """A value: a program input (``def_time == -1``) or one instruction's output."""
+class ProgramTensor(Tensor):
+    """An instance's :class:`~mallocgame.instance.Tensor` with its shape: a program input
+    (``def_time == -1``) or one instruction's output; sizes in bytes."""
 
-    id: int
-    name: str
-    size: int  # bytes
-    def_time: int  # defining instruction, -1 for a program input (parameter, constant)
-    last_use_time: int  # end of its live range (inclusive), >= def_time
-    live_out: bool = False  # a program result
     shape: str = ""  # e.g. "f32[8,64]" (informational)
 
 
@@ -84,13 +80,7 @@ class ProgramInstruction:
         return len(self.operands) + len(self.outputs)
 
 
-@dataclass(frozen=True)
-class ProgramLoop:
-    """A flattened loop body: instructions ``first .. last``, run ``trip_count`` times."""
-
-    first: int
-    last: int
-    trip_count: int
+ProgramLoop = Loop  # a flattened loop body: instructions ``first .. last``, run ``trip_count`` times
 
 
 @dataclass(frozen=True)
@@ -133,18 +123,7 @@ class Program:
                 }
                 for i in self.instructions
             ],
-            "tensors": [
-                {
-                    "id": x.id,
-                    "name": x.name,
-                    "size": x.size,
-                    "def_time": x.def_time,
-                    "last_use_time": x.last_use_time,
-                    "live_out": x.live_out,
-                    "shape": x.shape,
-                }
-                for x in self.tensors
-            ],
+            "tensors": [tensor_to_dict(x) for x in self.tensors],
             "alias_groups": [[list(m) for m in g] for g in self.alias_groups],
             "loops": [
                 {"first": lp.first, "last": lp.last, "trip_count": lp.trip_count}
@@ -276,11 +255,7 @@ def program_from_dict(doc: Any, *, where: str = "program") -> Program:
 
 def load_program(path: str | os.PathLike[str]) -> Program:
     """Read and validate a program file (``.json`` or ``.json.gz``)."""
-    doc = read_json(path)
-    try:
-        return program_from_dict(doc)
-    except (FormatError, ProgramError) as exc:
-        raise type(exc)(f"{path}: {exc}") from None
+    return read_document(path, program_from_dict)
 
 
 def save_program(program: Program, path: str | os.PathLike[str]) -> None:

@@ -15,9 +15,9 @@ loop bodies run iteration by iteration.
 assumes a solution that passes the physical check
 (:func:`mallocgame.check.physical_check`); it does not check one itself. Deterministic.
 Units: seconds (float) for times, bytes (int) for sizes and offsets; logical steps are
-instruction indices ``0 .. T-1``. Loops must nest or be disjoint (else
-:class:`ValueError`); the unrolled program may hold at most ``max_executions``
-executions. Cost: ``O((instructions + copies) * trips)``.
+instruction indices ``0 .. T-1``. Loops must nest or be disjoint, and the unrolled
+program may hold at most ``max_executions`` executions (else :class:`SimulationError`,
+a ``ValueError``). Cost: ``O((instructions + copies) * trips)``.
 
 The model in full (timeline, bandwidth sharing, the copy engine, copies in loops):
 docs/simulator.md.
@@ -32,10 +32,12 @@ from typing import Iterable, Sequence
 
 import numpy as np
 
+from mallocgame.errors import MallocGameError
 from mallocgame.instance import Instance, RooflineLatency
 from mallocgame.solution import Allocation, Solution
 
 __all__ = [
+    "SimulationError",
     "SimulationResult",
     "simulate",
     "baseline_latency",
@@ -46,6 +48,12 @@ __all__ = [
 ]
 
 MAX_EXECUTIONS = 20_000_000
+
+
+class SimulationError(MallocGameError, ValueError):
+    """The simulator cannot run this instance (loops that overlap without nesting, an
+    unrolled program longer than its limit); the message says which."""
+
 _SCAN = 64  # allocations scanned one by one before a vectorized search (reuse after copy-out)
 
 
@@ -92,9 +100,10 @@ class SimulationResult:
 
 
 def default_copy_share(instance: Instance) -> float:
-    """``copy_bandwidth / (copy_bandwidth + slow_bandwidth)``: the copy's share of slow bandwidth."""
+    """``copy_bandwidth / (copy_bandwidth + slow_bandwidth)``: the copy's share of slow
+    bandwidth, below 1 also where a copy bandwidth far above the slow one rounds it to 1."""
     hw = instance.hardware
-    return hw.copy_bandwidth / (hw.copy_bandwidth + hw.slow_bandwidth)
+    return min(hw.copy_bandwidth / (hw.copy_bandwidth + hw.slow_bandwidth), float(np.nextafter(1.0, 0.0)))
 
 
 def _execution_params(
@@ -211,7 +220,7 @@ def _loop_tree(instance: Instance) -> list[tuple[int, int, int, int]]:
             stack.pop()
         if stack and last > out[stack[-1]][1]:
             p = out[stack[-1]]
-            raise ValueError(
+            raise SimulationError(
                 f"loops {p[0]}..{p[1]} and {first}..{last} overlap without nesting; "
                 "the simulator needs nested or disjoint loop bodies"
             )
@@ -233,10 +242,11 @@ def unroll(instance: Instance, max_executions: int = MAX_EXECUTIONS) -> tuple[np
     mult = np.ones(num_t, np.int64)
     for i, (first, last, trip, _parent) in enumerate(tree):  # outer before inner
         innermost[first : last + 1] = i
-        mult[first : last + 1] *= trip
+        # Capped past the limit, so that nested trip counts cannot overflow int64.
+        mult[first : last + 1] = np.minimum(mult[first : last + 1] * trip, max_executions + 1)
     total = int(mult.sum())
     if total > max_executions:
-        raise ValueError(
+        raise SimulationError(
             f"the unrolled program has {total} executions (more than {max_executions})"
         )
     children: dict[int, list[int]] = defaultdict(list)

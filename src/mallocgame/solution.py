@@ -11,13 +11,14 @@ sweep record. :func:`save_solution` writes atomically.
 
 from __future__ import annotations
 
-import math
 import os
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
 from mallocgame.errors import FormatError, SolutionError
-from mallocgame.fileio import read_json, write_json
+from mallocgame.fileio import is_finite_number, read_document, write_json
+
+MAX_INT = 2**53  # the largest magnitude of an integer of a solution file
 
 __all__ = [
     "SOLUTION_FORMAT",
@@ -112,7 +113,8 @@ def _fail(where: str, message: str) -> SolutionError:
 
 
 def _is_int(v: Any) -> bool:
-    return isinstance(v, int) and not isinstance(v, bool)
+    """An integer of the file's range: magnitude at most 2**53 (SPEC section 1)."""
+    return isinstance(v, int) and not isinstance(v, bool) and -MAX_INT <= v <= MAX_INT
 
 
 def _allocation_from_dict(obj: Any, where: str) -> Allocation:
@@ -122,18 +124,18 @@ def _allocation_from_dict(obj: Any, where: str) -> Allocation:
         if key not in obj:
             raise _fail(where, f"missing key '{key}'")
     if not _is_int(obj["buffer"]) or not _is_int(obj["offset"]):
-        raise _fail(where, "'buffer' and 'offset' must be integers")
+        raise _fail(where, "'buffer' and 'offset' must be integers of magnitude at most 2**53")
     if obj["action"] not in ("Copy", "NoCopy"):
         raise _fail(where, f"'action' must be 'Copy' or 'NoCopy', got {obj['action']!r}")
     start, end = obj["start"], obj["end"]
     if (start is None) != (end is None):
         raise _fail(where, "'start' and 'end' must both be null or both integers")
     if start is not None and not (_is_int(start) and _is_int(end)):
-        raise _fail(where, "'start' and 'end' must be integers or null")
+        raise _fail(where, "'start' and 'end' must be integers of magnitude at most 2**53, or null")
     copy = obj.get("copy")
     if copy is not None:
         if not (isinstance(copy, list) and len(copy) == 2 and all(_is_int(c) for c in copy)):
-            raise _fail(where, "'copy' must be null or a pair of integers")
+            raise _fail(where, "'copy' must be null or a pair of integers of magnitude at most 2**53")
         copy = (copy[0], copy[1])
     return Allocation(obj["buffer"], obj["action"], obj["offset"], start, end, copy)
 
@@ -156,22 +158,21 @@ def solution_from_dict(doc: Any, *, where: str = "solution") -> Solution:
     if not isinstance(doc["allocations"], list):
         raise _fail(where, "'allocations' must be a list")
     for key in ("reward_s", "normalized_reward"):
-        v = doc[key]
-        if not (isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)):
+        if not is_finite_number(doc[key]):
             raise _fail(where, f"'{key}' must be a finite number")
+    if not is_finite_number(doc.get("wall_s", 0.0) or 0.0):
+        raise _fail(where, "'wall_s' must be a finite number")
     actions = doc.get("actions")
     if actions is not None:
         if not isinstance(actions, list) or not all(_is_int(a) for a in actions):
             raise _fail(where, "'actions' must be a list of integers")
         actions = tuple(actions)
     work = doc.get("work", {})
-    if not isinstance(work, Mapping) or not all(
-        isinstance(v, (int, float)) and not isinstance(v, bool) for v in work.values()
-    ):
-        raise _fail(where, "'work' must be an object of numbers")
+    if not isinstance(work, Mapping) or not all(is_finite_number(v) for v in work.values()):
+        raise _fail(where, "'work' must be an object of finite numbers")
     bound = doc.get("bound_s")
-    if bound is not None and not (isinstance(bound, (int, float)) and not isinstance(bound, bool)):
-        raise _fail(where, "'bound_s' must be a number or null")
+    if bound is not None and not is_finite_number(bound):
+        raise _fail(where, "'bound_s' must be a finite number or null")
     info = doc.get("info", {})
     if not isinstance(info, Mapping):
         raise _fail(where, "'info' must be an object")
@@ -205,15 +206,15 @@ RECORD_FORMAT = "mallocgame-result"
 def load_solution(path: str | os.PathLike[str]) -> Solution:
     """Read a solution file, or the solution kept in a sweep record; errors name the
     file and the problem."""
-    doc = read_json(path)
+    return read_document(path, _solution_or_record)
+
+
+def _solution_or_record(doc: Any) -> Solution:
     if isinstance(doc, Mapping) and doc.get("format") == RECORD_FORMAT:
         if not isinstance(doc.get("solution"), Mapping):
-            raise FormatError(f"{path}: a sweep record without its solution (written before records kept it)")
+            raise FormatError("a sweep record without its solution (written before records kept it)")
         doc = doc["solution"]
-    try:
-        return solution_from_dict(doc)
-    except (FormatError, SolutionError) as exc:
-        raise type(exc)(f"{path}: {exc}") from None
+    return solution_from_dict(doc)
 
 
 def save_solution(solution: Solution, path: str | os.PathLike[str]) -> None:

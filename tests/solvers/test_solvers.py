@@ -161,3 +161,41 @@ def test_a_solver_without_settings_reports_the_options_given() -> None:
     assert get_solver("random").settings({}) == {}
     with pytest.raises(SolverError):
         get_solver("random").settings({"nope": 1})
+
+
+def test_a_solver_declared_in_its_class_line(program) -> None:
+    import mallocgame as mg
+    from mallocgame.solvers.base import Run, Solver
+
+    class FirstLegal(Solver, name="first-legal", work_unit="games"):
+        def search(self, instance, config, run: Run):
+            game = mg.Game(instance)
+            mg.DropBackup(game).play(lambda g, allowed: int(allowed.argmax()))
+            return run.game_answer(game, work={"games": 1})
+
+    sol = FirstLegal().solve(program, SolveRequest(seed=4))
+    assert (sol.solver, sol.seed, sol.work) == ("first-legal", 4, {"games": 1})
+    assert check_solution(program, sol).ok
+    assert FirstLegal.Config.__name__ == "NoConfig" and FirstLegal.work_unit == "games"
+    with pytest.raises(SolverError, match="first-legal: unknown option 'x'"):
+        FirstLegal().solve(program, SolveRequest(options={"x": 1}))
+
+
+def test_a_solver_without_a_name_or_with_a_mutable_config_is_refused_where_defined() -> None:
+    from dataclasses import dataclass
+
+    from mallocgame.solvers.base import Solver
+
+    with pytest.raises(TypeError, match="declares its name"):
+        class Nameless(Solver):  # noqa: F841
+            def search(self, instance, config, run):
+                raise AssertionError
+
+    @dataclass
+    class Mutable:
+        depth: int = 1
+
+    with pytest.raises(TypeError, match="not a frozen dataclass"):
+        class Loose(Solver, name="loose", config=Mutable):  # noqa: F841
+            def search(self, instance, config, run):
+                raise AssertionError

@@ -6,17 +6,17 @@ tests compare other solvers with (the conformance vectors' ``optimal_reward_s``)
 
 from __future__ import annotations
 
-import numba
 import numpy as np
 
 from mallocgame.errors import SolverError
 from mallocgame.game import kernels as K
 from mallocgame.game.state import Game
+from mallocgame.jit import jit
 
 __all__ = ["exhaustive_search"]
 
 
-@numba.njit(cache=True, nogil=True)
+@jit
 def _search(
     buf_int, buf_demand, ins_int, ins_float, ins_buf, table_s, ten_int,
     capacity, alignment, fast_bw, slow_bw,

@@ -32,7 +32,6 @@ State arrays (``B`` buffers, ``T`` steps, ``G`` alias groups, ``X`` tensors):
 
 from __future__ import annotations
 
-import numba
 import numpy as np
 
 from mallocgame.game.tables import (
@@ -54,6 +53,7 @@ from mallocgame.game.tables import (
     X_LAST_USE,
     X_LIVE_OUT,
 )
+from mallocgame.jit import jit
 
 COPY, NOCOPY, DROP = 0, 1, 2
 UNDECIDED, SLOW = -2, -1
@@ -72,7 +72,7 @@ C_CURRENT, C_ACTIVE, C_TRAIL, C_PENDING_FAST, C_PENDING_RESIDENT = range(5)
 REL_EPS = 1e-12  # a copy walk stops once need <= REL_EPS * demand (SPEC section 4)
 BLOCK = 64  # active-list entries per block of the offset search
 
-_jit = numba.njit(cache=True, nogil=True)
+_jit = jit  # numba.njit(cache=True, nogil=True), with a cache every user can write
 
 
 # ---------------------------------------------------------------------- offset search

@@ -78,13 +78,13 @@ import operator
 import weakref
 from dataclasses import dataclass, fields
 
-import numba
 import numpy as np
 
 from mallocgame.game.kernels import A_ACTION, A_END, A_OFFSET, A_START, C_CURRENT, COPY, NOCOPY, O_LEGAL
 from mallocgame.game.features import NUM_FEATURES, FeatureExtractor, feature_extractor
 from mallocgame.game.state import Game
 from mallocgame.game.tables import B_ALIGNED, B_GROUP, B_TENSOR, B_TIME, I_SUPPLY, GameTables
+from mallocgame.jit import jit
 from mallocgame.options import setting
 
 __all__ = [
@@ -106,7 +106,7 @@ GLOBAL_NAMES: tuple[str, ...] = ("move", "progress", "group_index", "group_left"
 OBSERVATION_KEYS: tuple[str, ...] = ("buffers", "decision", "globals", "grid", "profile", "supply")
 MOVE_CLIP = 10.0  # globals[0] = min(move_number / B, MOVE_CLIP)
 
-_jit = numba.njit(cache=True, nogil=True)
+_jit = jit  # numba.njit(cache=True, nogil=True), with a cache every user can write
 
 NUM_GLOBALS = len(GLOBAL_NAMES)
 # Columns of Observer._rec [B, 8]: the rectangle buffer b added (steps R_T0..R_T1, bins

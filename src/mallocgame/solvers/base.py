@@ -160,11 +160,33 @@ class Run:
 
 
 class Solver(abc.ABC):
-    """Base class: a solver implements :meth:`search` and declares its ``Config``."""
+    """Base class: a solver declares itself in its class line and implements :meth:`search`::
+
+        class EsSolver(Solver, name="es", work_unit="games", config=EsConfig): ...
+
+    ``name`` is its registry name, ``work_unit`` what ``SolveRequest.work`` counts, and
+    ``config`` a frozen dataclass of its settings (:mod:`mallocgame.options`; default
+    :class:`NoConfig`). A subclass that leaves one out inherits its parent's; a solver
+    without a name, or a ``config`` that is not a frozen dataclass, is a ``TypeError``
+    where the class is defined.
+    """
 
     name: ClassVar[str] = ""
-    work_unit: ClassVar[str] = "games"  # what ``SolveRequest.work`` counts
-    Config: ClassVar[type] = NoConfig  # a frozen dataclass of settings (mallocgame.options)
+    work_unit: ClassVar[str] = "games"
+    Config: ClassVar[type] = NoConfig
+
+    def __init_subclass__(
+        cls, *, name: str | None = None, work_unit: str | None = None, config: type | None = None, **kwargs: Any
+    ) -> None:
+        super().__init_subclass__(**kwargs)
+        cls.name = name if name is not None else cls.name
+        cls.work_unit = work_unit if work_unit is not None else cls.work_unit
+        cls.Config = config if config is not None else cls.Config
+        if not cls.name:
+            raise TypeError(f"{cls.__name__}: a solver declares its name (class ...(Solver, name=...))")
+        params = getattr(cls.Config, "__dataclass_params__", None)
+        if params is None or not params.frozen:
+            raise TypeError(f"{cls.__name__}: config {cls.Config!r} is not a frozen dataclass")
 
     def config(self, options: Mapping[str, Any]) -> Any:
         """``options`` parsed into this solver's ``Config``; :class:`SolverError` if bad.

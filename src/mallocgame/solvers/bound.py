@@ -73,7 +73,7 @@ from typing import Any
 
 import numpy as np
 
-from mallocgame.instance import Instance, RooflineLatency
+from mallocgame.instance import Instance, RooflineLatency, tensor_clusters
 
 __all__ = ["upper_bound", "bound_details", "Reach", "reach", "trivial_bound", "instruction_gains"]
 
@@ -306,29 +306,10 @@ class _LP:
         return float(response.objective_value)
 
 
-def _clusters(inst: Instance) -> np.ndarray:
-    """For each tensor, a cluster id: tensors whose buffers share an alias group."""
-    parent = list(range(len(inst.tensors)))
-
-    def find(x: int) -> int:
-        while parent[x] != x:
-            parent[x] = parent[parent[x]]
-            x = parent[x]
-        return x
-
-    first_tensor: dict[int, int] = {}
-    for b in inst.buffers:
-        other = first_tensor.setdefault(b.alias_id, b.tensor_id)
-        ra, rb = find(other), find(b.tensor_id)
-        if ra != rb:
-            parent[ra] = rb
-    return np.array([find(x) for x in range(len(inst.tensors))], np.int64)
-
-
 def _memory_items(inst: Instance, r: Reach) -> list[tuple[int, int, int, int, int]]:
     """``(cluster, lo, hi, weight_units, buffer)``: if ``buffer`` is fast, its cluster
     holds at least ``weight_units`` at every step of ``[lo, hi]``."""
-    cluster = _clusters(inst)
+    cluster = np.array(tensor_clusters(inst), np.int64)
     items = []
     for x in inst.tensors:
         bufs = list(r.reads[x.id]) + ([int(r.output[x.id])] if r.output[x.id] >= 0 else [])

@@ -10,11 +10,8 @@ from mallocgame.solvers.base import NoConfig, Run, Solver
 __all__ = ["DropSolver"]
 
 
-class DropSolver(Solver):
+class DropSolver(Solver, name="drop", work_unit="games"):
     """The baseline every other solver must beat: Drop for every buffer."""
-
-    name = "drop"
-    work_unit = "games"
 
     def search(self, instance: Instance, config: NoConfig, run: Run) -> Solution:
         game = Game(instance)

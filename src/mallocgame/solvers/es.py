@@ -255,13 +255,8 @@ def centered_ranks(values: np.ndarray) -> np.ndarray:
     return ranks / max(n - 1, 1) - 0.5
 
 
-class EsSolver(Solver):
+class EsSolver(Solver, name="es", work_unit="games", config=EsConfig):
     """Evolution strategies over a linear (or tiny MLP) argmax policy; best game kept."""
-
-    name = "es"
-    work_unit = "games"
-
-    Config = EsConfig
 
     def search(self, instance: Instance, cfg: EsConfig, run: Run) -> Solution:
         request, clock = run.request, run.clock

@@ -674,13 +674,8 @@ class _Recorder(cp_model.CpSolverSolutionCallback):
         self._on_solution(self)
 
 
-class ExactSolver(Solver):
+class ExactSolver(Solver, name="exact", work_unit="dtime_ms", config=ExactConfig):
     """CP-SAT over the mapping model; optimal or the best found within the budget."""
-
-    name = "exact"
-    work_unit = "dtime_ms"
-
-    Config = ExactConfig
 
     def search(self, instance: Instance, cfg: ExactConfig, run: Run) -> Solution:
         request, clock = run.request, run.clock

@@ -13,11 +13,8 @@ __all__ = ["ExhaustiveSolver"]
 DEFAULT_MAX_MOVES = 20_000_000
 
 
-class ExhaustiveSolver(Solver):
+class ExhaustiveSolver(Solver, name="exhaustive", work_unit="moves"):
     """Depth-first search over all games; its work budget is the number of moves tried."""
-
-    name = "exhaustive"
-    work_unit = "moves"
 
     def search(self, instance: Instance, config: NoConfig, run: Run) -> Solution:
         max_moves = run.request.work if run.request.work is not None else DEFAULT_MAX_MOVES

@@ -18,11 +18,8 @@ def greedy_policy(game: Game, allowed: np.ndarray) -> int:
     return int(np.argmax(allowed))
 
 
-class GreedySolver(Solver):
+class GreedySolver(Solver, name="greedy", work_unit="games"):
     """One deterministic game: the simplest policy that fills the fast memory."""
-
-    name = "greedy"
-    work_unit = "games"
 
     def search(self, instance: Instance, config: NoConfig, run: Run) -> Solution:
         game = Game(instance)

@@ -21,12 +21,12 @@ import math
 from dataclasses import dataclass
 from typing import Any, Literal
 
-import numba
 import numpy as np
 
 from mallocgame.check import physical_check
 from mallocgame.game.kernels import REL_EPS, walk_back, walk_forward
-from mallocgame.instance import Instance, RooflineLatency
+from mallocgame.instance import Instance, RooflineLatency, tensor_clusters
+from mallocgame.jit import jit
 from mallocgame.latency import mapping_reward
 from mallocgame.options import setting
 from mallocgame.solution import Allocation, Solution
@@ -38,7 +38,7 @@ MAX_VERIFY_ROUNDS = 8  # reruns after a failed physical check before giving up (
 
 _SLOW, _REQUIRED, _OPTIONAL = 0, 1, 2
 
-_jit = numba.njit(cache=True, nogil=True)
+_jit = jit  # numba.njit(cache=True, nogil=True), with a cache every user can write
 
 
 @dataclass(frozen=True)
@@ -406,18 +406,23 @@ class _Msa:
         self.stats["resident"] += 1
         return True
 
+    def copy_without_transfer(self, b: int, t: int, fixed: int, counter: str) -> _Chain | None:
+        """A Copy of zero demand for buffer ``b``: fast memory at step ``t`` alone, no copy
+        interval (SPEC section 4); counted under ``stats[counter]``."""
+        offset = self.fit(t, t, b, fixed)
+        if offset < 0:
+            return None
+        self.place(b, "Copy", offset, t, t)
+        self.stats[counter] += 1
+        return _Chain(offset, t, t)
+
     def try_evict(self, d: int) -> _Chain | None:
         """Definition in fast memory, copied out at once (an output Copy)."""
         tau = self.time[d]
         fixed = self.fixed_offset(d)
         demand = self.demand[d]
         if demand <= 0:
-            offset = self.fit(tau, tau, d, fixed)
-            if offset < 0:
-                return None
-            self.place(d, "Copy", offset, tau, tau)
-            self.stats["evictions"] += 1
-            return _Chain(offset, tau, tau)
+            return self.copy_without_transfer(d, tau, fixed, "evictions")
         shortest, preferred = _eviction_window(
             self.supply_left, self.prefix, self.pair_used, tau, self.num_t, demand,
             self.opts.preferred_overlap_to_async_copy_ratio * demand,
@@ -439,12 +444,7 @@ class _Msa:
         use = self.time[r]
         demand = self.demand[r]
         if demand <= 0:
-            offset = self.fit(use, use, r, fixed)
-            if offset < 0:
-                return None
-            self.place(r, "Copy", offset, use, use)
-            self.stats["prefetches"] += 1
-            return _Chain(offset, use, use)
+            return self.copy_without_transfer(r, use, fixed, "prefetches")
         latest, earliest = _prefetch_window(
             self.supply_left, self.prefix, self.pair_used, use, self.def_time[x], demand,
             max(self.max_elapsed(r), demand),
@@ -573,25 +573,11 @@ class _Msa:
     def candidates(self) -> list[list[int]]:
         """Tensors joined by multi-buffer alias groups, ordered by memory-boundedness."""
         inst = self.inst
-        parent = list(range(len(inst.tensors)))
-
-        def find(a: int) -> int:
-            while parent[a] != a:
-                parent[a] = parent[parent[a]]
-                a = parent[a]
-            return a
-
-        first_tensor: dict[int, int] = {}
-        for b in inst.buffers:
-            if b.alias_id in self.multi:
-                other = first_tensor.setdefault(b.alias_id, b.tensor_id)
-                ra, rb = find(other), find(b.tensor_id)
-                if ra != rb:
-                    parent[max(ra, rb)] = min(ra, rb)
+        cluster = tensor_clusters(inst)
         members: dict[int, list[int]] = {}
         for x in range(len(inst.tensors)):
             if self.def_buf[x] >= 0 or self.reads[x]:
-                members.setdefault(find(x), []).append(x)
+                members.setdefault(cluster[x], []).append(x)
         keyed = []
         for root, xs in members.items():
             xs.sort(key=lambda x: (self.def_time[x], x))
@@ -644,13 +630,8 @@ def msa_allocations(
     return allocations, stats
 
 
-class HeuristicSolver(Solver):
+class HeuristicSolver(Solver, name="heuristic", work_unit="passes", config=HeuristicOptions):
     """XLA memory-space-assignment-like mapping (docs/heuristic.md); one pass, no search."""
-
-    name = "heuristic"
-    work_unit = "passes"
-
-    Config = HeuristicOptions
 
     def search(self, instance: Instance, config: HeuristicOptions, run: Run) -> Solution:
         allocations, stats = msa_allocations(instance, config)

@@ -40,17 +40,13 @@ class BestOfConfig:
             raise ValueError(f"option solvers: unknown solver {unknown[0]!r} (valid: {', '.join(solver_names())})")
 
 
-class BestOfSolver(Solver):
+class BestOfSolver(Solver, name="best-of", work_unit="per candidate", config=BestOfConfig):
     """Runs the ``solvers`` of its config and keeps the fastest valid answer.
 
     A wall-clock budget is split evenly between the candidates; a work budget is passed
     to each. ``info["candidates"]`` records every candidate's reward, simulated latency
     and validity, ``info["chosen"]`` the winner.
     """
-
-    name = "best-of"
-    work_unit = "per candidate"
-    Config = BestOfConfig
 
     def settings(self, options: Mapping[str, Any]) -> dict[str, Any]:
         """Each candidate's settings (a candidate runs with its defaults), by name."""

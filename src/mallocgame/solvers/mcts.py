@@ -254,13 +254,8 @@ class _Search:
         return actions
 
 
-class MctsSolver(Solver):
+class MctsSolver(Solver, name="mcts", work_unit="simulations", config=MctsConfig):
     """UCT with the true game and truncated greedy rollouts; one game, Drop-backup."""
-
-    name = "mcts"
-    work_unit = "simulations"
-
-    Config = MctsConfig
 
     def search(self, instance: Instance, cfg: MctsConfig, run: Run) -> Solution:
         request, clock = run.request, run.clock

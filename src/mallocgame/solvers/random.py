@@ -38,11 +38,8 @@ class UniformPolicy:
         return choices[int(u * len(choices))]
 
 
-class RandomSolver(Solver):
+class RandomSolver(Solver, name="random", work_unit="games"):
     """Random play with Drop-backup; the best of ``work`` games (or of the time budget)."""
-
-    name = "random"
-    work_unit = "games"
 
     def search(self, instance: Instance, config: NoConfig, run: Run) -> Solution:
         request = run.request

@@ -21,13 +21,10 @@ from mallocgame.solvers.muzero.config import WHERE_FIELDS, MuZeroConfig
 __all__ = ["MuZeroSolver", "MuZeroNoSearchSolver"]
 
 
-class MuZeroSolver(Solver):
+class MuZeroSolver(Solver, name="muzero", work_unit="games", config=MuZeroConfig):
     """MMap-MuZero; the best self-play game found within the budget."""
 
-    name = "muzero"
-    work_unit = "games"
-    Config = MuZeroConfig
-    answer = "search"
+    answer = "search"  # the answer: the best game played with search
 
     def settings(self, options: Mapping[str, Any]) -> dict[str, Any]:
         """Every setting but where the run keeps its files and what it prints."""
@@ -46,8 +43,7 @@ class MuZeroSolver(Solver):
         return trainer.run(games=run.request.work, callback=run.request.callback, clock=run.clock)
 
 
-class MuZeroNoSearchSolver(MuZeroSolver):
+class MuZeroNoSearchSolver(MuZeroSolver, name="muzero-nosearch"):
     """MMap-MuZero trained as usual; the answer is played by the policy network, no search."""
 
-    name = "muzero-nosearch"
     answer = "policy"
