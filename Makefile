@@ -29,8 +29,9 @@ run: $(STAMP)
 	$(VENV)/bin/mallocgame check $(SMALL) out/run.muzero/final.solution.json
 	$(VENV)/bin/mallocgame simulate $(SMALL) out/run.muzero/final.solution.json
 
+# Two test processes (pytest-xdist), one for each core of CI; `pytest` alone runs serially.
 test: $(STAMP)
-	$(PY) -m pytest
+	$(PY) -m pytest -n 2
 
 bench: $(STAMP)
 	$(PY) benchmarks/game_speed.py

@@ -127,10 +127,19 @@ def test_check_rejects_corruptions(tmp_path: Path, instance_file: Path, capsys) 
         (["solve", "{inst}", "--solver", "best-of", "--option", "solvers=heuristic,nope"],
          "unknown solver 'nope'"),
         (["train", "{inst}", "--dir", "runs", "--solver", "random"], "train runs muzero"),
+        (["train", "{inst}", "--dir", "runs", "--budget", "inf"], "positive, finite number of seconds"),
+        (["train", "{inst}", "--dir", "runs", "--budget", "nan"], "positive, finite number of seconds"),
+        (["train", "{inst}", "--dir", "runs", "--seed", "-1"], "argument --seed: must be at least 0"),
+        (["train", "{inst}", "--dir", "runs", "--option", "learning_rate=inf"], "learning_rate must be a finite number"),
+        (["solve", "{inst}", "--solver", "es", "--option", "population=2.5"], "population must be a whole number"),
+        (["solve", "{inst}", "--solver", "es", "--option", "workers=true"], "workers must be a whole number"),
+        (["solve", "{inst}", "--solver", "es", "--option", "sigma=nan"], "sigma must be a finite number"),
+        (["simulate", "{inst}", "{missing}"], "nope.json"),
+        (["solve", "xla-v1/gru_infr", "--solver", "greedy"], "did you mean xla-v1/gru_infer"),
         (["check", "{inst}", "{malformed}"], "not valid JSON"),
         (["check", "{malformed}", "{inst}"], "not valid JSON"),
         (["check", "{wrongversion}", "{inst}"], "unsupported instance version"),
-        (["check", "{impossible}", "{inst}"], "negative size"),
+        (["check", "{impossible}", "{inst}"], "size -5 outside 0..2**53"),
         (["show", "{inst}", "{inst}", "--out", "x.png"], "format is"),
         (["bogus"], "invalid choice"),
     ],
@@ -309,7 +318,7 @@ def test_ctrl_c_during_a_pool_is_one_line_and_ends_the_workers(tmp_path: Path) -
     import sys
     import time
 
-    argv = [sys.executable, "-m", "mallocgame.cli", "solve", "xla-v1/transformer_train", "--solver", "es",
+    argv = [sys.executable, "-m", "mallocgame.cli", "solve", "xla-v1/gru_infer", "--solver", "es",
             "--option", "workers=2", "--work", "100000", "--progress", "--out", str(tmp_path / "es.json")]
     proc = subprocess.Popen(argv, stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True,
                             start_new_session=True)

@@ -205,8 +205,8 @@ def test_missing_file(tmp_path):
     [
         ("bad.json", b'{"format": "mallocgame-instance", "version": 1,'),
         ("bad.json", b"\xff\xfe not text"),
-        ("bad.json.gz", gzip.compress(b"{not json}")),
-        ("bad.json.gz", gzip.compress(json.dumps({"a": 1}).encode())[:-10]),  # truncated
+        ("bad.json.gz", gzip.compress(b"{not json}", mtime=0)),
+        ("bad.json.gz", gzip.compress(json.dumps({"a": 1}).encode(), mtime=0)[:-10]),  # truncated
     ],
 )
 def test_malformed_files(tmp_path, name, data):

@@ -51,7 +51,7 @@ def test_training_improves_on_its_first_games(small) -> None:
         original(game)
 
     trainer.replay.add = record  # type: ignore[method-assign]
-    solution = trainer.run(games=120)
+    solution = trainer.run(games=64)
     first, last = np.mean(returns[:8]), np.mean(returns[-8:])
     assert trainer.counters.learner_steps > 1000
     # rewards are scaled (value_scale / R) and back-up penalties sum to the true return;
