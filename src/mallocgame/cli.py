@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Callable, NoReturn, Sequence
 
 from mallocgame.errors import MallocGameError
+from mallocgame.hardware import DEFAULT_PRESET, preset_names
 
 if TYPE_CHECKING:
     from mallocgame.instance import Instance
@@ -480,7 +481,7 @@ def _parser() -> _Parser:
     p.add_argument("--program", help="a program file or a bundled program name (xla-v1/NAME)")
     p.add_argument("--model", nargs="*", help="a model program defined in the package (see mallocgame.workloads.models)")
     p.add_argument("--suite", action="store_true", help="re-extract the bundled suite (or the --model names) in place")
-    p.add_argument("--preset", default="tpu_v4i", help="hardware preset (tpu_v4i, gpu_hbm_host, dram_pmem)")
+    p.add_argument("--preset", default=DEFAULT_PRESET, help=f"hardware preset ({', '.join(preset_names())})")
     p.add_argument("--capacity-fraction", type=float, default=0.25,
                    help="fast memory = this fraction of the peak live bytes (capped by the preset)")
     p.add_argument("--name", help="the program/instance name")

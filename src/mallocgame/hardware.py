@@ -30,7 +30,7 @@ from typing import Any
 
 from mallocgame.errors import InstanceError
 
-__all__ = ["HardwarePreset", "UnknownPresetError", "PRESETS", "get_preset", "preset_names"]
+__all__ = ["HardwarePreset", "UnknownPresetError", "PRESETS", "DEFAULT_PRESET", "get_preset", "preset_names"]
 
 KIB = 1024
 MIB = 1024 * KIB
@@ -225,6 +225,7 @@ DRAM_PMEM = HardwarePreset(
 )
 
 PRESETS: dict[str, HardwarePreset] = {p.name: p for p in (TPU_V4I, GPU_HBM_HOST, DRAM_PMEM)}
+DEFAULT_PRESET = TPU_V4I.name  # the paper's machine: bundled suites, dumps and the CLI use it
 
 
 def preset_names() -> list[str]:

@@ -437,7 +437,7 @@ def validate(inst: Instance) -> None:
     if not 1 <= hw.alignment_bytes <= MAX_BYTES:
         raise InstanceError(f"hardware: alignment_bytes must be in 1..2**53, got {hw.alignment_bytes}")
     for key in ("fast_bandwidth", "slow_bandwidth", "copy_bandwidth"):
-        if not (MIN_BANDWIDTH <= getattr(hw, key) <= 1e300):
+        if not (math.isfinite(getattr(hw, key)) and getattr(hw, key) >= MIN_BANDWIDTH):
             raise InstanceError(f"hardware: {key} must be a finite number >= 1 byte/s, got {getattr(hw, key)!r}")
 
     num_t = len(inst.instructions)

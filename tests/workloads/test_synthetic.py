@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from mallocgame.costmodel import derive_instance, peak_live_bytes
-from mallocgame.errors import InputFileError
+from mallocgame.errors import InputFileError, InstanceError
 from mallocgame.hardware import get_preset
 from mallocgame.instance import Instance, load_instance, save_instance, validate
 from mallocgame.latency import instruction_latency
@@ -212,8 +212,10 @@ def test_file_round_trip(tmp_path) -> None:
 
 
 @pytest.mark.parametrize(
-    ("num_buffers", "fraction"), [(0, 0.25), (-3, 0.25), (2.5, 0.25), (10, 0.0), (10, -1.0), (10, math.nan)]
+    ("num_buffers", "fraction", "error"),
+    [(0, 0.25, ValueError), (-3, 0.25, ValueError), (2.5, 0.25, ValueError),
+     (10, 0.0, InstanceError), (10, -1.0, InstanceError), (10, math.nan, InstanceError)],
 )
-def test_bad_arguments(num_buffers: int, fraction: float) -> None:
-    with pytest.raises(ValueError):
+def test_bad_arguments(num_buffers: int, fraction: float, error: type) -> None:
+    with pytest.raises(error):
         synthetic.generate(num_buffers, 0, capacity_fraction=fraction)

@@ -53,7 +53,7 @@ from mallocgame.game.tables import (
     X_LAST_USE,
     X_LIVE_OUT,
 )
-from mallocgame.jit import jit
+from mallocgame.jit import jit as _jit  # numba.njit(cache=True, nogil=True)
 
 COPY, NOCOPY, DROP = 0, 1, 2
 UNDECIDED, SLOW = -2, -1
@@ -71,8 +71,6 @@ C_CURRENT, C_ACTIVE, C_TRAIL, C_PENDING_FAST, C_PENDING_RESIDENT = range(5)
 
 REL_EPS = 1e-12  # a copy walk stops once need <= REL_EPS * demand (SPEC section 4)
 BLOCK = 64  # active-list entries per block of the offset search
-
-_jit = jit  # numba.njit(cache=True, nogil=True), with a cache every user can write
 
 
 # ---------------------------------------------------------------------- offset search

@@ -84,7 +84,7 @@ from mallocgame.game.kernels import A_ACTION, A_END, A_OFFSET, A_START, C_CURREN
 from mallocgame.game.features import NUM_FEATURES, FeatureExtractor, feature_extractor
 from mallocgame.game.state import Game
 from mallocgame.game.tables import B_ALIGNED, B_GROUP, B_TENSOR, B_TIME, I_SUPPLY, GameTables
-from mallocgame.jit import jit
+from mallocgame.jit import jit as _jit  # numba.njit(cache=True, nogil=True)
 from mallocgame.options import setting
 
 __all__ = [
@@ -105,8 +105,6 @@ NUM_BUFFER_FEATURES = NUM_STATIC_FEATURES + 1
 GLOBAL_NAMES: tuple[str, ...] = ("move", "progress", "group_index", "group_left")
 OBSERVATION_KEYS: tuple[str, ...] = ("buffers", "decision", "globals", "grid", "profile", "supply")
 MOVE_CLIP = 10.0  # globals[0] = min(move_number / B, MOVE_CLIP)
-
-_jit = jit  # numba.njit(cache=True, nogil=True), with a cache every user can write
 
 NUM_GLOBALS = len(GLOBAL_NAMES)
 # Columns of Observer._rec [B, 8]: the rectangle buffer b added (steps R_T0..R_T1, bins

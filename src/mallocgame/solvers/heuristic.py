@@ -26,7 +26,7 @@ import numpy as np
 from mallocgame.check import physical_check
 from mallocgame.game.kernels import REL_EPS, walk_back, walk_forward
 from mallocgame.instance import Instance, RooflineLatency, tensor_clusters
-from mallocgame.jit import jit
+from mallocgame.jit import jit as _jit  # numba.njit(cache=True, nogil=True)
 from mallocgame.latency import mapping_reward
 from mallocgame.options import setting
 from mallocgame.solution import Allocation, Solution
@@ -37,8 +37,6 @@ __all__ = ["HeuristicOptions", "HeuristicSolver", "msa_allocations"]
 MAX_VERIFY_ROUNDS = 8  # reruns after a failed physical check before giving up (all slow)
 
 _SLOW, _REQUIRED, _OPTIONAL = 0, 1, 2
-
-_jit = jit  # numba.njit(cache=True, nogil=True), with a cache every user can write
 
 
 @dataclass(frozen=True)

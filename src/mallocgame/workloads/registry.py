@@ -15,12 +15,13 @@ import difflib
 from pathlib import Path
 
 from mallocgame.errors import InputFileError
+from mallocgame.hardware import DEFAULT_PRESET
 from mallocgame.instance import Instance, load_instance
 from mallocgame.workloads import suite, synthetic
 
 __all__ = ["DUMP_PRESET", "workload_names", "load_workload"]
 
-DUMP_PRESET = suite.DEFAULT_PRESET
+DUMP_PRESET = DEFAULT_PRESET
 
 
 def workload_names() -> list[str]:

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Callable
 
 from mallocgame.costmodel import derive_instance
+from mallocgame import hardware
 from mallocgame.errors import InputFileError
 from mallocgame.instance import Instance
 from mallocgame.program import Program, load_program, save_program
@@ -43,7 +44,7 @@ TABLE2_PROGRAMS = (
     "xla-v1/transformer_nmt_train",  # 9,994 buffers: about 10,000
 )
 """The four programs the comparison runs use (the sizes of the paper's Table 2)."""
-DEFAULT_PRESET = "tpu_v4i"
+DEFAULT_PRESET = hardware.DEFAULT_PRESET
 DATA_DIR = Path(__file__).parent / "data" / SUITE
 _SUFFIX = ".program.json.gz"
 

@@ -48,14 +48,13 @@ import numpy as np
 
 from mallocgame.costmodel import DEFAULT_CAPACITY_FRACTION, derive_instance
 from mallocgame.errors import InputFileError
-from mallocgame.hardware import HardwarePreset
+from mallocgame.hardware import DEFAULT_PRESET, HardwarePreset
 from mallocgame.instance import Instance
 from mallocgame.program import Program, ProgramInstruction, ProgramLoop, ProgramTensor
 
-__all__ = ["SUITE", "SYNTHETIC_NAMES", "DEFAULT_PRESET", "program", "generate", "named"]
+__all__ = ["SUITE", "SYNTHETIC_NAMES", "program", "generate", "named"]
 
 SUITE = "synthetic-v1"
-DEFAULT_PRESET = "tpu_v4i"
 
 KIB = 1024
 MIB = 1024 * KIB
@@ -523,12 +522,10 @@ def generate(
 
     The fast memory holds ``capacity_fraction`` of the program's peak live bytes (the
     cost model's capacity rule, capped by the preset's fast memory). Raises
-    :class:`ValueError` for ``num_buffers < 1`` or a ``capacity_fraction`` that is not
-    a finite number > 0.
+    :class:`ValueError` for ``num_buffers < 1`` and the cost model's
+    :class:`~mallocgame.errors.InstanceError` for a ``capacity_fraction`` that is not a
+    finite number > 0.
     """
-    if not (isinstance(capacity_fraction, (int, float)) and math.isfinite(capacity_fraction)
-            and capacity_fraction > 0):
-        raise ValueError(f"capacity_fraction must be a finite number > 0, got {capacity_fraction!r}")
     return derive_instance(program(num_buffers, seed, name=name, loop=loop), preset,
                            capacity_fraction=capacity_fraction)
 
