@@ -310,6 +310,26 @@ def test_operand_nocopy_already_resident():
     assert (a.action, a.offset, a.start, a.end, a.copy) == ("NoCopy", 0, None, None, None)
 
 
+
+@pytest.mark.parametrize("read_size, legal", [(4000, True), (4001, False), (2**31 - 1, False)])
+def test_operand_nocopy_already_resident_must_stay_inside_the_memory(read_size, legal):
+    # As above, but X (100 B) sits at offset 96 and its read is a buffer of `read_size` bytes:
+    # the empty interval overlaps nothing, yet [96, 96 + z) must end inside the 4096 bytes
+    # (the physical check's rule 1). CI's property test found 2**31 - 1 placed at offset 0
+    # of 4096 bytes before the game checked this.
+    inst = build(
+        tensors=[X(96), X(100)],
+        instructions=[I(writes=[0]), I(writes=[1]), I(reads=[0, B(1, size=read_size)]), I()],
+    )
+    g = Game(inst)
+    play(g, [N, C])
+    assert g.allocations()[1].offset == 96
+    assert mask(g)[N] and g.outcome(N) == (0, -1, -1, -1, -1)
+    g.step(N)
+    assert mask(g)[N] is legal
+    if legal:
+        assert g.outcome(N) == (96, -1, -1, -1, -1)
+
 def test_operand_nocopy_uses_latest_end_not_latest_decided():
     # W = [1, .5, .5, .5, .5, 1]. X (200 B, d = 2.0) defined at 0, read at 2 (a buffer
     # with demand 0), at 3 and at 5.

@@ -333,7 +333,9 @@ def analyze(
                 offset = alloc[latest, A_OFFSET]
                 if gs < 0 or gs == offset:
                     if alloc[latest, A_END] >= tau:
-                        _mark_legal(out, NOCOPY, offset, -1, -1)  # covered up to tau already: empty interval
+                        # covered up to tau already: an empty interval, inside the memory (rule 1)
+                        if offset + size <= capacity:
+                            _mark_legal(out, NOCOPY, offset, -1, -1)
                     else:
                         start = alloc[latest, A_END] + 1
                         k = _collect(buf_int, alloc, active, block_end, n_active, g, start, tau, lo, hi)
