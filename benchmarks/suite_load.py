@@ -1,28 +1,34 @@
 """Suite loading: seconds to read each frozen program and derive its instance.
 
-Usage: ``python benchmarks/suite_load.py``
+Usage: ``python benchmarks/suite_load.py [SUITE]`` (every suite by default). Each
+program is derived as its bundled name is (its suite's preset and capacity rule).
 """
 
 from __future__ import annotations
 
+import sys
 import time
 
 from mallocgame.costmodel import derive_instance
 from mallocgame.program import load_program
-from mallocgame.workloads.suite import DEFAULT_PRESET, program_path, suite_names
+from mallocgame.workloads.suite import program_path, suite_names, suite_of, suite_preset
 
 
-def main() -> None:
-    print(f"{'program':<32} {'buffers':>8} {'load (s)':>9} {'derive (s)':>11}")
-    for name in suite_names():
+def main(suite: str | None = None) -> None:
+    print(f"{'program':<40} {'buffers':>8} {'load (s)':>9} {'derive (s)':>11} {'total (s)':>10}")
+    worst = 0.0
+    for name in suite_names(suite):
         start = time.perf_counter()
         program = load_program(program_path(name))
         loaded = time.perf_counter() - start
+        spec, preset = suite_of(name), suite_preset(name)
         start = time.perf_counter()
-        derive_instance(program, DEFAULT_PRESET, name=name)
+        derive_instance(program, preset, capacity_fraction=spec.capacity_fraction, name=name)
         derived = time.perf_counter() - start
-        print(f"{name:<32} {program.num_buffers:>8} {loaded:>9.3f} {derived:>11.3f}")
+        worst = max(worst, loaded + derived)
+        print(f"{name:<40} {program.num_buffers:>8} {loaded:>9.3f} {derived:>11.3f} {loaded + derived:>10.3f}")
+    print(f"slowest: {worst:.3f} s")
 
 
 if __name__ == "__main__":
-    main()
+    main(sys.argv[1] if len(sys.argv) > 1 else None)

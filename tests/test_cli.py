@@ -194,9 +194,32 @@ def test_extract_bundled_program_on_another_preset(tmp_path: Path, capsys) -> No
     assert doc["name"] == "xla-v1/lstm_infer" and doc["hardware"]["name"].startswith("dram_pmem")
 
 
+def test_extract_on_the_physical_fast_memory(tmp_path: Path, capsys) -> None:
+    out = tmp_path / "gru.json"
+    argv = ["extract", "--program", "xla-v2/gru_infer_b512", "--preset", "tpu_v4i", "--physical", "--out", str(out)]
+    assert main(argv) == 0
+    doc = json.loads(out.read_text())
+    assert doc["hardware"]["name"] == "tpu_v4i" and doc["hardware"]["fast_memory_bytes"] == 128 << 20
+
+
+def test_bench_suite_prints_the_hardness_table(capsys) -> None:
+    argv = ["bench", "suite", "--programs", "xla-v2/gru_infer_b512", "--random-games", "2", "--exact-seconds", "0"]
+    assert main(argv) == 0
+    out = capsys.readouterr().out
+    row = next(line for line in out.splitlines() if "gru_infer_b512" in line).split("|")
+    assert row[13].strip() == ""  # exact not run
+    assert 0 < float(row[12]) <= float(row[14]) <= 1  # heuristic <= bound
+
+
 @pytest.mark.parametrize(
     "argv, needle",
     [
+        (["extract", "--suite", "xla-v9"], "unknown suite 'xla-v9'"),
+        (["extract", "--suite", "--model", "gru_infer"], "needs the suite named"),
+        (["extract", "--model", "xla-v2/nope", "--out", "x.json"], "unknown model 'xla-v2/nope'"),
+        (["bench", "suite", "--suite", "xla-v9"], "unknown suite 'xla-v9'"),
+        (["bench", "suite", "--random-games", "0"], "--random-games"),
+        (["bench", "suite", "--exact-seconds", "inf"], "--exact-seconds"),
         (["extract", "--out", "x.json"], "exactly one of"),
         (["extract", "--program", "xla-v1/lstm_infer"], "--out"),
         (["extract", "--program", "xla-v1/lstm_infer", "--preset", "nope", "--out", "x.json"], "nope"),

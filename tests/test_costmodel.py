@@ -127,6 +127,20 @@ def test_capacity_rule_by_hand():
     assert derive_instance(program, TOY, name="other").name == "other"
 
 
+def test_no_fraction_is_the_physical_fast_memory():
+    from mallocgame.costmodel import PHYSICAL_CAPACITY_RULE
+
+    inst = derive_instance(tiny_program(), TOY, capacity_fraction=None)
+    assert inst.hardware.fast_memory_bytes == TOY.fast_memory_bytes == 1 << 20
+    assert inst.hardware.name == "toy"
+    assert inst.source["capacity_fraction"] is None
+    assert inst.source["capacity_rule"] == PHYSICAL_CAPACITY_RULE
+    assert inst.source["peak_live_bytes"] == 2200
+    # Everything else is what the rule with a fraction derives.
+    ruled = derive_instance(tiny_program(), TOY)
+    assert inst.buffers == ruled.buffers and inst.instructions == ruled.instructions
+
+
 def test_preset_capacity_caps_a_large_program():
     small = HardwarePreset(**{**TOY.__dict__, "name": "small", "fast_memory_bytes": 256})
     inst = derive_instance(tiny_program(), small, capacity_fraction=1.0)

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Callable, NoReturn, Sequence
 
 from mallocgame.errors import MallocGameError
 from mallocgame.hardware import DEFAULT_PRESET, preset_names
+from mallocgame.workloads.suite import SUITE, SUITES
 
 if TYPE_CHECKING:
     from mallocgame.instance import Instance
@@ -254,12 +255,18 @@ def _cmd_extract(args: argparse.Namespace) -> int:
     from mallocgame.instance import save_instance
     from mallocgame.program import load_program, save_program
 
-    if args.suite:
+    if args.suite is not None:
         from mallocgame.workloads.suite import freeze
 
+        if args.suite and args.suite not in SUITES:
+            raise UsageError(f"unknown suite '{args.suite}' (have: {', '.join(SUITES)})")
+        if args.model and not args.suite:
+            raise UsageError("--model with --suite needs the suite named: --suite SUITE --model NAME ...")
         start = time.perf_counter()
-        durations = freeze(args.model or None, progress=print)
-        print(f"froze {len(durations)} programs in {time.perf_counter() - start:.1f} s")
+        total = 0
+        for suite in [args.suite] if args.suite else list(SUITES):
+            total += len(freeze(args.model or None, progress=print, suite=suite))
+        print(f"froze {total} programs in {time.perf_counter() - start:.1f} s")
         return EXIT_OK
     sources = [args.dump, args.jax, args.program, args.model and args.model[0]]
     if sum(1 for s in sources if s) != 1:
@@ -284,18 +291,21 @@ def _cmd_extract(args: argparse.Namespace) -> int:
         program = load_program(args.program) if Path(args.program).exists() else suite_program(args.program)
     else:
         from mallocgame.frontends.xla import extract_jax
-        from mallocgame.workloads.models import MODEL_PROGRAMS
+        from mallocgame.workloads.suite import model_programs
 
-        if args.model[0] not in MODEL_PROGRAMS:
-            raise UsageError(f"unknown model '{args.model[0]}' (have: {', '.join(sorted(MODEL_PROGRAMS))})")
-        fn, example, jit_kwargs = MODEL_PROGRAMS[args.model[0]].build()
+        suite, _, short = args.model[0].rpartition("/")
+        models = model_programs(suite or SUITE)
+        if short not in models:
+            raise UsageError(f"unknown model '{args.model[0]}' of {suite or SUITE} (have: {', '.join(sorted(models))})")
+        fn, example, jit_kwargs = models[short].build()
         program = extract_jax(fn, *example, name=args.name or args.model[0], **jit_kwargs)
     if args.program_out:
         save_program(program, args.program_out)
         print(f"program {program.name}: {len(program.instructions)} instructions, "
               f"{program.num_buffers} buffers -> {args.program_out}")
     if args.out:
-        inst = derive_instance(program, preset, capacity_fraction=args.capacity_fraction, name=args.name)
+        fraction = None if args.physical else args.capacity_fraction
+        inst = derive_instance(program, preset, capacity_fraction=fraction, name=args.name)
         save_instance(inst, args.out)
         print(f"instance {inst.name} on {inst.hardware.name}: {inst.num_instructions} instructions, "
               f"{inst.num_buffers} buffers, fast memory {_fmt_bytes(inst.hardware.fast_memory_bytes)} "
@@ -309,7 +319,7 @@ def _cmd_bench_speedups(args: argparse.Namespace) -> int:
     from mallocgame.workloads.suite import suite_names
 
     solvers = list(dict.fromkeys([args.baseline, *args.solvers]))
-    jobs = sweep_jobs(args.programs or suite_names(), solvers, args.seeds, seconds=args.budget, work=args.work,
+    jobs = sweep_jobs(args.programs or suite_names(SUITE), solvers, args.seeds, seconds=args.budget, work=args.work,
                       options=_solver_options(args.option, solvers))
     out = Path(args.out)
     run_sweep(jobs, out, workers=args.workers, ray_address=args.ray,
@@ -356,7 +366,7 @@ def _cmd_bench_correlation(args: argparse.Namespace) -> int:
     from mallocgame.workloads.suite import suite_names
 
     rows = []
-    for program in args.programs or suite_names():
+    for program in args.programs or suite_names(SUITE):
         rows.append(reward_latency_correlation(program, random_games=args.games))
         print(f"{program}: Pearson {rows[-1].pearson:.3f}", file=sys.stderr)
     print(format_correlation(rows))
@@ -366,8 +376,16 @@ def _cmd_bench_correlation(args: argparse.Namespace) -> int:
 def _cmd_bench_suite(args: argparse.Namespace) -> int:
     from mallocgame.bench.suite_table import format_suite_table, suite_row
     from mallocgame.workloads.registry import workload_names
+    from mallocgame.workloads.suite import suite_names
 
-    rows = [suite_row(name) for name in (args.programs or workload_names())]
+    if args.suite is not None and args.suite not in SUITES:
+        raise UsageError(f"unknown suite '{args.suite}' (have: {', '.join(SUITES)})")
+    names = args.programs or (suite_names(args.suite) if args.suite else workload_names())
+    rows = [
+        suite_row(name, random_games=args.random_games, exact_seconds=args.exact_seconds,
+                  progress=lambda msg: print(msg, file=sys.stderr))
+        for name in names
+    ]
     print(format_suite_table(rows))
     return EXIT_OK
 
@@ -409,6 +427,11 @@ def _positive_seconds(text: str) -> float:
     if not math.isfinite(value) or value <= 0:
         raise argparse.ArgumentTypeError(f"must be a positive, finite number of seconds, not {text!r}")
     return value
+
+
+def _seconds_or_zero(text: str) -> float:
+    """An argparse type: 0, or a finite number of seconds above 0."""
+    return 0.0 if text.strip() in ("0", "0.0") else _positive_seconds(text)
 
 
 def _whole_number(minimum: int) -> Callable[[str], int]:
@@ -479,11 +502,16 @@ def _parser() -> _Parser:
     p.add_argument("--arg", action="append", default=[], help="an example argument of --jax, e.g. f32[8,64] (repeat)")
     p.add_argument("--donate", type=int, action="append", default=[], help="a donated argument index of --jax (repeat)")
     p.add_argument("--program", help="a program file or a bundled program name (xla-v1/NAME)")
-    p.add_argument("--model", nargs="*", help="a model program defined in the package (see mallocgame.workloads.models)")
-    p.add_argument("--suite", action="store_true", help="re-extract the bundled suite (or the --model names) in place")
+    p.add_argument("--model", nargs="*",
+                   help="a model program defined in the package: an xla-v1 name, or SUITE/NAME")
+    p.add_argument("--suite", nargs="?", const="", metavar="SUITE",
+                   help=f"re-extract a bundled suite ({', '.join(SUITES)}; every one if none is named), "
+                        "or only its --model names, in place")
     p.add_argument("--preset", default=DEFAULT_PRESET, help=f"hardware preset ({', '.join(preset_names())})")
     p.add_argument("--capacity-fraction", type=float, default=0.25,
                    help="fast memory = this fraction of the peak live bytes (capped by the preset)")
+    p.add_argument("--physical", action="store_true",
+                   help="fast memory = the preset's physical fast memory (no fraction; programs at real sizes)")
     p.add_argument("--name", help="the program/instance name")
     p.add_argument("--out", help="the instance file to write (.json or .json.gz)")
     p.add_argument("--program-out", help="also write the extracted program file")
@@ -539,8 +567,12 @@ def _parser() -> _Parser:
     q.add_argument("--out", default="results/rewards", help="writes OUT.csv and OUT.png")
     q.set_defaults(func=_cmd_bench_rewards)
 
-    q = bench.add_parser("suite", help="the suite table: sizes and drop/random/greedy rewards")
-    q.add_argument("--programs", nargs="*", help="workloads (default: every bundled one)")
+    q = bench.add_parser("suite", help="the hardness table: sizes and random/greedy/heuristic/exact/bound rewards")
+    q.add_argument("--programs", nargs="*", help="workloads (default: every bundled one, or --suite's)")
+    q.add_argument("--suite", help=f"the programs of one bundled suite ({', '.join(SUITES)})")
+    q.add_argument("--random-games", type=_whole_number(1), default=20, help="random: the best of this many games")
+    q.add_argument("--exact-seconds", type=_seconds_or_zero, default=60.0,
+                   help="exact's wall-clock budget (0: not run)")
     q.set_defaults(func=_cmd_bench_suite)
 
     p = sub.add_parser("show", help="draw the memory layout of a solution (exit 1 if it is invalid)")

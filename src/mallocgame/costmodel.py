@@ -27,10 +27,11 @@ Latency (SPEC section 5), per instruction ``t`` with ``count`` executions
       within rounding).
 
 Capacity rule
-    The fast memory must bind on every program, also on small ones compiled on a CPU
-    whose live data would fit a preset's physical fast memory many times over. So
-    the instance's capacity is a fraction of the program's peak live bytes, capped
-    by the preset's physical fast memory::
+    ``capacity_fraction=None``: the preset's physical fast memory, as it is (programs
+    at the size they run, like suite ``xla-v2``). With a fraction, the fast memory is
+    made to bind also on small programs compiled on a CPU, whose live data would fit
+    a preset's physical fast memory many times over: the instance's capacity is that
+    fraction of the program's peak live bytes, capped by the physical fast memory::
 
         fast_memory_bytes = max(alignment,
                                 min(preset.fast_memory_bytes,
@@ -39,8 +40,9 @@ Capacity rule
     with :func:`peak_live_bytes` = max over ``t`` of the summed sizes of the tensors
     live at ``t`` (live range ``[max(def_time, 0), last_use_time]`` inclusive, so a
     program input is live from 0 to its last use). The instance records it: hardware
-    ``name`` = ``"{preset}@{fraction:g}peak"`` and ``source`` = the program's
-    source plus ``preset``, ``capacity_rule``, ``capacity_fraction``,
+    ``name`` = ``"{preset}@{fraction:g}peak"`` (the preset's name alone without a
+    fraction) and ``source`` = the program's source plus ``preset``, ``capacity_rule``,
+    ``capacity_fraction`` (``None`` without one),
     ``peak_live_bytes``, ``preset_fast_memory_bytes`` and the compute figures of
     the preset (``cost_model``).
 """
@@ -68,6 +70,7 @@ from mallocgame.program import Program, validate_program
 
 __all__ = [
     "CAPACITY_RULE",
+    "PHYSICAL_CAPACITY_RULE",
     "DEFAULT_CAPACITY_FRACTION",
     "EXACT_BENEFIT_MAX_BUFFERS",
     "derive_instance",
@@ -83,6 +86,7 @@ CAPACITY_RULE = (
     "fast_memory_bytes = max(alignment, min(preset.fast_memory_bytes, "
     "floor_to_alignment(capacity_fraction * peak_live_bytes)))"
 )
+PHYSICAL_CAPACITY_RULE = "fast_memory_bytes = preset.fast_memory_bytes" 
 
 
 def peak_of(sizes: np.ndarray, def_time: np.ndarray, last_use: np.ndarray, num_steps: int) -> int:
@@ -139,18 +143,18 @@ def derive_instance(
     program: Program,
     preset: HardwarePreset | str,
     *,
-    capacity_fraction: float = DEFAULT_CAPACITY_FRACTION,
+    capacity_fraction: float | None = DEFAULT_CAPACITY_FRACTION,
     name: str | None = None,
 ) -> Instance:
     """The game instance of ``program`` on ``preset`` (a preset or its name); see the module docstring.
 
     Raises :class:`~mallocgame.program.ProgramError` for an invalid program,
     :class:`~mallocgame.hardware.UnknownPresetError` for an unknown preset name and
-    :class:`~mallocgame.errors.InstanceError` for a ``capacity_fraction`` that is not
-    a finite number > 0.
+    :class:`~mallocgame.errors.InstanceError` for a ``capacity_fraction`` that is
+    neither ``None`` (the physical fast memory) nor a finite number > 0.
     """
     hw_preset = _resolve(preset)
-    if (
+    if capacity_fraction is not None and (
         isinstance(capacity_fraction, bool)
         or not isinstance(capacity_fraction, (int, float))
         or not math.isfinite(capacity_fraction)
@@ -160,9 +164,13 @@ def derive_instance(
     validate_program(program)
 
     peak = peak_live_bytes(program)
-    fast_bytes = capacity_bytes(hw_preset, peak, capacity_fraction)
+    if capacity_fraction is None:
+        fast_bytes, hw_name = hw_preset.fast_memory_bytes, hw_preset.name
+    else:
+        fast_bytes = capacity_bytes(hw_preset, peak, capacity_fraction)
+        hw_name = f"{hw_preset.name}@{capacity_fraction:g}peak"
     hardware = Hardware(
-        name=f"{hw_preset.name}@{capacity_fraction:g}peak",
+        name=hw_name,
         fast_memory_bytes=fast_bytes,
         alignment_bytes=hw_preset.alignment_bytes,
         fast_bandwidth=hw_preset.fast_bandwidth,
@@ -264,8 +272,8 @@ def derive_instance(
     source.update(
         {
             "preset": hw_preset.name,
-            "capacity_rule": CAPACITY_RULE,
-            "capacity_fraction": float(capacity_fraction),
+            "capacity_rule": PHYSICAL_CAPACITY_RULE if capacity_fraction is None else CAPACITY_RULE,
+            "capacity_fraction": None if capacity_fraction is None else float(capacity_fraction),
             "peak_live_bytes": peak,
             "preset_fast_memory_bytes": hw_preset.fast_memory_bytes,
             "cost_model": {

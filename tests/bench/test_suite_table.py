@@ -1,4 +1,4 @@
-"""The suite table."""
+"""The hardness table."""
 
 from __future__ import annotations
 
@@ -6,7 +6,19 @@ from mallocgame.bench.suite_table import format_suite_table, suite_row
 
 
 def test_suite_row_measures_a_program() -> None:
-    row = suite_row("xla-v1/lstm_infer")
+    row = suite_row("xla-v1/lstm_infer", random_games=3, exact_seconds=2.0)
     assert row.loops >= 1 and row.buffers > row.instructions > 0
-    assert row.drop == 0.0 and 0.0 < row.random <= 1.0 and 0.0 < row.greedy <= 1.0
-    assert "| `xla-v1/lstm_infer` |" in format_suite_table([row])
+    assert row.peak_live_bytes > row.fast_memory_bytes > 0
+    assert 0.0 <= row.larger_than_fast < 1.0
+    assert 0.0 < row.random <= row.bound and 0.0 < row.greedy <= row.bound <= 1.0
+    assert row.exact is not None and row.heuristic <= row.exact + 1e-9 <= row.bound + 1e-9
+    line = format_suite_table([row]).splitlines()[-1]
+    assert line.startswith("| `xla-v1/lstm_infer` |") and line.count("|") == 15
+
+
+def test_exact_left_out() -> None:
+    row = suite_row("xla-v2/gru_infer_b512", random_games=1, exact_seconds=0.0)
+    assert row.exact is None
+    assert row.larger_than_fast > 0  # a buffer of the GRU's output sequence exceeds the CMEM
+    cells = format_suite_table([row]).splitlines()[-1].split("|")
+    assert cells[13].strip() == ""  # the exact column

@@ -11,7 +11,7 @@ from mallocgame.solvers import SolveRequest, get_solver
 from mallocgame.workloads.registry import load_workload, workload_names
 from mallocgame.workloads.suite import SUITE, suite_instance, suite_names, suite_program
 
-NAMES = suite_names()
+NAMES = suite_names(SUITE)
 
 
 def test_suite_has_the_frontend_programs() -> None:

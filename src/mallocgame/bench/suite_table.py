@@ -1,68 +1,120 @@
-"""The suite table: each bundled program's size and how hard it is.
+"""The suite table: each bundled program's size and how hard it is (``mallocgame bench suite``).
 
 Per program: the model it comes from, instructions, buffers, alias groups (of more
-than one buffer), loops, fast memory, and the normalized reward of ``drop``,
-``random`` (one game, seed 0) and ``greedy`` (Copy, else NoCopy, else Drop).
+than one buffer), loops, peak live bytes, fast memory, the share of buffers whose
+aligned size exceeds the fast memory (they can never be fast), and the normalized
+reward of
+
+- ``random``: the best of ``random_games`` games (seed 0);
+- ``greedy``: one game of Copy, else NoCopy, else Drop;
+- ``heuristic``: XLA's memory-space-assignment-like heuristic;
+- ``exact``: CP-SAT for ``exact_seconds`` of wall-clock time (``None`` when not run):
+  optimal or the best it found, the heuristic's answer where its model cannot be
+  built in that time;
+- ``bound``: :func:`mallocgame.solvers.bound.upper_bound`'s (its LP given at most
+  ``exact_seconds``, at least 60 s), no valid mapping does better.
 """
 
 from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass
+from typing import Callable
 
 from mallocgame.instance import Instance
+from mallocgame.latency import normalize
 from mallocgame.solvers import SolveRequest, get_solver
 from mallocgame.workloads.registry import load_workload
 
-__all__ = ["SuiteRow", "suite_row", "format_suite_table"]
+__all__ = ["SuiteRow", "suite_row", "format_suite_table", "RANDOM_GAMES", "EXACT_SECONDS"]
+
+RANDOM_GAMES = 20
+EXACT_SECONDS = 60.0
 
 
 @dataclass(frozen=True)
 class SuiteRow:
+    """One program's line of the table (rewards are normalized; bytes are bytes)."""
+
     name: str
     model: str
     instructions: int
     buffers: int
     alias_groups: int
     loops: int
+    peak_live_bytes: int
     fast_memory_bytes: int
-    drop: float
-    random: float
+    larger_than_fast: float  # share of buffers whose aligned size exceeds the fast memory
+    random: float  # best of RANDOM_GAMES games
     greedy: float
+    heuristic: float
+    exact: float | None  # None: not run
+    bound: float
 
 
 def _alias_groups(inst: Instance) -> int:
     return sum(1 for n in Counter(b.alias_id for b in inst.buffers).values() if n > 1)
 
 
-def suite_row(name: str) -> SuiteRow:
-    """Measure one workload (three games)."""
+def _larger_than_fast(inst: Instance) -> float:
+    align = inst.hardware.alignment_bytes
+    cap = inst.hardware.fast_memory_bytes
+    larger = sum(1 for b in inst.buffers if -(-b.size // align) * align > cap)
+    return larger / inst.num_buffers if inst.num_buffers else 0.0
+
+
+def suite_row(
+    name: str,
+    *,
+    random_games: int = RANDOM_GAMES,
+    exact_seconds: float = EXACT_SECONDS,
+    progress: Callable[[str], None] | None = None,
+) -> SuiteRow:
+    """Measure one workload (module docstring); ``exact_seconds`` 0 leaves ``exact`` out."""
+    from mallocgame.costmodel import peak_live_bytes
+    from mallocgame.solvers.bound import bound_details
+
     inst = load_workload(name)
-    reward = {s: get_solver(s).solve(inst, SolveRequest(seed=0)).normalized_reward
-              for s in ("drop", "random", "greedy")}
+
+    def solve(solver: str, request: SolveRequest) -> float:
+        solution = get_solver(solver).solve(inst, request)
+        if progress is not None:
+            progress(f"{name}: {solver} {solution.normalized_reward:.3f} ({solution.wall_s:.1f} s)")
+        return solution.normalized_reward
+
+    random = solve("random", SolveRequest(seed=0, work=random_games))
+    greedy = solve("greedy", SolveRequest(seed=0))
+    heuristic = solve("heuristic", SolveRequest(seed=0))
+    exact = solve("exact", SolveRequest(seed=0, seconds=exact_seconds)) if exact_seconds > 0 else None
+    bound_s = bound_details(inst, time_limit=max(exact_seconds, 60.0))["bound_s"]
     model = str(inst.source.get("model", inst.source.get("frontend", "")))
     return SuiteRow(
         name=name, model=model, instructions=inst.num_instructions, buffers=inst.num_buffers,
-        alias_groups=_alias_groups(inst), loops=len(inst.loops),
-        fast_memory_bytes=inst.hardware.fast_memory_bytes, **reward,
+        alias_groups=_alias_groups(inst), loops=len(inst.loops), peak_live_bytes=peak_live_bytes(inst),
+        fast_memory_bytes=inst.hardware.fast_memory_bytes, larger_than_fast=_larger_than_fast(inst),
+        random=random, greedy=greedy, heuristic=heuristic, exact=exact, bound=normalize(inst, bound_s),
     )
 
 
 def _size(n: int) -> str:
-    for unit, scale in (("MiB", 1 << 20), ("KiB", 1 << 10)):
+    for unit, scale in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
         if n >= scale:
             return f"{n / scale:.1f} {unit}"
     return f"{n} B"
 
 
 def format_suite_table(rows: list[SuiteRow]) -> str:
+    """A Markdown table of ``rows``."""
     lines = [
-        "| name | model | instructions | buffers | alias groups | loops | fast memory | drop | random | greedy |",
-        "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
+        "| name | model | instructions | buffers | alias groups | loops | peak live | fast memory | "
+        "larger than fast | random | greedy | heuristic | exact | bound |",
+        "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
     ]
     for r in rows:
+        exact = "" if r.exact is None else f"{r.exact:.3f}"
         lines.append(
-            f"| `{r.name}` | {r.model} | {r.instructions:,} | {r.buffers:,} | {r.alias_groups} | "
-            f"{r.loops} | {_size(r.fast_memory_bytes)} | {r.drop:.3f} | {r.random:.3f} | {r.greedy:.3f} |"
+            f"| `{r.name}` | {r.model} | {r.instructions:,} | {r.buffers:,} | {r.alias_groups} | {r.loops} | "
+            f"{_size(r.peak_live_bytes)} | {_size(r.fast_memory_bytes)} | {r.larger_than_fast:.0%} | "
+            f"{r.random:.3f} | {r.greedy:.3f} | {r.heuristic:.3f} | {exact} | {r.bound:.3f} |"
         )
     return "\n".join(lines)

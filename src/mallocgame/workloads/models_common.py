@@ -32,7 +32,8 @@ class ModelProgram:
     ``jit_kwargs`` holds e.g. ``donate_argnums`` and is meant for ``jax.jit``.
     ``training`` marks a full training step (loss, gradients and an optimizer
     update); ``loops`` a program with at least one XLA ``while`` loop of known trip
-    count (``lax.scan`` / ``fori_loop``).
+    count (``lax.scan`` / ``fori_loop``); ``preset`` the hardware preset the program is
+    sized for (``None``: its suite's).
     """
 
     name: str
@@ -40,6 +41,7 @@ class ModelProgram:
     builder: Callable[[bool], Built]
     training: bool = False
     loops: bool = False
+    preset: str | None = None
 
     def build(self, concrete: bool = False) -> Built:
         """``(fn, example_args, jit_kwargs)``; abstract args unless ``concrete``."""

@@ -181,10 +181,12 @@ class DLRM(nn.Module):
 
     table_sizes: tuple[int, ...] = (4096, 2048, 8192, 1024, 4096, 512, 16384, 2048)
     dim: int = 32
+    bottom: tuple[int, ...] = (64,)  # hidden widths of the bottom MLP (its output is ``dim``)
+    top: tuple[int, ...] = (128, 64)  # hidden widths of the top MLP (its output is 1)
 
     @nn.compact
     def __call__(self, dense: jax.Array, sparse: jax.Array) -> jax.Array:  # sparse: [batch, tables, bag]
-        x = _MLP((64, self.dim), layer_norm=False, name="bottom")(dense)
+        x = _MLP((*self.bottom, self.dim), layer_norm=False, name="bottom")(dense)
         x = nn.relu(x)
         bags = [
             jnp.sum(nn.Embed(n, self.dim, name=f"table{t}")(sparse[:, t]), axis=1)
@@ -194,7 +196,7 @@ class DLRM(nn.Module):
         z = jnp.einsum("bid,bjd->bij", feats, feats)
         i, j = np.triu_indices(feats.shape[1], k=1)
         top_in = jnp.concatenate([x, z[:, i, j]], axis=-1)
-        return _MLP((128, 64, 1), layer_norm=False, name="top")(top_in)[:, 0]
+        return _MLP((*self.top, 1), layer_norm=False, name="top")(top_in)[:, 0]
 
 
 def _dlrm_train(concrete: bool) -> Built:
@@ -225,26 +227,32 @@ def _dlrm_train(concrete: bool) -> Built:
 
 
 class _Denoiser(nn.Module):
-    """Small conv U-Net predicting the noise, with a sinusoidal time embedding."""
+    """Conv U-Net (two levels, ``width`` and ``2 * width`` channels) predicting the noise,
+    with a sinusoidal time embedding."""
+
+    width: int = 32
 
     @nn.compact
     def __call__(self, x: jax.Array, t: jax.Array) -> jax.Array:
+        w = self.width
         freqs = jnp.exp(-jnp.log(10_000.0) * jnp.arange(16) / 16)
         emb = jnp.concatenate([jnp.sin(t * freqs), jnp.cos(t * freqs)])[None]
-        emb = nn.Dense(64)(nn.silu(nn.Dense(64)(emb)))
-        h1 = nn.silu(nn.Conv(32, (3, 3), padding="SAME")(x))
-        h2 = nn.silu(nn.Conv(64, (3, 3), strides=(2, 2), padding="SAME")(h1) + emb[:, None, None])
-        h2 = nn.silu(nn.GroupNorm(8)(nn.Conv(64, (3, 3), padding="SAME")(h2)))
-        up = nn.ConvTranspose(32, (2, 2), strides=(2, 2))(h2)
-        h = nn.silu(nn.Conv(32, (3, 3), padding="SAME")(jnp.concatenate([up, h1], -1)))
+        emb = nn.Dense(2 * w)(nn.silu(nn.Dense(2 * w)(emb)))
+        h1 = nn.silu(nn.Conv(w, (3, 3), padding="SAME")(x))
+        h2 = nn.silu(nn.Conv(2 * w, (3, 3), strides=(2, 2), padding="SAME")(h1) + emb[:, None, None])
+        h2 = nn.silu(nn.GroupNorm(8)(nn.Conv(2 * w, (3, 3), padding="SAME")(h2)))
+        up = nn.ConvTranspose(w, (2, 2), strides=(2, 2))(h2)
+        h = nn.silu(nn.Conv(w, (3, 3), padding="SAME")(jnp.concatenate([up, h1], -1)))
         return nn.Conv(x.shape[-1], (3, 3), padding="SAME")(h)
 
 
 class _DDIMStep(nn.Module):
+    width: int = 32
+
     @nn.compact
     def __call__(self, x: jax.Array, step: tuple[jax.Array, jax.Array, jax.Array]):
         t, a, a_prev = step
-        eps = _Denoiser(name="denoiser")(x, t)
+        eps = _Denoiser(self.width, name="denoiser")(x, t)
         x0 = jnp.clip((x - jnp.sqrt(1 - a) * eps) / jnp.sqrt(a), -1.0, 1.0)
         return jnp.sqrt(a_prev) * x0 + jnp.sqrt(1 - a_prev) * eps, None
 
@@ -254,6 +262,7 @@ class DDIMSampler(nn.Module):
 
     steps: int = 20
     train_steps: int = 1000
+    width: int = 32  # the denoiser's channels at full resolution
 
     @nn.compact
     def __call__(self, noise: jax.Array) -> jax.Array:
@@ -264,7 +273,7 @@ class DDIMSampler(nn.Module):
         schedule = (jnp.asarray(ts, jnp.float32), jnp.asarray(alpha_bar[ts], jnp.float32),
                     jnp.asarray(prev, jnp.float32))
         sample = nn.scan(_DDIMStep, variable_broadcast="params", split_rngs={"params": False})
-        x, _ = sample(name="ddim")(noise, schedule)
+        x, _ = sample(self.width, name="ddim")(noise, schedule)
         return x
 
 

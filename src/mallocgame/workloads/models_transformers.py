@@ -30,30 +30,52 @@ __all__ = ["PROGRAMS", "GPT", "BERT", "EncoderDecoder"]
 F32 = jnp.float32
 
 
+def accumulating_dot(lhs, rhs, dimension_numbers, precision=None, preferred_element_type=None, **kwargs):
+    """``lax.dot_general`` accumulating in float32, its result cast back to ``lhs``'s dtype.
+
+    What mixed-precision code on TPUs and GPUs asks for; it also keeps XLA's CPU backend
+    from converting bfloat16 operands (weights included) to float32 copies before a dot.
+    """
+    out = jax.lax.dot_general(lhs, rhs, dimension_numbers, precision, preferred_element_type=F32, **kwargs)
+    return out.astype(lhs.dtype)
+
+
+def _einsum(spec: str, a: jax.Array, b: jax.Array, accumulate: bool) -> jax.Array:
+    if not accumulate:
+        return jnp.einsum(spec, a, b)
+    return jnp.einsum(spec, a, b, preferred_element_type=F32).astype(a.dtype)
+
+
 class _MultiHeadAttention(nn.Module):
-    """Multi-head dot-product attention; ``kv`` for cross-attention, ``mask`` [b|1, 1, q, k]."""
+    """Multi-head dot-product attention; ``kv`` for cross-attention, ``mask`` [b|1, 1, q, k].
+
+    ``f32_accumulate``: every matmul accumulates in float32 (:func:`accumulating_dot`).
+    """
 
     num_heads: int
     dtype: Any = F32
     use_bias: bool = True
+    f32_accumulate: bool = False
 
     @nn.compact
     def __call__(self, x: jax.Array, kv: jax.Array | None = None, mask: jax.Array | None = None) -> jax.Array:
         b, t, d = x.shape
         h = self.num_heads
-        dense = lambda n: nn.Dense(d, use_bias=self.use_bias, dtype=self.dtype, name=n)  # noqa: E731
+        extra = {"dot_general": accumulating_dot} if self.f32_accumulate else {}
+        dense = lambda n: nn.Dense(d, use_bias=self.use_bias, dtype=self.dtype, name=n, **extra)  # noqa: E731
         if kv is None:
-            qkv = nn.Dense(3 * d, use_bias=self.use_bias, dtype=self.dtype, name="qkv")(x)
+            qkv = nn.Dense(3 * d, use_bias=self.use_bias, dtype=self.dtype, name="qkv", **extra)(x)
             q, k, v = jnp.split(qkv.reshape(b, t, 3 * h, d // h), 3, axis=2)
         else:
             q = dense("query")(x).reshape(b, t, h, d // h)
-            k, v = jnp.split(nn.Dense(2 * d, use_bias=self.use_bias, dtype=self.dtype, name="kv")(kv), 2, axis=-1)
+            kv_out = nn.Dense(2 * d, use_bias=self.use_bias, dtype=self.dtype, name="kv", **extra)(kv)
+            k, v = jnp.split(kv_out, 2, axis=-1)
             k, v = (a.reshape(b, kv.shape[1], h, d // h) for a in (k, v))
-        scores = jnp.einsum("bqhd,bkhd->bhqk", q, k).astype(F32) * (d // h) ** -0.5
+        scores = _einsum("bqhd,bkhd->bhqk", q, k, self.f32_accumulate).astype(F32) * (d // h) ** -0.5
         if mask is not None:
             scores = jnp.where(mask, scores, -1e9)
         att = jax.nn.softmax(scores, axis=-1).astype(self.dtype)  # softmax in f32
-        y = jnp.einsum("bhqk,bkhd->bqhd", att, v).reshape(b, t, d)
+        y = _einsum("bhqk,bkhd->bqhd", att, v, self.f32_accumulate).reshape(b, t, d)
         return dense("out")(y)
 
 
@@ -61,11 +83,13 @@ class _FeedForward(nn.Module):
     d_ff: int
     dtype: Any = F32
     use_bias: bool = True
+    f32_accumulate: bool = False
 
     @nn.compact
     def __call__(self, x: jax.Array) -> jax.Array:
-        y = nn.gelu(nn.Dense(self.d_ff, use_bias=self.use_bias, dtype=self.dtype)(x))
-        return nn.Dense(x.shape[-1], use_bias=self.use_bias, dtype=self.dtype)(y)
+        extra = {"dot_general": accumulating_dot} if self.f32_accumulate else {}
+        y = nn.gelu(nn.Dense(self.d_ff, use_bias=self.use_bias, dtype=self.dtype, **extra)(x))
+        return nn.Dense(x.shape[-1], use_bias=self.use_bias, dtype=self.dtype, **extra)(y)
 
 
 class _PreLNBlock(nn.Module):
@@ -76,17 +100,19 @@ class _PreLNBlock(nn.Module):
     cross: bool = False
     dtype: Any = F32
     use_bias: bool = True
+    f32_accumulate: bool = False
 
     @nn.compact
     def __call__(self, x: jax.Array, mask: jax.Array | None, memory: jax.Array | None = None,
                  memory_mask: jax.Array | None = None) -> jax.Array:
         ln = lambda: nn.LayerNorm(dtype=F32, use_bias=self.use_bias)  # noqa: E731
-        attn = lambda n: _MultiHeadAttention(self.num_heads, self.dtype, self.use_bias, name=n)  # noqa: E731
+        attn = lambda n: _MultiHeadAttention(self.num_heads, self.dtype, self.use_bias, self.f32_accumulate,  # noqa: E731
+                                             name=n)
         x = x + attn("self_attn")(ln()(x).astype(self.dtype), mask=mask).astype(x.dtype)
         if self.cross:
             y = attn("cross_attn")(ln()(x).astype(self.dtype), kv=memory, mask=memory_mask)
             x = x + y.astype(x.dtype)
-        y = _FeedForward(self.d_ff, self.dtype, self.use_bias)(ln()(x).astype(self.dtype))
+        y = _FeedForward(self.d_ff, self.dtype, self.use_bias, self.f32_accumulate)(ln()(x).astype(self.dtype))
         return x + y.astype(x.dtype)
 
 
@@ -181,6 +207,8 @@ class EncoderDecoder(nn.Module):
     d_ff: int = 512
     max_len: int = 64
     pad: int = 0
+    dtype: Any = F32  # compute dtype (bfloat16: mixed precision, as GPT's)
+    f32_accumulate: bool = False  # matmuls accumulate in float32 (:func:`accumulating_dot`)
 
     @nn.compact
     def __call__(self, src: jax.Array, tgt_in: jax.Array) -> jax.Array:
@@ -189,12 +217,16 @@ class EncoderDecoder(nn.Module):
         src_keep = (src != self.pad)[:, None, None, :]
         x = embed(src) * self.d_model**0.5 + pos[: src.shape[1]]
         for i in range(self.enc_layers):
-            x = _JitPreLNBlock(self.num_heads, self.d_ff, name=f"enc{i}")(x, src_keep)
+            x = _JitPreLNBlock(self.num_heads, self.d_ff, dtype=self.dtype, f32_accumulate=self.f32_accumulate,
+                               name=f"enc{i}")(x, src_keep)
         memory = nn.LayerNorm()(x)
         y = embed(tgt_in) * self.d_model**0.5 + pos[: tgt_in.shape[1]]
         causal = _causal(tgt_in.shape[1]) & (tgt_in != self.pad)[:, None, None, :]
         for i in range(self.dec_layers):
-            y = _JitPreLNBlock(self.num_heads, self.d_ff, cross=True, name=f"dec{i}")(y, causal, memory, src_keep)
+            y = _JitPreLNBlock(self.num_heads, self.d_ff, cross=True, dtype=self.dtype,
+                               f32_accumulate=self.f32_accumulate, name=f"dec{i}")(
+                y, causal, memory, src_keep
+            )
         return embed.attend(nn.LayerNorm()(y))
 
 

@@ -69,11 +69,17 @@ class BottleneckResNet(nn.Module):
     stage_features: tuple[int, ...] = (16, 32, 64, 128)
     num_classes: int = 100
     train: bool = False
+    imagenet_stem: bool = False  # ImageNet's 7x7 stride-2 conv and 3x3 stride-2 max-pool, not 3x3
 
     @nn.compact
     def __call__(self, x: jax.Array) -> jax.Array:
-        x = nn.Conv(self.stage_features[0], (3, 3), padding="SAME", use_bias=False)(x)
+        if self.imagenet_stem:
+            x = nn.Conv(self.stage_features[0], (7, 7), strides=(2, 2), padding="SAME", use_bias=False)(x)
+        else:
+            x = nn.Conv(self.stage_features[0], (3, 3), padding="SAME", use_bias=False)(x)
         x = nn.relu(nn.BatchNorm(use_running_average=not self.train, momentum=0.9)(x))
+        if self.imagenet_stem:
+            x = nn.max_pool(x, (3, 3), strides=(2, 2), padding="SAME")
         for i, (n, f) in enumerate(zip(self.stage_blocks, self.stage_features)):
             for j in range(n):
                 x = _JitBottleneck(f, strides=2 if (i > 0 and j == 0) else 1, train=self.train)(x)
@@ -126,17 +132,20 @@ class MnasNet(nn.Module):
         (1, 160, 6, 3, 1, False),
     )
     num_classes: int = 1000
+    stem: int = 16  # channels of the stem conv and the separable conv
+    sep_out: int = 8  # channels out of the separable conv
+    head: int = 640  # channels of the last 1x1 conv
 
     @nn.compact
     def __call__(self, x: jax.Array) -> jax.Array:
         bn = lambda: nn.BatchNorm(use_running_average=True)  # noqa: E731
-        x = nn.relu(bn()(nn.Conv(16, (3, 3), strides=(2, 2), padding="SAME", use_bias=False)(x)))
-        x = nn.Conv(16, (3, 3), padding="SAME", feature_group_count=16, use_bias=False)(x)  # sep conv
-        x = bn()(nn.Conv(8, (1, 1), use_bias=False)(nn.relu(bn()(x))))
+        x = nn.relu(bn()(nn.Conv(self.stem, (3, 3), strides=(2, 2), padding="SAME", use_bias=False)(x)))
+        x = nn.Conv(self.stem, (3, 3), padding="SAME", feature_group_count=self.stem, use_bias=False)(x)  # sep conv
+        x = bn()(nn.Conv(self.sep_out, (1, 1), use_bias=False)(nn.relu(bn()(x))))
         for repeats, features, expand, kernel, stride, se in self.stages:
             for r in range(repeats):
                 x = _MBConv(features, expand, kernel, stride if r == 0 else 1, se)(x)
-        x = nn.relu(bn()(nn.Conv(640, (1, 1), use_bias=False)(x)))
+        x = nn.relu(bn()(nn.Conv(self.head, (1, 1), use_bias=False)(x)))
         return nn.Dense(self.num_classes)(jnp.mean(x, axis=(1, 2)))
 
 

@@ -1,42 +1,103 @@
-"""The bundled suite of real programs: frozen XLA programs shipped in the package.
+"""The bundled suites of real programs: frozen XLA programs shipped in the package.
 
-Each program of :mod:`mallocgame.workloads.models` is compiled by XLA (through JAX,
-on the CPU), extracted by :mod:`mallocgame.frontends.xla` and frozen as
-``data/xla-v1/NAME.program.json.gz``. The version in the suite name keeps results
-comparable across JAX versions: a new extraction that changes a program belongs in
-a new suite version. :func:`freeze` regenerates the files (a benchmark-time job,
+A suite is a set of model programs compiled by XLA (through JAX, on the CPU, from
+abstract shapes), extracted by :mod:`mallocgame.frontends.xla` and frozen as
+``data/SUITE/NAME.program.json.gz``. The version in a suite's name keeps results
+comparable across JAX versions: a new extraction that changes a program belongs in a
+new suite version. :func:`freeze` regenerates the files (a benchmark-time job,
 ``mallocgame extract --suite``); the tests only read them.
 
-Bundled instance names are ``xla-v1/NAME``: the frozen program derived with the
-default preset and capacity rule of :mod:`mallocgame.costmodel`.
+Suites (:data:`SUITES`):
+
+``xla-v1`` (frozen)
+    28 small models at toy sizes (:mod:`mallocgame.workloads.models`), 70 to 16,911
+    buffers, on :data:`~mallocgame.hardware.DEFAULT_PRESET` with the capacity rule's
+    fraction 0.25 of the peak live bytes (so that the fast memory binds at all).
+``xla-v2``
+    Programs at the sizes their published configurations run at
+    (:mod:`mallocgame.workloads.models_v2`), each on the preset it is sized for, with
+    that preset's physical fast memory (no fraction): ``tpu_v4i`` (128 MiB CMEM
+    before 8 GiB HBM; each program's peak live bytes at most 8 GiB) and, for the
+    offloading programs whose working set exceeds a GPU, ``gpu_hbm_host`` (40 GiB HBM
+    before host memory). The preset is recorded in each frozen program's ``source``.
+
+Bundled instance names are ``SUITE/NAME``.
 """
 
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 from typing import Callable
 
-from mallocgame.costmodel import derive_instance
 from mallocgame import hardware
+from mallocgame.costmodel import DEFAULT_CAPACITY_FRACTION, derive_instance
 from mallocgame.errors import InputFileError
 from mallocgame.instance import Instance
 from mallocgame.program import Program, load_program, save_program
 
 __all__ = [
+    "Suite",
+    "SUITES",
     "SUITE",
     "TABLE2_PROGRAMS",
     "DEFAULT_PRESET",
     "DATA_DIR",
     "program_path",
+    "suite_of",
     "suite_names",
     "suite_program",
+    "suite_preset",
     "suite_instance",
+    "model_programs",
     "freeze",
 ]
 
+
+@dataclass(frozen=True)
+class Suite:
+    """One versioned suite: where its files are, and how its instances are derived.
+
+    ``capacity_fraction`` ``None``: the preset's physical fast memory. ``preset``: the
+    preset of a program whose frozen ``source`` names none. ``models``: the module
+    (``MODULE:ATTRIBUTE``) whose dict of :class:`~mallocgame.workloads.models_common.ModelProgram`
+    :func:`freeze` compiles (imported only then: it needs JAX and flax).
+    """
+
+    name: str
+    description: str
+    capacity_fraction: float | None
+    preset: str
+    models: str
+
+    @property
+    def data_dir(self) -> Path:
+        return Path(__file__).parent / "data" / self.name
+
+
+SUITES: dict[str, Suite] = {
+    s.name: s
+    for s in (
+        Suite(
+            "xla-v1",
+            "28 small models at toy sizes, fast memory 0.25 x peak live bytes (frozen)",
+            DEFAULT_CAPACITY_FRACTION,
+            hardware.DEFAULT_PRESET,
+            "mallocgame.workloads.models:MODEL_PROGRAMS",
+        ),
+        Suite(
+            "xla-v2",
+            "models at their published sizes on the physical fast memory of the preset they fit",
+            None,
+            "tpu_v4i",
+            "mallocgame.workloads.models_v2:V2_PROGRAMS",
+        ),
+    )
+}
 SUITE = "xla-v1"
+"""The suite the comparison runs of ``docs/results.md`` use."""
 TABLE2_PROGRAMS = (
     "xla-v1/mlp_mixer_infer",  # 323 buffers: the paper's Table 2 size of about 300
     "xla-v1/bert_train",  # 3,091 buffers: about 3,000
@@ -45,62 +106,106 @@ TABLE2_PROGRAMS = (
 )
 """The four programs the comparison runs use (the sizes of the paper's Table 2)."""
 DEFAULT_PRESET = hardware.DEFAULT_PRESET
-DATA_DIR = Path(__file__).parent / "data" / SUITE
+DATA_DIR = SUITES[SUITE].data_dir
 _SUFFIX = ".program.json.gz"
 
 
+def suite_of(name: str) -> Suite | None:
+    """The suite of ``SUITE/NAME``, or ``None`` when its prefix names no suite."""
+    prefix, sep, _ = name.partition("/")
+    return SUITES.get(prefix) if sep else None
+
+
 def program_path(name: str) -> Path:
-    """The frozen program file of ``xla-v1/NAME`` (it may not exist)."""
-    short = name.removeprefix(f"{SUITE}/")
-    return DATA_DIR / f"{short}{_SUFFIX}"
+    """The frozen program file of ``SUITE/NAME`` (it may not exist); a bare name is in xla-v1."""
+    suite = suite_of(name) or SUITES[SUITE]
+    return suite.data_dir / f"{name.removeprefix(f'{suite.name}/')}{_SUFFIX}"
 
 
-def suite_names() -> list[str]:
-    """Every frozen program of the suite, as ``xla-v1/NAME``, sorted."""
-    return sorted(f"{SUITE}/{p.name.removesuffix(_SUFFIX)}" for p in DATA_DIR.glob(f"*{_SUFFIX}"))
+def suite_names(suite: str | None = None) -> list[str]:
+    """Every frozen program of ``suite`` (of every suite if ``None``), as ``SUITE/NAME``, sorted."""
+    chosen = SUITES.values() if suite is None else [_suite(suite)]
+    return [
+        name
+        for s in chosen
+        for name in sorted(f"{s.name}/{p.name.removesuffix(_SUFFIX)}" for p in s.data_dir.glob(f"*{_SUFFIX}"))
+    ]
 
 
-@lru_cache(maxsize=64)
+def _suite(name: str) -> Suite:
+    if name not in SUITES:
+        raise InputFileError(f"{name}: no such suite (have: {', '.join(SUITES)})")
+    return SUITES[name]
+
+
+@lru_cache(maxsize=128)
 def suite_program(name: str) -> Program:
-    """The frozen :class:`Program` ``xla-v1/NAME``; :class:`InputFileError` if there is none."""
+    """The frozen :class:`Program` ``SUITE/NAME``; :class:`InputFileError` if there is none."""
     path = program_path(name)
-    if not name.startswith(f"{SUITE}/") or not path.is_file():
-        raise InputFileError(f"{name}: not a program of the bundled suite {SUITE}")
+    if suite_of(name) is None or not path.is_file():
+        raise InputFileError(f"{name}: not a program of the bundled suites {', '.join(SUITES)}")
     return load_program(path)
 
 
-@lru_cache(maxsize=64)
-def suite_instance(name: str, preset: str = DEFAULT_PRESET) -> Instance:
-    """The instance of ``xla-v1/NAME`` on ``preset`` (the default capacity rule)."""
-    return derive_instance(suite_program(name), preset, name=name)
+def suite_preset(name: str) -> str:
+    """The preset ``SUITE/NAME`` is derived on: its frozen ``source``'s, else its suite's."""
+    suite = suite_of(name) or SUITES[SUITE]
+    return str(suite_program(name).source.get("preset", suite.preset))
+
+
+@lru_cache(maxsize=128)
+def suite_instance(name: str, preset: str | None = None) -> Instance:
+    """The instance of ``SUITE/NAME``: on its own preset (or ``preset``), by its suite's capacity rule."""
+    suite = suite_of(name)
+    program = suite_program(name)
+    assert suite is not None  # suite_program refused names outside the suites
+    return derive_instance(
+        program, preset or suite_preset(name), capacity_fraction=suite.capacity_fraction, name=name
+    )
+
+
+def model_programs(suite: str) -> dict:
+    """The model programs (name -> :class:`~mallocgame.workloads.models_common.ModelProgram`) of ``suite``.
+
+    Imports the suite's model module: needs JAX and flax.
+    """
+    import importlib
+
+    module, _, attribute = _suite(suite).models.partition(":")
+    return getattr(importlib.import_module(module), attribute)
 
 
 def freeze(
     names: list[str] | None = None,
-    out_dir: Path = DATA_DIR,
+    out_dir: Path | None = None,
     progress: Callable[[str], None] | None = None,
+    suite: str = SUITE,
 ) -> dict[str, float]:
-    """Compile, extract and write every model program (or ``names``); returns seconds per program.
+    """Compile, extract and write every model program of ``suite`` (or ``names``); seconds per program.
 
     Needs JAX and flax (``pip install 'mallocgame[xla]'``). Each file is written
-    atomically; the extraction's duration and the JAX version go in its ``source``.
+    atomically to ``out_dir`` (default: the suite's data directory); the extraction's
+    duration, the JAX version and the preset (when the model names one) go in its
+    ``source``.
     """
     from mallocgame.frontends.xla import extract_jax
-    from mallocgame.workloads.models import MODEL_PROGRAMS
 
+    models = model_programs(suite)
+    out_dir = _suite(suite).data_dir if out_dir is None else out_dir
     out_dir.mkdir(parents=True, exist_ok=True)
     durations: dict[str, float] = {}
-    for short in names or sorted(MODEL_PROGRAMS):
-        short = short.removeprefix(f"{SUITE}/")
-        if short not in MODEL_PROGRAMS:
-            raise InputFileError(f"{short}: no such model program (have: {', '.join(sorted(MODEL_PROGRAMS))})")
-        model = MODEL_PROGRAMS[short]
+    for short in names or sorted(models):
+        short = short.removeprefix(f"{suite}/")
+        if short not in models:
+            raise InputFileError(f"{short}: no such model program in {suite} (have: {', '.join(sorted(models))})")
+        model = models[short]
         start = time.perf_counter()
         fn, args, jit_kwargs = model.build()
-        program = extract_jax(fn, *args, name=f"{SUITE}/{short}", **jit_kwargs)
+        program = extract_jax(fn, *args, name=f"{suite}/{short}", **jit_kwargs)
         seconds = time.perf_counter() - start
-        source = {**program.source, "model": model.description, "suite": SUITE,
-                  "extract_seconds": round(seconds, 3)}
+        source = {**program.source, "model": model.description, "suite": suite, "extract_seconds": round(seconds, 3)}
+        if model.preset is not None:
+            source["preset"] = model.preset
         program = Program(
             name=program.name, instructions=program.instructions, tensors=program.tensors,
             alias_groups=program.alias_groups, loops=program.loops, source=source,
@@ -108,7 +213,7 @@ def freeze(
         save_program(program, out_dir / f"{short}{_SUFFIX}")
         durations[short] = seconds
         if progress is not None:
-            progress(f"{SUITE}/{short}: {program.num_buffers} buffers, {seconds:.1f} s")
+            progress(f"{suite}/{short}: {program.num_buffers} buffers, {seconds:.1f} s")
     suite_program.cache_clear()
     suite_instance.cache_clear()
     return durations
