@@ -202,6 +202,25 @@ def test_extract_on_the_physical_fast_memory(tmp_path: Path, capsys) -> None:
     assert doc["hardware"]["name"] == "tpu_v4i" and doc["hardware"]["fast_memory_bytes"] == 128 << 20
 
 
+def test_extract_a_tpu_dump_with_xlas_own_solution(tmp_path: Path, capsys) -> None:
+    dump = Path(__file__).parent / "frontends" / "data" / "tpu_mlp"
+    inst, xla = tmp_path / "mlp.json", tmp_path / "mlp.xla.json"
+    argv = ["extract", "--dump", str(dump), "--preset", "tpu_v4i", "--physical", "--out", str(inst),
+            "--xla-solution", str(xla)]
+    assert main(argv) == 0
+    out = capsys.readouterr().out
+    assert "solution xla: 3 allocations, 3 copies of XLA's" in out and "check: valid" in out
+    assert "not expressible in the game (left in slow memory): fusion.1: the prefetch of Arg_1.2" in out
+    assert json.loads(xla.read_text())["solver"] == "xla"
+    assert main(["check", str(inst), str(xla)]) == 0
+    assert main(["simulate", str(inst), str(xla)]) == 0
+    # On a GPU's copy bandwidth the same copies do not fit their steps: written, and said.
+    argv[argv.index("tpu_v4i")] = "gpu_hbm_host"
+    assert main(argv) == 0
+    assert "check: invalid: copy_supply" in capsys.readouterr().out
+    assert main(["check", str(inst), str(xla)]) == 1
+
+
 def test_bench_suite_prints_the_hardness_table(capsys) -> None:
     argv = ["bench", "suite", "--programs", "xla-v2/gru_infer_b512", "--random-games", "2", "--exact-seconds", "0"]
     assert main(argv) == 0
@@ -225,6 +244,9 @@ def test_bench_suite_prints_the_hardness_table(capsys) -> None:
         (["extract", "--program", "xla-v1/lstm_infer", "--preset", "nope", "--out", "x.json"], "nope"),
         (["extract", "--dump", "{empty}", "--out", "x.json"], "{empty}"),
         (["extract", "--jax", "userprog_missing:f", "--out", "x.json"], "cannot import"),
+        (["extract", "--program", "xla-v1/lstm_infer", "--out", "x.json", "--xla-solution", "s.json"],
+         "--xla-solution needs --dump DIR"),
+        (["extract", "--dump", "{empty}", "--out", "x.json", "--xla-fast-spaces", "1,-2"], "--xla-fast-spaces"),
     ],
 )
 def test_extract_errors(tmp_path: Path, monkeypatch, capsys, argv: list[str], needle: str) -> None:

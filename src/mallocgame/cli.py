@@ -21,6 +21,7 @@ from mallocgame.hardware import DEFAULT_PRESET, preset_names
 from mallocgame.workloads.suite import SUITE, SUITES
 
 if TYPE_CHECKING:
+    from mallocgame.frontends.xla_placement import XlaPlacement
     from mallocgame.instance import Instance
     from mallocgame.solution import Solution
 
@@ -273,11 +274,15 @@ def _cmd_extract(args: argparse.Namespace) -> int:
         raise UsageError("give exactly one of --dump DIR, --jax MODULE:FUNCTION, --program FILE, --model NAME, --suite")
     if not args.out and not args.program_out:
         raise UsageError("give --out FILE (the instance) and/or --program-out FILE")
+    if args.xla_solution and not (args.dump and args.out):
+        raise UsageError("--xla-solution needs --dump DIR and --out FILE (the instance it is a solution of)")
+    fast_spaces = _memory_spaces(args.xla_fast_spaces)
     preset = get_preset(args.preset)
+    placement = None
     if args.dump:
-        from mallocgame.frontends.xla import extract_dump
+        from mallocgame.frontends.xla import extract_dump_with_placement
 
-        program = extract_dump(args.dump, module=args.module, name=args.name)
+        program, placement = extract_dump_with_placement(args.dump, module=args.module, name=args.name)
     elif args.jax:
         from mallocgame.frontends.argspec import parse_arg_spec, resolve_function
         from mallocgame.frontends.xla import extract_jax
@@ -310,7 +315,42 @@ def _cmd_extract(args: argparse.Namespace) -> int:
         print(f"instance {inst.name} on {inst.hardware.name}: {inst.num_instructions} instructions, "
               f"{inst.num_buffers} buffers, fast memory {_fmt_bytes(inst.hardware.fast_memory_bytes)} "
               f"-> {args.out}")
+        if args.xla_solution and placement is not None:
+            _write_xla_solution(inst, placement, fast_spaces, args.xla_solution)
     return EXIT_OK
+
+
+def _memory_spaces(text: str) -> frozenset[int]:
+    try:
+        spaces = frozenset(int(v) for v in text.split(","))
+    except ValueError:
+        spaces = frozenset({-1})
+    if not spaces or min(spaces) < 0:
+        raise UsageError(f"--xla-fast-spaces must be memory space numbers separated by commas, e.g. 1 or 0, got '{text}'")
+    return spaces
+
+
+def _write_xla_solution(inst: Instance, placement: XlaPlacement, fast_spaces: frozenset[int], out: str) -> None:
+    """XLA's own placement as the solution ``xla``, written and checked (it may break a rule: said, not fatal)."""
+    from mallocgame.check import check_solution
+    from mallocgame.frontends.xla_placement import placement_solution
+    from mallocgame.solution import save_solution
+
+    solution = placement_solution(inst, placement, fast_spaces=fast_spaces)
+    save_solution(solution, out)
+    report = check_solution(inst, solution)
+    spaces = sorted(placement.spaces)
+    if not placement.copies and not (set(spaces) & fast_spaces):
+        print(f"note: the module names no memory space in {sorted(fast_spaces)} and no copy-start "
+              f"(a CPU dump?): XLA's placement keeps everything in slow memory")
+    unexpressed = solution.info.get("unexpressed", [])
+    verdict = "valid" if report.ok else f"invalid: {report.summary()}"
+    print(f"solution xla: {len(solution.allocations)} allocations, {len(placement.copies)} copies of XLA's, "
+          f"normalized reward {solution.normalized_reward:.6f} -> {out}; check: {verdict}")
+    for line in unexpressed[:5]:
+        print(f"  not expressible in the game (left in slow memory): {line}")
+    if len(unexpressed) > 5:
+        print(f"  ... and {len(unexpressed) - 5} more (the solution's info.unexpressed lists them all)")
 
 
 def _cmd_bench_speedups(args: argparse.Namespace) -> int:
@@ -515,6 +555,12 @@ def _parser() -> _Parser:
     p.add_argument("--name", help="the program/instance name")
     p.add_argument("--out", help="the instance file to write (.json or .json.gz)")
     p.add_argument("--program-out", help="also write the extracted program file")
+    p.add_argument("--xla-solution", metavar="FILE",
+                   help="with --dump: also write XLA's own memory-space assignment (S(1) layouts, copy-start/done) "
+                        "as the solution 'xla' of --out, and check it")
+    p.add_argument("--xla-fast-spaces", default="1", metavar="N[,N...]",
+                   help="XLA memory spaces that are the fast memory (default 1: TPU/GPU alternate memory; "
+                        "0 for host offloading, where 5 is the host)")
     p.set_defaults(func=_cmd_extract)
 
     p = sub.add_parser("simulate", help="end-to-end latency of a (checked) solution and its speedup")

@@ -1,6 +1,9 @@
 """Frontends: turn real compiled programs into :class:`~mallocgame.program.Program` s.
 
-- :mod:`mallocgame.frontends.xla`: XLA dump directories and JAX functions.
+- :mod:`mallocgame.frontends.xla`: XLA dump directories (CPU, GPU and TPU backends) and
+  JAX functions.
+- :mod:`mallocgame.frontends.xla_placement`: XLA's own memory-space assignment in a GPU
+  or TPU module, as the solution ``xla``.
 """
 
 from mallocgame.frontends.xla import (
@@ -11,9 +14,11 @@ from mallocgame.frontends.xla import (
     XlaFrontendError,
     dump_jax,
     extract_dump,
+    extract_dump_with_placement,
     extract_jax,
     list_modules,
 )
+from mallocgame.frontends.xla_placement import PlacementError, XlaPlacement, placement_solution
 
 __all__ = [
     "AmbiguousModuleError",
@@ -21,8 +26,12 @@ __all__ = [
     "DumpError",
     "UnsupportedHloError",
     "XlaFrontendError",
+    "PlacementError",
+    "XlaPlacement",
     "dump_jax",
     "extract_dump",
+    "extract_dump_with_placement",
     "extract_jax",
     "list_modules",
+    "placement_solution",
 ]

@@ -1,7 +1,7 @@
 """Readers for XLA's text dumps: HLO modules, live-range files and buffer assignments.
 
-Only what the XLA frontend needs is parsed: shapes (element type and dimensions;
-layouts, tilings and memory spaces are ignored), instructions (name, shape, opcode,
+Only what the XLA frontend needs is parsed: shapes (element type, dimensions and
+the layout: dimension order, tiles, element width and memory space), instructions (name, shape, opcode,
 operand names, attributes kept as raw text), computations in printed order (the
 schedule when the module header says ``is_scheduled=true``) and the module header
 (``input_output_alias``). The readers of ``*-live-range.txt`` and
@@ -16,6 +16,11 @@ Formats, as written by XLA's CPU backend (jaxlib 0.10)::
       ROOT %tanh.0 = f32[8,16]{1,0} tanh(%param_0), metadata={...}
     }
     ENTRY %main.1 (x.1: f32[8,16]) -> f32[8,16] { ... }
+
+and by the TPU and GPU backends, whose layouts carry tiles, element widths and memory
+spaces (``bf16[300,200]{1,0:T(8,128)(2,1)S(1)}``: tiled by 8x128 and again by 2x1,
+in memory space 1). A shape's :attr:`ArrayShape.nbytes` is what its layout stores,
+tile padding included (see :class:`Layout`).
 """
 
 from __future__ import annotations
@@ -29,8 +34,10 @@ from mallocgame.errors import MallocGameError
 
 __all__ = [
     "HloParseError",
+    "Layout",
     "ArrayShape",
     "Shape",
+    "parse_layout",
     "HloInstruction",
     "HloComputation",
     "HloModule",
@@ -61,11 +68,53 @@ _DTYPE_BYTES = {
 
 
 @dataclass(frozen=True)
+class Layout:
+    """How an array is laid out in memory: XLA's ``{minor_to_major:T(..)..E(n)S(n)}``.
+
+    ``minor_to_major`` orders the dimensions, fastest varying first. ``tiles`` are
+    applied in turn, each to the most minor dimensions of what the one before left (the
+    first to the array in its physical, major-to-minor order; a tile longer than that
+    shape sees leading dimensions of 1); every dimension a tile covers is padded up to a
+    multiple of the tile's, ``None`` (XLA's ``*``, a combined dimension) pads nothing.
+    ``element_bits`` (``E(n)``) overrides the element type's width; 0 keeps it.
+    ``memory_space`` (``S(n)``) is where the array lives (0: the default memory; XLA's
+    memory-space assignment puts values in 1, host offloading in 5).
+    """
+
+    minor_to_major: tuple[int, ...]
+    tiles: tuple[tuple[int | None, ...], ...] = ()
+    element_bits: int = 0
+    memory_space: int = 0
+
+    def stored_elements(self, dims: tuple[int, ...]) -> int:
+        """Elements stored for an array of ``dims`` under this layout, tile padding included."""
+        order = self.minor_to_major if len(self.minor_to_major) == len(dims) else tuple(reversed(range(len(dims))))
+        physical = [dims[d] for d in reversed(order)]
+        for tile in self.tiles:
+            if len(tile) > len(physical):
+                physical = [1] * (len(tile) - len(physical)) + physical
+            outer, inner = physical[: len(physical) - len(tile)], physical[len(physical) - len(tile):]
+            sizes = [n if t is None else t for n, t in zip(inner, tile)]
+            physical = outer + [-(-n // t) if t > 0 else n for n, t in zip(inner, sizes)] + sizes
+        return math.prod(physical)
+
+
+def _element_bits(dtype: str) -> float:
+    if dtype in _DTYPE_BYTES:
+        return 8 * _DTYPE_BYTES[dtype]
+    if dtype[:2] in ("f8", "f6", "f4"):
+        return {"f8": 8.0, "f6": 6.0, "f4": 4.0}[dtype[:2]]
+    raise HloParseError(f"unknown element type {dtype!r}")
+
+
+@dataclass(frozen=True)
 class ArrayShape:
-    """An array (or token) shape: element type and dimensions (bounds for dynamic ones)."""
+    """An array (or token) shape: element type, dimensions (bounds for dynamic ones) and
+    its layout where the text gives one (not part of equality)."""
 
     dtype: str
     dims: tuple[int, ...]
+    layout: Layout | None = field(default=None, compare=False)
 
     @property
     def elements(self) -> int:
@@ -73,13 +122,18 @@ class ArrayShape:
 
     @property
     def nbytes(self) -> int:
-        if self.dtype in _DTYPE_BYTES:
-            per = _DTYPE_BYTES[self.dtype]
-        elif self.dtype.startswith("f8") or self.dtype.startswith("f4") or self.dtype.startswith("f6"):
-            per = {"f8": 1.0, "f6": 0.75, "f4": 0.5}[self.dtype[:2]]
-        else:
-            raise HloParseError(f"unknown element type {self.dtype!r}")
-        return int(math.ceil(self.elements * per))
+        """Bytes the array occupies: its elements at the element width, tile padding included."""
+        bits = _element_bits(self.dtype)
+        elements = self.elements
+        if self.layout is not None:
+            elements = self.layout.stored_elements(self.dims) if self.layout.tiles else elements
+            bits = self.layout.element_bits or bits
+        return int(math.ceil(elements * bits / 8))
+
+    @property
+    def memory_space(self) -> int:
+        """The layout's memory space (0 without a layout)."""
+        return 0 if self.layout is None else self.layout.memory_space
 
     @property
     def is_token(self) -> bool:
@@ -165,10 +219,40 @@ def _close(text: str, i: int) -> int:
 
 
 _ARRAY_RE = re.compile(r"([a-z][a-z0-9]*)\[([^\]]*)\]")
+_LAYOUT_ITEM_RE = re.compile(r"([A-Z#*]+)((?:\([^()]*\))+)")
+
+
+def parse_layout(text: str) -> Layout:
+    """Parse the inside of a layout's braces: ``1,0``, ``1,0:T(8,128)(2,1)S(1)``, ``:T(256)``.
+
+    Items other than tiles (``T``), element width (``E``) and memory space (``S``), such
+    as dimension level types (``D``) or tail padding (``L``), are read past.
+    """
+    order, _, rest = text.partition(":")
+    minor_to_major = tuple(int(v) for v in order.split(",") if v.strip())
+    tiles: list[tuple[int | None, ...]] = []
+    bits = space = 0
+    position = 0
+    for m in _LAYOUT_ITEM_RE.finditer(rest):
+        if rest[position:m.start()].strip():
+            raise ValueError(f"cannot read layout item {rest[position:m.start()]!r}")
+        position = m.end()
+        groups = re.findall(r"\(([^()]*)\)", m.group(2))
+        if m.group(1) == "T":
+            for g in groups:
+                tiles.append(tuple(None if v.strip() == "*" else int(v) for v in g.split(",") if v.strip()))
+        elif m.group(1) == "E":
+            bits = int(groups[0])
+        elif m.group(1) == "S":
+            space = int(groups[0])
+    if rest[position:].strip():
+        raise ValueError(f"cannot read layout item {rest[position:]!r}")
+    return Layout(minor_to_major, tuple(tiles), bits, space)
 
 
 def parse_shape(text: str) -> Shape:
-    """Parse ``f32[8,16]{1,0}``, ``(s32[], f32[4]{0})``, ``pred[]``, ``token[]``, ``s32[<=8]``."""
+    """Parse ``f32[8,16]{1,0}``, ``(s32[], f32[4]{0})``, ``pred[]``, ``token[]``, ``s32[<=8]``,
+    ``bf16[8,256]{1,0:T(8,128)(2,1)S(1)}``."""
     text = text.strip()
     if text.startswith("("):
         end = _close(text, 0)
@@ -183,7 +267,11 @@ def parse_shape(text: str) -> Shape:
         d = d.strip().lstrip("<=")
         if d:
             dims.append(int(d) if d != "?" else 1)
-    return ArrayShape(m.group(1), tuple(dims))
+    layout = None
+    rest = text[m.end():]
+    if rest.startswith("{") and m.group(1) != "token":
+        layout = parse_layout(rest[1:_close(rest, 0)])
+    return ArrayShape(m.group(1), tuple(dims), layout)
 
 
 @dataclass
@@ -321,7 +409,7 @@ def parse_module(text: str, *, where: str = "HLO") -> HloModule:
         line = _COMMENT_RE.sub("", raw).rstrip()
         try:
             if current is not None:
-                if line.strip() == "}":
+                if line.strip() == "}" or line.startswith("}, "):  # "}, execution_thread=..."
                     computations[current.name] = current
                     current = None
                 elif line.strip():

@@ -1,8 +1,11 @@
 """XLA frontend: a scheduled HLO module (an XLA dump, or a JAX function) -> Program.
 
-Input: a directory written by XLA's CPU backend with ``XLA_FLAGS="--xla_dump_to=DIR
---xla_dump_hlo_as_text"``; its ``*.cpu_after_optimizations.txt`` holds the scheduled
-module (``is_scheduled=true``: the printed order of each computation is its schedule).
+Input: a directory written by XLA with ``XLA_FLAGS="--xla_dump_to=DIR
+--xla_dump_hlo_as_text"``; its ``*after_optimizations.txt`` holds the scheduled module
+(``is_scheduled=true``: the printed order of each computation is its schedule). The CPU
+backend names it ``*.cpu_after_optimizations.txt``, the GPU backend
+``*.sm_9.0_gpu_after_optimizations.txt`` (its compute capability), the TPU backend
+``*.after_optimizations.txt``.
 
 What becomes what:
 
@@ -15,6 +18,18 @@ What becomes what:
   make program-input tensors (``def_time = -1``); ``tuple``, ``get-tuple-element``,
   ``bitcast``, ``opt-barrier``, ``domain``, ``add-dependency`` and ``after-all`` make
   no instruction: their result *is* the operand's tensor(s).
+- **XLA's own memory-space assignment is stripped** (TPU and GPU modules): a
+  ``copy-start`` / ``copy-done`` pair (a prefetch into memory space 1, an eviction out of
+  it, a host offload) makes no instruction: ``copy-done``'s result *is* the copied
+  tensor. Where each value sat (its layout's ``S(n)``) and when each copy ran are kept
+  as an :class:`~mallocgame.frontends.xla_placement.XlaPlacement` (see
+  :func:`extract_dump_with_placement`).
+- **Asynchronous pairs**: a ``*-start`` (``all-reduce-start``, ``all-gather-start``,
+  ``collective-permute-start``, ``async-start`` wrapping any computation, ``send``,
+  ``recv``) is the instruction: it reads the operands and writes the result; the tuple
+  it returns echoes its operands (element 0), holds the result (element 1) and
+  synchronization scalars (no buffers). ``*-done`` and ``async-update`` make no
+  instruction: ``*-done``'s result *is* the start's result.
 - **Calls** are inlined: the callee's parameters are the call's operand tensors, its
   root is the call's result.
 - **While loops** are flattened: the condition's instructions, then the body's, each
@@ -40,8 +55,11 @@ Live ranges: ``def_time`` is the defining instruction (-1 for inputs);
 ``last_use_time`` the last reading instruction, extended to a loop's last instruction
 for a value defined outside that loop and read inside it, and for each loop-carried
 body result; a live-out (entry root) tensor lives to ``T-1``; a tensor never read ends
-where it starts. Bytes: each operand and output moves its tensor's size (shape bytes,
-layouts ignored) unless ``partial_bytes`` is asked for. Flops, transcendentals and
+where it starts. Bytes: each operand and output moves its tensor's size (the bytes its
+layout stores, tile padding included) unless ``partial_bytes`` is asked for. Shapes
+are taken as printed: in a module partitioned for several devices (SPMD, with
+``sharding=`` annotations) they are already one device's, and the annotations are
+read past. Flops, transcendentals and
 partial bytes: :mod:`mallocgame.frontends.hlo_cost`.
 """
 
@@ -67,6 +85,7 @@ from mallocgame.frontends.hlo_parse import (
     parse_module,
     shape_leaves,
 )
+from mallocgame.frontends.xla_placement import BufferSpace, XlaCopy, XlaPlacement
 from mallocgame.program import Program, ProgramInstruction, ProgramLoop, ProgramTensor, validate_program
 
 __all__ = [
@@ -78,7 +97,9 @@ __all__ = [
     "DumpModule",
     "list_modules",
     "extract_dump",
+    "extract_dump_with_placement",
     "extract_module",
+    "extract_module_with_placement",
     "extract_jax",
     "dump_jax",
 ]
@@ -114,10 +135,15 @@ class CompileError(XlaFrontendError):
 
 _VIEWS = frozenset({"tuple", "get-tuple-element", "bitcast", "opt-barrier", "domain", "add-dependency", "after-all"})
 _INPUTS = frozenset({"parameter", "constant", "partition-id", "replica-id"})
-_UNSUPPORTED = frozenset(
-    "async-start async-update async-done copy-start copy-done send send-done recv recv-done "
-    "infeed outfeed all-reduce-start all-reduce-done all-gather-start all-gather-done "
-    "collective-permute-start collective-permute-done scan".split()
+_UNSUPPORTED = frozenset({"infeed", "outfeed", "scan"})
+# Asynchronous starts whose tuple holds (operands, result, synchronization scalars...).
+_TUPLE_STARTS = frozenset({"all-gather-start", "collective-permute-start", "async-start"})
+# Dones whose result is element 1 of their start's tuple; all-reduce-done is its start's result.
+_TUPLE_DONES = frozenset({"all-gather-done", "collective-permute-done", "async-done"})
+# Opcodes that make no program instruction: views, inputs, XLA's copies, the ends of asynchronous pairs.
+_NO_INSTRUCTION = (
+    _VIEWS | _INPUTS | _TUPLE_DONES
+    | {"copy-start", "copy-done", "all-reduce-done", "async-update", "send-done", "recv-done"}
 )
 _KNOWN = frozenset(
     "abs acos acosh add add-dependency after-all all-gather all-reduce all-to-all and asin asinh "
@@ -133,8 +159,10 @@ _KNOWN = frozenset(
     "rng-bit-generator rng-get-and-update-state round-nearest-afz round-nearest-even rsqrt "
     "scaled-dot scatter select select-and-scatter set-dimension-size shift-left "
     "shift-right-arithmetic shift-right-logical shuffle sign sine sinh slice sort sqrt "
-    "stochastic-convert subtract tan tanh topk transpose triangular-solve tuple while xor".split()
-)
+    "stochastic-convert subtract tan tanh topk transpose triangular-solve tuple while xor "
+    "copy-start copy-done all-reduce-start all-reduce-done async-update send send-done "
+    "recv recv-done".split()
+) | _TUPLE_STARTS | _TUPLE_DONES
 
 Tree = Any  # a tensor id (int), None (a token) or a tuple of trees
 
@@ -151,6 +179,25 @@ def _subtree(tree: Tree, index: Sequence[int]) -> Tree:
     for i in index:
         tree = tree[i]
     return tree
+
+
+class _Placed(int):
+    """A tensor id that also says where this reference to the tensor lives in XLA's
+    module: the memory space of the instruction that produced it and, for the result of
+    a ``copy-done``, the copy (an index into ``_Builder.copies``). Equal to, and used
+    as, the plain id everywhere else."""
+
+    space: int
+    copy: int | None
+
+    def __new__(cls, tensor: int, space: int, copy: int | None = None) -> "_Placed":
+        obj = super().__new__(cls, tensor)
+        obj.space, obj.copy = space, copy
+        return obj
+
+
+def _buffer_space(x: int) -> BufferSpace:
+    return BufferSpace(getattr(x, "space", 0), getattr(x, "copy", None))
 
 
 def _leaf_name(name: str, index: tuple[int, ...]) -> str:
@@ -181,6 +228,8 @@ class _Builder:
         self.parent: dict[int, int] = {}  # union-find over tensors
         self.entry_params: dict[int, Tree] = {}
         self.notes: list[str] = []
+        self.spaces: list[tuple[BufferSpace, ...]] = []  # per instruction: operands, then outputs
+        self.copies: list[list[int]] = []  # [tensor, source space, dest space, start step, done step]
 
     def union(self, a: int, b: int) -> None:
         ra, rb = self.find(a), self.find(b)
@@ -198,7 +247,8 @@ class _Builder:
         if shape.is_token:
             return None
         self.tensors.append(_Tensor(_leaf_name(ins.name, index), shape.nbytes, def_time, str(shape), []))
-        return len(self.tensors) - 1
+        tensor = len(self.tensors) - 1
+        return _Placed(tensor, shape.memory_space) if shape.memory_space else tensor
 
     def run(self, comp: HloComputation, params: Sequence[Tree], count: int) -> Tree:
         env: dict[str, Tree] = {}
@@ -225,6 +275,25 @@ class _Builder:
                 env[ins.name] = self.run(self.module.computation(ins, "to_apply"), args, count)
             elif op == "while":
                 env[ins.name] = self.run_while(ins, args[0], count)
+            elif op == "copy-start":
+                env[ins.name] = self.copy_start(ins, args[0])
+            elif op == "copy-done":
+                env[ins.name] = self.copy_done(ins, args[0])
+            elif op in ("all-reduce-done", "async-update"):
+                env[ins.name] = args[0]
+            elif op in _TUPLE_DONES:
+                env[ins.name] = args[0][1]
+            elif op == "send-done":
+                env[ins.name] = None
+            elif op == "recv-done":
+                env[ins.name] = (args[0][0], None)
+            elif op in _TUPLE_STARTS:
+                env[ins.name] = self.emit_start(ins, comp, args, count)
+            elif op == "send":
+                self.emit(ins, comp, args, count, out_index=None)
+                env[ins.name] = (args[0], None, None)
+            elif op == "recv":
+                env[ins.name] = (self.emit(ins, comp, args, count, out_index=(0,)), None, None)
             elif op in _UNSUPPORTED or op not in _KNOWN:
                 raise UnsupportedHloError(
                     f"module {self.module.name}: unsupported HLO opcode {op!r} (instruction {ins.name})", op
@@ -253,10 +322,50 @@ class _Builder:
                 self.tensors[r].min_end = max(self.tensors[r].min_end, last)
         return result
 
-    def emit(self, ins: HloInstruction, comp: HloComputation, args: list[Tree], count: int) -> Tree:
+    def copy_start(self, ins: HloInstruction, source: Tree) -> Tree:
+        """XLA's asynchronous copy of ``source`` between memory spaces: no instruction.
+
+        Its tuple is (the destination: the same tensor, placed where the copy puts it;
+        the source; a synchronization scalar).
+        """
+        shape = ins.shape
+        if not (isinstance(shape, tuple) and len(shape) >= 2 and isinstance(source, int)):
+            raise UnsupportedHloError(
+                f"module {self.module.name}: copy-start {ins.name} copies a tuple", ins.opcode
+            )
+        dest_space = shape[0].memory_space if not isinstance(shape[0], tuple) else 0
+        source_space = getattr(source, "space", 0)
+        self.copies.append([int(source), source_space, dest_space, len(self.instrs), len(self.instrs)])
+        return (_Placed(int(source), dest_space, len(self.copies) - 1), source) + (None,) * (len(shape) - 2)
+
+    def copy_done(self, ins: HloInstruction, started: Tree) -> Tree:
+        dest = started[0] if isinstance(started, tuple) and started else None
+        if not isinstance(dest, _Placed) or dest.copy is None:
+            raise XlaFrontendError(f"module {self.module.name}: copy-done {ins.name} does not end a copy-start")
+        self.copies[dest.copy][4] = len(self.instrs)
+        return dest
+
+    def emit_start(self, ins: HloInstruction, comp: HloComputation, args: list[Tree], count: int) -> Tree:
+        """An asynchronous start whose tuple echoes its operands (element 0), holds its
+        result (element 1) and synchronization scalars: one instruction writing the result."""
+        shape = ins.shape
+        if not isinstance(shape, tuple) or len(shape) < 2:
+            return self.emit(ins, comp, args, count)
+        echo = tuple(args) if isinstance(shape[0], tuple) else args[0]
+        result = self.emit(ins, comp, args, count, out_index=(1,))
+        return (echo, result) + (None,) * (len(shape) - 2)
+
+    def emit(
+        self, ins: HloInstruction, comp: HloComputation, args: list[Tree], count: int,
+        out_index: tuple[int, ...] | None = (),
+    ) -> Tree:
+        """One program instruction reading the leaves of ``args`` and writing the leaves
+        of ``ins``'s shape at ``out_index`` (its whole shape by default; none if ``None``);
+        returns the tree of the tensors written."""
         t = len(self.instrs)
         operands: list[int] = []
         operand_bytes: list[int] = []
+        spaces: list[BufferSpace] = []
         for k, tree in enumerate(args):
             for x in _leaves(tree):
                 if ins.opcode == "conditional" and x in operands:
@@ -265,23 +374,30 @@ class _Builder:
                 nb = full
                 if self.partial_bytes and isinstance(tree, int):
                     nb = self.costs.operand_bytes(ins, comp, k, full)
-                operands.append(x)
+                operands.append(int(x))
                 operand_bytes.append(nb)
-        out_tree = self.new_tree(ins, ins.shape, t)
+                spaces.append(_buffer_space(x))
+        out_shape = None if out_index is None else _subtree(ins.shape, out_index)
+        out_tree = None if out_shape is None else self.new_tree(ins, out_shape, t, out_index)
         outputs, output_bytes = [], []
-        for index, _ in shape_leaves(ins.shape):
+        for index, _ in shape_leaves(out_shape) if out_shape is not None else ():
             x = _subtree(out_tree, index)
             if x is not None:
-                outputs.append(x)
+                outputs.append(int(x))
+                spaces.append(_buffer_space(x))
                 full = self.tensors[x].size
-                output_bytes.append(self.costs.output_bytes(ins, comp, index, full) if self.partial_bytes else full)
+                if self.partial_bytes and not out_index:
+                    output_bytes.append(self.costs.output_bytes(ins, comp, index, full))
+                else:
+                    output_bytes.append(full)
         flops, trans = self.costs.cost(ins, comp)
-        for opnum, op_index, out_index in self.costs.in_place_pairs(ins):
-            a, b = _subtree(args[opnum], op_index), _subtree(out_tree, out_index)
+        for opnum, op_index, result_index in self.costs.in_place_pairs(ins) if out_index == () else ():
+            a, b = _subtree(args[opnum], op_index), _subtree(out_tree, result_index)
             if isinstance(a, int) and isinstance(b, int):
                 self.union(a, b)
         for x in operands:
             self.tensors[x].reads.append(t)
+        self.spaces.append(tuple(spaces))
         self.instrs.append(
             ProgramInstruction(
                 name=ins.name, opcode=ins.opcode, operands=tuple(operands), outputs=tuple(outputs),
@@ -319,6 +435,8 @@ class _Builder:
         groups = tuple(tuple(sorted(g)) for g in buffers.values() if len(g) > 1 and self._aliased(g))
         if self.costs.unknown_custom_calls:
             self.notes.append("custom calls without flops: " + ", ".join(sorted(self.costs.unknown_custom_calls)))
+        if self.copies:
+            self.notes.append(f"XLA's memory-space assignment stripped: {len(self.copies)} copy-start/copy-done pairs")
         source = dict(source, notes="; ".join(self.notes))
         program = Program(
             name=name, instructions=tuple(self.instrs), tensors=tuple(tensors),
@@ -326,6 +444,9 @@ class _Builder:
             source=source,
         )
         validate_program(program)
+        self.placement = XlaPlacement(
+            program=name, buffers=tuple(self.spaces), copies=tuple(XlaCopy(*c) for c in self.copies)
+        )
         return program
 
     def _aliased(self, group: list[tuple[int, int]]) -> bool:
@@ -338,6 +459,14 @@ def extract_module(
     text: str, *, name: str | None = None, partial_bytes: bool = False, source: dict[str, Any] | None = None
 ) -> Program:
     """Build a program from the text of one scheduled HLO module (see :func:`extract_dump`)."""
+    return extract_module_with_placement(text, name=name, partial_bytes=partial_bytes, source=source)[0]
+
+
+def extract_module_with_placement(
+    text: str, *, name: str | None = None, partial_bytes: bool = False, source: dict[str, Any] | None = None
+) -> tuple[Program, XlaPlacement]:
+    """:func:`extract_module`, and XLA's own memory-space decisions in the module (see
+    :mod:`mallocgame.frontends.xla_placement`; without them every buffer is in space 0)."""
     try:
         module = parse_module(text)
     except HloParseError as exc:
@@ -348,7 +477,9 @@ def extract_module(
     src.update(source or {})
     try:
         src["bytes"] = "partial" if partial_bytes else "shape"
-        return _Builder(module, partial_bytes).finish(name or module.name, src)
+        builder = _Builder(module, partial_bytes)
+        program = builder.finish(name or module.name, src)
+        return program, builder.placement
     except (KeyError, IndexError, TypeError, ValueError) as exc:
         raise XlaFrontendError(f"module {module.name}: malformed HLO ({type(exc).__name__}: {exc})") from None
 
@@ -356,7 +487,12 @@ def extract_module(
 # ---------------------------------------------------------------------------------------
 # Dump directories.
 
-_FILE_RE = re.compile(r"^(?P<prefix>(?:module_(?P<id>\d+)\.)?(?P<name>.+?))\.(?P<backend>\w+)_after_optimizations\.txt$")
+# module_0008.jit_mm.cpu_after_optimizations.txt, module_0008.jit_mm.sm_9.0_gpu_after_optimizations.txt,
+# module_0003.SyncTensorsGraph.4.after_optimizations.txt (TPU).
+_FILE_RE = re.compile(
+    r"^(?P<prefix>(?:module_(?P<id>\d+)\.)?(?P<name>.+?))\.(?:(?P<backend>(?:sm_[\d.]+_)?[a-z0-9]+)_)?"
+    r"after_optimizations\.txt$"
+)
 
 
 @dataclass(frozen=True)
@@ -367,7 +503,7 @@ class DumpModule:
     prefix: str
     name: str
     id: str
-    num_instructions: int  # instructions of the entry computation that are not views or inputs
+    num_instructions: int  # instructions of the entry computation that make program instructions
 
     @property
     def trivial(self) -> bool:
@@ -397,7 +533,7 @@ def list_modules(dump_dir: str | os.PathLike[str]) -> list[DumpModule]:
         count = sum(
             1 for line in body
             if (om := re.search(r"\s([a-z][a-z0-9\-]*)\(", line.split("=", 1)[-1]))
-            and om.group(1) not in _VIEWS | _INPUTS
+            and om.group(1) not in _NO_INSTRUCTION
         )
         found.append(DumpModule(path, m.group("prefix"), m.group("name"), m.group("id") or "", count))
     return found
@@ -453,12 +589,26 @@ def extract_dump(
     slices reads the slices; an in-place update reads nothing of the updated operand
     and writes only the update; see :mod:`mallocgame.frontends.hlo_cost`).
     """
+    return _extract(dump_dir, module=module, name=name, partial_bytes=partial_bytes, auto=largest)[0]
+
+
+def extract_dump_with_placement(
+    dump_dir: str | os.PathLike[str],
+    *,
+    module: str | None = None,
+    name: str | None = None,
+    partial_bytes: bool = False,
+    largest: bool = False,
+) -> tuple[Program, XlaPlacement]:
+    """:func:`extract_dump`, and XLA's own memory-space decisions in the module (a TPU or
+    GPU module's ``S(n)`` layouts and ``copy-start`` / ``copy-done`` pairs), for
+    :func:`~mallocgame.frontends.xla_placement.placement_solution`."""
     return _extract(dump_dir, module=module, name=name, partial_bytes=partial_bytes, auto=largest)
 
 
 def _extract(
     dump_dir: Any, *, module: str | None, name: str | None, partial_bytes: bool = False, auto: bool = False
-) -> Program:
+) -> tuple[Program, XlaPlacement]:
     path = Path(dump_dir)
     if path.is_file():
         chosen_path, prefix = path, path.name
@@ -469,7 +619,7 @@ def _extract(
         text = chosen_path.read_text()
     except OSError as exc:
         raise DumpError(f"{chosen_path}: cannot read ({exc.strerror or exc})") from None
-    return extract_module(text, name=name, partial_bytes=partial_bytes, source={"dump_module": prefix})
+    return extract_module_with_placement(text, name=name, partial_bytes=partial_bytes, source={"dump_module": prefix})
 
 
 # ---------------------------------------------------------------------------------------
@@ -557,4 +707,4 @@ def extract_jax(
         )
         if not list_modules(tmp):
             raise DumpError(f"{name or module}: XLA wrote no dump (was the compilation served from a cache?)")
-        return _extract(tmp, module=module or None, name=name, partial_bytes=partial_bytes, auto=True)
+        return _extract(tmp, module=module or None, name=name, partial_bytes=partial_bytes, auto=True)[0]
