@@ -1,10 +1,11 @@
-# `make run`: set up .venv, solve a bundled workload, train MMap-MuZero for a minute; `make test`: set up and run the tests.
+# `make run`: set up .venv, list the workloads, then the main job: `mallocgame optimize` (muzero-prod against
+# the heuristic) on a bundled xla-v2 program; it ends with the comparison table. Each run starts afresh.
 PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-stamp
-WORKLOAD ?= xla-v1/transformer_train
-SMALL ?= xla-v1/gru_infer
+WORKLOAD ?= xla-v2/ddim_sampler_b16
+BUDGET ?= 180
 
 .PHONY: setup run test bench clean
 
@@ -18,16 +19,8 @@ $(STAMP): pyproject.toml
 
 run: $(STAMP)
 	$(VENV)/bin/mallocgame list
-	$(VENV)/bin/mallocgame solve $(WORKLOAD) --solver heuristic --out out/run.heuristic.json
-	$(VENV)/bin/mallocgame solve $(WORKLOAD) --solver random --work 20 --seed 0 --progress --out out/run.random.json
-	$(VENV)/bin/mallocgame check $(WORKLOAD) out/run.heuristic.json
-	$(VENV)/bin/mallocgame check $(WORKLOAD) out/run.random.json
-	$(VENV)/bin/mallocgame simulate $(WORKLOAD) out/run.heuristic.json
-	$(VENV)/bin/mallocgame simulate $(WORKLOAD) out/run.random.json
-	$(VENV)/bin/mallocgame show $(WORKLOAD) out/run.heuristic.json --out out/run.layout.png
-	$(VENV)/bin/mallocgame train $(SMALL) --dir out/run.muzero --budget 60
-	$(VENV)/bin/mallocgame check $(SMALL) out/run.muzero/final.solution.json
-	$(VENV)/bin/mallocgame simulate $(SMALL) out/run.muzero/final.solution.json
+	rm -rf out/run.*
+	$(VENV)/bin/mallocgame optimize $(WORKLOAD) --budget $(BUDGET) --seed 0 --out out/run.json
 
 # Two test processes (pytest-xdist), one for each core of CI; `pytest` alone runs serially.
 test: $(STAMP)

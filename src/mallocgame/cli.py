@@ -29,6 +29,7 @@ __all__ = ["main"]
 
 EXIT_OK, EXIT_CHECK_FAILED, EXIT_BAD_INPUT = 0, 1, 2
 EXIT_BROKEN_PIPE = 141  # 128 + SIGPIPE, what a shell reports for a reader that closed early
+DEFAULT_OPTIMIZE_SECONDS = 300.0  # optimize's wall-clock budget when none is given
 
 
 class UsageError(MallocGameError):
@@ -158,6 +159,47 @@ def _cmd_train(args: argparse.Namespace) -> int:
     args.option = [*args.option, f"checkpoint_dir={args.dir}", "progress=true"]
     args.out = str(Path(args.dir) / "final.solution.json") if args.out is None else args.out
     return _cmd_solve(args)
+
+
+def _cmd_optimize(args: argparse.Namespace) -> int:
+    """The main job: muzero-prod, a progress bar, the files, and the comparison table."""
+    from mallocgame.optimize import format_comparison, optimize, output_paths, write_outputs
+    from mallocgame.progress import ProgressBar
+    from mallocgame.solvers import get_solver
+    from mallocgame.workloads.registry import load_workload
+
+    if args.out is not None and not args.out.strip():
+        raise UsageError("--out must name a file")
+    if args.budget is None and args.work is None:
+        args.budget = DEFAULT_OPTIMIZE_SECONDS
+    inst = load_workload(args.workload)
+    out = Path(args.out) if args.out else _default_out(inst.name, "muzero-prod", args.seed)
+    options = _options(args.option)
+    options.setdefault("checkpoint_dir", str(output_paths(out).answer.with_suffix("")) + ".checkpoint")
+    get_solver("muzero-prod").check_options(options)
+    try:
+        from mallocgame.solvers.muzero.train import CHECKPOINT_NAME
+    except ImportError as exc:
+        raise UsageError(f"optimize needs JAX, flax, optax and mctx (pip install 'mallocgame[muzero]'): {exc}") from None
+    checkpoint = Path(options["checkpoint_dir"]) / CHECKPOINT_NAME
+    if checkpoint.exists():
+        print(f"resuming the agent from {checkpoint.parent} (delete it to start over)", file=sys.stderr)
+    best: dict[str, float] = {}
+
+    with ProgressBar(f"optimize {inst.name}", args.budget) as bar:
+        def show(improvement) -> None:  # noqa: ANN001 - Improvement
+            best[improvement.solution.solver] = improvement.solution.normalized_reward
+            games = improvement.work.get("games")
+            bar.update("  ".join(f"{name} {reward:.4f}" for name, reward in best.items())
+                       + (f" ({games} games)" if games is not None else ""))
+
+        outcome = optimize(inst, seconds=args.budget, games=args.work, seed=args.seed, options=options,
+                           on_improvement=show)
+    paths = write_outputs(outcome, out)
+    print(format_comparison(outcome))
+    print(f"answer -> {paths.answer}; candidates -> {paths.baseline}, {paths.agent}")
+    print(f"reward against time -> {paths.curve_png} ({paths.curve_csv.name}); layouts -> {paths.layouts}")
+    return EXIT_OK
 
 
 def _cmd_check(args: argparse.Namespace) -> int:
@@ -530,6 +572,19 @@ def _parser() -> _Parser:
                        out="the final solution (default DIR/final.solution.json)",
                        option="a MuZero setting (repeat), e.g. num_simulations=32")
     p.set_defaults(func=_cmd_train)
+
+    p = sub.add_parser("optimize", help="the main job: muzero-prod, and how it compares with the heuristic")
+    p.add_argument("workload", help="a bundled workload name, an instance file or an XLA dump directory")
+    p.add_argument("--budget", type=_positive_seconds, default=None,
+                   help=f"wall-clock budget, seconds (default {DEFAULT_OPTIMIZE_SECONDS:g} unless --work is given)")
+    p.add_argument("--work", type=_whole_number(1), default=None, help="the agent's self-play games")
+    p.add_argument("--seed", type=_whole_number(0), default=0)
+    p.add_argument("--out", default=None,
+                   help="the answer (default out/NAME.muzero-prod.sSEED.json); the candidates, the reward curve "
+                        "and the layouts go beside it, the agent's checkpoint to OUT.checkpoint/ (resumes)")
+    p.add_argument("--option", action="append", default=[], metavar="KEY=VALUE",
+                   help="an agent setting (repeat), e.g. num_simulations=32; see 'mallocgame solvers muzero'")
+    p.set_defaults(func=_cmd_optimize)
 
     p = sub.add_parser("check", help="validate a solution (exit 1 if invalid)")
     _add_instance_and_solution(p, "a solution file, or a sweep record (its solution)")

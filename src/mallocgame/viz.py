@@ -14,6 +14,7 @@ from __future__ import annotations
 import io
 import os
 from pathlib import Path
+from typing import Sequence
 
 import numpy as np
 from matplotlib import colormaps
@@ -31,7 +32,7 @@ from mallocgame.fileio import write_bytes_atomic
 from mallocgame.instance import Instance
 from mallocgame.solution import Allocation, Solution
 
-__all__ = ["FORMATS", "draw_layout"]
+__all__ = ["FORMATS", "draw_layout", "draw_layouts", "write_figure"]
 
 FORMATS = {".png": "png", ".svg": "svg", ".pdf": "pdf"}  # file suffix -> matplotlib format
 COLORMAP = "tab20"  # qualitative colours, cycled by tensor id
@@ -143,12 +144,10 @@ def _legend(ax: Axes, solution: Solution) -> None:
     )
 
 
-def _figure(instance: Instance, solution: Solution, title: str | None) -> Figure:
+def _panel(ax: Axes, instance: Instance, solution: Solution, title: str | None) -> None:
+    """Draw ``solution``'s layout, the capacity line, the axes' labels and the legend on ``ax``."""
     capacity = instance.hardware.fast_memory_bytes
     unit, unit_name = _address_unit(capacity)
-    fig = Figure(figsize=FIGSIZE, layout="constrained")
-    FigureCanvasAgg(fig)
-    ax = fig.add_subplot()
     top = max(_draw_rectangles(ax, instance, solution, unit), capacity / unit)
     ax.axhline(capacity / unit, color=CAPACITY_COLOR, linestyle="--", linewidth=1.2)
     ax.set_xlim(0, instance.num_instructions)
@@ -159,7 +158,32 @@ def _figure(instance: Instance, solution: Solution, title: str | None) -> Figure
     default_title = f"{instance.name}: {solution.solver or 'solution'}"
     ax.set_title(default_title if title is None else title)
     _legend(ax, solution)
+
+
+def _figure(instance: Instance, solutions: Sequence[Solution], titles: Sequence[str | None]) -> Figure:
+    """One panel per solution, stacked, sharing the time and address axes."""
+    fig = Figure(figsize=(FIGSIZE[0], FIGSIZE[1] * len(solutions)), layout="constrained")
+    FigureCanvasAgg(fig)
+    axes = fig.subplots(len(solutions), 1, sharex=True, sharey=True, squeeze=False)[:, 0]
+    for ax, solution, title in zip(axes, solutions, titles):
+        _panel(ax, instance, solution, title)
     return fig
+
+
+def _picture_format(path: str | os.PathLike[str]) -> str:
+    """The matplotlib format ``path``'s suffix names; :class:`InputFileError` for another."""
+    suffix = Path(path).suffix.lower()
+    if suffix not in FORMATS:
+        raise InputFileError(f"{path}: unsupported picture format {suffix!r} (use {', '.join(FORMATS)})")
+    return FORMATS[suffix]
+
+
+def write_figure(fig: Figure, path: str | os.PathLike[str]) -> None:
+    """Save ``fig`` to ``path`` atomically (a temporary file beside it, then renamed) in
+    the format its suffix names (``.png``, ``.svg``, ``.pdf``)."""
+    data = io.BytesIO()
+    fig.savefig(data, format=_picture_format(path), dpi=DPI)
+    write_bytes_atomic(path, data.getvalue())
 
 
 def draw_layout(
@@ -174,11 +198,23 @@ def draw_layout(
     The file is written atomically (a temporary file beside it, then renamed).
     Raises :class:`InputFileError` for another suffix or an unwritable place.
     """
-    suffix = Path(path).suffix.lower()
-    if suffix not in FORMATS:
-        raise InputFileError(
-            f"{path}: unsupported picture format {suffix!r} (use {', '.join(FORMATS)})"
-        )
-    data = io.BytesIO()
-    _figure(instance, solution, title).savefig(data, format=FORMATS[suffix], dpi=DPI)
-    write_bytes_atomic(path, data.getvalue())
+    draw_layouts(instance, [solution], path, titles=[title])
+
+
+def draw_layouts(
+    instance: Instance,
+    solutions: Sequence[Solution],
+    path: str | os.PathLike[str],
+    *,
+    titles: Sequence[str | None] | None = None,
+) -> None:
+    """Draw the layouts of several ``solutions`` of ``instance`` one above the other, on
+    the same time and address axes, to ``path`` (as :func:`draw_layout`); ``titles``
+    (default: each solution's instance and solver) names the panels."""
+    if not solutions:
+        raise ValueError("draw_layouts needs at least one solution")
+    titles = list(titles) if titles is not None else [None] * len(solutions)
+    if len(titles) != len(solutions):
+        raise ValueError(f"{len(titles)} titles for {len(solutions)} solutions")
+    _picture_format(path)  # a bad suffix is refused before any drawing
+    write_figure(_figure(instance, solutions, titles), path)

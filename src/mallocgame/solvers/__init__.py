@@ -14,7 +14,7 @@ from mallocgame.solvers.greedy import GreedySolver
 from mallocgame.solvers.heuristic import HeuristicSolver
 from mallocgame.solvers.hybrid import BestOfSolver
 from mallocgame.solvers.mcts import MctsSolver
-from mallocgame.solvers.muzero import MuZeroNoSearchSolver, MuZeroSolver
+from mallocgame.solvers.muzero import MuZeroNoSearchSolver, MuZeroProdSolver, MuZeroSolver
 from mallocgame.solvers.random import RandomSolver
 
 __all__ = ["SOLVERS", "get_solver", "solver_names", "Solver", "SolveRequest", "Improvement", "Run"]
@@ -23,7 +23,7 @@ SOLVERS: dict[str, type[Solver]] = {
     cls.name: cls
     for cls in (
         DropSolver, RandomSolver, GreedySolver, HeuristicSolver, EsSolver, MctsSolver,
-        ExactSolver, ExhaustiveSolver, BestOfSolver, MuZeroSolver, MuZeroNoSearchSolver,
+        ExactSolver, ExhaustiveSolver, BestOfSolver, MuZeroSolver, MuZeroNoSearchSolver, MuZeroProdSolver,
     )
 }
 """Every solver this build has, by name."""

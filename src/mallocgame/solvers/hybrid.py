@@ -9,7 +9,7 @@ candidate is never chosen.
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import Any, Mapping
+from typing import Any, Mapping, Sequence
 
 from mallocgame.check import check_solution
 from mallocgame.errors import SolverError
@@ -19,7 +19,7 @@ from mallocgame.simulate import simulate
 from mallocgame.solution import Solution
 from mallocgame.solvers.base import Run, Solver
 
-__all__ = ["BestOfSolver", "BestOfConfig", "DEFAULT_CANDIDATES"]
+__all__ = ["BestOfSolver", "BestOfConfig", "DEFAULT_CANDIDATES", "Candidate", "Choice", "choose_fastest"]
 
 DEFAULT_CANDIDATES = ("heuristic", "random")
 
@@ -40,12 +40,60 @@ class BestOfConfig:
             raise ValueError(f"option solvers: unknown solver {unknown[0]!r} (valid: {', '.join(solver_names())})")
 
 
+@dataclass(frozen=True)
+class Candidate:
+    """One candidate answer as :func:`choose_fastest` judged it."""
+
+    solver: str
+    reward_s: float
+    normalized_reward: float
+    latency_s: float  # simulated (mallocgame.simulate), seconds; inf if invalid
+    valid: bool  # passed mallocgame.check
+
+    def to_json(self) -> dict[str, float | bool | None]:
+        """JSON values; an invalid candidate's latency is ``None``."""
+        return {"reward_s": self.reward_s, "normalized_reward": self.normalized_reward,
+                "latency_s": self.latency_s if self.valid else None, "valid": self.valid}
+
+
+@dataclass(frozen=True)
+class Choice:
+    """The candidate with the lowest simulated latency, and how every candidate fared."""
+
+    solution: Solution
+    latency_s: float  # the chosen solution's simulated latency, seconds
+    candidates: tuple[Candidate, ...]  # in the order given
+
+    def info(self) -> dict[str, Any]:
+        """The chosen solution's ``info`` with ``chosen``, ``latency_s`` and ``candidates``
+        (each candidate's reward, normalized reward, latency and validity by solver name)."""
+        return {**self.solution.info, "chosen": self.solution.solver, "latency_s": self.latency_s,
+                "candidates": {c.solver: c.to_json() for c in self.candidates}}
+
+
+def choose_fastest(instance: Instance, solutions: Sequence[Solution]) -> Choice:
+    """The valid solution of ``solutions`` with the lowest simulated latency; on a tie the
+    earlier one. Every solution is checked first; an invalid one is never chosen, and
+    :class:`SolverError` says so when none is valid."""
+    best: tuple[float, Solution] | None = None
+    judged = []
+    for solution in solutions:
+        valid = check_solution(instance, solution).ok
+        latency = simulate(instance, solution).latency_s if valid else float("inf")
+        judged.append(Candidate(solution.solver, solution.reward_s, solution.normalized_reward, latency, valid))
+        if valid and (best is None or latency < best[0]):
+            best = (latency, solution)
+    if best is None:
+        raise SolverError(f"no candidate of {[s.solver for s in solutions]} produced a valid solution")
+    return Choice(best[1], best[0], tuple(judged))
+
+
 class BestOfSolver(Solver, name="best-of", work_unit="per candidate", config=BestOfConfig):
     """Runs the ``solvers`` of its config and keeps the fastest valid answer.
 
     A wall-clock budget is split evenly between the candidates; a work budget is passed
-    to each. ``info["candidates"]`` records every candidate's reward, simulated latency
-    and validity, ``info["chosen"]`` the winner.
+    to each. ``info`` is :meth:`Choice.info`: ``candidates`` records every candidate's
+    reward, simulated latency and validity, ``chosen`` the winner.
     """
 
     def settings(self, options: Mapping[str, Any]) -> dict[str, Any]:
@@ -59,22 +107,11 @@ class BestOfSolver(Solver, name="best-of", work_unit="per candidate", config=Bes
 
         names = config.solvers
         share = None if run.request.seconds is None else run.request.seconds / len(names)
-        best: tuple[float, Solution] | None = None
-        record: dict[str, dict[str, float | bool]] = {}
-        for name in names:
-            sub = replace(run.request, seconds=share, callback=None, options={})
-            candidate = get_solver(name).solve(instance, sub)
-            valid = check_solution(instance, candidate).ok
-            latency = simulate(instance, candidate).latency_s if valid else float("inf")
-            record[name] = {"reward_s": candidate.reward_s, "latency_s": latency, "valid": valid}
-            if valid and (best is None or latency < best[0]):
-                best = (latency, candidate)
-        if best is None:
-            raise SolverError(f"no candidate of {names} produced a valid solution")
-        latency, chosen = best
-        answer = replace(
-            chosen, solver=self.name,
-            info={**chosen.info, "chosen": chosen.solver, "latency_s": latency, "candidates": record},
-        )
+        candidates = [
+            get_solver(name).solve(instance, replace(run.request, seconds=share, callback=None, options={}))
+            for name in names
+        ]
+        choice = choose_fastest(instance, candidates)
+        answer = replace(choice.solution, solver=self.name, info=choice.info())
         run.improve(answer)
         return answer

@@ -349,3 +349,17 @@ def test_a_wall_clock_budget_trains_until_it_is_spent(small) -> None:
 def test_gumbel_search_with_mctx_q_rescaling(small) -> None:
     solution = get_solver("muzero").solve(small, SolveRequest(seed=0, work=4, options={**TINY, "rescale_q": "true"}))
     assert check_solution(small, solution).ok
+
+
+def test_a_budget_that_ends_before_any_game_answers_with_the_best_demonstration(small) -> None:
+    options = {**TINY, "demonstrations": "greedy"}
+    seen: list[float] = []
+    answer = get_solver("muzero").solve(
+        small, SolveRequest(seed=0, seconds=1e-3, options=options, callback=lambda imp: seen.append(imp.elapsed_s)))
+    greedy = get_solver("greedy").solve(small)
+    assert answer.work["games"] == 0 and answer.info["fallback"] == "greedy"
+    assert answer.actions == greedy.actions and len(seen) == 1
+    assert check_solution(small, answer).ok
+    # without a demonstration: one no-search game of the policy, and no fallback named
+    alone = get_solver("muzero").solve(small, SolveRequest(seed=0, seconds=1e-3, options={**TINY, "demonstrations": ""}))
+    assert alone.work["games"] == 0 and alone.work["eval_games"] == 1 and "fallback" not in alone.info

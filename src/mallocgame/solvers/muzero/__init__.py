@@ -4,11 +4,14 @@ Modules: ``config`` (hyperparameters), ``transforms`` (value transform, two-hot)
 ``networks`` (representation, dynamics, prediction), ``search`` (batched mctx search),
 ``selfplay`` (lockstep games with Drop-backup), ``replay`` (games and training
 batches), ``learner`` (loss and optimizer step), ``train`` (the loop, checkpoints),
-``solver`` (the ``muzero`` and ``muzero-nosearch`` solvers).
+``solver`` (the ``muzero`` and ``muzero-nosearch`` solvers), ``prod`` (``muzero-prod``:
+the faster of the heuristic's mapping and the agent's).
 
-Only ``solver`` is imported by the solver registry, and it imports JAX lazily.
+Only ``solver`` and ``prod`` are imported by the solver registry; JAX is imported
+only when one of them solves.
 """
 
+from mallocgame.solvers.muzero.prod import MuZeroProdSolver
 from mallocgame.solvers.muzero.solver import MuZeroNoSearchSolver, MuZeroSolver
 
-__all__ = ["MuZeroSolver", "MuZeroNoSearchSolver"]
+__all__ = ["MuZeroSolver", "MuZeroNoSearchSolver", "MuZeroProdSolver"]

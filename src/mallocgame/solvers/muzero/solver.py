@@ -1,7 +1,8 @@
 """The ``muzero`` and ``muzero-nosearch`` solvers (SPEC section 8 names).
 
 ``muzero``: MMap-MuZero trained on the instance within the budget; the answer is the
-best complete self-play game. ``muzero-nosearch``: the same training, but the answer
+best complete self-play game (where none is complete when the budget ends, the best
+demonstration's game, ``info["fallback"]``). ``muzero-nosearch``: the same training, but the answer
 is the best game the policy network plays alone, without search (the paper's
 "learning only" ablation of section 5). Work unit: self-play games. Settings:
 :class:`~mallocgame.solvers.muzero.config.MuZeroConfig`; JAX is imported only when
@@ -31,6 +32,11 @@ class MuZeroSolver(Solver, name="muzero", work_unit="games", config=MuZeroConfig
         return {k: v for k, v in super().settings(options).items() if k not in WHERE_FIELDS}
 
     def search(self, instance: Instance, config: MuZeroConfig, run: Run) -> Solution:
+        return self.train(instance, config, run, solver_name=self.name)
+
+    def train(self, instance: Instance, config: MuZeroConfig, run: Run, *, solver_name: str) -> Solution:
+        """Train within ``run``'s budgets (its clock, its work in games); the answer and
+        every improvement passed to the callback are named ``solver_name``."""
         try:
             from mallocgame.solvers.muzero.train import Trainer, stderr_log
         except ImportError as exc:
@@ -38,10 +44,9 @@ class MuZeroSolver(Solver, name="muzero", work_unit="games", config=MuZeroConfig
                               f"(pip install 'mallocgame[muzero]'): {exc}") from None
         trainer = Trainer(
             instance, config, seed=run.seed, answer=self.answer, checkpoint_dir=config.checkpoint_dir,
-            log=stderr_log if config.progress else None, solver_name=self.name,
+            log=stderr_log if config.progress else None, solver_name=solver_name,
         )
         return trainer.run(games=run.request.work, callback=run.request.callback, clock=run.clock)
-
 
 class MuZeroNoSearchSolver(MuZeroSolver, name="muzero-nosearch"):
     """MMap-MuZero trained as usual; the answer is played by the policy network, no search."""

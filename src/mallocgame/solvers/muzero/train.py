@@ -176,6 +176,8 @@ class Trainer:
         self.selfplay = SelfPlay(instance, self.tables, config, self._search)
         self.reanalyser: Reanalyser | None = None
         self.demonstration_rewards: dict[str, float] = {}  # normalized reward of each demonstration
+        self.best_demonstration: tuple[str, float, tuple[int, ...]] | None = None  # source, return, actions
+        self.fallback: str | None = None  # the demonstration answering for a run that completed no game
         if config.reanalyse_fraction > 0:
             reanalyse_key = jax.random.split(jax.random.PRNGKey(seed))[1]  # a stream apart from self-play's
             self.reanalyser = Reanalyser(config, self._search, self.selfplay.q_scale, reanalyse_key)
@@ -202,6 +204,8 @@ class Trainer:
             games = int(solution.work.get("games", 0))
             self.counters.demonstration_games += games
             self.demonstration_rewards[source] = round(float(solution.normalized_reward), 6)
+            if self.best_demonstration is None or solution.reward_s > self.best_demonstration[1]:
+                self.best_demonstration = (source, solution.reward_s, tuple(solution.actions))
             record = trajectory_record(self.instance, self.tables, cfg, solution.actions, self.selfplay.scale)
             self.reanalyser.add_demonstration(record, self.params)
             self.log(f"demonstration {source}: normalized reward {solution.normalized_reward:.4f}"
@@ -229,8 +233,12 @@ class Trainer:
 
         ``clock``: a stopwatch started earlier (the solver starts it before building the
         trainer, so the budget covers setup and compilation); ``seconds`` is ignored then.
-        If the budget ends before any game is complete, one no-search game of the
-        current network is played (a few seconds at most), so there is always an answer.
+        If the budget ends before any self-play game is complete, the answer is the best
+        demonstration's game (``info["fallback"]`` names it), or without demonstrations
+        one no-search game of the current network, so there is always an answer. (A game
+        of a program with few backup points can take far longer than its buffers suggest:
+        every Drop-backup replays the moves since the last one.)
+        ``callback`` sees every new best answer; a resumed run's best is reported first.
         """
         clock = clock if clock is not None else Stopwatch(seconds)
         cfg, c = self.config, self.counters
@@ -242,6 +250,8 @@ class Trainer:
         if self.resumed:
             self.log(f"resumed from {self.dir / CHECKPOINT_NAME}: {c.games} games, "
                      f"{c.learner_steps} learner steps, best {self._normalized(self.best_return):.4f}")
+            if self.best is not None and callback is not None:  # the best so far is new to this caller
+                callback(Improvement(self.best, clock.elapsed, self.best.work))
         elif self.dir is not None and c.games == 0:
             self.log(f"no checkpoint in {self.dir}: a new run")
         self.add_demonstrations(clock)
@@ -275,7 +285,12 @@ class Trainer:
                 next_ckpt = clock.elapsed + cfg.checkpoint_seconds
                 self.save()  # also once the first game is complete: a run killed later resumes with it
                 saved_a_game = c.games > 0
-        if self.answer == "policy" or self.best is None:
+        if self.best is None and self.answer == "search" and self.best_demonstration is not None:
+            self.fallback, _, actions = self.best_demonstration
+            self.log(f"no self-play game was complete within the budget: the answer is the "
+                     f"{self.fallback} demonstration's game")
+            self._improve(actions, clock, callback)
+        elif self.answer == "policy" or self.best is None:
             self._evaluate(clock, callback)
         c.seconds = start_seconds + clock.elapsed
         self.log(self.progress_line())
@@ -352,6 +367,7 @@ class Trainer:
                 "answer": self.answer,
                 "recent_mean": self.recent_mean(),
                 "demonstrations": dict(self.demonstration_rewards),
+                **({"fallback": self.fallback} if self.fallback else {}),
             },
         }
 

@@ -1,0 +1,176 @@
+"""The main job: ``muzero-prod`` on one program, and what it found against the heuristic.
+
+:func:`optimize` runs :class:`~mallocgame.solvers.muzero.prod.MuZeroProdSolver` and
+keeps, from its callback, both candidates (the heuristic's answer and the agent's best
+game) and the reward-against-time curve; :func:`comparison` puts the heuristic, the
+agent, the answer and the LP bound in one table (normalized reward, simulated latency,
+speedup over the heuristic, gap to the bound); :func:`write_outputs` writes the
+answer, both candidates, the curve (CSV and PNG) and the two layouts side by side.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any, Callable, Mapping
+
+from mallocgame.bench.rewards import CurvePoint, plot_curves, write_csv
+from mallocgame.errors import SolverError
+from mallocgame.instance import Instance
+from mallocgame.latency import reward_normalizer
+from mallocgame.solution import Solution, save_solution
+from mallocgame.solvers.base import Improvement, SolveRequest
+from mallocgame.solvers.bound import upper_bound
+from mallocgame.solvers.muzero.prod import AGENT, BASELINE, MuZeroProdSolver
+from mallocgame.viz import draw_layouts
+
+__all__ = ["Outcome", "Row", "OutputPaths", "optimize", "comparison", "format_comparison", "write_outputs"]
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What one :func:`optimize` run found."""
+
+    instance: Instance
+    answer: Solution  # muzero-prod's: the faster candidate
+    baseline: Solution  # the heuristic's answer
+    agent: Solution  # the agent's best game (its work: all the agent's work)
+    curve: tuple[CurvePoint, ...]  # every new best of either candidate in time order; at the end both again and the answer
+    bound_normalized: float  # the LP upper bound on the normalized reward
+    seconds: float | None  # the wall-clock budget given
+    wall_s: float  # seconds the run took
+
+
+@dataclass(frozen=True)
+class Row:
+    """One line of the comparison table."""
+
+    name: str  # heuristic, muzero, muzero-prod, bound
+    normalized_reward: float
+    latency_s: float | None  # simulated, seconds (None for the bound)
+    speedup: float | None  # the heuristic's simulated latency over this one's
+    gap_to_bound: float  # 1 - normalized reward / bound (0: the bound is reached)
+
+
+@dataclass(frozen=True)
+class OutputPaths:
+    """Where :func:`write_outputs` put each file."""
+
+    answer: Path
+    baseline: Path
+    agent: Path
+    curve_csv: Path
+    curve_png: Path
+    layouts: Path
+
+
+def optimize(
+    instance: Instance,
+    *,
+    seconds: float | None = None,
+    games: int | None = None,
+    seed: int = 0,
+    options: Mapping[str, Any] | None = None,
+    on_improvement: Callable[[Improvement], None] | None = None,
+) -> Outcome:
+    """Run ``muzero-prod`` on ``instance`` within ``seconds`` of wall-clock and/or
+    ``games`` of the agent's self-play; ``options`` are the agent's settings
+    (``mallocgame solvers muzero``). ``on_improvement`` sees every new best of either
+    candidate as it comes (the heuristic's first)."""
+    start = time.perf_counter()
+    bests: dict[str, Solution] = {}
+    curve: list[CurvePoint] = []
+
+    def record(improvement: Improvement) -> None:
+        solution = improvement.solution
+        bests[solution.solver] = solution
+        curve.append(_point(instance, solution, improvement.elapsed_s))
+        if on_improvement is not None:
+            on_improvement(improvement)
+
+    request = SolveRequest(seed=seed, seconds=seconds, work=games, callback=record, options=dict(options or {}))
+    answer = MuZeroProdSolver().solve(instance, request)
+    missing = [name for name in (BASELINE, AGENT) if name not in bests]
+    if missing:
+        raise SolverError(f"muzero-prod reported no answer of {', '.join(missing)}")
+    curve.extend(_point(instance, s, answer.wall_s) for s in (bests[BASELINE], bests[AGENT], answer))
+    normalizer = reward_normalizer(instance)
+    bound = upper_bound(instance) / normalizer if normalizer else 0.0
+    agent = replace(bests[AGENT], work=answer.work)  # the best game, with all the work the agent did
+    return Outcome(instance, answer, bests[BASELINE], agent, tuple(curve), bound, seconds, time.perf_counter() - start)
+
+
+def _point(instance: Instance, solution: Solution, elapsed_s: float) -> CurvePoint:
+    work = ";".join(f"{k}={v}" for k, v in dict(solution.work).items())
+    return CurvePoint(instance.name, solution.solver, solution.seed, elapsed_s, solution.normalized_reward, work)
+
+
+def comparison(outcome: Outcome) -> list[Row]:
+    """The heuristic, the agent, the answer and the bound, each with its normalized
+    reward, simulated latency, speedup over the heuristic and gap to the bound."""
+    latencies = {c: v["latency_s"] for c, v in outcome.answer.info["candidates"].items()}
+    base = latencies[BASELINE]
+    bound = outcome.bound_normalized
+
+    def row(name: str, reward: float, latency: float | None) -> Row:
+        speedup = base / latency if latency and base is not None else None
+        gap = 1.0 - reward / bound if bound > 0 else 0.0
+        return Row(name, reward, latency, speedup, gap)
+
+    chosen = outcome.answer.info["chosen"]
+    return [
+        row(BASELINE, outcome.baseline.normalized_reward, base),
+        row(AGENT, outcome.agent.normalized_reward, latencies[AGENT]),
+        row(f"muzero-prod (answer: {chosen})", outcome.answer.normalized_reward, outcome.answer.info["latency_s"]),
+        row("bound (LP)", bound, None),
+    ]
+
+
+def format_comparison(outcome: Outcome) -> str:
+    """:func:`comparison` as a text table, under a line naming the run."""
+    inst = outcome.instance
+    budget = f"{outcome.seconds:g} s" if outcome.seconds is not None else f"{outcome.agent.work.get('games', 0)} games"
+    header = ("", "normalized reward", "simulated latency", "speedup over heuristic", "gap to bound")
+    rows = [
+        (r.name, f"{r.normalized_reward:.4f}", "—" if r.latency_s is None else f"{r.latency_s * 1e3:.4f} ms",
+         "—" if r.speedup is None else f"{r.speedup:.4f}", f"{r.gap_to_bound * 100:.1f}%")
+        for r in comparison(outcome)
+    ]
+    widths = [max(len(line[i]) for line in (header, *rows)) for i in range(len(header))]
+    lines = [f"{inst.name}: {inst.num_buffers} buffers, {inst.hardware.name}; budget {budget}, "
+             f"seed {outcome.answer.seed}, {outcome.wall_s:.0f} s"]
+    for line in (header, *rows):
+        lines.append("  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(line, widths))))
+    return "\n".join(lines)
+
+
+def output_paths(out: str | Path) -> OutputPaths:
+    """The files :func:`write_outputs` writes for the answer file ``out`` (``X.json``):
+    ``X.heuristic.json``, ``X.muzero.json``, ``X.curve.csv``, ``X.curve.png`` and
+    ``X.layouts.png`` beside it."""
+    out = Path(out)
+    stem = out.with_suffix("") if out.suffix == ".json" else out
+    beside = lambda suffix: stem.with_name(stem.name + suffix)  # noqa: E731
+    return OutputPaths(out, beside(f".{BASELINE}.json"), beside(f".{AGENT}.json"), beside(".curve.csv"),
+                       beside(".curve.png"), beside(".layouts.png"))
+
+
+def write_outputs(outcome: Outcome, out: str | Path) -> OutputPaths:
+    """Write the answer to ``out`` and the rest beside it (:func:`output_paths`). The
+    layouts are the heuristic's above the agent's."""
+    paths = output_paths(out)
+    paths.answer.parent.mkdir(parents=True, exist_ok=True)
+    save_solution(outcome.answer, paths.answer)
+    save_solution(outcome.baseline, paths.baseline)
+    save_solution(outcome.agent, paths.agent)
+    write_csv(list(outcome.curve), paths.curve_csv)
+    plot_curves(list(outcome.curve), paths.curve_png, {outcome.instance.name: outcome.bound_normalized})
+    info = outcome.answer.info
+    titles = []
+    for name in (BASELINE, AGENT):
+        latency = info["candidates"][name]["latency_s"]
+        titles.append(f"{outcome.instance.name}: {name}{' (the answer)' if name == info['chosen'] else ''}, "
+                      + ("invalid" if latency is None else f"simulated latency {latency * 1e3:.4f} ms"))
+    draw_layouts(outcome.instance, [outcome.baseline, outcome.agent], paths.layouts, titles=titles)
+    return paths

@@ -1,0 +1,88 @@
+"""The main job: muzero-prod with its candidates, the comparison table and the files."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from mallocgame.check import check_solution
+from mallocgame.cli import main
+from mallocgame.optimize import comparison, format_comparison, optimize, output_paths, write_outputs
+from mallocgame.solution import load_solution
+from mallocgame.workloads.registry import load_workload
+from tests.solvers.muzero.test_muzero_train import TINY, TINY_ARGS
+
+
+@pytest.fixture(scope="module")
+def outcome():  # noqa: ANN201
+    return optimize(load_workload("xla-v1/gru_infer"), games=4, seed=0, options=TINY)
+
+
+def test_both_candidates_and_the_answer(outcome) -> None:  # noqa: ANN001
+    info = outcome.answer.info
+    chosen = outcome.baseline if info["chosen"] == "heuristic" else outcome.agent
+    assert outcome.answer.allocations == chosen.allocations
+    assert outcome.baseline.solver == "heuristic" and outcome.agent.solver == "muzero"
+    assert outcome.agent.work["games"] >= 4
+    assert [p.solver for p in outcome.curve][0] == "heuristic"
+    assert [p.solver for p in outcome.curve][-3:] == ["heuristic", "muzero", "muzero-prod"]
+    assert 0 < outcome.answer.normalized_reward <= outcome.bound_normalized
+
+
+def test_the_comparison_table(outcome) -> None:  # noqa: ANN001
+    heuristic, agent, answer, bound = comparison(outcome)
+    assert heuristic.speedup == 1.0 and answer.speedup >= 1.0 and answer.speedup == max(heuristic.speedup, agent.speedup)
+    assert bound.latency_s is None and bound.gap_to_bound == 0.0
+    assert all(0.0 <= row.gap_to_bound < 1.0 for row in (heuristic, agent, answer))
+    text = format_comparison(outcome)
+    assert text.splitlines()[0].startswith("xla-v1/gru_infer: 70 buffers")
+    assert len(text.splitlines()) == 6 and f"muzero-prod (answer: {outcome.answer.info['chosen']})" in text
+
+
+def test_the_files(outcome, tmp_path: Path) -> None:  # noqa: ANN001
+    paths = write_outputs(outcome, tmp_path / "run" / "answer.json")
+    assert paths == output_paths(tmp_path / "run" / "answer.json")
+    assert sorted(p.name for p in (tmp_path / "run").iterdir()) == [
+        "answer.curve.csv", "answer.curve.png", "answer.heuristic.json", "answer.json", "answer.layouts.png",
+        "answer.muzero.json"]
+    inst = outcome.instance
+    for path in (paths.answer, paths.baseline, paths.agent):
+        assert check_solution(inst, load_solution(path)).ok
+    rows = paths.curve_csv.read_text().splitlines()
+    assert rows[0].startswith("program,solver,seed,elapsed_s,normalized_reward") and len(rows) == len(outcome.curve) + 1
+
+
+def test_optimize_on_the_command_line(tmp_path: Path, capsys) -> None:
+    out = tmp_path / "gru.json"
+    args = ["optimize", "xla-v1/gru_infer", "--work", "4", "--out", str(out), *TINY_ARGS]
+    assert main(args) == 0
+    printed = capsys.readouterr()
+    lines = printed.out.splitlines()
+    assert lines[0].startswith("xla-v1/gru_infer: 70 buffers") and lines[1].split()[:2] == ["normalized", "reward"]
+    assert lines[5].startswith("bound (LP)") and "layouts ->" in lines[-1]
+    assert "optimize xla-v1/gru_infer" in printed.err and "heuristic" in printed.err
+    assert main(["check", "xla-v1/gru_infer", str(out)]) == 0
+    assert (tmp_path / "gru.checkpoint" / "checkpoint.msgpack").exists()
+    capsys.readouterr()
+    assert main([*args[:3], "8", *args[4:]]) == 0  # twice the games: the agent resumes
+    assert "resuming the agent from" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--budget", "nan"], "--budget"),
+    (["--work", "0"], "--work"),
+    (["--seed", "-1"], "--seed"),
+    (["--out", ""], "--out must name a file"),
+    (["--option", "bogus=1"], "bogus"),
+    (["--option", "num_simulations=lots"], "num_simulations"),
+])
+def test_bad_input_is_one_line(args: list[str], message: str, tmp_path: Path, capsys) -> None:
+    assert main(["optimize", "xla-v1/gru_infer", "--work", "1", *args]) == 2
+    err = capsys.readouterr().err
+    assert message in err and len(err.strip().splitlines()) == 1 and "Traceback" not in err
+
+
+def test_an_unknown_workload(capsys) -> None:
+    assert main(["optimize", "xla-v2/gru_infer"]) == 2
+    assert "did you mean" in capsys.readouterr().err
