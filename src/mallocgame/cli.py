@@ -396,7 +396,9 @@ def _write_xla_solution(inst: Instance, placement: XlaPlacement, fast_spaces: fr
 
 
 def _cmd_bench_speedups(args: argparse.Namespace) -> int:
-    from mallocgame.bench.speedups import format_program_table, format_table, speedup_table
+    from mallocgame.bench.speedups import (
+        candidate_records, format_extremes, format_program_table, format_table, speedup_table,
+    )
     from mallocgame.bench.sweep import job_records, run_sweep, sweep_jobs
     from mallocgame.workloads.suite import suite_names
 
@@ -410,10 +412,15 @@ def _cmd_bench_speedups(args: argparse.Namespace) -> int:
     invalid = [r for r in records if not r["valid"]]
     for r in invalid:
         print(f"INVALID: {r['program']} {r['solver']} s{r['seed']}: {r['failures']}", file=sys.stderr)
-    print(format_table(speedup_table(records, args.baseline), args.baseline))
+    derived = [r for r in candidate_records(records) if not r["solver"].endswith(f":{args.baseline}")]
+    print(format_table(speedup_table(records + derived, args.baseline), args.baseline))
     if args.per_program:
+        others = [s for s in dict.fromkeys([*solvers, *(r["solver"] for r in derived)]) if s != args.baseline]
         print()
-        print(format_program_table(records, solvers))
+        print(format_program_table(records + derived, [args.baseline, *others]))
+        for solver in others:
+            print()
+            print(format_extremes(records + derived, solver, args.baseline))
     return EXIT_CHECK_FAILED if invalid else EXIT_OK
 
 
@@ -639,7 +646,8 @@ def _parser() -> _Parser:
     q.add_argument("--out", default="results/speedups", help="one result file per job; existing ones are skipped")
     q.add_argument("--workers", type=int, default=None, help="local processes (default: all cores)")
     q.add_argument("--ray", default=None, metavar="ADDRESS", help="run the jobs on this Ray cluster")
-    q.add_argument("--per-program", action="store_true", help="also each program's normalized rewards")
+    q.add_argument("--per-program", action="store_true",
+                   help="also each program's normalized rewards, and each solver's six largest and smallest speedups")
     q.add_argument("--option", action="append", default=[], metavar="SOLVER:KEY=VALUE",
                    help="a setting for one solver's jobs (repeat), e.g. es:workers=2")
     q.set_defaults(func=_cmd_bench_speedups)

@@ -109,6 +109,30 @@ def test_program_table_rewards_and_bound() -> None:
     assert table[3] == "| p | 1,200 | 0.5000 | 0.2500 | 0.6000 |"  # R = 4 s, tightest bound 2.4 s
 
 
+
+def test_a_hybrids_candidates_become_records_of_their_own() -> None:
+    from mallocgame.bench.speedups import candidate_records, format_extremes, program_speedups
+
+    def prod(program: str, agent_latency: float) -> dict:
+        candidates = {"heuristic": {"valid": True, "latency_s": 2.0, "reward_s": 1.0, "normalized_reward": 0.1},
+                      "muzero": {"valid": True, "latency_s": agent_latency, "reward_s": 1.5, "normalized_reward": 0.2}}
+        return {"program": program, "solver": "muzero-prod", "seed": 0, "valid": True, "buffers": 9,
+                "latency_s": min(2.0, agent_latency), "upper_bound_s": 5.0,
+                "solution": {"info": {"chosen": "muzero", "candidates": candidates}}}
+
+    records = [prod(p, latency) for p, latency in (("p", 1.0), ("q", 4.0), ("r", 1.6))]
+    records += [{"program": p, "solver": "heuristic", "seed": 0, "valid": True, "latency_s": 2.0} for p in "pqr"]
+    derived = candidate_records(records)
+    assert {d["solver"] for d in derived} == {"muzero-prod:heuristic", "muzero-prod:muzero"}
+    agent = [d for d in derived if d["solver"] == "muzero-prod:muzero"]
+    assert [(d["program"], d["latency_s"], d["upper_bound_s"]) for d in agent] == [
+        ("p", 1.0, 5.0), ("q", 4.0, 5.0), ("r", 1.6, 5.0)]
+    assert program_speedups(records + derived, "muzero-prod:muzero") == [("p", 2.0), ("r", 1.25), ("q", 0.5)]
+    assert program_speedups(records, "muzero-prod") == [("p", 2.0), ("r", 1.25), ("q", 1.0)]  # never below 1
+    table = format_extremes(records + derived, "muzero-prod:muzero", n=2).splitlines()
+    assert table[2] == "| p | 2.0000 | q | 0.5000 |" and table[3] == "| r | 1.2500 | r | 1.2500 |"
+
+
 def test_local_pool_gives_the_same_records(tmp_path: Path) -> None:
     jobs = [Job(p, "random", 0, None, 2) for p in PROGRAMS]
     assert run_sweep(jobs, tmp_path / "pool", workers=2) == (2, 0)

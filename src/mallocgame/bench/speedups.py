@@ -16,7 +16,8 @@ from collections import defaultdict
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["SpeedupRow", "tightest_bounds", "speedup_table", "format_table", "format_program_table"]
+__all__ = ["SpeedupRow", "tightest_bounds", "speedup_table", "format_table", "format_program_table",
+           "candidate_records", "program_speedups", "format_extremes"]
 
 
 @dataclass(frozen=True)
@@ -123,4 +124,44 @@ def format_program_table(records: list[dict[str, Any]], solvers: list[str]) -> s
         r = normalizer.get(program)
         cells.append(f"{bound / r:.4f}" if bound and r else "—")
         lines.append(f"| {program} | {programs[program]:,} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def candidate_records(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """A record for each candidate a hybrid's record holds (``best-of``, ``muzero-prod``:
+    its solution's ``info["candidates"]``), named ``SOLVER:CANDIDATE`` (e.g.
+    ``muzero-prod:muzero``, the agent inside ``muzero-prod``), with the candidate's
+    validity, rewards and simulated latency and the record's program, seed and bound."""
+    derived = []
+    for r in records:
+        candidates = ((r.get("solution") or {}).get("info") or {}).get("candidates") or {}
+        for name, c in candidates.items():
+            derived.append({
+                "program": r["program"], "solver": f"{r['solver']}:{name}", "seed": r.get("seed"),
+                "buffers": r.get("buffers"), "valid": bool(c.get("valid")), "latency_s": c.get("latency_s"),
+                "reward_s": c.get("reward_s"), "normalized_reward": c.get("normalized_reward"),
+                "upper_bound_s": r.get("upper_bound_s"),
+            })
+    return derived
+
+
+def program_speedups(records: list[dict[str, Any]], solver: str, baseline: str = "heuristic") -> list[tuple[str, float]]:
+    """``(program, speedup of solver over baseline)`` for every program both solved
+    (means over seeds), largest speedup first."""
+    latency = _mean_by_program(records, "latency_s")
+    pairs = [(program, latency[(program, baseline)] / value) for (program, s), value in latency.items()
+             if s == solver and (program, baseline) in latency]
+    return sorted(pairs, key=lambda pair: (-pair[1], pair[0]))
+
+
+def format_extremes(records: list[dict[str, Any]], solver: str, baseline: str = "heuristic", n: int = 6) -> str:
+    """Markdown: the ``n`` programs with the largest and the ``n`` with the smallest
+    speedup of ``solver`` over ``baseline`` (the paper's Table 4)."""
+    pairs = program_speedups(records, solver, baseline)
+    best, worst = pairs[:n], pairs[::-1][:n]
+    lines = [f"| {solver}: largest speedup | | smallest speedup | |", "| --- | ---: | --- | ---: |"]
+    for i in range(max(len(best), len(worst))):
+        left = f"{best[i][0]} | {best[i][1]:.4f}" if i < len(best) else " | "
+        right = f"{worst[i][0]} | {worst[i][1]:.4f}" if i < len(worst) else " | "
+        lines.append(f"| {left} | {right} |")
     return "\n".join(lines)
