@@ -584,7 +584,8 @@ def _parser() -> _Parser:
     p.add_argument("workload", help="a bundled workload name, an instance file or an XLA dump directory")
     p.add_argument("--budget", type=_positive_seconds, default=None,
                    help=f"wall-clock budget, seconds (default {DEFAULT_OPTIMIZE_SECONDS:g} unless --work is given)")
-    p.add_argument("--work", type=_whole_number(1), default=None, help="the agent's self-play games")
+    p.add_argument("--work", type=_whole_number(1), default=None,
+                   help="the agent's self-play games (in total, over resumed runs)")
     p.add_argument("--seed", type=_whole_number(0), default=0)
     p.add_argument("--out", default=None,
                    help="the answer (default out/NAME.muzero-prod.sSEED.json); the candidates, the reward curve "

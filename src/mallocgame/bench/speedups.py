@@ -16,6 +16,8 @@ from collections import defaultdict
 from dataclasses import dataclass
 from typing import Any
 
+from mallocgame.bench.markdown import markdown_table
+
 __all__ = ["SpeedupRow", "tightest_bounds", "speedup_table", "format_table", "format_program_table",
            "candidate_records", "program_speedups", "format_extremes"]
 
@@ -89,18 +91,13 @@ def speedup_table(records: list[dict[str, Any]], baseline: str = "heuristic") ->
 
 def format_table(rows: list[SpeedupRow], baseline: str = "heuristic") -> str:
     """A Markdown table of the rows."""
-    lines = [
-        f"| solver | programs | mean speedup over {baseline} | max | min | improved | "
-        "mean normalized reward | gap to bound |",
-        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
-    ]
-    for r in rows:
-        gap = "—" if r.bound_gap is None else f"{r.bound_gap:.1%}"
-        lines.append(
-            f"| {r.solver} | {r.programs} | {r.mean:.4f} | {r.max:.4f} | {r.min:.4f} | "
-            f"{r.improved}/{r.programs} | {r.mean_normalized_reward:.4f} | {gap} |"
-        )
-    return "\n".join(lines)
+    header = ["solver", "programs", f"mean speedup over {baseline}", "max", "min", "improved",
+              "mean normalized reward", "gap to bound"]
+    return markdown_table(header, [
+        [r.solver, str(r.programs), f"{r.mean:.4f}", f"{r.max:.4f}", f"{r.min:.4f}", f"{r.improved}/{r.programs}",
+         f"{r.mean_normalized_reward:.4f}", "—" if r.bound_gap is None else f"{r.bound_gap:.1%}"]
+        for r in rows
+    ])
 
 
 def format_program_table(records: list[dict[str, Any]], solvers: list[str]) -> str:

@@ -21,6 +21,7 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Callable
 
+from mallocgame.bench.markdown import markdown_table
 from mallocgame.instance import Instance
 from mallocgame.latency import normalize
 from mallocgame.solvers import SolveRequest, get_solver
@@ -105,16 +106,11 @@ def _size(n: int) -> str:
 
 def format_suite_table(rows: list[SuiteRow]) -> str:
     """A Markdown table of ``rows``."""
-    lines = [
-        "| name | model | instructions | buffers | alias groups | loops | peak live | fast memory | "
-        "larger than fast | random | greedy | heuristic | exact | bound |",
-        "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
-    ]
-    for r in rows:
-        exact = "" if r.exact is None else f"{r.exact:.3f}"
-        lines.append(
-            f"| `{r.name}` | {r.model} | {r.instructions:,} | {r.buffers:,} | {r.alias_groups} | {r.loops} | "
-            f"{_size(r.peak_live_bytes)} | {_size(r.fast_memory_bytes)} | {r.larger_than_fast:.0%} | "
-            f"{r.random:.3f} | {r.greedy:.3f} | {r.heuristic:.3f} | {exact} | {r.bound:.3f} |"
-        )
-    return "\n".join(lines)
+    header = ["name", "model", "instructions", "buffers", "alias groups", "loops", "peak live", "fast memory",
+              "larger than fast", "random", "greedy", "heuristic", "exact", "bound"]
+    return markdown_table(header, [
+        [f"`{r.name}`", r.model, f"{r.instructions:,}", f"{r.buffers:,}", str(r.alias_groups), str(r.loops),
+         _size(r.peak_live_bytes), _size(r.fast_memory_bytes), f"{r.larger_than_fast:.0%}", f"{r.random:.3f}",
+         f"{r.greedy:.3f}", f"{r.heuristic:.3f}", "" if r.exact is None else f"{r.exact:.3f}", f"{r.bound:.3f}"]
+        for r in rows
+    ], left=2)

@@ -56,11 +56,13 @@ from mallocgame.workloads.models_common import (  # noqa: F401  (re-exported hel
     _abstract,
     _fill,
     _floats,
+    _gradient_step,
     _ints,
     _opt_state,
     _params,
     _xent,
 )
+from mallocgame.workloads.models_sequence import _sequence_infer
 
 __all__ = [
     "ModelProgram",
@@ -241,9 +243,7 @@ def _alexnet_train_b32(concrete: bool) -> Built:
         def loss_fn(p):
             return _xent(model.apply({"params": p}, images), labels)
 
-        loss, grads = jax.value_and_grad(loss_fn)(params)
-        updates, opt_state = tx.update(grads, opt_state, params)
-        return optax.apply_updates(params, updates), opt_state, loss
+        return _gradient_step(tx, loss_fn, params, opt_state)
 
     return train_step, (params, opt_state, images, labels), {}
 
@@ -283,25 +283,14 @@ def _transformer_train(concrete: bool) -> Built:
         def loss_fn(p):
             return _xent(model.apply({"params": p}, inputs), targets)
 
-        loss, grads = jax.value_and_grad(loss_fn)(params)
-        updates, opt_state = tx.update(grads, opt_state, params)
-        return optax.apply_updates(params, updates), opt_state, loss
+        return _gradient_step(tx, loss_fn, params, opt_state)
 
     return train_step, (params, opt_state, tokens), {}
 
 
 def _lstm_infer(concrete: bool) -> Built:
-    model = LSTMClassifier(hidden=128)
-    steps, batch, features = 16, 8, 64
-    rng = np.random.default_rng(SEED)
-    xs0 = jax.ShapeDtypeStruct((steps, 1, features), jnp.float32)
-    params = _params(lambda k, x: model.init(k, x)["params"], xs0, concrete, rng)
-    xs = _floats(rng, (steps, batch, features), concrete)
-
-    def infer(params, xs):
-        return jax.nn.log_softmax(model.apply({"params": params}, xs), axis=-1)
-
-    return infer, (params, xs), {}
+    # LSTMClassifier scans over axis 0: [time, batch, features].
+    return _sequence_infer(LSTMClassifier(hidden=128), (16, 8, 64), concrete, batch_axis=1)
 
 
 def _inplace_update_loop(concrete: bool) -> Built:
@@ -375,9 +364,7 @@ def _donated_sgd_step(concrete: bool) -> Built:
         def loss_fn(p):
             return _xent(model.apply({"params": p}, x), y)
 
-        loss, grads = jax.value_and_grad(loss_fn)(params)
-        updates, opt_state = tx.update(grads, opt_state, params)
-        return optax.apply_updates(params, updates), opt_state, loss
+        return _gradient_step(tx, loss_fn, params, opt_state)
 
     return sgd_step, (params, opt_state, x, y), {"donate_argnums": (0, 1)}
 

@@ -1,9 +1,11 @@
 """Shared pieces of the model programs (:mod:`mallocgame.workloads.models`).
 
-:class:`ModelProgram` and the helpers that make example arguments: abstract
+:class:`ModelProgram`, the helpers that make example arguments (abstract
 (:class:`jax.ShapeDtypeStruct`) by default, real arrays drawn from
-``numpy.random.default_rng(SEED)`` with ``concrete=True``. The model files
-(``models_*.py``) import from here; :mod:`mallocgame.workloads.models` is the registry.
+``numpy.random.default_rng(SEED)`` with ``concrete=True``) and the training-step
+builders that models of several files share. The model files (``models_*.py``, the
+suites ``xla-v1`` and ``xla-v2``) import from here; :mod:`mallocgame.workloads.models`
+is the registry of ``xla-v1``.
 """
 
 from __future__ import annotations
@@ -177,19 +179,27 @@ def _model_params(model: Any, examples: tuple[Any, ...], concrete: bool, rng: np
     return _model_variables(model, examples, concrete, rng)["params"]
 
 
+def _gradient_step(
+    tx: optax.GradientTransformation, loss_fn: Callable[[Any], jax.Array], params: Any, opt_state: Any
+) -> tuple[Any, Any, jax.Array]:
+    """``(params, opt_state, loss)`` after one update of ``tx`` (optax) on the gradient of ``loss_fn(params)``.
+
+    For use inside a traced step: the loss and its gradient (``jax.value_and_grad``),
+    the update, and the updated parameters, in that order.
+    """
+    loss, grads = jax.value_and_grad(loss_fn)(params)
+    updates, opt_state = tx.update(grads, opt_state, params)
+    return optax.apply_updates(params, updates), opt_state, loss
+
+
 def _train_step(
     loss_fn: Callable[..., jax.Array], tx: optax.GradientTransformation
 ) -> Callable[..., Any]:
-    """``step(params, opt_state, *batch) -> (params, opt_state, loss)``.
-
-    The loss and its gradient (``jax.value_and_grad`` of ``loss_fn(params,
-    *batch)``), then one update of ``tx`` (optax) applied to the parameters.
-    """
+    """``step(params, opt_state, *batch) -> (params, opt_state, loss)``: a :func:`_gradient_step`
+    on ``loss_fn(params, *batch)``."""
 
     def train_step(params: Any, opt_state: Any, *batch: Any) -> Any:
-        loss, grads = jax.value_and_grad(loss_fn)(params, *batch)
-        updates, opt_state = tx.update(grads, opt_state, params)
-        return optax.apply_updates(params, updates), opt_state, loss
+        return _gradient_step(tx, lambda p: loss_fn(p, *batch), params, opt_state)
 
     return train_step
 
@@ -207,3 +217,21 @@ def _training_program(
     params = _model_params(model, init_examples, concrete, rng)
     opt_state = _opt_state(tx, params, concrete)
     return _train_step(loss_fn, tx), (params, opt_state, *batch), {}
+
+
+def _next_token_train(
+    model: Any, tx: optax.GradientTransformation, batch: int, seq: int, concrete: bool
+) -> Built:
+    """A language model's training step: next-token cross-entropy on ``batch`` sequences of ``seq`` tokens.
+
+    ``model`` maps int32 tokens ``[batch, seq]`` to logits over ``model.vocab``; the
+    batch argument is ``[batch, seq + 1]`` tokens (inputs and their shifted targets).
+    """
+    rng = np.random.default_rng(SEED)
+    tokens = _ints(rng, (batch, seq + 1), model.vocab, concrete)
+
+    def loss_fn(params, tokens):
+        return _xent(model.apply({"params": params}, tokens[:, :-1]), tokens[:, 1:])
+
+    t0 = jax.ShapeDtypeStruct((1, seq), jnp.int32)
+    return _training_program(model, tx, loss_fn, (t0,), (tokens,), concrete, rng)

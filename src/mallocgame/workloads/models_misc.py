@@ -14,13 +14,7 @@ import numpy as np
 import optax
 
 from mallocgame.workloads.models_common import (
-    SEED,
-    Built,
-    ModelProgram,
-    _floats,
-    _ints,
-    _model_params,
-    _opt_state,
+    SEED, Built, ModelProgram, _floats, _gradient_step, _ints, _model_params, _opt_state,
 )
 
 __all__ = ["PROGRAMS", "STRASSEN", "kron_factors", "factorized_matmul", "GraphNetwork", "DLRM", "DDIMSampler"]
@@ -74,12 +68,17 @@ def factorized_matmul(a: jax.Array, b: jax.Array, factors: tuple[np.ndarray, ...
     return jnp.concatenate(rows, axis=0)
 
 
-def _alphatensor_matmul(concrete: bool) -> Built:
+def _factorized_chain(size: int, concrete: bool, divisor: float = 1.0) -> Built:
+    """``M0 @ M1 @ M2 @ M3`` of ``size`` x ``size`` matrices by the rank-49 factorisation of the 4x4
+    block product, with the plain chain and the relative error: ``mats -> (product, error)``.
+
+    Concrete matrices are standard normal divided by ``divisor``.
+    """
     factors = kron_factors(STRASSEN, STRASSEN)  # rank 49 for 4x4 blocks (Strassen squared)
     rng = np.random.default_rng(SEED)
-    mats = _floats(rng, (4, 256, 256), concrete)
-    if concrete:
-        mats = mats / 16.0
+    mats = _floats(rng, (4, size, size), concrete)
+    if concrete and divisor != 1.0:
+        mats = mats / divisor
 
     def chain(mats):
         """``M0 @ M1 @ M2 @ M3`` by the rank-49 algorithm (3 x 49 block matmuls), and its error."""
@@ -90,6 +89,10 @@ def _alphatensor_matmul(concrete: bool) -> Built:
         return out, jnp.sqrt(jnp.sum((out - ref) ** 2) / jnp.sum(ref**2))
 
     return chain, (mats,), {}
+
+
+def _alphatensor_matmul(concrete: bool) -> Built:
+    return _factorized_chain(256, concrete, divisor=16.0)
 
 
 # --------------------------------------------------------------------------- graph network
@@ -151,18 +154,23 @@ class GraphNetwork(nn.Module):
         return per_node, per_graph[:, 0]
 
 
-def _gnn_infer(concrete: bool) -> Built:
-    model = GraphNetwork()
-    n_nodes, n_edges = 1024, 4096
+def _graph_infer(model: GraphNetwork, n_nodes: int, n_edges: int, node_features: int, edge_features: int,
+                 concrete: bool, *, contiguous_graphs: bool = True) -> Built:
+    """``model`` on one batch of ``model.num_graphs`` graphs: ``n_nodes`` nodes and ``n_edges``
+    random edges, float32 node and edge features, and each node's graph id.
+
+    ``contiguous_graphs``: concrete graph ids split the nodes into equal contiguous graphs;
+    else they are drawn at random.
+    """
     rng = np.random.default_rng(SEED)
-    nodes = _floats(rng, (n_nodes, 16), concrete)
-    edges = _floats(rng, (n_edges, 8), concrete)
+    nodes = _floats(rng, (n_nodes, node_features), concrete)
+    edges = _floats(rng, (n_edges, edge_features), concrete)
     senders = _ints(rng, (n_edges,), n_nodes, concrete)
     receivers = _ints(rng, (n_edges,), n_nodes, concrete)
-    if concrete:  # nodes in 16 contiguous graphs of 64
+    if concrete and contiguous_graphs:
         graph_ids = jax.device_put(np.arange(n_nodes, dtype=np.int32) // (n_nodes // model.num_graphs))
     else:
-        graph_ids = jax.ShapeDtypeStruct((n_nodes,), jnp.int32)
+        graph_ids = _ints(rng, (n_nodes,), model.num_graphs, concrete)
     inputs = (nodes, edges, senders, receivers, graph_ids)
     examples = tuple(jax.ShapeDtypeStruct(a.shape, a.dtype) for a in inputs)
     params = _model_params(model, examples, concrete, rng)
@@ -171,6 +179,10 @@ def _gnn_infer(concrete: bool) -> Built:
         return model.apply({"params": params}, nodes, edges, senders, receivers, graph_ids)
 
     return infer, (params, *inputs), {}
+
+
+def _gnn_infer(concrete: bool) -> Built:
+    return _graph_infer(GraphNetwork(), 1024, 4096, 16, 8, concrete)
 
 
 # --------------------------------------------------------------------------- DLRM
@@ -199,15 +211,16 @@ class DLRM(nn.Module):
         return _MLP((*self.top, 1), layer_norm=False, name="top")(top_in)[:, 0]
 
 
-def _dlrm_train(concrete: bool) -> Built:
-    model = DLRM()
-    batch, bag = 256, 4
+def _dlrm_program(model: DLRM, batch: int, bag: int, concrete: bool) -> Built:
+    """A DLRM training step at ``batch``: 13 dense features and ``bag`` ids a table, binary
+    cross-entropy, Adagrad; params and optimizer state donated (``donate_argnums=(0, 1)``)."""
     tx = optax.adagrad(0.01)
     rng = np.random.default_rng(SEED)
     dense = _floats(rng, (batch, 13), concrete)
     sparse = _ints(rng, (batch, len(model.table_sizes), bag), min(model.table_sizes), concrete)
     labels = _ints(rng, (batch,), 2, concrete)
-    examples = (jax.ShapeDtypeStruct((1, 13), jnp.float32), jax.ShapeDtypeStruct((1, 8, bag), jnp.int32))
+    examples = (jax.ShapeDtypeStruct((1, 13), jnp.float32),
+                jax.ShapeDtypeStruct((1, len(model.table_sizes), bag), jnp.int32))
     params = _model_params(model, examples, concrete, rng)
     opt_state = _opt_state(tx, params, concrete)
 
@@ -216,11 +229,13 @@ def _dlrm_train(concrete: bool) -> Built:
             logits = model.apply({"params": p}, dense, sparse)
             return optax.sigmoid_binary_cross_entropy(logits, labels.astype(jnp.float32)).mean()
 
-        loss, grads = jax.value_and_grad(loss_fn)(params)
-        updates, opt_state = tx.update(grads, opt_state, params)
-        return optax.apply_updates(params, updates), opt_state, loss
+        return _gradient_step(tx, loss_fn, params, opt_state)
 
     return train_step, (params, opt_state, dense, sparse, labels), {"donate_argnums": (0, 1)}
+
+
+def _dlrm_train(concrete: bool) -> Built:
+    return _dlrm_program(DLRM(), 256, 4, concrete)
 
 
 # --------------------------------------------------------------------------- diffusion
@@ -277,17 +292,21 @@ class DDIMSampler(nn.Module):
         return x
 
 
-def _diffusion_sampler(concrete: bool) -> Built:
-    model = DDIMSampler()
+def _sampler(model: DDIMSampler, noise_shape: tuple[int, ...], concrete: bool) -> Built:
+    """Sampling from float32 noise of ``noise_shape`` (batch first): ``(params, noise) -> samples``."""
     rng = np.random.default_rng(SEED)
-    x0 = jax.ShapeDtypeStruct((1, 32, 32, 3), jnp.float32)
+    x0 = jax.ShapeDtypeStruct((1, *noise_shape[1:]), jnp.float32)
     params = _model_params(model, (x0,), concrete, rng)
-    noise = _floats(rng, (8, 32, 32, 3), concrete)
+    noise = _floats(rng, noise_shape, concrete)
 
     def sample(params, noise):
         return model.apply({"params": params}, noise)
 
     return sample, (params, noise), {}
+
+
+def _diffusion_sampler(concrete: bool) -> Built:
+    return _sampler(DDIMSampler(), (8, 32, 32, 3), concrete)
 
 
 PROGRAMS = [

@@ -7,6 +7,8 @@ Registered in :mod:`mallocgame.workloads.models` (see there for the conventions)
 
 from __future__ import annotations
 
+from typing import Callable
+
 import flax.linen as nn
 import jax
 import jax.numpy as jnp
@@ -14,14 +16,7 @@ import numpy as np
 import optax
 
 from mallocgame.workloads.models_common import (
-    SEED,
-    Built,
-    ModelProgram,
-    _floats,
-    _ints,
-    _model_params,
-    _training_program,
-    _xent,
+    SEED, Built, ModelProgram, _floats, _ints, _model_params, _next_token_train,
 )
 
 __all__ = ["PROGRAMS", "GRUClassifier", "StackedRNN", "BiGRUTagger", "LSTMLanguageModel", "Seq2SeqNMT", "WaveNet"]
@@ -196,38 +191,29 @@ class WaveNet(nn.Module):
 # --------------------------------------------------------------------------- programs
 
 
-def _gru_infer(concrete: bool) -> Built:
-    model = GRUClassifier()
+def _sequence_infer(model: nn.Module, xs_shape: tuple[int, ...], concrete: bool, *,
+                    normalize: Callable[..., jax.Array] = jax.nn.log_softmax, batch_axis: int = 0) -> Built:
+    """Inference over float32 sequences ``xs`` of ``xs_shape``: ``(params, xs) -> normalize(logits, axis=-1)``.
+
+    ``batch_axis``: the axis of ``xs_shape`` that is the batch (``model.init`` sees one sequence).
+    """
     rng = np.random.default_rng(SEED)
-    xs0 = jax.ShapeDtypeStruct((1, 32, 64), jnp.float32)
+    xs0 = jax.ShapeDtypeStruct((*xs_shape[:batch_axis], 1, *xs_shape[batch_axis + 1:]), jnp.float32)
     params = _model_params(model, (xs0,), concrete, rng)
-    xs = _floats(rng, (16, 32, 64), concrete)
+    xs = _floats(rng, xs_shape, concrete)
 
     def infer(params, xs):
-        return jax.nn.softmax(model.apply({"params": params}, xs), axis=-1)
+        return normalize(model.apply({"params": params}, xs), axis=-1)
 
     return infer, (params, xs), {}
 
 
-def _stacked_rnn_infer(concrete: bool) -> Built:
-    model = StackedRNN()
+def _tagger_infer(model: BiGRUTagger, batch: int, length: int, concrete: bool) -> Built:
+    """Tagging ``batch`` sentences of ``length`` tokens: ``(params, tokens) -> (tags, log-probabilities)``."""
     rng = np.random.default_rng(SEED)
-    xs0 = jax.ShapeDtypeStruct((1, 48, 40), jnp.float32)
-    params = _model_params(model, (xs0,), concrete, rng)
-    xs = _floats(rng, (8, 48, 40), concrete)
-
-    def infer(params, xs):
-        return jax.nn.log_softmax(model.apply({"params": params}, xs), axis=-1)
-
-    return infer, (params, xs), {}
-
-
-def _bigru_tagger_infer(concrete: bool) -> Built:
-    model = BiGRUTagger()
-    rng = np.random.default_rng(SEED)
-    t0 = jax.ShapeDtypeStruct((1, 40), jnp.int32)
+    t0 = jax.ShapeDtypeStruct((1, length), jnp.int32)
     params = _model_params(model, (t0,), concrete, rng)
-    tokens = _ints(rng, (16, 40), model.vocab, concrete)
+    tokens = _ints(rng, (batch, length), model.vocab, concrete)
 
     def infer(params, tokens):
         logits = model.apply({"params": params}, tokens)
@@ -236,26 +222,12 @@ def _bigru_tagger_infer(concrete: bool) -> Built:
     return infer, (params, tokens), {}
 
 
-def _lstm_lm_train(concrete: bool) -> Built:
-    model = LSTMLanguageModel()
+def _translate(model: Seq2SeqNMT, batch: int, length: int, concrete: bool) -> Built:
+    """Greedy translation of ``batch`` sentences of ``length`` tokens: ``(params, src) -> (tokens, attention)``."""
     rng = np.random.default_rng(SEED)
-    tokens = _ints(rng, (16, 33), model.vocab, concrete)
-
-    def loss_fn(params, tokens):
-        logits = model.apply({"params": params}, tokens[:, :-1])
-        return _xent(logits, tokens[:, 1:])
-
-    tx = optax.chain(optax.clip_by_global_norm(5.0), optax.rmsprop(1e-3))
-    t0 = jax.ShapeDtypeStruct((1, 32), jnp.int32)
-    return _training_program(model, tx, loss_fn, (t0,), (tokens,), concrete, rng)
-
-
-def _nmt_seq2seq_infer(concrete: bool) -> Built:
-    model = Seq2SeqNMT()
-    rng = np.random.default_rng(SEED)
-    s0 = jax.ShapeDtypeStruct((1, 20), jnp.int32)
+    s0 = jax.ShapeDtypeStruct((1, length), jnp.int32)
     params = _model_params(model, (s0,), concrete, rng)
-    src = _ints(rng, (8, 20), model.src_vocab, concrete)
+    src = _ints(rng, (batch, length), model.src_vocab, concrete)
 
     def translate(params, src):
         return model.apply({"params": params}, src)
@@ -263,19 +235,45 @@ def _nmt_seq2seq_infer(concrete: bool) -> Built:
     return translate, (params, src), {}
 
 
-def _wavenet_infer(concrete: bool) -> Built:
-    model = WaveNet()
+def _wavenet_program(model: WaveNet, batch: int, length: int, concrete: bool) -> Built:
+    """WaveNet over ``batch`` clips of ``length`` mu-law samples, each with a 16-dimensional
+    conditioning vector: ``(params, samples, cond) -> log-probabilities`` per sample."""
     rng = np.random.default_rng(SEED)
-    s0 = jax.ShapeDtypeStruct((1, 1024), jnp.int32)
+    s0 = jax.ShapeDtypeStruct((1, length), jnp.int32)
     c0 = jax.ShapeDtypeStruct((1, 16), jnp.float32)
     params = _model_params(model, (s0, c0), concrete, rng)
-    samples = _ints(rng, (2, 1024), model.classes, concrete)
-    cond = _floats(rng, (2, 16), concrete)
+    samples = _ints(rng, (batch, length), model.classes, concrete)
+    cond = _floats(rng, (batch, 16), concrete)
 
     def infer(params, samples, cond):
         return jax.nn.log_softmax(model.apply({"params": params}, samples, cond), axis=-1)
 
     return infer, (params, samples, cond), {}
+
+
+def _gru_infer(concrete: bool) -> Built:
+    return _sequence_infer(GRUClassifier(), (16, 32, 64), concrete, normalize=jax.nn.softmax)
+
+
+def _stacked_rnn_infer(concrete: bool) -> Built:
+    return _sequence_infer(StackedRNN(), (8, 48, 40), concrete)
+
+
+def _bigru_tagger_infer(concrete: bool) -> Built:
+    return _tagger_infer(BiGRUTagger(), 16, 40, concrete)
+
+
+def _lstm_lm_train(concrete: bool) -> Built:
+    tx = optax.chain(optax.clip_by_global_norm(5.0), optax.rmsprop(1e-3))
+    return _next_token_train(LSTMLanguageModel(), tx, 16, 32, concrete)
+
+
+def _nmt_seq2seq_infer(concrete: bool) -> Built:
+    return _translate(Seq2SeqNMT(), 8, 20, concrete)
+
+
+def _wavenet_infer(concrete: bool) -> Built:
+    return _wavenet_program(WaveNet(), 2, 1024, concrete)
 
 
 PROGRAMS = [

@@ -17,12 +17,7 @@ import numpy as np
 import optax
 
 from mallocgame.workloads.models_common import (
-    SEED,
-    Built,
-    ModelProgram,
-    _ints,
-    _training_program,
-    _xent,
+    SEED, Built, ModelProgram, _ints, _next_token_train, _training_program, _xent,
 )
 
 __all__ = ["PROGRAMS", "GPT", "BERT", "EncoderDecoder"]
@@ -233,40 +228,38 @@ class EncoderDecoder(nn.Module):
 # --------------------------------------------------------------------------- programs
 
 
-def _lm_program(model: GPT, tx: optax.GradientTransformation, batch: int, concrete: bool) -> Built:
-    rng = np.random.default_rng(SEED)
-    seq = model.max_len
-    tokens = _ints(rng, (batch, seq + 1), model.vocab, concrete)
-
-    def loss_fn(params, tokens):
-        return _xent(model.apply({"params": params}, tokens[:, :-1]), tokens[:, 1:])
-
-    t0 = jax.ShapeDtypeStruct((1, seq), jnp.int32)
-    return _training_program(model, tx, loss_fn, (t0,), (tokens,), concrete, rng)
-
-
 def _transformer_train_bf16(concrete: bool) -> Built:
     model = GPT(vocab=1024, d_model=256, num_heads=8, num_layers=19, d_ff=1024, max_len=64, dtype=jnp.bfloat16)
-    return _lm_program(model, optax.adamw(3e-4, weight_decay=0.01), 8, concrete)
+    return _next_token_train(model, optax.adamw(3e-4, weight_decay=0.01), 8, model.max_len, concrete)
 
 
 def _gpt_train_deep(concrete: bool) -> Built:
     model = GPT(vocab=512, d_model=128, num_heads=4, num_layers=42, d_ff=512, max_len=64, use_bias=False)
     schedule = optax.warmup_cosine_decay_schedule(0.0, 6e-4, 100, 10_000)
     tx = optax.chain(optax.clip_by_global_norm(1.0), optax.adamw(schedule, b2=0.95, weight_decay=0.1))
-    return _lm_program(model, tx, 4, concrete)
+    return _next_token_train(model, tx, 4, model.max_len, concrete)
 
 
-def _bert_train(concrete: bool) -> Built:
-    model = BERT()
-    batch, seq, n_masked = 8, 128, 20
+def _bert_pretrain(model: BERT, batch: int, seq: int, decay_steps: int, concrete: bool, *,
+                   padded: bool = True, n_masked: int = 20) -> Built:
+    """A BERT pre-training step on ``batch`` sequences of ``seq`` tokens: masked-LM loss at ``n_masked``
+    positions a sequence plus next-sentence loss, AdamW with a linear decay over ``decay_steps``.
+
+    ``padded``: each sequence's attention mask keeps a random prefix of at least half of it
+    (drawn even for abstract arguments) and the masked positions lie in the first half; else
+    the mask is random zeros and ones and the masked positions lie anywhere.
+    """
     rng = np.random.default_rng(SEED)
     tokens = _ints(rng, (batch, seq), model.vocab, concrete)
     segments = _ints(rng, (batch, seq), 2, concrete)
-    lengths = rng.integers(seq // 2, seq + 1, batch)
-    attention_mask = (np.arange(seq)[None] < lengths[:, None]).astype(np.int32)
-    attention_mask = jax.device_put(attention_mask) if concrete else jax.ShapeDtypeStruct((batch, seq), jnp.int32)
-    positions = _ints(rng, (batch, n_masked), seq // 2, concrete)
+    if padded:
+        lengths = rng.integers(seq // 2, seq + 1, batch)
+        attention_mask = (np.arange(seq)[None] < lengths[:, None]).astype(np.int32)
+        attention_mask = jax.device_put(attention_mask) if concrete else jax.ShapeDtypeStruct((batch, seq), jnp.int32)
+        positions = _ints(rng, (batch, n_masked), seq // 2, concrete)
+    else:
+        attention_mask = _ints(rng, (batch, seq), 2, concrete)
+        positions = _ints(rng, (batch, n_masked), seq, concrete)
     mlm_labels = _ints(rng, (batch, n_masked), model.vocab, concrete)
     nsp_labels = _ints(rng, (batch,), 2, concrete)
 
@@ -274,22 +267,29 @@ def _bert_train(concrete: bool) -> Built:
         mlm, nsp = model.apply({"params": params}, tokens, segments, attention_mask, positions)
         return _xent(mlm, mlm_labels) + _xent(nsp, nsp_labels)
 
-    tx = optax.adamw(optax.linear_schedule(1e-4, 0.0, 10_000), weight_decay=0.01)
+    tx = optax.adamw(optax.linear_schedule(1e-4, 0.0, decay_steps), weight_decay=0.01)
     examples = tuple(jax.ShapeDtypeStruct((1, *a.shape[1:]), a.dtype)
                      for a in (tokens, segments, attention_mask, positions))
     batch_args = (tokens, segments, attention_mask, positions, mlm_labels, nsp_labels)
     return _training_program(model, tx, loss_fn, examples, batch_args, concrete, rng)
 
 
-def _transformer_nmt_train(concrete: bool) -> Built:
-    model = EncoderDecoder(enc_layers=9, dec_layers=8)
-    batch, seq = 8, 48
+def _bert_train(concrete: bool) -> Built:
+    return _bert_pretrain(BERT(), 8, 128, 10_000, concrete)
+
+
+def _translation_train(model: EncoderDecoder, batch: int, seq: int, concrete: bool) -> Built:
+    """A translation training step on ``batch`` pairs of ``seq`` source and ``seq`` target tokens.
+
+    Label-smoothed (0.1) cross-entropy in float32 over the non-padding targets, Adam with
+    the inverse-square-root schedule of Vaswani et al. (4000 warmup steps).
+    """
     rng = np.random.default_rng(SEED)
     src = _ints(rng, (batch, seq), model.vocab, concrete)
     tgt = _ints(rng, (batch, seq + 1), model.vocab, concrete)
 
     def loss_fn(params, src, tgt):
-        logits = model.apply({"params": params}, src, tgt[:, :-1])
+        logits = model.apply({"params": params}, src, tgt[:, :-1]).astype(F32)
         targets = optax.smooth_labels(jax.nn.one_hot(tgt[:, 1:], model.vocab), 0.1)
         weights = (tgt[:, 1:] != model.pad).astype(F32)
         losses = optax.softmax_cross_entropy(logits, targets)
@@ -302,6 +302,10 @@ def _transformer_nmt_train(concrete: bool) -> Built:
     tx = optax.adam(rsqrt_schedule, b1=0.9, b2=0.98, eps=1e-9)
     examples = (jax.ShapeDtypeStruct((1, seq), jnp.int32), jax.ShapeDtypeStruct((1, seq), jnp.int32))
     return _training_program(model, tx, loss_fn, examples, (src, tgt), concrete, rng)
+
+
+def _transformer_nmt_train(concrete: bool) -> Built:
+    return _translation_train(EncoderDecoder(enc_layers=9, dec_layers=8), 8, 48, concrete)
 
 
 PROGRAMS = [

@@ -31,30 +31,20 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
-from mallocgame.workloads.models_common import (
-    SEED,
-    Built,
-    ModelProgram,
-    _floats,
-    _ints,
-    _model_params,
-    _model_variables,
-    _opt_state,
-    _training_program,
-    _xent,
-)
-from mallocgame.workloads.models_misc import DLRM, STRASSEN, DDIMSampler, GraphNetwork, factorized_matmul, kron_factors
-from mallocgame.workloads.models_sequence import (
-    BiGRUTagger,
-    GRUClassifier,
-    LSTMLanguageModel,
-    Seq2SeqNMT,
-    StackedRNN,
-    WaveNet,
-)
 from mallocgame.workloads.models import LSTMClassifier
-from mallocgame.workloads.models_transformers import BERT, GPT, EncoderDecoder
-from mallocgame.workloads.models_vision import BottleneckResNet, MLPMixer, MnasNet, UNet, ViT
+from mallocgame.workloads.models_common import SEED, Built, ModelProgram, _ints, _next_token_train
+from mallocgame.workloads.models_misc import (
+    DLRM, DDIMSampler, GraphNetwork, _dlrm_program, _factorized_chain, _graph_infer, _sampler,
+)
+from mallocgame.workloads.models_sequence import (
+    BiGRUTagger, GRUClassifier, LSTMLanguageModel, Seq2SeqNMT, StackedRNN, WaveNet, _sequence_infer, _tagger_infer,
+    _translate, _wavenet_program,
+)
+from mallocgame.workloads.models_transformers import BERT, GPT, EncoderDecoder, _bert_pretrain, _translation_train
+from mallocgame.workloads.models_vision import (
+    BottleneckResNet, MLPMixer, MnasNet, UNet, ViT, _batchnorm_train, _classifier_train, _inference,
+    _segmentation_train,
+)
 
 __all__ = ["V2_PROGRAMS", "AlexNet", "LlamaConfig", "LLAMA2_70B", "TINYLLAMA_1B", "llama_param_shapes"]
 
@@ -87,60 +77,6 @@ class AlexNet(nn.Module):
         return nn.Dense(self.num_classes)(x)
 
 
-def _classifier_train(model: nn.Module, tx: optax.GradientTransformation, image: tuple[int, ...], batch: int,
-                      concrete: bool, smoothing: float = 0.0) -> Built:
-    """Training step of a classifier without batchnorm: cross-entropy (label smoothing), ``tx``."""
-    rng = np.random.default_rng(SEED)
-    images = _floats(rng, (batch, *image), concrete)
-    labels = _ints(rng, (batch,), model.num_classes, concrete)
-
-    def loss_fn(params, images, labels):
-        logits = model.apply({"params": params}, images)
-        targets = optax.smooth_labels(jax.nn.one_hot(labels, model.num_classes), smoothing)
-        return optax.softmax_cross_entropy(logits, targets).mean()
-
-    x0 = jax.ShapeDtypeStruct((1, *image), jnp.float32)
-    return _training_program(model, tx, loss_fn, (x0,), (images, labels), concrete, rng)
-
-
-def _batchnorm_train(model: nn.Module, tx: optax.GradientTransformation, image: tuple[int, ...], batch: int,
-                     concrete: bool) -> Built:
-    """Training step of a batchnorm classifier: ``(params, batch_stats, opt_state, images, labels)``."""
-    rng = np.random.default_rng(SEED)
-    x0 = jax.ShapeDtypeStruct((1, *image), jnp.float32)
-    variables = _model_variables(model, (x0,), concrete, rng, ("params", "batch_stats"))
-    params, batch_stats = variables["params"], variables["batch_stats"]
-    opt_state = _opt_state(tx, params, concrete)
-    images = _floats(rng, (batch, *image), concrete)
-    labels = _ints(rng, (batch,), model.num_classes, concrete)
-
-    def train_step(params, batch_stats, opt_state, images, labels):
-        def loss_fn(p):
-            logits, new = model.apply({"params": p, "batch_stats": batch_stats}, images, mutable=["batch_stats"])
-            targets = optax.smooth_labels(jax.nn.one_hot(labels, model.num_classes), 0.1)
-            return optax.softmax_cross_entropy(logits, targets).mean(), new["batch_stats"]
-
-        (loss, batch_stats), grads = jax.value_and_grad(loss_fn, has_aux=True)(params)
-        updates, opt_state = tx.update(grads, opt_state, params)
-        return optax.apply_updates(params, updates), batch_stats, opt_state, loss
-
-    return train_step, (params, batch_stats, opt_state, images, labels), {}
-
-
-def _inference(model: nn.Module, images_shape: tuple[int, ...], concrete: bool,
-               collections: tuple[str, ...] = ("params", "batch_stats")) -> Built:
-    """Softmax inference: ``(variables, images) -> probabilities``."""
-    rng = np.random.default_rng(SEED)
-    x0 = jax.ShapeDtypeStruct((1, *images_shape[1:]), jnp.float32)
-    variables = _model_variables(model, (x0,), concrete, rng, collections)
-    images = _floats(rng, images_shape, concrete)
-
-    def infer(variables, images):
-        return jax.nn.softmax(model.apply(variables, images), axis=-1)
-
-    return infer, (variables, images), {}
-
-
 def _sgd_momentum(lr: float, weight_decay: float) -> optax.GradientTransformation:
     return optax.chain(optax.add_decayed_weights(weight_decay), optax.sgd(lr, momentum=0.9))
 
@@ -162,7 +98,7 @@ MNASNET_B1_STAGES = (
 
 
 def _alexnet_train_b32(concrete: bool) -> Built:
-    return _classifier_train(AlexNet(), _sgd_momentum(0.01, 5e-4), (227, 227, 3), 32, concrete)
+    return _classifier_train(AlexNet(), _sgd_momentum(0.01, 5e-4), (227, 227, 3), 32, concrete, smoothing=0.0)
 
 
 def _resnet50_infer(concrete: bool) -> Built:
@@ -170,11 +106,13 @@ def _resnet50_infer(concrete: bool) -> Built:
 
 
 def _resnet50_train(concrete: bool) -> Built:
-    return _batchnorm_train(_resnet((3, 4, 6, 3), True), _sgd_momentum(0.1, 1e-4), (224, 224, 3), 32, concrete)
+    tx = _sgd_momentum(0.1, 1e-4)
+    return _batchnorm_train(_resnet((3, 4, 6, 3), True), tx, (224, 224, 3), 32, concrete, smoothing=0.1)
 
 
 def _resnet152_train(concrete: bool) -> Built:
-    return _batchnorm_train(_resnet((3, 8, 36, 3), True), _sgd_momentum(0.1, 1e-4), (224, 224, 3), 16, concrete)
+    tx = _sgd_momentum(0.1, 1e-4)
+    return _batchnorm_train(_resnet((3, 8, 36, 3), True), tx, (224, 224, 3), 16, concrete, smoothing=0.1)
 
 
 def _mnasnet_b1_infer(concrete: bool) -> Built:
@@ -195,58 +133,20 @@ def _mixer_b16_infer(concrete: bool) -> Built:
 
 def _unet_train(concrete: bool) -> Built:
     model = UNet(features=(64, 128, 256, 512, 1024), num_classes=2)
-    rng = np.random.default_rng(SEED)
-    images = _floats(rng, (2, 512, 512, 1), concrete)
-    masks = _ints(rng, (2, 512, 512), model.num_classes, concrete)
-
-    def loss_fn(params, images, masks):
-        return _xent(model.apply({"params": params}, images), masks)
-
-    x0 = jax.ShapeDtypeStruct((1, 512, 512, 1), jnp.float32)
-    tx = optax.sgd(0.01, momentum=0.99)
-    return _training_program(model, tx, loss_fn, (x0,), (images, masks), concrete, rng)
+    return _segmentation_train(model, optax.sgd(0.01, momentum=0.99), (2, 512, 512, 1), concrete)
 
 
 def _ddim_sampler(concrete: bool) -> Built:
-    model = DDIMSampler(steps=50, width=128)
-    rng = np.random.default_rng(SEED)
-    x0 = jax.ShapeDtypeStruct((1, 128, 128, 3), jnp.float32)
-    params = _model_params(model, (x0,), concrete, rng)
-    noise = _floats(rng, (16, 128, 128, 3), concrete)
-
-    def sample(params, noise):
-        return model.apply({"params": params}, noise)
-
-    return sample, (params, noise), {}
+    return _sampler(DDIMSampler(steps=50, width=128), (16, 128, 128, 3), concrete)
 
 
 # --------------------------------------------------------------------------- sequence
 
 
-def _sequence_infer(model: nn.Module, xs_shape: tuple[int, ...], concrete: bool) -> Built:
-    rng = np.random.default_rng(SEED)
-    xs0 = jax.ShapeDtypeStruct((1, *xs_shape[1:]), jnp.float32)
-    params = _model_params(model, (xs0,), concrete, rng)
-    xs = _floats(rng, xs_shape, concrete)
-
-    def infer(params, xs):
-        return jax.nn.log_softmax(model.apply({"params": params}, xs), axis=-1)
-
-    return infer, (params, xs), {}
-
-
 def _lstm_infer(concrete: bool) -> Built:
     # LSTMClassifier scans over axis 0: [time, batch, features].
     model = LSTMClassifier(hidden=1024, num_layers=2, num_classes=1000)
-    rng = np.random.default_rng(SEED)
-    xs0 = jax.ShapeDtypeStruct((100, 1, 512), jnp.float32)
-    params = _model_params(model, (xs0,), concrete, rng)
-    xs = _floats(rng, (100, 512, 512), concrete)
-
-    def infer(params, xs):
-        return jax.nn.log_softmax(model.apply({"params": params}, xs), axis=-1)
-
-    return infer, (params, xs), {}
+    return _sequence_infer(model, (100, 512, 512), concrete, batch_axis=1)
 
 
 def _gru_infer(concrete: bool) -> Built:
@@ -259,58 +159,24 @@ def _stacked_rnn_infer(concrete: bool) -> Built:
 
 def _bigru_tagger_infer(concrete: bool) -> Built:
     model = BiGRUTagger(vocab=30000, embed=300, hidden=512, num_layers=2, num_tags=17)
-    rng = np.random.default_rng(SEED)
-    t0 = jax.ShapeDtypeStruct((1, 128), jnp.int32)
-    params = _model_params(model, (t0,), concrete, rng)
-    tokens = _ints(rng, (512, 128), model.vocab, concrete)
-
-    def infer(params, tokens):
-        logits = model.apply({"params": params}, tokens)
-        return jnp.argmax(logits, axis=-1), jax.nn.log_softmax(logits, axis=-1)
-
-    return infer, (params, tokens), {}
+    return _tagger_infer(model, 512, 128, concrete)
 
 
 def _lstm_lm_train(concrete: bool) -> Built:
     # Zaremba, Sutskever and Vinyals (2014), the large model on the Penn Treebank.
     model = LSTMLanguageModel(vocab=10000, embed=1500, hidden=1500, num_layers=2)
-    rng = np.random.default_rng(SEED)
-    tokens = _ints(rng, (20, 36), model.vocab, concrete)
-
-    def loss_fn(params, tokens):
-        return _xent(model.apply({"params": params}, tokens[:, :-1]), tokens[:, 1:])
-
     tx = optax.chain(optax.clip_by_global_norm(10.0), optax.sgd(1.0))
-    t0 = jax.ShapeDtypeStruct((1, 35), jnp.int32)
-    return _training_program(model, tx, loss_fn, (t0,), (tokens,), concrete, rng)
+    return _next_token_train(model, tx, 20, 35, concrete)
 
 
 def _nmt_attention_infer(concrete: bool) -> Built:
     model = Seq2SeqNMT(src_vocab=32000, tgt_vocab=32000, embed=1024, hidden=1024, max_out=50)
-    rng = np.random.default_rng(SEED)
-    s0 = jax.ShapeDtypeStruct((1, 50), jnp.int32)
-    params = _model_params(model, (s0,), concrete, rng)
-    src = _ints(rng, (64, 50), model.src_vocab, concrete)
-
-    def translate(params, src):
-        return model.apply({"params": params}, src)
-
-    return translate, (params, src), {}
+    return _translate(model, 64, 50, concrete)
 
 
 def _wavenet_infer(concrete: bool) -> Built:
     model = WaveNet(stacks=3, layers_per_stack=10, residual=64, skip=256, classes=256)
-    rng = np.random.default_rng(SEED)
-    s0 = jax.ShapeDtypeStruct((1, 16000), jnp.int32)
-    c0 = jax.ShapeDtypeStruct((1, 16), jnp.float32)
-    params = _model_params(model, (s0, c0), concrete, rng)
-    samples = _ints(rng, (4, 16000), model.classes, concrete)
-    cond = _floats(rng, (4, 16), concrete)
-
-    def infer(params, samples, cond):
-        return jax.nn.log_softmax(model.apply({"params": params}, samples, cond), axis=-1)
-
-    return infer, (params, samples, cond), {}
+    return _wavenet_program(model, 4, 16000, concrete)
 
 
 # --------------------------------------------------------------------------- transformers
@@ -318,62 +184,21 @@ def _wavenet_infer(concrete: bool) -> Built:
 
 def _bert_base_train(concrete: bool) -> Built:
     model = BERT(vocab=30522, d_model=768, num_heads=12, num_layers=12, d_ff=3072, max_len=512)
-    batch, seq, n_masked = 32, 128, 20
-    rng = np.random.default_rng(SEED)
-    tokens = _ints(rng, (batch, seq), model.vocab, concrete)
-    segments = _ints(rng, (batch, seq), 2, concrete)
-    attention_mask = _ints(rng, (batch, seq), 2, concrete)
-    positions = _ints(rng, (batch, n_masked), seq, concrete)
-    mlm_labels = _ints(rng, (batch, n_masked), model.vocab, concrete)
-    nsp_labels = _ints(rng, (batch,), 2, concrete)
-
-    def loss_fn(params, tokens, segments, attention_mask, positions, mlm_labels, nsp_labels):
-        mlm, nsp = model.apply({"params": params}, tokens, segments, attention_mask, positions)
-        return _xent(mlm, mlm_labels) + _xent(nsp, nsp_labels)
-
-    tx = optax.adamw(optax.linear_schedule(1e-4, 0.0, 1_000_000), weight_decay=0.01)
-    examples = tuple(jax.ShapeDtypeStruct((1, *a.shape[1:]), a.dtype) for a in (tokens, segments, attention_mask, positions))
-    batch_args = (tokens, segments, attention_mask, positions, mlm_labels, nsp_labels)
-    return _training_program(model, tx, loss_fn, examples, batch_args, concrete, rng)
+    return _bert_pretrain(model, 32, 128, 1_000_000, concrete, padded=False)
 
 
 def _gpt2_train(concrete: bool) -> Built:
     model = GPT(vocab=50257, d_model=768, num_heads=12, num_layers=12, d_ff=3072, max_len=1024)
-    rng = np.random.default_rng(SEED)
-    batch = 2
-    tokens = _ints(rng, (batch, model.max_len + 1), model.vocab, concrete)
-
-    def loss_fn(params, tokens):
-        return _xent(model.apply({"params": params}, tokens[:, :-1]), tokens[:, 1:])
-
     schedule = optax.warmup_cosine_decay_schedule(0.0, 6e-4, 2000, 600_000)
     tx = optax.chain(optax.clip_by_global_norm(1.0), optax.adamw(schedule, b2=0.95, weight_decay=0.1))
-    t0 = jax.ShapeDtypeStruct((1, model.max_len), jnp.int32)
-    return _training_program(model, tx, loss_fn, (t0,), (tokens,), concrete, rng)
+    return _next_token_train(model, tx, 2, model.max_len, concrete)
 
 
 def _transformer_base(dtype: Any, concrete: bool) -> Built:
     """tensor2tensor's ``transformer_base`` (Vaswani et al. 2017): 6+6 layers, d 512, 8 heads, d_ff 2048."""
     model = EncoderDecoder(vocab=32768, d_model=512, num_heads=8, enc_layers=6, dec_layers=6, d_ff=2048,
                            max_len=256, dtype=dtype, f32_accumulate=dtype != jnp.float32)
-    batch, seq = 64, 64  # 4,096 tokens a side, t2t's batch_size
-    rng = np.random.default_rng(SEED)
-    src = _ints(rng, (batch, seq), model.vocab, concrete)
-    tgt = _ints(rng, (batch, seq + 1), model.vocab, concrete)
-
-    def loss_fn(params, src, tgt):
-        logits = model.apply({"params": params}, src, tgt[:, :-1]).astype(jnp.float32)
-        targets = optax.smooth_labels(jax.nn.one_hot(tgt[:, 1:], model.vocab), 0.1)
-        weights = (tgt[:, 1:] != model.pad).astype(jnp.float32)
-        return jnp.sum(optax.softmax_cross_entropy(logits, targets) * weights) / jnp.maximum(jnp.sum(weights), 1.0)
-
-    def rsqrt_schedule(step: jax.Array) -> jax.Array:
-        step = jnp.maximum(step.astype(jnp.float32), 1.0)
-        return model.d_model**-0.5 * jnp.minimum(step**-0.5, step * 4000.0**-1.5)
-
-    tx = optax.adam(rsqrt_schedule, b1=0.9, b2=0.98, eps=1e-9)
-    examples = (jax.ShapeDtypeStruct((1, seq), jnp.int32), jax.ShapeDtypeStruct((1, seq), jnp.int32))
-    return _training_program(model, tx, loss_fn, examples, (src, tgt), concrete, rng)
+    return _translation_train(model, 64, 64, concrete)  # 4,096 tokens a side, t2t's batch_size
 
 
 # --------------------------------------------------------------------------- Llama-style decoders
@@ -510,6 +335,20 @@ def _kv_caches(cfg: LlamaConfig, batch: int, max_len: int, concrete: bool) -> li
     return [(jax.ShapeDtypeStruct(shape, BF16), jax.ShapeDtypeStruct(shape, BF16)) for _ in range(cfg.layers)]
 
 
+def _llama_next_tokens(cfg: LlamaConfig, params: Any, caches: list[Any], tokens: jax.Array,
+                       position: jax.Array) -> tuple[jax.Array, list[Any]]:
+    """One greedy decode step of ``tokens`` [batch] at ``position``: the next tokens (int32), and the
+    caches with this position's keys and values written into them."""
+    positions = jnp.broadcast_to(position, (tokens.shape[0], 1))
+    x = params["embed"][tokens][:, None]
+    new = []
+    for w, (kc, vc) in zip(params["layers"], caches):
+        x, kv = _llama_layer(cfg, w, x, positions, kc, vc, position)
+        new.append(kv)
+    logits = jnp.matmul(_rms_norm(x[:, 0], params["norm"]), params["lm_head"], preferred_element_type=jnp.float32)
+    return jnp.argmax(logits, axis=-1).astype(jnp.int32), new
+
+
 def _llama_decode_step(cfg: LlamaConfig, batch: int, max_len: int, concrete: bool) -> Built:
     """One decode step: the next token of each sequence; the caches (donated) updated in place."""
     params = _llama_params(cfg, concrete)
@@ -519,14 +358,7 @@ def _llama_decode_step(cfg: LlamaConfig, batch: int, max_len: int, concrete: boo
     position = jnp.int32(max_len - 1) if concrete else jax.ShapeDtypeStruct((), jnp.int32)
 
     def decode(params, caches, tokens, position):
-        positions = jnp.broadcast_to(position, (tokens.shape[0], 1))
-        x = params["embed"][tokens][:, None]
-        new = []
-        for w, (kc, vc) in zip(params["layers"], caches):
-            x, kv = _llama_layer(cfg, w, x, positions, kc, vc, position)
-            new.append(kv)
-        logits = jnp.matmul(_rms_norm(x[:, 0], params["norm"]), params["lm_head"], preferred_element_type=jnp.float32)
-        return jnp.argmax(logits, axis=-1).astype(jnp.int32), new
+        return _llama_next_tokens(cfg, params, caches, tokens, position)
 
     return decode, (params, caches, tokens, position), {"donate_argnums": (1,)}
 
@@ -543,15 +375,7 @@ def _llama_generate(cfg: LlamaConfig, batch: int, max_len: int, steps: int, conc
     def generate(params, caches, first, start):
         def body(i, carry):
             tok, caches, out = carry
-            position = start + i
-            positions = jnp.broadcast_to(position, (tok.shape[0], 1))
-            x = params["embed"][tok][:, None]
-            new = []
-            for w, (kc, vc) in zip(params["layers"], caches):
-                x, kv = _llama_layer(cfg, w, x, positions, kc, vc, position)
-                new.append(kv)
-            logits = jnp.matmul(_rms_norm(x[:, 0], params["norm"]), params["lm_head"], preferred_element_type=jnp.float32)
-            tok = jnp.argmax(logits, axis=-1).astype(jnp.int32)
+            tok, new = _llama_next_tokens(cfg, params, caches, tok, start + i)
             return tok, new, out.at[i].set(tok)
 
         out = jnp.zeros((steps, first.shape[0]), jnp.int32)
@@ -575,63 +399,16 @@ def _dlrm_train(concrete: bool) -> Built:
     # The DLRM reference's Criteo Kaggle configuration: sparse features of dimension 16,
     # bottom MLP 13-512-256-64-16, top MLP 512-256-1, mini-batch 128, one index per table.
     model = DLRM(table_sizes=CRITEO_KAGGLE_TABLES, dim=16, bottom=(512, 256, 64), top=(512, 256))
-    batch = 128
-    tx = optax.adagrad(0.01)
-    rng = np.random.default_rng(SEED)
-    dense = _floats(rng, (batch, 13), concrete)
-    sparse = _ints(rng, (batch, len(model.table_sizes), 1), min(model.table_sizes), concrete)
-    labels = _ints(rng, (batch,), 2, concrete)
-    examples = (jax.ShapeDtypeStruct((1, 13), jnp.float32),
-                jax.ShapeDtypeStruct((1, len(model.table_sizes), 1), jnp.int32))
-    params = _model_params(model, examples, concrete, rng)
-    opt_state = _opt_state(tx, params, concrete)
-
-    def train_step(params, opt_state, dense, sparse, labels):
-        def loss_fn(p):
-            logits = model.apply({"params": p}, dense, sparse)
-            return optax.sigmoid_binary_cross_entropy(logits, labels.astype(jnp.float32)).mean()
-
-        loss, grads = jax.value_and_grad(loss_fn)(params)
-        updates, opt_state = tx.update(grads, opt_state, params)
-        return optax.apply_updates(params, updates), opt_state, loss
-
-    return train_step, (params, opt_state, dense, sparse, labels), {"donate_argnums": (0, 1)}
+    return _dlrm_program(model, 128, 1, concrete)
 
 
 def _alphatensor_matmul(concrete: bool) -> Built:
-    factors = kron_factors(STRASSEN, STRASSEN)  # rank 49 for 4x4 blocks (Strassen squared)
-    rng = np.random.default_rng(SEED)
-    mats = _floats(rng, (4, 4096, 4096), concrete)
-
-    def chain(mats):
-        """``M0 @ M1 @ M2 @ M3`` by the rank-49 algorithm (3 x 49 block matmuls), and its error."""
-        out, ref = mats[0], mats[0]
-        for i in range(1, mats.shape[0]):
-            out = factorized_matmul(out, mats[i], factors)
-            ref = ref @ mats[i]
-        return out, jnp.sqrt(jnp.sum((out - ref) ** 2) / jnp.sum(ref**2))
-
-    return chain, (mats,), {}
+    return _factorized_chain(4096, concrete)
 
 
 def _gnn_infer(concrete: bool) -> Built:
     model = GraphNetwork(hidden=128, rounds=10, num_graphs=64)
-    n_nodes, n_edges = 65536, 524288
-    rng = np.random.default_rng(SEED)
-    inputs = (
-        _floats(rng, (n_nodes, 128), concrete),
-        _floats(rng, (n_edges, 16), concrete),
-        _ints(rng, (n_edges,), n_nodes, concrete),
-        _ints(rng, (n_edges,), n_nodes, concrete),
-        _ints(rng, (n_nodes,), model.num_graphs, concrete),
-    )
-    examples = tuple(jax.ShapeDtypeStruct(a.shape, a.dtype) for a in inputs)
-    params = _model_params(model, examples, concrete, rng)
-
-    def infer(params, nodes, edges, senders, receivers, graph_ids):
-        return model.apply({"params": params}, nodes, edges, senders, receivers, graph_ids)
-
-    return infer, (params, *inputs), {}
+    return _graph_infer(model, 65536, 524288, 128, 16, concrete, contiguous_graphs=False)
 
 
 # --------------------------------------------------------------------------- registry

@@ -13,18 +13,8 @@ import numpy as np
 import optax
 
 from mallocgame.workloads.models_common import (
-    SEED,
-    Built,
-    ModelProgram,
-    _floats,
-    _ints,
-    _model_params,
-    _model_variables,
-    _opt_state,
-    _rng_key,
-    _training_program,
-    _uniform,
-    _xent,
+    SEED, Built, ModelProgram, _floats, _gradient_step, _ints, _model_params, _model_variables, _opt_state,
+    _rng_key, _training_program, _uniform, _xent,
 )
 
 __all__ = ["PROGRAMS", "BottleneckResNet", "MnasNet", "UNet", "ViT", "MLPMixer", "BNConvNet", "ConvVAE"]
@@ -304,17 +294,83 @@ class ConvVAE(nn.Module):
 # --------------------------------------------------------------------------- programs
 
 
-def _inference(model: nn.Module, image_shape: tuple[int, ...], concrete: bool) -> Built:
-    """Softmax inference of a batchnorm model: ``(variables, images) -> probabilities``."""
+def _inference(model: nn.Module, image_shape: tuple[int, ...], concrete: bool,
+               collections: tuple[str, ...] = ("params", "batch_stats")) -> Built:
+    """Softmax inference on float32 images of ``image_shape`` (batch first):
+    ``(variables, images) -> probabilities``, ``variables`` the model's ``collections``."""
     rng = np.random.default_rng(SEED)
     x0 = jax.ShapeDtypeStruct((1, *image_shape[1:]), jnp.float32)
-    variables = _model_variables(model, (x0,), concrete, rng, ("params", "batch_stats"))
+    variables = _model_variables(model, (x0,), concrete, rng, collections)
     images = _floats(rng, image_shape, concrete)
 
     def infer(variables, images):
         return jax.nn.softmax(model.apply(variables, images), axis=-1)
 
     return infer, (variables, images), {}
+
+
+def _label_loss(logits: jax.Array, labels: jax.Array, num_classes: int, smoothing: float | None) -> jax.Array:
+    """Mean softmax cross-entropy against integer ``labels``; with a ``smoothing`` (0.0 included),
+    against their one-hot vectors over ``num_classes`` smoothed by it (``optax.smooth_labels``)."""
+    if smoothing is None:
+        return _xent(logits, labels)
+    targets = optax.smooth_labels(jax.nn.one_hot(labels, num_classes), smoothing)
+    return optax.softmax_cross_entropy(logits, targets).mean()
+
+
+def _classifier_train(model: nn.Module, tx: optax.GradientTransformation, image: tuple[int, ...], batch: int,
+                      concrete: bool, smoothing: float | None = None) -> Built:
+    """Training step of a classifier without batchnorm on ``batch`` images of shape ``image``:
+    ``(params, opt_state, images, labels) -> (params, opt_state, loss)``, the loss :func:`_label_loss`."""
+    rng = np.random.default_rng(SEED)
+    images = _floats(rng, (batch, *image), concrete)
+    labels = _ints(rng, (batch,), model.num_classes, concrete)
+
+    def loss_fn(params, images, labels):
+        return _label_loss(model.apply({"params": params}, images), labels, model.num_classes, smoothing)
+
+    x0 = jax.ShapeDtypeStruct((1, *image), jnp.float32)
+    return _training_program(model, tx, loss_fn, (x0,), (images, labels), concrete, rng)
+
+
+def _batchnorm_train(model: nn.Module, tx: optax.GradientTransformation, image: tuple[int, ...], batch: int,
+                     concrete: bool, smoothing: float | None = None) -> Built:
+    """Training step of a batchnorm classifier on ``batch`` images of shape ``image``: ``(params,
+    batch_stats, opt_state, images, labels) -> (params, batch_stats, opt_state, loss)``, the
+    loss :func:`_label_loss`, the batch statistics those of the step."""
+    rng = np.random.default_rng(SEED)
+    x0 = jax.ShapeDtypeStruct((1, *image), jnp.float32)
+    variables = _model_variables(model, (x0,), concrete, rng, ("params", "batch_stats"))
+    params, batch_stats = variables["params"], variables["batch_stats"]
+    opt_state = _opt_state(tx, params, concrete)
+    images = _floats(rng, (batch, *image), concrete)
+    labels = _ints(rng, (batch,), model.num_classes, concrete)
+
+    def train_step(params, batch_stats, opt_state, images, labels):
+        def loss_fn(p):
+            logits, new = model.apply({"params": p, "batch_stats": batch_stats}, images, mutable=["batch_stats"])
+            return _label_loss(logits, labels, model.num_classes, smoothing), new["batch_stats"]
+
+        (loss, batch_stats), grads = jax.value_and_grad(loss_fn, has_aux=True)(params)
+        updates, opt_state = tx.update(grads, opt_state, params)
+        return optax.apply_updates(params, updates), batch_stats, opt_state, loss
+
+    return train_step, (params, batch_stats, opt_state, images, labels), {}
+
+
+def _segmentation_train(model: UNet, tx: optax.GradientTransformation, image_shape: tuple[int, ...],
+                        concrete: bool) -> Built:
+    """Training step of a segmentation model on float32 images of ``image_shape`` (batch first):
+    per-pixel cross-entropy against a class mask of ``image_shape[:-1]``."""
+    rng = np.random.default_rng(SEED)
+    images = _floats(rng, image_shape, concrete)
+    masks = _ints(rng, image_shape[:-1], model.num_classes, concrete)
+
+    def loss_fn(params, images, masks):
+        return _xent(model.apply({"params": params}, images), masks)
+
+    x0 = jax.ShapeDtypeStruct((1, *image_shape[1:]), jnp.float32)
+    return _training_program(model, tx, loss_fn, (x0,), (images, masks), concrete, rng)
 
 
 def _resnet50_infer(concrete: bool) -> Built:
@@ -330,67 +386,23 @@ def _mlp_mixer_infer(concrete: bool) -> Built:
 
 
 def _unet_train(concrete: bool) -> Built:
-    model = UNet()
-    rng = np.random.default_rng(SEED)
-    images = _floats(rng, (4, 64, 64, 3), concrete)
-    masks = _ints(rng, (4, 64, 64), model.num_classes, concrete)
-
-    def loss_fn(params, images, masks):
-        return _xent(model.apply({"params": params}, images), masks)
-
-    x0 = jax.ShapeDtypeStruct((1, 64, 64, 3), jnp.float32)
-    return _training_program(model, optax.adam(1e-3), loss_fn, (x0,), (images, masks), concrete, rng)
+    return _segmentation_train(UNet(), optax.adam(1e-3), (4, 64, 64, 3), concrete)
 
 
 def _vit_train(concrete: bool) -> Built:
-    model = ViT()
-    rng = np.random.default_rng(SEED)
-    images = _floats(rng, (16, 32, 32, 3), concrete)
-    labels = _ints(rng, (16,), model.num_classes, concrete)
-
-    def loss_fn(params, images, labels):
-        logits = model.apply({"params": params}, images)
-        return optax.softmax_cross_entropy(logits, optax.smooth_labels(jax.nn.one_hot(labels, 10), 0.1)).mean()
-
     tx = optax.chain(optax.clip_by_global_norm(1.0), optax.adamw(1e-3, weight_decay=0.05))
-    x0 = jax.ShapeDtypeStruct((1, 32, 32, 3), jnp.float32)
-    return _training_program(model, tx, loss_fn, (x0,), (images, labels), concrete, rng)
-
-
-def _batchnorm_train(model: nn.Module, tx: optax.GradientTransformation, batch: int, hw: int,
-                     concrete: bool) -> Built:
-    """Training step of a batchnorm classifier: ``(params, batch_stats, opt_state, images, labels)``."""
-    rng = np.random.default_rng(SEED)
-    x0 = jax.ShapeDtypeStruct((1, hw, hw, 3), jnp.float32)
-    variables = _model_variables(model, (x0,), concrete, rng, ("params", "batch_stats"))
-    params, batch_stats = variables["params"], variables["batch_stats"]
-    opt_state = _opt_state(tx, params, concrete)
-    images = _floats(rng, (batch, hw, hw, 3), concrete)
-    labels = _ints(rng, (batch,), model.num_classes, concrete)
-
-    def train_step(params, batch_stats, opt_state, images, labels):
-        def loss_fn(p):
-            logits, new = model.apply(
-                {"params": p, "batch_stats": batch_stats}, images, mutable=["batch_stats"]
-            )
-            return _xent(logits, labels), new["batch_stats"]
-
-        (loss, batch_stats), grads = jax.value_and_grad(loss_fn, has_aux=True)(params)
-        updates, opt_state = tx.update(grads, opt_state, params)
-        return optax.apply_updates(params, updates), batch_stats, opt_state, loss
-
-    return train_step, (params, batch_stats, opt_state, images, labels), {}
+    return _classifier_train(ViT(), tx, (32, 32, 3), 16, concrete, smoothing=0.1)
 
 
 def _cnn_bn_train(concrete: bool) -> Built:
     tx = optax.chain(optax.add_decayed_weights(5e-4), optax.sgd(0.1, momentum=0.9, nesterov=True))
-    return _batchnorm_train(BNConvNet(), tx, 32, 32, concrete)
+    return _batchnorm_train(BNConvNet(), tx, (32, 32, 3), 32, concrete)
 
 
 def _resnet50_train(concrete: bool) -> Built:
     schedule = optax.cosine_decay_schedule(0.1, 10_000)
     tx = optax.chain(optax.add_decayed_weights(1e-4), optax.sgd(schedule, momentum=0.9))
-    return _batchnorm_train(BottleneckResNet(train=True), tx, 16, 32, concrete)
+    return _batchnorm_train(BottleneckResNet(train=True), tx, (32, 32, 3), 16, concrete)
 
 
 def _vae_train(concrete: bool) -> Built:
@@ -414,9 +426,7 @@ def _vae_train(concrete: bool) -> Built:
             kl = -0.5 * jnp.sum(1 + logvar - mu**2 - jnp.exp(logvar), axis=-1)
             return jnp.mean(recon + kl)
 
-        loss, grads = jax.value_and_grad(loss_fn)(params)
-        updates, opt_state = tx.update(grads, opt_state, params)
-        return optax.apply_updates(params, updates), opt_state, loss
+        return _gradient_step(tx, loss_fn, params, opt_state)
 
     return train_step, (params, opt_state, images, key), {}
 
