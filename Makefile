@@ -14,7 +14,7 @@ setup: $(STAMP)
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e '.[test,xla,muzero,ray]'
+	$(PY) -m pip install --quiet -e '.[test,xla,muzero,ray,torch]'
 	touch $(STAMP)
 
 run: $(STAMP)

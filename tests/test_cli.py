@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import sys
 from pathlib import Path
 
 import pytest
@@ -407,3 +408,92 @@ def test_an_instance_outside_the_ranges_is_one_line_in_every_command(tmp_path: P
     assert main(argv) == 2
     assert "supply_s must be in 0..1e12" in _one_line_error(capsys)
     assert not (tmp_path / "x.json").exists() and not (tmp_path / "x.png").exists()
+
+
+_TORCH_PROGRAM = '''import torch
+from torch import nn
+
+
+class Block(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv2d(3, 8, 3, padding=1, bias=False)
+        self.bn = nn.BatchNorm2d(8)
+        self.fc = nn.Linear(8, 10)
+
+    def forward(self, x):
+        return self.fc(torch.relu(self.bn(self.conv(x))).mean((2, 3)))
+
+
+class Loss(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.net = Block()
+
+    def forward(self, x, labels):
+        return (nn.functional.cross_entropy(self.net(x), labels),)
+
+
+def block():
+    return Block()
+
+
+def training():
+    return Loss(), (torch.zeros(4, 3, 16, 16), torch.zeros(4, dtype=torch.int64))
+
+
+class Branchy(nn.Module):
+    def forward(self, x):
+        return x * 2 if x.sum() > 0 else x
+
+
+def branchy():
+    return Branchy()
+'''
+
+
+def test_extract_torch_module(tmp_path: Path, monkeypatch, capsys) -> None:
+    pytest.importorskip("torch")
+    (tmp_path / "usernet.py").write_text(_TORCH_PROGRAM)
+    monkeypatch.chdir(tmp_path)
+    out, program = tmp_path / "block.json.gz", tmp_path / "block.program.json"
+    assert main(["extract", "--torch", "usernet:block", "--arg", "f32[4,3,16,16]", "--preset", "dram_pmem",
+                 "--out", str(out), "--program-out", str(program)]) == 0
+    assert "5 instructions" in capsys.readouterr().out  # conv, batch norm, relu, mean, addmm
+    doc = json.loads(program.read_text())
+    assert doc["source"]["frontend"] == "torch" and doc["source"]["mode"] == "eval"
+    sol = tmp_path / "sol.json"
+    assert main(["solve", str(out), "--solver", "heuristic", "--out", str(sol)]) == 0
+    assert main(["check", str(out), str(sol)]) == 0
+    node = tmp_path / "node.program.json"
+    assert main(["extract", "--torch", "usernet:block", "--arg", "f32[4,3,16,16]", "--granularity", "node",
+                 "--program-out", str(node)]) == 0
+    assert json.loads(node.read_text())["source"]["granularity"] == "node"
+    train = tmp_path / "train.program.json"
+    assert main(["extract", "--torch", "usernet:training", "--train", "--program-out", str(train)]) == 0
+    doc = json.loads(train.read_text())
+    assert doc["source"]["mode"] == "training_step" and doc["alias_groups"]  # running statistics
+
+
+@pytest.mark.parametrize("argv, needle", [
+    (["--torch", "usernet"], "expected module:function"),
+    (["--torch", "no_such_module_xyz:f"], "cannot import no_such_module_xyz"),
+    (["--torch", "usernet:nothing"], "has no attribute"),
+    (["--torch", "usernet:block"], "give them with --arg"),
+    (["--torch", "usernet:block", "--arg", "f32[4,3"], "bad argument spec"),
+    (["--torch", "usernet:branchy", "--arg", "f32[3]"], "torch.export could not capture it"),
+    (["--torch", "usernet:block", "--arg", "f32[4,3,16,16]", "--train"], "scalar loss"),
+    (["--program", "xla-v1/lstm_infer", "--train"], "--train and --granularity go with --torch"),
+])
+def test_extract_torch_bad_input_exits_2(tmp_path: Path, monkeypatch, capsys, argv, needle) -> None:
+    pytest.importorskip("torch")
+    (tmp_path / "usernet.py").write_text(_TORCH_PROGRAM)
+    monkeypatch.chdir(tmp_path)
+    assert main(["extract", *argv, "--out", str(tmp_path / "x.json")]) == 2
+    assert needle in _one_line_error(capsys)
+
+
+def test_extract_torch_without_torch_exits_2(tmp_path: Path, monkeypatch, capsys) -> None:
+    monkeypatch.setitem(sys.modules, "torch", None)
+    assert main(["extract", "--torch", "usernet:block", "--out", str(tmp_path / "x.json")]) == 2
+    assert "pip install 'mallocgame[torch]'" in _one_line_error(capsys)

@@ -50,7 +50,8 @@ def test_the_files(outcome, tmp_path: Path) -> None:  # noqa: ANN001
     for path in (paths.answer, paths.baseline, paths.agent):
         assert check_solution(inst, load_solution(path)).ok
     rows = paths.curve_csv.read_text().splitlines()
-    assert rows[0].startswith("program,solver,seed,elapsed_s,normalized_reward") and len(rows) == len(outcome.curve) + 1
+    assert rows[0] == "program,solver,seed,budget_s,elapsed_s,normalized_reward,work"
+    assert len(rows) == len(outcome.curve) + 1
 
 
 def test_optimize_on_the_command_line(tmp_path: Path, capsys) -> None:
@@ -61,6 +62,8 @@ def test_optimize_on_the_command_line(tmp_path: Path, capsys) -> None:
     lines = printed.out.splitlines()
     assert lines[0].startswith("xla-v1/gru_infer: 70 buffers") and lines[1].split()[:2] == ["normalized", "reward"]
     assert lines[5].startswith("bound (LP)") and "layouts ->" in lines[-1]
+    assert lines[6].startswith("tensors in fast memory: heuristic ")  # what differs between the layouts
+    assert any(line.startswith("re-fetched by muzero where heuristic keeps them resident: ") for line in lines)
     assert "optimize xla-v1/gru_infer" in printed.err and "heuristic" in printed.err
     assert main(["check", "xla-v1/gru_infer", str(out)]) == 0
     assert (tmp_path / "gru.checkpoint" / "checkpoint.msgpack").exists()

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Callable, NoReturn, Sequence
 
 from mallocgame.errors import MallocGameError
 from mallocgame.hardware import DEFAULT_PRESET, preset_names
+from mallocgame.units import format_bytes
 from mallocgame.workloads.suite import SUITE, SUITES
 
 if TYPE_CHECKING:
@@ -43,13 +44,6 @@ class _Parser(argparse.ArgumentParser):
         raise UsageError(message)
 
 
-def _fmt_bytes(n: int) -> str:
-    for unit, scale in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
-        if n >= scale:
-            return f"{n / scale:.1f} {unit}"
-    return f"{n} B"
-
-
 def _default_out(instance_name: str, solver: str, seed: int) -> Path:
     """``out/NAME.SOLVER.sSEED.json`` with the instance name made file-safe."""
     stem = re.sub(r"[^A-Za-z0-9_.-]+", "-", instance_name).strip("-") or "instance"
@@ -67,7 +61,7 @@ def _cmd_list(args: argparse.Namespace) -> int:
         inst = load_workload(name)
         rows.append(
             (name, str(inst.num_instructions), str(inst.num_buffers),
-             _fmt_bytes(inst.hardware.fast_memory_bytes))
+             format_bytes(inst.hardware.fast_memory_bytes))
         )
     header = ("name", "instructions", "buffers", "fast memory")
     widths = [max(len(r[i]) for r in [header, *rows]) for i in range(4)]
@@ -164,6 +158,7 @@ def _cmd_train(args: argparse.Namespace) -> int:
 def _cmd_optimize(args: argparse.Namespace) -> int:
     """The main job: muzero-prod, a progress bar, the files, and the comparison table."""
     from mallocgame.optimize import format_comparison, optimize, output_paths, write_outputs
+    from mallocgame.residency import compare_residency, format_residency_comparison
     from mallocgame.progress import ProgressBar
     from mallocgame.solvers import get_solver
     from mallocgame.workloads.registry import load_workload
@@ -197,6 +192,7 @@ def _cmd_optimize(args: argparse.Namespace) -> int:
                            on_improvement=show)
     paths = write_outputs(outcome, out)
     print(format_comparison(outcome))
+    print(format_residency_comparison(compare_residency(inst, outcome.baseline, outcome.agent)))
     print(f"answer -> {paths.answer}; candidates -> {paths.baseline}, {paths.agent}")
     print(f"reward against time -> {paths.curve_png} ({paths.curve_csv.name}); layouts -> {paths.layouts}")
     return EXIT_OK
@@ -275,21 +271,33 @@ def _cmd_show(args: argparse.Namespace) -> int:
     from mallocgame.workloads.registry import load_workload
 
     inst = load_workload(args.instance)
-    solution = load_solution(args.solution)
-    if solution.instance_sha256 != inst.sha256:
-        raise UsageError(f"{args.solution} is a solution of another instance ({solution.instance})")
+    paths = [args.solution] + ([args.against] if args.against else [])
+    solutions = [load_solution(path) for path in paths]
+    for path, solution in zip(paths, solutions):
+        if solution.instance_sha256 != inst.sha256:
+            raise UsageError(f"{path} is a solution of another instance ({solution.instance})")
     out = Path(args.out)
     if out.suffix.lower() not in (".png", ".svg", ".pdf"):
         raise UsageError(f"--out must end in .png, .svg or .pdf, got '{out.name}'")
     from mallocgame.check import check_solution
 
-    report = check_solution(inst, solution)
-    draw_layout(inst, solution, out)
-    print(f"layout of {inst.name} ({len(solution.allocations)} allocations) -> {out}")
-    if not report.ok:  # drawn all the same: a picture helps to see what is wrong
-        print(f"invalid (drawn anyway): {report.summary()}")
-        return EXIT_CHECK_FAILED
-    return EXIT_OK
+    reports = [check_solution(inst, solution) for solution in solutions]
+    if len(solutions) == 1:
+        draw_layout(inst, solutions[0], out)
+        print(f"layout of {inst.name} ({len(solutions[0].allocations)} allocations) -> {out}")
+    else:
+        from mallocgame.residency import compare_residency, format_residency_comparison
+        from mallocgame.viz import draw_layouts
+
+        draw_layouts(inst, solutions, out)
+        print(f"layouts of {inst.name}: {solutions[0].solver} above {solutions[1].solver} -> {out}")
+        print(format_residency_comparison(compare_residency(inst, *solutions)))
+    status = EXIT_OK
+    for path, report in zip(paths, reports):
+        if not report.ok:  # drawn all the same: a picture helps to see what is wrong
+            print(f"{path} invalid (drawn anyway): {report.summary()}")
+            status = EXIT_CHECK_FAILED
+    return status
 
 
 def _cmd_extract(args: argparse.Namespace) -> int:
@@ -311,9 +319,12 @@ def _cmd_extract(args: argparse.Namespace) -> int:
             total += len(freeze(args.model or None, progress=print, suite=suite))
         print(f"froze {total} programs in {time.perf_counter() - start:.1f} s")
         return EXIT_OK
-    sources = [args.dump, args.jax, args.program, args.model and args.model[0]]
+    sources = [args.dump, args.jax, args.torch, args.program, args.model and args.model[0]]
     if sum(1 for s in sources if s) != 1:
-        raise UsageError("give exactly one of --dump DIR, --jax MODULE:FUNCTION, --program FILE, --model NAME, --suite")
+        raise UsageError("give exactly one of --dump DIR, --jax MODULE:FUNCTION, --torch MODULE:FACTORY, "
+                         "--program FILE, --model NAME, --suite")
+    if (args.train or args.granularity != "tensor") and not args.torch:
+        raise UsageError("--train and --granularity go with --torch MODULE:FACTORY")
     if not args.out and not args.program_out:
         raise UsageError("give --out FILE (the instance) and/or --program-out FILE")
     if args.xla_solution and not (args.dump and args.out):
@@ -332,20 +343,25 @@ def _cmd_extract(args: argparse.Namespace) -> int:
         fn = resolve_function(args.jax)
         example = [parse_arg_spec(spec) for spec in args.arg]
         program = extract_jax(fn, *example, name=args.name, donate_argnums=tuple(args.donate))
+    elif args.torch:
+        from mallocgame.frontends.torch import extract_torch, resolve_factory
+
+        model = resolve_factory(args.torch, args.arg)
+        model.module.train(args.train)
+        program = extract_torch(model.module, model.inputs, name=args.name, training_step=args.train,
+                                granularity=args.granularity)
     elif args.program:
         from mallocgame.workloads.suite import suite_program
 
         program = load_program(args.program) if Path(args.program).exists() else suite_program(args.program)
     else:
-        from mallocgame.frontends.xla import extract_jax
-        from mallocgame.workloads.suite import model_programs
+        from mallocgame.workloads.suite import extract_model, model_programs
 
         suite, _, short = args.model[0].rpartition("/")
         models = model_programs(suite or SUITE)
         if short not in models:
             raise UsageError(f"unknown model '{args.model[0]}' of {suite or SUITE} (have: {', '.join(sorted(models))})")
-        fn, example, jit_kwargs = models[short].build()
-        program = extract_jax(fn, *example, name=args.name or args.model[0], **jit_kwargs)
+        program = extract_model(SUITES[suite or SUITE].frontend, models[short], args.name or args.model[0])
     if args.program_out:
         save_program(program, args.program_out)
         print(f"program {program.name}: {len(program.instructions)} instructions, "
@@ -355,7 +371,7 @@ def _cmd_extract(args: argparse.Namespace) -> int:
         inst = derive_instance(program, preset, capacity_fraction=fraction, name=args.name)
         save_instance(inst, args.out)
         print(f"instance {inst.name} on {inst.hardware.name}: {inst.num_instructions} instructions, "
-              f"{inst.num_buffers} buffers, fast memory {_fmt_bytes(inst.hardware.fast_memory_bytes)} "
+              f"{inst.num_buffers} buffers, fast memory {format_bytes(inst.hardware.fast_memory_bytes)} "
               f"-> {args.out}")
         if args.xla_solution and placement is not None:
             _write_xla_solution(inst, placement, fast_spaces, args.xla_solution)
@@ -454,11 +470,41 @@ def _cmd_bench_correlation(args: argparse.Namespace) -> int:
     from mallocgame.bench.correlation import format_correlation, reward_latency_correlation
     from mallocgame.workloads.suite import suite_names
 
+    if args.training is not None:
+        return _bench_training_correlation(args)
+    if args.out or args.option:
+        raise UsageError("--out and --option go with --training")
     rows = []
     for program in args.programs or suite_names(SUITE):
         rows.append(reward_latency_correlation(program, random_games=args.games))
         print(f"{program}: Pearson {rows[-1].pearson:.3f}", file=sys.stderr)
     print(format_correlation(rows))
+    return EXIT_OK
+
+
+def _bench_training_correlation(args: argparse.Namespace) -> int:
+    """Table 5 and Figure 6 as the paper made them: samples of one muzero run per program."""
+    from mallocgame.bench.correlation import (
+        format_training_correlation, plot_training_correlation, training_correlation, write_training_csv,
+    )
+    from mallocgame.solvers import get_solver
+
+    if not args.programs:
+        raise UsageError("--training needs --programs")
+    if not args.out:
+        raise UsageError("--training needs --out (its CSV and PNG)")
+    options = _options(args.option)
+    get_solver("muzero").check_options(options)
+    rows = []
+    for program in args.programs:
+        row = training_correlation(program, args.training, seed=args.seed, samples=args.samples, options=options)
+        print(f"{program}: {row.games} games, Pearson {row.pearson:.3f}", file=sys.stderr)
+        rows.append(row)
+    out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    write_training_csv(rows, out.with_suffix(".csv"))
+    plot_training_correlation(rows, out.with_suffix(".png"))
+    print(format_training_correlation(rows))
     return EXIT_OK
 
 
@@ -480,25 +526,36 @@ def _cmd_bench_suite(args: argparse.Namespace) -> int:
 
 
 def _cmd_bench_rewards(args: argparse.Namespace) -> int:
-    from mallocgame.bench.rewards import final_table, normalized_upper_bound, plot_curves, reward_curve, write_csv
-    from mallocgame.solvers import get_solver
+    from mallocgame.bench.rewards import (
+        final_table, normalized_upper_bound, plot_curves, read_csv, reward_curve, solver_spec, write_csv,
+    )
 
-    for name in args.solvers:
-        get_solver(name)
-    points = []
+    for spec in args.solvers:
+        solver_spec(spec)  # every spec checked before anything runs
+    out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    csv_path = out.with_suffix(".csv")
+    points = read_csv(csv_path) if csv_path.exists() else []
+    other = {p.budget_s for p in points} - {args.budget}
+    if other:
+        held = ", ".join(sorted("no wall-clock budget" if b is None else f"{b:g} s" for b in other))
+        raise UsageError(f"{csv_path} holds curves at {held}, not {args.budget:g} s: give another --out")
+    done = {(p.program, p.solver, p.seed) for p in points}
     for program in args.programs:
         for solver in args.solvers:
             for seed in args.seeds:
+                if (program, solver, seed) in done:
+                    print(f"{program} {solver} s{seed}: in {csv_path} already", file=sys.stderr)
+                    continue
                 curve = reward_curve(program, solver, args.budget, seed)
                 print(f"{program} {solver} s{seed}: {curve[-1].normalized_reward:.4f} after "
                       f"{curve[-1].elapsed_s:.1f} s ({curve[-1].work})", file=sys.stderr)
                 points += curve
+                write_csv(points, csv_path)  # after every cell: a stopped run goes on from here
+    points = [p for p in points if p.program in args.programs and p.solver in args.solvers and p.seed in args.seeds]
     bounds = {program: normalized_upper_bound(program) for program in args.programs}
     for program, bound in bounds.items():
         print(f"{program}: upper bound {bound:.4f}", file=sys.stderr)
-    out = Path(args.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    write_csv(points, out.with_suffix(".csv"))
     plot_curves(points, out.with_suffix(".png"), bounds)
     print(final_table(points))
     return EXIT_OK
@@ -602,7 +659,17 @@ def _parser() -> _Parser:
     p.add_argument("--dump", help="an XLA dump directory (XLA_FLAGS=--xla_dump_to=DIR --xla_dump_hlo_as_text)")
     p.add_argument("--module", help="which module of the dump (name, prefix or id)")
     p.add_argument("--jax", help="MODULE:FUNCTION, a JAX function to compile with XLA")
-    p.add_argument("--arg", action="append", default=[], help="an example argument of --jax, e.g. f32[8,64] (repeat)")
+    p.add_argument("--torch", metavar="MODULE:FACTORY",
+                   help="a PyTorch module to capture with torch.export: FACTORY() returns an nn.Module (inputs from "
+                        "--arg) or a (module, example_inputs) pair")
+    p.add_argument("--train", action="store_true",
+                   help="with --torch: a training step (forward, loss = the module's first output, backward); "
+                        "otherwise inference (the module in eval mode)")
+    p.add_argument("--granularity", choices=("tensor", "node"), default="tensor",
+                   help="with --torch: one decision per buffer (tensor), or MARL's per node: a layer's weights "
+                        "one decision, each operation's activations one (node)")
+    p.add_argument("--arg", action="append", default=[],
+                   help="an example argument of --jax or --torch, e.g. f32[8,64] (repeat)")
     p.add_argument("--donate", type=int, action="append", default=[], help="a donated argument index of --jax (repeat)")
     p.add_argument("--program", help="a program file or a bundled program name (xla-v1/NAME)")
     p.add_argument("--model", nargs="*",
@@ -667,11 +734,20 @@ def _parser() -> _Parser:
     q = bench.add_parser("correlation", help="Pearson correlation of reward and simulated latency (paper Table 5)")
     q.add_argument("--programs", nargs="*", help="workloads (default: the xla-v1 suite)")
     q.add_argument("--games", type=int, default=40, help="random games per program")
+    q.add_argument("--training", type=_positive_seconds, metavar="SECONDS",
+                   help="instead: self-play games sampled from one muzero training run of this many seconds "
+                        "per program, as the paper did (needs --programs and --out)")
+    q.add_argument("--samples", type=_whole_number(2), default=10, help="--training: games sampled per run")
+    q.add_argument("--seed", type=int, default=0, help="--training: the run's seed")
+    q.add_argument("--option", action="append", default=[], metavar="KEY=VALUE",
+                   help="--training: a muzero setting (repeat)")
+    q.add_argument("--out", help="--training: path of the CSV and PNG (suffixes replaced)")
     q.set_defaults(func=_cmd_bench_correlation)
 
     q = bench.add_parser("rewards", help="best reward against wall-clock time per solver (paper Table 2, Figure 5)")
     q.add_argument("--programs", nargs="+", required=True, help="workloads")
-    q.add_argument("--solvers", nargs="+", default=["random", "es", "mcts"])
+    q.add_argument("--solvers", nargs="+", default=["random", "es", "mcts"],
+                   help="solver names, or NAME[KEY=VALUE;...] for one under other settings (its own curve)")
     q.add_argument("--seeds", type=int, nargs="+", default=[0])
     q.add_argument("--budget", type=float, default=60.0, help="wall-clock seconds per run")
     q.add_argument("--out", default="results/rewards", help="writes OUT.csv and OUT.png")
@@ -687,6 +763,9 @@ def _parser() -> _Parser:
 
     p = sub.add_parser("show", help="draw the memory layout of a solution (exit 1 if it is invalid)")
     _add_instance_and_solution(p, "a solution file, or a sweep record (its solution)")
+    p.add_argument("--against", metavar="SOLUTION",
+                   help="a second solution: both layouts, one above the other, and which tensors each keeps "
+                        "in fast memory, evicts and fetches again")
     p.add_argument("--out", required=True, help="picture file (.png, .svg or .pdf)")
     p.set_defaults(func=_cmd_show)
     return parser

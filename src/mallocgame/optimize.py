@@ -85,7 +85,7 @@ def optimize(
     def record(improvement: Improvement) -> None:
         solution = improvement.solution
         bests[solution.solver] = solution
-        curve.append(_point(instance, solution, improvement.elapsed_s))
+        curve.append(_point(instance, solution, improvement.elapsed_s, seconds))
         if on_improvement is not None:
             on_improvement(improvement)
 
@@ -94,16 +94,17 @@ def optimize(
     missing = [name for name in (BASELINE, AGENT) if name not in bests]
     if missing:
         raise SolverError(f"muzero-prod reported no answer of {', '.join(missing)}")
-    curve.extend(_point(instance, s, answer.wall_s) for s in (bests[BASELINE], bests[AGENT], answer))
+    curve.extend(_point(instance, s, answer.wall_s, seconds) for s in (bests[BASELINE], bests[AGENT], answer))
     normalizer = reward_normalizer(instance)
     bound = upper_bound(instance) / normalizer if normalizer else 0.0
     agent = replace(bests[AGENT], work=answer.work)  # the best game, with all the work the agent did
     return Outcome(instance, answer, bests[BASELINE], agent, tuple(curve), bound, seconds, time.perf_counter() - start)
 
 
-def _point(instance: Instance, solution: Solution, elapsed_s: float) -> CurvePoint:
+def _point(instance: Instance, solution: Solution, elapsed_s: float, budget_s: float | None) -> CurvePoint:
     work = ";".join(f"{k}={v}" for k, v in dict(solution.work).items())
-    return CurvePoint(instance.name, solution.solver, solution.seed, elapsed_s, solution.normalized_reward, work)
+    return CurvePoint(instance.name, solution.solver, solution.seed, elapsed_s, solution.normalized_reward, work,
+                      budget_s)
 
 
 def comparison(outcome: Outcome) -> list[Row]:

@@ -4,8 +4,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from mallocgame.bench.rewards import final_table, plot_curves, reward_curve, write_csv
+import pytest
+
+from mallocgame.bench.rewards import final_table, plot_curves, read_csv, reward_curve, solver_spec, write_csv
 from mallocgame.cli import main
+from mallocgame.errors import FormatError, InputFileError, MallocGameError
 
 
 def test_curve_is_monotone_and_files_are_written(tmp_path: Path) -> None:
@@ -26,3 +29,54 @@ def test_cli_bench_rewards(tmp_path: Path, capsys) -> None:
                  "--budget", "0.3", "--out", str(out)]) == 0
     assert "| xla-v1/lstm_infer |" in capsys.readouterr().out
     assert out.with_suffix(".csv").exists() and out.with_suffix(".png").exists()
+
+
+def test_cli_bench_rewards_goes_on_with_the_cells_it_lacks(tmp_path: Path, capsys) -> None:
+    out = tmp_path / "rw"
+    argv = ["bench", "rewards", "--programs", "xla-v1/lstm_infer", "--budget", "0.2", "--out", str(out)]
+    assert main([*argv, "--solvers", "greedy"]) == 0
+    first = read_csv(out.with_suffix(".csv"))
+    capsys.readouterr()
+    assert main([*argv, "--solvers", "greedy", "random"]) == 0
+    err = capsys.readouterr().err
+    assert "greedy s0: in " in err and "random s0: " in err
+    both = read_csv(out.with_suffix(".csv"))
+    assert both[:len(first)] == first  # the greedy cell kept as it was, random added
+    assert {p.solver for p in both} == {"greedy", "random"} and {p.budget_s for p in both} == {0.2}
+    assert main([*argv[:-4], "--budget", "0.5", "--out", str(out), "--solvers", "greedy"]) == 2
+    assert "holds curves at 0.2 s, not 0.5 s: give another --out" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("text, error", [
+    ("program,solver\nx,y\n", FormatError),
+    ("program,solver,seed,budget_s,elapsed_s,normalized_reward,work\nx,y,zero,1,1,1,\n", FormatError),
+    (None, InputFileError),
+])
+def test_read_csv_refuses_what_it_did_not_write(tmp_path: Path, text, error) -> None:
+    path = tmp_path / "r.csv"
+    if text is not None:
+        path.write_text(text)
+    with pytest.raises(error):
+        read_csv(path)
+
+
+def test_a_solver_spec_runs_one_solver_under_other_settings(tmp_path: Path) -> None:
+    assert solver_spec("es") == ("es", {})
+    assert solver_spec("es[sigma=0.2;workers=1]") == ("es", {"sigma": "0.2", "workers": "1"})
+    points = reward_curve("xla-v1/lstm_infer", "es[workers=1]", seconds=0.3, seed=0)
+    assert {p.solver for p in points} == {"es[workers=1]"}  # its own curve, named by its spec
+
+
+@pytest.mark.parametrize("spec, message", [
+    ("es[sigma=0.2", "expected NAME"),
+    ("es[]", "expected NAME"),
+    ("es[sigma]", "is not KEY=VALUE"),
+    ("es[nonsense=1]", "nonsense"),
+    ("nosuch", "nosuch"),
+])
+def test_bad_solver_specs_are_refused(spec, message, capsys) -> None:
+    with pytest.raises(MallocGameError, match=message):
+        solver_spec(spec)
+    assert main(["bench", "rewards", "--programs", "xla-v1/lstm_infer", "--solvers", spec, "--budget", "0.1",
+                 "--out", "unused"]) == 2
+    assert "Traceback" not in capsys.readouterr().err

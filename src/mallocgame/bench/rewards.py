@@ -2,7 +2,9 @@
 
 Each solver runs on each program with the same wall-clock budget; its best-so-far
 callback gives a step curve of normalized reward against time. The curves go to a
-CSV (one row per improvement) and a PNG (one panel per program).
+CSV (one row per improvement) and a PNG (one panel per program). The CSV is also the
+sweep's record: :func:`read_csv` reads it back, so a run that stopped goes on with the
+(program, solver, seed) cells it lacks.
 """
 
 from __future__ import annotations
@@ -12,35 +14,64 @@ import io
 from dataclasses import dataclass
 from pathlib import Path
 
+from mallocgame.errors import FormatError, InputFileError, SolverError
 from mallocgame.fileio import write_bytes_atomic
 from mallocgame.solvers import Improvement, SolveRequest, get_solver
 from mallocgame.workloads.registry import load_workload
 
-__all__ = ["CurvePoint", "reward_curve", "normalized_upper_bound", "write_csv", "plot_curves", "final_table"]
+__all__ = [
+    "CurvePoint", "solver_spec", "reward_curve", "normalized_upper_bound", "write_csv", "read_csv", "plot_curves", "final_table",
+]
+
+CSV_HEADER = ["program", "solver", "seed", "budget_s", "elapsed_s", "normalized_reward", "work"]
 
 
 @dataclass(frozen=True)
 class CurvePoint:
     program: str
-    solver: str
+    solver: str  # the solver's name, or a spec with settings (:func:`solver_spec`)
     seed: int
     elapsed_s: float
     normalized_reward: float
     work: str  # the solver's work counters at that point, "k=v;..."
+    budget_s: float | None  # the run's wall-clock budget, seconds (None: a work budget only)
+
+
+def solver_spec(spec: str) -> tuple[str, dict[str, str]]:
+    """``"NAME"`` or ``"NAME[KEY=VALUE;KEY=VALUE]"`` → the solver's name and its options
+    (strings, typed by the solver's ``Config``), so that one solver can run in one sweep
+    under several settings, each its own curve. Raises
+    :class:`~mallocgame.errors.SolverError` for a malformed spec, an unknown solver or a
+    bad setting."""
+    name, bracket, rest = spec.partition("[")
+    options: dict[str, str] = {}
+    if bracket:
+        if not rest.endswith("]") or not rest[:-1].strip():
+            raise SolverError(f"solver spec {spec!r}: expected NAME[KEY=VALUE;KEY=VALUE]")
+        for item in rest[:-1].split(";"):
+            key, eq, value = item.partition("=")
+            if not eq or not key.strip():
+                raise SolverError(f"solver spec {spec!r}: {item!r} is not KEY=VALUE")
+            options[key.strip()] = value.strip()
+    get_solver(name).check_options(options)
+    return name, options
 
 
 def reward_curve(program: str, solver: str, seconds: float, seed: int = 0) -> list[CurvePoint]:
-    """Every new best of ``solver`` on ``program`` within ``seconds``, plus the final answer."""
+    """Every new best of ``solver`` (a name or a spec with settings, :func:`solver_spec`)
+    on ``program`` within ``seconds``, plus the final answer."""
+    name, options = solver_spec(solver)
     inst = load_workload(program)
     points: list[CurvePoint] = []
 
     def record(imp: Improvement) -> None:
         work = ";".join(f"{k}={v}" for k, v in imp.work.items())
-        points.append(CurvePoint(program, solver, seed, imp.elapsed_s, imp.solution.normalized_reward, work))
+        points.append(CurvePoint(program, solver, seed, imp.elapsed_s, imp.solution.normalized_reward, work,
+                                 seconds))
 
-    final = get_solver(solver).solve(inst, SolveRequest(seed=seed, seconds=seconds, callback=record))
+    final = get_solver(name).solve(inst, SolveRequest(seed=seed, seconds=seconds, callback=record, options=options))
     work = ";".join(f"{k}={v}" for k, v in dict(final.work).items())
-    points.append(CurvePoint(program, solver, seed, final.wall_s, final.normalized_reward, work))
+    points.append(CurvePoint(program, solver, seed, final.wall_s, final.normalized_reward, work, seconds))
     return points
 
 
@@ -58,10 +89,30 @@ def normalized_upper_bound(program: str) -> float:
 def write_csv(points: list[CurvePoint], path: Path) -> None:
     buffer = io.StringIO()
     writer = csv.writer(buffer)
-    writer.writerow(["program", "solver", "seed", "elapsed_s", "normalized_reward", "work"])
+    writer.writerow(CSV_HEADER)
     for p in points:
-        writer.writerow([p.program, p.solver, p.seed, f"{p.elapsed_s:.4f}", f"{p.normalized_reward:.6f}", p.work])
+        budget = "" if p.budget_s is None else repr(float(p.budget_s))
+        writer.writerow([p.program, p.solver, p.seed, budget, f"{p.elapsed_s:.4f}", f"{p.normalized_reward:.6f}",
+                         p.work])
     write_bytes_atomic(path, buffer.getvalue().encode())
+
+
+def read_csv(path: Path) -> list[CurvePoint]:
+    """The points :func:`write_csv` wrote to ``path``; raises
+    :class:`~mallocgame.errors.InputFileError` for a file it cannot read and
+    :class:`~mallocgame.errors.FormatError` for one in another format."""
+    try:
+        text = path.read_text()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise InputFileError(f"{path}: cannot read it ({exc})") from None
+    try:
+        rows = list(csv.reader(text.splitlines()))
+        if not rows or rows[0] != CSV_HEADER:
+            raise ValueError(f"its header is not {','.join(CSV_HEADER)}")
+        return [CurvePoint(r[0], r[1], int(r[2]), float(r[4]), float(r[5]), r[6], float(r[3]) if r[3] else None)
+                for r in rows[1:]]
+    except (ValueError, IndexError) as exc:
+        raise FormatError(f"{path}: not a reward-curve CSV ({exc})") from None
 
 
 def final_table(points: list[CurvePoint]) -> str:
@@ -111,10 +162,12 @@ def plot_curves(points: list[CurvePoint], path: Path, bounds: dict[str, float] |
         ax.set_xlabel("wall-clock seconds")
         ax.set_ylabel("best normalized reward")
         ax.grid(alpha=0.3)
-        handles, labels = ax.get_legend_handles_labels()
-        unique = dict(zip(labels, handles))
-        ax.legend(unique.values(), unique.keys(), loc="best")
-    fig.tight_layout()
+    legend: dict = {}  # one legend for every panel, below them: it hides no curve
+    for ax in axes[0]:
+        for handle, label in zip(*ax.get_legend_handles_labels()):
+            legend.setdefault(label, handle)
+    fig.legend(legend.values(), legend.keys(), loc="lower center", ncol=len(legend), frameon=False)
+    fig.tight_layout(rect=(0, 0.1, 1, 1))
     buffer = io.BytesIO()
     fig.savefig(buffer, format="png", dpi=100)
     plt.close(fig)

@@ -20,6 +20,13 @@ Suites (:data:`SUITES`):
     before 8 GiB HBM; each program's peak live bytes at most 8 GiB) and, for the
     offloading programs whose working set exceeds a GPU, ``gpu_hbm_host`` (40 GiB HBM
     before host memory). The preset is recorded in each frozen program's ``source``.
+``torch-v1``
+    The MARL paper's workloads captured by the PyTorch frontend
+    (:mod:`mallocgame.workloads.models_torch`, :mod:`mallocgame.frontends.torch`):
+    WideResNet-101-2 (also at MARL's per-node granularity), ResNet-152 and BERT-base
+    inference and a ResNet-50 training step, on ``dram_pmem`` with its physical fast
+    memory (the 2 GiB of DRAM the MARL machine leaves to its tasks; every program's
+    peak live bytes exceed it).
 
 Bundled instance names are ``SUITE/NAME``.
 """
@@ -30,7 +37,7 @@ import time
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
-from typing import Callable
+from typing import Any, Callable
 
 from mallocgame import hardware
 from mallocgame.costmodel import DEFAULT_CAPACITY_FRACTION, derive_instance
@@ -52,6 +59,7 @@ __all__ = [
     "suite_preset",
     "suite_instance",
     "model_programs",
+    "extract_model",
     "freeze",
 ]
 
@@ -62,8 +70,11 @@ class Suite:
 
     ``capacity_fraction`` ``None``: the preset's physical fast memory. ``preset``: the
     preset of a program whose frozen ``source`` names none. ``models``: the module
-    (``MODULE:ATTRIBUTE``) whose dict of :class:`~mallocgame.workloads.models_common.ModelProgram`
-    :func:`freeze` compiles (imported only then: it needs JAX and flax).
+    (``MODULE:ATTRIBUTE``) whose dict of model programs :func:`freeze` extracts (imported
+    only then): :class:`~mallocgame.workloads.models_common.ModelProgram` s compiled by
+    XLA (``frontend`` ``"xla"``: needs JAX and flax) or
+    :class:`~mallocgame.workloads.models_torch.TorchProgram` s captured by
+    ``torch.export`` (``"torch"``: needs torch).
     """
 
     name: str
@@ -71,6 +82,7 @@ class Suite:
     capacity_fraction: float | None
     preset: str
     models: str
+    frontend: str = "xla"
 
     @property
     def data_dir(self) -> Path:
@@ -93,6 +105,14 @@ SUITES: dict[str, Suite] = {
             None,
             "tpu_v4i",
             "mallocgame.workloads.models_v2:V2_PROGRAMS",
+        ),
+        Suite(
+            "torch-v1",
+            "the MARL paper's workloads from PyTorch on the 2 GiB of DRAM its machine leaves to tasks",
+            None,
+            "dram_pmem",
+            "mallocgame.workloads.models_torch:TORCH_PROGRAMS",
+            frontend="torch",
         ),
     )
 }
@@ -165,9 +185,9 @@ def suite_instance(name: str, preset: str | None = None) -> Instance:
 
 
 def model_programs(suite: str) -> dict:
-    """The model programs (name -> :class:`~mallocgame.workloads.models_common.ModelProgram`) of ``suite``.
+    """The model programs (name -> model program, see :class:`Suite`) of ``suite``.
 
-    Imports the suite's model module: needs JAX and flax.
+    Imports the suite's model module: needs its frontend's packages (JAX and flax, or torch).
     """
     import importlib
 
@@ -183,13 +203,12 @@ def freeze(
 ) -> dict[str, float]:
     """Compile, extract and write every model program of ``suite`` (or ``names``); seconds per program.
 
-    Needs JAX and flax (``pip install 'mallocgame[xla]'``). Each file is written
-    atomically to ``out_dir`` (default: the suite's data directory); the extraction's
-    duration, the JAX version and the preset (when the model names one) go in its
-    ``source``.
+    Needs the suite's frontend: JAX and flax (``pip install 'mallocgame[xla]'``) or
+    torch (``'mallocgame[torch]'``). Each file is written atomically to ``out_dir``
+    (default: the suite's data directory); the extraction's duration, the frontend's
+    version and the preset (when the model names one) go in its ``source``.
     """
-    from mallocgame.frontends.xla import extract_jax
-
+    frontend = _suite(suite).frontend
     models = model_programs(suite)
     out_dir = _suite(suite).data_dir if out_dir is None else out_dir
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -200,8 +219,7 @@ def freeze(
             raise InputFileError(f"{short}: no such model program in {suite} (have: {', '.join(sorted(models))})")
         model = models[short]
         start = time.perf_counter()
-        fn, args, jit_kwargs = model.build()
-        program = extract_jax(fn, *args, name=f"{suite}/{short}", **jit_kwargs)
+        program = extract_model(frontend, model, f"{suite}/{short}")
         seconds = time.perf_counter() - start
         source = {**program.source, "model": model.description, "suite": suite, "extract_seconds": round(seconds, 3)}
         if model.preset is not None:
@@ -217,3 +235,13 @@ def freeze(
     suite_program.cache_clear()
     suite_instance.cache_clear()
     return durations
+
+
+def extract_model(frontend: str, model: Any, name: str) -> Program:
+    """The program of one model program of a suite, by its suite's frontend."""
+    if frontend == "torch":
+        return model.extract(name)
+    from mallocgame.frontends.xla import extract_jax
+
+    fn, args, jit_kwargs = model.build()
+    return extract_jax(fn, *args, name=name, **jit_kwargs)

@@ -212,13 +212,55 @@ def test_a_restarted_best_game_is_kept_whole_and_searched(small) -> None:
     assert not np.allclose(kept.policies, 1 / 3)  # searched (and the kept action's imitation share added)
 
 
+def test_answer_both_keeps_the_best_of_the_search_and_the_policy_games(small) -> None:
+    config = MuZeroSolver().config({**TINY, "eval_every": 1})
+    trainer = Trainer(small, config, seed=0, answer="both")
+    searched: list[float] = []
+    answer = trainer.run(games=8, on_game=lambda done, elapsed: searched.append(done.return_s))
+    assert trainer.counters.eval_games > 0 and answer.info["answer"] == "both"
+    assert answer.reward_s >= max(searched)  # never below its best self-play game
+    with pytest.raises(SolverError, match="answer must be one of search, policy, both"):
+        Trainer(small, config, answer="neither")
+
+
+def test_restarts_begin_inside_the_best_demonstration_before_a_game_is_complete(small) -> None:
+    config = MuZeroSolver().config({**TINY, "restart_fraction": 1.0, "greedy_games": 0,
+                                    "demonstrations": "heuristic"})
+    trainer = Trainer(small, config, seed=0)
+    first: list = []
+    trainer.run(games=1, on_game=lambda done, elapsed: first.append(done))  # each slot's first game
+    _, demo_return, demo = trainer.best_demonstration
+    assert first and all(g.start >= 1 for g in first)  # no slot played a fresh game first
+    for g in first:
+        assert g.actions[:g.start] == demo[:g.start]
+    assert trainer.counters.restarts == len(first)
+    if trainer.best_return <= demo_return:  # a restarted game must beat the demonstration to replace it
+        assert trainer.selfplay.restart_actions == demo
+
+
+def test_restart_unplayed_leaves_slots_that_have_moved_alone(small) -> None:
+    tables = build_tables(small)
+    config = MuZeroSolver().config({**TINY, "greedy_games": 1, "restart_fraction": 1.0})
+    play = SelfPlay(small, tables, config, _LastAllowed())
+    play.restart_actions = _copy_first_game(small, tables).actions
+    play.step({}, None)  # every slot has played one move
+    assert play.restart_unplayed(np.random.default_rng(0)) == 0
+    fresh = SelfPlay(small, tables, config, _LastAllowed())
+    fresh.restart_actions = play.restart_actions
+    assert fresh.restart_unplayed(np.random.default_rng(0)) == config.parallel_games - 1  # not the greedy slot
+    assert fresh.slots[0].first == 0 and all(slot.first >= 1 for slot in fresh.slots[1:])
+
+
 def test_restarts_are_reproducible_from_the_seed_and_counted(small) -> None:
     config = MuZeroSolver().config({**TINY, "restart_fraction": 0.5})
     runs = []
     for _ in range(2):
         trainer = Trainer(small, config, seed=1)
         runs.append(trainer.run(games=24))
-        assert trainer.selfplay.restart_actions == trainer.best_actions
+        _, demo_return, demo = trainer.best_demonstration
+        # restarts begin inside the best complete game known: self-play's or a demonstration's
+        assert trainer.selfplay.restart_actions == (trainer.best_actions if trainer.best_return > demo_return
+                                                    else demo)
     assert runs[0].actions == runs[1].actions
     assert runs[0].work == runs[1].work
     assert runs[0].work["restarts"] > 0
@@ -299,6 +341,15 @@ def test_a_killed_run_resumes_from_its_checkpoint(tmp_path: Path) -> None:
     assert check_solution(inst, final).ok
     assert done_before + 4 <= final.work["games"] <= done_before + 4 + 4
     assert final.reward_s >= saved.best_return - 1e-12
+
+
+def test_a_resumed_run_keeps_its_best_demonstration(tmp_path: Path, small) -> None:
+    config = MuZeroSolver().config({**TINY, "demonstrations": "heuristic,greedy"})
+    first = Trainer(small, config, seed=0, checkpoint_dir=tmp_path)
+    first.run(games=1)
+    assert first.best_demonstration is not None
+    resumed = Trainer(small, config, seed=0, checkpoint_dir=tmp_path)
+    assert resumed.resumed and resumed.best_demonstration == first.best_demonstration
 
 
 def test_the_first_complete_game_is_checkpointed_at_once(tmp_path: Path, small, monkeypatch) -> None:

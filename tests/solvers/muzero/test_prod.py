@@ -66,3 +66,12 @@ def test_a_tie_goes_to_the_earlier_candidate(lstm) -> None:
 def test_muzero_settings_are_its_settings() -> None:
     assert get_solver("muzero-prod").settings({"num_simulations": "8"}) == get_solver("muzero").settings(
         {"num_simulations": "8"})
+
+
+def test_the_agents_candidate_is_its_best_game_with_search_or_its_policys_alone(lstm) -> None:
+    seen: list = []
+    request = SolveRequest(seed=0, work=8, options={**TINY, "eval_every": 1}, callback=seen.append)
+    answer = get_solver("muzero-prod").solve(lstm, request)
+    assert answer.work["eval_games"] > 0  # the policy network played alone too
+    agent = max((imp.solution for imp in seen if imp.solution.solver == "muzero"), key=lambda s: s.reward_s)
+    assert answer.info["candidates"]["muzero"]["reward_s"] == agent.reward_s

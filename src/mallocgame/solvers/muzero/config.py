@@ -52,7 +52,8 @@ class MuZeroConfig:
     greedy_games: int = setting(2, "games a batch that play the improved policy's argmax (no sampling)")
     q_scale: float = setting(0.1, "gumbel search: c_scale of sigma(Q) = (50 + max N) c_scale Q")
     q_scale_per_buffer: float = setting(0.0, "> 0: c_scale is this times the program's buffers (replaces q_scale)")
-    restart_fraction: float = setting(0.0, "share of sampled games started at a random state of the best game")
+    restart_fraction: float = setting(0.0, "share of sampled games started at a random state of the best game "
+                                              "(self-play's, or a demonstration's until one beats it)")
     # --- targets
     value_scale: float = setting(10.0, "a whole game's return, in units of the reward normalizer, times this")
     td_steps: int = setting(100, "n of the n-step value targets, moves")

@@ -24,7 +24,11 @@ trainer sets it to its best game) instead of the initial state: the first ``t``
 actions of that game are replayed without search (``t`` uniform in ``[1, B)``) and the
 agent plays on from there. The game is complete and scored like any other; its record
 holds only the moves the agent played (``FinishedGame.start`` = ``t``), so its rewards
-sum to the return gained after the restart point.
+sum to the return gained after the restart point. Before the trainer's first self-play
+game is complete, :attr:`SelfPlay.restart_actions` is the best demonstration's game, and
+the slots that have not played yet draw their restarts inside it at once
+(:meth:`SelfPlay.restart_unplayed`): on a program of thousands of buffers the first
+batch of fresh games would otherwise take most of a short budget.
 """
 
 from __future__ import annotations
@@ -155,6 +159,20 @@ class SelfPlay:
                 finished.append(self._finish(slot))
                 slot.start(self._restart_prefix(i, rng))
         return finished
+
+    def restart_unplayed(self, rng: np.random.Generator) -> int:
+        """Every slot that has not played a move yet starts again, drawing a restart inside
+        :attr:`restart_actions` as a slot does after a finished game; returns how many
+        now start inside it."""
+        restarted = 0
+        for i, slot in enumerate(self.slots):
+            if slot.actions or slot.first:
+                continue
+            prefix = self._restart_prefix(i, rng)
+            if prefix:
+                slot.start(prefix)
+                restarted += 1
+        return restarted
 
     def _restart_prefix(self, slot: int, rng: np.random.Generator | None) -> tuple[int, ...]:
         """The decisions a new game in ``slot`` replays first: ``()`` for a fresh game."""

@@ -16,7 +16,8 @@ counter; replay sampling: the learner-step counter), never by time.
 Answers: ``answer="search"`` keeps the best complete self-play game (the ``muzero``
 solver); ``answer="policy"`` keeps the best game played by the policy network alone
 (argmax of the prior, no search: the paper's "learning only" ablation), played every
-``eval_every`` learner steps and at the end.
+``eval_every`` learner steps and at the end; ``answer="both"`` keeps the best of the two
+kinds (``muzero-prod``'s agent), the policy's played every ``eval_every`` learner steps.
 
 Checkpoints (``checkpoint_dir``): ``checkpoint.msgpack`` (network, optimizer state,
 replay, counters, best answers; flax msgpack, written atomically) every
@@ -86,6 +87,8 @@ def enable_compilation_cache() -> None:
     jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.5)
 
 
+ANSWERS = ("search", "policy", "both")  # which games a Trainer's answer is the best of
+
 RUN_ONLY_FIELDS = (
     "parallel_games", "greedy_games", "restart_fraction", "q_scale", "q_scale_per_buffer", "value_scale",
     "td_steps", "init_temperature", "final_temperature", "temperature_decay_steps", "batch_size", "replay_size",
@@ -135,7 +138,8 @@ class Trainer:
         instance: the instance (one agent per program, as in the paper).
         config: hyperparameters.
         seed: every random draw derives from it.
-        answer: ``"search"`` (self-play games) or ``"policy"`` (no-search games).
+        answer: ``"search"`` (self-play games), ``"policy"`` (no-search games) or
+            ``"both"`` (the best of either kind).
         checkpoint_dir: where to checkpoint and resume (``None``: no checkpoints).
         log: where progress lines go (``None``: silent).
     """
@@ -151,8 +155,8 @@ class Trainer:
         log: Callable[[str], None] | None = None,
         solver_name: str = "muzero",
     ) -> None:
-        if answer not in ("search", "policy"):
-            raise SolverError(f"answer must be 'search' or 'policy', not {answer!r}")
+        if answer not in ANSWERS:
+            raise SolverError(f"answer must be one of {', '.join(ANSWERS)}, not {answer!r}")
         self.instance = instance
         self.config = config
         self.seed = seed
@@ -178,6 +182,7 @@ class Trainer:
         self.demonstration_rewards: dict[str, float] = {}  # normalized reward of each demonstration
         self.best_demonstration: tuple[str, float, tuple[int, ...]] | None = None  # source, return, actions
         self.fallback: str | None = None  # the demonstration answering for a run that completed no game
+        self.restart_return = -np.inf  # return of SelfPlay.restart_actions, seconds
         if config.reanalyse_fraction > 0:
             reanalyse_key = jax.random.split(jax.random.PRNGKey(seed))[1]  # a stream apart from self-play's
             self.reanalyser = Reanalyser(config, self._search, self.selfplay.q_scale, reanalyse_key)
@@ -227,6 +232,7 @@ class Trainer:
         games: int | None = None,
         callback: Callable[[Improvement], None] | None = None,
         clock: Stopwatch | None = None,
+        on_game: Callable[[FinishedGame, float], None] | None = None,
     ) -> Solution:
         """Train until ``games`` self-play games are complete (in total) or ``seconds``
         pass; returns the best answer. With neither budget, plays until one game is done.
@@ -239,6 +245,7 @@ class Trainer:
         of a program with few backup points can take far longer than its buffers suggest:
         every Drop-backup replays the moves since the last one.)
         ``callback`` sees every new best answer; a resumed run's best is reported first.
+        ``on_game`` sees every complete self-play game and the seconds elapsed on ``clock``.
         """
         clock = clock if clock is not None else Stopwatch(seconds)
         cfg, c = self.config, self.counters
@@ -255,6 +262,10 @@ class Trainer:
         elif self.dir is not None and c.games == 0:
             self.log(f"no checkpoint in {self.dir}: a new run")
         self.add_demonstrations(clock)
+        demo = self.best_demonstration
+        if cfg.restart_fraction > 0 and demo is not None and demo[1] > self.restart_return:
+            _, self.restart_return, self.selfplay.restart_actions = demo  # until a self-play game beats it
+            self.selfplay.restart_unplayed(np.random.default_rng([self.seed, 2]))
         while (target is None or c.games < target) and not clock.expired():
             key = jax.random.fold_in(self._play_key, c.moves)
             rng = np.random.default_rng([self.seed, 1, c.moves]) if cfg.restart_fraction > 0 else None
@@ -268,13 +279,15 @@ class Trainer:
                     self.recent_returns.append(self._normalized(done.return_s))
                 if self.reanalyser is not None and cfg.reanalyse_best:
                     self._keep_best(done)
-                if self.answer == "search" and done.return_s > self.best_return:
+                if self.answer != "policy" and done.return_s > self.best_return:
                     self._improve(done.actions, clock, callback)
+                if on_game is not None:
+                    on_game(done, clock.elapsed)
             c.moves += 1
             c.steps += cfg.parallel_games
             if self.replay.positions >= cfg.min_replay and c.moves % cfg.train_every == 0:
                 self._learn()
-                if self.answer == "policy" and c.learner_steps % cfg.eval_every == 0:
+                if self.answer != "search" and c.learner_steps % cfg.eval_every == 0:
                     self._evaluate(clock, callback)
             c.seconds = start_seconds + clock.elapsed
             if clock.elapsed >= next_log:
@@ -285,7 +298,7 @@ class Trainer:
                 next_ckpt = clock.elapsed + cfg.checkpoint_seconds
                 self.save()  # also once the first game is complete: a run killed later resumes with it
                 saved_a_game = c.games > 0
-        if self.best is None and self.answer == "search" and self.best_demonstration is not None:
+        if self.best is None and self.answer != "policy" and self.best_demonstration is not None:
             self.fallback, _, actions = self.best_demonstration
             self.log(f"no self-play game was complete within the budget: the answer is the "
                      f"{self.fallback} demonstration's game")
@@ -327,7 +340,7 @@ class Trainer:
             self.losses = {k: float(v) for k, v in info._asdict().items()}
 
     def _evaluate(self, clock: Stopwatch, callback: Callable[[Improvement], None] | None) -> None:
-        """One no-search game of the current policy (the "policy" answer's candidates)."""
+        """One no-search game of the current policy (an answer candidate unless answer="search")."""
         game = play_policy(self.instance, self.tables, self.config, self.params, self._policy)
         self.counters.eval_games += 1
         if game.return_s > self.best_return or self.best is None:
@@ -338,8 +351,9 @@ class Trainer:
         game = replay_actions(self.instance, actions, self.tables)
         self.best_actions = actions
         self.best_return = game.return_s
-        if self.answer == "search":
+        if self.answer != "policy" and game.return_s > self.restart_return:
             self.selfplay.restart_actions = actions
+            self.restart_return = game.return_s
         self.best = solution_from_game(self.instance, game, solver=self.solver_name, seed=self.seed,
                                        wall_s=clock.elapsed, **self.work())
         if self.dir is not None:
@@ -415,6 +429,10 @@ class Trainer:
         if self.reanalyser is not None:
             state["reanalyse"] = self.reanalyser.state_dict()
             state["demonstration_rewards"] = dict(self.demonstration_rewards)
+        if self.best_demonstration is not None:  # the fallback answer and the first restarts' game
+            source, return_s, actions = self.best_demonstration
+            state["best_demonstration"] = {"source": source, "return_s": return_s,
+                                           "actions": np.asarray(actions, dtype=np.int8)}
         write_bytes_atomic(self.dir / CHECKPOINT_NAME, serialization.msgpack_serialize(state))
 
     def _load(self) -> None:
@@ -438,6 +456,10 @@ class Trainer:
             self.reanalyser.load_state_dict(state["reanalyse"])
             self.demonstration_rewards = {str(k): float(v) for k, v in state.get("demonstration_rewards", {}).items()}
         self.counters = Counters(**state["counters"])
+        if "best_demonstration" in state:
+            kept = state["best_demonstration"]
+            self.best_demonstration = (str(kept["source"]), float(kept["return_s"]),
+                                       tuple(int(a) for a in np.asarray(kept["actions"])))
         actions = tuple(int(a) for a in np.asarray(state["best_actions"]))
         if actions:
             clock = Stopwatch(None)

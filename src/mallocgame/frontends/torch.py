@@ -1,0 +1,656 @@
+"""PyTorch frontend: an ``nn.Module`` and example inputs -> Program, through ``torch.export``.
+
+Needs the optional extra ``torch`` (``pip install 'mallocgame[torch]'``, pinned to
+``torch==2.13.0``); without it every entry point raises :class:`TorchMissingError`.
+Nothing of PyTorch is forked or hooked: the graph is PyTorch's own capture.
+
+Capture
+    ``torch.export.export(module, example_inputs)`` then ``run_decompositions()``:
+    a functional graph of core ATen operations in execution order, each node
+    carrying its FakeTensor (``node.meta["val"]``: shape, dtype). The module is
+    captured in the mode it is in (``.eval()`` for inference, ``.train()`` for
+    batch-norm statistics updates). Modules and inputs on the ``meta`` device cost no
+    memory, so models are captured at their real sizes. ``training_step=True``
+    captures a training step instead: ``torch.export.experimental._export_forward_backward``
+    (AOT autograd's joint graph) gives the forward pass, the loss (the module's
+    first output, a scalar) and the backward pass with the parameters' gradients
+    as outputs; no optimizer update (the joint graph ends at the gradients).
+
+What becomes what
+    - **Program inputs** (``def_time = -1``): the placeholders: parameters, buffers,
+      lifted constants and the user's inputs.
+    - **Instructions**: every other node that makes a tensor, in graph order (the
+      schedule). Its operands are the tensors its arguments refer to (each once, in
+      argument order), its outputs one tensor per non-empty tensor it returns (an
+      output of zero elements holds no bytes and is left out).
+    - **Views make no instruction**: an ATen op whose schema returns an alias of its
+      input (``view``, ``permute``, ``expand``, ``slice``, ``alias``, ...; also
+      ``_unsafe_view``) and ``getitem`` of a multi-output op: their result *is* the
+      operand's tensor. Nodes that make no tensor (assertions, symbolic sizes) are
+      skipped.
+    - **Sizes** in bytes: ``numel * element_size`` of the FakeTensor; each operand and
+      output moves its tensor's size (with ``granularity="node"``: the part it reads,
+      below).
+    - **Live ranges**: ``def_time`` the defining instruction; ``last_use_time`` its
+      last reader (a tensor never read ends where it starts); the graph's outputs
+      (user outputs, the loss, gradients, mutated buffers' new values) are
+      ``live_out`` and live to ``T-1``.
+    - **Flops** of one execution: PyTorch's own formulas where it has one
+      (``torch.utils.flop_counter``'s registry: ``mm``, ``addmm``, ``bmm``,
+      ``convolution`` and its backward, attention kernels), else from the shapes
+      (:func:`_shape_cost`): 1 flop per output element for elementwise arithmetic,
+      1 transcendental per output element for ``exp``/``tanh``/``erf``/... (and
+      ``gelu``, ``_softmax`` with a few flops each), input elements for reductions,
+      output elements x window for pooling, a few flops per element for
+      normalizations, 0 for data movement (copies, concatenation, gathers, fills).
+
+Alias groups (unions of tensors whose buffers, definitions and reads, form one group)
+    - a **mutated buffer or input** (the graph signature's ``BUFFER_MUTATION`` /
+      ``USER_INPUT_MUTATION``: batch-norm running statistics in training mode, an
+      input updated in place) with the output holding its new value: PyTorch writes
+      it into the input's storage;
+    - an **in-place op** (``relu_``, ``add_``, ``x.mul_(2)``; functionalized by the
+      capture into ``relu``, ``add``, ...; recognized by the node's provenance,
+      ``meta["from_node"]``) with the tensor it updated.
+
+Granularity
+    ``"tensor"`` (default): the paper's unit, one decision per buffer (every operand
+    and output of every instruction). ``"node"``: the MARL paper's unit, where each
+    graph node has one weight allocation and one activation allocation: the
+    parameters and buffers of one module (``conv.weight`` and ``conv.bias``; a
+    batch norm's four) are merged into one program input of their summed size
+    (an instruction reading some of them reads those parts: its operand bytes
+    are their sum), and all the buffers of that input form one alias group (one
+    decision, with the statistics it updates in place); every instruction's
+    outputs are merged into one tensor (a consumer reads the part it uses), and
+    all its buffers, the definition and every read, form one alias group (one
+    decision for the activation's whole life). Both granularities of one module
+    have the same instructions and flops; the peak live bytes can be higher per node,
+    where an operation's outputs are one allocation that lives as long as its
+    longest-lived part (a max pool's indices, never read, live as long as its output).
+
+Errors: :class:`TorchMissingError` (torch not installed), :class:`ExportError` (the
+module cannot be captured), :class:`TorchFrontendError` (anything else the frontend
+cannot model, e.g. dynamic shapes); all :class:`~mallocgame.errors.MallocGameError`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import logging
+import math
+import operator
+import warnings
+from dataclasses import dataclass
+from typing import Any, Callable, Sequence
+
+from mallocgame.errors import MallocGameError
+from mallocgame.frontends.xla import _Tensor  # a tensor under construction: name, size, def_time, shape, reads
+from mallocgame.program import Program, ProgramInstruction, ProgramTensor, validate_program
+
+__all__ = [
+    "TorchFrontendError",
+    "TorchMissingError",
+    "ExportError",
+    "GRANULARITIES",
+    "TorchModel",
+    "extract_torch",
+    "extract_exported",
+    "resolve_factory",
+    "meta_inputs",
+    "torch_version",
+]
+
+GRANULARITIES = ("tensor", "node")
+
+
+class TorchFrontendError(MallocGameError):
+    """The PyTorch frontend cannot turn its input into a program (the message says why)."""
+
+
+class TorchMissingError(TorchFrontendError):
+    """PyTorch is not installed (the optional extra ``mallocgame[torch]``)."""
+
+
+class ExportError(TorchFrontendError):
+    """``torch.export`` could not capture the module (the reason in one line)."""
+
+
+def _torch() -> Any:
+    try:
+        import torch
+    except ImportError:
+        raise TorchMissingError(
+            "the PyTorch frontend needs torch (pip install 'mallocgame[torch]', torch==2.13.0)"
+        ) from None
+    return torch
+
+
+def torch_version() -> str | None:
+    """The installed torch's version, or ``None``."""
+    try:
+        from importlib.metadata import version
+
+        return version("torch")
+    except Exception:  # noqa: BLE001 - torch is optional
+        return None
+
+
+def _one_line(exc: BaseException) -> str:
+    lines = [ln.strip() for ln in str(exc).strip().splitlines() if ln.strip()]
+    return f"{type(exc).__name__}: {lines[0] if lines else ''}"
+
+
+# ---------------------------------------------------------------------------------------
+# Work per operation.
+
+_TRANSCENDENTAL = frozenset(
+    "exp exp2 expm1 log log2 log10 log1p tanh sigmoid erf erfc erfinv rsqrt sqrt sin cos tan "
+    "asin acos atan atan2 sinh cosh asinh acosh atanh pow reciprocal".split()
+)
+_MOVES = frozenset(  # data movement and fills: no arithmetic
+    "clone copy _to_copy cat stack constant_pad_nd index index_select gather embedding "
+    "slice_scatter select_scatter as_strided_scatter scatter full full_like zeros zeros_like "
+    "ones ones_like empty empty_like empty_strided arange scalar_tensor lift_fresh_copy "
+    "repeat flip roll index_put masked_fill _unsafe_index".split()
+)
+_REDUCTIONS = frozenset("sum mean amax amin max min prod var var_mean std argmax argmin any all logsumexp".split())
+_POOLS = frozenset("max_pool2d_with_indices max_pool3d_with_indices avg_pool2d avg_pool3d".split())
+# (flops, transcendentals) per element of the first (input) operand.
+_PER_ELEMENT = {
+    "_softmax": (4.0, 1.0), "_log_softmax": (4.0, 1.0),
+    "_softmax_backward_data": (3.0, 0.0), "_log_softmax_backward_data": (3.0, 1.0),
+    "gelu": (5.0, 1.0), "gelu_backward": (8.0, 1.0),
+    "native_layer_norm": (7.0, 0.0), "native_layer_norm_backward": (12.0, 0.0),
+    "_native_batch_norm_legit_no_training": (2.0, 0.0), "_native_batch_norm_legit_functional": (7.0, 0.0),
+    "_native_batch_norm_legit": (7.0, 0.0), "native_batch_norm_backward": (12.0, 0.0),
+}
+
+
+def _numel(value: Any) -> int:
+    return int(value.numel()) if hasattr(value, "numel") else 0
+
+
+def _tensors_in(tree: Any) -> list[Any]:
+    if isinstance(tree, (list, tuple)):
+        return [x for sub in tree for x in _tensors_in(sub)]
+    return [tree] if hasattr(tree, "numel") and hasattr(tree, "dtype") else []
+
+
+def _shape_cost(name: str, args: Sequence[Any], out: Any) -> tuple[float, float]:
+    """(flops, transcendentals) of one ATen op from its argument and result shapes."""
+    outs = _tensors_in(out)
+    ins = _tensors_in(list(args))
+    out_elems = float(_numel(outs[0])) if outs else 0.0
+    in_elems = float(_numel(ins[0])) if ins else 0.0
+    if name in _PER_ELEMENT:
+        flops, trans = _PER_ELEMENT[name]
+        return flops * in_elems, trans * in_elems
+    if name in _TRANSCENDENTAL:
+        return 0.0, out_elems
+    if name in _MOVES or not outs:
+        return 0.0, 0.0
+    if name in _REDUCTIONS or name.startswith("_adaptive_avg_pool"):
+        return in_elems, 0.0
+    if name in _POOLS:
+        kernel = args[1] if len(args) > 1 and isinstance(args[1], (list, tuple)) else ()
+        return out_elems * float(math.prod(int(k) for k in kernel) if kernel else 1), 0.0
+    if name.endswith("_backward") and ins:  # a backward op without a formula: its gradient's elements
+        return float(max(_numel(x) for x in ins)), 0.0
+    return out_elems, 0.0
+
+
+def _op_cost(torch: Any, target: Any, args: Sequence[Any], kwargs: dict[str, Any], out: Any) -> tuple[float, float]:
+    """PyTorch's own flop formula for ``target`` where it has one, else :func:`_shape_cost`."""
+    from torch.utils.flop_counter import flop_registry
+
+    packet = getattr(target, "overloadpacket", None)
+    formula = flop_registry.get(packet) if packet is not None else None
+    if formula is not None:
+        try:
+            return float(formula(*args, **kwargs, out_val=out)), 0.0
+        except Exception:  # noqa: BLE001 - a formula that does not fit this overload: count from shapes
+            pass
+    return _shape_cost(_op_name(target), args, out)
+
+
+def _op_name(target: Any) -> str:
+    packet = getattr(target, "overloadpacket", None)
+    return packet.__name__ if packet is not None else getattr(target, "__name__", str(target))
+
+
+# ---------------------------------------------------------------------------------------
+# The graph walk.
+
+
+@dataclass(frozen=True)
+class _Ref:
+    """What a graph value refers to: a program tensor and the bytes of it that value is."""
+
+    tensor: int
+    nbytes: int
+
+
+def _shape_str(value: Any) -> str:
+    dtype = str(value.dtype).removeprefix("torch.")
+    return f"{dtype}[{','.join(str(int(d)) for d in value.shape)}]"
+
+
+def _nbytes(value: Any, where: str) -> int:
+    try:
+        return int(value.numel()) * int(value.element_size())
+    except (TypeError, ValueError, RuntimeError) as exc:  # a SymInt that is not a number
+        raise TorchFrontendError(
+            f"{where}: size is not static ({_one_line(exc)}); export with static example inputs"
+        ) from None
+
+
+def _is_view(target: Any) -> bool:
+    """An ATen op whose result aliases its first argument without writing it."""
+    schema = getattr(target, "_schema", None)
+    if schema is None:
+        return False
+    if schema.name == "aten::_unsafe_view":
+        return True
+    returns = schema.returns
+    return bool(returns) and all(r.alias_info is not None and not r.alias_info.is_write for r in returns)
+
+
+def _in_place_origin(torch: Any, node: Any) -> bool:
+    """Whether ``node`` is the functional form of an in-place op of the module (``relu_`` -> ``relu``)."""
+    sources = node.meta.get("from_node") or []
+    if not sources:
+        return False
+    src = sources[-1]
+    while getattr(src, "from_node", None):
+        src = src.from_node[-1]
+    original = str(getattr(src, "target", ""))
+    parts = original.split(".")
+    if len(parts) != 3 or parts[0] != "aten" or not parts[1].endswith("_") or parts[1].startswith("_"):
+        return False
+    return parts[1][:-1] == _op_name(node.target)
+
+
+class _Builder:
+    """Walks an exported graph in order; see the module docstring for what becomes what."""
+
+    def __init__(self, torch: Any, ep: Any, granularity: str):
+        self.torch = torch
+        self.ep = ep
+        self.node_level = granularity == "node"
+        self.tensors: list[_Tensor] = []
+        self.instrs: list[ProgramInstruction] = []
+        self.aliases: list[tuple[int, int]] = []  # pairs of tensors that share one storage
+        self.units: set[int] = set()  # tensors whose buffers form a group on their own (node granularity)
+        self.env: dict[str, Any] = {}  # fx node name -> _Ref, tuple of refs, or None
+        self.placeholder_tensor: dict[str, int] = {}  # input target or name -> tensor
+        self.notes: list[str] = []
+        self.new_values = self._new_values()
+
+    def _new_values(self) -> set[tuple[str, int | None]]:
+        """The values that are a mutated input's new contents: ``(producer node, output index)``."""
+        from torch.export.graph_signature import OutputKind
+
+        output = next(n for n in self.ep.graph.nodes if n.op == "output")
+        found: set[tuple[str, int | None]] = set()
+        for spec, value in zip(self.ep.graph_signature.output_specs, output.args[0]):
+            if spec.kind not in (OutputKind.BUFFER_MUTATION, OutputKind.USER_INPUT_MUTATION):
+                continue
+            if getattr(value, "target", None) is operator.getitem:
+                found.add((value.args[0].name, int(value.args[1])))
+            elif hasattr(value, "name"):
+                found.add((value.name, None))
+        return found
+
+    def new_tensor(self, name: str, size: int, def_time: int, shape: str) -> int:
+        self.tensors.append(_Tensor(name, size, def_time, shape, []))
+        return len(self.tensors) - 1
+
+    def inputs(self) -> None:
+        from torch.export.graph_signature import InputKind
+
+        weights: dict[str, int] = {}  # owner module -> merged tensor (node granularity)
+        specs = {s.arg.name: s for s in self.ep.graph_signature.input_specs if hasattr(s.arg, "name")}
+        for node in self.ep.graph.nodes:
+            if node.op != "placeholder":
+                continue
+            value = node.meta.get("val")
+            spec = specs.get(node.name)
+            if not hasattr(value, "numel"):
+                self.env[node.name] = None
+                continue
+            nbytes = _nbytes(value, node.name)
+            label = (spec.target if spec is not None and spec.target else None) or node.name
+            owned = spec is not None and spec.kind in (InputKind.PARAMETER, InputKind.BUFFER, InputKind.CONSTANT_TENSOR)
+            if self.node_level and owned:
+                owner = label.rpartition(".")[0]
+                if owner not in weights:
+                    weights[owner] = self.new_tensor(f"{owner or '<module>'}.*", 0, -1, "")
+                    self.units.add(weights[owner])
+                x = weights[owner]
+                merged = self.tensors[x]
+                merged.size += nbytes
+                merged.shape = f"{merged.shape} {_shape_str(value)}".strip()
+            else:
+                x = self.new_tensor(label, nbytes, -1, _shape_str(value))
+            self.placeholder_tensor[label] = x
+            self.env[node.name] = _Ref(x, nbytes)
+
+    def refs(self, arg: Any) -> list[_Ref]:
+        """The tensor refs an argument tree refers to, in order."""
+        fx = self.torch.fx
+        found: list[_Ref] = []
+
+        def visit(a: Any) -> Any:
+            value = self.env.get(a.name)
+            found.extend(r for r in _flat_refs(value))
+            return a
+
+        fx.node.map_arg(arg, visit)
+        return found
+
+    def call(self, node: Any) -> None:
+        target = node.target
+        if target is operator.getitem:
+            base = self.env.get(node.args[0].name)
+            self.env[node.name] = base[node.args[1]] if isinstance(base, tuple) else base
+            return
+        value = node.meta.get("val")
+        outs = [v for v in (value if isinstance(value, (list, tuple)) else [value])]
+        if _is_view(target):
+            base = self.refs(node.args[0])
+            ref = base[0] if base else None
+            self.env[node.name] = tuple(ref for _ in outs) if isinstance(value, (list, tuple)) else ref
+            return
+        if not any(hasattr(v, "numel") for v in outs):
+            self.env[node.name] = None  # assertions, symbolic sizes: no data
+            return
+        t = len(self.instrs)
+        operands: list[int] = []
+        operand_bytes: list[int] = []
+        for ref in self.refs((node.args, node.kwargs)):
+            if ref.tensor in operands:
+                i = operands.index(ref.tensor)
+                if self.tensors[ref.tensor].def_time < 0 and self.node_level:
+                    operand_bytes[i] = min(operand_bytes[i] + ref.nbytes, self.tensors[ref.tensor].size)
+                continue
+            operands.append(ref.tensor)
+            operand_bytes.append(ref.nbytes)
+        out_refs: list[_Ref | None] = []
+        outputs: list[int] = []
+        merged: int | None = None
+        for i, v in enumerate(outs):
+            if not hasattr(v, "numel") or _numel(v) == 0:
+                out_refs.append(None)
+                continue
+            nbytes = _nbytes(v, node.name)
+            index = i if isinstance(value, (list, tuple)) else None
+            if self.node_level and (node.name, index) not in self.new_values:
+                if merged is None:
+                    merged = self.new_tensor(node.name, 0, t, "")
+                    self.units.add(merged)
+                    outputs.append(merged)
+                m = self.tensors[merged]
+                m.size += nbytes
+                m.shape = f"{m.shape} {_shape_str(v)}".strip()
+                out_refs.append(_Ref(merged, nbytes))
+            else:
+                name = node.name if len(outs) == 1 else f"{node.name}{{{i}}}"
+                x = self.new_tensor(name, nbytes, t, _shape_str(v))
+                outputs.append(x)
+                out_refs.append(_Ref(x, nbytes))
+        meta = self.torch.fx.node.map_arg((node.args, node.kwargs), lambda a: a.meta.get("val"))
+        flops, trans = _op_cost(self.torch, target, meta[0], meta[1], value)
+        for x in operands:
+            self.tensors[x].reads.append(t)
+        self.instrs.append(
+            ProgramInstruction(
+                name=node.name, opcode=_op_name(target), operands=tuple(operands), outputs=tuple(outputs),
+                operand_bytes=tuple(operand_bytes), output_bytes=tuple(self.tensors[x].size for x in outputs),
+                flops=float(flops), transcendentals=float(trans),
+            )
+        )
+        if outputs and node.args and _in_place_origin(self.torch, node):
+            updated = self.refs(node.args[0])
+            if updated:
+                self.aliases.append((updated[0].tensor, outputs[0]))
+        self.env[node.name] = tuple(out_refs) if isinstance(value, (list, tuple)) else out_refs[0]
+
+    def finish(self, name: str, source: dict[str, Any]) -> Program:
+        from torch.export.graph_signature import OutputKind
+
+        for node in self.ep.graph.nodes:
+            if node.op == "placeholder":
+                continue
+            if node.op == "call_function":
+                self.call(node)
+            elif node.op == "output":
+                results = node.args[0]
+            elif node.op != "get_attr":
+                raise TorchFrontendError(f"{name}: unsupported graph node {node.op} ({node.name})")
+        num_t = len(self.instrs)
+        if num_t == 0:
+            raise TorchFrontendError(f"{name}: the graph has no operation that makes a tensor (nothing to decide)")
+        result_refs = [_flat_refs(self.env.get(r.name)) if hasattr(r, "name") else [] for r in results]
+        for refs in result_refs:
+            for ref in refs:
+                self.tensors[ref.tensor].live_out = True
+        for spec, refs in zip(self.ep.graph_signature.output_specs, result_refs):
+            if spec.kind in (OutputKind.BUFFER_MUTATION, OutputKind.USER_INPUT_MUTATION) and refs:
+                updated = self.placeholder_tensor.get(spec.target)
+                if updated is not None:
+                    self.aliases.append((updated, refs[0].tensor))
+        tensors = []
+        for i, x in enumerate(self.tensors):
+            end = num_t - 1 if x.live_out else max([x.def_time] + x.reads)
+            tensors.append(ProgramTensor(i, x.name, x.size, x.def_time, end, x.live_out, x.shape))
+        storage = _storages(len(self.tensors), self.aliases)
+        buffers: dict[int, list[tuple[int, int]]] = {}
+        members: dict[int, set[int]] = {}
+        for t, ins in enumerate(self.instrs):
+            for p, x in enumerate(ins.operands + ins.outputs):
+                buffers.setdefault(storage[x], []).append((t, p))
+                members.setdefault(storage[x], set()).add(x)
+        groups = tuple(
+            sorted(
+                tuple(sorted(g)) for root, g in buffers.items()
+                if len(g) > 1 and (len(members[root]) > 1 or members[root] & self.units)
+            )
+        )
+        program = Program(
+            name=name, instructions=tuple(self.instrs), tensors=tuple(tensors), alias_groups=groups,
+            source=dict(source, notes="; ".join(self.notes)),
+        )
+        validate_program(program)
+        return program
+
+
+def _storages(num_tensors: int, aliases: list[tuple[int, int]]) -> list[int]:
+    """Per tensor, the smallest tensor id of its connected component under ``aliases``."""
+    neighbours: dict[int, list[int]] = {}
+    for a, b in aliases:
+        neighbours.setdefault(a, []).append(b)
+        neighbours.setdefault(b, []).append(a)
+    label = list(range(num_tensors))
+    seen: set[int] = set()
+    for start in sorted(neighbours):
+        if start in seen:
+            continue
+        component, stack = [], [start]
+        seen.add(start)
+        while stack:
+            x = stack.pop()
+            component.append(x)
+            for y in neighbours[x]:
+                if y not in seen:
+                    seen.add(y)
+                    stack.append(y)
+        for x in component:
+            label[x] = start  # the smallest: components are entered from their lowest id
+    return label
+
+
+def _flat_refs(value: Any) -> list[_Ref]:
+    if isinstance(value, _Ref):
+        return [value]
+    if isinstance(value, (list, tuple)):
+        return [r for v in value for r in _flat_refs(v)]
+    return []
+
+
+# ---------------------------------------------------------------------------------------
+# Entry points.
+
+
+def extract_exported(
+    exported: Any, *, name: str, granularity: str = "tensor", source: dict[str, Any] | None = None
+) -> Program:
+    """The program of a ``torch.export.ExportedProgram`` that is already functional (core ATen,
+    after ``run_decompositions()``, or a joint forward-backward graph); see the module docstring."""
+    torch = _torch()
+    if granularity not in GRANULARITIES:
+        raise TorchFrontendError(f"unknown granularity {granularity!r} (have: {', '.join(GRANULARITIES)})")
+    src = {"frontend": "torch", "torch": torch_version(), "granularity": granularity}
+    src.update(source or {})
+    builder = _Builder(torch, exported, granularity)
+    try:
+        builder.inputs()
+        return builder.finish(name, src)
+    except MallocGameError:
+        raise
+    except (KeyError, IndexError, TypeError, ValueError, AttributeError) as exc:
+        raise TorchFrontendError(f"{name}: cannot read the exported graph ({_one_line(exc)})") from None
+
+
+def _export(torch: Any, module: Any, args: tuple[Any, ...], kwargs: dict[str, Any], training_step: bool, label: str) -> Any:
+    """Capture with torch's warnings, log records and stderr held back: a failed capture writes
+    the graph and its guards there, and the reason is already the error's one line."""
+    disabled = logging.root.manager.disable
+    logging.disable(logging.CRITICAL)
+    try:
+        with warnings.catch_warnings(), contextlib.redirect_stderr(io.StringIO()):
+            warnings.simplefilter("ignore", FutureWarning)
+            warnings.simplefilter("ignore", UserWarning)
+            return _export_quietly(torch, module, args, kwargs, training_step, label)
+    finally:
+        logging.disable(disabled)
+
+
+def _export_quietly(
+    torch: Any, module: Any, args: tuple[Any, ...], kwargs: dict[str, Any], training_step: bool, label: str
+) -> Any:
+    try:
+        exported = torch.export.export(module, args, kwargs)
+    except Exception as exc:  # noqa: BLE001 - torch.export raises many types; report the reason
+        raise ExportError(f"{label}: torch.export could not capture it: {_one_line(exc)}") from None
+    try:
+        if training_step:
+            from torch.export.experimental import _export_forward_backward
+
+            return _export_forward_backward(exported)
+        return exported.run_decompositions()
+    except Exception as exc:  # noqa: BLE001
+        what = "derive its training step (the first output must be a scalar loss)" if training_step else "decompose it"
+        raise ExportError(f"{label}: torch.export could not {what}: {_one_line(exc)}") from None
+
+
+def extract_torch(
+    module: Any,
+    example_inputs: Sequence[Any],
+    *,
+    example_kwargs: dict[str, Any] | None = None,
+    name: str | None = None,
+    training_step: bool = False,
+    granularity: str = "tensor",
+) -> Program:
+    """Capture ``module(*example_inputs, **example_kwargs)`` with ``torch.export`` and extract its program.
+
+    ``module`` is captured in its own mode (call ``.eval()`` for inference); with
+    ``training_step`` the forward pass, the loss (the module's first output) and the
+    backward pass (see the module docstring). Inputs may be real tensors or tensors on
+    the ``meta`` device (no memory; the module's parameters then on ``meta`` too, e.g.
+    built under ``with torch.device("meta"):``). ``name`` defaults to the module's
+    class name; ``granularity`` is ``"tensor"`` or ``"node"``.
+    """
+    torch = _torch()
+    if not isinstance(module, torch.nn.Module):
+        raise TorchFrontendError(f"expected a torch.nn.Module, got {type(module).__name__}")
+    if granularity not in GRANULARITIES:
+        raise TorchFrontendError(f"unknown granularity {granularity!r} (have: {', '.join(GRANULARITIES)})")
+    label = name or type(module).__name__
+    if training_step and any(t.is_meta for t in [*module.parameters(), *module.buffers()]):
+        raise TorchFrontendError(
+            f"{label}: a training step cannot be captured from parameters on the meta device (torch's joint "
+            "graph needs real ones): build the module on the CPU, e.g. module.to_empty(device='cpu')"
+        )
+    exported = _export(torch, module, tuple(example_inputs), dict(example_kwargs or {}), training_step, label)
+    source = {
+        "module": type(module).__name__,
+        "mode": "training_step" if training_step else ("train" if module.training else "eval"),
+    }
+    return extract_exported(exported, name=label, granularity=granularity, source=source)
+
+
+def meta_inputs(specs: Sequence[str], device: str = "meta") -> tuple[Any, ...]:
+    """``["f32[8,64]", "s64[8,128]"]`` -> empty tensors of those shapes and dtypes on ``device``
+    (the spec syntax of :func:`mallocgame.frontends.argspec.parse_arg_spec`)."""
+    from mallocgame.frontends.argspec import _SPEC, DTYPES, ArgSpecError
+
+    torch = _torch()
+    out = []
+    for spec in specs:
+        match = _SPEC.match(spec)
+        dtype = getattr(torch, DTYPES.get(match.group(1), ""), None) if match else None
+        if not isinstance(dtype, torch.dtype):
+            raise ArgSpecError(
+                f"bad argument spec {spec!r}: expected DTYPE[D0,D1,...] with DTYPE one of "
+                f"{', '.join(DTYPES)} (e.g. f32[8,64])"
+            )
+        dims = tuple(int(d) for d in match.group(2).replace(" ", "").split(",") if d)
+        out.append(torch.empty(dims, dtype=dtype, device=device))
+    return tuple(out)
+
+
+@dataclass(frozen=True)
+class TorchModel:
+    """A module and its example inputs, as a factory gives them (see :func:`resolve_factory`)."""
+
+    module: Any  # torch.nn.Module
+    inputs: tuple[Any, ...]  # example inputs (tensors, possibly on the meta device)
+
+
+def resolve_factory(target: str, arg_specs: Sequence[str] = ()) -> TorchModel:
+    """``package.module:factory`` -> the module and example inputs it builds.
+
+    The factory is called with no arguments and returns an ``nn.Module`` (then
+    ``arg_specs``, e.g. ``["f32[8,3,224,224]"]``, give its inputs, made on the
+    device of its parameters) or a ``(module, example_inputs)`` pair (``arg_specs``
+    must then be empty). Errors are :class:`~mallocgame.frontends.argspec.ArgSpecError`
+    (a bad string, an import failure) and :class:`TorchFrontendError`.
+    """
+    from mallocgame.frontends.argspec import resolve_function
+
+    torch = _torch()
+    factory: Callable[[], Any] = resolve_function(target)
+    try:
+        built = factory()
+    except MallocGameError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - the user's factory
+        raise TorchFrontendError(f"{target}: the factory failed: {_one_line(exc)}") from None
+    if isinstance(built, torch.nn.Module):
+        if not arg_specs:
+            raise TorchFrontendError(f"{target} returns a module without example inputs: give them with --arg")
+        device = next((p.device.type for p in built.parameters()), "cpu")
+        return TorchModel(built, meta_inputs(arg_specs, device=device))
+    if (
+        isinstance(built, tuple) and len(built) == 2 and isinstance(built[0], torch.nn.Module)
+        and isinstance(built[1], (tuple, list))
+    ):
+        if arg_specs:
+            raise TorchFrontendError(f"{target} returns its own example inputs: give no --arg")
+        return TorchModel(built[0], tuple(built[1]))
+    raise TorchFrontendError(
+        f"{target} must return an nn.Module or a (module, example_inputs) pair, got {type(built).__name__}"
+    )

@@ -1,0 +1,164 @@
+"""Which tensors two solutions of one instance keep in fast memory, and when (what the
+paper's Figure 8 compares: a tensor one mapping evicts and fetches again where the
+other keeps it resident).
+
+A tensor's *residency* in a solution is a sequence of *runs*: the memory intervals of
+its buffers' allocations (SPEC section 7) in time order, merged where they touch or
+overlap, except that an operand Copy (a *fetch*: a copy in from slow memory) always
+begins a run of its own: a tensor kept in fast memory is read with NoCopy, so a fetch
+means that its copy in fast memory was given up, or never made.
+
+Tensor ``X`` is *re-fetched by B where A keeps it* when a fetch run of B follows another
+run of B and A holds ``X`` in fast memory at every step from the end of B's earlier run
+to the read the fetch serves, with no fetch of its own in between: B evicted ``X`` and
+paid a copy to bring it back, A did not. Sizes are bytes; steps are instruction indices.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from mallocgame.instance import Instance
+from mallocgame.solution import Solution
+from mallocgame.units import format_bytes
+
+__all__ = ["TensorRun", "Refetch", "ResidencyComparison", "residency", "compare_residency",
+           "format_residency_comparison"]
+
+
+@dataclass(frozen=True)
+class TensorRun:
+    """Consecutive steps ``[first, last]`` at which a tensor is in fast memory."""
+
+    first: int
+    last: int
+    fetched: bool  # the run begins with an operand Copy (a copy in from slow memory)
+
+
+@dataclass(frozen=True)
+class Refetch:
+    """A tensor B evicts after step ``evicted_after`` and fetches again for its read at
+    ``needed_at``, where A keeps it in fast memory over all of ``[evicted_after, needed_at]``."""
+
+    tensor: int
+    name: str
+    size: int  # bytes
+    evicted_after: int
+    needed_at: int
+
+
+@dataclass(frozen=True)
+class ResidencyComparison:
+    """Solutions ``a`` and ``b`` of one instance, tensor by tensor."""
+
+    a: str  # the solvers' names
+    b: str
+    fast_in_a: int  # tensors with at least one step in fast memory
+    fast_in_b: int
+    only_in_a: tuple[tuple[str, int], ...]  # (name, bytes) in fast memory in a only, largest first
+    only_in_b: tuple[tuple[str, int], ...]
+    refetched_by_b: tuple[Refetch, ...]  # B evicts and fetches again where A keeps it
+    refetched_by_a: tuple[Refetch, ...]  # and the other way round
+    fast_byte_steps_a: int  # sum over tensors of bytes times steps in fast memory
+    fast_byte_steps_b: int
+
+
+def residency(instance: Instance, solution: Solution) -> dict[int, tuple[TensorRun, ...]]:
+    """Each tensor with a step in fast memory → its runs, in time order."""
+    pieces: dict[int, list[tuple[int, int, bool]]] = {}
+    for allocation in solution.allocations:
+        if allocation.start is None or allocation.end is None:
+            continue  # an empty memory interval: a read of what is already resident
+        buffer = instance.buffers[allocation.buffer]
+        fetch = allocation.action == "Copy" and not buffer.is_output
+        pieces.setdefault(buffer.tensor_id, []).append((allocation.start, allocation.end, fetch))
+    runs: dict[int, tuple[TensorRun, ...]] = {}
+    for tensor, intervals in pieces.items():
+        found: list[TensorRun] = []
+        for start, end, fetch in sorted(intervals, key=lambda i: (i[0], not i[2], i[1])):
+            if found and not fetch and start <= found[-1].last + 1:
+                last = found[-1]
+                found[-1] = TensorRun(last.first, max(last.last, end), last.fetched)
+            else:
+                found.append(TensorRun(start, end, fetch))
+        runs[tensor] = tuple(found)
+    return runs
+
+
+def _holds(runs: tuple[TensorRun, ...], first: int, last: int) -> bool:
+    """Whether ``runs`` cover every step of ``[first, last]`` with no fetch after ``first``."""
+    covered = first
+    for run in runs:
+        if run.first > covered:
+            break
+        if run.fetched and run.first > first:
+            return False
+        covered = max(covered, run.last + 1)
+        if covered > last:
+            return True
+    return False
+
+
+def _refetches(instance: Instance, evicting: dict[int, tuple[TensorRun, ...]],
+               keeping: dict[int, tuple[TensorRun, ...]]) -> tuple[Refetch, ...]:
+    found = []
+    for tensor, runs in evicting.items():
+        for before, after in zip(runs, runs[1:]):
+            if after.fetched and _holds(keeping.get(tensor, ()), before.last, after.last):
+                t = instance.tensors[tensor]
+                found.append(Refetch(tensor, t.name, t.size, before.last, after.last))
+    return tuple(sorted(found, key=lambda r: (-r.size, r.tensor, r.evicted_after)))
+
+
+def _byte_steps(instance: Instance, runs: dict[int, tuple[TensorRun, ...]]) -> int:
+    """Sum over tensors of bytes times the steps at which they are in fast memory."""
+    return sum(instance.tensors[t].size * len({step for r in rs for step in range(r.first, r.last + 1)})
+               for t, rs in runs.items())
+
+
+def compare_residency(instance: Instance, a: Solution, b: Solution) -> ResidencyComparison:
+    """Compare where ``a`` and ``b`` (solutions of ``instance``) keep each tensor."""
+    runs_a, runs_b = residency(instance, a), residency(instance, b)
+
+    def only(mine: dict, theirs: dict) -> tuple[tuple[str, int], ...]:
+        tensors = sorted(set(mine) - set(theirs), key=lambda t: (-instance.tensors[t].size, t))
+        return tuple((instance.tensors[t].name, instance.tensors[t].size) for t in tensors)
+
+    return ResidencyComparison(
+        a.solver, b.solver, len(runs_a), len(runs_b), only(runs_a, runs_b), only(runs_b, runs_a),
+        _refetches(instance, runs_b, runs_a), _refetches(instance, runs_a, runs_b),
+        _byte_steps(instance, runs_a), _byte_steps(instance, runs_b),
+    )
+
+
+def _named(items: tuple[tuple[str, int], ...], shown: int = 3) -> str:
+    if not items:
+        return "none"
+    listed = ", ".join(f"{name} ({format_bytes(size)})" for name, size in items[:shown])
+    return f"{len(items)}: {listed}" + (", ..." if len(items) > shown else "")
+
+
+def _refetch_lines(refetches: tuple[Refetch, ...], who: str, other: str, shown: int = 5) -> list[str]:
+    head = f"re-fetched by {who} where {other} keeps them resident: "
+    if not refetches:
+        return [head + "none"]
+    lines = [head + f"{len(refetches)}"]
+    lines += [f"  {r.name} ({format_bytes(r.size)}): evicted after step {r.evicted_after}, "
+              f"fetched again for step {r.needed_at}" for r in refetches[:shown]]
+    if len(refetches) > shown:
+        lines.append(f"  ... and {len(refetches) - shown} more")
+    return lines
+
+
+def format_residency_comparison(c: ResidencyComparison) -> str:
+    """A few lines: counts, what only one keeps, and the re-fetches either way."""
+    ratio = c.fast_byte_steps_b / c.fast_byte_steps_a if c.fast_byte_steps_a else float("nan")
+    lines = [
+        f"tensors in fast memory: {c.a} {c.fast_in_a}, {c.b} {c.fast_in_b}; "
+        f"fast byte-steps {c.b}/{c.a} {ratio:.3f}",
+        f"only {c.a} keeps in fast memory: {_named(c.only_in_a)}",
+        f"only {c.b} keeps in fast memory: {_named(c.only_in_b)}",
+    ]
+    lines += _refetch_lines(c.refetched_by_b, c.b, c.a)
+    lines += _refetch_lines(c.refetched_by_a, c.a, c.b)
+    return "\n".join(lines)

@@ -1,0 +1,66 @@
+"""Residency of tensors in two solutions, and the re-fetches the paper's Figure 8 points at."""
+
+from __future__ import annotations
+
+import pytest
+
+from mallocgame.game.state import COPY, DROP, NOCOPY, replay
+from mallocgame.residency import compare_residency, format_residency_comparison, residency
+from mallocgame.solvers.base import solution_from_game
+from tests.builders import I, X, build
+
+
+def _program():  # noqa: ANN202
+    """Tensor 0 (an input of 100 B) read at instructions 1, 2 and 3; instruction 0 writes tensor 1."""
+    return build(tensors=[X(100), X(50)],
+                 instructions=[I(writes=[1]), I(reads=[0]), I(reads=[0]), I(reads=[0])],
+                 capacity=4096, alignment=1)
+
+
+def _solution(inst, actions, solver):  # noqa: ANN001, ANN202
+    return solution_from_game(inst, replay(inst, actions), solver=solver, seed=0, wall_s=0.0)
+
+
+def test_a_tensor_evicted_and_fetched_again_where_the_other_keeps_it() -> None:
+    inst = _program()
+    keeps = _solution(inst, [DROP, COPY, NOCOPY, NOCOPY], "keeps")
+    refetches = _solution(inst, [DROP, COPY, DROP, COPY], "refetches")
+    runs = residency(inst, refetches)[0]
+    assert [(r.last, r.fetched) for r in runs] == [(1, True), (3, True)]  # each read fetched
+    assert [(r.last, r.fetched) for r in residency(inst, keeps)[0]] == [(3, True)]  # one run to the last read
+    c = compare_residency(inst, keeps, refetches)
+    assert (c.fast_in_a, c.fast_in_b) == (1, 1) and c.only_in_a == c.only_in_b == ()
+    assert [(r.tensor, r.size, r.evicted_after, r.needed_at) for r in c.refetched_by_b] == [(0, 100, 1, 3)]
+    assert c.refetched_by_a == ()
+    assert c.fast_byte_steps_a == c.fast_byte_steps_b == 4 * 100  # both hold it at steps 0-3
+    text = format_residency_comparison(c)
+    assert "re-fetched by refetches where keeps keeps them resident: 1" in text
+    assert "(100 B): evicted after step 1, fetched again for step 3" in text
+    assert "re-fetched by keeps where refetches keeps them resident: none" in text
+
+
+def test_what_only_one_solution_keeps_and_no_refetch_without_a_resident_gap() -> None:
+    inst = _program()
+    slow = _solution(inst, [DROP, DROP, DROP, DROP], "slow")
+    refetches = _solution(inst, [DROP, COPY, DROP, COPY], "refetches")
+    c = compare_residency(inst, slow, refetches)
+    assert c.fast_in_a == 0 and c.only_in_b == ((inst.tensors[0].name, 100),)
+    assert c.refetched_by_b == ()  # slow never holds it: nothing B evicts is kept by A
+    assert "only slow keeps in fast memory: none" in format_residency_comparison(c)
+
+
+@pytest.mark.parametrize("against", [True, False])
+def test_cli_show_against_draws_both_and_compares(tmp_path, capsys, against) -> None:  # noqa: ANN001
+    from mallocgame.cli import main
+    from mallocgame.solution import save_solution
+    from mallocgame.solvers import get_solver
+    from mallocgame.workloads.registry import load_workload
+
+    inst = load_workload("xla-v1/lstm_infer")
+    for name in ("heuristic", "greedy"):
+        save_solution(get_solver(name).solve(inst), tmp_path / f"{name}.json")
+    argv = ["show", "xla-v1/lstm_infer", str(tmp_path / "heuristic.json"), "--out", str(tmp_path / "l.png")]
+    assert main(argv + (["--against", str(tmp_path / "greedy.json")] if against else [])) == 0
+    out = capsys.readouterr().out
+    assert (tmp_path / "l.png").read_bytes()[:4] == b"\x89PNG"
+    assert ("re-fetched by greedy where heuristic keeps them resident" in out) == against
