@@ -158,8 +158,8 @@ def _cmd_train(args: argparse.Namespace) -> int:
 def _cmd_optimize(args: argparse.Namespace) -> int:
     """The main job: muzero-prod, a progress bar, the files, and the comparison table."""
     from mallocgame.optimize import format_comparison, optimize, output_paths, write_outputs
-    from mallocgame.residency import compare_residency, format_residency_comparison
     from mallocgame.progress import ProgressBar
+    from mallocgame.residency import compare_residency, format_residency_comparison
     from mallocgame.solvers import get_solver
     from mallocgame.workloads.registry import load_workload
 

@@ -4,6 +4,8 @@
   JAX functions.
 - :mod:`mallocgame.frontends.xla_placement`: XLA's own memory-space assignment in a GPU
   or TPU module, as the solution ``xla``.
+- :mod:`mallocgame.frontends.torch`: PyTorch modules through ``torch.export`` (the
+  ``torch`` extra; imported on its own, so this package needs no torch).
 """
 
 from mallocgame.frontends.xla import (
