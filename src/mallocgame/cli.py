@@ -529,6 +529,7 @@ def _cmd_bench_rewards(args: argparse.Namespace) -> int:
     from mallocgame.bench.rewards import (
         final_table, normalized_upper_bound, plot_curves, read_csv, reward_curve, solver_spec, write_csv,
     )
+    from mallocgame.workloads.registry import load_workload
 
     for spec in args.solvers:
         solver_spec(spec)  # every spec checked before anything runs
@@ -553,7 +554,7 @@ def _cmd_bench_rewards(args: argparse.Namespace) -> int:
                 points += curve
                 write_csv(points, csv_path)  # after every cell: a stopped run goes on from here
     points = [p for p in points if p.program in args.programs and p.solver in args.solvers and p.seed in args.seeds]
-    bounds = {program: normalized_upper_bound(program) for program in args.programs}
+    bounds = {program: normalized_upper_bound(load_workload(program)) for program in args.programs}
     for program, bound in bounds.items():
         print(f"{program}: upper bound {bound:.4f}", file=sys.stderr)
     plot_curves(points, out.with_suffix(".png"), bounds)

@@ -15,13 +15,11 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
-from mallocgame.bench.rewards import CurvePoint, plot_curves, write_csv
+from mallocgame.bench.rewards import CurvePoint, normalized_upper_bound, plot_curves, work_text, write_csv
 from mallocgame.errors import SolverError
 from mallocgame.instance import Instance
-from mallocgame.latency import reward_normalizer
 from mallocgame.solution import Solution, save_solution
 from mallocgame.solvers.base import Improvement, SolveRequest
-from mallocgame.solvers.bound import upper_bound
 from mallocgame.solvers.muzero.prod import AGENT, BASELINE, MuZeroProdSolver
 from mallocgame.viz import draw_layouts
 
@@ -95,16 +93,14 @@ def optimize(
     if missing:
         raise SolverError(f"muzero-prod reported no answer of {', '.join(missing)}")
     curve.extend(_point(instance, s, answer.wall_s, seconds) for s in (bests[BASELINE], bests[AGENT], answer))
-    normalizer = reward_normalizer(instance)
-    bound = upper_bound(instance) / normalizer if normalizer else 0.0
     agent = replace(bests[AGENT], work=answer.work)  # the best game, with all the work the agent did
-    return Outcome(instance, answer, bests[BASELINE], agent, tuple(curve), bound, seconds, time.perf_counter() - start)
+    return Outcome(instance, answer, bests[BASELINE], agent, tuple(curve), normalized_upper_bound(instance), seconds,
+                   time.perf_counter() - start)
 
 
 def _point(instance: Instance, solution: Solution, elapsed_s: float, budget_s: float | None) -> CurvePoint:
-    work = ";".join(f"{k}={v}" for k, v in dict(solution.work).items())
-    return CurvePoint(instance.name, solution.solver, solution.seed, elapsed_s, solution.normalized_reward, work,
-                      budget_s)
+    return CurvePoint(instance.name, solution.solver, solution.seed, elapsed_s, solution.normalized_reward,
+                      work_text(solution.work), budget_s)
 
 
 def comparison(outcome: Outcome) -> list[Row]:

@@ -25,8 +25,8 @@ from mallocgame.check import check_solution
 from mallocgame.errors import SolverError
 from mallocgame.fileio import write_bytes_atomic
 from mallocgame.instance import Instance
-from mallocgame.solution import Solution
 from mallocgame.simulate import baseline_latency, simulate
+from mallocgame.solution import Solution
 from mallocgame.solvers import SolveRequest, get_solver
 from mallocgame.solvers.projection import project
 from mallocgame.workloads.registry import load_workload
@@ -53,13 +53,8 @@ def reward_latency_correlation(program: str, random_games: int = 40) -> Correlat
     solutions = [get_solver("random").solve(inst, SolveRequest(seed=seed)) for seed in range(random_games)]
     heuristic = get_solver("heuristic").solve(inst)
     solutions += [heuristic, project(inst, heuristic)[0]]
-    rewards, latencies = [], []
-    for solution in solutions:
-        report = check_solution(inst, solution)
-        if not report.ok:
-            raise AssertionError(f"{program}: {solution.solver} answer invalid: {report.summary()}")
-        rewards.append(solution.reward_s)
-        latencies.append(simulate(inst, solution).latency_s)
+    rewards = [solution.reward_s for solution in solutions]
+    latencies = [_checked_latency(inst, solution, program) for solution in solutions]
     base = baseline_latency(inst)
     pearson = float(np.corrcoef(rewards, latencies)[0, 1])
     return CorrelationRow(program, len(solutions), pearson, base / max(latencies), base / min(latencies))

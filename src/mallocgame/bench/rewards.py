@@ -13,14 +13,17 @@ import csv
 import io
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Mapping
 
 from mallocgame.errors import FormatError, InputFileError, SolverError
 from mallocgame.fileio import write_bytes_atomic
+from mallocgame.instance import Instance
 from mallocgame.solvers import Improvement, SolveRequest, get_solver
 from mallocgame.workloads.registry import load_workload
 
 __all__ = [
-    "CurvePoint", "solver_spec", "reward_curve", "normalized_upper_bound", "write_csv", "read_csv", "plot_curves", "final_table",
+    "CurvePoint", "work_text", "solver_spec", "reward_curve", "normalized_upper_bound", "write_csv", "read_csv",
+    "plot_curves", "final_table",
 ]
 
 CSV_HEADER = ["program", "solver", "seed", "budget_s", "elapsed_s", "normalized_reward", "work"]
@@ -35,6 +38,11 @@ class CurvePoint:
     normalized_reward: float
     work: str  # the solver's work counters at that point, "k=v;..."
     budget_s: float | None  # the run's wall-clock budget, seconds (None: a work budget only)
+
+
+def work_text(work: Mapping[str, int]) -> str:
+    """A solver's work counters as :attr:`CurvePoint.work` holds them: ``"k=v;..."``."""
+    return ";".join(f"{k}={v}" for k, v in work.items())
 
 
 def solver_spec(spec: str) -> tuple[str, dict[str, str]]:
@@ -65,23 +73,21 @@ def reward_curve(program: str, solver: str, seconds: float, seed: int = 0) -> li
     points: list[CurvePoint] = []
 
     def record(imp: Improvement) -> None:
-        work = ";".join(f"{k}={v}" for k, v in imp.work.items())
-        points.append(CurvePoint(program, solver, seed, imp.elapsed_s, imp.solution.normalized_reward, work,
-                                 seconds))
+        points.append(CurvePoint(program, solver, seed, imp.elapsed_s, imp.solution.normalized_reward,
+                                 work_text(imp.work), seconds))
 
     final = get_solver(name).solve(inst, SolveRequest(seed=seed, seconds=seconds, callback=record, options=options))
-    work = ";".join(f"{k}={v}" for k, v in dict(final.work).items())
-    points.append(CurvePoint(program, solver, seed, final.wall_s, final.normalized_reward, work, seconds))
+    points.append(CurvePoint(program, solver, seed, final.wall_s, final.normalized_reward, work_text(final.work),
+                             seconds))
     return points
 
 
-def normalized_upper_bound(program: str) -> float:
-    """The LP upper bound on ``program``'s reward (:func:`mallocgame.solvers.bound.upper_bound`),
+def normalized_upper_bound(inst: Instance) -> float:
+    """The LP upper bound on ``inst``'s reward (:func:`mallocgame.solvers.bound.upper_bound`),
     normalized like a reward (0 where the normalizer is 0)."""
     from mallocgame.latency import reward_normalizer
     from mallocgame.solvers.bound import upper_bound
 
-    inst = load_workload(program)
     normalizer = reward_normalizer(inst)
     return upper_bound(inst) / normalizer if normalizer else 0.0
 

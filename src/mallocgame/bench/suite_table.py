@@ -25,6 +25,7 @@ from mallocgame.bench.markdown import markdown_table
 from mallocgame.instance import Instance
 from mallocgame.latency import normalize
 from mallocgame.solvers import SolveRequest, get_solver
+from mallocgame.units import format_bytes
 from mallocgame.workloads.registry import load_workload
 
 __all__ = ["SuiteRow", "suite_row", "format_suite_table", "RANDOM_GAMES", "EXACT_SECONDS"]
@@ -97,20 +98,13 @@ def suite_row(
     )
 
 
-def _size(n: int) -> str:
-    for unit, scale in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
-        if n >= scale:
-            return f"{n / scale:.1f} {unit}"
-    return f"{n} B"
-
-
 def format_suite_table(rows: list[SuiteRow]) -> str:
     """A Markdown table of ``rows``."""
     header = ["name", "model", "instructions", "buffers", "alias groups", "loops", "peak live", "fast memory",
               "larger than fast", "random", "greedy", "heuristic", "exact", "bound"]
     return markdown_table(header, [
         [f"`{r.name}`", r.model, f"{r.instructions:,}", f"{r.buffers:,}", str(r.alias_groups), str(r.loops),
-         _size(r.peak_live_bytes), _size(r.fast_memory_bytes), f"{r.larger_than_fast:.0%}", f"{r.random:.3f}",
+         format_bytes(r.peak_live_bytes), format_bytes(r.fast_memory_bytes), f"{r.larger_than_fast:.0%}", f"{r.random:.3f}",
          f"{r.greedy:.3f}", f"{r.heuristic:.3f}", "" if r.exact is None else f"{r.exact:.3f}", f"{r.bound:.3f}"]
         for r in rows
     ], left=2)

@@ -48,6 +48,7 @@ class MuZeroSolver(Solver, name="muzero", work_unit="games", config=MuZeroConfig
         )
         return trainer.run(games=run.request.work, callback=run.request.callback, clock=run.clock)
 
+
 class MuZeroNoSearchSolver(MuZeroSolver, name="muzero-nosearch"):
     """MMap-MuZero trained as usual; the answer is played by the policy network, no search."""
 
