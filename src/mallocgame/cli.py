@@ -534,13 +534,13 @@ def _cmd_bench_rewards(args: argparse.Namespace) -> int:
     for spec in args.solvers:
         solver_spec(spec)  # every spec checked before anything runs
     out = Path(args.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
     csv_path = out.with_suffix(".csv")
     points = read_csv(csv_path) if csv_path.exists() else []
     other = {p.budget_s for p in points} - {args.budget}
     if other:
         held = ", ".join(sorted("no wall-clock budget" if b is None else f"{b:g} s" for b in other))
         raise UsageError(f"{csv_path} holds curves at {held}, not {args.budget:g} s: give another --out")
+    out.parent.mkdir(parents=True, exist_ok=True)  # once nothing is refused
     done = {(p.program, p.solver, p.seed) for p in points}
     for program in args.programs:
         for solver in args.solvers:
