@@ -105,7 +105,7 @@ def test_check_rejects_corruptions(tmp_path: Path, instance_file: Path, capsys) 
     [
         (["solve", "{missing}", "--solver", "random"], "neither a bundled workload"),
         (["solve", "{inst}", "--solver", "nope"], "unknown solver"),
-        (["solve", "{inst}", "--solver", "egrl"], "unknown solver 'egrl'"),
+        (["solve", "{inst}", "--solver", "egrll"], "unknown solver 'egrll' (valid: drop,"),
         (["solve", "{inst}", "--solver", "random", "--seed", "x"], "argument --seed: not a whole number: 'x'"),
         (["solve", "{inst}", "--solver", "random", "--seed", "-1"], "argument --seed: must be at least 0"),
         (["solve", "{inst}", "--solver", "random", "--budget", "nan"], "positive, finite number of seconds"),
@@ -127,7 +127,7 @@ def test_check_rejects_corruptions(tmp_path: Path, instance_file: Path, capsys) 
          "must be true or false"),
         (["solve", "{inst}", "--solver", "best-of", "--option", "solvers=heuristic,nope"],
          "unknown solver 'nope'"),
-        (["train", "{inst}", "--dir", "runs", "--solver", "random"], "train runs muzero"),
+        (["train", "{inst}", "--dir", "runs", "--solver", "random"], "train runs muzero, muzero-nosearch or egrl"),
         (["train", "{inst}", "--dir", "runs", "--budget", "inf"], "positive, finite number of seconds"),
         (["train", "{inst}", "--dir", "runs", "--budget", "nan"], "positive, finite number of seconds"),
         (["train", "{inst}", "--dir", "runs", "--seed", "-1"], "argument --seed: must be at least 0"),
@@ -142,6 +142,11 @@ def test_check_rejects_corruptions(tmp_path: Path, instance_file: Path, capsys) 
         (["check", "{wrongversion}", "{inst}"], "unsupported instance version"),
         (["check", "{impossible}", "{inst}"], "size -5 outside 0..2**53"),
         (["show", "{inst}", "{inst}", "--out", "x.png"], "format is"),
+        (["bench", "tasks", "--tasks", "0"], "argument --tasks: must be at least 1"),
+        (["bench", "tasks", "--program", "{missing}"], "not a program of the bundled suites"),
+        (["bench", "tasks", "--placements", "all-slow", "nope", "--out", "{missing}"], "unknown solver 'nope'"),
+        (["bench", "tasks", "--limit", "0"], "argument --limit: must be a positive, finite number, not '0'"),
+        (["bench", "tasks", "--limit", "x"], "argument --limit: not a number: 'x'"),
         (["bogus"], "invalid choice"),
     ],
 )
@@ -347,7 +352,7 @@ def test_a_closed_pipe_ends_quietly(monkeypatch, capsys) -> None:
 def test_solvers_lists_every_option_with_its_default(capsys) -> None:
     assert main(["solvers"]) == 0
     out = capsys.readouterr().out
-    assert out.count("(work unit: ") == 12 and "muzero-prod  (work unit: games)" in out and "exhaustive  (work unit: moves)" in out
+    assert out.count("(work unit: ") == 15 and "muzero-prod  (work unit: games)" in out and "exhaustive  (work unit: moves)" in out
     assert '    optimizer = "adam"  [one of adam, sgd]' in out
     assert "    observation.grid_steps = 32  [int]" in out
     assert main(["solvers", "mcts"]) == 0
@@ -497,3 +502,22 @@ def test_extract_torch_without_torch_exits_2(tmp_path: Path, monkeypatch, capsys
     monkeypatch.setitem(sys.modules, "torch", None)
     assert main(["extract", "--torch", "usernet:block", "--out", str(tmp_path / "x.json")]) == 2
     assert "pip install 'mallocgame[torch]'" in _one_line_error(capsys)
+
+
+def test_bench_tasks_runs_the_multi_task_study(tmp_path: Path, capsys) -> None:
+    from mallocgame.program import save_program
+    from tests.builders import tiny_program
+
+    program = tmp_path / "tiny.program.json"
+    save_program(tiny_program(), program)
+    out = tmp_path / "study" / "tiny"
+    argv = ["bench", "tasks", "--program", str(program), "--tasks", "1", "2", "--placements", "all-slow",
+            "fast-only", "memory-mode", "first-touch", "--out", str(out), "--limit", "1.5"]
+    assert main(argv) == 0
+    printed = capsys.readouterr()
+    assert "| tasks | all-slow | fast-only | memory-mode | first-touch |" in printed.out
+    assert "tasks that fit" in printed.out and "tasks under the limit" in printed.out
+    assert "2 tasks, first-touch s0" in printed.err
+    assert sorted(p.name for p in out.parent.iterdir()) == ["tiny.csv", "tiny.png", "tiny.solutions"]
+    assert main(argv) == 0  # a rerun reads its records
+    assert "first-touch s0" not in capsys.readouterr().err

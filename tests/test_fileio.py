@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from mallocgame.errors import InputFileError
+from mallocgame.errors import FormatError, InputFileError
 from mallocgame.fileio import canonical_sha256, read_json, write_json
 
 
@@ -55,3 +55,17 @@ def test_a_directory_is_not_a_file(tmp_path: Path) -> None:
 def test_an_unwritable_place_is_an_input_error(tmp_path: Path) -> None:
     with pytest.raises(InputFileError, match="cannot write"):
         write_json(tmp_path / "missing" / "x.json", {})
+
+
+def test_csv_rows_round_trip_and_bad_files(tmp_path: Path) -> None:
+    from mallocgame.fileio import read_csv_rows, write_csv_atomic
+
+    path = tmp_path / "r.csv"
+    write_csv_atomic(path, ["a", "b"], [[1, "x,y"], [2, ""]])
+    assert read_csv_rows(path, ["a", "b"], lambda r: (int(r[0]), r[1]), "table") == [(1, "x,y"), (2, "")]
+    with pytest.raises(FormatError, match="not a table .its header is not a,c"):
+        read_csv_rows(path, ["a", "c"], tuple, "table")
+    with pytest.raises(FormatError, match="not a table"):
+        read_csv_rows(path, ["a", "b"], lambda r: int(r[1]), "table")
+    with pytest.raises(InputFileError, match="cannot read it"):
+        read_csv_rows(tmp_path / "missing.csv", ["a"], tuple, "table")

@@ -148,8 +148,8 @@ def _cmd_solvers(args: argparse.Namespace) -> int:
 
 def _cmd_train(args: argparse.Namespace) -> int:
     """``solve`` for the learning solvers, with checkpoints in --dir and progress lines."""
-    if args.solver not in ("muzero", "muzero-nosearch"):
-        raise UsageError(f"train runs muzero or muzero-nosearch, not {args.solver!r}")
+    if args.solver not in ("muzero", "muzero-nosearch", "egrl"):
+        raise UsageError(f"train runs muzero, muzero-nosearch or egrl, not {args.solver!r}")
     args.option = [*args.option, f"checkpoint_dir={args.dir}", "progress=true"]
     args.out = str(Path(args.dir) / "final.solution.json") if args.out is None else args.out
     return _cmd_solve(args)
@@ -562,18 +562,54 @@ def _cmd_bench_rewards(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _cmd_bench_tasks(args: argparse.Namespace) -> int:
+    from mallocgame.bench.tasks import (
+        fit_counts, fit_table, latency_table, limit_table, plot_tasks, run_tasks_study,
+    )
+    from mallocgame.program import load_program
+    from mallocgame.sharing import MARL_SOCKET
+    from mallocgame.workloads.suite import suite_program
+
+    program = load_program(args.program) if Path(args.program).exists() else suite_program(args.program)
+    out = Path(args.out)
+    rows = run_tasks_study(program, MARL_SOCKET, args.tasks, args.placements, args.seeds, args.budget, out,
+                           progress=lambda msg: print(msg, file=sys.stderr))
+    rows = [r for r in rows if r.tasks in args.tasks and r.placement in args.placements]
+    alone = [r.latency_s for r in rows if r.tasks == 1 and r.placement == "fast-only"]
+    limit_s = args.limit * alone[0] if alone else None
+    plot_tasks(rows, out.with_suffix(".png"), limit_s)
+    print(latency_table(rows))
+    print()
+    print(fit_table(MARL_SOCKET, program))
+    if limit_s is not None:
+        print(f"\nlatency limit: {args.limit:g} x one task alone with every buffer in fast memory = {limit_s:.2f} s\n")
+        print(limit_table(rows, limit_s, fit_counts(MARL_SOCKET, program)))
+    return EXIT_OK
+
+
 # ------------------------------------------------------------------------------ parser
+
+
+def _positive_number(text: str, unit: str = "") -> float:
+    """A finite number above 0 (``unit``: what it counts, for the messages), or an
+    :class:`argparse.ArgumentTypeError`."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number{unit}: {text!r}") from None
+    if not math.isfinite(value) or value <= 0:
+        raise argparse.ArgumentTypeError(f"must be a positive, finite number{unit}, not {text!r}")
+    return value
 
 
 def _positive_seconds(text: str) -> float:
     """An argparse type: a finite number of seconds above 0."""
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number of seconds: {text!r}") from None
-    if not math.isfinite(value) or value <= 0:
-        raise argparse.ArgumentTypeError(f"must be a positive, finite number of seconds, not {text!r}")
-    return value
+    return _positive_number(text, " of seconds")
+
+
+def _positive_multiple(text: str) -> float:
+    """An argparse type: a finite number above 0 (a ratio)."""
+    return _positive_number(text)
 
 
 def _seconds_or_zero(text: str) -> float:
@@ -630,12 +666,12 @@ def _parser() -> _Parser:
                        option="a solver setting (repeat), e.g. sigma=0.2 for es; see 'mallocgame solvers'")
     p.set_defaults(func=_cmd_solve)
 
-    p = sub.add_parser("train", help="train MMap-MuZero on a workload, with checkpoints (resumes)")
+    p = sub.add_parser("train", help="train MMap-MuZero (or EGRL) on a workload, with checkpoints (resumes)")
     p.add_argument("--dir", required=True, help="checkpoints, best.solution.json; resumes from it")
-    p.add_argument("--solver", default="muzero", help="muzero (default) or muzero-nosearch")
-    _add_run_arguments(p, work="self-play games in total (over resumed runs)",
+    p.add_argument("--solver", default="muzero", help="muzero (default), muzero-nosearch or egrl")
+    _add_run_arguments(p, work="work in total over resumed runs: self-play games (muzero), proposals (egrl)",
                        out="the final solution (default DIR/final.solution.json)",
-                       option="a MuZero setting (repeat), e.g. num_simulations=32")
+                       option="a setting of the solver (repeat), e.g. num_simulations=32")
     p.set_defaults(func=_cmd_train)
 
     p = sub.add_parser("optimize", help="the main job: muzero-prod, and how it compares with the heuristic")
@@ -753,6 +789,22 @@ def _parser() -> _Parser:
     q.add_argument("--budget", type=float, default=60.0, help="wall-clock seconds per run")
     q.add_argument("--out", default="results/rewards", help="writes OUT.csv and OUT.png")
     q.set_defaults(func=_cmd_bench_rewards)
+
+    q = bench.add_parser("tasks", help="one task's latency against the number of tasks sharing MARL's DRAM + "
+                                       "persistent-memory machine (MARL Figures 10-11)")
+    q.add_argument("--program", default="torch-v1/wrn101_2_infer_b128", help="a suite program or a program file")
+    q.add_argument("--tasks", type=_whole_number(1), nargs="+", default=[1, 2, 4, 8, 16, 32],
+                   help="numbers of tasks running at once")
+    q.add_argument("--placements", nargs="+", default=["all-slow", "fast-only", "memory-mode", "first-touch",
+                                                        "agnostic", "heuristic"],
+                   help="all-slow, fast-only, memory-mode, and solver names or NAME[KEY=VALUE;...]")
+    q.add_argument("--seeds", type=_whole_number(0), nargs="+", default=[0])
+    q.add_argument("--budget", type=_positive_seconds, default=30.0,
+                   help="wall-clock seconds per solver and number of tasks")
+    q.add_argument("--limit", type=_positive_multiple, default=1.25,
+                   help="the latency limit, as a multiple of one task alone with every buffer in fast memory")
+    q.add_argument("--out", default="results/tasks", help="writes OUT.csv, OUT.png and OUT.solutions/")
+    q.set_defaults(func=_cmd_bench_tasks)
 
     q = bench.add_parser("suite", help="the hardness table: sizes and random/greedy/heuristic/exact/bound rewards")
     q.add_argument("--programs", nargs="*", help="workloads (default: every bundled one, or --suite's)")

@@ -1,21 +1,23 @@
-"""Reading and writing JSON documents: plain or gzip, atomic writes, canonical hash."""
+"""Reading and writing JSON documents (plain or gzip) and record CSVs: atomic writes, canonical hash."""
 
 from __future__ import annotations
 
+import csv
 import gzip
 import hashlib
+import io
 import json
 import math
 import os
 import tempfile
 from pathlib import Path
-from typing import Any, Callable, TypeVar
+from typing import Any, Callable, Iterable, Sequence, TypeVar
 
 from mallocgame.errors import FormatError, InputFileError, InstanceError, SolutionError
 
 T = TypeVar("T")
 
-__all__ = ["read_json", "write_json", "write_bytes_atomic", "canonical_sha256"]
+__all__ = ["read_json", "write_json", "write_bytes_atomic", "canonical_sha256", "write_csv_atomic", "read_csv_rows"]
 
 
 def _read_umask() -> int:
@@ -111,3 +113,33 @@ def canonical_sha256(obj: Any) -> str:
     """The SPEC section 7 hash: sha256 of the sorted, compact, ASCII JSON of ``obj``."""
     text = json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=True)
     return hashlib.sha256(text.encode("ascii")).hexdigest()
+
+
+def write_csv_atomic(path: str | os.PathLike[str], header: Sequence[str], rows: Iterable[Sequence[Any]]) -> None:
+    """Atomically write a CSV: ``header``, then ``rows`` (values as ``str`` gives them)."""
+    buffer = io.StringIO()
+    writer = csv.writer(buffer)
+    writer.writerow(header)
+    writer.writerows(rows)
+    write_bytes_atomic(path, buffer.getvalue().encode())
+
+
+def read_csv_rows(path: str | os.PathLike[str], header: Sequence[str], parse: Callable[[list[str]], T],
+                  what: str) -> list[T]:
+    """Every row after ``header`` of the CSV at ``path``, each through ``parse``.
+
+    Raises :class:`InputFileError` for a file it cannot read and :class:`FormatError`
+    ("not a WHAT") for another header or a row ``parse`` refuses (``ValueError``,
+    ``IndexError``).
+    """
+    try:
+        text = Path(path).read_text()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise InputFileError(f"{path}: cannot read it ({exc})") from None
+    try:
+        rows = list(csv.reader(text.splitlines()))
+        if not rows or rows[0] != list(header):
+            raise ValueError(f"its header is not {','.join(header)}")
+        return [parse(row) for row in rows[1:]]
+    except (ValueError, IndexError) as exc:
+        raise FormatError(f"{path}: not a {what} ({exc})") from None

@@ -30,7 +30,7 @@ def test_best_of_options_name_known_solvers() -> None:
     solver.check_options({"solvers": ["drop", "greedy"]})
     solver.check_options({"solvers": "drop, greedy"})  # as --option solvers=drop,greedy gives it
     for bad, needle in [({"solvers": ["drop", "nope"]}, "unknown solver 'nope'"),
-                        ({"solvers": "drop,egrl"}, "unknown solver 'egrl'"),
+                        ({"solvers": "drop,egrll"}, "unknown solver 'egrll'"),
                         ({"solvers": ""}, "names no solver"), ({"solvers": 3}, "must be a list of str"),
                         ({"solver": "drop"}, r"best-of: unknown option 'solver' \(valid: solvers\)")]:
         with pytest.raises(SolverError, match=needle):

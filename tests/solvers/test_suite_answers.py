@@ -4,7 +4,7 @@ The other solvers are covered elsewhere: ``heuristic`` on every bundled workload
 ``tests/solvers/test_heuristic.py``, ``random`` on every suite program in
 ``tests/workloads/test_suite.py``. Here each program of the suites ``xla-v1`` (28
 programs, 70 to 16,911 buffers), ``xla-v2`` (26, 67 to 26,915 buffers) and ``torch-v1``
-(5, 771 to 3,808; :func:`mallocgame.workloads.suite.suite_names`) is solved by each of the three
+(6, 771 to 3,808; :func:`mallocgame.workloads.suite.suite_names`) is solved by each of the three
 solvers with a small budget, and :func:`mallocgame.check.check_solution`
 must accept the answer (its summary is the assertion message). The check replays the
 actions of a game answer and compares ``reward_s`` and ``normalized_reward`` with the

@@ -27,14 +27,15 @@ GIB = 1 << 30
 
 def test_the_suite_has_the_marl_workloads() -> None:
     short = {n.removeprefix("torch-v1/") for n in NAMES}
-    assert {"wrn101_2_infer_b256", "wrn101_2_infer_b256_node", "resnet152_infer_b256",
+    assert {"wrn101_2_infer_b256", "wrn101_2_infer_b256_node", "wrn101_2_infer_b128", "resnet152_infer_b256",
             "bert_base_infer_b128_s512", "resnet50_train_b32"} == short
     assert set(NAMES) <= set(workload_names())
 
 
 @pytest.mark.parametrize("name", NAMES, ids=[n.split("/", 1)[1] for n in NAMES])
 def test_program_derives_on_the_dram_left_to_tasks_and_plays(name: str) -> None:
-    inst, peak = assert_plays_on_its_physical_memory(name, "torch")
+    # MARL's own task fits the 2 GiB alone: the multi-task study splits them among many
+    inst, peak = assert_plays_on_its_physical_memory(name, "torch", binds=not name.endswith("_b128"))
     assert inst.hardware.name == "dram_pmem" and inst.hardware.fast_memory_bytes == 2 * GIB
     assert peak <= 4 * GIB
 

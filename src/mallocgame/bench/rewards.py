@@ -9,14 +9,13 @@ sweep's record: :func:`read_csv` reads it back, so a run that stopped goes on wi
 
 from __future__ import annotations
 
-import csv
 import io
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Mapping
 
-from mallocgame.errors import FormatError, InputFileError, SolverError
-from mallocgame.fileio import write_bytes_atomic
+from mallocgame.errors import SolverError
+from mallocgame.fileio import read_csv_rows, write_bytes_atomic, write_csv_atomic
 from mallocgame.instance import Instance
 from mallocgame.solvers import Improvement, SolveRequest, get_solver
 from mallocgame.workloads.registry import load_workload
@@ -93,32 +92,18 @@ def normalized_upper_bound(inst: Instance) -> float:
 
 
 def write_csv(points: list[CurvePoint], path: Path) -> None:
-    buffer = io.StringIO()
-    writer = csv.writer(buffer)
-    writer.writerow(CSV_HEADER)
-    for p in points:
-        budget = "" if p.budget_s is None else repr(float(p.budget_s))
-        writer.writerow([p.program, p.solver, p.seed, budget, f"{p.elapsed_s:.4f}", f"{p.normalized_reward:.6f}",
-                         p.work])
-    write_bytes_atomic(path, buffer.getvalue().encode())
+    write_csv_atomic(path, CSV_HEADER, (
+        [p.program, p.solver, p.seed, "" if p.budget_s is None else repr(float(p.budget_s)), f"{p.elapsed_s:.4f}",
+         f"{p.normalized_reward:.6f}", p.work]
+        for p in points))
 
 
 def read_csv(path: Path) -> list[CurvePoint]:
     """The points :func:`write_csv` wrote to ``path``; raises
     :class:`~mallocgame.errors.InputFileError` for a file it cannot read and
     :class:`~mallocgame.errors.FormatError` for one in another format."""
-    try:
-        text = path.read_text()
-    except (OSError, UnicodeDecodeError) as exc:
-        raise InputFileError(f"{path}: cannot read it ({exc})") from None
-    try:
-        rows = list(csv.reader(text.splitlines()))
-        if not rows or rows[0] != CSV_HEADER:
-            raise ValueError(f"its header is not {','.join(CSV_HEADER)}")
-        return [CurvePoint(r[0], r[1], int(r[2]), float(r[4]), float(r[5]), r[6], float(r[3]) if r[3] else None)
-                for r in rows[1:]]
-    except (ValueError, IndexError) as exc:
-        raise FormatError(f"{path}: not a reward-curve CSV ({exc})") from None
+    return read_csv_rows(path, CSV_HEADER, lambda r: CurvePoint(
+        r[0], r[1], int(r[2]), float(r[4]), float(r[5]), r[6], float(r[3]) if r[3] else None), "reward-curve CSV")
 
 
 def final_table(points: list[CurvePoint]) -> str:

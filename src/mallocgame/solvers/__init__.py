@@ -7,6 +7,7 @@ from difflib import get_close_matches
 from mallocgame.errors import SolverError
 from mallocgame.solvers.base import Improvement, Run, SolveRequest, Solver
 from mallocgame.solvers.drop import DropSolver
+from mallocgame.solvers.egrl import EgrlSolver
 from mallocgame.solvers.es import EsSolver
 from mallocgame.solvers.exact import ExactSolver
 from mallocgame.solvers.exhaustive import ExhaustiveSolver
@@ -15,6 +16,7 @@ from mallocgame.solvers.heuristic import HeuristicSolver
 from mallocgame.solvers.hybrid import BestOfSolver
 from mallocgame.solvers.mcts import MctsSolver
 from mallocgame.solvers.muzero import MuZeroNoSearchSolver, MuZeroProdSolver, MuZeroSolver
+from mallocgame.solvers.os_placement import AgnosticSolver, FirstTouchSolver
 from mallocgame.solvers.random import RandomSolver
 
 __all__ = ["SOLVERS", "get_solver", "solver_names", "Solver", "SolveRequest", "Improvement", "Run"]
@@ -22,8 +24,9 @@ __all__ = ["SOLVERS", "get_solver", "solver_names", "Solver", "SolveRequest", "I
 SOLVERS: dict[str, type[Solver]] = {
     cls.name: cls
     for cls in (
-        DropSolver, RandomSolver, GreedySolver, HeuristicSolver, EsSolver, MctsSolver,
-        ExactSolver, ExhaustiveSolver, BestOfSolver, MuZeroSolver, MuZeroNoSearchSolver, MuZeroProdSolver,
+        DropSolver, RandomSolver, GreedySolver, FirstTouchSolver, AgnosticSolver, HeuristicSolver, EsSolver,
+        MctsSolver, ExactSolver, ExhaustiveSolver, BestOfSolver, MuZeroSolver, MuZeroNoSearchSolver, MuZeroProdSolver,
+        EgrlSolver,
     )
 }
 """Every solver this build has, by name."""

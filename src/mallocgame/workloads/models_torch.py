@@ -26,7 +26,9 @@ Values are float32, images 3 x 224 x 224, token ids int64.
 Batches: the instances run on ``dram_pmem`` with its physical fast memory, the 2 GiB
 of DRAM the MARL machine leaves to its tasks, so each batch is picked for the
 program's peak live bytes to exceed 2 GiB (the fast memory binds) and is stated in
-the program's name and description.
+the program's name and description. One exception: WideResNet-101-2 at batch 128
+(1.62 GiB at its peak) is MARL's task of "about 1.5GB", the program of the
+multi-task study (:mod:`mallocgame.bench.tasks`), where ``N`` tasks share the 2 GiB.
 """
 
 from __future__ import annotations
@@ -288,6 +290,12 @@ TORCH_PROGRAMS: dict[str, TorchProgram] = _programs(
         "a layer's weights one decision, each operation's activations one)",
         _vision_infer(wide_resnet101_2, 256),
         granularity="node",
+    ),
+    TorchProgram(
+        "wrn101_2_infer_b128",
+        "WideResNet-101-2 inference, batch 128, 224x224, float32: the MARL paper's task (about 1.5 GB "
+        "a task), the program of its multi-task study (mallocgame bench tasks)",
+        _vision_infer(wide_resnet101_2, 128),
     ),
     TorchProgram(
         "resnet152_infer_b256",

@@ -51,6 +51,7 @@ from mallocgame.game.tables import build_tables
 from mallocgame.instance import Instance
 from mallocgame.solution import Solution, save_solution
 from mallocgame.solvers.base import Improvement, Stopwatch, solution_from_game
+from mallocgame.solvers.checkpoint import restore_checkpoint
 from mallocgame.solvers.muzero.config import WHERE_FIELDS, MuZeroConfig
 from mallocgame.solvers.muzero.learner import batch_to_device, make_optimizer, make_train_step
 from mallocgame.solvers.muzero.networks import MuZeroNet, init_params
@@ -438,15 +439,7 @@ class Trainer:
     def _load(self) -> None:
         assert self.dir is not None
         path = self.dir / CHECKPOINT_NAME
-        try:
-            state = serialization.msgpack_restore(path.read_bytes())
-        except Exception as exc:  # msgpack raises several types for a damaged file
-            raise SolverError(f"{path}: not a readable checkpoint ({type(exc).__name__})") from None
-        mine, theirs = self._fingerprint(), state.get("fingerprint", {})
-        for field in mine:
-            if theirs.get(field) != mine[field]:
-                raise SolverError(f"{path}: checkpoint was written for a different {field} "
-                                  f"(use another --dir or remove it)")
+        state = restore_checkpoint(path, self._fingerprint(), "use another --dir or remove it")
         self.params = serialization.from_state_dict(self.params, state["params"])
         self.opt_state = serialization.from_state_dict(self.opt_state, state["opt_state"])
         self.params = jax.tree_util.tree_map(jnp.asarray, self.params)

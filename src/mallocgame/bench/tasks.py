@@ -1,0 +1,307 @@
+"""Per-task latency against the number of tasks sharing one machine (MARL's Figures 10-11).
+
+For each number of tasks ``N``, the program is derived on the machine one of ``N``
+identical tasks sees (:func:`mallocgame.sharing.task_preset`: a core's compute, its
+share of each memory's bandwidth, ``1/N`` of the DRAM left to the tasks) and placed:
+
+- the references, which need no solver (:data:`REFERENCES`): ``all-slow`` (every
+  buffer in slow memory: the baseline), ``fast-only`` (every buffer in fast memory, no
+  copies: MARL's 128 GB DRAM machine, the ideal) and ``memory-mode`` (the DRAM a
+  cache of the slow memory shared by all tasks:
+  :func:`mallocgame.sharing.memory_mode_latency`);
+- every solver spec (``NAME`` or ``NAME[KEY=VALUE;...]``,
+  :func:`mallocgame.bench.rewards.solver_spec`) with a wall-clock budget and a seed:
+  its answer must pass :func:`mallocgame.check.check_solution`, and its latency is
+  the simulator's (:func:`mallocgame.simulate.simulate`).
+
+Records: one CSV row per (tasks, placement, seed) (references at the first seed
+only), written after each, so a stopped run goes on with the cells it lacks; a CSV of
+another program or budget is refused. Solvers' answers are kept beside it
+(``OUT.solutions/N-SPEC-sSEED.solution.json``) to replay. :func:`latency_table`,
+:func:`limit_table` and :func:`plot_tasks` turn the rows into the study's tables and
+figure. Units: seconds, bytes.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import io
+import re
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Iterator, Sequence
+
+from mallocgame.bench.rewards import solver_spec
+from mallocgame.check import check_solution
+from mallocgame.costmodel import derive_instance, peak_live_bytes
+from mallocgame.errors import SolverError, StaleRecordError
+from mallocgame.fileio import read_csv_rows, write_bytes_atomic, write_csv_atomic
+from mallocgame.instance import Instance
+from mallocgame.program import Program
+from mallocgame.sharing import SharedMachine, dram_only_latency, memory_mode_latency, task_preset, tasks_that_fit
+from mallocgame.simulate import baseline_latency, simulate
+from mallocgame.solution import save_solution
+from mallocgame.solvers import SolveRequest, get_solver
+
+__all__ = [
+    "REFERENCES", "TaskLatency", "run_tasks_study", "write_csv", "read_csv", "latency_table", "tasks_under_limit",
+    "limit_table", "fit_counts", "fit_table", "plot_tasks",
+]
+
+REFERENCES = ("all-slow", "fast-only", "memory-mode")
+"""The placements that need no solver (module docstring)."""
+
+CSV_HEADER = ["program", "tasks", "placement", "seed", "budget_s", "latency_s", "normalized_reward", "wall_s"]
+
+
+@dataclass(frozen=True)
+class TaskLatency:
+    """One task's simulated latency when ``tasks`` copies of ``program`` share the machine."""
+
+    program: str
+    tasks: int
+    placement: str  # a reference (REFERENCES) or a solver spec
+    seed: int
+    budget_s: float  # the solvers' wall-clock budget of the study, seconds
+    latency_s: float  # one task's latency, seconds
+    normalized_reward: float | None  # the solver's answer's (None for a reference)
+    wall_s: float  # seconds the placement took
+
+
+def _reference_latency(placement: str, program: Program, machine: SharedMachine, tasks: int) -> float:
+    inst = derive_instance(program, task_preset(machine, tasks), capacity_fraction=None)
+    if placement == "all-slow":
+        return baseline_latency(inst)
+    if placement == "fast-only":
+        return dram_only_latency(inst)
+    return memory_mode_latency(inst, tasks, machine.fast_total_bytes)
+
+
+def _solution_path(out: Path, tasks: int, spec: str, seed: int) -> Path:
+    safe = re.sub(r"[^A-Za-z0-9_.=-]+", "_", spec)
+    return out.with_name(out.name + ".solutions") / f"{tasks}-{safe}-s{seed}.solution.json"
+
+
+def run_tasks_study(
+    program: Program,
+    machine: SharedMachine,
+    tasks: Sequence[int],
+    placements: Sequence[str],
+    seeds: Sequence[int],
+    budget_s: float,
+    out: Path,
+    progress: Callable[[str], None] | None = None,
+) -> list[TaskLatency]:
+    """Run every missing (tasks, placement, seed) cell; every row of ``out.csv`` for this study.
+
+    ``placements``: references and solver specs. Raises
+    :class:`~mallocgame.errors.StaleRecordError` when ``out.csv`` holds another program's
+    or budget's rows, or another run of the study is writing them (it holds
+    ``OUT.lock``); :class:`~mallocgame.errors.SolverError` for a bad spec (before anything
+    runs) and if an answer fails the check.
+    """
+    specs = [p for p in placements if p not in REFERENCES]
+    for spec in specs:
+        solver_spec(spec)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    csv_path = out.with_suffix(".csv")
+    with _only_run(out.with_name(out.name + ".lock")):
+        rows = read_csv(csv_path) if csv_path.exists() else []
+        other = {(r.program, r.budget_s) for r in rows} - {(program.name, budget_s)}
+        if other:
+            held = ", ".join(f"{p} at {b:g} s" for p, b in sorted(other))
+            raise StaleRecordError(
+                f"{csv_path} holds rows of {held}, not {program.name} at {budget_s:g} s: give another --out")
+        done = {(r.tasks, r.placement, r.seed) for r in rows}
+        for n in tasks:
+            inst = derive_instance(program, task_preset(machine, n), capacity_fraction=None)
+            cells = [(p, seed) for p in placements for seed in (seeds[:1] if p in REFERENCES else seeds)]
+            for placement, seed in cells:
+                if (n, placement, seed) in done:
+                    continue
+                rows.append(_run_cell(program, machine, inst, n, placement, seed, budget_s, out))
+                write_csv(rows, csv_path)
+                if progress is not None:
+                    progress(f"{n} tasks, {placement} s{seed}: {rows[-1].latency_s:.3f} s a task")
+        return rows
+
+
+def _run_cell(program: Program, machine: SharedMachine, inst: Instance, tasks: int, placement: str, seed: int,
+              budget_s: float, out: Path) -> TaskLatency:
+    """One task's latency under ``placement`` when ``tasks`` tasks share ``machine``
+    (``inst``: the program on one task's machine); a solver's answer is checked and kept."""
+    if placement in REFERENCES:
+        latency = _reference_latency(placement, program, machine, tasks)
+        return TaskLatency(program.name, tasks, placement, seed, budget_s, latency, None, 0.0)
+    name, options = solver_spec(placement)
+    answer = get_solver(name).solve(inst, SolveRequest(seed=seed, seconds=budget_s, options=options))
+    report = check_solution(inst, answer)
+    if not report.ok:
+        raise SolverError(f"{placement} on {tasks} tasks: its answer fails the check: {report.summary()}")
+    path = _solution_path(out, tasks, placement, seed)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    save_solution(answer, path)
+    latency = simulate(inst, answer).latency_s
+    return TaskLatency(program.name, tasks, placement, seed, budget_s, latency, answer.normalized_reward,
+                       answer.wall_s)
+
+
+@contextmanager
+def _only_run(lock: Path) -> Iterator[None]:
+    """Hold ``lock`` for the study: a second run on the same records is refused, not interleaved."""
+    with open(lock, "w") as handle:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            raise StaleRecordError(f"{lock}: another run of this study holds it; wait for it or give another --out") \
+                from None
+        try:
+            yield
+        finally:
+            lock.unlink(missing_ok=True)
+
+
+def write_csv(rows: list[TaskLatency], path: Path) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    write_csv_atomic(path, CSV_HEADER, (
+        [r.program, r.tasks, r.placement, r.seed, repr(float(r.budget_s)), repr(float(r.latency_s)),
+         "" if r.normalized_reward is None else repr(float(r.normalized_reward)), repr(float(r.wall_s))]
+        for r in rows))
+
+
+def read_csv(path: Path) -> list[TaskLatency]:
+    """The rows :func:`write_csv` wrote; :class:`~mallocgame.errors.InputFileError` for a
+    file it cannot read, :class:`~mallocgame.errors.FormatError` for another format."""
+    return read_csv_rows(path, CSV_HEADER, lambda r: TaskLatency(
+        r[0], int(r[1]), r[2], int(r[3]), float(r[4]), float(r[5]), float(r[6]) if r[6] else None, float(r[7])),
+        "tasks-study CSV")
+
+
+def _mean_latency(rows: Sequence[TaskLatency]) -> dict[tuple[int, str], float]:
+    """Mean latency over seeds per (tasks, placement)."""
+    cells: dict[tuple[int, str], list[float]] = {}
+    for r in rows:
+        cells.setdefault((r.tasks, r.placement), []).append(r.latency_s)
+    return {key: sum(v) / len(v) for key, v in cells.items()}
+
+
+def _order(rows: Sequence[TaskLatency]) -> tuple[list[int], list[str]]:
+    tasks = sorted({r.tasks for r in rows})
+    placements = list(dict.fromkeys(r.placement for r in rows))
+    return tasks, placements
+
+
+def latency_table(rows: Sequence[TaskLatency]) -> str:
+    """Markdown: one task's latency (seconds, mean over seeds) per number of tasks and
+    placement, and below each the ratio to ``fast-only`` where it was run."""
+    mean = _mean_latency(rows)
+    tasks, placements = _order(rows)
+    lines = ["| tasks | " + " | ".join(placements) + " |", "| ---: |" + " ---: |" * len(placements)]
+    for n in tasks:
+        ideal = mean.get((n, "fast-only"))
+        cells = []
+        for p in placements:
+            value = mean.get((n, p))
+            if value is None:
+                cells.append("—")
+            elif ideal:
+                cells.append(f"{value:.2f} ({value / ideal:.2f}×)")
+            else:
+                cells.append(f"{value:.2f}")
+        lines.append(f"| {n} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def tasks_under_limit(rows: Sequence[TaskLatency], limit_s: float) -> dict[str, int]:
+    """Per placement, the most tasks of the study's grid at which one task's latency
+    (mean over seeds) is at most ``limit_s``, with every smaller count also under it
+    (0 if even the fewest exceed it)."""
+    mean = _mean_latency(rows)
+    tasks, placements = _order(rows)
+    result: dict[str, int] = {}
+    for p in placements:
+        best = 0
+        for n in tasks:
+            value = mean.get((n, p))
+            if value is None or value > limit_s:
+                break
+            best = n
+        result[p] = best
+    return result
+
+
+def limit_table(rows: Sequence[TaskLatency], limit_s: float, fit: dict[str, int] | None = None) -> str:
+    """Markdown: per placement, the tasks under ``limit_s`` (:func:`tasks_under_limit`),
+    capped by what fits in main memory (``fit``: :func:`fit_counts`) where given."""
+    under = tasks_under_limit(rows, limit_s)
+    lines = ["| placement | tasks under the limit | fit in main memory |", "| --- | ---: | ---: |"]
+    for p, n in under.items():
+        cap = None if fit is None else fit.get(_mode_of(p))
+        lines.append(f"| {p} | {n if cap is None else min(n, cap)} | {'—' if cap is None else cap} |")
+    return "\n".join(lines)
+
+
+def _mode_of(placement: str) -> str:
+    """The main-memory mode a placement runs in (:func:`mallocgame.sharing.tasks_that_fit`)."""
+    return {"memory-mode": "memory-mode", "fast-only": "fast-only"}.get(placement, "both")
+
+
+def fit_counts(machine: SharedMachine, program: Program) -> dict[str, int]:
+    """How many tasks of ``program``'s peak live bytes fit each mode's main memory; the
+    ``fast-only`` machine has the slow memory's size in DRAM (MARL's 128 GB)."""
+    fit = dict(tasks_that_fit(machine, peak_live_bytes(program)))
+    fit["fast-only"] = fit["memory-mode"]
+    return fit
+
+
+def fit_table(machine: SharedMachine, program: Program) -> str:
+    """Markdown: MARL's Figure 10 for ``program``: tasks that fit in each mode's main memory."""
+    fit = tasks_that_fit(machine, peak_live_bytes(program))
+    gib = peak_live_bytes(program) / 2**30
+    lines = [f"| mode ({gib:.2f} GiB a task) | tasks that fit |", "| --- | ---: |"]
+    names = {"app-direct": "App Direct, DRAM only (what the system leaves)",
+             "memory-mode": "Memory Mode (persistent memory as main memory)",
+             "both": "DRAM and persistent memory both main memory (placements)"}
+    for mode, count in fit.items():
+        lines.append(f"| {names[mode]} | {count} |")
+    return "\n".join(lines)
+
+
+def plot_tasks(rows: Sequence[TaskLatency], path: Path, limit_s: float | None = None) -> None:
+    """Two panels: one task's latency against the number of tasks (log-log), and the
+    same relative to ``fast-only``; a dashed line at ``limit_s``."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    mean = _mean_latency(rows)
+    tasks, placements = _order(rows)
+    fig, (left, right) = plt.subplots(1, 2, figsize=(12, 4.5))
+    for i, p in enumerate(placements):
+        xs = [n for n in tasks if (n, p) in mean]
+        style = "--" if p in REFERENCES else "-"
+        left.plot(xs, [mean[(n, p)] for n in xs], style, marker="o", color=f"C{i}", label=p)
+        ratio = [n for n in xs if (n, "fast-only") in mean]
+        right.plot(ratio, [mean[(n, p)] / mean[(n, "fast-only")] for n in ratio], style, marker="o", color=f"C{i}")
+    if limit_s is not None:
+        left.axhline(limit_s, color="black", linestyle=":", linewidth=1, label="latency limit")
+    program = rows[0].program if rows else ""
+    for ax in (left, right):
+        ax.set_xscale("log", base=2)
+        ax.set_xlabel("tasks running at once")
+        ax.grid(alpha=0.3)
+    left.set_yscale("log")
+    left.set_ylabel("one task's latency, s")
+    left.set_title(program)
+    right.set_ylabel("latency / fast-only latency")
+    right.set_title("relative to every buffer in fast memory")
+    handles, labels = left.get_legend_handles_labels()
+    fig.legend(handles, labels, loc="lower center", ncol=min(len(labels), 6), frameon=False)
+    fig.tight_layout(rect=(0, 0.12, 1, 1))
+    buffer = io.BytesIO()
+    fig.savefig(buffer, format="png", dpi=100)
+    plt.close(fig)
+    write_bytes_atomic(path, buffer.getvalue())
+

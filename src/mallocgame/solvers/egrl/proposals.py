@@ -1,0 +1,112 @@
+"""Playing a whole proposal through the game, and its fitness.
+
+An EGRL proposal names one action per decision unit (the game's buffer, SPEC section
+2) before any is played: int8 ``[B]`` of 0 Copy, 1 NoCopy, 2 Drop. It is played in
+game order with Drop-backup (SPEC section 6, :class:`~mallocgame.game.backup.DropBackup`)
+so that every proposal yields a complete, valid game. At each buffer the action
+played is the proposed one if Drop-backup allows it, else the **nearest allowed** one
+in a fixed order (:data:`NEAREST`):
+
+* proposed Copy: Copy, NoCopy, Drop;
+* proposed NoCopy: NoCopy, Copy, Drop;
+* proposed Drop: Drop, NoCopy, Copy.
+
+Alias groups: the unit is the buffer, and the members of a group must be all in fast
+memory at one offset or all in slow memory. The first member decided fixes the
+group; later members' proposals are resolved by the nearest-allowed rule (a Copy or
+NoCopy proposal in a slow group becomes Drop; a Drop proposal in a fast group becomes
+NoCopy, else Copy). Likewise a read of a fast-resident tensor can only be NoCopy.
+
+The action played is a pure function of the game state and the allowed actions, so
+Drop-backup runs in its ``deterministic`` mode (the same trajectory as SPEC section 6,
+fewer moves replayed). The fitness (:class:`FitnessFn`) is the game's normalized
+return, or the simulated speedup of its allocations (``mallocgame.simulate.speedup``,
+as MARL measured runtimes).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from mallocgame.game.backup import DropBackup
+from mallocgame.game.state import Game
+from mallocgame.game.tables import GameTables
+from mallocgame.instance import Instance
+
+__all__ = ["NEAREST", "nearest_allowed", "Played", "ProposalPlayer", "FitnessFn"]
+
+NEAREST = ((0, 1, 2), (1, 0, 2), (2, 1, 0))
+"""For each proposed action, the actions tried in order."""
+
+
+def nearest_allowed(proposed: int, allowed: np.ndarray) -> int:
+    """The first action of ``NEAREST[proposed]`` that ``allowed`` (bool [3]) permits."""
+    for action in NEAREST[proposed]:
+        if allowed[action]:
+            return action
+    raise ValueError("no action is allowed")
+
+
+@dataclass(frozen=True)
+class Played:
+    """A proposal played to the end: the return (seconds), the normalized return, the
+    actions of the complete game (int8 [B]), Drop-backups taken, and how many units
+    were played otherwise than proposed."""
+
+    return_s: float
+    normalized: float
+    actions: np.ndarray
+    backups: int
+    overridden: int
+
+
+class ProposalPlayer:
+    """Plays proposals of one instance (one reusable :class:`Game`)."""
+
+    def __init__(self, instance: Instance, tables: GameTables) -> None:
+        self.instance = instance
+        self.game = Game(instance, tables)
+
+    def play(self, proposal: np.ndarray) -> Played:
+        """Play ``proposal`` (int [B]) with the nearest-allowed rule and Drop-backup."""
+        game = self.game
+        game.reset()
+        driver = DropBackup(game, deterministic=True)
+        wanted = np.asarray(proposal, dtype=np.int64).tolist()
+        if len(wanted) != game.num_buffers:
+            raise ValueError(f"a proposal names {len(wanted)} actions for {game.num_buffers} buffers")
+        allowed_of, step = driver.allowed, driver.step
+        while not game.complete:
+            p = wanted[game.current_buffer]
+            c, n, d = allowed_of().tolist()
+            if p == 0:
+                action = 0 if c else (1 if n else 2)
+            elif p == 1:
+                action = 1 if n else (0 if c else 2)
+            else:
+                action = 2 if d else (1 if n else 0)
+            step(action)
+        actions = np.asarray(game.actions(), dtype=np.int8)
+        overridden = int(np.count_nonzero(actions != np.asarray(wanted, dtype=np.int8)))
+        return Played(game.return_s, game.normalized_return, actions, driver.backups, overridden)
+
+
+class FitnessFn:
+    """A proposal's fitness: ``"reward"`` (normalized return) or ``"speedup"`` (the
+    simulated baseline latency over the latency under the game's allocations)."""
+
+    def __init__(self, instance: Instance, kind: str) -> None:
+        if kind not in ("reward", "speedup"):
+            raise ValueError(f"unknown fitness {kind!r}")
+        self.instance = instance
+        self.kind = kind
+
+    def __call__(self, played: Played, game: Game) -> float:
+        """The fitness of ``played``; ``game`` is the complete game it was played in."""
+        if self.kind == "reward":
+            return float(played.normalized)
+        from mallocgame.simulate import speedup
+
+        return float(speedup(self.instance, game.allocations()))

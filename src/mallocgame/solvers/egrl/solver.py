@@ -1,0 +1,44 @@
+"""The ``egrl`` solver (SPEC section 8): EGRL (Khadka et al., ICLR 2021), the MARL agent.
+
+A mixed population of graph policies and Boltzmann chromosomes proposes whole
+placements, evolves, and feeds a shared replay buffer from which a discrete soft
+actor-critic learner trains a graph policy that rejoins the population every
+generation (:mod:`~.trainer`; docs/egrl.md). Work unit: proposals evaluated (one
+proposal = one complete game played with the nearest-allowed rule and Drop-backup).
+Settings: :class:`~.config.EgrlConfig`; JAX, flax and optax are imported only when
+the solver solves.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+from mallocgame.errors import SolverError
+from mallocgame.instance import Instance
+from mallocgame.solution import Solution
+from mallocgame.solvers.base import Run, Solver
+from mallocgame.solvers.egrl.config import WHERE_FIELDS, EgrlConfig
+
+__all__ = ["EgrlSolver"]
+
+
+class EgrlSolver(Solver, name="egrl", work_unit="proposals", config=EgrlConfig):
+    """EGRL: evolution of graph policies and Boltzmann chromosomes with a SAC learner."""
+
+    def settings(self, options: Mapping[str, Any]) -> dict[str, Any]:
+        """Every setting but where the run keeps its files and what it prints."""
+        return {k: v for k, v in super().settings(options).items() if k not in WHERE_FIELDS}
+
+    def search(self, instance: Instance, config: EgrlConfig, run: Run) -> Solution:
+        try:
+            from mallocgame.solvers.egrl.trainer import EgrlTrainer, stderr_log
+        except ImportError as exc:
+            raise SolverError(f"{self.name} needs JAX, flax and optax (pip install 'mallocgame[muzero]'): {exc}") \
+                from None
+        trainer = EgrlTrainer(
+            instance, config, seed=run.seed, solver_name=self.name, demonstrations=run.request.demonstrations,
+            log=stderr_log if config.progress else None,
+        )
+        work = run.request.work
+        return trainer.run(proposals=None if work is None else max(1, int(work)), clock=run.clock,
+                           callback=run.request.callback)

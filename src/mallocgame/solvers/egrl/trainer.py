@@ -1,0 +1,538 @@
+"""The EGRL loop (MARL Algorithm 1): generations, the learner, budgets, checkpoints.
+
+A generation (mode ``both``; ``evolution`` leaves out the learner, ``pg`` the population):
+
+1. **Evaluate**: every individual proposes and its proposal is played
+   (:mod:`~.proposals`): the chromosomes first (they need no network), then the graph
+   policies, then ``learner_rollouts`` proposals sampled from the learner's actor.
+   Each is one unit of work ("proposals"); every (proposal, fitness) goes into the
+   shared replay buffer; the best game so far is the answer.
+2. **Evolve** (:func:`~.population.next_generation`): rank, keep the elites,
+   tournament selection, crossover within and across encodings, mutation; one slot
+   is left for the learner.
+3. **Learn**: ``round(updates_per_proposal · proposals this generation)`` SAC updates
+   (:mod:`~.sac`; none until the replay holds ``min_replay``).
+4. **Copy** the learner's actor into the reserved slot ("over the weakest").
+
+Randomness is counter-based: every draw uses a ``numpy`` generator or JAX key made
+from the seed and a counter (generation and individual, update number), never from
+time or from the order in which the process ran things. So the same seed and work
+budget give the same answer, and a resumed run continues exactly as the
+uninterrupted run would have: the state between two steps (an evaluation, the
+evolution, one update) is the checkpoint's content.
+
+Budgets: a work budget counts proposals over all runs resumed from one checkpoint;
+a wall-clock budget counts this call's seconds and is checked between steps (a
+proposal or an update in flight finishes; so does a first-use JIT compilation of the
+networks, 1-6 s on a 2-core CPU, cached on disk by JAX afterwards). The first
+proposal is always played, so there is always an answer. With neither budget,
+:data:`DEFAULT_GENERATIONS` generations.
+
+Checkpoints (``checkpoint_dir``): ``checkpoint.msgpack`` (population, this
+generation's fitness so far, replay, learner and optimizer states, counters, the best
+answer's actions; flax msgpack, written atomically) every ``checkpoint_seconds`` and at
+the end, and ``best.solution.json`` at every improvement. A run on a folder with a
+checkpoint resumes from it if the checkpoint is of the same instance, seed and
+settings (the settings of :data:`~.config.WHERE_FIELDS` aside), and refuses with a
+:class:`~mallocgame.errors.SolverError` otherwise.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from flax import serialization
+
+from mallocgame.errors import SolverError
+from mallocgame.fileio import write_bytes_atomic
+from mallocgame.game.state import replay as replay_actions
+from mallocgame.game.tables import build_tables
+from mallocgame.instance import Instance
+from mallocgame.options import json_settings
+from mallocgame.solution import Solution, save_solution
+from mallocgame.solvers.base import Improvement, Stopwatch, solution_from_game
+from mallocgame.solvers.checkpoint import restore_checkpoint
+from mallocgame.solvers.egrl.config import WHERE_FIELDS, EgrlConfig
+from mallocgame.solvers.egrl.graph import build_graph, pad_graph
+from mallocgame.solvers.egrl.population import (
+    Chromosome, Individual, PolicyGenes, initial_chromosome, next_generation, sample_chromosome, seed_chromosome,
+)
+from mallocgame.solvers.egrl.proposals import FitnessFn, ProposalPlayer
+from mallocgame.solvers.egrl.replay import Replay
+from mallocgame.solvers.egrl.sac import LearnerState, NetShape, init_actor_params, init_learner, learner_functions
+
+__all__ = ["EgrlTrainer", "Counters", "CHECKPOINT_NAME", "BEST_NAME", "DEFAULT_GENERATIONS", "stderr_log"]
+
+CHECKPOINT_NAME = "checkpoint.msgpack"
+BEST_NAME = "best.solution.json"
+CHECKPOINT_VERSION = 1
+DEFAULT_GENERATIONS = 3
+"""Generations run when the request has neither a work nor a wall-clock budget."""
+
+DEMONSTRATION_PRIOR = 5.0
+"""A demonstration-seeded chromosome's prior logit on the demonstrated action (0 on the others)."""
+DEMONSTRATION_TEMPERATURE = 0.25
+"""... and its temperature: it samples the demonstration at all but ~1e-8 of the units."""
+
+# Random streams: numpy generators are seeded with [seed, STREAM, ...counters].
+_INIT, _POPULATION, _LEARNER_ROLLOUT, _EVOLVE, _REPLAY, _INIT_POLICY, _INIT_LEARNER = range(7)
+
+
+def stderr_log(line: str) -> None:
+    """A progress sink printing to stderr."""
+    print(line, file=sys.stderr, flush=True)
+
+
+@dataclass
+class Counters:
+    """Work done so far, over all resumed runs."""
+
+    proposals: int = 0  # proposals evaluated (the work unit)
+    generations: int = 0  # generations completed
+    updates: int = 0  # SAC updates
+    backups: int = 0  # Drop-backups taken while playing proposals
+    overridden: int = 0  # units played otherwise than proposed (nearest-allowed rule)
+    seconds: float = 0.0  # wall-clock of all runs
+
+
+class EgrlTrainer:
+    """EGRL on one instance: the population, the learner, the best answer.
+
+    Args:
+        instance: the program.
+        config: the settings.
+        seed: every random draw derives from it.
+        solver_name: the name the answers carry.
+        demonstrations: solutions of this instance; the best one with actions seeds a
+            chromosome (modes with a population and chromosomes only).
+        log: where progress lines go (``None``: silent).
+    """
+
+    def __init__(
+        self,
+        instance: Instance,
+        config: EgrlConfig,
+        *,
+        seed: int = 0,
+        solver_name: str = "egrl",
+        demonstrations: Sequence[Solution] = (),
+        log: Callable[[str], None] | None = None,
+    ) -> None:
+        self.instance = instance
+        self.config = config
+        self.seed = int(seed)
+        self._seed = self.seed % 2**32  # generators and JAX keys take a non-negative seed
+        self.solver_name = solver_name
+        self.log = log or (lambda _line: None)
+        self.dir = Path(config.checkpoint_dir) if config.checkpoint_dir is not None else None
+        self.tables = build_tables(instance)
+        self.num_units = instance.num_buffers
+        self.player = ProposalPlayer(instance, self.tables)
+        self.fitness_fn = FitnessFn(instance, config.fitness)
+        self.graph = build_graph(instance, self.tables)
+        self.shape = NetShape(config.hidden, config.layers, config.pool_levels, config.pool_ratio)
+        self.replay = Replay(config.replay_size, self.num_units)
+        self.counters = Counters()
+        # The generation in progress.
+        self.phase = "evaluate"  # "evaluate", then "learn" (after the evolution), then the next generation
+        self.index = 0  # next position in evaluation_order()
+        self.fitness: list[float | None] = []  # per individual, this generation
+        self.learner_fitness: list[float] = []  # the learner's rollouts this generation
+        self.updates_left = 0  # SAC updates left in this generation's learning phase
+        self.reserved: int | None = None  # population slot waiting for the learner's actor
+        # The best answer.
+        self.best: Solution | None = None
+        self.best_fitness = -math.inf
+        self.best_actions: tuple[int, ...] = ()
+        self.best_from = ""
+        self.metrics: dict[str, float] = {}
+        # JAX parts, built on first need (chromosomes are played without them).
+        self._fns: Any = None
+        self._graph_dev: Any = None
+        self.learner: LearnerState | None = None
+        self._learner_logits: np.ndarray | None = None  # the actor's logits, cached for a generation
+        self.population: list[Individual | None] = self._initial_population(demonstrations)
+        self.fitness = [None] * len(self.population)
+        self.resumed = self.dir is not None and (self.dir / CHECKPOINT_NAME).exists()
+        if self.resumed:
+            self._load()
+
+    # ------------------------------------------------------------- the population
+
+    def _initial_population(self, demonstrations: Sequence[Solution]) -> list[Individual | None]:
+        """Chromosomes drawn now; graph-policy slots (``None``) are drawn with JAX when
+        first needed (their keys depend only on the seed and the slot)."""
+        cfg = self.config
+        if not cfg.evolves:
+            return []
+        rng = np.random.default_rng([self._seed, _INIT])
+        population: list[Individual | None] = [None] * cfg.policies
+        for _ in range(cfg.chromosomes):
+            population.append(initial_chromosome(
+                self.num_units, cfg.prior_bias, cfg.init_scale, cfg.temperature, rng))
+        demo = self._best_demonstration(demonstrations)
+        if demo is not None and cfg.chromosomes > 0:
+            prior = np.zeros((self.num_units, 3), dtype=np.float32)
+            prior[np.arange(self.num_units), np.asarray(demo, dtype=np.int64)] = DEMONSTRATION_PRIOR
+            temperature = np.full(self.num_units, DEMONSTRATION_TEMPERATURE, dtype=np.float32)
+            population[cfg.policies] = Chromosome(prior, temperature)
+        return population
+
+    def _best_demonstration(self, demonstrations: Sequence[Solution]) -> tuple[int, ...] | None:
+        usable = [
+            d for d in demonstrations
+            if d.actions is not None and len(d.actions) == self.num_units and d.instance_sha256 == self.instance.sha256
+        ]
+        if not usable:
+            return None
+        return tuple(max(usable, key=lambda d: d.reward_s).actions)  # type: ignore[arg-type]
+
+    def evaluation_order(self) -> list[int]:
+        """This generation's evaluations: population indices (chromosomes, then
+        policies), then ``-1 - j`` for the learner's rollout ``j``."""
+        chromosomes = [i for i, ind in enumerate(self.population) if isinstance(ind, Chromosome)]
+        policies = [i for i, ind in enumerate(self.population) if not isinstance(ind, Chromosome)]
+        learner = [-1 - j for j in range(self.config.learner_rollouts)] if self.config.learns else []
+        return chromosomes + policies + learner
+
+    # ------------------------------------------------------------------ JAX parts
+
+    def _ensure_jax(self) -> None:
+        if self._fns is not None:
+            return
+        from mallocgame.solvers.muzero.train import enable_compilation_cache
+
+        enable_compilation_cache()
+        self._fns = learner_functions(self.shape)
+        self._graph_dev = {k: jnp.asarray(v) for k, v in pad_graph(self.graph).items()}
+        for i, ind in enumerate(self.population):
+            if ind is None and (self.reserved is None or i != self.reserved):
+                params = init_actor_params(self._fns, np.random.default_rng([self._seed, _INIT_POLICY, i]),
+                                           self.config.prior_bias)
+                self.population[i] = PolicyGenes(self._fns.ravel(params))
+        if self.config.learns and self.learner is None:
+            cfg = self.config
+            self.learner = init_learner(
+                self._fns, np.random.default_rng([self._seed, _INIT_LEARNER]), prior_bias=cfg.prior_bias,
+                learning_rate=cfg.learning_rate, alpha=cfg.alpha, target_entropy=cfg.target_entropy,
+            )
+
+    def _policy_logits(self, genes: PolicyGenes) -> np.ndarray:
+        self._ensure_jax()
+        logits = self._fns.flat_logits(jnp.asarray(genes.theta), self._graph_dev)
+        return np.asarray(logits, dtype=np.float64)[: self.num_units]
+
+    def _policy_probs(self, genes: PolicyGenes) -> np.ndarray:
+        return _softmax(self._policy_logits(genes))
+
+    def _actor_logits(self) -> np.ndarray:
+        self._ensure_jax()
+        if self._learner_logits is None:
+            assert self.learner is not None
+            logits = self._fns.logits(self.learner.actor, self._graph_dev)
+            self._learner_logits = np.asarray(logits, dtype=np.float64)[: self.num_units]
+        return self._learner_logits
+
+    # ------------------------------------------------------------------ the loop
+
+    def run(
+        self,
+        *,
+        proposals: int | None = None,
+        clock: Stopwatch | None = None,
+        callback: Callable[[Improvement], None] | None = None,
+    ) -> Solution:
+        """Run until ``proposals`` proposals are evaluated in total (over resumed runs)
+        or ``clock`` expires; return the best answer (module docstring for the budgets)."""
+        cfg, c = self.config, self.counters
+        clock = clock if clock is not None else Stopwatch(None)
+        if proposals is None and clock.seconds is None:
+            proposals = c.proposals + DEFAULT_GENERATIONS * len(self.evaluation_order())
+        start_seconds = c.seconds
+        next_checkpoint = cfg.checkpoint_seconds
+        next_log = cfg.progress_seconds
+        if self.resumed:
+            self.log(f"resumed from {self.dir / CHECKPOINT_NAME}: {c.proposals} proposals, "
+                     f"{c.generations} generations, best {self.best_fitness:.4f}")
+            if self.best is not None and callback is not None:
+                callback(Improvement(self.best, clock.elapsed, self.best.work))
+        elif self.dir is not None:
+            self.log(f"no checkpoint in {self.dir}: a new run")
+        while True:
+            if proposals is not None and c.proposals >= proposals:
+                break
+            if self.best is not None and clock.expired():
+                break
+            self.step(clock, callback)
+            c.seconds = start_seconds + clock.elapsed
+            if clock.elapsed >= next_log:
+                next_log = clock.elapsed + cfg.progress_seconds
+                self.log(self.progress_line())
+            if self.dir is not None and clock.elapsed >= next_checkpoint:
+                next_checkpoint = clock.elapsed + cfg.checkpoint_seconds
+                self.save()
+        c.seconds = start_seconds + clock.elapsed
+        self.log(self.progress_line())
+        if self.dir is not None:
+            self.save()
+        assert self.best is not None
+        return dataclasses.replace(self.best, wall_s=clock.elapsed, work=self.work(), info=self.info())
+
+    def step(self, clock: Stopwatch | None = None, callback: Callable[[Improvement], None] | None = None) -> None:
+        """One step: an evaluation, the evolution, one SAC update, or closing the
+        generation (:meth:`run` takes them until the budget is spent; between two, the
+        state is what a checkpoint holds)."""
+        clock = clock if clock is not None else Stopwatch(None)
+        order = self.evaluation_order()
+        if self.phase == "evaluate" and self.index < len(order):
+            self._evaluate(order[self.index], clock, callback)
+            self.index += 1
+        elif self.phase == "evaluate":
+            self._evolve(len(order))
+        elif self.updates_left > 0:
+            self._update()
+        else:
+            self._close_generation()
+
+    def _evaluate(self, slot: int, clock: Stopwatch, callback: Callable[[Improvement], None] | None) -> None:
+        g = self.counters.generations
+        if slot >= 0:
+            ind = self.population[slot]
+            rng = np.random.default_rng([self._seed, _POPULATION, g, slot])
+            if isinstance(ind, Chromosome):
+                proposal, source = sample_chromosome(ind, rng), "chromosome"
+            else:
+                if ind is None:
+                    self._ensure_jax()
+                    ind = self.population[slot]
+                assert isinstance(ind, PolicyGenes)
+                logits = self._policy_logits(ind)
+                proposal = _sample(logits, rng) if self.config.policy_sample else _argmax(logits)
+                source = "policy"
+        else:
+            rng = np.random.default_rng([self._seed, _LEARNER_ROLLOUT, g, -1 - slot])
+            proposal, source = _sample(self._actor_logits(), rng), "learner"
+        played = self.player.play(proposal)
+        fitness = self.fitness_fn(played, self.player.game)
+        c = self.counters
+        c.proposals += 1
+        c.backups += played.backups
+        c.overridden += played.overridden
+        self.replay.add(proposal, fitness)
+        if slot >= 0:
+            self.fitness[slot] = fitness
+        else:
+            self.learner_fitness.append(fitness)
+        if fitness > self.best_fitness or self.best is None:
+            self.best_from = source
+            self._improve(tuple(int(a) for a in played.actions), fitness, clock, callback, game=self.player.game)
+
+    def _evolve(self, evaluated: int) -> None:
+        cfg = self.config
+        if cfg.evolves:
+            rng = np.random.default_rng([self._seed, _EVOLVE, self.counters.generations])
+            fitness = [f if f is not None else -math.inf for f in self.fitness]
+            offspring = next_generation(
+                self.population,  # type: ignore[arg-type]
+                fitness, num_elites=cfg.elites, tournament_size=cfg.tournament, crossover=cfg.crossover,
+                mutation=cfg.mutation, mutation_rate=cfg.mutation_rate, sigma=cfg.sigma,
+                prior_sigma=cfg.prior_sigma, policy_probs=self._policy_probs, rng=rng, reserve=cfg.learns,
+            )
+            self.population = offspring.population
+            self.reserved = offspring.reserved
+        if cfg.learns and self.replay.size >= cfg.min_replay:
+            self.updates_left = int(round(cfg.updates_per_proposal * evaluated))
+        self.phase = "learn"
+
+    def _update(self) -> None:
+        self._ensure_jax()
+        assert self.learner is not None
+        cfg = self.config
+        rng = np.random.default_rng([self._seed, _REPLAY, self.counters.updates])
+        actions, fitness = self.replay.sample(cfg.batch_size, rng)
+        mean, std = self.replay.fitness_scale()
+        padded = np.zeros((cfg.batch_size, self._graph_dev["units"].shape[0]), dtype=np.int32)
+        padded[:, : self.num_units] = actions
+        targets = ((fitness - mean) / std).astype(np.float32)
+        self.learner, metrics = self._fns.update(self.learner, self._graph_dev, jnp.asarray(padded),
+                                                 jnp.asarray(targets))
+        self._learner_logits = None
+        self.metrics = {k: float(v) for k, v in metrics.items()}
+        self.counters.updates += 1
+        self.updates_left -= 1
+
+    def _close_generation(self) -> None:
+        if self.reserved is not None:
+            self._ensure_jax()
+            assert self.learner is not None
+            if self.reserved < len(self.population) and self.population[self.reserved] is None:
+                if self.config.policies > 0 and self._reserved_is_policy():
+                    self.population[self.reserved] = PolicyGenes(self._fns.ravel(self.learner.actor))
+                else:
+                    probs = _softmax(self._actor_logits())
+                    self.population[self.reserved] = seed_chromosome(probs, np.ones(self.num_units, np.float32))
+        self.reserved = None
+        self.counters.generations += 1
+        self.phase, self.index = "evaluate", 0
+        self.fitness = [None] * len(self.population)
+        self.learner_fitness = []
+
+    def _reserved_is_policy(self) -> bool:
+        """Whether the reserved slot is a policy slot: the population keeps its count of
+        graph policies, so it is one when the others hold fewer than ``policies``."""
+        others = sum(isinstance(ind, PolicyGenes) for i, ind in enumerate(self.population) if i != self.reserved)
+        return others < self.config.policies
+
+    def _improve(self, actions: tuple[int, ...], fitness: float, clock: Stopwatch,
+                 callback: Callable[[Improvement], None] | None, game: Any = None) -> None:
+        if game is None:
+            game = replay_actions(self.instance, actions, self.tables)
+        self.best_actions = actions
+        self.best_fitness = fitness
+        self.best = solution_from_game(self.instance, game, solver=self.solver_name, seed=self.seed,
+                                       wall_s=clock.elapsed, work=self.work(), info=self.info())
+        if self.dir is not None:
+            self.dir.mkdir(parents=True, exist_ok=True)
+            save_solution(self.best, self.dir / BEST_NAME)
+        if callback is not None:
+            callback(Improvement(self.best, clock.elapsed, self.best.work))
+
+    # ----------------------------------------------------------------- reporting
+
+    def work(self) -> dict[str, int]:
+        c = self.counters
+        return {"proposals": c.proposals, "generations": c.generations, "updates": c.updates,
+                "backups": c.backups, "overridden": c.overridden}
+
+    def info(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "mode": self.config.mode, "fitness": self.config.fitness,
+            "best_fitness": round(float(self.best_fitness), 9) if math.isfinite(self.best_fitness) else None,
+            "best_from": self.best_from, "train_seconds": round(self.counters.seconds, 3),
+        }
+        out.update({k: round(v, 6) for k, v in self.metrics.items()})
+        return out
+
+    def progress_line(self) -> str:
+        c = self.counters
+        current = [f for f in self.fitness if f is not None] + self.learner_fitness
+        mean = f"  generation mean {np.mean(current):.4f}" if current else ""
+        learner = ""
+        if self.metrics:
+            learner = (f"  critic {self.metrics['critic_loss']:.3f}  entropy {self.metrics['entropy']:.3f}"
+                       f"  alpha {self.metrics['alpha']:.3g}")
+        return (f"{c.seconds:8.1f} s  generation {c.generations}  proposals {c.proposals}  updates {c.updates}"
+                f"  best {self.best_fitness:.4f} ({self.config.fitness}){mean}{learner}")
+
+    # --------------------------------------------------------------- checkpoints
+
+    def _fingerprint(self) -> dict[str, Any]:
+        settings = {k: v for k, v in json_settings(self.config).items() if k not in WHERE_FIELDS}
+        return {
+            "version": CHECKPOINT_VERSION,
+            "instance_sha256": self.instance.sha256,
+            "settings": json.dumps(settings, sort_keys=True),
+            "seed": self.seed,
+        }
+
+    def state_dict(self) -> dict[str, Any]:
+        """Everything a resumed run needs (JSON-like, numpy arrays inside)."""
+        population: dict[str, Any] = {}
+        for i, ind in enumerate(self.population):
+            if isinstance(ind, PolicyGenes):
+                population[str(i)] = {"kind": "policy", "theta": ind.theta}
+            elif isinstance(ind, Chromosome):
+                population[str(i)] = {"kind": "chromosome", "prior": ind.prior, "temperature": ind.temperature}
+            else:
+                population[str(i)] = {"kind": "empty"}
+        state: dict[str, Any] = {
+            "fingerprint": self._fingerprint(),
+            "counters": dataclasses.asdict(self.counters),
+            "generation": {
+                "phase": self.phase, "index": self.index, "updates_left": self.updates_left,
+                "reserved": -1 if self.reserved is None else self.reserved,
+                "fitness": np.asarray([np.nan if f is None else f for f in self.fitness], dtype=np.float64),
+                "learner_fitness": np.asarray(self.learner_fitness, dtype=np.float64),
+            },
+            "population": population,
+            "replay": self.replay.state_dict(),
+            "best": {"actions": np.asarray(self.best_actions, dtype=np.int8), "fitness": float(self.best_fitness),
+                     "from": self.best_from},
+            "metrics": dict(self.metrics),
+        }
+        if self.learner is not None:
+            state["learner"] = serialization.to_state_dict(jax.device_get(self.learner))
+        return state
+
+    def save(self) -> None:
+        """Write the checkpoint atomically."""
+        assert self.dir is not None
+        self.dir.mkdir(parents=True, exist_ok=True)
+        write_bytes_atomic(self.dir / CHECKPOINT_NAME, serialization.msgpack_serialize(self.state_dict()))
+
+    def _load(self) -> None:
+        assert self.dir is not None
+        path = self.dir / CHECKPOINT_NAME
+        state = restore_checkpoint(path, self._fingerprint(), "use another checkpoint_dir or remove it")
+        try:
+            self._restore(state)
+        except (KeyError, ValueError, TypeError) as exc:
+            raise SolverError(f"{path}: not a readable checkpoint ({type(exc).__name__}: {exc})") from None
+
+    def _restore(self, state: dict[str, Any]) -> None:
+        self.counters = Counters(**state["counters"])
+        gen = state["generation"]
+        self.phase, self.index = str(gen["phase"]), int(gen["index"])
+        self.updates_left = int(gen["updates_left"])
+        self.reserved = None if int(gen["reserved"]) < 0 else int(gen["reserved"])
+        self.fitness = [None if np.isnan(f) else float(f) for f in np.asarray(gen["fitness"]).reshape(-1)]
+        self.learner_fitness = [float(f) for f in np.asarray(gen["learner_fitness"]).reshape(-1)]
+        population: list[Individual | None] = []
+        for i in range(len(state["population"])):
+            entry = state["population"][str(i)]
+            if entry["kind"] == "policy":
+                population.append(PolicyGenes(np.asarray(entry["theta"], dtype=np.float32)))
+            elif entry["kind"] == "chromosome":
+                population.append(Chromosome(np.asarray(entry["prior"], dtype=np.float32),
+                                             np.asarray(entry["temperature"], dtype=np.float32)))
+            else:
+                population.append(None)
+        self.population = population
+        if len(self.fitness) != len(population):
+            raise ValueError("fitness and population of different sizes")
+        self.replay.load_state_dict(state["replay"])
+        self.metrics = {str(k): float(v) for k, v in state.get("metrics", {}).items()}
+        if "learner" in state:
+            self._ensure_jax()
+            assert self.learner is not None
+            restored = serialization.from_state_dict(self.learner, state["learner"])
+            self.learner = jax.tree_util.tree_map(jnp.asarray, restored)
+        best = state["best"]
+        actions = tuple(int(a) for a in np.asarray(best["actions"]).reshape(-1))
+        if actions:
+            self.best_from = str(best["from"])
+            self._improve(actions, float(best["fitness"]), Stopwatch(None), None)
+
+
+def _softmax(logits: np.ndarray) -> np.ndarray:
+    z = logits - logits.max(axis=1, keepdims=True)
+    e = np.exp(z)
+    return e / e.sum(axis=1, keepdims=True)
+
+
+def _argmax(logits: np.ndarray) -> np.ndarray:
+    return np.argmax(logits, axis=1).astype(np.int8)
+
+
+def _sample(logits: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    """One action per unit from ``softmax(logits)`` (Gumbel-max): int8 [U]."""
+    return np.argmax(logits + rng.gumbel(size=logits.shape), axis=1).astype(np.int8)

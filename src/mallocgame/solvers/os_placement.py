@@ -1,0 +1,105 @@
+"""What an operating system does without a planner: ``first-touch`` and ``agnostic``.
+
+The MARL report compares its agent with the placements a Linux machine makes when
+DRAM and persistent memory are both main memory (papers/marl-heterogeneous-memory.txt,
+sections 2.2 and 6.1). Neither plans ahead; each is one game played with Drop-backup:
+
+``first-touch``
+    Linux's default policy: a page goes to the fast memory if there is room when it is
+    first touched, and is never moved after. In the game: an activation goes to fast
+    memory where it is produced (output NoCopy: its whole live range), a program input
+    at its first read (Copy: the game brings an input in just before it is read; then
+    NoCopy reads keep it); a tensor first placed in slow memory stays there (Drop).
+    That is the first legal action in the order NoCopy, Copy, Drop: the rules make a
+    tensor already in fast memory NoCopy or Copy at its offset, and one in slow memory
+    Drop. (A read whose in-place extension no longer fits may be a Copy at the same
+    offset, which an OS would not do; Drop-backup drops the group where neither fits.)
+``agnostic``
+    The OS's memory-agnostic allocation as MARL ran it: "we randomly allocated objects
+    over DRAM and PM". Each alias group is drawn once, fast with probability
+    ``fast_share``, from the seed; a group drawn fast is placed first-touch (if there
+    is room), one drawn slow is dropped. Different seeds are different placements: a
+    study reports their mean, and the solver plays exactly one (its budget is not a
+    search).
+
+Both are deterministic given the seed (``work_unit = "placements"``: one).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+import numpy as np
+
+from mallocgame.game.backup import DropBackup
+from mallocgame.game.state import COPY, DROP, NOCOPY, Game
+from mallocgame.instance import Instance
+from mallocgame.options import setting
+from mallocgame.solution import Solution
+from mallocgame.solvers.base import NoConfig, Run, Solver
+
+__all__ = ["FirstTouchSolver", "AgnosticSolver", "AgnosticConfig", "first_touch_policy"]
+
+_FIRST_TOUCH_ORDER = (NOCOPY, COPY, DROP)
+_SLOW_ORDER = (DROP, NOCOPY, COPY)
+
+
+def _first_allowed(order: tuple[int, int, int], allowed: np.ndarray) -> int:
+    for action in order:
+        if allowed[action]:
+            return action
+    raise ValueError("no allowed action")
+
+
+def first_touch_policy(game: Game, allowed: np.ndarray) -> int:
+    """The first allowed action in the order NoCopy, Copy, Drop."""
+    return _first_allowed(_FIRST_TOUCH_ORDER, allowed)
+
+
+class _GroupCoinPolicy:
+    """First-touch for the alias groups drawn fast, Drop first for the others."""
+
+    def __init__(self, fast: np.ndarray) -> None:
+        self.fast = fast  # bool [groups]
+
+    def __call__(self, game: Game, allowed: np.ndarray) -> int:
+        drawn_fast = self.fast[game.group_of(game.current_buffer)]
+        return _first_allowed(_FIRST_TOUCH_ORDER if drawn_fast else _SLOW_ORDER, allowed)
+
+
+def _play_once(game: Game, run: Run, policy: Callable[[Game, np.ndarray], int], info: dict) -> Solution:
+    """``game`` (fresh) played by ``policy`` with Drop-backup, as the run's answer."""
+    driver = DropBackup(game, deterministic=True)
+    driver.play(policy)
+    answer = run.game_answer(game, {"placements": 1, "backups": driver.backups}, info=info)
+    run.improve(answer)
+    return answer
+
+
+class FirstTouchSolver(Solver, name="first-touch", work_unit="placements"):
+    """Fast memory for whatever is touched first while there is room; nothing ever moves."""
+
+    def search(self, instance: Instance, config: NoConfig, run: Run) -> Solution:
+        return _play_once(Game(instance), run, first_touch_policy, {})
+
+
+@dataclass(frozen=True)
+class AgnosticConfig:
+    """The settings of ``agnostic``."""
+
+    fast_share: float = setting(0.5, "the probability that an alias group is allocated in fast memory (0 to 1)")
+
+    def __post_init__(self) -> None:
+        if not 0.0 <= self.fast_share <= 1.0:
+            raise ValueError("fast_share must be between 0 and 1")
+
+
+class AgnosticSolver(Solver, name="agnostic", work_unit="placements", config=AgnosticConfig):
+    """Each alias group in fast memory with probability ``fast_share`` (seeded), first-touch."""
+
+    def search(self, instance: Instance, config: AgnosticConfig, run: Run) -> Solution:
+        game = Game(instance)
+        fast = np.random.default_rng(run.seed).random(game.tables.num_groups) < config.fast_share
+        info = {"fast_share": config.fast_share, "groups_drawn_fast": int(fast.sum())}
+        return _play_once(game, run, _GroupCoinPolicy(fast), info)

@@ -1,0 +1,119 @@
+"""The multi-task study: records that resume, the references, the tables and the figure."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from mallocgame.bench.tasks import (
+    REFERENCES, TaskLatency, fit_counts, latency_table, limit_table, plot_tasks, read_csv, run_tasks_study,
+    tasks_under_limit, write_csv,
+)
+from mallocgame.costmodel import derive_instance
+from mallocgame.errors import FormatError, InputFileError, SolverError, StaleRecordError
+from mallocgame.sharing import MARL_SOCKET, dram_only_latency, task_preset
+from mallocgame.simulate import baseline_latency, simulate
+from mallocgame.solution import load_solution
+from tests.builders import tiny_program
+
+
+def _study(out: Path, placements=(*REFERENCES, "first-touch", "agnostic"), seeds=(0, 1)) -> list[TaskLatency]:
+    return run_tasks_study(tiny_program(), MARL_SOCKET, [1, 4], list(placements), list(seeds), 5.0, out)
+
+
+def test_every_cell_once_references_at_one_seed(tmp_path: Path) -> None:
+    rows = _study(tmp_path / "t")
+    cells = [(r.tasks, r.placement, r.seed) for r in rows]
+    assert len(cells) == len(set(cells)) == 2 * (3 + 2 * 2)
+    assert {r.seed for r in rows if r.placement in REFERENCES} == {0}
+    assert read_csv(tmp_path / "t.csv") == rows
+
+
+def test_reference_latencies_are_the_per_task_machines(tmp_path: Path) -> None:
+    rows = {(r.tasks, r.placement): r for r in _study(tmp_path / "t")}
+    for n in (1, 4):
+        inst = derive_instance(tiny_program(), task_preset(MARL_SOCKET, n), capacity_fraction=None)
+        assert rows[(n, "all-slow")].latency_s == pytest.approx(baseline_latency(inst), rel=1e-6)
+        assert rows[(n, "fast-only")].latency_s == pytest.approx(dram_only_latency(inst), rel=1e-6)
+        assert rows[(n, "all-slow")].normalized_reward is None
+
+
+def test_a_solver_row_replays_from_its_kept_solution(tmp_path: Path) -> None:
+    rows = _study(tmp_path / "t", placements=["first-touch"], seeds=[0])
+    inst = derive_instance(tiny_program(), task_preset(MARL_SOCKET, 4), capacity_fraction=None)
+    answer = load_solution(tmp_path / "t.solutions" / "4-first-touch-s0.solution.json")
+    row = next(r for r in rows if r.tasks == 4)
+    assert simulate(inst, answer).latency_s == pytest.approx(row.latency_s, rel=1e-6)
+    assert answer.instance_sha256 == inst.sha256
+
+
+def test_a_rerun_skips_what_exists(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    first = _study(tmp_path / "t")
+    import mallocgame.bench.tasks as tasks
+
+    def refuse(*_args, **_kwargs):
+        raise AssertionError("a cell was run again")
+
+    monkeypatch.setattr(tasks, "get_solver", refuse)
+    monkeypatch.setattr(tasks, "_reference_latency", refuse)
+    assert _study(tmp_path / "t") == first
+
+
+def test_another_budget_or_program_in_the_csv_is_refused(tmp_path: Path) -> None:
+    _study(tmp_path / "t", placements=["all-slow"])
+    with pytest.raises(StaleRecordError, match="at 5 s"):
+        run_tasks_study(tiny_program(), MARL_SOCKET, [1], ["all-slow"], [0], 9.0, tmp_path / "t")
+
+
+def test_a_second_run_on_the_same_records_is_refused_while_one_runs(tmp_path: Path) -> None:
+    import fcntl
+
+    tmp_path.joinpath("t.lock").touch()
+    with open(tmp_path / "t.lock") as held:
+        fcntl.flock(held, fcntl.LOCK_EX)
+        with pytest.raises(StaleRecordError, match="another run of this study"):
+            _study(tmp_path / "t", placements=["all-slow"])
+    _study(tmp_path / "t", placements=["all-slow"])  # once it ends, the study runs
+    assert not (tmp_path / "t.lock").exists()
+
+
+def test_a_bad_spec_is_refused_before_anything_runs(tmp_path: Path) -> None:
+    with pytest.raises(SolverError):
+        _study(tmp_path / "t", placements=["all-slow", "no-such-solver"])
+    assert not (tmp_path / "t.csv").exists()
+
+
+def test_a_file_that_is_not_a_study_csv(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.csv"
+    bad.write_text("program,solver\nx,y\n")
+    with pytest.raises(FormatError, match="not a tasks-study CSV"):
+        read_csv(bad)
+    with pytest.raises(InputFileError):
+        read_csv(tmp_path / "missing.csv")
+
+
+def _rows(latencies: dict[tuple[int, str], float]) -> list[TaskLatency]:
+    return [TaskLatency("p", n, p, 0, 1.0, v, None, 0.0) for (n, p), v in latencies.items()]
+
+
+def test_tables_and_the_tasks_under_a_limit() -> None:
+    rows = _rows({(1, "fast-only"): 10.0, (2, "fast-only"): 10.0, (4, "fast-only"): 12.0,
+                  (1, "heuristic"): 10.0, (2, "heuristic"): 13.0, (4, "heuristic"): 11.0})
+    assert tasks_under_limit(rows, 12.5) == {"fast-only": 4, "heuristic": 1}  # every smaller count under it too
+    assert "| 2 | 10.00 (1.00×) | 13.00 (1.30×) |" in latency_table(rows)
+    table = limit_table(rows, 12.5, {"fast-only": 3, "both": 80})
+    assert "| fast-only | 3 | 3 |" in table and "| heuristic | 1 | 80 |" in table
+
+
+def test_fit_counts_use_the_programs_peak() -> None:
+    fit = fit_counts(MARL_SOCKET, tiny_program())
+    assert fit["both"] > fit["memory-mode"] == fit["fast-only"] > fit["app-direct"] > 0
+
+
+def test_the_figure_is_written(tmp_path: Path) -> None:
+    rows = _rows({(1, "fast-only"): 10.0, (2, "fast-only"): 11.0, (1, "all-slow"): 20.0, (2, "all-slow"): 30.0})
+    plot_tasks(rows, tmp_path / "f.png", 12.0)
+    assert (tmp_path / "f.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    write_csv(rows, tmp_path / "r.csv")
+    assert read_csv(tmp_path / "r.csv") == rows

@@ -1,0 +1,199 @@
+"""The ``egrl`` solver: valid answers in every mode, budgets, seeds, checkpoints, options."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+import jax
+import numpy as np
+import pytest
+
+from mallocgame.check import check_solution
+from mallocgame.errors import SolverError
+from mallocgame.options import parse_config
+from mallocgame.simulate import speedup
+from mallocgame.solvers import SolveRequest, get_solver
+from mallocgame.solvers.egrl import EgrlConfig
+from mallocgame.solvers.egrl.trainer import BEST_NAME, CHECKPOINT_NAME, DEFAULT_GENERATIONS, EgrlTrainer
+from mallocgame.workloads.suite import suite_instance
+
+# Tiny networks and population (a generation of mode both: 3 chromosomes, 2 policies,
+# 1 learner rollout). The networks compile once per process for xla-v1/lstm_infer's graph.
+TINY = {"hidden": 8, "batch_size": 8, "min_replay": 2, "policies": 2, "chromosomes": 3, "elites": 1}
+
+
+def _solve(inst, work=None, seconds=None, seed=0, callback=None, demonstrations=(), **options):
+    request = SolveRequest(seed=seed, work=work, seconds=seconds, callback=callback,
+                           demonstrations=demonstrations, options={**TINY, **options})
+    return get_solver("egrl").solve(inst, request)
+
+
+@pytest.mark.parametrize("mode", ["both", "evolution", "pg"])
+def test_every_mode_gives_valid_answers(lstm, mode: str) -> None:
+    improvements = []
+    solution = _solve(lstm, work=14, mode=mode, callback=improvements.append)
+    assert check_solution(lstm, solution).ok
+    assert solution.solver == "egrl" and len(solution.actions) == lstm.num_buffers
+    work = solution.work
+    assert work["proposals"] == 14 and work["generations"] >= 2
+    assert (work["updates"] > 0) == (mode != "evolution")
+    assert solution.info["mode"] == mode
+    sources = {"both": {"chromosome", "policy", "learner"}, "evolution": {"chromosome", "policy"}, "pg": {"learner"}}
+    assert solution.info["best_from"] in sources[mode]
+    rewards = [imp.solution.normalized_reward for imp in improvements]
+    assert rewards == sorted(rewards) and len(set(rewards)) == len(rewards)  # each strictly better
+    assert rewards[-1] == solution.normalized_reward
+    assert [imp.work["proposals"] for imp in improvements] == sorted(imp.work["proposals"] for imp in improvements)
+
+
+def test_generations_and_updates_are_counted(lstm) -> None:
+    # Generation size 6; 2 generations evolve and learn (one update per proposal), the
+    # third is evaluated and stops there.
+    solution = _solve(lstm, work=18)
+    assert solution.work["proposals"] == 18 and solution.work["generations"] == 2
+    assert solution.work["updates"] == 12
+    assert solution.info["alpha"] > 0 and np.isfinite(solution.info["critic_loss"])
+
+
+def test_same_seed_and_work_give_the_same_answer(lstm) -> None:
+    a = _solve(lstm, work=9, seed=5)
+    b = _solve(lstm, work=9, seed=5)
+    assert a.actions == b.actions and a.reward_s == b.reward_s and a.work == b.work
+    drop = ("train_seconds",)
+    assert {k: v for k, v in a.info.items() if k not in drop} == {k: v for k, v in b.info.items() if k not in drop}
+
+
+def test_without_a_budget_it_runs_the_default_generations(lstm) -> None:
+    solution = _solve(lstm, mode="evolution")
+    assert solution.work["proposals"] == DEFAULT_GENERATIONS * 5
+
+
+def test_wall_clock_budget_stops_promptly(lstm) -> None:
+    solution = _solve(lstm, seconds=0.3, mode="evolution", policies=0, chromosomes=4)
+    assert check_solution(lstm, solution).ok
+    assert solution.work["proposals"] >= 1 and solution.wall_s < 2.0
+
+
+def test_speedup_fitness(lstm) -> None:
+    solution = _solve(lstm, work=6, fitness="speedup")
+    assert check_solution(lstm, solution).ok
+    assert solution.info["best_fitness"] == pytest.approx(speedup(lstm, solution), rel=1e-6)
+
+
+def test_a_demonstration_seeds_a_chromosome(lstm) -> None:
+    demo = get_solver("greedy").solve(lstm, SolveRequest())
+    other = dataclasses.replace(demo, instance_sha256="0" * 64, reward_s=1e9)  # another program's: ignored
+    first = []
+    solution = _solve(lstm, work=1, mode="evolution", demonstrations=[other, demo], callback=first.append)
+    assert solution.actions == demo.actions and solution.reward_s == demo.reward_s
+    assert first[0].solution.actions == demo.actions
+
+
+def test_the_largest_bundled_program_runs_through_the_networks() -> None:
+    inst = suite_instance("xla-v2/resnet152_train_b16")  # 26,915 buffers
+    solution = _solve(inst, work=1, mode="evolution", policies=1, chromosomes=0, elites=0)  # one policy proposal
+    assert check_solution(inst, solution).ok
+    assert solution.work["proposals"] == 1 and solution.info["best_from"] == "policy"
+
+
+# ------------------------------------------------------------------ checkpoints
+
+def _config(directory: Path | None = None, **options) -> EgrlConfig:
+    extra = {"checkpoint_dir": str(directory)} if directory is not None else {}
+    return parse_config(EgrlConfig, {**TINY, **extra, **options}, "egrl")
+
+
+def _comparable(trainer: EgrlTrainer) -> list:
+    state = trainer.state_dict()
+    del state["fingerprint"]
+    state["counters"].pop("seconds")
+    return jax.tree_util.tree_leaves(state)
+
+
+def _assert_same(a: EgrlTrainer, b: EgrlTrainer) -> None:
+    left, right = _comparable(a), _comparable(b)
+    assert len(left) == len(right)
+    for x, y in zip(left, right):
+        np.testing.assert_array_equal(np.asarray(x), np.asarray(y))
+
+
+def test_a_resumed_run_continues_as_the_uninterrupted_one(lstm, tmp_path: Path) -> None:
+    full = EgrlTrainer(lstm, _config())
+    full_answer = full.run(proposals=17)
+    first = EgrlTrainer(lstm, _config(tmp_path))
+    first.run(proposals=8)  # stops inside generation 1's evaluations
+    second = EgrlTrainer(lstm, _config(tmp_path))
+    assert second.resumed and second.counters.proposals == 8
+    second.run(proposals=12)  # into generation 2 ...
+    for _ in range(3):  # the evaluation left, the evolution, one update
+        second.step()
+    assert second.phase == "learn" and 0 < second.updates_left < 6  # ... and stopped inside its learning
+    second.save()
+    third = EgrlTrainer(lstm, _config(tmp_path))
+    answer = third.run(proposals=17)
+    _assert_same(full, third)
+    assert answer.actions == full_answer.actions and answer.work == full_answer.work
+    assert (tmp_path / CHECKPOINT_NAME).exists() and (tmp_path / BEST_NAME).exists()
+
+
+def test_a_checkpoint_resumes_under_other_run_settings(lstm, tmp_path: Path) -> None:
+    _solve(lstm, work=3, checkpoint_dir=str(tmp_path))
+    resumed = []
+    solution = _solve(lstm, work=4, checkpoint_dir=str(tmp_path), progress="true", checkpoint_seconds=5,
+                      callback=resumed.append)
+    assert solution.work["proposals"] == 4 and resumed[0].work["proposals"] == 3  # the best so far, first
+    assert check_solution(lstm, solution).ok
+
+
+@pytest.mark.parametrize("change, needle", [
+    ({"seed": 1}, "different seed"),
+    ({"sigma": 0.2}, "different settings"),
+    ({"program": "xla-v1/gru_infer"}, "different instance_sha256"),
+])
+def test_a_checkpoint_of_another_run_is_refused(lstm, tmp_path: Path, change: dict, needle: str) -> None:
+    _solve(lstm, work=2, mode="evolution", checkpoint_dir=str(tmp_path))
+    change = dict(change)
+    inst = suite_instance(change.pop("program")) if "program" in change else lstm
+    seed = change.pop("seed", 0)
+    with pytest.raises(SolverError, match=needle):
+        _solve(inst, work=3, seed=seed, mode="evolution", checkpoint_dir=str(tmp_path), **change)
+
+
+def test_a_damaged_checkpoint_is_refused(lstm, tmp_path: Path) -> None:
+    (tmp_path / CHECKPOINT_NAME).write_bytes(b"\x00not msgpack at all")
+    with pytest.raises(SolverError, match="not a readable checkpoint"):
+        _solve(lstm, work=2, checkpoint_dir=str(tmp_path))
+
+
+# ---------------------------------------------------------------------- options
+
+@pytest.mark.parametrize("options, needle", [
+    ({"mode": "marl"}, "option mode must be one of"),
+    ({"fitness": "latency"}, "option fitness must be one of"),
+    ({"population": 4}, "unknown option 'population'"),
+    ({"policies": -1}, "non-negative"),
+    ({"policies": 0, "chromosomes": 0}, "needs a population"),
+    ({"elites": 10}, "elites must be in"),
+    ({"pool_ratio": 1.0}, "pool_ratio"),
+    ({"temperature": 0}, "temperature must be positive"),
+    ({"alpha": -0.1}, "alpha must be non-negative"),
+    ({"mode": "pg", "learner_rollouts": 0}, "needs learner_rollouts"),
+    ({"crossover": 1.5}, "crossover must be in"),
+    ({"target_entropy": 1.0}, "target_entropy"),
+    ({"hidden": "wide"}, "option hidden must be a whole number"),
+])
+def test_bad_options_are_refused(lstm, options: dict, needle: str) -> None:
+    solver = get_solver("egrl")
+    with pytest.raises(SolverError, match=needle):
+        solver.check_options(options)
+    with pytest.raises(SolverError, match=needle):
+        solver.solve(lstm, SolveRequest(work=1, options=options))
+
+
+def test_settings_leave_out_where_a_run_keeps_its_files() -> None:
+    solver = get_solver("egrl")
+    defaults = solver.settings({})
+    assert solver.settings({"checkpoint_dir": "runs/x", "progress": "true", "progress_seconds": 1}) == defaults
+    assert solver.settings({"mode": "pg"})["mode"] == "pg" and "checkpoint_dir" not in defaults
+    assert get_solver("egrl").work_unit == "proposals"
