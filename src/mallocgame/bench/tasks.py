@@ -69,8 +69,8 @@ class TaskLatency:
     wall_s: float  # seconds the placement took
 
 
-def _reference_latency(placement: str, program: Program, machine: SharedMachine, tasks: int) -> float:
-    inst = derive_instance(program, task_preset(machine, tasks), capacity_fraction=None)
+def _reference_latency(placement: str, inst: Instance, machine: SharedMachine, tasks: int) -> float:
+    """One task's latency under a reference placement (``inst``: the program on one task's machine)."""
     if placement == "all-slow":
         return baseline_latency(inst)
     if placement == "fast-only":
@@ -132,7 +132,7 @@ def _run_cell(program: Program, machine: SharedMachine, inst: Instance, tasks: i
     """One task's latency under ``placement`` when ``tasks`` tasks share ``machine``
     (``inst``: the program on one task's machine); a solver's answer is checked and kept."""
     if placement in REFERENCES:
-        latency = _reference_latency(placement, program, machine, tasks)
+        latency = _reference_latency(placement, inst, machine, tasks)
         return TaskLatency(program.name, tasks, placement, seed, budget_s, latency, None, 0.0)
     name, options = solver_spec(placement)
     answer = get_solver(name).solve(inst, SolveRequest(seed=seed, seconds=budget_s, options=options))
@@ -257,8 +257,9 @@ def fit_counts(machine: SharedMachine, program: Program) -> dict[str, int]:
 
 def fit_table(machine: SharedMachine, program: Program) -> str:
     """Markdown: MARL's Figure 10 for ``program``: tasks that fit in each mode's main memory."""
-    fit = tasks_that_fit(machine, peak_live_bytes(program))
-    gib = peak_live_bytes(program) / 2**30
+    peak = peak_live_bytes(program)
+    fit = tasks_that_fit(machine, peak)
+    gib = peak / 2**30
     lines = [f"| mode ({gib:.2f} GiB a task) | tasks that fit |", "| --- | ---: |"]
     names = {"app-direct": "App Direct, DRAM only (what the system leaves)",
              "memory-mode": "Memory Mode (persistent memory as main memory)",

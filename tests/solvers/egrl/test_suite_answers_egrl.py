@@ -24,7 +24,6 @@ import pytest
 
 from mallocgame.check import check_solution
 from mallocgame.game.tables import build_tables
-from mallocgame.instance import Instance
 from mallocgame.solvers import SolveRequest, get_solver
 from mallocgame.solvers.egrl.graph import NUM_FEATURES, build_graph, bucket, pad_graph
 from mallocgame.workloads.suite import suite_instance, suite_names
@@ -33,20 +32,9 @@ NAMES = suite_names()
 OPTIONS = {"mode": "evolution", "policies": 0, "chromosomes": 1, "elites": 0, "temperature": 1.0, "prior_bias": 0.0}
 
 
-@pytest.fixture(scope="module")
-def instances() -> dict[str, Instance]:
-    return {}
-
-
-def _instance(cache: dict[str, Instance], name: str) -> Instance:
-    if name not in cache:
-        cache[name] = suite_instance(name)
-    return cache[name]
-
-
 @pytest.mark.parametrize("name", NAMES)
-def test_answer_passes_check(instances: dict[str, Instance], name: str) -> None:
-    inst = _instance(instances, name)
+def test_answer_passes_check(name: str) -> None:
+    inst = suite_instance(name)  # cached by the suite
     solution = get_solver("egrl").solve(inst, SolveRequest(seed=0, work=1, options=OPTIONS))
     report = check_solution(inst, solution)
     assert report.ok, f"egrl on {name}:\n{report.summary()}"
@@ -56,8 +44,8 @@ def test_answer_passes_check(instances: dict[str, Instance], name: str) -> None:
 
 
 @pytest.mark.parametrize("name", NAMES)
-def test_graph_is_well_formed(instances: dict[str, Instance], name: str) -> None:
-    inst = _instance(instances, name)
+def test_graph_is_well_formed(name: str) -> None:
+    inst = suite_instance(name)
     tables = build_tables(inst)
     graph = build_graph(inst, tables)
     multi_groups = int((tables.group_size > 1).sum())
