@@ -174,6 +174,8 @@ class Solver(abc.ABC):
     name: ClassVar[str] = ""
     work_unit: ClassVar[str] = "games"
     Config: ClassVar[type] = NoConfig
+    where_fields: ClassVar[tuple[str, ...]] = ()
+    """Settings of where a run keeps its files and what it prints: left out of :meth:`settings`."""
 
     def __init_subclass__(
         cls, *, name: str | None = None, work_unit: str | None = None, config: type | None = None, **kwargs: Any
@@ -198,12 +200,14 @@ class Solver(abc.ABC):
         self.config(options)
 
     def settings(self, options: Mapping[str, Any]) -> dict[str, Any]:
-        """Every setting a run with ``options`` uses, defaults filled in (JSON values).
+        """Every setting a run with ``options`` uses, defaults filled in (JSON values),
+        but :attr:`where_fields` (they do not change the answer).
 
         A sweep keeps them in each record and refuses a record written under other
         settings for its job (a default changed since).
         """
-        return json_settings(self.config(options))
+        settings = json_settings(self.config(options))
+        return {k: v for k, v in settings.items() if k not in self.where_fields}
 
     def solve(self, instance: Instance, request: SolveRequest = SolveRequest()) -> Solution:
         """The best answer found within the request's budget."""

@@ -11,8 +11,6 @@ the solver solves.
 
 from __future__ import annotations
 
-from typing import Any, Mapping
-
 from mallocgame.errors import SolverError
 from mallocgame.instance import Instance
 from mallocgame.solution import Solution
@@ -25,9 +23,7 @@ __all__ = ["EgrlSolver"]
 class EgrlSolver(Solver, name="egrl", work_unit="proposals", config=EgrlConfig):
     """EGRL: evolution of graph policies and Boltzmann chromosomes with a SAC learner."""
 
-    def settings(self, options: Mapping[str, Any]) -> dict[str, Any]:
-        """Every setting but where the run keeps its files and what it prints."""
-        return {k: v for k, v in super().settings(options).items() if k not in WHERE_FIELDS}
+    where_fields = WHERE_FIELDS
 
     def search(self, instance: Instance, config: EgrlConfig, run: Run) -> Solution:
         try:

@@ -11,8 +11,6 @@ one of them solves.
 
 from __future__ import annotations
 
-from typing import Any, Mapping
-
 from mallocgame.errors import SolverError
 from mallocgame.instance import Instance
 from mallocgame.solution import Solution
@@ -26,10 +24,7 @@ class MuZeroSolver(Solver, name="muzero", work_unit="games", config=MuZeroConfig
     """MMap-MuZero; the best self-play game found within the budget."""
 
     answer = "search"  # the answer: the best game played with search
-
-    def settings(self, options: Mapping[str, Any]) -> dict[str, Any]:
-        """Every setting but where the run keeps its files and what it prints."""
-        return {k: v for k, v in super().settings(options).items() if k not in WHERE_FIELDS}
+    where_fields = WHERE_FIELDS
 
     def search(self, instance: Instance, config: MuZeroConfig, run: Run) -> Solution:
         return self.train(instance, config, run, solver_name=self.name)
