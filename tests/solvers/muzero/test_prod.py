@@ -63,9 +63,18 @@ def test_a_tie_goes_to_the_earlier_candidate(lstm) -> None:
     assert [c.solver for c in choice.candidates] == ["heuristic", "heuristic"]
 
 
-def test_muzero_settings_are_its_settings() -> None:
-    assert get_solver("muzero-prod").settings({"num_simulations": "8"}) == get_solver("muzero").settings(
-        {"num_simulations": "8"})
+def test_muzero_settings_are_its_settings_with_restarts_on_by_default() -> None:
+    prod = get_solver("muzero-prod").settings({"num_simulations": "8"})
+    assert prod["restart_fraction"] == 0.5
+    assert prod == get_solver("muzero").settings({"num_simulations": "8", "restart_fraction": "0.5"})
+    assert get_solver("muzero-prod").settings({"restart_fraction": "0"})["restart_fraction"] == 0.0
+
+
+def test_prod_and_muzero_configs_share_one_compilation() -> None:
+    from mallocgame.solvers.muzero.config import MuZeroConfig, MuZeroProdConfig
+    from mallocgame.solvers.muzero.train import compiled_functions
+
+    assert compiled_functions(MuZeroProdConfig()) is compiled_functions(MuZeroConfig())
 
 
 def test_the_agents_candidate_is_its_best_game_with_search_or_its_policys_alone(lstm) -> None:

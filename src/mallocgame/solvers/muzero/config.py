@@ -22,7 +22,7 @@ from typing import Literal
 from mallocgame.game.observe import ObservationConfig
 from mallocgame.options import setting
 
-__all__ = ["MuZeroConfig", "DEMONSTRATION_SOURCES", "WHERE_FIELDS"]
+__all__ = ["MuZeroConfig", "MuZeroProdConfig", "DEMONSTRATION_SOURCES", "WHERE_FIELDS"]
 
 DEMONSTRATION_SOURCES = ("heuristic", "greedy", "es")
 """Solvers whose trajectories can be demonstrations (see ``reanalyse.py``)."""
@@ -133,3 +133,14 @@ class MuZeroConfig:
         if self.q_scale_per_buffer > 0:
             return self.q_scale_per_buffer * num_buffers
         return self.q_scale
+
+
+@dataclass(frozen=True)
+class MuZeroProdConfig(MuZeroConfig):
+    """``muzero-prod``'s settings: :class:`MuZeroConfig`'s, with restarts inside the best
+    game on by default (its agent only has to beat the heuristic's mapping, and on
+    programs of thousands of buffers the restarted agent gets there where fresh games do
+    not: docs/results.md, "muzero-prod at 60 s again")."""
+
+    restart_fraction: float = setting(0.5, "share of sampled games started at a random state of the best game "
+                                              "(self-play's, or a demonstration's until one beats it)")

@@ -9,8 +9,9 @@ simulated latency (:func:`~mallocgame.solvers.hybrid.choose_fastest`; on a tie t
 So a ``muzero-prod`` answer is never slower in simulation than ``heuristic``'s, the
 paper's guarantee with the simulator standing in for the measurement.
 
-Settings: ``muzero``'s (:class:`~mallocgame.solvers.muzero.config.MuZeroConfig`); the
-heuristic runs with its defaults. Work unit: the agent's self-play games. The callback
+Settings: ``muzero``'s, with restarts inside the best game on by default
+(:class:`~mallocgame.solvers.muzero.config.MuZeroProdConfig`: ``restart_fraction`` 0.5);
+the heuristic runs with its defaults. Work unit: the agent's self-play games. The callback
 sees the heuristic's answer first, then each new best game of the agent; their
 ``solver`` names them (``heuristic``, ``muzero``). The answer's ``info`` has
 ``chosen``, ``latency_s`` and ``candidates`` (each candidate's reward, normalized
@@ -27,7 +28,7 @@ from mallocgame.solution import Solution
 from mallocgame.solvers.base import Run, SolveRequest
 from mallocgame.solvers.heuristic import HeuristicSolver
 from mallocgame.solvers.hybrid import choose_fastest
-from mallocgame.solvers.muzero.config import MuZeroConfig
+from mallocgame.solvers.muzero.config import MuZeroConfig, MuZeroProdConfig
 from mallocgame.solvers.muzero.solver import MuZeroSolver
 
 __all__ = ["MuZeroProdSolver", "AGENT", "BASELINE"]
@@ -36,7 +37,7 @@ AGENT = "muzero"  # the candidates' solver names
 BASELINE = "heuristic"
 
 
-class MuZeroProdSolver(MuZeroSolver, name="muzero-prod"):
+class MuZeroProdSolver(MuZeroSolver, name="muzero-prod", config=MuZeroProdConfig):
     """The heuristic's mapping or MMap-MuZero's, whichever runs faster in simulation."""
 
     answer = "both"  # the agent's candidate: its best game, with search or its policy's alone

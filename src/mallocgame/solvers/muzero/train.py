@@ -107,7 +107,8 @@ def compiled_functions(config: MuZeroConfig) -> tuple[MuZeroNet, Any, Any, Any, 
     of many programs or options, the tests) share the jitted functions, so XLA compiles
     each shape once per process."""
     defaults = MuZeroConfig()
-    return _compiled(dataclasses.replace(config, **{f: getattr(defaults, f) for f in RUN_ONLY_FIELDS}))
+    return _compiled(MuZeroConfig(**{f.name: getattr(defaults if f.name in RUN_ONLY_FIELDS else config, f.name)
+                                     for f in dataclasses.fields(MuZeroConfig)}))
 
 
 @functools.lru_cache(maxsize=8)
