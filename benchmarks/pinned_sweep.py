@@ -11,7 +11,8 @@ Records go to ``--out`` as in any sweep (existing ones are skipped), so the tabl
 then ``mallocgame bench speedups --solvers ... --budget B --out OUT --per-program``
 with the same ``--option`` values. ``SIGTERM`` or ``SIGINT`` (Ctrl-C) stops the sweep:
 the running jobs are terminated (their records are not written) and no new one starts;
-run the same command again to go on.
+run the same command again to go on. While it runs, ``mallocgame bench speedups ...
+--existing`` tabulates the programs it has finished without running anything.
 
 Usage::
 

@@ -413,18 +413,29 @@ def _write_xla_solution(inst: Instance, placement: XlaPlacement, fast_spaces: fr
 
 def _cmd_bench_speedups(args: argparse.Namespace) -> int:
     from mallocgame.bench.speedups import (
-        candidate_records, format_extremes, format_program_table, format_table, speedup_table,
+        candidate_records, complete_programs, format_extremes, format_program_table, format_table, program_results,
+        speedup_table, write_program_csv,
     )
-    from mallocgame.bench.sweep import job_records, run_sweep, sweep_jobs
+    from mallocgame.bench.sweep import check_jobs, check_records, job_records, run_sweep, sweep_jobs
     from mallocgame.workloads.suite import suite_names
 
     solvers = list(dict.fromkeys([args.baseline, *args.solvers]))
-    jobs = sweep_jobs(args.programs or suite_names(SUITE), solvers, args.seeds, seconds=args.budget, work=args.work,
+    programs = args.programs or suite_names(SUITE)
+    jobs = sweep_jobs(programs, solvers, args.seeds, seconds=args.budget, work=args.work,
                       options=_solver_options(args.option, solvers))
     out = Path(args.out)
-    run_sweep(jobs, out, workers=args.workers, ray_address=args.ray,
-              progress=lambda msg: print(msg, file=sys.stderr))
-    records = job_records(out, jobs)
+    if args.csv:
+        Path(args.csv).parent.mkdir(parents=True, exist_ok=True)  # before the sweep, not after it
+    if args.existing:  # a sweep under way elsewhere (pinned_sweep.py): its complete programs, nothing run
+        check_jobs(jobs)
+        check_records(jobs, out)
+        records = complete_programs(job_records(out, jobs), solvers)
+        done = len({r["program"] for r in records})
+        print(f"{done} of {len(set(programs))} programs have a record of every solver in {out}", file=sys.stderr)
+    else:
+        run_sweep(jobs, out, workers=args.workers, ray_address=args.ray,
+                  progress=lambda msg: print(msg, file=sys.stderr))
+        records = job_records(out, jobs)
     invalid = [r for r in records if not r["valid"]]
     for r in invalid:
         print(f"INVALID: {r['program']} {r['solver']} s{r['seed']}: {r['failures']}", file=sys.stderr)
@@ -437,6 +448,9 @@ def _cmd_bench_speedups(args: argparse.Namespace) -> int:
         for solver in others:
             print()
             print(format_extremes(records + derived, solver, args.baseline))
+    if args.csv:
+        write_program_csv(args.csv, program_results(records + derived, args.baseline), args.baseline)
+        print(f"per program and solver -> {args.csv}", file=sys.stderr)
     return EXIT_CHECK_FAILED if invalid else EXIT_OK
 
 
@@ -753,6 +767,11 @@ def _parser() -> _Parser:
     q.add_argument("--ray", default=None, metavar="ADDRESS", help="run the jobs on this Ray cluster")
     q.add_argument("--per-program", action="store_true",
                    help="also each program's normalized rewards, and each solver's six largest and smallest speedups")
+    q.add_argument("--csv", default=None, metavar="FILE",
+                   help="also write one CSV row per program and solver (means over seeds; a hybrid's candidates too)")
+    q.add_argument("--existing", action="store_true",
+                   help="run no job: the table of the records already in --out, over the programs with a record of "
+                        "every solver (a sweep still under way, e.g. benchmarks/pinned_sweep.py)")
     q.add_argument("--option", action="append", default=[], metavar="SOLVER:KEY=VALUE",
                    help="a setting for one solver's jobs (repeat), e.g. es:workers=2")
     q.set_defaults(func=_cmd_bench_speedups)

@@ -92,6 +92,47 @@ def test_cli_bench_speedups(tmp_path: Path, capsys) -> None:
     assert main([*argv[:-6], "--solvers", "nope", "--out", str(tmp_path)]) == 2
 
 
+def test_existing_tabulates_the_complete_programs_and_runs_nothing(tmp_path: Path, capsys) -> None:
+    done = [Job(PROGRAMS[0], "drop", 0, None, 2), Job(PROGRAMS[0], "random", 0, None, 2),
+            Job(PROGRAMS[1], "drop", 0, None, 2)]  # the second program's random job not yet run
+    run_sweep(done, tmp_path, workers=1)
+    argv = ["bench", "speedups", "--programs", *PROGRAMS, "--baseline", "drop", "--solvers", "random",
+            "--work", "2", "--out", str(tmp_path), "--existing", "--csv", str(tmp_path / "t.csv")]
+    assert main(argv) == 0
+    captured = capsys.readouterr()
+    assert "1 of 2 programs have a record of every solver" in captured.err
+    assert "| random | 1 |" in captured.out and "| drop | 1 |" in captured.out  # only the complete program
+    assert not job_path(tmp_path, Job(PROGRAMS[1], "random", 0, None, 2)).exists()  # nothing ran
+    lines = (tmp_path / "t.csv").read_text().splitlines()
+    assert lines[0] == "program,buffers,solver,seeds,normalized_reward,latency_s,speedup_over_drop,chosen,games,wall_s"
+    assert [line.split(",")[2] for line in lines[1:]] == ["drop", "random"]
+    assert lines[1].split(",")[6] == "1.000000" and lines[2].split(",")[8] == "2"  # random's games
+
+
+def test_program_results_per_program_and_solver(tmp_path: Path) -> None:
+    from mallocgame.bench.speedups import candidate_records, program_results, write_program_csv
+
+    candidates = {"heuristic": {"valid": True, "latency_s": 2.0, "reward_s": 1.0, "normalized_reward": 0.1},
+                  "muzero": {"valid": True, "latency_s": 1.0, "reward_s": 1.5, "normalized_reward": 0.2}}
+    records = [
+        {"program": "p", "solver": "heuristic", "seed": 0, "valid": True, "latency_s": 2.0, "normalized_reward": 0.1,
+         "buffers": 30, "wall_s": 1.0},
+        *[{"program": "p", "solver": "muzero-prod", "seed": seed, "valid": True, "latency_s": latency,
+           "normalized_reward": 0.2, "buffers": 30, "wall_s": 60.0, "work": {"games": games},
+           "solution": {"info": {"chosen": chosen, "candidates": candidates}}}
+          for seed, latency, games, chosen in ((1, 2.0, 10, "heuristic"), (0, 1.0, 20, "muzero"))],
+        {"program": "q", "solver": "muzero-prod", "seed": 0, "valid": False, "latency_s": None, "buffers": 5},
+    ]
+    rows = {r.solver: r for r in program_results(records + candidate_records(records))}
+    assert set(rows) == {"heuristic", "muzero-prod", "muzero-prod:heuristic", "muzero-prod:muzero"}  # q: invalid
+    prod = rows["muzero-prod"]
+    assert (prod.seeds, prod.latency_s, prod.speedup, prod.games, prod.chosen) == (2, 1.5, 2.0 / 1.5, 15, "muzero;heuristic")
+    assert rows["muzero-prod:muzero"].speedup == 2.0 and rows["muzero-prod:muzero"].games is None
+    assert rows["heuristic"].chosen == "" and rows["heuristic"].speedup == 1.0
+    write_program_csv(tmp_path / "p.csv", list(rows.values()))
+    assert "p,30,muzero-prod,2,0.200000,1.5,1.333333,muzero;heuristic,15,60.0" in (tmp_path / "p.csv").read_text()
+
+
 def test_program_table_rewards_and_bound() -> None:
     from mallocgame.bench.speedups import format_program_table
 

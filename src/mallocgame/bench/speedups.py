@@ -7,6 +7,9 @@ programs it improved (speedup > 1), and the mean gap to the optimum's upper boun
 ``1 - reward / bound`` where ``bound`` is the tightest upper bound on the program's
 reward any record carries (``upper_bound_s``, the LP of ``solvers/bound.py``, written
 into every record by the sweep; ``bound_s``, a bound an exact solver proved).
+:func:`program_results` and :func:`write_program_csv` give the same per program and
+solver, one CSV row each; :func:`complete_programs` keeps the programs every solver has
+a record of (the table of a sweep still under way).
 """
 
 from __future__ import annotations
@@ -14,12 +17,15 @@ from __future__ import annotations
 import statistics
 from collections import defaultdict
 from dataclasses import dataclass
-from typing import Any
+from pathlib import Path
+from typing import Any, Sequence
 
 from mallocgame.bench.markdown import markdown_table
+from mallocgame.fileio import write_csv_atomic
 
-__all__ = ["SpeedupRow", "tightest_bounds", "speedup_table", "format_table", "format_program_table",
-           "candidate_records", "program_speedups", "format_extremes"]
+__all__ = ["SpeedupRow", "ProgramResult", "tightest_bounds", "speedup_table", "format_table", "format_program_table",
+           "candidate_records", "program_speedups", "format_extremes", "complete_programs", "program_results",
+           "write_program_csv"]
 
 
 @dataclass(frozen=True)
@@ -162,3 +168,72 @@ def format_extremes(records: list[dict[str, Any]], solver: str, baseline: str = 
         right = f"{worst[i][0]} | {worst[i][1]:.4f}" if i < len(worst) else " | "
         lines.append(f"| {left} | {right} |")
     return "\n".join(lines)
+
+
+def complete_programs(records: list[dict[str, Any]], solvers: Sequence[str]) -> list[dict[str, Any]]:
+    """The records of the programs that have a record (valid or not) of every one of
+    ``solvers``; the others' are left out."""
+    have: dict[str, set[str]] = defaultdict(set)
+    for r in records:
+        have[r["program"]].add(r["solver"])
+    return [r for r in records if have[r["program"]].issuperset(solvers)]
+
+
+@dataclass(frozen=True)
+class ProgramResult:
+    """One solver on one program, means over its valid records' seeds (a row of the CSV)."""
+
+    program: str
+    buffers: int
+    solver: str
+    seeds: int  # valid records averaged
+    normalized_reward: float
+    latency_s: float  # simulated, seconds
+    speedup: float | None  # latency(baseline) / latency_s; None where the baseline has no valid record
+    chosen: str  # a hybrid's chosen candidate, per seed in seed order, ";"-joined; "" for other solvers
+    games: float | None  # mean of the records' work["games"] (a learning agent's self-play games)
+    wall_s: float | None  # mean wall-clock seconds of the records' runs
+
+
+def program_results(records: list[dict[str, Any]], baseline: str = "heuristic") -> list[ProgramResult]:
+    """Per program (smallest first) and solver (by name), the means over the valid
+    records; a solver with no valid record of a program has no row for it."""
+    valid: dict[tuple[str, str], list[dict[str, Any]]] = defaultdict(list)
+    for r in records:
+        if r.get("valid") and r.get("latency_s") is not None:
+            valid[(r["program"], r["solver"])].append(r)
+    latency = {key: statistics.fmean(float(r["latency_s"]) for r in rs) for key, rs in valid.items()}
+
+    def mean_of(rs: list[dict[str, Any]], value: Any) -> float | None:
+        values = [v for v in (value(r) for r in rs) if v is not None]
+        return statistics.fmean(values) if values else None
+
+    rows = []
+    for (program, solver), rs in valid.items():
+        rs = sorted(rs, key=lambda r: r.get("seed") or 0)
+        base = latency.get((program, baseline))
+        rows.append(ProgramResult(
+            program=program, buffers=int(rs[0].get("buffers") or 0), solver=solver, seeds=len(rs),
+            normalized_reward=statistics.fmean(float(r["normalized_reward"]) for r in rs),
+            latency_s=latency[(program, solver)],
+            speedup=None if base is None else base / latency[(program, solver)],
+            chosen=";".join(str(((r.get("solution") or {}).get("info") or {}).get("chosen", "")) for r in rs).strip(";"),
+            games=mean_of(rs, lambda r: (r.get("work") or {}).get("games")),
+            wall_s=mean_of(rs, lambda r: r.get("wall_s")),
+        ))
+    return sorted(rows, key=lambda row: (row.buffers, row.program, row.solver))
+
+
+def write_program_csv(path: str | Path, rows: Sequence[ProgramResult], baseline: str = "heuristic") -> None:
+    """Atomically write ``rows`` as CSV, one line each (empty cells for ``None``)."""
+
+    def cell(value: Any, fmt: str) -> str:
+        return "" if value is None else format(value, fmt)
+
+    header = ["program", "buffers", "solver", "seeds", "normalized_reward", "latency_s",
+              f"speedup_over_{baseline}", "chosen", "games", "wall_s"]
+    write_csv_atomic(path, header, [
+        [r.program, r.buffers, r.solver, r.seeds, f"{r.normalized_reward:.6f}", f"{r.latency_s:.9g}",
+         cell(r.speedup, ".6f"), r.chosen, cell(r.games, "g"), cell(r.wall_s, ".1f")]
+        for r in rows
+    ])
