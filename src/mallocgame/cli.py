@@ -424,14 +424,20 @@ def _cmd_bench_speedups(args: argparse.Namespace) -> int:
     jobs = sweep_jobs(programs, solvers, args.seeds, seconds=args.budget, work=args.work,
                       options=_solver_options(args.option, solvers))
     out = Path(args.out)
-    if args.csv:
-        Path(args.csv).parent.mkdir(parents=True, exist_ok=True)  # before the sweep, not after it
+    if args.csv is not None and (not args.csv or Path(args.csv).is_dir()):
+        raise UsageError(f"--csv must name a file, got '{args.csv}'")  # refused before the sweep, not after it
     if args.existing:  # a sweep under way elsewhere (pinned_sweep.py): its complete programs, nothing run
+        if not out.is_dir():
+            raise UsageError(f"--existing: no records directory {out}")
         check_jobs(jobs)
         check_records(jobs, out)
-        records = complete_programs(job_records(out, jobs), solvers)
+        records = complete_programs(job_records(out, jobs), jobs)
         done = len({r["program"] for r in records})
-        print(f"{done} of {len(set(programs))} programs have a record of every solver in {out}", file=sys.stderr)
+        if not done:
+            raise UsageError(f"--existing: no program in {out} has a record of every solver and seed asked for "
+                             f"(check --solvers, --seeds, --budget/--work and --option)")
+        print(f"{done} of {len(set(programs))} programs have a record of every solver and seed in {out}",
+              file=sys.stderr)
     else:
         run_sweep(jobs, out, workers=args.workers, ray_address=args.ray,
                   progress=lambda msg: print(msg, file=sys.stderr))
@@ -449,6 +455,7 @@ def _cmd_bench_speedups(args: argparse.Namespace) -> int:
             print()
             print(format_extremes(records + derived, solver, args.baseline))
     if args.csv:
+        Path(args.csv).parent.mkdir(parents=True, exist_ok=True)
         write_program_csv(args.csv, program_results(records + derived, args.baseline), args.baseline)
         print(f"per program and solver -> {args.csv}", file=sys.stderr)
     return EXIT_CHECK_FAILED if invalid else EXIT_OK

@@ -106,7 +106,34 @@ def test_existing_tabulates_the_complete_programs_and_runs_nothing(tmp_path: Pat
     lines = (tmp_path / "t.csv").read_text().splitlines()
     assert lines[0] == "program,buffers,solver,seeds,normalized_reward,latency_s,speedup_over_drop,chosen,games,wall_s"
     assert [line.split(",")[2] for line in lines[1:]] == ["drop", "random"]
-    assert lines[1].split(",")[6] == "1.000000" and lines[2].split(",")[8] == "2"  # random's games
+    latency = {r["solver"]: r["latency_s"] for r in load_records(tmp_path) if r["program"] == PROGRAMS[0]}
+    random_row = lines[2].split(",")
+    assert float(random_row[6]) == pytest.approx(latency["drop"] / latency["random"], abs=1e-6)
+    assert random_row[8] == "2"  # random's games
+
+
+def test_existing_refuses_what_it_cannot_tabulate(tmp_path: Path, capsys) -> None:
+    argv = ["bench", "speedups", "--programs", PROGRAMS[0], "--baseline", "drop", "--solvers", "random",
+            "--work", "2", "--existing"]
+    assert main([*argv, "--out", str(tmp_path / "nothing")]) == 2  # no records directory
+    assert "no records directory" in capsys.readouterr().err
+    run_sweep([Job(PROGRAMS[0], "drop", 0, None, 2)], tmp_path, workers=1)
+    assert main([*argv, "--out", str(tmp_path)]) == 2  # random not run: no complete program
+    assert "no program" in capsys.readouterr().err
+    assert main([*argv, "--out", str(tmp_path), "--csv", str(tmp_path)]) == 2  # a directory
+    assert main([*argv, "--out", str(tmp_path), "--csv", ""]) == 2
+    assert "--csv must name a file" in capsys.readouterr().err
+
+
+def test_complete_programs_need_every_solver_at_every_seed() -> None:
+    from mallocgame.bench.speedups import complete_programs
+
+    jobs = [Job(program, solver, seed, None, 2) for program in "pq" for solver in ("a", "b") for seed in (0, 1)]
+    records = [{"program": program, "solver": solver, "seed": seed}
+               for program, solver, seed in [("p", "a", 0), ("p", "b", 0), ("p", "a", 1), ("p", "b", 1),
+                                             ("q", "a", 0), ("q", "b", 0), ("q", "a", 1)]]  # q's b at seed 1 missing
+    assert {r["program"] for r in complete_programs(records, jobs)} == {"p"}
+    assert len(complete_programs(records, jobs)) == 4
 
 
 def test_program_results_per_program_and_solver(tmp_path: Path) -> None:

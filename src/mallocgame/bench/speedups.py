@@ -18,9 +18,10 @@ import statistics
 from collections import defaultdict
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Callable, Iterable, Sequence
 
 from mallocgame.bench.markdown import markdown_table
+from mallocgame.bench.sweep import Job
 from mallocgame.fileio import write_csv_atomic
 
 __all__ = ["SpeedupRow", "ProgramResult", "tightest_bounds", "speedup_table", "format_table", "format_program_table",
@@ -170,13 +171,17 @@ def format_extremes(records: list[dict[str, Any]], solver: str, baseline: str = 
     return "\n".join(lines)
 
 
-def complete_programs(records: list[dict[str, Any]], solvers: Sequence[str]) -> list[dict[str, Any]]:
-    """The records of the programs that have a record (valid or not) of every one of
-    ``solvers``; the others' are left out."""
-    have: dict[str, set[str]] = defaultdict(set)
+def complete_programs(records: list[dict[str, Any]], jobs: Sequence[Job]) -> list[dict[str, Any]]:
+    """The records of the programs that have a record (valid or not) of every one of their
+    ``jobs`` (each solver at each seed); the other programs' records are left out, so that
+    every solver's mean is over the same programs and seeds."""
+    wanted: dict[str, set[tuple[str, int]]] = defaultdict(set)
+    for job in jobs:
+        wanted[job.program].add((job.solver, job.seed))
+    have: dict[str, set[tuple[str, int]]] = defaultdict(set)
     for r in records:
-        have[r["program"]].add(r["solver"])
-    return [r for r in records if have[r["program"]].issuperset(solvers)]
+        have[r["program"]].add((r["solver"], r["seed"]))
+    return [r for r in records if have[r["program"]] >= wanted[r["program"]]]
 
 
 @dataclass(frozen=True)
@@ -202,9 +207,10 @@ def program_results(records: list[dict[str, Any]], baseline: str = "heuristic") 
     for r in records:
         if r.get("valid") and r.get("latency_s") is not None:
             valid[(r["program"], r["solver"])].append(r)
-    latency = {key: statistics.fmean(float(r["latency_s"]) for r in rs) for key, rs in valid.items()}
+    latency = _mean_by_program(records, "latency_s")
+    reward = _mean_by_program(records, "normalized_reward")
 
-    def mean_of(rs: list[dict[str, Any]], value: Any) -> float | None:
+    def mean_of(rs: list[dict[str, Any]], value: Callable[[dict[str, Any]], Any]) -> float | None:
         values = [v for v in (value(r) for r in rs) if v is not None]
         return statistics.fmean(values) if values else None
 
@@ -214,14 +220,20 @@ def program_results(records: list[dict[str, Any]], baseline: str = "heuristic") 
         base = latency.get((program, baseline))
         rows.append(ProgramResult(
             program=program, buffers=int(rs[0].get("buffers") or 0), solver=solver, seeds=len(rs),
-            normalized_reward=statistics.fmean(float(r["normalized_reward"]) for r in rs),
+            normalized_reward=reward[(program, solver)],
             latency_s=latency[(program, solver)],
             speedup=None if base is None else base / latency[(program, solver)],
-            chosen=";".join(str(((r.get("solution") or {}).get("info") or {}).get("chosen", "")) for r in rs).strip(";"),
+            chosen=_per_seed(str(((r.get("solution") or {}).get("info") or {}).get("chosen", "")) for r in rs),
             games=mean_of(rs, lambda r: (r.get("work") or {}).get("games")),
             wall_s=mean_of(rs, lambda r: r.get("wall_s")),
         ))
     return sorted(rows, key=lambda row: (row.buffers, row.program, row.solver))
+
+
+def _per_seed(values: Iterable[str]) -> str:
+    """``values`` ";"-joined in seed order, or "" where every one is empty."""
+    values = list(values)
+    return ";".join(values) if any(values) else ""
 
 
 def write_program_csv(path: str | Path, rows: Sequence[ProgramResult], baseline: str = "heuristic") -> None:
