@@ -778,7 +778,7 @@ def _parser() -> _Parser:
                    help="also write one CSV row per program and solver (means over seeds; a hybrid's candidates too)")
     q.add_argument("--existing", action="store_true",
                    help="run no job: the table of the records already in --out, over the programs with a record of "
-                        "every solver (a sweep still under way, e.g. benchmarks/pinned_sweep.py)")
+                        "every solver at every seed (a sweep still under way, e.g. benchmarks/pinned_sweep.py)")
     q.add_argument("--option", action="append", default=[], metavar="SOLVER:KEY=VALUE",
                    help="a setting for one solver's jobs (repeat), e.g. es:workers=2")
     q.set_defaults(func=_cmd_bench_speedups)

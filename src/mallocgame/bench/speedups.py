@@ -8,8 +8,8 @@ programs it improved (speedup > 1), and the mean gap to the optimum's upper boun
 reward any record carries (``upper_bound_s``, the LP of ``solvers/bound.py``, written
 into every record by the sweep; ``bound_s``, a bound an exact solver proved).
 :func:`program_results` and :func:`write_program_csv` give the same per program and
-solver, one CSV row each; :func:`complete_programs` keeps the programs every solver has
-a record of (the table of a sweep still under way).
+solver, one CSV row each; :func:`complete_programs` keeps the programs with a record of
+every solver at every seed (the table of a sweep still under way).
 """
 
 from __future__ import annotations
