@@ -282,7 +282,7 @@ def test_simulate_reports_speedup_and_refuses_invalid(tmp_path: Path, capsys) ->
 def test_project_replays_a_mapping_as_a_game_and_reports_what_it_keeps(tmp_path: Path, capsys) -> None:
     from mallocgame.workloads.registry import load_workload
 
-    program = "xla-v1/inplace_update_loop"  # its heuristic mapping loses most of its reward as a game
+    program = "xla-v1/inplace_update_loop"  # its heuristic mapping loses most of its reward as a plain game
     mapping, projected = tmp_path / "heuristic.json", tmp_path / "projected.json"
     assert main(["solve", program, "--solver", "heuristic", "--out", str(mapping)]) == 0
     capsys.readouterr()
@@ -291,15 +291,30 @@ def test_project_replays_a_mapping_as_a_game_and_reports_what_it_keeps(tmp_path:
     source, game = json.loads(mapping.read_text()), json.loads(projected.read_text())
     assert len(game["actions"]) == load_workload(program).num_buffers  # a complete game
     kept = game["reward_s"] / source["reward_s"]
-    assert 0 < kept < 1 and f"(kept {kept:.4f})" in out
-    assert f"{game['info']['backups']} Drop-backups" in out and game["info"]["backups"] > 0
+    info = game["info"]
+    assert 0 < kept < 1 and info["kept_before_repair"] < kept  # the repair raised it
+    assert (f"(kept {kept:.4f}, {info['kept_before_repair']:.4f} before {info['repairs_kept']} repairs "
+            f"in {info['repair_replays']} replays)") in out
+    assert f"{info['backups']} Drop-backups" in out
     assert main(["check", program, str(projected)]) == 0
     capsys.readouterr()
+    plain = tmp_path / "plain.json"
+    assert main(["project", program, str(mapping), "--out", str(plain), "--repairs", "0"]) == 0
+    assert f"(kept {info['kept_before_repair']:.4f}); " in capsys.readouterr().out
+    plain_info = json.loads(plain.read_text())["info"]
+    assert plain_info["repair_replays"] == 0 and plain_info["backups"] > info["backups"]
     # a game trajectory is its own projection
     again = tmp_path / "again.json"
     assert main(["project", program, str(projected), "--out", str(again)]) == 0
-    assert "(kept 1.0000); 0 fallbacks, 0 Drop-backups" in capsys.readouterr().out
+    assert "(kept 1.0000, 1.0000 before 0 repairs in 0 replays); 0 fallbacks, 0 Drop-backups" in capsys.readouterr().out
     assert json.loads(again.read_text())["actions"] == game["actions"]
+    assert main(["project", program, str(mapping), "--repairs", "-1"]) == 2
+    _one_line_error(capsys)
+    from mallocgame.solvers.projection import DEFAULT_REPAIRS
+
+    with pytest.raises(SystemExit):
+        main(["project", "--help"])
+    assert f"default {DEFAULT_REPAIRS}," in " ".join(capsys.readouterr().out.split())
 
 
 def test_project_refuses_an_invalid_mapping(tmp_path: Path, capsys) -> None:

@@ -249,19 +249,23 @@ def _cmd_simulate(args: argparse.Namespace) -> int:
 def _cmd_project(args: argparse.Namespace) -> int:
     """Replay a (checked) mapping's decisions as a game trajectory; report what it keeps."""
     from mallocgame.solution import save_solution
-    from mallocgame.solvers.projection import project
+    from mallocgame.solvers.projection import DEFAULT_REPAIRS, project
 
     checked = _checked_solution(args, "projected")
     if checked is None:
         return EXIT_CHECK_FAILED
     inst, mapping = checked
-    projected, kept = project(inst, mapping)
+    repairs = DEFAULT_REPAIRS if args.repairs is None else args.repairs
+    projected, kept = project(inst, mapping, repairs=repairs)
     out = Path(args.out) if args.out else _default_out(inst.name, f"{mapping.solver}-projected", mapping.seed)
     out.parent.mkdir(parents=True, exist_ok=True)
     save_solution(projected, out)
+    info = projected.info
+    repaired = (f", {info['kept_before_repair']:.4f} before {info['repairs_kept']} repairs in "
+                f"{info['repair_replays']} replays") if repairs else ""
     print(f"{inst.name}: mapping normalized reward {mapping.normalized_reward:.6f}, as a game "
-          f"{projected.normalized_reward:.6f} (kept {kept:.4f}); {projected.info['fallbacks']} "
-          f"fallbacks, {projected.info['backups']} Drop-backups -> {out}")
+          f"{projected.normalized_reward:.6f} (kept {kept:.4f}{repaired}); {info['fallbacks']} "
+          f"fallbacks, {info['backups']} Drop-backups -> {out}")
     return EXIT_OK
 
 
@@ -758,6 +762,9 @@ def _parser() -> _Parser:
     p = sub.add_parser("project", help="a mapping's decisions replayed as a game trajectory (what it keeps)")
     _add_instance_and_solution(p, "a valid solution, e.g. the heuristic's")
     p.add_argument("--out", default=None, help="the trajectory (default out/NAME.SOLVER-projected.sSEED.json)")
+    p.add_argument("--repairs", type=_whole_number(0), default=None,
+                   help="at most this many replays repairing the decisions the game cannot follow "
+                        "(0: the plain replay; default 200, the library's DEFAULT_REPAIRS)")
     p.set_defaults(func=_cmd_project)
 
     p = sub.add_parser("bench", help="experiments: resumable sweeps and their tables")

@@ -203,3 +203,33 @@ def test_deterministic_shortcut_gives_the_same_trajectory(name: str) -> None:
     b.play(greedy)
     assert plain.actions() == short.actions() and a.backups == b.backups
     assert plain.return_s == short.return_s
+
+
+def test_on_back_up_sees_each_stuck_state_before_the_undo():
+    # The greedy play of _alias_overflow is stuck once, at buffer 2 (group g fast at 100).
+    seen = []
+
+    def look(game: Game) -> None:
+        seen.append((game.current_buffer, game.legal_mask().tolist(), game.group_offset(game.group_of(2))))
+
+    game = Game(_alias_overflow())
+    driver = DropBackup(game, on_back_up=look)
+    driver.play(greedy)
+    assert driver.backups == 1 and game.complete
+    assert seen == [(2, [False, False, False], 100)]
+
+
+def test_a_driver_goes_on_from_a_given_backup_mark():
+    # _alias_overflow: after buffer 1 (g fast) the game is not at a backup point; given the
+    # latest one (mark 1), a new driver backs up there exactly as the first one would.
+    inst = _alias_overflow()
+    game = Game(inst)
+    game.step(C)
+    game.step(C)
+    with pytest.raises(ValueError, match="backup point"):
+        DropBackup(game)
+    with pytest.raises(ValueError, match="not among the 2 decisions"):
+        DropBackup(game, backup_mark=3)
+    driver = DropBackup(game, backup_mark=1)
+    driver.play(greedy)
+    assert driver.backups == 1 and game.actions() == [C, D, D, C, D]

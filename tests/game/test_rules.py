@@ -838,3 +838,24 @@ def test_replay_errors_name_the_step_and_reset_restores_the_start():
     fresh = _snapshot(Game(inst))
     g.reset()
     assert _snapshot(g) == fresh
+
+
+def test_placement_queries_read_the_state():
+    # Q (50 B) defined at 0, NoCopy: fast-resident at offset 0 over [0, 2].
+    # P (input, 100 B, d = 2.0) read at 2: Copy walks t = 1 (1.0), t = 0 (1.0) -> copy [0, 1],
+    # memory [0, 2], offset 50 (above Q); the pair (0, 1) is used.
+    inst = build(tensors=[X(100), X(50)], instructions=[I(writes=[1]), I(), I(reads=[B(0, demand=2.0), 1])])
+    game = Game(inst)
+    assert game.placements().shape == (0, 6)
+    assert game.latest_allocation(0) == -1 and game.group_offset(game.group_of(0)) == -2
+    game.step(NOCOPY)  # buffer 0: Q's definition
+    game.step(COPY)    # buffer 1: P's read
+    rows = game.placements()
+    assert rows.tolist() == [[NOCOPY, 0, 0, 2, -1, -1], [COPY, 50, 0, 2, 0, 1]]
+    with pytest.raises(ValueError):
+        rows[0, 1] = 5  # read-only
+    assert game.latest_allocation(1) == 0 and game.latest_allocation(0) == 1
+    assert game.group_offset(game.group_of(1)) == 50 and game.group_offset(game.group_of(0)) == 0
+    assert game.pair_used().tolist() == [True, False, False]
+    game.step(NOCOPY)  # buffer 2: Q's read, covered already: an empty interval
+    assert game.placements()[2].tolist() == [NOCOPY, 0, -1, -1, -1, -1]

@@ -28,7 +28,10 @@ _DROP_ONLY = np.array([False, False, True])
 class DropBackup:
     """Plays a game with Drop-backup. ``backups`` counts the returns to a backup point."""
 
-    def __init__(self, game: Game, *, deterministic: bool = False) -> None:
+    def __init__(
+        self, game: Game, *, deterministic: bool = False, on_back_up: Callable[[Game], None] | None = None,
+        backup_mark: int | None = None,
+    ) -> None:
         """``deterministic``: the caller's policy is a pure function of the game state
         and the allowed actions (greedy, an argmax policy). Then a back-up need only
         undo to the first decision after the backup point that the newly forced groups
@@ -36,16 +39,29 @@ class DropBackup:
         (same states, same policy) and find no new backup point before it. The
         completed trajectory is identical to SPEC section 6's; only faster on large
         programs, where every back-up would otherwise replay thousands of decisions.
+
+        ``on_back_up(game)`` is called at each state with no allowed action, before the
+        back-up undoes it (the game is read there, never changed).
+
+        ``backup_mark``: to go on with a game part-played without back-ups, the mark of
+        the latest backup point it passed (the caller vouches for it; a state with no
+        allowed action backs up at once); by default the game must be at a backup point
+        now (a fresh game is).
         """
-        if not game.is_backup_point:
+        if backup_mark is None and not game.is_backup_point:
             raise ValueError("Drop-backup must start at a backup point (e.g. a fresh game)")
+        if backup_mark is not None and not 0 <= backup_mark <= game.mark():
+            raise ValueError(f"backup mark {backup_mark} is not among the {game.mark()} decisions made")
         self.game = game
         self.forced_drop = np.zeros(game.tables.num_groups, dtype=bool)
         self._buffer_group = game.tables.buf_int[:, B_GROUP]
         self._forced_buffer = np.zeros(game.num_buffers + 1, dtype=bool)  # by buffer id
-        self.backup_mark = game.mark()
+        self.backup_mark = game.mark() if backup_mark is None else backup_mark
         self.backups = 0
         self.deterministic = deterministic
+        self.on_back_up = on_back_up
+        while not self.allowed().any() and not game.complete:  # given a stuck state
+            self._back_up()
 
     def allowed(self) -> np.ndarray:
         """Legal actions of the current buffer less those Drop-backup forbids: bool [3]."""
@@ -68,6 +84,8 @@ class DropBackup:
 
     def _back_up(self) -> None:
         game = self.game
+        if self.on_back_up is not None:
+            self.on_back_up(game)
         b = game.current_buffer
         groups = [game.group_of(b)]
         tensor = game.reads_fast_resident(b)

@@ -178,6 +178,27 @@ class Game:
         """Remaining copy supply per step, seconds [T] (a copy)."""
         return self._supply_left.copy()
 
+    def placements(self) -> np.ndarray:
+        """The decided buffers' rows, read-only int64 [decided, 6]: action (0 Copy, 1 NoCopy,
+        2 Drop), offset (bytes), memory interval start and end (steps; -1 -1 when empty),
+        copy interval start and end (-1 -1 for none). Row ``b`` is buffer ``b``."""
+        view = self._alloc[: self.current_buffer]
+        view.flags.writeable = False
+        return view
+
+    def pair_used(self) -> np.ndarray:
+        """``pair_used[t]``: steps ``t`` and ``t+1`` lie in one copy interval, bool [T] (a copy)."""
+        return self._pair_used != 0
+
+    def group_offset(self, group: int) -> int:
+        """Alias group ``group``'s state: its fast offset (bytes), -1 slow, -2 undecided."""
+        return int(self._group_state[group])
+
+    def latest_allocation(self, tensor: int) -> int:
+        """The buffer holding ``tensor``'s non-empty allocation with the latest end (the one
+        an operand NoCopy extends), or -1 if none."""
+        return int(self._ten_state[tensor, K.T_LATEST])
+
     def actions(self) -> list[int]:
         """The actions played so far, in game order."""
         return [int(a) for a in self._alloc[: self.current_buffer, K.A_ACTION]]

@@ -16,6 +16,23 @@ completes:
   the mapping also has every read of its tensor in fast memory, so the fallback
   never forces reads into fast memory that the mapping left in slow memory.
 
+**Repair** (``repairs`` > 0). Lowest-fit placement and nearest-first copy walks let an
+early decision take the address range, the copy supply or the step pairs that a later
+decision of the mapping needs; the later one falls back, and a failure inside a fast
+alias group backs the game up and drops the whole group. After the plain replay, a
+hill climb over the mapping's decisions: for each decision that lost its fast
+placement (and each back-up), :func:`blockage` names the alias groups in the way in the
+state where it failed; the game is replayed with those groups wanted in slow memory,
+and the change is kept only if the return rises. Candidates go by the benefit at stake
+(``benefit_s`` of the buffer, of the whole group for a back-up), largest first, and are
+skipped where the groups to drop are worth more than ``MAX_COST_RATIO`` times it. Where
+a candidate only moves an alias group's back-up to a later buffer of the group, it also
+drops the groups in the way there (at most ``MAX_CHAIN`` replays) before it is judged. The
+climb ends after ``repairs`` replays, or when no candidate of the current trajectory
+raises the return. Every kept change drops buffers the mapping had in fast memory, so
+the fast set stays a subset of the mapping's. Deterministic: the same mapping and
+``repairs`` give the same trajectory.
+
 The result is a complete legal trajectory (a :class:`~mallocgame.solution.Solution`
 with ``actions``) and ``kept_fraction`` = its reward / the mapping's reward
 (:func:`~mallocgame.latency.mapping_reward`; 1.0 when the mapping's reward is 0).
@@ -27,36 +44,69 @@ same trajectory (fraction 1).
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
 from typing import Iterable
 
 import numpy as np
 
+from mallocgame.game import kernels as K
 from mallocgame.game.backup import DropBackup
 from mallocgame.game.state import COPY, DROP, NOCOPY, Game
+from mallocgame.game.tables import B_ALIGNED, B_GROUP, B_IS_OUT, B_TENSOR, B_TIME, X_DEF, X_LAST_USE, GameTables
 from mallocgame.instance import Instance
 from mallocgame.latency import mapping_reward
 from mallocgame.solution import Allocation, Solution
 from mallocgame.solvers.base import solution_from_game
 
-__all__ = ["project", "ProjectionPolicy"]
+__all__ = ["project", "ProjectionPolicy", "Blockage", "blockage", "wanted_actions", "DEFAULT_REPAIRS"]
+
+DEFAULT_REPAIRS = 200
+"""Replays the repair may spend by default (on ``xla-v2``'s largest programs about 0.1 to
+0.5 s each; most programs stop well before, when no candidate helps)."""
+
+MAX_CHAIN = 8
+"""Replays one candidate may take: where dropping the groups in the way of a stuck alias
+group only moves its collision to a later buffer of the group (a loop-carried group meets
+other allocations at its offset all through the loop), the candidate also drops the
+groups met there, up to this many times, before it is judged
+(``xla-v1/inplace_update_loop`` keeps 0.99 of the heuristic's reward with it, 0.43
+without)."""
+
+MAX_COST_RATIO = 2.0
+"""A candidate whose blocking groups are worth more than this many times the benefit at
+stake is not tried (on ``xla-v2``'s largest programs it halves the replays and keeps
+what trying every candidate finds)."""
+
+
+def wanted_actions(instance: Instance, allocations: Iterable[Allocation]) -> np.ndarray:
+    """The mapping's action per buffer, int64 [B]: 0 Copy, 1 NoCopy, 2 Drop (not placed).
+
+    Raises:
+        ValueError: an allocation names a buffer the instance does not have.
+    """
+    n = instance.num_buffers
+    wanted = np.full(n, DROP, dtype=np.int64)
+    for a in allocations:
+        if not 0 <= a.buffer < n:
+            raise ValueError(f"allocation names unknown buffer {a.buffer}")
+        wanted[a.buffer] = COPY if a.action == "Copy" else NOCOPY
+    return wanted
 
 
 class ProjectionPolicy:
-    """A Drop-backup policy that follows a mapping's decisions, buffer by buffer.
+    """A Drop-backup policy that follows wanted decisions, buffer by buffer.
 
-    ``wanted[b]`` is the mapping's action for buffer ``b`` (0 Copy, 1 NoCopy, 2 Drop);
-    ``fallbacks`` counts the buffers where the wanted action was not allowed.
+    ``wanted[b]`` is the action wanted for buffer ``b`` (0 Copy, 1 NoCopy, 2 Drop; see
+    :func:`wanted_actions`); ``fallbacks`` counts the buffers where the wanted action
+    was not allowed.
     """
 
-    def __init__(self, instance: Instance, allocations: Iterable[Allocation]) -> None:
-        n = instance.num_buffers
-        self.wanted = np.full(n, DROP, dtype=np.int64)
-        for a in allocations:
-            if not 0 <= a.buffer < n:
-                raise ValueError(f"allocation names unknown buffer {a.buffer}")
-            self.wanted[a.buffer] = COPY if a.action == "Copy" else NOCOPY
-        # An output may fall back to NoCopy (fast-resident) only if the mapping has all
-        # of its tensor's reads in fast memory.
+    def __init__(self, instance: Instance, wanted: np.ndarray) -> None:
+        self.wanted = np.asarray(wanted, dtype=np.int64)
+        if self.wanted.shape != (instance.num_buffers,):
+            raise ValueError(f"wanted has shape {self.wanted.shape}, the instance {instance.num_buffers} buffers")
+        # An output may fall back to NoCopy (fast-resident) only if every read of its
+        # tensor is wanted in fast memory.
         reads_fast = np.ones(len(instance.tensors), dtype=bool)
         for b in instance.buffers:
             if not b.is_output and self.wanted[b.id] == DROP:
@@ -84,12 +134,265 @@ class ProjectionPolicy:
         raise AssertionError("Drop-backup offers at least one action")  # pragma: no cover
 
 
+@dataclass(frozen=True)
+class Blockage:
+    """What stops ``buffer`` from taking the fast placement ``want`` (0 Copy, 1 NoCopy) in
+    one game state.
+
+    ``cause``: ``"address"`` (allocations of other alias groups over the address range
+    it needs: the extension's own range for an operand NoCopy or a fast group's offset,
+    else the candidate offset whose blockers are worth least), ``"supply"`` (its copy
+    walk reaches its tensor's definition before its demand is met) or ``"pairs"`` (the
+    walk would add a step pair that another copy interval holds). ``groups``: the alias
+    groups whose slow placement would clear it (empty where nothing placed is to
+    blame); ``gain_s``: the benefit at stake, seconds (orders the repairs).
+    """
+
+    buffer: int
+    want: int
+    cause: str
+    groups: tuple[int, ...]
+    gain_s: float
+
+
+def blockage(game: Game, want: int, group_value: np.ndarray, gain_s: float) -> Blockage:
+    """Why the current buffer of ``game`` cannot be placed with ``want`` (Copy or NoCopy).
+
+    ``group_value`` [G] seconds: what each alias group's fast placement is worth (it
+    chooses among candidate offsets). Reads the game, never changes it.
+    """
+    tb: GameTables = game.tables
+    bi = tb.buf_int
+    b = game.current_buffer
+    tau, size, group = int(bi[b, B_TIME]), int(bi[b, B_ALIGNED]), int(bi[b, B_GROUP])
+    tensor, is_out = int(bi[b, B_TENSOR]), bool(bi[b, B_IS_OUT])
+    rows = game.placements()
+    offset = game.group_offset(group)
+    fixed = offset if offset >= 0 else None
+
+    def found(cause: str, blockers: np.ndarray) -> Blockage:
+        groups = tuple(sorted({int(g) for g in bi[blockers, B_GROUP]} - {group}))
+        return Blockage(buffer=b, want=want, cause=cause, groups=groups, gain_s=gain_s)
+
+    latest = game.latest_allocation(tensor)
+    if want == NOCOPY and not is_out and latest >= 0:
+        if rows[latest, K.A_END] >= tau:  # already covered: nothing placed is in the way
+            return found("address", np.empty(0, dtype=np.int64))
+        start, end, fixed = int(rows[latest, K.A_END]) + 1, tau, int(rows[latest, K.A_OFFSET])
+    elif want == NOCOPY and is_out:
+        start, end = tau, int(tb.ten_int[tensor, X_LAST_USE])
+    else:
+        walk = _copy_walk(game, b, group_value)
+        if walk.cause is not None:
+            assert walk.blockers is not None
+            return found(walk.cause, walk.blockers)
+        start, end = walk.start, walk.end
+
+    placed = np.flatnonzero(
+        (rows[:, K.A_ACTION] != DROP) & (rows[:, K.A_START] >= 0) & (rows[:, K.A_START] <= end)
+        & (rows[:, K.A_END] >= start) & (bi[: len(rows), B_GROUP] != group) & (bi[: len(rows), B_ALIGNED] > 0)
+    )
+    lo = rows[placed, K.A_OFFSET]
+    hi = lo + bi[placed, B_ALIGNED]
+    if fixed is not None:
+        return found("address", placed[(lo < fixed + size) & (hi > fixed)])
+    # The cheapest of the game's candidate offsets (0 and every end of a placed range).
+    candidates = np.unique(np.concatenate([[0], hi]))
+    candidates = candidates[candidates + size <= tb.capacity]
+    if candidates.size == 0:  # larger than the memory: nothing placed is to blame
+        return found("address", np.empty(0, dtype=np.int64))
+    value = group_value[bi[placed, B_GROUP]]
+    best, best_cost = None, np.inf
+    for chunk in np.array_split(candidates, max(1, candidates.size * max(placed.size, 1) // 4_000_000 + 1)):
+        hit = (lo[None, :] < chunk[:, None] + size) & (hi[None, :] > chunk[:, None])
+        cost = hit.astype(np.float64) @ value
+        i = int(np.argmin(cost))
+        if cost[i] < best_cost:
+            best, best_cost = hit[i], float(cost[i])
+    return found("address", placed[best])
+
+
+@dataclass(frozen=True)
+class _Walk:
+    """A copy walk (SPEC section 4): the memory interval ``(start, end)`` it gives, or why
+    it fails (``cause`` ``"supply"`` or ``"pairs"``) and the copies to blame (buffer ids)."""
+
+    start: int = -1
+    end: int = -1
+    cause: str | None = None
+    blockers: np.ndarray | None = None
+
+
+def _copy_walk(game: Game, b: int, group_value: np.ndarray) -> _Walk:
+    """The copy walk of the current buffer ``b``, step by step as the game's kernel takes it."""
+    tb = game.tables
+    bi = tb.buf_int
+    tau, demand = int(bi[b, B_TIME]), float(tb.buf_demand[b])
+    if demand <= 0.0:
+        return _Walk(tau, tau)
+    supply, pairs = game.supply_left(), game.pair_used()
+    rows = game.placements()
+    copies = np.flatnonzero((rows[:, K.A_ACTION] == COPY) & (rows[:, K.A_COPY_START] >= 0))
+    out = bool(bi[b, B_IS_OUT])
+    step = 1 if out else -1
+    first = tau + step
+    lowest = max(int(tb.ten_int[bi[b, B_TENSOR], X_DEF]) + 1, 0)  # an operand's walk stays after its definition
+    need, threshold = demand, K.REL_EPS * demand
+    t = first
+    while True:
+        if (out and t > tb.num_instructions - 1) or (not out and t < lowest):
+            # Out of supply: the copies whose intervals share the walked steps, the least
+            # value per second of supply first, until their demand covers what is missing.
+            walked_lo, walked_hi = min(first, t - step), max(first, t - step)
+            holders = copies[(rows[copies, K.A_COPY_START] <= walked_hi) & (rows[copies, K.A_COPY_END] >= walked_lo)]
+            per_second = group_value[bi[holders, B_GROUP]] / np.maximum(tb.buf_demand[holders], 1e-30)
+            holders = holders[np.argsort(per_second, kind="stable")]
+            holders = holders[np.cumsum(tb.buf_demand[holders]) - tb.buf_demand[holders] < need]
+            return _Walk(cause="supply", blockers=holders)
+        pair = t - 1 if out else t  # the pair (pair, pair + 1) that step t adds
+        if t != first and pairs[pair]:
+            holders = copies[(rows[copies, K.A_COPY_START] <= pair) & (rows[copies, K.A_COPY_END] >= pair + 1)]
+            return _Walk(cause="pairs", blockers=holders)
+        need -= min(float(supply[t]), need)
+        if need <= threshold:
+            return _Walk(tau, t) if out else _Walk(t, tau)
+        t += step
+
+
+@dataclass(frozen=True)
+class _Played:
+    """One replay of wanted decisions: the policy it followed, its actions [B], return (s),
+    back-ups, the blockages met at its back-ups, the game (complete), and
+    ``backup_points`` [B + 1] bool: the trajectory is at a backup point after that many
+    decisions (kept only where the replay backed up nowhere, else ``None``)."""
+
+    policy: ProjectionPolicy
+    actions: np.ndarray
+    return_s: float
+    backups: int
+    backup_blockages: tuple[Blockage, ...]
+    game: Game
+    backup_points: np.ndarray | None
+
+    @property
+    def fallbacks(self) -> int:
+        """Buffers whose action is not the wanted one (it was not allowed)."""
+        return int(np.count_nonzero(self.actions != self.policy.wanted))
+
+
+def _play(instance: Instance, tables: GameTables, wanted: np.ndarray, group_value: np.ndarray,
+          resume: _Played | None = None) -> _Played:
+    """Replay ``wanted`` under Drop-backup. With ``resume`` (an earlier replay that backed
+    up nowhere), start at the first buffer whose policy differs, with Drop-backup's latest
+    backup point there: up to there a replay from the start would repeat it decision for
+    decision."""
+    policy = ProjectionPolicy(instance, wanted)
+    start = mark = 0
+    if resume is not None and resume.backup_points is not None:
+        differs = (policy.wanted != resume.policy.wanted) | (policy.resident_ok != resume.policy.resident_ok)
+        start = int(np.argmax(differs)) if differs.any() else instance.num_buffers
+        mark = int(np.flatnonzero(resume.backup_points[: start + 1])[-1])
+    if start > 0:
+        assert resume is not None and resume.backup_points is not None
+        game = resume.game.clone()
+        game.undo_to(start)
+        points = resume.backup_points.copy()
+        points[start + 1:] = False
+    else:
+        game = Game(instance, tables)
+        points = np.zeros(instance.num_buffers + 1, dtype=bool)
+        points[0] = True
+    found: list[Blockage] = []
+    group_of = tables.buf_int[:, B_GROUP]
+
+    def on_back_up(g: Game) -> None:
+        b = g.current_buffer
+        want = int(wanted[b]) if wanted[b] != DROP else NOCOPY
+        found.append(blockage(g, want, group_value, float(group_value[group_of[b]])))
+
+    driver = DropBackup(game, on_back_up=on_back_up, backup_mark=mark)
+    while not game.complete:
+        driver.step(policy(game, driver.allowed()))
+        points[game.current_buffer] = game.is_backup_point
+    return _Played(
+        policy=policy, actions=np.asarray(game.actions(), dtype=np.int64), return_s=game.return_s,
+        backups=driver.backups, backup_blockages=tuple(found), game=game,
+        backup_points=points if driver.backups == 0 else None,
+    )
+
+
+def _failures(instance: Instance, tables: GameTables, played: _Played, wanted: np.ndarray,
+              group_value: np.ndarray, benefit: np.ndarray) -> list[Blockage]:
+    """The blockage of every decision of ``played`` that wanted fast memory and got Drop."""
+    lost = np.flatnonzero((wanted != DROP) & (played.actions == DROP))
+    if lost.size == 0:
+        return []
+    game = played.game.clone()
+    result = []
+    for b in lost[::-1]:  # undo back to each, the latest first
+        game.undo_to(int(b))
+        result.append(blockage(game, int(wanted[b]), group_value, float(benefit[b])))
+    return result[::-1]
+
+
+def _group_values(tables: GameTables, wanted: np.ndarray, benefit: np.ndarray) -> np.ndarray:
+    """Seconds each alias group's wanted fast buffers are worth (sum of ``benefit_s``), [G]."""
+    fast = np.where(wanted != DROP, benefit, 0.0)
+    return np.bincount(tables.buf_int[:, B_GROUP], weights=fast, minlength=tables.num_groups)
+
+
+def _repair(instance: Instance, tables: GameTables, wanted: np.ndarray, played: _Played,
+            budget: int) -> tuple[np.ndarray, _Played, int, int]:
+    """Hill-climb ``wanted`` (module docstring). Returns (wanted, its replay, replays spent,
+    changes kept)."""
+    benefit = np.array([b.benefit_s for b in instance.buffers], dtype=np.float64)
+    group_of = tables.buf_int[:, B_GROUP]
+    spent = kept = 0
+    tried: set[tuple[int, tuple[int, ...]]] = set()
+    while spent < budget:
+        value = _group_values(tables, wanted, benefit)
+        candidates = list(played.backup_blockages) + _failures(instance, tables, played, wanted, value, benefit)
+        candidates.sort(key=lambda c: (-c.gain_s, c.buffer))
+        improved = False
+        for candidate in candidates:
+            key = (candidate.buffer, candidate.groups)
+            if not candidate.groups or key in tried:
+                continue
+            tried.add(key)
+            if value[list(candidate.groups)].sum() > MAX_COST_RATIO * candidate.gain_s:
+                continue
+            drop, stuck_group = set(candidate.groups), group_of[candidate.buffer]
+            for _link in range(MAX_CHAIN):
+                trial = wanted.copy()
+                trial[np.isin(group_of, sorted(drop))] = DROP
+                spent += 1
+                replay = _play(instance, tables, trial, value, resume=played)
+                if replay.return_s > played.return_s or spent >= budget:
+                    break
+                # The same group stuck again, further on, by groups not yet dropped: drop those too.
+                again = [x for x in replay.backup_blockages if group_of[x.buffer] == stuck_group
+                         and not drop.issuperset(x.groups)]
+                if not again:
+                    break
+                drop.update(again[0].groups)
+            if replay.return_s > played.return_s:
+                wanted, played, improved = trial, replay, True
+                kept += 1
+                break
+            if spent >= budget:
+                break
+        if not improved:
+            break
+    return wanted, played, spent, kept
+
+
 def project(
     instance: Instance,
     allocations: Iterable[Allocation] | Solution,
     *,
     solver: str | None = None,
     seed: int | None = None,
+    repairs: int = DEFAULT_REPAIRS,
 ) -> tuple[Solution, float]:
     """The game trajectory closest to a mapping, and the fraction of its reward kept.
 
@@ -99,13 +402,21 @@ def project(
             allocations; its solver name and seed are carried over).
         solver: the ``solver`` recorded in the result (default: the solution's solver,
             else ``"projection"``); ``seed`` likewise (default 0).
+        repairs: at most this many replays of the repair (module docstring); 0 for the
+            plain replay of the mapping's decisions.
 
     Returns:
         ``(solution, kept_fraction)``: a complete trajectory (``actions`` set; it
         passes :func:`mallocgame.check.check_solution`) whose ``info`` records
-        ``projected_from`` (the mapping's reward), ``kept_fraction``, ``fallbacks``
-        and ``backups``.
+        ``projected_from`` (the mapping's reward), ``kept_fraction``, ``fallbacks``,
+        ``backups``, and the repair's ``kept_before_repair`` (the plain replay's
+        fraction), ``repair_replays`` and ``repairs_kept``.
+
+    Raises:
+        ValueError: ``repairs`` is negative, or an allocation names an unknown buffer.
     """
+    if repairs < 0:
+        raise ValueError(f"repairs must be at least 0, not {repairs}")
     start = time.perf_counter()
     if isinstance(allocations, Solution):
         source = allocations
@@ -116,20 +427,31 @@ def project(
     solver = solver if solver is not None else "projection"
     seed = seed if seed is not None else 0
 
-    policy = ProjectionPolicy(instance, allocations)
     game = Game(instance)
-    driver = DropBackup(game)
-    driver.play(policy)
-
+    tables = game.tables
+    wanted = wanted_actions(instance, allocations)
+    benefit = np.array([b.benefit_s for b in instance.buffers], dtype=np.float64)
+    played = _play(instance, tables, wanted, _group_values(tables, wanted, benefit))
     target = mapping_reward(instance, [a.buffer for a in allocations])
-    kept = game.return_s / target if target != 0 else 1.0
+
+    def fraction(return_s: float) -> float:
+        return return_s / target if target != 0 else 1.0
+
+    before = fraction(played.return_s)
+    spent = changes = 0
+    if repairs > 0:
+        wanted, played, spent, changes = _repair(instance, tables, wanted, played, repairs)
+    kept = fraction(played.return_s)
     solution = solution_from_game(
-        instance, game, solver=solver, seed=seed, wall_s=time.perf_counter() - start,
+        instance, played.game, solver=solver, seed=seed, wall_s=time.perf_counter() - start,
         info={
             "projected_from": target,
             "kept_fraction": kept,
-            "fallbacks": policy.fallbacks,
-            "backups": driver.backups,
+            "fallbacks": played.fallbacks,
+            "backups": played.backups,
+            "kept_before_repair": before,
+            "repair_replays": spent,
+            "repairs_kept": changes,
         },
     )
     return solution, kept
