@@ -230,6 +230,8 @@ def test_a_driver_goes_on_from_a_given_backup_mark():
         DropBackup(game)
     with pytest.raises(ValueError, match="not among the 2 decisions"):
         DropBackup(game, backup_mark=3)
+    with pytest.raises(ValueError, match="current state, which is not a backup point"):
+        DropBackup(game, backup_mark=2)
     driver = DropBackup(game, backup_mark=1)
     driver.play(greedy)
     assert driver.backups == 1 and game.actions() == [C, D, D, C, D]

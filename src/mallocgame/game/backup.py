@@ -52,6 +52,8 @@ class DropBackup:
             raise ValueError("Drop-backup must start at a backup point (e.g. a fresh game)")
         if backup_mark is not None and not 0 <= backup_mark <= game.mark():
             raise ValueError(f"backup mark {backup_mark} is not among the {game.mark()} decisions made")
+        if backup_mark == game.mark() and not game.is_backup_point:
+            raise ValueError(f"backup mark {backup_mark} is the current state, which is not a backup point")
         self.game = game
         self.forced_drop = np.zeros(game.tables.num_groups, dtype=bool)
         self._buffer_group = game.tables.buf_int[:, B_GROUP]

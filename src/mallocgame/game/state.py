@@ -179,9 +179,10 @@ class Game:
         return self._supply_left.copy()
 
     def placements(self) -> np.ndarray:
-        """The decided buffers' rows, read-only int64 [decided, 6]: action (0 Copy, 1 NoCopy,
-        2 Drop), offset (bytes), memory interval start and end (steps; -1 -1 when empty),
-        copy interval start and end (-1 -1 for none). Row ``b`` is buffer ``b``."""
+        """The decided buffers' rows, int64 [decided, 6]: action (0 Copy, 1 NoCopy, 2 Drop),
+        offset (bytes), memory interval start and end (steps; -1 -1 when empty), copy
+        interval start and end (-1 -1 for none). Row ``b`` is buffer ``b``. A read-only
+        view of the state, not a copy: a later step or undo changes what it shows."""
         view = self._alloc[: self.current_buffer]
         view.flags.writeable = False
         return view

@@ -24,7 +24,8 @@ hill climb over the mapping's decisions: for each decision that lost its fast
 placement (and each back-up), :func:`blockage` names the alias groups in the way in the
 state where it failed; the game is replayed with those groups wanted in slow memory,
 and the change is kept only if the return rises. Candidates go by the benefit at stake
-(``benefit_s`` of the buffer, of the whole group for a back-up), largest first, and are
+(what the mapping loses without the buffer, or without the whole group for a back-up,
+from the instance's latencies), largest first, and are
 skipped where the groups to drop are worth more than ``MAX_COST_RATIO`` times it. Where
 a candidate only moves an alias group's back-up to a later buffer of the group, it also
 drops the groups in the way there (at most ``MAX_CHAIN`` replays) before it is judged. The
@@ -52,9 +53,11 @@ import numpy as np
 from mallocgame.game import kernels as K
 from mallocgame.game.backup import DropBackup
 from mallocgame.game.state import COPY, DROP, NOCOPY, Game
-from mallocgame.game.tables import B_ALIGNED, B_GROUP, B_IS_OUT, B_TENSOR, B_TIME, X_DEF, X_LAST_USE, GameTables
+from mallocgame.game.tables import (
+    B_ALIGNED, B_GROUP, B_IS_OUT, B_TENSOR, B_TIME, X_DEF, X_LAST_USE, X_LIVE_OUT, GameTables,
+)
 from mallocgame.instance import Instance
-from mallocgame.latency import mapping_reward
+from mallocgame.latency import instruction_latency, mapping_reward
 from mallocgame.solution import Allocation, Solution
 from mallocgame.solvers.base import solution_from_game
 
@@ -97,8 +100,8 @@ class ProjectionPolicy:
     """A Drop-backup policy that follows wanted decisions, buffer by buffer.
 
     ``wanted[b]`` is the action wanted for buffer ``b`` (0 Copy, 1 NoCopy, 2 Drop; see
-    :func:`wanted_actions`); ``fallbacks`` counts the buffers where the wanted action
-    was not allowed.
+    :func:`wanted_actions`); ``fallbacks`` counts the calls where the wanted action was
+    not allowed (the calls of a replay after a back-up included).
     """
 
     def __init__(self, instance: Instance, wanted: np.ndarray) -> None:
@@ -141,11 +144,15 @@ class Blockage:
 
     ``cause``: ``"address"`` (allocations of other alias groups over the address range
     it needs: the extension's own range for an operand NoCopy or a fast group's offset,
-    else the candidate offset whose blockers are worth least), ``"supply"`` (its copy
-    walk reaches its tensor's definition before its demand is met) or ``"pairs"`` (the
-    walk would add a step pair that another copy interval holds). ``groups``: the alias
-    groups whose slow placement would clear it (empty where nothing placed is to
-    blame); ``gain_s``: the benefit at stake, seconds (orders the repairs).
+    else the candidate offset whose blockers are worth least, each group counted once),
+    ``"supply"`` (its copy walk reaches its tensor's definition, or the program's end,
+    before its demand is met), ``"pairs"`` (the walk would add a step pair that another
+    copy interval holds) or ``"rule"`` (a rule that no other placement changes: its group
+    is slow, a Copy of a fast-resident tensor, a NoCopy of a program result, an extension
+    at another offset than its group's, or the extension already covers it).
+    ``groups``: the alias groups whose slow placement would clear it (empty where
+    nothing placed is to blame); ``gain_s``: the benefit at stake, seconds (orders the
+    repairs).
     """
 
     buffer: int
@@ -159,7 +166,8 @@ def blockage(game: Game, want: int, group_value: np.ndarray, gain_s: float) -> B
     """Why the current buffer of ``game`` cannot be placed with ``want`` (Copy or NoCopy).
 
     ``group_value`` [G] seconds: what each alias group's fast placement is worth (it
-    chooses among candidate offsets). Reads the game, never changes it.
+    chooses among candidate offsets). An operand NoCopy with nothing to extend is
+    analysed as the Copy it falls back to. Reads the game, never changes it.
     """
     tb: GameTables = game.tables
     bi = tb.buf_int
@@ -170,15 +178,21 @@ def blockage(game: Game, want: int, group_value: np.ndarray, gain_s: float) -> B
     offset = game.group_offset(group)
     fixed = offset if offset >= 0 else None
 
+    nothing = np.empty(0, dtype=np.int64)
+
     def found(cause: str, blockers: np.ndarray) -> Blockage:
         groups = tuple(sorted({int(g) for g in bi[blockers, B_GROUP]} - {group}))
         return Blockage(buffer=b, want=want, cause=cause, groups=groups, gain_s=gain_s)
 
+    if offset == K.SLOW or (want == COPY and game.reads_fast_resident(b) >= 0) \
+            or (want == NOCOPY and is_out and tb.ten_int[tensor, X_LIVE_OUT]):
+        return found("rule", nothing)
     latest = game.latest_allocation(tensor)
     if want == NOCOPY and not is_out and latest >= 0:
-        if rows[latest, K.A_END] >= tau:  # already covered: nothing placed is in the way
-            return found("address", np.empty(0, dtype=np.int64))
-        start, end, fixed = int(rows[latest, K.A_END]) + 1, tau, int(rows[latest, K.A_OFFSET])
+        extends = int(rows[latest, K.A_OFFSET])
+        if (fixed is not None and fixed != extends) or rows[latest, K.A_END] >= tau:
+            return found("rule", nothing)
+        start, end, fixed = int(rows[latest, K.A_END]) + 1, tau, extends
     elif want == NOCOPY and is_out:
         start, end = tau, int(tb.ten_int[tensor, X_LAST_USE])
     else:
@@ -187,11 +201,14 @@ def blockage(game: Game, want: int, group_value: np.ndarray, gain_s: float) -> B
             assert walk.blockers is not None
             return found(walk.cause, walk.blockers)
         start, end = walk.start, walk.end
+    if size == 0:  # fits anywhere
+        return found("address", nothing)
 
     placed = np.flatnonzero(
         (rows[:, K.A_ACTION] != DROP) & (rows[:, K.A_START] >= 0) & (rows[:, K.A_START] <= end)
         & (rows[:, K.A_END] >= start) & (bi[: len(rows), B_GROUP] != group) & (bi[: len(rows), B_ALIGNED] > 0)
     )
+    placed = placed[np.argsort(bi[placed, B_GROUP], kind="stable")]  # by group, for reduceat
     lo = rows[placed, K.A_OFFSET]
     hi = lo + bi[placed, B_ALIGNED]
     if fixed is not None:
@@ -199,17 +216,19 @@ def blockage(game: Game, want: int, group_value: np.ndarray, gain_s: float) -> B
     # The cheapest of the game's candidate offsets (0 and every end of a placed range).
     candidates = np.unique(np.concatenate([[0], hi]))
     candidates = candidates[candidates + size <= tb.capacity]
-    if candidates.size == 0:  # larger than the memory: nothing placed is to blame
-        return found("address", np.empty(0, dtype=np.int64))
-    value = group_value[bi[placed, B_GROUP]]
-    best, best_cost = None, np.inf
-    for chunk in np.array_split(candidates, max(1, candidates.size * max(placed.size, 1) // 4_000_000 + 1)):
-        hit = (lo[None, :] < chunk[:, None] + size) & (hi[None, :] > chunk[:, None])
-        cost = hit.astype(np.float64) @ value
+    if candidates.size == 0 or placed.size == 0:  # larger than the memory, or nothing in the way
+        return found("address", nothing)
+    placed_groups = bi[placed, B_GROUP]
+    first_of_group = np.flatnonzero(np.r_[True, placed_groups[1:] != placed_groups[:-1]])
+    value = group_value[placed_groups[first_of_group]]
+    best, best_cost = nothing, np.inf
+    for chunk in np.array_split(candidates, candidates.size * placed.size // 4_000_000 + 1):
+        hit = (lo[None, :] < chunk[:, None] + size) & (hi[None, :] > chunk[:, None])  # [offsets, placed]
+        cost = np.logical_or.reduceat(hit, first_of_group, axis=1) @ value  # each group once
         i = int(np.argmin(cost))
         if cost[i] < best_cost:
-            best, best_cost = hit[i], float(cost[i])
-    return found("address", placed[best])
+            best, best_cost = placed[hit[i]], float(cost[i])
+    return found("address", best)
 
 
 @dataclass(frozen=True)
@@ -241,6 +260,8 @@ def _copy_walk(game: Game, b: int, group_value: np.ndarray) -> _Walk:
     t = first
     while True:
         if (out and t > tb.num_instructions - 1) or (not out and t < lowest):
+            if t == first:  # no step to walk at all: no copy is to blame
+                return _Walk(cause="supply", blockers=np.empty(0, dtype=np.int64))
             # Out of supply: the copies whose intervals share the walked steps, the least
             # value per second of supply first, until their demand covers what is missing.
             walked_lo, walked_hi = min(first, t - step), max(first, t - step)
@@ -273,11 +294,6 @@ class _Played:
     backup_blockages: tuple[Blockage, ...]
     game: Game
     backup_points: np.ndarray | None
-
-    @property
-    def fallbacks(self) -> int:
-        """Buffers whose action is not the wanted one (it was not allowed)."""
-        return int(np.count_nonzero(self.actions != self.policy.wanted))
 
 
 def _play(instance: Instance, tables: GameTables, wanted: np.ndarray, group_value: np.ndarray,
@@ -335,21 +351,43 @@ def _failures(instance: Instance, tables: GameTables, played: _Played, wanted: n
     return result[::-1]
 
 
+def _marginal_values(instance: Instance, wanted: np.ndarray) -> np.ndarray:
+    """Seconds the mapping ``wanted`` loses without each of its fast buffers, float64 [B]:
+    ``count * (L_t(S_t - {b}) - L_t(S_t))``, ``S_t`` its fast buffers of instruction ``t``
+    (0 for a buffer it leaves in slow memory). Computed from the latencies, not from the
+    instance's informational ``benefit_s``."""
+    values = np.zeros(instance.num_buffers, dtype=np.float64)
+    for t, ins in enumerate(instance.instructions):
+        fast = frozenset(b for b in ins.buffers if wanted[b] != DROP)
+        if fast:
+            with_all = instruction_latency(instance, t, fast)
+            for b in fast:
+                values[b] = instruction_latency(instance, t, fast - {b}) - with_all
+    return values
+
+
 def _group_values(tables: GameTables, wanted: np.ndarray, benefit: np.ndarray) -> np.ndarray:
-    """Seconds each alias group's wanted fast buffers are worth (sum of ``benefit_s``), [G]."""
+    """Seconds each alias group's wanted fast buffers are worth (sum of ``benefit``), [G]."""
     fast = np.where(wanted != DROP, benefit, 0.0)
     return np.bincount(tables.buf_int[:, B_GROUP], weights=fast, minlength=tables.num_groups)
 
 
-def _repair(instance: Instance, tables: GameTables, wanted: np.ndarray, played: _Played,
-            budget: int) -> tuple[np.ndarray, _Played, int, int]:
-    """Hill-climb ``wanted`` (module docstring). Returns (wanted, its replay, replays spent,
-    changes kept)."""
-    benefit = np.array([b.benefit_s for b in instance.buffers], dtype=np.float64)
+def _repair(instance: Instance, tables: GameTables, wanted: np.ndarray, played: _Played, budget: int,
+            deadline: float | None) -> tuple[np.ndarray, _Played, int, int]:
+    """Hill-climb ``wanted`` (module docstring) for at most ``budget`` replays, and until
+    ``time.perf_counter()`` passes ``deadline`` (``None``: no time limit). Returns (wanted,
+    its replay, replays spent, changes kept)."""
+    benefit = _marginal_values(instance, wanted)
     group_of = tables.buf_int[:, B_GROUP]
+    # A rise smaller than this is the rounding of a reordered sum, not a better trajectory.
+    noise = 1e-12 * max(abs(tables.normalizer_s), abs(played.return_s))
     spent = kept = 0
     tried: set[tuple[int, tuple[int, ...]]] = set()
-    while spent < budget:
+
+    def out_of_budget() -> bool:
+        return spent >= budget or (deadline is not None and time.perf_counter() >= deadline)
+
+    while not out_of_budget():
         value = _group_values(tables, wanted, benefit)
         candidates = list(played.backup_blockages) + _failures(instance, tables, played, wanted, value, benefit)
         candidates.sort(key=lambda c: (-c.gain_s, c.buffer))
@@ -362,24 +400,28 @@ def _repair(instance: Instance, tables: GameTables, wanted: np.ndarray, played: 
             if value[list(candidate.groups)].sum() > MAX_COST_RATIO * candidate.gain_s:
                 continue
             drop, stuck_group = set(candidate.groups), group_of[candidate.buffer]
-            for _link in range(MAX_CHAIN):
+            trial, replay, links = wanted, played, 0
+            while links < MAX_CHAIN and not out_of_budget():
                 trial = wanted.copy()
                 trial[np.isin(group_of, sorted(drop))] = DROP
+                if np.array_equal(trial, wanted):  # every group named is slow already
+                    break
                 spent += 1
-                replay = _play(instance, tables, trial, value, resume=played)
-                if replay.return_s > played.return_s or spent >= budget:
+                links += 1
+                replay = _play(instance, tables, trial, _group_values(tables, trial, benefit), resume=played)
+                if replay.return_s > played.return_s + noise:
                     break
                 # The same group stuck again, further on, by groups not yet dropped: drop those too.
-                again = [x for x in replay.backup_blockages if group_of[x.buffer] == stuck_group
-                         and not drop.issuperset(x.groups)]
+                again = [x for x in replay.backup_blockages
+                         if group_of[x.buffer] == stuck_group and not drop.issuperset(x.groups)]
                 if not again:
                     break
                 drop.update(again[0].groups)
-            if replay.return_s > played.return_s:
+            if replay.return_s > played.return_s + noise:
                 wanted, played, improved = trial, replay, True
                 kept += 1
                 break
-            if spent >= budget:
+            if out_of_budget():
                 break
         if not improved:
             break
@@ -393,6 +435,7 @@ def project(
     solver: str | None = None,
     seed: int | None = None,
     repairs: int = DEFAULT_REPAIRS,
+    seconds: float | None = None,
 ) -> tuple[Solution, float]:
     """The game trajectory closest to a mapping, and the fraction of its reward kept.
 
@@ -404,19 +447,28 @@ def project(
             else ``"projection"``); ``seed`` likewise (default 0).
         repairs: at most this many replays of the repair (module docstring); 0 for the
             plain replay of the mapping's decisions.
+        seconds: the repair stops starting replays once this many seconds have passed
+            since the call (``None``: no limit, and the same mapping and ``repairs``
+            give the same trajectory; with a limit that binds, the machine's speed decides
+            where it stops).
 
     Returns:
         ``(solution, kept_fraction)``: a complete trajectory (``actions`` set; it
         passes :func:`mallocgame.check.check_solution`) whose ``info`` records
-        ``projected_from`` (the mapping's reward), ``kept_fraction``, ``fallbacks``,
-        ``backups``, and the repair's ``kept_before_repair`` (the plain replay's
-        fraction), ``repair_replays`` and ``repairs_kept``.
+        ``projected_from`` (the mapping's reward), ``kept_fraction``, ``fallbacks``
+        (buffers whose action differs from the mapping's), ``backups``, and the
+        repair's ``kept_before_repair`` (the plain replay's fraction),
+        ``repair_replays``, ``repairs_kept`` and ``repair_dropped`` (buffers the
+        repair wants in slow memory that the mapping had in fast memory).
 
     Raises:
-        ValueError: ``repairs`` is negative, or an allocation names an unknown buffer.
+        ValueError: ``repairs`` is negative, ``seconds`` is negative, or an allocation
+            names an unknown buffer.
     """
     if repairs < 0:
         raise ValueError(f"repairs must be at least 0, not {repairs}")
+    if seconds is not None and not seconds >= 0:
+        raise ValueError(f"seconds must be at least 0, not {seconds}")
     start = time.perf_counter()
     if isinstance(allocations, Solution):
         source = allocations
@@ -429,29 +481,30 @@ def project(
 
     game = Game(instance)
     tables = game.tables
-    wanted = wanted_actions(instance, allocations)
-    benefit = np.array([b.benefit_s for b in instance.buffers], dtype=np.float64)
-    played = _play(instance, tables, wanted, _group_values(tables, wanted, benefit))
+    mapped = wanted_actions(instance, allocations)
+    played = _play(instance, tables, mapped, _group_values(tables, mapped, _marginal_values(instance, mapped)))
     target = mapping_reward(instance, [a.buffer for a in allocations])
 
     def fraction(return_s: float) -> float:
         return return_s / target if target != 0 else 1.0
 
     before = fraction(played.return_s)
-    spent = changes = 0
+    wanted, spent, changes = mapped, 0, 0
     if repairs > 0:
-        wanted, played, spent, changes = _repair(instance, tables, wanted, played, repairs)
+        deadline = None if seconds is None else start + seconds
+        wanted, played, spent, changes = _repair(instance, tables, mapped, played, repairs, deadline)
     kept = fraction(played.return_s)
     solution = solution_from_game(
         instance, played.game, solver=solver, seed=seed, wall_s=time.perf_counter() - start,
         info={
             "projected_from": target,
             "kept_fraction": kept,
-            "fallbacks": played.fallbacks,
+            "fallbacks": int(np.count_nonzero(played.actions != mapped)),
             "backups": played.backups,
             "kept_before_repair": before,
             "repair_replays": spent,
             "repairs_kept": changes,
+            "repair_dropped": int(np.count_nonzero(wanted != mapped)),
         },
     )
     return solution, kept

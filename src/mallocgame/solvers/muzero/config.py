@@ -80,7 +80,8 @@ class MuZeroConfig:
         ("heuristic", "greedy", "es"), "solvers whose games are kept and reanalysed, never answers (empty: none)")
     reanalyse_best: bool = setting(True, "keep and reanalyse the best self-play game")
     imitation: float = setting(0.5, "share of a kept game's policy target on the kept game's own action")
-    es_share: float = setting(0.25, "demonstration es: its share of a wall-clock budget (played first)")
+    es_share: float = setting(0.25, "demonstration es: its share of a wall-clock budget (played first); "
+                                    "also the most the heuristic demonstration's repair may take")
     es_games: int = setting(2000, "demonstration es: its games when the run has no wall-clock budget")
     es_workers: int = setting(2, "demonstration es: processes it plays on")
     # --- run control (never part of the compiled functions)

@@ -60,19 +60,20 @@ def demonstration(
 ) -> Solution:
     """The solution of demonstration ``source``; its ``actions`` are a complete game trajectory.
 
-    ``heuristic``: the XLA-style heuristic's mapping projected onto the game; ``greedy``:
-    Copy > NoCopy > Drop; ``es``: the best game of evolution strategies (its default
-    settings, on ``es_workers`` processes, at most the machine's cores) within
-    ``seconds`` of wall-clock, or, with ``seconds`` ``None``, within ``es_games`` games
-    (then the same seed gives the same game); its ``work`` says how many games
-    it played.
+    ``heuristic``: the XLA-style heuristic's mapping projected onto the game, the
+    projection's repair stopping after ``seconds`` (with ``None``, its replay budget
+    alone: then the same mapping gives the same game); ``greedy``: Copy > NoCopy > Drop;
+    ``es``: the best game of evolution strategies (its default settings, on
+    ``es_workers`` processes, at most the machine's cores) within ``seconds`` of
+    wall-clock, or, with ``seconds`` ``None``, within ``es_games`` games (then the same
+    seed gives the same game); its ``work`` says how many games it played.
     """
     request = SolveRequest(seed=seed)
     if source == "heuristic":
         from mallocgame.solvers.heuristic import HeuristicSolver
         from mallocgame.solvers.projection import project
 
-        solution, _kept = project(instance, HeuristicSolver().solve(instance, request))
+        solution, _kept = project(instance, HeuristicSolver().solve(instance, request), seconds=seconds)
     elif source == "greedy":
         from mallocgame.solvers.greedy import GreedySolver
 
