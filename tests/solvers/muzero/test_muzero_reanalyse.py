@@ -111,6 +111,18 @@ def test_the_es_demonstration_stops_at_its_wall_clock_share(small) -> None:
     assert solution.work["games"] >= 1 and replay(small, solution.actions).complete
 
 
+def test_the_heuristic_demonstration_is_the_repaired_projection_within_its_share() -> None:
+    from mallocgame.solvers.projection import project
+    from mallocgame.workloads.registry import load_workload
+
+    inst = load_workload("xla-v1/inplace_update_loop")  # the repair takes it from 0.39 to 0.99 of the heuristic
+    heuristic = get_solver("heuristic").solve(inst)
+    repaired = demonstration(inst, "heuristic", 0)
+    assert repaired.actions == project(inst, heuristic)[0].actions and repaired.info["repairs_kept"] > 0
+    no_time = demonstration(inst, "heuristic", 0, seconds=0.0)
+    assert no_time.info["repair_replays"] == 0 and no_time.reward_s < repaired.reward_s
+
+
 def test_imitation_mixes_the_kept_games_own_actions_into_the_search_targets(small) -> None:
     config = MuZeroSolver().config({**TINY, "parallel_games": 4, "imitation": 0.25})
     record, actions, _tables = _greedy_record(small, config)
