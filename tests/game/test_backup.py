@@ -235,3 +235,18 @@ def test_a_driver_goes_on_from_a_given_backup_mark():
     driver = DropBackup(game, backup_mark=1)
     driver.play(greedy)
     assert driver.backups == 1 and game.actions() == [C, D, D, C, D]
+
+
+def test_a_driver_given_a_stuck_state_backs_up_at_once():
+    # _alias_overflow after Copy, Copy is stuck at buffer 2; a driver that goes on from
+    # backup mark 1 backs up in its constructor, telling on_back_up, and then completes
+    # as the first driver would.
+    game = Game(_alias_overflow())
+    game.step(C)
+    game.step(C)
+    assert not game.legal_mask().any()
+    seen = []
+    driver = DropBackup(game, backup_mark=1, on_back_up=lambda g: seen.append(g.current_buffer))
+    assert driver.backups == 1 and seen == [2] and game.mark() == 1
+    driver.play(greedy)
+    assert game.actions() == [C, D, D, C, D]

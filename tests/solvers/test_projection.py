@@ -261,8 +261,9 @@ def test_a_time_limit_stops_the_repair() -> None:
     inst, mapping = _blocked_extension()
     solution, kept = project(inst, mapping, seconds=0.0)
     assert solution.info["repair_replays"] == 0 and kept == solution.info["kept_before_repair"]
-    with pytest.raises(ValueError, match="seconds must be at least 0"):
-        project(inst, mapping, seconds=-1.0)
+    for bad in (-1.0, float("nan")):
+        with pytest.raises(ValueError, match="seconds must be at least 0"):
+            project(inst, mapping, seconds=bad)
 
 
 def test_blockage_of_what_no_other_placement_changes() -> None:

@@ -195,8 +195,11 @@ class Trainer:
 
     def add_demonstrations(self, clock: Stopwatch | None = None) -> None:
         """Build the configured demonstrations (:meth:`run` does, once, before its first
-        move; a resumed run has them from its checkpoint). ``es`` gets ``es_share`` of
-        ``clock``'s budget, or ``es_games`` games without one."""
+        move; a resumed run has them from its checkpoint). Each source, in the order
+        of ``demonstration_sources``, is given at most ``es_share`` of ``clock``'s budget
+        (what is left, if less): the heuristic's projection repair starts no replay past
+        it, ``es`` plays until it (``es_games`` games without a budget); ``greedy``
+        takes one game."""
         if self.reanalyser is None or not self._demonstrations_pending:
             return
         clock = clock if clock is not None else Stopwatch(None)
