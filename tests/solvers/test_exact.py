@@ -125,6 +125,44 @@ def test_exact_proves_a_tiny_optimum_without_a_hint() -> None:
         assert check_solution(inst, solution).ok
 
 
+def _presolve_bug_instance():
+    """Ten buffers on which CP-SAT 9.15's presolve proves the (feasible) model INFEASIBLE
+    ("Presolve bug: model with feasible hint found UNSAT after presolve" with the optimum
+    as a hint); found by the random-instance test. A zero-size tensor, and two alias
+    groups that each join a read of x1 to an output of the same instruction."""
+    return build(
+        [X(0, live_out=True), X(201, live_out=True), X(404, live_out=True),
+         X(1, live_out=True), X(1, live_out=True), X(1, live_out=True)],
+        [
+            I(writes=[B(0, demand=0.0), B(1, demand=2.01)], supply=2.0, latency=table([], [0.0])),
+            I(reads=[B(1, alias="a", demand=0.20099999999999998), B(0, demand=0.0)],
+              writes=[B(2, demand=0.404), B(3, alias="a", demand=0.0)], supply=2.0),
+            I(reads=[B(1, alias="b", demand=2.01), B(0, demand=0.0)],
+              writes=[B(4, alias="b", demand=0.001), B(5, demand=0.001)],
+              supply=2.0, latency=table([0, 1, 2], [0.0] * 8)),
+            I(supply=2.0, latency=table([], [0.0])),
+        ],
+        capacity=606,
+    )
+
+
+@pytest.mark.parametrize("budget", [{"seconds": 10}, {"work": 10_000}])
+def test_exact_solves_again_when_cp_sat_wrongly_says_infeasible(budget) -> None:
+    """Dropping everything satisfies the model, so an INFEASIBLE from CP-SAT is its own
+    error: exact solves again with less presolve and proves the optimum (only the
+    output x2 in fast memory: 3.636 s)."""
+    inst = _presolve_bug_instance()
+    best = exhaustive_search(Game(inst))[0]
+    assert best == pytest.approx(3.636)
+    solution = ExactSolver().solve(inst, SolveRequest(seed=0, **budget))
+    assert solution.info["status"] == "OPTIMAL"
+    assert solution.reward_s == pytest.approx(best, rel=1e-9)
+    assert solution.bound_s >= best and solution.info["cp_bound_s"] is not None
+    assert check_solution(inst, solution).ok
+    for retry in solution.info.get("presolve_retries", []):  # none once CP-SAT is fixed
+        assert retry in ("cp_model_probing_level=0", "cp_model_presolve=False")
+
+
 def test_suite_program_within_budget() -> None:
     inst = load_workload("xla-v1/lstm_infer")
     # a work budget of 10^6 s of deterministic time: the clock (or the optimum) ends it

@@ -13,7 +13,9 @@ reward of every game: the smaller of CP-SAT's bound and the LP bound of
 :mod:`mallocgame.solvers.bound`; only the LP bound (``info["upper_bound_s"]``) bounds
 every physically valid mapping. ``info["status"]`` is CP-SAT's (OPTIMAL, FEASIBLE,
 UNKNOWN), or NOT_RUN when the wall-clock budget cannot cover building the model (the
-best warm-start game is then the answer).
+best warm-start game is then the answer). The model always has a solution (drop every
+buffer), so a CP-SAT INFEASIBLE is a presolve bug: the model is solved again with less
+presolve (``PRESOLVE_RETRIES``, listed in ``info["presolve_retries"]``).
 
 Budgets: wall clock (everything included) and/or work in CP-SAT deterministic time,
 milliseconds (``work_unit = "dtime_ms"``); with a work budget and no wall-clock budget
@@ -54,6 +56,12 @@ __all__ = ["ExactConfig", "ExactSolver", "MappingModel", "copy_in_start", "copy_
 DEFAULT_SECONDS = 60.0
 BUILD_S_PER_BUFFER = 1e-3  # model building, seconds per buffer (measured: ~0.75 ms)
 SCALE_EPS = 1e-6  # total rounding of the scaled objective, as a fraction of the trivial bound
+# CP-SAT parameters for a second and third solve after a wrong INFEASIBLE (each adds to the
+# previous): without presolve probing, then without presolve
+PRESOLVE_RETRIES: tuple[dict[str, Any], ...] = (
+    {"cp_model_probing_level": 0},
+    {"cp_model_presolve": False},
+)
 
 @dataclass(frozen=True)
 class ExactConfig:
@@ -746,6 +754,7 @@ class ExactSolver(Solver, name="exact", work_unit="dtime_ms", config=ExactConfig
         params.num_workers = cfg.workers
         params.random_seed = int(request.seed)
         params.log_search_progress = cfg.log
+        margin = 0.0
         if seconds is not None:
             margin = min(0.5, 0.05 * seconds) + 0.02
             left = max(0.05, seconds - clock.elapsed - margin)
@@ -763,18 +772,44 @@ class ExactSolver(Solver, name="exact", work_unit="dtime_ms", config=ExactConfig
             improve(mapping_reward(instance, [a.buffer for a in allocs]), allocs, work)
 
         status = solver.solve(model.model, _Recorder(on_solution))
-        status_name = solver.status_name(status)
         work = {
             "dtime_ms": int(round(_deterministic_time(solver) * 1000)),
             "branches": int(solver.num_branches),
             "conflicts": int(solver.num_conflicts),
         }
+        # Dropping every buffer satisfies the model, so INFEASIBLE is CP-SAT's error: its
+        # presolve (9.15) can cut every solution (docs/exact-model.md). Solve again with
+        # less presolve, in what is left of the budgets.
+        retries: list[str] = []
+        for retry in PRESOLVE_RETRIES:
+            if status != cp_model.INFEASIBLE:
+                break
+            if seconds is not None:
+                left = seconds - clock.elapsed - margin
+                if left <= 0:
+                    break
+                params.max_time_in_seconds = left
+            if request.work is not None:
+                left_work = request.work / 1000.0 - work["dtime_ms"] / 1000.0
+                if left_work <= 0:
+                    break
+                params.max_deterministic_time = left_work
+            for key, value in retry.items():
+                setattr(params, key, value)
+            retries.append(", ".join(f"{key}={value}" for key, value in retry.items()))
+            status = solver.solve(model.model, _Recorder(on_solution))
+            work["dtime_ms"] += int(round(_deterministic_time(solver) * 1000))
+            work["branches"] += int(solver.num_branches)
+            work["conflicts"] += int(solver.num_conflicts)
+        status_name = solver.status_name(status)
         extra: dict[str, Any] = {
             "status": status_name,
             "build_s": build_s,
             "upper_bound_s": bound_info["bound_s"],
             "warm_start": warm_info,
         }
+        if retries:
+            extra["presolve_retries"] = retries
         cp_bound = None
         if status in (cp_model.OPTIMAL, cp_model.FEASIBLE):  # (UNKNOWN reports no bound)
             if model.trivial > 0:
