@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, given, settings
+from ortools.sat.python import cp_model
 
 from mallocgame.check import SUPPLY_RTOL, check_solution
 from mallocgame.errors import SolverError
@@ -161,6 +162,30 @@ def test_exact_solves_again_when_cp_sat_wrongly_says_infeasible(budget) -> None:
     assert check_solution(inst, solution).ok
     for retry in solution.info.get("presolve_retries", []):  # none once CP-SAT is fixed
         assert retry in ("cp_model_probing_level=0", "cp_model_presolve=False")
+
+
+def test_exact_retries_with_less_presolve_after_an_infeasible(monkeypatch) -> None:
+    """The retry itself, independent of CP-SAT's bug: the first search answers
+    INFEASIBLE (faked); exact solves again without presolve probing, adds both searches'
+    work, and proves the optimum."""
+    inst = _presolve_bug_instance()
+    real_solve = cp_model.CpSolver.solve
+    searches: list[bool] = []
+
+    def solve(self, model, callback=None):
+        if callback is None:  # the hint's completion
+            return real_solve(self, model)
+        searches.append(self.parameters.cp_model_probing_level == 0)
+        status = real_solve(self, model) if len(searches) == 1 else real_solve(self, model, callback)
+        return cp_model.INFEASIBLE if len(searches) == 1 else status
+
+    monkeypatch.setattr(cp_model.CpSolver, "solve", solve)
+    solution = ExactSolver().solve(inst, SolveRequest(seed=0, seconds=10))
+    assert searches == [False, True]
+    assert solution.info["presolve_retries"] == ["cp_model_probing_level=0"]
+    assert solution.info["status"] == "OPTIMAL"
+    assert solution.reward_s == pytest.approx(3.636, rel=1e-9)
+    assert check_solution(inst, solution).ok
 
 
 def test_suite_program_within_budget() -> None:
