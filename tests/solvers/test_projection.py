@@ -245,6 +245,26 @@ def test_a_chain_of_replays_keeps_to_the_budget() -> None:
         assert solution.info["repair_replays"] <= repairs
 
 
+def test_a_trial_is_replayed_once(monkeypatch) -> None:
+    # xla-v1/lstm_lm_train: two candidates name the same groups to drop; the second is not
+    # replayed again (it cannot rise where the first did not), and the repair keeps as much.
+    import mallocgame.solvers.projection as projection
+
+    real_play = projection._play
+    trials: list[bytes] = []
+
+    def play(instance, tables, wanted, group_value, resume=None):
+        trials.append(wanted.tobytes())
+        return real_play(instance, tables, wanted, group_value, resume=resume)
+
+    inst = load_workload("xla-v1/lstm_lm_train")
+    mapping = HeuristicSolver().solve(inst)
+    monkeypatch.setattr(projection, "_play", play)
+    solution, kept = project(inst, mapping)
+    assert len(set(trials)) == len(trials) == solution.info["repair_replays"] + 1
+    assert solution.info["repairs_kept"] >= 1 and kept > solution.info["kept_before_repair"]
+
+
 def test_a_repair_worth_less_than_its_cost_is_not_tried(monkeypatch) -> None:
     import mallocgame.solvers.projection as projection
 

@@ -28,7 +28,8 @@ and the change is kept only if the return rises. Candidates go by the benefit at
 from the instance's latencies), largest first, and are
 skipped where the groups to drop are worth more than ``MAX_COST_RATIO`` times it. Where
 a candidate only moves an alias group's back-up to a later buffer of the group, it also
-drops the groups in the way there (at most ``MAX_CHAIN`` replays) before it is judged. The
+drops the groups in the way there (at most ``MAX_CHAIN`` replays) before it is judged. A
+trial already replayed without a rise is not replayed again (the return only rises). The
 climb ends after ``repairs`` replays, or when no candidate of the current trajectory
 that was not tried before (a buffer and the groups in its way) raises the return.
 Every kept change drops buffers the mapping had in fast memory, so the fast set stays a
@@ -45,6 +46,7 @@ same trajectory (fraction 1).
 
 from __future__ import annotations
 
+import hashlib
 import time
 from dataclasses import dataclass
 from typing import Iterable
@@ -385,6 +387,10 @@ def _repair(instance: Instance, tables: GameTables, wanted: np.ndarray, played: 
     noise = 1e-12 * max(abs(tables.normalizer_s), abs(played.return_s))
     spent = kept = 0
     tried: set[tuple[int, tuple[int, ...]]] = set()
+    # Trials replayed without a rise, by digest: their back-ups. The return only rises, so
+    # such a trial never rises later; two candidates, or two links of a chain (groups added
+    # that were wanted slow already), can name the same trial.
+    rejected: dict[bytes, tuple[Blockage, ...]] = {}
 
     def out_of_budget() -> bool:
         return spent >= budget or (deadline is not None and time.perf_counter() >= deadline)
@@ -402,25 +408,30 @@ def _repair(instance: Instance, tables: GameTables, wanted: np.ndarray, played: 
             if value[list(candidate.groups)].sum() > MAX_COST_RATIO * candidate.gain_s:
                 continue
             drop, stuck_group = set(candidate.groups), group_of[candidate.buffer]
-            trial, replay, links = wanted, played, 0
+            trial, better, links = wanted, None, 0
             while links < MAX_CHAIN and not out_of_budget():
                 trial = wanted.copy()
                 trial[np.isin(group_of, sorted(drop))] = DROP
                 if np.array_equal(trial, wanted):  # every group named is slow already
                     break
-                spent += 1
-                links += 1
-                replay = _play(instance, tables, trial, _group_values(tables, trial, benefit), resume=played)
-                if replay.return_s > played.return_s + noise:
-                    break
+                key = hashlib.blake2b(trial.tobytes(), digest_size=16).digest()
+                blockages = rejected.get(key)
+                if blockages is None:  # (a trial replayed before cannot rise now: no replay)
+                    spent += 1
+                    links += 1
+                    replay = _play(instance, tables, trial, _group_values(tables, trial, benefit), resume=played)
+                    if replay.return_s > played.return_s + noise:
+                        better = replay
+                        break
+                    blockages = rejected[key] = replay.backup_blockages
                 # The same group stuck again, further on, by groups not yet dropped: drop those too.
-                again = [x for x in replay.backup_blockages
+                again = [x for x in blockages
                          if group_of[x.buffer] == stuck_group and not drop.issuperset(x.groups)]
                 if not again:
                     break
                 drop.update(again[0].groups)
-            if replay.return_s > played.return_s + noise:
-                wanted, played, improved = trial, replay, True
+            if better is not None:
+                wanted, played, improved = trial, better, True
                 kept += 1
                 break
             if out_of_budget():
