@@ -237,6 +237,25 @@ def test_a_candidate_follows_a_loop_carried_group_further_on(monkeypatch) -> Non
     assert kept_first_only < 0.5
 
 
+def test_without_repairs_no_blockage_is_named(monkeypatch) -> None:
+    # the plain projection backs up on xla-v1/inplace_update_loop; with repairs=0 nothing
+    # asks what blocked it, and no latency is evaluated for the stakes
+    import mallocgame.solvers.projection as projection
+
+    inst = load_workload("xla-v1/inplace_update_loop")
+    mapping = HeuristicSolver().solve(inst)
+    expected, kept = project(inst, mapping, repairs=0)
+    assert expected.info["backups"] > 0
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("not needed without repairs")
+
+    monkeypatch.setattr(projection, "blockage", refuse)
+    monkeypatch.setattr(projection, "_marginal_values", refuse)
+    solution, kept_again = project(inst, mapping, repairs=0)
+    assert solution.actions == expected.actions and kept_again == kept
+
+
 def test_a_chain_of_replays_keeps_to_the_budget() -> None:
     inst = load_workload("xla-v1/inplace_update_loop")
     mapping = HeuristicSolver().solve(inst)

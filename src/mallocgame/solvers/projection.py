@@ -300,9 +300,10 @@ class _Played:
     backup_points: np.ndarray | None
 
 
-def _play(instance: Instance, tables: GameTables, wanted: np.ndarray, group_value: np.ndarray,
+def _play(instance: Instance, tables: GameTables, wanted: np.ndarray, group_value: np.ndarray | None,
           resume: _Played | None = None) -> _Played:
-    """Replay ``wanted`` under Drop-backup. With ``resume`` (an earlier replay that backed
+    """Replay ``wanted`` under Drop-backup, naming the blockage of each back-up (valued by
+    ``group_value``; none without it). With ``resume`` (an earlier replay that backed
     up nowhere), start at the first buffer whose policy differs, with Drop-backup's latest
     backup point there: up to there a replay from the start would repeat it decision for
     decision."""
@@ -326,11 +327,12 @@ def _play(instance: Instance, tables: GameTables, wanted: np.ndarray, group_valu
     group_of = tables.buf_int[:, B_GROUP]
 
     def on_back_up(g: Game) -> None:
+        assert group_value is not None
         b = g.current_buffer
         want = int(wanted[b]) if wanted[b] != DROP else NOCOPY
         found.append(blockage(g, want, group_value, float(group_value[group_of[b]])))
 
-    driver = DropBackup(game, on_back_up=on_back_up, backup_mark=mark)
+    driver = DropBackup(game, on_back_up=on_back_up if group_value is not None else None, backup_mark=mark)
     while not game.complete:
         driver.step(policy(game, driver.allowed()))
         points[game.current_buffer] = game.is_backup_point
@@ -497,7 +499,8 @@ def project(
     game = Game(instance)
     tables = game.tables
     mapped = wanted_actions(instance, allocations)
-    played = _play(instance, tables, mapped, _group_values(tables, mapped, _marginal_values(instance, mapped)))
+    values = _group_values(tables, mapped, _marginal_values(instance, mapped)) if repairs > 0 else None
+    played = _play(instance, tables, mapped, values)  # (the repair needs the back-ups' blockages)
     target = mapping_reward(instance, [a.buffer for a in allocations])
 
     def fraction(return_s: float) -> float:
