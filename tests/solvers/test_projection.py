@@ -266,7 +266,7 @@ def test_a_chain_of_replays_keeps_to_the_budget() -> None:
 
 def test_a_trial_is_replayed_once(monkeypatch) -> None:
     # xla-v1/lstm_lm_train: two candidates name the same groups to drop; the second is not
-    # replayed again (it cannot rise where the first did not), and the repair keeps as much.
+    # replayed again (it cannot rise where the first did not), and the repair still rises.
     import mallocgame.solvers.projection as projection
 
     real_play = projection._play

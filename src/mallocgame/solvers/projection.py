@@ -287,7 +287,8 @@ def _copy_walk(game: Game, b: int, group_value: np.ndarray) -> _Walk:
 @dataclass(frozen=True)
 class _Played:
     """One replay of wanted decisions: the policy it followed, its actions [B], return (s),
-    back-ups, the blockages met at its back-ups, the game (complete), and
+    back-ups, the blockages met at its back-ups (none without group values), the game
+    (complete), and
     ``backup_points`` [B + 1] bool: the trajectory is at a backup point after that many
     decisions (kept only where the replay backed up nowhere, else ``None``)."""
 
@@ -391,7 +392,8 @@ def _repair(instance: Instance, tables: GameTables, wanted: np.ndarray, played: 
     tried: set[tuple[int, tuple[int, ...]]] = set()
     # Trials replayed without a rise, by digest: their back-ups. The return only rises, so
     # such a trial never rises later; two candidates, or two links of a chain (groups added
-    # that were wanted slow already), can name the same trial.
+    # that were wanted slow already), can name the same trial. Valid while ``benefit`` is
+    # fixed: a replay is then a function of its trial alone.
     rejected: dict[bytes, tuple[Blockage, ...]] = {}
 
     def out_of_budget() -> bool:
@@ -416,8 +418,8 @@ def _repair(instance: Instance, tables: GameTables, wanted: np.ndarray, played: 
                 trial[np.isin(group_of, sorted(drop))] = DROP
                 if np.array_equal(trial, wanted):  # every group named is slow already
                     break
-                key = hashlib.blake2b(trial.tobytes(), digest_size=16).digest()
-                blockages = rejected.get(key)
+                digest = hashlib.blake2b(trial.tobytes(), digest_size=16).digest()
+                blockages = rejected.get(digest)
                 if blockages is None:  # (a trial replayed before cannot rise now: no replay)
                     spent += 1
                     links += 1
@@ -425,7 +427,7 @@ def _repair(instance: Instance, tables: GameTables, wanted: np.ndarray, played: 
                     if replay.return_s > played.return_s + noise:
                         better = replay
                         break
-                    blockages = rejected[key] = replay.backup_blockages
+                    blockages = rejected[digest] = replay.backup_blockages
                 # The same group stuck again, further on, by groups not yet dropped: drop those too.
                 again = [x for x in blockages
                          if group_of[x.buffer] == stuck_group and not drop.issuperset(x.groups)]
