@@ -12,11 +12,12 @@ least the game's best return. ``Solution.bound_s`` (seconds) is an upper bound o
 reward of every game: the smaller of CP-SAT's bound and the LP bound of
 :mod:`mallocgame.solvers.bound`; only the LP bound (``info["upper_bound_s"]``) bounds
 every physically valid mapping. ``info["status"]`` is CP-SAT's (OPTIMAL, FEASIBLE,
-UNKNOWN; INFEASIBLE only as below), or NOT_RUN when the wall-clock budget cannot cover building the model (the
-best warm-start game is then the answer). The model always has a solution (drop every
-buffer), so a CP-SAT INFEASIBLE is a presolve bug: the model is solved again with less
-presolve (``PRESOLVE_RETRIES``, listed in ``info["presolve_retries"]``); the status stays
-INFEASIBLE only if the budget ran out first or every retry said it again.
+UNKNOWN; INFEASIBLE only as below), or NOT_RUN when the wall-clock budget cannot cover
+building the model (the best warm-start game is then the answer). The model always has a
+solution (drop every buffer), so a CP-SAT INFEASIBLE is a presolve bug: the model is
+solved again with less presolve (``PRESOLVE_RETRIES``, listed in
+``info["presolve_retries"]``); the status stays INFEASIBLE only if the budget ran out
+first or every retry said it again.
 
 Budgets: wall clock (everything included) and/or work in CP-SAT deterministic time,
 milliseconds (``work_unit = "dtime_ms"``); with a work budget and no wall-clock budget
