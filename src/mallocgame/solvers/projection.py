@@ -288,9 +288,8 @@ def _copy_walk(game: Game, b: int, group_value: np.ndarray) -> _Walk:
 class _Played:
     """One replay of wanted decisions: the policy it followed, its actions [B], return (s),
     back-ups, the blockages met at its back-ups (none without group values), the game
-    (complete), and
-    ``backup_points`` [B + 1] bool: the trajectory is at a backup point after that many
-    decisions (kept only where the replay backed up nowhere, else ``None``)."""
+    (complete), and ``backup_points`` [B + 1] bool: the trajectory is at a backup point
+    after that many decisions (kept only where the replay backed up nowhere, else ``None``)."""
 
     policy: ProjectionPolicy
     actions: np.ndarray
