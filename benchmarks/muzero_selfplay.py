@@ -57,6 +57,7 @@ def main() -> None:
     moves = 0
     while trainer.replay.positions < max(config.min_replay, config.batch_size):
         for done in trainer.selfplay.step(trainer.params, jax.random.PRNGKey(moves)):
+            assert done.record is not None  # no rng: no restarts, so no windowed game
             trainer.replay.add(done.record)
         moves += 1
     trainer._learn()  # compile the learner
@@ -67,6 +68,7 @@ def main() -> None:
         start = time.perf_counter()
         while time.perf_counter() - start < args.seconds:
             for done in trainer.selfplay.step(trainer.params, jax.random.PRNGKey(moves)):
+                assert done.record is not None
                 trainer.replay.add(done.record)
             moves += 1
             steps += config.parallel_games

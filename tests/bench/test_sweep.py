@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from mallocgame.bench.speedups import format_table, speedup_table
-from mallocgame.bench.sweep import Job, job_path, load_records, run_sweep
+from mallocgame.bench.sweep import Job, _with_defaults, job_path, load_records, run_sweep
 from mallocgame.cli import main
 
 PROGRAMS = ["xla-v1/lstm_infer", "xla-v1/resnet_infer"]
@@ -246,6 +246,13 @@ def test_run_sweep_checks_every_job_before_running_one(tmp_path: Path) -> None:
         assert not out.exists()  # the good jobs did not run either
 
 
+def test_settings_a_record_lacks_are_filled_from_the_defaults_nested_ones_too() -> None:
+    defaults = {"a": 1, "b": 2, "observation": {"x": 3, "y": 4}}
+    assert _with_defaults({"b": 5, "observation": {"y": 6}}, defaults) == {"a": 1, "b": 5,
+                                                                          "observation": {"x": 3, "y": 6}}
+    assert _with_defaults({"c": 7}, defaults) == {"a": 1, "b": 2, "observation": {"x": 3, "y": 4}, "c": 7}
+
+
 def test_a_record_keeps_the_full_settings_and_a_stale_one_stops_the_sweep(tmp_path: Path, capsys) -> None:
     from mallocgame.errors import StaleRecordError
 
@@ -267,6 +274,15 @@ def test_a_record_keeps_the_full_settings_and_a_stale_one_stops_the_sweep(tmp_pa
     assert main(argv) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "other es settings" in err[0]
+    # a setting the record lacks (added to the solver later) ran as its default: done
+    record["settings"]["sigma"] = 0.1
+    del record["settings"]["lr"]
+    path.write_text(json.dumps(record))
+    assert run_sweep([job], tmp_path, workers=1) == (0, 1)
+    record["settings"]["sigma"] = 0.2  # but a setting it has must still match
+    path.write_text(json.dumps(record))
+    with pytest.raises(StaleRecordError, match=r"sigma: 0\.2 -> 0\.1"):
+        run_sweep([job], tmp_path, workers=1)
     # a record from before settings were kept counts as done
     del record["settings"]
     path.write_text(json.dumps(record))

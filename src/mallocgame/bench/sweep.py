@@ -123,10 +123,13 @@ def check_jobs(jobs: Iterable[Job]) -> None:
 
 def check_records(jobs: Iterable[Job], out_dir: Path) -> None:
     """Raise :class:`~mallocgame.errors.StaleRecordError` if a job's record in
-    ``out_dir`` was written with other settings than the job's solver uses now."""
+    ``out_dir`` was written with other settings than the job's solver uses now. A
+    setting the record lacks (one added to the solver after it was written) counts as
+    the setting's default: a new setting's default keeps the solver's old behaviour."""
     from mallocgame.solvers import get_solver
 
     current: dict[tuple[str, str], dict[str, Any]] = {}
+    defaults: dict[str, dict[str, Any]] = {}
     for job in jobs:
         path = job_path(out_dir, job)
         if not path.exists():
@@ -138,11 +141,24 @@ def check_records(jobs: Iterable[Job], out_dir: Path) -> None:
         key = (job.solver, json.dumps(job.options_dict, sort_keys=True, default=str))
         if key not in current:
             current[key] = get_solver(job.solver).settings(job.options_dict)
+        if job.solver not in defaults:
+            defaults[job.solver] = get_solver(job.solver).settings({})
+        stored = _with_defaults(stored, defaults[job.solver])
         if stored != current[key]:
             changed = _differences(stored, current[key])
             raise StaleRecordError(
                 f"{path} was written with other {job.solver} settings than this run's "
                 f"({'; '.join(changed[:3])}); remove it or use another --out")
+
+
+def _with_defaults(stored: Any, defaults: Any) -> Any:
+    """``stored`` settings (a JSON object) with every setting it lacks taken from
+    ``defaults``, nested objects included."""
+    if not isinstance(stored, dict) or not isinstance(defaults, dict):
+        return stored
+    filled = {key: value for key, value in defaults.items() if key not in stored}
+    filled.update({key: _with_defaults(value, defaults.get(key)) for key, value in stored.items()})
+    return filled
 
 
 def _differences(old: Any, new: Any, prefix: str = "") -> list[str]:

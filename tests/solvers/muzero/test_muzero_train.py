@@ -21,7 +21,8 @@ import pytest
 from mallocgame.check import check_solution
 from mallocgame.cli import main
 from mallocgame.errors import SolverError
-from mallocgame.game.state import replay
+from mallocgame.game.backup import play as play_with_backup
+from mallocgame.game.state import Game, replay
 from mallocgame.game.tables import build_tables
 from mallocgame.solution import load_solution
 from mallocgame.solvers import SolveRequest, get_solver
@@ -143,6 +144,17 @@ class _LastAllowed:
         return SearchResult(action, np.eye(3, dtype=np.float32)[action], np.zeros(len(action), np.float32))
 
 
+class _RandomAllowed:
+    """A stand-in for the search: a uniformly random allowed action (its own seeded stream)."""
+
+    def __init__(self, seed: int) -> None:
+        self.rng = np.random.default_rng(seed)
+
+    def __call__(self, params, key, obs, allowed, temperature, q_scale):  # noqa: ANN001
+        action = np.array([self.rng.choice(np.flatnonzero(row)) for row in allowed])
+        return SearchResult(action, np.eye(3, dtype=np.float32)[action], np.zeros(len(action), np.float32))
+
+
 def _copy_first_game(inst, tables):  # noqa: ANN001, ANN202
     """A complete game of the Copy-first stand-in (a FinishedGame)."""
     config = MuZeroSolver().config({**TINY, "parallel_games": 1, "greedy_games": 0})
@@ -199,6 +211,82 @@ def test_games_start_fresh_without_an_rng_a_fraction_or_a_non_greedy_slot(small,
     assert [g.start for g in finished] == [0] * len(finished)
 
 
+def test_windowed_restarts_search_a_window_then_play_the_best_game_out(small) -> None:
+    tables = build_tables(small)
+    best = _copy_first_game(small, tables).actions
+    config = MuZeroSolver().config({**TINY, "greedy_games": 0, "restart_fraction": 1.0, "restart_window": 3})
+    restarted = [g for g in _restarted_games(small, tables, config, 24) if g.start]
+    assert restarted and all(g.backups == 0 for g in restarted)  # so every decision is where it was played
+    for g in restarted:
+        assert g.actions[:g.start] == best[:g.start]  # the replayed prefix
+        assert replay(small, g.actions, tables).return_s == pytest.approx(g.return_s)
+        if g.start + 3 < small.num_buffers:
+            assert g.actions[g.start:g.start + 3] == (2, 2, 2)  # the stand-in search's window (Drop first)
+            rest = list(zip(g.actions[g.start + 3:], best[g.start + 3:]))
+            assert all(a in (b, 2) for a, b in rest)  # played out along the best game, or Drop where it must
+            assert sum(a == b for a, b in rest) >= len(rest) - 2
+            assert g.record is None  # not trained on: most of its moves were not the agent's
+        else:
+            assert g.record is not None and len(g.record) == small.num_buffers - g.start  # ended inside its window
+    # a restart two decisions before the end ends inside its window of 3: all its moves are the agent's
+    play = SelfPlay(small, tables, config, _LastAllowed())
+    play.slots[0].start(best[:-2], best, window=3)
+    finished = []
+    while not finished:
+        finished = [g for g in play.step({}, None) if g.start]
+    assert finished[0].record is not None and len(finished[0].record) == 2 and play.played_out_steps == 0
+
+
+def test_a_played_out_game_drops_where_the_best_games_decision_is_not_allowed(small) -> None:
+    tables = build_tables(small)
+    config = MuZeroSolver().config({**TINY, "parallel_games": 1, "greedy_games": 0, "restart_fraction": 1.0,
+                                    "restart_window": 1})
+    play = SelfPlay(small, tables, config, _LastAllowed())
+    copy_everywhere = (0,) * small.num_buffers  # not a game: Copy is illegal at some buffers
+    play.restart_actions = copy_everywhere
+    slot = play.slots[0]
+    slot.start((), copy_everywhere, window=1)
+    play._play_out(slot)
+    game = Game(small, tables)
+    play_with_backup(game, lambda g, allowed: 0 if allowed[0] else (2 if allowed[2] else int(np.argmax(allowed))))
+    assert slot.game.complete and tuple(slot.game.actions()) == tuple(game.actions())
+    assert 0 < tuple(game.actions()).count(0) < small.num_buffers  # both cases were met
+
+
+def test_windowed_restarts_are_not_replayed_and_their_best_is_kept_once_an_interval(small) -> None:
+    config = MuZeroSolver().config({**TINY, "restart_fraction": 1.0, "greedy_games": 0, "restart_window": 2,
+                                    "demonstrations": ""})  # restarts inside the first (random) games
+    trainer = Trainer(small, config, seed=0)
+    trainer.selfplay.search = _RandomAllowed(0)  # windows that differ: the best improves again and again
+    added: list = []
+    original = trainer.replay.add
+    trainer.replay.add = lambda record: (added.append(record), original(record))[1]
+    windowed_keeps: list[int] = []  # the self-play moves at which a played-out game was replayed to be kept
+    keep = trainer._keep_replayed
+    trainer._keep_replayed = lambda done: (windowed_keeps.append(trainer.counters.moves) if done.record is None
+                                           else None, keep(done))[1]
+    finished: list = []
+    trainer.run(games=100, on_game=lambda done, elapsed: finished.append(done))
+    assert trainer.counters.restarts > 0
+    assert len(added) == sum(g.record is not None for g in finished) < len(finished)
+    assert None not in added
+    assert len(windowed_keeps) >= 2  # kept by the loop, and more than once
+    interval = -(-small.num_buffers // config.parallel_games)
+    assert all(later - earlier >= interval for earlier, later in zip(windowed_keeps, windowed_keeps[1:]))
+    # the interval: a kept windowed game holds the next one back for B / parallel_games moves
+    windowed = [g for g in _restarted_games(small, trainer.tables, config, 16) if g.record is None]
+    done = max(windowed, key=lambda g: g.return_s)
+    trainer.reanalyser.best_return = trainer._kept_return_s = -np.inf
+    trainer._windowed_best, trainer.counters.moves = None, 1000
+    trainer._keep_best(done)
+    trainer._keep_best(min(windowed, key=lambda g: g.return_s))
+    assert trainer._windowed_best is done  # the better one waits for the loop
+    trainer._keep_windowed_best()
+    assert trainer._windowed_best is None and tuple(trainer.reanalyser.best.actions.tolist()) == done.actions
+    interval = -(-small.num_buffers // config.parallel_games)
+    assert trainer._next_windowed_keep == 1000 + interval
+
+
 def test_a_restarted_best_game_is_kept_whole_and_searched(small) -> None:
     config = MuZeroSolver().config({**TINY, "restart_fraction": 1.0, "greedy_games": 0, "demonstrations": ""})
     trainer = Trainer(small, config, seed=0)
@@ -210,6 +298,10 @@ def test_a_restarted_best_game_is_kept_whole_and_searched(small) -> None:
     assert tuple(kept.actions.tolist()) == done.actions
     assert trainer.reanalyser.best_return == pytest.approx(done.return_s * trainer.selfplay.scale, rel=1e-5)
     assert not np.allclose(kept.policies, 1 / 3)  # searched (and the kept action's imitation share added)
+    replayed: list = []
+    trainer._keep_replayed = replayed.append
+    trainer._keep_best(done)  # the kept game played again: compared by its return in seconds, not replayed
+    assert replayed == []
 
 
 def test_answer_both_keeps_the_best_of_the_search_and_the_policy_games(small) -> None:
@@ -251,8 +343,9 @@ def test_restart_unplayed_leaves_slots_that_have_moved_alone(small) -> None:
     assert fresh.slots[0].first == 0 and all(slot.first >= 1 for slot in fresh.slots[1:])
 
 
-def test_restarts_are_reproducible_from_the_seed_and_counted(small) -> None:
-    config = MuZeroSolver().config({**TINY, "restart_fraction": 0.5})
+@pytest.mark.parametrize("window", [0, 3])
+def test_restarts_are_reproducible_from_the_seed_and_counted(small, window) -> None:
+    config = MuZeroSolver().config({**TINY, "restart_fraction": 0.5, "restart_window": window})
     runs = []
     for _ in range(2):
         trainer = Trainer(small, config, seed=1)

@@ -54,6 +54,8 @@ class MuZeroConfig:
     q_scale_per_buffer: float = setting(0.0, "> 0: c_scale is this times the program's buffers (replaces q_scale)")
     restart_fraction: float = setting(0.0, "share of sampled games started at a random state of the best game "
                                               "(self-play's, or a demonstration's until one beats it)")
+    restart_window: int = setting(0, "> 0: a restarted game is searched for this many moves, then played out "
+                                     "along the best game without search (needs restart_fraction > 0)")
     # --- targets
     value_scale: float = setting(10.0, "a whole game's return, in units of the reward normalizer, times this")
     td_steps: int = setting(100, "n of the n-step value targets, moves")
@@ -115,6 +117,10 @@ class MuZeroConfig:
             raise ValueError(f"reanalyse_fraction must be in [0, 1), not {self.reanalyse_fraction}")
         if not 0.0 <= self.restart_fraction <= 1.0:
             raise ValueError(f"restart_fraction must be in [0, 1], not {self.restart_fraction}")
+        if self.restart_window < 0:
+            raise ValueError(f"restart_window must be 0 (off) or positive, not {self.restart_window}")
+        if self.restart_window > 0 and self.restart_fraction == 0:
+            raise ValueError("restart_window windows restarts: it needs restart_fraction > 0")
         if not 0.0 <= self.imitation <= 1.0:
             raise ValueError(f"imitation must be in [0, 1], not {self.imitation}")
         if not 0.0 < self.es_share < 1.0 or self.es_games < 1 or self.es_workers < 1:

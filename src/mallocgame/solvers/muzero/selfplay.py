@@ -29,6 +29,16 @@ game is complete, :attr:`SelfPlay.restart_actions` is the best demonstration's g
 the slots that have not played yet draw their restarts inside it at once
 (:meth:`SelfPlay.restart_unplayed`): on a program of thousands of buffers the first
 batch of fresh games would otherwise take most of a short budget.
+
+Windowed restarts (``config.restart_window`` = ``W`` > 0): a restarted game is searched
+for ``W`` moves only; then, in the same step, it plays the rest of the game without
+search, taking the restart game's decision for each buffer where Drop-backup allows it
+and Drop (else the first allowed action) where not; a back-up during the play-out undoes
+only to the first decision it changes (Drop-backup's ``deterministic`` mode: the
+play-out is a function of the state), so it keeps the window's decisions before that. Such a game is a probe for a better
+answer around its restart point, at the cost of ``W`` batched moves instead of the rest
+of the game: it is scored like any other, but once played out it has no training
+record (``FinishedGame.record`` is ``None``): most of its moves were not the agent's.
 """
 
 from __future__ import annotations
@@ -42,7 +52,7 @@ import numpy as np
 from mallocgame.errors import SolverError
 from mallocgame.game.backup import DropBackup
 from mallocgame.game.observe import Observer, empty_batch
-from mallocgame.game.state import Game
+from mallocgame.game.state import DROP, Game
 from mallocgame.game.tables import GameTables
 from mallocgame.instance import Instance
 from mallocgame.solvers.muzero.config import MuZeroConfig
@@ -62,7 +72,7 @@ def reward_scale(tables: GameTables, config: MuZeroConfig) -> float:
 class FinishedGame:
     """A completed self-play game: its training record and its outcome."""
 
-    record: GameRecord
+    record: GameRecord | None  # None: a windowed restart (config.restart_window), not trained on
     actions: tuple[int, ...]  # the complete game's actions (a valid solution's trajectory)
     return_s: float  # SPEC section 5 return, seconds
     backups: int  # Drop-backups during the game
@@ -77,8 +87,10 @@ class _Slot:
         self.observer = Observer(game, config.observation)
         self.start()
 
-    def start(self, prefix: Sequence[int] = ()) -> None:
-        """A new game, first replaying ``prefix`` (decisions of a complete game) without search."""
+    def start(self, prefix: Sequence[int] = (), follow: Sequence[int] = (), window: int = 0) -> None:
+        """A new game, first replaying ``prefix`` (decisions of a complete game) without search;
+        with ``follow`` (a complete game's decisions, one per buffer) and ``window`` > 0, the
+        game is searched for ``window`` moves and then played out along ``follow``."""
         self.game.reset()
         self.observer.reset()
         self.driver = DropBackup(self.game)
@@ -88,6 +100,9 @@ class _Slot:
             self.driver.step(int(action))
         self.first = self.game.current_buffer if prefix else 0
         self.moves = self.first
+        self.follow = tuple(follow) if window > 0 else ()
+        self.window_end = self.moves + window if self.follow else None
+        self.played_out = False  # whether moves were played along follow, not by the agent
         self.observations: dict[str, list[np.ndarray]] = {}
         self.actions: list[int] = []
         self.rewards: list[float] = []
@@ -119,6 +134,7 @@ class SelfPlay:
         self.obs = empty_batch(config.observation, config.parallel_games)
         self.allowed = np.zeros((config.parallel_games, 3), dtype=bool)
         self.restart_actions: tuple[int, ...] = ()  # the complete game restarts replay a prefix of
+        self.played_out_steps = 0  # game steps played without search in windowed restarts' play-outs
 
     def step(
         self, params: dict, key: jax.Array, temperature: float = 1.0, rng: np.random.Generator | None = None,
@@ -155,9 +171,11 @@ class SelfPlay:
             slot.root_values.append(float(values[i]))
             slot.allowed.append(self.allowed[i].copy())
             slot.moves += 1
+            if slot.window_end is not None and slot.moves >= slot.window_end:
+                self._play_out(slot)
             if slot.game.complete:
                 finished.append(self._finish(slot))
-                slot.start(self._restart_prefix(i, rng))
+                self._start(i, rng)
         return finished
 
     def restart_unplayed(self, rng: np.random.Generator) -> int:
@@ -168,11 +186,17 @@ class SelfPlay:
         for i, slot in enumerate(self.slots):
             if slot.actions or slot.first:
                 continue
-            prefix = self._restart_prefix(i, rng)
-            if prefix:
-                slot.start(prefix)
+            if self._start(i, rng):
                 restarted += 1
         return restarted
+
+    def _start(self, slot: int, rng: np.random.Generator | None) -> bool:
+        """A new game in ``slot``: fresh, or (drawn with ``rng``) restarted inside
+        :attr:`restart_actions`, windowed if ``config.restart_window`` > 0. Returns
+        whether it is a restart."""
+        prefix = self._restart_prefix(slot, rng)
+        self.slots[slot].start(prefix, self.restart_actions, self.config.restart_window if prefix else 0)
+        return bool(prefix)
 
     def _restart_prefix(self, slot: int, rng: np.random.Generator | None) -> tuple[int, ...]:
         """The decisions a new game in ``slot`` replays first: ``()`` for a fresh game."""
@@ -183,7 +207,23 @@ class SelfPlay:
             return ()
         return best[:int(rng.integers(1, len(best)))]
 
+    def _play_out(self, slot: _Slot) -> None:
+        """Completes ``slot``'s game without search along ``slot.follow`` (Drop-backup)."""
+        game, driver, follow = slot.game, slot.driver, slot.follow
+        driver.deterministic = True
+        while not game.complete:
+            allowed = driver.allowed()
+            action = int(follow[game.current_buffer])
+            if not allowed[action]:
+                action = DROP if allowed[DROP] else int(np.flatnonzero(allowed)[0])
+            driver.step(action)
+            slot.played_out = True
+            self.played_out_steps += 1
+
     def _finish(self, slot: _Slot) -> FinishedGame:
+        if slot.played_out:
+            return FinishedGame(None, tuple(slot.game.actions()), slot.game.return_s, slot.driver.backups,
+                                slot.first)
         record = GameRecord(
             observations={k: np.stack(v) for k, v in slot.observations.items()},
             actions=np.asarray(slot.actions, dtype=np.int8),

@@ -23,7 +23,8 @@ Checkpoints (``checkpoint_dir``): ``checkpoint.msgpack`` (network, optimizer sta
 replay, counters, best answers; flax msgpack, written atomically) every
 ``checkpoint_seconds`` and at the end, and ``best.solution.json`` rewritten at every
 improvement. A new :class:`Trainer` on the same directory resumes from the
-checkpoint; games in flight at a kill are lost (their moves are not in the replay).
+checkpoint; games in flight at a kill are lost (their moves are not in the replay), and
+so is a windowed restart's game waiting to be kept for Reanalyse (the answer has it).
 """
 
 from __future__ import annotations
@@ -91,9 +92,9 @@ def enable_compilation_cache() -> None:
 ANSWERS = ("search", "policy", "both")  # which games a Trainer's answer is the best of
 
 RUN_ONLY_FIELDS = (
-    "parallel_games", "greedy_games", "restart_fraction", "q_scale", "q_scale_per_buffer", "value_scale",
-    "td_steps", "init_temperature", "final_temperature", "temperature_decay_steps", "batch_size", "replay_size",
-    "min_replay", "train_every", "reanalyse_fraction", "demonstrations", "reanalyse_best",
+    "parallel_games", "greedy_games", "restart_fraction", "restart_window", "q_scale", "q_scale_per_buffer",
+    "value_scale", "td_steps", "init_temperature", "final_temperature", "temperature_decay_steps", "batch_size",
+    "replay_size", "min_replay", "train_every", "reanalyse_fraction", "demonstrations", "reanalyse_best",
     "imitation", "es_share", "es_games", "es_workers",
     "checkpoint_seconds", "progress_seconds", "eval_every", "checkpoint_dir", "progress",
 )
@@ -123,12 +124,12 @@ class Counters:
     """Work done so far (over all resumed runs)."""
 
     moves: int = 0  # batched self-play moves (each plays parallel_games game steps)
-    steps: int = 0  # game steps played in self-play
+    steps: int = 0  # game steps played in self-play (windowed restarts' play-outs included)
     games: int = 0  # completed self-play games
     learner_steps: int = 0
     eval_games: int = 0
     backups: int = 0
-    restarts: int = 0  # self-play games started inside the best game (restart_fraction)
+    restarts: int = 0  # self-play games started inside the best game (restart_fraction; windowed or not)
     demonstration_games: int = 0  # games played to build the demonstrations (greedy's one, es's)
     seconds: float = 0.0  # wall-clock of all runs
 
@@ -185,6 +186,9 @@ class Trainer:
         self.best_demonstration: tuple[str, float, tuple[int, ...]] | None = None  # source, return, actions
         self.fallback: str | None = None  # the demonstration answering for a run that completed no game
         self.restart_return = -np.inf  # return of SelfPlay.restart_actions, seconds
+        self._kept_return_s = -np.inf  # return of Reanalyse's best game, seconds (-inf: unknown, after a resume)
+        self._windowed_best: FinishedGame | None = None  # a windowed restart's best game, not yet kept
+        self._next_windowed_keep = 0  # the self-play move from which a windowed restart's game may be kept
         if config.reanalyse_fraction > 0:
             reanalyse_key = jax.random.split(jax.random.PRNGKey(seed))[1]  # a stream apart from self-play's
             self.reanalyser = Reanalyser(config, self._search, self.selfplay.q_scale, reanalyse_key)
@@ -275,7 +279,8 @@ class Trainer:
             key = jax.random.fold_in(self._play_key, c.moves)
             rng = np.random.default_rng([self.seed, 1, c.moves]) if cfg.restart_fraction > 0 else None
             for done in self.selfplay.step(self.params, key, self.temperature(), rng):
-                self.replay.add(done.record)
+                if done.record is not None:  # None: a windowed restart, played out without the agent
+                    self.replay.add(done.record)
                 c.games += 1
                 c.backups += done.backups
                 if done.start:
@@ -288,8 +293,11 @@ class Trainer:
                     self._improve(done.actions, clock, callback)
                 if on_game is not None:
                     on_game(done, clock.elapsed)
+            if self._windowed_best is not None and c.moves >= self._next_windowed_keep:
+                self._keep_windowed_best()
             c.moves += 1
-            c.steps += cfg.parallel_games
+            c.steps += cfg.parallel_games + self.selfplay.played_out_steps
+            self.selfplay.played_out_steps = 0
             if self.replay.positions >= cfg.min_replay and c.moves % cfg.train_every == 0:
                 self._learn()
                 if self.answer != "search" and c.learner_steps % cfg.eval_every == 0:
@@ -320,13 +328,46 @@ class Trainer:
     def _keep_best(self, done: FinishedGame) -> None:
         """Keep ``done`` as Reanalyse's best game if it beats the kept one; a restarted
         game's record lacks its replayed prefix, so the whole game is replayed into a
-        record and searched."""
+        record and searched (``B / parallel_games`` batched searches for ``B`` buffers).
+
+        A game is compared with the kept one by its return in seconds: a restart that
+        plays the kept game again is not replayed (the kept record's sum of float32
+        rewards can fall short of the same game's return by a rounding).
+
+        Windowed restarts (no record) can improve the best every few batched moves: the
+        best of their games waits in :attr:`_windowed_best` for
+        :meth:`_keep_windowed_best`."""
         assert self.reanalyser is not None
         if not done.start:
-            self.reanalyser.keep_best(done.record)
-        elif done.return_s * self.selfplay.scale > self.reanalyser.best_return:
-            record = trajectory_record(self.instance, self.tables, self.config, done.actions, self.selfplay.scale)
-            self.reanalyser.keep_best(record, search_with=self.params)
+            assert done.record is not None  # a fresh game is the agent's from its first move
+            if self.reanalyser.keep_best(done.record):
+                self._kept_return_s = done.return_s
+        elif done.return_s <= self._kept_return_s:
+            return
+        elif done.record is None:
+            if self._windowed_best is None or done.return_s > self._windowed_best.return_s:
+                self._windowed_best = done
+        else:
+            self._keep_replayed(done)
+
+    def _keep_windowed_best(self) -> None:
+        """Keep the waiting windowed restart's game if it still beats the kept one; then
+        none is kept for ``B / parallel_games`` self-play moves (as many batched searches
+        as keeping it took), so keeping takes at most about half of self-play's time."""
+        assert self.reanalyser is not None and self._windowed_best is not None
+        done, self._windowed_best = self._windowed_best, None
+        if done.return_s > self._kept_return_s:
+            self._keep_replayed(done)
+            batched = -(-self.instance.num_buffers // self.config.parallel_games)
+            self._next_windowed_keep = self.counters.moves + batched
+
+    def _keep_replayed(self, done: FinishedGame) -> None:
+        """Replay ``done``'s actions into a record; if it beats the kept game, search it
+        and keep it as the best."""
+        assert self.reanalyser is not None
+        record = trajectory_record(self.instance, self.tables, self.config, done.actions, self.selfplay.scale)
+        if self.reanalyser.keep_best(record, search_with=self.params):
+            self._kept_return_s = done.return_s
 
     def _learn(self) -> None:
         c = self.counters
