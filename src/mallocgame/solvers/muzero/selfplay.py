@@ -35,10 +35,11 @@ for ``W`` moves only; then, in the same step, it plays the rest of the game with
 search, taking the restart game's decision for each buffer where Drop-backup allows it
 and Drop (else the first allowed action) where not; a back-up during the play-out undoes
 only to the first decision it changes (Drop-backup's ``deterministic`` mode: the
-play-out is a function of the state), so it keeps the window's decisions before that. Such a game is a probe for a better
-answer around its restart point, at the cost of ``W`` batched moves instead of the rest
-of the game: it is scored like any other, but once played out it has no training
-record (``FinishedGame.record`` is ``None``): most of its moves were not the agent's.
+play-out is a function of the state), so it keeps the window's decisions before that.
+Such a game is a probe for a better answer around its restart point, at the cost of
+``W`` batched moves instead of the rest of the game: it is scored like any other, but
+once played out it has no training record (``FinishedGame.record`` is ``None``): most
+of its moves were not the agent's.
 """
 
 from __future__ import annotations
