@@ -1,4 +1,4 @@
-"""Replay: n-step value targets, batch alignment, eviction, state round trip."""
+"""Replay: n-step value targets (records cut short too), batch alignment, eviction, state round trip."""
 
 from __future__ import annotations
 
@@ -28,6 +28,37 @@ def test_value_targets_by_hand() -> None:
     np.testing.assert_allclose(record.value_targets(t, 0.5, 2), [9.5, 13.5, 5.0, 4.0])
     np.testing.assert_allclose(record.value_targets(t, 1.0, 100), [10.0, 9.0, 7.0, 4.0])
     np.testing.assert_allclose(record.value_targets(np.array([1, 3]), 0.5, 2), [13.5, 4.0])
+
+
+def test_a_record_cut_short_bootstraps_from_the_return_after_it() -> None:
+    record = GameRecord(observations={}, actions=np.zeros(3, np.int8), rewards=np.array([1.0, 2.0, 3.0]),
+                        policies=np.zeros((3, 3), np.float32), root_values=np.array([10.0, 20.0, 30.0]),
+                        bootstrap=8.0)
+    t = np.arange(4)
+    # t=0: 1 + .5*2 + .25*30; t=1: 2 + .5*3 + .25*8 (the cut); t=2: 3 + .5*8; t=3 (the cut itself): 8
+    np.testing.assert_allclose(record.value_targets(t, 0.5, 2), [9.5, 5.5, 7.0, 8.0])
+    np.testing.assert_allclose(record.value_targets(t, 1.0, 100), [14.0, 13.0, 11.0, 8.0])
+    whole = GameRecord(observations={}, actions=record.actions, rewards=record.rewards,
+                       policies=record.policies, root_values=record.root_values)
+    np.testing.assert_allclose(whole.value_targets(t, 1.0, 100), [6.0, 5.0, 3.0, 0.0])
+
+
+def test_unrolls_past_a_cut_are_unknown_and_past_a_games_end_absorbing() -> None:
+    cut = _record(5)
+    cut.bootstrap = 7.0
+    for record, bootstrap in ((cut, 7.0), (_record(5), 0.0)):
+        batch = draw([record], 64, 3, np.random.default_rng(0), 1.0, 100)
+        for i in range(64):
+            t = int(batch.observations["decision"][i, 0])
+            for k in range(4):
+                inside = t + k < 5
+                assert batch.mask[i, k] == float(inside)
+                if t + k <= 5:  # the remaining return, the bootstrap included (the value at the cut: it)
+                    assert batch.values[i, k] == pytest.approx(sum(range(t + k + 1, 6)) + bootstrap)
+                    assert batch.known[i, k] == 1.0
+                else:  # past the end: known (absorbing, 0) for a whole game, unknown past a cut
+                    assert batch.values[i, k] == 0.0
+                    assert batch.known[i, k] == float(record.bootstrap is None)
 
 
 def test_batch_rows_line_up_with_the_game() -> None:
@@ -62,7 +93,9 @@ def test_eviction_keeps_the_newest_games_within_capacity() -> None:
 def test_state_round_trip() -> None:
     replay = Replay(capacity=100, discount=0.9, td_steps=3)
     replay.add(_record(5))
-    replay.add(_record(3, offset=10))
+    cut = _record(3, offset=10)
+    cut.bootstrap = 2.5
+    replay.add(cut)
     other = Replay(capacity=100, discount=0.9, td_steps=3)
     other.load_state_dict(replay.state_dict())
     a = replay.sample(16, 2, np.random.default_rng(1))
@@ -70,7 +103,9 @@ def test_state_round_trip() -> None:
     for name in a.observations:
         np.testing.assert_array_equal(a.observations[name], b.observations[name])
     np.testing.assert_array_equal(a.values, b.values)
+    np.testing.assert_array_equal(a.known, b.known)
     assert other.games_added == 2
+    assert [g.bootstrap for g in other.games] == [None, 2.5]
 
 
 def test_draw_from_several_records_and_concatenate() -> None:

@@ -217,24 +217,32 @@ def test_windowed_restarts_search_a_window_then_play_the_best_game_out(small) ->
     config = MuZeroSolver().config({**TINY, "greedy_games": 0, "restart_fraction": 1.0, "restart_window": 3})
     restarted = [g for g in _restarted_games(small, tables, config, 24) if g.start]
     assert restarted and all(g.backups == 0 for g in restarted)  # so every decision is where it was played
+    scale = reward_scale(tables, config)
     for g in restarted:
         assert g.actions[:g.start] == best[:g.start]  # the replayed prefix
         assert replay(small, g.actions, tables).return_s == pytest.approx(g.return_s)
+        gained = (g.return_s - replay(small, best[:g.start], tables).return_s) * scale
         if g.start + 3 < small.num_buffers:
             assert g.actions[g.start:g.start + 3] == (2, 2, 2)  # the stand-in search's window (Drop first)
             rest = list(zip(g.actions[g.start + 3:], best[g.start + 3:]))
             assert all(a in (b, 2) for a, b in rest)  # played out along the best game, or Drop where it must
             assert sum(a == b for a, b in rest) >= len(rest) - 2
-            assert g.record is None  # not trained on: most of its moves were not the agent's
+            # trained on: the window's moves, cut short; the play-out's return is the bootstrap
+            assert g.played_out and len(g.record) == 3 and g.record.bootstrap is not None
+            window_return = replay(small, g.actions[:g.start + 3], tables).return_s
+            after = (g.return_s - window_return) * scale
+            assert g.record.bootstrap == pytest.approx(after, rel=1e-2, abs=1e-6)
+            assert float(g.record.rewards.sum()) + g.record.bootstrap == pytest.approx(gained, rel=1e-2, abs=1e-6)
         else:
-            assert g.record is not None and len(g.record) == small.num_buffers - g.start  # ended inside its window
+            assert not g.played_out and g.record.bootstrap is None  # ended inside its window: a whole record
+            assert len(g.record) == small.num_buffers - g.start
     # a restart two decisions before the end ends inside its window of 3: all its moves are the agent's
     play = SelfPlay(small, tables, config, _LastAllowed())
     play.slots[0].start(best[:-2], best, window=3)
     finished = []
     while not finished:
         finished = [g for g in play.step({}, None) if g.start]
-    assert finished[0].record is not None and len(finished[0].record) == 2 and play.played_out_steps == 0
+    assert len(finished[0].record) == 2 and finished[0].record.bootstrap is None and play.played_out_steps == 0
 
 
 def test_a_played_out_game_drops_where_the_best_games_decision_is_not_allowed(small) -> None:
@@ -253,7 +261,7 @@ def test_a_played_out_game_drops_where_the_best_games_decision_is_not_allowed(sm
     assert 0 < tuple(game.actions()).count(0) < small.num_buffers  # both cases were met
 
 
-def test_windowed_restarts_are_not_replayed_and_their_best_is_kept_once_an_interval(small) -> None:
+def test_windowed_restarts_are_trained_on_and_their_best_is_kept_once_an_interval(small) -> None:
     config = MuZeroSolver().config({**TINY, "restart_fraction": 1.0, "greedy_games": 0, "restart_window": 2,
                                     "demonstrations": ""})  # restarts inside the first (random) games
     trainer = Trainer(small, config, seed=0)
@@ -263,18 +271,18 @@ def test_windowed_restarts_are_not_replayed_and_their_best_is_kept_once_an_inter
     trainer.replay.add = lambda record: (added.append(record), original(record))[1]
     windowed_keeps: list[int] = []  # the self-play moves at which a played-out game was replayed to be kept
     keep = trainer._keep_replayed
-    trainer._keep_replayed = lambda done: (windowed_keeps.append(trainer.counters.moves) if done.record is None
+    trainer._keep_replayed = lambda done: (windowed_keeps.append(trainer.counters.moves) if done.played_out
                                            else None, keep(done))[1]
     finished: list = []
     trainer.run(games=100, on_game=lambda done, elapsed: finished.append(done))
     assert trainer.counters.restarts > 0
-    assert len(added) == sum(g.record is not None for g in finished) < len(finished)
-    assert None not in added
+    assert [id(r) for r in added] == [id(g.record) for g in finished]  # every game's record, windows too
+    assert sum(r.bootstrap is not None for r in added) > 0
     assert len(windowed_keeps) >= 2  # kept by the loop, and more than once
     interval = -(-small.num_buffers // config.parallel_games)
     assert all(later - earlier >= interval for earlier, later in zip(windowed_keeps, windowed_keeps[1:]))
     # the interval: a kept windowed game holds the next one back for B / parallel_games moves
-    windowed = [g for g in _restarted_games(small, trainer.tables, config, 16) if g.record is None]
+    windowed = [g for g in _restarted_games(small, trainer.tables, config, 16) if g.played_out]
     done = max(windowed, key=lambda g: g.return_s)
     trainer.reanalyser.best_return = trainer._kept_return_s = -np.inf
     trainer._windowed_best, trainer.counters.moves = None, 1000

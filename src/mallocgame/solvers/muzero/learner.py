@@ -5,7 +5,7 @@ unroll steps): the representation at step 0, the dynamics for steps ``1..K``; at
 step the cross-entropy of the predicted policy with the search policy (where the
 position is inside the game), of the value with the two-hot n-step target (weight
 ``value_loss_weight``), and for ``k >= 1`` of the reward with the two-hot reward
-target. Steps ``k >= 1`` are weighted ``1/K`` and the latent's gradient is halved
+target (both where they are known: not past the end of a record cut short). Steps ``k >= 1`` are weighted ``1/K`` and the latent's gradient is halved
 at every dynamics step (MuZero appendix G). Weight decay is AdamW's.
 """
 
@@ -55,6 +55,7 @@ def batch_to_device(batch: Batch) -> dict[str, Any]:
     return {
         "observations": batch.observations, "actions": batch.actions, "values": batch.values,
         "rewards": batch.rewards, "policies": batch.policies, "mask": batch.mask,
+        "known": batch.known,
     }
 
 
@@ -66,12 +67,12 @@ def make_train_step(
     unroll = config.unroll_steps
 
     def loss_fn(params, batch):  # noqa: ANN001
-        mask = batch["mask"]
+        mask, known = batch["mask"], batch["known"]
         values = scalar_to_two_hot(batch["values"], size, vmax)
         rewards = scalar_to_two_hot(batch["rewards"], size, vmax)
         latent, policy, value = net.apply(params, batch["observations"], method=MuZeroNet.initial)
         p_loss = _cross_entropy(policy, batch["policies"][:, 0]) * mask[:, 0]
-        v_loss = _cross_entropy(value, values[:, 0])
+        v_loss = _cross_entropy(value, values[:, 0]) * known[:, 0]
         r_loss = jnp.zeros_like(v_loss)
         for k in range(1, unroll + 1):
             latent, reward, policy, value = net.apply(
@@ -79,8 +80,8 @@ def make_train_step(
             )
             latent = _scale_gradient(latent, 0.5)
             p_loss += _cross_entropy(policy, batch["policies"][:, k]) * mask[:, k] / unroll
-            v_loss += _cross_entropy(value, values[:, k]) / unroll
-            r_loss += _cross_entropy(reward, rewards[:, k]) / unroll
+            v_loss += _cross_entropy(value, values[:, k]) * known[:, k] / unroll
+            r_loss += _cross_entropy(reward, rewards[:, k]) * known[:, k] / unroll
         p, v, r = jnp.mean(p_loss), jnp.mean(v_loss), jnp.mean(r_loss)
         total = p + config.value_loss_weight * v + r
         return total, LossInfo(total, p, v, r)

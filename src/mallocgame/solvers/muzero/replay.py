@@ -3,7 +3,10 @@
 A :class:`GameRecord` holds one finished self-play game as arrays over its ``L``
 moves (every move played, including moves a Drop-backup later undid: the move that
 led to the back-up carries the return it lost as a negative reward, so rewards sum to
-the game's final return). :class:`Replay` keeps the newest games up to
+the game's final return). A record cut short (``bootstrap`` set: a windowed restart's
+searched moves, :mod:`~mallocgame.solvers.muzero.selfplay`) ends before the game does;
+``bootstrap`` is the discounted return of the moves played after its last one, the
+value of the state it ends in. :class:`Replay` keeps the newest games up to
 ``capacity`` positions and samples uniformly over positions; :func:`draw` samples
 from any list of records (Reanalyse's kept games use it too).
 
@@ -13,9 +16,12 @@ target that bootstraps from it.
 
 A batch (:class:`Batch`) for unroll length ``K`` holds, per sampled position ``t``:
 the observation at ``t``; actions ``t .. t+K-1`` (uniform random past the end);
-value targets ``z[t+k]`` (n-step returns bootstrapped from the search's root values;
-0 past the end); reward targets ``u[t+k-1]`` for ``k >= 1`` (0 past the end); policy
-targets ``π[t+k]`` and a mask that is 1 where ``t+k < L``.
+value targets ``z[t+k]`` (n-step returns bootstrapped from the search's root values, and
+from ``bootstrap`` where the n steps reach the end of a record cut short; past the end
+of a game 0: its end is absorbing); reward targets ``u[t+k-1]`` for ``k >= 1`` (0 past
+the end); policy targets ``π[t+k]`` and a mask that is 1 where ``t+k < L``; and
+``known``, 1 where the value and reward targets are known: everywhere for a whole game;
+for a record cut short up to ``t+k = L`` (the value there is ``bootstrap``), not past it.
 """
 
 from __future__ import annotations
@@ -32,23 +38,27 @@ STORED_AS_BYTES = ("grid", "profile")
 """Observation parts that are binary images: stored as uint8, returned as float32."""
 
 
-def discounted_returns(rewards: np.ndarray, discount: float) -> np.ndarray:
-    """``g[t] = Σ_{i>=t} γ^(i-t) u[t+i]``: float64 ``[L + 1]`` with ``g[L] = 0``."""
+def discounted_returns(rewards: np.ndarray, discount: float, tail: float = 0.0) -> np.ndarray:
+    """``g[t] = Σ_{t<=i<L} γ^(i-t) u[i] + γ^(L-t) tail``: float64 ``[L + 1]`` with ``g[L] =
+    tail`` (0 where the record ends the game; a record cut short's ``bootstrap``)."""
     g = np.zeros(len(rewards) + 1, dtype=np.float64)
+    g[-1] = tail
     for t in range(len(rewards) - 1, -1, -1):
         g[t] = rewards[t] + discount * g[t + 1]
     return g
 
 
 def bootstrapped(g: np.ndarray, root_values: np.ndarray, t: np.ndarray, discount: float, n: int) -> np.ndarray:
-    """n-step targets at positions ``t`` (int ``[M]``) from returns ``g`` (``[L + 1]``, see
-    :func:`discounted_returns`) and ``root_values`` ``[L]``: float32 ``[M]``."""
+    """n-step targets at positions ``t`` (int ``[M]``, each in ``[0, L]``) from returns ``g``
+    (``[L + 1]``, see :func:`discounted_returns`) and ``root_values`` ``[L]``: float32
+    ``[M]``; where the n steps reach ``L`` the target is ``g[t]`` (its tail included)."""
     length = len(g) - 1
     end = np.minimum(t + n, length)
     powers = discount ** (end - t).astype(np.float64)
     z = g[t] - powers * g[end]
     boot = end < length
     z[boot] += powers[boot] * root_values[end[boot]]
+    z[~boot] += powers[~boot] * g[length]
     return z.astype(np.float32)
 
 
@@ -61,7 +71,9 @@ class GameRecord:
     penalties); ``policies`` ``[L, 3]`` float32 (search policy); ``root_values`` ``[L]``
     float32 (the search's value of each position, scaled units); ``allowed`` ``[L, 3]``
     bool (the actions allowed at each position: Reanalyse searches the position again
-    and needs them; ``None`` when not recorded).
+    and needs them; ``None`` when not recorded); ``bootstrap`` (scaled units): for a
+    record cut short, the discounted return of the moves played after its last one
+    (``None``: the record ends the game).
     """
 
     observations: dict[str, np.ndarray]
@@ -70,6 +82,7 @@ class GameRecord:
     policies: np.ndarray
     root_values: np.ndarray
     allowed: np.ndarray | None = None
+    bootstrap: float | None = None
     _returns: tuple[float, np.ndarray] | None = field(default=None, init=False, repr=False, compare=False)
 
     def __len__(self) -> int:
@@ -78,12 +91,14 @@ class GameRecord:
     def returns_to_go(self, discount: float) -> np.ndarray:
         """:func:`discounted_returns` of this game's rewards, cached (rewards never change)."""
         if self._returns is None or self._returns[0] != discount:
-            self._returns = (discount, discounted_returns(self.rewards, discount))
+            tail = 0.0 if self.bootstrap is None else self.bootstrap
+            self._returns = (discount, discounted_returns(self.rewards, discount, tail))
         return self._returns[1]
 
     def value_targets(self, t: np.ndarray, discount: float, n: int) -> np.ndarray:
-        """n-step value targets at positions ``t`` (int array, each in ``[0, L)``): float32,
-        ``Σ_{i<n} γ^i u[t+i] + γ^n v[t+n]`` with today's root values (no bootstrap past the end)."""
+        """n-step value targets at positions ``t`` (int array, each in ``[0, L]``): float32,
+        ``Σ_{i<n} γ^i u[t+i] + γ^n v[t+n]`` with today's root values; where ``t+n`` reaches
+        ``L`` the bootstrap is ``bootstrap`` (0 for a whole game) and ``v[L]`` is it."""
         return bootstrapped(self.returns_to_go(discount), self.root_values, t, discount, n)
 
     def state_dict(self) -> dict[str, Any]:
@@ -93,17 +108,21 @@ class GameRecord:
         }
         if self.allowed is not None:
             state["allowed"] = self.allowed
+        if self.bootstrap is not None:
+            state["bootstrap"] = self.bootstrap
         return state
 
     @classmethod
     def from_state_dict(cls, state: Mapping[str, Any]) -> "GameRecord":
         allowed = state.get("allowed")
+        bootstrap = state.get("bootstrap")
         return cls(
             observations={k: np.asarray(v) for k, v in state["observations"].items()},
             actions=np.asarray(state["actions"]), rewards=np.asarray(state["rewards"]),
             policies=np.array(state["policies"], dtype=np.float32),  # copies: Reanalyse writes them
             root_values=np.array(state["root_values"], dtype=np.float32),
             allowed=None if allowed is None else np.asarray(allowed, dtype=bool),
+            bootstrap=None if bootstrap is None else float(bootstrap),
         )
 
 
@@ -117,6 +136,7 @@ class Batch:
     rewards: np.ndarray  # [N, K+1] float32 (index 0 unused, 0)
     policies: np.ndarray  # [N, K+1, 3] float32
     mask: np.ndarray  # [N, K+1] float32, 1 where the position is inside the game
+    known: np.ndarray  # [N, K+1] float32, 1 where the value and reward targets are known
 
     def __len__(self) -> int:
         return int(self.actions.shape[0])
@@ -132,6 +152,7 @@ class Batch:
             rewards=np.concatenate([b.rewards for b in batches]),
             policies=np.concatenate([b.policies for b in batches]),
             mask=np.concatenate([b.mask for b in batches]),
+            known=np.concatenate([b.known for b in batches]),
         )
 
 
@@ -167,6 +188,7 @@ def draw(
     rewards = np.zeros((batch_size, unroll + 1), np.float32)
     policies = np.full((batch_size, unroll + 1, 3), 1.0 / 3.0, np.float32)
     mask = np.zeros((batch_size, unroll + 1), np.float32)
+    known = np.ones((batch_size, unroll + 1), np.float32)
     for i, (g, pos) in enumerate(zip(which, flat)):
         game = games[int(g)]
         t = int(pos - starts[g])
@@ -181,7 +203,10 @@ def draw(
         acts = min(t + unroll, length) - t
         actions[i, :acts] = game.actions[t:t + acts]
         rewards[i, 1:acts + 1] = game.rewards[t:t + acts]
-    return Batch(obs, actions, values, rewards, policies, mask)
+        if game.bootstrap is not None and length - t <= unroll:  # the unroll reaches the cut
+            values[i, length - t] = game.value_targets(np.array([length]), discount, td_steps)[0]
+            known[i, length - t + 1:] = 0.0
+    return Batch(obs, actions, values, rewards, policies, mask, known)
 
 
 class Replay:

@@ -37,9 +37,12 @@ and Drop (else the first allowed action) where not; a back-up during the play-ou
 only to the first decision it changes (Drop-backup's ``deterministic`` mode: the
 play-out is a function of the state), so it keeps the window's decisions before that.
 Such a game is a probe for a better answer around its restart point, at the cost of
-``W`` batched moves instead of the rest of the game: it is scored like any other, but
-once played out it has no training record (``FinishedGame.record`` is ``None``): most
-of its moves were not the agent's.
+``W`` batched moves instead of the rest of the game: it is scored like any other
+(``FinishedGame.played_out``), and its record holds the ``W`` searched moves only, cut
+short: its ``bootstrap`` is the play-out's discounted return (scaled), the value of the
+state after the window under the play-out (a back-up in the play-out that undoes window
+moves is part of that return: the record's rewards and the bootstrap sum, undiscounted,
+to the return gained after the restart point).
 """
 
 from __future__ import annotations
@@ -73,11 +76,12 @@ def reward_scale(tables: GameTables, config: MuZeroConfig) -> float:
 class FinishedGame:
     """A completed self-play game: its training record and its outcome."""
 
-    record: GameRecord | None  # None: a windowed restart (config.restart_window), not trained on
+    record: GameRecord  # the agent's moves (a windowed restart's: its window, cut short with a bootstrap)
     actions: tuple[int, ...]  # the complete game's actions (a valid solution's trajectory)
     return_s: float  # SPEC section 5 return, seconds
     backups: int  # Drop-backups during the game
     start: int = 0  # decisions replayed from SelfPlay.restart_actions before the agent played (0: a fresh game)
+    played_out: bool = False  # a windowed restart completed without search after its window
 
 
 class _Slot:
@@ -104,6 +108,7 @@ class _Slot:
         self.follow = tuple(follow) if window > 0 else ()
         self.window_end = self.moves + window if self.follow else None
         self.played_out = False  # whether moves were played along follow, not by the agent
+        self.tail = 0.0  # the play-out's discounted return, scaled (the record's bootstrap)
         self.observations: dict[str, list[np.ndarray]] = {}
         self.actions: list[int] = []
         self.rewards: list[float] = []
@@ -209,22 +214,27 @@ class SelfPlay:
         return best[:int(rng.integers(1, len(best)))]
 
     def _play_out(self, slot: _Slot) -> None:
-        """Completes ``slot``'s game without search along ``slot.follow`` (Drop-backup)."""
+        """Completes ``slot``'s game without search along ``slot.follow`` (Drop-backup);
+        ``slot.tail`` becomes the play-out's discounted return (scaled)."""
         game, driver, follow = slot.game, slot.driver, slot.follow
         driver.deterministic = True
+        rewards = []
         while not game.complete:
             allowed = driver.allowed()
             action = int(follow[game.current_buffer])
             if not allowed[action]:
                 action = DROP if allowed[DROP] else int(np.flatnonzero(allowed)[0])
+            before = game.return_s
             driver.step(action)
+            rewards.append((game.return_s - before) * self.scale)
             slot.played_out = True
             self.played_out_steps += 1
+        tail, discount = 0.0, self.config.discount
+        for reward in reversed(rewards):
+            tail = reward + discount * tail
+        slot.tail = tail
 
     def _finish(self, slot: _Slot) -> FinishedGame:
-        if slot.played_out:
-            return FinishedGame(None, tuple(slot.game.actions()), slot.game.return_s, slot.driver.backups,
-                                slot.first)
         record = GameRecord(
             observations={k: np.stack(v) for k, v in slot.observations.items()},
             actions=np.asarray(slot.actions, dtype=np.int8),
@@ -232,9 +242,10 @@ class SelfPlay:
             policies=np.asarray(slot.policies, dtype=np.float32),
             root_values=np.asarray(slot.root_values, dtype=np.float32),
             allowed=np.asarray(slot.allowed, dtype=bool).reshape(-1, 3),
+            bootstrap=slot.tail if slot.played_out else None,
         )
         return FinishedGame(record, tuple(slot.game.actions()), slot.game.return_s, slot.driver.backups,
-                            slot.first)
+                            slot.first, slot.played_out)
 
 
 def play_policy(

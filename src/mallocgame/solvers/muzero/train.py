@@ -279,8 +279,7 @@ class Trainer:
             key = jax.random.fold_in(self._play_key, c.moves)
             rng = np.random.default_rng([self.seed, 1, c.moves]) if cfg.restart_fraction > 0 else None
             for done in self.selfplay.step(self.params, key, self.temperature(), rng):
-                if done.record is not None:  # None: a windowed restart, played out without the agent
-                    self.replay.add(done.record)
+                self.replay.add(done.record)
                 c.games += 1
                 c.backups += done.backups
                 if done.start:
@@ -334,17 +333,16 @@ class Trainer:
         plays the kept game again is not replayed (the kept record's sum of float32
         rewards can fall short of the same game's return by a rounding).
 
-        Windowed restarts (no record) can improve the best every few batched moves: the
-        best of their games waits in :attr:`_windowed_best` for
+        Windowed restarts can improve the best every few batched moves: the best of
+        their played-out games waits in :attr:`_windowed_best` for
         :meth:`_keep_windowed_best`."""
         assert self.reanalyser is not None
-        if not done.start:
-            assert done.record is not None  # a fresh game is the agent's from its first move
+        if not done.start:  # a fresh game is the agent's from its first move: its record is whole
             if self.reanalyser.keep_best(done.record):
                 self._kept_return_s = done.return_s
         elif done.return_s <= self._kept_return_s:
             return
-        elif done.record is None:
+        elif done.played_out:
             if self._windowed_best is None or done.return_s > self._windowed_best.return_s:
                 self._windowed_best = done
         else:
