@@ -39,6 +39,7 @@ def test_options_by_field_name() -> None:
         ({"restart_fraction": -0.5}, "restart_fraction"),
         ({"restart_window": -1}, "restart_window must be 0 .off. or positive"),
         ({"restart_window": 8}, "restart_window windows restarts: it needs restart_fraction > 0"),
+        ({"window_records": True}, "window_records trains on windowed restarts: it needs restart_window > 0"),
         ({"es_workers": 0}, "es_workers"),
         ({"es_share": 0}, "es_share"),
     ],

@@ -261,8 +261,10 @@ def test_a_played_out_game_drops_where_the_best_games_decision_is_not_allowed(sm
     assert 0 < tuple(game.actions()).count(0) < small.num_buffers  # both cases were met
 
 
-def test_windowed_restarts_are_trained_on_and_their_best_is_kept_once_an_interval(small) -> None:
+@pytest.mark.parametrize("window_records", [False, True])
+def test_windowed_restarts_train_if_asked_and_their_best_is_kept_once_an_interval(small, window_records) -> None:
     config = MuZeroSolver().config({**TINY, "restart_fraction": 1.0, "greedy_games": 0, "restart_window": 2,
+                                    "window_records": window_records,
                                     "demonstrations": ""})  # restarts inside the first (random) games
     trainer = Trainer(small, config, seed=0)
     trainer.selfplay.search = _RandomAllowed(0)  # windows that differ: the best improves again and again
@@ -276,8 +278,10 @@ def test_windowed_restarts_are_trained_on_and_their_best_is_kept_once_an_interva
     finished: list = []
     trainer.run(games=100, on_game=lambda done, elapsed: finished.append(done))
     assert trainer.counters.restarts > 0
-    assert [id(r) for r in added] == [id(g.record) for g in finished]  # every game's record, windows too
-    assert sum(r.bootstrap is not None for r in added) > 0
+    trained = [g for g in finished if window_records or not g.played_out]  # windows only if asked
+    assert [id(r) for r in added] == [id(g.record) for g in trained] and len(trained) > 0
+    assert any(g.played_out for g in finished)
+    assert any(r.bootstrap is not None for r in added) == window_records
     assert len(windowed_keeps) >= 2  # kept by the loop, and more than once
     interval = -(-small.num_buffers // config.parallel_games)
     assert all(later - earlier >= interval for earlier, later in zip(windowed_keeps, windowed_keeps[1:]))

@@ -56,6 +56,8 @@ class MuZeroConfig:
                                               "(self-play's, or a demonstration's until one beats it)")
     restart_window: int = setting(0, "> 0: a restarted game is searched for this many moves, then played out "
                                      "along the best game without search (needs restart_fraction > 0)")
+    window_records: bool = setting(False, "train on windowed restarts' searched moves too (records cut short, "
+                                          "bootstrapped from the play-out's return; needs restart_window > 0)")
     # --- targets
     value_scale: float = setting(10.0, "a whole game's return, in units of the reward normalizer, times this")
     td_steps: int = setting(100, "n of the n-step value targets, moves")
@@ -121,6 +123,8 @@ class MuZeroConfig:
             raise ValueError(f"restart_window must be 0 (off) or positive, not {self.restart_window}")
         if self.restart_window > 0 and self.restart_fraction == 0:
             raise ValueError("restart_window windows restarts: it needs restart_fraction > 0")
+        if self.window_records and self.restart_window == 0:
+            raise ValueError("window_records trains on windowed restarts: it needs restart_window > 0")
         if not 0.0 <= self.imitation <= 1.0:
             raise ValueError(f"imitation must be in [0, 1], not {self.imitation}")
         if not 0.0 < self.es_share < 1.0 or self.es_games < 1 or self.es_workers < 1:

@@ -42,7 +42,8 @@ Such a game is a probe for a better answer around its restart point, at the cost
 short: its ``bootstrap`` is the play-out's discounted return (scaled), the value of the
 state after the window under the play-out (a back-up in the play-out that undoes window
 moves is part of that return: the record's rewards and the bootstrap sum, undiscounted,
-to the return gained after the restart point).
+to the return gained after the restart point). The trainer keeps such records only with
+``config.window_records``.
 """
 
 from __future__ import annotations

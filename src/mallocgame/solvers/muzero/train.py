@@ -92,10 +92,10 @@ def enable_compilation_cache() -> None:
 ANSWERS = ("search", "policy", "both")  # which games a Trainer's answer is the best of
 
 RUN_ONLY_FIELDS = (
-    "parallel_games", "greedy_games", "restart_fraction", "restart_window", "q_scale", "q_scale_per_buffer",
-    "value_scale", "td_steps", "init_temperature", "final_temperature", "temperature_decay_steps", "batch_size",
-    "replay_size", "min_replay", "train_every", "reanalyse_fraction", "demonstrations", "reanalyse_best",
-    "imitation", "es_share", "es_games", "es_workers",
+    "parallel_games", "greedy_games", "restart_fraction", "restart_window", "window_records", "q_scale",
+    "q_scale_per_buffer", "value_scale", "td_steps", "init_temperature", "final_temperature",
+    "temperature_decay_steps", "batch_size", "replay_size", "min_replay", "train_every", "reanalyse_fraction",
+    "demonstrations", "reanalyse_best", "imitation", "es_share", "es_games", "es_workers",
     "checkpoint_seconds", "progress_seconds", "eval_every", "checkpoint_dir", "progress",
 )
 """Config fields the compiled functions never read (they are run-time arguments, array
@@ -279,7 +279,8 @@ class Trainer:
             key = jax.random.fold_in(self._play_key, c.moves)
             rng = np.random.default_rng([self.seed, 1, c.moves]) if cfg.restart_fraction > 0 else None
             for done in self.selfplay.step(self.params, key, self.temperature(), rng):
-                self.replay.add(done.record)
+                if not done.played_out or cfg.window_records:
+                    self.replay.add(done.record)
                 c.games += 1
                 c.backups += done.backups
                 if done.start:
