@@ -57,8 +57,7 @@ def main() -> None:
     moves = 0
     while trainer.replay.positions < max(config.min_replay, config.batch_size):
         for done in trainer.selfplay.step(trainer.params, jax.random.PRNGKey(moves)):
-            assert done.record is not None  # no rng: no restarts, so no windowed game
-            trainer.replay.add(done.record)
+            trainer.replay.add(done.record)  # no rng: no restarts, so every game is whole
         moves += 1
     trainer._learn()  # compile the learner
     print(f"warm-up (compilation, {moves} moves to fill the replay): {time.perf_counter() - start:.1f} s")
@@ -68,7 +67,6 @@ def main() -> None:
         start = time.perf_counter()
         while time.perf_counter() - start < args.seconds:
             for done in trainer.selfplay.step(trainer.params, jax.random.PRNGKey(moves)):
-                assert done.record is not None
                 trainer.replay.add(done.record)
             moves += 1
             steps += config.parallel_games

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import functools
+
 import jax
 import numpy as np
 
@@ -32,13 +34,19 @@ def _batch(config) -> Batch:  # noqa: ANN001
     )
 
 
-def _losses(batch: Batch):  # noqa: ANN202
+@functools.cache
+def _step():  # noqa: ANN202
+    """One jitted train step, its initial parameters and optimizer state (compiled once)."""
     config = MuZeroSolver().config(SMALL)
     net = MuZeroNet(config)
     optimizer = make_optimizer(config)
     params = init_params(net, 0, empty_batch(config.observation, 1))
-    step = make_train_step(net, config, optimizer)
-    _, _, info = step(params, optimizer.init(params), batch_to_device(batch))
+    return make_train_step(net, config, optimizer), params, optimizer.init(params)
+
+
+def _losses(batch: Batch):  # noqa: ANN202
+    step, params, opt_state = _step()
+    _, _, info = step(params, opt_state, batch_to_device(batch))
     return jax.tree_util.tree_map(float, info)
 
 

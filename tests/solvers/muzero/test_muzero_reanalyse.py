@@ -181,6 +181,9 @@ def test_only_a_better_self_play_game_is_kept_and_its_targets_are_its_own(small)
     no_mask = dataclasses.replace(record, allowed=None)
     with pytest.raises(ValueError, match="allowed"):
         reanalyser.keep_best(no_mask)
+    cut = dataclasses.replace(record, rewards=record.rewards + 1.0, bootstrap=0.0)  # better, but cut short
+    with pytest.raises(ValueError, match="whole game"):
+        reanalyser.keep_best(cut)
 
 
 def test_real_search_targets_are_distributions_over_allowed_actions(small) -> None:

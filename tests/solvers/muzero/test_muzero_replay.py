@@ -41,6 +41,8 @@ def test_a_record_cut_short_bootstraps_from_the_return_after_it() -> None:
     whole = GameRecord(observations={}, actions=record.actions, rewards=record.rewards,
                        policies=record.policies, root_values=record.root_values)
     np.testing.assert_allclose(whole.value_targets(t, 1.0, 100), [6.0, 5.0, 3.0, 0.0])
+    record.bootstrap = None  # the cached returns follow the bootstrap
+    np.testing.assert_allclose(record.value_targets(t, 1.0, 100), [6.0, 5.0, 3.0, 0.0])
 
 
 def test_unrolls_past_a_cut_are_unknown_and_past_a_games_end_absorbing() -> None:

@@ -214,28 +214,39 @@ def test_games_start_fresh_without_an_rng_a_fraction_or_a_non_greedy_slot(small,
 def test_windowed_restarts_search_a_window_then_play_the_best_game_out(small) -> None:
     tables = build_tables(small)
     best = _copy_first_game(small, tables).actions
-    config = MuZeroSolver().config({**TINY, "greedy_games": 0, "restart_fraction": 1.0, "restart_window": 3})
+    config = MuZeroSolver().config({**TINY, "greedy_games": 0, "restart_fraction": 1.0, "restart_window": 3,
+                                    "discount": 0.5})  # a discount the bootstrap shows
     restarted = [g for g in _restarted_games(small, tables, config, 24) if g.start]
     assert restarted and all(g.backups == 0 for g in restarted)  # so every decision is where it was played
     scale = reward_scale(tables, config)
+    discounted = []  # whether a play-out's discounting shows (its return differs undiscounted)
     for g in restarted:
         assert g.actions[:g.start] == best[:g.start]  # the replayed prefix
         assert replay(small, g.actions, tables).return_s == pytest.approx(g.return_s)
-        gained = (g.return_s - replay(small, best[:g.start], tables).return_s) * scale
+        start_return = replay(small, best[:g.start], tables).return_s
         if g.start + 3 < small.num_buffers:
             assert g.actions[g.start:g.start + 3] == (2, 2, 2)  # the stand-in search's window (Drop first)
             rest = list(zip(g.actions[g.start + 3:], best[g.start + 3:]))
             assert all(a in (b, 2) for a, b in rest)  # played out along the best game, or Drop where it must
             assert sum(a == b for a, b in rest) >= len(rest) - 2
-            # trained on: the window's moves, cut short; the play-out's return is the bootstrap
+            # its record: the window's moves, cut short; the play-out's discounted return is the bootstrap
             assert g.played_out and len(g.record) == 3 and g.record.bootstrap is not None
-            window_return = replay(small, g.actions[:g.start + 3], tables).return_s
-            after = (g.return_s - window_return) * scale
-            assert g.record.bootstrap == pytest.approx(after, rel=1e-2, abs=1e-6)
-            assert float(g.record.rewards.sum()) + g.record.bootstrap == pytest.approx(gained, rel=1e-2, abs=1e-6)
+            game = replay(small, g.actions[:g.start + 3], tables)
+            assert float(g.record.rewards.sum()) == pytest.approx((game.return_s - start_return) * scale,
+                                                                  rel=1e-5, abs=1e-6)
+            undiscounted = (g.return_s - game.return_s) * scale
+            tail, power = 0.0, 1.0
+            for action in g.actions[g.start + 3:]:
+                before = game.return_s
+                game.step(action)
+                tail += power * (game.return_s - before) * scale
+                power *= 0.5
+            assert g.record.bootstrap == pytest.approx(tail, rel=1e-9, abs=1e-12)
+            discounted.append(abs(tail - undiscounted) > 1e-6 * abs(undiscounted))
         else:
             assert not g.played_out and g.record.bootstrap is None  # ended inside its window: a whole record
             assert len(g.record) == small.num_buffers - g.start
+    assert any(discounted)
     # a restart two decisions before the end ends inside its window of 3: all its moves are the agent's
     play = SelfPlay(small, tables, config, _LastAllowed())
     play.slots[0].start(best[:-2], best, window=3)

@@ -5,8 +5,9 @@ unroll steps): the representation at step 0, the dynamics for steps ``1..K``; at
 step the cross-entropy of the predicted policy with the search policy (where the
 position is inside the game), of the value with the two-hot n-step target (weight
 ``value_loss_weight``), and for ``k >= 1`` of the reward with the two-hot reward
-target (both where they are known: not past the end of a record cut short). Steps ``k >= 1`` are weighted ``1/K`` and the latent's gradient is halved
-at every dynamics step (MuZero appendix G). Weight decay is AdamW's.
+target (both where they are known: not past the end of a record cut short). Steps
+``k >= 1`` are weighted ``1/K`` and the latent's gradient is halved at every dynamics
+step (MuZero appendix G). Weight decay is AdamW's.
 """
 
 from __future__ import annotations

@@ -198,6 +198,8 @@ class Reanalyser:
         """
         if record.allowed is None:
             raise ValueError("a reanalysed record needs its allowed actions")
+        if record.bootstrap is not None:
+            raise ValueError("the kept best game must be a whole game, not a record cut short")
         total = float(np.sum(record.rewards, dtype=np.float64))
         if total <= self.best_return:
             return False

@@ -83,22 +83,26 @@ class GameRecord:
     root_values: np.ndarray
     allowed: np.ndarray | None = None
     bootstrap: float | None = None
-    _returns: tuple[float, np.ndarray] | None = field(default=None, init=False, repr=False, compare=False)
+    _returns: tuple[tuple[float, float | None], np.ndarray] | None = field(
+        default=None, init=False, repr=False, compare=False)
 
     def __len__(self) -> int:
         return int(self.actions.shape[0])
 
     def returns_to_go(self, discount: float) -> np.ndarray:
-        """:func:`discounted_returns` of this game's rewards, cached (rewards never change)."""
-        if self._returns is None or self._returns[0] != discount:
+        """:func:`discounted_returns` of this game's rewards and bootstrap, cached (rewards
+        never change; the cache is keyed by the discount and the bootstrap)."""
+        key = (discount, self.bootstrap)
+        if self._returns is None or self._returns[0] != key:
             tail = 0.0 if self.bootstrap is None else self.bootstrap
-            self._returns = (discount, discounted_returns(self.rewards, discount, tail))
+            self._returns = (key, discounted_returns(self.rewards, discount, tail))
         return self._returns[1]
 
     def value_targets(self, t: np.ndarray, discount: float, n: int) -> np.ndarray:
         """n-step value targets at positions ``t`` (int array, each in ``[0, L]``): float32,
         ``Σ_{i<n} γ^i u[t+i] + γ^n v[t+n]`` with today's root values; where ``t+n`` reaches
-        ``L`` the bootstrap is ``bootstrap`` (0 for a whole game) and ``v[L]`` is it."""
+        ``L`` it is ``Σ_{t<=i<L} γ^(i-t) u[i] + γ^(L-t) bootstrap`` (bootstrap 0 for a whole
+        game), and at ``t = L`` it is ``bootstrap``."""
         return bootstrapped(self.returns_to_go(discount), self.root_values, t, discount, n)
 
     def state_dict(self) -> dict[str, Any]:
