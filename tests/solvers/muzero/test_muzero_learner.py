@@ -12,10 +12,9 @@ from mallocgame.solvers.muzero.learner import batch_to_device, make_optimizer, m
 from mallocgame.solvers.muzero.networks import MuZeroNet, init_params
 from mallocgame.solvers.muzero.replay import Batch
 from mallocgame.solvers.muzero.solver import MuZeroSolver
+from tests.solvers.muzero.test_muzero_networks import SMALL as SMALL_NETWORK
 
-SMALL = {"width": 32, "latent_size": 16, "conv_channels": "4", "observation.grid_steps": 8, "observation.grid_window": 32,
-         "observation.grid_addr": 8, "observation.profile_bins": 16, "observation.supply_window": 8,
-         "unroll_steps": 3}
+SMALL = {**SMALL_NETWORK, "unroll_steps": 3}
 ROWS = 4
 
 
