@@ -141,7 +141,7 @@ def test_failure_kinds_are_the_documented_ones() -> None:
         "illegal_action", "incomplete", "allocation_mismatch", "reward_mismatch",
         "instance_mismatch", "misaligned", "over_capacity", "overlap", "alias_split",
         "alias_offset", "interval_shape", "copy_overlap", "copy_supply", "data_flow",
-        "slow_read",
+        "slow_read", "false_bound",
     }
 
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import pytest
 
 from mallocgame.latency import instruction_latency, mapping_reward, normalize, reward_normalizer
-from tests.builders import CONFORMANCE_NAMES, I, X, build, conformance_instance, reward_instance, roofline
+from tests.builders import CONFORMANCE_NAMES, I, X, build, conformance_instance, reward_instance, roofline, table
 
 REL = 1e-12
 
@@ -110,3 +110,22 @@ def test_normalize_is_zero_when_nothing_can_be_gained() -> None:
     assert reward_normalizer(inst) == 0.0
     assert mapping_reward(inst, [0]) == 0.0
     assert normalize(inst, 1.0) == 0.0
+
+
+def test_rewards_are_exact_where_float64_sums_cancel() -> None:
+    # count * 953923248486.9957 ~ 1.2e21 beside a gain of 0.5 s a run: the exact reward
+    # of both varied buffers fast is count * 0.5, and mapping_reward rounds it once.
+    from fractions import Fraction
+
+    from mallocgame.latency import exact_mapping_reward, exact_reward_normalizer
+
+    inst = build(
+        [X(64), X(64), X(64)],
+        [I(reads=[0, 1], writes=[2], count=1286573169,
+           latency=table([0, 1], [1.0, 953923248486.9957, 1.0, 0.5]))],
+    )
+    assert exact_mapping_reward(inst, [0, 1]) == Fraction(1286573169, 2)
+    assert mapping_reward(inst, [0, 1]) == 643286584.5
+    assert exact_mapping_reward(inst, [0]) == 1286573169 * (1 - Fraction(953923248486.9957))
+    assert exact_reward_normalizer(inst) == Fraction(1286573169, 2)
+    assert reward_normalizer(inst) == 643286584.5

@@ -21,14 +21,15 @@ import math
 from bisect import bisect_right
 from collections import defaultdict
 from dataclasses import dataclass
+from fractions import Fraction
 from numbers import Integral
 from typing import TYPE_CHECKING, Iterable, Mapping, Sequence
 
 import numpy as np
 
-from mallocgame.errors import IllegalActionError
+from mallocgame.errors import IllegalActionError, InstanceError, SolutionError
 from mallocgame.instance import Instance
-from mallocgame.latency import instruction_latency, mapping_reward, reward_normalizer
+from mallocgame.latency import exact_mapping_reward
 from mallocgame.solution import ACTION_NAMES, Allocation, Solution
 
 if TYPE_CHECKING:
@@ -46,7 +47,8 @@ FAILURE_KINDS = (
     "illegal_action",  # a replayed action is not legal in the game (SPEC section 4)
     "incomplete",  # fewer actions than buffers, or more
     "allocation_mismatch",  # the replay places a buffer differently from the solution
-    "reward_mismatch",  # reward_s / normalized_reward disagree with the replay or the mapping
+    "reward_mismatch",  # reward_s / normalized_reward disagree with the exact reward
+    "false_bound",  # bound_s is below the solution's own reward (or negative): not a bound
     "instance_mismatch",  # the solution was made for another instance (hash)
     "misaligned",  # rule 1: offset not a multiple of the alignment
     "over_capacity",  # rule 1: [offset, offset + z) outside the fast memory
@@ -60,10 +62,8 @@ FAILURE_KINDS = (
     "slow_read",  # rule 7: a read from slow memory of a value that never reached it
 )
 
-SUPPLY_RTOL = 1e-9  # rule 5: supply must reach (1 - SUPPLY_RTOL) * demand
-REWARD_RTOL = 1e-9  # reward_s against the replay or the mapping, relative
-REWARD_ATOL_OF_BASELINE = 1e-12  # absolute floor, times sum_t L_t(empty): rounding of sums
-NORMALIZED_TOL = 1e-9  # normalized_reward, relative (absolute below 1)
+SUPPLY_RTOL = Fraction(1, 10**9)  # rule 5: supply must reach (1 - 1e-9) * demand, exactly
+REWARD_RTOL = Fraction(1, 10**9)  # reward_s, normalized_reward and bound_s: relative, exactly
 _ROWS_PER_CHUNK = 1 << 21  # rule 2 sweep: (allocation, step) rows held at once
 
 
@@ -485,7 +485,8 @@ def _shared_pair_failures(
 def _supply_failures(
     inst: Instance, buf: np.ndarray, c0: np.ndarray, c1: np.ndarray
 ) -> list[Failure]:
-    """Copy intervals whose steps' ``supply_s`` sum to less than ``(1 - 1e-9) * demand``."""
+    """Copy intervals whose steps' ``supply_s`` sum to less than ``(1 - 1e-9) * demand``,
+    both sides exact (rationals); float prefix sums only clear the intervals far from it."""
     supply = np.array([ins.supply_s for ins in inst.instructions], np.float64)
     demand = np.array([inst.buffers[b].demand_s for b in buf], np.float64)
     prefix = np.r_[0.0, np.cumsum(supply)]
@@ -498,16 +499,13 @@ def _supply_failures(
         unclear[:] = True
     failures = []
     for k in np.flatnonzero(unclear):
-        try:
-            have = math.fsum(supply[c0[k] : c1[k] + 1])
-        except OverflowError:  # the exact sum exceeds every float, so any demand
-            continue
-        if have < (1 - SUPPLY_RTOL) * demand[k]:
+        have = sum((Fraction(float(w)) for w in supply[c0[k] : c1[k] + 1]), Fraction(0))
+        if have < (1 - SUPPLY_RTOL) * Fraction(float(demand[k])):
             failures.append(
                 _fail(
                     "copy_supply",
-                    f"buffer {buf[k]}: copy interval [{c0[k]}, {c1[k]}] supplies {have:.6g} s "
-                    f"< demand {demand[k]:.6g} s",
+                    f"buffer {buf[k]}: copy interval [{c0[k]}, {c1[k]}] supplies "
+                    f"{float(have):.17g} s < (1 - 1e-9) x demand {demand[k]:.17g} s",
                     [buf[k]],
                 )
             )
@@ -649,11 +647,30 @@ def _allocation_key(a: Allocation) -> tuple[object, ...]:
     return (a.action, a.offset, a.start, a.end, None if a.copy is None else tuple(a.copy))
 
 
-def _reward_tolerance(inst: Instance, expected: float) -> float:
-    """Seconds ``reward_s`` may differ from ``expected``: relative ``REWARD_RTOL``,
-    with a floor for the rounding of sums of latencies near a zero reward."""
-    baseline = sum(instruction_latency(inst, t, frozenset()) for t in range(inst.num_instructions))
-    return max(REWARD_RTOL * abs(expected), REWARD_ATOL_OF_BASELINE * baseline)
+def _relative_error(claim: float, exact: Fraction) -> Fraction | None:
+    """``|claim - exact| / |exact|`` exactly (``None`` when ``claim`` is not finite; an
+    infinite error when ``exact`` is 0 and ``claim`` is not)."""
+    if not isinstance(claim, (int, float)) or isinstance(claim, bool) or not math.isfinite(claim):
+        return None
+    diff = abs(Fraction(claim) - exact)
+    if exact == 0:
+        return Fraction(0) if diff == 0 else Fraction(10**9)
+    return diff / abs(exact)
+
+
+def _claim_failure(name: str, claim: object, exact: Fraction, what: str) -> list[Failure]:
+    """A ``reward_mismatch`` unless ``claim`` is within ``REWARD_RTOL`` of ``exact``."""
+    error = _relative_error(claim, exact)  # type: ignore[arg-type]
+    if error is not None and error <= REWARD_RTOL:
+        return []
+    off = "is not a finite number" if error is None else f"is off by {float(error):.3g} (relative)"
+    return [
+        _fail(
+            "reward_mismatch",
+            f"{name} {claim!r} {off}: {what} {float(exact)!r} exactly "
+            f"(SPEC section 7 allows a relative 1e-9)",
+        )
+    ]
 
 
 def _illegal(step: int, action: int, why: str = "is illegal") -> list[Failure]:
@@ -687,7 +704,9 @@ def _replay(inst: Instance, actions: Sequence[int]) -> tuple[list[Failure], Game
 
 
 def _replay_failures(inst: Instance, solution: Solution) -> list[Failure]:
-    """Replay ``solution.actions``: legal, complete, same allocations and reward."""
+    """Replay ``solution.actions``: legal, complete, the same allocations. (The replay's
+    return is the reward of those allocations, held to the exact value by
+    :func:`_reward_failures`: one reference, not the game's float64 running sum.)"""
     failures, game = _replay(inst, solution.actions or ())
     if game is None:
         return failures
@@ -706,38 +725,35 @@ def _replay_failures(inst: Instance, solution: Solution) -> list[Failure]:
                     [b],
                 )
             )
-    ret = float(game.return_s)
-    if abs(solution.reward_s - ret) > _reward_tolerance(inst, ret):
-        failures.append(
-            _fail(
-                "reward_mismatch",
-                f"reward_s {solution.reward_s!r} s, the replay returns {ret!r} s",
-            )
-        )
     return failures
 
 
 def _reward_failures(inst: Instance, solution: Solution) -> list[Failure]:
-    """``reward_s`` equals the mapping's reward; ``normalized_reward`` is ``reward_s / R``."""
-    failures = []
-    expected = mapping_reward(inst, {a.buffer for a in solution.allocations})
-    if abs(solution.reward_s - expected) > _reward_tolerance(inst, expected):
-        failures.append(
-            _fail(
-                "reward_mismatch",
-                f"reward_s {solution.reward_s!r} s, the allocated buffers give {expected!r} s",
+    """``reward_s`` against the exact reward of the allocated buffers, ``normalized_reward``
+    against the exact ``reward / R``, both to ``REWARD_RTOL`` relative (SPEC section 7);
+    ``bound_s`` (when present) not below the exact reward by more than that, nor negative."""
+    reward = exact_mapping_reward(inst, {a.buffer for a in solution.allocations})
+    normalizer = inst.exact_reward_normalizer
+    normalized = reward / normalizer if normalizer != 0 else Fraction(0)
+    failures = _claim_failure(
+        "reward_s", solution.reward_s, reward, "the allocated buffers' reward is"
+    )
+    failures += _claim_failure(
+        "normalized_reward", solution.normalized_reward, normalized,
+        f"reward / R (R = {float(normalizer)!r} s) is",
+    )
+    bound = solution.bound_s
+    if bound is not None:
+        if not isinstance(bound, (int, float)) or not math.isfinite(bound):
+            failures.append(_fail("false_bound", f"bound_s {bound!r} is not a finite number"))
+        elif bound < 0 or Fraction(bound) < (1 - REWARD_RTOL) * reward:
+            failures.append(
+                _fail(
+                    "false_bound",
+                    f"bound_s {bound!r} s is not an upper bound: the solution's own reward is "
+                    f"{float(reward)!r} s" + (" (and no reward is negative)" if bound < 0 else ""),
+                )
             )
-        )
-    normalizer = reward_normalizer(inst)
-    normalized = solution.reward_s / normalizer if normalizer != 0 else 0.0
-    if abs(solution.normalized_reward - normalized) > NORMALIZED_TOL * max(abs(normalized), 1.0):
-        failures.append(
-            _fail(
-                "reward_mismatch",
-                f"normalized_reward {solution.normalized_reward!r}, but reward_s / R = "
-                f"{normalized!r} (R = {normalizer!r} s)",
-            )
-        )
     return failures
 
 
@@ -745,18 +761,30 @@ def check_solution(inst: Instance, solution: Solution) -> CheckReport:
     """Validate ``solution`` for ``inst`` (SPEC section 7 and 8's ``check``).
 
     Checks the instance hash, replays ``actions`` when present (legal, complete,
-    reproducing the allocations and ``reward_s`` to ``REWARD_RTOL``), runs the
-    physical check, and compares ``reward_s`` with the reward of the allocated
-    buffers and ``normalized_reward`` with ``reward_s / R``. A solution for another
+    reproducing the allocations exactly), runs the physical check, and compares
+    ``reward_s`` with the exact reward of the allocated buffers, ``normalized_reward``
+    with the exact ``reward / R`` (each to a relative ``REWARD_RTOL``), and ``bound_s``
+    with the reward it claims to bound. A solution for another
     instance (hash) fails with ``instance_mismatch`` alone: the rules of one instance
     say nothing useful about a mapping of another.
     """
+    if not isinstance(inst, Instance):
+        raise InstanceError(f"check_solution: expected an Instance, got {type(inst).__name__}")
+    if not isinstance(solution, Solution):
+        raise SolutionError(f"check_solution: expected a Solution, got {type(solution).__name__}")
     if solution.instance_sha256 != inst.sha256:
-        return CheckReport((_fail(
-            "instance_mismatch",
-            f"solution is for instance {solution.instance!r} (hash {solution.instance_sha256}); "
-            f"this instance ({inst.name}) has {inst.sha256}",
-        ),))
+        if solution.instance == inst.name:
+            why = (
+                f"solution names instance {inst.name!r} but its instance_sha256 "
+                f"({solution.instance_sha256}) is not this file's ({inst.sha256}): the "
+                "instance or the solution was edited, or they come from different versions"
+            )
+        else:
+            why = (
+                f"solution is for instance {solution.instance!r} (hash "
+                f"{solution.instance_sha256}); this instance ({inst.name}) has {inst.sha256}"
+            )
+        return CheckReport((_fail("instance_mismatch", why),))
     failures = []
     if solution.actions is not None:
         failures += _replay_failures(inst, solution)

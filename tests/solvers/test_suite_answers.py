@@ -3,13 +3,14 @@
 The other solvers are covered elsewhere: ``heuristic`` on every bundled workload in
 ``tests/solvers/test_heuristic.py``, ``random`` on every suite program in
 ``tests/workloads/test_suite.py``. Here each program of the suites ``xla-v1`` (28
-programs, 70 to 16,911 buffers), ``xla-v2`` (26, 67 to 26,915 buffers) and ``torch-v1``
-(6, 771 to 3,808; :func:`mallocgame.workloads.suite.suite_names`) is solved by each of the three
+programs, 70 to 16,911 buffers), ``xla-v2`` (26, 67 to 26,915 buffers), ``torch-v1``
+(6, 771 to 3,808) and ``holdout-v1`` (10, 386 to 4,496;
+:func:`mallocgame.workloads.suite.suite_names`) is solved by each of the three
 solvers with a small budget, and :func:`mallocgame.check.check_solution`
 must accept the answer (its summary is the assertion message). The check replays the
 actions of a game answer and compares ``reward_s`` and ``normalized_reward`` with the
-reward it recomputes (``reward_mismatch``); the report does not expose that reward
-itself, so there is no separate equality assertion.
+exact reward it recomputes (``reward_mismatch``, relative 1e-9); the report does not
+expose that reward itself, so there is no separate equality assertion.
 
 Budgets: the smallest work that still runs each solver's own search, with work
 budgets (reproducible) wherever the solver can keep to one. ``LARGE`` (1,000

@@ -42,7 +42,7 @@ from mallocgame.check import physical_check
 from mallocgame.game.kernels import walk_back, walk_forward
 from mallocgame.instance import Instance
 from mallocgame.latency import mapping_reward
-from mallocgame.options import setting
+from mallocgame.options import check_ranges, setting
 from mallocgame.solution import Allocation, Solution
 from mallocgame.solvers.base import Run, SolveRequest, Solver, Stopwatch
 from mallocgame.solvers.bound import (
@@ -69,19 +69,19 @@ PRESOLVE_RETRIES: tuple[dict[str, Any], ...] = (
 class ExactConfig:
     """The settings of ``exact``."""
 
-    workers: int = setting(1, "CP-SAT search workers (1 with a work budget: reproducible)")
+    workers: int = setting(
+        1, "CP-SAT search workers (1 with a work budget: reproducible)", within="[1, 256]")
     cumulative: bool = setting(True, "add the redundant cumulative (capacity over time) constraint")
     warm_start: bool = setting(True, "play a few games first, as a hint and a fallback answer")
-    warm_start_s: float | None = setting(None, "seconds of warm-start games (none: a small share of the budget)")
+    warm_start_s: float | None = setting(
+        None, "seconds of warm-start games (none: a small share of the budget)",
+        within="[0, 604800]")
     heuristic_start: bool = setting(True, "hint CP-SAT with the heuristic's mapping")
     force_model: bool = setting(False, "build the model even when the budget looks too small")
     log: bool = setting(False, "print CP-SAT's search log")
 
     def __post_init__(self) -> None:
-        if self.workers < 1:
-            raise ValueError("workers must be at least 1")
-        if self.warm_start_s is not None and self.warm_start_s < 0:
-            raise ValueError("warm_start_s must be >= 0")
+        check_ranges(self)
 
 
 # ------------------------------------------------------------------- copy intervals
@@ -442,26 +442,30 @@ class MappingModel:
             return
         cap = 4.0 * self.units_per_trivial + 4.0  # no value that matters exceeds this
 
-        def up(v: float) -> int:
+        def up(v: float, count: int = 1) -> int:
+            # One execution's value; ``count`` of them make at most ``cap`` units, so that
+            # count * r stays inside int64 for CP-SAT (counts reach 2**31 - 1).
             q = (v / self.trivial) * self.units_per_trivial
-            q = min(max(q, -cap), cap)  # also tames overflow for tiny (subnormal) bounds
+            limit = cap / count
+            q = min(max(q, -limit), limit)  # also tames overflow for tiny (subnormal) bounds
             return math.ceil(q + abs(q) * 1e-12)
 
         # Values are rounded up (so the scaled objective bounds the reward) and clamped:
         # buffers that cannot be fast are left out, and losses below -floor are raised
         # to -floor (a mapping with such a loss scores below 0, worse than dropping
         # everything, and raising a value keeps the bound valid).
-        floor = 2 * (up(self.trivial) + 1)
+        total_floor = 2 * (up(self.trivial) + 1)
         feasible = self.reach.feasible
         for term in terms:
             bufs = inst.instructions[term.t].buffers
+            floor = -(-total_floor // term.count)  # count * floor units of loss: below 0
             if isinstance(term, RooflineTerm):
                 if term.a <= 0 and all(d >= 0 for d in term.deltas):
                     continue
                 pos = sum(d for b, d in zip(bufs, term.deltas) if feasible[b] and d > 0)
-                a, bb = up(min(term.a, term.b + pos)), up(term.b)
+                a, bb = up(min(term.a, term.b + pos), term.count), up(term.b, term.count)
                 coefs = [
-                    (max(up(d), -floor), self.fast[self.gof[b]])
+                    (max(up(d, term.count), -floor), self.fast[self.gof[b]])
                     for b, d in zip(bufs, term.deltas)
                     if feasible[b] and d != 0
                 ]
@@ -473,7 +477,10 @@ class MappingModel:
             else:
                 k = len(term.varied)
                 blocked = sum(1 << i for i, b in enumerate(term.varied) if not feasible[b])
-                vals = [0 if mask & blocked else max(up(g), -floor) for mask, g in enumerate(term.gains)]
+                vals = [
+                    0 if mask & blocked else max(up(g, term.count), -floor)
+                    for mask, g in enumerate(term.gains)
+                ]
                 if max(vals) <= 0 and min(vals) >= 0:
                     continue
                 idx = m.new_int_var(0, (1 << k) - 1, f"mask_{term.t}")
@@ -754,7 +761,7 @@ class ExactSolver(Solver, name="exact", work_unit="dtime_ms", config=ExactConfig
         solver = cp_model.CpSolver()
         params = solver.parameters
         params.num_workers = cfg.workers
-        params.random_seed = int(request.seed)
+        params.random_seed = int(request.seed) % 2**31  # CP-SAT's seed is a 32-bit int
         params.log_search_progress = cfg.log
         margin = 0.0
         if seconds is not None:
