@@ -69,3 +69,80 @@ def test_csv_rows_round_trip_and_bad_files(tmp_path: Path) -> None:
         read_csv_rows(path, ["a", "b"], lambda r: int(r[1]), "table")
     with pytest.raises(InputFileError, match="cannot read it"):
         read_csv_rows(tmp_path / "missing.csv", ["a"], tuple, "table")
+
+
+# ------------------------------------------------------------- special files and bad documents
+
+
+def _read_fifo(path: Path, into: list[bytes]) -> None:
+    with open(path, "rb") as fifo:
+        into.append(fifo.read())
+
+
+def test_a_fifo_is_written_through_never_replaced(tmp_path: Path) -> None:
+    import os
+    import stat
+    import threading
+
+    from mallocgame.fileio import write_bytes_atomic
+
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    for write, expected in ((lambda: write_json(fifo, {"a": 1}), b'{"a":1}\n'),
+                            (lambda: write_bytes_atomic(fifo, b"x" * 200_000), b"x" * 200_000)):
+        got: list[bytes] = []
+        reader = threading.Thread(target=_read_fifo, args=(fifo, got), daemon=True)
+        reader.start()
+        write()
+        reader.join(timeout=30)
+        assert not reader.is_alive() and got == [expected]  # more than a pipe's buffer, all of it
+        assert stat.S_ISFIFO(os.stat(fifo).st_mode)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["pipe"]  # no temporary left beside it
+
+
+def test_dev_null_is_written_through_and_stays_a_device() -> None:
+    import os
+    import stat
+
+    from mallocgame.fileio import write_bytes_atomic
+
+    before = os.stat("/dev/null")
+    assert stat.S_ISCHR(before.st_mode)
+    write_json("/dev/null", {"a": 1})
+    write_bytes_atomic("/dev/null", b"picture")
+    after = os.stat("/dev/null")
+    assert stat.S_ISCHR(after.st_mode)
+    assert (after.st_rdev, after.st_ino) == (before.st_rdev, before.st_ino)
+
+
+def test_a_directory_or_socket_is_refused_and_left_as_it_is(tmp_path: Path) -> None:
+    import socket
+
+    from mallocgame.errors import OutputFileError
+
+    (tmp_path / "d").mkdir()
+    with pytest.raises(OutputFileError, match=r"d: a directory, not a file$"):
+        write_json(tmp_path / "d", {})
+    assert (tmp_path / "d").is_dir()
+    server = socket.socket(socket.AF_UNIX)
+    try:
+        server.bind(str(tmp_path / "s"))
+        with pytest.raises(OutputFileError, match="a special file .a block device or socket."):
+            write_json(tmp_path / "s", {})
+        assert (tmp_path / "s").is_socket()
+    finally:
+        server.close()
+
+
+@pytest.mark.parametrize("value", [float("nan"), float("inf"), -float("inf"), {1, 2}])
+def test_a_document_json_cannot_hold_is_refused_and_nothing_is_written(
+    tmp_path: Path, value: object,
+) -> None:
+    from mallocgame.errors import OutputFileError
+
+    path = tmp_path / "x.json"
+    path.write_text('{"old": true}\n')
+    with pytest.raises(OutputFileError, match="x.json: not written: the document is not JSON"):
+        write_json(path, {"reward_s": [1.0, value]})
+    assert json.loads(path.read_text()) == {"old": True}  # the file there stays as it was
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["x.json"]

@@ -133,6 +133,8 @@ def _set(path, value):
 INVALID = [
     ("wrong format", _set(["format"], "mallocgame-solution"), FormatError, "format"),
     ("wrong version", _set(["version"], 2), FormatError, "version"),
+    ("version true", _set(["version"], True), FormatError, "unsupported instance version True"),
+    ("version as text", _set(["version"], "1"), FormatError, "unsupported instance version '1'"),
     ("game order in an instruction", _swap_buffers_within_instruction, InstanceError, "game order"),
     ("game order across instructions", _ids_across_instructions, InstanceError, "game order"),
     ("buffer id not its index", _set(["buffers", 0, "id"], 7), InstanceError, "id"),

@@ -3,14 +3,19 @@ range checks, and the documentation ``mallocgame solvers`` prints."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import re
+import typing
+from dataclasses import dataclass, fields, is_dataclass
 from typing import Literal
 
 import pytest
 
 from mallocgame.errors import SolverError
 from mallocgame.solvers import SOLVERS
-from mallocgame.options import json_settings, option_docs, parse_config, setting, typed_options
+from mallocgame.options import (
+    Interval, check_ranges, json_settings, option_docs, parse_config, setting, typed_options,
+    unranged_options,
+)
 
 
 @dataclass(frozen=True)
@@ -100,3 +105,152 @@ def test_option_docs_list_every_setting_with_its_kind_and_default() -> None:
 def test_every_solver_documents_every_setting(name: str) -> None:
     for doc in option_docs(SOLVERS[name].Config):
         assert doc.doc, f"{name}: option {doc.name} has no doc"
+
+
+# ------------------------------------------------------------------------------ ranges
+
+
+@dataclass(frozen=True)
+class Ranged:
+    share: float = setting(0.5, "a probability", within="[0, 1]")
+    rate: float = setting(1.0, "per second", within="(0, 10)")
+    count: int = setting(2, "things", within="[1, 8]")
+    limit: float | None = setting(None, "seconds, or none", within="(0, 1e3]")
+    sizes: tuple[int, ...] = setting((4,), "a list of sizes", within="[1, 64]", length=(1, 3))
+    names: tuple[str, ...] = setting((), "a list of names", length=(0, 2))
+    inner: Inner = setting(factory=Inner, doc="nested, unranged")
+
+    def __post_init__(self) -> None:
+        check_ranges(self)
+
+
+def test_an_interval_reads_its_open_and_closed_ends() -> None:
+    closed, half = Interval.parse("[0, 1]"), Interval.parse(" (0 ,1e3] ")
+    assert 0 in closed and 1 in closed and 0.5 in closed and 1.01 not in closed and -0.0 in closed
+    assert 0 not in half and 1e-300 in half and 1000 in half and 1000.5 not in half
+    assert str(half) == "(0, 1e3]" and str(Interval.parse("[-5,5)")) == "[-5, 5)"
+    assert True not in closed and "0.5" not in closed and float("nan") not in closed
+    for bad in ("0, 1", "[0, 1", "[1, 0]", "[0, inf]", "[0, NaN]", "[0, 1, 2]", "[a, 1]", "[]", "[0, true]"):
+        with pytest.raises(TypeError, match="setting range"):
+            Interval.parse(bad)
+    with pytest.raises(TypeError, match="setting length"):
+        setting((), "x", length=(3, 1))
+
+
+@pytest.mark.parametrize(
+    "options, message",
+    [
+        ({"share": 1.5}, r"^demo: option share must be in \[0, 1\], not 1\.5$"),
+        ({"share": "-1"}, r"^demo: option share must be in \[0, 1\], not -1\.0$"),
+        ({"rate": 0}, r"^demo: option rate must be in \(0, 10\), not 0\.0$"),
+        ({"rate": 10}, r"^demo: option rate must be in \(0, 10\), not 10\.0$"),
+        ({"rate": 1e308}, r"^demo: option rate must be in \(0, 10\), not 1e\+308$"),
+        ({"count": 0}, r"^demo: option count must be in \[1, 8\], not 0$"),
+        ({"count": "9"}, r"^demo: option count must be in \[1, 8\], not 9$"),
+        ({"limit": -1}, r"^demo: option limit must be in \(0, 1e3\], not -1\.0$"),
+        ({"sizes": ""}, r"^demo: option sizes must hold 1 to 3 items, not 0$"),
+        ({"sizes": "1,2,3,4"}, r"^demo: option sizes must hold 1 to 3 items, not 4$"),
+        ({"sizes": [8, 0]}, r"^demo: option sizes items must be in \[1, 64\], not 0$"),
+        ({"names": "a,b,c"}, r"^demo: option names must hold 0 to 2 items, not 3$"),
+    ],
+)
+def test_a_value_out_of_its_range_is_one_line_naming_the_option_and_range(
+    options: dict, message: str,
+) -> None:
+    with pytest.raises(SolverError, match=message):
+        parse_config(Ranged, options, "demo")
+
+
+def test_values_in_range_and_none_pass_and_a_direct_config_checks_its_ranges() -> None:
+    cfg = parse_config(Ranged, {"share": "1", "rate": 9.5, "count": 8, "limit": "none",
+                                "sizes": "1,64,2", "names": ""}, "demo")
+    assert cfg == Ranged(1.0, 9.5, 8, None, (1, 64, 2), ())
+    assert parse_config(Ranged, {"limit": 1e3}, "demo").limit == 1e3
+    with pytest.raises(ValueError, match=r"^option share must be in \[0, 1\], not 2$"):
+        Ranged(share=2)
+    with pytest.raises(ValueError, match=r"^option sizes must hold 1 to 3 items, not 0$"):
+        Ranged(sizes=())
+
+
+def test_option_docs_show_each_range() -> None:
+    docs = {d.name: d.kind for d in option_docs(Ranged)}
+    assert docs["share"] == "float in [0, 1]" and docs["limit"] == "float in (0, 1e3] or none"
+    assert docs["sizes"] == "list of int (comma-separated), 1 to 3 items, each in [1, 64]"
+    assert docs["names"] == "list of str (comma-separated), 0 to 2 items"
+    assert docs["inner.size"] == "int"
+
+
+def test_unranged_options_names_numbers_and_lists_without_a_range() -> None:
+    assert unranged_options(Ranged) == ["inner.size"]
+    assert unranged_options(Demo) == ["count", "rate", "names", "sizes", "limit", "inner.size"]
+
+
+@pytest.mark.parametrize("name", SOLVERS)
+def test_every_solver_declares_a_range_for_every_setting(name: str) -> None:
+    assert unranged_options(SOLVERS[name].Config) == []
+
+
+def _ranged_fields(cls: type, prefix: str = ""):
+    """(option name, field metadata, default) of every ranged setting of ``cls``."""
+    hints = typing.get_type_hints(cls)
+    defaults = cls()
+    for f in fields(cls):
+        if is_dataclass(hints[f.name]):
+            yield from _ranged_fields(hints[f.name], f"{prefix}{f.name}.")
+        elif "within" in f.metadata or "length" in f.metadata:
+            yield prefix + f.name, f.metadata, getattr(defaults, f.name)
+
+
+def _outside(metadata) -> list:
+    """Values just outside a setting's range, below and above it (list settings: too few or
+    too many items, an item outside its interval)."""
+    within, length = metadata.get("within"), metadata.get("length")
+    if length is not None:
+        item = "x" if within is None else within.high  # a list of names, or of numbers
+        out = [(item,) * (length[1] + 1)] + ([()] if length[0] > 0 else [])
+        if within is not None:
+            out.append((within.low - 1,) * max(length[0], 1))
+        return out
+    below = within.low if within.low_open else within.low - 1
+    above = within.high if within.high_open else within.high + max(1, abs(within.high))
+    return [below, above]
+
+
+@pytest.mark.parametrize("name", list(SOLVERS))
+def test_every_default_is_in_range_and_every_value_out_of_range_is_refused(name: str) -> None:
+    cls = SOLVERS[name].Config
+    solver = SOLVERS[name]()
+    for option, metadata, default in _ranged_fields(cls):
+        within, length = metadata.get("within"), metadata.get("length")
+        if default is not None:
+            if length is not None:
+                assert length[0] <= len(default) <= length[1], f"{name}: default {option}"
+            values = default if isinstance(default, tuple) else (default,)
+            assert within is None or all(v in within for v in values), f"{name}: default {option}"
+        for value in _outside(metadata):
+            needle = rf"^{re.escape(name)}: option {re.escape(option)} (items )?must "
+            with pytest.raises(SolverError, match=needle):
+                solver.check_options({option: list(value) if isinstance(value, tuple) else value})
+
+
+@pytest.mark.parametrize("options, message", [
+    ({"noise_fraction": 1.5}, r"option noise_fraction must be in \[0, 1\], not 1\.5"),
+    ({"noise_fraction": -1}, r"option noise_fraction must be in \[0, 1\], not -1\.0"),
+    ({"noise_alpha": 0}, r"option noise_alpha must be in \[1e-3, 1e3\], not 0\.0"),
+    ({"init_temperature": 0}, r"option init_temperature must be in \[1e-3, 1e3\], not 0\.0"),
+    ({"final_temperature": -0.5}, r"option final_temperature must be in \[1e-3, 1e3\], not -0\.5"),
+    ({"gumbel_scale": -1}, r"option gumbel_scale must be in \[0, 100\], not -1\.0"),
+    ({"checkpoint_seconds": -1}, r"option checkpoint_seconds must be in \(0, 1e9\], not -1\.0"),
+    ({"conv_channels": ""}, r"option conv_channels must hold 1 to 8 items, not 0"),
+    ({"value_scale": 1e308}, r"option value_scale must be in \(0, 1e6\], not 1e\+308"),
+    ({"learning_rate": 1e308}, r"option learning_rate must be in \(0, 1\], not 1e\+308"),
+])
+def test_the_issue_37_muzero_options_are_refused_without_a_warning(
+    options: dict, message: str,
+) -> None:
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        with pytest.raises(SolverError, match=f"^muzero: {message}$"):
+            SOLVERS["muzero"]().check_options(options)

@@ -431,3 +431,18 @@ def test_reward_correlates_negatively_with_latency() -> None:
         rewards.append(sol.reward_s)
         latencies.append(simulate(inst, sol).latency_s)
     assert np.corrcoef(rewards, latencies)[0, 1] < -0.5
+
+
+@pytest.mark.parametrize("mapping", [None, 42, "Copy", {"buffer": 0}, [None], [{"buffer": 0}]])
+def test_what_is_not_a_solution_or_allocations_is_a_solution_error(small, mapping) -> None:
+    from mallocgame.errors import SolutionError
+
+    with pytest.raises(SolutionError, match=r"^simulate: expected a Solution or its allocations"):
+        simulate(small, mapping)
+
+
+def test_what_is_not_an_instance_is_an_instance_error() -> None:
+    from mallocgame.errors import InstanceError
+
+    with pytest.raises(InstanceError, match=r"^simulate: expected an Instance, not None$"):
+        simulate(None, [])

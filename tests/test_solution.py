@@ -80,3 +80,87 @@ def test_a_malformed_solution_is_a_typed_error(change: dict, error: type, needle
 def test_a_missing_file_is_an_input_error(tmp_path: Path) -> None:
     with pytest.raises(InputFileError):
         load_solution(tmp_path / "nope.json")
+
+
+# ------------------------------------------------------- solutions refused where they are made
+
+
+@pytest.mark.parametrize("change, needle", [
+    ({"reward_s": float("nan")}, r"^solution: 'reward_s' must be a finite number, not nan$"),
+    ({"reward_s": float("inf")}, "'reward_s' must be a finite number"),
+    ({"normalized_reward": float("nan")}, "'normalized_reward' must be a finite number, not nan"),
+    ({"wall_s": -float("inf")}, "'wall_s' must be a finite number"),
+    ({"wall_s": "soon"}, "'wall_s' must be a finite number, not 'soon'"),
+    ({"reward_s": True}, "'reward_s' must be a finite number, not True"),
+    ({"bound_s": float("nan")}, r"^solution: 'bound_s' must be a finite number or None, not nan$"),
+    ({"work": {"games": float("nan")}}, "'work' must map names to finite numbers"),
+    ({"allocations": ({"buffer": 0},)}, "'allocations' must hold Allocation objects"),
+])
+def test_a_solution_with_a_non_finite_number_is_refused_where_it_is_made(
+    change: dict, needle: str,
+) -> None:
+    from dataclasses import replace
+
+    with pytest.raises(SolutionError, match=needle):
+        replace(SOLUTION, **change)
+
+
+@pytest.mark.parametrize("args, needle", [
+    ((0, "Copy", "512", 0, 2), r"^allocation: 'buffer' and 'offset' must be integers of magnitude "
+                               r"at most 2\*\*53, not 0 and '512'$"),
+    ((0, "Copy", float("nan"), 0, 2), "'buffer' and 'offset' must be integers"),
+    ((0, "Copy", 2**60, 0, 2), "'buffer' and 'offset' must be integers of magnitude at most 2"),
+    ((True, "Copy", 0, 0, 2), "'buffer' and 'offset' must be integers"),
+    ((0, 1, 0, 0, 2), r"^allocation of buffer 0: 'action' must be a string, not 1$"),
+    ((0, "Copy", 0, 0.5, 2),
+     r"'start' and 'end' must be None or integers of magnitude at most 2\*\*53, not 0\.5 and 2$"),
+    ((0, "Copy", 0, 0, "2"), "'start' and 'end' must be None or integers"),
+    ((0, "Copy", 0, 0, 2, (0,)),
+     r"'copy' must be None or a pair of integers of magnitude at most 2\*\*53, not \(0,\)"),
+    ((0, "Copy", 0, 0, 2, "01"), "'copy' must be None or a pair"),
+    ((0, "Copy", 0, 0, 2, (0, 1.5)), "'copy' must be None or a pair"),
+])
+def test_a_malformed_allocation_is_a_typed_error(args: tuple, needle: str) -> None:
+    with pytest.raises(SolutionError, match=needle):
+        Allocation(*args)
+
+
+def test_an_allocation_takes_numpy_integers_and_leaves_the_rules_to_the_check() -> None:
+    import numpy as np
+
+    Allocation(-1, "Drop", 0, None, 3, (2, 1))  # well typed: mallocgame.check judges the rest
+
+    a = Allocation(np.int64(3), "Copy", np.int32(64), np.int64(0), np.int64(2), [np.int64(0), 1])
+    assert a == Allocation(3, "Copy", 64, 0, 2, (0, 1))
+    assert all(type(v) is int for v in (a.buffer, a.offset, a.start, a.end, *a.copy))
+    assert json.loads(json.dumps(a.to_dict()))["copy"] == [0, 1]
+
+
+def test_save_never_writes_a_non_finite_number(tmp_path: Path) -> None:
+    from dataclasses import replace
+
+    path = tmp_path / "s.json"
+    info = {"loss": float("nan"), "curve": [1.0, float("inf")], "ok": {"x": -float("inf")}}
+    diverged = replace(SOLUTION, info=info)
+    save_solution(diverged, path)
+    text = path.read_text()
+    assert "NaN" not in text and "Infinity" not in text
+    assert load_solution(path).info == {"loss": None, "curve": [1.0, None], "ok": {"x": None}}
+
+
+def test_save_to_a_directory_is_one_output_error_and_leaves_it(tmp_path: Path) -> None:
+    from mallocgame.errors import OutputFileError
+
+    with pytest.raises(OutputFileError, match=r"a directory, not a file$"):
+        save_solution(SOLUTION, tmp_path)
+    assert tmp_path.is_dir() and list(tmp_path.iterdir()) == []
+
+
+def test_the_largest_seed_round_trips(tmp_path: Path) -> None:
+    from dataclasses import replace
+
+    path = tmp_path / "s.json"
+    # the largest seed a request takes; one in a file from before requests were checked
+    for seed in (2**63 - 1, -1):
+        save_solution(replace(SOLUTION, seed=seed), path)
+        assert load_solution(path).seed == seed

@@ -11,11 +11,13 @@ from __future__ import annotations
 __all__ = [
     "MallocGameError",
     "InputFileError",
+    "OutputFileError",
     "FormatError",
     "InstanceError",
     "SolutionError",
     "IllegalActionError",
     "GameOverError",
+    "UndoError",
     "SolverError",
     "StaleRecordError",
     "ComparisonError",
@@ -28,6 +30,13 @@ class MallocGameError(Exception):
 
 class InputFileError(MallocGameError):
     """A file is missing, unreadable, or not valid (gzip-)JSON."""
+
+
+class OutputFileError(InputFileError):
+    """A file cannot be written: its path is a directory or a special file that cannot
+    take a document (a block device, a socket), the system refused the write, or the
+    document holds a number JSON cannot represent (NaN, an infinity). A subclass of
+    :class:`InputFileError`, which write failures raised before this class existed."""
 
 
 class FormatError(MallocGameError):
@@ -48,6 +57,11 @@ class IllegalActionError(MallocGameError):
 
 class GameOverError(MallocGameError):
     """An action was played after the game ended (complete or infeasible)."""
+
+
+class UndoError(MallocGameError, ValueError):
+    """An undo past the start of the game, or to a mark ahead of the current state (a
+    ``ValueError`` too, as it was before it had a type of its own)."""
 
 
 class SolverError(MallocGameError):

@@ -9,11 +9,14 @@ import io
 import json
 import math
 import os
+import stat
 import tempfile
 from pathlib import Path
 from typing import Any, Callable, Iterable, Sequence, TypeVar
 
-from mallocgame.errors import FormatError, InputFileError, InstanceError, SolutionError
+from mallocgame.errors import (
+    FormatError, InputFileError, InstanceError, OutputFileError, SolutionError,
+)
 
 T = TypeVar("T")
 
@@ -79,30 +82,74 @@ def _refuse_constant(name: str) -> Any:
 def write_bytes_atomic(path: str | os.PathLike[str], data: bytes) -> None:
     """Write ``data`` to a temporary file beside ``path`` and rename it into place.
 
-    A reader never sees a partially written file, and a failure leaves no file behind.
+    A reader never sees a partially written file, and a failure leaves no file behind
+    (the file that was at ``path`` stays as it was). A character device or a FIFO at
+    ``path`` (``/dev/null``, ``/dev/stdout`` on a terminal or pipe, a named pipe) is
+    written through, never replaced (a FIFO's write waits for its reader). A directory,
+    a block device or a socket at ``path``, or any failure of the system to write, is an
+    :class:`OutputFileError` of one line naming ``path``.
     """
     path = Path(path)
+    try:
+        mode = os.stat(path).st_mode  # follows a symbolic link to what it names
+    except (FileNotFoundError, NotADirectoryError):
+        mode = None
+    except OSError as exc:
+        raise OutputFileError(f"{path}: cannot write: {exc}") from None
+    if mode is not None and not stat.S_ISREG(mode):
+        if stat.S_ISDIR(mode):
+            raise OutputFileError(f"{path}: a directory, not a file")
+        if stat.S_ISCHR(mode) or stat.S_ISFIFO(mode):
+            _write_through(path, data)
+            return
+        raise OutputFileError(f"{path}: a special file (a block device or socket): not written")
     directory = path.parent if str(path.parent) else Path(".")
     try:
         fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=directory)
     except OSError as exc:
-        raise InputFileError(f"{path}: cannot write: {exc}") from exc
+        raise OutputFileError(f"{path}: cannot write: {exc}") from None
     try:
         with os.fdopen(fd, "wb") as handle:
             handle.write(data)
         os.chmod(tmp, 0o666 & ~_UMASK)
         os.replace(tmp, path)
-    except BaseException:
+    except BaseException as exc:
         try:
             os.unlink(tmp)
         except OSError:
             pass
+        if isinstance(exc, OSError):
+            raise OutputFileError(f"{path}: cannot write: {exc}") from None
         raise
 
 
+def _write_through(path: Path, data: bytes) -> None:
+    """Write ``data`` into the character device or FIFO at ``path`` as it is (no
+    temporary file, no rename, no truncation); :class:`OutputFileError` on failure."""
+    try:
+        fd = os.open(path, os.O_WRONLY | getattr(os, "O_NOCTTY", 0))
+    except OSError as exc:
+        raise OutputFileError(f"{path}: cannot write: {exc}") from None
+    try:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view):]
+    except OSError as exc:
+        raise OutputFileError(f"{path}: cannot write: {exc}") from None
+    finally:
+        os.close(fd)
+
+
 def write_json(path: str | os.PathLike[str], obj: Any, *, indent: int | None = None) -> None:
-    """Atomically write ``obj`` as JSON; gzip-compressed when ``path`` ends in ``.gz``."""
-    text = json.dumps(obj, indent=indent, separators=None if indent else (",", ":"))
+    """Atomically write ``obj`` as JSON; gzip-compressed when ``path`` ends in ``.gz``.
+
+    JSON has no NaN or infinity: ``obj`` holding one (or a value that is not JSON) is an
+    :class:`OutputFileError`, and nothing is written."""
+    try:
+        separators = None if indent else (",", ":")
+        text = json.dumps(obj, indent=indent, separators=separators, allow_nan=False)
+    except (ValueError, TypeError) as exc:  # a non-finite float; an object JSON cannot hold
+        raise OutputFileError(f"{path}: not written: the document is not JSON ({exc})") from None
     data = (text + "\n").encode("utf-8")
     if str(path).endswith(".gz"):
         data = gzip.compress(data, mtime=0)

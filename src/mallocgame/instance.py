@@ -16,6 +16,7 @@ from __future__ import annotations
 import math
 import os
 from dataclasses import dataclass, field, fields
+from fractions import Fraction
 from functools import cached_property
 from typing import Any, Mapping
 
@@ -189,6 +190,14 @@ class Instance:
     def num_alias_groups(self) -> int:
         return len({b.alias_id for b in self.buffers})
 
+    @cached_property
+    def exact_reward_normalizer(self) -> Fraction:
+        """``R`` of SPEC section 5 in exact arithmetic (seconds), computed once
+        (:func:`mallocgame.latency.exact_reward_normalizer`)."""
+        from mallocgame.latency import exact_reward_normalizer  # latency imports this module
+
+        return exact_reward_normalizer(self)
+
 
 # ----------------------------------------------------------------------------- parsing
 
@@ -265,7 +274,7 @@ def instance_from_dict(doc: Any, *, where: str = "instance") -> Instance:
     if fmt != INSTANCE_FORMAT:
         raise FormatError(f"{where}: format is {fmt!r}, expected '{INSTANCE_FORMAT}'")
     version = doc.get("version")
-    if version != INSTANCE_VERSION:
+    if isinstance(version, bool) or version != INSTANCE_VERSION:  # true == 1, but is not a version
         raise FormatError(
             f"{where}: unsupported instance version {version!r} (this build reads {INSTANCE_VERSION})"
         )

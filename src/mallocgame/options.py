@@ -4,13 +4,21 @@ A solver's ``Config`` is a frozen dataclass whose fields are declared with
 :func:`setting` (a default and one line of doc, with its unit). Field types are
 ``bool``, ``int``, ``float``, ``str``, ``Literal[...]`` (a choice), ``tuple[str, ...]``
 or ``tuple[int, ...]`` (a list), ``X | None``, or another such dataclass (its fields are
-named ``FIELD.SUB``). Range checks live in the dataclass's ``__post_init__``, which
-raises ``ValueError`` with what is wrong.
+named ``FIELD.SUB``).
+
+Ranges: every number setting declares the interval its values lie in
+(``setting(0.25, "...", within="[0, 1]")``; an end written ``(`` or ``)`` is open) and
+every list setting how many items it holds (``length=(1, 8)``) and, for a list of
+numbers, the interval of each item; :func:`unranged_options` names a ``Config``'s
+settings that declare none. The coercer checks the declared ranges, and a ``Config``
+made directly checks them by calling :func:`check_ranges` in its ``__post_init__``;
+what no single range says (one setting against another) lives in ``__post_init__``
+too, which raises ``ValueError`` with what is wrong.
 
 :func:`parse_config` turns options (from the command line: strings; from the library
 or a sweep: JSON values) into a ``Config``. The command line, sweeps and the library
 all go through it, so a bad name or value is one :class:`~mallocgame.errors.SolverError`
-line that names the solver and lists the valid names or values.
+line that names the solver and lists the valid names or values, or the option's range.
 """
 
 from __future__ import annotations
@@ -25,7 +33,10 @@ from typing import Any, Literal, Mapping, TypeVar
 
 from mallocgame.errors import SolverError
 
-__all__ = ["setting", "parse_config", "option_docs", "OptionDoc", "json_settings", "typed_options"]
+__all__ = [
+    "setting", "parse_config", "option_docs", "OptionDoc", "json_settings", "typed_options",
+    "Interval", "unranged_options", "check_ranges",
+]
 
 C = TypeVar("C")
 
@@ -33,12 +44,68 @@ _TRUE = ("true", "yes", "1")
 _FALSE = ("false", "no", "0")
 
 
-def setting(default: Any = dataclasses.MISSING, doc: str = "", *, factory: Any = None) -> Any:
-    """A ``Config`` field: its ``default`` (or a ``factory`` for a dataclass default) and
-    ``doc``, one line with the unit."""
+@dataclass(frozen=True)
+class Interval:
+    """The numbers a setting accepts: ``low`` to ``high`` (both finite), each end
+    included unless it is open. Written and printed as ``[0, 1]``, ``(0, 1]``, ..."""
+
+    low: float
+    high: float
+    low_open: bool = False
+    high_open: bool = False
+    text: str = dataclasses.field(default="", compare=False)  # as written
+
+    @classmethod
+    def parse(cls, text: str) -> "Interval":
+        """The interval ``text`` writes; ``TypeError`` (a ``Config`` bug, not input) if
+        it is not ``[``/``(`` low, high ``]``/``)`` with finite ends, low <= high."""
+        body = text.strip()
+        ends = body[:1] + body[-1:]
+        parts = body[1:-1].split(",")
+        try:
+            if len(body) < 2 or ends[0] not in "[(" or ends[1] not in "])" or len(parts) != 2:
+                raise ValueError(text)
+            low, high = (json.loads(p.strip()) for p in parts)
+            numbers = [v for v in (low, high) if isinstance(v, (int, float)) and not isinstance(v, bool)]
+            if len(numbers) != 2 or not all(math.isfinite(v) for v in numbers):
+                raise ValueError(text)
+        except ValueError:
+            raise TypeError(f"setting range {text!r} is not like '[0, 1]' or '(0, 1e6]'") from None
+        if low > high:
+            raise TypeError(f"setting range {text!r} is empty")
+        written = f"{ends[0]}{parts[0].strip()}, {parts[1].strip()}{ends[1]}"
+        return cls(low, high, ends[0] == "(", ends[1] == ")", written)
+
+    def __contains__(self, value: object) -> bool:
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            return False
+        above = value > self.low if self.low_open else value >= self.low
+        below = value < self.high if self.high_open else value <= self.high
+        return above and below
+
+    def __str__(self) -> str:
+        return self.text
+
+
+def setting(
+    default: Any = dataclasses.MISSING, doc: str = "", *, factory: Any = None,
+    within: str | None = None, length: tuple[int, int] | None = None,
+) -> Any:
+    """A ``Config`` field: its ``default`` (or a ``factory`` for a dataclass default),
+    ``doc`` (one line with the unit), and its range: ``within``, the interval (as
+    :meth:`Interval.parse` reads it) of a number or of each number of a list, and
+    ``length``, the least and most items of a list."""
+    metadata: dict[str, Any] = {"doc": doc}
+    if within is not None:
+        metadata["within"] = Interval.parse(within)
+    if length is not None:
+        low, high = length
+        if not 0 <= low <= high:
+            raise TypeError(f"setting length {length!r} is not (least, most) items")
+        metadata["length"] = (int(low), int(high))
     if factory is not None:
-        return dataclasses.field(default_factory=factory, metadata={"doc": doc})
-    return dataclasses.field(default=default, metadata={"doc": doc})
+        return dataclasses.field(default_factory=factory, metadata=metadata)
+    return dataclasses.field(default=default, metadata=metadata)
 
 
 @dataclass(frozen=True)
@@ -65,16 +132,53 @@ def _strip_optional(hint: Any) -> tuple[Any, bool]:
     return hint, False
 
 
-def _kind(hint: Any) -> str:
+def _kind(hint: Any, metadata: Mapping[str, Any]) -> str:
     inner, optional = _strip_optional(hint)
     origin = typing.get_origin(inner)
+    within = metadata.get("within")
     if origin is Literal:
         text = "one of " + ", ".join(str(a) for a in typing.get_args(inner))
     elif origin is tuple:
         text = f"list of {typing.get_args(inner)[0].__name__} (comma-separated)"
+        if "length" in metadata:
+            text += ", {} to {} items".format(*metadata["length"])
+        if within is not None:
+            text += f", each in {within}"
     else:
         text = getattr(inner, "__name__", str(inner))
+        if within is not None:
+            text += f" in {within}"
     return text + (" or none" if optional else "")
+
+
+def _range_problem(value: Any, metadata: Mapping[str, Any]) -> str | None:
+    """What is wrong with ``value`` (coerced; ``None`` for an optional setting left
+    out) against its field's declared range, as "must be ...", or ``None`` if nothing."""
+    if value is None:
+        return None
+    within: Interval | None = metadata.get("within")
+    if isinstance(value, tuple):
+        if "length" in metadata:
+            least, most = metadata["length"]
+            if not least <= len(value) <= most:
+                return f"must hold {least} to {most} items, not {len(value)}"
+        for item in value if within is not None else ():
+            if item not in within:
+                return f"items must be in {within}, not {item!r}"
+        return None
+    if within is not None and value not in within:
+        return f"must be in {within}, not {value!r}"
+    return None
+
+
+def check_ranges(config: Any) -> None:
+    """``ValueError`` naming the first setting of ``config`` (a ``Config`` made directly,
+    not by :func:`parse_config`) outside its declared range. A ``Config`` calls it first
+    in its ``__post_init__``; nested settings check their own."""
+    for f in fields(config):
+        problem = _range_problem(getattr(config, f.name), f.metadata)
+        if problem is not None:
+            raise ValueError(f"option {f.name} {problem}")
 
 
 def _coerce(value: Any, hint: Any, where: str) -> Any:
@@ -165,7 +269,8 @@ def parse_config(cls: type[C], options: Mapping[str, Any], solver: str) -> C:
 
 def _parse(cls: type[C], options: Mapping[str, Any], solver: str, prefix: str) -> C:
     hints = _hints(cls)
-    by_name = {f.name for f in fields(cls)}
+    metadata = {f.name: f.metadata for f in fields(cls)}
+    by_name = set(metadata)
     values: dict[str, Any] = {}
     nested: dict[str, dict[str, Any]] = {}
     for key, value in options.items():
@@ -176,7 +281,11 @@ def _parse(cls: type[C], options: Mapping[str, Any], solver: str, prefix: str) -
         if dot:
             nested.setdefault(name, {})[sub] = value
         else:
-            values[name] = _coerce(value, hints[name], f"{solver}: option {prefix}{key}")
+            where = f"{solver}: option {prefix}{key}"
+            values[name] = _coerce(value, hints[name], where)
+            problem = _range_problem(values[name], metadata[name])
+            if problem is not None:
+                raise SolverError(f"{where} {problem}")
     for name, sub_options in nested.items():
         values[name] = _parse(hints[name], sub_options, solver, f"{prefix}{name}.")
     try:
@@ -219,5 +328,27 @@ def option_docs(cls: type) -> list[OptionDoc]:
                 dataclasses.replace(d, name=f"{f.name}.{d.name}") for d in option_docs(hint)
             ]
             continue
-        out.append(OptionDoc(f.name, _kind(hint), _json(getattr(defaults, f.name)), f.metadata.get("doc", "")))
+        out.append(OptionDoc(f.name, _kind(hint, f.metadata), _json(getattr(defaults, f.name)),
+                             f.metadata.get("doc", "")))
+    return out
+
+
+def unranged_options(cls: type) -> list[str]:
+    """The settings of ``cls`` (``FIELD.SUB`` for nested ones) that declare no range: a
+    number without ``within``, a list without ``length``, a list of numbers without
+    ``within``. Every solver's ``Config`` has none (a test holds them to it)."""
+    out: list[str] = []
+    hints = _hints(cls)
+    for f in fields(cls):
+        hint = hints[f.name]
+        if is_dataclass(hint):
+            out += [f"{f.name}.{name}" for name in unranged_options(hint)]
+            continue
+        inner, _optional = _strip_optional(hint)
+        if typing.get_origin(inner) is tuple:
+            numbers = typing.get_args(inner)[0] in (int, float)
+            if "length" not in f.metadata or (numbers and "within" not in f.metadata):
+                out.append(f.name)
+        elif inner in (int, float) and "within" not in f.metadata:
+            out.append(f.name)
     return out

@@ -24,7 +24,7 @@ from typing import Any, Mapping
 
 from mallocgame.errors import FormatError, InstanceError
 from mallocgame.fileio import read_document, write_json
-from mallocgame.instance import Loop, Tensor, tensor_to_dict
+from mallocgame.instance import MAX_BYTES, MAX_COUNT, Loop, Tensor, tensor_to_dict
 
 __all__ = [
     "PROGRAM_FORMAT",
@@ -140,11 +140,13 @@ def _check(cond: bool, message: str) -> None:
 def validate_program(program: Program) -> None:
     """Check the structural rules; raise :class:`ProgramError` naming the first broken one.
 
-    Rules: tensor ids are their indices; sizes >= 0; each instruction's byte lists
-    match its operand/output lists; every tensor with ``def_time >= 0`` is the output
-    of exactly that instruction and of no other; every read happens inside the
-    tensor's live range, after its definition; counts and trip counts >= 1; alias
-    group members name existing buffers, each at most once over all groups.
+    Rules: tensor ids are their indices; sizes and bytes in ``0 .. 2**53``; each
+    instruction's byte lists match its operand/output lists; every tensor with
+    ``def_time >= 0`` is the output of exactly that instruction and of no other; every
+    read happens inside the tensor's live range, after its definition; counts and trip
+    counts in ``1 .. 2**31 - 1``; alias group members name existing buffers, each at
+    most once over all groups. (The ranges are SPEC section 1's: a program outside them
+    could never become an instance.)
     """
     num_t = len(program.instructions)
     num_x = len(program.tensors)
@@ -152,6 +154,11 @@ def validate_program(program: Program) -> None:
     for i, x in enumerate(program.tensors):
         _check(x.id == i, f"tensor {i}: id is {x.id}, expected its index")
         _check(x.size >= 0, f"tensor {i} ({x.name}): negative size {x.size}")
+        _check(
+            x.size <= MAX_BYTES,
+            f"tensor {i} ({x.name}{', ' + x.shape if x.shape else ''}): size {x.size} bytes "
+            "is more than 2**53",
+        )
         _check(-1 <= x.def_time < num_t, f"tensor {i} ({x.name}): def_time {x.def_time} out of range")
         _check(
             x.def_time <= x.last_use_time < num_t,
@@ -161,10 +168,15 @@ def validate_program(program: Program) -> None:
     for t, ins in enumerate(program.instructions):
         w = f"instruction {t} ({ins.name})"
         _check(ins.count >= 1, f"{w}: count must be >= 1")
+        _check(ins.count <= MAX_COUNT, f"{w}: count {ins.count} is more than 2**31-1")
         _check(ins.flops >= 0 and ins.transcendentals >= 0, f"{w}: negative flops")
         _check(len(ins.operand_bytes) == len(ins.operands), f"{w}: operand_bytes length differs")
         _check(len(ins.output_bytes) == len(ins.outputs), f"{w}: output_bytes length differs")
         _check(all(b >= 0 for b in ins.operand_bytes + ins.output_bytes), f"{w}: negative bytes")
+        _check(
+            all(b <= MAX_BYTES for b in ins.operand_bytes + ins.output_bytes),
+            f"{w}: moves more than 2**53 bytes for one buffer",
+        )
         for x in ins.operands:
             _check(0 <= x < num_x, f"{w}: dangling operand tensor {x}")
             tensor = program.tensors[x]
@@ -197,6 +209,9 @@ def validate_program(program: Program) -> None:
     for i, lp in enumerate(program.loops):
         _check(0 <= lp.first <= lp.last < num_t, f"loop {i}: body {lp.first}..{lp.last} out of range")
         _check(lp.trip_count >= 1, f"loop {i}: trip_count must be >= 1")
+        _check(
+            lp.trip_count <= MAX_COUNT, f"loop {i}: trip_count {lp.trip_count} is more than 2**31-1"
+        )
 
 
 def program_from_dict(doc: Any, *, where: str = "program") -> Program:
@@ -205,7 +220,7 @@ def program_from_dict(doc: Any, *, where: str = "program") -> Program:
         raise FormatError(f"{where}: expected a JSON object")
     if doc.get("format") != PROGRAM_FORMAT:
         raise FormatError(f"{where}: format is {doc.get('format')!r}, expected '{PROGRAM_FORMAT}'")
-    if doc.get("version") != PROGRAM_VERSION:
+    if isinstance(doc.get("version"), bool) or doc.get("version") != PROGRAM_VERSION:
         raise FormatError(
             f"{where}: unsupported program version {doc.get('version')!r} (this build reads {PROGRAM_VERSION})"
         )

@@ -28,11 +28,11 @@ from __future__ import annotations
 import bisect
 from collections import defaultdict
 from dataclasses import dataclass, field
-from typing import Iterable, Sequence
+from typing import Iterable, Mapping, Sequence
 
 import numpy as np
 
-from mallocgame.errors import MallocGameError
+from mallocgame.errors import InstanceError, MallocGameError, SolutionError
 from mallocgame.instance import Instance, RooflineLatency
 from mallocgame.solution import Allocation, Solution
 
@@ -275,9 +275,21 @@ def unroll(instance: Instance, max_executions: int = MAX_EXECUTIONS) -> tuple[np
 
 
 def _allocations(solution_or_allocations: Solution | Iterable[Allocation]) -> list[Allocation]:
+    """The allocations of a :class:`Solution` or an iterable of them; anything else is a
+    :class:`SolutionError`."""
     if isinstance(solution_or_allocations, Solution):
         return list(solution_or_allocations.allocations)
-    return list(solution_or_allocations)
+    bad = SolutionError(
+        f"simulate: expected a Solution or its allocations, not {solution_or_allocations!r:.80}")
+    if isinstance(solution_or_allocations, (str, bytes, Mapping)):
+        raise bad
+    try:
+        allocations = list(solution_or_allocations)
+    except TypeError:
+        raise bad from None
+    if not all(isinstance(a, Allocation) for a in allocations):
+        raise bad
+    return allocations
 
 
 def simulate(
@@ -293,8 +305,12 @@ def simulate(
     listed are in slow memory). ``copy_share``: the copy's share of the slow-memory
     bandwidth while it runs, in ``[0, 1)`` (default :func:`default_copy_share`).
     Raises :class:`ValueError` for allocations naming unknown buffers, loops that
-    overlap without nesting, or an unrolled program longer than ``max_executions``.
+    overlap without nesting, or an unrolled program longer than ``max_executions``;
+    :class:`InstanceError` if ``instance`` is not an :class:`Instance` and
+    :class:`SolutionError` if ``solution_or_allocations`` is not a solution or allocations.
     """
+    if not isinstance(instance, Instance):
+        raise InstanceError(f"simulate: expected an Instance, not {instance!r:.80}")
     inst = instance
     gamma = default_copy_share(inst) if copy_share is None else float(copy_share)
     if not 0.0 <= gamma < 1.0:

@@ -11,6 +11,8 @@ sweep record. :func:`save_solution` writes atomically.
 
 from __future__ import annotations
 
+import math
+import numbers
 import os
 from dataclasses import dataclass, field
 from typing import Any, Mapping
@@ -19,6 +21,7 @@ from mallocgame.errors import FormatError, SolutionError
 from mallocgame.fileio import is_finite_number, read_document, write_json
 
 MAX_INT = 2**53  # the largest magnitude of an integer of a solution file
+MAX_SEED = 2**63 - 1  # the largest seed (mallocgame.solvers.base.MAX_SEED)
 
 __all__ = [
     "SOLUTION_FORMAT",
@@ -42,7 +45,11 @@ class Allocation:
 
     ``start``/``end`` are ``None`` for an empty memory interval (a NoCopy read of a
     tensor that is already resident); ``copy`` is the inclusive step interval of the
-    copy, or ``None`` for none.
+    copy, or ``None`` for none. Only the kinds of the fields are checked here: every
+    integer has a magnitude of at most 2**53 (NumPy integers are taken as Python ints)
+    and ``action`` is a string, else a :class:`SolutionError`; whether the allocation
+    keeps the rules (a known buffer and action, intervals of the right shape) is for
+    :mod:`mallocgame.check` to judge.
     """
 
     buffer: int
@@ -51,6 +58,28 @@ class Allocation:
     start: int | None
     end: int | None
     copy: tuple[int, int] | None = None
+
+    def __post_init__(self) -> None:
+        if not (_is_int(self.buffer) and _is_int(self.offset)):
+            raise SolutionError(f"allocation: 'buffer' and 'offset' must be integers of magnitude "
+                                f"at most 2**53, not {self.buffer!r} and {self.offset!r}")
+        if not isinstance(self.action, str):
+            raise SolutionError(f"allocation of buffer {self.buffer}: 'action' must be a string, "
+                                f"not {self.action!r}")
+        if not all(v is None or _is_int(v) for v in (self.start, self.end)):
+            raise SolutionError(f"allocation of buffer {self.buffer}: 'start' and 'end' must be "
+                                f"None or integers of magnitude at most 2**53, not {self.start!r} "
+                                f"and {self.end!r}")
+        copy = self.copy
+        if copy is not None:
+            pair = isinstance(copy, (tuple, list)) and len(copy) == 2
+            if not pair or not all(_is_int(c) for c in copy):
+                raise SolutionError(f"allocation of buffer {self.buffer}: 'copy' must be None or a "
+                                    f"pair of integers of magnitude at most 2**53, not {copy!r}")
+            object.__setattr__(self, "copy", (int(copy[0]), int(copy[1])))
+        for name in ("buffer", "offset", "start", "end"):
+            if getattr(self, name) is not None:
+                object.__setattr__(self, name, int(getattr(self, name)))
 
     @property
     def is_empty(self) -> bool:
@@ -84,7 +113,27 @@ class Solution:
     bound_s: float | None = None  # a proven upper bound on reward_s, seconds
     info: Mapping[str, Any] = field(default_factory=dict)  # the solver's diagnostics (JSON values)
 
+    def __post_init__(self) -> None:
+        """A :class:`SolutionError` of one line for a non-finite (or non-number)
+        ``reward_s``, ``normalized_reward``, ``wall_s`` or ``bound_s`` (SPEC section 7:
+        they are finite), an allocation that is not an :class:`Allocation`, or ``work``
+        that is not finite numbers by name: a solution is refused where it is made."""
+        for name in ("reward_s", "normalized_reward", "wall_s"):
+            if not _is_finite(getattr(self, name)):
+                value = getattr(self, name)
+                raise SolutionError(f"solution: '{name}' must be a finite number, not {value!r}")
+        if self.bound_s is not None and not _is_finite(self.bound_s):
+            raise SolutionError(
+                f"solution: 'bound_s' must be a finite number or None, not {self.bound_s!r}")
+        if not all(isinstance(a, Allocation) for a in self.allocations):
+            raise SolutionError("solution: 'allocations' must hold Allocation objects")
+        if not isinstance(self.work, Mapping) or not all(_is_finite(v) for v in self.work.values()):
+            raise SolutionError(
+                f"solution: 'work' must map names to finite numbers, not {self.work!r}")
+
     def to_dict(self) -> dict[str, Any]:
+        """The SPEC section 7 document; ``info``'s non-finite numbers (diagnostics such
+        as a diverged loss) are written as ``null``, since JSON has no NaN or infinity."""
         doc: dict[str, Any] = {
             "format": SOLUTION_FORMAT,
             "version": SOLUTION_VERSION,
@@ -104,8 +153,19 @@ class Solution:
         if self.bound_s is not None:
             doc["bound_s"] = self.bound_s
         if self.info:
-            doc["info"] = dict(self.info)
+            doc["info"] = _finite_json(dict(self.info))
         return doc
+
+
+def _finite_json(value: Any) -> Any:
+    """``value`` with every non-finite float inside its dicts, lists and tuples as ``None``."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, Mapping):
+        return {k: _finite_json(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_finite_json(v) for v in value]
+    return value
 
 
 def _fail(where: str, message: str) -> SolutionError:
@@ -113,8 +173,25 @@ def _fail(where: str, message: str) -> SolutionError:
 
 
 def _is_int(v: Any) -> bool:
-    """An integer of the file's range: magnitude at most 2**53 (SPEC section 1)."""
-    return isinstance(v, int) and not isinstance(v, bool) and -MAX_INT <= v <= MAX_INT
+    """An integer of the file's range: magnitude at most 2**53 (SPEC section 1); NumPy
+    integers count, ``bool`` does not."""
+    return isinstance(v, numbers.Integral) and not isinstance(v, bool) and -MAX_INT <= v <= MAX_INT
+
+
+def _is_finite(v: Any) -> bool:
+    """A real number (NumPy's too, not ``bool``) that is finite as a float."""
+    if isinstance(v, bool) or not isinstance(v, numbers.Real):
+        return False
+    try:
+        return math.isfinite(v)
+    except OverflowError:  # an integer too large for a float
+        return False
+
+
+def _is_seed(v: Any) -> bool:
+    """A seed a file may hold: an int64 (the solvers take ``0 .. 2**63 - 1``; files
+    written before seeds were checked may hold a negative one)."""
+    return isinstance(v, int) and not isinstance(v, bool) and -MAX_SEED - 1 <= v <= MAX_SEED
 
 
 def _allocation_from_dict(obj: Any, where: str) -> Allocation:
@@ -184,7 +261,7 @@ def solution_from_dict(doc: Any, *, where: str = "solution") -> Solution:
         instance=str(doc["instance"]),
         instance_sha256=str(doc["instance_sha256"]),
         solver=str(doc.get("solver", "")),
-        seed=doc.get("seed", 0) if _is_int(doc.get("seed", 0)) else 0,
+        seed=doc.get("seed", 0) if _is_seed(doc.get("seed", 0)) else 0,
         wall_s=float(doc.get("wall_s", 0.0) or 0.0),
         allocations=tuple(
             _allocation_from_dict(a, f"{where} allocation {i}")

@@ -261,7 +261,8 @@ def test_exact_options_are_checked_before_any_work(monkeypatch) -> None:
     with pytest.raises(SolverError, match=r"exact: unknown option 'worker' \(valid: workers, cumulative"):
         solver.check_options({"worker": 2})
     for bad, needle in [({"workers": "two"}, "option workers must be a whole number"),
-                        ({"workers": 0}, "workers must be at least 1"), ({"workers": 1.5}, "workers must be"),
+                        ({"workers": 0}, r"option workers must be in \[1, 256\], not 0"),
+                        ({"workers": 1.5}, "workers must be"),
                         ({"log": "perhaps"}, "log must be true or false"), ({"force_model": 2}, "force_model"),
                         ({"warm_start_s": -1}, "warm_start_s must be")]:
         with pytest.raises(SolverError, match=needle):

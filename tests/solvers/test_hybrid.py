@@ -31,7 +31,8 @@ def test_best_of_options_name_known_solvers() -> None:
     solver.check_options({"solvers": "drop, greedy"})  # as --option solvers=drop,greedy gives it
     for bad, needle in [({"solvers": ["drop", "nope"]}, "unknown solver 'nope'"),
                         ({"solvers": "drop,egrll"}, "unknown solver 'egrll'"),
-                        ({"solvers": ""}, "names no solver"), ({"solvers": 3}, "must be a list of str"),
+                        ({"solvers": ""}, r"option solvers must hold 1 to 32 items, not 0"),
+                        ({"solvers": 3}, "must be a list of str"),
                         ({"solver": "drop"}, r"best-of: unknown option 'solver' \(valid: solvers\)")]:
         with pytest.raises(SolverError, match=needle):
             solver.check_options(bad)
@@ -40,3 +41,23 @@ def test_best_of_options_name_known_solvers() -> None:
         solver.solve(inst, SolveRequest(options={"solvers": "drop,nope"}))
     solution = solver.solve(inst, SolveRequest(seed=0, options={"solvers": "drop,greedy"}))
     assert set(solution.info["candidates"]) == {"drop", "greedy"}
+
+
+def test_a_candidate_that_refuses_is_reported_and_skipped() -> None:
+    inst = load_workload("xla-v1/gru_infer")  # far too large for exhaustive within 3 moves
+    request = SolveRequest(seed=0, work=3, options={"solvers": "exhaustive,greedy"})
+    solution = BestOfSolver().solve(inst, request)
+    assert solution.info["chosen"] == "greedy" and set(solution.info["candidates"]) == {"greedy"}
+    reason = "exhaustive search gave up after 3 moves; the instance is too large"
+    assert solution.info["refused"] == {"exhaustive": reason}
+    assert check_solution(inst, solution).ok
+    plain = BestOfSolver().solve(inst, SolveRequest(seed=0, work=3, options={"solvers": "greedy"}))
+    assert "refused" not in plain.info  # nothing refused, nothing reported
+
+
+def test_every_candidate_refusing_is_one_error_with_every_reason() -> None:
+    inst = load_workload("xla-v1/gru_infer")
+    with pytest.raises(SolverError, match=r"^best-of: every candidate refused \(exhaustive: "
+                                          r"exhaustive search gave up after 3 moves; "
+                                          r"the instance is too large\)$"):
+        BestOfSolver().solve(inst, SolveRequest(seed=0, work=3, options={"solvers": "exhaustive"}))

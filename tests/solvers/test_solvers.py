@@ -124,7 +124,7 @@ def test_every_solver_accepts_no_options_at_all() -> None:
         ("es", {"workers": 1}, {"workers": True}, "es: option workers must be a whole number"),
         ("es", {"init": "zeros"}, {"optimizer": "adagrad"}, "es: option optimizer must be one of 'adam', 'sgd'"),
         ("mcts", {"simulations": 8, "c": 1.0}, {"simulation": 8}, "mcts: unknown option"),
-        ("mcts", {"reuse": False}, {"c": -1}, "mcts: need"),
+        ("mcts", {"reuse": False}, {"c": -1}, r"^mcts: option c must be in \[0, 1e6\], not -1\.0$"),
         ("heuristic", {"max_overlap_basis": "buffer"}, {"basis": "buffer"}, "heuristic: unknown option"),
         ("heuristic", {"skip_unprofitable": "no"}, {"skip_unprofitable": "maybe"}, "must be true or false"),
         ("heuristic", {"preferred_overlap_to_async_copy_ratio": 2},
@@ -197,3 +197,87 @@ def test_a_solver_without_a_name_or_with_a_mutable_config_is_refused_where_defin
         class Loose(Solver, name="loose", config=Mutable):  # noqa: F841
             def search(self, instance, config, run):
                 raise AssertionError
+
+
+# --------------------------------------------------------------- requests and entry checks
+
+
+@pytest.mark.parametrize("kwargs, needle", [
+    ({"seed": -1}, r"^seed must be a whole number from 0 to 2\*\*63 - 1, not -1$"),
+    ({"seed": "abc"}, r"seed must be a whole number .*, not 'abc'$"),
+    ({"seed": 2**63}, r"seed must be a whole number .*, not 9223372036854775808$"),
+    ({"seed": 2**70}, "seed must be a whole number"),
+    ({"seed": True}, r"seed must be a whole number .*, not True$"),
+    ({"seed": 1.0}, "seed must be a whole number"),
+    ({"work": 2.5}, r"^work \(the work budget\) must be a whole number from 1 to 2\*\*53, "
+                    r"not 2\.5$"),
+    ({"work": 0}, r"work \(the work budget\) must be a whole number from 1 to 2\*\*53, not 0$"),
+    ({"work": -5}, "work .the work budget. must be a whole number"),
+    ({"work": True}, "work .the work budget. must be a whole number"),
+    ({"work": 2**53 + 1}, "work .the work budget. must be a whole number"),
+    ({"seconds": -1},
+     r"^seconds \(the wall-clock budget\) must be in \(0, 604800\] \(7 days\), not -1$"),
+    ({"seconds": 0}, r"seconds .the wall-clock budget. must be in \(0, 604800\]"),
+    ({"seconds": float("nan")},
+     r"seconds .the wall-clock budget. must be in \(0, 604800\] .7 days., not nan$"),
+    ({"seconds": float("inf")}, r"seconds .the wall-clock budget. must be in"),
+    ({"seconds": 8 * 24 * 3600}, r"seconds .the wall-clock budget. must be in"),
+    ({"seconds": "10"}, r"^seconds \(the wall-clock budget\) must be a number, not '10'$"),
+    ({"seconds": True}, "seconds .the wall-clock budget. must be a number"),
+    ({"options": "a=1"}, "options must be a mapping of option names to values"),
+    ({"callback": 3}, "callback must be callable or None"),
+])
+def test_a_bad_request_is_refused_where_it_is_made(kwargs: dict, needle: str) -> None:
+    with pytest.raises(SolverError, match=needle):
+        SolveRequest(**kwargs)
+
+
+def test_a_request_keeps_its_values_as_plain_numbers() -> None:
+    import numpy as np
+
+    request = SolveRequest(seed=np.int64(7), seconds=np.float32(0.5), work=np.int32(3))
+    assert (request.seed, request.seconds, request.work) == (7, 0.5, 3)
+    assert [type(v) for v in (request.seed, request.seconds, request.work)] == [int, float, int]
+    largest = SolveRequest(seed=2**63 - 1, seconds=7 * 24 * 3600, work=2**53)
+    assert largest.seed == 2**63 - 1 and largest.seconds == 604800.0
+
+
+def test_solve_and_get_solver_refuse_what_is_not_an_instance_request_or_name(program) -> None:
+    from mallocgame.errors import InstanceError
+
+    with pytest.raises(InstanceError, match=r"^random: expected an Instance to solve, not None$"):
+        get_solver("random").solve(None, SolveRequest(work=1))
+    with pytest.raises(SolverError, match=r"^random: expected a SolveRequest, not \{'work': 1\}$"):
+        get_solver("random").solve(program, {"work": 1})
+    for name in (None, 3, ["es"]):
+        with pytest.raises(SolverError, match=r"^a solver name is a string \(one of drop, "):
+            get_solver(name)
+
+
+MUZERO_TINY = {"parallel_games": 2, "greedy_games": 1, "num_simulations": 2, "min_replay": 16,
+               "batch_size": 8, "width": 16, "latent_size": 8, "demonstrations": "heuristic,greedy"}
+
+
+@pytest.mark.parametrize("name", [
+    n for n in SOLVERS if not n.startswith("muzero") and n != "egrl"
+] + ["muzero-nosearch", "egrl"])
+def test_every_solver_takes_the_largest_seed(name: str) -> None:
+    inst = _conformance("tiny_alias")
+    tiny = {"muzero-nosearch": MUZERO_TINY, "egrl": {"policies": 1, "chromosomes": 2, "hidden": 8}}
+    work = 100_000 if name == "exhaustive" else 4
+    request = SolveRequest(seed=2**63 - 1, work=work, options=tiny.get(name, {}))
+    solution = get_solver(name).solve(inst, request)
+    assert solution.seed == 2**63 - 1 and check_solution(inst, solution).ok
+
+
+def test_the_seed_derivations_of_jax_solvers_take_the_largest_seed() -> None:
+    """muzero keys JAX with ``jax.random.PRNGKey(seed)`` and numpy with ``[seed, ...]``;
+    egrl folds its seed to 32 bits first. Each must take every seed a request accepts."""
+    import jax
+    import numpy as np
+
+    key = jax.random.PRNGKey(2**63 - 1)
+    assert key.shape == (2,) and int(jax.random.randint(key, (), 0, 10)) in range(10)
+    assert 0 <= np.random.default_rng([2**63 - 1, 2, 10**6]).integers(10) < 10
+    with pytest.raises(OverflowError):  # why a request refuses 2**63: JAX cannot key it
+        jax.random.PRNGKey(2**63)

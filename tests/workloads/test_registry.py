@@ -46,3 +46,22 @@ def test_a_misspelt_name_gets_the_closest_ones(name: str, suggestion: str) -> No
 def test_nothing_close_points_to_the_list() -> None:
     with pytest.raises(InputFileError, match="see 'mallocgame list'"):
         load_workload("/no/such/file.json")
+
+
+@pytest.mark.parametrize("value, needle", [
+    (None, r"^a workload is a bundled name or a path \(a string\), not None$"),
+    (42, r"^a workload is a bundled name or a path \(a string\), not 42$"),
+    (b"xla-v1/gru_infer",
+     r"^a workload is a bundled name or a path \(a string\), not b'xla-v1/gru_infer'$"),
+    ("", r"^'': not a workload name or path"),
+    ("a\0b", r"^'a\\x00b': not a workload name or path"),
+])
+def test_what_is_not_a_name_or_path_is_one_input_error(value, needle: str) -> None:
+    with pytest.raises(InputFileError, match=needle):
+        load_workload(value)
+
+
+def test_a_path_object_is_read_like_its_string(tmp_path, small) -> None:
+    path = tmp_path / "inst.json"
+    save_instance(small, path)
+    assert load_workload(path).sha256 == small.sha256

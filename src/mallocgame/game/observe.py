@@ -121,13 +121,20 @@ class ObservationConfig:
     divides ``profile_bins``; ``profile_bins`` is also the address resolution of the
     maintained occupancy counts."""
 
-    future_buffers: int = setting(5, "k: buffers after the current one in game order (>= 0)")
-    same_tensor_buffers: int = setting(3, "l: later buffers of the current buffer's tensor (>= 0)")
-    grid_steps: int = setting(32, "S: time rows of the memory-map image (divides grid_window)")
-    grid_window: int = setting(128, "W: steps the image covers, [t - W/2, t + W/2)")
-    grid_addr: int = setting(32, "A: address columns of the image (divides profile_bins)")
-    profile_bins: int = setting(64, "P: address bins of the memory profile at the current step")
-    supply_window: int = setting(32, "V: steps of remaining copy supply, [t - V/2, t + V/2)")
+    future_buffers: int = setting(
+        5, "k: buffers after the current one in game order (>= 0)", within="[0, 64]")
+    same_tensor_buffers: int = setting(
+        3, "l: later buffers of the current buffer's tensor (>= 0)", within="[0, 64]")
+    grid_steps: int = setting(
+        32, "S: time rows of the memory-map image (divides grid_window)", within="[1, 1024]")
+    grid_window: int = setting(
+        128, "W: steps the image covers, [t - W/2, t + W/2)", within="[1, 65536]")
+    grid_addr: int = setting(
+        32, "A: address columns of the image (divides profile_bins)", within="[1, 1024]")
+    profile_bins: int = setting(
+        64, "P: address bins of the memory profile at the current step", within="[1, 4096]")
+    supply_window: int = setting(
+        32, "V: steps of remaining copy supply, [t - V/2, t + V/2)", within="[1, 65536]")
 
     def __post_init__(self) -> None:
         for f in fields(self):

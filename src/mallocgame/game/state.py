@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from mallocgame.errors import GameOverError, IllegalActionError
+from mallocgame.errors import GameOverError, IllegalActionError, InstanceError, UndoError
 from mallocgame.game import kernels as K
 from mallocgame.game.tables import B_GROUP, B_IS_OUT, B_TENSOR, I_SUPPLY, GameTables, build_tables
 from mallocgame.instance import Instance
@@ -33,9 +33,16 @@ class Game:
         instance: the instance to play.
         tables: its :func:`~mallocgame.game.tables.build_tables` arrays, to share
             them between many games of one instance (built when omitted).
+
+    Raises :class:`InstanceError` if ``instance`` is not an :class:`Instance` or
+    ``tables`` not :class:`GameTables` (or ``None``).
     """
 
     def __init__(self, instance: Instance, tables: GameTables | None = None) -> None:
+        if not isinstance(instance, Instance):
+            raise InstanceError(f"Game: expected an Instance, not {instance!r:.80}")
+        if tables is not None and not isinstance(tables, GameTables):
+            raise InstanceError(f"Game: tables must be GameTables or None, not {tables!r:.80}")
         self.instance = instance
         self.tables = tables if tables is not None else build_tables(instance)
         tb = self.tables
@@ -249,14 +256,23 @@ class Game:
         return self.current_buffer
 
     def undo_to(self, mark: int) -> None:
-        """Undo decisions until only the first ``mark`` are made (exactly, trail-based)."""
-        if not 0 <= mark <= self.current_buffer:
-            raise ValueError(f"cannot undo to {mark}: {self.current_buffer} decisions made")
-        K.undo_to(*self._undo_args, mark)
+        """Undo decisions until only the first ``mark`` are made (exactly, trail-based);
+        :class:`UndoError` unless ``mark`` is a whole number in ``0 .. decisions made``."""
+        if not _whole(mark) or not 0 <= mark <= self.current_buffer:
+            raise UndoError(f"cannot undo to {mark!r}: {self.current_buffer} decisions made")
+        K.undo_to(*self._undo_args, int(mark))
 
     def undo(self, steps: int = 1) -> None:
-        """Undo the last ``steps`` decisions."""
-        self.undo_to(self.current_buffer - steps)
+        """Undo the last ``steps`` decisions; :class:`UndoError` unless ``steps`` is a
+        whole number in ``0 .. decisions made``."""
+        if not _whole(steps) or not 0 <= steps <= self.current_buffer:
+            raise UndoError(f"cannot undo {steps!r} decisions: {self.current_buffer} made")
+        self.undo_to(self.current_buffer - int(steps))
+
+
+def _whole(value: object) -> bool:
+    """An integer (NumPy's too) that is not a ``bool``."""
+    return isinstance(value, (int, np.integer)) and not isinstance(value, bool)
 
 
 def replay(instance: Instance, actions: list[int] | tuple[int, ...], tables: GameTables | None = None) -> Game:

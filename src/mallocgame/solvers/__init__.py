@@ -38,7 +38,11 @@ def solver_names() -> list[str]:
 
 
 def get_solver(name: str) -> Solver:
-    """A new solver by name; :class:`SolverError` (with a suggestion) for an unknown one."""
+    """A new solver by name; :class:`SolverError` (with a suggestion) for an unknown one,
+    or for a name that is not a string."""
+    if not isinstance(name, str):
+        raise SolverError(
+            f"a solver name is a string (one of {', '.join(SOLVERS)}), not {name!r:.80}")
     if name in SOLVERS:
         return SOLVERS[name]()
     close = get_close_matches(name, SOLVERS, n=1)

@@ -15,17 +15,31 @@ same answer. With a wall-clock budget the work done is recorded in ``Solution.wo
 from __future__ import annotations
 
 import abc
+import math
+import numbers
 import time
 from dataclasses import dataclass, field, replace
+from fractions import Fraction
 from typing import Any, Callable, ClassVar, Mapping, Sequence
 
+from mallocgame.errors import InstanceError, SolverError
 from mallocgame.game.state import Game
 from mallocgame.instance import Instance
-from mallocgame.latency import normalize, reward_normalizer
+from mallocgame.latency import exact_mapping_reward, exact_normalized
 from mallocgame.solution import Allocation, Solution
 from mallocgame.options import json_settings, parse_config
 
-__all__ = ["Improvement", "SolveRequest", "Solver", "Stopwatch", "Run", "NoConfig", "solution_from_game"]
+__all__ = [
+    "Improvement", "SolveRequest", "Solver", "Stopwatch", "Run", "NoConfig", "solution_from_game",
+    "MAX_SEED", "MAX_SECONDS", "MAX_WORK",
+]
+
+MAX_SEED = 2**63 - 1
+"""The largest seed: every solver derives its random streams from seeds in ``0 .. MAX_SEED``."""
+MAX_SECONDS = 7 * 24 * 3600.0
+"""The longest wall-clock budget, seconds (7 days)."""
+MAX_WORK = 2**53
+"""The largest work budget (the largest integer a solution or record file holds exactly)."""
 
 
 @dataclass(frozen=True)
@@ -39,7 +53,13 @@ class Improvement:
 
 @dataclass(frozen=True)
 class SolveRequest:
-    """How to solve: the seed, the budgets (``None``: not limited by that), options."""
+    """How to solve: the seed, the budgets (``None``: not limited by that), options.
+
+    ``seed`` is a whole number in ``0 .. MAX_SEED``, ``seconds`` a finite number in
+    ``(0, MAX_SECONDS]``, ``work`` a whole number in ``1 .. MAX_WORK`` (``bool`` is not a
+    number here); anything else is a :class:`~mallocgame.errors.SolverError` of one line,
+    raised where the request is made, before any solver runs.
+    """
 
     seed: int = 0
     seconds: float | None = None  # wall-clock budget, seconds
@@ -47,6 +67,35 @@ class SolveRequest:
     callback: Callable[[Improvement], None] | None = None  # called on every new best answer
     demonstrations: Sequence[Solution] = ()
     options: Mapping[str, Any] = field(default_factory=dict)  # the solver's settings by name
+
+    def __post_init__(self) -> None:
+        if not _whole(self.seed) or not 0 <= self.seed <= MAX_SEED:
+            raise SolverError(f"seed must be a whole number from 0 to 2**63 - 1, not {self.seed!r}")
+        object.__setattr__(self, "seed", int(self.seed))
+        if self.seconds is not None:
+            if isinstance(self.seconds, bool) or not isinstance(self.seconds, numbers.Real):
+                raise SolverError(
+                    f"seconds (the wall-clock budget) must be a number, not {self.seconds!r}")
+            if not (math.isfinite(self.seconds) and 0 < self.seconds <= MAX_SECONDS):
+                raise SolverError(
+                    f"seconds (the wall-clock budget) must be in (0, {MAX_SECONDS:.0f}] (7 days), "
+                    f"not {self.seconds!r}")
+            object.__setattr__(self, "seconds", float(self.seconds))
+        if self.work is not None:
+            if not _whole(self.work) or not 1 <= self.work <= MAX_WORK:
+                raise SolverError(f"work (the work budget) must be a whole number from 1 to 2**53, "
+                                  f"not {self.work!r}")
+            object.__setattr__(self, "work", int(self.work))
+        if self.callback is not None and not callable(self.callback):
+            raise SolverError(f"callback must be callable or None, not {self.callback!r}")
+        if not isinstance(self.options, Mapping):
+            raise SolverError(
+                f"options must be a mapping of option names to values, not {self.options!r}")
+
+
+def _whole(value: Any) -> bool:
+    """An integer that is not a ``bool`` (NumPy's integers included)."""
+    return isinstance(value, numbers.Integral) and not isinstance(value, bool)
 
 
 @dataclass(frozen=True)
@@ -79,18 +128,23 @@ def solution_from_game(
     work: Mapping[str, int] | None = None,
     info: Mapping[str, Any] | None = None,
 ) -> Solution:
-    """The :class:`Solution` of a complete ``game`` (its actions, allocations, return)."""
+    """The :class:`Solution` of a complete ``game``: its actions and allocations, and as
+    ``reward_s`` its return evaluated exactly (:func:`mallocgame.latency.exact_mapping_reward`,
+    rounded once) rather than the game's float64 running sum, which large cancelling
+    latencies can leave far from it (SPEC section 7 holds the claim to the exact value)."""
     if not game.complete:
         raise ValueError("only a complete game is a solution")
+    allocations = tuple(game.allocations())
+    reward = exact_mapping_reward(instance, (a.buffer for a in allocations))
     return Solution(
         instance=instance.name,
         instance_sha256=instance.sha256,
         solver=solver,
         seed=seed,
         wall_s=wall_s,
-        allocations=tuple(game.allocations()),
-        reward_s=game.return_s,
-        normalized_reward=game.normalized_return,
+        allocations=allocations,
+        reward_s=float(reward),
+        normalized_reward=exact_normalized(reward, instance.exact_reward_normalizer),
         actions=tuple(game.actions()),
         work=dict(work or {}),
         info=dict(info or {}),
@@ -105,7 +159,6 @@ class Run:
         self.instance = instance
         self.request = request
         self.clock = clock
-        self._normalizer: float | None = None
 
     @property
     def seed(self) -> int:
@@ -136,8 +189,6 @@ class Run:
     ) -> Solution:
         """The answer of a mapping found outside the game (``actions`` is ``None``);
         ``reward_s`` is its exact reward (:func:`mallocgame.latency.mapping_reward`)."""
-        if self._normalizer is None:
-            self._normalizer = reward_normalizer(self.instance)
         return Solution(
             instance=self.instance.name,
             instance_sha256=self.instance.sha256,
@@ -146,7 +197,9 @@ class Run:
             wall_s=self.elapsed,
             allocations=tuple(allocations),
             reward_s=reward_s,
-            normalized_reward=normalize(self.instance, reward_s, self._normalizer),
+            normalized_reward=exact_normalized(
+                Fraction(reward_s), self.instance.exact_reward_normalizer
+            ),
             actions=None,
             work=dict(work),
             bound_s=bound_s,
@@ -210,7 +263,13 @@ class Solver(abc.ABC):
         return {k: v for k, v in settings.items() if k not in self.where_fields}
 
     def solve(self, instance: Instance, request: SolveRequest = SolveRequest()) -> Solution:
-        """The best answer found within the request's budget."""
+        """The best answer found within the request's budget; :class:`InstanceError` if
+        ``instance`` is not an :class:`Instance`, :class:`SolverError` if ``request`` is
+        not a :class:`SolveRequest` (both before any work)."""
+        if not isinstance(instance, Instance):
+            raise InstanceError(f"{self.name}: expected an Instance to solve, not {instance!r:.80}")
+        if not isinstance(request, SolveRequest):
+            raise SolverError(f"{self.name}: expected a SolveRequest, not {request!r:.80}")
         clock = Stopwatch(request.seconds)
         config = self.config(request.options)
         answer = self.search(instance, config, Run(self.name, instance, request, clock))

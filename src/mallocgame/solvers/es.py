@@ -43,7 +43,7 @@ from mallocgame.game.features import NUM_FEATURES, FeatureExtractor
 from mallocgame.game.state import DROP, Game, replay
 from mallocgame.game.tables import GameTables, build_tables
 from mallocgame.instance import Instance
-from mallocgame.options import setting
+from mallocgame.options import check_ranges, setting
 from mallocgame.solution import Solution
 from mallocgame.solvers.base import Run, Solver
 from mallocgame.workers import WorkerPool, process_pool
@@ -70,28 +70,25 @@ class EsConfig:
     transformer_train at 120-200 games; what matters is ``sigma`` and ``lr`` relative
     to ``init_scale``, since scaling every weight leaves the argmax policy as it is)."""
 
-    population: int = setting(16, "perturbed games per generation (rounded up to even, at least 2)")
-    sigma: float = setting(0.1, "standard deviation of the parameter perturbations (> 0)")
-    lr: float = setting(0.03, "step size of the parameter update (> 0)")
+    population: int = setting(
+        16, "perturbed games per generation (rounded up to even)", within="[2, 10000]")
+    sigma: float = setting(
+        0.1, "standard deviation of the parameter perturbations", within="(0, 10]")
+    lr: float = setting(0.03, "step size of the parameter update", within="(0, 10]")
     optimizer: Literal["adam", "sgd"] = setting("adam", "the ascent step: Adam or plain SGD")
-    l2: float = setting(0.005, "weight decay per step, as a fraction of lr")
-    hidden: int = setting(0, "hidden units of the policy: 0 linear, h > 0 a one-hidden-layer MLP")
+    l2: float = setting(0.005, "weight decay per step, as a fraction of lr", within="[0, 1]")
+    hidden: int = setting(0, "hidden units of the policy: 0 linear, h > 0 a one-hidden-layer MLP",
+                          within="[0, 4096]")
     init: Literal["greedy", "zeros", "random"] = setting(
         "greedy", "initial parameters: the greedy Copy > NoCopy > Drop rule, zeros, or N(0, init_scale^2)")
-    init_scale: float = setting(0.3, "scale of the initial parameters")
+    init_scale: float = setting(0.3, "scale of the initial parameters", within="[0, 100]")
     eval_mean: bool = setting(True, "also play the mean policy once per generation")
-    workers: int = setting(1, "processes that play each generation's games (1: this process)")
+    workers: int = setting(1, "processes that play each generation's games (1: this process)",
+                           within="[1, 256]")
 
     def __post_init__(self) -> None:
-        if self.population < 2:
-            raise ValueError("population must be at least 2")
+        check_ranges(self)
         object.__setattr__(self, "population", self.population + self.population % 2)
-        if self.sigma <= 0 or self.lr <= 0:
-            raise ValueError("sigma and lr must be positive")
-        if self.hidden < 0:
-            raise ValueError("hidden must be >= 0")
-        if self.workers < 1:
-            raise ValueError("workers must be at least 1")
 
 
 @dataclass(frozen=True)

@@ -28,7 +28,7 @@ from mallocgame.game.kernels import REL_EPS, walk_back, walk_forward
 from mallocgame.instance import Instance, RooflineLatency, tensor_clusters
 from mallocgame.jit import jit as _jit  # numba.njit(cache=True, nogil=True)
 from mallocgame.latency import mapping_reward
-from mallocgame.options import setting
+from mallocgame.options import check_ranges, setting
 from mallocgame.solution import Allocation, Solution
 from mallocgame.solvers.base import Run, Solver
 
@@ -44,12 +44,16 @@ class HeuristicOptions:
     """The settings of ``heuristic`` (XLA's CostAnalysisPrefetchIntervalPicker test defaults)."""
 
     preferred_overlap_to_async_copy_ratio: float = setting(
-        1.5, "a prefetch's preferred overlap, as a multiple of its copy time")
+        1.5, "a prefetch's preferred overlap, as a multiple of its copy time", within="(0, 1e3]")
     max_overlap_to_mem_size_async_copy_ratio: float = setting(
-        10.0, "the longest overlap (and NoCopy stay), as a multiple of max_overlap_basis's copy time")
+        10.0, "the longest overlap (and NoCopy stay), as a multiple of max_overlap_basis's copy time",
+        within="(0, 1e3]")
     max_overlap_basis: Literal["memory", "buffer"] = setting(
         "memory", "copy time the longest overlap scales: the whole fast memory's (XLA today) or the buffer's")
     skip_unprofitable: bool = setting(True, "leave uses that would not lower their instruction's latency slow")
+
+    def __post_init__(self) -> None:
+        check_ranges(self)
 
 
 # ------------------------------------------------------------------------ compiled parts

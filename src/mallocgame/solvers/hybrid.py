@@ -12,9 +12,9 @@ from dataclasses import dataclass, replace
 from typing import Any, Mapping, Sequence
 
 from mallocgame.check import check_solution
-from mallocgame.errors import SolverError
+from mallocgame.errors import MallocGameError, SolverError
 from mallocgame.instance import Instance
-from mallocgame.options import setting
+from mallocgame.options import check_ranges, setting
 from mallocgame.simulate import simulate
 from mallocgame.solution import Solution
 from mallocgame.solvers.base import Run, Solver
@@ -28,13 +28,13 @@ DEFAULT_CANDIDATES = ("heuristic", "random")
 class BestOfConfig:
     """The settings of ``best-of``."""
 
-    solvers: tuple[str, ...] = setting(DEFAULT_CANDIDATES, "the candidate solvers, each run with its defaults")
+    solvers: tuple[str, ...] = setting(
+        DEFAULT_CANDIDATES, "the candidate solvers, each run with its defaults", length=(1, 32))
 
     def __post_init__(self) -> None:
         from mallocgame.solvers import solver_names
 
-        if not self.solvers:
-            raise ValueError("option solvers names no solver")
+        check_ranges(self)
         unknown = [name for name in self.solvers if name not in solver_names()]
         if unknown:
             raise ValueError(f"option solvers: unknown solver {unknown[0]!r} (valid: {', '.join(solver_names())})")
@@ -93,7 +93,10 @@ class BestOfSolver(Solver, name="best-of", work_unit="per candidate", config=Bes
 
     A wall-clock budget is split evenly between the candidates; a work budget is passed
     to each. ``info`` is :meth:`Choice.info`: ``candidates`` records every candidate's
-    reward, simulated latency and validity, ``chosen`` the winner.
+    reward, simulated latency and validity, ``chosen`` the winner. A candidate that
+    refuses (raises a :class:`~mallocgame.errors.MallocGameError`, as ``exhaustive`` does
+    on a program too large for it) is skipped, its reason kept in ``info["refused"]`` by
+    name; only when every candidate refuses is it a :class:`SolverError`.
     """
 
     def settings(self, options: Mapping[str, Any]) -> dict[str, Any]:
@@ -107,11 +110,19 @@ class BestOfSolver(Solver, name="best-of", work_unit="per candidate", config=Bes
 
         names = config.solvers
         share = None if run.request.seconds is None else run.request.seconds / len(names)
-        candidates = [
-            get_solver(name).solve(instance, replace(run.request, seconds=share, callback=None, options={}))
-            for name in names
-        ]
+        candidates: list[Solution] = []
+        refused: dict[str, str] = {}
+        for name in names:
+            request = replace(run.request, seconds=share, callback=None, options={})
+            try:
+                candidates.append(get_solver(name).solve(instance, request))
+            except MallocGameError as exc:
+                refused[name] = str(exc)
+        if not candidates:
+            reasons = "; ".join(f"{name}: {reason}" for name, reason in refused.items())
+            raise SolverError(f"best-of: every candidate refused ({reasons})")
         choice = choose_fastest(instance, candidates)
-        answer = replace(choice.solution, solver=self.name, info=choice.info())
+        info = {**choice.info(), **({"refused": refused} if refused else {})}
+        answer = replace(choice.solution, solver=self.name, info=info)
         run.improve(answer)
         return answer

@@ -29,7 +29,7 @@ from mallocgame.game.backup import DropBackup
 from mallocgame.game.state import DROP, Game
 from mallocgame.game.tables import X_DEF_BUFFER
 from mallocgame.instance import Instance
-from mallocgame.options import setting
+from mallocgame.options import check_ranges, setting
 from mallocgame.solution import Solution
 from mallocgame.solvers.base import Run, Solver
 
@@ -50,20 +50,19 @@ class MctsConfig:
     """The settings of ``mcts``."""
 
     simulations: int | None = setting(
-        None, "simulations per searched move (none: 32 with no budget, uncapped under a budget)")
-    rollout_depth: int = setting(256, "moves of a rollout before its value is extrapolated")
-    c: float = setting(0.5, "UCT exploration constant (>= 0)")
-    epsilon: float = setting(0.0, "probability that the default policy plays a random allowed action")
+        None, "simulations per searched move (none: 32 with no budget, uncapped under a budget)",
+        within="[0, 1000000000]")
+    rollout_depth: int = setting(256, "moves of a rollout before its value is extrapolated",
+                                 within="[0, 1000000000]")
+    c: float = setting(0.5, "UCT exploration constant", within="[0, 1e6]")
+    epsilon: float = setting(
+        0.0, "probability that the default policy plays a random allowed action", within="[0, 1]")
     reuse: bool = setting(True, "keep the chosen child's subtree as the next root")
-    reserve: float = setting(0.02, "share of a wall-clock budget kept back to finish the game")
+    reserve: float = setting(
+        0.02, "share of a wall-clock budget kept back to finish the game", within="[0, 1)")
 
     def __post_init__(self) -> None:
-        if self.simulations is not None and self.simulations < 0:
-            raise ValueError("simulations must be >= 0")
-        if self.rollout_depth < 0:
-            raise ValueError("rollout_depth must be >= 0")
-        if not 0.0 <= self.epsilon <= 1.0 or not 0.0 <= self.reserve < 1.0 or self.c < 0:
-            raise ValueError("need 0 <= epsilon <= 1, 0 <= reserve < 1, c >= 0")
+        check_ranges(self)
 
 
 class _Node:

@@ -35,7 +35,7 @@ import numpy as np
 from mallocgame.game.backup import DropBackup
 from mallocgame.game.state import COPY, DROP, NOCOPY, Game
 from mallocgame.instance import Instance
-from mallocgame.options import setting
+from mallocgame.options import check_ranges, setting
 from mallocgame.solution import Solution
 from mallocgame.solvers.base import NoConfig, Run, Solver
 
@@ -88,11 +88,11 @@ class FirstTouchSolver(Solver, name="first-touch", work_unit="placements"):
 class AgnosticConfig:
     """The settings of ``agnostic``."""
 
-    fast_share: float = setting(0.5, "the probability that an alias group is allocated in fast memory (0 to 1)")
+    fast_share: float = setting(
+        0.5, "the probability that an alias group is allocated in fast memory", within="[0, 1]")
 
     def __post_init__(self) -> None:
-        if not 0.0 <= self.fast_share <= 1.0:
-            raise ValueError("fast_share must be between 0 and 1")
+        check_ranges(self)
 
 
 class AgnosticSolver(Solver, name="agnostic", work_unit="placements", config=AgnosticConfig):

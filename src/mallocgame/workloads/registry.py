@@ -12,6 +12,7 @@ instructions, derived on :data:`DUMP_PRESET` by the cost model.
 from __future__ import annotations
 
 import difflib
+import os
 from pathlib import Path
 
 from mallocgame.errors import InputFileError
@@ -29,12 +30,21 @@ def workload_names() -> list[str]:
     return suite.suite_names() + list(synthetic.SYNTHETIC_NAMES)
 
 
-def load_workload(name_or_path: str) -> Instance:
+def load_workload(name_or_path: str | os.PathLike[str]) -> Instance:
     """A bundled workload by name, else the instance file or XLA dump directory at that path.
 
     Raises :class:`InputFileError` when it is none of them (with the closest bundled
-    names when there are some), and the XLA frontend's errors for a dump it cannot read.
+    names when there are some) or when ``name_or_path`` is not a string or a path
+    (``None``, a number, ``bytes``), and the XLA frontend's errors for a dump it cannot read.
     """
+    if isinstance(name_or_path, os.PathLike) and not isinstance(name_or_path, bytes):
+        name_or_path = os.fspath(name_or_path)
+    if not isinstance(name_or_path, str):
+        raise InputFileError(
+            f"a workload is a bundled name or a path (a string), not {name_or_path!r:.80}")
+    if not name_or_path or "\0" in name_or_path:
+        raise InputFileError(
+            f"{name_or_path!r}: not a workload name or path (see 'mallocgame list')")
     path = Path(name_or_path)
     if name_or_path in synthetic.SYNTHETIC_NAMES:
         return synthetic.named(name_or_path)

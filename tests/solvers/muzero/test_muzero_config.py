@@ -24,7 +24,8 @@ def test_options_by_field_name() -> None:
     [
         ({"nope": 1}, "muzero: unknown option 'nope'"),
         ({"num_simulations": "many"}, "option num_simulations must be a whole number"),
-        ({"num_simulations": 0}, "at least 1"),
+        ({"num_simulations": 0}, r"^muzero: option num_simulations must be in \[1, 10000\], "
+                                 r"not 0$"),
         ({"search": "alphazero"}, "option search must be one of 'gumbel', 'muzero'"),
         ({"discount": 1.5}, "discount"),
         ({"observation.grid_steps": 7}, "grid_window .128. must be a multiple of grid_steps"),
@@ -37,7 +38,7 @@ def test_options_by_field_name() -> None:
         ({"imitation": -0.1}, "imitation"),
         ({"restart_fraction": 1.5}, "restart_fraction"),
         ({"restart_fraction": -0.5}, "restart_fraction"),
-        ({"restart_window": -1}, "restart_window must be 0 .off. or positive"),
+        ({"restart_window": -1}, r"option restart_window must be in \[0, 1000000000\], not -1"),
         ({"restart_window": 8}, "restart_window windows restarts: it needs restart_fraction > 0"),
         ({"window_records": True}, "window_records trains on windowed restarts: it needs restart_window > 0"),
         ({"es_workers": 0}, "es_workers"),

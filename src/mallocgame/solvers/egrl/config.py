@@ -14,7 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-from mallocgame.options import setting
+from mallocgame.options import check_ranges, setting
 
 __all__ = ["EgrlConfig", "WHERE_FIELDS", "MODES", "FITNESSES"]
 
@@ -38,80 +38,81 @@ class EgrlConfig:
     fitness: Literal["reward", "speedup"] = setting(
         "reward", "a proposal's fitness: its normalized reward, or its simulated speedup (mallocgame.simulate)")
     # --- the population (modes both and evolution)
-    policies: int = setting(2, "graph-policy individuals in the population")
-    chromosomes: int = setting(8, "Boltzmann-chromosome individuals in the population")
-    elites: int = setting(2, "best individuals carried unchanged into the next generation")
-    tournament: int = setting(3, "individuals drawn (with replacement) per tournament selection")
-    crossover: float = setting(0.5, "probability that an offspring is a crossover with an elite, in [0, 1]")
-    mutation: float = setting(0.9, "probability that an offspring is mutated, in [0, 1]")
+    policies: int = setting(2, "graph-policy individuals in the population", within="[0, 1024]")
+    chromosomes: int = setting(
+        8, "Boltzmann-chromosome individuals in the population", within="[0, 1024]")
+    elites: int = setting(
+        2, "best individuals carried unchanged into the next generation", within="[0, 1024]")
+    tournament: int = setting(
+        3, "individuals drawn (with replacement) per tournament selection", within="[1, 1024]")
+    crossover: float = setting(
+        0.5, "probability that an offspring is a crossover with an elite, in [0, 1]",
+        within="[0, 1]")
+    mutation: float = setting(
+        0.9, "probability that an offspring is mutated, in [0, 1]", within="[0, 1]")
     mutation_rate: float = setting(
-        0.1, "share of an offspring's genes mutated: policy weights, or chromosome units, in (0, 1]")
-    sigma: float = setting(0.1, "policy mutation: std of the noise, relative to each weight's magnitude")
+        0.1, "share of an offspring's genes mutated: policy weights, or chromosome units",
+        within="(0, 1]")
+    sigma: float = setting(
+        0.1, "policy mutation: std of the noise, relative to each weight's magnitude",
+        within="[0, 10]")
     prior_sigma: float = setting(
-        1.0, "chromosome mutation: std of the noise on a unit's prior logits and log temperature")
-    temperature: float = setting(0.5, "initial temperature of every chromosome unit (> 0)")
+        1.0, "chromosome mutation: std of the noise on a unit's prior logits and log temperature",
+        within="[0, 10]")
+    temperature: float = setting(
+        0.5, "initial temperature of every chromosome unit", within="[1e-2, 1e2]")
     prior_bias: float = setting(
-        1.0, "initial logits = this times (1, 1/2, 0) for Copy, NoCopy, Drop (chromosome priors, policy output bias)")
-    init_scale: float = setting(0.5, "std of the random part of the initial chromosome priors")
+        1.0, "initial logits = this times (1, 1/2, 0) for Copy, NoCopy, Drop "
+             "(chromosome priors, policy output bias)", within="[-100, 100]")
+    init_scale: float = setting(
+        0.5, "std of the random part of the initial chromosome priors", within="[0, 10]")
     policy_sample: bool = setting(False, "population graph policies sample their proposals (false: the argmax)")
     # --- the graph networks
-    hidden: int = setting(32, "width of the graph networks' node embeddings")
-    layers: int = setting(1, "graph convolutions per level of the graph U-Net, on the way down and up")
-    pool_levels: int = setting(1, "top-k pooling levels of the graph U-Net (0: a plain relational GCN)")
-    pool_ratio: float = setting(0.5, "share of a level's nodes that top-k pooling keeps, in (0, 1)")
+    hidden: int = setting(32, "width of the graph networks' node embeddings", within="[1, 4096]")
+    layers: int = setting(
+        1, "graph convolutions per level of the graph U-Net, on the way down and up",
+        within="[1, 64]")
+    pool_levels: int = setting(
+        1, "top-k pooling levels of the graph U-Net (0: a plain relational GCN)", within="[0, 16]")
+    pool_ratio: float = setting(
+        0.5, "share of a level's nodes that top-k pooling keeps, in (0, 1)", within="(0, 1)")
     # --- the learner (modes both and pg): discrete soft actor-critic on a one-step MDP
-    learner_rollouts: int = setting(1, "proposals the learner's actor samples each generation")
+    learner_rollouts: int = setting(
+        1, "proposals the learner's actor samples each generation", within="[0, 4096]")
     updates_per_proposal: float = setting(
-        1.0, "SAC updates per proposal evaluated in the generation (Algorithm 1: one per environment step)")
-    batch_size: int = setting(32, "proposals per SAC update")
-    min_replay: int = setting(8, "proposals in the replay buffer before the first SAC update")
-    replay_size: int = setting(2000, "proposals the shared replay buffer keeps (oldest dropped first)")
-    learning_rate: float = setting(1e-3, "Adam learning rate of the actor, the critics and log alpha")
-    alpha: float | None = setting(None, "entropy temperature; none: tuned automatically toward target_entropy")
-    target_entropy: float = setting(0.3, "auto alpha: target mean entropy per unit, as a share of log 3, in (0, 1)")
+        1.0, "SAC updates per proposal evaluated in the generation "
+             "(Algorithm 1: one per environment step)", within="[0, 1000]")
+    batch_size: int = setting(32, "proposals per SAC update", within="[1, 65536]")
+    min_replay: int = setting(
+        8, "proposals in the replay buffer before the first SAC update", within="[1, 100000000]")
+    replay_size: int = setting(
+        2000, "proposals the shared replay buffer keeps (oldest dropped first)",
+        within="[1, 100000000]")
+    learning_rate: float = setting(
+        1e-3, "Adam learning rate of the actor, the critics and log alpha", within="(0, 1]")
+    alpha: float | None = setting(
+        None, "entropy temperature; none: tuned automatically toward target_entropy",
+        within="[0, 1e3]")
+    target_entropy: float = setting(
+        0.3, "auto alpha: target mean entropy per unit, as a share of log 3, in (0, 1)",
+        within="(0, 1)")
     # --- run control (never changes what is computed)
     checkpoint_dir: str | None = setting(
         None, "folder of checkpoint.msgpack and best.solution.json; a run resumes from it")
-    checkpoint_seconds: float = setting(60.0, "seconds between checkpoints (and one at the end)")
+    checkpoint_seconds: float = setting(
+        60.0, "seconds between checkpoints (and one at the end)", within="(0, 1e9]")
     progress: bool = setting(False, "print progress lines on stderr")
-    progress_seconds: float = setting(10.0, "seconds between progress lines")
+    progress_seconds: float = setting(10.0, "seconds between progress lines", within="(0, 1e9]")
 
     def __post_init__(self) -> None:
-        if self.policies < 0 or self.chromosomes < 0:
-            raise ValueError("policies and chromosomes must be non-negative")
+        check_ranges(self)
         if self.mode != "pg" and self.policies + self.chromosomes < 1:
-            raise ValueError(f"mode {self.mode} needs a population: policies + chromosomes must be at least 1")
-        if not 0 <= self.elites < max(self.policies + self.chromosomes, 1):
+            raise ValueError(
+                f"mode {self.mode} needs a population: policies + chromosomes must be at least 1")
+        if not self.elites < max(self.policies + self.chromosomes, 1):
             raise ValueError("elites must be in [0, policies + chromosomes)")
-        if self.tournament < 1:
-            raise ValueError("tournament must be at least 1")
-        for name in ("crossover", "mutation"):
-            if not 0.0 <= getattr(self, name) <= 1.0:
-                raise ValueError(f"{name} must be in [0, 1], not {getattr(self, name)}")
-        if not 0.0 < self.mutation_rate <= 1.0:
-            raise ValueError(f"mutation_rate must be in (0, 1], not {self.mutation_rate}")
-        if self.sigma < 0 or self.prior_sigma < 0 or self.init_scale < 0:
-            raise ValueError("sigma, prior_sigma and init_scale must be non-negative")
-        if self.temperature <= 0:
-            raise ValueError(f"temperature must be positive, not {self.temperature}")
-        if self.hidden < 1 or self.layers < 1 or self.pool_levels < 0:
-            raise ValueError("hidden and layers must be at least 1, pool_levels at least 0")
-        if not 0.0 < self.pool_ratio < 1.0:
-            raise ValueError(f"pool_ratio must be in (0, 1), not {self.pool_ratio}")
         if self.mode != "evolution" and self.learner_rollouts < 1:
             raise ValueError(f"mode {self.mode} needs learner_rollouts of at least 1")
-        if self.learner_rollouts < 0 or self.updates_per_proposal < 0:
-            raise ValueError("learner_rollouts and updates_per_proposal must be non-negative")
-        if self.batch_size < 1 or self.min_replay < 1 or self.replay_size < 1:
-            raise ValueError("batch_size, min_replay and replay_size must be at least 1")
-        if self.learning_rate <= 0:
-            raise ValueError(f"learning_rate must be positive, not {self.learning_rate}")
-        if self.alpha is not None and self.alpha < 0:
-            raise ValueError(f"alpha must be non-negative or none, not {self.alpha}")
-        if not 0.0 < self.target_entropy < 1.0:
-            raise ValueError(f"target_entropy must be in (0, 1), not {self.target_entropy}")
-        if self.checkpoint_seconds <= 0 or self.progress_seconds <= 0:
-            raise ValueError("checkpoint_seconds and progress_seconds must be positive")
 
     @property
     def evolves(self) -> bool:

@@ -83,7 +83,8 @@ def demonstration(
 
         workers = max(1, min(es_workers, os.cpu_count() or 1))
         solution = EsSolver().solve(instance, SolveRequest(
-            seed=seed, seconds=seconds, work=None if seconds is not None else es_games,
+            seed=seed, seconds=None if seconds is None else max(seconds, 1e-9),
+            work=None if seconds is not None else es_games,
             options={"workers": workers}))
     else:
         raise SolverError(f"unknown demonstration '{source}' (have: {', '.join(DEMONSTRATION_SOURCES)})")

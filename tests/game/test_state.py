@@ -1,0 +1,46 @@
+"""The entry checks of :class:`mallocgame.game.state.Game`: what is not an instance, and
+undos the game cannot make, are typed errors of one line (the rules are tested elsewhere)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from mallocgame.errors import InstanceError, UndoError
+from mallocgame.game import Game
+
+
+@pytest.mark.parametrize("value", [None, "synthetic-v1/small", 42])
+def test_a_game_of_what_is_not_an_instance_is_an_instance_error(value) -> None:
+    with pytest.raises(InstanceError, match=r"^Game: expected an Instance, not "):
+        Game(value)
+
+
+def test_tables_that_are_not_game_tables_are_an_instance_error(small) -> None:
+    with pytest.raises(InstanceError, match=r"^Game: tables must be GameTables or None, not \{\}$"):
+        Game(small, {})
+
+
+def test_an_undo_the_game_cannot_make_is_an_undo_error_and_changes_nothing(small) -> None:
+    game = Game(small)
+    with pytest.raises(UndoError, match=r"^cannot undo 1 decisions: 0 made$"):
+        game.undo()
+    with pytest.raises(ValueError):  # an UndoError is a ValueError too, as undos raised before
+        game.undo_to(1)
+    game.step(int(np.flatnonzero(game.legal_mask())[0]))
+    game.step(int(np.flatnonzero(game.legal_mask())[0]))
+    before = (game.current_buffer, game.actions(), game.return_s)
+    for bad, needle in [(lambda: game.undo(3), r"^cannot undo 3 decisions: 2 made$"),
+                        (lambda: game.undo(-1), "cannot undo -1 decisions"),
+                        (lambda: game.undo(1.0), r"cannot undo 1\.0 decisions"),
+                        (lambda: game.undo(True), "cannot undo True decisions"),
+                        (lambda: game.undo_to(3), r"^cannot undo to 3: 2 decisions made$"),
+                        (lambda: game.undo_to(-1), "cannot undo to -1"),
+                        (lambda: game.undo_to("1"), "cannot undo to '1'"),
+                        (lambda: game.undo_to(None), "cannot undo to None")]:
+        with pytest.raises(UndoError, match=needle):
+            bad()
+    assert (game.current_buffer, game.actions(), game.return_s) == before
+    game.undo(np.int64(1))
+    game.undo_to(np.int32(0))
+    assert game.current_buffer == 0 and game.return_s == 0.0
