@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import random
 
 import pytest
@@ -13,10 +14,11 @@ from mallocgame.costmodel import (
     capacity_bytes,
     derive_instance,
     peak_live_bytes,
+    slow_read_factors,
 )
 from mallocgame.errors import InstanceError
 from mallocgame.hardware import PRESETS, HardwarePreset, UnknownPresetError
-from mallocgame.instance import RooflineLatency, instance_from_dict, validate
+from mallocgame.instance import RooflineLatency, TableLatency, instance_from_dict, validate
 from mallocgame.latency import instruction_latency
 from mallocgame.program import Program, ProgramInstruction, ProgramLoop, ProgramTensor
 from mallocgame.solvers import get_solver
@@ -41,6 +43,34 @@ TOY = HardwarePreset(
 def test_peak_live_bytes_by_hand():
     # t0: W+x = 1400; t1: W+x+y = 2000; t2: W+y+z = 2200; t3: z+out = 1200.
     assert peak_live_bytes(tiny_program()) == 2200
+
+
+def _wide_read(sizes: list[int]) -> Program:
+    """One instruction reading one program input of each of ``sizes`` (not validated)."""
+    n = len(sizes)
+    tensors = tuple(
+        ProgramTensor(i, f"in{i}", s, -1, 0, shape=f"u8[{s}]") for i, s in enumerate(sizes)
+    )
+    tensors += (ProgramTensor(n, "out", 8, 0, 0, live_out=True),)
+    ins = ProgramInstruction("sum.0", "add", tuple(range(n)), (n,), tuple(sizes), (8,))
+    return Program("wide", (ins,), tensors)
+
+
+def test_peak_live_bytes_refuses_a_size_outside_spec_range():
+    # A shape of more than int64's bytes used to crash numpy (OverflowError); 2**53 is the limit.
+    with pytest.raises(InstanceError, match=r"tensor 1 \(in1, u8\[1180591620717411303424\]\): size "
+                       r"1180591620717411303424 outside 0..2\*\*53 bytes"):
+        peak_live_bytes(_wide_read([8, 2**70]))
+    with pytest.raises(InstanceError, match=r"tensor 0 \(in0, u8\[9007199254740993\]\)"):
+        peak_live_bytes(_wide_read([2**53 + 1]))
+    with pytest.raises(InstanceError, match="tensor 0 .*: size -1 outside"):
+        peak_live_bytes(_wide_read([-1]))
+    assert peak_live_bytes(_wide_read([2**53])) == 2**53 + 8
+
+
+def test_peak_live_bytes_is_exact_past_int64():
+    # 1100 tensors of 2**53 bytes live together: 1100 * 2**53 > 2**63 would wrap in int64.
+    assert peak_live_bytes(_wide_read([2**53] * 1100)) == 1100 * 2**53 + 8
 
 
 def test_tiny_program_structure():
@@ -283,3 +313,65 @@ def test_derived_instance_plays_a_full_game(preset):
         solution = get_solver("random").solve(inst)
         report = check_solution(inst, solution)
         assert report.ok, report
+
+
+def _matmul_program(opcode: str = "addmm") -> Program:
+    """out[128, 256] = bias[256] + x[128, 64] @ w[64, 256], float32 (addmm), or an add."""
+    tensors = (
+        ProgramTensor(0, "bias", 1024, -1, 0, shape="float32[256]"),
+        ProgramTensor(1, "x", 32768, -1, 0, shape="float32[128,64]"),
+        ProgramTensor(2, "w", 65536, -1, 0, shape="float32[64,256]"),
+        ProgramTensor(3, "out", 131072, 0, 0, live_out=True, shape="float32[128,256]"),
+    )
+    ins = ProgramInstruction(
+        "mm.0", opcode, (0, 1, 2), (3,), (1024, 32768, 65536), (131072,), flops=2 * 128 * 64 * 256
+    )
+    return Program("matmul", (ins,), tensors)
+
+
+def test_tiled_slow_reads_of_a_matmul_by_hand():
+    tiled = HardwarePreset(**{**TOY.__dict__, "name": "tiled", "slow_dot_tile": 64})
+    inst = derive_instance(_matmul_program(), tiled)
+    (ins,) = inst.instructions
+    # x is read once per 64-wide column tile (256/64 = 4), w once per row tile (128/64 = 2).
+    assert isinstance(ins.latency, TableLatency) and ins.latency.varied == (0, 1, 2, 3)
+    compute = 2 * 128 * 64 * 256 / TOY.peak_flops  # 4.19 s
+    slow = [1024 / 100, 4 * 32768 / 100, 2 * 65536 / 100, 131072 / 100]
+    fast = [s / 1000 for s in (1024, 32768, 65536, 131072)]
+    table = ins.latency.latency_s
+    assert table[0] == pytest.approx(0.5 + max(compute, sum(slow)))  # 3942.4 s all slow
+    assert table[0b0010] == pytest.approx(0.5 + slow[0] + fast[1] + slow[2] + slow[3])
+    assert table[0b1111] == pytest.approx(0.5 + sum(fast)) == ins.supply_s
+    for p, b in enumerate(ins.buffers):
+        assert inst.buffers[b].benefit_s == table[0] - table[1 << p]
+        by_latency = instruction_latency(inst, 0, set()) - instruction_latency(inst, 0, {b})
+        assert inst.buffers[b].benefit_s == by_latency
+    assert inst.source["cost_model"]["slow_dot_tile"] == 64
+    validate(inst)
+    assert check_solution(inst, get_solver("random").solve(inst)).ok
+
+
+def test_tiled_slow_reads_are_opt_in():
+    # Without the tile (every preset but gpu_h100_host), or for an opcode that is no matmul,
+    # the roofline is unchanged and the source records nothing new.
+    plain = derive_instance(_matmul_program(), TOY)
+    assert isinstance(plain.instructions[0].latency, RooflineLatency)
+    assert "slow_dot_tile" not in plain.source["cost_model"]
+    tiled = HardwarePreset(**{**TOY.__dict__, "name": "tiled", "slow_dot_tile": 64})
+    add = derive_instance(_matmul_program("add"), tiled)
+    assert add.instructions[0].latency == plain.instructions[0].latency
+    assert [b.benefit_s for b in add.buffers] == [b.benefit_s for b in plain.buffers]
+
+
+def test_slow_read_factors_follow_the_output_shape():
+    program = _matmul_program()
+    ins = program.instructions[0]
+    assert slow_read_factors(program, ins, 64) == (1, 4, 2, 1)
+    assert slow_read_factors(program, ins, 100) == (1, 3, 2, 1)  # ceil(256/100), ceil(128/100)
+    assert slow_read_factors(program, ins, 0) == (1, 1, 1, 1)
+    bmm = ProgramInstruction("bmm", "bmm", (1, 2), (3,), (32768, 65536), (131072,))
+    assert slow_read_factors(program, bmm, 64) == (4, 2, 1)
+    unknown = Program(
+        "noshape", (ins,), tuple(dataclasses.replace(t, shape="") for t in program.tensors)
+    )
+    assert slow_read_factors(unknown, ins, 64) == (1, 1, 1, 1)

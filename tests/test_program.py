@@ -195,6 +195,17 @@ RULES = {
     "loop range": (_set("loops.0.last", 4), r"loop 0: body 1..4 out of range"),
     "loop order": (_set("loops.0.first", 3), r"loop 0: body 3..2 out of range"),
     "trip count": (_set("loops.0.trip_count", 0), "loop 0: trip_count must be >= 1"),
+    # SPEC section 1's upper ends: 2**53 bytes, 2**31-1 executions.
+    "size above 2**53": (
+        lambda doc: doc["tensors"][1].update(size=2**53 + 1, shape="u8[9007199254740993]"),
+        r"tensor 1 \(x, u8\[9007199254740993\]\): size 9007199254740993 bytes is more than 2\*\*53",
+    ),
+    "bytes above 2**53": (_set("instructions.3.output_bytes", [2**53 + 1]),
+                          r"instruction 3 \(exp.3\): moves more than 2\*\*53 bytes for one buffer"),
+    "count above 2**31-1": (_set("instructions.2.count", 2**31),
+                            r"instruction 2 \(dus.2\): count 2147483648 is more than 2\*\*31-1"),
+    "trip count above 2**31-1": (_set("loops.0.trip_count", 2**31),
+                                 r"loop 0: trip_count 2147483648 is more than 2\*\*31-1"),
 }
 
 
@@ -215,6 +226,16 @@ def test_validate_checks_a_program_built_in_code() -> None:
                      program.alias_groups, program.loops)
     with pytest.raises(ProgramError, match="count must be >= 1"):
         validate_program(broken)
+
+
+def test_the_largest_sizes_and_counts_of_spec_are_valid() -> None:
+    doc = tiny_program().to_dict()
+    doc["tensors"][1]["size"] = 2**53
+    doc["instructions"][0]["output_bytes"] = [2**53]
+    doc["instructions"][2]["count"] = 2**31 - 1
+    doc["loops"][0]["trip_count"] = 2**31 - 1
+    program = program_from_dict(doc)
+    assert program.tensors[1].size == 2**53 and program.loops[0].trip_count == 2**31 - 1
 
 
 def test_a_program_error_is_an_instance_error() -> None:

@@ -26,6 +26,21 @@ Latency (SPEC section 5), per instruction ``t`` with ``count`` executions
       buffers; for larger ones the memory term is updated incrementally, equal to
       within rounding).
 
+Tiled slow reads (opt-in: presets with ``slow_dot_tile > 0``, e.g. ``gpu_h100_host``)
+    A matmul kernel computes its output in tiles and reads, for each tile, the strips of
+    both operands it needs; an operand in HBM is re-read from the L2 cache, but one read
+    by the kernel straight from slow (host-mapped) memory crosses the link again for
+    every tile. So for ``mm``, ``addmm``, ``bmm`` and ``baddbmm`` (output ``[..., M, N]``,
+    from the output tensor's shape) a slow left operand is counted
+    ``ceil(N / tile)`` times and a slow right operand ``ceil(M / tile)`` times
+    (:func:`slow_read_factors`); other buffers, and every fast one, once. Such an
+    instruction gets a ``table`` latency over its buffers (SPEC section 5) holding
+    ``fixed_s + max(compute_s, sum_b size_b * f_b / bw_b)`` for each fast set, ``f_b`` the
+    factor where ``b`` is slow, 1 where it is fast; ``supply_s`` is unchanged (all fast).
+    Instructions of other opcodes, of more than 8 buffers, or whose output shape is
+    unknown keep the roofline. With ``slow_dot_tile = 0`` (every other preset) nothing
+    changes. Evidence and validation: docs/simulator.md, "Measured on an H100".
+
 Capacity rule
     ``capacity_fraction=None``: the preset's physical fast memory, as it is (programs
     at the size they run, like suite ``xla-v2``). With a fraction, the fast memory is
@@ -50,6 +65,7 @@ Capacity rule
 from __future__ import annotations
 
 import math
+import re
 from typing import Any
 
 import numpy as np
@@ -57,16 +73,18 @@ import numpy as np
 from mallocgame.errors import InstanceError
 from mallocgame.hardware import HardwarePreset, get_preset
 from mallocgame.instance import (
+    MAX_BYTES,
     Buffer,
     Hardware,
     Instance,
     Instruction,
     Loop,
     RooflineLatency,
+    TableLatency,
     Tensor,
     validate,
 )
-from mallocgame.program import Program, validate_program
+from mallocgame.program import Program, ProgramInstruction, validate_program
 
 __all__ = [
     "CAPACITY_RULE",
@@ -78,6 +96,8 @@ __all__ = [
     "peak_of",
     "capacity_bytes",
     "compute_seconds",
+    "DOT_OPCODES",
+    "slow_read_factors",
 ]
 
 DEFAULT_CAPACITY_FRACTION = 0.25
@@ -93,11 +113,13 @@ def peak_of(sizes: np.ndarray, def_time: np.ndarray, last_use: np.ndarray, num_s
     """Max over steps ``0 .. num_steps-1`` of the summed ``sizes`` live at that step.
 
     Tensor ``i`` is live over ``[max(def_time[i], 0), last_use[i]]`` (inclusive; a
-    program input never read, ``last_use = -1``, is live at no step). Arrays: int64 [X].
+    program input never read, ``last_use = -1``, is live at no step). Arrays: int64 [X];
+    ``sizes`` may instead be an object array of Python ints (exact where their sum would
+    overflow int64).
     """
     if num_steps == 0:
         return 0
-    diff = np.zeros(num_steps + 1, dtype=np.int64)
+    diff = np.zeros(num_steps + 1, dtype=object if sizes.dtype == object else np.int64)
     np.add.at(diff, np.maximum(def_time, 0), sizes)
     np.add.at(diff, np.minimum(last_use, num_steps - 1) + 1, -sizes)
     return max(int(np.cumsum(diff)[:num_steps].max()), 0)
@@ -110,10 +132,22 @@ def peak_live_bytes(program: Program | Instance) -> int:
     input from time 0 to its last use (one never read, ``last_use_time = -1``, is live
     at no step), an output from its definition to its last use. Works on a program or
     an instance (both have ``tensors`` and ``instructions``).
+
+    Raises :class:`~mallocgame.errors.InstanceError` naming the tensor (and its shape)
+    whose size is outside ``0 .. 2**53`` bytes (SPEC section 1); exact at any number of
+    tensors (summed as Python ints where int64 could overflow).
     """
     tensors = program.tensors
+    for x in tensors:
+        if not (isinstance(x.size, (int, np.integer)) and 0 <= x.size <= MAX_BYTES):
+            shape = getattr(x, "shape", "")
+            raise InstanceError(
+                f"tensor {x.id} ({x.name}{', ' + shape if shape else ''}): size {x.size!r} "
+                "outside 0..2**53 bytes (SPEC section 1)"
+            )
+    sizes = [int(x.size) for x in tensors]
     return peak_of(
-        np.fromiter((x.size for x in tensors), dtype=np.int64, count=len(tensors)),
+        np.array(sizes, dtype=np.int64 if sum(sizes) < 2**63 else object),
         np.fromiter((x.def_time for x in tensors), dtype=np.int64, count=len(tensors)),
         np.fromiter((x.last_use_time for x in tensors), dtype=np.int64, count=len(tensors)),
         len(program.instructions),
@@ -131,6 +165,62 @@ def capacity_bytes(preset: HardwarePreset, peak: int, capacity_fraction: float) 
 def compute_seconds(flops: float, transcendentals: float, preset: HardwarePreset) -> float:
     """``max(flops / peak_flops, transcendentals / peak_transcendentals)``."""
     return max(flops / preset.peak_flops, transcendentals / preset.peak_transcendentals)
+
+
+DOT_OPCODES = ("mm", "addmm", "bmm", "baddbmm")  # operands [..., bias], left, right
+MAX_TABLE_BUFFERS = 8  # SPEC section 5: a table varies at most 8 buffers
+_SHAPE = re.compile(r"\[([0-9,\s]*)\]\s*$")
+
+
+def _dims(shape: str) -> tuple[int, ...] | None:
+    """``(8, 64)`` from a shape string such as ``"float32[8,64]"``; ``None`` if unreadable."""
+    m = _SHAPE.search(shape)
+    if m is None:
+        return None
+    parts = [p for p in m.group(1).replace(" ", "").split(",") if p]
+    return tuple(int(p) for p in parts)
+
+
+def slow_read_factors(program: Program, ins: ProgramInstruction, tile: int) -> tuple[int, ...]:
+    """How many times ``ins`` reads each of its buffers (operands, then outputs) when it is
+    in slow memory, for matmul kernels of ``tile``-wide output tiles (module docstring).
+
+    For an opcode of :data:`DOT_OPCODES` whose first output has a shape ``[..., M, N]``:
+    ``ceil(N / tile)`` for the left operand (the second last), ``ceil(M / tile)`` for the
+    right one (the last), 1 for the rest; all 1 otherwise, or with ``tile <= 0``.
+    """
+    k = len(ins.operands) + len(ins.outputs)
+    ones = (1,) * k
+    if tile <= 0 or ins.opcode not in DOT_OPCODES or len(ins.operands) < 2 or not ins.outputs:
+        return ones
+    dims = _dims(getattr(program.tensors[ins.outputs[0]], "shape", ""))
+    if dims is None or len(dims) < 2 or min(dims) < 1:
+        return ones
+    m, n = dims[-2], dims[-1]
+    factors = list(ones)
+    factors[len(ins.operands) - 2] = -(-n // tile)
+    factors[len(ins.operands) - 1] = -(-m // tile)
+    return tuple(factors)
+
+
+def _tiled_table(
+    sizes: tuple[int, ...],
+    factors: tuple[int, ...],
+    compute: float,
+    fixed: float,
+    fast_bw: float,
+    slow_bw: float,
+) -> tuple[float, ...]:
+    """``L(mask) = fixed + max(compute, sum_i term_i)`` for every fast set ``mask`` (bit
+    ``i``: buffer ``i`` fast); ``term_i = size_i / fast_bw`` when fast, else
+    ``size_i * factor_i / slow_bw``; summed left to right."""
+    table = []
+    for mask in range(1 << len(sizes)):
+        mem = 0.0
+        for i, size in enumerate(sizes):
+            mem += size / fast_bw if mask >> i & 1 else size * factors[i] / slow_bw
+        table.append(fixed + max(compute, mem))
+    return tuple(table)
 
 
 def _resolve(preset: HardwarePreset | str) -> HardwarePreset:
@@ -219,6 +309,11 @@ def derive_instance(
         compute_bound = compute >= mem_slow
         exact = k <= EXACT_BENEFIT_MAX_BUFFERS
         gmap = groups_at.get(t)
+        factors = slow_read_factors(program, ins, hw_preset.slow_dot_tile)
+        table: tuple[float, ...] | None = None
+        if k <= MAX_TABLE_BUFFERS and any(f != 1 for f in factors):
+            table = _tiled_table(sizes, factors, compute, fixed, fast_bw, slow_bw)
+            supply = table[-1]
 
         first = bid
         for p in range(k):
@@ -232,7 +327,9 @@ def derive_instance(
                     alias = group_alias[g] = next_alias
                     next_alias += 1
             size = sizes[p]
-            if compute_bound:
+            if table is not None:
+                benefit = count * (table[0] - table[1 << p])
+            elif compute_bound:
                 benefit = 0.0
             elif exact:
                 mem_b = prefix[p] + size / fast_bw
@@ -253,7 +350,11 @@ def derive_instance(
                 count=count,
                 supply_s=supply,
                 buffers=tuple(range(first, bid)),
-                latency=RooflineLatency(compute_s=compute, fixed_s=fixed),
+                latency=(
+                    RooflineLatency(compute_s=compute, fixed_s=fixed)
+                    if table is None
+                    else TableLatency(varied=tuple(range(first, bid)), latency_s=table)
+                ),
             )
         )
 
@@ -283,6 +384,8 @@ def derive_instance(
             },
         }
     )
+    if hw_preset.slow_dot_tile > 0:
+        source["cost_model"]["slow_dot_tile"] = hw_preset.slow_dot_tile
     instance = Instance(
         name=program.name if name is None else name,
         hardware=hardware,

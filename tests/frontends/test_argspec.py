@@ -6,7 +6,13 @@ import pytest
 
 jax = pytest.importorskip("jax")
 
-from mallocgame.frontends.argspec import ArgSpecError, parse_arg_spec, resolve_function  # noqa: E402
+from mallocgame.frontends.argspec import (  # noqa: E402
+    ArgSpec,
+    ArgSpecError,
+    parse_arg_spec,
+    parse_spec,
+    resolve_function,
+)
 
 
 def test_parse_arg_spec() -> None:
@@ -20,6 +26,45 @@ def test_parse_arg_spec() -> None:
 def test_bad_arg_spec(bad: str) -> None:
     with pytest.raises(ArgSpecError, match="bad argument spec"):
         parse_arg_spec(bad)
+
+
+@pytest.mark.parametrize(
+    ("bad", "needle"),
+    [
+        ("f32[8,,3]", "dimension 1 is empty"),
+        ("f32[,,]", "dimension 0 is empty"),
+        ("f32[3,]", "dimension 1 is empty"),
+        ("f32[ , 3]", "dimension 0 is empty"),
+        ("f32[8,-3]", r"dimension 1 is negative \(-3\)"),
+        ("f32[1e20]", r"dimension 0 \('1e20'\) is not a whole number"),
+        ("f32[+3]", r"dimension 0 \('\+3'\) is not a whole number"),
+        ("u8[9007199254740993]", r"dimension 0 \(9007199254740993\) is more than 2\*\*53"),
+        ("s16[4503599627370497]", r"9007199254740994 bytes, more than 2\*\*53"),
+        ("f32[2251799813685249]", r"9007199254740996 bytes, more than 2\*\*53"),
+        ("f32[100000000,100000000]", r"40000000000000000 bytes, more than 2\*\*53"),
+        ("f32[0,100000000000000000000]",
+         r"dimension 1 \(100000000000000000000\) is more than 2\*\*53"),
+        ("f32[[3]]", "expected DTYPE"),
+    ],
+)
+def test_a_bad_spec_is_one_line_naming_it(bad: str, needle: str) -> None:
+    with pytest.raises(ArgSpecError, match=needle) as err:
+        parse_spec(bad)
+    assert str(err.value).startswith(f"bad argument spec {bad!r}: ") and "\n" not in str(err.value)
+
+
+def test_spec_byte_range_ends_at_2_53() -> None:
+    assert parse_spec("u8[9007199254740992]") == ArgSpec("u8", (2**53,))
+    assert parse_spec("f32[2251799813685248]").nbytes == 2**53
+    assert parse_spec("f32[0, 9007199254740992]").nbytes == 0
+    assert parse_spec(" bf16[ ] ") == ArgSpec("bf16", ())
+
+
+def test_jax_never_sees_a_refused_spec() -> None:
+    # A 1e20 dimension used to reach jax.ShapeDtypeStruct and fail with a cut-off TypeError.
+    for bad in ("f32[100000000000000000000]", "f32[8,,3]", "f32[,,]"):
+        with pytest.raises(ArgSpecError, match="bad argument spec"):
+            parse_arg_spec(bad)
 
 
 def test_resolve_function() -> None:

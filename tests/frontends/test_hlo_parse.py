@@ -66,3 +66,78 @@ def test_computation_closed_with_an_execution_thread() -> None:
     )
     module = parse_module(text)
     assert set(module.computations) == {"async_computation", "main"}
+
+
+# --------------------------------------------------------------------------- malformed modules
+
+
+def _module(entry_body: str, *, before: str = "") -> str:
+    """A scheduled module whose ENTRY computation holds ``entry_body`` (lines 4 on)."""
+    return (
+        "HloModule m, is_scheduled=true\n\n" + before
+        + "ENTRY %main (p: f32[4]) -> f32[4] {\n" + entry_body + "}\n"
+    )
+
+
+GOOD = "  %p = f32[4]{0} parameter(0)\n  ROOT %n = f32[4]{0} negate(%p)\n"
+
+
+def test_a_well_formed_module_parses() -> None:
+    module = parse_module(_module(GOOD))
+    assert [ins.name for ins in module.entry.instructions] == ["p", "n"]
+
+
+def test_bytes_are_exact_past_float64() -> None:
+    # 2**53 + 1 elements: a float product would round it down to 2**53.
+    assert parse_shape("u8[9007199254740993]").nbytes == 2**53 + 1
+    assert parse_shape("s4[9007199254740993]").nbytes == 2**52 + 1  # half bytes round up
+    assert parse_shape("f32[100000000000000000000]").nbytes == 4 * 10**20
+
+
+@pytest.mark.parametrize(
+    ("shape", "named"),
+    [
+        ("f32[100000000000000000000]{0}", r"shape f32\[100000000000000000000\] holds 4"),
+        ("u8[9007199254740993]{0}", r"shape u8\[9007199254740993\] holds 9007199254740993 bytes"),
+        ("(f32[4]{0}, s8[3,9007199254740992]{1,0})",
+         r"shape s8\[3,9007199254740992\] \(element \{1\}\)"),
+    ],
+)
+def test_a_shape_of_more_than_2_53_bytes_is_refused(shape: str, named: str) -> None:
+    text = _module(f"  %p = f32[4]{{0}} parameter(0)\n  %big = {shape} custom-call(%p)\n"
+                   "  ROOT %n = f32[4]{0} negate(%p)\n")
+    with pytest.raises(HloParseError, match=r"^HLO:5: instruction %big: " + named) as err:
+        parse_module(text)
+    assert "more than 2**53" in str(err.value) and "\n" not in str(err.value)
+
+
+def test_the_largest_shape_of_spec_is_read() -> None:
+    text = _module(
+        "  %p = u8[9007199254740992]{0} parameter(0)\n  ROOT %n = f32[4]{0} negate(%p)\n"
+    )
+    assert parse_module(text).entry.instructions[0].shape.nbytes == 2**53
+
+
+@pytest.mark.parametrize(
+    ("text", "needle"),
+    [
+        (_module(GOOD + "  %n = f32[4]{0} abs(%p)\n"),
+         r"^HLO:6: instruction %n is defined twice in computation main$"),
+        (_module(""), r"^HLO:4: computation main has no instructions$"),
+        (_module(GOOD, before="%empty (a: f32[]) -> f32[] {\n}\n\n"),
+         r"^HLO:4: computation empty has no instructions$"),
+        (_module(GOOD, before="%c (a: f32[]) -> f32[] {\n  ROOT %a = f32[] parameter(0)\n}\n\n"
+                 "%c (b: f32[]) -> f32[] {\n  ROOT %b = f32[] parameter(0)\n}\n\n"),
+         r"^HLO:7: computation c is defined twice$"),
+        (_module(GOOD)
+         + "\nENTRY %other (q: f32[4]) -> f32[4] {\n  ROOT %q = f32[4]{0} parameter(0)\n}\n",
+         r"^HLO:8: a second ENTRY computation \(other; the first is main\)$"),
+        (_module("  %p = f32[4,-2]{1,0} parameter(0)\n  ROOT %n = f32[4]{0} negate(%p)\n"),
+         r"^HLO:4: cannot parse .*negative dimension -2"),
+    ],
+    ids=["duplicate-name", "empty-entry", "empty-computation", "duplicate-computation",
+         "second-entry", "negative-dimension"],
+)
+def test_a_malformed_module_is_one_line_naming_the_problem(text: str, needle: str) -> None:
+    with pytest.raises(HloParseError, match=needle):
+        parse_module(text)

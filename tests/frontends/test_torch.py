@@ -115,6 +115,10 @@ def not_a_model():
     return 3
 
 
+def exploding_factory():
+    raise AssertionError("a factory must not run when an --arg spec is bad")
+
+
 # --------------------------------------------------------------------------- by hand
 
 
@@ -283,3 +287,31 @@ def test_factories() -> None:
         resolve_factory(f"{__name__}:not_a_model")
     with pytest.raises(ArgSpecError, match="bad argument spec"):
         meta_inputs(["f33[2]"])
+
+
+def test_inputs_from_specs_are_never_allocated() -> None:
+    from torch._subclasses.fake_tensor import FakeTensor
+
+    # 4 TB of float32 on the CPU: a real tensor fails to allocate (it used to crash --torch).
+    (x,) = meta_inputs(["f32[1000000,1000000]"], device="cpu")
+    assert isinstance(x, FakeTensor) and x.shape == (10**6, 10**6) and x.device.type == "cpu"
+    (y,) = meta_inputs(["s64[2,3]"])
+    assert y.is_meta and y.dtype == torch.int64
+    model = resolve_factory(f"{__name__}:linear_factory", ["f32[1000000000000,4]"])
+    program = extract_torch(model.module, model.inputs)
+    assert _tensor(program, "input").size == 16 * 10**12
+    assert _tensor(program, "addmm").size == 12 * 10**12
+
+
+@pytest.mark.parametrize(
+    ("spec", "needle"),
+    [
+        ("f32[100000000000000000000000]", r"more than 2\*\*53"),
+        ("f32[8,,3]", "dimension 1 is empty"),
+    ],
+)
+def test_a_bad_spec_is_refused_before_the_factory_runs(spec: str, needle: str) -> None:
+    with pytest.raises(ArgSpecError, match=needle):
+        resolve_factory(f"{__name__}:exploding_factory", [spec])
+    with pytest.raises(ArgSpecError, match=needle):
+        meta_inputs([spec], device="cpu")

@@ -18,8 +18,8 @@ instruction from the HLO itself, in the spirit of XLA's ``HloCostAnalysis``:
   ``scatter``: update elements × combiner flops; ``map``: elements × its flops;
   ``sort``: elements × ceil(log2 n) × comparator flops; ``fft``: 5 N log2 N.
 - ``fusion`` / ``call``: the sum over the called computation (nested fusions
-  included); ``while``: trip count × (condition + body); ``conditional``: the most
-  expensive branch.
+  included); ``while``: trip count × (condition + body), the condition alone for a
+  trip count of 0; ``conditional``: the most expensive branch.
 - ``custom-call``: the sum over its called computations if it has any; else a
   best-effort formula from the shapes for matmul/gemm (``2 × out × K``), LAPACK
   trsm (``out × m``), getrf (``2/3 n³``) and potrf (``1/3 n³``) targets; else 0 (the
@@ -43,10 +43,12 @@ from mallocgame.frontends.hlo_parse import (
     HloComputation,
     HloInstruction,
     HloModule,
+    HloParseError,
     Shape,
     parse_alias_list,
     shape_leaves,
 )
+from mallocgame.instance import MAX_COUNT
 
 __all__ = ["CostModel", "ELEMENTWISE", "TRANSCENDENTAL", "shape_bytes", "elements", "known_trip_count"]
 
@@ -79,10 +81,43 @@ def _array(shape: Shape) -> ArrayShape:
     return leaves[0][1] if leaves else ArrayShape("token", ())
 
 
+_TRIP_RE = re.compile(r'"known_trip_count"\s*:\s*(\{[^{}]*\}|[^,{}]*)')
+_TRIP_N_RE = re.compile(r'\{\s*"n"\s*:\s*(?:"([^"]*)"|([^\s,}]+))\s*\}')
+
+
 def known_trip_count(ins: HloInstruction) -> int | None:
-    """The trip count XLA states for a ``while`` (``backend_config`` ``known_trip_count``)."""
-    m = re.search(r'"known_trip_count"\s*:\s*\{\s*"n"\s*:\s*"?(\d+)', ins.attrs.get("backend_config", ""))
-    return int(m.group(1)) if m else None
+    """The trip count XLA states for a ``while``: its ``backend_config``'s
+    ``"known_trip_count":{"n":"3"}`` (``{}``, proto3 JSON's way of writing 0, is 0);
+    ``None`` where the config states none.
+
+    Raises :class:`~mallocgame.frontends.hlo_parse.HloParseError` naming the loop where
+    the stated count is not a whole number (``"abc"``, ``-3``) or is more than
+    ``2**31 - 1``, the largest count of SPEC section 1.
+    """
+    m = _TRIP_RE.search(ins.attrs.get("backend_config", ""))
+    if m is None:
+        return None
+    stated = m.group(1).strip()
+    if re.fullmatch(r"\{\s*\}", stated):
+        return 0
+    nm = _TRIP_N_RE.fullmatch(stated)
+    if nm is None:
+        raise HloParseError(
+            f"while {ins.name}: known_trip_count {stated!r} in its backend_config is not "
+            '{"n":COUNT}'
+        )
+    raw = nm.group(1) if nm.group(1) is not None else nm.group(2)
+    if not re.fullmatch(r"[0-9]+", raw):
+        raise HloParseError(
+            f"while {ins.name}: known_trip_count {raw!r} in its backend_config is not a "
+            "whole number"
+        )
+    if int(raw) > MAX_COUNT:
+        raise HloParseError(
+            f"while {ins.name}: known_trip_count {int(raw)} is more than 2**31-1 (the largest "
+            "count of SPEC section 1)"
+        )
+    return int(raw)
 
 
 def _window_size(ins: HloInstruction) -> int:
@@ -151,7 +186,10 @@ class CostModel:
         if op == "while":
             f1, t1 = self._called_cost(ins, "condition")
             f2, t2 = self._called_cost(ins, "body")
-            n = max(1, known_trip_count(ins) or 1)
+            n = known_trip_count(ins)
+            if n == 0:  # the condition runs once, the body never
+                return f1, t1
+            n = 1 if n is None else n
             return n * (f1 + f2), n * (t1 + t2)
         if op == "conditional":
             branches = self.module.calls(ins)

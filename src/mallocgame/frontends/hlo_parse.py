@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 from typing import Iterator, Union
 
 from mallocgame.errors import MallocGameError
+from mallocgame.instance import MAX_BYTES
 
 __all__ = [
     "HloParseError",
@@ -122,13 +123,14 @@ class ArrayShape:
 
     @property
     def nbytes(self) -> int:
-        """Bytes the array occupies: its elements at the element width, tile padding included."""
-        bits = _element_bits(self.dtype)
+        """Bytes the array occupies: its elements at the element width, tile padding included
+        (rounded up to whole bytes; exact integer arithmetic at any size)."""
+        bits = int(_element_bits(self.dtype))
         elements = self.elements
         if self.layout is not None:
             elements = self.layout.stored_elements(self.dims) if self.layout.tiles else elements
             bits = self.layout.element_bits or bits
-        return int(math.ceil(elements * bits / 8))
+        return -(-elements * bits // 8)
 
     @property
     def memory_space(self) -> int:
@@ -267,6 +269,8 @@ def parse_shape(text: str) -> Shape:
         d = d.strip().lstrip("<=")
         if d:
             dims.append(int(d) if d != "?" else 1)
+            if dims[-1] < 0:
+                raise ValueError(f"negative dimension {d} in {text!r}")
     layout = None
     rest = text[m.end():]
     if rest.startswith("{") and m.group(1) != "token":
@@ -399,8 +403,25 @@ def _parse_instruction(line: str) -> HloInstruction:
     )
 
 
+def _check_size(ins: HloInstruction, where: str) -> None:
+    """Refuse an instruction with an array of more than ``2**53`` bytes (SPEC section 1)."""
+    for index, leaf in shape_leaves(ins.shape):
+        if leaf.nbytes > MAX_BYTES:
+            element = f" (element {{{','.join(map(str, index))}}})" if index else ""
+            raise HloParseError(
+                f"{where}: instruction %{ins.name}: shape {leaf}{element} holds {leaf.nbytes} "
+                "bytes, more than 2**53 (the byte range of SPEC section 1)"
+            )
+
+
 def parse_module(text: str, *, where: str = "HLO") -> HloModule:
-    """Parse the text of one HLO module (``HloModule ...`` header and its computations)."""
+    """Parse the text of one HLO module (``HloModule ...`` header and its computations).
+
+    Besides unreadable lines, raises :class:`HloParseError` (naming the line) for a
+    computation defined twice, a second ENTRY computation, a computation without
+    instructions, an instruction name defined twice in one computation, and an array
+    shape of more than ``2**53`` bytes (SPEC section 1: no instance could hold it).
+    """
     name, attrs = "", {}
     computations: dict[str, HloComputation] = {}
     entry: HloComputation | None = None
@@ -410,10 +431,20 @@ def parse_module(text: str, *, where: str = "HLO") -> HloModule:
         try:
             if current is not None:
                 if line.strip() == "}" or line.startswith("}, "):  # "}, execution_thread=..."
+                    if not current.instructions:
+                        raise HloParseError(
+                            f"{where}:{lineno}: computation {current.name} has no instructions"
+                        )
                     computations[current.name] = current
                     current = None
                 elif line.strip():
                     ins = _parse_instruction(line)
+                    if ins.name in current.by_name:
+                        raise HloParseError(
+                            f"{where}:{lineno}: instruction %{ins.name} is defined twice in "
+                            f"computation {current.name}"
+                        )
+                    _check_size(ins, f"{where}:{lineno}")
                     current.instructions.append(ins)
                     current.by_name[ins.name] = ins
                 continue
@@ -428,7 +459,16 @@ def parse_module(text: str, *, where: str = "HLO") -> HloModule:
             m = _COMP_HEAD_RE.match(line)
             if m and not line[0].isspace():
                 current = HloComputation(name=m.group(2), instructions=[], is_entry=bool(m.group(1)))
+                if current.name in computations:
+                    raise HloParseError(
+                        f"{where}:{lineno}: computation {current.name} is defined twice"
+                    )
                 if current.is_entry:
+                    if entry is not None:
+                        raise HloParseError(
+                            f"{where}:{lineno}: a second ENTRY computation ({current.name}; "
+                            f"the first is {entry.name})"
+                        )
                     entry = current
         except (ValueError, IndexError, KeyError) as exc:
             raise HloParseError(f"{where}:{lineno}: cannot parse {raw.strip()[:120]!r} ({exc})") from None

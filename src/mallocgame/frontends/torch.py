@@ -593,23 +593,27 @@ def extract_torch(
 
 
 def meta_inputs(specs: Sequence[str], device: str = "meta") -> tuple[Any, ...]:
-    """``["f32[8,64]", "s64[8,128]"]`` -> empty tensors of those shapes and dtypes on ``device``
-    (the spec syntax of :func:`mallocgame.frontends.argspec.parse_arg_spec`)."""
-    from mallocgame.frontends.argspec import _SPEC, DTYPES, ArgSpecError
+    """``["f32[8,64]", "s64[8,128]"]`` -> storage-less tensors of those shapes and dtypes
+    on ``device`` (the spec syntax and checks of
+    :func:`mallocgame.frontends.argspec.parse_spec`; a bad spec raises its ``ArgSpecError``).
 
+    On the ``meta`` device they are meta tensors; on any other device (the device of a
+    module's parameters, ``"cpu"``) they are torch's fake tensors (one ``FakeTensorMode``
+    for all of them, which ``torch.export`` then traces with): shape, dtype and device
+    without storage. No input is ever allocated, whatever its size: the frontend needs
+    only shapes.
+    """
+    from mallocgame.frontends.argspec import DTYPES, parse_spec
+
+    parsed = [parse_spec(spec) for spec in specs]
     torch = _torch()
-    out = []
-    for spec in specs:
-        match = _SPEC.match(spec)
-        dtype = getattr(torch, DTYPES.get(match.group(1), ""), None) if match else None
-        if not isinstance(dtype, torch.dtype):
-            raise ArgSpecError(
-                f"bad argument spec {spec!r}: expected DTYPE[D0,D1,...] with DTYPE one of "
-                f"{', '.join(DTYPES)} (e.g. f32[8,64])"
-            )
-        dims = tuple(int(d) for d in match.group(2).replace(" ", "").split(",") if d)
-        out.append(torch.empty(dims, dtype=dtype, device=device))
-    return tuple(out)
+    dtypes = [getattr(torch, DTYPES[p.dtype]) for p in parsed]
+    if torch.device(device).type == "meta":
+        return tuple(torch.empty(p.dims, dtype=d, device=device) for p, d in zip(parsed, dtypes))
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    with FakeTensorMode(allow_non_fake_inputs=True):
+        return tuple(torch.empty(p.dims, dtype=d, device=device) for p, d in zip(parsed, dtypes))
 
 
 @dataclass(frozen=True)
@@ -617,20 +621,23 @@ class TorchModel:
     """A module and its example inputs, as a factory gives them (see :func:`resolve_factory`)."""
 
     module: Any  # torch.nn.Module
-    inputs: tuple[Any, ...]  # example inputs (tensors, possibly on the meta device)
+    inputs: tuple[Any, ...]  # example inputs (tensors; meta or fake ones from --arg specs)
 
 
 def resolve_factory(target: str, arg_specs: Sequence[str] = ()) -> TorchModel:
     """``package.module:factory`` -> the module and example inputs it builds.
 
     The factory is called with no arguments and returns an ``nn.Module`` (then
-    ``arg_specs``, e.g. ``["f32[8,3,224,224]"]``, give its inputs, made on the
-    device of its parameters) or a ``(module, example_inputs)`` pair (``arg_specs``
-    must then be empty). Errors are :class:`~mallocgame.frontends.argspec.ArgSpecError`
-    (a bad string, an import failure) and :class:`TorchFrontendError`.
+    ``arg_specs``, e.g. ``["f32[8,3,224,224]"]``, give its inputs: storage-less tensors
+    on the device of its parameters, see :func:`meta_inputs`) or a ``(module,
+    example_inputs)`` pair (``arg_specs`` must then be empty). Errors are
+    :class:`~mallocgame.frontends.argspec.ArgSpecError` (a bad string, checked before the
+    factory runs; an import failure) and :class:`TorchFrontendError`.
     """
-    from mallocgame.frontends.argspec import resolve_function
+    from mallocgame.frontends.argspec import parse_spec, resolve_function
 
+    for spec in arg_specs:
+        parse_spec(spec)
     torch = _torch()
     factory: Callable[[], Any] = resolve_function(target)
     try:

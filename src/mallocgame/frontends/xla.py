@@ -38,7 +38,11 @@ What becomes what:
   and a :class:`~mallocgame.program.ProgramLoop` per flattened loop (nested loops give
   nested ``ProgramLoop`` s, each with its own trip count; counts multiply). Inside,
   the loop parameter *is* the while operand's tensors; the while's result *is* the
-  body root's tensors.
+  body root's tensors. A stated trip count of 0 runs the condition once and the body
+  never: the body makes no instruction and no loop, the while's result *is* its
+  operand (and a note says so). A trip count that is not a whole number, or more than
+  ``2**31 - 1`` (also as the product of nested counts), is refused
+  (:class:`XlaFrontendError`, naming the loop).
 - **Conditionals** are one opaque instruction (operands deduplicated, since one
   branch runs; flops of the most expensive branch).
 
@@ -61,6 +65,13 @@ are taken as printed: in a module partitioned for several devices (SPMD, with
 ``sharding=`` annotations) they are already one device's, and the annotations are
 read past. Flops, transcendentals and
 partial bytes: :mod:`mallocgame.frontends.hlo_cost`.
+
+Malformed modules are refused with one line naming what is wrong: unreadable text, a
+name defined twice, an empty computation or a shape of more than ``2**53`` bytes
+(:class:`DumpError`, from :func:`~mallocgame.frontends.hlo_parse.parse_module`); an
+operand not defined before its reader, a tuple index out of range, a parameter its
+computation is not given, an ``input_output_alias`` naming what the module does not
+have (:class:`XlaFrontendError`, naming the instruction).
 """
 
 from __future__ import annotations
@@ -86,6 +97,7 @@ from mallocgame.frontends.hlo_parse import (
     shape_leaves,
 )
 from mallocgame.frontends.xla_placement import BufferSpace, XlaCopy, XlaPlacement
+from mallocgame.instance import MAX_COUNT
 from mallocgame.program import Program, ProgramInstruction, ProgramLoop, ProgramTensor, validate_program
 
 __all__ = [
@@ -164,6 +176,13 @@ _KNOWN = frozenset(
     "recv recv-done".split()
 ) | _TUPLE_STARTS | _TUPLE_DONES
 
+# Opcodes whose meaning here rests on their first operand (a view of it, its tuple's elements).
+_FIRST_OPERAND = (
+    _VIEWS - {"tuple", "after-all"}
+    | {"while", "copy-start", "copy-done", "all-reduce-done", "async-update", "recv-done", "send"}
+    | _TUPLE_DONES
+)
+
 Tree = Any  # a tensor id (int), None (a token) or a tuple of trees
 
 
@@ -230,6 +249,7 @@ class _Builder:
         self.notes: list[str] = []
         self.spaces: list[tuple[BufferSpace, ...]] = []  # per instruction: operands, then outputs
         self.copies: list[list[int]] = []  # [tensor, source space, dest space, start step, done step]
+        self.current: HloInstruction | None = None  # the instruction being read, for errors
 
     def union(self, a: int, b: int) -> None:
         ra, rb = self.find(a), self.find(b)
@@ -253,12 +273,20 @@ class _Builder:
     def run(self, comp: HloComputation, params: Sequence[Tree], count: int) -> Tree:
         env: dict[str, Tree] = {}
         for ins in comp.instructions:
+            self.current = ins
             op = ins.opcode
-            args = [env[o] for o in ins.operands]
+            args = self.operand_trees(ins, comp, env)
+            if op in _FIRST_OPERAND and not args:
+                raise self.malformed(ins, "has no operand")
             if op == "parameter":
-                number = int(ins.literal)
+                number = self.parameter_number(ins)
                 if comp.is_entry:
                     env[ins.name] = self.entry_params[number] = self.new_tree(ins, ins.shape, -1)
+                elif number >= len(params):
+                    raise self.malformed(
+                        ins, f"reads parameter {number} of computation {comp.name}, which is "
+                        f"given {len(params)}"
+                    )
                 else:
                     env[ins.name] = params[number]
             elif op in _INPUTS:
@@ -266,7 +294,7 @@ class _Builder:
             elif op == "tuple":
                 env[ins.name] = tuple(args)
             elif op == "get-tuple-element":
-                env[ins.name] = args[0][int(ins.attrs["index"])]
+                env[ins.name] = self.element(ins, args[0], self.tuple_index(ins))
             elif op == "after-all":
                 env[ins.name] = None
             elif op in _VIEWS:
@@ -282,11 +310,11 @@ class _Builder:
             elif op in ("all-reduce-done", "async-update"):
                 env[ins.name] = args[0]
             elif op in _TUPLE_DONES:
-                env[ins.name] = args[0][1]
+                env[ins.name] = self.element(ins, args[0], 1)
             elif op == "send-done":
                 env[ins.name] = None
             elif op == "recv-done":
-                env[ins.name] = (args[0][0], None)
+                env[ins.name] = (self.element(ins, args[0], 0), None)
             elif op in _TUPLE_STARTS:
                 env[ins.name] = self.emit_start(ins, comp, args, count)
             elif op == "send":
@@ -302,14 +330,57 @@ class _Builder:
                 env[ins.name] = self.emit(ins, comp, args, count)
         return env[comp.root.name]
 
+    def malformed(self, ins: HloInstruction, problem: str) -> XlaFrontendError:
+        """The one-line error for instruction ``ins`` of the module: ``problem``."""
+        return XlaFrontendError(f"module {self.module.name}: {ins.opcode} {ins.name}: {problem}")
+
+    def operand_trees(
+        self, ins: HloInstruction, comp: HloComputation, env: dict[str, Tree]
+    ) -> list[Tree]:
+        """The trees of ``ins``'s operands, each defined earlier in ``comp``."""
+        for name in ins.operands:
+            if name not in env:
+                raise self.malformed(
+                    ins, f"operand %{name} is not defined before it in computation {comp.name}"
+                )
+        return [env[name] for name in ins.operands]
+
+    def parameter_number(self, ins: HloInstruction) -> int:
+        if not re.fullmatch(r"\s*[0-9]+\s*", ins.literal):
+            raise self.malformed(ins, f"parameter number {ins.literal!r} is not a whole number")
+        return int(ins.literal)
+
+    def tuple_index(self, ins: HloInstruction) -> int:
+        raw = ins.attrs.get("index")
+        if raw is None or not re.fullmatch(r"[0-9]+", raw):
+            raise self.malformed(ins, f"index {raw!r} is not a whole number")
+        return int(raw)
+
+    def element(self, ins: HloInstruction, tree: Tree, index: int) -> Tree:
+        """Element ``index`` of the tuple tree of ``ins``'s first operand."""
+        if not isinstance(tree, tuple):
+            raise self.malformed(ins, f"operand %{ins.operands[0]} is not a tuple")
+        if index >= len(tree):
+            raise self.malformed(
+                ins, f"tuple index {index} is out of range (operand %{ins.operands[0]} has "
+                f"{len(tree)} elements)"
+            )
+        return tree[index]
+
     def run_while(self, ins: HloInstruction, init: Tree, count: int) -> Tree:
         stated = known_trip_count(ins)
+        if stated == 0:  # the condition runs once, the body never: the result is the operand
+            self.notes.append(f"while {ins.name}: trip count 0, its body never runs")
+            self.run(self.module.computation(ins, "condition"), [init], count)
+            return init
         trip = 1 if stated is None else stated
         if stated is None:
             self.notes.append(f"while {ins.name}: trip count unknown, counted once")
-        elif trip < 1:
-            self.notes.append(f"while {ins.name}: trip count {trip}, counted once")
-            trip = 1
+        if count * trip > MAX_COUNT:
+            raise self.malformed(
+                ins, f"trip count {trip} inside loops run {count} times makes {count * trip} "
+                "executions, more than 2**31-1 (the largest count of SPEC section 1)"
+            )
         first = len(self.instrs)
         self.run(self.module.computation(ins, "condition"), [init], count * trip)
         result = self.run(self.module.computation(ins, "body"), [init], count * trip)
@@ -409,14 +480,20 @@ class _Builder:
 
     def finish(self, name: str, source: dict[str, Any]) -> Program:
         root = self.run(self.module.entry, [], 1)
+        self.current = None
         num_t = len(self.instrs)
         if num_t == 0:
             raise XlaFrontendError(f"module {self.module.name}: no instruction moves data (nothing to decide)")
         for x in _leaves(root):
             self.tensors[x].live_out = True
         for out_index, param, param_index, _ in parse_alias_list(self.module.attrs.get("input_output_alias", "")):
-            a = _subtree(self.entry_params.get(param), param_index)
-            b = _subtree(root, out_index)
+            if param not in self.entry_params:
+                raise XlaFrontendError(
+                    f"module {self.module.name}: input_output_alias names parameter {param}, "
+                    "which the entry computation does not have"
+                )
+            a = self.alias_end(self.entry_params[param], param_index, f"parameter {param}")
+            b = self.alias_end(root, out_index, "the output")
             if isinstance(a, int) and isinstance(b, int):
                 self.union(a, b)
         tensors = []
@@ -449,6 +526,18 @@ class _Builder:
         )
         return program
 
+    def alias_end(self, tree: Tree, index: tuple[int, ...], what: str) -> Tree:
+        """The subtree of ``tree`` at shape ``index`` that ``input_output_alias`` names."""
+        for k, i in enumerate(index):
+            if not isinstance(tree, tuple) or i >= len(tree):
+                shown = ",".join(map(str, index[: k + 1]))
+                raise XlaFrontendError(
+                    f"module {self.module.name}: input_output_alias names {what} at {{{shown}}}, "
+                    "which it does not have"
+                )
+            tree = tree[i]
+        return tree
+
     def _aliased(self, group: list[tuple[int, int]]) -> bool:
         """A union class is an alias group only if it joins more than one tensor."""
         xs = {(self.instrs[t].operands + self.instrs[t].outputs)[p] for t, p in group}
@@ -463,25 +552,33 @@ def extract_module(
 
 
 def extract_module_with_placement(
-    text: str, *, name: str | None = None, partial_bytes: bool = False, source: dict[str, Any] | None = None
+    text: str, *, name: str | None = None, partial_bytes: bool = False,
+    source: dict[str, Any] | None = None, where: str = "HLO",
 ) -> tuple[Program, XlaPlacement]:
     """:func:`extract_module`, and XLA's own memory-space decisions in the module (see
-    :mod:`mallocgame.frontends.xla_placement`; without them every buffer is in space 0)."""
+    :mod:`mallocgame.frontends.xla_placement`; without them every buffer is in space 0).
+    ``where`` names the text in errors (a file's path; ``HLO`` by default)."""
     try:
-        module = parse_module(text)
+        module = parse_module(text, where=where)
     except HloParseError as exc:
         raise DumpError(str(exc)) from None
     if not module.is_scheduled:
         raise DumpError(f"module {module.name} is not scheduled (no is_scheduled=true): dump it after optimizations")
     src = {"frontend": "xla", "module": module.name, "jax": _jax_version()}
     src.update(source or {})
+    src["bytes"] = "partial" if partial_bytes else "shape"
+    builder = _Builder(module, partial_bytes)
     try:
-        src["bytes"] = "partial" if partial_bytes else "shape"
-        builder = _Builder(module, partial_bytes)
         program = builder.finish(name or module.name, src)
         return program, builder.placement
+    except HloParseError as exc:  # a malformed attribute (a trip count, a called computation)
+        raise XlaFrontendError(f"module {module.name}: {exc}") from None
     except (KeyError, IndexError, TypeError, ValueError) as exc:
-        raise XlaFrontendError(f"module {module.name}: malformed HLO ({type(exc).__name__}: {exc})") from None
+        ins = builder.current
+        at = "" if ins is None else f" at {ins.opcode} {ins.name}"
+        raise XlaFrontendError(
+            f"module {module.name}: malformed HLO{at} ({type(exc).__name__}: {exc})"
+        ) from None
 
 
 # ---------------------------------------------------------------------------------------
@@ -619,7 +716,10 @@ def _extract(
         text = chosen_path.read_text()
     except OSError as exc:
         raise DumpError(f"{chosen_path}: cannot read ({exc.strerror or exc})") from None
-    return extract_module_with_placement(text, name=name, partial_bytes=partial_bytes, source={"dump_module": prefix})
+    return extract_module_with_placement(
+        text, name=name, partial_bytes=partial_bytes, source={"dump_module": prefix},
+        where=str(chosen_path),
+    )
 
 
 # ---------------------------------------------------------------------------------------

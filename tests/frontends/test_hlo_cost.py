@@ -1,0 +1,81 @@
+"""Per-instruction work of HLO (mallocgame.frontends.hlo_cost): the trip count a while
+loop states, and what a loop costs, on hand-written instructions."""
+
+from __future__ import annotations
+
+import pytest
+
+from mallocgame.frontends.hlo_cost import CostModel, known_trip_count
+from mallocgame.frontends.hlo_parse import HloInstruction, HloParseError, parse_module
+
+
+def _while(config: str) -> HloInstruction:
+    return HloInstruction("loop", "while", (), ("init",), {"backend_config": config})
+
+
+@pytest.mark.parametrize(
+    ("config", "count"),
+    [
+        ('{"known_trip_count":{"n":"3"},"known_init_step":{"init":"0","step":"1"}}', 3),
+        ('{"known_trip_count":{"n":12}}', 12),
+        ('{"known_trip_count":{}}', 0),  # proto3 JSON leaves out a 0
+        ('{"known_trip_count":{"n":"0"}}', 0),
+        ('{"known_trip_count":{"n":"2147483647"}}', 2**31 - 1),
+        ('{"known_induction_variable":{"tuple_index":"0"}}', None),
+        ("", None),
+    ],
+)
+def test_stated_trip_counts(config: str, count: int | None) -> None:
+    assert known_trip_count(_while(config)) == count
+
+
+NOT_WHOLE = "in its backend_config is not a whole number"
+
+
+@pytest.mark.parametrize(
+    ("config", "needle"),
+    [
+        ('{"known_trip_count":{"n":"abc"}}', f"known_trip_count 'abc' {NOT_WHOLE}"),
+        ('{"known_trip_count":{"n":"-3"}}', f"known_trip_count '-3' {NOT_WHOLE}"),
+        ('{"known_trip_count":{"n":-3}}', f"known_trip_count '-3' {NOT_WHOLE}"),
+        ('{"known_trip_count":{"n":"2.5"}}', f"known_trip_count '2.5' {NOT_WHOLE}"),
+        ('{"known_trip_count":5}',
+         r"""known_trip_count '5' in its backend_config is not \{"n":COUNT\}"""),
+        ('{"known_trip_count":{"n":"2147483648"}}',
+         r"known_trip_count 2147483648 is more than 2\*\*31-1"),
+    ],
+)
+def test_a_malformed_or_too_large_trip_count_names_the_loop(config: str, needle: str) -> None:
+    with pytest.raises(HloParseError, match=r"^while loop: " + needle):
+        known_trip_count(_while(config))
+
+
+LOOP = """\
+HloModule m, is_scheduled=true
+
+%body (t: f32[4]) -> f32[4] {
+  %t = f32[4]{0} parameter(0)
+  %m = f32[4]{0} multiply(%t, %t)
+  ROOT %e = f32[4]{0} exponential(%m)
+}
+
+%cond (c: f32[4]) -> pred[] {
+  %c = f32[4]{0} parameter(0)
+  %s = f32[4]{0} sine(%c)
+  ROOT %go = pred[] constant(true)
+}
+
+ENTRY %main (x: f32[4]) -> f32[4] {
+  %x = f32[4]{0} parameter(0)
+  ROOT %loop = f32[4]{0} while(%x), condition=%cond, body=%body, backend_config=CONFIG
+}
+"""
+
+
+@pytest.mark.parametrize(("trip", "work"), [("5", (5 * 4.0, 5 * (4.0 + 4.0))), ("0", (0.0, 4.0))])
+def test_a_loop_costs_its_trip_count_and_a_loop_of_0_its_condition_once(
+    trip: str, work: tuple[float, float]
+) -> None:
+    # condition: a sine (4 transcendentals); body: a multiply (4 flops) and an exponential (4)
+    module = parse_module(LOOP.replace("CONFIG", f'{{"known_trip_count":{{"n":"{trip}"}}}}'))
+    assert CostModel(module).cost(module.entry.by_name["loop"], module.entry) == work

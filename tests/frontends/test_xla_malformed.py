@@ -1,0 +1,208 @@
+"""Malformed HLO modules are refused by the XLA frontend with one typed line naming the
+instruction and what is wrong (no KeyError or IndexError text); loop trip counts of 0
+and out of range. Hand-written modules only: no JAX needed."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from mallocgame.costmodel import derive_instance
+from mallocgame.errors import MallocGameError
+from mallocgame.frontends.xla import DumpError, XlaFrontendError, extract_dump, extract_module
+
+
+def _trip(n: str) -> str:
+    """A while loop's backend_config stating trip count ``n``."""
+    return f'{{"known_trip_count":{{"n":"{n}"}}}}'
+
+
+# A loop of 3 over (counter, x): lt, i2 and x2 run 3 times; c before it, once.
+LOOP = """\
+HloModule m, is_scheduled=true
+
+%body (t: (s32[], f32[4])) -> (s32[], f32[4]) {
+  %t = (s32[], f32[4]{0}) parameter(0)
+  %i = s32[] get-tuple-element(%t), index=0
+  %x = f32[4]{0} get-tuple-element(%t), index=1
+  %one = s32[] constant(1)
+  %i2 = s32[] add(%i, %one)
+  %x2 = f32[4]{0} multiply(%x, %x)
+  ROOT %r = (s32[], f32[4]{0}) tuple(%i2, %x2)
+}
+
+%cond (t.1: (s32[], f32[4])) -> pred[] {
+  %t.1 = (s32[], f32[4]{0}) parameter(0)
+  %i.1 = s32[] get-tuple-element(%t.1), index=0
+  %n = s32[] constant(3)
+  ROOT %lt = pred[] compare(%i.1, %n), direction=LT
+}
+
+ENTRY %main (x0: f32[4]) -> f32[4] {
+  %x0 = f32[4]{0} parameter(0)
+  %zero = s32[] constant(0)
+  %c = f32[4]{0} negate(%x0)
+  %init = (s32[], f32[4]{0}) tuple(%zero, %c)
+  %loop = (s32[], f32[4]{0}) while(%init), condition=%cond, body=%body, backend_config=TRIP
+  ROOT %xl = f32[4]{0} get-tuple-element(%loop), index=1
+}
+""".replace("TRIP", _trip("3"))
+
+
+def _edit(old: str, new: str, text: str = LOOP) -> str:
+    assert text.count(old) == 1, old
+    return text.replace(old, new)
+
+
+def _refused(text: str, error: type[MallocGameError], needle: str) -> str:
+    with pytest.raises(error, match=needle) as err:
+        extract_module(text)
+    message = str(err.value)
+    assert "\n" not in message and "KeyError" not in message and "IndexError" not in message
+    return message
+
+
+def test_the_loop_module_by_hand() -> None:
+    p = extract_module(LOOP)
+    counts = [(i.name, i.count) for i in p.instructions]
+    assert counts == [("c", 1), ("lt", 3), ("i2", 3), ("x2", 3)]
+    assert [(lp.first, lp.last, lp.trip_count) for lp in p.loops] == [(1, 3, 3)]
+
+
+# --------------------------------------------------------------------------- sizes
+
+
+HUGE = _edit("  %c = f32[4]{0} negate(%x0)\n",
+             "  %big = f32[100000000000000000000]{0} broadcast(%x0), dimensions={}\n"
+             "  %c = f32[4]{0} slice(%big), slice={[0:4]}\n")
+
+
+def test_a_shape_of_more_than_2_53_bytes_is_refused_naming_it(tmp_path: Path) -> None:
+    # It used to crash the cost model (numpy OverflowError in peak_live_bytes).
+    _refused(HUGE, DumpError, r"^HLO:23: instruction %big: shape f32\[100000000000000000000\] "
+             r"holds 400000000000000000000 bytes, more than 2\*\*53")
+    path = tmp_path / "module_0001.m.cpu_after_optimizations.txt"
+    path.write_text(HUGE)
+    with pytest.raises(DumpError, match=f"^{path}:23: instruction %big"):
+        extract_dump(tmp_path)
+
+
+# --------------------------------------------------------------------------- structure
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "needle"),
+    [
+        ("%loop), index=1", "%loop), index=5",
+         r"^module m: get-tuple-element xl: tuple index 5 is out of range "
+         r"\(operand %loop has 2 elements\)$"),
+        ("%loop), index=1", "%loop), index=one",
+         r"^module m: get-tuple-element xl: index 'one' is not a whole number$"),
+        ("  ROOT %xl = f32[4]{0} get-tuple-element(%loop), index=1",
+         "  %xl = f32[4]{0} get-tuple-element(%loop), index=1\n"
+         "  ROOT %bad = f32[4]{0} get-tuple-element(%xl), index=0",
+         r"^module m: get-tuple-element bad: operand %xl is not a tuple$"),
+        ("negate(%x0)", "negate(%nope)",
+         r"^module m: negate c: operand %nope is not defined before it in computation main$"),
+        ("  %c = f32[4]{0} negate(%x0)\n",
+         "  %v = f32[4]{0} bitcast()\n  %c = f32[4]{0} negate(%v)\n",
+         r"^module m: bitcast v: has no operand$"),
+        ("  %n = s32[] constant(3)", "  %n = s32[] parameter(1)",
+         r"^module m: parameter n: reads parameter 1 of computation cond, which is given 1$"),
+        ("  %x0 = f32[4]{0} parameter(0)", "  %x0 = f32[4]{0} parameter(x)",
+         r"^module m: parameter x0: parameter number 'x' is not a whole number$"),
+    ],
+    ids=["gte-out-of-range", "gte-index-text", "gte-of-an-array", "undefined-operand",
+         "view-without-operand", "parameter-not-given", "parameter-number-text"],
+)
+def test_a_malformed_instruction_is_named(old: str, new: str, needle: str) -> None:
+    _refused(_edit(old, new), XlaFrontendError, needle)
+
+
+@pytest.mark.parametrize(
+    ("alias", "needle"),
+    [
+        ("{ {}: (3, {}, may-alias) }",
+         r"input_output_alias names parameter 3, which the entry computation does not have$"),
+        ("{ {}: (0, {2}, may-alias) }",
+         r"input_output_alias names parameter 0 at \{2\}, which it does not have$"),
+        ("{ {1}: (0, {}, may-alias) }",
+         r"input_output_alias names the output at \{1\}, which it does not have$"),
+    ],
+)
+def test_an_alias_of_what_the_module_does_not_have_is_named(alias: str, needle: str) -> None:
+    header = "HloModule m, is_scheduled=true"
+    text = _edit(header, f"{header}, input_output_alias={alias}")
+    _refused(text, XlaFrontendError, r"^module m: " + needle)
+
+
+# --------------------------------------------------------------------------- trip counts
+
+
+@pytest.mark.parametrize(
+    ("stated", "needle"),
+    [
+        ('"n":"abc"', r"known_trip_count 'abc' in its backend_config is not a whole number"),
+        ('"n":"-3"', r"known_trip_count '-3' in its backend_config is not a whole number"),
+        ('"n":"2147483648"', r"known_trip_count 2147483648 is more than 2\*\*31-1"),
+    ],
+)
+def test_a_malformed_or_too_large_trip_count_names_the_loop(stated: str, needle: str) -> None:
+    # These used to be counted once, with only a note in source.notes.
+    _refused(_edit('"n":"3"', stated), XlaFrontendError, r"^module m: while loop: " + needle)
+
+
+def test_a_loop_of_0_trips_runs_its_condition_once_and_never_its_body() -> None:
+    p = extract_module(_edit('"n":"3"', '"n":"0"'))
+    assert [(i.name, i.count) for i in p.instructions] == [("c", 1), ("lt", 1)]
+    assert p.loops == ()
+    c = next(x for x in p.tensors if x.name == "c")
+    assert c.live_out and c.last_use_time == 1  # the while's result is its operand
+    assert "while loop: trip count 0, its body never runs" in p.source["notes"]
+    derive_instance(p, "tpu_v4i")
+
+
+def test_the_largest_trip_count_is_read() -> None:
+    p = extract_module(_edit('"n":"3"', '"n":"2147483647"'))
+    assert [i.count for i in p.instructions] == [1] + [2**31 - 1] * 3
+    assert derive_instance(p, "tpu_v4i").instructions[1].count == 2**31 - 1
+
+
+NESTED = """\
+HloModule nested, is_scheduled=true
+
+%ibody (a: f32[4]) -> f32[4] {
+  %a = f32[4]{0} parameter(0)
+  ROOT %ie = f32[4]{0} exponential(%a)
+}
+
+%icond (b: f32[4]) -> pred[] {
+  %b = f32[4]{0} parameter(0)
+  ROOT %ig = pred[] constant(true)
+}
+
+%obody (o: f32[4]) -> f32[4] {
+  %o = f32[4]{0} parameter(0)
+  %on = f32[4]{0} negate(%o)
+  ROOT %inner = f32[4]{0} while(%on), condition=%icond, body=%ibody, backend_config=INNER
+}
+
+%ocond (q: f32[4]) -> pred[] {
+  %q = f32[4]{0} parameter(0)
+  ROOT %og = pred[] constant(true)
+}
+
+ENTRY %main (x: f32[4]) -> f32[4] {
+  %x = f32[4]{0} parameter(0)
+  ROOT %outer = f32[4]{0} while(%x), condition=%ocond, body=%obody, backend_config=OUTER
+}
+""".replace("OUTER", _trip("65536"))
+
+
+def test_nested_trip_counts_beyond_2_31_are_refused() -> None:
+    p = extract_module(NESTED.replace("INNER", _trip("32767")))
+    assert [(i.name, i.count) for i in p.instructions] == [("on", 65536), ("ie", 65536 * 32767)]
+    _refused(NESTED.replace("INNER", _trip("32768")), XlaFrontendError,
+             r"^module nested: while inner: trip count 32768 inside loops run 65536 times makes "
+             r"2147483648 executions, more than 2\*\*31-1")
