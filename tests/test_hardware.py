@@ -54,7 +54,7 @@ def test_every_figure_is_cited_or_assumed(name):
         assert key in cited or p.assumed(key), f"{name}.{key} has no source and no assumption"
     # Every assumption names the figure it concerns.
     for a in p.assumptions:
-        assert a.split(":", 1)[0].strip() in NUMERIC, a
+        assert a.split(":", 1)[0].strip() in (*NUMERIC, "slow_dot_tile"), a
 
 
 def test_published_figures():
@@ -114,3 +114,28 @@ def test_invalid_preset_is_rejected():
     ]:
         with pytest.raises(InstanceError):
             HardwarePreset(**{**good, key: bad})
+
+
+def test_gpu_h100_host_is_the_measured_machine():
+    # docs/results/gpu-real-h100/calibration.csv, copied with its method as the source.
+    h = get_preset("gpu_h100_host")
+    assert h.fast_memory_bytes == 81559 * 2**20  # as the driver reports the 80 GB HBM3
+    assert h.fast_bandwidth == 2.78784e12
+    assert h.slow_bandwidth == 5.09079e10  # a kernel reading host-mapped memory
+    assert h.copy_bandwidth == 5.48806e10  # the slower copy direction (HBM -> host)
+    assert h.peak_flops == 5.11571e13  # fp32 matmul, TF32 off
+    assert h.fixed_s == 7.15024e-06
+    assert h.slow_dot_tile == 64
+    cited = " ".join(h.sources)
+    assert "H100 80GB HBM3" in cited and "PCIe gen5 x16" in cited and "2026-11-26" in cited
+    assert "kernel summing 268435456 B of host-mapped memory" in cited
+    assert h.assumed("peak_transcendentals") and not h.assumed("slow_bandwidth")
+    # Every other preset keeps the plain roofline.
+    assert all(p.slow_dot_tile == 0 for p in PRESETS.values() if p is not h)
+
+
+@pytest.mark.parametrize("bad", [-1, 1.5, True])
+def test_slow_dot_tile_must_be_a_non_negative_integer(bad):
+    fields = {**get_preset("gpu_h100_host").__dict__, "slow_dot_tile": bad}
+    with pytest.raises(InstanceError, match="slow_dot_tile"):
+        HardwarePreset(**fields)

@@ -15,6 +15,9 @@ Presets (:data:`PRESETS`):
 ``gpu_hbm_host``
     An NVIDIA A100 40GB: its HBM2 as fast memory in front of host memory over
     PCIe 4.0 x16.
+``gpu_h100_host``
+    An NVIDIA H100 80GB HBM3 as measured (docs/results/gpu-real-h100): HBM3 in front of
+    pinned host memory over PCIe gen5 x16, with tiled re-reads of slow matmul operands.
 ``dram_pmem``
     The MARL paper's machine: DRAM in front of Intel Optane DC persistent memory,
     one 2nd-generation Xeon Scalable socket; the fast memory is the 2 GiB of its
@@ -59,6 +62,10 @@ class HardwarePreset:
     peak_flops: float  # flop/s
     peak_transcendentals: float  # transcendental evaluations (exp, log, tanh, ...) per s
     fixed_s: float  # per-instruction-execution overhead, s
+    # Output-tile edge (elements) of the matmul kernels: a slow operand of a matmul-like
+    # instruction is read once per output tile that needs it (the cost model's tiled slow
+    # reads, docs/hardware.md); 0 = off, every slow byte read once (the plain roofline).
+    slow_dot_tile: int = 0
     description: str = ""
     sources: tuple[str, ...] = ()  # "figure: value -- public source" citations
     assumptions: tuple[str, ...] = ()  # "figure: why it is an estimate"
@@ -75,6 +82,9 @@ class HardwarePreset:
                 raise InstanceError(f"{where}: {key} must be finite and > 0, got {value!r}")
         if not (math.isfinite(self.fixed_s) and self.fixed_s >= 0):
             raise InstanceError(f"{where}: fixed_s must be finite and >= 0, got {self.fixed_s!r}")
+        tile = self.slow_dot_tile
+        if isinstance(tile, bool) or not isinstance(tile, int) or tile < 0:
+            raise InstanceError(f"{where}: slow_dot_tile must be an integer >= 0, got {tile!r}")
 
     def figures(self) -> dict[str, Any]:
         """The numeric figures by field name (for documents and ``source`` records)."""
@@ -173,6 +183,68 @@ GPU_HBM_HOST = HardwarePreset(
     ),
 )
 
+# gpu_h100_host: every rate measured by mallocgame.runtime.calibrate on the machine of
+# docs/results/gpu-real-h100/ (calibration.csv, 2026-11-26): an NVIDIA H100 80GB HBM3 (SXM5)
+# behind a PCIe gen5 x16 link, torch 2.11 + CUDA 13.0.
+_H100_RUN = (
+    "measured 2026-11-26 on an NVIDIA H100 80GB HBM3, PCIe gen5 x16 (docs/results/gpu-real-h100)"
+)
+_H100 = "NVIDIA H100 Tensor Core GPU datasheet and NVIDIA H100 (Hopper) architecture whitepaper"
+_PCIE5 = (
+    "PCI-SIG, PCI Express Base Specification Revision 5.0 (32 GT/s per lane, 128b/130b "
+    "encoding)"
+)
+
+GPU_H100_HOST = HardwarePreset(
+    name="gpu_h100_host",
+    fast_memory_bytes=81559 * MIB,
+    alignment_bytes=256,
+    fast_bandwidth=2.78784e12,
+    slow_bandwidth=5.09079e10,
+    copy_bandwidth=5.48806e10,
+    peak_flops=5.11571e13,
+    peak_transcendentals=132 * 16 * 1.98e9,
+    fixed_s=7.15024e-06,
+    slow_dot_tile=64,
+    description=(
+        "NVIDIA H100 80GB HBM3 (SXM5) as measured: its HBM3 (2.79 TB/s) as fast memory in "
+        "front of pinned host memory over PCIe gen5 x16 (slow: kernels reading host-mapped "
+        "memory, 50.9 GB/s; copies: the copy engine, 54.9 GB/s); fp32 matmul 51.2 TFLOP/s "
+        "(TF32 off, PyTorch's default for matmul); matmul-like instructions re-read a slow "
+        "operand once per 64-wide output tile."
+    ),
+    sources=(
+        f"fast_memory_bytes: 81,559 MiB, the HBM3 as the driver reports it -- {_H100_RUN}",
+        f"fast_bandwidth: 2.78784e12 B/s, HBM copy of 268435456 B, read + write bytes / time "
+        f"-- {_H100_RUN}",
+        f"slow_bandwidth: 5.09079e10 B/s, kernel summing 268435456 B of host-mapped memory "
+        f"(writing: 5.23751e10 B/s, not used) -- {_H100_RUN}; link: {_PCIE5}",
+        f"copy_bandwidth: 5.48806e10 B/s, the slower of pinned host -> HBM (5.49406e10 B/s) and "
+        f"HBM -> pinned host (5.48806e10 B/s) copies of 268435456 B -- {_H100_RUN}",
+        f"peak_flops: 5.11571e13 flop/s, 8192x8192 fp32 matmul, TF32 off (TF32 on: 3.95831e14, "
+        f"bf16: 7.71107e14) -- {_H100_RUN}",
+        f"fixed_s: 7.15024e-06 s per op of a chain of 200 tiny in-place adds (launch "
+        f"overhead) -- {_H100_RUN}",
+        f"slow_dot_tile: 64, fitted on the mlp's measured placements (mean relative error "
+        f"0.934 -> 0.085), held out on bert (0.711 -> 0.116) -- {_H100_RUN}; "
+        "benchmarks/gpu_model_fit.py",
+        f"alignment_bytes: allocations are aligned to at least 256 bytes -- {_CUDA_GUIDE}, "
+        "section 'Device Memory Accesses'",
+        f"peak_transcendentals: 132 SMs (H100 SXM5) x 16 results/clock/SM (compute capability "
+        f"9.0) x 1.98 GHz boost -- {_H100}; {_CUDA_GUIDE}, section 'Arithmetic Instructions'",
+    ),
+    assumptions=(
+        "peak_transcendentals: not measured; the SFU throughput at the boost clock that the "
+        "datasheet's 67 TFLOP/s FP32 implies (132 x 128 x 2 x 1.98e9); sustained clocks are lower",
+        "peak_flops: the fp32 (TF32 off) matmul rate counts every instruction's flops; PyTorch "
+        "runs cuDNN convolutions in TF32 by default (3.95831e14 flop/s measured), so a "
+        "convolution-heavy program runs faster than modelled when its data is in HBM",
+        "slow_dot_tile: an effective tile fitted to measured step times (a power of two, the "
+        "kind of edge cuBLAS's SGEMM kernels use), not read from the kernels; it is applied to "
+        "mm/addmm/bmm/baddbmm only: cuDNN convolutions did not follow it (docs/simulator.md)",
+    ),
+)
+
 # A weighted harmonic mean: instructions read about twice the bytes they write.
 _PMEM_READ = 39.4e9
 _PMEM_WRITE = 13.9e9
@@ -228,7 +300,9 @@ DRAM_PMEM = HardwarePreset(
     ),
 )
 
-PRESETS: dict[str, HardwarePreset] = {p.name: p for p in (TPU_V4I, GPU_HBM_HOST, DRAM_PMEM)}
+PRESETS: dict[str, HardwarePreset] = {
+    p.name: p for p in (TPU_V4I, GPU_HBM_HOST, GPU_H100_HOST, DRAM_PMEM)
+}
 DEFAULT_PRESET = TPU_V4I.name  # the paper's machine: bundled suites, dumps and the CLI use it
 
 
