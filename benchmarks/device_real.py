@@ -1,0 +1,108 @@
+"""Issue #43 on a real GPU: run answers of a few programs for real and compare with the simulator.
+
+Measures the machine (HBM copy, pinned host <-> HBM copies, a kernel reading and one
+writing host-mapped memory, fp32 / TF32 / bf16 matmul, per-op overhead), then for each
+program (an MLP, a BERT encoder, ResNet-50; :data:`mallocgame.runtime.bench.PROGRAMS`)
+derives its ``gpu_hbm_host`` instance with the fast memory a quarter of its peak live
+bytes, computes the placements (framework default, drop, heuristic, greedy, first-touch,
+random x3, es), checks and simulates each, and runs each for real with its tensors in
+HBM or host-mapped memory as the answer says (median of 15 steps after 3 warm-up runs);
+then the Spearman rank correlation and mean relative error per program. Everything the
+job does: :mod:`mallocgame.runtime.bench`; the apply path: docs/runtime.md.
+
+Usage (on the device, from the repository root)::
+
+    PYTHONPATH=src python3 benchmarks/device_real.py --out "$OUT"
+    PYTHONPATH=src python3 benchmarks/device_real.py --dry-run --out /tmp/dry   # CPU, tiny sizes
+
+Writes under ``--out``: calibration.csv, results.csv, summary.csv, programs.json.gz,
+run.log (each flushed as it grows). Stops measuring after ``--seconds`` (330) and always
+exits 0 after writing what it has, unless the arguments are bad (exit 2).
+"""
+
+from __future__ import annotations
+
+import os
+
+os.environ.setdefault("JAX_PLATFORMS", "cpu")  # solvers must not take the GPU (nor preallocate it)
+os.environ.setdefault("PYTHONUNBUFFERED", "1")
+
+import argparse  # noqa: E402
+import sys  # noqa: E402
+import time  # noqa: E402
+from pathlib import Path  # noqa: E402
+
+
+def main(argv: list[str] | None = None) -> int:
+    started = time.perf_counter()
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument(
+        "--out", required=True, type=Path, help="directory for the CSVs and the log"
+    )
+    parser.add_argument(
+        "--dry-run", action="store_true", help="on the CPU with tiny programs (a test)"
+    )
+    parser.add_argument(
+        "--device", choices=("cuda", "cpu"), default=None, help="default: cuda (cpu with --dry-run)"
+    )
+    parser.add_argument("--programs", nargs="+", default=None, help="default: mlp bert resnet50")
+    parser.add_argument(
+        "--placements", nargs="+", default=None, help="solver specs NAME or NAME:SEED"
+    )
+    parser.add_argument(
+        "--seconds", type=float, default=330.0, help="stop measuring after this (s)"
+    )
+    parser.add_argument("--steps", type=int, default=15, help="timed runs per placement")
+    parser.add_argument("--warmup", type=int, default=3, help="untimed runs per placement")
+    parser.add_argument("--work", type=int, default=64, help="games for es and random")
+    parser.add_argument(
+        "--capacity-fraction", type=float, default=0.25, help="fast memory / peak live bytes"
+    )
+    parser.add_argument(
+        "--answers", type=Path, default=None, help="directory of extra solution files (*.json)"
+    )
+    parser.add_argument("--host-alloc", choices=("auto", "cupy", "torch-pinned"), default="auto")
+    parser.add_argument(
+        "--preset", default="gpu_hbm_host", help="the preset instances are derived on"
+    )
+    parser.add_argument("--no-calibrate", action="store_true", help="skip the machine's figures")
+    args = parser.parse_args(argv)
+
+    from mallocgame.errors import MallocGameError
+    from mallocgame.runtime.bench import PROGRAMS, BenchConfig, run_real_bench
+
+    programs = tuple(args.programs or ("mlp", "bert", "resnet50"))
+    unknown = [p for p in programs if p not in PROGRAMS]
+    if unknown:
+        print(
+            f"device_real: unknown program {unknown[0]!r} (have: {', '.join(PROGRAMS)})",
+            file=sys.stderr,
+        )
+        return 2
+    config = BenchConfig(
+        out=args.out,
+        device=args.device or ("cpu" if args.dry_run else "cuda"),
+        tiny=args.dry_run,
+        programs=programs,
+        capacity_fraction=args.capacity_fraction,
+        preset=args.preset,
+        work=args.work if not args.dry_run else min(args.work, 8),
+        warmup=args.warmup if not args.dry_run else 1,
+        steps=args.steps if not args.dry_run else 3,
+        seconds=args.seconds,
+        calibrate=not args.no_calibrate,
+        answers=args.answers,
+        host_alloc=args.host_alloc,
+        started=started,
+        **({"placements": tuple(args.placements)} if args.placements else {}),
+    )
+    try:
+        run_real_bench(config)
+    except MallocGameError as exc:  # no GPU, a bad answers directory: one line
+        print(f"device_real: {exc}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

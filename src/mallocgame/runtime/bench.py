@@ -1,0 +1,633 @@
+"""``bench real``: run several answers of a few programs for real and compare with the simulator.
+
+:func:`run_real_bench` is the whole job of ``benchmarks/device_real.py``: measure the
+machine (:mod:`mallocgame.runtime.calibrate`), then for each program of
+:data:`PROGRAMS` build the module on the device, capture it, derive its instance on the
+preset (``gpu_hbm_host`` by default) with the fast memory a fraction of its peak live
+bytes, compute the placements (the framework default, every answer of ``solvers``, and
+answers given in files whose instance hash matches), check, simulate (on the preset and
+on the preset calibrated from the measurements) and measure each, one CSV row at a time;
+then the rank correlation and the mean relative error per program.
+
+Files under ``out`` (each written as it grows, flushed, so a stopped run leaves its data):
+``calibration.csv``, ``results.csv`` (one row per program and placement),
+``summary.csv`` (per program and model: Spearman, mean relative error),
+``programs.json.gz`` (each program's instance and answers, to re-check or re-simulate),
+``run.log`` (progress and each failure's traceback). A failure of one measurement is
+logged and the rest go on; past ``seconds`` the job stops measuring and finishes its files.
+"""
+
+from __future__ import annotations
+
+import csv
+import gzip
+import importlib
+import json
+import math
+import sys
+import time
+import traceback
+import types
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+from mallocgame.errors import MallocGameError
+from mallocgame.instance import Instance
+from mallocgame.solution import Solution, solution_from_dict
+
+__all__ = [
+    "PROGRAMS",
+    "SizedProgram",
+    "build_program",
+    "load_solver",
+    "solve_spec",
+    "spearman",
+    "mean_relative_error",
+    "BenchConfig",
+    "run_real_bench",
+    "RESULT_COLUMNS",
+]
+
+RESULT_COLUMNS = (
+    "program",
+    "placement",
+    "solver",
+    "seed",
+    "normalized_reward",
+    "check_ok",
+    "sim_latency_s",
+    "sim_calibrated_s",
+    "measured_median_s",
+    "measured_p10_s",
+    "measured_p90_s",
+    "steps",
+    "peak_hbm_bytes",
+    "planned_hbm_peak_bytes",
+    "capacity_bytes",
+    "host_bytes",
+    "copy_in_bytes",
+    "copy_out_bytes",
+    "identical",
+    "max_abs_diff",
+    "staged_nodes",
+    "error",
+)
+SUMMARY_COLUMNS = (
+    "program",
+    "model",
+    "placements",
+    "spearman",
+    "mean_relative_error",
+    "instructions",
+    "buffers",
+    "capacity_bytes",
+    "peak_live_bytes",
+)
+
+
+# --------------------------------------------------------------------------- programs
+
+
+@dataclass(frozen=True)
+class SizedProgram:
+    """A program to run: a factory ``(device, tiny) -> (module, inputs)``; ``tiny`` gives
+    the dry run's sizes (seconds on a CPU), else the device sizes (steps of a few ms to
+    tens of ms on an H100, weights of a few hundred MiB)."""
+
+    name: str
+    make: Callable[[Any, bool], tuple[Any, tuple[Any, ...]]]
+    what: str
+
+
+def _mlp(device: Any, tiny: bool) -> tuple[Any, tuple[Any, ...]]:
+    import torch
+    from torch import nn
+
+    layers, width, batch = (3, 64, 16) if tiny else (8, 4096, 1024)
+
+    class Mlp(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.layers = nn.ModuleList(nn.Linear(width, width) for _ in range(layers))
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            for layer in self.layers:
+                x = torch.nn.functional.gelu(layer(x))
+            return x
+
+    return Mlp().to(device).eval(), (torch.randn(batch, width, device=device),)
+
+
+def _ffn(device: Any, tiny: bool) -> tuple[Any, tuple[Any, ...]]:
+    """Transformer feed-forward blocks (up 2048 -> 8192, GELU, down 8192 -> 2048), batch 2048:
+    other GEMM shapes than the mlp's (held out from the fit of ``slow_dot_tile``)."""
+    import torch
+    from torch import nn
+
+    blocks, width, hidden, batch = (2, 32, 128, 8) if tiny else (4, 2048, 8192, 2048)
+
+    class Ffn(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.up = nn.ModuleList(nn.Linear(width, hidden) for _ in range(blocks))
+            self.down = nn.ModuleList(nn.Linear(hidden, width) for _ in range(blocks))
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            for up, down in zip(self.up, self.down):
+                x = x + down(torch.nn.functional.gelu(up(x)))
+            return x
+
+    return Ffn().to(device).eval(), (torch.randn(batch, width, device=device),)
+
+
+def _bert_small(device: Any, tiny: bool) -> tuple[Any, tuple[Any, ...]]:
+    """A BERT encoder at GPT-2-small-like sizes: 6 layers of 768 (12 heads, FFN 3072),
+    batch 16 x 256 (held out from the fit)."""
+    import torch
+
+    from mallocgame.workloads.models_torch import Bert, BertConfig
+
+    if tiny:
+        config, batch, seq = (
+            BertConfig(vocab=100, hidden=32, layers=1, heads=2, intermediate=64, max_positions=16),
+            2,
+            8,
+        )
+    else:
+        config, batch, seq = BertConfig(hidden=768, layers=6, heads=12, intermediate=3072), 16, 256
+    ids = torch.randint(0, config.vocab, (batch, seq), device=device)
+    types_ = torch.zeros(batch, seq, dtype=torch.int64, device=device)
+    return Bert(config).to(device).eval(), (ids, types_)
+
+
+def _bert(device: Any, tiny: bool) -> tuple[Any, tuple[Any, ...]]:
+    import torch
+
+    from mallocgame.workloads.models_torch import Bert, BertConfig
+
+    if tiny:
+        config, batch, seq = (
+            BertConfig(vocab=100, hidden=32, layers=1, heads=2, intermediate=64, max_positions=16),
+            2,
+            8,
+        )
+    else:
+        config, batch, seq = BertConfig(hidden=1024, layers=4, heads=16, intermediate=4096), 8, 512
+    ids = torch.randint(0, config.vocab, (batch, seq), device=device)
+    types_ = torch.zeros(batch, seq, dtype=torch.int64, device=device)
+    return Bert(config).to(device).eval(), (ids, types_)
+
+
+def _resnet(device: Any, tiny: bool) -> tuple[Any, tuple[Any, ...]]:
+    import torch
+
+    from mallocgame.workloads.models_torch import ResNet
+
+    if tiny:
+        model, x = ResNet((1, 1, 1, 1), num_classes=10), torch.randn(2, 3, 32, 32)
+    else:
+        model, x = ResNet((3, 4, 6, 3)), torch.randn(32, 3, 224, 224)
+    return model.to(device).eval(), (x.to(device),)
+
+
+PROGRAMS: dict[str, SizedProgram] = {
+    p.name: p
+    for p in (
+        SizedProgram(
+            "mlp", _mlp, "8 x Linear(4096, 4096) + GELU, batch 1024, fp32 (tiny: 3 x 64, batch 16)"
+        ),
+        SizedProgram(
+            "bert",
+            _bert,
+            "BERT encoder, 4 layers of 1024 (16 heads, FFN 4096), batch 8 x 512, fp32",
+        ),
+        SizedProgram("resnet50", _resnet, "ResNet-50 inference, batch 32 x 3 x 224 x 224, fp32"),
+        SizedProgram(
+            "ffn", _ffn, "4 feed-forward blocks 2048 -> 8192 -> 2048 + GELU, batch 2048, fp32"
+        ),
+        SizedProgram(
+            "bert-small", _bert_small,
+            "BERT encoder, 6 layers of 768 (12 heads, FFN 3072), batch 16 x 256, fp32",
+        ),
+    )
+}
+
+
+def build_program(name: str, device: Any, tiny: bool) -> tuple[Any, tuple[Any, ...]]:
+    """The module and inputs of program ``name`` on ``device`` (seeded: the same each time)."""
+    import torch
+
+    if name not in PROGRAMS:
+        raise MallocGameError(f"unknown program {name!r} (have: {', '.join(PROGRAMS)})")
+    torch.manual_seed(0)
+    return PROGRAMS[name].make(device, tiny)
+
+
+# --------------------------------------------------------------------------- solvers
+
+_SOLVER_MODULES = {
+    "drop": ("drop", "DropSolver"),
+    "random": ("random", "RandomSolver"),
+    "greedy": ("greedy", "GreedySolver"),
+    "first-touch": ("os_placement", "FirstTouchSolver"),
+    "heuristic": ("heuristic", "HeuristicSolver"),
+    "es": ("es", "EsSolver"),
+    "mcts": ("mcts", "MctsSolver"),
+}
+
+
+def load_solver(name: str) -> Any:
+    """A solver by name. ``mallocgame.solvers`` imports every solver, the exact one's OR-Tools
+    included; where that import fails (a machine without OR-Tools), the solvers that need
+    none are loaded from their own modules."""
+    try:
+        from mallocgame.solvers import get_solver
+    except ImportError:
+        if name not in _SOLVER_MODULES:
+            raise
+        package = sys.modules.get("mallocgame.solvers")
+        if package is None:
+            import mallocgame
+
+            package = types.ModuleType("mallocgame.solvers")
+            package.__path__ = [str(Path(mallocgame.__file__).parent / "solvers")]
+            sys.modules["mallocgame.solvers"] = package
+        module, cls = _SOLVER_MODULES[name]
+        return getattr(importlib.import_module(f"mallocgame.solvers.{module}"), cls)()
+    return get_solver(name)
+
+
+# --------------------------------------------------------------------------- statistics
+
+
+def _ranks(values: Sequence[float]) -> list[float]:
+    order = sorted(range(len(values)), key=lambda i: values[i])
+    ranks = [0.0] * len(values)
+    i = 0
+    while i < len(order):
+        j = i
+        while j + 1 < len(order) and values[order[j + 1]] == values[order[i]]:
+            j += 1
+        for k in range(i, j + 1):
+            ranks[order[k]] = (i + j) / 2.0
+        i = j + 1
+    return ranks
+
+
+def spearman(a: Sequence[float], b: Sequence[float]) -> float:
+    """Spearman's rank correlation (ties get their mean rank); NaN below 2 pairs or for a
+    constant side."""
+    if len(a) != len(b) or len(a) < 2:
+        return float("nan")
+    ra, rb = _ranks(a), _ranks(b)
+    ma, mb = sum(ra) / len(ra), sum(rb) / len(rb)
+    cov = sum((x - ma) * (y - mb) for x, y in zip(ra, rb))
+    va = sum((x - ma) ** 2 for x in ra)
+    vb = sum((y - mb) ** 2 for y in rb)
+    return cov / math.sqrt(va * vb) if va > 0 and vb > 0 else float("nan")
+
+
+def mean_relative_error(predicted: Sequence[float], measured: Sequence[float]) -> float:
+    """``mean(|predicted - measured| / measured)``; NaN for no pairs."""
+    pairs = [(p, m) for p, m in zip(predicted, measured) if m > 0]
+    return sum(abs(p - m) / m for p, m in pairs) / len(pairs) if pairs else float("nan")
+
+
+# --------------------------------------------------------------------------- the job
+
+
+@dataclass(frozen=True)
+class BenchConfig:
+    """What :func:`run_real_bench` does (see its module docstring).
+
+    ``placements``: solver specs, ``NAME`` or ``NAME:SEED`` (``es`` and ``random`` with
+    ``work`` games); ``answers``: a directory of solution files (any name, ``*.json``) used
+    where their instance hash matches a program's.
+    """
+
+    out: Path
+    device: str = "cuda"
+    tiny: bool = False
+    programs: tuple[str, ...] = ("mlp", "bert", "resnet50")
+    preset: str = "gpu_hbm_host"
+    capacity_fraction: float = 0.25
+    placements: tuple[str, ...] = (
+        "drop",
+        "heuristic",
+        "greedy",
+        "first-touch",
+        "random:0",
+        "random:1",
+        "random:2",
+        "es:0",
+    )
+    work: int = 64
+    warmup: int = 3
+    steps: int = 15
+    seconds: float = 330.0
+    per_placement_s: float = 10.0
+    calibrate: bool = True
+    answers: Path | None = None
+    host_alloc: str = "auto"
+    started: float = field(default_factory=time.perf_counter)
+
+
+class _Csv:
+    """A CSV file written a row at a time, flushed after each."""
+
+    def __init__(self, path: Path, columns: Sequence[str]):
+        self.file = path.open("w", newline="")
+        self.writer = csv.DictWriter(self.file, fieldnames=list(columns))
+        self.writer.writeheader()
+        self.file.flush()
+
+    def row(self, values: dict[str, Any]) -> None:
+        self.writer.writerow(values)
+        self.file.flush()
+
+    def close(self) -> None:
+        self.file.close()
+
+
+class _Log:
+    def __init__(self, path: Path, started: float):
+        self.file = path.open("w")
+        self.started = started
+
+    def __call__(self, message: str) -> None:
+        line = (
+            f"[{time.strftime('%H:%M:%S')} +{time.perf_counter() - self.started:6.1f}s] {message}"
+        )
+        print(line, flush=True)
+        self.file.write(line + "\n")
+        self.file.flush()
+
+    def failure(self, what: str) -> str:
+        text = traceback.format_exc()
+        self(f"FAILED {what}: {text.strip().splitlines()[-1]}")
+        self.file.write(text + "\n")
+        self.file.flush()
+        return text.strip().splitlines()[-1][:300]
+
+
+def _given_answers(directory: Path | None, log: _Log) -> list[Solution]:
+    if directory is None:
+        return []
+    found = []
+    for path in sorted(directory.glob("*.json")):
+        try:
+            found.append(solution_from_dict(json.loads(path.read_text())))
+        except (OSError, ValueError, MallocGameError) as exc:
+            log(f"answer file {path.name} skipped: {exc}")
+    return found
+
+
+def solve_spec(spec: str, instance: Instance, work: int) -> tuple[str, Solution]:
+    """Solve ``instance`` by ``spec`` (``NAME`` or ``NAME:SEED``; ``es``, ``random`` and
+    ``mcts`` with a budget of ``work``); returns the placement's label and the answer."""
+    name, _, seed = spec.partition(":")
+    solver = load_solver(name)  # first: it makes mallocgame.solvers importable without OR-Tools
+    from mallocgame.solvers.base import SolveRequest
+
+    budget = work if name in ("es", "random", "mcts") else None
+    solution = solver.solve(instance, SolveRequest(seed=int(seed or 0), work=budget))
+    return (spec if seed else name), solution
+
+
+def run_real_bench(config: BenchConfig) -> dict[str, Any]:
+    """Run the job of the module docstring; returns ``{"rows": [...], "summary": [...],
+    "calibration": [...]}``."""
+    import torch
+
+    from mallocgame.check import check_solution
+    from mallocgame.costmodel import derive_instance, peak_live_bytes
+    from mallocgame.hardware import get_preset
+    from mallocgame.runtime.calibrate import calibrate, calibrated_preset
+    from mallocgame.runtime.measure import measure
+    from mallocgame.runtime.memory import make_memory
+    from mallocgame.runtime.plan import PlacementPlan, placement_plan
+    from mallocgame.runtime.torch_graph import bind, capture_torch
+    from mallocgame.simulate import simulate
+
+    out = Path(config.out)
+    out.mkdir(parents=True, exist_ok=True)
+    logger = _Log(out / "run.log", config.started)
+    say = logger
+
+    deadline = config.started + config.seconds
+    memory = make_memory(config.device, config.host_alloc)
+    say(
+        f"device {config.device}: "
+        f"{torch.cuda.get_device_name() if config.device == 'cuda' else 'cpu'}; "
+        f"torch {torch.__version__}; host memory {getattr(memory, 'host_alloc', 'cpu')}; "
+        f"budget {config.seconds:g} s"
+    )
+    preset = get_preset(config.preset)
+    figures: list[Any] = []
+    cal_csv = _Csv(out / "calibration.csv", ("name", "value", "unit", "method"))
+    if config.calibrate:
+        try:
+            size = 2**16 if config.tiny else 256 * 2**20
+            figures = calibrate(
+                memory, size_bytes=size, matmul_n=64 if config.tiny else 8192, log=say
+            )
+            for f in figures:
+                cal_csv.row(
+                    {"name": f.name, "value": f"{f.value:.6g}", "unit": f.unit, "method": f.method}
+                )
+        except Exception:  # noqa: BLE001 - one failed measurement must not stop the job
+            logger.failure("calibration")
+    cal_csv.close()
+    calibrated = None
+    if figures:
+        total = (
+            torch.cuda.get_device_properties(0).total_memory if config.device == "cuda" else None
+        )
+        try:
+            calibrated = calibrated_preset(figures, fast_memory_bytes=total, base=preset)
+        except (KeyError, MallocGameError):  # a figure missing or out of range: the preset alone
+            logger.failure("the calibrated preset")
+
+    rows_csv = _Csv(out / "results.csv", RESULT_COLUMNS)
+    summary_csv = _Csv(out / "summary.csv", SUMMARY_COLUMNS)
+    documents: dict[str, Any] = {}
+    all_rows: list[dict[str, Any]] = []
+    summaries: list[dict[str, Any]] = []
+    given = _given_answers(config.answers, logger)
+    device = torch.device(config.device)
+    for name in config.programs:
+        if time.perf_counter() > deadline:
+            say(f"time is up: {name} and later programs skipped")
+            break
+        try:
+            module, inputs = build_program(name, device, config.tiny)
+            captured = capture_torch(module, inputs, name=name)
+            instance = derive_instance(
+                captured.program, preset, capacity_fraction=config.capacity_fraction
+            )
+            graph = bind(captured, instance)
+            with torch.no_grad():
+                reference = captured.exported.module()(*inputs)
+            if config.device == "cuda":
+                torch.cuda.synchronize()
+            peak = peak_live_bytes(instance)
+            say(
+                f"{name}: {instance.num_instructions} instructions, {instance.num_buffers} "
+                f"buffers, peak live "
+                f"{peak / 2**20:.1f} MiB, fast memory "
+                f"{instance.hardware.fast_memory_bytes / 2**20:.1f} MiB"
+            )
+            cal_instance = (
+                derive_instance(
+                    captured.program, calibrated, capacity_fraction=config.capacity_fraction
+                )
+                if calibrated is not None
+                else None
+            )
+        except Exception:  # noqa: BLE001
+            logger.failure(f"{name}: build and capture")
+            continue
+        doc: dict[str, Any] = {"instance": instance.to_dict(), "answers": {}}
+        documents[name] = doc
+        placements: list[tuple[str, Solution | None, str]] = [("hbm-resident", None, "")]
+        for spec in config.placements:
+            if time.perf_counter() > deadline:
+                break
+            try:
+                t0 = time.perf_counter()
+                label, solution = solve_spec(spec, instance, config.work)
+                say(
+                    f"{name}: {label} solved in {time.perf_counter() - t0:.1f} s, normalized "
+                    f"reward "
+                    f"{solution.normalized_reward:.4f}"
+                )
+                placements.append((label, solution, ""))
+            except Exception:  # noqa: BLE001
+                placements.append((spec, None, logger.failure(f"{name}: solve {spec}")))
+        for solution in given:
+            if solution.instance_sha256 == instance.sha256:
+                placements.append((f"given:{solution.solver}", solution, ""))
+        shared_host: dict[int, Any] = {}
+        rows: list[dict[str, Any]] = []
+        for label, solution, error in placements:
+            if time.perf_counter() > deadline:
+                say(f"time is up: {name} placements from {label} on skipped")
+                break
+            row: dict[str, Any] = {
+                "program": name,
+                "placement": label,
+                "capacity_bytes": instance.hardware.fast_memory_bytes,
+                "error": error,
+            }
+            if error:
+                rows_csv.row(row)
+                continue
+            try:
+                if solution is None:
+                    plan = PlacementPlan.all_fast(instance, label)
+                    row.update(
+                        solver="framework default",
+                        normalized_reward=1.0,
+                        check_ok="",
+                        sim_latency_s=sum(i.count * i.supply_s for i in instance.instructions),
+                    )
+                    if cal_instance is not None:
+                        row["sim_calibrated_s"] = sum(
+                            i.count * i.supply_s for i in cal_instance.instructions
+                        )
+                else:
+                    doc["answers"][label] = solution.to_dict()
+                    report = check_solution(instance, solution)
+                    row.update(
+                        solver=solution.solver,
+                        seed=solution.seed,
+                        normalized_reward=f"{solution.normalized_reward:.6g}",
+                        check_ok=report.ok,
+                    )
+                    row["sim_latency_s"] = simulate(instance, solution).latency_s
+                    if cal_instance is not None:
+                        row["sim_calibrated_s"] = simulate(
+                            cal_instance, solution.allocations
+                        ).latency_s
+                    plan = placement_plan(instance, solution, label=label)
+                copy_in, copy_out = plan.copy_bytes()
+                row.update(
+                    planned_hbm_peak_bytes=max(plan.hbm_bytes(), default=0),
+                    host_bytes=plan.host_bytes(),
+                    copy_in_bytes=copy_in,
+                    copy_out_bytes=copy_out,
+                )
+                m = measure(
+                    graph,
+                    plan,
+                    memory,
+                    reference,
+                    warmup=config.warmup,
+                    steps=config.steps,
+                    max_seconds=config.per_placement_s,
+                    deadline=deadline,
+                    shared_host=shared_host,
+                )
+                row.update(
+                    measured_median_s=m.median_s,
+                    measured_p10_s=m.p10_s,
+                    measured_p90_s=m.p90_s,
+                    steps=m.steps,
+                    peak_hbm_bytes=m.peak_hbm_bytes,
+                    identical=m.identical,
+                    max_abs_diff=m.max_abs_diff,
+                    staged_nodes=" ".join(m.staged),
+                )
+                say(
+                    f"{name}: {label}: measured {m.median_s * 1e3:.3f} ms (p10 "
+                    f"{m.p10_s * 1e3:.3f}, p90 "
+                    f"{m.p90_s * 1e3:.3f}), simulated {row['sim_latency_s'] * 1e3:.3f} ms, "
+                    f"peak HBM "
+                    f"{m.peak_hbm_bytes / 2**20:.1f} MiB, identical {m.identical}, staged "
+                    f"{len(m.staged)}"
+                )
+                rows.append(row)
+            except Exception:  # noqa: BLE001
+                row["error"] = logger.failure(f"{name}: {label}")
+            rows_csv.row(row)
+            all_rows.append(row)
+        measured = [r for r in rows if r.get("measured_median_s") is not None]
+        models = [("preset", "sim_latency_s")] + (
+            [("calibrated", "sim_calibrated_s")] if cal_instance else []
+        )
+        for model, key in models:
+            game = [
+                r for r in measured if r["placement"] != "hbm-resident" and r.get(key) is not None
+            ]
+            summary = {
+                "program": name,
+                "model": model,
+                "placements": len(game),
+                "spearman": spearman(
+                    [r[key] for r in game], [r["measured_median_s"] for r in game]
+                ),
+                "mean_relative_error": mean_relative_error(
+                    [r[key] for r in game], [r["measured_median_s"] for r in game]
+                ),
+                "instructions": instance.num_instructions,
+                "buffers": instance.num_buffers,
+                "capacity_bytes": instance.hardware.fast_memory_bytes,
+                "peak_live_bytes": peak_live_bytes(instance),
+            }
+            summary_csv.row(summary)
+            summaries.append(summary)
+            say(
+                f"{name}: {model} model over {len(game)} answers: Spearman "
+                f"{summary['spearman']:.3f}, "
+                f"mean relative error {summary['mean_relative_error']:.3f}"
+            )
+        with gzip.open(out / "programs.json.gz", "wt") as f:
+            json.dump(documents, f)
+        del graph, captured, module, inputs, reference, shared_host
+        if config.device == "cuda":
+            torch.cuda.empty_cache()
+    rows_csv.close()
+    summary_csv.close()
+    say(f"done in {time.perf_counter() - config.started:.1f} s")
+    return {"rows": all_rows, "summary": summaries, "calibration": figures}

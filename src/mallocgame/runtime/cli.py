@@ -1,0 +1,163 @@
+"""Command-line pieces of the apply path, for ``mallocgame`` to wire in.
+
+``add_apply_parser(subparsers)`` adds ``mallocgame apply``::
+
+    mallocgame apply --torch mymodule:factory [--arg f32[8,64]] SOLUTION
+        [--preset gpu_hbm_host] [--capacity-fraction 0.25] [--device cuda|cpu]
+        [--steps 10] [--warmup 3]
+
+which captures the module, derives its instance (the answer must be for exactly that
+instance: its hash), runs the program with the answer's placement and prints one line:
+measured and simulated step time, peak HBM, host bytes, and whether the results are
+identical to the module's own (exit 1 if not). ``add_bench_real_parser(bench_subparsers)``
+adds ``mallocgame bench real`` (the job of ``benchmarks/device_real.py``,
+:func:`mallocgame.runtime.bench.run_real_bench`). Errors are
+:class:`~mallocgame.errors.MallocGameError`\\ s for the command line's one-line exit 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any
+
+__all__ = ["add_apply_parser", "cmd_apply", "add_bench_real_parser", "cmd_bench_real"]
+
+
+def _number(low: float, high: float, kind: type = float) -> Any:
+    """An argparse type: a ``kind`` number in ``[low, high]`` (finite), else one line."""
+
+    def parse(text: str) -> Any:
+        try:
+            value = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not a {kind.__name__}") from None
+        if not (low <= value <= high):  # also refuses nan
+            raise argparse.ArgumentTypeError(f"{text} is not in [{low:g}, {high:g}]")
+        return value
+
+    return parse
+
+
+def add_apply_parser(subparsers: Any) -> argparse.ArgumentParser:
+    """Add ``apply`` to ``subparsers`` (``func`` = :func:`cmd_apply`)."""
+    p = subparsers.add_parser(
+        "apply", help="run a PyTorch module with an answer's placement (HBM / host memory)"
+    )
+    p.add_argument("solution", help="the answer (a solution file for the module's instance)")
+    p.add_argument(
+        "--torch",
+        required=True,
+        metavar="MODULE:FACTORY",
+        help="the module's factory, as for extract",
+    )
+    p.add_argument(
+        "--arg",
+        action="append",
+        default=[],
+        metavar="SPEC",
+        help="an input, e.g. f32[8,64] (repeat)",
+    )
+    p.add_argument(
+        "--preset", default="gpu_hbm_host", help="the hardware preset the instance is derived on"
+    )
+    p.add_argument(
+        "--capacity-fraction", type=_number(1e-6, 1.0), default=0.25, help="fast memory / peak live bytes"
+    )
+    p.add_argument(
+        "--device", choices=("cuda", "cpu"), default="cuda", help="cpu: the CPU stand-in"
+    )
+    p.add_argument("--steps", type=_number(1, 10**6, int), default=10, help="timed runs")
+    p.add_argument(
+        "--warmup", type=_number(0, 10**6, int), default=3, help="untimed runs before them"
+    )
+    p.set_defaults(func=cmd_apply)
+    return p
+
+
+def _real_inputs(torch: Any, inputs: tuple[Any, ...], device: Any) -> tuple[Any, ...]:
+    """Example inputs with values: random normals for floating point, zeros otherwise (seeded)."""
+    gen = torch.Generator().manual_seed(0)
+    out = []
+    for x in inputs:
+        if x.is_floating_point():
+            out.append(torch.randn(tuple(x.shape), generator=gen, dtype=x.dtype).to(device))
+        else:
+            out.append(torch.zeros(tuple(x.shape), dtype=x.dtype, device=device))
+    return tuple(out)
+
+
+def cmd_apply(args: argparse.Namespace) -> int:
+    """``mallocgame apply``: see the module docstring. Returns the exit code (0, or 1 when the
+    placed results differ from the module's)."""
+    from mallocgame.costmodel import derive_instance
+    from mallocgame.frontends.torch import _torch, resolve_factory
+    from mallocgame.runtime.errors import ApplyError
+    from mallocgame.runtime.measure import measure
+    from mallocgame.runtime.memory import make_memory
+    from mallocgame.runtime.plan import placement_plan
+    from mallocgame.runtime.torch_graph import bind, capture_torch
+    from mallocgame.simulate import simulate
+    from mallocgame.solution import load_solution
+
+    torch = _torch()
+    if args.steps < 1 or args.warmup < 1:
+        raise ApplyError("--steps and --warmup must be at least 1")
+    memory = make_memory(args.device)
+    solution = load_solution(args.solution)
+    model = resolve_factory(args.torch, args.arg)
+    module = model.module.to(memory.device).eval()
+    inputs = _real_inputs(torch, model.inputs, memory.device)
+    captured = capture_torch(module, inputs, name=solution.instance)
+    instance = derive_instance(
+        captured.program, args.preset, capacity_fraction=args.capacity_fraction
+    )
+    plan = placement_plan(instance, solution)
+    graph = bind(captured, instance)
+    with torch.no_grad():
+        reference = captured.exported.module()(*inputs)
+    m = measure(graph, plan, memory, reference, warmup=args.warmup, steps=args.steps)
+    simulated = simulate(instance, solution).latency_s
+    print(
+        f"{instance.name}: {solution.solver} on {args.device}: measured {m.median_s * 1e3:.3f} ms "
+        f"(p10 {m.p10_s * 1e3:.3f}, p90 {m.p90_s * 1e3:.3f}, {m.steps} runs), simulated "
+        f"{simulated * 1e3:.3f} ms; "
+        f"peak HBM {m.peak_hbm_bytes / 2**20:.1f} MiB, host {plan.host_bytes() / 2**20:.1f} MiB; "
+        f"results identical: {m.identical}"
+        + (f"; staged through HBM: {len(m.staged)} ops" if m.staged else "")
+    )
+    return 0 if m.identical else 1
+
+
+def add_bench_real_parser(bench_subparsers: Any) -> argparse.ArgumentParser:
+    """Add ``real`` to the ``bench`` subparsers (``func`` = :func:`cmd_bench_real`)."""
+    p = bench_subparsers.add_parser(
+        "real", help="run answers for real on a GPU and compare with the simulator"
+    )
+    p.add_argument("--out", required=True, type=Path, help="directory for the CSVs and the log")
+    p.add_argument("--dry-run", action="store_true", help="on the CPU with tiny programs")
+    p.add_argument("--programs", nargs="+", default=None, help="default: mlp bert resnet50")
+    p.add_argument("--seconds", type=_number(1.0, 604800.0), default=330.0,
+        help="stop measuring after this (s)")
+    p.add_argument(
+        "--answers", type=Path, default=None, help="directory of extra solution files (*.json)"
+    )
+    p.set_defaults(func=cmd_bench_real)
+    return p
+
+
+def cmd_bench_real(args: argparse.Namespace) -> int:
+    """``mallocgame bench real``: :func:`mallocgame.runtime.bench.run_real_bench`."""
+    from mallocgame.runtime.bench import BenchConfig, run_real_bench
+
+    config = BenchConfig(
+        out=args.out,
+        device="cpu" if args.dry_run else "cuda",
+        tiny=args.dry_run,
+        programs=tuple(args.programs or ("mlp", "bert", "resnet50")),
+        seconds=args.seconds,
+        answers=args.answers,
+        **({"work": 8, "warmup": 1, "steps": 3} if args.dry_run else {}),
+    )
+    run_real_bench(config)
+    return 0

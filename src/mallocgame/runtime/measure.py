@@ -1,0 +1,128 @@
+"""Time a placed program: median step time, spread, peak HBM, and whether results match.
+
+:func:`measure` prepares a :class:`~mallocgame.runtime.torch_run.PlacedRunner` (inputs
+where the plan starts them, outside the timing), runs it ``warmup`` times (the first run's
+results are compared with ``reference``, exactly), then times ``steps`` runs one by one
+(each run issued, then waited for: CUDA events on a GPU, the wall clock on the CPU) and
+reports the median and the 10th / 90th percentiles in seconds, and the peak fast-memory
+bytes allocated during the timed runs above what was allocated before the runner was
+prepared (the framework default's resident inputs are therefore counted).
+"""
+
+from __future__ import annotations
+
+import gc
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from mallocgame.runtime.memory import HostTensor, Memory
+from mallocgame.runtime.plan import PlacementPlan
+from mallocgame.runtime.torch_graph import BoundGraph
+from mallocgame.runtime.torch_run import PlacedRunner
+
+__all__ = ["Measurement", "measure", "compare_results", "flat_tensors"]
+
+
+@dataclass(frozen=True)
+class Measurement:
+    """One placement's timing (seconds), memory (bytes) and result check."""
+
+    steps: int
+    median_s: float
+    p10_s: float
+    p90_s: float
+    peak_hbm_bytes: int
+    identical: bool  # every result equal to the reference, bit for bit
+    max_abs_diff: float
+    staged: tuple[str, ...]  # nodes whose host-memory outputs went through HBM
+
+
+def flat_tensors(value: Any) -> list[Any]:
+    """The tensors of a nest of lists and tuples, in order."""
+    if isinstance(value, (list, tuple)):
+        return [t for v in value for t in flat_tensors(v)]
+    return [value] if hasattr(value, "dtype") and hasattr(value, "shape") else []
+
+
+def compare_results(got: Any, reference: Any) -> tuple[bool, float]:
+    """``(identical, max |got - reference|)`` over the tensors of two result nests."""
+    a, b = flat_tensors(got), flat_tensors(reference)
+    if len(a) != len(b):
+        return False, float("inf")
+    identical, worst = True, 0.0
+    for x, y in zip(a, b):
+        if tuple(x.shape) != tuple(y.shape) or x.dtype != y.dtype:
+            return False, float("inf")
+        x, y = x.to("cpu"), y.to("cpu")
+        if x.numel() and not bool((x == y).all()):
+            identical = False
+        if x.numel() and (x.is_floating_point() or x.is_complex()):
+            worst = max(worst, float((x.double() - y.double()).abs().max()))
+        elif x.numel():
+            worst = max(worst, float((x.long() - y.long()).abs().max()))
+    return identical, worst
+
+
+def measure(
+    graph: BoundGraph,
+    plan: PlacementPlan,
+    memory: Memory,
+    reference: Any,
+    *,
+    warmup: int = 3,
+    steps: int = 10,
+    max_seconds: float | None = None,
+    shared_host: dict[int, HostTensor] | None = None,
+    deadline: float | None = None,
+) -> Measurement:
+    """Prepare, check and time ``plan`` on ``memory`` (see the module docstring).
+
+    ``max_seconds``: stop timing once this much wall time has gone into the timed runs
+    (at least 3 runs are timed); ``deadline``: a ``time.perf_counter()`` past which no
+    further warm-up or timed run starts (at least 1 run is timed); ``shared_host``: input
+    host copies shared between the placements of one program (filled on first use).
+    """
+
+    def late() -> bool:
+        return deadline is not None and time.perf_counter() > deadline
+
+    gc.collect()
+    base = memory.allocated()
+    runner = PlacedRunner(graph, plan, memory)
+    runner.prepare(shared_host)
+    results = runner.run()
+    memory.join()
+    memory.synchronize()
+    identical, worst = compare_results(results, reference)
+    del results
+    for _ in range(max(warmup - 1, 0)):
+        if late():
+            break
+        runner.run()
+    memory.synchronize()
+    memory.reset_peak()
+    times: list[float] = []
+    began = time.perf_counter()
+    for i in range(steps):
+        start = memory.start_timer()
+        runner.run()
+        times.append(memory.stop_timer(start))
+        if late() or (
+            max_seconds is not None and i >= 2 and time.perf_counter() - began > max_seconds
+        ):
+            break
+    peak = max(memory.peak() - base, 0)
+    arr = np.asarray(times)
+    return Measurement(
+        steps=len(times),
+        median_s=float(np.median(arr)),
+        p10_s=float(np.percentile(arr, 10)),
+        p90_s=float(np.percentile(arr, 90)),
+        peak_hbm_bytes=int(peak),
+        identical=identical,
+        max_abs_diff=worst,
+        staged=tuple(sorted(runner.staged)),
+    )

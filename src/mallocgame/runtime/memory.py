@@ -1,0 +1,321 @@
+"""Memory backends of the runtime: where HBM and host copies live, and how copies run.
+
+A backend gives the runtime (:mod:`mallocgame.runtime.torch_run`) two kinds of storage
+and the copies between them:
+
+- :meth:`Memory.hbm_empty`: a tensor in fast memory (CUDA: the caching allocator's HBM);
+- :meth:`Memory.host_empty`: a :class:`HostTensor` in slow memory, one allocation seen two
+  ways: ``kernel``, a tensor on the compute device that kernels read and write directly
+  (CUDA: pinned host memory mapped into the device's address space, zero-copy over PCIe),
+  and ``dma``, the same bytes as a CPU tensor for the copy engine;
+- :meth:`Memory.copy_in` / :meth:`Memory.copy_out`: host -> HBM and HBM -> host copies,
+  issued now and returning an event the compute stream waits on with :meth:`Memory.wait`.
+
+:class:`CudaMemory` (needs a CUDA device; else :class:`~mallocgame.runtime.errors.NoGpuError`)
+runs copies on a second CUDA stream: a copy starts once the compute stream's work issued
+so far is done (the game's copy interval starts at the instruction it is issued before)
+and runs concurrently with later instructions. Host memory comes from
+``cupy.cuda.runtime.hostAlloc(n, cudaHostAllocMapped)`` with its device pointer from
+``hostGetDevicePointer``, or, where cupy is missing or fails, from torch's pinned memory,
+whose pointer is the device pointer under unified addressing; either is wrapped as a CUDA
+tensor through ``__cuda_array_interface__`` that keeps the allocation alive.
+
+:class:`CpuMemory` is the stand-in for tests: both kinds are CPU tensors, host tensors
+are registered so :meth:`Memory.is_host` tells them apart, copies are synchronous.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import time
+from dataclasses import dataclass
+from typing import Any, Sequence
+
+from mallocgame.runtime.errors import ApplyError, NoGpuError
+
+__all__ = ["HostTensor", "Memory", "CpuMemory", "CudaMemory", "make_memory"]
+
+_ALIGN = 512  # bytes: host allocations are rounded up to this
+
+
+def _torch() -> Any:
+    from mallocgame.frontends.torch import _torch as frontend_torch
+
+    return frontend_torch()
+
+
+@dataclass(frozen=True)
+class HostTensor:
+    """One host-memory allocation shaped as a tensor: ``kernel`` on the compute device
+    (kernels read it directly), ``dma`` the same bytes as a CPU tensor (copies)."""
+
+    kernel: Any
+    dma: Any
+    nbytes: int
+
+
+def _storage_bytes(shape: Sequence[int], stride: Sequence[int], itemsize: int) -> int:
+    if any(int(d) == 0 for d in shape):
+        return 0
+    span = 1 + sum((int(d) - 1) * int(s) for d, s in zip(shape, stride))
+    return span * itemsize
+
+
+class Memory:
+    """The interface of a backend (see the module docstring)."""
+
+    name = "abstract"
+    device: Any = None  # the torch device kernels run on
+
+    def __init__(self) -> None:
+        self._host_ptrs: set[int] = set()
+        self.host_allocated = 0  # bytes of host memory allocated so far
+
+    # -- storage
+    def hbm_empty(self, shape: Sequence[int], stride: Sequence[int], dtype: Any) -> Any:
+        torch = _torch()
+        return torch.empty_strided(tuple(shape), tuple(stride), dtype=dtype, device=self.device)
+
+    def host_empty(self, shape: Sequence[int], stride: Sequence[int], dtype: Any) -> HostTensor:
+        torch = _torch()
+        itemsize = torch.empty((), dtype=dtype).element_size()
+        nbytes = max(_storage_bytes(shape, stride, itemsize), itemsize)
+        nbytes = -(-nbytes // _ALIGN) * _ALIGN
+        kernel_bytes, dma_bytes = self._host_bytes(nbytes)
+        self.host_allocated += nbytes
+        self._host_ptrs.add(kernel_bytes.untyped_storage().data_ptr())
+        self._host_ptrs.add(dma_bytes.untyped_storage().data_ptr())
+        kernel = kernel_bytes.view(dtype).as_strided(tuple(shape), tuple(stride))
+        dma = dma_bytes.view(dtype).as_strided(tuple(shape), tuple(stride))
+        return HostTensor(kernel, dma, nbytes)
+
+    def _host_bytes(self, nbytes: int) -> tuple[Any, Any]:
+        raise NotImplementedError
+
+    def is_host(self, tensor: Any) -> bool:
+        """Whether ``tensor``'s storage is a host allocation of this backend."""
+        return tensor.untyped_storage().data_ptr() in self._host_ptrs
+
+    # -- copies and ordering
+    def copy_in(self, dst: Any, src: HostTensor) -> Any:
+        raise NotImplementedError
+
+    def copy_out(self, dst: HostTensor, src: Any) -> Any:
+        raise NotImplementedError
+
+    def wait(self, event: Any) -> None:
+        """Make the compute stream wait for ``event`` (from a copy)."""
+
+    def join(self) -> None:
+        """Make the compute stream wait for every copy issued so far."""
+
+    def synchronize(self) -> None:
+        """Block until all work issued so far is done."""
+
+    # -- timing and memory statistics
+    def start_timer(self) -> Any:
+        return time.perf_counter()
+
+    def stop_timer(self, start: Any) -> float:
+        """Seconds since ``start`` (all work issued in between done)."""
+        self.synchronize()
+        return time.perf_counter() - start
+
+    def allocated(self) -> int:
+        """Bytes of fast memory allocated now (0 where the backend cannot tell)."""
+        return 0
+
+    def reset_peak(self) -> None:
+        """Start a new fast-memory peak."""
+
+    def peak(self) -> int:
+        """Peak fast-memory bytes since :meth:`reset_peak` (0 where the backend cannot tell)."""
+        return 0
+
+
+class CpuMemory(Memory):
+    """The CPU stand-in: HBM and host memory are both CPU tensors, copies synchronous."""
+
+    name = "cpu"
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.device = _torch().device("cpu")
+
+    def _host_bytes(self, nbytes: int) -> tuple[Any, Any]:
+        torch = _torch()
+        raw = torch.empty(nbytes, dtype=torch.uint8)
+        return raw, raw
+
+    def copy_in(self, dst: Any, src: HostTensor) -> Any:
+        dst.copy_(src.dma)
+        return None
+
+    def copy_out(self, dst: HostTensor, src: Any) -> Any:
+        dst.dma.copy_(src)
+        return None
+
+
+class _CudaArray:
+    """``__cuda_array_interface__`` (version 3) of ``nbytes`` bytes at device pointer ``ptr``;
+    holds ``owner`` (the host allocation) for as long as a tensor made from it lives."""
+
+    def __init__(self, ptr: int, nbytes: int, owner: Any):
+        self.owner = owner
+        self.__cuda_array_interface__ = {
+            "shape": (nbytes,),
+            "typestr": "|u1",
+            "data": (ptr, False),
+            "strides": None,
+            "version": 3,
+            "stream": None,
+        }
+
+
+class _CupyHost:
+    """A ``cudaHostAllocMapped`` allocation, freed when the last tensor on it is gone."""
+
+    def __init__(self, runtime: Any, nbytes: int):
+        self.runtime = runtime
+        self.ptr = runtime.hostAlloc(nbytes, runtime.hostAllocMapped)
+        self.device_ptr = runtime.hostGetDevicePointer(self.ptr, 0)
+
+    def __del__(self) -> None:
+        try:
+            self.runtime.freeHost(self.ptr)
+        except Exception:  # noqa: BLE001 - interpreter shutdown
+            pass
+
+
+class CudaMemory(Memory):
+    """HBM through PyTorch's caching allocator, host memory mapped into the GPU, copies on a
+    second stream (see the module docstring). ``host_alloc``: ``"cupy"``, ``"torch-pinned"``
+    or ``"auto"`` (cupy, else torch's pinned memory)."""
+
+    name = "cuda"
+
+    def __init__(self, host_alloc: str = "auto") -> None:
+        super().__init__()
+        torch = _torch()
+        if not torch.cuda.is_available():
+            raise NoGpuError("no CUDA device: running an answer on HBM and host memory needs a GPU")
+        if host_alloc not in ("auto", "cupy", "torch-pinned"):
+            raise ApplyError(
+                f"unknown host allocator {host_alloc!r} (have: auto, cupy, torch-pinned)"
+            )
+        self.device = torch.device("cuda", torch.cuda.current_device())
+        self.main = torch.cuda.current_stream(self.device)
+        self.copy_stream = torch.cuda.Stream(self.device)
+        self.host_alloc = host_alloc
+        self._cupy: Any = None
+        if host_alloc in ("auto", "cupy"):
+            try:
+                import cupy
+
+                self._cupy = cupy.cuda.runtime
+            except Exception as exc:  # noqa: BLE001 - cupy missing or broken
+                if host_alloc == "cupy":
+                    raise ApplyError(f"cupy is not usable: {type(exc).__name__}: {exc}") from None
+        self.host_alloc = "cupy" if self._cupy is not None else "torch-pinned"
+        reason = self._self_test()
+        if reason and host_alloc == "auto" and self._cupy is not None:
+            self._cupy, self.host_alloc = None, "torch-pinned"
+            second = self._self_test()
+            reason = f"cupy: {reason}; torch-pinned: {second}" if second else ""
+        if reason:
+            raise ApplyError(f"host-mapped memory does not work here ({self.host_alloc}): {reason}")
+
+    def _self_test(self) -> str:
+        """Why a kernel cannot read and write host-mapped memory here ('' when it can): 1024
+        floats written on the host, doubled by a kernel reading them in place, and written
+        back by a kernel into host memory, read on the host."""
+        torch = _torch()
+        try:
+            kernel, dma = self._host_bytes(4096)
+            k, h = kernel.view(torch.float32), dma.view(torch.float32)
+            h.copy_(torch.arange(1024, dtype=torch.float32))
+            doubled = (k * 2).cpu()
+            if not torch.equal(doubled, torch.arange(1024, dtype=torch.float32) * 2):
+                return "a kernel read other values than the host wrote"
+            torch.mul(doubled.to(self.device), 3, out=k)
+            torch.cuda.synchronize(self.device)
+            if not torch.equal(h, torch.arange(1024, dtype=torch.float32) * 6):
+                return "the host read other values than a kernel wrote"
+        except Exception as exc:  # noqa: BLE001 - any failure means: not usable
+            lines = str(exc).strip().splitlines()
+            return f"{type(exc).__name__}: {lines[0] if lines else ''}"
+        return ""
+
+    def _host_bytes(self, nbytes: int) -> tuple[Any, Any]:
+        torch = _torch()
+        if self._cupy is not None:
+            owner = _CupyHost(self._cupy, nbytes)
+            buf = (ctypes.c_uint8 * nbytes).from_address(owner.ptr)
+            buf.owner = owner  # the CPU view keeps the allocation alive too
+            dma = torch.frombuffer(buf, dtype=torch.uint8)
+            kernel = torch.as_tensor(
+                _CudaArray(owner.device_ptr, nbytes, owner), device=self.device
+            )
+            return kernel, dma
+        dma = torch.empty(nbytes, dtype=torch.uint8, pin_memory=True)
+        # Pinned host memory is mapped at the same address under unified addressing.
+        kernel = torch.as_tensor(_CudaArray(dma.data_ptr(), nbytes, dma), device=self.device)
+        return kernel, dma
+
+    def copy_in(self, dst: Any, src: HostTensor) -> Any:
+        torch = _torch()
+        self.copy_stream.wait_stream(self.main)
+        with torch.cuda.stream(self.copy_stream):
+            dst.copy_(src.dma, non_blocking=True)
+        return self.copy_stream.record_event()
+
+    def copy_out(self, dst: HostTensor, src: Any) -> Any:
+        torch = _torch()
+        self.copy_stream.wait_stream(self.main)
+        with torch.cuda.stream(self.copy_stream):
+            dst.dma.copy_(src, non_blocking=True)
+        src.record_stream(self.copy_stream)  # not reused before the copy has read it
+        return self.copy_stream.record_event()
+
+    def wait(self, event: Any) -> None:
+        if event is not None:
+            self.main.wait_event(event)
+
+    def join(self) -> None:
+        self.main.wait_stream(self.copy_stream)
+
+    def synchronize(self) -> None:
+        _torch().cuda.synchronize(self.device)
+
+    def start_timer(self) -> Any:
+        torch = _torch()
+        start = torch.cuda.Event(enable_timing=True)
+        start.record(self.main)
+        return start
+
+    def stop_timer(self, start: Any) -> float:
+        torch = _torch()
+        self.join()
+        end = torch.cuda.Event(enable_timing=True)
+        end.record(self.main)
+        end.synchronize()
+        return start.elapsed_time(end) / 1e3
+
+    def allocated(self) -> int:
+        return int(_torch().cuda.memory_allocated(self.device))
+
+    def reset_peak(self) -> None:
+        _torch().cuda.reset_peak_memory_stats(self.device)
+
+    def peak(self) -> int:
+        return int(_torch().cuda.max_memory_allocated(self.device))
+
+
+def make_memory(device: str, host_alloc: str = "auto") -> Memory:
+    """``"cuda"`` -> :class:`CudaMemory` (:class:`NoGpuError` without a GPU), ``"cpu"`` ->
+    :class:`CpuMemory`."""
+    if device == "cuda":
+        return CudaMemory(host_alloc)
+    if device == "cpu":
+        return CpuMemory()
+    raise ApplyError(f"unknown device {device!r} (have: cuda, cpu)")

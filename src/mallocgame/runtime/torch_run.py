@@ -1,0 +1,305 @@
+"""Run a bound PyTorch graph node by node with its tensors placed as a plan says.
+
+:class:`PlacedRunner` follows a :class:`~mallocgame.runtime.plan.PlacementPlan` on a
+:class:`~mallocgame.runtime.memory.Memory` backend. :meth:`PlacedRunner.prepare` puts the
+program inputs where the plan starts them (host memory; HBM for the framework default's
+resident inputs) once, outside any timing; each :meth:`PlacedRunner.run` is then one
+execution of the program, instruction by instruction (:class:`~mallocgame.runtime.plan.Step`):
+
+1. issue the step's copies in (host -> HBM, on the copy stream);
+2. for each operand: the HBM segment the plan names (waiting for its copy in) or the
+   host copy (waiting for its copy out, if it was made by one); view nodes between the
+   tensor and the instruction are applied to that copy;
+3. run the ATen op. Outputs the plan writes to host memory are written there by the
+   kernel itself through the op's ``out=`` overload (``aten.addmm.out`` ...) where one
+   exists and accepts host memory ("direct"); otherwise the op writes HBM and the result
+   is copied into host memory on the compute stream and the HBM result dropped
+   ("staged", a mismatch with the game, counted in :attr:`PlacedRunner.staged`);
+4. issue the step's copies out (HBM -> host, on the copy stream);
+5. drop the HBM segments the plan frees (PyTorch's caching allocator reuses them).
+
+The results are read from the host copies of the program's outputs (a game answer ends
+them there) or, for the framework default, from HBM. With ``trace`` the runner records
+what it did, checked against the real storage of each argument
+(:meth:`~mallocgame.runtime.memory.Memory.is_host`): ``(kind, step, tensor, where)``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from mallocgame.runtime.errors import ApplyError, PlanError
+from mallocgame.runtime.memory import HostTensor, Memory
+from mallocgame.runtime.plan import PlacementPlan
+from mallocgame.runtime.torch_graph import BoundGraph, BoundOp, Ref, _flat
+
+__all__ = ["PlacedRunner", "out_overload"]
+
+
+def out_overload(target: Any) -> tuple[Any, tuple[str, ...]] | None:
+    """The ``out=`` overload of ATen op ``target`` and its out argument names, or None.
+
+    The overload must take the functional overload's arguments (same names, same order)
+    plus keyword-only out arguments, one per result.
+    """
+    packet = getattr(target, "overloadpacket", None)
+    schema = getattr(target, "_schema", None)
+    if packet is None or schema is None:
+        return None
+    names = [a.name for a in schema.arguments]
+    for overload in packet.overloads():
+        op = getattr(packet, overload)
+        s = op._schema
+        outs = [
+            a.name
+            for a in s.arguments
+            if a.kwarg_only and a.alias_info is not None and a.alias_info.is_write
+        ]
+        rest = [a.name for a in s.arguments if a.name not in outs]
+        if outs and rest == names and len(outs) == len(schema.returns):
+            return op, tuple(outs)
+    return None
+
+
+class PlacedRunner:
+    """Runs ``graph`` under ``plan`` on ``memory`` (see the module docstring)."""
+
+    def __init__(
+        self, graph: BoundGraph, plan: PlacementPlan, memory: Memory, *, trace: bool = False
+    ):
+        if plan.instance_sha256 != graph.instance_sha256:
+            raise PlanError("the plan is for another instance than the bound graph")
+        self.graph = graph
+        self.plan = plan
+        self.memory = memory
+        self.trace_on = trace
+        self.trace: list[tuple[str, int, int, str]] = []
+        self.host: dict[int, HostTensor] = {}  # tensor -> its host copy (allocated once, reused)
+        self.resident: dict[int, Any] = {}  # input tensor -> its HBM copy (framework default)
+        self.staged: set[str] = set()  # nodes whose host outputs go through HBM
+        self._direct: dict[str, Any] = {}  # node -> out overload that works, or None
+        self.prepared = False
+        self.result_tensors = frozenset(r.tensor for r in _flat(graph.results))
+
+    # ------------------------------------------------------------------------- setup
+    def host_copy(self, x: int) -> HostTensor:
+        """Tensor ``x``'s host allocation (made on first use, kept for later runs)."""
+        h = self.host.get(x)
+        if h is None:
+            spec = self.graph.specs[x]
+            h = self.host[x] = self.memory.host_empty(spec.shape, spec.stride, spec.dtype)
+        return h
+
+    def prepare(self, shared_host: dict[int, HostTensor] | None = None) -> None:
+        """Place the program inputs: host copies of those the plan reads from host memory
+        (``shared_host``: input host copies made by another runner of the same graph, reused),
+        HBM copies of the resident ones. Blocks until done."""
+        torch = self.memory_torch()
+        with torch.no_grad():
+            for x in self.graph.inputs:
+                value = self.graph.input_value(x)
+                if x in self.plan.resident:
+                    spec = self.graph.specs[x]
+                    dst = self.memory.hbm_empty(spec.shape, spec.stride, spec.dtype)
+                    dst.copy_(value)
+                    self.resident[x] = dst
+                elif x in self.plan.host_tensors:
+                    if shared_host is not None and x in shared_host:
+                        self.host[x] = shared_host[x]
+                    else:
+                        self.host_copy(x).dma.copy_(value)
+                        if shared_host is not None:
+                            shared_host[x] = self.host[x]
+        self.memory.synchronize()
+        self.prepared = True
+
+    @staticmethod
+    def memory_torch() -> Any:
+        from mallocgame.frontends.torch import _torch
+
+        return _torch()
+
+    # ------------------------------------------------------------------------- one run
+    def _note(self, kind: str, t: int, x: int, where: str) -> None:
+        if self.trace_on:
+            self.trace.append((kind, t, x, where))
+
+    def _where(self, value: Any) -> str:
+        return "host" if self.memory.is_host(value) else "hbm"
+
+    def _apply_chain(self, base: Any, ref: Ref, resolve: Any) -> Any:
+        torch = self.memory_torch()
+        value = base
+        for vnode, index in ref.chain:
+            rest_args, rest_kwargs = torch.fx.node.map_arg(
+                (tuple(vnode.args[1:]), dict(vnode.kwargs)), resolve
+            )
+            value = vnode.target(value, *rest_args, **rest_kwargs)
+            if index is not None:
+                value = value[index]
+        return value
+
+    def run(self) -> list[Any]:
+        """One execution of the program; returns its results (the output node's values).
+
+        The work is issued, not waited for (CUDA); :meth:`Memory.join` and a timer's stop
+        wait for it."""
+        if not self.prepared:
+            self.prepare()
+        torch = self.memory_torch()
+        mem = self.memory
+        plan = self.plan
+        hbm: dict[int, Any] = {}  # segment -> tensor
+        pending: dict[int, Any] = {}  # segment -> event of its copy in
+        host_event: dict[int, Any] = {}  # tensor -> event of its copy out (None: no wait)
+        written: set[int] = set()  # tensors whose host copy holds their value by now
+        latest: dict[int, Any] = {}  # result tensor -> its latest HBM copy (the default's results)
+        current: dict[int, Any] = {}
+
+        def fetch(x: int, t: int) -> Any:
+            if x in current:
+                return current[x]
+            raise PlanError(
+                f"instruction {t} refers to tensor {x}, which the plan does not read there"
+            )
+
+        with torch.no_grad():
+            for step, op in zip(plan.steps, self.graph.ops):
+                t = step.index
+                for sid in step.prefetch:
+                    seg = plan.segments[sid]
+                    if seg.tensor not in self.host:
+                        raise PlanError(
+                            f"step {t}: tensor {seg.tensor} is copied in before it has a host copy"
+                        )
+                    spec = self.graph.specs[seg.tensor]
+                    dst = mem.hbm_empty(spec.shape, spec.stride, spec.dtype)
+                    pending[sid] = mem.copy_in(dst, self.host[seg.tensor])
+                    hbm[sid] = dst
+                    self._note("prefetch", t, seg.tensor, "hbm")
+                current = {}
+                for r in step.reads:
+                    x = r.tensor
+                    if r.segment is not None:
+                        if r.segment in pending:
+                            mem.wait(pending.pop(r.segment))
+                        current[x] = hbm[r.segment]
+                    elif x in self.resident:
+                        current[x] = self.resident[x]
+                    else:
+                        if x in host_event:
+                            mem.wait(host_event.pop(x))
+                        if x not in self.host or (x not in self.graph.inputs and x not in written):
+                            raise PlanError(
+                                f"step {t}: tensor {x} is read from host memory before it is there"
+                            )
+                        current[x] = self.host[x].kernel
+                    self._note("read", t, x, self._where(current[x]))
+                outs = self._execute(op, step, t, fetch, written)
+                for w, value in zip(step.writes, outs):
+                    if w.segment is not None:
+                        hbm[w.segment] = value
+                        if w.tensor in self.result_tensors:  # others must be freed as planned
+                            latest[w.tensor] = value
+                    self._note("write", t, w.tensor, self._where(value))
+                for sid in step.copy_out:
+                    seg = plan.segments[sid]
+                    host_event[seg.tensor] = mem.copy_out(self.host_copy(seg.tensor), hbm[sid])
+                    written.add(seg.tensor)
+                    self._note("copy_out", t, seg.tensor, "host")
+                for sid in step.free:
+                    hbm.pop(sid, None)
+                    self._note("free", t, plan.segments[sid].tensor, "hbm")
+            for ev in host_event.values():
+                mem.wait(ev)
+            return [self._result(v, written, latest) for v in self.graph.results]
+
+    def _result(self, value: Any, written: set[int], latest: dict[int, Any]) -> Any:
+        if isinstance(value, tuple):
+            return tuple(self._result(v, written, latest) for v in value)
+        if not isinstance(value, Ref):
+            return value
+        x = value.tensor
+        if x in written or (x in self.graph.inputs and x in self.host):
+            base = self.host[x].kernel
+        elif x in latest:
+            base = latest[x]
+        elif x in self.resident:
+            base = self.resident[x]
+        else:
+            raise PlanError(f"result tensor {x} is neither in host memory nor in HBM at the end")
+        return self._apply_chain(base, value, lambda a: self._const(a))
+
+    def _const(self, node: Any) -> Any:
+        v = self.graph.values.get(node.name)
+        if v is not None:
+            raise ApplyError(
+                f"a view takes tensor {node.name} as a further argument; not supported"
+            )
+        return None
+
+    def _execute(self, op: BoundOp, step: Any, t: int, fetch: Any, written: set[int]) -> list[Any]:
+        """Run instruction ``t``; returns its non-empty results in the order of ``step.writes``."""
+        torch = self.memory_torch()
+        node = op.node
+
+        def resolve(a: Any) -> Any:
+            v = self.graph.values.get(a.name)
+            if isinstance(v, Ref):
+                return self._apply_chain(fetch(v.tensor, t), v, resolve)
+            if isinstance(v, tuple):
+                return tuple(
+                    None if r is None else self._apply_chain(fetch(r.tensor, t), r, resolve)
+                    for r in v
+                )
+            return None
+
+        args, kwargs = torch.fx.node.map_arg((tuple(node.args), dict(node.kwargs)), resolve)
+        host_writes = {w.tensor for w in step.writes if w.segment is None}
+        if host_writes and node.name not in self.staged:
+            direct = self._direct.get(node.name, 0)
+            if direct == 0:
+                direct = self._direct[node.name] = out_overload(node.target)
+            if direct is not None:
+                outs = self._out_tensors(op, host_writes)
+                try:
+                    direct[0](*args, **kwargs, **dict(zip(direct[1], outs)))
+                except (
+                    Exception
+                ):  # noqa: BLE001 - an out= overload that refuses host memory: stage it
+                    self.staged.add(node.name)
+                else:
+                    for x in host_writes:
+                        written.add(x)
+                    return [o for o, x in zip(outs, op.results) if x is not None]
+            else:
+                self.staged.add(node.name)
+        result = node.target(*args, **kwargs)
+        flat = list(result) if op.multi else [result]
+        kept = []
+        for value, x in zip(flat, op.results):
+            if x is None:
+                continue
+            if x in host_writes:
+                h = self.host_copy(x)
+                h.kernel.copy_(value)
+                written.add(x)
+                value = h.kernel
+            kept.append(value)
+        return kept
+
+    def _out_tensors(self, op: BoundOp, host_writes: set[int]) -> list[Any]:
+        torch = self.memory_torch()
+        outs = []
+        vals = op.node.meta.get("val")
+        vals = list(vals) if op.multi else [vals]
+        for x, v in zip(op.results, vals):
+            if x is not None and x in host_writes:
+                outs.append(self.host_copy(x).kernel)
+            else:
+                outs.append(
+                    torch.empty_strided(
+                        tuple(v.shape), tuple(v.stride()), dtype=v.dtype, device=self.memory.device
+                    )
+                )
+        return outs

@@ -1,0 +1,59 @@
+"""Small captured PyTorch programs shared by the runtime tests (module-scoped: a capture
+takes about a second)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from mallocgame.costmodel import derive_instance  # noqa: E402
+from mallocgame.instance import Instance  # noqa: E402
+from mallocgame.runtime.torch_graph import (
+    BoundGraph,
+    CapturedProgram,
+    bind,
+    capture_torch,
+)  # noqa: E402
+
+
+class Block(torch.nn.Module):
+    """Linear layers with GELU, a layer norm (three results), a transpose view and a sum."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.layers = torch.nn.ModuleList(torch.nn.Linear(32, 32) for _ in range(4))
+        self.norm = torch.nn.LayerNorm(32)
+
+    def forward(self, x: Any) -> Any:
+        for layer in self.layers:
+            x = torch.nn.functional.gelu(layer(x))
+        return self.norm(x).t(), x.sum()
+
+
+@dataclass(frozen=True)
+class Case:
+    module: Any
+    inputs: tuple[Any, ...]
+    captured: CapturedProgram
+    instance: Instance
+    graph: BoundGraph
+
+
+def make_case(capacity_fraction: float = 0.3) -> Case:
+    torch.manual_seed(0)
+    module = Block().eval()
+    inputs = (torch.randn(16, 32),)
+    captured = capture_torch(module, inputs, name="block")
+    instance = derive_instance(
+        captured.program, "gpu_hbm_host", capacity_fraction=capacity_fraction
+    )
+    return Case(module, inputs, captured, instance, bind(captured, instance))
+
+
+@pytest.fixture(scope="module")
+def case() -> Case:
+    return make_case()

@@ -1,0 +1,162 @@
+"""The interpreter runs the exported graph node by node with the answer's placement."""
+
+from __future__ import annotations
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from mallocgame.costmodel import derive_instance  # noqa: E402
+from mallocgame.frontends.torch import extract_torch  # noqa: E402
+from mallocgame.runtime.bench import load_solver  # noqa: E402
+from mallocgame.runtime.errors import (
+    ApplyError,
+    NoGpuError,
+    PlanError,
+    ProgramMismatchError,
+)  # noqa: E402
+from mallocgame.runtime.memory import CpuMemory, make_memory  # noqa: E402
+from mallocgame.runtime.plan import PlacementPlan, placement_plan  # noqa: E402
+from mallocgame.runtime.torch_graph import bind, capture_torch  # noqa: E402
+from mallocgame.runtime.torch_run import PlacedRunner, out_overload  # noqa: E402
+from mallocgame.solvers.base import SolveRequest  # noqa: E402
+from tests.runtime.conftest import Block  # noqa: E402
+
+PLACEMENTS = [("drop", None), ("heuristic", None), ("greedy", None), ("random", 3), ("es", 8)]
+
+
+def answer(instance, name, work):
+    return load_solver(name).solve(instance, SolveRequest(seed=1, work=work))
+
+
+def test_capture_is_the_frontends_program(case):
+    expected = extract_torch(case.module, case.inputs, name="block")
+    assert case.captured.program.to_dict() == expected.to_dict()
+
+
+def test_instruction_t_is_the_t_th_op_node(case):
+    names = [op.node.name for op in case.graph.ops]
+    assert names == [ins.name for ins in case.instance.instructions]
+    assert [op.index for op in case.graph.ops] == list(range(case.instance.num_instructions))
+
+
+@pytest.mark.parametrize("solver,work", PLACEMENTS)
+def test_results_are_identical_with_and_without_the_placement(case, solver, work):
+    plan = placement_plan(case.instance, answer(case.instance, solver, work))
+    runner = PlacedRunner(case.graph, plan, CpuMemory())
+    with torch.no_grad():
+        expected = case.module(*case.inputs)
+    for _ in range(2):  # a second run reuses the host copies
+        got = runner.run()
+        assert len(got) == len(expected)
+        for g, e in zip(got, expected):
+            assert torch.equal(g, e)
+
+
+@pytest.mark.parametrize("solver,work", PLACEMENTS)
+def test_each_argument_lives_where_the_answer_says(case, solver, work):
+    plan = placement_plan(case.instance, answer(case.instance, solver, work))
+    runner = PlacedRunner(case.graph, plan, CpuMemory(), trace=True)
+    runner.run()
+    reads = [(t, x, where) for kind, t, x, where in runner.trace if kind == "read"]
+    writes = [(t, x, where) for kind, t, x, where in runner.trace if kind == "write"]
+    want_reads = [
+        (s.index, r.tensor, "hbm" if r.segment is not None else "host")
+        for s in plan.steps
+        for r in s.reads
+    ]
+    want_writes = [
+        (s.index, w.tensor, "hbm" if w.segment is not None else "host")
+        for s in plan.steps
+        for w in s.writes
+    ]
+    assert reads == want_reads
+    assert writes == want_writes
+    prefetches = [(t, x) for kind, t, x, _ in runner.trace if kind == "prefetch"]
+    assert prefetches == [
+        (s.index, plan.segments[sid].tensor) for s in plan.steps for sid in s.prefetch
+    ]
+    copies_out = [(t, x) for kind, t, x, _ in runner.trace if kind == "copy_out"]
+    assert copies_out == [
+        (s.index, plan.segments[sid].tensor) for s in plan.steps for sid in s.copy_out
+    ]
+    assert runner.staged == set()  # every host output here is written by the kernel itself (out=)
+
+
+def test_drop_reads_every_operand_from_host_memory(case):
+    plan = placement_plan(case.instance, answer(case.instance, "drop", None))
+    runner = PlacedRunner(case.graph, plan, CpuMemory(), trace=True)
+    runner.run()
+    assert {where for kind, _, _, where in runner.trace if kind in ("read", "write")} == {"host"}
+
+
+def test_the_framework_default_runs_in_hbm(case):
+    runner = PlacedRunner(
+        case.graph, PlacementPlan.all_fast(case.instance), CpuMemory(), trace=True
+    )
+    got = runner.run()
+    assert {where for kind, _, _, where in runner.trace if kind in ("read", "write")} == {"hbm"}
+    with torch.no_grad():
+        expected = case.module(*case.inputs)
+    assert all(torch.equal(g, e) for g, e in zip(got, expected))
+
+
+def test_an_op_without_out_overload_is_staged_through_hbm(case, monkeypatch):
+    import mallocgame.runtime.torch_run as run
+
+    monkeypatch.setattr(run, "out_overload", lambda target: None)
+    plan = placement_plan(case.instance, answer(case.instance, "drop", None))
+    runner = PlacedRunner(case.graph, plan, CpuMemory(), trace=True)
+    got = runner.run()
+    with torch.no_grad():
+        expected = case.module(*case.inputs)
+    assert all(torch.equal(g, e) for g, e in zip(got, expected))
+    assert runner.staged == {op.node.name for op in case.graph.ops}
+    assert {where for kind, _, _, where in runner.trace if kind == "write"} == {"host"}
+
+
+def test_out_overload_matches_the_functional_arguments():
+    op, outs = out_overload(torch.ops.aten.native_layer_norm.default)
+    assert op is torch.ops.aten.native_layer_norm.out and outs == ("out0", "out1", "out2")
+    assert out_overload(torch.ops.aten.addmm.default)[1] == ("out",)
+
+
+def test_a_program_not_from_the_function_is_refused(case):
+    torch.manual_seed(0)
+    other = torch.nn.Sequential(torch.nn.Linear(32, 32), torch.nn.ReLU()).eval()
+    captured = capture_torch(other, case.inputs, name="block")
+    with pytest.raises(ProgramMismatchError, match="not from this function"):
+        bind(captured, case.instance)
+
+
+def test_a_plan_for_another_instance_is_refused(case):
+    other = derive_instance(case.captured.program, "gpu_hbm_host", capacity_fraction=0.5)
+    plan = PlacementPlan.all_fast(other)
+    with pytest.raises(PlanError):
+        PlacedRunner(case.graph, plan, CpuMemory())
+
+
+def test_meta_modules_cannot_be_run():
+    with torch.device("meta"):
+        module = Block().eval()
+    with pytest.raises(ApplyError, match="meta"):
+        capture_torch(module, (torch.empty(4, 32, device="meta"),))
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="a GPU is present")
+def test_no_gpu_is_a_typed_error():
+    with pytest.raises(NoGpuError, match="no CUDA device"):
+        make_memory("cuda")
+
+
+def test_an_unknown_device_is_a_typed_error():
+    with pytest.raises(ApplyError):
+        make_memory("tpu")
+
+
+def test_host_memory_is_told_apart_from_hbm():
+    mem = CpuMemory()
+    host = mem.host_empty((4, 8), (8, 1), torch.float32)
+    assert mem.is_host(host.kernel) and mem.is_host(host.kernel.t())
+    assert not mem.is_host(mem.hbm_empty((4, 8), (8, 1), torch.float32))
+    assert host.nbytes % 512 == 0 and host.nbytes >= 128
