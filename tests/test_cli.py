@@ -28,6 +28,37 @@ def test_list_shows_bundled_workloads(capsys) -> None:
     assert "synthetic-v1/small" in out and "synthetic-v1/16k" in out and "buffers" in out
 
 
+def test_train_refuses_another_trainers_or_runs_checkpoint_in_one_line(
+        tmp_path: Path, instance_file: Path, capsys) -> None:
+    serialization = pytest.importorskip("flax.serialization")
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "checkpoint.msgpack").write_bytes(serialization.msgpack_serialize(
+        {"fingerprint": {"trainer": "muzero", "version": 2, "answer": "search"}}))
+    train = ["train", str(instance_file), "--dir", str(run), "--work", "1"]
+    assert main([*train, "--solver", "egrl"]) == 2
+    assert _one_line_error(capsys) == (f"mallocgame: error: {run}: holds a muzero run, which egrl "
+                                       f"cannot resume (use another --dir or remove it)")
+    assert main(train) == 2
+    assert _one_line_error(capsys).endswith(
+        "checkpoint was written for a different instance_sha256 (use another --dir or remove it)")
+    assert sorted(p.name for p in run.iterdir()) == ["checkpoint.msgpack"]
+
+
+def test_an_ambiguous_dump_names_the_module_flag(tmp_path: Path, capsys) -> None:
+    from tests.frontends.test_xla import HANDMADE
+
+    dump = tmp_path / "dump"
+    dump.mkdir()
+    (dump / "module_0001.first.cpu_after_optimizations.txt").write_text(HANDMADE)
+    (dump / "module_0002.second.cpu_after_optimizations.txt").write_text(HANDMADE)
+    assert main(["extract", "--dump", str(dump), "--out", str(tmp_path / "x.json")]) == 2
+    err = _one_line_error(capsys)
+    assert "2 modules are in the dump; pick one with --module NAME: " in err
+    assert "module=" not in err
+    assert not (tmp_path / "x.json").exists()
+
+
 def test_solve_check_show_roundtrip(tmp_path: Path, instance_file: Path, capsys) -> None:
     out = tmp_path / "sol.json"
     assert main(["solve", str(instance_file), "--solver", "random", "--seed", "3", "--work", "4",
@@ -107,7 +138,13 @@ def test_check_rejects_corruptions(tmp_path: Path, instance_file: Path, capsys) 
         (["solve", "{inst}", "--solver", "nope"], "unknown solver"),
         (["solve", "{inst}", "--solver", "egrll"], "unknown solver 'egrll' (valid: drop,"),
         (["solve", "{inst}", "--solver", "random", "--seed", "x"], "argument --seed: not a whole number: 'x'"),
-        (["solve", "{inst}", "--solver", "random", "--seed", "-1"], "argument --seed: must be at least 0"),
+        (["solve", "{inst}", "--solver", "random", "--seed", "-1"],
+         "argument --seed: must be a whole number from 0 to 2**63 - 1, not -1"),
+        (["solve", "{inst}", "--solver", "random", "--seed", str(2**63)],
+         f"argument --seed: must be a whole number from 0 to 2**63 - 1, not {2**63}"),
+        (["solve", "{inst}", "--solver", "random", "--budget", "1e30"],
+         "argument --budget: at most 604800 seconds (7 days), not '1e30'"),
+        (["solve", "{inst}", "--solver", "random", "--budget", "604801"], "at most 604800 seconds"),
         (["solve", "{inst}", "--solver", "random", "--budget", "nan"], "positive, finite number of seconds"),
         (["solve", "{inst}", "--solver", "random", "--budget", "inf"], "positive, finite number of seconds"),
         (["solve", "{inst}", "--solver", "random", "--budget", "0"], "positive, finite number of seconds"),
@@ -118,7 +155,7 @@ def test_check_rejects_corruptions(tmp_path: Path, instance_file: Path, capsys) 
         (["solve", "{inst}", "--solver", "muzero", "--option", "num_simulations=many"], "option num_simulations must be a whole number"),
         (["solve", "{inst}", "--solver", "es", "--option", "nope=1"], "es: unknown option"),
         (["solve", "{inst}", "--solver", "es", "--option", "sigma=wide"], "es: option sigma must be a number, not 'wide'"),
-        (["solve", "{inst}", "--solver", "mcts", "--option", "c=-1"], "mcts: need"),
+        (["solve", "{inst}", "--solver", "mcts", "--option", "c=-1"], "mcts: option c must be in"),
         (["solve", "{inst}", "--solver", "random", "--option", "foo=1"],
          "random: unknown option 'foo' (valid: none)"),
         (["solve", "{inst}", "--solver", "exact", "--option", "worker=2"], "exact: unknown option 'worker' (valid: workers,"),
@@ -130,7 +167,16 @@ def test_check_rejects_corruptions(tmp_path: Path, instance_file: Path, capsys) 
         (["train", "{inst}", "--dir", "runs", "--solver", "random"], "train runs muzero, muzero-nosearch or egrl"),
         (["train", "{inst}", "--dir", "runs", "--budget", "inf"], "positive, finite number of seconds"),
         (["train", "{inst}", "--dir", "runs", "--budget", "nan"], "positive, finite number of seconds"),
-        (["train", "{inst}", "--dir", "runs", "--seed", "-1"], "argument --seed: must be at least 0"),
+        (["train", "{inst}", "--dir", "runs", "--seed", "-1"],
+         "argument --seed: must be a whole number from 0"),
+        (["train", "{inst}", "--dir", "runs", "--seed", str(2**63)],
+         "argument --seed: must be a whole number"),
+        (["train", "{inst}", "--dir", "runs", "--budget", "1e30"],
+         "argument --budget: at most 604800 seconds"),
+        (["train", "{inst}", "--dir", "{inst}"],
+         "--dir {inst} is a file; give a directory (created if missing)"),
+        (["train", "{inst}", "--dir", "{inst}/run"],
+         "cannot hold checkpoints: {inst} is a file, not a directory"),
         (["train", "{inst}", "--dir", "runs", "--option", "learning_rate=inf"], "learning_rate must be a finite number"),
         (["solve", "{inst}", "--solver", "es", "--option", "population=2.5"], "population must be a whole number"),
         (["solve", "{inst}", "--solver", "es", "--option", "workers=true"], "workers must be a whole number"),
@@ -147,6 +193,19 @@ def test_check_rejects_corruptions(tmp_path: Path, instance_file: Path, capsys) 
         (["bench", "tasks", "--placements", "all-slow", "nope", "--out", "{missing}"], "unknown solver 'nope'"),
         (["bench", "tasks", "--limit", "0"], "argument --limit: must be a positive, finite number, not '0'"),
         (["bench", "tasks", "--limit", "x"], "argument --limit: not a number: 'x'"),
+        (["bench", "tasks", "--seeds", "0", str(2**63)], "argument --seeds: must be a whole"),
+        (["bench", "tasks", "--budget", "1e30"], "argument --budget: at most 604800 seconds"),
+        (["bench", "speedups", "--seeds", "-1"], "argument --seeds: must be a whole number from 0"),
+        (["bench", "speedups", "--budget", "nan"], "argument --budget: must be a positive, finite"),
+        (["bench", "speedups", "--budget", "1e30"], "argument --budget: at most 604800 seconds"),
+        (["bench", "versus", "a", "b", "--out", "x", "--seeds", str(2**63)],
+         "argument --seeds: must be a whole"),
+        (["bench", "versus", "a", "b", "--out", "x", "--budget", "0"],
+         "argument --budget: must be a positive"),
+        (["bench", "correlation", "--seed", str(2**63)], "argument --seed: must be a whole number"),
+        (["bench", "rewards", "--programs", "p", "--seeds", "x"],
+         "argument --seeds: not a whole number: 'x'"),
+        (["bench", "rewards", "--programs", "p", "--budget", "1e30"], "--budget: at most 604800"),
         (["bogus"], "invalid choice"),
     ],
 )
@@ -165,7 +224,7 @@ def test_bad_input_exits_2_with_one_line(tmp_path: Path, instance_file: Path, ca
              "impossible": str(impossible)}
     argv = [a.format(**paths) for a in argv_tail]
     assert main(argv) == 2
-    assert needle in _one_line_error(capsys)
+    assert needle.format(**paths) in _one_line_error(capsys)
 
 
 def test_solve_creates_out_dir_and_leaves_no_temp_files(tmp_path: Path, instance_file: Path) -> None:
@@ -369,7 +428,7 @@ def test_solvers_lists_every_option_with_its_default(capsys) -> None:
     out = capsys.readouterr().out
     assert out.count("(work unit: ") == 15 and "muzero-prod  (work unit: games)" in out and "exhaustive  (work unit: moves)" in out
     assert '    optimizer = "adam"  [one of adam, sgd]' in out
-    assert "    observation.grid_steps = 32  [int]" in out
+    assert "    observation.grid_steps = 32  [int in [1, 1024]]" in out
     assert main(["solvers", "mcts"]) == 0
     assert capsys.readouterr().out.startswith("mcts  (work unit: simulations)")
     assert main(["solvers", "mctz"]) == 2

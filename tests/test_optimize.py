@@ -59,6 +59,8 @@ def test_optimize_on_the_command_line(tmp_path: Path, capsys) -> None:
     args = ["optimize", "xla-v1/gru_infer", "--work", "4", "--out", str(out), *TINY_ARGS]
     assert main(args) == 0
     printed = capsys.readouterr()
+    games = load_solution(tmp_path / "gru.muzero.json").work["games"]
+    assert printed.err.rstrip().splitlines()[-1].endswith(f"({games} games)")
     lines = printed.out.splitlines()
     assert lines[0].startswith("xla-v1/gru_infer: 70 buffers") and lines[1].split()[:2] == ["normalized", "reward"]
     assert lines[5].startswith("bound (LP)") and "layouts ->" in lines[-1]
@@ -70,12 +72,22 @@ def test_optimize_on_the_command_line(tmp_path: Path, capsys) -> None:
     capsys.readouterr()
     assert main([*args[:3], "8", *args[4:]]) == 0  # twice the games: the agent resumes
     assert "resuming the agent from" in capsys.readouterr().err
+    assert main([*args, "--seed", "1"]) == 2  # another run's checkpoint: refused before it runs
+    checkpoint = tmp_path / "gru.checkpoint" / "checkpoint.msgpack"
+    assert capsys.readouterr().err.splitlines() == [
+        f"mallocgame: error: {checkpoint}: checkpoint was written for a different seed "
+        f"(delete it to start over, or give another --out)"]
 
 
 @pytest.mark.parametrize("args, message", [
     (["--budget", "nan"], "--budget"),
     (["--work", "0"], "--work"),
     (["--seed", "-1"], "--seed"),
+    (["--seed", str(2**63)], "argument --seed: must be a whole number from 0 to 2**63 - 1"),
+    (["--budget", "1e30"], "argument --budget: at most 604800 seconds (7 days), not '1e30'"),
+    (["--budget", "0"], "argument --budget: must be a positive"),
+    (["--budget", "-5"], "argument --budget: must be a positive"),
+    (["--budget", "inf"], "argument --budget: must be a positive"),
     (["--out", ""], "--out must name a file"),
     (["--option", "bogus=1"], "bogus"),
     (["--option", "num_simulations=lots"], "num_simulations"),

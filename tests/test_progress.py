@@ -6,7 +6,7 @@ import io
 import time
 
 from mallocgame import progress
-from mallocgame.progress import ProgressBar, bar_line
+from mallocgame.progress import BestSoFar, ProgressBar, bar_line
 
 
 def test_bar_line() -> None:
@@ -42,3 +42,27 @@ def test_a_log_gets_plain_lines() -> None:
     lines = stream.getvalue().splitlines()
     assert "\r" not in stream.getvalue() and len(lines) >= 2
     assert all(line.startswith("run ") for line in lines) and lines[-1].endswith("working")
+
+
+def test_best_so_far_counts_the_games_played_not_those_of_the_last_best() -> None:
+    status = BestSoFar()
+    assert status.played(None) == ""
+    assert status.improved("heuristic", 0.262) == "heuristic 0.2620"  # it counts no games
+    assert status.improved("muzero", 0.5, 1) == "heuristic 0.2620  muzero 0.5000 (1 game)"
+    assert status.improved("muzero", 0.6275, 3) == "heuristic 0.2620  muzero 0.6275 (3 games)"
+    # no new best since game 3, and 16 played
+    assert status.played(16) == "heuristic 0.2620  muzero 0.6275 (16 games)"
+    # an older count never replaces a newer one
+    assert status.improved("heuristic", 0.3, 2) == "heuristic 0.3000  muzero 0.6275 (16 games)"
+    assert BestSoFar().played(0) == "(0 games)"
+
+
+def test_the_last_line_counts_every_game_played() -> None:
+    stream = io.StringIO()
+    status = BestSoFar()
+    with ProgressBar("optimize p", 60.0, stream=stream) as bar:
+        bar.update(status.improved("heuristic", 0.25))
+        bar.update(status.improved("muzero", 0.5, 1))  # the agent's last new best: its first game
+        bar.update(status.played(16))  # the run's end: 16 games in all
+    last = stream.getvalue().splitlines()[-1]
+    assert last.endswith("heuristic 0.2500  muzero 0.5000 (16 games)")

@@ -64,3 +64,39 @@ def test_cli_show_against_draws_both_and_compares(tmp_path, capsys, against) -> 
     out = capsys.readouterr().out
     assert (tmp_path / "l.png").read_bytes()[:4] == b"\x89PNG"
     assert ("re-fetched by greedy where heuristic keeps them resident" in out) == against
+
+
+_SELF = [("xla-v1/stacked_rnn_infer", "heuristic"),  # fetches beginning at the eviction step
+         ("xla-v1/resnet_infer", "greedy"),
+         ("xla-v2/ddim_sampler_b16", "greedy"),  # two fetches beginning at one step
+         ("xla-v2/wavenet_infer", "greedy")]
+
+
+@pytest.mark.parametrize("program,solver", _SELF)
+def test_a_solution_compared_with_itself_has_no_refetch(program: str, solver: str) -> None:
+    from mallocgame.solvers import get_solver
+    from mallocgame.workloads.registry import load_workload
+
+    inst = load_workload(program)
+    solution = get_solver(solver).solve(inst)
+    runs = residency(inst, solution)
+    # the case this guards: a fetch beginning no later than the run before it ends
+    assert any(b.fetched and b.first <= a.last for rs in runs.values() for a, b in zip(rs, rs[1:]))
+    c = compare_residency(inst, solution, solution)
+    assert c.refetched_by_a == c.refetched_by_b == ()
+    assert c.only_in_a == c.only_in_b == () and c.fast_byte_steps_a == c.fast_byte_steps_b
+
+
+def test_cli_show_against_itself_reports_no_refetch(tmp_path, capsys) -> None:  # noqa: ANN001
+    from mallocgame.cli import main
+    from mallocgame.solution import save_solution
+    from mallocgame.solvers import get_solver
+    from mallocgame.workloads.registry import load_workload
+
+    inst = load_workload("xla-v1/stacked_rnn_infer")
+    save_solution(get_solver("heuristic").solve(inst), tmp_path / "h.json")
+    argv = ["show", inst.name, str(tmp_path / "h.json"), "--out", str(tmp_path / "l.png"),
+            "--against", str(tmp_path / "h.json")]
+    assert main(argv) == 0
+    out = capsys.readouterr().out
+    assert out.count("re-fetched by heuristic where heuristic keeps them resident: none") == 2

@@ -31,6 +31,11 @@ __all__ = ["main"]
 EXIT_OK, EXIT_CHECK_FAILED, EXIT_BAD_INPUT = 0, 1, 2
 EXIT_BROKEN_PIPE = 141  # 128 + SIGPIPE, what a shell reports for a reader that closed early
 DEFAULT_OPTIMIZE_SECONDS = 300.0  # optimize's wall-clock budget when none is given
+MAX_BUDGET_SECONDS = 7 * 24 * 3600.0
+"""The longest ``--budget`` anyone means, seconds: 7 days (the library's ``MAX_SECONDS``)."""
+MAX_SEED = 2**63 - 1
+"""The largest ``--seed``: JAX's and numpy's generators take 0 .. 2**63 - 1 (the library's
+``MAX_SEED``)."""
 
 
 class UsageError(MallocGameError):
@@ -70,7 +75,8 @@ def _cmd_list(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def _cmd_solve(args: argparse.Namespace) -> int:
+def _cmd_solve(args: argparse.Namespace, inst: Instance | None = None) -> int:
+    """``solve``; ``inst``: the workload, where the caller loaded it already."""
     from mallocgame.solution import save_solution
     from mallocgame.solvers import SolveRequest, get_solver
     from mallocgame.workloads.registry import load_workload
@@ -78,7 +84,7 @@ def _cmd_solve(args: argparse.Namespace) -> int:
     if args.out is not None and not args.out.strip():
         raise UsageError("--out must name a file")
     solver = get_solver(args.solver)
-    inst = load_workload(args.workload)
+    inst = inst if inst is not None else load_workload(args.workload)
     out = Path(args.out) if args.out else _default_out(inst.name, args.solver, args.seed)
 
     def progress(improvement) -> None:  # noqa: ANN001 - Improvement
@@ -148,17 +154,56 @@ def _cmd_solvers(args: argparse.Namespace) -> int:
 
 def _cmd_train(args: argparse.Namespace) -> int:
     """``solve`` for the learning solvers, with checkpoints in --dir and progress lines."""
+    from mallocgame.workloads.registry import load_workload
+
     if args.solver not in ("muzero", "muzero-nosearch", "egrl"):
         raise UsageError(f"train runs muzero, muzero-nosearch or egrl, not {args.solver!r}")
+    if not args.dir.strip():
+        raise UsageError("--dir must name a directory")
+    if Path(args.dir).exists() and not Path(args.dir).is_dir():
+        raise UsageError(f"--dir {args.dir} is a file; give a directory (created if missing)")
     args.option = [*args.option, f"checkpoint_dir={args.dir}", "progress=true"]
     args.out = str(Path(args.dir) / "final.solution.json") if args.out is None else args.out
-    return _cmd_solve(args)
+    inst = load_workload(args.workload)
+    _resumes(args.solver, inst, _options(args.option), args.seed, "use another --dir or remove it")
+    return _cmd_solve(args, inst)
+
+
+def _resumes(solver_name: str, inst: Instance, options: dict[str, str], seed: int,
+             remedy: str) -> bool:
+    """Whether a run of the learning solver ``solver_name`` (muzero, muzero-nosearch,
+    muzero-prod or egrl) with ``options`` (its ``checkpoint_dir`` among them) resumes
+    from a checkpoint there; a checkpoint it cannot resume (another run's, another
+    trainer's, a damaged one) is refused now, with ``remedy`` ending the message, before
+    anything runs or prints."""
+    from mallocgame.solvers import get_solver
+    from mallocgame.solvers.checkpoint import check_checkpoint, checkpoint_directory
+
+    solver = get_solver(solver_name)
+    config = solver.config(options)
+    if config.checkpoint_dir is None:
+        return False
+    try:
+        if solver_name == "egrl":
+            from mallocgame.solvers.egrl import trainer
+        else:
+            from mallocgame.solvers.muzero import train as trainer
+    except ImportError as exc:
+        raise UsageError(f"{solver_name} needs JAX, flax, optax and mctx "
+                         f"(pip install 'mallocgame[muzero]'): {exc}") from None
+    if solver_name == "egrl":
+        fingerprint = trainer.checkpoint_fingerprint(inst, config, seed)
+    else:
+        fingerprint = trainer.checkpoint_fingerprint(inst, config, seed, solver.answer)
+    folder = checkpoint_directory(config.checkpoint_dir)  # not a file
+    return check_checkpoint(folder / trainer.CHECKPOINT_NAME, fingerprint, remedy,
+                            trainer=trainer.TRAINER)
 
 
 def _cmd_optimize(args: argparse.Namespace) -> int:
     """The main job: muzero-prod, a progress bar, the files, and the comparison table."""
     from mallocgame.optimize import format_comparison, optimize, output_paths, write_outputs
-    from mallocgame.progress import ProgressBar
+    from mallocgame.progress import BestSoFar, ProgressBar
     from mallocgame.residency import compare_residency, format_residency_comparison
     from mallocgame.solvers import get_solver
     from mallocgame.workloads.registry import load_workload
@@ -170,26 +215,25 @@ def _cmd_optimize(args: argparse.Namespace) -> int:
     inst = load_workload(args.workload)
     out = Path(args.out) if args.out else _default_out(inst.name, "muzero-prod", args.seed)
     options = _options(args.option)
+    remedy = "delete it to start over, or give another --out"
+    if "checkpoint_dir" in options:
+        remedy = "delete it to start over, or give another checkpoint_dir"
     options.setdefault("checkpoint_dir", str(output_paths(out).answer.with_suffix("")) + ".checkpoint")
     get_solver("muzero-prod").check_options(options)
-    try:
-        from mallocgame.solvers.muzero.train import CHECKPOINT_NAME
-    except ImportError as exc:
-        raise UsageError(f"optimize needs JAX, flax, optax and mctx (pip install 'mallocgame[muzero]'): {exc}") from None
-    checkpoint = Path(options["checkpoint_dir"]) / CHECKPOINT_NAME
-    if checkpoint.exists():
-        print(f"resuming the agent from {checkpoint.parent} (delete it to start over)", file=sys.stderr)
-    best: dict[str, float] = {}
+    if _resumes("muzero-prod", inst, options, args.seed, remedy):
+        print(f"resuming the agent from {options['checkpoint_dir']} (delete it to start over)",
+              file=sys.stderr)
+    status = BestSoFar()
 
     with ProgressBar(f"optimize {inst.name}", args.budget) as bar:
         def show(improvement) -> None:  # noqa: ANN001 - Improvement
-            best[improvement.solution.solver] = improvement.solution.normalized_reward
-            games = improvement.work.get("games")
-            bar.update("  ".join(f"{name} {reward:.4f}" for name, reward in best.items())
-                       + (f" ({games} games)" if games is not None else ""))
+            bar.update(status.improved(improvement.solution.solver,
+                                       improvement.solution.normalized_reward,
+                                       improvement.work.get("games")))
 
         outcome = optimize(inst, seconds=args.budget, games=args.work, seed=args.seed, options=options,
                            on_improvement=show)
+        bar.update(status.played(outcome.agent.work.get("games")))  # the last line: every game
     paths = write_outputs(outcome, out)
     print(format_comparison(outcome))
     print(format_residency_comparison(compare_residency(inst, outcome.baseline, outcome.agent)))
@@ -337,9 +381,14 @@ def _cmd_extract(args: argparse.Namespace) -> int:
     preset = get_preset(args.preset)
     placement = None
     if args.dump:
-        from mallocgame.frontends.xla import extract_dump_with_placement
+        from mallocgame.frontends.xla import AmbiguousModuleError, extract_dump_with_placement
 
-        program, placement = extract_dump_with_placement(args.dump, module=args.module, name=args.name)
+        try:
+            program, placement = extract_dump_with_placement(args.dump, module=args.module,
+                                                             name=args.name)
+        except AmbiguousModuleError as exc:  # the library's keyword is the command line's --module
+            message = str(exc).replace("pick one with module=...", "pick one with --module NAME")
+            raise UsageError(message) from None
     elif args.jax:
         from mallocgame.frontends.argspec import parse_arg_spec, resolve_function
         from mallocgame.frontends.xla import extract_jax
@@ -628,8 +677,24 @@ def _positive_number(text: str, unit: str = "") -> float:
 
 
 def _positive_seconds(text: str) -> float:
-    """An argparse type: a finite number of seconds above 0."""
-    return _positive_number(text, " of seconds")
+    """An argparse type: a wall-clock budget, a finite number of seconds above 0 and at
+    most :data:`MAX_BUDGET_SECONDS` (7 days)."""
+    seconds = _positive_number(text, " of seconds")
+    if seconds > MAX_BUDGET_SECONDS:
+        raise argparse.ArgumentTypeError(
+            f"at most {MAX_BUDGET_SECONDS:.0f} seconds (7 days), not {text!r}")
+    return seconds
+
+
+def _seed(text: str) -> int:
+    """An argparse type: a seed, a whole number in 0 .. :data:`MAX_SEED` (2**63 - 1)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
+    if not 0 <= value <= MAX_SEED:
+        raise argparse.ArgumentTypeError(f"must be a whole number from 0 to 2**63 - 1, not {text}")
+    return value
 
 
 def _positive_multiple(text: str) -> float:
@@ -660,8 +725,9 @@ def _whole_number(minimum: int) -> Callable[[str], int]:
 def _add_run_arguments(p: argparse.ArgumentParser, *, work: str, out: str, option: str) -> None:
     """The arguments ``solve`` and ``train`` share: the workload, seed, budgets, output."""
     p.add_argument("workload", help="a bundled workload name, an instance file or an XLA dump directory")
-    p.add_argument("--seed", type=_whole_number(0), default=0)
-    p.add_argument("--budget", type=_positive_seconds, default=None, help="wall-clock budget, seconds")
+    p.add_argument("--seed", type=_seed, default=0)
+    p.add_argument("--budget", type=_positive_seconds, default=None,
+                   help="wall-clock budget, seconds (at most 7 days)")
     p.add_argument("--work", type=_whole_number(1), default=None, help=work)
     p.add_argument("--out", default=None, help=out)
     p.add_argument("--progress", action="store_true", help="print every new best solution")
@@ -674,6 +740,8 @@ def _add_instance_and_solution(p: argparse.ArgumentParser, solution: str) -> Non
 
 
 def _parser() -> _Parser:
+    from mallocgame.runtime.cli import add_apply_parser, add_bench_real_parser
+
     parser = _Parser(prog="mallocgame", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
 
@@ -705,7 +773,7 @@ def _parser() -> _Parser:
                    help=f"wall-clock budget, seconds (default {DEFAULT_OPTIMIZE_SECONDS:g} unless --work is given)")
     p.add_argument("--work", type=_whole_number(1), default=None,
                    help="the agent's self-play games (in total, over resumed runs)")
-    p.add_argument("--seed", type=_whole_number(0), default=0)
+    p.add_argument("--seed", type=_seed, default=0)
     p.add_argument("--out", default=None,
                    help="the answer (default out/NAME.muzero-prod.sSEED.json); the candidates, the reward curve "
                         "and the layouts go beside it, the agent's checkpoint to OUT.checkpoint/ (resumes)")
@@ -759,6 +827,8 @@ def _parser() -> _Parser:
     _add_instance_and_solution(p, "a solution file, or a sweep record (its solution)")
     p.set_defaults(func=_cmd_simulate)
 
+    add_apply_parser(sub)  # mallocgame apply: an answer run for real (mallocgame.runtime)
+
     p = sub.add_parser("project", help="a mapping's decisions replayed as a game trajectory (what it keeps)")
     _add_instance_and_solution(p, "a valid solution, e.g. the heuristic's")
     p.add_argument("--out", default=None, help="the trajectory (default out/NAME.SOLVER-projected.sSEED.json)")
@@ -773,8 +843,9 @@ def _parser() -> _Parser:
     q.add_argument("--programs", nargs="*", help="workloads (default: the xla-v1 suite)")
     q.add_argument("--solvers", nargs="+", default=["random"], help="solvers to compare")
     q.add_argument("--baseline", default="heuristic", help="the solver speedups are measured against")
-    q.add_argument("--seeds", type=int, nargs="+", default=[0])
-    q.add_argument("--budget", type=float, default=None, help="wall-clock seconds per job")
+    q.add_argument("--seeds", type=_seed, nargs="+", default=[0])
+    q.add_argument("--budget", type=_positive_seconds, default=None,
+                   help="wall-clock seconds per job")
     q.add_argument("--work", type=int, default=None, help="work budget per job")
     q.add_argument("--out", default="results/speedups", help="one result file per job; existing ones are skipped")
     q.add_argument("--workers", type=int, default=None, help="local processes (default: all cores)")
@@ -793,10 +864,11 @@ def _parser() -> _Parser:
     q = bench.add_parser("versus", help="two solvers head to head per program and seed, from sweep records")
     q.add_argument("solvers", nargs=2, metavar="SOLVER", help="A and B: the table counts A's wins over B")
     q.add_argument("--out", nargs="+", required=True, help="record folders of sweeps (one per setting)")
-    q.add_argument("--budget", type=float, default=None, help="the records' wall-clock seconds per job")
+    q.add_argument("--budget", type=_positive_seconds, default=None,
+                   help="the records' wall-clock seconds per job")
     q.add_argument("--work", type=int, default=None, help="the records' work budget per job")
     q.add_argument("--programs", nargs="*", help="only these programs (default: every one with records)")
-    q.add_argument("--seeds", type=int, nargs="*", help="only these seeds (default: every one)")
+    q.add_argument("--seeds", type=_seed, nargs="*", help="only these seeds (default: every one)")
     q.add_argument("--option", action="append", default=[], metavar="SOLVER:KEY=VALUE",
                    help="only records made with this setting (repeat), as given to the sweep")
     q.set_defaults(func=_cmd_bench_versus)
@@ -808,7 +880,7 @@ def _parser() -> _Parser:
                    help="instead: self-play games sampled from one muzero training run of this many seconds "
                         "per program, as the paper did (needs --programs and --out)")
     q.add_argument("--samples", type=_whole_number(2), default=10, help="--training: games sampled per run")
-    q.add_argument("--seed", type=int, default=0, help="--training: the run's seed")
+    q.add_argument("--seed", type=_seed, default=0, help="--training: the run's seed")
     q.add_argument("--option", action="append", default=[], metavar="KEY=VALUE",
                    help="--training: a muzero setting (repeat)")
     q.add_argument("--out", help="--training: path of the CSV and PNG (suffixes replaced)")
@@ -818,8 +890,9 @@ def _parser() -> _Parser:
     q.add_argument("--programs", nargs="+", required=True, help="workloads")
     q.add_argument("--solvers", nargs="+", default=["random", "es", "mcts"],
                    help="solver names, or NAME[KEY=VALUE;...] for one under other settings (its own curve)")
-    q.add_argument("--seeds", type=int, nargs="+", default=[0])
-    q.add_argument("--budget", type=float, default=60.0, help="wall-clock seconds per run")
+    q.add_argument("--seeds", type=_seed, nargs="+", default=[0])
+    q.add_argument("--budget", type=_positive_seconds, default=60.0,
+                   help="wall-clock seconds per run")
     q.add_argument("--out", default="results/rewards", help="writes OUT.csv and OUT.png")
     q.set_defaults(func=_cmd_bench_rewards)
 
@@ -831,7 +904,7 @@ def _parser() -> _Parser:
     q.add_argument("--placements", nargs="+", default=["all-slow", "fast-only", "memory-mode", "first-touch",
                                                         "agnostic", "heuristic"],
                    help="all-slow, fast-only, memory-mode, and solver names or NAME[KEY=VALUE;...]")
-    q.add_argument("--seeds", type=_whole_number(0), nargs="+", default=[0])
+    q.add_argument("--seeds", type=_seed, nargs="+", default=[0])
     q.add_argument("--budget", type=_positive_seconds, default=30.0,
                    help="wall-clock seconds per solver and number of tasks")
     q.add_argument("--limit", type=_positive_multiple, default=1.25,
@@ -846,6 +919,7 @@ def _parser() -> _Parser:
     q.add_argument("--exact-seconds", type=_seconds_or_zero, default=60.0,
                    help="exact's wall-clock budget (0: not run)")
     q.set_defaults(func=_cmd_bench_suite)
+    add_bench_real_parser(bench)  # mallocgame bench real: measured step times on a GPU
 
     p = sub.add_parser("show", help="draw the memory layout of a solution (exit 1 if it is invalid)")
     _add_instance_and_solution(p, "a solution file, or a sweep record (its solution)")

@@ -2,7 +2,9 @@
 
 On a terminal the line is redrawn in place twice a second; on anything else (a log
 file, a pipe) a plain line is written every ``line_every_s`` seconds, so logs stay
-readable. The status text is set from any thread with :meth:`ProgressBar.update`.
+readable. The status text is set from any thread with :meth:`ProgressBar.update`;
+:class:`BestSoFar` makes it for a run of several candidates: each one's best reward and
+the games played, counted up to the end of the run rather than to its last new best.
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ import time
 from types import TracebackType
 from typing import TextIO
 
-__all__ = ["ProgressBar", "bar_line"]
+__all__ = ["ProgressBar", "BestSoFar", "bar_line"]
 
 REDRAW_S = 0.5  # seconds between redraws on a terminal
 
@@ -25,6 +27,44 @@ def bar_line(label: str, elapsed_s: float, total_s: float | None, status: str, w
     done = min(max(elapsed_s / total_s, 0.0), 1.0)
     filled = int(round(done * width))
     return f"{label} [{'#' * filled}{'-' * (width - filled)}] {min(elapsed_s, total_s):.0f}/{total_s:g} s  {status}".rstrip()
+
+
+class BestSoFar:
+    """The status text of a run that reports new bests of several candidates:
+    ``heuristic 0.2620  muzero 0.6275 (16 games)``, each candidate's best normalized
+    reward in the order first reported, then the games played so far.
+
+    A new best carries the games played when it was found, so the count is also given
+    where no new best comes: :meth:`played` (at the end of the run, the run's total).
+    The count shown is the largest given, so an older count never replaces a newer one.
+    """
+
+    def __init__(self) -> None:
+        self._best: dict[str, float] = {}
+        self._games: int | None = None
+        self._lock = threading.Lock()
+
+    def improved(self, candidate: str, normalized_reward: float, games: int | None = None) -> str:
+        """Record ``candidate``'s new best (``games``: played by then, ``None`` if not
+        counted) and return the status text."""
+        with self._lock:
+            self._best[candidate] = normalized_reward
+        return self.played(games)
+
+    def played(self, games: int | None) -> str:
+        """Record that ``games`` games have been played (``None``: no count) and return
+        the status text."""
+        with self._lock:
+            if games is not None and (self._games is None or games > self._games):
+                self._games = int(games)
+            return self._text()
+
+    def _text(self) -> str:
+        rewards = "  ".join(f"{name} {reward:.4f}" for name, reward in self._best.items())
+        if self._games is None:
+            return rewards
+        count = f"({self._games} game{'' if self._games == 1 else 's'})"
+        return f"{rewards} {count}" if rewards else count
 
 
 class ProgressBar:

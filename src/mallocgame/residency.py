@@ -10,8 +10,12 @@ means that its copy in fast memory was given up, or never made.
 
 Tensor ``X`` is *re-fetched by B where A keeps it* when a fetch run of B follows another
 run of B and A holds ``X`` in fast memory at every step from the end of B's earlier run
-to the read the fetch serves, with no fetch of its own in between: B evicted ``X`` and
-paid a copy to bring it back, A did not. Sizes are bytes; steps are instruction indices.
+to the read the fetch serves, with no fetch of its own beginning in that window: B
+evicted ``X`` and paid a copy to bring it back, A did not. The window opens at the end
+of B's earlier run or at the start of B's fetch, whichever is earlier (a fetch may begin
+at the very step the earlier run ends, or before it), so a fetch A makes where B makes
+its own is never taken for A keeping ``X``: a solution compared with itself has no
+re-fetch. Sizes are bytes; steps are instruction indices.
 """
 
 from __future__ import annotations
@@ -38,7 +42,8 @@ class TensorRun:
 @dataclass(frozen=True)
 class Refetch:
     """A tensor B evicts after step ``evicted_after`` and fetches again for its read at
-    ``needed_at``, where A keeps it in fast memory over all of ``[evicted_after, needed_at]``."""
+    ``needed_at``, where A keeps it in fast memory over all of ``[evicted_after, needed_at]``
+    and fetches it in none of that window (module docstring)."""
 
     tensor: int
     name: str
@@ -85,18 +90,27 @@ def residency(instance: Instance, solution: Solution) -> dict[int, tuple[TensorR
     return runs
 
 
-def _holds(runs: tuple[TensorRun, ...], first: int, last: int) -> bool:
-    """Whether ``runs`` cover every step of ``[first, last]`` with no fetch after ``first``."""
+def _covers(runs: tuple[TensorRun, ...], first: int, last: int) -> bool:
+    """Whether ``runs`` (in time order) cover every step of ``[first, last]``."""
     covered = first
     for run in runs:
         if run.first > covered:
             break
-        if run.fetched and run.first > first:
-            return False
         covered = max(covered, run.last + 1)
         if covered > last:
             return True
     return False
+
+
+def _keeps(runs: tuple[TensorRun, ...], before: TensorRun, after: TensorRun) -> bool:
+    """Whether ``runs`` keep a tensor in fast memory where another solution ends its run
+    ``before`` and fetches it again in ``after``: they cover every step from
+    ``before.last`` to ``after.last``, and none of their fetches begins at a step from
+    ``min(before.last, after.first)`` to ``after.last`` (such a fetch pays a copy too)."""
+    opens = min(before.last, after.first)
+    if any(run.fetched and opens <= run.first <= after.last for run in runs):
+        return False
+    return _covers(runs, before.last, after.last)
 
 
 def _refetches(instance: Instance, evicting: dict[int, tuple[TensorRun, ...]],
@@ -104,7 +118,7 @@ def _refetches(instance: Instance, evicting: dict[int, tuple[TensorRun, ...]],
     found = []
     for tensor, runs in evicting.items():
         for before, after in zip(runs, runs[1:]):
-            if after.fetched and _holds(keeping.get(tensor, ()), before.last, after.last):
+            if after.fetched and _keeps(keeping.get(tensor, ()), before, after):
                 t = instance.tensors[tensor]
                 found.append(Refetch(tensor, t.name, t.size, before.last, after.last))
     return tuple(sorted(found, key=lambda r: (-r.size, r.tensor, r.evicted_after)))

@@ -60,6 +60,46 @@ def test_read_csv_refuses_what_it_did_not_write(tmp_path: Path, text, error) -> 
         read_csv(path)
 
 
+@pytest.mark.parametrize("column, value, message", [
+    (4, "nan", "elapsed_s nan is not a finite number at least 0"),
+    (4, "-1", "elapsed_s -1.0 is not a finite number at least 0"),
+    (5, "inf", "normalized_reward inf is not a finite number"),
+    (3, "0", "budget_s must be a finite number of seconds above 0"),
+    (2, "-3", "seed must be from 0 to 9,223,372,036,854,775,807, not -3"),
+])
+def test_read_csv_names_the_line_no_run_writes(tmp_path: Path, column: int, value: str,
+                                               message: str) -> None:
+    path = tmp_path / "r.csv"
+    cells = ["xla-v1/lstm_infer", "random", "0", "60.0", "1.5", "0.25", "games=3"]
+    cells[column] = value
+    header = "program,solver,seed,budget_s,elapsed_s,normalized_reward,work"
+    path.write_text(f"{header}\n{','.join(cells)}\n")
+    with pytest.raises(FormatError, match=f"r.csv, line 2: .*{message}"):
+        read_csv(path)
+
+
+@pytest.mark.parametrize("budget, seed, message", [
+    (0, 0, "budget must be a finite number of seconds above 0"),
+    (-1, 0, "budget must be a finite number of seconds above 0"),
+    (float("nan"), 0, "budget must be a finite number of seconds above 0"),
+    (float("inf"), 0, "budget must be a finite number of seconds above 0"),
+    (8 * 24 * 3600, 0, "at most 604800"),
+    (0.1, -3, "seed must be from 0 to 9,223,372,036,854,775,807, not -3"),
+])
+def test_a_budget_or_seed_no_run_can_have_is_refused(tmp_path: Path, capsys, budget, seed,
+                                                     message) -> None:
+    from mallocgame.bench.inputs import StudyInputError
+
+    with pytest.raises(StudyInputError, match=message):
+        reward_curve("xla-v1/lstm_infer", "random", budget, seed)
+    out = tmp_path / "rw"
+    assert main(["bench", "rewards", "--programs", "xla-v1/lstm_infer", "--solvers", "random",
+                 "--budget", str(budget), "--seeds", str(seed), "--out", str(out)]) == 2
+    err = capsys.readouterr().err  # the command line's own check or the library's: one line
+    assert len(err.strip().splitlines()) == 1 and ("seed" if seed < 0 else "budget") in err
+    assert not out.with_suffix(".csv").exists()
+
+
 def test_a_solver_spec_runs_one_solver_under_other_settings(tmp_path: Path) -> None:
     assert solver_spec("es") == ("es", {})
     assert solver_spec("es[sigma=0.2;workers=1]") == ("es", {"sigma": "0.2", "workers": "1"})

@@ -59,6 +59,30 @@ def test_sweep_jobs_type_the_options_given_as_text() -> None:
         sweep_jobs(PROGRAMS, ["es"], [0], options={"es": {"workers": "two"}})
 
 
+@pytest.mark.parametrize("seeds, seconds, work, message", [
+    ([-3], None, 2, "a seed must be from 0 to 9,223,372,036,854,775,807, not -3"),
+    ([0], float("nan"), None, "budget must be a finite number of seconds above 0"),
+    ([0], float("inf"), None, "budget must be a finite number of seconds above 0"),
+    ([0], 0.0, None, "budget must be a finite number of seconds above 0"),
+    ([0], None, 0, "the work budget must be from 1 to 9,007,199,254,740,992, not 0"),
+])
+def test_a_sweep_it_cannot_run_is_refused(tmp_path: Path, capsys, seeds, seconds, work,
+                                          message: str) -> None:
+    from mallocgame.bench.inputs import StudyInputError
+    from mallocgame.bench.sweep import sweep_jobs
+
+    with pytest.raises(StudyInputError, match=message):
+        sweep_jobs(PROGRAMS, ["random"], seeds, seconds=seconds, work=work)
+    budget = ["--budget", str(seconds)] if seconds is not None else ["--work", str(work)]
+    argv = ["bench", "speedups", "--programs", PROGRAMS[0], "--solvers", "random",
+            "--seeds", *map(str, seeds), *budget, "--out", str(tmp_path / "out")]
+    assert main(argv) == 2
+    err = capsys.readouterr().err  # the command line's own check or the library's: one line
+    assert len(err.strip().splitlines()) == 1
+    assert ("seed" if seeds[0] < 0 else "work" if work == 0 else "budget") in err
+    assert not (tmp_path / "out").exists()
+
+
 def test_speedup_table_arithmetic() -> None:
     records = [
         {"program": "a", "solver": "base", "seed": 0, "valid": True, "latency_s": 2.0,
@@ -186,7 +210,8 @@ def test_a_hybrids_candidates_become_records_of_their_own() -> None:
                       "muzero": {"valid": True, "latency_s": agent_latency, "reward_s": 1.5, "normalized_reward": 0.2}}
         return {"program": program, "solver": "muzero-prod", "seed": 0, "valid": True, "buffers": 9,
                 "latency_s": min(2.0, agent_latency), "upper_bound_s": 5.0,
-                "solution": {"info": {"chosen": "muzero", "candidates": candidates}}}
+                "solution": {"info": {"chosen": "muzero" if agent_latency < 2.0 else "heuristic",
+                                      "candidates": candidates}}}
 
     records = [prod(p, latency) for p, latency in (("p", 1.0), ("q", 4.0), ("r", 1.6))]
     records += [{"program": p, "solver": "heuristic", "seed": 0, "valid": True, "latency_s": 2.0} for p in "pqr"]
@@ -287,3 +312,35 @@ def test_a_record_keeps_the_full_settings_and_a_stale_one_stops_the_sweep(tmp_pa
     del record["settings"]
     path.write_text(json.dumps(record))
     assert run_sweep([job], tmp_path, workers=1) == (0, 1)
+
+
+def test_a_table_reads_each_records_solution_not_its_numbers(tmp_path: Path, capsys) -> None:
+    jobs = [Job(PROGRAMS[0], "drop", 0, None, 2), Job(PROGRAMS[0], "random", 0, None, 2)]
+    run_sweep(jobs, tmp_path, workers=1)
+    honest = {r["solver"]: r for r in load_records(tmp_path)}
+    speedup = honest["drop"]["latency_s"] / honest["random"]["latency_s"]
+    path = job_path(tmp_path, jobs[1])
+    edited = {**honest["random"], "latency_s": 1e-9, "normalized_reward": 0.99,
+              "reward_s": 1e3}  # by hand
+    path.write_text(json.dumps(edited))
+    argv = ["bench", "speedups", "--programs", PROGRAMS[0], "--baseline", "drop",
+            "--solvers", "random", "--work", "2", "--out", str(tmp_path), "--per-program"]
+    # a sweep under way, and one run (with nothing left to run)
+    for extra in (["--existing"], ["--workers", "1"]):
+        assert main([*argv, *extra]) == 0
+        out = capsys.readouterr().out
+        assert f"| random | 1 | {speedup:.4f} |" in out and "0.9900" not in out
+        assert f"{honest['random']['normalized_reward']:.4f}" in out
+    # its solution edited so that it fails the check: left out of the table, one line
+    # saying which record and why
+    edited["solution"] = {**edited["solution"], "normalized_reward": 7.5}
+    path.write_text(json.dumps(edited))
+    for extra in (["--existing"], ["--workers", "1"]):
+        assert main([*argv, *extra]) == 1
+        captured = capsys.readouterr()
+        [line] = [x for x in captured.err.splitlines() if x.startswith("INVALID")]
+        assert line.startswith(f"INVALID: {PROGRAMS[0]} random s0: {path}: its solution fails "
+                               "check: reward_mismatch: normalized_reward 7.5")
+        assert "| random | 1 |" not in captured.out and "| drop | 1 | 1.0000 |" in captured.out
+        # and R (bound / R) is not taken from it
+        assert f"| {PROGRAMS[0]} | 106 | 0.0000 | invalid | — |" in captured.out

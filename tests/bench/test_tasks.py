@@ -6,14 +6,17 @@ from pathlib import Path
 
 import pytest
 
+from mallocgame.bench.inputs import StudyInputError
 from mallocgame.bench.tasks import (
-    REFERENCES, TaskLatency, fit_counts, latency_table, limit_table, plot_tasks, read_csv, run_tasks_study,
+    REFERENCES, TaskLatency, fit_counts, max_tasks, latency_table,
+    limit_table, plot_tasks, read_csv, run_tasks_study,
     tasks_under_limit, write_csv,
 )
 from mallocgame.costmodel import derive_instance
 from mallocgame.errors import FormatError, InputFileError, SolverError, StaleRecordError
 from mallocgame.sharing import MARL_SOCKET, dram_only_latency, task_preset
 from mallocgame.simulate import baseline_latency, simulate
+from mallocgame.program import save_program
 from mallocgame.solution import load_solution
 from tests.builders import tiny_program
 
@@ -91,6 +94,78 @@ def test_a_file_that_is_not_a_study_csv(tmp_path: Path) -> None:
         read_csv(bad)
     with pytest.raises(InputFileError):
         read_csv(tmp_path / "missing.csv")
+
+
+@pytest.mark.parametrize("column, value, message", [
+    (5, "nan", "latency_s nan is not a finite number above 0"),
+    (5, "inf", "latency_s inf is not a finite number above 0"),
+    (5, "-0.5", "latency_s -0.5 is not a finite number above 0"),
+    (5, "0", "latency_s 0.0 is not a finite number above 0"),
+    (6, "7.5", "normalized_reward 7.5 is not a finite number from"),
+    (6, "nan", "normalized_reward nan"),
+    (4, "inf", "budget_s must be a finite number of seconds"),
+    (1, "0", "tasks must be at least 1"),
+    (3, "-1", "seed must be from 0 to 9,223,372,036,854,775,807, not -1"),
+    (7, "-2", "wall_s -2.0 is not a finite number at least 0"),
+])
+def test_a_resumed_row_no_study_writes_is_refused(tmp_path: Path, capsys, column: int, value: str,
+                                                   message: str) -> None:
+    from mallocgame.cli import main
+
+    _study(tmp_path / "t", placements=["all-slow", "first-touch"], seeds=[0])
+    lines = (tmp_path / "t.csv").read_text().splitlines()
+    row = next(i for i, line in enumerate(lines) if ",first-touch," in line)
+    cells = lines[row].split(",")
+    cells[column] = value
+    lines[row] = ",".join(cells)
+    (tmp_path / "t.csv").write_text("\n".join(lines) + "\n")
+    with pytest.raises(FormatError, match=f"t.csv, line {row + 1}: .*{message}"):
+        read_csv(tmp_path / "t.csv")
+    with pytest.raises(FormatError, match=message):  # the study goes on from no such row
+        _study(tmp_path / "t", placements=["all-slow", "first-touch"], seeds=[0])
+    program = tmp_path / "tiny.program.json"
+    save_program(tiny_program(), program)
+    assert main(["bench", "tasks", "--program", str(program), "--tasks", "1", "4",
+                 "--placements", "all-slow", "first-touch", "--budget", "5",
+                 "--out", str(tmp_path / "t")]) == 2
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1
+    assert f"t.csv, line {row + 1}" in err and message.split()[0] in err
+
+
+@pytest.mark.parametrize("tasks, seeds, budget, message", [
+    ([99999999999999999999], [0], 5.0, "the count of tasks must be from 1 to 8,388,608, not 9999"),
+    ([0], [0], 5.0, "the count of tasks must be from 1"),
+    ([1.5], [0], 5.0, "the count of tasks must be a whole number"),
+    ([], [0], 5.0, "no count of tasks"),
+    ([1], [-3], 5.0, "a seed must be from 0 to 9,223,372,036,854,775,807, not -3"),
+    ([1], [], 5.0, "no seed"),
+    ([1], [0], 0.0, "budget must be a finite number of seconds above 0"),
+    ([1], [0], float("nan"), "budget must be a finite number of seconds above 0"),
+    ([1], [0], 1e9, "at most 604800"),
+])
+def test_a_study_it_cannot_run_is_refused_before_anything_is_written(tmp_path: Path, tasks, seeds,
+                                                                      budget, message) -> None:
+    with pytest.raises(StudyInputError, match=message):
+        run_tasks_study(tiny_program(), MARL_SOCKET, tasks, ["all-slow"], seeds, budget,
+                        tmp_path / "t")
+    assert not any(tmp_path.iterdir())
+
+
+def test_cli_blames_the_count_of_tasks(tmp_path: Path, capsys) -> None:
+    from mallocgame.cli import main
+
+    program = tmp_path / "tiny.program.json"
+    save_program(tiny_program(), program)
+    argv = ["bench", "tasks", "--program", str(program), "--tasks", "99999999999999999999",
+            "--out", str(tmp_path / "t")]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert "the count of tasks must be from 1 to 8,388,608" in err and "bandwidth" not in err
+    hw = MARL_SOCKET.preset
+    assert max_tasks(MARL_SOCKET) == hw.fast_memory_bytes // hw.alignment_bytes
+    run_tasks_study(tiny_program(), MARL_SOCKET, [max_tasks(MARL_SOCKET)], ["all-slow"], [0], 5.0,
+                    tmp_path / "most")  # the most tasks still make a machine
 
 
 def _rows(latencies: dict[tuple[int, str], float]) -> list[TaskLatency]:

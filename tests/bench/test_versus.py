@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 from pathlib import Path
 
@@ -20,6 +21,34 @@ def record(program: str, solver: str, seed: int, reward: float, *, valid: bool =
             "valid": valid, "failures": "" if valid else "overlap", "normalized_reward": reward,
             "buffers": buffers, "budget": {"seconds": budget, "work": work}, "options": options or {},
             "settings": settings or {}}
+
+
+P, Q = "xla-v1/lstm_infer", "xla-v1/resnet_infer"  # 106 and 268 buffers
+
+
+@functools.lru_cache(maxsize=None)
+def _answer(program: str, solver: str) -> dict:
+    """The solution document of ``solver`` on ``program`` (seed 0, work 2)."""
+    from mallocgame.solvers import SolveRequest, get_solver
+    from mallocgame.workloads.registry import load_workload
+
+    return get_solver(solver).solve(load_workload(program), SolveRequest(seed=0, work=2)).to_dict()
+
+
+def reward(program: str, solver: str) -> float:
+    return _answer(program, solver)["normalized_reward"]
+
+
+def kept(program: str, solver: str, seed: int, answer: str, *, broken: bool = False,
+         **kwargs) -> dict:
+    """A record of ``solver`` keeping the solution ``answer`` (a solver's name) gives
+    ``program``, whose stored numbers claim more than it (0.99, 1 buffer): a table must
+    read the solution. ``broken``: the solution's normalized reward edited to 7.5, so it
+    fails the check though the record says it is valid."""
+    solution = dict(_answer(program, answer))
+    if broken:
+        solution["normalized_reward"] = 7.5
+    return {**record(program, solver, seed, 0.99, buffers=1, **kwargs), "solution": solution}
 
 
 def entries(*records: dict) -> list[Entry]:
@@ -97,10 +126,12 @@ def test_refuses_ambiguous_comparisons() -> None:
 
 
 def test_read_entries_checks_every_record(tmp_path: Path) -> None:
-    good = record("p", "a", 0, 0.5)
+    good = kept(P, "a", 0, "greedy")
     _write(tmp_path / "ok", [good])
     budget = {"seconds": 60.0, "work": None}
-    assert [e.seed for e in read_entries([tmp_path / "ok"] * 2, ("a", "b"), budget=budget, options={})] == [0]
+    [entry] = read_entries([tmp_path / "ok"] * 2, ("a", "b"), budget=budget, options={})
+    # the solution's reward and the program's size, not the record's 0.99 and 1
+    assert (entry.seed, entry.reward, entry.buffers) == (0, reward(P, "greedy"), 106)
     for broken, message in [({"seed": "1"}, "seed '1' is not an integer"), ({"seed": True}, "is not an integer"),
                             ({"program": None}, "no program name"), ({"valid": None}, "no 'valid' flag"),
                             ({"normalized_reward": None}, "a valid record with normalized reward None")]:
@@ -114,7 +145,19 @@ def test_read_entries_checks_every_record(tmp_path: Path) -> None:
     _write(tmp_path / "mixed", [{**good, "valid": False, "normalized_reward": None, "failures": "overlap"},
                                 {**good, "solver": "c", "seed": "x"}])
     [entry] = read_entries([tmp_path / "mixed"], ("a", "b"), budget=budget, options={})
-    assert entry.reward is None and entry.failures == "overlap"
+    assert entry.reward == reward(P, "greedy")  # its solution passes the check: valid
+    # a record that says it is valid but whose solution fails the check is no answer
+    _write(tmp_path / "broken", [kept(P, "a", 0, "greedy", broken=True)])
+    [entry] = read_entries([tmp_path / "broken"], ("a", "b"), budget=budget, options={})
+    assert entry.reward is None and "\n" not in entry.failures
+    assert entry.failures.startswith(f"{tmp_path / 'broken' / 'r0.json'}: its solution fails "
+                                     "check: reward_mismatch")
+    # as is one that keeps no solution to re-check, or names no program there is
+    _write(tmp_path / "bare", [record(P, "a", 0, 0.5), {**good, "seed": 1, "program": "no/such"}])
+    bare = read_entries([tmp_path / "bare"], ("a", "b"), budget=budget, options={})
+    assert [e.reward for e in bare] == [None, None]
+    assert "keeps no solution to re-check" in bare[0].failures
+    assert "cannot load its program" in bare[1].failures
 
 
 def _write(folder: Path, records: list[dict]) -> None:
@@ -125,51 +168,66 @@ def _write(folder: Path, records: list[dict]) -> None:
 
 def test_cli_selects_budget_settings_programs_and_seeds(tmp_path: Path, capsys) -> None:
     _write(tmp_path / "one", [
-        record("p", "muzero", 0, 0.6), record("p", "es", 0, 0.5, options={"workers": 2}),
-        record("p", "es", 0, 0.9),  # another setting of es: not this comparison
-        record("p", "muzero", 1, 0.6, budget=120.0),  # another budget
+        kept(P, "muzero", 0, "greedy"), kept(P, "es", 0, "random", options={"workers": 2}),
+        kept(P, "es", 0, "heuristic"),  # another setting of es: not this comparison
+        kept(P, "muzero", 1, "greedy", budget=120.0),  # another budget
     ])
-    _write(tmp_path / "two", [record("q", "muzero", 0, 0.2), record("q", "es", 0, 0.3, options={"workers": 2})])
+    _write(tmp_path / "two", [kept(Q, "muzero", 0, "heuristic"),
+                              kept(Q, "es", 0, "greedy", options={"workers": 2})])
     argv = ["bench", "versus", "muzero", "es", "--out", str(tmp_path / "one"), str(tmp_path / "two"),
             "--budget", "60", "--option", "es:workers=2"]
     assert main(argv) == 0
     out = capsys.readouterr().out
-    assert "| p | 10 | **0.6000** / 0.5000 | 1–0–0 | +20.000% |" in out
-    assert "| q | 10 | 0.2000 / **0.3000** | 0–0–1 |" in out
+    lead = reward(P, "greedy") / reward(P, "random") - 1
+    # the solutions' rewards and the programs' sizes, not the records' 0.99 and 1
+    assert (f"| {P} | 106 | **{reward(P, 'greedy'):.4f}** / {reward(P, 'random'):.4f} | 1–0–0 | "
+            f"{lead:+.3%} |") in out
+    assert (f"| {Q} | 268 | {reward(Q, 'heuristic'):.4f} / **{reward(Q, 'greedy'):.4f}** | "
+            "0–0–1 |") in out
+    assert "0.9900" not in out
     assert "programs: ahead on 1, level on 0, split on 0, behind on 1 of 2" in out
-    assert main([*argv, "--programs", "q"]) == 0
-    assert "| p |" not in capsys.readouterr().out
+    assert main([*argv, "--programs", Q]) == 0
+    assert f"| {P} |" not in capsys.readouterr().out
     assert main([*argv, "--seeds", "3"]) == 2  # nothing left
     assert "no records of muzero or es with budget 60 s" in capsys.readouterr().err
     # without the es setting, es's other record meets muzero's
     assert main(argv[:-2]) == 0
-    assert "0.6000 / **0.9000**" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert f"{reward(P, 'greedy'):.4f} / **{reward(P, 'heuristic'):.4f}**" in out
 
 
 def test_cli_errors_and_invalid_answers(tmp_path: Path, capsys) -> None:
     assert main(["bench", "versus", "a", "b", "--out", str(tmp_path / "none"), "--budget", "60"]) == 2
     assert "no records folder" in capsys.readouterr().err
-    _write(tmp_path, [record("p", "a", 0, 0.5), record("p", "a", 0, 0.6)])
+    _write(tmp_path, [kept(P, "a", 0, "greedy"), kept(P, "a", 0, "random")])
     assert main(["bench", "versus", "a", "b", "--out", str(tmp_path), "--budget", "60"]) == 2
-    assert "two records for p a seed 0" in capsys.readouterr().err
+    assert f"two records for {P} a seed 0" in capsys.readouterr().err
     assert main(["bench", "versus", "a", "a", "--out", str(tmp_path), "--budget", "60"]) == 2
     assert "itself" in capsys.readouterr().err
     assert main(["bench", "versus", "a", "b", "--out", str(tmp_path), "--budget", "60", "--option", "c:x=1"]) == 2
     assert "solver 'c' is not one of a, b" in capsys.readouterr().err
     # a cell spread over two folders of the same setting
-    _write(tmp_path / "x", [record("p", "b", 0, 0.5)])
-    _write(tmp_path / "y", [record("p", "b", 0, 0.6)])
+    _write(tmp_path / "x", [kept(P, "b", 0, "greedy")])
+    _write(tmp_path / "y", [kept(P, "b", 0, "random")])
     assert main(["bench", "versus", "a", "b", "--out", str(tmp_path / "x"), str(tmp_path / "y"), "--budget", "60"]) == 2
-    assert "two records for p b seed 0" in capsys.readouterr().err
+    assert f"two records for {P} b seed 0" in capsys.readouterr().err
     # a work budget picks its own records
-    _write(tmp_path / "w", [record("p", "a", 0, 0.5, budget=None, work=20), record("p", "b", 0, 0.4, budget=None, work=20),
-                            record("p", "a", 1, 0.5)])
+    _write(tmp_path / "w", [kept(P, "a", 0, "heuristic", budget=None, work=20),
+                            kept(P, "b", 0, "greedy", budget=None, work=20),
+                            kept(P, "a", 1, "random")])
     assert main(["bench", "versus", "a", "b", "--out", str(tmp_path / "w"), "--work", "20"]) == 0
     out = capsys.readouterr().out
-    assert "seed 1" not in out and "**0.5000** / 0.4000" in out
+    assert "seed 1" not in out
+    assert f"**{reward(P, 'heuristic'):.4f}** / {reward(P, 'greedy'):.4f}" in out
     assert main(["bench", "versus", "a", "b", "--out", str(tmp_path / "w")]) == 2
     assert "with budget none" in capsys.readouterr().err
-    _write(tmp_path / "bad", [record("p", "a", 0, 0.5, valid=False), record("p", "b", 0, 0.6)])
+    # a record whose solution fails the check, whatever it says: no answer, and one line
+    # saying which record and why
+    _write(tmp_path / "bad", [kept(P, "a", 0, "heuristic", broken=True), kept(P, "b", 0, "greedy")])
     assert main(["bench", "versus", "a", "b", "--out", str(tmp_path / "bad"), "--budget", "60"]) == 1
-    assert "INVALID: p a s0: overlap" in capsys.readouterr().err
+    captured = capsys.readouterr()
+    [line] = captured.err.strip().splitlines()
+    assert line.startswith(f"INVALID: {P} a s0: {tmp_path / 'bad' / 'r0.json'}: its solution "
+                           "fails check: reward_mismatch: normalized_reward 7.5")
+    assert f"| — / {reward(P, 'greedy'):.4f} | 0–0–0 |" in captured.out
     assert main(["bench", "versus", "a", "--out", str(tmp_path), "--budget", "60"]) == 2  # needs two solvers

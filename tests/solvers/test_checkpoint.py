@@ -1,13 +1,21 @@
-"""Reading a learning solver's checkpoint: damaged files and other runs' files are refused."""
+"""A learning solver's files: damaged checkpoints and other runs' are refused; the best
+answer on disk never gets worse."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
 
 from mallocgame.errors import SolverError
-from mallocgame.solvers.checkpoint import restore_checkpoint
+from mallocgame.instance import Instance
+from mallocgame.solution import Solution, load_solution, save_solution
+from mallocgame.solvers import SolveRequest, get_solver
+from mallocgame.solvers.checkpoint import (
+    BestAnswerFile, check_checkpoint, checkpoint_directory, read_fingerprint, restore_checkpoint,
+)
+from mallocgame.workloads.registry import load_workload
 
 serialization = pytest.importorskip("flax.serialization")
 
@@ -36,3 +44,110 @@ def test_a_damaged_file_is_refused(tmp_path: Path, data: bytes) -> None:
     (tmp_path / "c").write_bytes(data)
     with pytest.raises(SolverError, match="not a readable checkpoint"):
         restore_checkpoint(tmp_path / "c", {"seed": 0}, "x")
+
+
+def test_the_fingerprint_alone_is_checked_before_a_run(tmp_path: Path) -> None:
+    state = {"fingerprint": {"seed": 3, "trainer": "muzero"}, "params": list(range(99))}
+    path = _write(tmp_path / "c", state)
+    assert read_fingerprint(path) == {"seed": 3, "trainer": "muzero"}
+    assert check_checkpoint(path, {"seed": 3}, "x", trainer="muzero")
+    assert not check_checkpoint(tmp_path / "none", {"seed": 3}, "x")
+    with pytest.raises(SolverError, match=r"different seed \(give another --out\)"):
+        check_checkpoint(path, {"seed": 4}, "give another --out")
+    (tmp_path / "d").write_bytes(b"\xff\x00 garbage")
+    with pytest.raises(SolverError, match="not a readable checkpoint"):
+        check_checkpoint(tmp_path / "d", {"seed": 3}, "x")
+
+
+@pytest.mark.parametrize("fingerprint", [
+    {"trainer": "muzero", "version": 2, "seed": 0},
+    {"version": 2, "seed": 0, "answer": "search", "config": "{}"},  # written before "trainer" was
+])
+def test_another_trainers_checkpoint_names_the_trainer(tmp_path: Path, fingerprint: dict) -> None:
+    path = _write(tmp_path / "c", {"fingerprint": fingerprint})
+    message = rf"{tmp_path}: holds a muzero run, which egrl cannot resume \(remove it\)"
+    with pytest.raises(SolverError, match=message):
+        restore_checkpoint(path, {"version": 1, "seed": 0}, "remove it", trainer="egrl")
+    with pytest.raises(SolverError, match=message):
+        check_checkpoint(path, {"version": 1, "seed": 0}, "remove it", trainer="egrl")
+    state = restore_checkpoint(path, {"seed": 0}, "x", trainer="muzero")
+    assert state["fingerprint"] == fingerprint
+
+
+def test_a_checkpoint_folder_must_not_be_a_file(tmp_path: Path) -> None:
+    (tmp_path / "file").write_text("x")
+    with pytest.raises(SolverError, match="file: cannot hold checkpoints: it is a file"):
+        checkpoint_directory(tmp_path / "file")
+    with pytest.raises(SolverError, match="is a file, not a directory"):
+        checkpoint_directory(tmp_path / "file" / "run")
+    assert checkpoint_directory(tmp_path / "new" / "run") == tmp_path / "new" / "run"
+
+
+# ----------------------------------------------------------------- the best answer
+
+
+@pytest.fixture(scope="module")
+def answers(small: Instance) -> dict[str, Solution]:
+    """Three answers of ``small``, worst to best: random, greedy, heuristic."""
+    found = {name: get_solver(name).solve(small, SolveRequest(seed=0, work=1))
+             for name in ("random", "greedy", "heuristic")}
+    assert found["random"].reward_s < found["greedy"].reward_s < found["heuristic"].reward_s
+    return found
+
+
+def test_the_best_answer_on_disk_never_gets_worse(tmp_path: Path, small: Instance, answers) -> None:
+    path = tmp_path / "run" / "best.solution.json"
+    best = BestAnswerFile(path, small)
+    assert best.offer(answers["greedy"]) and load_solution(path).solver == "greedy"
+    assert not best.offer(answers["random"]) and load_solution(path).solver == "greedy"
+    assert not best.offer(answers["greedy"])  # as good is not better
+    assert best.offer(answers["heuristic"]) and load_solution(path).solver == "heuristic"
+    # a new writer (a resumed or restarted run) re-checks the file on disk
+    later = BestAnswerFile(path, small)
+    assert later.on_disk() == answers["heuristic"].reward_s
+    assert not later.offer(answers["greedy"]) and load_solution(path).solver == "heuristic"
+    assert sorted(p.name for p in path.parent.iterdir()) == ["best.solution.json"]
+
+
+def test_a_file_changed_on_disk_is_read_again(tmp_path: Path, small: Instance, answers) -> None:
+    path = tmp_path / "best.solution.json"
+    best = BestAnswerFile(path, small)
+    assert best.offer(answers["random"])
+    save_solution(answers["heuristic"], path)  # another writer
+    assert not best.offer(answers["greedy"]) and load_solution(path).solver == "heuristic"
+
+
+def test_another_measure_of_better(tmp_path: Path, small: Instance, answers) -> None:
+    best = BestAnswerFile(tmp_path / "b.json", small, score=lambda s: -s.reward_s)
+    assert best.offer(answers["greedy"]) and best.offer(answers["random"])
+    assert not best.offer(answers["heuristic"])
+
+
+def _unusable(kind: str, answers: dict[str, Solution]) -> bytes:
+    """A best.solution.json that must not count: damaged, tampered with, of another instance."""
+    if kind == "damaged":
+        return b"{not json"
+    if kind == "tampered":
+        doc = answers["heuristic"].to_dict()
+        doc["reward_s"] *= 2  # claims twice its reward
+        return json.dumps(doc).encode()
+    gru = load_workload("xla-v1/gru_infer")
+    other = get_solver("random").solve(gru, SolveRequest(seed=0, work=1))
+    return json.dumps(other.to_dict()).encode()
+
+
+@pytest.mark.parametrize("kind, why", [
+    ("damaged", "not valid JSON"), ("tampered", "reward_mismatch"), ("other", "instance_mismatch"),
+])
+def test_a_file_that_does_not_load_or_check_is_moved_aside(
+        tmp_path: Path, small: Instance, answers, kind: str, why: str) -> None:
+    path = tmp_path / "best.solution.json"
+    data = _unusable(kind, answers)
+    path.write_bytes(data)
+    (tmp_path / "best.solution.aside.json").write_text("an earlier one")
+    lines: list[str] = []
+    assert BestAnswerFile(path, small, log=lines.append).offer(answers["random"])
+    assert load_solution(path).solver == "random"
+    assert (tmp_path / "best.solution.aside-2.json").read_bytes() == data  # kept, not overwritten
+    assert (tmp_path / "best.solution.aside.json").read_text() == "an earlier one"
+    assert len(lines) == 1 and why in lines[0] and "moved to best.solution.aside-2.json" in lines[0]

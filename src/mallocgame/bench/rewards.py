@@ -14,7 +14,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Mapping
 
-from mallocgame.errors import SolverError
+from mallocgame.bench.inputs import budget_seconds, finite, seed as checked_seed
+from mallocgame.errors import FormatError, SolverError
 from mallocgame.fileio import read_csv_rows, write_bytes_atomic, write_csv_atomic
 from mallocgame.instance import Instance
 from mallocgame.solvers import Improvement, SolveRequest, get_solver
@@ -66,7 +67,12 @@ def solver_spec(spec: str) -> tuple[str, dict[str, str]]:
 
 def reward_curve(program: str, solver: str, seconds: float, seed: int = 0) -> list[CurvePoint]:
     """Every new best of ``solver`` (a name or a spec with settings, :func:`solver_spec`)
-    on ``program`` within ``seconds``, plus the final answer."""
+    on ``program`` within ``seconds``, plus the final answer. Before anything runs,
+    :class:`~mallocgame.bench.inputs.StudyInputError` refuses a budget
+    :func:`~mallocgame.bench.inputs.budget_seconds` refuses (0, negative, ``nan``,
+    ``inf``, over 7 days) and a seed that is not a whole number >= 0."""
+    seconds = budget_seconds(seconds)
+    seed = checked_seed(seed)
     name, options = solver_spec(solver)
     inst = load_workload(program)
     points: list[CurvePoint] = []
@@ -101,9 +107,33 @@ def write_csv(points: list[CurvePoint], path: Path) -> None:
 def read_csv(path: Path) -> list[CurvePoint]:
     """The points :func:`write_csv` wrote to ``path``; raises
     :class:`~mallocgame.errors.InputFileError` for a file it cannot read and
-    :class:`~mallocgame.errors.FormatError` for one in another format."""
-    return read_csv_rows(path, CSV_HEADER, lambda r: CurvePoint(
-        r[0], r[1], int(r[2]), float(r[4]), float(r[5]), r[6], float(r[3]) if r[3] else None), "reward-curve CSV")
+    :class:`~mallocgame.errors.FormatError` for one in another format, or with a row no
+    run writes (it names the file and line): a negative seed, a budget
+    :func:`~mallocgame.bench.inputs.budget_seconds` refuses, a time that is not finite
+    and >= 0, a reward that is not finite."""
+    points = []
+    rows = read_csv_rows(path, CSV_HEADER, list, "reward-curve CSV")
+    for line, cells in enumerate(rows, start=2):
+        try:
+            points.append(_parse_point(cells))
+        except (ValueError, IndexError) as exc:
+            raise FormatError(f"{path}, line {line}: not a point of a reward curve ({exc})") \
+                from None
+    return points
+
+
+def _parse_point(r: list[str]) -> CurvePoint:
+    """One CSV row as :func:`write_csv` writes it; :class:`ValueError` names a bad cell."""
+    if len(r) != len(CSV_HEADER):
+        raise ValueError(f"{len(r)} cells, not {len(CSV_HEADER)}")
+    if not r[0] or not r[1]:
+        raise ValueError("no program" if not r[0] else "no solver")
+    return CurvePoint(
+        program=r[0], solver=r[1], seed=checked_seed(int(r[2])),
+        elapsed_s=finite(float(r[4]), "elapsed_s", 0.0),
+        normalized_reward=finite(float(r[5]), "normalized_reward"), work=r[6],
+        budget_s=budget_seconds(float(r[3]), "budget_s") if r[3] else None,
+    )
 
 
 def final_table(points: list[CurvePoint]) -> str:

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterable, Sequence
 
 from mallocgame.bench.markdown import markdown_table
+from mallocgame.bench.recheck import checked_candidates
 from mallocgame.bench.sweep import Job
 from mallocgame.fileio import write_csv_atomic
 
@@ -116,7 +117,7 @@ def format_program_table(records: list[dict[str, Any]], solvers: list[str]) -> s
     normalizer: dict[str, float] = {}
     for r in records:
         programs[r["program"]] = int(r.get("buffers") or 0)
-        if r.get("normalized_reward"):
+        if r.get("valid") and r.get("normalized_reward"):
             normalizer[r["program"]] = r["reward_s"] / r["normalized_reward"]
     lines = [
         "| program | buffers | " + " | ".join(solvers) + " | bound / R |",
@@ -132,18 +133,20 @@ def format_program_table(records: list[dict[str, Any]], solvers: list[str]) -> s
 
 
 def candidate_records(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """A record for each candidate a hybrid's record holds (``best-of``, ``muzero-prod``:
-    its solution's ``info["candidates"]``), named ``SOLVER:CANDIDATE`` (e.g.
-    ``muzero-prod:muzero``, the agent inside ``muzero-prod``), with the candidate's
-    validity, rewards and simulated latency and the record's program, seed and bound."""
+    """A record for each candidate a hybrid's re-checked record holds (``best-of``,
+    ``muzero-prod``: its solution's ``info["candidates"]``), named ``SOLVER:CANDIDATE``
+    (e.g. ``muzero-prod:muzero``, the agent inside ``muzero-prod``), with the candidate's
+    validity, rewards and simulated latency as
+    :func:`~mallocgame.bench.recheck.checked_candidates` gives them (the chosen one's
+    recomputed from the record's solution) and the record's program, seed and bound."""
     derived = []
     for r in records:
-        candidates = ((r.get("solution") or {}).get("info") or {}).get("candidates") or {}
-        for name, c in candidates.items():
+        for name, c in checked_candidates(r).items():
             derived.append({
                 "program": r["program"], "solver": f"{r['solver']}:{name}", "seed": r.get("seed"),
-                "buffers": r.get("buffers"), "valid": bool(c.get("valid")), "latency_s": c.get("latency_s"),
-                "reward_s": c.get("reward_s"), "normalized_reward": c.get("normalized_reward"),
+                "buffers": r.get("buffers"), "valid": c["valid"], "failures": c["failures"],
+                "latency_s": c["latency_s"], "reward_s": c["reward_s"],
+                "normalized_reward": c["normalized_reward"],
                 "upper_bound_s": r.get("upper_bound_s"),
             })
     return derived

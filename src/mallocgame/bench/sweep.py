@@ -13,7 +13,9 @@ solver name and options are checked (:func:`check_jobs`) before any job runs, so
 typo ends the sweep with one :class:`~mallocgame.errors.SolverError` and no work done.
 
 A record is replayable: it keeps the instance's sha256 and the solution itself, so
-``mallocgame check PROGRAM RECORD.json`` re-checks any row of a table made from it.
+``mallocgame check PROGRAM RECORD.json`` re-checks any row of a table made from it;
+:func:`job_records`, which the tables read, re-checks every record it returns and
+recomputes its numbers from its solution (:mod:`mallocgame.bench.recheck`).
 """
 
 from __future__ import annotations
@@ -89,7 +91,17 @@ def sweep_jobs(
     """Every (program, solver, seed) job with one budget; ``options`` by solver name.
     Jobs are ordered by seed, then program, then solver, so a sweep cut short leaves
     whole (program, seed) cells. A bad solver name or option raises
-    :class:`~mallocgame.errors.SolverError` before any job exists."""
+    :class:`~mallocgame.errors.SolverError` before any job exists, and a seed that is not
+    a whole number >= 0, a work budget below 1 or a wall-clock budget
+    :func:`~mallocgame.bench.inputs.budget_seconds` refuses raises
+    :class:`~mallocgame.bench.inputs.StudyInputError`."""
+    from mallocgame.bench.inputs import budget_seconds, seeds as checked_seeds, work_budget
+
+    seeds = checked_seeds(seeds)
+    if seconds is not None:
+        seconds = budget_seconds(seconds)
+    if work is not None:
+        work = work_budget(work)
     typed = {solver: job_options(solver, (options or {}).get(solver, {})) for solver in solvers}
     return [
         Job(program, solver, seed, seconds, work, typed[solver])
@@ -306,12 +318,17 @@ def load_records(out_dir: Path) -> list[dict[str, Any]]:
 
 def job_records(out_dir: Path, jobs: Sequence[Job]) -> list[dict[str, Any]]:
     """The records in ``out_dir`` of exactly these jobs (program, solver, seed, budget
-    and options alike), in file-name order."""
+    and options alike), in file-name order, each re-checked: its numbers recomputed
+    from its solution, and invalid (one line in ``failures`` naming its file and why)
+    where that solution fails the check (:class:`~mallocgame.bench.recheck.Rechecker`)."""
+    from mallocgame.bench.recheck import Rechecker
+
     wanted = {
         (j.program, j.solver, j.seed, j.seconds, j.work, json.dumps(j.options_dict, sort_keys=True)) for j in jobs
     }
+    rechecker = Rechecker()
     return [
-        r for r in load_records(out_dir)
+        rechecker.record(path, r) for path, r in record_files(out_dir)
         if (r.get("program"), r.get("solver"), r.get("seed"), (r.get("budget") or {}).get("seconds"),
             (r.get("budget") or {}).get("work"), json.dumps(r.get("options", {}), sort_keys=True)) in wanted
     ]

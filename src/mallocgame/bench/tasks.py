@@ -32,10 +32,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterator, Sequence
 
+from mallocgame.bench.inputs import (
+    StudyInputError, budget_seconds, finite, seed as checked_seed, seeds as checked_seeds,
+    whole_number, within,
+)
 from mallocgame.bench.rewards import solver_spec
 from mallocgame.check import check_solution
 from mallocgame.costmodel import derive_instance, peak_live_bytes
-from mallocgame.errors import SolverError, StaleRecordError
+from mallocgame.errors import FormatError, SolverError, StaleRecordError
 from mallocgame.fileio import read_csv_rows, write_bytes_atomic, write_csv_atomic
 from mallocgame.instance import Instance
 from mallocgame.program import Program
@@ -45,7 +49,8 @@ from mallocgame.solution import save_solution
 from mallocgame.solvers import SolveRequest, get_solver
 
 __all__ = [
-    "REFERENCES", "TaskLatency", "run_tasks_study", "write_csv", "read_csv", "latency_table", "tasks_under_limit",
+    "REFERENCES", "TaskLatency", "max_tasks",
+    "run_tasks_study", "write_csv", "read_csv", "latency_table", "tasks_under_limit",
     "limit_table", "fit_counts", "fit_table", "plot_tasks",
 ]
 
@@ -95,12 +100,23 @@ def run_tasks_study(
 ) -> list[TaskLatency]:
     """Run every missing (tasks, placement, seed) cell; every row of ``out.csv`` for this study.
 
-    ``placements``: references and solver specs. Raises
+    ``placements``: references and solver specs. Raises, before anything runs or is
+    written, :class:`~mallocgame.bench.inputs.StudyInputError` for a count of tasks that
+    is not a whole number from 1 to :func:`max_tasks`, a seed that is not a whole number
+    >= 0, or a budget :func:`~mallocgame.bench.inputs.budget_seconds` refuses, and
+    :class:`~mallocgame.errors.SolverError` for a bad spec; then
     :class:`~mallocgame.errors.StaleRecordError` when ``out.csv`` holds another program's
     or budget's rows, or another run of the study is writing them (it holds
-    ``OUT.lock``); :class:`~mallocgame.errors.SolverError` for a bad spec (before anything
-    runs) and if an answer fails the check.
+    ``OUT.lock``); :class:`~mallocgame.errors.FormatError` for a row of ``out.csv`` no
+    study writes (:func:`read_csv`); :class:`~mallocgame.errors.SolverError` if an
+    answer fails the check.
     """
+    most = max_tasks(machine)
+    if not tasks:
+        raise StudyInputError("no count of tasks given")
+    tasks = [whole_number(n, "the count of tasks", 1, most) for n in tasks]
+    seeds = list(checked_seeds(seeds))
+    budget_s = budget_seconds(budget_s)
     specs = [p for p in placements if p not in REFERENCES]
     for spec in specs:
         solver_spec(spec)
@@ -125,6 +141,13 @@ def run_tasks_study(
                 if progress is not None:
                     progress(f"{n} tasks, {placement} s{seed}: {rows[-1].latency_s:.3f} s a task")
         return rows
+
+
+def max_tasks(machine: SharedMachine) -> int:
+    """The most tasks a study shares ``machine`` between: as many as its fast memory
+    holds alignment units, each task's least share
+    (:func:`mallocgame.sharing.task_preset`; beyond it a task's share stops shrinking)."""
+    return max(1, machine.preset.fast_memory_bytes // machine.preset.alignment_bytes)
 
 
 def _run_cell(program: Program, machine: SharedMachine, inst: Instance, tasks: int, placement: str, seed: int,
@@ -172,10 +195,39 @@ def write_csv(rows: list[TaskLatency], path: Path) -> None:
 
 def read_csv(path: Path) -> list[TaskLatency]:
     """The rows :func:`write_csv` wrote; :class:`~mallocgame.errors.InputFileError` for a
-    file it cannot read, :class:`~mallocgame.errors.FormatError` for another format."""
-    return read_csv_rows(path, CSV_HEADER, lambda r: TaskLatency(
-        r[0], int(r[1]), r[2], int(r[3]), float(r[4]), float(r[5]), float(r[6]) if r[6] else None, float(r[7])),
-        "tasks-study CSV")
+    file it cannot read, :class:`~mallocgame.errors.FormatError` for another format or a
+    row no study writes (it names the file and line): a count of tasks below 1, a
+    negative seed, a budget :func:`~mallocgame.bench.inputs.budget_seconds` refuses, a
+    latency that is not finite and above 0, a normalized reward outside ``[0, 1]``
+    (the roofline's bound, give or take ``REWARD_SLACK``) or a wall time below 0."""
+    rows = []
+    for line, cells in enumerate(read_csv_rows(path, CSV_HEADER, list, "tasks-study CSV"), start=2):
+        try:
+            rows.append(_parse_row(cells))
+        except (ValueError, IndexError) as exc:
+            raise FormatError(f"{path}, line {line}: not a row of a tasks study ({exc})") from None
+    return rows
+
+
+REWARD_SLACK = 1e-9
+"""How far past ``[0, 1]`` a normalized reward read back may be: the rounding of sums."""
+
+
+def _parse_row(r: list[str]) -> TaskLatency:
+    """One CSV row as :func:`write_csv` writes it; :class:`ValueError` names a bad cell."""
+    if len(r) != len(CSV_HEADER):
+        raise ValueError(f"{len(r)} cells, not {len(CSV_HEADER)}")
+    if not r[0] or not r[2]:
+        raise ValueError("no program" if not r[0] else "no placement")
+    reward = None
+    if r[6]:
+        reward = within(float(r[6]), "normalized_reward", -REWARD_SLACK, 1.0 + REWARD_SLACK)
+    return TaskLatency(
+        program=r[0], tasks=whole_number(int(r[1]), "tasks", 1), placement=r[2],
+        seed=checked_seed(int(r[3])), budget_s=budget_seconds(float(r[4]), "budget_s"),
+        latency_s=finite(float(r[5]), "latency_s", 0.0, above=True), normalized_reward=reward,
+        wall_s=finite(float(r[7]), "wall_s", 0.0),
+    )
 
 
 def _mean_latency(rows: Sequence[TaskLatency]) -> dict[tuple[int, str], float]:

@@ -11,6 +11,10 @@ every seed is a tie and *split* otherwise. Two rewards tie when they differ by a
 most ``TIE_TOLERANCE`` relative (the same game scores the same float; two different
 games practically never do).
 
+The rewards compared are recomputed from the solutions the records keep, each
+re-checked (:mod:`mallocgame.bench.recheck`); a record whose solution fails the check
+counts as no answer, and the command says which record and why.
+
 A comparison is refused (:class:`~mallocgame.errors.ComparisonError`) rather than
 guessed when two records fill one cell, or when two records of one solver disagree
 on a setting both record (a default changed between the sweeps). A setting only one
@@ -26,6 +30,7 @@ from numbers import Real
 from pathlib import Path
 from typing import Any, Iterable
 
+from mallocgame.bench.recheck import Rechecker
 from mallocgame.bench.sweep import record_files
 from mallocgame.errors import ComparisonError
 
@@ -89,9 +94,13 @@ def read_entries(
     ``{"seconds": S, "work": N}``) and each solver's ``options`` (``{}``: the
     defaults), for ``programs`` and ``seeds`` if given (else all). A folder given
     twice is read once; a missing folder or a malformed record raises
-    :class:`ComparisonError`."""
+    :class:`ComparisonError`. Each record is re-checked
+    (:class:`~mallocgame.bench.recheck.Rechecker`): its entry's reward and size are its
+    solution's, and a record whose solution fails the check is an invalid entry whose
+    ``failures`` is one line naming the record's file and why."""
     wanted_programs = set(programs) if programs else None
     wanted_seeds = set(seeds) if seeds else None
+    rechecker = Rechecker()
     entries, seen = [], set()
     for folder in folders:
         if not folder.is_dir():
@@ -109,7 +118,7 @@ def read_entries(
                 continue
             if wanted_seeds is not None and entry.seed not in wanted_seeds:
                 continue
-            entries.append(entry)
+            entries.append(_entry(str(path), rechecker.record(path, doc)))
     return entries
 
 

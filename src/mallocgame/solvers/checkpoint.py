@@ -1,24 +1,49 @@
-"""Reading a learning solver's checkpoint back: one msgpack document with a fingerprint.
+"""A learning solver's files on disk: its checkpoint, and its best answer.
 
 ``muzero`` and ``egrl`` write their state as a flax msgpack document whose
-``"fingerprint"`` names what the run is for (instance hash, seed, settings).
-:func:`restore_checkpoint` reads it and refuses a damaged file or one written for
-another run, with a :class:`~mallocgame.errors.SolverError` naming the field.
+``"fingerprint"`` names what the run is for (instance hash, seed, settings) and which
+trainer wrote it (``"trainer"``). :func:`restore_checkpoint` reads it and refuses a
+damaged file or one written for another run, with a
+:class:`~mallocgame.errors.SolverError` naming the field (or the trainer that wrote it);
+:func:`check_checkpoint` does the same from the fingerprint alone, before a run starts.
+:func:`checkpoint_directory` refuses a checkpoint folder that is a file.
+
+The best answer, ``best.solution.json`` beside the checkpoint, never gets worse
+(:class:`BestAnswerFile`): a run writes it only when its answer beats the file on disk,
+re-checked; a run resumed from an older checkpoint (after a kill) or started afresh
+beside the file leaves a better one alone, and a file that fails to load or check is
+moved aside, never overwritten.
 """
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
-from mallocgame.errors import SolverError
+from mallocgame.errors import MallocGameError, SolverError
+from mallocgame.instance import Instance
+from mallocgame.solution import Solution
 
-__all__ = ["restore_checkpoint"]
+__all__ = [
+    "TRAINER_KEY", "restore_checkpoint", "check_checkpoint", "read_fingerprint",
+    "checkpoint_directory", "BestAnswerFile",
+]
+
+TRAINER_KEY = "trainer"
+"""The fingerprint key naming the trainer that wrote a checkpoint (``"muzero"``, ``"egrl"``)."""
+
+_LEGACY_TRAINERS = {"answer": "muzero", "settings": "egrl"}
+"""A checkpoint written before :data:`TRAINER_KEY` existed: its trainer, from a key only
+that trainer's fingerprint has."""
 
 
-def restore_checkpoint(path: Path, fingerprint: Mapping[str, Any], remedy: str) -> dict[str, Any]:
-    """The state dict at ``path`` if its fingerprint equals ``fingerprint`` on every key;
-    ``remedy`` ends the message of a mismatch (e.g. ``"use another --dir or remove it"``)."""
+def restore_checkpoint(
+    path: Path, fingerprint: Mapping[str, Any], remedy: str, *, trainer: str | None = None,
+) -> dict[str, Any]:
+    """The state dict at ``path`` if it was written by ``trainer`` (``None``: any) and its
+    fingerprint equals ``fingerprint`` on every key; ``remedy`` ends the message of a
+    mismatch (e.g. ``"use another checkpoint_dir or remove it"``)."""
     from flax import serialization
 
     try:
@@ -27,8 +52,148 @@ def restore_checkpoint(path: Path, fingerprint: Mapping[str, Any], remedy: str) 
         raise SolverError(f"{path}: not a readable checkpoint ({type(exc).__name__})") from None
     if not isinstance(state, dict):
         raise SolverError(f"{path}: not a readable checkpoint (not a mapping)")
-    theirs = state.get("fingerprint", {})
-    for key, value in fingerprint.items():
-        if not isinstance(theirs, dict) or theirs.get(key) != value:
-            raise SolverError(f"{path}: checkpoint was written for a different {key} ({remedy})")
+    _compare(path, state.get("fingerprint", {}), fingerprint, remedy, trainer)
     return state
+
+
+def read_fingerprint(path: Path) -> dict[str, Any]:
+    """The fingerprint of the checkpoint at ``path`` (``{}`` if it has none), read
+    without decoding the rest of the file (the fingerprint is its first entry)."""
+    import msgpack
+
+    try:
+        with path.open("rb") as handle:
+            unpacker = msgpack.Unpacker(handle, raw=False)
+            for _ in range(unpacker.read_map_header()):
+                if unpacker.unpack() == "fingerprint":
+                    found = unpacker.unpack()
+                    return found if isinstance(found, dict) else {}
+                unpacker.skip()
+    except Exception as exc:  # msgpack raises several types for a damaged file
+        raise SolverError(f"{path}: not a readable checkpoint ({type(exc).__name__})") from None
+    return {}
+
+
+def check_checkpoint(
+    path: Path, fingerprint: Mapping[str, Any], remedy: str, *, trainer: str | None = None,
+) -> bool:
+    """Whether a run would resume from the checkpoint at ``path``: ``False`` where there
+    is none, ``True`` where it is this run's; otherwise the :class:`SolverError`
+    :func:`restore_checkpoint` would raise (checked from the fingerprint alone)."""
+    if not path.exists():
+        return False
+    _compare(path, read_fingerprint(path), fingerprint, remedy, trainer)
+    return True
+
+
+def _compare(
+    path: Path, theirs: Any, fingerprint: Mapping[str, Any], remedy: str, trainer: str | None,
+) -> None:
+    if not isinstance(theirs, dict):
+        theirs = {}
+    if trainer is not None:
+        wrote = theirs.get(TRAINER_KEY)
+        if not isinstance(wrote, str):
+            wrote = next((name for key, name in _LEGACY_TRAINERS.items() if key in theirs), None)
+        if wrote is not None and wrote != trainer:
+            raise SolverError(
+                f"{path.parent}: holds a {wrote} run, which {trainer} cannot resume ({remedy})")
+    for key, value in fingerprint.items():
+        if theirs.get(key) != value:
+            raise SolverError(f"{path}: checkpoint was written for a different {key} ({remedy})")
+
+
+def checkpoint_directory(path: str | os.PathLike[str]) -> Path:
+    """``path`` as the folder of a run's checkpoints: refused with a :class:`SolverError`
+    where it (or a folder above it) is something other than a directory; a missing one
+    is created when the run first writes."""
+    folder = Path(path)
+    for above in (folder, *folder.parents):
+        if above.exists() and not above.is_dir():
+            what = "it is" if above == folder else f"{above} is"
+            raise SolverError(f"{folder}: cannot hold checkpoints: {what} a file, not a directory")
+    return folder
+
+
+class BestAnswerFile:
+    """The best answer for one instance in a file (a run's ``best.solution.json``),
+    which a write never makes worse.
+
+    :meth:`offer` writes a solution only where it scores higher than the file on disk
+    (``score``: a solution's measure, higher is better; by default ``reward_s``). The
+    file on disk is loaded and checked against the instance (:func:`mallocgame.check.
+    check_solution`) before its score counts; one that fails to load or check (damaged,
+    tampered with, of another instance) is moved aside to ``NAME.aside.json`` (or
+    ``NAME.aside-2.json``, ...), never overwritten, and ``log`` says so. A file this
+    object read or wrote last is not read again until it changes on disk.
+    """
+
+    def __init__(
+        self, path: str | os.PathLike[str], instance: Instance, *,
+        score: Callable[[Solution], float] | None = None, log: Callable[[str], None] | None = None,
+    ) -> None:
+        self.path = Path(path)
+        self.instance = instance
+        self.score = score or (lambda solution: solution.reward_s)
+        self.log = log or (lambda _line: None)
+        self._known: tuple[tuple[int, int, int], float] | None = None  # (file stat, its score)
+
+    def offer(self, solution: Solution) -> bool:
+        """Write ``solution`` (atomically) if it scores higher than the file on disk or
+        there is none; returns whether it was written."""
+        from mallocgame.solution import save_solution
+
+        mine = self.score(solution)
+        theirs = self.on_disk()
+        if theirs is not None and not mine > theirs:
+            return False
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        save_solution(solution, self.path)
+        self._known = (_stat(self.path), mine)
+        return True
+
+    def on_disk(self) -> float | None:
+        """The score of the file on disk (``None`` where there is none, or it was moved
+        aside because it does not load or check)."""
+        from mallocgame.check import check_solution
+        from mallocgame.solution import load_solution
+
+        try:
+            stat = _stat(self.path)
+        except FileNotFoundError:
+            return None
+        if self._known is not None and self._known[0] == stat:
+            return self._known[1]
+        try:
+            solution = load_solution(self.path)
+            failures = check_solution(self.instance, solution).failures
+            problem = f"{failures[0].kind}: {failures[0].message}" if failures else ""
+        except MallocGameError as exc:
+            problem = str(exc)
+        if not problem:
+            self._known = (stat, self.score(solution))
+            return self._known[1]
+        aside = self._set_aside()
+        self.log(f"{self.path} is not a valid answer for {self.instance.name} "
+                 f"({problem.splitlines()[0]}): moved to {aside.name}")
+        return None
+
+    def _set_aside(self) -> Path:
+        name = self.path.name
+        stem = name[: -len(".json")] if name.endswith(".json") else name
+        for n in range(1, 10_000):
+            aside = self.path.with_name(f"{stem}.aside{'' if n == 1 else f'-{n}'}.json")
+            if os.path.lexists(aside):
+                continue
+            try:
+                os.rename(self.path, aside)
+            except OSError as exc:
+                why = f"cannot move it aside to {aside.name}: {exc.strerror or exc}"
+                raise SolverError(f"{self.path}: {why}") from None
+            return aside
+        raise SolverError(f"{self.path}: cannot move it aside: every {stem}.aside-N.json is taken")
+
+
+def _stat(path: Path) -> tuple[int, int, int]:
+    st = path.stat()
+    return st.st_mtime_ns, st.st_size, st.st_ino

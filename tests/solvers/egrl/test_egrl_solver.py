@@ -8,11 +8,13 @@ from pathlib import Path
 import jax
 import numpy as np
 import pytest
+from flax import serialization
 
 from mallocgame.check import check_solution
 from mallocgame.errors import SolverError
 from mallocgame.options import parse_config
 from mallocgame.simulate import speedup
+from mallocgame.solution import load_solution
 from mallocgame.solvers import SolveRequest, get_solver
 from mallocgame.solvers.egrl import EgrlConfig
 from mallocgame.solvers.egrl.trainer import BEST_NAME, CHECKPOINT_NAME, DEFAULT_GENERATIONS, EgrlTrainer
@@ -160,6 +162,35 @@ def test_a_checkpoint_of_another_run_is_refused(lstm, tmp_path: Path, change: di
         _solve(inst, work=3, seed=seed, mode="evolution", checkpoint_dir=str(tmp_path), **change)
 
 
+def test_a_run_from_an_older_checkpoint_leaves_the_better_best_answer(lstm, tmp_path: Path) -> None:
+    older = EgrlTrainer(lstm, _config(tmp_path)).run(proposals=1)
+    kept = (tmp_path / CHECKPOINT_NAME).read_bytes()
+    better = EgrlTrainer(lstm, _config(tmp_path)).run(proposals=14)
+    assert better.reward_s > older.reward_s  # the run found a better answer ...
+    (tmp_path / CHECKPOINT_NAME).write_bytes(kept)  # ... then was killed before its checkpoint
+    resumed = EgrlTrainer(lstm, _config(tmp_path))
+    assert resumed.resumed and resumed.run(proposals=2).reward_s < better.reward_s
+    assert load_solution(tmp_path / BEST_NAME).reward_s == better.reward_s
+    (tmp_path / CHECKPOINT_NAME).unlink()  # a new run beside the file, with a smaller budget
+    assert EgrlTrainer(lstm, _config(tmp_path)).run(proposals=1).reward_s < better.reward_s
+    assert load_solution(tmp_path / BEST_NAME).reward_s == better.reward_s
+
+
+def test_a_muzero_checkpoint_is_named_as_such(lstm, tmp_path: Path) -> None:
+    from mallocgame.solvers.checkpoint import TRAINER_KEY
+
+    (tmp_path / CHECKPOINT_NAME).write_bytes(serialization.msgpack_serialize(
+        {"fingerprint": {"version": 2, "answer": "search", TRAINER_KEY: "muzero"}}))
+    with pytest.raises(SolverError, match="holds a muzero run, which egrl cannot resume"):
+        EgrlTrainer(lstm, _config(tmp_path))
+
+
+def test_a_checkpoint_folder_that_is_a_file_is_refused(lstm, tmp_path: Path) -> None:
+    (tmp_path / "run").write_text("not a folder")
+    with pytest.raises(SolverError, match="cannot hold checkpoints: it is a file"):
+        EgrlTrainer(lstm, _config(tmp_path / "run"))
+
+
 def test_a_damaged_checkpoint_is_refused(lstm, tmp_path: Path) -> None:
     (tmp_path / CHECKPOINT_NAME).write_bytes(b"\x00not msgpack at all")
     with pytest.raises(SolverError, match="not a readable checkpoint"):
@@ -172,12 +203,12 @@ def test_a_damaged_checkpoint_is_refused(lstm, tmp_path: Path) -> None:
     ({"mode": "marl"}, "option mode must be one of"),
     ({"fitness": "latency"}, "option fitness must be one of"),
     ({"population": 4}, "unknown option 'population'"),
-    ({"policies": -1}, "non-negative"),
+    ({"policies": -1}, r"egrl: option policies must be in \[0, 1024\], not -1"),
     ({"policies": 0, "chromosomes": 0}, "needs a population"),
     ({"elites": 10}, "elites must be in"),
     ({"pool_ratio": 1.0}, "pool_ratio"),
-    ({"temperature": 0}, "temperature must be positive"),
-    ({"alpha": -0.1}, "alpha must be non-negative"),
+    ({"temperature": 0}, r"option temperature must be in \[1e-2, 1e2\], not 0.0"),
+    ({"alpha": -0.1}, r"option alpha must be in \[0, 1e3\]"),
     ({"mode": "pg", "learner_rollouts": 0}, "needs learner_rollouts"),
     ({"crossover": 1.5}, "crossover must be in"),
     ({"target_entropy": 1.0}, "target_entropy"),

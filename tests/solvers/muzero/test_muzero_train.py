@@ -492,6 +492,31 @@ def test_a_checkpoint_of_another_run_is_refused(tmp_path: Path, small) -> None:
         Trainer(small, MuZeroSolver().config(TINY), seed=0, checkpoint_dir=tmp_path)
 
 
+def test_a_run_from_an_older_checkpoint_leaves_the_better_best_answer(tmp_path: Path,
+                                                                     small) -> None:
+    config = MuZeroSolver().config(TINY)
+    older = Trainer(small, config, seed=0, checkpoint_dir=tmp_path).run(games=1)
+    kept = (tmp_path / CHECKPOINT_NAME).read_bytes()
+    better = Trainer(small, config, seed=0, checkpoint_dir=tmp_path).run(games=16)
+    assert better.reward_s > older.reward_s  # the run found a better answer ...
+    (tmp_path / CHECKPOINT_NAME).write_bytes(kept)  # ... then was killed before its checkpoint
+    resumed = Trainer(small, config, seed=0, checkpoint_dir=tmp_path)
+    assert resumed.resumed and resumed.best_return == pytest.approx(older.reward_s)
+    assert resumed.run(games=5).reward_s < better.reward_s
+    assert load_solution(tmp_path / BEST_NAME).reward_s == better.reward_s
+    (tmp_path / CHECKPOINT_NAME).unlink()  # a new run beside the file, with a smaller budget
+    restarted = Trainer(small, config, seed=0, checkpoint_dir=tmp_path).run(games=1)
+    assert restarted.reward_s < better.reward_s
+    assert load_solution(tmp_path / BEST_NAME).reward_s == better.reward_s
+    assert check_solution(small, load_solution(tmp_path / BEST_NAME)).ok
+
+
+def test_a_checkpoint_folder_that_is_a_file_is_refused(tmp_path: Path, small) -> None:
+    (tmp_path / "run").write_text("not a folder")
+    with pytest.raises(SolverError, match="cannot hold checkpoints: it is a file"):
+        Trainer(small, MuZeroSolver().config(TINY), seed=0, checkpoint_dir=tmp_path / "run")
+
+
 def test_muzero_policy_search_plays_too(small) -> None:
     # mctx.muzero_policy with Dirichlet noise and a visit-count temperature
     solution = get_solver("muzero").solve(small, SolveRequest(seed=0, work=4, options={**TINY, "search": "muzero"}))

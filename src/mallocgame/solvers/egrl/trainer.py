@@ -31,7 +31,9 @@ proposal is always played, so there is always an answer. With neither budget,
 Checkpoints (``checkpoint_dir``): ``checkpoint.msgpack`` (population, this
 generation's fitness so far, replay, learner and optimizer states, counters, the best
 answer's actions; flax msgpack, written atomically) every ``checkpoint_seconds`` and at
-the end, and ``best.solution.json`` at every improvement. A run on a folder with a
+the end, and ``best.solution.json`` at every improvement that beats the file on disk
+(:class:`~mallocgame.solvers.checkpoint.BestAnswerFile`, by the run's fitness: a run
+resumed from an older checkpoint never makes it worse). A run on a folder with a
 checkpoint resumes from it if the checkpoint is of the same instance, seed and
 settings (the settings of :data:`~.config.WHERE_FIELDS` aside), and refuses with a
 :class:`~mallocgame.errors.SolverError` otherwise.
@@ -44,7 +46,6 @@ import json
 import math
 import sys
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, Callable, Sequence
 
 import jax
@@ -58,9 +59,11 @@ from mallocgame.game.state import replay as replay_actions
 from mallocgame.game.tables import build_tables
 from mallocgame.instance import Instance
 from mallocgame.options import json_settings
-from mallocgame.solution import Solution, save_solution
+from mallocgame.solution import Solution
 from mallocgame.solvers.base import Improvement, Stopwatch, solution_from_game
-from mallocgame.solvers.checkpoint import restore_checkpoint
+from mallocgame.solvers.checkpoint import (
+    TRAINER_KEY, BestAnswerFile, checkpoint_directory, restore_checkpoint,
+)
 from mallocgame.solvers.egrl.config import WHERE_FIELDS, EgrlConfig
 from mallocgame.solvers.egrl.graph import build_graph, pad_graph
 from mallocgame.solvers.egrl.population import (
@@ -70,11 +73,16 @@ from mallocgame.solvers.egrl.proposals import FitnessFn, ProposalPlayer
 from mallocgame.solvers.egrl.replay import Replay
 from mallocgame.solvers.egrl.sac import LearnerState, NetShape, init_actor_params, init_learner, learner_functions
 
-__all__ = ["EgrlTrainer", "Counters", "CHECKPOINT_NAME", "BEST_NAME", "DEFAULT_GENERATIONS", "stderr_log"]
+__all__ = [
+    "EgrlTrainer", "Counters", "CHECKPOINT_NAME", "BEST_NAME", "DEFAULT_GENERATIONS", "TRAINER",
+    "RESUME_REMEDY", "stderr_log", "checkpoint_fingerprint",
+]
 
 CHECKPOINT_NAME = "checkpoint.msgpack"
 BEST_NAME = "best.solution.json"
 CHECKPOINT_VERSION = 1
+TRAINER = "egrl"  # the checkpoint's TRAINER_KEY: what wrote it
+RESUME_REMEDY = "use another checkpoint_dir or remove it"  # ends a refused checkpoint's message
 DEFAULT_GENERATIONS = 3
 """Generations run when the request has neither a work nor a wall-clock budget."""
 
@@ -133,7 +141,10 @@ class EgrlTrainer:
         self._seed = self.seed % 2**32  # generators and JAX keys take a non-negative seed
         self.solver_name = solver_name
         self.log = log or (lambda _line: None)
-        self.dir = Path(config.checkpoint_dir) if config.checkpoint_dir is not None else None
+        where = config.checkpoint_dir
+        self.dir = None if where is None else checkpoint_directory(where)
+        self._best_file = None if self.dir is None else BestAnswerFile(
+            self.dir / BEST_NAME, instance, score=self._answer_fitness, log=self.log)
         self.tables = build_tables(instance)
         self.num_units = instance.num_buffers
         self.player = ProposalPlayer(instance, self.tables)
@@ -400,9 +411,8 @@ class EgrlTrainer:
         self.best_fitness = fitness
         self.best = solution_from_game(self.instance, game, solver=self.solver_name, seed=self.seed,
                                        wall_s=clock.elapsed, work=self.work(), info=self.info())
-        if self.dir is not None:
-            self.dir.mkdir(parents=True, exist_ok=True)
-            save_solution(self.best, self.dir / BEST_NAME)
+        if self._best_file is not None:  # written only where it beats the file on disk
+            self._best_file.offer(self.best)
         if callback is not None:
             callback(Improvement(self.best, clock.elapsed, self.best.work))
 
@@ -436,13 +446,16 @@ class EgrlTrainer:
     # --------------------------------------------------------------- checkpoints
 
     def _fingerprint(self) -> dict[str, Any]:
-        settings = {k: v for k, v in json_settings(self.config).items() if k not in WHERE_FIELDS}
-        return {
-            "version": CHECKPOINT_VERSION,
-            "instance_sha256": self.instance.sha256,
-            "settings": json.dumps(settings, sort_keys=True),
-            "seed": self.seed,
-        }
+        return checkpoint_fingerprint(self.instance, self.config, self.seed)
+
+    def _answer_fitness(self, solution: Solution) -> float:
+        """``solution``'s fitness (the run's measure of an answer, higher is better):
+        its normalized reward, or its simulated speedup (``fitness="speedup"``)."""
+        if self.config.fitness == "reward":
+            return float(solution.normalized_reward)
+        from mallocgame.simulate import speedup
+
+        return float(speedup(self.instance, solution))
 
     def state_dict(self) -> dict[str, Any]:
         """Everything a resumed run needs (JSON-like, numpy arrays inside)."""
@@ -455,7 +468,7 @@ class EgrlTrainer:
             else:
                 population[str(i)] = {"kind": "empty"}
         state: dict[str, Any] = {
-            "fingerprint": self._fingerprint(),
+            "fingerprint": {**self._fingerprint(), TRAINER_KEY: TRAINER},
             "counters": dataclasses.asdict(self.counters),
             "generation": {
                 "phase": self.phase, "index": self.index, "updates_left": self.updates_left,
@@ -482,7 +495,7 @@ class EgrlTrainer:
     def _load(self) -> None:
         assert self.dir is not None
         path = self.dir / CHECKPOINT_NAME
-        state = restore_checkpoint(path, self._fingerprint(), "use another checkpoint_dir or remove it")
+        state = restore_checkpoint(path, self._fingerprint(), RESUME_REMEDY, trainer=TRAINER)
         try:
             self._restore(state)
         except (KeyError, ValueError, TypeError) as exc:
@@ -521,6 +534,18 @@ class EgrlTrainer:
         if actions:
             self.best_from = str(best["from"])
             self._improve(actions, float(best["fitness"]), Stopwatch(None), None)
+
+
+def checkpoint_fingerprint(instance: Instance, config: EgrlConfig, seed: int) -> dict[str, Any]:
+    """What a checkpoint must match to be resumed by an :class:`EgrlTrainer` of
+    ``instance``, ``config`` (its :data:`~.config.WHERE_FIELDS` aside) and ``seed``."""
+    settings = {k: v for k, v in json_settings(config).items() if k not in WHERE_FIELDS}
+    return {
+        "version": CHECKPOINT_VERSION,
+        "instance_sha256": instance.sha256,
+        "settings": json.dumps(settings, sort_keys=True),
+        "seed": int(seed),
+    }
 
 
 def _softmax(logits: np.ndarray) -> np.ndarray:

@@ -22,9 +22,11 @@ kinds (``muzero-prod``'s agent), the policy's played every ``eval_every`` learne
 Checkpoints (``checkpoint_dir``): ``checkpoint.msgpack`` (network, optimizer state,
 replay, counters, best answers; flax msgpack, written atomically) every
 ``checkpoint_seconds`` and at the end, and ``best.solution.json`` rewritten at every
-improvement. A new :class:`Trainer` on the same directory resumes from the
-checkpoint; games in flight at a kill are lost (their moves are not in the replay), and
-so is a windowed restart's game waiting to be kept for Reanalyse (the answer has it).
+improvement that beats the file on disk (:class:`~mallocgame.solvers.checkpoint.
+BestAnswerFile`: a run resumed from an older checkpoint never makes it worse). A new
+:class:`Trainer` on the same directory resumes from the checkpoint; games in flight at
+a kill are lost (their moves are not in the replay), and so is a windowed restart's
+game waiting to be kept for Reanalyse (the answer has it).
 """
 
 from __future__ import annotations
@@ -50,9 +52,11 @@ from mallocgame.game.observe import empty_batch
 from mallocgame.game.state import replay as replay_actions
 from mallocgame.game.tables import build_tables
 from mallocgame.instance import Instance
-from mallocgame.solution import Solution, save_solution
+from mallocgame.solution import Solution
 from mallocgame.solvers.base import Improvement, Stopwatch, solution_from_game
-from mallocgame.solvers.checkpoint import restore_checkpoint
+from mallocgame.solvers.checkpoint import (
+    TRAINER_KEY, BestAnswerFile, checkpoint_directory, restore_checkpoint,
+)
 from mallocgame.solvers.muzero.config import WHERE_FIELDS, MuZeroConfig
 from mallocgame.solvers.muzero.learner import batch_to_device, make_optimizer, make_train_step
 from mallocgame.solvers.muzero.networks import MuZeroNet, init_params
@@ -61,11 +65,16 @@ from mallocgame.solvers.muzero.replay import Batch, Replay
 from mallocgame.solvers.muzero.search import make_policy, make_search
 from mallocgame.solvers.muzero.selfplay import FinishedGame, SelfPlay, play_policy
 
-__all__ = ["Trainer", "CHECKPOINT_NAME", "BEST_NAME", "enable_compilation_cache", "compiled_functions"]
+__all__ = [
+    "Trainer", "CHECKPOINT_NAME", "BEST_NAME", "TRAINER", "RESUME_REMEDY",
+    "enable_compilation_cache", "compiled_functions", "checkpoint_fingerprint",
+]
 
 CHECKPOINT_NAME = "checkpoint.msgpack"
 BEST_NAME = "best.solution.json"
 CHECKPOINT_VERSION = 2  # 2: records carry allowed actions; Reanalyse's kept games
+TRAINER = "muzero"  # the checkpoint's TRAINER_KEY: what wrote it
+RESUME_REMEDY = "use another checkpoint_dir or remove it"  # ends a refused checkpoint's message
 RECENT_GAMES = 64  # the progress line's mean self-play reward is over this many last games
 
 
@@ -165,8 +174,11 @@ class Trainer:
         self.seed = seed
         self.answer = answer
         self.solver_name = solver_name
-        self.dir = Path(checkpoint_dir) if checkpoint_dir is not None else None
+        self.dir = checkpoint_directory(checkpoint_dir) if checkpoint_dir is not None else None
         self.log = log or (lambda _line: None)
+        self._best_file = None
+        if self.dir is not None:  # the best answer on disk: written only when this run beats it
+            self._best_file = BestAnswerFile(self.dir / BEST_NAME, instance, log=self.log)
         enable_compilation_cache()
         self.tables = build_tables(instance)
         self.net, self.optimizer, self._search, self._policy, self._train_step = compiled_functions(config)
@@ -401,9 +413,8 @@ class Trainer:
             self.restart_return = game.return_s
         self.best = solution_from_game(self.instance, game, solver=self.solver_name, seed=self.seed,
                                        wall_s=clock.elapsed, **self.work())
-        if self.dir is not None:
-            self.dir.mkdir(parents=True, exist_ok=True)
-            save_solution(self.best, self.dir / BEST_NAME)
+        if self._best_file is not None:  # written only where it beats the file on disk
+            self._best_file.offer(self.best)
         if callback is not None:
             callback(Improvement(self.best, clock.elapsed, self.best.work))
 
@@ -449,22 +460,14 @@ class Trainer:
     # --------------------------------------------------------------- checkpoints
 
     def _fingerprint(self) -> dict[str, Any]:
-        return {
-            "version": CHECKPOINT_VERSION,
-            "instance_sha256": self.instance.sha256,
-            "config": json.dumps(
-                {k: v for k, v in dataclasses.asdict(self.config).items() if k not in WHERE_FIELDS}, sort_keys=True
-            ),
-            "seed": self.seed,
-            "answer": self.answer,
-        }
+        return checkpoint_fingerprint(self.instance, self.config, self.seed, self.answer)
 
     def save(self) -> None:
         """Write the checkpoint atomically."""
         assert self.dir is not None
         self.dir.mkdir(parents=True, exist_ok=True)
         state = {
-            "fingerprint": self._fingerprint(),
+            "fingerprint": {**self._fingerprint(), TRAINER_KEY: TRAINER},
             "params": serialization.to_state_dict(jax.device_get(self.params)),
             "opt_state": serialization.to_state_dict(jax.device_get(self.opt_state)),
             "replay": self.replay.state_dict(),
@@ -483,7 +486,7 @@ class Trainer:
     def _load(self) -> None:
         assert self.dir is not None
         path = self.dir / CHECKPOINT_NAME
-        state = restore_checkpoint(path, self._fingerprint(), "use another --dir or remove it")
+        state = restore_checkpoint(path, self._fingerprint(), RESUME_REMEDY, trainer=TRAINER)
         self.params = serialization.from_state_dict(self.params, state["params"])
         self.opt_state = serialization.from_state_dict(self.opt_state, state["opt_state"])
         self.params = jax.tree_util.tree_map(jnp.asarray, self.params)
@@ -501,6 +504,23 @@ class Trainer:
         if actions:
             clock = Stopwatch(None)
             self._improve(actions, clock, None)
+
+
+def checkpoint_fingerprint(
+    instance: Instance, config: MuZeroConfig, seed: int, answer: str,
+) -> dict[str, Any]:
+    """What a checkpoint must match to be resumed by a :class:`Trainer` of ``instance``,
+    ``config`` (its :data:`~.config.WHERE_FIELDS` aside), ``seed`` and ``answer``."""
+    return {
+        "version": CHECKPOINT_VERSION,
+        "instance_sha256": instance.sha256,
+        "config": json.dumps(
+            {k: v for k, v in dataclasses.asdict(config).items() if k not in WHERE_FIELDS},
+            sort_keys=True,
+        ),
+        "seed": seed,
+        "answer": answer,
+    }
 
 
 def stderr_log(line: str) -> None:
