@@ -27,6 +27,12 @@ Suites (:data:`SUITES`):
     inference and a ResNet-50 training step, on ``dram_pmem`` with its physical fast
     memory (the 2 GiB of DRAM the MARL machine leaves to its tasks; every program's
     peak live bytes exceed it).
+``holdout-v1`` (held out)
+    Models no other suite has (:mod:`mallocgame.workloads.models_holdout`), each on the
+    physical fast memory of its preset (``tpu_v4i``, ``gpu_hbm_host`` or ``dram_pmem``;
+    every program's peak live bytes exceed it). Held out: its programs and results are
+    never used to choose a default, an option value or a table of any solver; they only
+    report how the solvers do on programs nothing was tuned on.
 
 Bundled instance names are ``SUITE/NAME``.
 """
@@ -113,6 +119,14 @@ SUITES: dict[str, Suite] = {
             "dram_pmem",
             "mallocgame.workloads.models_torch:TORCH_PROGRAMS",
             frontend="torch",
+        ),
+        Suite(
+            "holdout-v1",
+            "held out: never used to choose a default or setting; models no other suite has, "
+            "on the physical fast memory of their preset",
+            None,
+            "tpu_v4i",
+            "mallocgame.workloads.models_holdout:HOLDOUT_PROGRAMS",
         ),
     )
 }
