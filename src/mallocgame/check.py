@@ -667,7 +667,7 @@ def _claim_failure(name: str, claim: object, exact: Fraction, what: str) -> list
     return [
         _fail(
             "reward_mismatch",
-            f"{name} {claim!r} {off}: {what} {float(exact)!r} exactly "
+            f"{name} {claim!r} {off}: {what} {float(exact)!r} "
             f"(SPEC section 7 allows a relative 1e-9)",
         )
     ]
@@ -736,11 +736,11 @@ def _reward_failures(inst: Instance, solution: Solution) -> list[Failure]:
     normalizer = inst.exact_reward_normalizer
     normalized = reward / normalizer if normalizer != 0 else Fraction(0)
     failures = _claim_failure(
-        "reward_s", solution.reward_s, reward, "the allocated buffers' reward is"
+        "reward_s", solution.reward_s, reward, "the allocated buffers' exact reward is"
     )
     failures += _claim_failure(
         "normalized_reward", solution.normalized_reward, normalized,
-        f"reward / R (R = {float(normalizer)!r} s) is",
+        f"the exact reward / R (R = {float(normalizer)!r} s) is",
     )
     bound = solution.bound_s
     if bound is not None:

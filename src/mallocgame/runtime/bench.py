@@ -141,42 +141,42 @@ def _ffn(device: Any, tiny: bool) -> tuple[Any, tuple[Any, ...]]:
     return Ffn().to(device).eval(), (torch.randn(batch, width, device=device),)
 
 
+def _bert_encoder(
+    device: Any, tiny: bool, full: tuple[Any, int, int]
+) -> tuple[Any, tuple[Any, ...]]:
+    """A BERT encoder (``full``: its config, batch and sequence length; a 1-layer toy when
+    ``tiny``) and token ids and types as inputs."""
+    import torch
+
+    from mallocgame.workloads.models_torch import Bert, BertConfig
+
+    if tiny:
+        full = (
+            BertConfig(vocab=100, hidden=32, layers=1, heads=2, intermediate=64, max_positions=16),
+            2,
+            8,
+        )
+    config, batch, seq = full
+    ids = torch.randint(0, config.vocab, (batch, seq), device=device)
+    types_ = torch.zeros(batch, seq, dtype=torch.int64, device=device)
+    return Bert(config).to(device).eval(), (ids, types_)
+
+
 def _bert_small(device: Any, tiny: bool) -> tuple[Any, tuple[Any, ...]]:
     """A BERT encoder at GPT-2-small-like sizes: 6 layers of 768 (12 heads, FFN 3072),
     batch 16 x 256 (held out from the fit)."""
-    import torch
+    from mallocgame.workloads.models_torch import BertConfig
 
-    from mallocgame.workloads.models_torch import Bert, BertConfig
-
-    if tiny:
-        config, batch, seq = (
-            BertConfig(vocab=100, hidden=32, layers=1, heads=2, intermediate=64, max_positions=16),
-            2,
-            8,
-        )
-    else:
-        config, batch, seq = BertConfig(hidden=768, layers=6, heads=12, intermediate=3072), 16, 256
-    ids = torch.randint(0, config.vocab, (batch, seq), device=device)
-    types_ = torch.zeros(batch, seq, dtype=torch.int64, device=device)
-    return Bert(config).to(device).eval(), (ids, types_)
+    config = BertConfig(hidden=768, layers=6, heads=12, intermediate=3072)
+    return _bert_encoder(device, tiny, (config, 16, 256))
 
 
 def _bert(device: Any, tiny: bool) -> tuple[Any, tuple[Any, ...]]:
-    import torch
+    """A BERT encoder: 4 layers of 1024 (16 heads, FFN 4096), batch 8 x 512."""
+    from mallocgame.workloads.models_torch import BertConfig
 
-    from mallocgame.workloads.models_torch import Bert, BertConfig
-
-    if tiny:
-        config, batch, seq = (
-            BertConfig(vocab=100, hidden=32, layers=1, heads=2, intermediate=64, max_positions=16),
-            2,
-            8,
-        )
-    else:
-        config, batch, seq = BertConfig(hidden=1024, layers=4, heads=16, intermediate=4096), 8, 512
-    ids = torch.randint(0, config.vocab, (batch, seq), device=device)
-    types_ = torch.zeros(batch, seq, dtype=torch.int64, device=device)
-    return Bert(config).to(device).eval(), (ids, types_)
+    config = BertConfig(hidden=1024, layers=4, heads=16, intermediate=4096)
+    return _bert_encoder(device, tiny, (config, 8, 512))
 
 
 def _resnet(device: Any, tiny: bool) -> tuple[Any, tuple[Any, ...]]:
