@@ -162,3 +162,30 @@ def test_the_device_script_without_a_gpu_says_so(tmp_path):
     assert done.stderr.strip().splitlines() == [
         "device_real: no CUDA device: running an answer on HBM and host " "memory needs a GPU"
     ]
+
+
+@pytest.mark.parametrize(
+    "spec, label, work, seconds",
+    [("es:3", "es:3", 64, None), ("heuristic", "heuristic", None, None),
+     ("muzero-prod", "muzero-prod", None, 30.0)],
+)
+def test_solve_spec_gives_each_solver_its_budget(monkeypatch, spec, label, work, seconds):
+    # es and random count games, the agent gets AGENT_SECONDS of wall clock, others none.
+    from mallocgame.runtime import bench
+    from tests.builders import conformance_instance
+
+    seen = []
+
+    class Recorder:
+        def solve(self, instance, request):
+            seen.append(request)
+            return "answer"
+
+    monkeypatch.setattr(bench, "load_solver", lambda name: Recorder())
+    got = bench.solve_spec(spec, conformance_instance("tiny_alias"), 64)
+    assert got == (label, "answer")
+    (request,) = seen
+    assert (request.work, request.seconds, request.seed) == (
+        work, seconds, int(spec.partition(":")[2] or 0)
+    )
+    assert load_solver("muzero-prod").name == "muzero-prod"

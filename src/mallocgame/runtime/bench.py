@@ -234,7 +234,11 @@ _SOLVER_MODULES = {
     "heuristic": ("heuristic", "HeuristicSolver"),
     "es": ("es", "EsSolver"),
     "mcts": ("mcts", "MctsSolver"),
+    "muzero-prod": ("muzero.prod", "MuZeroProdSolver"),
 }
+AGENT_SECONDS = 30.0
+"""Wall-clock budget of ``muzero-prod`` in the device script (the agents have no work
+budget that a fixed number of games would make comparable across programs)."""
 
 
 def load_solver(name: str) -> Any:
@@ -385,13 +389,17 @@ def _given_answers(directory: Path | None, log: _Log) -> list[Solution]:
 
 def solve_spec(spec: str, instance: Instance, work: int) -> tuple[str, Solution]:
     """Solve ``instance`` by ``spec`` (``NAME`` or ``NAME:SEED``; ``es``, ``random`` and
-    ``mcts`` with a budget of ``work``); returns the placement's label and the answer."""
+    ``mcts`` with a budget of ``work`` games, ``muzero-prod`` with :data:`AGENT_SECONDS`);
+    returns the placement's label and the answer."""
     name, _, seed = spec.partition(":")
     solver = load_solver(name)  # first: it makes mallocgame.solvers importable without OR-Tools
     from mallocgame.solvers.base import SolveRequest
 
     budget = work if name in ("es", "random", "mcts") else None
-    solution = solver.solve(instance, SolveRequest(seed=int(seed or 0), work=budget))
+    seconds = AGENT_SECONDS if name == "muzero-prod" else None
+    solution = solver.solve(
+        instance, SolveRequest(seed=int(seed or 0), work=budget, seconds=seconds)
+    )
     return (spec if seed else name), solution
 
 
