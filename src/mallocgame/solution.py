@@ -60,6 +60,8 @@ class Allocation:
     copy: tuple[int, int] | None = None
 
     def __post_init__(self) -> None:
+        if _plain(self):  # the common case (every allocation the game makes): nothing to do
+            return
         if not (_is_int(self.buffer) and _is_int(self.offset)):
             raise SolutionError(f"allocation: 'buffer' and 'offset' must be integers of magnitude "
                                 f"at most 2**53, not {self.buffer!r} and {self.offset!r}")
@@ -166,6 +168,23 @@ def _finite_json(value: Any) -> Any:
     if isinstance(value, (list, tuple)):
         return [_finite_json(v) for v in value]
     return value
+
+
+def _plain(a: Allocation) -> bool:
+    """Whether ``a``'s fields are already plain Python ints (or ``None``) of the file's range,
+    a string action and a tuple ``copy``: true of every allocation the game and the solvers
+    make, which then skip the per-field checks and conversions."""
+    m = MAX_INT
+    c = a.copy
+    return (
+        type(a.buffer) is int and -m <= a.buffer <= m
+        and type(a.offset) is int and -m <= a.offset <= m
+        and (a.start is None or (type(a.start) is int and -m <= a.start <= m))
+        and (a.end is None or (type(a.end) is int and -m <= a.end <= m))
+        and type(a.action) is str
+        and (c is None or (type(c) is tuple and len(c) == 2 and type(c[0]) is int
+                           and type(c[1]) is int and -m <= c[0] <= m and -m <= c[1] <= m))
+    )
 
 
 def _fail(where: str, message: str) -> SolutionError:
