@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Callable, NoReturn, Sequence
 
 from mallocgame.errors import MallocGameError
 from mallocgame.hardware import DEFAULT_PRESET, preset_names
+from mallocgame.limits import MAX_SECONDS, MAX_SEED
 from mallocgame.units import format_bytes
 from mallocgame.workloads.suite import SUITE, SUITES
 
@@ -31,11 +32,6 @@ __all__ = ["main"]
 EXIT_OK, EXIT_CHECK_FAILED, EXIT_BAD_INPUT = 0, 1, 2
 EXIT_BROKEN_PIPE = 141  # 128 + SIGPIPE, what a shell reports for a reader that closed early
 DEFAULT_OPTIMIZE_SECONDS = 300.0  # optimize's wall-clock budget when none is given
-MAX_BUDGET_SECONDS = 7 * 24 * 3600.0
-"""The longest ``--budget`` anyone means, seconds: 7 days (the library's ``MAX_SECONDS``)."""
-MAX_SEED = 2**63 - 1
-"""The largest ``--seed``: JAX's and numpy's generators take 0 .. 2**63 - 1 (the library's
-``MAX_SEED``)."""
 
 
 class UsageError(MallocGameError):
@@ -678,11 +674,11 @@ def _positive_number(text: str, unit: str = "") -> float:
 
 def _positive_seconds(text: str) -> float:
     """An argparse type: a wall-clock budget, a finite number of seconds above 0 and at
-    most :data:`MAX_BUDGET_SECONDS` (7 days)."""
+    most :data:`MAX_SECONDS` (7 days)."""
     seconds = _positive_number(text, " of seconds")
-    if seconds > MAX_BUDGET_SECONDS:
+    if seconds > MAX_SECONDS:
         raise argparse.ArgumentTypeError(
-            f"at most {MAX_BUDGET_SECONDS:.0f} seconds (7 days), not {text!r}")
+            f"at most {MAX_SECONDS:.0f} seconds (7 days), not {text!r}")
     return seconds
 
 

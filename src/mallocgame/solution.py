@@ -19,9 +19,9 @@ from typing import Any, Mapping
 
 from mallocgame.errors import FormatError, SolutionError
 from mallocgame.fileio import is_finite_number, read_document, write_json
+from mallocgame.limits import MAX_SEED
 
 MAX_INT = 2**53  # the largest magnitude of an integer of a solution file
-MAX_SEED = 2**63 - 1  # the largest seed (mallocgame.solvers.base.MAX_SEED)
 
 __all__ = [
     "SOLUTION_FORMAT",

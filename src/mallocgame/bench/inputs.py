@@ -13,7 +13,7 @@ from numbers import Integral, Real
 from typing import Iterable
 
 from mallocgame.errors import MallocGameError
-from mallocgame.solvers.base import MAX_SECONDS, MAX_SEED, MAX_WORK
+from mallocgame.limits import MAX_SECONDS, MAX_SEED, MAX_WORK
 
 __all__ = ["MAX_BUDGET_S", "StudyInputError", "budget_seconds", "seed", "seeds", "work_budget",
            "whole_number", "finite", "within"]

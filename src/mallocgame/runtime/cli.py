@@ -21,6 +21,8 @@ import argparse
 from pathlib import Path
 from typing import Any
 
+from mallocgame.limits import MAX_SECONDS
+
 __all__ = ["add_apply_parser", "cmd_apply", "add_bench_real_parser", "cmd_bench_real"]
 
 
@@ -137,7 +139,7 @@ def add_bench_real_parser(bench_subparsers: Any) -> argparse.ArgumentParser:
     p.add_argument("--out", required=True, type=Path, help="directory for the CSVs and the log")
     p.add_argument("--dry-run", action="store_true", help="on the CPU with tiny programs")
     p.add_argument("--programs", nargs="+", default=None, help="default: mlp bert resnet50")
-    p.add_argument("--seconds", type=_number(1.0, 604800.0), default=330.0,
+    p.add_argument("--seconds", type=_number(1.0, MAX_SECONDS), default=330.0,
         help="stop measuring after this (s)")
     p.add_argument(
         "--answers", type=Path, default=None, help="directory of extra solution files (*.json)"

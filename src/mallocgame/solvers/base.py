@@ -27,6 +27,7 @@ from mallocgame.game.state import Game
 from mallocgame.instance import Instance
 from mallocgame.latency import exact_mapping_reward, exact_normalized
 from mallocgame.solution import Allocation, Solution
+from mallocgame.limits import MAX_SECONDS, MAX_SEED, MAX_WORK
 from mallocgame.options import json_settings, parse_config
 
 __all__ = [
@@ -34,12 +35,6 @@ __all__ = [
     "MAX_SEED", "MAX_SECONDS", "MAX_WORK",
 ]
 
-MAX_SEED = 2**63 - 1
-"""The largest seed: every solver derives its random streams from seeds in ``0 .. MAX_SEED``."""
-MAX_SECONDS = 7 * 24 * 3600.0
-"""The longest wall-clock budget, seconds (7 days)."""
-MAX_WORK = 2**53
-"""The largest work budget (the largest integer a solution or record file holds exactly)."""
 
 
 @dataclass(frozen=True)
