@@ -244,3 +244,20 @@ def test_count_placements_reads_a_signature_and_refuses_a_module_without_main():
     assert (low.to_device, low.to_host) == (1, 0)
     with pytest.raises(ApplyError):
         count_placements("module @m {}")
+
+
+def test_entry_interface_names_the_programs_inputs_and_result():
+    # The public interface jax_apply binds arguments with: parameter N is the N-th input
+    # tensor of the program extract_module makes, the root's leaf its result.
+    from mallocgame.frontends.hlo_parse import parse_module
+    from mallocgame.frontends.xla import entry_interface, extract_module
+    from mallocgame.runtime.jax_apply import _compiled_module_text
+
+    args = mlp_args()
+    text = _compiled_module_text(mlp, args)
+    interface = entry_interface(parse_module(text))
+    program = extract_module(text)
+    assert sorted(interface.params) == list(range(5))
+    sizes = [program.tensors[interface.params[n]].size for n in range(5)]
+    assert sizes == [a.size * 4 for a in args]
+    assert [program.tensors[x].live_out for x in interface.results] == [True]

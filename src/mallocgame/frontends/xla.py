@@ -112,6 +112,8 @@ __all__ = [
     "extract_dump_with_placement",
     "extract_module",
     "extract_module_with_placement",
+    "EntryInterface",
+    "entry_interface",
     "extract_jax",
     "dump_jax",
 ]
@@ -549,6 +551,25 @@ def extract_module(
 ) -> Program:
     """Build a program from the text of one scheduled HLO module (see :func:`extract_dump`)."""
     return extract_module_with_placement(text, name=name, partial_bytes=partial_bytes, source=source)[0]
+
+
+@dataclass(frozen=True)
+class EntryInterface:
+    """The entry computation's interface as the program's tensor ids (the ids
+    :func:`extract_module` gives the same module): ``params`` maps each parameter number to
+    its tensor id (a nested tuple of ids for a tuple-shaped parameter, ``None`` for a
+    token); ``results`` are the ids of the root's array leaves, in order."""
+
+    params: dict[int, Tree]
+    results: tuple[int, ...]
+
+
+def entry_interface(module: HloModule) -> EntryInterface:
+    """The :class:`EntryInterface` of a parsed, scheduled ``module`` (for code that binds a
+    program's inputs and results to a function's arguments and outputs)."""
+    builder = _Builder(module)
+    root = builder.run(module.entry, [], 1)
+    return EntryInterface(params=dict(builder.entry_params), results=tuple(_leaves(root)))
 
 
 def extract_module_with_placement(

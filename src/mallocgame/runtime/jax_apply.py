@@ -43,7 +43,7 @@ import tempfile
 from typing import Any, Callable, Sequence
 
 from mallocgame.frontends.hlo_parse import HloParseError, parse_module
-from mallocgame.frontends.xla import _Builder, _leaves, dump_jax, extract_module, list_modules
+from mallocgame.frontends.xla import dump_jax, entry_interface, extract_module, list_modules
 from mallocgame.instance import Instance
 from mallocgame.runtime.errors import ApplyError, ProgramMismatchError
 from mallocgame.runtime.plan import placement_plan
@@ -194,21 +194,20 @@ def jax_placement(
         module = parse_module(text)
     except HloParseError as exc:  # extract_module read it already; kept for safety
         raise ApplyError(str(exc)) from None
-    builder = _Builder(module)
-    root = builder.run(module.entry, [], 1)
+    interface = entry_interface(module)
 
     leaves, in_tree = jax.tree_util.tree_flatten(tuple(args))
     in_avals = tuple(jax.ShapeDtypeStruct(x.shape, x.dtype) for x in leaves)
     lowered = jax.jit(fn).lower(*args)
     kept = sorted(lowered._lowering.compile_args.get("kept_var_idx", range(len(leaves))))
-    if len(kept) != len(builder.entry_params):
+    if len(kept) != len(interface.params):
         raise ProgramMismatchError(
-            f"the module has {len(builder.entry_params)} parameters, JAX keeps {len(kept)} "
+            f"the module has {len(interface.params)} parameters, JAX keeps {len(kept)} "
             f"of the {len(leaves)} argument leaves"
         )
     entry = {ins.name: ins for ins in module.entry.instructions}
     in_tensors: list[int | None] = [None] * len(leaves)
-    for number, tree in sorted(builder.entry_params.items()):
+    for number, tree in sorted(interface.params.items()):
         if not isinstance(tree, int):
             raise ApplyError(f"parameter {number} of the module is a tuple: not mapped")
         leaf = kept[number]
@@ -234,7 +233,7 @@ def jax_placement(
 
     out_leaves = jax.tree_util.tree_leaves(lowered.out_info)
     out_tree = lowered.out_tree
-    roots = _leaves(root)
+    roots = interface.results
     if len(roots) != len(out_leaves):
         raise ApplyError(
             f"the function returns {len(out_leaves)} arrays, the module's root has "
