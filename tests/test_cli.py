@@ -426,7 +426,7 @@ def test_a_closed_pipe_ends_quietly(monkeypatch, capsys) -> None:
 def test_solvers_lists_every_option_with_its_default(capsys) -> None:
     assert main(["solvers"]) == 0
     out = capsys.readouterr().out
-    assert out.count("(work unit: ") == 15 and "muzero-prod  (work unit: games)" in out and "exhaustive  (work unit: moves)" in out
+    assert out.count("(work unit: ") == 16 and "muzero-prod  (work unit: games)" in out and "exhaustive  (work unit: moves)" in out
     assert '    optimizer = "adam"  [one of adam, sgd]' in out
     assert "    observation.grid_steps = 32  [int in [1, 1024]]" in out
     assert main(["solvers", "mcts"]) == 0

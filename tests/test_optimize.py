@@ -21,8 +21,9 @@ def outcome():  # noqa: ANN201
 
 def test_both_candidates_and_the_answer(outcome) -> None:  # noqa: ANN001
     info = outcome.answer.info
-    chosen = outcome.baseline if info["chosen"] == "heuristic" else outcome.agent
-    assert outcome.answer.allocations == chosen.allocations
+    if info["chosen"] != "msa-search":
+        chosen = outcome.baseline if info["chosen"] == "heuristic" else outcome.agent
+        assert outcome.answer.allocations == chosen.allocations
     assert outcome.baseline.solver == "heuristic" and outcome.agent.solver == "muzero"
     assert outcome.agent.work["games"] >= 4
     assert [p.solver for p in outcome.curve][0] == "heuristic"
@@ -31,13 +32,14 @@ def test_both_candidates_and_the_answer(outcome) -> None:  # noqa: ANN001
 
 
 def test_the_comparison_table(outcome) -> None:  # noqa: ANN001
-    heuristic, agent, answer, bound = comparison(outcome)
-    assert heuristic.speedup == 1.0 and answer.speedup >= 1.0 and answer.speedup == max(heuristic.speedup, agent.speedup)
+    heuristic, agent, searched, answer, bound = comparison(outcome)
+    assert searched.name == "msa-search" and searched.speedup >= 1.0  # never slower than the heuristic
+    assert heuristic.speedup == 1.0 and answer.speedup == max(heuristic.speedup, agent.speedup, searched.speedup)
     assert bound.latency_s is None and bound.gap_to_bound == 0.0
-    assert all(0.0 <= row.gap_to_bound < 1.0 for row in (heuristic, agent, answer))
+    assert all(0.0 <= row.gap_to_bound < 1.0 for row in (heuristic, agent, searched, answer))
     text = format_comparison(outcome)
     assert text.splitlines()[0].startswith("xla-v1/gru_infer: 70 buffers")
-    assert len(text.splitlines()) == 6 and f"muzero-prod (answer: {outcome.answer.info['chosen']})" in text
+    assert len(text.splitlines()) == 7 and f"muzero-prod (answer: {outcome.answer.info['chosen']})" in text
 
 
 def test_the_files(outcome, tmp_path: Path) -> None:  # noqa: ANN001
@@ -63,8 +65,8 @@ def test_optimize_on_the_command_line(tmp_path: Path, capsys) -> None:
     assert printed.err.rstrip().splitlines()[-1].endswith(f"({games} games)")
     lines = printed.out.splitlines()
     assert lines[0].startswith("xla-v1/gru_infer: 70 buffers") and lines[1].split()[:2] == ["normalized", "reward"]
-    assert lines[5].startswith("bound (LP)") and "layouts ->" in lines[-1]
-    assert lines[6].startswith("tensors in fast memory: heuristic ")  # what differs between the layouts
+    assert lines[6].startswith("bound (LP)") and "layouts ->" in lines[-1]
+    assert lines[7].startswith("tensors in fast memory: heuristic ")  # what differs between the layouts
     assert any(line.startswith("re-fetched by muzero where heuristic keeps them resident: ") for line in lines)
     assert "optimize xla-v1/gru_infer" in printed.err and "heuristic" in printed.err
     assert main(["check", "xla-v1/gru_infer", str(out)]) == 0

@@ -227,8 +227,11 @@ def _cmd_optimize(args: argparse.Namespace) -> int:
                                        improvement.solution.normalized_reward,
                                        improvement.work.get("games")))
 
+        def played(work) -> None:  # noqa: ANN001 - the agent's work so far
+            bar.update(status.played(work.get("games")))
+
         outcome = optimize(inst, seconds=args.budget, games=args.work, seed=args.seed, options=options,
-                           on_improvement=show)
+                           on_improvement=show, on_progress=played)
         bar.update(status.played(outcome.agent.work.get("games")))  # the last line: every game
     paths = write_outputs(outcome, out)
     print(format_comparison(outcome))

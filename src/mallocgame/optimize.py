@@ -20,7 +20,7 @@ from mallocgame.errors import SolverError
 from mallocgame.instance import Instance
 from mallocgame.solution import Solution, save_solution
 from mallocgame.solvers.base import Improvement, SolveRequest
-from mallocgame.solvers.muzero.prod import AGENT, BASELINE, MuZeroProdSolver
+from mallocgame.solvers.muzero.prod import AGENT, BASELINE, ORDER_SEARCH, MuZeroProdSolver
 from mallocgame.viz import draw_layouts
 
 __all__ = ["Outcome", "Row", "OutputPaths", "optimize", "comparison", "format_comparison", "write_outputs"]
@@ -44,7 +44,7 @@ class Outcome:
 class Row:
     """One line of the comparison table."""
 
-    name: str  # heuristic, muzero, muzero-prod, bound
+    name: str  # heuristic, muzero, msa-search, muzero-prod, bound
     normalized_reward: float
     latency_s: float | None  # simulated, seconds (None for the bound)
     speedup: float | None  # the heuristic's simulated latency over this one's
@@ -71,11 +71,13 @@ def optimize(
     seed: int = 0,
     options: Mapping[str, Any] | None = None,
     on_improvement: Callable[[Improvement], None] | None = None,
+    on_progress: Callable[[Mapping[str, int]], None] | None = None,
 ) -> Outcome:
     """Run ``muzero-prod`` on ``instance`` within ``seconds`` of wall-clock and/or
     ``games`` of the agent's self-play; ``options`` are the agent's settings
-    (``mallocgame solvers muzero``). ``on_improvement`` sees every new best of either
-    candidate as it comes (the heuristic's first)."""
+    (``mallocgame solvers muzero``). ``on_improvement`` sees every new best of a
+    candidate as it comes (the heuristic's first), ``on_progress`` the agent's games
+    played so far after each one (``{"games": n}``)."""
     start = time.perf_counter()
     bests: dict[str, Solution] = {}
     curve: list[CurvePoint] = []
@@ -87,7 +89,8 @@ def optimize(
         if on_improvement is not None:
             on_improvement(improvement)
 
-    request = SolveRequest(seed=seed, seconds=seconds, work=games, callback=record, options=dict(options or {}))
+    request = SolveRequest(seed=seed, seconds=seconds, work=games, callback=record, progress=on_progress,
+                           options=dict(options or {}))
     answer = MuZeroProdSolver().solve(instance, request)
     missing = [name for name in (BASELINE, AGENT) if name not in bests]
     if missing:
@@ -104,8 +107,9 @@ def _point(instance: Instance, solution: Solution, elapsed_s: float, budget_s: f
 
 
 def comparison(outcome: Outcome) -> list[Row]:
-    """The heuristic, the agent, the answer and the bound, each with its normalized
-    reward, simulated latency, speedup over the heuristic and gap to the bound."""
+    """The heuristic, the agent, the order search (where it ran), the answer and the
+    bound, each with its normalized reward, simulated latency, speedup over the heuristic
+    and gap to the bound."""
     latencies = {c: v["latency_s"] for c, v in outcome.answer.info["candidates"].items()}
     base = latencies[BASELINE]
     bound = outcome.bound_normalized
@@ -116,9 +120,11 @@ def comparison(outcome: Outcome) -> list[Row]:
         return Row(name, reward, latency, speedup, gap)
 
     chosen = outcome.answer.info["chosen"]
+    searched = outcome.answer.info["candidates"].get(ORDER_SEARCH)
     return [
         row(BASELINE, outcome.baseline.normalized_reward, base),
         row(AGENT, outcome.agent.normalized_reward, latencies[AGENT]),
+        *([row(ORDER_SEARCH, searched["normalized_reward"], searched["latency_s"])] if searched else []),
         row(f"muzero-prod (answer: {chosen})", outcome.answer.normalized_reward, outcome.answer.info["latency_s"]),
         row("bound (LP)", bound, None),
     ]

@@ -226,6 +226,7 @@ def test_a_solver_without_a_name_or_with_a_mutable_config_is_refused_where_defin
     ({"seconds": True}, "seconds .the wall-clock budget. must be a number"),
     ({"options": "a=1"}, "options must be a mapping of option names to values"),
     ({"callback": 3}, "callback must be callable or None"),
+    ({"progress": "games"}, "progress must be callable or None"),
 ])
 def test_a_bad_request_is_refused_where_it_is_made(kwargs: dict, needle: str) -> None:
     with pytest.raises(SolverError, match=needle):
@@ -281,3 +282,16 @@ def test_the_seed_derivations_of_jax_solvers_take_the_largest_seed() -> None:
     assert 0 <= np.random.default_rng([2**63 - 1, 2, 10**6]).integers(10) < 10
     with pytest.raises(OverflowError):  # why a request refuses 2**63: JAX cannot key it
         jax.random.PRNGKey(2**63)
+
+
+def test_a_stopwatch_split_shares_its_start_and_takes_a_fraction_of_the_budget() -> None:
+    from mallocgame.solvers.base import Stopwatch
+
+    whole = Stopwatch(10.0)
+    part = whole.until(0.25)
+    assert part.start == whole.start and part.seconds == 2.5
+    assert Stopwatch(None).until(0.5).seconds is None
+    assert not part.expired()
+    done = Stopwatch(10.0)
+    done.start -= 3.0
+    assert done.until(0.25).expired() and not done.expired()

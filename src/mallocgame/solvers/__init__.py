@@ -15,6 +15,7 @@ from mallocgame.solvers.greedy import GreedySolver
 from mallocgame.solvers.heuristic import HeuristicSolver
 from mallocgame.solvers.hybrid import BestOfSolver
 from mallocgame.solvers.mcts import MctsSolver
+from mallocgame.solvers.order_search import OrderSearchSolver
 from mallocgame.solvers.muzero import MuZeroNoSearchSolver, MuZeroProdSolver, MuZeroSolver
 from mallocgame.solvers.os_placement import AgnosticSolver, FirstTouchSolver
 from mallocgame.solvers.random import RandomSolver
@@ -24,7 +25,8 @@ __all__ = ["SOLVERS", "get_solver", "solver_names", "Solver", "SolveRequest", "I
 SOLVERS: dict[str, type[Solver]] = {
     cls.name: cls
     for cls in (
-        DropSolver, RandomSolver, GreedySolver, FirstTouchSolver, AgnosticSolver, HeuristicSolver, EsSolver,
+        DropSolver, RandomSolver, GreedySolver, FirstTouchSolver, AgnosticSolver, HeuristicSolver, OrderSearchSolver,
+        EsSolver,
         MctsSolver, ExactSolver, ExhaustiveSolver, BestOfSolver, MuZeroSolver, MuZeroNoSearchSolver, MuZeroProdSolver,
         EgrlSolver,
     )

@@ -60,6 +60,7 @@ class SolveRequest:
     seconds: float | None = None  # wall-clock budget, seconds
     work: int | None = None  # work budget in the solver's own unit (games, simulations, ...)
     callback: Callable[[Improvement], None] | None = None  # called on every new best answer
+    progress: Callable[[Mapping[str, int]], None] | None = None  # called with the work done so far as it grows
     demonstrations: Sequence[Solution] = ()
     options: Mapping[str, Any] = field(default_factory=dict)  # the solver's settings by name
 
@@ -83,6 +84,8 @@ class SolveRequest:
             object.__setattr__(self, "work", int(self.work))
         if self.callback is not None and not callable(self.callback):
             raise SolverError(f"callback must be callable or None, not {self.callback!r}")
+        if self.progress is not None and not callable(self.progress):
+            raise SolverError(f"progress must be callable or None, not {self.progress!r}")
         if not isinstance(self.options, Mapping):
             raise SolverError(
                 f"options must be a mapping of option names to values, not {self.options!r}")
@@ -111,6 +114,13 @@ class Stopwatch:
 
     def expired(self) -> bool:
         return self.seconds is not None and self.elapsed >= self.seconds
+
+    def until(self, fraction: float) -> "Stopwatch":
+        """A stopwatch started with this one whose budget is ``fraction`` of this one's
+        (none if this one has none): the first part of a run split in two."""
+        part = Stopwatch(None if self.seconds is None else self.seconds * fraction)
+        part.start = self.start
+        return part
 
 
 def solution_from_game(

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, Sequence
 
 import numpy as np
 
@@ -32,7 +32,7 @@ from mallocgame.options import check_ranges, setting
 from mallocgame.solution import Allocation, Solution
 from mallocgame.solvers.base import Run, Solver
 
-__all__ = ["HeuristicOptions", "HeuristicSolver", "msa_allocations"]
+__all__ = ["HeuristicOptions", "HeuristicSolver", "OrderedAssignment", "msa_allocations"]
 
 MAX_VERIFY_ROUNDS = 8  # reruns after a failed physical check before giving up (all slow)
 
@@ -605,11 +605,11 @@ class _Msa:
         return [self.alloc[b] for b in sorted(self.alloc)]
 
 
-def msa_allocations(
-    instance: Instance, options: HeuristicOptions = HeuristicOptions()
-) -> tuple[list[Allocation], dict[str, int]]:
-    """The MSA-like mapping of ``instance`` (verified with the physical check) and
-    counts of what it did."""
+def _verified_run(
+    instance: Instance, options: HeuristicOptions
+) -> tuple[list[Allocation], dict[str, int], frozenset[int]]:
+    """The MSA-like mapping, its counts, and the alias groups forced to slow memory to
+    make it pass the physical check."""
     forced: set[int] = set()
     rounds = 0
     while True:
@@ -629,7 +629,74 @@ def msa_allocations(
         forced |= bad
     stats = dict(msa.stats)
     stats["verify_rounds"] = rounds
+    return allocations, stats, frozenset(forced)
+
+
+def msa_allocations(
+    instance: Instance, options: HeuristicOptions = HeuristicOptions()
+) -> tuple[list[Allocation], dict[str, int]]:
+    """The MSA-like mapping of ``instance`` (verified with the physical check) and
+    counts of what it did."""
+    allocations, stats, _ = _verified_run(instance, options)
     return allocations, stats
+
+
+class OrderedAssignment:
+    """The heuristic's assignment with its candidate order given from outside.
+
+    The heuristic places *candidates* (tensors joined by alias groups) one after another,
+    greedily; :attr:`default_order` is its own order (memory-boundedness), a list of
+    candidate indices ``0 .. num_candidates-1``. :meth:`assign` places them in any other
+    order, with the groups the heuristic's own run had to force to slow memory kept slow.
+    Successive calls share work: only the candidates after the longest prefix the new
+    order shares with the previous call's are placed again (the placements before it are
+    kept, the rest rolled back). The result is not checked: an order can give a mapping
+    that fails :func:`mallocgame.check.physical_check` (the heuristic's own order, after
+    its verification, never does).
+    """
+
+    def __init__(self, instance: Instance, options: HeuristicOptions = HeuristicOptions()) -> None:
+        self.instance = instance
+        self.heuristic_allocations, _, forced = _verified_run(instance, options)
+        self._msa = _Msa(instance, options, set(forced))
+        self.candidates: tuple[tuple[int, ...], ...] = tuple(tuple(c) for c in self._msa.candidates())
+        self.default_order: tuple[int, ...] = tuple(range(len(self.candidates)))
+        self._order = np.full(len(self.candidates), -1, np.int64)  # the last order placed
+        self._marks: list[int] = []  # log length before the candidate at each position
+        self._candidate_of_buffer = np.full(instance.num_buffers, -1, np.int64)
+        for i, tensors in enumerate(self.candidates):
+            for x in tensors:
+                d = self._msa.def_buf[x]
+                for b in ([d] if d >= 0 else []) + self._msa.reads[x]:
+                    self._candidate_of_buffer[b] = i
+
+    @property
+    def num_candidates(self) -> int:
+        return len(self.candidates)
+
+    def candidate_of(self, buffer: int) -> int:
+        """The candidate that holds ``buffer`` (-1: none, a buffer of no tensor's reads or
+        definition)."""
+        return int(self._candidate_of_buffer[buffer])
+
+    def assign(self, order: Sequence[int]) -> list[Allocation]:
+        """The allocations of placing the candidates in ``order`` (a permutation of
+        ``0 .. num_candidates-1``; :class:`ValueError` otherwise), sorted by buffer."""
+        new = np.asarray(order, dtype=np.int64)
+        n = self.num_candidates
+        if new.shape != (n,) or not np.array_equal(np.sort(new), np.arange(n)):
+            raise ValueError(f"an order is a permutation of the {n} candidates")
+        differ = np.flatnonzero(new[: len(self._marks)] != self._order[: len(self._marks)])
+        keep = int(differ[0]) if differ.size else len(self._marks)
+        if keep < len(self._marks):
+            self._msa.rollback(self._marks[keep])
+            del self._marks[keep:]
+        msa = self._msa
+        for position in range(keep, n):
+            self._marks.append(len(msa.log))
+            msa.allocate_candidate(list(self.candidates[new[position]]))
+        self._order = new
+        return [msa.alloc[b] for b in sorted(msa.alloc)]
 
 
 class HeuristicSolver(Solver, name="heuristic", work_unit="passes", config=HeuristicOptions):

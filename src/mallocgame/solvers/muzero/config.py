@@ -163,8 +163,15 @@ class MuZeroProdConfig(MuZeroConfig):
     """``muzero-prod``'s settings: :class:`MuZeroConfig`'s, with restarts inside the best
     game on by default (its agent only has to beat the heuristic's mapping, and on
     programs of thousands of buffers the restarted agent gets there where fresh games do
-    not: docs/results.md, "muzero-prod at 60 s again")."""
+    not: docs/results.md, "muzero-prod at 60 s again"), and the heuristic's placement
+    order searched after the agent (``order_search_*``: :mod:`mallocgame.solvers.order_search`)."""
 
     restart_fraction: float = setting(
         0.5, "share of sampled games started at a random state of the best game "
              "(self-play's, or a demonstration's until one beats it)", within="[0, 1]")
+    order_search_share: float = setting(
+        0.25, "share of a wall-clock budget left, after the agent, to search the heuristic's "
+              "placement order from its own and the agent's (msa-search; 0: none)", within="[0, 1)")
+    order_search_evaluations: int = setting(
+        200, "order-search evaluations after the agent when the run has no wall-clock budget "
+             "(0: none)", within="[0, 1000000000]")

@@ -1,22 +1,28 @@
 """``muzero-prod``: MMap-MuZero-prod, the production agent of the paper (section 5).
 
-The heuristic answers first (seconds, even on 27,000 buffers), the rest of the budget
-trains ``muzero``, whose candidate is the best of its self-play games and of the games
-its policy network plays alone every ``eval_every`` learner steps (``answer="both"``:
-on programs of thousands of buffers, 16 simulations of search per move play worse
-than the network's own policy), and the answer is whichever of the two has the lower
-simulated latency (:func:`~mallocgame.solvers.hybrid.choose_fastest`; on a tie the heuristic's).
-So a ``muzero-prod`` answer is never slower in simulation than ``heuristic``'s, the
-paper's guarantee with the simulator standing in for the measurement.
+The heuristic answers first (seconds, even on 27,000 buffers); then ``muzero`` trains
+for the budget but its last ``order_search_share``, its candidate the best of its
+self-play games and of the games its policy network plays alone every ``eval_every``
+learner steps (``answer="both"``: on programs of thousands of buffers, 16 simulations
+of search per move play worse than the network's own policy); the rest of the budget
+searches the heuristic's placement order (:mod:`mallocgame.solvers.order_search`),
+starting from the heuristic's own order and from one that puts first the candidates the
+agent's answer placed in fast memory. The answer is whichever of the three has the
+lowest simulated latency (:func:`~mallocgame.solvers.hybrid.choose_fastest`; on a tie the
+earlier of heuristic, agent, order search). So a ``muzero-prod`` answer is never slower
+in simulation than ``heuristic``'s, the paper's guarantee with the simulator standing in
+for the measurement.
 
-Settings: ``muzero``'s, with restarts inside the best game on by default
-(:class:`~mallocgame.solvers.muzero.config.MuZeroProdConfig`: ``restart_fraction`` 0.5);
-the heuristic runs with its defaults. Work unit: the agent's self-play games. The callback
-sees the heuristic's answer first, then each new best game of the agent; their
-``solver`` names them (``heuristic``, ``muzero``). The answer's ``info`` has
-``chosen``, ``latency_s`` and ``candidates`` (each candidate's reward, normalized
-reward, simulated latency and validity) beside the chosen candidate's own ``info``; its
-``work`` is the agent's.
+Settings: ``muzero``'s, with restarts inside the best game on by default, and the order
+search's share of a wall-clock budget or its evaluations without one
+(:class:`~mallocgame.solvers.muzero.config.MuZeroProdConfig`); the heuristic runs with
+its defaults. Work unit: the agent's self-play games. The callback sees the heuristic's
+answer first, then each new best game of the agent, then each mapping of the order search
+that is faster in simulation than both; their ``solver`` names them (``heuristic``,
+``muzero``, ``msa-search``). The answer's ``info`` has ``chosen``, ``latency_s`` and
+``candidates`` (each candidate's reward, normalized reward, simulated latency and
+validity) beside the chosen candidate's own ``info``; its ``work`` is the agent's, with
+the order search's ``order_evaluations``.
 """
 
 from __future__ import annotations
@@ -24,27 +30,64 @@ from __future__ import annotations
 from dataclasses import replace
 
 from mallocgame.instance import Instance
+from mallocgame.simulate import simulate
 from mallocgame.solution import Solution
 from mallocgame.solvers.base import Run, SolveRequest
-from mallocgame.solvers.heuristic import HeuristicSolver
+from mallocgame.solvers.heuristic import HeuristicSolver, OrderedAssignment
 from mallocgame.solvers.hybrid import choose_fastest
 from mallocgame.solvers.muzero.config import MuZeroConfig, MuZeroProdConfig
 from mallocgame.solvers.muzero.solver import MuZeroSolver
+from mallocgame.solvers.order_search import OrderSearchResult, Start, order_from_mapping, search_order, stop_rule
+from mallocgame.solvers.order_search import answer as order_answer
 
-__all__ = ["MuZeroProdSolver", "AGENT", "BASELINE"]
+__all__ = ["MuZeroProdSolver", "AGENT", "BASELINE", "ORDER_SEARCH"]
 
 AGENT = "muzero"  # the candidates' solver names
 BASELINE = "heuristic"
+ORDER_SEARCH = "msa-search"
 
 
 class MuZeroProdSolver(MuZeroSolver, name="muzero-prod", config=MuZeroProdConfig):
-    """The heuristic's mapping or MMap-MuZero's, whichever runs faster in simulation."""
+    """The fastest in simulation of the heuristic's mapping, MMap-MuZero's, and the
+    heuristic's placement order searched from both."""
 
     answer = "both"  # the agent's candidate: its best game, with search or its policy's alone
 
     def search(self, instance: Instance, config: MuZeroConfig, run: Run) -> Solution:
+        assert isinstance(config, MuZeroProdConfig)
         baseline = HeuristicSolver().solve(instance, SolveRequest(seed=run.seed))
         run.improve(baseline)
-        agent = self.train(instance, config, run, solver_name=AGENT)
-        choice = choose_fastest(instance, [baseline, agent])
-        return replace(choice.solution, work=agent.work, info=choice.info())
+        agent_clock = run.clock.until(1.0 - config.order_search_share)
+        agent = self.train(instance, config, Run(AGENT, instance, run.request, agent_clock), solver_name=AGENT)
+        candidates = [baseline, agent]
+        searched = self.search_order(instance, config, run, baseline, agent)
+        if searched is not None:
+            candidates.append(searched)
+        choice = choose_fastest(instance, candidates)
+        work = dict(agent.work)
+        if searched is not None:
+            work["order_evaluations"] = searched.work["evaluations"]
+        return replace(choice.solution, work=work, info=choice.info())
+
+    def search_order(
+        self, instance: Instance, config: MuZeroProdConfig, run: Run, baseline: Solution, agent: Solution,
+    ) -> Solution | None:
+        """The order search's answer in the rest of ``run``'s budget (``None``: none left,
+        or none given to it); each mapping faster than both ``baseline`` and ``agent`` goes
+        to the callback."""
+        timed = run.request.seconds is not None
+        limit = None if timed else config.order_search_evaluations
+        if (timed and (config.order_search_share == 0 or run.expired())) or limit == 0:
+            return None
+        assignment = OrderedAssignment(instance)
+        starts = [Start("agent", order_from_mapping(assignment, agent.allocations))]
+        to_beat = min(simulate(instance, s).latency_s for s in (baseline, agent))
+        search_run = Run(ORDER_SEARCH, instance, run.request, run.clock)
+
+        def report(result: OrderSearchResult) -> None:
+            if result.latency_s < to_beat:
+                run.improve(order_answer(search_run, result, {"evaluations": result.evaluations}))
+
+        result = search_order(assignment, seed=run.seed, stop=stop_rule(run, limit), starts=starts,
+                              on_improve=report)
+        return order_answer(search_run, result, {"evaluations": result.evaluations})

@@ -41,7 +41,9 @@ class MuZeroSolver(Solver, name="muzero", work_unit="games", config=MuZeroConfig
             instance, config, seed=run.seed, answer=self.answer, checkpoint_dir=config.checkpoint_dir,
             log=stderr_log if config.progress else None, solver_name=solver_name,
         )
-        return trainer.run(games=run.request.work, callback=run.request.callback, clock=run.clock)
+        progress = run.request.progress
+        on_game = None if progress is None else lambda *_: progress({"games": trainer.counters.games})
+        return trainer.run(games=run.request.work, callback=run.request.callback, clock=run.clock, on_game=on_game)
 
 
 class MuZeroNoSearchSolver(MuZeroSolver, name="muzero-nosearch"):
