@@ -25,8 +25,7 @@ that puts first the candidates the agent's answer placed in fast memory
 Work unit: evaluations (one proposal placed and simulated). With a work budget the same
 seed gives the same answer; with neither budget, :data:`DEFAULT_EVALUATIONS`.
 Cost of one evaluation: the heuristic's placement from the first moved position on,
-plus one simulation (``O(instructions + copies)``); about 0.1 s on 2,000 candidates on
-the development machine.
+plus one simulation (``O(instructions + copies)``): benchmarks/order_search_speed.py.
 """
 
 from __future__ import annotations
