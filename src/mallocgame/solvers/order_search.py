@@ -46,7 +46,7 @@ from mallocgame.solvers.heuristic import OrderedAssignment
 
 __all__ = [
     "OrderSearchConfig", "OrderSearchResult", "OrderSearchSolver", "Start", "search_order",
-    "order_from_mapping", "stop_rule", "answer", "DEFAULT_EVALUATIONS",
+    "order_from_mapping", "stop_rule", "search_answer", "DEFAULT_EVALUATIONS",
 ]
 
 DEFAULT_EVALUATIONS = 200
@@ -55,7 +55,7 @@ DEFAULT_EVALUATIONS = 200
 
 @dataclass(frozen=True)
 class OrderSearchConfig:
-    """The settings of ``msa-search`` (and of ``muzero-prod``'s order search)."""
+    """The settings of ``msa-search`` (``muzero-prod``'s order search runs with the defaults)."""
 
     max_moves: int = setting(6, "most candidates one proposal moves (1 + a geometric count)",
                              within="[1, 1000]")
@@ -188,7 +188,7 @@ def stop_rule(run: Run, evaluations_left: int | None) -> Callable[[int], bool]:
     return stop
 
 
-def answer(run: Run, result: OrderSearchResult, work: dict[str, int]) -> Solution:
+def search_answer(run: Run, result: OrderSearchResult, work: dict[str, int]) -> Solution:
     """``result`` as ``run``'s mapping answer (its exact reward; ``info``: latency and start)."""
     reward = mapping_reward(run.instance, [a.buffer for a in result.allocations])
     info = {"latency_s": result.latency_s, "start": result.start, "improvements": result.improvements}
@@ -205,8 +205,8 @@ class OrderSearchSolver(Solver, name="msa-search", work_unit="evaluations", conf
             None if request.seconds is not None else DEFAULT_EVALUATIONS)
 
         def report(result: OrderSearchResult) -> None:
-            run.improve(answer(run, result, {"evaluations": result.evaluations}))
+            run.improve(search_answer(run, result, {"evaluations": result.evaluations}))
 
         result = search_order(assignment, seed=run.seed, stop=stop_rule(run, limit), config=config,
                               on_improve=report)
-        return answer(run, result, {"evaluations": result.evaluations})
+        return search_answer(run, result, {"evaluations": result.evaluations})

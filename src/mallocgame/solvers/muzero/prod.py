@@ -37,8 +37,9 @@ from mallocgame.solvers.heuristic import HeuristicSolver, OrderedAssignment
 from mallocgame.solvers.hybrid import choose_fastest
 from mallocgame.solvers.muzero.config import MuZeroConfig, MuZeroProdConfig
 from mallocgame.solvers.muzero.solver import MuZeroSolver
-from mallocgame.solvers.order_search import OrderSearchResult, Start, order_from_mapping, search_order, stop_rule
-from mallocgame.solvers.order_search import answer as order_answer
+from mallocgame.solvers.order_search import (
+    OrderSearchResult, Start, order_from_mapping, search_answer, search_order, stop_rule,
+)
 
 __all__ = ["MuZeroProdSolver", "AGENT", "BASELINE", "ORDER_SEARCH"]
 
@@ -86,8 +87,8 @@ class MuZeroProdSolver(MuZeroSolver, name="muzero-prod", config=MuZeroProdConfig
 
         def report(result: OrderSearchResult) -> None:
             if result.latency_s < to_beat:
-                run.improve(order_answer(search_run, result, {"evaluations": result.evaluations}))
+                run.improve(search_answer(search_run, result, {"evaluations": result.evaluations}))
 
         result = search_order(assignment, seed=run.seed, stop=stop_rule(run, limit), starts=starts,
                               on_improve=report)
-        return order_answer(search_run, result, {"evaluations": result.evaluations})
+        return search_answer(search_run, result, {"evaluations": result.evaluations})
