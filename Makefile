@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed-stamp
 WORKLOAD ?= xla-v2/ddim_sampler_b16
 BUDGET ?= 180
 
-.PHONY: setup run test bench clean
+.PHONY: setup run test lint bench clean
 
 setup: $(STAMP)
 
@@ -22,12 +22,18 @@ run: $(STAMP)
 	rm -rf out/run.*
 	$(VENV)/bin/mallocgame optimize $(WORKLOAD) --budget $(BUDGET) --seed 0 --out out/run.json
 
-# Two test processes (pytest-xdist), one for each core of CI; `pytest` alone runs serially.
-test: $(STAMP)
+# The linter, the formatter's check and the type check (settings in pyproject.toml), then the
+# tests in two processes (pytest-xdist), one for each core of CI; `pytest` alone runs serially.
+test: lint
 	$(PY) -m pytest -n 2
+
+lint: $(STAMP)
+	$(PY) -m ruff check .
+	$(PY) -m ruff format --check .
+	$(PY) -m mypy
 
 bench: $(STAMP)
 	$(PY) benchmarks/game_speed.py
 
 clean:
-	rm -rf $(VENV) out .pytest_cache .hypothesis
+	rm -rf $(VENV) out .pytest_cache .hypothesis .ruff_cache .mypy_cache

@@ -68,11 +68,15 @@ def main(argv: list[str] | None = None) -> int:
         jax.random.normal(k, s, jnp.float32) / np.sqrt(width) for k, s in zip(keys, shapes)
     )
     device = jax.devices()[0]
-    log(f"jax {jax.__version__} on {device.platform} ({device.device_kind}); "
-        f"{layers} layers of {width}, batch {batch}")
+    log(
+        f"jax {jax.__version__} on {device.platform} ({device.device_kind}); "
+        f"{layers} layers of {width}, batch {batch}"
+    )
     inst = derive_instance(extract_jax(mlp, *values), "gpu_hbm_host", capacity_fraction=0.25)
-    log(f"instance: {inst.num_instructions} instructions, {inst.num_buffers} buffers, "
-        f"fast memory {inst.hardware.fast_memory_bytes / 2**20:.1f} MiB")
+    log(
+        f"instance: {inst.num_instructions} instructions, {inst.num_buffers} buffers, "
+        f"fast memory {inst.hardware.fast_memory_bytes / 2**20:.1f} MiB"
+    )
 
     def timed(fn, call_args) -> list[float]:
         jax.block_until_ready(fn(*call_args))
@@ -89,9 +93,23 @@ def main(argv: list[str] | None = None) -> int:
     reference = np.asarray(plain(*device_args))
     base = timed(plain, device_args)
     log(f"plain jit, everything on the device: median {statistics.median(base) * 1e3:.3f} ms")
-    columns = ("answer", "normalized_reward", "check_ok", "simulated_s", "host_args",
-               "host_results", "lowered_host_args", "lowered_device_moves", "median_s",
-               "p10_s", "p90_s", "plain_median_s", "identical", "max_abs_diff", "error")
+    columns = (
+        "answer",
+        "normalized_reward",
+        "check_ok",
+        "simulated_s",
+        "host_args",
+        "host_results",
+        "lowered_host_args",
+        "lowered_device_moves",
+        "median_s",
+        "p10_s",
+        "p90_s",
+        "plain_median_s",
+        "identical",
+        "max_abs_diff",
+        "error",
+    )
     with open(args.out / "jax_apply.csv", "w", newline="") as handle:
         writer = csv.DictWriter(handle, columns)
         writer.writeheader()
@@ -99,27 +117,35 @@ def main(argv: list[str] | None = None) -> int:
             row = {"answer": name, "plain_median_s": statistics.median(base)}
             try:
                 answer = load_solver(name).solve(inst, SolveRequest(seed=0))
-                row.update(normalized_reward=answer.normalized_reward,
-                           check_ok=check_solution(inst, answer).ok,
-                           simulated_s=simulate(inst, answer).latency_s)
+                row.update(
+                    normalized_reward=answer.normalized_reward,
+                    check_ok=check_solution(inst, answer).ok,
+                    simulated_s=simulate(inst, answer).latency_s,
+                )
                 placement = jax_placement(inst, answer, mlp, *values)
-                row.update(host_args=len(placement.host_args),
-                           host_results=len(placement.host_results))
+                row.update(
+                    host_args=len(placement.host_args), host_results=len(placement.host_results)
+                )
                 lowered = cuda_placements(placement, mlp)
-                row.update(lowered_host_args=len(lowered.host_args),
-                           lowered_device_moves=lowered.to_device)
+                row.update(
+                    lowered_host_args=len(lowered.host_args), lowered_device_moves=lowered.to_device
+                )
                 fn = apply_jax(placement, mlp, device=device)
                 placed = place_args(placement, *values, device=device)
                 out = np.asarray(fn(*placed))
-                row.update(identical=bool(np.array_equal(out, reference)),
-                           max_abs_diff=float(np.max(np.abs(out - reference))))
+                row.update(
+                    identical=bool(np.array_equal(out, reference)),
+                    max_abs_diff=float(np.max(np.abs(out - reference))),
+                )
                 times = timed(fn, placed)
                 q = np.quantile(times, [0.1, 0.9])
                 row.update(median_s=statistics.median(times), p10_s=q[0], p90_s=q[1])
-                log(f"{name}: reward {answer.normalized_reward:.4f}, host args "
+                log(
+                    f"{name}: reward {answer.normalized_reward:.4f}, host args "
                     f"{row['host_args']} (lowered {row['lowered_host_args']}), median "
-                    f"{row['median_s'] * 1e3:.3f} ms, identical {row['identical']}")
-            except Exception as exc:  # noqa: BLE001 - one answer's failure is a row, not the end
+                    f"{row['median_s'] * 1e3:.3f} ms, identical {row['identical']}"
+                )
+            except Exception as exc:
                 row["error"] = f"{type(exc).__name__}: {exc}"[:300]
                 log(f"{name}: FAILED {row['error']}")
                 traceback.print_exc()

@@ -27,10 +27,10 @@ import os
 os.environ.setdefault("JAX_PLATFORMS", "cpu")  # solvers must not take the GPU (nor preallocate it)
 os.environ.setdefault("PYTHONUNBUFFERED", "1")
 
-import argparse  # noqa: E402
-import sys  # noqa: E402
-import time  # noqa: E402
-from pathlib import Path  # noqa: E402
+import argparse
+import sys
+import time
+from pathlib import Path
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -31,7 +31,9 @@ def _proposals(point: CurvePoint) -> float:
         key, _, value = item.partition("=")
         if key == "proposals":
             return float(value)
-    raise ValueError(f"{point.program} {point.solver} seed {point.seed}: no 'proposals' in work {point.work!r}")
+    raise ValueError(
+        f"{point.program} {point.solver} seed {point.seed}: no 'proposals' in work {point.work!r}"
+    )
 
 
 def curves(points: list[CurvePoint]) -> dict[str, dict[str, dict[int, Curve]]]:
@@ -78,14 +80,23 @@ def plot(data: dict[str, dict[str, dict[int, Curve]]], path: Path) -> None:
     colors = {spec: f"C{i % 10}" for i, spec in enumerate(specs)}
     fig, axes = plt.subplots(len(programs), 2, figsize=(11, 3.2 * len(programs)), squeeze=False)
     for row, program in enumerate(programs):
-        for col, (index, label) in enumerate(((0, "proposals evaluated"), (1, "wall-clock seconds"))):
+        for col, (index, label) in enumerate(
+            ((0, "proposals evaluated"), (1, "wall-clock seconds"))
+        ):
             ax = axes[row][col]
             for spec, runs in data[program].items():
-                for n, (seed, curve) in enumerate(sorted(runs.items())):
+                for n, (_seed, curve) in enumerate(sorted(runs.items())):
                     xs = [point[index] for point in curve]
                     ys = [point[2] for point in curve]
-                    ax.step(xs, ys, where="post", color=colors[spec], alpha=0.8, linewidth=1.2,
-                            label=spec if n == 0 else None)
+                    ax.step(
+                        xs,
+                        ys,
+                        where="post",
+                        color=colors[spec],
+                        alpha=0.8,
+                        linewidth=1.2,
+                        label=spec if n == 0 else None,
+                    )
             ax.set_xlabel(label)
             ax.set_ylabel("best normalized reward")
             ax.set_title(program, fontsize=9)
@@ -100,8 +111,12 @@ def plot(data: dict[str, dict[str, dict[int, Curve]]], path: Path) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("csv", nargs="+", type=Path, help="CSVs written by `mallocgame bench rewards`")
-    parser.add_argument("--out", type=Path, default=Path("egrl_ablation.png"), help="the PNG to write")
+    parser.add_argument(
+        "csv", nargs="+", type=Path, help="CSVs written by `mallocgame bench rewards`"
+    )
+    parser.add_argument(
+        "--out", type=Path, default=Path("egrl_ablation.png"), help="the PNG to write"
+    )
     args = parser.parse_args()
     points = [p for path in args.csv for p in read_csv(path)]
     data = curves(points)

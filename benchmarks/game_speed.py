@@ -31,7 +31,7 @@ def greedy(game: Game, allowed: np.ndarray) -> int:
 class Counting:
     """Wraps a policy and counts the decisions it makes."""
 
-    def __init__(self, policy) -> None:  # noqa: ANN001
+    def __init__(self, policy) -> None:
         self.policy = policy
         self.decisions = 0
 
@@ -40,7 +40,7 @@ class Counting:
         return self.policy(game, allowed)
 
 
-def decisions_per_second(game: Game, policy, repeat: int) -> tuple[float, float]:  # noqa: ANN001
+def decisions_per_second(game: Game, policy, repeat: int) -> tuple[float, float]:
     """Best-of-``repeat`` decisions/s over whole games, and the normalized return."""
     best = 0.0
     for _ in range(repeat):
@@ -80,21 +80,27 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=3)
     args = parser.parse_args()
 
-    print(f"machine: {platform.machine()}, {platform.processor() or 'cpu'}, "
-          f"python {platform.python_version()}, numpy {np.__version__}")
+    print(
+        f"machine: {platform.machine()}, {platform.processor() or 'cpu'}, "
+        f"python {platform.python_version()}, numpy {np.__version__}"
+    )
     warm = Game(generate(200, seed=1))  # compile (or load the compiled cache) outside timing
     DropBackup(warm).play(greedy)
     warm.undo_to(0)
-    print(f"{'buffers':>8} {'random dec/s':>13} {'greedy dec/s':>13} "
-          f"{'undo 100 (us)':>14} {'clone (us)':>11} {'greedy reward':>14}")
+    print(
+        f"{'buffers':>8} {'random dec/s':>13} {'greedy dec/s':>13} "
+        f"{'undo 100 (us)':>14} {'clone (us)':>11} {'greedy reward':>14}"
+    )
     for n in args.sizes:
         inst = generate(n, seed=0)
         game = Game(inst, build_tables(inst))
         rnd, _ = decisions_per_second(game, UniformPolicy(np.random.default_rng(0)), args.repeat)
         grd, reward = decisions_per_second(game, greedy, args.repeat)
         undo_s, clone_s = go_back_cost(game)
-        print(f"{inst.num_buffers:>8} {rnd:>13,.0f} {grd:>13,.0f} {undo_s * 1e6:>14.1f} "
-              f"{clone_s * 1e6:>11.1f} {reward:>14.3f}")
+        print(
+            f"{inst.num_buffers:>8} {rnd:>13,.0f} {grd:>13,.0f} {undo_s * 1e6:>14.1f} "
+            f"{clone_s * 1e6:>11.1f} {reward:>14.3f}"
+        )
 
 
 if __name__ == "__main__":

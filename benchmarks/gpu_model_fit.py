@@ -28,9 +28,9 @@ import csv
 import dataclasses
 import gzip
 import json
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Callable, Iterator
 
 import mallocgame.costmodel as costmodel
 from mallocgame.costmodel import derive_instance
@@ -120,7 +120,7 @@ def conv_rule(program: Program, ins: ProgramInstruction, tile: int) -> tuple[int
     base = _DOT_RULE(program, ins, tile)
     if tile <= 0 or ins.opcode != "convolution":
         return base
-    b, c, h, w = costmodel._dims(program.tensors[ins.outputs[0]].shape)  # noqa: SLF001
+    b, c, h, w = costmodel._dims(program.tensors[ins.outputs[0]].shape)
     out = list(base)
     out[0], out[1] = -(-c // tile), -(-(b * h * w) // tile)
     return tuple(out)
@@ -166,8 +166,10 @@ def main() -> None:
             answers[name][r["placement"]] = list(sol.allocations)
             measured[name][r["placement"]] = float(r["measured_median_s"])
             run_cal[name][r["placement"]] = float(r["sim_calibrated_s"])
-        print(f"{name}: re-extracted, {mine.num_buffers} buffers equal to the run's; "
-              f"{len(answers[name])} measured answers")
+        print(
+            f"{name}: re-extracted, {mine.num_buffers} buffers equal to the run's; "
+            f"{len(answers[name])} measured answers"
+        )
 
     def fits(preset: HardwarePreset) -> dict[str, Fit]:
         out = {}
@@ -197,19 +199,25 @@ def main() -> None:
         print(f"  {tile:5d}{cells}")
     best = min(tiles, key=lambda t: table[t][args.fit].mre)
     print(f"\nfitted on {args.fit}: tile {best} (lowest mean relative error there)")
-    print(f"  {'program':9s} {'role':8s} {'Spearman before':>16s} {'after':>6s}  "
-          f"{'MRE before':>11s} {'after':>6s}")
+    print(
+        f"  {'program':9s} {'role':8s} {'Spearman before':>16s} {'after':>6s}  "
+        f"{'MRE before':>11s} {'after':>6s}"
+    )
     for name in PROGRAMS:
         b, a = table[0][name], table[best][name]
         role = "fit" if name == args.fit else "held out"
-        print(f"  {name:9s} {role:8s} {b.spearman:16.3f} {a.spearman:6.3f}  "
-              f"{b.mre:11.3f} {a.mre:6.3f}")
-    print("\nper answer, ms (measured / roofline / tile %d):" % best)
+        print(
+            f"  {name:9s} {role:8s} {b.spearman:16.3f} {a.spearman:6.3f}  "
+            f"{b.mre:11.3f} {a.mre:6.3f}"
+        )
+    print(f"\nper answer, ms (measured / roofline / tile {best}):")
     for name in PROGRAMS:
         for i, label in enumerate(sorted(answers[name])):
             before, after = table[0][name].simulated_s[i], table[best][name].simulated_s[i]
-            print(f"  {name:9s} {label:12s} {measured[name][label] * 1e3:8.1f} "
-                  f"{before * 1e3:8.1f} {after * 1e3:8.1f}")
+            print(
+                f"  {name:9s} {label:12s} {measured[name][label] * 1e3:8.1f} "
+                f"{before * 1e3:8.1f} {after * 1e3:8.1f}"
+            )
 
     # The evidence for a shape-dependent factor: the mlp's step times (its 8 answers and
     # all-in-HBM) fitted on its slow MiB per operand role, in ms per MiB.
@@ -232,8 +240,10 @@ def main() -> None:
     design = np.c_[np.array(xs), np.ones(len(ys))]
     coef = np.linalg.lstsq(design, np.array(ys), rcond=None)[0]
     stream = 2**20 / GPU_H100_HOST.slow_bandwidth * 1e3
-    print(f"\nmlp: least squares of step time on slow MiB per role (ms/MiB; streaming "
-          f"{stream:.4f}); x and gelu out always go together, so only their sum is fixed:")
+    print(
+        f"\nmlp: least squares of step time on slow MiB per role (ms/MiB; streaming "
+        f"{stream:.4f}); x and gelu out always go together, so only their sum is fixed:"
+    )
     for role, c in zip(roles, coef):
         print(f"  {role:10s} {c:8.4f}  ({c / stream:5.1f}x streaming)")
     both = coef[0] + coef[4]
@@ -264,10 +274,15 @@ def main() -> None:
             tf32 += ins.count * (GPU_H100_HOST.fixed_s + max(compute, mem))
         else:
             tf32 += ins.count * ins.supply_s
-    hbm = next(float(r["measured_median_s"]) for r in rows
-               if r["program"] == "resnet50" and r["placement"] == "hbm-resident")
-    print(f"\nresnet50 all in HBM: measured {hbm * 1e3:.2f} ms; simulated {fp32 * 1e3:.2f} ms "
-          f"(fp32 peak), {tf32 * 1e3:.2f} ms with convolutions at the TF32 rate")
+    hbm = next(
+        float(r["measured_median_s"])
+        for r in rows
+        if r["program"] == "resnet50" and r["placement"] == "hbm-resident"
+    )
+    print(
+        f"\nresnet50 all in HBM: measured {hbm * 1e3:.2f} ms; simulated {fp32 * 1e3:.2f} ms "
+        f"(fp32 peak), {tf32 * 1e3:.2f} ms with convolutions at the TF32 rate"
+    )
 
 
 if __name__ == "__main__":

@@ -46,11 +46,15 @@ def main() -> None:
     inst = load_workload(args.program)
     config = MuZeroSolver().config(_options(args.option))
     trainer = Trainer(inst, config, seed=0)
-    print(f"{inst.name}: {inst.num_buffers} buffers; {config.parallel_games} games x "
-          f"{config.num_simulations} simulations ({config.search}); batch {config.batch_size}, "
-          f"train every {config.train_every} moves")
-    print(f"machine: {platform.processor() or platform.machine()}, {os.cpu_count()} cores, "
-          f"jax {jax.__version__} on {jax.default_backend()}")
+    print(
+        f"{inst.name}: {inst.num_buffers} buffers; {config.parallel_games} games x "
+        f"{config.num_simulations} simulations ({config.search}); batch {config.batch_size}, "
+        f"train every {config.train_every} moves"
+    )
+    print(
+        f"machine: {platform.processor() or platform.machine()}, {os.cpu_count()} cores, "
+        f"jax {jax.__version__} on {jax.default_backend()}"
+    )
 
     start = time.perf_counter()
     trainer.add_demonstrations(Stopwatch(args.seconds / config.es_share))  # es: --seconds
@@ -60,7 +64,9 @@ def main() -> None:
             trainer.replay.add(done.record)  # no rng: no restarts, so every game is whole
         moves += 1
     trainer._learn()  # compile the learner
-    print(f"warm-up (compilation, {moves} moves to fill the replay): {time.perf_counter() - start:.1f} s")
+    print(
+        f"warm-up (compilation, {moves} moves to fill the replay): {time.perf_counter() - start:.1f} s"
+    )
 
     for phase, learn in (("self-play only", False), ("with learner", True)):
         steps = learner = 0
@@ -75,8 +81,10 @@ def main() -> None:
                 learner += 1
         jax.block_until_ready(trainer.params)
         wall = time.perf_counter() - start
-        print(f"{phase:15s}: {steps / wall:8.0f} game steps/s ({steps} steps, {learner} learner steps, "
-              f"{wall:.1f} s)")
+        print(
+            f"{phase:15s}: {steps / wall:8.0f} game steps/s ({steps} steps, {learner} learner steps, "
+            f"{wall:.1f} s)"
+        )
 
 
 if __name__ == "__main__":

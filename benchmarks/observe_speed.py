@@ -29,7 +29,9 @@ from mallocgame.workloads.registry import load_workload
 BATCH = 16
 
 
-def play_and_observe(game: Game, observer: Observer, batch: dict, seed: int) -> dict[str, np.ndarray]:
+def play_and_observe(
+    game: Game, observer: Observer, batch: dict, seed: int
+) -> dict[str, np.ndarray]:
     """One random Drop-backup game; seconds per decision of each timed part."""
     game.reset()
     observer.observe(0, out=batch, index=0)
@@ -71,15 +73,19 @@ def main() -> None:
     parser.add_argument("--games", type=int, default=3)
     args = parser.parse_args()
 
-    print(f"machine: {platform.machine()}, {platform.processor() or 'cpu'}, "
-          f"python {platform.python_version()}, numpy {np.__version__}")
+    print(
+        f"machine: {platform.machine()}, {platform.processor() or 'cpu'}, "
+        f"python {platform.python_version()}, numpy {np.__version__}"
+    )
     config = ObservationConfig()
     print(f"config: {config}")
     warm = Game(load_workload("xla-v1/lstm_infer"))  # compile (or load the cache) outside timing
     play_and_observe(warm, Observer(warm, config), empty_batch(config, BATCH), 0)
-    print(f"{'workload':>22} {'buffers':>8} {'steps':>6} {'backups':>8} "
-          f"{'observe med':>12} {'mean':>7} {'p99':>7} {'unchanged':>10} "
-          f"{'features':>9} {'game step':>10}   (us per decision)")
+    print(
+        f"{'workload':>22} {'buffers':>8} {'steps':>6} {'backups':>8} "
+        f"{'observe med':>12} {'mean':>7} {'p99':>7} {'unchanged':>10} "
+        f"{'features':>9} {'game step':>10}   (us per decision)"
+    )
     for name in args.workloads:
         inst = load_workload(name)
         game = Game(inst)
@@ -88,11 +94,13 @@ def main() -> None:
         runs = [play_and_observe(game, observer, batch, seed) for seed in range(args.games)]
         t = {k: np.concatenate([r[k] for r in runs]) for k in runs[0]}
         us = {k: v * 1e6 for k, v in t.items() if k != "backups"}
-        print(f"{name:>22} {inst.num_buffers:>8} {inst.num_instructions:>6} "
-              f"{int(t['backups'].sum()):>8} {np.median(us['observe']):>12.1f} "
-              f"{us['observe'].mean():>7.1f} {np.percentile(us['observe'], 99):>7.1f} "
-              f"{np.median(us['again']):>10.1f} {np.median(us['features']):>9.1f} "
-              f"{np.median(us['step']):>10.1f}")
+        print(
+            f"{name:>22} {inst.num_buffers:>8} {inst.num_instructions:>6} "
+            f"{int(t['backups'].sum()):>8} {np.median(us['observe']):>12.1f} "
+            f"{us['observe'].mean():>7.1f} {np.percentile(us['observe'], 99):>7.1f} "
+            f"{np.median(us['again']):>10.1f} {np.median(us['features']):>9.1f} "
+            f"{np.median(us['step']):>10.1f}"
+        )
 
 
 if __name__ == "__main__":

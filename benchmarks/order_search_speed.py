@@ -25,12 +25,21 @@ PROPOSALS = 60
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--programs", nargs="+", default=[
-        "xla-v2/alexnet_train_b32", "xla-v2/unet_train_b2", "xla-v2/bert_base_train_b32",
-        "holdout-v1/ddpm_unet_train_b64"])
+    parser.add_argument(
+        "--programs",
+        nargs="+",
+        default=[
+            "xla-v2/alexnet_train_b32",
+            "xla-v2/unet_train_b2",
+            "xla-v2/bert_base_train_b32",
+            "holdout-v1/ddpm_unet_train_b64",
+        ],
+    )
     args = parser.parse_args()
-    print(f"{'program':<36} {'candidates':>10} {'incremental (ms)':>17} {'scratch (ms)':>13} "
-          f"{'ratio':>6} {'search evals/s':>15}")
+    print(
+        f"{'program':<36} {'candidates':>10} {'incremental (ms)':>17} {'scratch (ms)':>13} "
+        f"{'ratio':>6} {'search evals/s':>15}"
+    )
     for name in args.programs:
         inst = load_workload(name)
         assignment = OrderedAssignment(inst)
@@ -51,8 +60,10 @@ def main() -> None:
         start = time.perf_counter()
         search_order(OrderedAssignment(inst), seed=0, stop=lambda n: n >= PROPOSALS)
         rate = PROPOSALS / (time.perf_counter() - start)
-        print(f"{name:<36} {assignment.num_candidates:>10} {incremental * 1e3:>17.1f} {scratch * 1e3:>13.1f} "
-              f"{scratch / incremental:>6.2f} {rate:>15.1f}")
+        print(
+            f"{name:<36} {assignment.num_candidates:>10} {incremental * 1e3:>17.1f} {scratch * 1e3:>13.1f} "
+            f"{scratch / incremental:>6.2f} {rate:>15.1f}"
+        )
 
 
 if __name__ == "__main__":

@@ -55,7 +55,12 @@ def main() -> None:
     logs.mkdir(parents=True, exist_ok=True)
     # Seed, then program, then solver: a (program, seed) cell's solvers start side by side, so a
     # sweep cut short leaves whole cells to compare rather than one solver's column.
-    jobs = [(program, solver, seed) for seed in args.seeds for program in args.programs for solver in args.solvers]
+    jobs = [
+        (program, solver, seed)
+        for seed in args.seeds
+        for program in args.programs
+        for solver in args.solvers
+    ]
     lock = threading.Condition()
     failures: list[str] = []
     running: set[subprocess.Popen] = set()
@@ -70,13 +75,40 @@ def main() -> None:
 
     signal.signal(signal.SIGTERM, stop)
     signal.signal(signal.SIGINT, stop)
-    print(f"{len(jobs)} jobs on {len(free)} cores, {cores_per_job} per multi-threaded job", flush=True)
+    print(
+        f"{len(jobs)} jobs on {len(free)} cores, {cores_per_job} per multi-threaded job", flush=True
+    )
 
     def run(program: str, solver: str, seed: int, cores: list[int]) -> None:
-        options = [arg for item in args.option if item.startswith(f"{solver}:") for arg in ("--option", item)]
-        cmd = ["taskset", "-c", ",".join(map(str, cores)), sys.executable, "-m", "mallocgame.cli",
-               "bench", "speedups", "--programs", program, "--solvers", solver, "--budget",
-               f"{args.budget:g}", "--seeds", str(seed), "--workers", "1", "--out", args.out, *options]
+        options = [
+            arg
+            for item in args.option
+            if item.startswith(f"{solver}:")
+            for arg in ("--option", item)
+        ]
+        cmd = [
+            "taskset",
+            "-c",
+            ",".join(map(str, cores)),
+            sys.executable,
+            "-m",
+            "mallocgame.cli",
+            "bench",
+            "speedups",
+            "--programs",
+            program,
+            "--solvers",
+            solver,
+            "--budget",
+            f"{args.budget:g}",
+            "--seeds",
+            str(seed),
+            "--workers",
+            "1",
+            "--out",
+            args.out,
+            *options,
+        ]
         name = f"{program.replace('/', '-')}.{solver}.s{seed}.log"
         with lock:
             if stopped:
@@ -108,7 +140,10 @@ def main() -> None:
     for thread in threads:
         thread.join()
     if stopped:
-        print(f"stopped by signal {stopped[0]}: running jobs terminated, the rest not started", file=sys.stderr)
+        print(
+            f"stopped by signal {stopped[0]}: running jobs terminated, the rest not started",
+            file=sys.stderr,
+        )
         sys.exit(128 + stopped[0])
     for line in failures:
         print(line, file=sys.stderr)

@@ -24,14 +24,26 @@ from mallocgame.solvers.heuristic import HeuristicSolver
 from mallocgame.solvers.projection import DEFAULT_REPAIRS, project
 from mallocgame.workloads.registry import load_workload, workload_names
 
-FIELDS = ("program", "buffers", "heuristic_reward", "kept_plain", "kept_repaired", "repair_replays",
-          "repairs_kept", "backups", "plain_s", "repaired_s")
+FIELDS = (
+    "program",
+    "buffers",
+    "heuristic_reward",
+    "kept_plain",
+    "kept_repaired",
+    "repair_replays",
+    "repairs_kept",
+    "backups",
+    "plain_s",
+    "repaired_s",
+)
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     which = parser.add_mutually_exclusive_group(required=True)
-    which.add_argument("--suite", nargs="+", help="every program of these suites (e.g. xla-v1 xla-v2)")
+    which.add_argument(
+        "--suite", nargs="+", help="every program of these suites (e.g. xla-v1 xla-v2)"
+    )
     which.add_argument("--programs", nargs="+")
     parser.add_argument("--repairs", type=int, default=DEFAULT_REPAIRS)
     parser.add_argument("--out", type=Path, help="CSV file (default: print only)")
@@ -50,10 +62,18 @@ def main() -> int:
         t1 = time.perf_counter()
         repaired, kept = project(inst, mapping, repairs=args.repairs)
         t2 = time.perf_counter()
-        row = dict(program=name, buffers=inst.num_buffers, heuristic_reward=f"{mapping.normalized_reward:.6f}",
-                   kept_plain=f"{kept_plain:.4f}", kept_repaired=f"{kept:.4f}",
-                   repair_replays=repaired.info["repair_replays"], repairs_kept=repaired.info["repairs_kept"],
-                   backups=repaired.info["backups"], plain_s=f"{t1 - t0:.2f}", repaired_s=f"{t2 - t1:.2f}")
+        row = dict(
+            program=name,
+            buffers=inst.num_buffers,
+            heuristic_reward=f"{mapping.normalized_reward:.6f}",
+            kept_plain=f"{kept_plain:.4f}",
+            kept_repaired=f"{kept:.4f}",
+            repair_replays=repaired.info["repair_replays"],
+            repairs_kept=repaired.info["repairs_kept"],
+            backups=repaired.info["backups"],
+            plain_s=f"{t1 - t0:.2f}",
+            repaired_s=f"{t2 - t1:.2f}",
+        )
         rows.append(row)
         print(" ".join(f"{k}={v}" for k, v in row.items()), flush=True)
     if args.out:

@@ -26,7 +26,9 @@ def main(suite: str | None = None) -> None:
         derive_instance(program, preset, capacity_fraction=spec.capacity_fraction, name=name)
         derived = time.perf_counter() - start
         worst = max(worst, loaded + derived)
-        print(f"{name:<40} {program.num_buffers:>8} {loaded:>9.3f} {derived:>11.3f} {loaded + derived:>10.3f}")
+        print(
+            f"{name:<40} {program.num_buffers:>8} {loaded:>9.3f} {derived:>11.3f} {loaded + derived:>10.3f}"
+        )
     print(f"slowest: {worst:.3f} s")
 
 

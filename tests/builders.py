@@ -34,10 +34,11 @@ from __future__ import annotations
 
 import copy
 import json
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from functools import lru_cache
+from functools import cache
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -46,10 +47,24 @@ from mallocgame.program import Program, ProgramInstruction, ProgramLoop, Program
 from mallocgame.solution import Solution, solution_from_dict
 
 __all__ = [
-    "X", "B", "I", "roofline", "table", "build_doc", "build", "buffer_ids",
-    "CONFORMANCE", "CONFORMANCE_PATHS", "CONFORMANCE_NAMES", "conformance_vector",
-    "conformance_instance", "trajectory_solution", "reward_instance", "tiny_program",
-    "random_policy", "assert_only_files",
+    "X",
+    "B",
+    "I",
+    "roofline",
+    "table",
+    "build_doc",
+    "build",
+    "buffer_ids",
+    "CONFORMANCE",
+    "CONFORMANCE_PATHS",
+    "CONFORMANCE_NAMES",
+    "conformance_vector",
+    "conformance_instance",
+    "trajectory_solution",
+    "reward_instance",
+    "tiny_program",
+    "random_policy",
+    "assert_only_files",
 ]
 
 
@@ -133,7 +148,9 @@ def build_doc(
     ins_docs: list[dict[str, Any]] = []
     alias_ids: dict[Any, int] = {}
     for t, ins in enumerate(instructions):
-        specs = [(s, False) for s in map(_spec, ins.reads)] + [(s, True) for s in map(_spec, ins.writes)]
+        specs = [(s, False) for s in map(_spec, ins.reads)] + [
+            (s, True) for s in map(_spec, ins.writes)
+        ]
         ids = []
         for s, is_out in specs:
             b = len(buffers)
@@ -228,13 +245,15 @@ def conformance_vector(name: str) -> dict[str, Any]:
     return json.loads((CONFORMANCE / f"{name}.json").read_text())
 
 
-@lru_cache(maxsize=None)
+@cache
 def conformance_instance(name: str) -> Instance:
     """The instance of vector ``name`` (read once; instances are immutable)."""
     return instance_from_dict(conformance_vector(name)["instance"])
 
 
-def trajectory_solution(name: str, k: int = 0, *, with_actions: bool = True) -> tuple[Instance, Solution]:
+def trajectory_solution(
+    name: str, k: int = 0, *, with_actions: bool = True
+) -> tuple[Instance, Solution]:
     """Vector ``name``'s instance and its ``k``-th recorded trajectory as a Solution
     (seed 0, no time; without ``actions`` when ``with_actions`` is false)."""
     inst = conformance_instance(name)
@@ -273,10 +292,18 @@ def reward_instance() -> Instance:
     return build(
         tensors=[X(100), X(200), X(100), X(100), X(100), X(100), X(100), X(100)],
         instructions=[
-            I(reads=[B(0, demand=0.0), B(1, demand=0.0)], writes=[B(2, demand=0.0)],
-              count=3, latency=roofline(compute_s=2.5, fixed_s=0.25)),
-            I(reads=[B(3, demand=0.0), B(4, demand=0.0), B(5, demand=0.0)], writes=[B(6, demand=0.0)],
-              count=2, latency=table([2, 0], [8.0, 5.0, 6.0, 1.0])),
+            I(
+                reads=[B(0, demand=0.0), B(1, demand=0.0)],
+                writes=[B(2, demand=0.0)],
+                count=3,
+                latency=roofline(compute_s=2.5, fixed_s=0.25),
+            ),
+            I(
+                reads=[B(3, demand=0.0), B(4, demand=0.0), B(5, demand=0.0)],
+                writes=[B(6, demand=0.0)],
+                count=2,
+                latency=table([2, 0], [8.0, 5.0, 6.0, 1.0]),
+            ),
         ],
         capacity=1 << 20,
     )
@@ -302,7 +329,14 @@ def tiny_program() -> Program:
         ProgramInstruction("iota.0", "iota", (), (1,), (), (400,)),
         ProgramInstruction("dot.1", "dot", (0, 1), (2,), (1000, 400), (600,), flops=2e6, count=3),
         ProgramInstruction(
-            "dus.2", "dynamic-update-slice", (2, 0), (3,), (600, 200), (600,), transcendentals=1e5, count=3
+            "dus.2",
+            "dynamic-update-slice",
+            (2, 0),
+            (3,),
+            (600, 200),
+            (600,),
+            transcendentals=1e5,
+            count=3,
         ),
         ProgramInstruction("exp.3", "exponential", (3,), (4,), (600,), (600,), transcendentals=150),
     )

@@ -34,5 +34,7 @@ def instance_file(tmp_path: Path) -> Path:
     """Conformance vector random105's instance, written to ``tmp_path`` as
     ``random105.json.gz`` (the file a command line or ``make_env`` reads)."""
     path = tmp_path / "random105.json.gz"
-    path.write_bytes(gzip.compress(json.dumps(conformance_vector("random105")["instance"]).encode()))
+    path.write_bytes(
+        gzip.compress(json.dumps(conformance_vector("random105")["instance"]).encode())
+    )
     return path

@@ -33,7 +33,9 @@ def test_simulate_is_the_function_even_after_importing_the_module() -> None:
 
 def test_import_is_cheap() -> None:
     code = "import sys, mallocgame; print(sorted(m for m in ('numpy', 'numba', 'jax') if m in sys.modules))"
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True
+    ).stdout
     assert "numba" not in out and "jax" not in out
 
 

@@ -4,7 +4,8 @@ valid, and each corruption is caught with the right failure kind."""
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 from unittest import mock
 
 import numpy as np
@@ -20,7 +21,6 @@ from mallocgame.instance import Instance, instance_from_dict
 from mallocgame.latency import mapping_reward, normalize
 from mallocgame.solution import Allocation, Solution, solution_from_dict
 from tests.builders import CONFORMANCE_NAMES, conformance_vector, trajectory_solution
-
 
 # ---------------------------------------------------------------------------- helpers
 
@@ -70,20 +70,38 @@ def _instance(
             b = len(buffers)
             ids.append(b)
             buffers.append(
-                {"id": b, "instruction": t, "tensor_id": tensor, "alias_id": alias.get(b, b),
-                 "is_output": is_output, "size": tensors[tensor][0],
-                 "demand_s": demand.get(b, 1.0)}
+                {
+                    "id": b,
+                    "instruction": t,
+                    "tensor_id": tensor,
+                    "alias_id": alias.get(b, b),
+                    "is_output": is_output,
+                    "size": tensors[tensor][0],
+                    "demand_s": demand.get(b, 1.0),
+                }
             )
         instructions.append(
-            {"name": f"i{t}", "count": 1, "supply_s": supply[t], "buffers": ids,
-             "latency": {"kind": "roofline", "compute_s": 0.0}}
+            {
+                "name": f"i{t}",
+                "count": 1,
+                "supply_s": supply[t],
+                "buffers": ids,
+                "latency": {"kind": "roofline", "compute_s": 0.0},
+            }
         )
     return instance_from_dict(
         {
-            "format": "mallocgame-instance", "version": 1, "name": "hand",
-            "hardware": {"name": "toy", "fast_memory_bytes": capacity,
-                         "alignment_bytes": alignment, "fast_bandwidth": 1000.0,
-                         "slow_bandwidth": 100.0, "copy_bandwidth": 256.0},
+            "format": "mallocgame-instance",
+            "version": 1,
+            "name": "hand",
+            "hardware": {
+                "name": "toy",
+                "fast_memory_bytes": capacity,
+                "alignment_bytes": alignment,
+                "fast_bandwidth": 1000.0,
+                "slow_bandwidth": 100.0,
+                "copy_bandwidth": 256.0,
+            },
             "instructions": instructions,
             "tensors": [
                 {"id": i, "size": s, "def_time": d, "last_use_time": u, "live_out": o}
@@ -98,7 +116,9 @@ X, Y, Z = 0, 1, 2
 
 
 def _chain(
-    *, z_live_out: bool = False, supply: Sequence[float] = (1.0, 1.0, 0.5, 1.0),
+    *,
+    z_live_out: bool = False,
+    supply: Sequence[float] = (1.0, 1.0, 0.5, 1.0),
     alias: dict[int, int] | None = None,
 ) -> Instance:
     """The hand instance most tests use. All sizes are one 256-byte unit, the fast
@@ -120,8 +140,14 @@ def _chain(
     )
 
 
-def A(buffer: int, action: str, offset: int, start: int | None = None, end: int | None = None,
-      copy: tuple[int, int] | None = None) -> Allocation:
+def A(
+    buffer: int,
+    action: str,
+    offset: int,
+    start: int | None = None,
+    end: int | None = None,
+    copy: tuple[int, int] | None = None,
+) -> Allocation:
     return Allocation(buffer, action, offset, start, end, copy)
 
 
@@ -138,10 +164,22 @@ def test_report_ok_kinds_and_summary() -> None:
 
 def test_failure_kinds_are_the_documented_ones() -> None:
     assert set(check.FAILURE_KINDS) == {
-        "illegal_action", "incomplete", "allocation_mismatch", "reward_mismatch",
-        "instance_mismatch", "misaligned", "over_capacity", "overlap", "alias_split",
-        "alias_offset", "interval_shape", "copy_overlap", "copy_supply", "data_flow",
-        "slow_read", "false_bound",
+        "illegal_action",
+        "incomplete",
+        "allocation_mismatch",
+        "reward_mismatch",
+        "instance_mismatch",
+        "misaligned",
+        "over_capacity",
+        "overlap",
+        "alias_split",
+        "alias_offset",
+        "interval_shape",
+        "copy_overlap",
+        "copy_supply",
+        "data_flow",
+        "slow_read",
+        "false_bound",
     }
 
 
@@ -205,8 +243,10 @@ def test_one_alias_group_may_overlap_itself() -> None:
     assert physical_check(inst, sol.allocations) == []
     # the same two buffers in different groups are an overlap
     regrouped = dataclasses.replace(
-        inst, buffers=tuple(dataclasses.replace(b, alias_id=100) if b.id == 10 else b
-                            for b in inst.buffers)
+        inst,
+        buffers=tuple(
+            dataclasses.replace(b, alias_id=100) if b.id == 10 else b for b in inst.buffers
+        ),
     )
     assert _kinds(physical_check(regrouped, sol.allocations)) == {"overlap"}
 
@@ -240,11 +280,15 @@ CHAIN_CASES = {
     "resident": ([A(1, "NoCopy", 0, 0, 3), A(2, "NoCopy", 0), A(5, "NoCopy", 0)], set()),
     # b4 prefetched over 1..2 (1.5 >= 1.0), b5 over 2 (0.5 >= 0.5): they share step 2 only.
     "copies_share_one_step": (
-        [A(4, "Copy", 0, 1, 3, (1, 2)), A(5, "Copy", 256, 2, 3, (2, 2))], set()),
+        [A(4, "Copy", 0, 1, 3, (1, 2)), A(5, "Copy", 256, 2, 3, (2, 2))],
+        set(),
+    ),
     # Touching is no overlap: b1 [0,256) over 0..1 and b3 [256,512) over 1..2 meet at
     # step 1 side by side; b1 and b5 share offset 0 over 0..1 and 2..3.
-    "touching": ([A(1, "Copy", 0, 0, 1, (1, 1)), A(3, "Copy", 256, 1, 2, (1, 1)),
-                  A(5, "NoCopy", 0, 2, 3)], set()),
+    "touching": (
+        [A(1, "Copy", 0, 0, 1, (1, 1)), A(3, "Copy", 256, 1, 2, (1, 1)), A(5, "NoCopy", 0, 2, 3)],
+        set(),
+    ),
     # --- rule 2
     # b1 over 0..1 and b3 over 1..2 both at [0, 256) at step 1.
     "overlap": ([A(1, "Copy", 0, 0, 1, (1, 1)), A(3, "Copy", 0, 1, 2, (1, 1))], {"overlap"}),
@@ -262,7 +306,8 @@ CHAIN_CASES = {
     "reversed": ([A(6, "NoCopy", 0, 3, 2)], {"interval_shape"}),
     "nocopy_with_copy": (
         [A(1, "NoCopy", 0, 0, 3), A(2, "NoCopy", 0), A(5, "NoCopy", 0, copy=(2, 2))],
-        {"interval_shape"}),
+        {"interval_shape"},
+    ),
     # copy 1..2 not inside memory 2..3 (supply 1.5 would do)
     "copy_outside_memory": ([A(4, "Copy", 0, 2, 3, (1, 2))], {"interval_shape"}),
     # an output's copy-out starts at tau+1 = 1
@@ -276,8 +321,10 @@ CHAIN_CASES = {
     "drop_is_no_allocation": ([A(6, "Drop", 0, 3, 3)], {"interval_shape"}),
     # --- rule 5
     # b4 and b5 both copy over 1..2: the pair (1, 2) lies in two copy intervals
-    "copy_overlap": ([A(4, "Copy", 0, 1, 3, (1, 2)), A(5, "Copy", 256, 1, 3, (1, 2))],
-                     {"copy_overlap"}),
+    "copy_overlap": (
+        [A(4, "Copy", 0, 1, 3, (1, 2)), A(5, "Copy", 256, 1, 3, (1, 2))],
+        {"copy_overlap"},
+    ),
     # b4 over step 2 only: 0.5 s of supply for 1.0 s of demand
     "copy_short": ([A(4, "Copy", 0, 2, 3, (2, 2))], {"copy_supply"}),
     "copy_missing": ([A(4, "Copy", 0, 3, 3)], {"copy_supply"}),
@@ -295,7 +342,8 @@ CHAIN_CASES = {
     # b5 copies Y in from slow memory, where it never was (supply 1.5 >= 0.5)
     "copy_in_of_resident": (
         [A(1, "NoCopy", 0, 0, 3), A(2, "NoCopy", 0), A(5, "Copy", 256, 1, 3, (1, 2))],
-        {"slow_read"}),
+        {"slow_read"},
+    ),
 }
 
 
@@ -334,9 +382,12 @@ def test_zero_size_buffers_occupy_nothing() -> None:
     # Step 1 reads A (256 bytes) and B (size 0 or 1), both copied in over step 0
     # (0.5 s each of its 1.0 s; one step in common is allowed) to offset 0.
     def inst(size_b: int) -> Instance:
-        return _instance([[], [(0, False), (1, False)]],
-                         [(256, -1, 1, False), (size_b, -1, 1, False)],
-                         supply=(1.0, 1.0), demand={0: 0.5, 1: 0.5})
+        return _instance(
+            [[], [(0, False), (1, False)]],
+            [(256, -1, 1, False), (size_b, -1, 1, False)],
+            supply=(1.0, 1.0),
+            demand={0: 0.5, 1: 0.5},
+        )
 
     allocations = [A(0, "Copy", 0, 0, 1, (0, 0)), A(1, "Copy", 0, 0, 1, (0, 0))]
     assert physical_check(inst(0), allocations) == []
@@ -358,11 +409,14 @@ def _brute_overlaps(inst: Instance, allocations: Sequence[Allocation]) -> set[tu
     pairs = set()
     hw = inst.hardware
     for i, a in enumerate(allocations):
-        for b in allocations[i + 1:]:
+        for b in allocations[i + 1 :]:
             za, zb = (hw.aligned(inst.buffers[x.buffer].size) for x in (a, b))
             if (
                 inst.buffers[a.buffer].alias_id != inst.buffers[b.buffer].alias_id
-                and a.start is not None and b.start is not None and za and zb
+                and a.start is not None
+                and b.start is not None
+                and za
+                and zb
                 and max(a.start, b.start) <= min(a.end, b.end)
                 and max(a.offset, b.offset) < min(a.offset + za, b.offset + zb)
             ):
@@ -385,14 +439,16 @@ def _layouts(draw: st.DrawFn) -> tuple[Instance, list[Allocation], bool, int]:
         ends.append(draw(st.integers(t, num_steps - 1)))
         tensors.append((draw(st.sampled_from([0, 1, 64, 100, 128, 192])), t, ends[-1], False))
     alias = {} if distinct else {b: draw(st.integers(0, 2)) + 1000 for b in range(n)}
-    inst = _instance(steps, tensors, supply=[1.0] * num_steps, alias=alias,
-                     capacity=1 << 20, alignment=64)
+    inst = _instance(
+        steps, tensors, supply=[1.0] * num_steps, alias=alias, capacity=1 << 20, alignment=64
+    )
     allocations = []
     for b in inst.buffers:
         if draw(st.booleans()):
             x = inst.tensors[b.tensor_id]
-            allocations.append(A(b.id, "NoCopy", 64 * draw(st.integers(0, 6)),
-                                 x.def_time, x.last_use_time))
+            allocations.append(
+                A(b.id, "NoCopy", 64 * draw(st.integers(0, 6)), x.def_time, x.last_use_time)
+            )
     chunk = draw(st.sampled_from([1, 2, 5, 1 << 21]))
     return inst, allocations, distinct, chunk
 
@@ -431,8 +487,10 @@ def _boxes(draw: st.DrawFn) -> tuple[np.ndarray, ...]:
 
 # Group 0 sits at [0,1) and [9,10) around group 1 at [2,6) and group 2 at [4,5):
 # only 1 and 2 meet, though group 0's hull [0,10) covers both.
-_SPLIT_GROUP = tuple(np.array(v, np.int64) for v in
-                     ([0, 0, 0, 0], [1, 1, 1, 1], [0, 9, 2, 4], [1, 10, 6, 5], [0, 0, 1, 2]))
+_SPLIT_GROUP = tuple(
+    np.array(v, np.int64)
+    for v in ([0, 0, 0, 0], [1, 1, 1, 1], [0, 9, 2, 4], [1, 10, 6, 5], [0, 0, 1, 2])
+)
 
 
 @settings(max_examples=300, deadline=None)
@@ -442,8 +500,11 @@ def test_box_sweep_both_ways(boxes: tuple[np.ndarray, ...], chunk: int) -> None:
     a0, a1, b0, b1, group = boxes
     n = len(a0)
     expected = {
-        (i, j) for i in range(n) for j in range(i + 1, n)
-        if group[i] != group[j] and max(a0[i], a0[j]) < min(a1[i], a1[j])
+        (i, j)
+        for i in range(n)
+        for j in range(i + 1, n)
+        if group[i] != group[j]
+        and max(a0[i], a0[j]) < min(a1[i], a1[j])
         and max(b0[i], b0[j]) < min(b1[i], b1[j])
     }
     with mock.patch.object(check, "_ROWS_PER_CHUNK", chunk):
@@ -457,8 +518,10 @@ def test_box_sweep_both_ways(boxes: tuple[np.ndarray, ...], chunk: int) -> None:
 
 def test_numpy_integers_are_integers() -> None:
     # allocations built from numpy arrays (as a solver may) are checked the same way
-    allocations = [A(1, "Copy", np.int64(0), np.int64(0), np.int64(1), (np.int64(1), np.int64(1))),
-                   A(5, "NoCopy", np.int64(0), np.int64(2), np.int64(3))]
+    allocations = [
+        A(1, "Copy", np.int64(0), np.int64(0), np.int64(1), (np.int64(1), np.int64(1))),
+        A(5, "NoCopy", np.int64(0), np.int64(2), np.int64(3)),
+    ]
     assert physical_check(_chain(), allocations) == []
 
 
@@ -522,8 +585,9 @@ def test_a_solution_for_another_instance_fails_on_that_alone() -> None:
 def test_reward_against_mapping(factor: float, ok: bool) -> None:
     inst, sol = trajectory_solution("random104", 0, with_actions=False)
     assert sol.reward_s > 0
-    changed = dataclasses.replace(sol, reward_s=sol.reward_s * factor,
-                                  normalized_reward=sol.normalized_reward * factor)
+    changed = dataclasses.replace(
+        sol, reward_s=sol.reward_s * factor, normalized_reward=sol.normalized_reward * factor
+    )
     assert check_solution(inst, changed).kinds == (set() if ok else {"reward_mismatch"})
 
 
@@ -539,8 +603,9 @@ def test_mapping_made_outside_the_game() -> None:
     allocations, _ = CHAIN_CASES["copies_share_one_step"]
     reward = mapping_reward(inst, {4, 5})
     assert reward > 0
-    sol = Solution(inst.name, inst.sha256, "hand", 0, 0.0, tuple(allocations), reward,
-                   normalize(inst, reward))
+    sol = Solution(
+        inst.name, inst.sha256, "hand", 0, 0.0, tuple(allocations), reward, normalize(inst, reward)
+    )
     assert check_solution(inst, sol).ok
     wrong = dataclasses.replace(sol, reward_s=mapping_reward(inst, {4}))
     assert check_solution(inst, wrong).kinds == {"reward_mismatch"}
@@ -578,9 +643,15 @@ class _RecordedGame:
         return 0.0
 
     def allocations(self) -> list[Allocation]:
-        doc = {"format": "mallocgame-solution", "version": 1, "instance": "",
-               "instance_sha256": "", "allocations": self._traj["allocations"],
-               "reward_s": 0.0, "normalized_reward": 0.0}
+        doc = {
+            "format": "mallocgame-solution",
+            "version": 1,
+            "instance": "",
+            "instance_sha256": "",
+            "allocations": self._traj["allocations"],
+            "reward_s": 0.0,
+            "normalized_reward": 0.0,
+        }
         return list(solution_from_dict(doc).allocations)
 
 
@@ -592,27 +663,31 @@ def game(request: pytest.FixtureRequest) -> str:
     return request.param
 
 
-def _replay_case(game: str, name: str, k: int, monkeypatch: pytest.MonkeyPatch
-                 ) -> tuple[Instance, Solution, dict[str, Any]]:
+def _replay_case(
+    game: str, name: str, k: int, monkeypatch: pytest.MonkeyPatch
+) -> tuple[Instance, Solution, dict[str, Any]]:
     inst, sol = trajectory_solution(name, k, with_actions=True)
     traj = conformance_vector(name)["trajectories"][k]
     if game == "recorded":
-        monkeypatch.setattr(mallocgame.game, "Game", lambda _inst: _RecordedGame(traj),
-                            raising=False)
+        monkeypatch.setattr(
+            mallocgame.game, "Game", lambda _inst: _RecordedGame(traj), raising=False
+        )
     return inst, sol, traj
 
 
 @pytest.mark.parametrize("name,k", CASES)
-def test_replay_of_conformance_trajectory(game: str, name: str, k: int,
-                                          monkeypatch: pytest.MonkeyPatch) -> None:
+def test_replay_of_conformance_trajectory(
+    game: str, name: str, k: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
     inst, sol, _ = _replay_case(game, name, k, monkeypatch)
     report = check_solution(inst, sol)
     assert report.ok, report.summary()
 
 
 @pytest.mark.parametrize("name,k", CASES)
-def test_replay_illegal_action(game: str, name: str, k: int,
-                               monkeypatch: pytest.MonkeyPatch) -> None:
+def test_replay_illegal_action(
+    game: str, name: str, k: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
     # the first step with an illegal action gets it
     inst, sol, traj = _replay_case(game, name, k, monkeypatch)
     step = next((s for s, st_ in enumerate(traj["steps"]) if len(st_["legal"]) < 3), None)
@@ -637,8 +712,9 @@ def test_replay_wrong_length(game: str, cut: int, monkeypatch: pytest.MonkeyPatc
 
 def test_replay_reward_mismatch(game: str, monkeypatch: pytest.MonkeyPatch) -> None:
     inst, sol, _ = _replay_case(game, "random103", 0, monkeypatch)
-    changed = dataclasses.replace(sol, reward_s=sol.reward_s * 1.001,
-                                  normalized_reward=sol.normalized_reward * 1.001)
+    changed = dataclasses.replace(
+        sol, reward_s=sol.reward_s * 1.001, normalized_reward=sol.normalized_reward * 1.001
+    )
     failures = check_solution(inst, changed).failures
     # one from the replay, one from the reward of the allocated buffers
     assert [f.kind for f in failures] == ["reward_mismatch", "reward_mismatch"]
@@ -652,8 +728,9 @@ def test_replay_allocation_mismatch(game: str, monkeypatch: pytest.MonkeyPatch) 
     assert [(f.kind, f.buffers) for f in failures] == [("allocation_mismatch", (4,))]
     # a buffer the game leaves in slow memory claimed as fast
     extra = dataclasses.replace(sol, allocations=sol.allocations + (A(0, "Copy", 768, 0, 0),))
-    assert ("allocation_mismatch", (0,)) in [(f.kind, f.buffers)
-                                             for f in check_solution(inst, extra).failures]
+    assert ("allocation_mismatch", (0,)) in [
+        (f.kind, f.buffers) for f in check_solution(inst, extra).failures
+    ]
 
 
 @pytest.mark.parametrize("name,k", CASES)
@@ -677,17 +754,39 @@ def test_replay_other_legal_action(name: str, k: int) -> None:
 # ------------------------------------------------------ extreme values (issue 21)
 
 _EXTREME_FLOATS = st.sampled_from(
-    [0.0, 5e-324, 1e-308, 1e-12, 1.0, 1e12, 1.0000001e12, 1e15, 1e300, 1.7976931348623157e308, -1e-300]
+    [
+        0.0,
+        5e-324,
+        1e-308,
+        1e-12,
+        1.0,
+        1e12,
+        1.0000001e12,
+        1e15,
+        1e300,
+        1.7976931348623157e308,
+        -1e-300,
+    ]
 ) | st.floats(allow_nan=False, allow_infinity=False)
-_EXTREME_INTS = st.sampled_from([0, 1, 2**31 - 1, 2**31, 2**53 - 1, 2**53, 2**53 + 1, 2**63 - 1, 2**63, 2**64, 10**30])
+_EXTREME_INTS = st.sampled_from(
+    [0, 1, 2**31 - 1, 2**31, 2**53 - 1, 2**53, 2**53 + 1, 2**63 - 1, 2**63, 2**64, 10**30]
+)
 _FLOAT_FIELDS = [
-    ("hardware", "fast_bandwidth"), ("hardware", "slow_bandwidth"), ("hardware", "copy_bandwidth"),
-    ("instructions", "supply_s"), ("latency", "compute_s"), ("latency", "fixed_s"),
-    ("buffers", "demand_s"), ("buffers", "benefit_s"),
+    ("hardware", "fast_bandwidth"),
+    ("hardware", "slow_bandwidth"),
+    ("hardware", "copy_bandwidth"),
+    ("instructions", "supply_s"),
+    ("latency", "compute_s"),
+    ("latency", "fixed_s"),
+    ("buffers", "demand_s"),
+    ("buffers", "benefit_s"),
 ]
 _INT_FIELDS = [
-    ("hardware", "fast_memory_bytes"), ("hardware", "alignment_bytes"), ("instructions", "count"),
-    ("buffers", "size"), ("tensors", "size"),
+    ("hardware", "fast_memory_bytes"),
+    ("hardware", "alignment_bytes"),
+    ("instructions", "count"),
+    ("buffers", "size"),
+    ("tensors", "size"),
 ]
 
 
@@ -720,7 +819,8 @@ def _greedy_solution(inst: Instance) -> Solution:
             st.tuples(st.sampled_from(_FLOAT_FIELDS), st.integers(0, 10**6), _EXTREME_FLOATS),
             st.tuples(st.sampled_from(_INT_FIELDS), st.integers(0, 10**6), _EXTREME_INTS),
         ),
-        min_size=1, max_size=4,
+        min_size=1,
+        max_size=4,
     )
 )
 def test_extreme_numbers_are_refused_or_answered_correctly(changes) -> None:
@@ -753,7 +853,9 @@ def test_supply_beside_a_copy_never_counts_for_it(huge: float) -> None:
     from mallocgame.errors import InstanceError
 
     inst, sol = trajectory_solution("random105", 0, with_actions=False)
-    copied = next(a for a in sol.allocations if a.copy is not None and inst.buffers[a.buffer].demand_s > 0)
+    copied = next(
+        a for a in sol.allocations if a.copy is not None and inst.buffers[a.buffer].demand_s > 0
+    )
     lo, hi = copied.copy
     doc = inst.to_dict()
     for t, ins in enumerate(doc["instructions"]):
@@ -769,8 +871,11 @@ def test_supply_beside_a_copy_never_counts_for_it(huge: float) -> None:
 
 @settings(max_examples=200, deadline=None)
 @given(
-    supply=st.lists(st.sampled_from([0.0, 5e-324, 1e-300, 1e-9, 0.5, 1.0, 1e6, 1e12]) | st.floats(0, 1e12),
-                    min_size=1, max_size=40),
+    supply=st.lists(
+        st.sampled_from([0.0, 5e-324, 1e-300, 1e-9, 0.5, 1.0, 1e6, 1e12]) | st.floats(0, 1e12),
+        min_size=1,
+        max_size=40,
+    ),
     demand=st.floats(0, 1e12),
     data=st.data(),
 )

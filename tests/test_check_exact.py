@@ -23,9 +23,9 @@ from __future__ import annotations
 import json
 import math
 import random
+from collections.abc import Iterable
 from dataclasses import replace
 from fractions import Fraction
-from typing import Iterable
 
 import numpy as np
 import pytest
@@ -41,7 +41,7 @@ from mallocgame.solution import Allocation
 from mallocgame.solvers import SolveRequest, get_solver
 from mallocgame.solvers.base import solution_from_game
 from mallocgame.workloads.registry import load_workload
-from tests.builders import B, I, X, build, build_doc, random_policy, roofline, table
+from tests.builders import B, I, X, build, random_policy, roofline, table
 from tests.game.test_property import Reference
 
 RTOL = Fraction(1, 10**9)  # SPEC section 7
@@ -77,7 +77,10 @@ def exact_reward(inst: Instance, fast_buffers: Iterable[int]) -> Fraction:
     """``sum_t L_t(empty) - L_t(S_t)``, exactly."""
     fast = set(fast_buffers)
     return sum(
-        (exact_latency(inst, t, set()) - exact_latency(inst, t, fast) for t in range(inst.num_instructions)),
+        (
+            exact_latency(inst, t, set()) - exact_latency(inst, t, fast)
+            for t in range(inst.num_instructions)
+        ),
         Fraction(0),
     )
 
@@ -150,8 +153,13 @@ def extreme_instances(draw) -> Instance:
     largest = max((x.size for x in tensors), default=0)
     capacity = int(largest * draw(st.sampled_from([0.6, 1.0, 1.5, 3.0])))
     return build(
-        tensors, instructions, capacity=capacity, alignment=draw(st.sampled_from([1, 256])),
-        fast_bw=draw(bandwidths), slow_bw=draw(bandwidths), copy_bw=draw(bandwidths),
+        tensors,
+        instructions,
+        capacity=capacity,
+        alignment=draw(st.sampled_from([1, 256])),
+        fast_bw=draw(bandwidths),
+        slow_bw=draw(bandwidths),
+        copy_bw=draw(bandwidths),
     )
 
 
@@ -163,7 +171,9 @@ def honest_game(inst: Instance, seed: int) -> Game:
 
 
 SETTINGS = settings(
-    max_examples=EXAMPLES, deadline=None, derandomize=True,
+    max_examples=EXAMPLES,
+    deadline=None,
+    derandomize=True,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
 )
 
@@ -182,7 +192,9 @@ def test_honest_answers_pass_and_claim_the_exact_reward(inst: Instance, seed: in
     exact = exact_reward(inst, (a.buffer for a in answer.allocations))
     assert answer.reward_s == float(exact)  # rounded once
     normalizer = exact_normalizer(inst)
-    assert claim_is_valid(answer.normalized_reward, exact / normalizer if normalizer else Fraction(0))
+    assert claim_is_valid(
+        answer.normalized_reward, exact / normalizer if normalizer else Fraction(0)
+    )
 
 
 @SETTINGS
@@ -203,7 +215,9 @@ def test_a_reward_claim_passes_exactly_when_within_the_tolerance(
         return
     report = check_solution(inst, replace(answer, reward_s=claim))
     assert ("reward_mismatch" not in report.kinds) == claim_is_valid(claim, exact), (
-        claim, float(exact), report.summary()
+        claim,
+        float(exact),
+        report.summary(),
     )
 
 
@@ -268,9 +282,7 @@ def test_rule_5_compares_the_exact_supply_sum(supply: list[float], scale: float)
     total = sum((Fraction(w) for w in supply), Fraction(0))
     demand = min(float(total / Fraction(scale)), 1e12)
     n = len(supply)
-    instructions = [I(supply=w) for w in supply] + [
-        I(reads=[B(0, demand=demand)], supply=0.0)
-    ]
+    instructions = [I(supply=w) for w in supply] + [I(reads=[B(0, demand=demand)], supply=0.0)]
     inst = build([X(64)], instructions, capacity=1024)
     b = inst.instructions[n].buffers[0]
     copy = Allocation(buffer=b, action="Copy", offset=0, start=0, end=n, copy=(0, n - 1))
@@ -285,8 +297,14 @@ def test_rule_5_compares_the_exact_supply_sum(supply: list[float], scale: float)
 def _gru_with_a_huge_instruction(count: int) -> Instance:
     doc = json.loads(json.dumps(load_workload("xla-v1/gru_infer").to_dict()))
     doc["instructions"].append(
-        {"name": "huge", "opcode": "custom", "count": count, "supply_s": 0.0, "buffers": [],
-         "latency": {"kind": "roofline", "compute_s": 1e12, "fixed_s": 0.0}}
+        {
+            "name": "huge",
+            "opcode": "custom",
+            "count": count,
+            "supply_s": 0.0,
+            "buffers": [],
+            "latency": {"kind": "roofline", "compute_s": 1e12, "fixed_s": 0.0},
+        }
     )
     return instance_from_dict(doc)
 
@@ -309,9 +327,17 @@ def _cancelling_table_instance() -> Instance:
     # Two steps of supply before it let both inputs be copied in (0.64 s each).
     return build(
         [X(64), X(64), X(64)],
-        [I(supply=1.0), I(supply=1.0),
-         I(reads=[0, 1], writes=[2], count=1286573169, supply=1.0,
-           latency=table([0, 1], [1.0, 953923248486.9957, 1.0, 0.5]))],
+        [
+            I(supply=1.0),
+            I(supply=1.0),
+            I(
+                reads=[0, 1],
+                writes=[2],
+                count=1286573169,
+                supply=1.0,
+                latency=table([0, 1], [1.0, 953923248486.9957, 1.0, 0.5]),
+            ),
+        ],
         capacity=4096,
     )
 
@@ -358,7 +384,8 @@ def test_non_finite_claims_fail(bad: float) -> None:
     inst = _cancelling_table_instance()
     answer = get_solver("greedy").solve(inst, SolveRequest(seed=0, work=1))
     for field, kind in (
-        ("reward_s", "reward_mismatch"), ("normalized_reward", "reward_mismatch"),
+        ("reward_s", "reward_mismatch"),
+        ("normalized_reward", "reward_mismatch"),
         ("bound_s", "false_bound"),
     ):
         with pytest.raises(SolutionError):

@@ -29,19 +29,26 @@ def test_list_shows_bundled_workloads(capsys) -> None:
 
 
 def test_train_refuses_another_trainers_or_runs_checkpoint_in_one_line(
-        tmp_path: Path, instance_file: Path, capsys) -> None:
+    tmp_path: Path, instance_file: Path, capsys
+) -> None:
     serialization = pytest.importorskip("flax.serialization")
     run = tmp_path / "run"
     run.mkdir()
-    (run / "checkpoint.msgpack").write_bytes(serialization.msgpack_serialize(
-        {"fingerprint": {"trainer": "muzero", "version": 2, "answer": "search"}}))
+    (run / "checkpoint.msgpack").write_bytes(
+        serialization.msgpack_serialize(
+            {"fingerprint": {"trainer": "muzero", "version": 2, "answer": "search"}}
+        )
+    )
     train = ["train", str(instance_file), "--dir", str(run), "--work", "1"]
     assert main([*train, "--solver", "egrl"]) == 2
-    assert _one_line_error(capsys) == (f"mallocgame: error: {run}: holds a muzero run, which egrl "
-                                       f"cannot resume (use another --dir or remove it)")
+    assert _one_line_error(capsys) == (
+        f"mallocgame: error: {run}: holds a muzero run, which egrl "
+        f"cannot resume (use another --dir or remove it)"
+    )
     assert main(train) == 2
     assert _one_line_error(capsys).endswith(
-        "checkpoint was written for a different instance_sha256 (use another --dir or remove it)")
+        "checkpoint was written for a different instance_sha256 (use another --dir or remove it)"
+    )
     assert sorted(p.name for p in run.iterdir()) == ["checkpoint.msgpack"]
 
 
@@ -61,8 +68,23 @@ def test_an_ambiguous_dump_names_the_module_flag(tmp_path: Path, capsys) -> None
 
 def test_solve_check_show_roundtrip(tmp_path: Path, instance_file: Path, capsys) -> None:
     out = tmp_path / "sol.json"
-    assert main(["solve", str(instance_file), "--solver", "random", "--seed", "3", "--work", "4",
-                 "--out", str(out)]) == 0
+    assert (
+        main(
+            [
+                "solve",
+                str(instance_file),
+                "--solver",
+                "random",
+                "--seed",
+                "3",
+                "--work",
+                "4",
+                "--out",
+                str(out),
+            ]
+        )
+        == 0
+    )
     assert "normalized reward" in capsys.readouterr().out
     doc = json.loads(out.read_text())
     assert doc["format"] == "mallocgame-solution" and doc["seed"] == 3
@@ -113,7 +135,9 @@ def test_check_rejects_corruptions(tmp_path: Path, instance_file: Path, capsys) 
     del moved["actions"]  # a mapping: only the physical check applies
     allocs = [a for a in moved["allocations"] if a["start"] is not None]
     pair = next(
-        (a, b) for a in allocs for b in allocs
+        (a, b)
+        for a in allocs
+        for b in allocs
         if a["offset"] != b["offset"] and a["start"] <= b["end"] and b["start"] <= a["end"]
     )
     pair[1]["offset"] = pair[0]["offset"]  # moved onto another buffer's region
@@ -137,50 +161,117 @@ def test_check_rejects_corruptions(tmp_path: Path, instance_file: Path, capsys) 
         (["solve", "{missing}", "--solver", "random"], "neither a bundled workload"),
         (["solve", "{inst}", "--solver", "nope"], "unknown solver"),
         (["solve", "{inst}", "--solver", "egrll"], "unknown solver 'egrll' (valid: drop,"),
-        (["solve", "{inst}", "--solver", "random", "--seed", "x"], "argument --seed: not a whole number: 'x'"),
-        (["solve", "{inst}", "--solver", "random", "--seed", "-1"],
-         "argument --seed: must be a whole number from 0 to 2**63 - 1, not -1"),
-        (["solve", "{inst}", "--solver", "random", "--seed", str(2**63)],
-         f"argument --seed: must be a whole number from 0 to 2**63 - 1, not {2**63}"),
-        (["solve", "{inst}", "--solver", "random", "--budget", "1e30"],
-         "argument --budget: at most 604800 seconds (7 days), not '1e30'"),
+        (
+            ["solve", "{inst}", "--solver", "random", "--seed", "x"],
+            "argument --seed: not a whole number: 'x'",
+        ),
+        (
+            ["solve", "{inst}", "--solver", "random", "--seed", "-1"],
+            "argument --seed: must be a whole number from 0 to 2**63 - 1, not -1",
+        ),
+        (
+            ["solve", "{inst}", "--solver", "random", "--seed", str(2**63)],
+            f"argument --seed: must be a whole number from 0 to 2**63 - 1, not {2**63}",
+        ),
+        (
+            ["solve", "{inst}", "--solver", "random", "--budget", "1e30"],
+            "argument --budget: at most 604800 seconds (7 days), not '1e30'",
+        ),
         (["solve", "{inst}", "--solver", "random", "--budget", "604801"], "at most 604800 seconds"),
-        (["solve", "{inst}", "--solver", "random", "--budget", "nan"], "positive, finite number of seconds"),
-        (["solve", "{inst}", "--solver", "random", "--budget", "inf"], "positive, finite number of seconds"),
-        (["solve", "{inst}", "--solver", "random", "--budget", "0"], "positive, finite number of seconds"),
-        (["solve", "{inst}", "--solver", "random", "--work", "0"], "argument --work: must be at least 1"),
+        (
+            ["solve", "{inst}", "--solver", "random", "--budget", "nan"],
+            "positive, finite number of seconds",
+        ),
+        (
+            ["solve", "{inst}", "--solver", "random", "--budget", "inf"],
+            "positive, finite number of seconds",
+        ),
+        (
+            ["solve", "{inst}", "--solver", "random", "--budget", "0"],
+            "positive, finite number of seconds",
+        ),
+        (
+            ["solve", "{inst}", "--solver", "random", "--work", "0"],
+            "argument --work: must be at least 1",
+        ),
         (["solve", "{inst}", "--solver", "random", "--out", ""], "--out must name a file"),
         (["solve", "{inst}", "--solver", "random", "--budget", "-1"], "--budget"),
         (["solve", "{inst}", "--solver", "random", "--option", "novalue"], "KEY=VALUE"),
-        (["solve", "{inst}", "--solver", "muzero", "--option", "num_simulations=many"], "option num_simulations must be a whole number"),
+        (
+            ["solve", "{inst}", "--solver", "muzero", "--option", "num_simulations=many"],
+            "option num_simulations must be a whole number",
+        ),
         (["solve", "{inst}", "--solver", "es", "--option", "nope=1"], "es: unknown option"),
-        (["solve", "{inst}", "--solver", "es", "--option", "sigma=wide"], "es: option sigma must be a number, not 'wide'"),
+        (
+            ["solve", "{inst}", "--solver", "es", "--option", "sigma=wide"],
+            "es: option sigma must be a number, not 'wide'",
+        ),
         (["solve", "{inst}", "--solver", "mcts", "--option", "c=-1"], "mcts: option c must be in"),
-        (["solve", "{inst}", "--solver", "random", "--option", "foo=1"],
-         "random: unknown option 'foo' (valid: none)"),
-        (["solve", "{inst}", "--solver", "exact", "--option", "worker=2"], "exact: unknown option 'worker' (valid: workers,"),
+        (
+            ["solve", "{inst}", "--solver", "random", "--option", "foo=1"],
+            "random: unknown option 'foo' (valid: none)",
+        ),
+        (
+            ["solve", "{inst}", "--solver", "exact", "--option", "worker=2"],
+            "exact: unknown option 'worker' (valid: workers,",
+        ),
         (["solve", "{inst}", "--solver", "exact", "--option", "workers=two"], "workers must be"),
-        (["solve", "{inst}", "--solver", "heuristic", "--option", "skip_unprofitable=maybe"],
-         "must be true or false"),
-        (["solve", "{inst}", "--solver", "best-of", "--option", "solvers=heuristic,nope"],
-         "unknown solver 'nope'"),
-        (["train", "{inst}", "--dir", "runs", "--solver", "random"], "train runs muzero, muzero-nosearch or egrl"),
-        (["train", "{inst}", "--dir", "runs", "--budget", "inf"], "positive, finite number of seconds"),
-        (["train", "{inst}", "--dir", "runs", "--budget", "nan"], "positive, finite number of seconds"),
-        (["train", "{inst}", "--dir", "runs", "--seed", "-1"],
-         "argument --seed: must be a whole number from 0"),
-        (["train", "{inst}", "--dir", "runs", "--seed", str(2**63)],
-         "argument --seed: must be a whole number"),
-        (["train", "{inst}", "--dir", "runs", "--budget", "1e30"],
-         "argument --budget: at most 604800 seconds"),
-        (["train", "{inst}", "--dir", "{inst}"],
-         "--dir {inst} is a file; give a directory (created if missing)"),
-        (["train", "{inst}", "--dir", "{inst}/run"],
-         "cannot hold checkpoints: {inst} is a file, not a directory"),
-        (["train", "{inst}", "--dir", "runs", "--option", "learning_rate=inf"], "learning_rate must be a finite number"),
-        (["solve", "{inst}", "--solver", "es", "--option", "population=2.5"], "population must be a whole number"),
-        (["solve", "{inst}", "--solver", "es", "--option", "workers=true"], "workers must be a whole number"),
-        (["solve", "{inst}", "--solver", "es", "--option", "sigma=nan"], "sigma must be a finite number"),
+        (
+            ["solve", "{inst}", "--solver", "heuristic", "--option", "skip_unprofitable=maybe"],
+            "must be true or false",
+        ),
+        (
+            ["solve", "{inst}", "--solver", "best-of", "--option", "solvers=heuristic,nope"],
+            "unknown solver 'nope'",
+        ),
+        (
+            ["train", "{inst}", "--dir", "runs", "--solver", "random"],
+            "train runs muzero, muzero-nosearch or egrl",
+        ),
+        (
+            ["train", "{inst}", "--dir", "runs", "--budget", "inf"],
+            "positive, finite number of seconds",
+        ),
+        (
+            ["train", "{inst}", "--dir", "runs", "--budget", "nan"],
+            "positive, finite number of seconds",
+        ),
+        (
+            ["train", "{inst}", "--dir", "runs", "--seed", "-1"],
+            "argument --seed: must be a whole number from 0",
+        ),
+        (
+            ["train", "{inst}", "--dir", "runs", "--seed", str(2**63)],
+            "argument --seed: must be a whole number",
+        ),
+        (
+            ["train", "{inst}", "--dir", "runs", "--budget", "1e30"],
+            "argument --budget: at most 604800 seconds",
+        ),
+        (
+            ["train", "{inst}", "--dir", "{inst}"],
+            "--dir {inst} is a file; give a directory (created if missing)",
+        ),
+        (
+            ["train", "{inst}", "--dir", "{inst}/run"],
+            "cannot hold checkpoints: {inst} is a file, not a directory",
+        ),
+        (
+            ["train", "{inst}", "--dir", "runs", "--option", "learning_rate=inf"],
+            "learning_rate must be a finite number",
+        ),
+        (
+            ["solve", "{inst}", "--solver", "es", "--option", "population=2.5"],
+            "population must be a whole number",
+        ),
+        (
+            ["solve", "{inst}", "--solver", "es", "--option", "workers=true"],
+            "workers must be a whole number",
+        ),
+        (
+            ["solve", "{inst}", "--solver", "es", "--option", "sigma=nan"],
+            "sigma must be a finite number",
+        ),
         (["simulate", "{inst}", "{missing}"], "nope.json"),
         (["solve", "xla-v1/gru_infr", "--solver", "greedy"], "did you mean xla-v1/gru_infer"),
         (["check", "{inst}", "{malformed}"], "not valid JSON"),
@@ -190,27 +281,40 @@ def test_check_rejects_corruptions(tmp_path: Path, instance_file: Path, capsys) 
         (["show", "{inst}", "{inst}", "--out", "x.png"], "format is"),
         (["bench", "tasks", "--tasks", "0"], "argument --tasks: must be at least 1"),
         (["bench", "tasks", "--program", "{missing}"], "not a program of the bundled suites"),
-        (["bench", "tasks", "--placements", "all-slow", "nope", "--out", "{missing}"], "unknown solver 'nope'"),
-        (["bench", "tasks", "--limit", "0"], "argument --limit: must be a positive, finite number, not '0'"),
+        (
+            ["bench", "tasks", "--placements", "all-slow", "nope", "--out", "{missing}"],
+            "unknown solver 'nope'",
+        ),
+        (
+            ["bench", "tasks", "--limit", "0"],
+            "argument --limit: must be a positive, finite number, not '0'",
+        ),
         (["bench", "tasks", "--limit", "x"], "argument --limit: not a number: 'x'"),
         (["bench", "tasks", "--seeds", "0", str(2**63)], "argument --seeds: must be a whole"),
         (["bench", "tasks", "--budget", "1e30"], "argument --budget: at most 604800 seconds"),
         (["bench", "speedups", "--seeds", "-1"], "argument --seeds: must be a whole number from 0"),
         (["bench", "speedups", "--budget", "nan"], "argument --budget: must be a positive, finite"),
         (["bench", "speedups", "--budget", "1e30"], "argument --budget: at most 604800 seconds"),
-        (["bench", "versus", "a", "b", "--out", "x", "--seeds", str(2**63)],
-         "argument --seeds: must be a whole"),
-        (["bench", "versus", "a", "b", "--out", "x", "--budget", "0"],
-         "argument --budget: must be a positive"),
+        (
+            ["bench", "versus", "a", "b", "--out", "x", "--seeds", str(2**63)],
+            "argument --seeds: must be a whole",
+        ),
+        (
+            ["bench", "versus", "a", "b", "--out", "x", "--budget", "0"],
+            "argument --budget: must be a positive",
+        ),
         (["bench", "correlation", "--seed", str(2**63)], "argument --seed: must be a whole number"),
-        (["bench", "rewards", "--programs", "p", "--seeds", "x"],
-         "argument --seeds: not a whole number: 'x'"),
+        (
+            ["bench", "rewards", "--programs", "p", "--seeds", "x"],
+            "argument --seeds: not a whole number: 'x'",
+        ),
         (["bench", "rewards", "--programs", "p", "--budget", "1e30"], "--budget: at most 604800"),
         (["bogus"], "invalid choice"),
     ],
 )
-def test_bad_input_exits_2_with_one_line(tmp_path: Path, instance_file: Path, capsys,
-                                         argv_tail: list[str], needle: str) -> None:
+def test_bad_input_exits_2_with_one_line(
+    tmp_path: Path, instance_file: Path, capsys, argv_tail: list[str], needle: str
+) -> None:
     malformed = tmp_path / "malformed.json"
     malformed.write_text("{not json")
     doc = json.loads(gzip.decompress(instance_file.read_bytes()))
@@ -219,15 +323,21 @@ def test_bad_input_exits_2_with_one_line(tmp_path: Path, instance_file: Path, ca
     impossible = tmp_path / "impossible.json"
     doc["tensors"][0]["size"] = -5
     impossible.write_text(json.dumps(doc))
-    paths = {"missing": str(tmp_path / "nope.json"), "inst": str(instance_file),
-             "malformed": str(malformed), "wrongversion": str(wrong),
-             "impossible": str(impossible)}
+    paths = {
+        "missing": str(tmp_path / "nope.json"),
+        "inst": str(instance_file),
+        "malformed": str(malformed),
+        "wrongversion": str(wrong),
+        "impossible": str(impossible),
+    }
     argv = [a.format(**paths) for a in argv_tail]
     assert main(argv) == 2
     assert needle.format(**paths) in _one_line_error(capsys)
 
 
-def test_solve_creates_out_dir_and_leaves_no_temp_files(tmp_path: Path, instance_file: Path) -> None:
+def test_solve_creates_out_dir_and_leaves_no_temp_files(
+    tmp_path: Path, instance_file: Path
+) -> None:
     out = tmp_path / "missing-dir-is-created" / "sol.json"
     assert main(["solve", str(instance_file), "--solver", "drop", "--out", str(out)]) == 0
     assert [p.name for p in out.parent.iterdir()] == ["sol.json"]
@@ -240,42 +350,102 @@ def test_extract_jax_function(tmp_path: Path, monkeypatch, capsys) -> None:
     )
     monkeypatch.chdir(tmp_path)
     out, program = tmp_path / "layer.json.gz", tmp_path / "layer.program.json"
-    assert main(["extract", "--jax", "userprog:layer", "--arg", "f32[64,32]", "--arg", "f32[8,64]",
-                 "--arg", "f32[32]", "--out", str(out), "--program-out", str(program)]) == 0
+    assert (
+        main(
+            [
+                "extract",
+                "--jax",
+                "userprog:layer",
+                "--arg",
+                "f32[64,32]",
+                "--arg",
+                "f32[8,64]",
+                "--arg",
+                "f32[32]",
+                "--out",
+                str(out),
+                "--program-out",
+                str(program),
+            ]
+        )
+        == 0
+    )
     assert "2 instructions" in capsys.readouterr().out
     sol = tmp_path / "sol.json"
     assert main(["solve", str(out), "--solver", "random", "--out", str(sol)]) == 0
     assert main(["check", str(out), str(sol)]) == 0
     # the program file re-derives on another preset without JAX
     other = tmp_path / "layer.gpu.json"
-    assert main(["extract", "--program", str(program), "--preset", "gpu_hbm_host", "--out", str(other)]) == 0
+    assert (
+        main(
+            ["extract", "--program", str(program), "--preset", "gpu_hbm_host", "--out", str(other)]
+        )
+        == 0
+    )
     assert "gpu_hbm_host" in json.loads(other.read_text())["hardware"]["name"]
 
 
 def test_extract_bundled_program_on_another_preset(tmp_path: Path, capsys) -> None:
     out = tmp_path / "lstm.dram.json"
-    assert main(["extract", "--program", "xla-v1/lstm_infer", "--preset", "dram_pmem", "--out", str(out)]) == 0
+    assert (
+        main(
+            [
+                "extract",
+                "--program",
+                "xla-v1/lstm_infer",
+                "--preset",
+                "dram_pmem",
+                "--out",
+                str(out),
+            ]
+        )
+        == 0
+    )
     doc = json.loads(out.read_text())
     assert doc["name"] == "xla-v1/lstm_infer" and doc["hardware"]["name"].startswith("dram_pmem")
 
 
 def test_extract_on_the_physical_fast_memory(tmp_path: Path, capsys) -> None:
     out = tmp_path / "gru.json"
-    argv = ["extract", "--program", "xla-v2/gru_infer_b512", "--preset", "tpu_v4i", "--physical", "--out", str(out)]
+    argv = [
+        "extract",
+        "--program",
+        "xla-v2/gru_infer_b512",
+        "--preset",
+        "tpu_v4i",
+        "--physical",
+        "--out",
+        str(out),
+    ]
     assert main(argv) == 0
     doc = json.loads(out.read_text())
-    assert doc["hardware"]["name"] == "tpu_v4i" and doc["hardware"]["fast_memory_bytes"] == 128 << 20
+    assert (
+        doc["hardware"]["name"] == "tpu_v4i" and doc["hardware"]["fast_memory_bytes"] == 128 << 20
+    )
 
 
 def test_extract_a_tpu_dump_with_xlas_own_solution(tmp_path: Path, capsys) -> None:
     dump = Path(__file__).parent / "frontends" / "data" / "tpu_mlp"
     inst, xla = tmp_path / "mlp.json", tmp_path / "mlp.xla.json"
-    argv = ["extract", "--dump", str(dump), "--preset", "tpu_v4i", "--physical", "--out", str(inst),
-            "--xla-solution", str(xla)]
+    argv = [
+        "extract",
+        "--dump",
+        str(dump),
+        "--preset",
+        "tpu_v4i",
+        "--physical",
+        "--out",
+        str(inst),
+        "--xla-solution",
+        str(xla),
+    ]
     assert main(argv) == 0
     out = capsys.readouterr().out
     assert "solution xla: 3 allocations, 3 copies of XLA's" in out and "check: valid" in out
-    assert "not expressible in the game (left in slow memory): fusion.1: the prefetch of Arg_1.2" in out
+    assert (
+        "not expressible in the game (left in slow memory): fusion.1: the prefetch of Arg_1.2"
+        in out
+    )
     assert json.loads(xla.read_text())["solver"] == "xla"
     assert main(["check", str(inst), str(xla)]) == 0
     assert main(["simulate", str(inst), str(xla)]) == 0
@@ -287,7 +457,16 @@ def test_extract_a_tpu_dump_with_xlas_own_solution(tmp_path: Path, capsys) -> No
 
 
 def test_bench_suite_prints_the_hardness_table(capsys) -> None:
-    argv = ["bench", "suite", "--programs", "xla-v2/gru_infer_b512", "--random-games", "2", "--exact-seconds", "0"]
+    argv = [
+        "bench",
+        "suite",
+        "--programs",
+        "xla-v2/gru_infer_b512",
+        "--random-games",
+        "2",
+        "--exact-seconds",
+        "0",
+    ]
     assert main(argv) == 0
     out = capsys.readouterr().out
     row = next(line for line in out.splitlines() if "gru_infer_b512" in line).split("|")
@@ -306,12 +485,28 @@ def test_bench_suite_prints_the_hardness_table(capsys) -> None:
         (["bench", "suite", "--exact-seconds", "inf"], "--exact-seconds"),
         (["extract", "--out", "x.json"], "exactly one of"),
         (["extract", "--program", "xla-v1/lstm_infer"], "--out"),
-        (["extract", "--program", "xla-v1/lstm_infer", "--preset", "nope", "--out", "x.json"], "nope"),
+        (
+            ["extract", "--program", "xla-v1/lstm_infer", "--preset", "nope", "--out", "x.json"],
+            "nope",
+        ),
         (["extract", "--dump", "{empty}", "--out", "x.json"], "{empty}"),
         (["extract", "--jax", "userprog_missing:f", "--out", "x.json"], "cannot import"),
-        (["extract", "--program", "xla-v1/lstm_infer", "--out", "x.json", "--xla-solution", "s.json"],
-         "--xla-solution needs --dump DIR"),
-        (["extract", "--dump", "{empty}", "--out", "x.json", "--xla-fast-spaces", "1,-2"], "--xla-fast-spaces"),
+        (
+            [
+                "extract",
+                "--program",
+                "xla-v1/lstm_infer",
+                "--out",
+                "x.json",
+                "--xla-solution",
+                "s.json",
+            ],
+            "--xla-solution needs --dump DIR",
+        ),
+        (
+            ["extract", "--dump", "{empty}", "--out", "x.json", "--xla-fast-spaces", "1,-2"],
+            "--xla-fast-spaces",
+        ),
     ],
 )
 def test_extract_errors(tmp_path: Path, monkeypatch, capsys, argv: list[str], needle: str) -> None:
@@ -338,7 +533,9 @@ def test_simulate_reports_speedup_and_refuses_invalid(tmp_path: Path, capsys) ->
     assert "reward_mismatch" in capsys.readouterr().out
 
 
-def test_project_replays_a_mapping_as_a_game_and_reports_what_it_keeps(tmp_path: Path, capsys) -> None:
+def test_project_replays_a_mapping_as_a_game_and_reports_what_it_keeps(
+    tmp_path: Path, capsys
+) -> None:
     from mallocgame.workloads.registry import load_workload
 
     program = "xla-v1/inplace_update_loop"  # its heuristic mapping loses most of its reward as a plain game
@@ -352,8 +549,10 @@ def test_project_replays_a_mapping_as_a_game_and_reports_what_it_keeps(tmp_path:
     kept = game["reward_s"] / source["reward_s"]
     info = game["info"]
     assert 0 < kept < 1 and info["kept_before_repair"] < kept  # the repair raised it
-    assert (f"(kept {kept:.4f}, {info['kept_before_repair']:.4f} before {info['repairs_kept']} repairs "
-            f"in {info['repair_replays']} replays)") in out
+    assert (
+        f"(kept {kept:.4f}, {info['kept_before_repair']:.4f} before {info['repairs_kept']} repairs "
+        f"in {info['repair_replays']} replays)"
+    ) in out
     assert f"{info['backups']} Drop-backups" in out
     assert main(["check", program, str(projected)]) == 0
     capsys.readouterr()
@@ -365,7 +564,10 @@ def test_project_replays_a_mapping_as_a_game_and_reports_what_it_keeps(tmp_path:
     # a game trajectory is its own projection
     again = tmp_path / "again.json"
     assert main(["project", program, str(projected), "--out", str(again)]) == 0
-    assert "(kept 1.0000, 1.0000 before 0 repairs in 0 replays); 0 fallbacks, 0 Drop-backups" in capsys.readouterr().out
+    assert (
+        "(kept 1.0000, 1.0000 before 0 repairs in 0 replays); 0 fallbacks, 0 Drop-backups"
+        in capsys.readouterr().out
+    )
     assert json.loads(again.read_text())["actions"] == game["actions"]
     assert main(["project", program, str(mapping), "--repairs", "-1"]) == 2
     _one_line_error(capsys)
@@ -391,20 +593,53 @@ def test_project_refuses_an_invalid_mapping(tmp_path: Path, capsys) -> None:
     _one_line_error(capsys)
 
 
-def test_a_sweep_with_a_bad_solver_option_ends_with_one_error_line(tmp_path: Path, instance_file: Path,
-                                                                    capsys) -> None:
-    argv = ["bench", "speedups", "--programs", str(instance_file), "--solvers", "es", "--work", "1",
-            "--workers", "1", "--out", str(tmp_path), "--option", "es:nope=1"]
+def test_a_sweep_with_a_bad_solver_option_ends_with_one_error_line(
+    tmp_path: Path, instance_file: Path, capsys
+) -> None:
+    argv = [
+        "bench",
+        "speedups",
+        "--programs",
+        str(instance_file),
+        "--solvers",
+        "es",
+        "--work",
+        "1",
+        "--workers",
+        "1",
+        "--out",
+        str(tmp_path),
+        "--option",
+        "es:nope=1",
+    ]
     assert main(argv) == 2
     assert _one_line_error(capsys).startswith("mallocgame: error: es: unknown option")
-    assert not list(tmp_path.glob("*.json"))  # checked before any job: not even the baseline's record
+    assert not list(
+        tmp_path.glob("*.json")
+    )  # checked before any job: not even the baseline's record
 
 
-def test_a_sweep_checks_every_solvers_options_before_any_job(tmp_path: Path, instance_file: Path,
-                                                              capsys) -> None:
+def test_a_sweep_checks_every_solvers_options_before_any_job(
+    tmp_path: Path, instance_file: Path, capsys
+) -> None:
     out = tmp_path / "results"
-    argv = ["bench", "speedups", "--programs", str(instance_file), "--baseline", "drop",
-            "--solvers", "random", "exact", "--work", "1", "--workers", "1", "--out", str(out)]
+    argv = [
+        "bench",
+        "speedups",
+        "--programs",
+        str(instance_file),
+        "--baseline",
+        "drop",
+        "--solvers",
+        "random",
+        "exact",
+        "--work",
+        "1",
+        "--workers",
+        "1",
+        "--out",
+        str(out),
+    ]
     assert main([*argv, "--option", "random:foo=1"]) == 2
     assert "random: unknown option 'foo' (valid: none)" in _one_line_error(capsys)
     assert main([*argv, "--option", "exact:worker=2"]) == 2
@@ -426,14 +661,17 @@ def test_a_closed_pipe_ends_quietly(monkeypatch, capsys) -> None:
 def test_solvers_lists_every_option_with_its_default(capsys) -> None:
     assert main(["solvers"]) == 0
     out = capsys.readouterr().out
-    assert out.count("(work unit: ") == 16 and "muzero-prod  (work unit: games)" in out and "exhaustive  (work unit: moves)" in out
+    assert (
+        out.count("(work unit: ") == 16
+        and "muzero-prod  (work unit: games)" in out
+        and "exhaustive  (work unit: moves)" in out
+    )
     assert '    optimizer = "adam"  [one of adam, sgd]' in out
     assert "    observation.grid_steps = 32  [int in [1, 1024]]" in out
     assert main(["solvers", "mcts"]) == 0
     assert capsys.readouterr().out.startswith("mcts  (work unit: simulations)")
     assert main(["solvers", "mctz"]) == 2
     assert "did you mean 'mcts'" in capsys.readouterr().err
-
 
 
 def test_ctrl_c_during_a_pool_is_one_line_and_ends_the_workers(tmp_path: Path) -> None:
@@ -443,10 +681,25 @@ def test_ctrl_c_during_a_pool_is_one_line_and_ends_the_workers(tmp_path: Path) -
     import sys
     import time
 
-    argv = [sys.executable, "-m", "mallocgame.cli", "solve", "xla-v1/gru_infer", "--solver", "es",
-            "--option", "workers=2", "--work", "100000", "--progress", "--out", str(tmp_path / "es.json")]
-    proc = subprocess.Popen(argv, stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True,
-                            start_new_session=True)
+    argv = [
+        sys.executable,
+        "-m",
+        "mallocgame.cli",
+        "solve",
+        "xla-v1/gru_infer",
+        "--solver",
+        "es",
+        "--option",
+        "workers=2",
+        "--work",
+        "100000",
+        "--progress",
+        "--out",
+        str(tmp_path / "es.json"),
+    ]
+    proc = subprocess.Popen(
+        argv, stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True, start_new_session=True
+    )
     try:
         first = proc.stderr.readline()  # the first new best: the workers are playing
         assert "normalized reward" in first, first
@@ -471,8 +724,9 @@ def test_ctrl_c_during_a_pool_is_one_line_and_ends_the_workers(tmp_path: Path) -
 
 
 @pytest.mark.parametrize("command", ["check", "simulate", "show", "project", "solve"])
-def test_an_instance_outside_the_ranges_is_one_line_in_every_command(tmp_path: Path, instance_file: Path,
-                                                                   command: str, capsys) -> None:
+def test_an_instance_outside_the_ranges_is_one_line_in_every_command(
+    tmp_path: Path, instance_file: Path, command: str, capsys
+) -> None:
     """Issue 21: supplies of 1e308 made the checker's sums overflow and say 'valid'."""
     sol = tmp_path / "sol.json"
     assert main(["solve", str(instance_file), "--solver", "greedy", "--out", str(sol)]) == 0
@@ -482,14 +736,16 @@ def test_an_instance_outside_the_ranges_is_one_line_in_every_command(tmp_path: P
     huge = tmp_path / "huge.json"
     huge.write_text(json.dumps(doc))
     capsys.readouterr()
-    argv = {"solve": ["solve", str(huge), "--solver", "greedy", "--out", str(tmp_path / "x.json")],
-            "show": ["show", str(huge), str(sol), "--out", str(tmp_path / "x.png")]}.get(command, [command, str(huge), str(sol)])
+    argv = {
+        "solve": ["solve", str(huge), "--solver", "greedy", "--out", str(tmp_path / "x.json")],
+        "show": ["show", str(huge), str(sol), "--out", str(tmp_path / "x.png")],
+    }.get(command, [command, str(huge), str(sol)])
     assert main(argv) == 2
     assert "supply_s must be in 0..1e12" in _one_line_error(capsys)
     assert not (tmp_path / "x.json").exists() and not (tmp_path / "x.png").exists()
 
 
-_TORCH_PROGRAM = '''import torch
+_TORCH_PROGRAM = """import torch
 from torch import nn
 
 
@@ -528,7 +784,7 @@ class Branchy(nn.Module):
 
 def branchy():
     return Branchy()
-'''
+"""
 
 
 def test_extract_torch_module(tmp_path: Path, monkeypatch, capsys) -> None:
@@ -536,8 +792,24 @@ def test_extract_torch_module(tmp_path: Path, monkeypatch, capsys) -> None:
     (tmp_path / "usernet.py").write_text(_TORCH_PROGRAM)
     monkeypatch.chdir(tmp_path)
     out, program = tmp_path / "block.json.gz", tmp_path / "block.program.json"
-    assert main(["extract", "--torch", "usernet:block", "--arg", "f32[4,3,16,16]", "--preset", "dram_pmem",
-                 "--out", str(out), "--program-out", str(program)]) == 0
+    assert (
+        main(
+            [
+                "extract",
+                "--torch",
+                "usernet:block",
+                "--arg",
+                "f32[4,3,16,16]",
+                "--preset",
+                "dram_pmem",
+                "--out",
+                str(out),
+                "--program-out",
+                str(program),
+            ]
+        )
+        == 0
+    )
     assert "5 instructions" in capsys.readouterr().out  # conv, batch norm, relu, mean, addmm
     doc = json.loads(program.read_text())
     assert doc["source"]["frontend"] == "torch" and doc["source"]["mode"] == "eval"
@@ -545,25 +817,48 @@ def test_extract_torch_module(tmp_path: Path, monkeypatch, capsys) -> None:
     assert main(["solve", str(out), "--solver", "heuristic", "--out", str(sol)]) == 0
     assert main(["check", str(out), str(sol)]) == 0
     node = tmp_path / "node.program.json"
-    assert main(["extract", "--torch", "usernet:block", "--arg", "f32[4,3,16,16]", "--granularity", "node",
-                 "--program-out", str(node)]) == 0
+    assert (
+        main(
+            [
+                "extract",
+                "--torch",
+                "usernet:block",
+                "--arg",
+                "f32[4,3,16,16]",
+                "--granularity",
+                "node",
+                "--program-out",
+                str(node),
+            ]
+        )
+        == 0
+    )
     assert json.loads(node.read_text())["source"]["granularity"] == "node"
     train = tmp_path / "train.program.json"
-    assert main(["extract", "--torch", "usernet:training", "--train", "--program-out", str(train)]) == 0
+    assert (
+        main(["extract", "--torch", "usernet:training", "--train", "--program-out", str(train)])
+        == 0
+    )
     doc = json.loads(train.read_text())
     assert doc["source"]["mode"] == "training_step" and doc["alias_groups"]  # running statistics
 
 
-@pytest.mark.parametrize("argv, needle", [
-    (["--torch", "usernet"], "expected module:function"),
-    (["--torch", "no_such_module_xyz:f"], "cannot import no_such_module_xyz"),
-    (["--torch", "usernet:nothing"], "has no attribute"),
-    (["--torch", "usernet:block"], "give them with --arg"),
-    (["--torch", "usernet:block", "--arg", "f32[4,3"], "bad argument spec"),
-    (["--torch", "usernet:branchy", "--arg", "f32[3]"], "torch.export could not capture it"),
-    (["--torch", "usernet:block", "--arg", "f32[4,3,16,16]", "--train"], "scalar loss"),
-    (["--program", "xla-v1/lstm_infer", "--train"], "--train and --granularity go with --torch"),
-])
+@pytest.mark.parametrize(
+    "argv, needle",
+    [
+        (["--torch", "usernet"], "expected module:function"),
+        (["--torch", "no_such_module_xyz:f"], "cannot import no_such_module_xyz"),
+        (["--torch", "usernet:nothing"], "has no attribute"),
+        (["--torch", "usernet:block"], "give them with --arg"),
+        (["--torch", "usernet:block", "--arg", "f32[4,3"], "bad argument spec"),
+        (["--torch", "usernet:branchy", "--arg", "f32[3]"], "torch.export could not capture it"),
+        (["--torch", "usernet:block", "--arg", "f32[4,3,16,16]", "--train"], "scalar loss"),
+        (
+            ["--program", "xla-v1/lstm_infer", "--train"],
+            "--train and --granularity go with --torch",
+        ),
+    ],
+)
 def test_extract_torch_bad_input_exits_2(tmp_path: Path, monkeypatch, capsys, argv, needle) -> None:
     pytest.importorskip("torch")
     (tmp_path / "usernet.py").write_text(_TORCH_PROGRAM)
@@ -585,13 +880,33 @@ def test_bench_tasks_runs_the_multi_task_study(tmp_path: Path, capsys) -> None:
     program = tmp_path / "tiny.program.json"
     save_program(tiny_program(), program)
     out = tmp_path / "study" / "tiny"
-    argv = ["bench", "tasks", "--program", str(program), "--tasks", "1", "2", "--placements", "all-slow",
-            "fast-only", "memory-mode", "first-touch", "--out", str(out), "--limit", "1.5"]
+    argv = [
+        "bench",
+        "tasks",
+        "--program",
+        str(program),
+        "--tasks",
+        "1",
+        "2",
+        "--placements",
+        "all-slow",
+        "fast-only",
+        "memory-mode",
+        "first-touch",
+        "--out",
+        str(out),
+        "--limit",
+        "1.5",
+    ]
     assert main(argv) == 0
     printed = capsys.readouterr()
     assert "| tasks | all-slow | fast-only | memory-mode | first-touch |" in printed.out
     assert "tasks that fit" in printed.out and "tasks under the limit" in printed.out
     assert "2 tasks, first-touch s0" in printed.err
-    assert sorted(p.name for p in out.parent.iterdir()) == ["tiny.csv", "tiny.png", "tiny.solutions"]
+    assert sorted(p.name for p in out.parent.iterdir()) == [
+        "tiny.csv",
+        "tiny.png",
+        "tiny.solutions",
+    ]
     assert main(argv) == 0  # a rerun reads its records
     assert "first-touch s0" not in capsys.readouterr().err

@@ -58,8 +58,11 @@ def _wide_read(sizes: list[int]) -> Program:
 
 def test_peak_live_bytes_refuses_a_size_outside_spec_range():
     # A shape of more than int64's bytes used to crash numpy (OverflowError); 2**53 is the limit.
-    with pytest.raises(InstanceError, match=r"tensor 1 \(in1, u8\[1180591620717411303424\]\): size "
-                       r"1180591620717411303424 outside 0..2\*\*53 bytes"):
+    with pytest.raises(
+        InstanceError,
+        match=r"tensor 1 \(in1, u8\[1180591620717411303424\]\): size "
+        r"1180591620717411303424 outside 0..2\*\*53 bytes",
+    ):
         peak_live_bytes(_wide_read([8, 2**70]))
     with pytest.raises(InstanceError, match=r"tensor 0 \(in0, u8\[9007199254740993\]\)"):
         peak_live_bytes(_wide_read([2**53 + 1]))
@@ -81,7 +84,17 @@ def test_tiny_program_structure():
     assert [ins.buffers for ins in inst.instructions] == [(0,), (1, 2, 3), (4, 5, 6), (7, 8)]
     assert [b.instruction for b in inst.buffers] == [0, 1, 1, 1, 2, 2, 2, 3, 3]
     assert [b.tensor_id for b in inst.buffers] == [1, 0, 1, 2, 2, 0, 3, 3, 4]
-    assert [b.is_output for b in inst.buffers] == [True, False, False, True, False, False, True, False, True]
+    assert [b.is_output for b in inst.buffers] == [
+        True,
+        False,
+        False,
+        True,
+        False,
+        False,
+        True,
+        False,
+        True,
+    ]
     assert [b.size for b in inst.buffers] == [400, 1000, 400, 600, 600, 200, 600, 600, 600]
     # One id for the alias group {3, 4, 6, 7}, a fresh one for every other buffer.
     assert [b.alias_id for b in inst.buffers] == [0, 1, 2, 3, 3, 4, 3, 3, 5]
@@ -97,7 +110,12 @@ def test_tiny_program_structure():
     assert [(lp.first, lp.last, lp.trip_count) for lp in inst.loops] == [(1, 2, 3)]
     assert [ins.count for ins in inst.instructions] == [1, 3, 3, 1]
     assert [ins.name for ins in inst.instructions] == ["iota.0", "dot.1", "dus.2", "exp.3"]
-    assert [ins.opcode for ins in inst.instructions] == ["iota", "dot", "dynamic-update-slice", "exponential"]
+    assert [ins.opcode for ins in inst.instructions] == [
+        "iota",
+        "dot",
+        "dynamic-update-slice",
+        "exponential",
+    ]
 
 
 def test_tiny_program_numbers_by_hand():
@@ -112,7 +130,9 @@ def test_tiny_program_numbers_by_hand():
     # t0: 0.4; t1: max(2, 2.0); t2: max(10, 1.4); t3: 1.2.
     assert [ins.supply_s for ins in inst.instructions] == [approx(v) for v in [0.9, 2.5, 10.5, 1.7]]
     # demand = size / 50.
-    assert [b.demand_s for b in inst.buffers] == [approx(v) for v in [8, 20, 8, 12, 12, 4, 12, 12, 12]]
+    assert [b.demand_s for b in inst.buffers] == [
+        approx(v) for v in [8, 20, 8, 12, 12, 4, 12, 12, 12]
+    ]
     # benefit = count * (L(empty) - L({b})).
     # t0: L(empty) = 0.5 + 4 = 4.5, L({b0}) = 0.9.
     # t1 (x3): L(empty) = 0.5 + 20 = 20.5; W fast 11.5, x fast 16.9, y fast 15.1.
@@ -303,7 +323,9 @@ def test_random_chains_match_latency_module(seed):
                 instruction_latency(inst, t, frozenset(ins.buffers)), rel=1e-15
             )
             for b in ins.buffers:
-                assert inst.buffers[b].benefit_s == empty - instruction_latency(inst, t, frozenset({b}))
+                assert inst.buffers[b].benefit_s == empty - instruction_latency(
+                    inst, t, frozenset({b})
+                )
 
 
 @pytest.mark.parametrize("preset", sorted(PRESETS) + ["toy"])

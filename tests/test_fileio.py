@@ -23,7 +23,9 @@ def test_plain_and_gzip_round_trip(tmp_path: Path) -> None:
 
 
 def test_the_canonical_hash_ignores_key_order_and_spacing() -> None:
-    assert canonical_sha256({"a": 1, "b": [1, 2]}) == canonical_sha256(json.loads('{ "b": [1,2], "a": 1 }'))
+    assert canonical_sha256({"a": 1, "b": [1, 2]}) == canonical_sha256(
+        json.loads('{ "b": [1,2], "a": 1 }')
+    )
     assert canonical_sha256({"a": 1}) != canonical_sha256({"a": 2})
 
 
@@ -39,7 +41,9 @@ def test_the_canonical_hash_ignores_key_order_and_spacing() -> None:
         (b"\x1f\x8bnot gzip", "cannot read"),
     ],
 )
-def test_an_unreadable_file_is_one_input_error(tmp_path: Path, content: bytes | None, needle: str) -> None:
+def test_an_unreadable_file_is_one_input_error(
+    tmp_path: Path, content: bytes | None, needle: str
+) -> None:
     path = tmp_path / "doc.json"
     if content is not None:
         path.write_bytes(content)
@@ -62,7 +66,10 @@ def test_csv_rows_round_trip_and_bad_files(tmp_path: Path) -> None:
 
     path = tmp_path / "r.csv"
     write_csv_atomic(path, ["a", "b"], [[1, "x,y"], [2, ""]])
-    assert read_csv_rows(path, ["a", "b"], lambda r: (int(r[0]), r[1]), "table") == [(1, "x,y"), (2, "")]
+    assert read_csv_rows(path, ["a", "b"], lambda r: (int(r[0]), r[1]), "table") == [
+        (1, "x,y"),
+        (2, ""),
+    ]
     with pytest.raises(FormatError, match="not a table .its header is not a,c"):
         read_csv_rows(path, ["a", "c"], tuple, "table")
     with pytest.raises(FormatError, match="not a table"):
@@ -88,8 +95,10 @@ def test_a_fifo_is_written_through_never_replaced(tmp_path: Path) -> None:
 
     fifo = tmp_path / "pipe"
     os.mkfifo(fifo)
-    for write, expected in ((lambda: write_json(fifo, {"a": 1}), b'{"a":1}\n'),
-                            (lambda: write_bytes_atomic(fifo, b"x" * 200_000), b"x" * 200_000)):
+    for write, expected in (
+        (lambda: write_json(fifo, {"a": 1}), b'{"a":1}\n'),
+        (lambda: write_bytes_atomic(fifo, b"x" * 200_000), b"x" * 200_000),
+    ):
         got: list[bytes] = []
         reader = threading.Thread(target=_read_fifo, args=(fifo, got), daemon=True)
         reader.start()
@@ -136,7 +145,8 @@ def test_a_directory_or_socket_is_refused_and_left_as_it_is(tmp_path: Path) -> N
 
 @pytest.mark.parametrize("value", [float("nan"), float("inf"), -float("inf"), {1, 2}])
 def test_a_document_json_cannot_hold_is_refused_and_nothing_is_written(
-    tmp_path: Path, value: object,
+    tmp_path: Path,
+    value: object,
 ) -> None:
     from mallocgame.errors import OutputFileError
 

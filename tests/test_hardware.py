@@ -7,7 +7,13 @@ import math
 import pytest
 
 from mallocgame.errors import InstanceError, MallocGameError
-from mallocgame.hardware import PRESETS, HardwarePreset, UnknownPresetError, get_preset, preset_names
+from mallocgame.hardware import (
+    PRESETS,
+    HardwarePreset,
+    UnknownPresetError,
+    get_preset,
+    preset_names,
+)
 
 NUMERIC = (
     "fast_memory_bytes",

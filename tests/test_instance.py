@@ -12,7 +12,16 @@ import pytest
 
 from mallocgame.errors import FormatError, InputFileError, InstanceError, MallocGameError
 from mallocgame.instance import instance_from_dict, load_instance, save_instance
-from tests.builders import CONFORMANCE_NAMES, B, I, X, assert_only_files, build_doc, conformance_vector, table
+from tests.builders import (
+    CONFORMANCE_NAMES,
+    B,
+    I,
+    X,
+    assert_only_files,
+    build_doc,
+    conformance_vector,
+    table,
+)
 
 
 def spec_hash(doc) -> str:
@@ -143,33 +152,128 @@ INVALID = [
     ("dangling buffer", _set(["instructions", 2, "buffers"], [2, 9]), InstanceError, "buffer"),
     ("negative tensor size", _set(["tensors", 0, "size"], -1), InstanceError, "size"),
     ("negative buffer size", _set(["buffers", 0, "size"], -4), InstanceError, "size"),
-    ("zero fast bandwidth", _set(["hardware", "fast_bandwidth"], 0), InstanceError, "fast_bandwidth"),
-    ("zero slow bandwidth", _set(["hardware", "slow_bandwidth"], 0.0), InstanceError, "slow_bandwidth"),
-    ("zero copy bandwidth", _set(["hardware", "copy_bandwidth"], 0), InstanceError, "copy_bandwidth"),
+    (
+        "zero fast bandwidth",
+        _set(["hardware", "fast_bandwidth"], 0),
+        InstanceError,
+        "fast_bandwidth",
+    ),
+    (
+        "zero slow bandwidth",
+        _set(["hardware", "slow_bandwidth"], 0.0),
+        InstanceError,
+        "slow_bandwidth",
+    ),
+    (
+        "zero copy bandwidth",
+        _set(["hardware", "copy_bandwidth"], 0),
+        InstanceError,
+        "copy_bandwidth",
+    ),
     ("zero alignment", _set(["hardware", "alignment_bytes"], 0), InstanceError, "alignment"),
-    ("table too long", _set(["instructions", 2, "latency", "latency_s"], [2.0, 1.0, 0.5]), InstanceError, "table"),
-    ("table too short", _set(["instructions", 2, "latency", "latency_s"], [2.0]), InstanceError, "table"),
-    ("defining output off def_time", _set(["tensors", 1, "def_time"], 0), InstanceError, "def_time"),
-    ("read outside live range", _set(["tensors", 1, "last_use_time"], 1), InstanceError, "live range"),
-    ("no defining output", lambda d: d["tensors"].append(dict(d["tensors"][1], id=2, def_time=2, last_use_time=2)), InstanceError, "defining output"),
-    ("an output of a program input", _set(["buffers", 0, "is_output"], True), InstanceError, "def_time"),
+    (
+        "table too long",
+        _set(["instructions", 2, "latency", "latency_s"], [2.0, 1.0, 0.5]),
+        InstanceError,
+        "table",
+    ),
+    (
+        "table too short",
+        _set(["instructions", 2, "latency", "latency_s"], [2.0]),
+        InstanceError,
+        "table",
+    ),
+    (
+        "defining output off def_time",
+        _set(["tensors", 1, "def_time"], 0),
+        InstanceError,
+        "def_time",
+    ),
+    (
+        "read outside live range",
+        _set(["tensors", 1, "last_use_time"], 1),
+        InstanceError,
+        "live range",
+    ),
+    (
+        "no defining output",
+        lambda d: d["tensors"].append(dict(d["tensors"][1], id=2, def_time=2, last_use_time=2)),
+        InstanceError,
+        "defining output",
+    ),
+    (
+        "an output of a program input",
+        _set(["buffers", 0, "is_output"], True),
+        InstanceError,
+        "def_time",
+    ),
     ("negative demand", _set(["buffers", 0, "demand_s"], -1.0), InstanceError, "demand"),
     ("negative supply", _set(["instructions", 0, "supply_s"], -0.5), InstanceError, "supply"),
     ("zero count", _set(["instructions", 1, "count"], 0), InstanceError, "count"),
-    ("unknown latency kind", _set(["instructions", 0, "latency", "kind"], "magic"), InstanceError, "latency"),
+    (
+        "unknown latency kind",
+        _set(["instructions", 0, "latency", "kind"], "magic"),
+        InstanceError,
+        "latency",
+    ),
     # The ranges of SPEC section 1: outside them sums overflow or lose exactness.
-    ("supply past the range", _set(["instructions", 0, "supply_s"], 1e308), InstanceError, "supply_s must be in 0..1e12"),
-    ("compute past the range", _set(["instructions", 1, "latency", "compute_s"], 1e308), InstanceError, "compute_s"),
-    ("a table latency past the range", _set(["instructions", 2, "latency", "latency_s"], [2.0, 1e13]), InstanceError, "table"),
+    (
+        "supply past the range",
+        _set(["instructions", 0, "supply_s"], 1e308),
+        InstanceError,
+        "supply_s must be in 0..1e12",
+    ),
+    (
+        "compute past the range",
+        _set(["instructions", 1, "latency", "compute_s"], 1e308),
+        InstanceError,
+        "compute_s",
+    ),
+    (
+        "a table latency past the range",
+        _set(["instructions", 2, "latency", "latency_s"], [2.0, 1e13]),
+        InstanceError,
+        "table",
+    ),
     ("a size of 2**63", _set(["tensors", 0, "size"], 2**63), InstanceError, "outside 0..2**53"),
-    ("a buffer size of 2**64", _set(["buffers", 0, "size"], 2**64), InstanceError, "outside 0..2**53"),
-    ("a capacity of 2**63", _set(["hardware", "fast_memory_bytes"], 2**63), InstanceError, "fast_memory_bytes"),
-    ("a capacity of 1e30", _set(["hardware", "fast_memory_bytes"], 1e30), InstanceError, "fast_memory_bytes"),
-    ("a tiny slow bandwidth", _set(["hardware", "slow_bandwidth"], 1e-308), InstanceError, "slow_bandwidth"),
+    (
+        "a buffer size of 2**64",
+        _set(["buffers", 0, "size"], 2**64),
+        InstanceError,
+        "outside 0..2**53",
+    ),
+    (
+        "a capacity of 2**63",
+        _set(["hardware", "fast_memory_bytes"], 2**63),
+        InstanceError,
+        "fast_memory_bytes",
+    ),
+    (
+        "a capacity of 1e30",
+        _set(["hardware", "fast_memory_bytes"], 1e30),
+        InstanceError,
+        "fast_memory_bytes",
+    ),
+    (
+        "a tiny slow bandwidth",
+        _set(["hardware", "slow_bandwidth"], 1e-308),
+        InstanceError,
+        "slow_bandwidth",
+    ),
     ("a count of 2**31", _set(["instructions", 1, "count"], 2**31), InstanceError, "count"),
-    ("a trip count of 10**30", lambda d: d.update(loops=[{"first": 1, "last": 2, "trip_count": 10**30}]), InstanceError, "trip_count"),
+    (
+        "a trip count of 10**30",
+        lambda d: d.update(loops=[{"first": 1, "last": 2, "trip_count": 10**30}]),
+        InstanceError,
+        "trip_count",
+    ),
     ("a demand of 10**400", _set(["buffers", 0, "demand_s"], 10**400), InstanceError, "demand_s"),
-    ("sizes summing past 2**53", lambda d: [b.update(size=2**52) for b in d["buffers"]], InstanceError, "sum to"),
+    (
+        "sizes summing past 2**53",
+        lambda d: [b.update(size=2**52) for b in d["buffers"]],
+        InstanceError,
+        "sum to",
+    ),
 ]
 
 
@@ -187,7 +291,9 @@ def test_not_an_object():
         instance_from_dict([1, 2, 3])
 
 
-@pytest.mark.parametrize("what, mutate, error, word", INVALID[:4], ids=[row[0] for row in INVALID[:4]])
+@pytest.mark.parametrize(
+    "what, mutate, error, word", INVALID[:4], ids=[row[0] for row in INVALID[:4]]
+)
 def test_file_errors_name_the_file(tmp_path, what, mutate, error, word):
     path = tmp_path / "bad.json"
     path.write_text(json.dumps(_mutate(mutate)))

@@ -12,7 +12,16 @@ from __future__ import annotations
 import pytest
 
 from mallocgame.latency import instruction_latency, mapping_reward, normalize, reward_normalizer
-from tests.builders import CONFORMANCE_NAMES, I, X, build, conformance_instance, reward_instance, roofline, table
+from tests.builders import (
+    CONFORMANCE_NAMES,
+    I,
+    X,
+    build,
+    conformance_instance,
+    reward_instance,
+    roofline,
+    table,
+)
 
 REL = 1e-12
 
@@ -51,8 +60,10 @@ def test_table_latency_by_hand(fast: set[int], latency: float) -> None:
 def test_fixed_time_is_added_and_memory_can_dominate() -> None:
     # 100 B read and 100 B written, compute 0.5 s, fixed 0.1 s, count 4:
     # slow 0.1 + max(0.5, 2) = 2.1; one fast 0.1 + max(0.5, 1.1) = 1.2; both 0.1 + 0.5.
-    inst = build(tensors=[X(100), X(100)], instructions=[I(reads=[0], writes=[1], count=4,
-                                                            latency=roofline(0.5, 0.1))])
+    inst = build(
+        tensors=[X(100), X(100)],
+        instructions=[I(reads=[0], writes=[1], count=4, latency=roofline(0.5, 0.1))],
+    )
     assert instruction_latency(inst, 0, set()) == pytest.approx(4 * 2.1, rel=REL)
     assert instruction_latency(inst, 0, {1}) == pytest.approx(4 * 1.2, rel=REL)
     assert instruction_latency(inst, 0, {0, 1}) == pytest.approx(4 * 0.6, rel=REL)
@@ -81,7 +92,11 @@ def test_mapping_reward_by_hand(fast: list[int], reward: float) -> None:
 
 def test_mapping_reward_takes_any_iterable_and_ignores_repeats() -> None:
     inst = reward_instance()
-    assert mapping_reward(inst, iter([3, 5])) == mapping_reward(inst, {3, 5}) == mapping_reward(inst, [5, 3, 5])
+    assert (
+        mapping_reward(inst, iter([3, 5]))
+        == mapping_reward(inst, {3, 5})
+        == mapping_reward(inst, [5, 3, 5])
+    )
 
 
 @pytest.mark.parametrize("name", CONFORMANCE_NAMES)
@@ -91,7 +106,8 @@ def test_every_buffer_fast_earns_the_normalizer(name: str) -> None:
     assert mapping_reward(inst, everything) == pytest.approx(reward_normalizer(inst), rel=1e-9)
     # and the reward is the sum over instructions of what each one saves
     saved = sum(
-        instruction_latency(inst, t, frozenset()) - instruction_latency(inst, t, frozenset(ins.buffers))
+        instruction_latency(inst, t, frozenset())
+        - instruction_latency(inst, t, frozenset(ins.buffers))
         for t, ins in enumerate(inst.instructions)
     )
     assert reward_normalizer(inst) == pytest.approx(saved, rel=1e-12)
@@ -121,8 +137,14 @@ def test_rewards_are_exact_where_float64_sums_cancel() -> None:
 
     inst = build(
         [X(64), X(64), X(64)],
-        [I(reads=[0, 1], writes=[2], count=1286573169,
-           latency=table([0, 1], [1.0, 953923248486.9957, 1.0, 0.5]))],
+        [
+            I(
+                reads=[0, 1],
+                writes=[2],
+                count=1286573169,
+                latency=table([0, 1], [1.0, 953923248486.9957, 1.0, 0.5]),
+            )
+        ],
     )
     assert exact_mapping_reward(inst, [0, 1]) == Fraction(1286573169, 2)
     assert mapping_reward(inst, [0, 1]) == 643286584.5

@@ -15,39 +15,51 @@ from tests.solvers.muzero.test_muzero_train import TINY, TINY_ARGS
 
 
 @pytest.fixture(scope="module")
-def outcome():  # noqa: ANN201
+def outcome():
     return optimize(load_workload("xla-v1/gru_infer"), games=4, seed=0, options=TINY)
 
 
-def test_both_candidates_and_the_answer(outcome) -> None:  # noqa: ANN001
+def test_both_candidates_and_the_answer(outcome) -> None:
     info = outcome.answer.info
     if info["chosen"] != "msa-search":
         chosen = outcome.baseline if info["chosen"] == "heuristic" else outcome.agent
         assert outcome.answer.allocations == chosen.allocations
     assert outcome.baseline.solver == "heuristic" and outcome.agent.solver == "muzero"
     assert outcome.agent.work["games"] >= 4
-    assert [p.solver for p in outcome.curve][0] == "heuristic"
+    assert next(p.solver for p in outcome.curve) == "heuristic"
     assert [p.solver for p in outcome.curve][-3:] == ["heuristic", "muzero", "muzero-prod"]
     assert 0 < outcome.answer.normalized_reward <= outcome.bound_normalized
 
 
-def test_the_comparison_table(outcome) -> None:  # noqa: ANN001
+def test_the_comparison_table(outcome) -> None:
     heuristic, agent, searched, answer, bound = comparison(outcome)
-    assert searched.name == "msa-search" and searched.speedup >= 1.0  # never slower than the heuristic
-    assert heuristic.speedup == 1.0 and answer.speedup == max(heuristic.speedup, agent.speedup, searched.speedup)
+    assert (
+        searched.name == "msa-search" and searched.speedup >= 1.0
+    )  # never slower than the heuristic
+    assert heuristic.speedup == 1.0 and answer.speedup == max(
+        heuristic.speedup, agent.speedup, searched.speedup
+    )
     assert bound.latency_s is None and bound.gap_to_bound == 0.0
     assert all(0.0 <= row.gap_to_bound < 1.0 for row in (heuristic, agent, searched, answer))
     text = format_comparison(outcome)
     assert text.splitlines()[0].startswith("xla-v1/gru_infer: 70 buffers")
-    assert len(text.splitlines()) == 7 and f"muzero-prod (answer: {outcome.answer.info['chosen']})" in text
+    assert (
+        len(text.splitlines()) == 7
+        and f"muzero-prod (answer: {outcome.answer.info['chosen']})" in text
+    )
 
 
-def test_the_files(outcome, tmp_path: Path) -> None:  # noqa: ANN001
+def test_the_files(outcome, tmp_path: Path) -> None:
     paths = write_outputs(outcome, tmp_path / "run" / "answer.json")
     assert paths == output_paths(tmp_path / "run" / "answer.json")
     assert sorted(p.name for p in (tmp_path / "run").iterdir()) == [
-        "answer.curve.csv", "answer.curve.png", "answer.heuristic.json", "answer.json", "answer.layouts.png",
-        "answer.muzero.json"]
+        "answer.curve.csv",
+        "answer.curve.png",
+        "answer.heuristic.json",
+        "answer.json",
+        "answer.layouts.png",
+        "answer.muzero.json",
+    ]
     inst = outcome.instance
     for path in (paths.answer, paths.baseline, paths.agent):
         assert check_solution(inst, load_solution(path)).ok
@@ -64,10 +76,18 @@ def test_optimize_on_the_command_line(tmp_path: Path, capsys) -> None:
     games = load_solution(tmp_path / "gru.muzero.json").work["games"]
     assert printed.err.rstrip().splitlines()[-1].endswith(f"({games} games)")
     lines = printed.out.splitlines()
-    assert lines[0].startswith("xla-v1/gru_infer: 70 buffers") and lines[1].split()[:2] == ["normalized", "reward"]
+    assert lines[0].startswith("xla-v1/gru_infer: 70 buffers") and lines[1].split()[:2] == [
+        "normalized",
+        "reward",
+    ]
     assert lines[6].startswith("bound (LP)") and "layouts ->" in lines[-1]
-    assert lines[7].startswith("tensors in fast memory: heuristic ")  # what differs between the layouts
-    assert any(line.startswith("re-fetched by muzero where heuristic keeps them resident: ") for line in lines)
+    assert lines[7].startswith(
+        "tensors in fast memory: heuristic "
+    )  # what differs between the layouts
+    assert any(
+        line.startswith("re-fetched by muzero where heuristic keeps them resident: ")
+        for line in lines
+    )
     assert "optimize xla-v1/gru_infer" in printed.err and "heuristic" in printed.err
     assert main(["check", "xla-v1/gru_infer", str(out)]) == 0
     assert (tmp_path / "gru.checkpoint" / "checkpoint.msgpack").exists()
@@ -78,22 +98,26 @@ def test_optimize_on_the_command_line(tmp_path: Path, capsys) -> None:
     checkpoint = tmp_path / "gru.checkpoint" / "checkpoint.msgpack"
     assert capsys.readouterr().err.splitlines() == [
         f"mallocgame: error: {checkpoint}: checkpoint was written for a different seed "
-        f"(delete it to start over, or give another --out)"]
+        f"(delete it to start over, or give another --out)"
+    ]
 
 
-@pytest.mark.parametrize("args, message", [
-    (["--budget", "nan"], "--budget"),
-    (["--work", "0"], "--work"),
-    (["--seed", "-1"], "--seed"),
-    (["--seed", str(2**63)], "argument --seed: must be a whole number from 0 to 2**63 - 1"),
-    (["--budget", "1e30"], "argument --budget: at most 604800 seconds (7 days), not '1e30'"),
-    (["--budget", "0"], "argument --budget: must be a positive"),
-    (["--budget", "-5"], "argument --budget: must be a positive"),
-    (["--budget", "inf"], "argument --budget: must be a positive"),
-    (["--out", ""], "--out must name a file"),
-    (["--option", "bogus=1"], "bogus"),
-    (["--option", "num_simulations=lots"], "num_simulations"),
-])
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--budget", "nan"], "--budget"),
+        (["--work", "0"], "--work"),
+        (["--seed", "-1"], "--seed"),
+        (["--seed", str(2**63)], "argument --seed: must be a whole number from 0 to 2**63 - 1"),
+        (["--budget", "1e30"], "argument --budget: at most 604800 seconds (7 days), not '1e30'"),
+        (["--budget", "0"], "argument --budget: must be a positive"),
+        (["--budget", "-5"], "argument --budget: must be a positive"),
+        (["--budget", "inf"], "argument --budget: must be a positive"),
+        (["--out", ""], "--out must name a file"),
+        (["--option", "bogus=1"], "bogus"),
+        (["--option", "num_simulations=lots"], "num_simulations"),
+    ],
+)
 def test_bad_input_is_one_line(args: list[str], message: str, tmp_path: Path, capsys) -> None:
     assert main(["optimize", "xla-v1/gru_infer", "--work", "1", *args]) == 2
     err = capsys.readouterr().err

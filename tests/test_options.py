@@ -11,11 +11,17 @@ from typing import Literal
 import pytest
 
 from mallocgame.errors import SolverError
-from mallocgame.solvers import SOLVERS
 from mallocgame.options import (
-    Interval, check_ranges, json_settings, option_docs, parse_config, setting, typed_options,
+    Interval,
+    check_ranges,
+    json_settings,
+    option_docs,
+    parse_config,
+    setting,
+    typed_options,
     unranged_options,
 )
+from mallocgame.solvers import SOLVERS
 
 
 @dataclass(frozen=True)
@@ -45,15 +51,28 @@ class Demo:
 
 
 def test_values_from_the_command_line_are_typed() -> None:
-    cfg = parse_config(Demo, {
-        "count": "3", "rate": "1e-3", "on": "no", "mode": "slow", "names": " c, d ", "sizes": "2,3",
-        "limit": "none", "label": "7", "inner.size": "8",
-    }, "demo")
+    cfg = parse_config(
+        Demo,
+        {
+            "count": "3",
+            "rate": "1e-3",
+            "on": "no",
+            "mode": "slow",
+            "names": " c, d ",
+            "sizes": "2,3",
+            "limit": "none",
+            "label": "7",
+            "inner.size": "8",
+        },
+        "demo",
+    )
     assert cfg == Demo(3, 1e-3, False, "slow", ("c", "d"), (2, 3), None, "7", Inner(8))
 
 
 def test_values_from_json_and_the_library_are_typed() -> None:
-    cfg = parse_config(Demo, {"count": 3.0, "rate": 2, "on": 0, "names": ["e"], "sizes": 5, "limit": 1.5}, "demo")
+    cfg = parse_config(
+        Demo, {"count": 3.0, "rate": 2, "on": 0, "names": ["e"], "sizes": 5, "limit": 1.5}, "demo"
+    )
     assert cfg == Demo(count=3, rate=2.0, on=False, names=("e",), sizes=(5,), limit=1.5)
     assert isinstance(cfg.rate, float) and isinstance(cfg.count, int)
     assert parse_config(Demo, {"names": ""}, "demo").names == ()
@@ -62,8 +81,11 @@ def test_values_from_json_and_the_library_are_typed() -> None:
 @pytest.mark.parametrize(
     "options, message",
     [
-        ({"cuont": 2}, r"^demo: unknown option 'cuont' \(valid: count, rate, on, mode, names, sizes, limit, "
-                       r"label, inner\.size\)$"),
+        (
+            {"cuont": 2},
+            r"^demo: unknown option 'cuont' \(valid: count, rate, on, mode, names, sizes, limit, "
+            r"label, inner\.size\)$",
+        ),
         ({"inner.sise": 2}, r"^demo: unknown option 'inner\.sise' \(valid: inner\.size\)$"),
         ({"inner": 2}, "unknown option 'inner'"),
         ({"count": "three"}, "^demo: option count must be a whole number, not 'three'$"),
@@ -89,13 +111,30 @@ def test_a_bad_name_or_value_is_one_line_naming_the_solver(options: dict, messag
 def test_settings_and_typed_options_are_json() -> None:
     cfg = parse_config(Demo, {"sizes": "2,3", "inner.size": "8"}, "demo")
     settings = json_settings(cfg)
-    assert settings["sizes"] == [2, 3] and settings["inner"] == {"size": 8} and settings["limit"] is None
-    assert typed_options(cfg, {"sizes": "2,3", "inner.size": "8"}) == {"sizes": [2, 3], "inner.size": 8}
+    assert (
+        settings["sizes"] == [2, 3]
+        and settings["inner"] == {"size": 8}
+        and settings["limit"] is None
+    )
+    assert typed_options(cfg, {"sizes": "2,3", "inner.size": "8"}) == {
+        "sizes": [2, 3],
+        "inner.size": 8,
+    }
 
 
 def test_option_docs_list_every_setting_with_its_kind_and_default() -> None:
     docs = {d.name: d for d in option_docs(Demo)}
-    assert list(docs) == ["count", "rate", "on", "mode", "names", "sizes", "limit", "label", "inner.size"]
+    assert list(docs) == [
+        "count",
+        "rate",
+        "on",
+        "mode",
+        "names",
+        "sizes",
+        "limit",
+        "label",
+        "inner.size",
+    ]
     assert docs["mode"].kind == "one of fast, slow" and docs["mode"].default == "fast"
     assert docs["limit"].kind == "float or none" and docs["names"].default == ["a", "b"]
     assert docs["inner.size"].doc == "cells"
@@ -130,7 +169,17 @@ def test_an_interval_reads_its_open_and_closed_ends() -> None:
     assert 0 not in half and 1e-300 in half and 1000 in half and 1000.5 not in half
     assert str(half) == "(0, 1e3]" and str(Interval.parse("[-5,5)")) == "[-5, 5)"
     assert True not in closed and "0.5" not in closed and float("nan") not in closed
-    for bad in ("0, 1", "[0, 1", "[1, 0]", "[0, inf]", "[0, NaN]", "[0, 1, 2]", "[a, 1]", "[]", "[0, true]"):
+    for bad in (
+        "0, 1",
+        "[0, 1",
+        "[1, 0]",
+        "[0, inf]",
+        "[0, NaN]",
+        "[0, 1, 2]",
+        "[a, 1]",
+        "[]",
+        "[0, true]",
+    ):
         with pytest.raises(TypeError, match="setting range"):
             Interval.parse(bad)
     with pytest.raises(TypeError, match="setting length"):
@@ -155,15 +204,19 @@ def test_an_interval_reads_its_open_and_closed_ends() -> None:
     ],
 )
 def test_a_value_out_of_its_range_is_one_line_naming_the_option_and_range(
-    options: dict, message: str,
+    options: dict,
+    message: str,
 ) -> None:
     with pytest.raises(SolverError, match=message):
         parse_config(Ranged, options, "demo")
 
 
 def test_values_in_range_and_none_pass_and_a_direct_config_checks_its_ranges() -> None:
-    cfg = parse_config(Ranged, {"share": "1", "rate": 9.5, "count": 8, "limit": "none",
-                                "sizes": "1,64,2", "names": ""}, "demo")
+    cfg = parse_config(
+        Ranged,
+        {"share": "1", "rate": 9.5, "count": 8, "limit": "none", "sizes": "1,64,2", "names": ""},
+        "demo",
+    )
     assert cfg == Ranged(1.0, 9.5, 8, None, (1, 64, 2), ())
     assert parse_config(Ranged, {"limit": 1e3}, "demo").limit == 1e3
     with pytest.raises(ValueError, match=r"^option share must be in \[0, 1\], not 2$"):
@@ -233,20 +286,27 @@ def test_every_default_is_in_range_and_every_value_out_of_range_is_refused(name:
                 solver.check_options({option: list(value) if isinstance(value, tuple) else value})
 
 
-@pytest.mark.parametrize("options, message", [
-    ({"noise_fraction": 1.5}, r"option noise_fraction must be in \[0, 1\], not 1\.5"),
-    ({"noise_fraction": -1}, r"option noise_fraction must be in \[0, 1\], not -1\.0"),
-    ({"noise_alpha": 0}, r"option noise_alpha must be in \[1e-3, 1e3\], not 0\.0"),
-    ({"init_temperature": 0}, r"option init_temperature must be in \[1e-3, 1e3\], not 0\.0"),
-    ({"final_temperature": -0.5}, r"option final_temperature must be in \[1e-3, 1e3\], not -0\.5"),
-    ({"gumbel_scale": -1}, r"option gumbel_scale must be in \[0, 100\], not -1\.0"),
-    ({"checkpoint_seconds": -1}, r"option checkpoint_seconds must be in \(0, 1e9\], not -1\.0"),
-    ({"conv_channels": ""}, r"option conv_channels must hold 1 to 8 items, not 0"),
-    ({"value_scale": 1e308}, r"option value_scale must be in \(0, 1e6\], not 1e\+308"),
-    ({"learning_rate": 1e308}, r"option learning_rate must be in \(0, 1\], not 1e\+308"),
-])
+@pytest.mark.parametrize(
+    "options, message",
+    [
+        ({"noise_fraction": 1.5}, r"option noise_fraction must be in \[0, 1\], not 1\.5"),
+        ({"noise_fraction": -1}, r"option noise_fraction must be in \[0, 1\], not -1\.0"),
+        ({"noise_alpha": 0}, r"option noise_alpha must be in \[1e-3, 1e3\], not 0\.0"),
+        ({"init_temperature": 0}, r"option init_temperature must be in \[1e-3, 1e3\], not 0\.0"),
+        (
+            {"final_temperature": -0.5},
+            r"option final_temperature must be in \[1e-3, 1e3\], not -0\.5",
+        ),
+        ({"gumbel_scale": -1}, r"option gumbel_scale must be in \[0, 100\], not -1\.0"),
+        ({"checkpoint_seconds": -1}, r"option checkpoint_seconds must be in \(0, 1e9\], not -1\.0"),
+        ({"conv_channels": ""}, r"option conv_channels must hold 1 to 8 items, not 0"),
+        ({"value_scale": 1e308}, r"option value_scale must be in \(0, 1e6\], not 1e\+308"),
+        ({"learning_rate": 1e308}, r"option learning_rate must be in \(0, 1\], not 1e\+308"),
+    ],
+)
 def test_the_issue_37_muzero_options_are_refused_without_a_warning(
-    options: dict, message: str,
+    options: dict,
+    message: str,
 ) -> None:
     import warnings
 

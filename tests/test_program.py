@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import gzip
 import json
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import pytest
 
@@ -36,15 +37,31 @@ def test_buffer_counts() -> None:
 
 def test_document_by_hand() -> None:
     doc = tiny_program().to_dict()
-    assert (doc["format"], doc["version"]) == (PROGRAM_FORMAT, PROGRAM_VERSION) == ("mallocgame-program", 1)
+    assert (
+        (doc["format"], doc["version"])
+        == (PROGRAM_FORMAT, PROGRAM_VERSION)
+        == ("mallocgame-program", 1)
+    )
     assert doc["name"] == "tiny" and doc["source"] == {"frontend": "hand", "model": "tiny"}
     assert doc["instructions"][1] == {
-        "name": "dot.1", "opcode": "dot", "operands": [0, 1], "outputs": [2],
-        "operand_bytes": [1000, 400], "output_bytes": [600],
-        "flops": 2e6, "transcendentals": 0.0, "count": 3,
+        "name": "dot.1",
+        "opcode": "dot",
+        "operands": [0, 1],
+        "outputs": [2],
+        "operand_bytes": [1000, 400],
+        "output_bytes": [600],
+        "flops": 2e6,
+        "transcendentals": 0.0,
+        "count": 3,
     }
     assert doc["tensors"][4] == {
-        "id": 4, "name": "out", "size": 600, "def_time": 3, "last_use_time": 3, "live_out": True, "shape": "",
+        "id": 4,
+        "name": "out",
+        "size": 600,
+        "def_time": 3,
+        "last_use_time": 3,
+        "live_out": True,
+        "shape": "",
     }
     assert doc["alias_groups"] == [[[1, 2], [2, 0], [2, 2], [3, 0]]]
     assert doc["loops"] == [{"first": 1, "last": 2, "trip_count": 3}]
@@ -70,7 +87,9 @@ def test_optional_keys_take_their_defaults() -> None:
     program = program_from_dict(doc)
     assert program.source == {} and program.alias_groups == () and program.loops == ()
     assert all((i.flops, i.transcendentals, i.count) == (0.0, 0.0, 1) for i in program.instructions)
-    assert not any(x.live_out for x in program.tensors) and all(x.shape == "" for x in program.tensors)
+    assert not any(x.live_out for x in program.tensors) and all(
+        x.shape == "" for x in program.tensors
+    )
 
 
 @pytest.mark.parametrize("suffix", [".json", ".json.gz"])
@@ -97,7 +116,10 @@ def test_file_round_trip(tmp_path: Path, suffix: str) -> None:
     "doc, needle",
     [
         ([1, 2], "expected a JSON object"),
-        ({**tiny_program().to_dict(), "format": "mallocgame-instance"}, "format is 'mallocgame-instance'"),
+        (
+            {**tiny_program().to_dict(), "format": "mallocgame-instance"},
+            "format is 'mallocgame-instance'",
+        ),
         ({k: v for k, v in tiny_program().to_dict().items() if k != "format"}, "format is None"),
         ({**tiny_program().to_dict(), "version": 2}, "unsupported program version 2"),
     ],
@@ -130,7 +152,15 @@ def _drop(*keys: Any) -> Callable[[dict], None]:
         lambda doc: doc["instructions"].__setitem__(0, 7),
         lambda doc: doc["loops"][0].update(first=None),
     ],
-    ids=["name", "instructions", "tensor-size", "operand-bytes", "size-text", "instruction-int", "loop-none"],
+    ids=[
+        "name",
+        "instructions",
+        "tensor-size",
+        "operand-bytes",
+        "size-text",
+        "instruction-int",
+        "loop-none",
+    ],
 )
 def test_a_malformed_document_is_a_program_error(mutate: Callable[[dict], None]) -> None:
     doc = tiny_program().to_dict()
@@ -159,39 +189,69 @@ def _add_tensor(doc: dict) -> None:
 # Each mutation of tiny_program breaks one rule (four instructions, five tensors:
 # W = 0 input read at 1 and 2; x = 1 by 0; y = 2 by 1; z = 3 by 2; out = 4 by 3).
 RULES = {
-    "no instructions": (lambda doc: doc.update(instructions=[], tensors=[], alias_groups=[], loops=[]),
-                        "program has no instructions"),
+    "no instructions": (
+        lambda doc: doc.update(instructions=[], tensors=[], alias_groups=[], loops=[]),
+        "program has no instructions",
+    ),
     "tensor id": (_set("tensors.3.id", 7), r"tensor 3: id is 7, expected its index"),
     "negative size": (_set("tensors.1.size", -1), r"tensor 1 \(x\): negative size -1"),
     "def_time range": (_set("tensors.4.def_time", 4), r"tensor 4 \(out\): def_time 4 out of range"),
-    "def_time below -1": (_set("tensors.0.def_time", -2), r"tensor 0 \(W\): def_time -2 out of range"),
-    "last use before def": (_set("tensors.2.last_use_time", 0),
-                            r"tensor 2 \(y\): last_use_time 0 outside 1..3"),
-    "last use past the end": (_set("tensors.4.last_use_time", 4),
-                              r"tensor 4 \(out\): last_use_time 4 outside 3..3"),
+    "def_time below -1": (
+        _set("tensors.0.def_time", -2),
+        r"tensor 0 \(W\): def_time -2 out of range",
+    ),
+    "last use before def": (
+        _set("tensors.2.last_use_time", 0),
+        r"tensor 2 \(y\): last_use_time 0 outside 1..3",
+    ),
+    "last use past the end": (
+        _set("tensors.4.last_use_time", 4),
+        r"tensor 4 \(out\): last_use_time 4 outside 3..3",
+    ),
     "count": (_set("instructions.2.count", 0), r"instruction 2 \(dus.2\): count must be >= 1"),
-    "negative flops": (_set("instructions.1.flops", -1.0), r"instruction 1 \(dot.1\): negative flops"),
-    "negative transcendentals": (_set("instructions.3.transcendentals", -1.0),
-                                 r"instruction 3 \(exp.3\): negative flops"),
+    "negative flops": (
+        _set("instructions.1.flops", -1.0),
+        r"instruction 1 \(dot.1\): negative flops",
+    ),
+    "negative transcendentals": (
+        _set("instructions.3.transcendentals", -1.0),
+        r"instruction 3 \(exp.3\): negative flops",
+    ),
     "operand bytes": (_set("instructions.1.operand_bytes", [1000]), "operand_bytes length differs"),
     "output bytes": (_set("instructions.0.output_bytes", []), "output_bytes length differs"),
     "negative bytes": (_set("instructions.3.output_bytes", [-600]), "negative bytes"),
     "dangling operand": (_set("instructions.3.operands", [9]), "dangling operand tensor 9"),
-    "read after last use": (_set("instructions.3.operands", [1]),
-                            r"instruction 3 \(exp.3\): reads tensor 1 \(x\) outside its live range \(0, 1\]"),
-    "read at its definition": (_set("instructions.1.operands", [0, 2]),
-                               r"reads tensor 2 \(y\) outside its live range \(1, 2\]"),
+    "read after last use": (
+        _set("instructions.3.operands", [1]),
+        r"instruction 3 \(exp.3\): reads tensor 1 \(x\) outside its live range \(0, 1\]",
+    ),
+    "read at its definition": (
+        _set("instructions.1.operands", [0, 2]),
+        r"reads tensor 2 \(y\) outside its live range \(1, 2\]",
+    ),
     "dangling output": (_set("instructions.3.outputs", [5]), "dangling output tensor 5"),
-    "defined twice": (lambda doc: doc["instructions"][0].update(outputs=[1, 1], output_bytes=[400, 400]),
-                      r"instruction 0 \(iota.0\): tensor 1 is already defined by instruction 0"),
-    "defined by two": (_set("instructions.3.outputs", [3]), "tensor 3 is already defined by instruction 2"),
-    "def_time disagrees": (_set("instructions.0.outputs", [4]),
-                           r"instruction 0 \(iota.0\): defines tensor 4 whose def_time is 3"),
+    "defined twice": (
+        lambda doc: doc["instructions"][0].update(outputs=[1, 1], output_bytes=[400, 400]),
+        r"instruction 0 \(iota.0\): tensor 1 is already defined by instruction 0",
+    ),
+    "defined by two": (
+        _set("instructions.3.outputs", [3]),
+        "tensor 3 is already defined by instruction 2",
+    ),
+    "def_time disagrees": (
+        _set("instructions.0.outputs", [4]),
+        r"instruction 0 \(iota.0\): defines tensor 4 whose def_time is 3",
+    ),
     "no definition": (_add_tensor, r"tensor 5 \(ghost\): no defining instruction"),
-    "alias buffer": (_set("alias_groups.0", [[1, 2], [3, 2]]), r"alias group 0: no buffer \(3, 2\)"),
+    "alias buffer": (
+        _set("alias_groups.0", [[1, 2], [3, 2]]),
+        r"alias group 0: no buffer \(3, 2\)",
+    ),
     "alias instruction": (_set("alias_groups.0", [[4, 0]]), r"alias group 0: no buffer \(4, 0\)"),
-    "alias twice": (lambda doc: doc["alias_groups"].append([[2, 0]]),
-                    r"alias group 1: buffer \(2, 0\) is in two groups"),
+    "alias twice": (
+        lambda doc: doc["alias_groups"].append([[2, 0]]),
+        r"alias group 1: buffer \(2, 0\) is in two groups",
+    ),
     "loop range": (_set("loops.0.last", 4), r"loop 0: body 1..4 out of range"),
     "loop order": (_set("loops.0.first", 3), r"loop 0: body 3..2 out of range"),
     "trip count": (_set("loops.0.trip_count", 0), "loop 0: trip_count must be >= 1"),
@@ -200,12 +260,18 @@ RULES = {
         lambda doc: doc["tensors"][1].update(size=2**53 + 1, shape="u8[9007199254740993]"),
         r"tensor 1 \(x, u8\[9007199254740993\]\): size 9007199254740993 bytes is more than 2\*\*53",
     ),
-    "bytes above 2**53": (_set("instructions.3.output_bytes", [2**53 + 1]),
-                          r"instruction 3 \(exp.3\): moves more than 2\*\*53 bytes for one buffer"),
-    "count above 2**31-1": (_set("instructions.2.count", 2**31),
-                            r"instruction 2 \(dus.2\): count 2147483648 is more than 2\*\*31-1"),
-    "trip count above 2**31-1": (_set("loops.0.trip_count", 2**31),
-                                 r"loop 0: trip_count 2147483648 is more than 2\*\*31-1"),
+    "bytes above 2**53": (
+        _set("instructions.3.output_bytes", [2**53 + 1]),
+        r"instruction 3 \(exp.3\): moves more than 2\*\*53 bytes for one buffer",
+    ),
+    "count above 2**31-1": (
+        _set("instructions.2.count", 2**31),
+        r"instruction 2 \(dus.2\): count 2147483648 is more than 2\*\*31-1",
+    ),
+    "trip count above 2**31-1": (
+        _set("loops.0.trip_count", 2**31),
+        r"loop 0: trip_count 2147483648 is more than 2\*\*31-1",
+    ),
 }
 
 
@@ -222,8 +288,13 @@ def test_validate_checks_a_program_built_in_code() -> None:
     program = tiny_program()
     validate_program(program)  # the hand-written program is valid
     bad = ProgramInstruction("exp.3", "exponential", (3,), (4,), (600,), (600,), count=0)
-    broken = Program(program.name, program.instructions[:3] + (bad,), program.tensors,
-                     program.alias_groups, program.loops)
+    broken = Program(
+        program.name,
+        program.instructions[:3] + (bad,),
+        program.tensors,
+        program.alias_groups,
+        program.loops,
+    )
     with pytest.raises(ProgramError, match="count must be >= 1"):
         validate_program(broken)
 

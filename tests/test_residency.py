@@ -10,14 +10,17 @@ from mallocgame.solvers.base import solution_from_game
 from tests.builders import I, X, build
 
 
-def _program():  # noqa: ANN202
+def _program():
     """Tensor 0 (an input of 100 B) read at instructions 1, 2 and 3; instruction 0 writes tensor 1."""
-    return build(tensors=[X(100), X(50)],
-                 instructions=[I(writes=[1]), I(reads=[0]), I(reads=[0]), I(reads=[0])],
-                 capacity=4096, alignment=1)
+    return build(
+        tensors=[X(100), X(50)],
+        instructions=[I(writes=[1]), I(reads=[0]), I(reads=[0]), I(reads=[0])],
+        capacity=4096,
+        alignment=1,
+    )
 
 
-def _solution(inst, actions, solver):  # noqa: ANN001, ANN202
+def _solution(inst, actions, solver):
     return solution_from_game(inst, replay(inst, actions), solver=solver, seed=0, wall_s=0.0)
 
 
@@ -27,10 +30,14 @@ def test_a_tensor_evicted_and_fetched_again_where_the_other_keeps_it() -> None:
     refetches = _solution(inst, [DROP, COPY, DROP, COPY], "refetches")
     runs = residency(inst, refetches)[0]
     assert [(r.last, r.fetched) for r in runs] == [(1, True), (3, True)]  # each read fetched
-    assert [(r.last, r.fetched) for r in residency(inst, keeps)[0]] == [(3, True)]  # one run to the last read
+    assert [(r.last, r.fetched) for r in residency(inst, keeps)[0]] == [
+        (3, True)
+    ]  # one run to the last read
     c = compare_residency(inst, keeps, refetches)
     assert (c.fast_in_a, c.fast_in_b) == (1, 1) and c.only_in_a == c.only_in_b == ()
-    assert [(r.tensor, r.size, r.evicted_after, r.needed_at) for r in c.refetched_by_b] == [(0, 100, 1, 3)]
+    assert [(r.tensor, r.size, r.evicted_after, r.needed_at) for r in c.refetched_by_b] == [
+        (0, 100, 1, 3)
+    ]
     assert c.refetched_by_a == ()
     assert c.fast_byte_steps_a == c.fast_byte_steps_b == 4 * 100  # both hold it at steps 0-3
     text = format_residency_comparison(c)
@@ -50,7 +57,7 @@ def test_what_only_one_solution_keeps_and_no_refetch_without_a_resident_gap() ->
 
 
 @pytest.mark.parametrize("against", [True, False])
-def test_cli_show_against_draws_both_and_compares(tmp_path, capsys, against) -> None:  # noqa: ANN001
+def test_cli_show_against_draws_both_and_compares(tmp_path, capsys, against) -> None:
     from mallocgame.cli import main
     from mallocgame.solution import save_solution
     from mallocgame.solvers import get_solver
@@ -59,17 +66,25 @@ def test_cli_show_against_draws_both_and_compares(tmp_path, capsys, against) -> 
     inst = load_workload("xla-v1/lstm_infer")
     for name in ("heuristic", "greedy"):
         save_solution(get_solver(name).solve(inst), tmp_path / f"{name}.json")
-    argv = ["show", "xla-v1/lstm_infer", str(tmp_path / "heuristic.json"), "--out", str(tmp_path / "l.png")]
+    argv = [
+        "show",
+        "xla-v1/lstm_infer",
+        str(tmp_path / "heuristic.json"),
+        "--out",
+        str(tmp_path / "l.png"),
+    ]
     assert main(argv + (["--against", str(tmp_path / "greedy.json")] if against else [])) == 0
     out = capsys.readouterr().out
     assert (tmp_path / "l.png").read_bytes()[:4] == b"\x89PNG"
     assert ("re-fetched by greedy where heuristic keeps them resident" in out) == against
 
 
-_SELF = [("xla-v1/stacked_rnn_infer", "heuristic"),  # fetches beginning at the eviction step
-         ("xla-v1/resnet_infer", "greedy"),
-         ("xla-v2/ddim_sampler_b16", "greedy"),  # two fetches beginning at one step
-         ("xla-v2/wavenet_infer", "greedy")]
+_SELF = [
+    ("xla-v1/stacked_rnn_infer", "heuristic"),  # fetches beginning at the eviction step
+    ("xla-v1/resnet_infer", "greedy"),
+    ("xla-v2/ddim_sampler_b16", "greedy"),  # two fetches beginning at one step
+    ("xla-v2/wavenet_infer", "greedy"),
+]
 
 
 @pytest.mark.parametrize("program,solver", _SELF)
@@ -87,7 +102,7 @@ def test_a_solution_compared_with_itself_has_no_refetch(program: str, solver: st
     assert c.only_in_a == c.only_in_b == () and c.fast_byte_steps_a == c.fast_byte_steps_b
 
 
-def test_cli_show_against_itself_reports_no_refetch(tmp_path, capsys) -> None:  # noqa: ANN001
+def test_cli_show_against_itself_reports_no_refetch(tmp_path, capsys) -> None:
     from mallocgame.cli import main
     from mallocgame.solution import save_solution
     from mallocgame.solvers import get_solver
@@ -95,8 +110,15 @@ def test_cli_show_against_itself_reports_no_refetch(tmp_path, capsys) -> None:  
 
     inst = load_workload("xla-v1/stacked_rnn_infer")
     save_solution(get_solver("heuristic").solve(inst), tmp_path / "h.json")
-    argv = ["show", inst.name, str(tmp_path / "h.json"), "--out", str(tmp_path / "l.png"),
-            "--against", str(tmp_path / "h.json")]
+    argv = [
+        "show",
+        inst.name,
+        str(tmp_path / "h.json"),
+        "--out",
+        str(tmp_path / "l.png"),
+        "--against",
+        str(tmp_path / "h.json"),
+    ]
     assert main(argv) == 0
     out = capsys.readouterr().out
     assert out.count("re-fetched by heuristic where heuristic keeps them resident: none") == 2

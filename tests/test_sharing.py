@@ -12,11 +12,17 @@ from mallocgame.errors import InstanceError
 from mallocgame.hardware import DRAM_PMEM, GIB
 from mallocgame.latency import instruction_latency
 from mallocgame.sharing import (
-    MARL_SOCKET, SharedMachine, dram_only_latency, memory_mode_hit_rates, memory_mode_latency, reuse_distances,
-    task_preset, tasks_that_fit,
+    MARL_SOCKET,
+    SharedMachine,
+    dram_only_latency,
+    memory_mode_hit_rates,
+    memory_mode_latency,
+    reuse_distances,
+    task_preset,
+    tasks_that_fit,
 )
 from mallocgame.simulate import baseline_latency
-from tests.builders import I, X, build, roofline, tiny_program
+from tests.builders import I, X, build, tiny_program
 
 
 def test_one_task_has_a_core_and_the_bandwidth_one_core_draws() -> None:
@@ -26,7 +32,9 @@ def test_one_task_has_a_core_and_the_bandwidth_one_core_draws() -> None:
     assert hw.peak_flops == pytest.approx(DRAM_PMEM.peak_flops / 32)
     assert hw.fast_bandwidth == 12.5e9  # a core's, below the socket's 100 GB/s
     # one thread's share of Optane: 39.4/17 GB/s reads, 13.9/4 GB/s writes, mixed 2:1
-    assert hw.slow_bandwidth == pytest.approx(1 / ((2 / 3) / (39.4e9 / 17) + (1 / 3) / (13.9e9 / 4)))
+    assert hw.slow_bandwidth == pytest.approx(
+        1 / ((2 / 3) / (39.4e9 / 17) + (1 / 3) / (13.9e9 / 4))
+    )
     assert hw.copy_bandwidth == pytest.approx(13.9e9 / 4)
 
 
@@ -64,7 +72,12 @@ def _chain():
     """t0 writes x (100 B); t1 writes y (50 B); t2 reads x; t3 reads y and x."""
     return build(
         tensors=[X(100), X(50), X(10), X(10, live_out=True)],
-        instructions=[I(writes=[0]), I(writes=[1]), I(reads=[0], writes=[2]), I(reads=[1, 0], writes=[3])],
+        instructions=[
+            I(writes=[0]),
+            I(writes=[1]),
+            I(reads=[0], writes=[2]),
+            I(reads=[1, 0], writes=[3]),
+        ],
     )
 
 
@@ -96,7 +109,10 @@ def test_memory_mode_lies_between_all_slow_and_all_fast() -> None:
     assert memory_mode_latency(inst, 2, 64) == pytest.approx(slow)  # one line: nothing ever hits
     assert fast < memory_mode_latency(inst, 2, 1 << 20) < slow
     assert memory_mode_latency(inst, 2, 1 << 40) == pytest.approx(fast, rel=1e-6)
-    ideal = sum(instruction_latency(inst, t, frozenset(ins.buffers)) for t, ins in enumerate(inst.instructions))
+    ideal = sum(
+        instruction_latency(inst, t, frozenset(ins.buffers))
+        for t, ins in enumerate(inst.instructions)
+    )
     assert fast == pytest.approx(ideal)
 
 

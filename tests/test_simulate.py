@@ -32,7 +32,6 @@ from mallocgame.solvers import SolveRequest, get_solver
 from mallocgame.workloads import synthetic
 from mallocgame.workloads.registry import load_workload
 from mallocgame.workloads.suite import SUITE, suite_names
-
 from tests.builders import B, I, X, build, build_doc, roofline, table
 
 COPY, NOCOPY, DROP = 0, 1, 2
@@ -62,7 +61,13 @@ def _consistent(r) -> None:
 
 
 @pytest.mark.parametrize(
-    "name", ["xla-v1/alexnet_train_b32", "xla-v1/lstm_infer", "xla-v1/inplace_update_loop", "synthetic-v1/1k"]
+    "name",
+    [
+        "xla-v1/alexnet_train_b32",
+        "xla-v1/lstm_infer",
+        "xla-v1/inplace_update_loop",
+        "synthetic-v1/1k",
+    ],
 )
 def test_all_slow_latency_is_the_sum_of_latencies(name: str) -> None:
     inst = load_workload(name)
@@ -150,7 +155,9 @@ def test_instruction_ending_under_a_copy() -> None:
 
 def test_compute_bound_instruction_absorbs_contention() -> None:
     # i0: compute 3 s, 100 slow bytes (1 s): contended it needs 2 s of its 3 s, no slower
-    inst = build([X(100), X(100)], [I(reads=[1], supply=1.0, latency=roofline(compute_s=3.0)), I(reads=[0])])
+    inst = build(
+        [X(100), X(100)], [I(reads=[1], supply=1.0, latency=roofline(compute_s=3.0)), I(reads=[0])]
+    )
     r = simulate(inst, _play(inst, [DROP, COPY]))
     assert r.exec_end[0] == pytest.approx(3.0)
     assert r.contention_s == pytest.approx(0.0, abs=1e-12)
@@ -174,7 +181,10 @@ def _copy_out_then_reuse(second: int) -> tuple[Instance, list]:
 
 def test_copy_out_delays_the_reuse_of_its_memory() -> None:
     inst, allocs = _copy_out_then_reuse(NOCOPY)
-    assert [(a.offset, a.start, a.end, a.copy) for a in allocs] == [(0, 0, 1, (1, 1)), (0, 2, 2, None)]
+    assert [(a.offset, a.start, a.end, a.copy) for a in allocs] == [
+        (0, 0, 1, (1, 1)),
+        (0, 2, 2, None),
+    ]
     r = simulate(inst, allocs)
     # i0 [0, 0.1] (fast write), copy-out [0.1, 1.1], i1 [0.1, 0.6], i2 waits until 1.1
     assert r.copy_start.tolist() == pytest.approx([0.1])
@@ -216,7 +226,12 @@ def test_slow_read_waits_for_the_copy_out() -> None:
 def test_prefetch_of_a_copied_out_tensor_starts_after_it() -> None:
     inst = build(
         [X(100)],
-        [I(writes=[0]), I(latency=roofline(compute_s=0.2)), I(latency=roofline(compute_s=0.2)), I(reads=[0])],
+        [
+            I(writes=[0]),
+            I(latency=roofline(compute_s=0.2)),
+            I(latency=roofline(compute_s=0.2)),
+            I(reads=[0]),
+        ],
     )
     allocs = _play(inst, [COPY, COPY])
     assert [a.copy for a in allocs] == [(1, 1), (2, 2)]
@@ -325,7 +340,10 @@ def test_copy_out_blocks_the_reuse_of_its_memory_in_the_next_iteration() -> None
     )
     inst = _with_loops(doc, [(0, 2, 2)])
     allocs = _play(inst, [COPY, COPY])
-    assert [(a.offset, a.start, a.end, a.copy) for a in allocs] == [(0, 0, 1, (0, 0)), (0, 1, 2, (2, 2))]
+    assert [(a.offset, a.start, a.end, a.copy) for a in allocs] == [
+        (0, 0, 1, (0, 0)),
+        (0, 1, 2, (2, 2)),
+    ]
     r = simulate(inst, allocs)
     # iteration 1: i0 [0, 0.2], prefetch [0, 1], i1 [1, 1.2], copy-out [1.2, 2.2], i2 [1.2, 1.7]
     # iteration 2: i0 waits for the copy-out: [2.2, 2.4], prefetch [2.2, 3.2], i1 [3.2, 3.4],
@@ -390,7 +408,9 @@ def test_faster_memory_never_makes_an_instruction_slower(
         # ... never shorter than with the engine idle, which is scale * L_t(S_t)
         idle = execution_time(inst, t, mine, start, (), scale=scale)
         assert idle <= dur * (1 + 1e-12) + 1e-18
-        assert idle == pytest.approx(instruction_latency(inst, t, mine) / inst.instructions[t].count * scale)
+        assert idle == pytest.approx(
+            instruction_latency(inst, t, mine) / inst.instructions[t].count * scale
+        )
         # ... and each of its fast buffers, put back in slow memory, makes it no faster
         for b in mine:
             slower = execution_time(inst, t, mine - {b}, start, busy, scale=scale)
@@ -403,7 +423,9 @@ def test_faster_memory_never_makes_an_instruction_slower(
 # ------------------------------------------------------------------------ speedup numbers
 
 
-@pytest.mark.parametrize("name", ["xla-v1/alexnet_train_b32", "xla-v1/lstm_infer", "synthetic-v1/1k"])
+@pytest.mark.parametrize(
+    "name", ["xla-v1/alexnet_train_b32", "xla-v1/lstm_infer", "synthetic-v1/1k"]
+)
 def test_speedup_of_drop_is_one(name: str) -> None:
     inst = load_workload(name)
     sol = get_solver("drop").solve(inst, SolveRequest(seed=0))

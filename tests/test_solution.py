@@ -9,13 +9,28 @@ from pathlib import Path
 import pytest
 
 from mallocgame.errors import FormatError, InputFileError, SolutionError
-from mallocgame.solution import RECORD_FORMAT, Allocation, Solution, load_solution, save_solution, solution_from_dict
+from mallocgame.solution import (
+    RECORD_FORMAT,
+    Allocation,
+    Solution,
+    load_solution,
+    save_solution,
+    solution_from_dict,
+)
 
 SOLUTION = Solution(
-    instance="tiny", instance_sha256="ab" * 32, solver="es", seed=3, wall_s=1.5,
+    instance="tiny",
+    instance_sha256="ab" * 32,
+    solver="es",
+    seed=3,
+    wall_s=1.5,
     allocations=(Allocation(0, "Copy", 512, 0, 2, (0, 1)), Allocation(2, "NoCopy", 0, None, None)),
-    reward_s=2.5e-6, normalized_reward=0.25, actions=(0, 1, 2),
-    work={"games": 40, "generations": 3}, bound_s=4e-6, info={"status": "OPTIMAL", "note": ["x"]},
+    reward_s=2.5e-6,
+    normalized_reward=0.25,
+    actions=(0, 1, 2),
+    work={"games": 40, "generations": 3},
+    bound_s=4e-6,
+    info={"status": "OPTIMAL", "note": ["x"]},
 )
 
 
@@ -23,7 +38,9 @@ def test_a_solution_round_trips_with_work_bound_and_info(tmp_path: Path) -> None
     path = tmp_path / "s.json"
     save_solution(SOLUTION, path)
     doc = json.loads(path.read_text())
-    assert doc["work"] == {"games": 40, "generations": 3} and doc["bound_s"] == 4e-6  # SPEC section 7 keys
+    assert (
+        doc["work"] == {"games": 40, "generations": 3} and doc["bound_s"] == 4e-6
+    )  # SPEC section 7 keys
     assert doc["info"] == {"status": "OPTIMAL", "note": ["x"]}
     assert load_solution(path) == SOLUTION
 
@@ -45,7 +62,9 @@ def test_a_file_written_before_info_existed_loads_its_diagnostics_into_info() ->
 
 def test_the_solution_of_a_sweep_record_loads(tmp_path: Path) -> None:
     path = tmp_path / "record.json"
-    path.write_text(json.dumps({"format": RECORD_FORMAT, "version": 1, "solution": SOLUTION.to_dict()}))
+    path.write_text(
+        json.dumps({"format": RECORD_FORMAT, "version": 1, "solution": SOLUTION.to_dict()})
+    )
     assert load_solution(path) == SOLUTION
     path.write_text(json.dumps({"format": RECORD_FORMAT, "version": 1}))
     with pytest.raises(FormatError, match="without its solution"):
@@ -65,8 +84,15 @@ def test_the_solution_of_a_sweep_record_loads(tmp_path: Path) -> None:
         ({"bound_s": 10**400}, SolutionError, "'bound_s' must be a finite number or null"),
         ({"reward_s": 10**400}, SolutionError, "'reward_s' must be a finite number"),
         ({"wall_s": "soon"}, SolutionError, "'wall_s' must be a finite number"),
-        ({"allocations": [{"buffer": 0, "action": "Copy", "offset": 2**64, "start": 0, "end": 0}]},
-         SolutionError, r"magnitude at most 2\*\*53"),
+        (
+            {
+                "allocations": [
+                    {"buffer": 0, "action": "Copy", "offset": 2**64, "start": 0, "end": 0}
+                ]
+            },
+            SolutionError,
+            r"magnitude at most 2\*\*53",
+        ),
         ({"info": []}, SolutionError, "'info' must be an object"),
         ({"actions": [0, "1"]}, SolutionError, "'actions' must be a list of integers"),
         ({"allocations": [{"buffer": 0}]}, SolutionError, "allocation 0: missing key 'action'"),
@@ -85,19 +111,29 @@ def test_a_missing_file_is_an_input_error(tmp_path: Path) -> None:
 # ------------------------------------------------------- solutions refused where they are made
 
 
-@pytest.mark.parametrize("change, needle", [
-    ({"reward_s": float("nan")}, r"^solution: 'reward_s' must be a finite number, not nan$"),
-    ({"reward_s": float("inf")}, "'reward_s' must be a finite number"),
-    ({"normalized_reward": float("nan")}, "'normalized_reward' must be a finite number, not nan"),
-    ({"wall_s": -float("inf")}, "'wall_s' must be a finite number"),
-    ({"wall_s": "soon"}, "'wall_s' must be a finite number, not 'soon'"),
-    ({"reward_s": True}, "'reward_s' must be a finite number, not True"),
-    ({"bound_s": float("nan")}, r"^solution: 'bound_s' must be a finite number or None, not nan$"),
-    ({"work": {"games": float("nan")}}, "'work' must map names to finite numbers"),
-    ({"allocations": ({"buffer": 0},)}, "'allocations' must hold Allocation objects"),
-])
+@pytest.mark.parametrize(
+    "change, needle",
+    [
+        ({"reward_s": float("nan")}, r"^solution: 'reward_s' must be a finite number, not nan$"),
+        ({"reward_s": float("inf")}, "'reward_s' must be a finite number"),
+        (
+            {"normalized_reward": float("nan")},
+            "'normalized_reward' must be a finite number, not nan",
+        ),
+        ({"wall_s": -float("inf")}, "'wall_s' must be a finite number"),
+        ({"wall_s": "soon"}, "'wall_s' must be a finite number, not 'soon'"),
+        ({"reward_s": True}, "'reward_s' must be a finite number, not True"),
+        (
+            {"bound_s": float("nan")},
+            r"^solution: 'bound_s' must be a finite number or None, not nan$",
+        ),
+        ({"work": {"games": float("nan")}}, "'work' must map names to finite numbers"),
+        ({"allocations": ({"buffer": 0},)}, "'allocations' must hold Allocation objects"),
+    ],
+)
 def test_a_solution_with_a_non_finite_number_is_refused_where_it_is_made(
-    change: dict, needle: str,
+    change: dict,
+    needle: str,
 ) -> None:
     from dataclasses import replace
 
@@ -105,21 +141,31 @@ def test_a_solution_with_a_non_finite_number_is_refused_where_it_is_made(
         replace(SOLUTION, **change)
 
 
-@pytest.mark.parametrize("args, needle", [
-    ((0, "Copy", "512", 0, 2), r"^allocation: 'buffer' and 'offset' must be integers of magnitude "
-                               r"at most 2\*\*53, not 0 and '512'$"),
-    ((0, "Copy", float("nan"), 0, 2), "'buffer' and 'offset' must be integers"),
-    ((0, "Copy", 2**60, 0, 2), "'buffer' and 'offset' must be integers of magnitude at most 2"),
-    ((True, "Copy", 0, 0, 2), "'buffer' and 'offset' must be integers"),
-    ((0, 1, 0, 0, 2), r"^allocation of buffer 0: 'action' must be a string, not 1$"),
-    ((0, "Copy", 0, 0.5, 2),
-     r"'start' and 'end' must be None or integers of magnitude at most 2\*\*53, not 0\.5 and 2$"),
-    ((0, "Copy", 0, 0, "2"), "'start' and 'end' must be None or integers"),
-    ((0, "Copy", 0, 0, 2, (0,)),
-     r"'copy' must be None or a pair of integers of magnitude at most 2\*\*53, not \(0,\)"),
-    ((0, "Copy", 0, 0, 2, "01"), "'copy' must be None or a pair"),
-    ((0, "Copy", 0, 0, 2, (0, 1.5)), "'copy' must be None or a pair"),
-])
+@pytest.mark.parametrize(
+    "args, needle",
+    [
+        (
+            (0, "Copy", "512", 0, 2),
+            r"^allocation: 'buffer' and 'offset' must be integers of magnitude "
+            r"at most 2\*\*53, not 0 and '512'$",
+        ),
+        ((0, "Copy", float("nan"), 0, 2), "'buffer' and 'offset' must be integers"),
+        ((0, "Copy", 2**60, 0, 2), "'buffer' and 'offset' must be integers of magnitude at most 2"),
+        ((True, "Copy", 0, 0, 2), "'buffer' and 'offset' must be integers"),
+        ((0, 1, 0, 0, 2), r"^allocation of buffer 0: 'action' must be a string, not 1$"),
+        (
+            (0, "Copy", 0, 0.5, 2),
+            r"'start' and 'end' must be None or integers of magnitude at most 2\*\*53, not 0\.5 and 2$",
+        ),
+        ((0, "Copy", 0, 0, "2"), "'start' and 'end' must be None or integers"),
+        (
+            (0, "Copy", 0, 0, 2, (0,)),
+            r"'copy' must be None or a pair of integers of magnitude at most 2\*\*53, not \(0,\)",
+        ),
+        ((0, "Copy", 0, 0, 2, "01"), "'copy' must be None or a pair"),
+        ((0, "Copy", 0, 0, 2, (0, 1.5)), "'copy' must be None or a pair"),
+    ],
+)
 def test_a_malformed_allocation_is_a_typed_error(args: tuple, needle: str) -> None:
     with pytest.raises(SolutionError, match=needle):
         Allocation(*args)

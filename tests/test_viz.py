@@ -90,16 +90,21 @@ def test_layouts_side_by_side(tmp_path: Path) -> None:
     inst, solution = trajectory_solution("tiny_chain")
     one, two = tmp_path / "one.png", tmp_path / "two.png"
     draw_layout(inst, solution, one)
-    draw_layouts(inst, [solution, _empty_solution(inst)], two, titles=["a trajectory", "nothing fast"])
+    draw_layouts(
+        inst, [solution, _empty_solution(inst)], two, titles=["a trajectory", "nothing fast"]
+    )
     assert two.read_bytes().startswith(PNG_SIGNATURE)
     assert len(two.read_bytes()) > len(one.read_bytes())  # two panels
 
 
-@pytest.mark.parametrize("solutions, titles, message", [
-    (0, None, "at least one"),
-    (2, ["only one"], "1 titles for 2 solutions"),
-])
-def test_layouts_refuse_a_bad_call(tmp_path: Path, solutions: int, titles, message: str) -> None:  # noqa: ANN001
+@pytest.mark.parametrize(
+    "solutions, titles, message",
+    [
+        (0, None, "at least one"),
+        (2, ["only one"], "1 titles for 2 solutions"),
+    ],
+)
+def test_layouts_refuse_a_bad_call(tmp_path: Path, solutions: int, titles, message: str) -> None:
     inst, solution = trajectory_solution("tiny_chain")
     with pytest.raises(ValueError, match=message):
         draw_layouts(inst, [solution] * solutions, tmp_path / "x.png", titles=titles)

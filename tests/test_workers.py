@@ -44,7 +44,9 @@ def _running(pid: int) -> bool:
         status = Path(f"/proc/{pid}/status").read_text()
     except (FileNotFoundError, ProcessLookupError):
         return False
-    state = next((line.split()[1] for line in status.splitlines() if line.startswith("State:")), "Z")
+    state = next(
+        (line.split()[1] for line in status.splitlines() if line.startswith("State:")), "Z"
+    )
     return state not in ("Z", "X")
 
 
@@ -71,8 +73,13 @@ def test_workers_end_when_their_parent_is_killed(tmp_path: Path, signal_name: st
     out, err = tmp_path / "stdout", tmp_path / "stderr"
     # Files, not pipes: workers that outlive the parent would hold a pipe open.
     with out.open("w") as stdout, err.open("w") as stderr:
-        done = subprocess.run([sys.executable, str(script), signal_name], stdout=stdout, stderr=stderr,
-                              env=env, timeout=120)
+        done = subprocess.run(
+            [sys.executable, str(script), signal_name],
+            stdout=stdout,
+            stderr=stderr,
+            env=env,
+            timeout=120,
+        )
     assert done.returncode < 0, err.read_text()  # ended by the signal, not by a normal exit
     pids = [int(word) for word in out.read_text().split()]
     assert len(pids) == 2 and os.getpid() not in pids

@@ -20,10 +20,11 @@ from __future__ import annotations
 import math
 from bisect import bisect_right
 from collections import defaultdict
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
 from numbers import Integral
-from typing import TYPE_CHECKING, Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -150,7 +151,7 @@ def _is_interval(start: object, end: object, num_steps: int) -> bool:
     return (
         isinstance(start, Integral)
         and isinstance(end, Integral)
-        and 0 <= start <= end < num_steps
+        and 0 <= int(start) <= int(end) < num_steps
     )
 
 
@@ -162,9 +163,7 @@ def _memory_well_formed(a: Allocation, num_steps: int) -> bool:
 def _copy_well_formed(a: Allocation, num_steps: int) -> bool:
     """A Copy whose copy interval is a non-empty interval of steps."""
     return (
-        a.action == "Copy"
-        and a.copy is not None
-        and _is_interval(a.copy[0], a.copy[1], num_steps)
+        a.action == "Copy" and a.copy is not None and _is_interval(a.copy[0], a.copy[1], num_steps)
     )
 
 
@@ -202,7 +201,7 @@ def _shape_problems(inst: Instance, a: Allocation) -> list[str]:
         problems.append(f"copy interval {a.copy} is not an interval of steps 0..{num_steps - 1}")
     else:
         c0, c1 = a.copy
-        if a.start is None or not a.start <= c0 <= c1 <= a.end:
+        if a.start is None or a.end is None or not a.start <= c0 <= c1 <= a.end:
             problems.append(f"copy interval {a.copy} is not inside the memory interval")
         if not b.is_output and c1 != tau - 1:
             problems.append(f"operand copy interval {a.copy} does not end at {tau - 1}")
@@ -424,6 +423,7 @@ def _overlap_failure(inst: Instance, a: Allocation, b: Allocation) -> Failure:
             f"[{c.offset}, {c.offset + z}), steps {c.start}..{c.end})"
         )
 
+    assert a.start is not None and b.start is not None  # both are live allocations
     step = max(a.start, b.start)
     message = f"{part(a)} and {part(b)} overlap from step {step}"
     return _fail("overlap", message, [a.buffer, b.buffer])
@@ -445,12 +445,16 @@ def _check_copies(inst: Instance, allocs: Mapping[int, Allocation]) -> list[Fail
         for a in allocs.values()
         if a.action == "Copy" and a.copy is None and inst.buffers[a.buffer].demand_s > 0
     ]
-    copies = [a for a in allocs.values() if _copy_well_formed(a, num_steps)]
+    copies = [
+        (a.buffer, a.copy)
+        for a in allocs.values()
+        if a.copy is not None and _copy_well_formed(a, num_steps)
+    ]
     if not copies:
         return failures
-    buf = np.array([a.buffer for a in copies], np.int64)
-    c0 = np.array([a.copy[0] for a in copies], np.int64)
-    c1 = np.array([a.copy[1] for a in copies], np.int64)
+    buf = np.array([b for b, _ in copies], np.int64)
+    c0 = np.array([c[0] for _, c in copies], np.int64)
+    c1 = np.array([c[1] for _, c in copies], np.int64)
     failures += _shared_pair_failures(buf, c0, c1, num_steps)
     failures += _supply_failures(inst, buf, c0, c1)
     return failures
@@ -528,7 +532,11 @@ def _coverage(
     a source is the defining output or an operand Copy (``inf`` when none)."""
     spans: dict[tuple[int, int], list[tuple[int, int, bool]]] = defaultdict(list)
     for a in allocs.values():
-        if a.start is not None and _memory_well_formed(a, inst.num_instructions):
+        if (
+            a.start is not None
+            and a.end is not None
+            and _memory_well_formed(a, inst.num_instructions)
+        ):
             b = inst.buffers[a.buffer]
             source = b.is_output or a.action == "Copy"
             spans[(b.tensor_id, a.offset)].append((a.start, a.end, source))
@@ -739,7 +747,9 @@ def _reward_failures(inst: Instance, solution: Solution) -> list[Failure]:
         "reward_s", solution.reward_s, reward, "the allocated buffers' exact reward is"
     )
     failures += _claim_failure(
-        "normalized_reward", solution.normalized_reward, normalized,
+        "normalized_reward",
+        solution.normalized_reward,
+        normalized,
         f"the exact reward / R (R = {float(normalizer)!r} s) is",
     )
     bound = solution.bound_s

@@ -13,8 +13,9 @@ import os
 import re
 import sys
 import time
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable, NoReturn, Sequence
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from mallocgame.errors import MallocGameError
 from mallocgame.hardware import DEFAULT_PRESET, preset_names
@@ -36,6 +37,9 @@ DEFAULT_OPTIMIZE_SECONDS = 300.0  # optimize's wall-clock budget when none is gi
 
 class UsageError(MallocGameError):
     """Bad command-line arguments."""
+
+
+_SubParsers = Any  # argparse._SubParsersAction[_Parser]: private in argparse
 
 
 class _Parser(argparse.ArgumentParser):
@@ -61,13 +65,22 @@ def _cmd_list(args: argparse.Namespace) -> int:
     for name in workload_names():
         inst = load_workload(name)
         rows.append(
-            (name, str(inst.num_instructions), str(inst.num_buffers),
-             format_bytes(inst.hardware.fast_memory_bytes))
+            (
+                name,
+                str(inst.num_instructions),
+                str(inst.num_buffers),
+                format_bytes(inst.hardware.fast_memory_bytes),
+            )
         )
     header = ("name", "instructions", "buffers", "fast memory")
     widths = [max(len(r[i]) for r in [header, *rows]) for i in range(4)]
     for row in [header, *rows]:
-        print("  ".join(cell.ljust(w) if i == 0 else cell.rjust(w) for i, (cell, w) in enumerate(zip(row, widths))))
+        print(
+            "  ".join(
+                cell.ljust(w) if i == 0 else cell.rjust(w)
+                for i, (cell, w) in enumerate(zip(row, widths))
+            )
+        )
     return EXIT_OK
 
 
@@ -83,7 +96,7 @@ def _cmd_solve(args: argparse.Namespace, inst: Instance | None = None) -> int:
     inst = inst if inst is not None else load_workload(args.workload)
     out = Path(args.out) if args.out else _default_out(inst.name, args.solver, args.seed)
 
-    def progress(improvement) -> None:  # noqa: ANN001 - Improvement
+    def progress(improvement) -> None:
         work = ", ".join(f"{k} {v}" for k, v in improvement.work.items())
         print(
             f"  {improvement.elapsed_s:8.2f} s  {work}: normalized reward "
@@ -92,14 +105,19 @@ def _cmd_solve(args: argparse.Namespace, inst: Instance | None = None) -> int:
         )
 
     request = SolveRequest(
-        seed=args.seed, seconds=args.budget, work=args.work,
-        callback=progress if args.progress else None, options=_options(args.option),
+        seed=args.seed,
+        seconds=args.budget,
+        work=args.work,
+        callback=progress if args.progress else None,
+        options=_options(args.option),
     )
     solution = solver.solve(inst, request)
     out.parent.mkdir(parents=True, exist_ok=True)
     save_solution(solution, out)
-    print(f"{inst.name}: {solver.name} normalized reward {solution.normalized_reward:.6f} "
-          f"(reward {solution.reward_s:.6g} s) -> {out}")
+    print(
+        f"{inst.name}: {solver.name} normalized reward {solution.normalized_reward:.6f} "
+        f"(reward {solution.reward_s:.6g} s) -> {out}"
+    )
     return EXIT_OK
 
 
@@ -111,7 +129,9 @@ def _solver_options(items: Sequence[str], solvers: Sequence[str]) -> dict[str, d
         if not sep or "=" not in setting:
             raise UsageError(f"--option expects SOLVER:KEY=VALUE, not {item!r}")
         if solver not in solvers:
-            raise UsageError(f"--option {item!r}: solver {solver!r} is not one of {', '.join(solvers)}")
+            raise UsageError(
+                f"--option {item!r}: solver {solver!r} is not one of {', '.join(solvers)}"
+            )
         per_solver.setdefault(solver, []).append(setting)
     return {solver: _options(settings) for solver, settings in per_solver.items()}
 
@@ -129,8 +149,8 @@ def _options(items: Sequence[str]) -> dict[str, str]:
 
 
 def _cmd_solvers(args: argparse.Namespace) -> int:
-    from mallocgame.solvers import SOLVERS
     from mallocgame.options import option_docs
+    from mallocgame.solvers import SOLVERS
 
     names = args.names or list(SOLVERS)
     for name in names:
@@ -165,8 +185,9 @@ def _cmd_train(args: argparse.Namespace) -> int:
     return _cmd_solve(args, inst)
 
 
-def _resumes(solver_name: str, inst: Instance, options: dict[str, str], seed: int,
-             remedy: str) -> bool:
+def _resumes(
+    solver_name: str, inst: Instance, options: dict[str, str], seed: int, remedy: str
+) -> bool:
     """Whether a run of the learning solver ``solver_name`` (muzero, muzero-nosearch,
     muzero-prod or egrl) with ``options`` (its ``checkpoint_dir`` among them) resumes
     from a checkpoint there; a checkpoint it cannot resume (another run's, another
@@ -185,15 +206,18 @@ def _resumes(solver_name: str, inst: Instance, options: dict[str, str], seed: in
         else:
             from mallocgame.solvers.muzero import train as trainer
     except ImportError as exc:
-        raise UsageError(f"{solver_name} needs JAX, flax, optax and mctx "
-                         f"(pip install 'mallocgame[muzero]'): {exc}") from None
+        raise UsageError(
+            f"{solver_name} needs JAX, flax, optax and mctx "
+            f"(pip install 'mallocgame[muzero]'): {exc}"
+        ) from None
     if solver_name == "egrl":
         fingerprint = trainer.checkpoint_fingerprint(inst, config, seed)
     else:
         fingerprint = trainer.checkpoint_fingerprint(inst, config, seed, solver.answer)
     folder = checkpoint_directory(config.checkpoint_dir)  # not a file
-    return check_checkpoint(folder / trainer.CHECKPOINT_NAME, fingerprint, remedy,
-                            trainer=trainer.TRAINER)
+    return check_checkpoint(
+        folder / trainer.CHECKPOINT_NAME, fingerprint, remedy, trainer=trainer.TRAINER
+    )
 
 
 def _cmd_optimize(args: argparse.Namespace) -> int:
@@ -214,30 +238,48 @@ def _cmd_optimize(args: argparse.Namespace) -> int:
     remedy = "delete it to start over, or give another --out"
     if "checkpoint_dir" in options:
         remedy = "delete it to start over, or give another checkpoint_dir"
-    options.setdefault("checkpoint_dir", str(output_paths(out).answer.with_suffix("")) + ".checkpoint")
+    options.setdefault(
+        "checkpoint_dir", str(output_paths(out).answer.with_suffix("")) + ".checkpoint"
+    )
     get_solver("muzero-prod").check_options(options)
     if _resumes("muzero-prod", inst, options, args.seed, remedy):
-        print(f"resuming the agent from {options['checkpoint_dir']} (delete it to start over)",
-              file=sys.stderr)
+        print(
+            f"resuming the agent from {options['checkpoint_dir']} (delete it to start over)",
+            file=sys.stderr,
+        )
     status = BestSoFar()
 
     with ProgressBar(f"optimize {inst.name}", args.budget) as bar:
-        def show(improvement) -> None:  # noqa: ANN001 - Improvement
-            bar.update(status.improved(improvement.solution.solver,
-                                       improvement.solution.normalized_reward,
-                                       improvement.work.get("games")))
 
-        def played(work) -> None:  # noqa: ANN001 - the agent's work so far
+        def show(improvement) -> None:
+            bar.update(
+                status.improved(
+                    improvement.solution.solver,
+                    improvement.solution.normalized_reward,
+                    improvement.work.get("games"),
+                )
+            )
+
+        def played(work) -> None:
             bar.update(status.played(work.get("games")))
 
-        outcome = optimize(inst, seconds=args.budget, games=args.work, seed=args.seed, options=options,
-                           on_improvement=show, on_progress=played)
+        outcome = optimize(
+            inst,
+            seconds=args.budget,
+            games=args.work,
+            seed=args.seed,
+            options=options,
+            on_improvement=show,
+            on_progress=played,
+        )
         bar.update(status.played(outcome.agent.work.get("games")))  # the last line: every game
     paths = write_outputs(outcome, out)
     print(format_comparison(outcome))
     print(format_residency_comparison(compare_residency(inst, outcome.baseline, outcome.agent)))
     print(f"answer -> {paths.answer}; candidates -> {paths.baseline}, {paths.agent}")
-    print(f"reward against time -> {paths.curve_png} ({paths.curve_csv.name}); layouts -> {paths.layouts}")
+    print(
+        f"reward against time -> {paths.curve_png} ({paths.curve_csv.name}); layouts -> {paths.layouts}"
+    )
     return EXIT_OK
 
 
@@ -250,8 +292,10 @@ def _cmd_check(args: argparse.Namespace) -> int:
     solution = load_solution(args.solution)
     report = check_solution(inst, solution)
     if report.ok:
-        print(f"valid: {inst.name}, {len(solution.allocations)} allocations, normalized reward "
-              f"{solution.normalized_reward:.6f}")
+        print(
+            f"valid: {inst.name}, {len(solution.allocations)} allocations, normalized reward "
+            f"{solution.normalized_reward:.6f}"
+        )
         return EXIT_OK
     print(f"invalid: {report.summary()}")
     return EXIT_CHECK_FAILED
@@ -283,9 +327,11 @@ def _cmd_simulate(args: argparse.Namespace) -> int:
     result = simulate(inst, solution)
     baseline = baseline_latency(inst)
     speedup = f"{baseline / result.latency_s:.4f}" if result.latency_s > 0 else "n/a (zero latency)"
-    print(f"{inst.name}: latency {result.latency_s * 1e3:.6f} ms (all slow: {baseline * 1e3:.6f} ms), "
-          f"speedup {speedup}; stalls {result.stall_s * 1e3:.6f} ms, "
-          f"copy engine busy {result.copy_busy_s * 1e3:.6f} ms, {result.num_copies} copies")
+    print(
+        f"{inst.name}: latency {result.latency_s * 1e3:.6f} ms (all slow: {baseline * 1e3:.6f} ms), "
+        f"speedup {speedup}; stalls {result.stall_s * 1e3:.6f} ms, "
+        f"copy engine busy {result.copy_busy_s * 1e3:.6f} ms, {result.num_copies} copies"
+    )
     return EXIT_OK
 
 
@@ -300,15 +346,27 @@ def _cmd_project(args: argparse.Namespace) -> int:
     inst, mapping = checked
     repairs = DEFAULT_REPAIRS if args.repairs is None else args.repairs
     projected, kept = project(inst, mapping, repairs=repairs)
-    out = Path(args.out) if args.out else _default_out(inst.name, f"{mapping.solver}-projected", mapping.seed)
+    out = (
+        Path(args.out)
+        if args.out
+        else _default_out(inst.name, f"{mapping.solver}-projected", mapping.seed)
+    )
     out.parent.mkdir(parents=True, exist_ok=True)
     save_solution(projected, out)
     info = projected.info
-    repaired = (f", {info['kept_before_repair']:.4f} before {info['repairs_kept']} repairs in "
-                f"{info['repair_replays']} replays") if repairs else ""
-    print(f"{inst.name}: mapping normalized reward {mapping.normalized_reward:.6f}, as a game "
-          f"{projected.normalized_reward:.6f} (kept {kept:.4f}{repaired}); {info['fallbacks']} "
-          f"fallbacks, {info['backups']} Drop-backups -> {out}")
+    repaired = (
+        (
+            f", {info['kept_before_repair']:.4f} before {info['repairs_kept']} repairs in "
+            f"{info['repair_replays']} replays"
+        )
+        if repairs
+        else ""
+    )
+    print(
+        f"{inst.name}: mapping normalized reward {mapping.normalized_reward:.6f}, as a game "
+        f"{projected.normalized_reward:.6f} (kept {kept:.4f}{repaired}); {info['fallbacks']} "
+        f"fallbacks, {info['backups']} Drop-backups -> {out}"
+    )
     return EXIT_OK
 
 
@@ -359,7 +417,9 @@ def _cmd_extract(args: argparse.Namespace) -> int:
         if args.suite and args.suite not in SUITES:
             raise UsageError(f"unknown suite '{args.suite}' (have: {', '.join(SUITES)})")
         if args.model and not args.suite:
-            raise UsageError("--model with --suite needs the suite named: --suite SUITE --model NAME ...")
+            raise UsageError(
+                "--model with --suite needs the suite named: --suite SUITE --model NAME ..."
+            )
         start = time.perf_counter()
         total = 0
         for suite in [args.suite] if args.suite else list(SUITES):
@@ -368,14 +428,18 @@ def _cmd_extract(args: argparse.Namespace) -> int:
         return EXIT_OK
     sources = [args.dump, args.jax, args.torch, args.program, args.model and args.model[0]]
     if sum(1 for s in sources if s) != 1:
-        raise UsageError("give exactly one of --dump DIR, --jax MODULE:FUNCTION, --torch MODULE:FACTORY, "
-                         "--program FILE, --model NAME, --suite")
+        raise UsageError(
+            "give exactly one of --dump DIR, --jax MODULE:FUNCTION, --torch MODULE:FACTORY, "
+            "--program FILE, --model NAME, --suite"
+        )
     if (args.train or args.granularity != "tensor") and not args.torch:
         raise UsageError("--train and --granularity go with --torch MODULE:FACTORY")
     if not args.out and not args.program_out:
         raise UsageError("give --out FILE (the instance) and/or --program-out FILE")
     if args.xla_solution and not (args.dump and args.out):
-        raise UsageError("--xla-solution needs --dump DIR and --out FILE (the instance it is a solution of)")
+        raise UsageError(
+            "--xla-solution needs --dump DIR and --out FILE (the instance it is a solution of)"
+        )
     fast_spaces = _memory_spaces(args.xla_fast_spaces)
     preset = get_preset(args.preset)
     placement = None
@@ -383,8 +447,9 @@ def _cmd_extract(args: argparse.Namespace) -> int:
         from mallocgame.frontends.xla import AmbiguousModuleError, extract_dump_with_placement
 
         try:
-            program, placement = extract_dump_with_placement(args.dump, module=args.module,
-                                                             name=args.name)
+            program, placement = extract_dump_with_placement(
+                args.dump, module=args.module, name=args.name
+            )
         except AmbiguousModuleError as exc:  # the library's keyword is the command line's --module
             message = str(exc).replace("pick one with module=...", "pick one with --module NAME")
             raise UsageError(message) from None
@@ -400,31 +465,48 @@ def _cmd_extract(args: argparse.Namespace) -> int:
 
         model = resolve_factory(args.torch, args.arg)
         model.module.train(args.train)
-        program = extract_torch(model.module, model.inputs, name=args.name, training_step=args.train,
-                                granularity=args.granularity)
+        program = extract_torch(
+            model.module,
+            model.inputs,
+            name=args.name,
+            training_step=args.train,
+            granularity=args.granularity,
+        )
     elif args.program:
         from mallocgame.workloads.suite import suite_program
 
-        program = load_program(args.program) if Path(args.program).exists() else suite_program(args.program)
+        program = (
+            load_program(args.program)
+            if Path(args.program).exists()
+            else suite_program(args.program)
+        )
     else:
         from mallocgame.workloads.suite import extract_model, model_programs
 
         suite, _, short = args.model[0].rpartition("/")
         models = model_programs(suite or SUITE)
         if short not in models:
-            raise UsageError(f"unknown model '{args.model[0]}' of {suite or SUITE} (have: {', '.join(sorted(models))})")
-        program = extract_model(SUITES[suite or SUITE].frontend, models[short], args.name or args.model[0])
+            raise UsageError(
+                f"unknown model '{args.model[0]}' of {suite or SUITE} (have: {', '.join(sorted(models))})"
+            )
+        program = extract_model(
+            SUITES[suite or SUITE].frontend, models[short], args.name or args.model[0]
+        )
     if args.program_out:
         save_program(program, args.program_out)
-        print(f"program {program.name}: {len(program.instructions)} instructions, "
-              f"{program.num_buffers} buffers -> {args.program_out}")
+        print(
+            f"program {program.name}: {len(program.instructions)} instructions, "
+            f"{program.num_buffers} buffers -> {args.program_out}"
+        )
     if args.out:
         fraction = None if args.physical else args.capacity_fraction
         inst = derive_instance(program, preset, capacity_fraction=fraction, name=args.name)
         save_instance(inst, args.out)
-        print(f"instance {inst.name} on {inst.hardware.name}: {inst.num_instructions} instructions, "
-              f"{inst.num_buffers} buffers, fast memory {format_bytes(inst.hardware.fast_memory_bytes)} "
-              f"-> {args.out}")
+        print(
+            f"instance {inst.name} on {inst.hardware.name}: {inst.num_instructions} instructions, "
+            f"{inst.num_buffers} buffers, fast memory {format_bytes(inst.hardware.fast_memory_bytes)} "
+            f"-> {args.out}"
+        )
         if args.xla_solution and placement is not None:
             _write_xla_solution(inst, placement, fast_spaces, args.xla_solution)
     return EXIT_OK
@@ -436,12 +518,19 @@ def _memory_spaces(text: str) -> frozenset[int]:
     except ValueError:
         spaces = frozenset({-1})
     if not spaces or min(spaces) < 0:
-        raise UsageError(f"--xla-fast-spaces must be memory space numbers separated by commas, e.g. 1 or 0, got '{text}'")
+        raise UsageError(
+            f"--xla-fast-spaces must be memory space numbers separated by commas, e.g. 1 or 0, got '{text}'"
+        )
     return spaces
 
 
-def _write_xla_solution(inst: Instance, placement: XlaPlacement, fast_spaces: frozenset[int], out: str) -> None:
-    """XLA's own placement as the solution ``xla``, written and checked (it may break a rule: said, not fatal)."""
+def _write_xla_solution(
+    inst: Instance, placement: XlaPlacement, fast_spaces: frozenset[int], out: str
+) -> None:
+    """XLA's own placement as the solution ``xla``, written and checked.
+
+    It may break a rule: that is said, not fatal.
+    """
     from mallocgame.check import check_solution
     from mallocgame.frontends.xla_placement import placement_solution
     from mallocgame.solution import save_solution
@@ -451,34 +540,56 @@ def _write_xla_solution(inst: Instance, placement: XlaPlacement, fast_spaces: fr
     report = check_solution(inst, solution)
     spaces = sorted(placement.spaces)
     if not placement.copies and not (set(spaces) & fast_spaces):
-        print(f"note: the module names no memory space in {sorted(fast_spaces)} and no copy-start "
-              f"(a CPU dump?): XLA's placement keeps everything in slow memory")
+        print(
+            f"note: the module names no memory space in {sorted(fast_spaces)} and no copy-start "
+            f"(a CPU dump?): XLA's placement keeps everything in slow memory"
+        )
     unexpressed = solution.info.get("unexpressed", [])
     verdict = "valid" if report.ok else f"invalid: {report.summary()}"
-    print(f"solution xla: {len(solution.allocations)} allocations, {len(placement.copies)} copies of XLA's, "
-          f"normalized reward {solution.normalized_reward:.6f} -> {out}; check: {verdict}")
+    print(
+        f"solution xla: {len(solution.allocations)} allocations, {len(placement.copies)} copies of XLA's, "
+        f"normalized reward {solution.normalized_reward:.6f} -> {out}; check: {verdict}"
+    )
     for line in unexpressed[:5]:
         print(f"  not expressible in the game (left in slow memory): {line}")
     if len(unexpressed) > 5:
-        print(f"  ... and {len(unexpressed) - 5} more (the solution's info.unexpressed lists them all)")
+        print(
+            f"  ... and {len(unexpressed) - 5} more (the solution's info.unexpressed lists them all)"
+        )
 
 
 def _cmd_bench_speedups(args: argparse.Namespace) -> int:
     from mallocgame.bench.speedups import (
-        candidate_records, complete_programs, format_extremes, format_program_table, format_table, program_results,
-        speedup_table, write_program_csv,
+        candidate_records,
+        complete_programs,
+        format_extremes,
+        format_program_table,
+        format_table,
+        program_results,
+        speedup_table,
+        write_program_csv,
     )
     from mallocgame.bench.sweep import check_jobs, check_records, job_records, run_sweep, sweep_jobs
     from mallocgame.workloads.suite import suite_names
 
     solvers = list(dict.fromkeys([args.baseline, *args.solvers]))
     programs = args.programs or suite_names(SUITE)
-    jobs = sweep_jobs(programs, solvers, args.seeds, seconds=args.budget, work=args.work,
-                      options=_solver_options(args.option, solvers))
+    jobs = sweep_jobs(
+        programs,
+        solvers,
+        args.seeds,
+        seconds=args.budget,
+        work=args.work,
+        options=_solver_options(args.option, solvers),
+    )
     out = Path(args.out)
     if args.csv is not None and (not args.csv or Path(args.csv).is_dir()):
-        raise UsageError(f"--csv must name a file, got '{args.csv}'")  # refused before the sweep, not after it
-    if args.existing:  # a sweep under way elsewhere (pinned_sweep.py): its complete programs, nothing run
+        raise UsageError(
+            f"--csv must name a file, got '{args.csv}'"
+        )  # refused before the sweep, not after it
+    if (
+        args.existing
+    ):  # a sweep under way elsewhere (pinned_sweep.py): its complete programs, nothing run
         if not out.is_dir():
             raise UsageError(f"--existing: no records directory {out}")
         check_jobs(jobs)
@@ -486,21 +597,38 @@ def _cmd_bench_speedups(args: argparse.Namespace) -> int:
         records = complete_programs(job_records(out, jobs), jobs)
         done = len({r["program"] for r in records})
         if not done:
-            raise UsageError(f"--existing: no program in {out} has a record of every solver and seed asked for "
-                             f"(check --solvers, --seeds, --budget/--work and --option)")
-        print(f"{done} of {len(set(programs))} programs have a record of every solver and seed in {out}",
-              file=sys.stderr)
+            raise UsageError(
+                f"--existing: no program in {out} has a record of every solver and seed asked for "
+                f"(check --solvers, --seeds, --budget/--work and --option)"
+            )
+        print(
+            f"{done} of {len(set(programs))} programs have a record of every solver and seed in {out}",
+            file=sys.stderr,
+        )
     else:
-        run_sweep(jobs, out, workers=args.workers, ray_address=args.ray,
-                  progress=lambda msg: print(msg, file=sys.stderr))
+        run_sweep(
+            jobs,
+            out,
+            workers=args.workers,
+            ray_address=args.ray,
+            progress=lambda msg: print(msg, file=sys.stderr),
+        )
         records = job_records(out, jobs)
     invalid = [r for r in records if not r["valid"]]
     for r in invalid:
-        print(f"INVALID: {r['program']} {r['solver']} s{r['seed']}: {r['failures']}", file=sys.stderr)
-    derived = [r for r in candidate_records(records) if not r["solver"].endswith(f":{args.baseline}")]
+        print(
+            f"INVALID: {r['program']} {r['solver']} s{r['seed']}: {r['failures']}", file=sys.stderr
+        )
+    derived = [
+        r for r in candidate_records(records) if not r["solver"].endswith(f":{args.baseline}")
+    ]
     print(format_table(speedup_table(records + derived, args.baseline), args.baseline))
     if args.per_program:
-        others = [s for s in dict.fromkeys([*solvers, *(r["solver"] for r in derived)]) if s != args.baseline]
+        others = [
+            s
+            for s in dict.fromkeys([*solvers, *(r["solver"] for r in derived)])
+            if s != args.baseline
+        ]
         print()
         print(format_program_table(records + derived, [args.baseline, *others]))
         for solver in others:
@@ -508,7 +636,9 @@ def _cmd_bench_speedups(args: argparse.Namespace) -> int:
             print(format_extremes(records + derived, solver, args.baseline))
     if args.csv:
         Path(args.csv).parent.mkdir(parents=True, exist_ok=True)
-        write_program_csv(args.csv, program_results(records + derived, args.baseline), args.baseline)
+        write_program_csv(
+            args.csv, program_results(records + derived, args.baseline), args.baseline
+        )
         print(f"per program and solver -> {args.csv}", file=sys.stderr)
     return EXIT_CHECK_FAILED if invalid else EXIT_OK
 
@@ -523,16 +653,31 @@ def _cmd_bench_versus(args: argparse.Namespace) -> int:
 
     settings = {s: dict(job_options(s, o)) for s, o in _solver_options(args.option, [a, b]).items()}
     budget = {"seconds": args.budget, "work": args.work}
-    entries = read_entries([Path(f) for f in args.out], (a, b), budget=budget, options=settings,
-                           programs=args.programs, seeds=args.seeds)
+    entries = read_entries(
+        [Path(f) for f in args.out],
+        (a, b),
+        budget=budget,
+        options=settings,
+        programs=args.programs,
+        seeds=args.seeds,
+    )
     if not entries:
-        wanted = " and ".join(x for x in (args.budget and f"{args.budget:g} s", args.work and f"work {args.work}") if x)
-        raise UsageError(f"no records of {a} or {b} with budget {wanted or 'none'} "
-                         f"and these settings in {' '.join(args.out)}")
+        wanted = " and ".join(
+            x
+            for x in (args.budget and f"{args.budget:g} s", args.work and f"work {args.work}")
+            if x
+        )
+        raise UsageError(
+            f"no records of {a} or {b} with budget {wanted or 'none'} "
+            f"and these settings in {' '.join(args.out)}"
+        )
     rows = head_to_head(entries, a, b)
     for entry in entries:
         if entry.reward is None:
-            print(f"INVALID: {entry.program} {entry.solver} s{entry.seed}: {entry.failures}", file=sys.stderr)
+            print(
+                f"INVALID: {entry.program} {entry.solver} s{entry.seed}: {entry.failures}",
+                file=sys.stderr,
+            )
     print(format_versus(rows, a, b))
     print()
     print(summarize(rows, a, b))
@@ -558,7 +703,10 @@ def _cmd_bench_correlation(args: argparse.Namespace) -> int:
 def _bench_training_correlation(args: argparse.Namespace) -> int:
     """Table 5 and Figure 6 as the paper made them: samples of one muzero run per program."""
     from mallocgame.bench.correlation import (
-        format_training_correlation, plot_training_correlation, training_correlation, write_training_csv,
+        format_training_correlation,
+        plot_training_correlation,
+        training_correlation,
+        write_training_csv,
     )
     from mallocgame.solvers import get_solver
 
@@ -570,7 +718,9 @@ def _bench_training_correlation(args: argparse.Namespace) -> int:
     get_solver("muzero").check_options(options)
     rows = []
     for program in args.programs:
-        row = training_correlation(program, args.training, seed=args.seed, samples=args.samples, options=options)
+        row = training_correlation(
+            program, args.training, seed=args.seed, samples=args.samples, options=options
+        )
         print(f"{program}: {row.games} games, Pearson {row.pearson:.3f}", file=sys.stderr)
         rows.append(row)
     out = Path(args.out)
@@ -590,8 +740,12 @@ def _cmd_bench_suite(args: argparse.Namespace) -> int:
         raise UsageError(f"unknown suite '{args.suite}' (have: {', '.join(SUITES)})")
     names = args.programs or (suite_names(args.suite) if args.suite else workload_names())
     rows = [
-        suite_row(name, random_games=args.random_games, exact_seconds=args.exact_seconds,
-                  progress=lambda msg: print(msg, file=sys.stderr))
+        suite_row(
+            name,
+            random_games=args.random_games,
+            exact_seconds=args.exact_seconds,
+            progress=lambda msg: print(msg, file=sys.stderr),
+        )
         for name in names
     ]
     print(format_suite_table(rows))
@@ -600,7 +754,13 @@ def _cmd_bench_suite(args: argparse.Namespace) -> int:
 
 def _cmd_bench_rewards(args: argparse.Namespace) -> int:
     from mallocgame.bench.rewards import (
-        final_table, normalized_upper_bound, plot_curves, read_csv, reward_curve, solver_spec, write_csv,
+        final_table,
+        normalized_upper_bound,
+        plot_curves,
+        read_csv,
+        reward_curve,
+        solver_spec,
+        write_csv,
     )
     from mallocgame.workloads.registry import load_workload
 
@@ -612,7 +772,9 @@ def _cmd_bench_rewards(args: argparse.Namespace) -> int:
     other = {p.budget_s for p in points} - {args.budget}
     if other:
         held = ", ".join(sorted("no wall-clock budget" if b is None else f"{b:g} s" for b in other))
-        raise UsageError(f"{csv_path} holds curves at {held}, not {args.budget:g} s: give another --out")
+        raise UsageError(
+            f"{csv_path} holds curves at {held}, not {args.budget:g} s: give another --out"
+        )
     out.parent.mkdir(parents=True, exist_ok=True)  # once nothing is refused
     done = {(p.program, p.solver, p.seed) for p in points}
     for program in args.programs:
@@ -622,11 +784,18 @@ def _cmd_bench_rewards(args: argparse.Namespace) -> int:
                     print(f"{program} {solver} s{seed}: in {csv_path} already", file=sys.stderr)
                     continue
                 curve = reward_curve(program, solver, args.budget, seed)
-                print(f"{program} {solver} s{seed}: {curve[-1].normalized_reward:.4f} after "
-                      f"{curve[-1].elapsed_s:.1f} s ({curve[-1].work})", file=sys.stderr)
+                print(
+                    f"{program} {solver} s{seed}: {curve[-1].normalized_reward:.4f} after "
+                    f"{curve[-1].elapsed_s:.1f} s ({curve[-1].work})",
+                    file=sys.stderr,
+                )
                 points += curve
                 write_csv(points, csv_path)  # after every cell: a stopped run goes on from here
-    points = [p for p in points if p.program in args.programs and p.solver in args.solvers and p.seed in args.seeds]
+    points = [
+        p
+        for p in points
+        if p.program in args.programs and p.solver in args.solvers and p.seed in args.seeds
+    ]
     bounds = {program: normalized_upper_bound(load_workload(program)) for program in args.programs}
     for program, bound in bounds.items():
         print(f"{program}: upper bound {bound:.4f}", file=sys.stderr)
@@ -637,16 +806,31 @@ def _cmd_bench_rewards(args: argparse.Namespace) -> int:
 
 def _cmd_bench_tasks(args: argparse.Namespace) -> int:
     from mallocgame.bench.tasks import (
-        fit_counts, fit_table, latency_table, limit_table, plot_tasks, run_tasks_study,
+        fit_counts,
+        fit_table,
+        latency_table,
+        limit_table,
+        plot_tasks,
+        run_tasks_study,
     )
     from mallocgame.program import load_program
     from mallocgame.sharing import MARL_SOCKET
     from mallocgame.workloads.suite import suite_program
 
-    program = load_program(args.program) if Path(args.program).exists() else suite_program(args.program)
+    program = (
+        load_program(args.program) if Path(args.program).exists() else suite_program(args.program)
+    )
     out = Path(args.out)
-    rows = run_tasks_study(program, MARL_SOCKET, args.tasks, args.placements, args.seeds, args.budget, out,
-                           progress=lambda msg: print(msg, file=sys.stderr))
+    rows = run_tasks_study(
+        program,
+        MARL_SOCKET,
+        args.tasks,
+        args.placements,
+        args.seeds,
+        args.budget,
+        out,
+        progress=lambda msg: print(msg, file=sys.stderr),
+    )
     rows = [r for r in rows if r.tasks in args.tasks and r.placement in args.placements]
     alone = [r.latency_s for r in rows if r.tasks == 1 and r.placement == "fast-only"]
     limit_s = args.limit * alone[0] if alone else None
@@ -655,7 +839,10 @@ def _cmd_bench_tasks(args: argparse.Namespace) -> int:
     print()
     print(fit_table(MARL_SOCKET, program))
     if limit_s is not None:
-        print(f"\nlatency limit: {args.limit:g} x one task alone with every buffer in fast memory = {limit_s:.2f} s\n")
+        print(
+            f"\nlatency limit: {args.limit:g} x one task alone with every buffer in fast memory"
+            f" = {limit_s:.2f} s\n"
+        )
         print(limit_table(rows, limit_s, fit_counts(MARL_SOCKET, program)))
     return EXIT_OK
 
@@ -681,7 +868,8 @@ def _positive_seconds(text: str) -> float:
     seconds = _positive_number(text, " of seconds")
     if seconds > MAX_SECONDS:
         raise argparse.ArgumentTypeError(
-            f"at most {MAX_SECONDS:.0f} seconds (7 days), not {text!r}")
+            f"at most {MAX_SECONDS:.0f} seconds (7 days), not {text!r}"
+        )
     return seconds
 
 
@@ -723,10 +911,16 @@ def _whole_number(minimum: int) -> Callable[[str], int]:
 
 def _add_run_arguments(p: argparse.ArgumentParser, *, work: str, out: str, option: str) -> None:
     """The arguments ``solve`` and ``train`` share: the workload, seed, budgets, output."""
-    p.add_argument("workload", help="a bundled workload name, an instance file or an XLA dump directory")
+    p.add_argument(
+        "workload", help="a bundled workload name, an instance file or an XLA dump directory"
+    )
     p.add_argument("--seed", type=_seed, default=0)
-    p.add_argument("--budget", type=_positive_seconds, default=None,
-                   help="wall-clock budget, seconds (at most 7 days)")
+    p.add_argument(
+        "--budget",
+        type=_positive_seconds,
+        default=None,
+        help="wall-clock budget, seconds (at most 7 days)",
+    )
     p.add_argument("--work", type=_whole_number(1), default=None, help=work)
     p.add_argument("--out", default=None, help=out)
     p.add_argument("--progress", action="store_true", help="print every new best solution")
@@ -734,7 +928,9 @@ def _add_run_arguments(p: argparse.ArgumentParser, *, work: str, out: str, optio
 
 
 def _add_instance_and_solution(p: argparse.ArgumentParser, solution: str) -> None:
-    p.add_argument("instance", help="a bundled workload name, an instance file or an XLA dump directory")
+    p.add_argument(
+        "instance", help="a bundled workload name, an instance file or an XLA dump directory"
+    )
     p.add_argument("solution", help=solution)
 
 
@@ -743,7 +939,64 @@ def _parser() -> _Parser:
 
     parser = _Parser(prog="mallocgame", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+    _add_solve_parsers(sub)
+    _add_optimize_parser(sub)
+    p = sub.add_parser("check", help="validate a solution (exit 1 if invalid)")
+    _add_instance_and_solution(p, "a solution file, or a sweep record (its solution)")
+    p.set_defaults(func=_cmd_check)
 
+    _add_extract_parser(sub)
+    p = sub.add_parser(
+        "simulate", help="end-to-end latency of a (checked) solution and its speedup"
+    )
+    _add_instance_and_solution(p, "a solution file, or a sweep record (its solution)")
+    p.set_defaults(func=_cmd_simulate)
+
+    add_apply_parser(sub)  # mallocgame apply: an answer run for real (mallocgame.runtime)
+
+    p = sub.add_parser(
+        "project", help="a mapping's decisions replayed as a game trajectory (what it keeps)"
+    )
+    _add_instance_and_solution(p, "a valid solution, e.g. the heuristic's")
+    p.add_argument(
+        "--out", default=None, help="the trajectory (default out/NAME.SOLVER-projected.sSEED.json)"
+    )
+    p.add_argument(
+        "--repairs",
+        type=_whole_number(0),
+        default=None,
+        help="at most this many replays repairing the decisions the game cannot follow "
+        "(0: the plain replay; default 200, the library's DEFAULT_REPAIRS)",
+    )
+    p.set_defaults(func=_cmd_project)
+
+    p = sub.add_parser("bench", help="experiments: resumable sweeps and their tables")
+    bench = p.add_subparsers(dest="experiment", required=True, parser_class=_Parser)
+    _add_speedups_parser(bench)
+    _add_versus_parser(bench)
+    _add_correlation_parser(bench)
+    _add_rewards_parser(bench)
+    _add_tasks_parser(bench)
+    _add_suite_parser(bench)
+    add_bench_real_parser(bench)  # mallocgame bench real: measured step times on a GPU
+
+    p = sub.add_parser(
+        "show", help="draw the memory layout of a solution (exit 1 if it is invalid)"
+    )
+    _add_instance_and_solution(p, "a solution file, or a sweep record (its solution)")
+    p.add_argument(
+        "--against",
+        metavar="SOLUTION",
+        help="a second solution: both layouts, one above the other, and which tensors each keeps "
+        "in fast memory, evicts and fetches again",
+    )
+    p.add_argument("--out", required=True, help="picture file (.png, .svg or .pdf)")
+    p.set_defaults(func=_cmd_show)
+    return parser
+
+
+def _add_solve_parsers(sub: _SubParsers) -> None:
+    """list, solvers, solve, train."""
     p = sub.add_parser("list", help="the bundled workloads")
     p.set_defaults(func=_cmd_list)
 
@@ -753,181 +1006,352 @@ def _parser() -> _Parser:
 
     p = sub.add_parser("solve", help="solve a workload and write a solution file")
     p.add_argument("--solver", required=True, help="a solver name (see 'mallocgame solvers')")
-    _add_run_arguments(p, work="work budget in the solver's unit (games, ...)",
-                       out="solution file (default out/NAME.SOLVER.sSEED.json)",
-                       option="a solver setting (repeat), e.g. sigma=0.2 for es; see 'mallocgame solvers'")
+    _add_run_arguments(
+        p,
+        work="work budget in the solver's unit (games, ...)",
+        out="solution file (default out/NAME.SOLVER.sSEED.json)",
+        option="a solver setting (repeat), e.g. sigma=0.2 for es; see 'mallocgame solvers'",
+    )
     p.set_defaults(func=_cmd_solve)
 
-    p = sub.add_parser("train", help="train MMap-MuZero (or EGRL) on a workload, with checkpoints (resumes)")
+    p = sub.add_parser(
+        "train", help="train MMap-MuZero (or EGRL) on a workload, with checkpoints (resumes)"
+    )
     p.add_argument("--dir", required=True, help="checkpoints, best.solution.json; resumes from it")
     p.add_argument("--solver", default="muzero", help="muzero (default), muzero-nosearch or egrl")
-    _add_run_arguments(p, work="work in total over resumed runs: self-play games (muzero), proposals (egrl)",
-                       out="the final solution (default DIR/final.solution.json)",
-                       option="a setting of the solver (repeat), e.g. num_simulations=32")
+    _add_run_arguments(
+        p,
+        work="work in total over resumed runs: self-play games (muzero), proposals (egrl)",
+        out="the final solution (default DIR/final.solution.json)",
+        option="a setting of the solver (repeat), e.g. num_simulations=32",
+    )
     p.set_defaults(func=_cmd_train)
 
-    p = sub.add_parser("optimize", help="the main job: muzero-prod, and how it compares with the heuristic")
-    p.add_argument("workload", help="a bundled workload name, an instance file or an XLA dump directory")
-    p.add_argument("--budget", type=_positive_seconds, default=None,
-                   help=f"wall-clock budget, seconds (default {DEFAULT_OPTIMIZE_SECONDS:g} unless --work is given)")
-    p.add_argument("--work", type=_whole_number(1), default=None,
-                   help="the agent's self-play games (in total, over resumed runs)")
+
+def _add_optimize_parser(sub: _SubParsers) -> None:
+    """optimize: the main job."""
+    p = sub.add_parser(
+        "optimize", help="the main job: muzero-prod, and how it compares with the heuristic"
+    )
+    p.add_argument(
+        "workload", help="a bundled workload name, an instance file or an XLA dump directory"
+    )
+    p.add_argument(
+        "--budget",
+        type=_positive_seconds,
+        default=None,
+        help=f"wall-clock budget, seconds (default {DEFAULT_OPTIMIZE_SECONDS:g} unless --work is given)",
+    )
+    p.add_argument(
+        "--work",
+        type=_whole_number(1),
+        default=None,
+        help="the agent's self-play games (in total, over resumed runs)",
+    )
     p.add_argument("--seed", type=_seed, default=0)
-    p.add_argument("--out", default=None,
-                   help="the answer (default out/NAME.muzero-prod.sSEED.json); the candidates, the reward curve "
-                        "and the layouts go beside it, the agent's checkpoint to OUT.checkpoint/ (resumes)")
-    p.add_argument("--option", action="append", default=[], metavar="KEY=VALUE",
-                   help="an agent setting (repeat), e.g. num_simulations=32; see 'mallocgame solvers muzero'")
+    p.add_argument(
+        "--out",
+        default=None,
+        help="the answer (default out/NAME.muzero-prod.sSEED.json); the candidates, the reward curve "
+        "and the layouts go beside it, the agent's checkpoint to OUT.checkpoint/ (resumes)",
+    )
+    p.add_argument(
+        "--option",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="an agent setting (repeat), e.g. num_simulations=32; see 'mallocgame solvers muzero'",
+    )
     p.set_defaults(func=_cmd_optimize)
 
-    p = sub.add_parser("check", help="validate a solution (exit 1 if invalid)")
-    _add_instance_and_solution(p, "a solution file, or a sweep record (its solution)")
-    p.set_defaults(func=_cmd_check)
 
-    p = sub.add_parser("extract", help="turn a real program into an instance (and/or a program file)")
-    p.add_argument("--dump", help="an XLA dump directory (XLA_FLAGS=--xla_dump_to=DIR --xla_dump_hlo_as_text)")
+def _add_extract_parser(sub: _SubParsers) -> None:
+    """extract: a real program in, an instance and/or a program file out."""
+    p = sub.add_parser(
+        "extract", help="turn a real program into an instance (and/or a program file)"
+    )
+    p.add_argument(
+        "--dump", help="an XLA dump directory (XLA_FLAGS=--xla_dump_to=DIR --xla_dump_hlo_as_text)"
+    )
     p.add_argument("--module", help="which module of the dump (name, prefix or id)")
     p.add_argument("--jax", help="MODULE:FUNCTION, a JAX function to compile with XLA")
-    p.add_argument("--torch", metavar="MODULE:FACTORY",
-                   help="a PyTorch module to capture with torch.export: FACTORY() returns an nn.Module (inputs from "
-                        "--arg) or a (module, example_inputs) pair")
-    p.add_argument("--train", action="store_true",
-                   help="with --torch: a training step (forward, loss = the module's first output, backward); "
-                        "otherwise inference (the module in eval mode)")
-    p.add_argument("--granularity", choices=("tensor", "node"), default="tensor",
-                   help="with --torch: one decision per buffer (tensor), or MARL's per node: a layer's weights "
-                        "one decision, each operation's activations one (node)")
-    p.add_argument("--arg", action="append", default=[],
-                   help="an example argument of --jax or --torch, e.g. f32[8,64] (repeat)")
-    p.add_argument("--donate", type=int, action="append", default=[], help="a donated argument index of --jax (repeat)")
+    p.add_argument(
+        "--torch",
+        metavar="MODULE:FACTORY",
+        help="a PyTorch module to capture with torch.export: FACTORY() returns an nn.Module (inputs from "
+        "--arg) or a (module, example_inputs) pair",
+    )
+    p.add_argument(
+        "--train",
+        action="store_true",
+        help="with --torch: a training step (forward, loss = the module's first output, backward); "
+        "otherwise inference (the module in eval mode)",
+    )
+    p.add_argument(
+        "--granularity",
+        choices=("tensor", "node"),
+        default="tensor",
+        help="with --torch: one decision per buffer (tensor), or MARL's per node: a layer's weights "
+        "one decision, each operation's activations one (node)",
+    )
+    p.add_argument(
+        "--arg",
+        action="append",
+        default=[],
+        help="an example argument of --jax or --torch, e.g. f32[8,64] (repeat)",
+    )
+    p.add_argument(
+        "--donate",
+        type=int,
+        action="append",
+        default=[],
+        help="a donated argument index of --jax (repeat)",
+    )
     p.add_argument("--program", help="a program file or a bundled program name (xla-v1/NAME)")
-    p.add_argument("--model", nargs="*",
-                   help="a model program defined in the package: an xla-v1 name, or SUITE/NAME")
-    p.add_argument("--suite", nargs="?", const="", metavar="SUITE",
-                   help=f"re-extract a bundled suite ({', '.join(SUITES)}; every one if none is named), "
-                        "or only its --model names, in place")
-    p.add_argument("--preset", default=DEFAULT_PRESET, help=f"hardware preset ({', '.join(preset_names())})")
-    p.add_argument("--capacity-fraction", type=float, default=0.25,
-                   help="fast memory = this fraction of the peak live bytes (capped by the preset)")
-    p.add_argument("--physical", action="store_true",
-                   help="fast memory = the preset's physical fast memory (no fraction; programs at real sizes)")
+    p.add_argument(
+        "--model",
+        nargs="*",
+        help="a model program defined in the package: an xla-v1 name, or SUITE/NAME",
+    )
+    p.add_argument(
+        "--suite",
+        nargs="?",
+        const="",
+        metavar="SUITE",
+        help=f"re-extract a bundled suite ({', '.join(SUITES)}; every one if none is named), "
+        "or only its --model names, in place",
+    )
+    p.add_argument(
+        "--preset", default=DEFAULT_PRESET, help=f"hardware preset ({', '.join(preset_names())})"
+    )
+    p.add_argument(
+        "--capacity-fraction",
+        type=float,
+        default=0.25,
+        help="fast memory = this fraction of the peak live bytes (capped by the preset)",
+    )
+    p.add_argument(
+        "--physical",
+        action="store_true",
+        help="fast memory = the preset's physical fast memory (no fraction; programs at real sizes)",
+    )
     p.add_argument("--name", help="the program/instance name")
     p.add_argument("--out", help="the instance file to write (.json or .json.gz)")
     p.add_argument("--program-out", help="also write the extracted program file")
-    p.add_argument("--xla-solution", metavar="FILE",
-                   help="with --dump: also write XLA's own memory-space assignment (S(1) layouts, copy-start/done) "
-                        "as the solution 'xla' of --out, and check it")
-    p.add_argument("--xla-fast-spaces", default="1", metavar="N[,N...]",
-                   help="XLA memory spaces that are the fast memory (default 1: TPU/GPU alternate memory; "
-                        "0 for host offloading, where 5 is the host)")
+    p.add_argument(
+        "--xla-solution",
+        metavar="FILE",
+        help="with --dump: also write XLA's own memory-space assignment (S(1) layouts, copy-start/done) "
+        "as the solution 'xla' of --out, and check it",
+    )
+    p.add_argument(
+        "--xla-fast-spaces",
+        default="1",
+        metavar="N[,N...]",
+        help="XLA memory spaces that are the fast memory (default 1: TPU/GPU alternate memory; "
+        "0 for host offloading, where 5 is the host)",
+    )
     p.set_defaults(func=_cmd_extract)
 
-    p = sub.add_parser("simulate", help="end-to-end latency of a (checked) solution and its speedup")
-    _add_instance_and_solution(p, "a solution file, or a sweep record (its solution)")
-    p.set_defaults(func=_cmd_simulate)
 
-    add_apply_parser(sub)  # mallocgame apply: an answer run for real (mallocgame.runtime)
-
-    p = sub.add_parser("project", help="a mapping's decisions replayed as a game trajectory (what it keeps)")
-    _add_instance_and_solution(p, "a valid solution, e.g. the heuristic's")
-    p.add_argument("--out", default=None, help="the trajectory (default out/NAME.SOLVER-projected.sSEED.json)")
-    p.add_argument("--repairs", type=_whole_number(0), default=None,
-                   help="at most this many replays repairing the decisions the game cannot follow "
-                        "(0: the plain replay; default 200, the library's DEFAULT_REPAIRS)")
-    p.set_defaults(func=_cmd_project)
-
-    p = sub.add_parser("bench", help="experiments: resumable sweeps and their tables")
-    bench = p.add_subparsers(dest="experiment", required=True, parser_class=_Parser)
-    q = bench.add_parser("speedups", help="simulated speedup of each solver over a baseline (paper Table 3)")
+def _add_speedups_parser(bench: _SubParsers) -> None:
+    """bench speedups (paper Table 3)."""
+    q = bench.add_parser(
+        "speedups", help="simulated speedup of each solver over a baseline (paper Table 3)"
+    )
     q.add_argument("--programs", nargs="*", help="workloads (default: the xla-v1 suite)")
     q.add_argument("--solvers", nargs="+", default=["random"], help="solvers to compare")
-    q.add_argument("--baseline", default="heuristic", help="the solver speedups are measured against")
+    q.add_argument(
+        "--baseline", default="heuristic", help="the solver speedups are measured against"
+    )
     q.add_argument("--seeds", type=_seed, nargs="+", default=[0])
-    q.add_argument("--budget", type=_positive_seconds, default=None,
-                   help="wall-clock seconds per job")
+    q.add_argument(
+        "--budget", type=_positive_seconds, default=None, help="wall-clock seconds per job"
+    )
     q.add_argument("--work", type=int, default=None, help="work budget per job")
-    q.add_argument("--out", default="results/speedups", help="one result file per job; existing ones are skipped")
+    q.add_argument(
+        "--out",
+        default="results/speedups",
+        help="one result file per job; existing ones are skipped",
+    )
     q.add_argument("--workers", type=int, default=None, help="local processes (default: all cores)")
-    q.add_argument("--ray", default=None, metavar="ADDRESS", help="run the jobs on this Ray cluster")
-    q.add_argument("--per-program", action="store_true",
-                   help="also each program's normalized rewards, and each solver's six largest and smallest speedups")
-    q.add_argument("--csv", default=None, metavar="FILE",
-                   help="also write one CSV row per program and solver (means over seeds; a hybrid's candidates too)")
-    q.add_argument("--existing", action="store_true",
-                   help="run no job: the table of the records already in --out, over the programs with a record of "
-                        "every solver at every seed (a sweep still under way, e.g. benchmarks/pinned_sweep.py)")
-    q.add_argument("--option", action="append", default=[], metavar="SOLVER:KEY=VALUE",
-                   help="a setting for one solver's jobs (repeat), e.g. es:workers=2")
+    q.add_argument(
+        "--ray", default=None, metavar="ADDRESS", help="run the jobs on this Ray cluster"
+    )
+    q.add_argument(
+        "--per-program",
+        action="store_true",
+        help="also each program's normalized rewards, and each solver's six largest and smallest speedups",
+    )
+    q.add_argument(
+        "--csv",
+        default=None,
+        metavar="FILE",
+        help="also write one CSV row per program and solver (means over seeds; a hybrid's candidates too)",
+    )
+    q.add_argument(
+        "--existing",
+        action="store_true",
+        help="run no job: the table of the records already in --out, over the programs with a record of "
+        "every solver at every seed (a sweep still under way, e.g. benchmarks/pinned_sweep.py)",
+    )
+    q.add_argument(
+        "--option",
+        action="append",
+        default=[],
+        metavar="SOLVER:KEY=VALUE",
+        help="a setting for one solver's jobs (repeat), e.g. es:workers=2",
+    )
     q.set_defaults(func=_cmd_bench_speedups)
 
-    q = bench.add_parser("versus", help="two solvers head to head per program and seed, from sweep records")
-    q.add_argument("solvers", nargs=2, metavar="SOLVER", help="A and B: the table counts A's wins over B")
-    q.add_argument("--out", nargs="+", required=True, help="record folders of sweeps (one per setting)")
-    q.add_argument("--budget", type=_positive_seconds, default=None,
-                   help="the records' wall-clock seconds per job")
+
+def _add_versus_parser(bench: _SubParsers) -> None:
+    """bench versus: two solvers head to head."""
+    q = bench.add_parser(
+        "versus", help="two solvers head to head per program and seed, from sweep records"
+    )
+    q.add_argument(
+        "solvers", nargs=2, metavar="SOLVER", help="A and B: the table counts A's wins over B"
+    )
+    q.add_argument(
+        "--out", nargs="+", required=True, help="record folders of sweeps (one per setting)"
+    )
+    q.add_argument(
+        "--budget",
+        type=_positive_seconds,
+        default=None,
+        help="the records' wall-clock seconds per job",
+    )
     q.add_argument("--work", type=int, default=None, help="the records' work budget per job")
-    q.add_argument("--programs", nargs="*", help="only these programs (default: every one with records)")
+    q.add_argument(
+        "--programs", nargs="*", help="only these programs (default: every one with records)"
+    )
     q.add_argument("--seeds", type=_seed, nargs="*", help="only these seeds (default: every one)")
-    q.add_argument("--option", action="append", default=[], metavar="SOLVER:KEY=VALUE",
-                   help="only records made with this setting (repeat), as given to the sweep")
+    q.add_argument(
+        "--option",
+        action="append",
+        default=[],
+        metavar="SOLVER:KEY=VALUE",
+        help="only records made with this setting (repeat), as given to the sweep",
+    )
     q.set_defaults(func=_cmd_bench_versus)
 
-    q = bench.add_parser("correlation", help="Pearson correlation of reward and simulated latency (paper Table 5)")
+
+def _add_correlation_parser(bench: _SubParsers) -> None:
+    """bench correlation (paper Table 5)."""
+    q = bench.add_parser(
+        "correlation", help="Pearson correlation of reward and simulated latency (paper Table 5)"
+    )
     q.add_argument("--programs", nargs="*", help="workloads (default: the xla-v1 suite)")
     q.add_argument("--games", type=int, default=40, help="random games per program")
-    q.add_argument("--training", type=_positive_seconds, metavar="SECONDS",
-                   help="instead: self-play games sampled from one muzero training run of this many seconds "
-                        "per program, as the paper did (needs --programs and --out)")
-    q.add_argument("--samples", type=_whole_number(2), default=10, help="--training: games sampled per run")
+    q.add_argument(
+        "--training",
+        type=_positive_seconds,
+        metavar="SECONDS",
+        help="instead: self-play games sampled from one muzero training run of this many seconds "
+        "per program, as the paper did (needs --programs and --out)",
+    )
+    q.add_argument(
+        "--samples", type=_whole_number(2), default=10, help="--training: games sampled per run"
+    )
     q.add_argument("--seed", type=_seed, default=0, help="--training: the run's seed")
-    q.add_argument("--option", action="append", default=[], metavar="KEY=VALUE",
-                   help="--training: a muzero setting (repeat)")
+    q.add_argument(
+        "--option",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="--training: a muzero setting (repeat)",
+    )
     q.add_argument("--out", help="--training: path of the CSV and PNG (suffixes replaced)")
     q.set_defaults(func=_cmd_bench_correlation)
 
-    q = bench.add_parser("rewards", help="best reward against wall-clock time per solver (paper Table 2, Figure 5)")
+
+def _add_rewards_parser(bench: _SubParsers) -> None:
+    """bench rewards (paper Table 2, Figure 5)."""
+    q = bench.add_parser(
+        "rewards", help="best reward against wall-clock time per solver (paper Table 2, Figure 5)"
+    )
     q.add_argument("--programs", nargs="+", required=True, help="workloads")
-    q.add_argument("--solvers", nargs="+", default=["random", "es", "mcts"],
-                   help="solver names, or NAME[KEY=VALUE;...] for one under other settings (its own curve)")
+    q.add_argument(
+        "--solvers",
+        nargs="+",
+        default=["random", "es", "mcts"],
+        help="solver names, or NAME[KEY=VALUE;...] for one under other settings (its own curve)",
+    )
     q.add_argument("--seeds", type=_seed, nargs="+", default=[0])
-    q.add_argument("--budget", type=_positive_seconds, default=60.0,
-                   help="wall-clock seconds per run")
+    q.add_argument(
+        "--budget", type=_positive_seconds, default=60.0, help="wall-clock seconds per run"
+    )
     q.add_argument("--out", default="results/rewards", help="writes OUT.csv and OUT.png")
     q.set_defaults(func=_cmd_bench_rewards)
 
-    q = bench.add_parser("tasks", help="one task's latency against the number of tasks sharing MARL's DRAM + "
-                                       "persistent-memory machine (MARL Figures 10-11)")
-    q.add_argument("--program", default="torch-v1/wrn101_2_infer_b128", help="a suite program or a program file")
-    q.add_argument("--tasks", type=_whole_number(1), nargs="+", default=[1, 2, 4, 8, 16, 32],
-                   help="numbers of tasks running at once")
-    q.add_argument("--placements", nargs="+", default=["all-slow", "fast-only", "memory-mode", "first-touch",
-                                                        "agnostic", "heuristic"],
-                   help="all-slow, fast-only, memory-mode, and solver names or NAME[KEY=VALUE;...]")
+
+def _add_tasks_parser(bench: _SubParsers) -> None:
+    """bench tasks (MARL Figures 10-11)."""
+    q = bench.add_parser(
+        "tasks",
+        help="one task's latency against the number of tasks sharing MARL's DRAM + "
+        "persistent-memory machine (MARL Figures 10-11)",
+    )
+    q.add_argument(
+        "--program",
+        default="torch-v1/wrn101_2_infer_b128",
+        help="a suite program or a program file",
+    )
+    q.add_argument(
+        "--tasks",
+        type=_whole_number(1),
+        nargs="+",
+        default=[1, 2, 4, 8, 16, 32],
+        help="numbers of tasks running at once",
+    )
+    q.add_argument(
+        "--placements",
+        nargs="+",
+        default=["all-slow", "fast-only", "memory-mode", "first-touch", "agnostic", "heuristic"],
+        help="all-slow, fast-only, memory-mode, and solver names or NAME[KEY=VALUE;...]",
+    )
     q.add_argument("--seeds", type=_seed, nargs="+", default=[0])
-    q.add_argument("--budget", type=_positive_seconds, default=30.0,
-                   help="wall-clock seconds per solver and number of tasks")
-    q.add_argument("--limit", type=_positive_multiple, default=1.25,
-                   help="the latency limit, as a multiple of one task alone with every buffer in fast memory")
-    q.add_argument("--out", default="results/tasks", help="writes OUT.csv, OUT.png and OUT.solutions/")
+    q.add_argument(
+        "--budget",
+        type=_positive_seconds,
+        default=30.0,
+        help="wall-clock seconds per solver and number of tasks",
+    )
+    q.add_argument(
+        "--limit",
+        type=_positive_multiple,
+        default=1.25,
+        help="the latency limit, as a multiple of one task alone with every buffer in fast memory",
+    )
+    q.add_argument(
+        "--out", default="results/tasks", help="writes OUT.csv, OUT.png and OUT.solutions/"
+    )
     q.set_defaults(func=_cmd_bench_tasks)
 
-    q = bench.add_parser("suite", help="the hardness table: sizes and random/greedy/heuristic/exact/bound rewards")
-    q.add_argument("--programs", nargs="*", help="workloads (default: every bundled one, or --suite's)")
-    q.add_argument("--suite", help=f"the programs of one bundled suite ({', '.join(SUITES)})")
-    q.add_argument("--random-games", type=_whole_number(1), default=20, help="random: the best of this many games")
-    q.add_argument("--exact-seconds", type=_seconds_or_zero, default=60.0,
-                   help="exact's wall-clock budget (0: not run)")
-    q.set_defaults(func=_cmd_bench_suite)
-    add_bench_real_parser(bench)  # mallocgame bench real: measured step times on a GPU
 
-    p = sub.add_parser("show", help="draw the memory layout of a solution (exit 1 if it is invalid)")
-    _add_instance_and_solution(p, "a solution file, or a sweep record (its solution)")
-    p.add_argument("--against", metavar="SOLUTION",
-                   help="a second solution: both layouts, one above the other, and which tensors each keeps "
-                        "in fast memory, evicts and fetches again")
-    p.add_argument("--out", required=True, help="picture file (.png, .svg or .pdf)")
-    p.set_defaults(func=_cmd_show)
-    return parser
+def _add_suite_parser(bench: _SubParsers) -> None:
+    """bench suite: the hardness table."""
+    q = bench.add_parser(
+        "suite", help="the hardness table: sizes and random/greedy/heuristic/exact/bound rewards"
+    )
+    q.add_argument(
+        "--programs", nargs="*", help="workloads (default: every bundled one, or --suite's)"
+    )
+    q.add_argument("--suite", help=f"the programs of one bundled suite ({', '.join(SUITES)})")
+    q.add_argument(
+        "--random-games",
+        type=_whole_number(1),
+        default=20,
+        help="random: the best of this many games",
+    )
+    q.add_argument(
+        "--exact-seconds",
+        type=_seconds_or_zero,
+        default=60.0,
+        help="exact's wall-clock budget (0: not run)",
+    )
+    q.set_defaults(func=_cmd_bench_suite)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

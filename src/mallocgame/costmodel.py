@@ -106,7 +106,7 @@ CAPACITY_RULE = (
     "fast_memory_bytes = max(alignment, min(preset.fast_memory_bytes, "
     "floor_to_alignment(capacity_fraction * peak_live_bytes)))"
 )
-PHYSICAL_CAPACITY_RULE = "fast_memory_bytes = preset.fast_memory_bytes" 
+PHYSICAL_CAPACITY_RULE = "fast_memory_bytes = preset.fast_memory_bytes"
 
 
 def peak_of(sizes: np.ndarray, def_time: np.ndarray, last_use: np.ndarray, num_steps: int) -> int:
@@ -250,7 +250,9 @@ def derive_instance(
         or not math.isfinite(capacity_fraction)
         or capacity_fraction <= 0
     ):
-        raise InstanceError(f"capacity_fraction must be a finite number > 0, got {capacity_fraction!r}")
+        raise InstanceError(
+            f"capacity_fraction must be a finite number > 0, got {capacity_fraction!r}"
+        )
     validate_program(program)
 
     peak = peak_live_bytes(program)

@@ -11,16 +11,28 @@ import math
 import os
 import stat
 import tempfile
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
-from typing import Any, Callable, Iterable, Sequence, TypeVar
+from typing import Any, TypeVar
 
 from mallocgame.errors import (
-    FormatError, InputFileError, InstanceError, OutputFileError, SolutionError,
+    FormatError,
+    InputFileError,
+    InstanceError,
+    OutputFileError,
+    SolutionError,
 )
 
 T = TypeVar("T")
 
-__all__ = ["read_json", "write_json", "write_bytes_atomic", "canonical_sha256", "write_csv_atomic", "read_csv_rows"]
+__all__ = [
+    "read_json",
+    "write_json",
+    "write_bytes_atomic",
+    "canonical_sha256",
+    "write_csv_atomic",
+    "read_csv_rows",
+]
 
 
 def _read_umask() -> int:
@@ -133,7 +145,7 @@ def _write_through(path: Path, data: bytes) -> None:
     try:
         view = memoryview(data)
         while view:
-            view = view[os.write(fd, view):]
+            view = view[os.write(fd, view) :]
     except OSError as exc:
         raise OutputFileError(f"{path}: cannot write: {exc}") from None
     finally:
@@ -162,7 +174,9 @@ def canonical_sha256(obj: Any) -> str:
     return hashlib.sha256(text.encode("ascii")).hexdigest()
 
 
-def write_csv_atomic(path: str | os.PathLike[str], header: Sequence[str], rows: Iterable[Sequence[Any]]) -> None:
+def write_csv_atomic(
+    path: str | os.PathLike[str], header: Sequence[str], rows: Iterable[Sequence[Any]]
+) -> None:
     """Atomically write a CSV: ``header``, then ``rows`` (values as ``str`` gives them)."""
     buffer = io.StringIO()
     writer = csv.writer(buffer)
@@ -171,8 +185,9 @@ def write_csv_atomic(path: str | os.PathLike[str], header: Sequence[str], rows: 
     write_bytes_atomic(path, buffer.getvalue().encode())
 
 
-def read_csv_rows(path: str | os.PathLike[str], header: Sequence[str], parse: Callable[[list[str]], T],
-                  what: str) -> list[T]:
+def read_csv_rows(
+    path: str | os.PathLike[str], header: Sequence[str], parse: Callable[[list[str]], T], what: str
+) -> list[T]:
     """Every row after ``header`` of the CSV at ``path``, each through ``parse``.
 
     Raises :class:`InputFileError` for a file it cannot read and :class:`FormatError`

@@ -34,7 +34,14 @@ from typing import Any
 
 from mallocgame.errors import InstanceError
 
-__all__ = ["HardwarePreset", "UnknownPresetError", "PRESETS", "DEFAULT_PRESET", "get_preset", "preset_names"]
+__all__ = [
+    "HardwarePreset",
+    "UnknownPresetError",
+    "PRESETS",
+    "DEFAULT_PRESET",
+    "get_preset",
+    "preset_names",
+]
 
 KIB = 1024
 MIB = 1024 * KIB
@@ -46,7 +53,13 @@ class UnknownPresetError(InstanceError):
 
 
 # The figures that are rates (finite and > 0), in field order.
-_RATES = ("fast_bandwidth", "slow_bandwidth", "copy_bandwidth", "peak_flops", "peak_transcendentals")
+_RATES = (
+    "fast_bandwidth",
+    "slow_bandwidth",
+    "copy_bandwidth",
+    "peak_flops",
+    "peak_transcendentals",
+)
 
 
 @dataclass(frozen=True)
@@ -88,7 +101,10 @@ class HardwarePreset:
 
     def figures(self) -> dict[str, Any]:
         """The numeric figures by field name (for documents and ``source`` records)."""
-        return {key: getattr(self, key) for key in ("fast_memory_bytes", "alignment_bytes", *_RATES, "fixed_s")}
+        return {
+            key: getattr(self, key)
+            for key in ("fast_memory_bytes", "alignment_bytes", *_RATES, "fixed_s")
+        }
 
     def assumed(self, figure: str) -> bool:
         """Whether ``figure`` (a field name) is listed as an assumption."""
@@ -101,7 +117,9 @@ _JOUPPI = (
 )
 _A100 = "NVIDIA A100 Tensor Core GPU datasheet (A100 40GB) and NVIDIA A100 architecture whitepaper (2020)"
 _CUDA_GUIDE = "NVIDIA CUDA C++ Programming Guide"
-_PCIE = "PCI-SIG, PCI Express Base Specification Revision 4.0 (16 GT/s per lane, 128b/130b encoding)"
+_PCIE = (
+    "PCI-SIG, PCI Express Base Specification Revision 4.0 (16 GT/s per lane, 128b/130b encoding)"
+)
 _IZRAELEVITZ = (
     "Izraelevitz et al., 'Basic Performance Measurements of the Intel Optane DC "
     "Persistent Memory Module', arXiv:1903.05714 (2019)"
@@ -191,8 +209,7 @@ _H100_RUN = (
 )
 _H100 = "NVIDIA H100 Tensor Core GPU datasheet and NVIDIA H100 (Hopper) architecture whitepaper"
 _PCIE5 = (
-    "PCI-SIG, PCI Express Base Specification Revision 5.0 (32 GT/s per lane, 128b/130b "
-    "encoding)"
+    "PCI-SIG, PCI Express Base Specification Revision 5.0 (32 GT/s per lane, 128b/130b encoding)"
 )
 
 GPU_H100_HOST = HardwarePreset(

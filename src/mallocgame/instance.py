@@ -15,10 +15,11 @@ from __future__ import annotations
 
 import math
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from fractions import Fraction
 from functools import cached_property
-from typing import Any, Mapping
+from typing import Any
 
 from mallocgame.errors import FormatError, InstanceError
 from mallocgame.fileio import canonical_sha256, is_finite_number, read_document, write_json
@@ -440,34 +441,53 @@ def validate(inst: Instance) -> None:
 
     Raises :class:`InstanceError` naming the first broken rule and the object involved.
     """
-    hw = inst.hardware
+    _validate_hardware(inst.hardware)
+    if not inst.instructions:
+        raise InstanceError("instance has no instructions")
+    _validate_tensors(inst)
+    owner = _validate_instructions(inst)
+    _validate_buffers(inst, owner)
+    _validate_game_order(inst)
+    _validate_loops_and_total(inst)
+
+
+def _validate_hardware(hw: Hardware) -> None:
     if not 0 <= hw.fast_memory_bytes <= MAX_BYTES:
-        raise InstanceError(f"hardware: fast_memory_bytes must be in 0..2**53, got {hw.fast_memory_bytes}")
+        raise InstanceError(
+            f"hardware: fast_memory_bytes must be in 0..2**53, got {hw.fast_memory_bytes}"
+        )
     if not 1 <= hw.alignment_bytes <= MAX_BYTES:
-        raise InstanceError(f"hardware: alignment_bytes must be in 1..2**53, got {hw.alignment_bytes}")
+        raise InstanceError(
+            f"hardware: alignment_bytes must be in 1..2**53, got {hw.alignment_bytes}"
+        )
     for key in ("fast_bandwidth", "slow_bandwidth", "copy_bandwidth"):
         if not (math.isfinite(getattr(hw, key)) and getattr(hw, key) >= MIN_BANDWIDTH):
-            raise InstanceError(f"hardware: {key} must be a finite number >= 1 byte/s, got {getattr(hw, key)!r}")
+            raise InstanceError(
+                f"hardware: {key} must be a finite number >= 1 byte/s, got {getattr(hw, key)!r}"
+            )
 
+
+def _validate_tensors(inst: Instance) -> None:
     num_t = len(inst.instructions)
-    num_x = len(inst.tensors)
-    num_b = len(inst.buffers)
-    if not num_t >= 1:
-        raise InstanceError("instance has no instructions")
-
     for i, x in enumerate(inst.tensors):
         if not x.id == i:
             raise InstanceError(f"tensor {i}: id is {x.id}, expected its index {i}")
         if not 0 <= x.size <= MAX_BYTES:
             raise InstanceError(f"tensor {i} ({x.name}): size {x.size} outside 0..2**53")
         if not (-1 <= x.def_time < num_t):
-            raise InstanceError(f"tensor {i} ({x.name}): def_time {x.def_time} outside -1..{num_t - 1}")
+            raise InstanceError(
+                f"tensor {i} ({x.name}): def_time {x.def_time} outside -1..{num_t - 1}"
+            )
         if not (x.def_time <= x.last_use_time < num_t):
             raise InstanceError(
                 f"tensor {i} ({x.name}): last_use_time {x.last_use_time} outside "
                 f"{x.def_time}..{num_t - 1}"
             )
 
+
+def _validate_instructions(inst: Instance) -> list[int]:
+    """Each instruction's own fields; returns each buffer's listing instruction (-1: none)."""
+    num_b = len(inst.buffers)
     owner = [-1] * num_b
     for t, ins in enumerate(inst.instructions):
         w = f"instruction {t} ({ins.name})"
@@ -491,13 +511,20 @@ def validate(inst: Instance) -> None:
             if not (len(set(lat.varied)) == k):
                 raise InstanceError(f"{w}: a latency table names a buffer twice")
             for b in lat.varied:
-                if not (b in ins.buffers):
+                if b not in ins.buffers:
                     raise InstanceError(f"{w}: latency table varies buffer {b}, not one of its own")
             if not (len(lat.latency_s) == 1 << k):
-                raise InstanceError(f"{w}: latency table has {len(lat.latency_s)} values, expected 2**{k} = {1 << k}")
+                raise InstanceError(
+                    f"{w}: latency table has {len(lat.latency_s)} values, expected 2**{k} = {1 << k}"
+                )
             for v in lat.latency_s:
                 _seconds(v, f"{w}: a latency of its table")
+    return owner
 
+
+def _validate_buffers(inst: Instance, owner: list[int]) -> None:
+    num_t = len(inst.instructions)
+    num_x = len(inst.tensors)
     defining: dict[int, int] = {}
     for i, b in enumerate(inst.buffers):
         w = f"buffer {i}"
@@ -519,7 +546,9 @@ def validate(inst: Instance) -> None:
             raise InstanceError(f"{w}: size {b.size} outside 0..2**53")
         _seconds(b.demand_s, f"{w}: demand_s")
         if not -MAX_SECONDS <= b.benefit_s <= MAX_SECONDS:
-            raise InstanceError(f"{w}: benefit_s must be in -1e12..1e12 seconds, got {b.benefit_s!r}")
+            raise InstanceError(
+                f"{w}: benefit_s must be in -1e12..1e12 seconds, got {b.benefit_s!r}"
+            )
         x = inst.tensors[b.tensor_id]
         if b.is_output:
             if not b.instruction == x.def_time:
@@ -540,11 +569,14 @@ def validate(inst: Instance) -> None:
                     f"({x.def_time}, {x.last_use_time}]"
                 )
     for x in inst.tensors:
-        if x.def_time >= 0:
-            if not (x.id in defining):
-                raise InstanceError(f"tensor {x.id} ({x.name}): def_time {x.def_time} but no defining output buffer")
+        if x.def_time >= 0 and x.id not in defining:
+            raise InstanceError(
+                f"tensor {x.id} ({x.name}): def_time {x.def_time} but no defining output buffer"
+            )
 
-    # Game order: (target_time, is_output, position in the instruction's list).
+
+def _validate_game_order(inst: Instance) -> None:
+    """Buffer ids follow (target_time, is_output, position in the instruction's list)."""
     expected = 0
     for t, ins in enumerate(inst.instructions):
         ordered = [b for b in ins.buffers if not inst.buffers[b].is_output]
@@ -557,6 +589,9 @@ def validate(inst: Instance) -> None:
                 )
             expected += 1
 
+
+def _validate_loops_and_total(inst: Instance) -> None:
+    num_t = len(inst.instructions)
     for i, lp in enumerate(inst.loops):
         if not (0 <= lp.first <= lp.last < num_t):
             raise InstanceError(f"loop {i}: body {lp.first}..{lp.last} outside 0..{num_t - 1}")

@@ -17,8 +17,9 @@ simulator and for display.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+from collections.abc import Set as AbstractSet
 from fractions import Fraction
-from typing import AbstractSet, Iterable
 
 from mallocgame.instance import Instance, RooflineLatency
 

@@ -11,11 +11,18 @@ answer, both candidates, the curve (CSV and PNG) and the two layouts side by sid
 from __future__ import annotations
 
 import time
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import Any
 
-from mallocgame.bench.rewards import CurvePoint, normalized_upper_bound, plot_curves, work_text, write_csv
+from mallocgame.bench.rewards import (
+    CurvePoint,
+    normalized_upper_bound,
+    plot_curves,
+    work_text,
+    write_csv,
+)
 from mallocgame.errors import SolverError
 from mallocgame.instance import Instance
 from mallocgame.solution import Solution, save_solution
@@ -23,7 +30,15 @@ from mallocgame.solvers.base import Improvement, SolveRequest
 from mallocgame.solvers.muzero.prod import AGENT, BASELINE, ORDER_SEARCH, MuZeroProdSolver
 from mallocgame.viz import draw_layouts
 
-__all__ = ["Outcome", "Row", "OutputPaths", "optimize", "comparison", "format_comparison", "write_outputs"]
+__all__ = [
+    "Outcome",
+    "Row",
+    "OutputPaths",
+    "optimize",
+    "comparison",
+    "format_comparison",
+    "write_outputs",
+]
 
 
 @dataclass(frozen=True)
@@ -34,7 +49,9 @@ class Outcome:
     answer: Solution  # muzero-prod's: the faster candidate
     baseline: Solution  # the heuristic's answer
     agent: Solution  # the agent's best game (its work: all the agent's work)
-    curve: tuple[CurvePoint, ...]  # every new best of either candidate in time order; at the end both again and the answer
+    curve: tuple[
+        CurvePoint, ...
+    ]  # every new best of either candidate in time order; at the end both again and the answer
     bound_normalized: float  # the LP upper bound on the normalized reward
     seconds: float | None  # the wall-clock budget given
     wall_s: float  # seconds the run took
@@ -89,21 +106,48 @@ def optimize(
         if on_improvement is not None:
             on_improvement(improvement)
 
-    request = SolveRequest(seed=seed, seconds=seconds, work=games, callback=record, progress=on_progress,
-                           options=dict(options or {}))
+    request = SolveRequest(
+        seed=seed,
+        seconds=seconds,
+        work=games,
+        callback=record,
+        progress=on_progress,
+        options=dict(options or {}),
+    )
     answer = MuZeroProdSolver().solve(instance, request)
     missing = [name for name in (BASELINE, AGENT) if name not in bests]
     if missing:
         raise SolverError(f"muzero-prod reported no answer of {', '.join(missing)}")
-    curve.extend(_point(instance, s, answer.wall_s, seconds) for s in (bests[BASELINE], bests[AGENT], answer))
-    agent = replace(bests[AGENT], work=answer.work)  # the best game, with all the work the agent did
-    return Outcome(instance, answer, bests[BASELINE], agent, tuple(curve), normalized_upper_bound(instance), seconds,
-                   time.perf_counter() - start)
+    curve.extend(
+        _point(instance, s, answer.wall_s, seconds) for s in (bests[BASELINE], bests[AGENT], answer)
+    )
+    agent = replace(
+        bests[AGENT], work=answer.work
+    )  # the best game, with all the work the agent did
+    return Outcome(
+        instance,
+        answer,
+        bests[BASELINE],
+        agent,
+        tuple(curve),
+        normalized_upper_bound(instance),
+        seconds,
+        time.perf_counter() - start,
+    )
 
 
-def _point(instance: Instance, solution: Solution, elapsed_s: float, budget_s: float | None) -> CurvePoint:
-    return CurvePoint(instance.name, solution.solver, solution.seed, elapsed_s, solution.normalized_reward,
-                      work_text(solution.work), budget_s)
+def _point(
+    instance: Instance, solution: Solution, elapsed_s: float, budget_s: float | None
+) -> CurvePoint:
+    return CurvePoint(
+        instance.name,
+        solution.solver,
+        solution.seed,
+        elapsed_s,
+        solution.normalized_reward,
+        work_text(solution.work),
+        budget_s,
+    )
 
 
 def comparison(outcome: Outcome) -> list[Row]:
@@ -124,8 +168,16 @@ def comparison(outcome: Outcome) -> list[Row]:
     return [
         row(BASELINE, outcome.baseline.normalized_reward, base),
         row(AGENT, outcome.agent.normalized_reward, latencies[AGENT]),
-        *([row(ORDER_SEARCH, searched["normalized_reward"], searched["latency_s"])] if searched else []),
-        row(f"muzero-prod (answer: {chosen})", outcome.answer.normalized_reward, outcome.answer.info["latency_s"]),
+        *(
+            [row(ORDER_SEARCH, searched["normalized_reward"], searched["latency_s"])]
+            if searched
+            else []
+        ),
+        row(
+            f"muzero-prod (answer: {chosen})",
+            outcome.answer.normalized_reward,
+            outcome.answer.info["latency_s"],
+        ),
         row("bound (LP)", bound, None),
     ]
 
@@ -133,18 +185,39 @@ def comparison(outcome: Outcome) -> list[Row]:
 def format_comparison(outcome: Outcome) -> str:
     """:func:`comparison` as a text table, under a line naming the run."""
     inst = outcome.instance
-    budget = f"{outcome.seconds:g} s" if outcome.seconds is not None else f"{outcome.agent.work.get('games', 0)} games"
-    header = ("", "normalized reward", "simulated latency", "speedup over heuristic", "gap to bound")
+    budget = (
+        f"{outcome.seconds:g} s"
+        if outcome.seconds is not None
+        else f"{outcome.agent.work.get('games', 0)} games"
+    )
+    header = (
+        "",
+        "normalized reward",
+        "simulated latency",
+        "speedup over heuristic",
+        "gap to bound",
+    )
     rows = [
-        (r.name, f"{r.normalized_reward:.4f}", "—" if r.latency_s is None else f"{r.latency_s * 1e3:.4f} ms",
-         "—" if r.speedup is None else f"{r.speedup:.4f}", f"{r.gap_to_bound * 100:.1f}%")
+        (
+            r.name,
+            f"{r.normalized_reward:.4f}",
+            "—" if r.latency_s is None else f"{r.latency_s * 1e3:.4f} ms",
+            "—" if r.speedup is None else f"{r.speedup:.4f}",
+            f"{r.gap_to_bound * 100:.1f}%",
+        )
         for r in comparison(outcome)
     ]
     widths = [max(len(line[i]) for line in (header, *rows)) for i in range(len(header))]
-    lines = [f"{inst.name}: {inst.num_buffers} buffers, {inst.hardware.name}; budget {budget}, "
-             f"seed {outcome.answer.seed}, {outcome.wall_s:.0f} s"]
+    lines = [
+        f"{inst.name}: {inst.num_buffers} buffers, {inst.hardware.name}; budget {budget}, "
+        f"seed {outcome.answer.seed}, {outcome.wall_s:.0f} s"
+    ]
     for line in (header, *rows):
-        lines.append("  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(line, widths))))
+        lines.append(
+            "  ".join(
+                c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(line, widths))
+            )
+        )
     return "\n".join(lines)
 
 
@@ -155,8 +228,14 @@ def output_paths(out: str | Path) -> OutputPaths:
     out = Path(out)
     stem = out.with_suffix("") if out.suffix == ".json" else out
     beside = lambda suffix: stem.with_name(stem.name + suffix)  # noqa: E731
-    return OutputPaths(out, beside(f".{BASELINE}.json"), beside(f".{AGENT}.json"), beside(".curve.csv"),
-                       beside(".curve.png"), beside(".layouts.png"))
+    return OutputPaths(
+        out,
+        beside(f".{BASELINE}.json"),
+        beside(f".{AGENT}.json"),
+        beside(".curve.csv"),
+        beside(".curve.png"),
+        beside(".layouts.png"),
+    )
 
 
 def write_outputs(outcome: Outcome, out: str | Path) -> OutputPaths:
@@ -168,12 +247,16 @@ def write_outputs(outcome: Outcome, out: str | Path) -> OutputPaths:
     save_solution(outcome.baseline, paths.baseline)
     save_solution(outcome.agent, paths.agent)
     write_csv(list(outcome.curve), paths.curve_csv)
-    plot_curves(list(outcome.curve), paths.curve_png, {outcome.instance.name: outcome.bound_normalized})
+    plot_curves(
+        list(outcome.curve), paths.curve_png, {outcome.instance.name: outcome.bound_normalized}
+    )
     info = outcome.answer.info
     titles = []
     for name in (BASELINE, AGENT):
         latency = info["candidates"][name]["latency_s"]
-        titles.append(f"{outcome.instance.name}: {name}{' (the answer)' if name == info['chosen'] else ''}, "
-                      + ("invalid" if latency is None else f"simulated latency {latency * 1e3:.4f} ms"))
+        titles.append(
+            f"{outcome.instance.name}: {name}{' (the answer)' if name == info['chosen'] else ''}, "
+            + ("invalid" if latency is None else f"simulated latency {latency * 1e3:.4f} ms")
+        )
     draw_layouts(outcome.instance, [outcome.baseline, outcome.agent], paths.layouts, titles=titles)
     return paths

@@ -28,17 +28,28 @@ import json
 import math
 import types
 import typing
+from collections.abc import Mapping
 from dataclasses import dataclass, fields, is_dataclass
-from typing import Any, Literal, Mapping, TypeVar
+from typing import TYPE_CHECKING, Any, Literal, TypeVar
+
+if TYPE_CHECKING:
+    from _typeshed import DataclassInstance
 
 from mallocgame.errors import SolverError
 
 __all__ = [
-    "setting", "parse_config", "option_docs", "OptionDoc", "json_settings", "typed_options",
-    "Interval", "unranged_options", "check_ranges",
+    "setting",
+    "parse_config",
+    "option_docs",
+    "OptionDoc",
+    "json_settings",
+    "typed_options",
+    "Interval",
+    "unranged_options",
+    "check_ranges",
 ]
 
-C = TypeVar("C")
+C = TypeVar("C", bound="DataclassInstance")
 
 _TRUE = ("true", "yes", "1")
 _FALSE = ("false", "no", "0")
@@ -56,7 +67,7 @@ class Interval:
     text: str = dataclasses.field(default="", compare=False)  # as written
 
     @classmethod
-    def parse(cls, text: str) -> "Interval":
+    def parse(cls, text: str) -> Interval:
         """The interval ``text`` writes; ``TypeError`` (a ``Config`` bug, not input) if
         it is not ``[``/``(`` low, high ``]``/``)`` with finite ends, low <= high."""
         body = text.strip()
@@ -66,7 +77,9 @@ class Interval:
             if len(body) < 2 or ends[0] not in "[(" or ends[1] not in "])" or len(parts) != 2:
                 raise ValueError(text)
             low, high = (json.loads(p.strip()) for p in parts)
-            numbers = [v for v in (low, high) if isinstance(v, (int, float)) and not isinstance(v, bool)]
+            numbers = [
+                v for v in (low, high) if isinstance(v, (int, float)) and not isinstance(v, bool)
+            ]
             if len(numbers) != 2 or not all(math.isfinite(v) for v in numbers):
                 raise ValueError(text)
         except ValueError:
@@ -88,8 +101,12 @@ class Interval:
 
 
 def setting(
-    default: Any = dataclasses.MISSING, doc: str = "", *, factory: Any = None,
-    within: str | None = None, length: tuple[int, int] | None = None,
+    default: Any = dataclasses.MISSING,
+    doc: str = "",
+    *,
+    factory: Any = None,
+    within: str | None = None,
+    length: tuple[int, int] | None = None,
 ) -> Any:
     """A ``Config`` field: its ``default`` (or a ``factory`` for a dataclass default),
     ``doc`` (one line with the unit), and its range: ``within``, the interval (as
@@ -162,9 +179,10 @@ def _range_problem(value: Any, metadata: Mapping[str, Any]) -> str | None:
             least, most = metadata["length"]
             if not least <= len(value) <= most:
                 return f"must hold {least} to {most} items, not {len(value)}"
-        for item in value if within is not None else ():
-            if item not in within:
-                return f"items must be in {within}, not {item!r}"
+        if within is not None:
+            for item in value:
+                if item not in within:
+                    return f"items must be in {within}, not {item!r}"
         return None
     if within is not None and value not in within:
         return f"must be in {within}, not {value!r}"
@@ -184,7 +202,9 @@ def check_ranges(config: Any) -> None:
 def _coerce(value: Any, hint: Any, where: str) -> Any:
     """``value`` as the type ``hint``; :class:`SolverError` naming ``where`` if it is not one."""
     inner, optional = _strip_optional(hint)
-    if optional and (value is None or (isinstance(value, str) and value.strip().lower() in ("none", "null"))):
+    if optional and (
+        value is None or (isinstance(value, str) and value.strip().lower() in ("none", "null"))
+    ):
         return None
     text = value.strip() if isinstance(value, str) else None
 
@@ -235,14 +255,20 @@ def _coerce(value: Any, hint: Any, where: str) -> Any:
                 number = float(text)
             except ValueError:
                 raise bad("a number") from None
-        if isinstance(number, bool) or not isinstance(number, (int, float)) or not math.isfinite(number):
+        if (
+            isinstance(number, bool)
+            or not isinstance(number, (int, float))
+            or not math.isfinite(number)
+        ):
             raise bad("a finite number")
         return float(number)
     if inner is str:
         if isinstance(value, str):
             return value
         raise bad("a string")
-    raise TypeError(f"{where}: settings of type {inner!r} are not supported")  # a Config bug, not input
+    raise TypeError(
+        f"{where}: settings of type {inner!r} are not supported"
+    )  # a Config bug, not input
 
 
 def _names(cls: type, prefix: str = "") -> list[str]:
@@ -323,13 +349,17 @@ def option_docs(cls: type) -> list[OptionDoc]:
     defaults = cls()
     for f in fields(cls):
         hint = hints[f.name]
-        if is_dataclass(hint):
-            out += [
-                dataclasses.replace(d, name=f"{f.name}.{d.name}") for d in option_docs(hint)
-            ]
+        if isinstance(hint, type) and is_dataclass(hint):
+            out += [dataclasses.replace(d, name=f"{f.name}.{d.name}") for d in option_docs(hint)]
             continue
-        out.append(OptionDoc(f.name, _kind(hint, f.metadata), _json(getattr(defaults, f.name)),
-                             f.metadata.get("doc", "")))
+        out.append(
+            OptionDoc(
+                f.name,
+                _kind(hint, f.metadata),
+                _json(getattr(defaults, f.name)),
+                f.metadata.get("doc", ""),
+            )
+        )
     return out
 
 
@@ -341,7 +371,7 @@ def unranged_options(cls: type) -> list[str]:
     hints = _hints(cls)
     for f in fields(cls):
         hint = hints[f.name]
-        if is_dataclass(hint):
+        if isinstance(hint, type) and is_dataclass(hint):
             out += [f"{f.name}.{name}" for name in unranged_options(hint)]
             continue
         inner, _optional = _strip_optional(hint)

@@ -19,8 +19,9 @@ File: ``{"format": "mallocgame-program", "version": 1, ...}`` as ``.json`` or
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import Any
 
 from mallocgame.errors import FormatError, InstanceError
 from mallocgame.fileio import read_document, write_json
@@ -80,7 +81,9 @@ class ProgramInstruction:
         return len(self.operands) + len(self.outputs)
 
 
-ProgramLoop = Loop  # a flattened loop body: instructions ``first .. last``, run ``trip_count`` times
+ProgramLoop = (
+    Loop  # a flattened loop body: instructions ``first .. last``, run ``trip_count`` times
+)
 
 
 @dataclass(frozen=True)
@@ -159,7 +162,9 @@ def validate_program(program: Program) -> None:
             f"tensor {i} ({x.name}{', ' + x.shape if x.shape else ''}): size {x.size} bytes "
             "is more than 2**53",
         )
-        _check(-1 <= x.def_time < num_t, f"tensor {i} ({x.name}): def_time {x.def_time} out of range")
+        _check(
+            -1 <= x.def_time < num_t, f"tensor {i} ({x.name}): def_time {x.def_time} out of range"
+        )
         _check(
             x.def_time <= x.last_use_time < num_t,
             f"tensor {i} ({x.name}): last_use_time {x.last_use_time} outside {x.def_time}..{num_t - 1}",
@@ -187,7 +192,10 @@ def validate_program(program: Program) -> None:
             )
         for x in ins.outputs:
             _check(0 <= x < num_x, f"{w}: dangling output tensor {x}")
-            _check(defined_by[x] == -1, f"{w}: tensor {x} is already defined by instruction {defined_by[x]}")
+            _check(
+                defined_by[x] == -1,
+                f"{w}: tensor {x} is already defined by instruction {defined_by[x]}",
+            )
             defined_by[x] = t
             _check(
                 program.tensors[x].def_time == t,
@@ -195,7 +203,9 @@ def validate_program(program: Program) -> None:
             )
     for x in program.tensors:
         if x.def_time >= 0:
-            _check(defined_by[x.id] == x.def_time, f"tensor {x.id} ({x.name}): no defining instruction")
+            _check(
+                defined_by[x.id] == x.def_time, f"tensor {x.id} ({x.name}): no defining instruction"
+            )
     seen: set[tuple[int, int]] = set()
     for g, group in enumerate(program.alias_groups):
         for member in group:
@@ -204,10 +214,15 @@ def validate_program(program: Program) -> None:
                 0 <= t < num_t and 0 <= p < program.instructions[t].num_buffers,
                 f"alias group {g}: no buffer {tuple(member)}",
             )
-            _check(tuple(member) not in seen, f"alias group {g}: buffer {tuple(member)} is in two groups")
+            _check(
+                tuple(member) not in seen,
+                f"alias group {g}: buffer {tuple(member)} is in two groups",
+            )
             seen.add(tuple(member))
     for i, lp in enumerate(program.loops):
-        _check(0 <= lp.first <= lp.last < num_t, f"loop {i}: body {lp.first}..{lp.last} out of range")
+        _check(
+            0 <= lp.first <= lp.last < num_t, f"loop {i}: body {lp.first}..{lp.last} out of range"
+        )
         _check(lp.trip_count >= 1, f"loop {i}: trip_count must be >= 1")
         _check(
             lp.trip_count <= MAX_COUNT, f"loop {i}: trip_count {lp.trip_count} is more than 2**31-1"
@@ -222,7 +237,8 @@ def program_from_dict(doc: Any, *, where: str = "program") -> Program:
         raise FormatError(f"{where}: format is {doc.get('format')!r}, expected '{PROGRAM_FORMAT}'")
     if isinstance(doc.get("version"), bool) or doc.get("version") != PROGRAM_VERSION:
         raise FormatError(
-            f"{where}: unsupported program version {doc.get('version')!r} (this build reads {PROGRAM_VERSION})"
+            f"{where}: unsupported program version {doc.get('version')!r}"
+            f" (this build reads {PROGRAM_VERSION})"
         )
     try:
         program = Program(
@@ -263,7 +279,9 @@ def program_from_dict(doc: Any, *, where: str = "program") -> Program:
             ),
         )
     except (KeyError, TypeError, ValueError, IndexError) as exc:
-        raise ProgramError(f"{where}: malformed program document ({type(exc).__name__}: {exc})") from None
+        raise ProgramError(
+            f"{where}: malformed program document ({type(exc).__name__}: {exc})"
+        ) from None
     validate_program(program)
     return program
 

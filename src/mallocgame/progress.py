@@ -20,13 +20,16 @@ __all__ = ["ProgressBar", "BestSoFar", "bar_line"]
 REDRAW_S = 0.5  # seconds between redraws on a terminal
 
 
-def bar_line(label: str, elapsed_s: float, total_s: float | None, status: str, width: int = 24) -> str:
+def bar_line(
+    label: str, elapsed_s: float, total_s: float | None, status: str, width: int = 24
+) -> str:
     """``label [#####-----] 12/60 s  status``; without a total, the elapsed time alone."""
     if total_s is None or total_s <= 0:
         return f"{label} {elapsed_s:.0f} s  {status}".rstrip()
     done = min(max(elapsed_s / total_s, 0.0), 1.0)
     filled = int(round(done * width))
-    return f"{label} [{'#' * filled}{'-' * (width - filled)}] {min(elapsed_s, total_s):.0f}/{total_s:g} s  {status}".rstrip()
+    bar = f"[{'#' * filled}{'-' * (width - filled)}]"
+    return f"{label} {bar} {min(elapsed_s, total_s):.0f}/{total_s:g} s  {status}".rstrip()
 
 
 class BestSoFar:
@@ -72,7 +75,12 @@ class ProgressBar:
     while used as a context manager."""
 
     def __init__(
-        self, label: str, total_s: float | None, *, stream: TextIO | None = None, line_every_s: float = 30.0,
+        self,
+        label: str,
+        total_s: float | None,
+        *,
+        stream: TextIO | None = None,
+        line_every_s: float = 30.0,
     ) -> None:
         self.label = label
         self.total_s = total_s
@@ -93,7 +101,9 @@ class ProgressBar:
 
     def _draw(self, final: bool = False) -> None:
         with self._lock:
-            line = bar_line(self.label, time.perf_counter() - self._start, self.total_s, self._status)
+            line = bar_line(
+                self.label, time.perf_counter() - self._start, self.total_s, self._status
+            )
         if self.interactive:
             self.stream.write("\r" + line.ljust(self._width) + ("\n" if final else ""))
             self._width = len(line)
@@ -113,7 +123,10 @@ class ProgressBar:
         return self
 
     def __exit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None,
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
     ) -> None:
         self._stop.set()
         if self._thread is not None:

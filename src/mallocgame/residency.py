@@ -26,8 +26,14 @@ from mallocgame.instance import Instance
 from mallocgame.solution import Solution
 from mallocgame.units import format_bytes
 
-__all__ = ["TensorRun", "Refetch", "ResidencyComparison", "residency", "compare_residency",
-           "format_residency_comparison"]
+__all__ = [
+    "TensorRun",
+    "Refetch",
+    "ResidencyComparison",
+    "residency",
+    "compare_residency",
+    "format_residency_comparison",
+]
 
 
 @dataclass(frozen=True)
@@ -113,8 +119,11 @@ def _keeps(runs: tuple[TensorRun, ...], before: TensorRun, after: TensorRun) -> 
     return _covers(runs, before.last, after.last)
 
 
-def _refetches(instance: Instance, evicting: dict[int, tuple[TensorRun, ...]],
-               keeping: dict[int, tuple[TensorRun, ...]]) -> tuple[Refetch, ...]:
+def _refetches(
+    instance: Instance,
+    evicting: dict[int, tuple[TensorRun, ...]],
+    keeping: dict[int, tuple[TensorRun, ...]],
+) -> tuple[Refetch, ...]:
     found = []
     for tensor, runs in evicting.items():
         for before, after in zip(runs, runs[1:]):
@@ -126,8 +135,10 @@ def _refetches(instance: Instance, evicting: dict[int, tuple[TensorRun, ...]],
 
 def _byte_steps(instance: Instance, runs: dict[int, tuple[TensorRun, ...]]) -> int:
     """Sum over tensors of bytes times the steps at which they are in fast memory."""
-    return sum(instance.tensors[t].size * len({step for r in rs for step in range(r.first, r.last + 1)})
-               for t, rs in runs.items())
+    return sum(
+        instance.tensors[t].size * len({step for r in rs for step in range(r.first, r.last + 1)})
+        for t, rs in runs.items()
+    )
 
 
 def compare_residency(instance: Instance, a: Solution, b: Solution) -> ResidencyComparison:
@@ -139,9 +150,16 @@ def compare_residency(instance: Instance, a: Solution, b: Solution) -> Residency
         return tuple((instance.tensors[t].name, instance.tensors[t].size) for t in tensors)
 
     return ResidencyComparison(
-        a.solver, b.solver, len(runs_a), len(runs_b), only(runs_a, runs_b), only(runs_b, runs_a),
-        _refetches(instance, runs_b, runs_a), _refetches(instance, runs_a, runs_b),
-        _byte_steps(instance, runs_a), _byte_steps(instance, runs_b),
+        a.solver,
+        b.solver,
+        len(runs_a),
+        len(runs_b),
+        only(runs_a, runs_b),
+        only(runs_b, runs_a),
+        _refetches(instance, runs_b, runs_a),
+        _refetches(instance, runs_a, runs_b),
+        _byte_steps(instance, runs_a),
+        _byte_steps(instance, runs_b),
     )
 
 
@@ -152,13 +170,18 @@ def _named(items: tuple[tuple[str, int], ...], shown: int = 3) -> str:
     return f"{len(items)}: {listed}" + (", ..." if len(items) > shown else "")
 
 
-def _refetch_lines(refetches: tuple[Refetch, ...], who: str, other: str, shown: int = 5) -> list[str]:
+def _refetch_lines(
+    refetches: tuple[Refetch, ...], who: str, other: str, shown: int = 5
+) -> list[str]:
     head = f"re-fetched by {who} where {other} keeps them resident: "
     if not refetches:
         return [head + "none"]
     lines = [head + f"{len(refetches)}"]
-    lines += [f"  {r.name} ({format_bytes(r.size)}): evicted after step {r.evicted_after}, "
-              f"fetched again for step {r.needed_at}" for r in refetches[:shown]]
+    lines += [
+        f"  {r.name} ({format_bytes(r.size)}): evicted after step {r.evicted_after}, "
+        f"fetched again for step {r.needed_at}"
+        for r in refetches[:shown]
+    ]
     if len(refetches) > shown:
         lines.append(f"  ... and {len(refetches) - shown} more")
     return lines

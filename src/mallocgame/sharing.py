@@ -45,8 +45,8 @@ Units: bytes, bytes/s, flop/s, seconds.
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
-from typing import Mapping
 
 import numpy as np
 
@@ -90,7 +90,9 @@ class SharedMachine:
 
     def __post_init__(self) -> None:
         if not (isinstance(self.cores, int) and self.cores >= 1):
-            raise InstanceError(f"shared machine: cores must be a positive integer, got {self.cores!r}")
+            raise InstanceError(
+                f"shared machine: cores must be a positive integer, got {self.cores!r}"
+            )
         for key in ("core_fast_bandwidth", "core_slow_bandwidth", "core_copy_bandwidth"):
             value = getattr(self, key)
             if not (math.isfinite(value) and value > 0):
@@ -127,7 +129,8 @@ MARL_SOCKET = SharedMachine(
         f"core_slow_bandwidth: Optane reads scale with threads to 39.4 GB/s at 17 threads "
         f"(2.32 GB/s a thread), writes saturate at 13.9 GB/s with 4 threads (3.48 GB/s a thread); "
         f"their 2:1 harmonic mean, 2.61 GB/s -- {_IZRAELEVITZ}",
-        f"core_copy_bandwidth: one thread's share of the saturated write bandwidth, 3.48 GB/s -- {_IZRAELEVITZ}",
+        "core_copy_bandwidth: one thread's share of the saturated write bandwidth, "
+        f"3.48 GB/s -- {_IZRAELEVITZ}",
     ),
     assumptions=(
         "one task a core: MARL's DRAM-only runtimes stay flat from 1 to 32 tasks, which a task "
@@ -245,7 +248,9 @@ def _latency(instance: Instance, fast_fraction: np.ndarray) -> float:
             mem = 0.0
             for b in ins.buffers:
                 f = fast_fraction[b]
-                mem += instance.buffers[b].size * (f / hw.fast_bandwidth + (1.0 - f) / hw.slow_bandwidth)
+                mem += instance.buffers[b].size * (
+                    f / hw.fast_bandwidth + (1.0 - f) / hw.slow_bandwidth
+                )
             one = lat.fixed_s + max(lat.compute_s, mem)
         else:
             mask = sum(1 << i for i, b in enumerate(lat.varied) if fast_fraction[b] >= 0.5)
@@ -268,5 +273,6 @@ def tasks_that_fit(machine: SharedMachine, task_bytes: int) -> Mapping[str, int]
     return {
         "app-direct": left // task_bytes,
         "memory-mode": (machine.slow_total_bytes - machine.system_bytes) // task_bytes,
-        "both": (machine.fast_total_bytes + machine.slow_total_bytes - machine.system_bytes) // task_bytes,
+        "both": (machine.fast_total_bytes + machine.slow_total_bytes - machine.system_bytes)
+        // task_bytes,
     }

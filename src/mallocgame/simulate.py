@@ -27,8 +27,8 @@ from __future__ import annotations
 
 import bisect
 from collections import defaultdict
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Iterable, Mapping, Sequence
 
 import numpy as np
 
@@ -53,6 +53,7 @@ MAX_EXECUTIONS = 20_000_000
 class SimulationError(MallocGameError, ValueError):
     """The simulator cannot run this instance (loops that overlap without nesting, an
     unrolled program longer than its limit); the message says which."""
+
 
 _SCAN = 64  # allocations scanned one by one before a vectorized search (reuse after copy-out)
 
@@ -103,7 +104,9 @@ def default_copy_share(instance: Instance) -> float:
     """``copy_bandwidth / (copy_bandwidth + slow_bandwidth)``: the copy's share of slow
     bandwidth, below 1 also where a copy bandwidth far above the slow one rounds it to 1."""
     hw = instance.hardware
-    return min(hw.copy_bandwidth / (hw.copy_bandwidth + hw.slow_bandwidth), float(np.nextafter(1.0, 0.0)))
+    return min(
+        hw.copy_bandwidth / (hw.copy_bandwidth + hw.slow_bandwidth), float(np.nextafter(1.0, 0.0))
+    )
 
 
 def _execution_params(
@@ -147,8 +150,16 @@ def _execution_params(
     return scale * one, scale * fixed, scale * m, rho
 
 
-def _finish(start: float, d: float, fixed: float, m: float, rho: float,
-            bs: Sequence[float], bf: Sequence[float], k: int) -> float:
+def _finish(
+    start: float,
+    d: float,
+    fixed: float,
+    m: float,
+    rho: float,
+    bs: Sequence[float],
+    bf: Sequence[float],
+    k: int,
+) -> float:
     """End of an execution starting at ``start`` given the engine's busy periods
     ``[bs[i], bf[i])`` (sorted, disjoint) from index ``k`` on."""
     end = start + d
@@ -229,7 +240,9 @@ def _loop_tree(instance: Instance) -> list[tuple[int, int, int, int]]:
     return out
 
 
-def unroll(instance: Instance, max_executions: int = MAX_EXECUTIONS) -> tuple[np.ndarray, np.ndarray]:
+def unroll(
+    instance: Instance, max_executions: int = MAX_EXECUTIONS
+) -> tuple[np.ndarray, np.ndarray]:
     """The unrolled program: ``(exec_step, innermost)``.
 
     ``exec_step`` lists the instruction of each execution in run order (loop bodies
@@ -280,7 +293,8 @@ def _allocations(solution_or_allocations: Solution | Iterable[Allocation]) -> li
     if isinstance(solution_or_allocations, Solution):
         return list(solution_or_allocations.allocations)
     bad = SolutionError(
-        f"simulate: expected a Solution or its allocations, not {solution_or_allocations!r:.80}")
+        f"simulate: expected a Solution or its allocations, not {solution_or_allocations!r:.80}"
+    )
     if isinstance(solution_or_allocations, (str, bytes, Mapping)):
         raise bad
     try:
@@ -338,7 +352,9 @@ def simulate(
     for b in allocs:
         fast_by_t[inst.buffers[b].instruction].add(b)
     params = [
-        _execution_params(inst, t, fast_by_t[t], inst.instructions[t].count / max(1, int(counts[t])), gamma)
+        _execution_params(
+            inst, t, fast_by_t[t], inst.instructions[t].count / max(1, int(counts[t])), gamma
+        )
         for t in range(num_t)
     ]
 
@@ -387,10 +403,10 @@ def simulate(
     n_occ = len(occ_rows)
     occ_id: dict[tuple[int, int], int] = {}  # (buffer, trigger execution) -> occurrence
     waits: dict[int, list[int]] = defaultdict(list)  # execution -> occurrences it waits for
-    for o, (due, cls, b, _d, cons) in enumerate(occ_rows):
+    for o, (due, cls, b, _d, consumer) in enumerate(occ_rows):
         occ_id[(b, due - 1 if cls == 0 else due)] = o
         if cls == 1:
-            waits[cons].append(o)
+            waits[consumer].append(o)
     deps: dict[int, list[int]] = defaultdict(list)  # occurrence -> occurrences it waits for
 
     def latest_before(trig: list[int], execs: np.ndarray | list[int]) -> list[tuple[int, int]]:
@@ -422,10 +438,10 @@ def simulate(
             if buf.is_output or buf.tensor_id not in defining_out:
                 continue
             d = defining_out[buf.tensor_id]
-            a = allocs.get(buf.id)
-            if a is None or (a.action == "Copy" and a.copy is None):
+            operand = allocs.get(buf.id)
+            if operand is None or (operand.action == "Copy" and operand.copy is None):
                 add_step_wait(d, buf.instruction)  # slow operand (or instant copy-in)
-            elif a.action == "Copy":
+            elif operand.action == "Copy":
                 trig = out_trig[d]
                 ptrig = pre_trig[buf.id]
                 for j, k in latest_before(trig, ptrig):
@@ -464,6 +480,7 @@ def simulate(
             return int(r_start[sl][int(np.argmax(hit))])
 
         for a in copy_outs:
+            assert a.copy is not None  # copy_outs holds only copies with an interval
             buf = inst.buffers[a.buffer]
             tau, lo, hi = buf.instruction, a.offset, a.offset + align(buf.size)
             steps = set()
@@ -528,9 +545,9 @@ def simulate(
             schedule(q, prev_end)
             q += 1
         start = prev_end
-        w = waits.get(i)
-        if w:
-            for o in w:
+        waiting = waits.get(i)
+        if waiting:
+            for o in waiting:
                 if finish[o] > start:
                     start = finish[o]
         stall += start - prev_end

@@ -14,8 +14,9 @@ from __future__ import annotations
 import math
 import numbers
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import Any
 
 from mallocgame.errors import FormatError, SolutionError
 from mallocgame.fileio import is_finite_number, read_document, write_json
@@ -63,21 +64,29 @@ class Allocation:
         if _plain(self):  # the common case (every allocation the game makes): nothing to do
             return
         if not (_is_int(self.buffer) and _is_int(self.offset)):
-            raise SolutionError(f"allocation: 'buffer' and 'offset' must be integers of magnitude "
-                                f"at most 2**53, not {self.buffer!r} and {self.offset!r}")
+            raise SolutionError(
+                f"allocation: 'buffer' and 'offset' must be integers of magnitude "
+                f"at most 2**53, not {self.buffer!r} and {self.offset!r}"
+            )
         if not isinstance(self.action, str):
-            raise SolutionError(f"allocation of buffer {self.buffer}: 'action' must be a string, "
-                                f"not {self.action!r}")
+            raise SolutionError(
+                f"allocation of buffer {self.buffer}: 'action' must be a string, "
+                f"not {self.action!r}"
+            )
         if not all(v is None or _is_int(v) for v in (self.start, self.end)):
-            raise SolutionError(f"allocation of buffer {self.buffer}: 'start' and 'end' must be "
-                                f"None or integers of magnitude at most 2**53, not {self.start!r} "
-                                f"and {self.end!r}")
+            raise SolutionError(
+                f"allocation of buffer {self.buffer}: 'start' and 'end' must be "
+                f"None or integers of magnitude at most 2**53, not {self.start!r} "
+                f"and {self.end!r}"
+            )
         copy = self.copy
         if copy is not None:
             pair = isinstance(copy, (tuple, list)) and len(copy) == 2
             if not pair or not all(_is_int(c) for c in copy):
-                raise SolutionError(f"allocation of buffer {self.buffer}: 'copy' must be None or a "
-                                    f"pair of integers of magnitude at most 2**53, not {copy!r}")
+                raise SolutionError(
+                    f"allocation of buffer {self.buffer}: 'copy' must be None or a "
+                    f"pair of integers of magnitude at most 2**53, not {copy!r}"
+                )
             object.__setattr__(self, "copy", (int(copy[0]), int(copy[1])))
         for name in ("buffer", "offset", "start", "end"):
             if getattr(self, name) is not None:
@@ -110,8 +119,12 @@ class Solution:
     allocations: tuple[Allocation, ...]
     reward_s: float
     normalized_reward: float
-    actions: tuple[int, ...] | None = None  # the game trajectory, or None for a mapping found outside the game
-    work: Mapping[str, int | float] = field(default_factory=dict)  # work done, in the solver's units
+    actions: tuple[int, ...] | None = (
+        None  # the game trajectory, or None for a mapping found outside the game
+    )
+    work: Mapping[str, int | float] = field(
+        default_factory=dict
+    )  # work done, in the solver's units
     bound_s: float | None = None  # a proven upper bound on reward_s, seconds
     info: Mapping[str, Any] = field(default_factory=dict)  # the solver's diagnostics (JSON values)
 
@@ -126,12 +139,14 @@ class Solution:
                 raise SolutionError(f"solution: '{name}' must be a finite number, not {value!r}")
         if self.bound_s is not None and not _is_finite(self.bound_s):
             raise SolutionError(
-                f"solution: 'bound_s' must be a finite number or None, not {self.bound_s!r}")
+                f"solution: 'bound_s' must be a finite number or None, not {self.bound_s!r}"
+            )
         if not all(isinstance(a, Allocation) for a in self.allocations):
             raise SolutionError("solution: 'allocations' must hold Allocation objects")
         if not isinstance(self.work, Mapping) or not all(_is_finite(v) for v in self.work.values()):
             raise SolutionError(
-                f"solution: 'work' must map names to finite numbers, not {self.work!r}")
+                f"solution: 'work' must map names to finite numbers, not {self.work!r}"
+            )
 
     def to_dict(self) -> dict[str, Any]:
         """The SPEC section 7 document; ``info``'s non-finite numbers (diagnostics such
@@ -177,13 +192,24 @@ def _plain(a: Allocation) -> bool:
     m = MAX_INT
     c = a.copy
     return (
-        type(a.buffer) is int and -m <= a.buffer <= m
-        and type(a.offset) is int and -m <= a.offset <= m
+        type(a.buffer) is int
+        and -m <= a.buffer <= m
+        and type(a.offset) is int
+        and -m <= a.offset <= m
         and (a.start is None or (type(a.start) is int and -m <= a.start <= m))
         and (a.end is None or (type(a.end) is int and -m <= a.end <= m))
         and type(a.action) is str
-        and (c is None or (type(c) is tuple and len(c) == 2 and type(c[0]) is int
-                           and type(c[1]) is int and -m <= c[0] <= m and -m <= c[1] <= m))
+        and (
+            c is None
+            or (
+                type(c) is tuple
+                and len(c) == 2
+                and type(c[0]) is int
+                and type(c[1]) is int
+                and -m <= c[0] <= m
+                and -m <= c[1] <= m
+            )
+        )
     )
 
 
@@ -194,7 +220,11 @@ def _fail(where: str, message: str) -> SolutionError:
 def _is_int(v: Any) -> bool:
     """An integer of the file's range: magnitude at most 2**53 (SPEC section 1); NumPy
     integers count, ``bool`` does not."""
-    return isinstance(v, numbers.Integral) and not isinstance(v, bool) and -MAX_INT <= v <= MAX_INT
+    return (
+        isinstance(v, numbers.Integral)
+        and not isinstance(v, bool)
+        and -MAX_INT <= int(v) <= MAX_INT
+    )
 
 
 def _is_finite(v: Any) -> bool:
@@ -231,7 +261,9 @@ def _allocation_from_dict(obj: Any, where: str) -> Allocation:
     copy = obj.get("copy")
     if copy is not None:
         if not (isinstance(copy, list) and len(copy) == 2 and all(_is_int(c) for c in copy)):
-            raise _fail(where, "'copy' must be null or a pair of integers of magnitude at most 2**53")
+            raise _fail(
+                where, "'copy' must be null or a pair of integers of magnitude at most 2**53"
+            )
         copy = (copy[0], copy[1])
     return Allocation(obj["buffer"], obj["action"], obj["offset"], start, end, copy)
 
@@ -273,8 +305,20 @@ def solution_from_dict(doc: Any, *, where: str = "solution") -> Solution:
     if not isinstance(info, Mapping):
         raise _fail(where, "'info' must be an object")
     known = {
-        "format", "version", "instance", "instance_sha256", "solver", "seed", "wall_s",
-        "actions", "allocations", "reward_s", "normalized_reward", "work", "bound_s", "info",
+        "format",
+        "version",
+        "instance",
+        "instance_sha256",
+        "solver",
+        "seed",
+        "wall_s",
+        "actions",
+        "allocations",
+        "reward_s",
+        "normalized_reward",
+        "work",
+        "bound_s",
+        "info",
     }
     return Solution(
         instance=str(doc["instance"]),
@@ -308,7 +352,9 @@ def load_solution(path: str | os.PathLike[str]) -> Solution:
 def _solution_or_record(doc: Any) -> Solution:
     if isinstance(doc, Mapping) and doc.get("format") == RECORD_FORMAT:
         if not isinstance(doc.get("solution"), Mapping):
-            raise FormatError("a sweep record without its solution (written before records kept it)")
+            raise FormatError(
+                "a sweep record without its solution (written before records kept it)"
+            )
         doc = doc["solution"]
     return solution_from_dict(doc)
 

@@ -13,8 +13,8 @@ from __future__ import annotations
 
 import io
 import os
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
 
 import numpy as np
 from matplotlib import colormaps
@@ -160,7 +160,9 @@ def _panel(ax: Axes, instance: Instance, solution: Solution, title: str | None) 
     _legend(ax, solution)
 
 
-def _figure(instance: Instance, solutions: Sequence[Solution], titles: Sequence[str | None]) -> Figure:
+def _figure(
+    instance: Instance, solutions: Sequence[Solution], titles: Sequence[str | None]
+) -> Figure:
     """One panel per solution, stacked, sharing the time and address axes."""
     fig = Figure(figsize=(FIGSIZE[0], FIGSIZE[1] * len(solutions)), layout="constrained")
     FigureCanvasAgg(fig)
@@ -174,7 +176,9 @@ def _picture_format(path: str | os.PathLike[str]) -> str:
     """The matplotlib format ``path``'s suffix names; :class:`InputFileError` for another."""
     suffix = Path(path).suffix.lower()
     if suffix not in FORMATS:
-        raise InputFileError(f"{path}: unsupported picture format {suffix!r} (use {', '.join(FORMATS)})")
+        raise InputFileError(
+            f"{path}: unsupported picture format {suffix!r} (use {', '.join(FORMATS)})"
+        )
     return FORMATS[suffix]
 
 

@@ -95,6 +95,8 @@ def process_pool(
     """A pool of ``workers`` processes (see :func:`pool_context`) that each end with
     this process; ``initializer(*initargs)`` runs in each worker as it starts."""
     return WorkerPool(
-        max_workers=workers, mp_context=pool_context(preload),
-        initializer=_start_worker, initargs=(initializer, initargs),
+        max_workers=workers,
+        mp_context=pool_context(preload),
+        initializer=_start_worker,
+        initargs=(initializer, initargs),
     )

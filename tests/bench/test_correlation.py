@@ -7,8 +7,12 @@ from pathlib import Path
 import pytest
 
 from mallocgame.bench.correlation import (
-    format_correlation, format_training_correlation, plot_training_correlation, reward_latency_correlation,
-    training_correlation, write_training_csv,
+    format_correlation,
+    format_training_correlation,
+    plot_training_correlation,
+    reward_latency_correlation,
+    training_correlation,
+    write_training_csv,
 )
 from mallocgame.cli import main
 from mallocgame.errors import SolverError
@@ -28,7 +32,9 @@ def test_training_correlation_samples_games_across_one_run(tmp_path: Path) -> No
     options = {**TINY, "demonstrations": ""}
     row = training_correlation("xla-v1/lstm_infer", games=12, seed=0, samples=5, options=options)
     assert row.games >= 12 and len(row.samples) == 5
-    assert [s.game for s in row.samples][0] == 1 and row.samples[-1].game == row.games  # first to last game
+    assert (
+        next(s.game for s in row.samples) == 1 and row.samples[-1].game == row.games
+    )  # first to last game
     times = [s.elapsed_s for s in row.samples]
     assert times == sorted(times)
     for s in row.samples:
@@ -36,30 +42,53 @@ def test_training_correlation_samples_games_across_one_run(tmp_path: Path) -> No
     assert row.distinct_rewards > 1 and -1.0 <= row.pearson < 0  # more reward, less latency
     assert row.answer_speedup > 0
     again = training_correlation("xla-v1/lstm_infer", games=12, seed=0, samples=5, options=options)
-    assert [s.normalized_reward for s in again.samples] == [s.normalized_reward for s in row.samples]
+    assert [s.normalized_reward for s in again.samples] == [
+        s.normalized_reward for s in row.samples
+    ]
     write_training_csv([row], tmp_path / "t.csv")
     plot_training_correlation([row], tmp_path / "t.png")
     lines = (tmp_path / "t.csv").read_text().splitlines()
-    assert lines[0] == "program,seed,game,elapsed_s,normalized_reward,latency_s,speedup" and len(lines) == 6
+    assert (
+        lines[0] == "program,seed,game,elapsed_s,normalized_reward,latency_s,speedup"
+        and len(lines) == 6
+    )
     assert (tmp_path / "t.png").read_bytes()[:4] == b"\x89PNG"
     assert "| xla-v1/lstm_infer |" in format_training_correlation([row])
 
 
-@pytest.mark.parametrize("kwargs, message", [
-    ({"games": 4, "samples": 1}, "samples must be at least 2"),
-    ({}, "needs a budget"),
-])
+@pytest.mark.parametrize(
+    "kwargs, message",
+    [
+        ({"games": 4, "samples": 1}, "samples must be at least 2"),
+        ({}, "needs a budget"),
+    ],
+)
 def test_training_correlation_refuses_bad_settings(kwargs, message) -> None:
     with pytest.raises(SolverError, match=message):
         training_correlation("xla-v1/lstm_infer", **kwargs)
 
 
-@pytest.mark.parametrize("argv, message", [
-    (["--training", "5", "--out", "x"], "--training needs --programs"),
-    (["--training", "5", "--programs", "xla-v1/lstm_infer"], "--training needs --out"),
-    (["--out", "x"], "--out and --option go with --training"),
-    (["--training", "5", "--programs", "xla-v1/lstm_infer", "--out", "x", "--option", "nonsense=1"], "nonsense"),
-])
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["--training", "5", "--out", "x"], "--training needs --programs"),
+        (["--training", "5", "--programs", "xla-v1/lstm_infer"], "--training needs --out"),
+        (["--out", "x"], "--out and --option go with --training"),
+        (
+            [
+                "--training",
+                "5",
+                "--programs",
+                "xla-v1/lstm_infer",
+                "--out",
+                "x",
+                "--option",
+                "nonsense=1",
+            ],
+            "nonsense",
+        ),
+    ],
+)
 def test_cli_training_correlation_bad_options(argv, message, capsys) -> None:
     assert main(["bench", "correlation", *argv]) == 2
     err = capsys.readouterr().err

@@ -27,9 +27,18 @@ def _record(tmp_path: Path, solver: str) -> tuple[Path, dict]:
 
 def test_every_number_a_table_reads_is_recomputed(tmp_path: Path) -> None:
     path, doc = _record(tmp_path, "random")
-    lies = {"valid": True, "failures": "", "latency_s": 1e-9, "baseline_latency_s": -1.0,
-            "reward_s": 1e3, "normalized_reward": 0.99, "upper_bound_s": 1e-12, "bound_s": 1e-12,
-            "buffers": 1, "work": {"games": 9}}
+    lies = {
+        "valid": True,
+        "failures": "",
+        "latency_s": 1e-9,
+        "baseline_latency_s": -1.0,
+        "reward_s": 1e3,
+        "normalized_reward": 0.99,
+        "upper_bound_s": 1e-12,
+        "bound_s": 1e-12,
+        "buffers": 1,
+        "work": {"games": 9},
+    }
     record = Rechecker().record(path, {**doc, **lies})
     inst = load_workload(PROGRAM)
     solution = load_solution(path)
@@ -43,19 +52,27 @@ def test_every_number_a_table_reads_is_recomputed(tmp_path: Path) -> None:
     assert all(record[k] == doc[k] for k in ("program", "solver", "seed"))
 
 
-@pytest.mark.parametrize("edit, reason", [
-    (lambda d: d["solution"].update(normalized_reward=7.5),
-     "its solution fails check: reward_mismatch"),
-    (lambda d: d["solution"].update(instance_sha256="0" * 64),
-     "its solution fails check: instance_mismatch"),
-    (lambda d: d["solution"]["allocations"].pop(), "its solution fails check"),
-    (lambda d: d["solution"].pop("allocations"), "its solution cannot be read"),
-    (lambda d: d.pop("solution"), "keeps no solution to re-check"),
-    (lambda d: d.update(program="no/such-program"), "cannot load its program to re-check it"),
-    (lambda d: d.update(program=None), "names no program"),
-])
-def test_a_record_that_cannot_be_rechecked_is_invalid_with_one_line(tmp_path: Path, edit,
-                                                                    reason: str) -> None:
+@pytest.mark.parametrize(
+    "edit, reason",
+    [
+        (
+            lambda d: d["solution"].update(normalized_reward=7.5),
+            "its solution fails check: reward_mismatch",
+        ),
+        (
+            lambda d: d["solution"].update(instance_sha256="0" * 64),
+            "its solution fails check: instance_mismatch",
+        ),
+        (lambda d: d["solution"]["allocations"].pop(), "its solution fails check"),
+        (lambda d: d["solution"].pop("allocations"), "its solution cannot be read"),
+        (lambda d: d.pop("solution"), "keeps no solution to re-check"),
+        (lambda d: d.update(program="no/such-program"), "cannot load its program to re-check it"),
+        (lambda d: d.update(program=None), "names no program"),
+    ],
+)
+def test_a_record_that_cannot_be_rechecked_is_invalid_with_one_line(
+    tmp_path: Path, edit, reason: str
+) -> None:
     path, doc = _record(tmp_path, "heuristic")
     edit(doc)
     record = Rechecker().record(path, {**doc, "valid": True, "latency_s": 1.0})

@@ -6,7 +6,14 @@ from pathlib import Path
 
 import pytest
 
-from mallocgame.bench.rewards import final_table, plot_curves, read_csv, reward_curve, solver_spec, write_csv
+from mallocgame.bench.rewards import (
+    final_table,
+    plot_curves,
+    read_csv,
+    reward_curve,
+    solver_spec,
+    write_csv,
+)
 from mallocgame.cli import main
 from mallocgame.errors import FormatError, InputFileError, MallocGameError
 
@@ -25,15 +32,40 @@ def test_curve_is_monotone_and_files_are_written(tmp_path: Path) -> None:
 
 def test_cli_bench_rewards(tmp_path: Path, capsys) -> None:
     out = tmp_path / "rw"
-    assert main(["bench", "rewards", "--programs", "xla-v1/lstm_infer", "--solvers", "random", "greedy",
-                 "--budget", "0.3", "--out", str(out)]) == 0
+    assert (
+        main(
+            [
+                "bench",
+                "rewards",
+                "--programs",
+                "xla-v1/lstm_infer",
+                "--solvers",
+                "random",
+                "greedy",
+                "--budget",
+                "0.3",
+                "--out",
+                str(out),
+            ]
+        )
+        == 0
+    )
     assert "| xla-v1/lstm_infer |" in capsys.readouterr().out
     assert out.with_suffix(".csv").exists() and out.with_suffix(".png").exists()
 
 
 def test_cli_bench_rewards_goes_on_with_the_cells_it_lacks(tmp_path: Path, capsys) -> None:
     out = tmp_path / "rw"
-    argv = ["bench", "rewards", "--programs", "xla-v1/lstm_infer", "--budget", "0.2", "--out", str(out)]
+    argv = [
+        "bench",
+        "rewards",
+        "--programs",
+        "xla-v1/lstm_infer",
+        "--budget",
+        "0.2",
+        "--out",
+        str(out),
+    ]
     assert main([*argv, "--solvers", "greedy"]) == 0
     first = read_csv(out.with_suffix(".csv"))
     capsys.readouterr()
@@ -41,17 +73,23 @@ def test_cli_bench_rewards_goes_on_with_the_cells_it_lacks(tmp_path: Path, capsy
     err = capsys.readouterr().err
     assert "greedy s0: in " in err and "random s0: " in err
     both = read_csv(out.with_suffix(".csv"))
-    assert both[:len(first)] == first  # the greedy cell kept as it was, random added
+    assert both[: len(first)] == first  # the greedy cell kept as it was, random added
     assert {p.solver for p in both} == {"greedy", "random"} and {p.budget_s for p in both} == {0.2}
     assert main([*argv[:-4], "--budget", "0.5", "--out", str(out), "--solvers", "greedy"]) == 2
     assert "holds curves at 0.2 s, not 0.5 s: give another --out" in capsys.readouterr().err
 
 
-@pytest.mark.parametrize("text, error", [
-    ("program,solver\nx,y\n", FormatError),
-    ("program,solver,seed,budget_s,elapsed_s,normalized_reward,work\nx,y,zero,1,1,1,\n", FormatError),
-    (None, InputFileError),
-])
+@pytest.mark.parametrize(
+    "text, error",
+    [
+        ("program,solver\nx,y\n", FormatError),
+        (
+            "program,solver,seed,budget_s,elapsed_s,normalized_reward,work\nx,y,zero,1,1,1,\n",
+            FormatError,
+        ),
+        (None, InputFileError),
+    ],
+)
 def test_read_csv_refuses_what_it_did_not_write(tmp_path: Path, text, error) -> None:
     path = tmp_path / "r.csv"
     if text is not None:
@@ -60,15 +98,19 @@ def test_read_csv_refuses_what_it_did_not_write(tmp_path: Path, text, error) -> 
         read_csv(path)
 
 
-@pytest.mark.parametrize("column, value, message", [
-    (4, "nan", "elapsed_s nan is not a finite number at least 0"),
-    (4, "-1", "elapsed_s -1.0 is not a finite number at least 0"),
-    (5, "inf", "normalized_reward inf is not a finite number"),
-    (3, "0", "budget_s must be a finite number of seconds above 0"),
-    (2, "-3", "seed must be from 0 to 9,223,372,036,854,775,807, not -3"),
-])
-def test_read_csv_names_the_line_no_run_writes(tmp_path: Path, column: int, value: str,
-                                               message: str) -> None:
+@pytest.mark.parametrize(
+    "column, value, message",
+    [
+        (4, "nan", "elapsed_s nan is not a finite number at least 0"),
+        (4, "-1", "elapsed_s -1.0 is not a finite number at least 0"),
+        (5, "inf", "normalized_reward inf is not a finite number"),
+        (3, "0", "budget_s must be a finite number of seconds above 0"),
+        (2, "-3", "seed must be from 0 to 9,223,372,036,854,775,807, not -3"),
+    ],
+)
+def test_read_csv_names_the_line_no_run_writes(
+    tmp_path: Path, column: int, value: str, message: str
+) -> None:
     path = tmp_path / "r.csv"
     cells = ["xla-v1/lstm_infer", "random", "0", "60.0", "1.5", "0.25", "games=3"]
     cells[column] = value
@@ -78,23 +120,44 @@ def test_read_csv_names_the_line_no_run_writes(tmp_path: Path, column: int, valu
         read_csv(path)
 
 
-@pytest.mark.parametrize("budget, seed, message", [
-    (0, 0, "budget must be a finite number of seconds above 0"),
-    (-1, 0, "budget must be a finite number of seconds above 0"),
-    (float("nan"), 0, "budget must be a finite number of seconds above 0"),
-    (float("inf"), 0, "budget must be a finite number of seconds above 0"),
-    (8 * 24 * 3600, 0, "at most 604800"),
-    (0.1, -3, "seed must be from 0 to 9,223,372,036,854,775,807, not -3"),
-])
-def test_a_budget_or_seed_no_run_can_have_is_refused(tmp_path: Path, capsys, budget, seed,
-                                                     message) -> None:
+@pytest.mark.parametrize(
+    "budget, seed, message",
+    [
+        (0, 0, "budget must be a finite number of seconds above 0"),
+        (-1, 0, "budget must be a finite number of seconds above 0"),
+        (float("nan"), 0, "budget must be a finite number of seconds above 0"),
+        (float("inf"), 0, "budget must be a finite number of seconds above 0"),
+        (8 * 24 * 3600, 0, "at most 604800"),
+        (0.1, -3, "seed must be from 0 to 9,223,372,036,854,775,807, not -3"),
+    ],
+)
+def test_a_budget_or_seed_no_run_can_have_is_refused(
+    tmp_path: Path, capsys, budget, seed, message
+) -> None:
     from mallocgame.bench.inputs import StudyInputError
 
     with pytest.raises(StudyInputError, match=message):
         reward_curve("xla-v1/lstm_infer", "random", budget, seed)
     out = tmp_path / "rw"
-    assert main(["bench", "rewards", "--programs", "xla-v1/lstm_infer", "--solvers", "random",
-                 "--budget", str(budget), "--seeds", str(seed), "--out", str(out)]) == 2
+    assert (
+        main(
+            [
+                "bench",
+                "rewards",
+                "--programs",
+                "xla-v1/lstm_infer",
+                "--solvers",
+                "random",
+                "--budget",
+                str(budget),
+                "--seeds",
+                str(seed),
+                "--out",
+                str(out),
+            ]
+        )
+        == 2
+    )
     err = capsys.readouterr().err  # the command line's own check or the library's: one line
     assert len(err.strip().splitlines()) == 1 and ("seed" if seed < 0 else "budget") in err
     assert not out.with_suffix(".csv").exists()
@@ -107,16 +170,34 @@ def test_a_solver_spec_runs_one_solver_under_other_settings(tmp_path: Path) -> N
     assert {p.solver for p in points} == {"es[workers=1]"}  # its own curve, named by its spec
 
 
-@pytest.mark.parametrize("spec, message", [
-    ("es[sigma=0.2", "expected NAME"),
-    ("es[]", "expected NAME"),
-    ("es[sigma]", "is not KEY=VALUE"),
-    ("es[nonsense=1]", "nonsense"),
-    ("nosuch", "nosuch"),
-])
+@pytest.mark.parametrize(
+    "spec, message",
+    [
+        ("es[sigma=0.2", "expected NAME"),
+        ("es[]", "expected NAME"),
+        ("es[sigma]", "is not KEY=VALUE"),
+        ("es[nonsense=1]", "nonsense"),
+        ("nosuch", "nosuch"),
+    ],
+)
 def test_bad_solver_specs_are_refused(spec, message, capsys) -> None:
     with pytest.raises(MallocGameError, match=message):
         solver_spec(spec)
-    assert main(["bench", "rewards", "--programs", "xla-v1/lstm_infer", "--solvers", spec, "--budget", "0.1",
-                 "--out", "unused"]) == 2
+    assert (
+        main(
+            [
+                "bench",
+                "rewards",
+                "--programs",
+                "xla-v1/lstm_infer",
+                "--solvers",
+                spec,
+                "--budget",
+                "0.1",
+                "--out",
+                "unused",
+            ]
+        )
+        == 2
+    )
     assert "Traceback" not in capsys.readouterr().err

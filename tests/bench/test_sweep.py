@@ -15,10 +15,14 @@ PROGRAMS = ["xla-v1/lstm_infer", "xla-v1/resnet_infer"]
 
 
 def test_one_file_per_job_and_resume(tmp_path: Path) -> None:
-    jobs = [Job(p, s, seed, None, 2) for p in PROGRAMS for s in ("drop", "random") for seed in (0, 1)]
+    jobs = [
+        Job(p, s, seed, None, 2) for p in PROGRAMS for s in ("drop", "random") for seed in (0, 1)
+    ]
     assert run_sweep(jobs, tmp_path, workers=1) == (8, 0)
     files = sorted(tmp_path.glob("*.json"))
-    assert len(files) == 8 and job_path(tmp_path, jobs[0]).name == "xla-v1-lstm_infer.drop.s0.w2.json"
+    assert (
+        len(files) == 8 and job_path(tmp_path, jobs[0]).name == "xla-v1-lstm_infer.drop.s0.w2.json"
+    )
     stamp = {p: p.stat().st_mtime_ns for p in files}
     assert run_sweep(jobs, tmp_path, workers=1) == (0, 8)  # everything skipped
     assert {p: p.stat().st_mtime_ns for p in files} == stamp
@@ -28,8 +32,10 @@ def test_one_file_per_job_and_resume(tmp_path: Path) -> None:
     # same seed and work budget: the same answer as a direct run
     rerun = tmp_path / "again"
     run_sweep(jobs[2:3], rerun, workers=1)
-    assert json.loads(next(rerun.glob("*.json")).read_text())["reward_s"] == \
-        json.loads(job_path(tmp_path, jobs[2]).read_text())["reward_s"]
+    assert (
+        json.loads(next(rerun.glob("*.json")).read_text())["reward_s"]
+        == json.loads(job_path(tmp_path, jobs[2]).read_text())["reward_s"]
+    )
 
 
 def test_a_record_replays_its_answer(tmp_path: Path, capsys) -> None:
@@ -44,38 +50,60 @@ def test_a_record_replays_its_answer(tmp_path: Path, capsys) -> None:
     assert solution.reward_s == record["reward_s"] and solution.work == record["work"]
     assert main(["check", PROGRAMS[0], str(job_path(tmp_path, job))]) == 0
     assert "valid" in capsys.readouterr().out
-    assert main(["check", PROGRAMS[1], str(job_path(tmp_path, job))]) == 1  # another program: refused
+    assert (
+        main(["check", PROGRAMS[1], str(job_path(tmp_path, job))]) == 1
+    )  # another program: refused
 
 
 def test_sweep_jobs_type_the_options_given_as_text() -> None:
     from mallocgame.bench.sweep import sweep_jobs
     from mallocgame.errors import SolverError
 
-    jobs = sweep_jobs(PROGRAMS, ["es", "random"], [0, 1], work=4, options={"es": {"workers": "2", "sigma": "0.2"}})
-    assert [(j.seed, j.program, j.solver) for j in jobs[:3]] == [(0, PROGRAMS[0], "es"), (0, PROGRAMS[0], "random"),
-                                                                 (0, PROGRAMS[1], "es")]
+    jobs = sweep_jobs(
+        PROGRAMS, ["es", "random"], [0, 1], work=4, options={"es": {"workers": "2", "sigma": "0.2"}}
+    )
+    assert [(j.seed, j.program, j.solver) for j in jobs[:3]] == [
+        (0, PROGRAMS[0], "es"),
+        (0, PROGRAMS[0], "random"),
+        (0, PROGRAMS[1], "es"),
+    ]
     assert jobs[0].options == (("sigma", 0.2), ("workers", 2)) and jobs[1].options == ()
     with pytest.raises(SolverError, match="es: option workers must be a whole number"):
         sweep_jobs(PROGRAMS, ["es"], [0], options={"es": {"workers": "two"}})
 
 
-@pytest.mark.parametrize("seeds, seconds, work, message", [
-    ([-3], None, 2, "a seed must be from 0 to 9,223,372,036,854,775,807, not -3"),
-    ([0], float("nan"), None, "budget must be a finite number of seconds above 0"),
-    ([0], float("inf"), None, "budget must be a finite number of seconds above 0"),
-    ([0], 0.0, None, "budget must be a finite number of seconds above 0"),
-    ([0], None, 0, "the work budget must be from 1 to 9,007,199,254,740,992, not 0"),
-])
-def test_a_sweep_it_cannot_run_is_refused(tmp_path: Path, capsys, seeds, seconds, work,
-                                          message: str) -> None:
+@pytest.mark.parametrize(
+    "seeds, seconds, work, message",
+    [
+        ([-3], None, 2, "a seed must be from 0 to 9,223,372,036,854,775,807, not -3"),
+        ([0], float("nan"), None, "budget must be a finite number of seconds above 0"),
+        ([0], float("inf"), None, "budget must be a finite number of seconds above 0"),
+        ([0], 0.0, None, "budget must be a finite number of seconds above 0"),
+        ([0], None, 0, "the work budget must be from 1 to 9,007,199,254,740,992, not 0"),
+    ],
+)
+def test_a_sweep_it_cannot_run_is_refused(
+    tmp_path: Path, capsys, seeds, seconds, work, message: str
+) -> None:
     from mallocgame.bench.inputs import StudyInputError
     from mallocgame.bench.sweep import sweep_jobs
 
     with pytest.raises(StudyInputError, match=message):
         sweep_jobs(PROGRAMS, ["random"], seeds, seconds=seconds, work=work)
     budget = ["--budget", str(seconds)] if seconds is not None else ["--work", str(work)]
-    argv = ["bench", "speedups", "--programs", PROGRAMS[0], "--solvers", "random",
-            "--seeds", *map(str, seeds), *budget, "--out", str(tmp_path / "out")]
+    argv = [
+        "bench",
+        "speedups",
+        "--programs",
+        PROGRAMS[0],
+        "--solvers",
+        "random",
+        "--seeds",
+        *map(str, seeds),
+        *budget,
+        "--out",
+        str(tmp_path / "out"),
+    ]
     assert main(argv) == 2
     err = capsys.readouterr().err  # the command line's own check or the library's: one line
     assert len(err.strip().splitlines()) == 1
@@ -85,18 +113,62 @@ def test_a_sweep_it_cannot_run_is_refused(tmp_path: Path, capsys, seeds, seconds
 
 def test_speedup_table_arithmetic() -> None:
     records = [
-        {"program": "a", "solver": "base", "seed": 0, "valid": True, "latency_s": 2.0,
-         "normalized_reward": 0.1, "reward_s": 1.0, "upper_bound_s": 4.0},
-        {"program": "b", "solver": "base", "seed": 0, "valid": True, "latency_s": 1.0,
-         "normalized_reward": 0.1, "reward_s": 1.0},
-        {"program": "a", "solver": "x", "seed": 0, "valid": True, "latency_s": 1.0,
-         "normalized_reward": 0.5, "reward_s": 1.0, "bound_s": 2.0},
-        {"program": "a", "solver": "x", "seed": 1, "valid": True, "latency_s": 1.0,
-         "normalized_reward": 0.5, "reward_s": 1.0},
-        {"program": "b", "solver": "x", "seed": 0, "valid": True, "latency_s": 2.0,
-         "normalized_reward": 0.3, "reward_s": 1.0},
-        {"program": "b", "solver": "x", "seed": 1, "valid": False, "latency_s": None,
-         "normalized_reward": 0.9, "reward_s": 1.0},
+        {
+            "program": "a",
+            "solver": "base",
+            "seed": 0,
+            "valid": True,
+            "latency_s": 2.0,
+            "normalized_reward": 0.1,
+            "reward_s": 1.0,
+            "upper_bound_s": 4.0,
+        },
+        {
+            "program": "b",
+            "solver": "base",
+            "seed": 0,
+            "valid": True,
+            "latency_s": 1.0,
+            "normalized_reward": 0.1,
+            "reward_s": 1.0,
+        },
+        {
+            "program": "a",
+            "solver": "x",
+            "seed": 0,
+            "valid": True,
+            "latency_s": 1.0,
+            "normalized_reward": 0.5,
+            "reward_s": 1.0,
+            "bound_s": 2.0,
+        },
+        {
+            "program": "a",
+            "solver": "x",
+            "seed": 1,
+            "valid": True,
+            "latency_s": 1.0,
+            "normalized_reward": 0.5,
+            "reward_s": 1.0,
+        },
+        {
+            "program": "b",
+            "solver": "x",
+            "seed": 0,
+            "valid": True,
+            "latency_s": 2.0,
+            "normalized_reward": 0.3,
+            "reward_s": 1.0,
+        },
+        {
+            "program": "b",
+            "solver": "x",
+            "seed": 1,
+            "valid": False,
+            "latency_s": None,
+            "normalized_reward": 0.9,
+            "reward_s": 1.0,
+        },
     ]
     rows = {r.solver: r for r in speedup_table(records, baseline="base")}
     x = rows["x"]
@@ -105,40 +177,92 @@ def test_speedup_table_arithmetic() -> None:
     # program a's tightest bound (2.0, from x's record) applies to all its records;
     # program b has none
     assert x.bound_gap == pytest.approx(0.5) and rows["base"].bound_gap == pytest.approx(0.5)
-    assert rows["base"].mean == 1.0 and "| x | 2 | 1.2500" in format_table(list(rows.values()), "base")
+    assert rows["base"].mean == 1.0 and "| x | 2 | 1.2500" in format_table(
+        list(rows.values()), "base"
+    )
 
 
 def test_cli_bench_speedups(tmp_path: Path, capsys) -> None:
-    argv = ["bench", "speedups", "--programs", PROGRAMS[0], "--baseline", "drop", "--solvers", "random",
-            "--work", "2", "--out", str(tmp_path), "--workers", "1"]
+    argv = [
+        "bench",
+        "speedups",
+        "--programs",
+        PROGRAMS[0],
+        "--baseline",
+        "drop",
+        "--solvers",
+        "random",
+        "--work",
+        "2",
+        "--out",
+        str(tmp_path),
+        "--workers",
+        "1",
+    ]
     assert main(argv) == 0
     assert "| random | 1 |" in capsys.readouterr().out
     assert main([*argv[:-6], "--solvers", "nope", "--out", str(tmp_path)]) == 2
 
 
 def test_existing_tabulates_the_complete_programs_and_runs_nothing(tmp_path: Path, capsys) -> None:
-    done = [Job(PROGRAMS[0], "drop", 0, None, 2), Job(PROGRAMS[0], "random", 0, None, 2),
-            Job(PROGRAMS[1], "drop", 0, None, 2)]  # the second program's random job not yet run
+    done = [
+        Job(PROGRAMS[0], "drop", 0, None, 2),
+        Job(PROGRAMS[0], "random", 0, None, 2),
+        Job(PROGRAMS[1], "drop", 0, None, 2),
+    ]  # the second program's random job not yet run
     run_sweep(done, tmp_path, workers=1)
-    argv = ["bench", "speedups", "--programs", *PROGRAMS, "--baseline", "drop", "--solvers", "random",
-            "--work", "2", "--out", str(tmp_path), "--existing", "--csv", str(tmp_path / "t.csv")]
+    argv = [
+        "bench",
+        "speedups",
+        "--programs",
+        *PROGRAMS,
+        "--baseline",
+        "drop",
+        "--solvers",
+        "random",
+        "--work",
+        "2",
+        "--out",
+        str(tmp_path),
+        "--existing",
+        "--csv",
+        str(tmp_path / "t.csv"),
+    ]
     assert main(argv) == 0
     captured = capsys.readouterr()
     assert "1 of 2 programs have a record of every solver" in captured.err
-    assert "| random | 1 |" in captured.out and "| drop | 1 |" in captured.out  # only the complete program
+    assert (
+        "| random | 1 |" in captured.out and "| drop | 1 |" in captured.out
+    )  # only the complete program
     assert not job_path(tmp_path, Job(PROGRAMS[1], "random", 0, None, 2)).exists()  # nothing ran
     lines = (tmp_path / "t.csv").read_text().splitlines()
-    assert lines[0] == "program,buffers,solver,seeds,normalized_reward,latency_s,speedup_over_drop,chosen,games,wall_s"
+    assert (
+        lines[0]
+        == "program,buffers,solver,seeds,normalized_reward,latency_s,speedup_over_drop,chosen,games,wall_s"
+    )
     assert [line.split(",")[2] for line in lines[1:]] == ["drop", "random"]
-    latency = {r["solver"]: r["latency_s"] for r in load_records(tmp_path) if r["program"] == PROGRAMS[0]}
+    latency = {
+        r["solver"]: r["latency_s"] for r in load_records(tmp_path) if r["program"] == PROGRAMS[0]
+    }
     random_row = lines[2].split(",")
     assert float(random_row[6]) == pytest.approx(latency["drop"] / latency["random"], abs=1e-6)
     assert random_row[8] == "2"  # random's games
 
 
 def test_existing_refuses_what_it_cannot_tabulate(tmp_path: Path, capsys) -> None:
-    argv = ["bench", "speedups", "--programs", PROGRAMS[0], "--baseline", "drop", "--solvers", "random",
-            "--work", "2", "--existing"]
+    argv = [
+        "bench",
+        "speedups",
+        "--programs",
+        PROGRAMS[0],
+        "--baseline",
+        "drop",
+        "--solvers",
+        "random",
+        "--work",
+        "2",
+        "--existing",
+    ]
     assert main([*argv, "--out", str(tmp_path / "nothing")]) == 2  # no records directory
     assert "no records directory" in capsys.readouterr().err
     run_sweep([Job(PROGRAMS[0], "drop", 0, None, 2)], tmp_path, workers=1)
@@ -152,10 +276,24 @@ def test_existing_refuses_what_it_cannot_tabulate(tmp_path: Path, capsys) -> Non
 def test_complete_programs_need_every_solver_at_every_seed() -> None:
     from mallocgame.bench.speedups import complete_programs
 
-    jobs = [Job(program, solver, seed, None, 2) for program in "pq" for solver in ("a", "b") for seed in (0, 1)]
-    records = [{"program": program, "solver": solver, "seed": seed}
-               for program, solver, seed in [("p", "a", 0), ("p", "b", 0), ("p", "a", 1), ("p", "b", 1),
-                                             ("q", "a", 0), ("q", "b", 0), ("q", "a", 1)]]  # q's b at seed 1 missing
+    jobs = [
+        Job(program, solver, seed, None, 2)
+        for program in "pq"
+        for solver in ("a", "b")
+        for seed in (0, 1)
+    ]
+    records = [
+        {"program": program, "solver": solver, "seed": seed}
+        for program, solver, seed in [
+            ("p", "a", 0),
+            ("p", "b", 0),
+            ("p", "a", 1),
+            ("p", "b", 1),
+            ("q", "a", 0),
+            ("q", "b", 0),
+            ("q", "a", 1),
+        ]
+    ]  # q's b at seed 1 missing
     assert {r["program"] for r in complete_programs(records, jobs)} == {"p"}
     assert len(complete_programs(records, jobs)) == 4
 
@@ -163,37 +301,102 @@ def test_complete_programs_need_every_solver_at_every_seed() -> None:
 def test_program_results_per_program_and_solver(tmp_path: Path) -> None:
     from mallocgame.bench.speedups import candidate_records, program_results, write_program_csv
 
-    candidates = {"heuristic": {"valid": True, "latency_s": 2.0, "reward_s": 1.0, "normalized_reward": 0.1},
-                  "muzero": {"valid": True, "latency_s": 1.0, "reward_s": 1.5, "normalized_reward": 0.2}}
+    candidates = {
+        "heuristic": {"valid": True, "latency_s": 2.0, "reward_s": 1.0, "normalized_reward": 0.1},
+        "muzero": {"valid": True, "latency_s": 1.0, "reward_s": 1.5, "normalized_reward": 0.2},
+    }
     records = [
-        {"program": "p", "solver": "heuristic", "seed": 0, "valid": True, "latency_s": 2.0, "normalized_reward": 0.1,
-         "buffers": 30, "wall_s": 1.0},
-        *[{"program": "p", "solver": "muzero-prod", "seed": seed, "valid": True, "latency_s": latency,
-           "normalized_reward": 0.2, "buffers": 30, "wall_s": 60.0, "work": {"games": games},
-           "solution": {"info": {"chosen": chosen, "candidates": candidates}}}
-          for seed, latency, games, chosen in ((1, 2.0, 10, "heuristic"), (0, 1.0, 20, "muzero"))],
-        {"program": "q", "solver": "muzero-prod", "seed": 0, "valid": False, "latency_s": None, "buffers": 5},
+        {
+            "program": "p",
+            "solver": "heuristic",
+            "seed": 0,
+            "valid": True,
+            "latency_s": 2.0,
+            "normalized_reward": 0.1,
+            "buffers": 30,
+            "wall_s": 1.0,
+        },
+        *[
+            {
+                "program": "p",
+                "solver": "muzero-prod",
+                "seed": seed,
+                "valid": True,
+                "latency_s": latency,
+                "normalized_reward": 0.2,
+                "buffers": 30,
+                "wall_s": 60.0,
+                "work": {"games": games},
+                "solution": {"info": {"chosen": chosen, "candidates": candidates}},
+            }
+            for seed, latency, games, chosen in ((1, 2.0, 10, "heuristic"), (0, 1.0, 20, "muzero"))
+        ],
+        {
+            "program": "q",
+            "solver": "muzero-prod",
+            "seed": 0,
+            "valid": False,
+            "latency_s": None,
+            "buffers": 5,
+        },
     ]
     rows = {r.solver: r for r in program_results(records + candidate_records(records))}
-    assert set(rows) == {"heuristic", "muzero-prod", "muzero-prod:heuristic", "muzero-prod:muzero"}  # q: invalid
+    assert set(rows) == {
+        "heuristic",
+        "muzero-prod",
+        "muzero-prod:heuristic",
+        "muzero-prod:muzero",
+    }  # q: invalid
     prod = rows["muzero-prod"]
-    assert (prod.seeds, prod.latency_s, prod.speedup, prod.games, prod.chosen) == (2, 1.5, 2.0 / 1.5, 15, "muzero;heuristic")
+    assert (prod.seeds, prod.latency_s, prod.speedup, prod.games, prod.chosen) == (
+        2,
+        1.5,
+        2.0 / 1.5,
+        15,
+        "muzero;heuristic",
+    )
     assert rows["muzero-prod:muzero"].speedup == 2.0 and rows["muzero-prod:muzero"].games is None
     assert rows["heuristic"].chosen == "" and rows["heuristic"].speedup == 1.0
     write_program_csv(tmp_path / "p.csv", list(rows.values()))
-    assert "p,30,muzero-prod,2,0.200000,1.5,1.333333,muzero;heuristic,15,60.0" in (tmp_path / "p.csv").read_text()
+    assert (
+        "p,30,muzero-prod,2,0.200000,1.5,1.333333,muzero;heuristic,15,60.0"
+        in (tmp_path / "p.csv").read_text()
+    )
 
 
 def test_program_table_rewards_and_bound() -> None:
     from mallocgame.bench.speedups import format_program_table
 
     records = [
-        {"program": "p", "solver": "a", "seed": 0, "valid": True, "normalized_reward": 0.5, "reward_s": 2.0,
-         "upper_bound_s": 3.0, "buffers": 1200},
-        {"program": "p", "solver": "b", "seed": 0, "valid": True, "normalized_reward": 0.25, "reward_s": 1.0,
-         "bound_s": 2.4, "buffers": 1200},
-        {"program": "q", "solver": "a", "seed": 0, "valid": False, "normalized_reward": 0.9, "reward_s": 1.0,
-         "buffers": 7},
+        {
+            "program": "p",
+            "solver": "a",
+            "seed": 0,
+            "valid": True,
+            "normalized_reward": 0.5,
+            "reward_s": 2.0,
+            "upper_bound_s": 3.0,
+            "buffers": 1200,
+        },
+        {
+            "program": "p",
+            "solver": "b",
+            "seed": 0,
+            "valid": True,
+            "normalized_reward": 0.25,
+            "reward_s": 1.0,
+            "bound_s": 2.4,
+            "buffers": 1200,
+        },
+        {
+            "program": "q",
+            "solver": "a",
+            "seed": 0,
+            "valid": False,
+            "normalized_reward": 0.9,
+            "reward_s": 1.0,
+            "buffers": 7,
+        },
     ]
     table = format_program_table(records, ["a", "b"]).splitlines()
     assert table[0] == "| program | buffers | a | b | bound / R |"
@@ -201,27 +404,63 @@ def test_program_table_rewards_and_bound() -> None:
     assert table[3] == "| p | 1,200 | 0.5000 | 0.2500 | 0.6000 |"  # R = 4 s, tightest bound 2.4 s
 
 
-
 def test_a_hybrids_candidates_become_records_of_their_own() -> None:
     from mallocgame.bench.speedups import candidate_records, format_extremes, program_speedups
 
     def prod(program: str, agent_latency: float) -> dict:
-        candidates = {"heuristic": {"valid": True, "latency_s": 2.0, "reward_s": 1.0, "normalized_reward": 0.1},
-                      "muzero": {"valid": True, "latency_s": agent_latency, "reward_s": 1.5, "normalized_reward": 0.2}}
-        return {"program": program, "solver": "muzero-prod", "seed": 0, "valid": True, "buffers": 9,
-                "latency_s": min(2.0, agent_latency), "upper_bound_s": 5.0,
-                "solution": {"info": {"chosen": "muzero" if agent_latency < 2.0 else "heuristic",
-                                      "candidates": candidates}}}
+        candidates = {
+            "heuristic": {
+                "valid": True,
+                "latency_s": 2.0,
+                "reward_s": 1.0,
+                "normalized_reward": 0.1,
+            },
+            "muzero": {
+                "valid": True,
+                "latency_s": agent_latency,
+                "reward_s": 1.5,
+                "normalized_reward": 0.2,
+            },
+        }
+        return {
+            "program": program,
+            "solver": "muzero-prod",
+            "seed": 0,
+            "valid": True,
+            "buffers": 9,
+            "latency_s": min(2.0, agent_latency),
+            "upper_bound_s": 5.0,
+            "solution": {
+                "info": {
+                    "chosen": "muzero" if agent_latency < 2.0 else "heuristic",
+                    "candidates": candidates,
+                }
+            },
+        }
 
     records = [prod(p, latency) for p, latency in (("p", 1.0), ("q", 4.0), ("r", 1.6))]
-    records += [{"program": p, "solver": "heuristic", "seed": 0, "valid": True, "latency_s": 2.0} for p in "pqr"]
+    records += [
+        {"program": p, "solver": "heuristic", "seed": 0, "valid": True, "latency_s": 2.0}
+        for p in "pqr"
+    ]
     derived = candidate_records(records)
     assert {d["solver"] for d in derived} == {"muzero-prod:heuristic", "muzero-prod:muzero"}
     agent = [d for d in derived if d["solver"] == "muzero-prod:muzero"]
     assert [(d["program"], d["latency_s"], d["upper_bound_s"]) for d in agent] == [
-        ("p", 1.0, 5.0), ("q", 4.0, 5.0), ("r", 1.6, 5.0)]
-    assert program_speedups(records + derived, "muzero-prod:muzero") == [("p", 2.0), ("r", 1.25), ("q", 0.5)]
-    assert program_speedups(records, "muzero-prod") == [("p", 2.0), ("r", 1.25), ("q", 1.0)]  # never below 1
+        ("p", 1.0, 5.0),
+        ("q", 4.0, 5.0),
+        ("r", 1.6, 5.0),
+    ]
+    assert program_speedups(records + derived, "muzero-prod:muzero") == [
+        ("p", 2.0),
+        ("r", 1.25),
+        ("q", 0.5),
+    ]
+    assert program_speedups(records, "muzero-prod") == [
+        ("p", 2.0),
+        ("r", 1.25),
+        ("q", 1.0),
+    ]  # never below 1
     table = format_extremes(records + derived, "muzero-prod:muzero", n=2).splitlines()
     assert table[2] == "| p | 2.0000 | q | 0.5000 |" and table[3] == "| r | 1.2500 | r | 1.2500 |"
 
@@ -241,8 +480,22 @@ def test_solver_options_reach_the_solver_and_get_their_own_files(tmp_path: Path,
     assert job_path(tmp_path, small).name.startswith("xla-v1-lstm_infer.es.s0.w1.o")
     other = Job(PROGRAMS[0], "es", 0, None, 1, (("population", 6),))
     assert job_path(tmp_path, small) != job_path(tmp_path, other)
-    argv = ["bench", "speedups", "--programs", PROGRAMS[0], "--baseline", "drop", "--solvers", "es",
-            "--work", "1", "--out", str(tmp_path), "--workers", "1"]
+    argv = [
+        "bench",
+        "speedups",
+        "--programs",
+        PROGRAMS[0],
+        "--baseline",
+        "drop",
+        "--solvers",
+        "es",
+        "--work",
+        "1",
+        "--out",
+        str(tmp_path),
+        "--workers",
+        "1",
+    ]
     assert main([*argv, "--option", "es:population=4"]) == 0
     record = json.loads(job_path(tmp_path, small).read_text())
     assert record["options"] == {"population": 4} and record["work"]["games"] < 16
@@ -260,12 +513,17 @@ def test_run_sweep_checks_every_job_before_running_one(tmp_path: Path) -> None:
     from mallocgame.bench.sweep import check_jobs
     from mallocgame.errors import SolverError
 
-    good = [Job(PROGRAMS[0], "drop", 0, None, 1), Job(PROGRAMS[0], "es", 0, None, 1, (("population", 4),))]
+    good = [
+        Job(PROGRAMS[0], "drop", 0, None, 1),
+        Job(PROGRAMS[0], "es", 0, None, 1, (("population", 4),)),
+    ]
     check_jobs(good)
     out = tmp_path / "out"
-    for bad, needle in [(Job(PROGRAMS[0], "random", 0, None, 1, (("foo", 1),)), "random: unknown option 'foo'"),
-                        (Job(PROGRAMS[0], "exact", 0, None, 1, (("worker", 2),)), "exact: unknown option 'worker'"),
-                        (Job(PROGRAMS[0], "nope", 0, None, 1), "unknown solver")]:
+    for bad, needle in [
+        (Job(PROGRAMS[0], "random", 0, None, 1, (("foo", 1),)), "random: unknown option 'foo'"),
+        (Job(PROGRAMS[0], "exact", 0, None, 1, (("worker", 2),)), "exact: unknown option 'worker'"),
+        (Job(PROGRAMS[0], "nope", 0, None, 1), "unknown solver"),
+    ]:
         with pytest.raises(SolverError, match=needle):
             run_sweep([*good, bad], out, workers=1)
         assert not out.exists()  # the good jobs did not run either
@@ -273,12 +531,22 @@ def test_run_sweep_checks_every_job_before_running_one(tmp_path: Path) -> None:
 
 def test_settings_a_record_lacks_are_filled_from_the_defaults_nested_ones_too() -> None:
     defaults = {"a": 1, "b": 2, "observation": {"x": 3, "y": 4}}
-    assert _with_defaults({"b": 5, "observation": {"y": 6}}, defaults) == {"a": 1, "b": 5,
-                                                                          "observation": {"x": 3, "y": 6}}
-    assert _with_defaults({"c": 7}, defaults) == {"a": 1, "b": 2, "observation": {"x": 3, "y": 4}, "c": 7}
+    assert _with_defaults({"b": 5, "observation": {"y": 6}}, defaults) == {
+        "a": 1,
+        "b": 5,
+        "observation": {"x": 3, "y": 6},
+    }
+    assert _with_defaults({"c": 7}, defaults) == {
+        "a": 1,
+        "b": 2,
+        "observation": {"x": 3, "y": 4},
+        "c": 7,
+    }
 
 
-def test_a_record_keeps_the_full_settings_and_a_stale_one_stops_the_sweep(tmp_path: Path, capsys) -> None:
+def test_a_record_keeps_the_full_settings_and_a_stale_one_stops_the_sweep(
+    tmp_path: Path, capsys
+) -> None:
     from mallocgame.errors import StaleRecordError
 
     job = Job(PROGRAMS[0], "es", 0, None, 1, (("population", 4),))
@@ -286,7 +554,9 @@ def test_a_record_keeps_the_full_settings_and_a_stale_one_stops_the_sweep(tmp_pa
     assert run_sweep([job], tmp_path, workers=1) == (1, 0)
     path = job_path(tmp_path, job)
     record = json.loads(path.read_text())
-    assert record["settings"]["population"] == 4 and record["settings"]["sigma"] == 0.1  # defaults filled in
+    assert (
+        record["settings"]["population"] == 4 and record["settings"]["sigma"] == 0.1
+    )  # defaults filled in
     assert run_sweep([job], tmp_path, workers=1) == (0, 1)  # the same settings: done
     # the record was written when a default differed: it is not this job's
     record["settings"]["sigma"] = 0.2
@@ -294,8 +564,24 @@ def test_a_record_keeps_the_full_settings_and_a_stale_one_stops_the_sweep(tmp_pa
     with pytest.raises(StaleRecordError, match=r"sigma: 0\.2 -> 0\.1"):
         run_sweep([other, job], tmp_path, workers=1)
     assert not job_path(tmp_path, other).exists()  # nothing ran
-    argv = ["bench", "speedups", "--programs", PROGRAMS[0], "--baseline", "drop", "--solvers", "es",
-            "--work", "1", "--out", str(tmp_path), "--workers", "1", "--option", "es:population=4"]
+    argv = [
+        "bench",
+        "speedups",
+        "--programs",
+        PROGRAMS[0],
+        "--baseline",
+        "drop",
+        "--solvers",
+        "es",
+        "--work",
+        "1",
+        "--out",
+        str(tmp_path),
+        "--workers",
+        "1",
+        "--option",
+        "es:population=4",
+    ]
     assert main(argv) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "other es settings" in err[0]
@@ -320,11 +606,28 @@ def test_a_table_reads_each_records_solution_not_its_numbers(tmp_path: Path, cap
     honest = {r["solver"]: r for r in load_records(tmp_path)}
     speedup = honest["drop"]["latency_s"] / honest["random"]["latency_s"]
     path = job_path(tmp_path, jobs[1])
-    edited = {**honest["random"], "latency_s": 1e-9, "normalized_reward": 0.99,
-              "reward_s": 1e3}  # by hand
+    edited = {
+        **honest["random"],
+        "latency_s": 1e-9,
+        "normalized_reward": 0.99,
+        "reward_s": 1e3,
+    }  # by hand
     path.write_text(json.dumps(edited))
-    argv = ["bench", "speedups", "--programs", PROGRAMS[0], "--baseline", "drop",
-            "--solvers", "random", "--work", "2", "--out", str(tmp_path), "--per-program"]
+    argv = [
+        "bench",
+        "speedups",
+        "--programs",
+        PROGRAMS[0],
+        "--baseline",
+        "drop",
+        "--solvers",
+        "random",
+        "--work",
+        "2",
+        "--out",
+        str(tmp_path),
+        "--per-program",
+    ]
     # a sweep under way, and one run (with nothing left to run)
     for extra in (["--existing"], ["--workers", "1"]):
         assert main([*argv, *extra]) == 0
@@ -339,8 +642,10 @@ def test_a_table_reads_each_records_solution_not_its_numbers(tmp_path: Path, cap
         assert main([*argv, *extra]) == 1
         captured = capsys.readouterr()
         [line] = [x for x in captured.err.splitlines() if x.startswith("INVALID")]
-        assert line.startswith(f"INVALID: {PROGRAMS[0]} random s0: {path}: its solution fails "
-                               "check: reward_mismatch: normalized_reward 7.5")
+        assert line.startswith(
+            f"INVALID: {PROGRAMS[0]} random s0: {path}: its solution fails "
+            "check: reward_mismatch: normalized_reward 7.5"
+        )
         assert "| random | 1 |" not in captured.out and "| drop | 1 | 1.0000 |" in captured.out
         # and R (bound / R) is not taken from it
         assert f"| {PROGRAMS[0]} | 106 | 0.0000 | invalid | — |" in captured.out

@@ -8,21 +8,33 @@ import pytest
 
 from mallocgame.bench.inputs import StudyInputError
 from mallocgame.bench.tasks import (
-    REFERENCES, TaskLatency, fit_counts, max_tasks, latency_table,
-    limit_table, plot_tasks, read_csv, run_tasks_study,
-    tasks_under_limit, write_csv,
+    REFERENCES,
+    TaskLatency,
+    fit_counts,
+    latency_table,
+    limit_table,
+    max_tasks,
+    plot_tasks,
+    read_csv,
+    run_tasks_study,
+    tasks_under_limit,
+    write_csv,
 )
 from mallocgame.costmodel import derive_instance
 from mallocgame.errors import FormatError, InputFileError, SolverError, StaleRecordError
+from mallocgame.program import save_program
 from mallocgame.sharing import MARL_SOCKET, dram_only_latency, task_preset
 from mallocgame.simulate import baseline_latency, simulate
-from mallocgame.program import save_program
 from mallocgame.solution import load_solution
 from tests.builders import tiny_program
 
 
-def _study(out: Path, placements=(*REFERENCES, "first-touch", "agnostic"), seeds=(0, 1)) -> list[TaskLatency]:
-    return run_tasks_study(tiny_program(), MARL_SOCKET, [1, 4], list(placements), list(seeds), 5.0, out)
+def _study(
+    out: Path, placements=(*REFERENCES, "first-touch", "agnostic"), seeds=(0, 1)
+) -> list[TaskLatency]:
+    return run_tasks_study(
+        tiny_program(), MARL_SOCKET, [1, 4], list(placements), list(seeds), 5.0, out
+    )
 
 
 def test_every_cell_once_references_at_one_seed(tmp_path: Path) -> None:
@@ -96,20 +108,24 @@ def test_a_file_that_is_not_a_study_csv(tmp_path: Path) -> None:
         read_csv(tmp_path / "missing.csv")
 
 
-@pytest.mark.parametrize("column, value, message", [
-    (5, "nan", "latency_s nan is not a finite number above 0"),
-    (5, "inf", "latency_s inf is not a finite number above 0"),
-    (5, "-0.5", "latency_s -0.5 is not a finite number above 0"),
-    (5, "0", "latency_s 0.0 is not a finite number above 0"),
-    (6, "7.5", "normalized_reward 7.5 is not a finite number from"),
-    (6, "nan", "normalized_reward nan"),
-    (4, "inf", "budget_s must be a finite number of seconds"),
-    (1, "0", "tasks must be at least 1"),
-    (3, "-1", "seed must be from 0 to 9,223,372,036,854,775,807, not -1"),
-    (7, "-2", "wall_s -2.0 is not a finite number at least 0"),
-])
-def test_a_resumed_row_no_study_writes_is_refused(tmp_path: Path, capsys, column: int, value: str,
-                                                   message: str) -> None:
+@pytest.mark.parametrize(
+    "column, value, message",
+    [
+        (5, "nan", "latency_s nan is not a finite number above 0"),
+        (5, "inf", "latency_s inf is not a finite number above 0"),
+        (5, "-0.5", "latency_s -0.5 is not a finite number above 0"),
+        (5, "0", "latency_s 0.0 is not a finite number above 0"),
+        (6, "7.5", "normalized_reward 7.5 is not a finite number from"),
+        (6, "nan", "normalized_reward nan"),
+        (4, "inf", "budget_s must be a finite number of seconds"),
+        (1, "0", "tasks must be at least 1"),
+        (3, "-1", "seed must be from 0 to 9,223,372,036,854,775,807, not -1"),
+        (7, "-2", "wall_s -2.0 is not a finite number at least 0"),
+    ],
+)
+def test_a_resumed_row_no_study_writes_is_refused(
+    tmp_path: Path, capsys, column: int, value: str, message: str
+) -> None:
     from mallocgame.cli import main
 
     _study(tmp_path / "t", placements=["all-slow", "first-touch"], seeds=[0])
@@ -125,30 +141,58 @@ def test_a_resumed_row_no_study_writes_is_refused(tmp_path: Path, capsys, column
         _study(tmp_path / "t", placements=["all-slow", "first-touch"], seeds=[0])
     program = tmp_path / "tiny.program.json"
     save_program(tiny_program(), program)
-    assert main(["bench", "tasks", "--program", str(program), "--tasks", "1", "4",
-                 "--placements", "all-slow", "first-touch", "--budget", "5",
-                 "--out", str(tmp_path / "t")]) == 2
+    assert (
+        main(
+            [
+                "bench",
+                "tasks",
+                "--program",
+                str(program),
+                "--tasks",
+                "1",
+                "4",
+                "--placements",
+                "all-slow",
+                "first-touch",
+                "--budget",
+                "5",
+                "--out",
+                str(tmp_path / "t"),
+            ]
+        )
+        == 2
+    )
     err = capsys.readouterr().err
     assert len(err.strip().splitlines()) == 1
     assert f"t.csv, line {row + 1}" in err and message.split()[0] in err
 
 
-@pytest.mark.parametrize("tasks, seeds, budget, message", [
-    ([99999999999999999999], [0], 5.0, "the count of tasks must be from 1 to 8,388,608, not 9999"),
-    ([0], [0], 5.0, "the count of tasks must be from 1"),
-    ([1.5], [0], 5.0, "the count of tasks must be a whole number"),
-    ([], [0], 5.0, "no count of tasks"),
-    ([1], [-3], 5.0, "a seed must be from 0 to 9,223,372,036,854,775,807, not -3"),
-    ([1], [], 5.0, "no seed"),
-    ([1], [0], 0.0, "budget must be a finite number of seconds above 0"),
-    ([1], [0], float("nan"), "budget must be a finite number of seconds above 0"),
-    ([1], [0], 1e9, "at most 604800"),
-])
-def test_a_study_it_cannot_run_is_refused_before_anything_is_written(tmp_path: Path, tasks, seeds,
-                                                                      budget, message) -> None:
+@pytest.mark.parametrize(
+    "tasks, seeds, budget, message",
+    [
+        (
+            [99999999999999999999],
+            [0],
+            5.0,
+            "the count of tasks must be from 1 to 8,388,608, not 9999",
+        ),
+        ([0], [0], 5.0, "the count of tasks must be from 1"),
+        ([1.5], [0], 5.0, "the count of tasks must be a whole number"),
+        ([], [0], 5.0, "no count of tasks"),
+        ([1], [-3], 5.0, "a seed must be from 0 to 9,223,372,036,854,775,807, not -3"),
+        ([1], [], 5.0, "no seed"),
+        ([1], [0], 0.0, "budget must be a finite number of seconds above 0"),
+        ([1], [0], float("nan"), "budget must be a finite number of seconds above 0"),
+        ([1], [0], 1e9, "at most 604800"),
+    ],
+)
+def test_a_study_it_cannot_run_is_refused_before_anything_is_written(
+    tmp_path: Path, tasks, seeds, budget, message
+) -> None:
     with pytest.raises(StudyInputError, match=message):
-        run_tasks_study(tiny_program(), MARL_SOCKET, tasks, ["all-slow"], seeds, budget,
-                        tmp_path / "t")
+        run_tasks_study(
+            tiny_program(), MARL_SOCKET, tasks, ["all-slow"], seeds, budget, tmp_path / "t"
+        )
     assert not any(tmp_path.iterdir())
 
 
@@ -157,15 +201,30 @@ def test_cli_blames_the_count_of_tasks(tmp_path: Path, capsys) -> None:
 
     program = tmp_path / "tiny.program.json"
     save_program(tiny_program(), program)
-    argv = ["bench", "tasks", "--program", str(program), "--tasks", "99999999999999999999",
-            "--out", str(tmp_path / "t")]
+    argv = [
+        "bench",
+        "tasks",
+        "--program",
+        str(program),
+        "--tasks",
+        "99999999999999999999",
+        "--out",
+        str(tmp_path / "t"),
+    ]
     assert main(argv) == 2
     err = capsys.readouterr().err
     assert "the count of tasks must be from 1 to 8,388,608" in err and "bandwidth" not in err
     hw = MARL_SOCKET.preset
     assert max_tasks(MARL_SOCKET) == hw.fast_memory_bytes // hw.alignment_bytes
-    run_tasks_study(tiny_program(), MARL_SOCKET, [max_tasks(MARL_SOCKET)], ["all-slow"], [0], 5.0,
-                    tmp_path / "most")  # the most tasks still make a machine
+    run_tasks_study(
+        tiny_program(),
+        MARL_SOCKET,
+        [max_tasks(MARL_SOCKET)],
+        ["all-slow"],
+        [0],
+        5.0,
+        tmp_path / "most",
+    )  # the most tasks still make a machine
 
 
 def _rows(latencies: dict[tuple[int, str], float]) -> list[TaskLatency]:
@@ -173,9 +232,20 @@ def _rows(latencies: dict[tuple[int, str], float]) -> list[TaskLatency]:
 
 
 def test_tables_and_the_tasks_under_a_limit() -> None:
-    rows = _rows({(1, "fast-only"): 10.0, (2, "fast-only"): 10.0, (4, "fast-only"): 12.0,
-                  (1, "heuristic"): 10.0, (2, "heuristic"): 13.0, (4, "heuristic"): 11.0})
-    assert tasks_under_limit(rows, 12.5) == {"fast-only": 4, "heuristic": 1}  # every smaller count under it too
+    rows = _rows(
+        {
+            (1, "fast-only"): 10.0,
+            (2, "fast-only"): 10.0,
+            (4, "fast-only"): 12.0,
+            (1, "heuristic"): 10.0,
+            (2, "heuristic"): 13.0,
+            (4, "heuristic"): 11.0,
+        }
+    )
+    assert tasks_under_limit(rows, 12.5) == {
+        "fast-only": 4,
+        "heuristic": 1,
+    }  # every smaller count under it too
     assert "| 2 | 10.00 (1.00×) | 13.00 (1.30×) |" in latency_table(rows)
     table = limit_table(rows, 12.5, {"fast-only": 3, "both": 80})
     assert "| fast-only | 3 | 3 |" in table and "| heuristic | 1 | 80 |" in table
@@ -187,7 +257,14 @@ def test_fit_counts_use_the_programs_peak() -> None:
 
 
 def test_the_figure_is_written(tmp_path: Path) -> None:
-    rows = _rows({(1, "fast-only"): 10.0, (2, "fast-only"): 11.0, (1, "all-slow"): 20.0, (2, "all-slow"): 30.0})
+    rows = _rows(
+        {
+            (1, "fast-only"): 10.0,
+            (2, "fast-only"): 11.0,
+            (1, "all-slow"): 20.0,
+            (2, "all-slow"): 30.0,
+        }
+    )
     plot_tasks(rows, tmp_path / "f.png", 12.0)
     assert (tmp_path / "f.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     write_csv(rows, tmp_path / "r.csv")

@@ -9,24 +9,50 @@ from pathlib import Path
 import pytest
 
 from mallocgame.bench.sweep import RECORD_FORMAT
-from mallocgame.bench.versus import Entry, VersusRow, format_versus, head_to_head, read_entries, summarize
+from mallocgame.bench.versus import (
+    Entry,
+    VersusRow,
+    format_versus,
+    head_to_head,
+    read_entries,
+    summarize,
+)
 from mallocgame.cli import main
 from mallocgame.errors import ComparisonError
 
 
-def record(program: str, solver: str, seed: int, reward: float, *, valid: bool = True,
-           buffers: int = 10, budget: float | None = 60.0, work: int | None = None,
-           options: dict | None = None, settings: dict | None = None) -> dict:
-    return {"format": RECORD_FORMAT, "program": program, "solver": solver, "seed": seed,
-            "valid": valid, "failures": "" if valid else "overlap", "normalized_reward": reward,
-            "buffers": buffers, "budget": {"seconds": budget, "work": work}, "options": options or {},
-            "settings": settings or {}}
+def record(
+    program: str,
+    solver: str,
+    seed: int,
+    reward: float,
+    *,
+    valid: bool = True,
+    buffers: int = 10,
+    budget: float | None = 60.0,
+    work: int | None = None,
+    options: dict | None = None,
+    settings: dict | None = None,
+) -> dict:
+    return {
+        "format": RECORD_FORMAT,
+        "program": program,
+        "solver": solver,
+        "seed": seed,
+        "valid": valid,
+        "failures": "" if valid else "overlap",
+        "normalized_reward": reward,
+        "buffers": buffers,
+        "budget": {"seconds": budget, "work": work},
+        "options": options or {},
+        "settings": settings or {},
+    }
 
 
 P, Q = "xla-v1/lstm_infer", "xla-v1/resnet_infer"  # 106 and 268 buffers
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _answer(program: str, solver: str) -> dict:
     """The solution document of ``solver`` on ``program`` (seed 0, work 2)."""
     from mallocgame.solvers import SolveRequest, get_solver
@@ -39,8 +65,9 @@ def reward(program: str, solver: str) -> float:
     return _answer(program, solver)["normalized_reward"]
 
 
-def kept(program: str, solver: str, seed: int, answer: str, *, broken: bool = False,
-         **kwargs) -> dict:
+def kept(
+    program: str, solver: str, seed: int, answer: str, *, broken: bool = False, **kwargs
+) -> dict:
     """A record of ``solver`` keeping the solution ``answer`` (a solver's name) gives
     ``program``, whose stored numbers claim more than it (0.99, 1 buffer): a table must
     read the solution. ``broken``: the solution's normalized reward edited to 7.5, so it
@@ -53,18 +80,33 @@ def kept(program: str, solver: str, seed: int, answer: str, *, broken: bool = Fa
 
 def entries(*records: dict) -> list[Entry]:
     """The records as :func:`read_entries` returns them."""
-    return [Entry(f"r{i}.json", r["program"], r["solver"], r["seed"],
-                  r["normalized_reward"] if r["valid"] else None, r["failures"] or "invalid",
-                  r.get("buffers"), r.get("settings")) for i, r in enumerate(records)]
+    return [
+        Entry(
+            f"r{i}.json",
+            r["program"],
+            r["solver"],
+            r["seed"],
+            r["normalized_reward"] if r["valid"] else None,
+            r["failures"] or "invalid",
+            r.get("buffers"),
+            r.get("settings"),
+        )
+        for i, r in enumerate(records)
+    ]
 
 
 def test_cells_verdicts_and_leads() -> None:
     records = entries(
-        record("big", "a", 0, 0.5, buffers=90), record("big", "b", 0, 0.4, buffers=90),
-        record("big", "a", 1, 0.3, buffers=90), record("big", "b", 1, 0.6, buffers=90),
-        record("small", "a", 0, 0.7), record("small", "b", 0, 0.7),
-        record("small", "a", 1, 0.8), record("small", "b", 1, 0.8 * (1 + 1e-12)),  # same game, rounding
-        record("mid", "a", 0, 0.9, buffers=50), record("mid", "b", 0, 0.6, buffers=50),
+        record("big", "a", 0, 0.5, buffers=90),
+        record("big", "b", 0, 0.4, buffers=90),
+        record("big", "a", 1, 0.3, buffers=90),
+        record("big", "b", 1, 0.6, buffers=90),
+        record("small", "a", 0, 0.7),
+        record("small", "b", 0, 0.7),
+        record("small", "a", 1, 0.8),
+        record("small", "b", 1, 0.8 * (1 + 1e-12)),  # same game, rounding
+        record("mid", "a", 0, 0.9, buffers=50),
+        record("mid", "b", 0, 0.6, buffers=50),
         record("mid", "a", 1, 0.9, buffers=50),  # b has no seed 1: not counted
         record("other", "c", 0, 1.0),  # neither solver
     )
@@ -84,14 +126,24 @@ def test_cells_verdicts_and_leads() -> None:
 
 
 def test_table_bolds_the_better_and_shows_digits_that_differ() -> None:
-    records = entries(record("p", "a", 0, 0.857176), record("p", "b", 0, 0.857178),
-                      record("p", "a", 1, 0.5), record("p", "b", 1, 0.25),
-                      record("p", "a", 2, 0.1, valid=False), record("p", "b", 2, 0.2),
-                      record("p", "a", 3, 0.9853875), record("p", "b", 3, 0.985387),
-                      record("p", "a", 4, 0.3), record("p", "b", 4, 0.3),
-                      record("q", "a", 0, 0.3, buffers=None), record("q", "b", 1, 0.2, buffers=None))
+    records = entries(
+        record("p", "a", 0, 0.857176),
+        record("p", "b", 0, 0.857178),
+        record("p", "a", 1, 0.5),
+        record("p", "b", 1, 0.25),
+        record("p", "a", 2, 0.1, valid=False),
+        record("p", "b", 2, 0.2),
+        record("p", "a", 3, 0.9853875),
+        record("p", "b", 3, 0.985387),
+        record("p", "a", 4, 0.3),
+        record("p", "b", 4, 0.3),
+        record("q", "a", 0, 0.3, buffers=None),
+        record("q", "b", 1, 0.2, buffers=None),
+    )
     table = format_versus(head_to_head(records, "a", "b"), "a", "b").splitlines()
-    assert table[0].startswith("| program | buffers | seed 0: a / b | seed 1: a / b | seed 2: a / b |")
+    assert table[0].startswith(
+        "| program | buffers | seed 0: a / b | seed 1: a / b | seed 2: a / b |"
+    )
     line = table[3]
     assert "0.857176 / **0.857178**" in line  # 4 digits would show a tie
     assert "**0.5000** / 0.2500" in line
@@ -115,13 +167,26 @@ def test_refuses_ambiguous_comparisons() -> None:
     with pytest.raises(ComparisonError, match="itself"):
         head_to_head([], "a", "a")
     # a default that changed between two sweeps
-    with pytest.raises(ComparisonError, match="a records disagree on imitation: 0.5 in r0.json, 0.9 in r1.json"):
-        head_to_head(entries(record("p", "a", 0, 0.5, settings={"imitation": 0.5}),
-                             record("p", "a", 1, 0.6, settings={"imitation": 0.9})), "a", "b")
+    with pytest.raises(
+        ComparisonError, match="a records disagree on imitation: 0.5 in r0.json, 0.9 in r1.json"
+    ):
+        head_to_head(
+            entries(
+                record("p", "a", 0, 0.5, settings={"imitation": 0.5}),
+                record("p", "a", 1, 0.6, settings={"imitation": 0.9}),
+            ),
+            "a",
+            "b",
+        )
     # a setting older records lack is not a disagreement
-    rows = head_to_head(entries(record("p", "a", 0, 0.5, settings={"imitation": 0.5}),
-                                record("p", "a", 1, 0.6, settings={"imitation": 0.5, "restart_fraction": 0.0})),
-                        "a", "b")
+    rows = head_to_head(
+        entries(
+            record("p", "a", 0, 0.5, settings={"imitation": 0.5}),
+            record("p", "a", 1, 0.6, settings={"imitation": 0.5, "restart_fraction": 0.0}),
+        ),
+        "a",
+        "b",
+    )
     assert rows[0].cells == {0: (0.5, None), 1: (0.6, None)}
 
 
@@ -132,9 +197,13 @@ def test_read_entries_checks_every_record(tmp_path: Path) -> None:
     [entry] = read_entries([tmp_path / "ok"] * 2, ("a", "b"), budget=budget, options={})
     # the solution's reward and the program's size, not the record's 0.99 and 1
     assert (entry.seed, entry.reward, entry.buffers) == (0, reward(P, "greedy"), 106)
-    for broken, message in [({"seed": "1"}, "seed '1' is not an integer"), ({"seed": True}, "is not an integer"),
-                            ({"program": None}, "no program name"), ({"valid": None}, "no 'valid' flag"),
-                            ({"normalized_reward": None}, "a valid record with normalized reward None")]:
+    for broken, message in [
+        ({"seed": "1"}, "seed '1' is not an integer"),
+        ({"seed": True}, "is not an integer"),
+        ({"program": None}, "no program name"),
+        ({"valid": None}, "no 'valid' flag"),
+        ({"normalized_reward": None}, "a valid record with normalized reward None"),
+    ]:
         folder = tmp_path / f"bad{len(message)}{broken!r:.4}"
         _write(folder, [{**good, **broken}])
         with pytest.raises(ComparisonError, match=message):
@@ -142,16 +211,22 @@ def test_read_entries_checks_every_record(tmp_path: Path) -> None:
     with pytest.raises(ComparisonError, match="no records folder"):
         read_entries([tmp_path / "none"], ("a", "b"), budget=budget, options={})
     # an invalid record needs no reward, and other solvers' records are not read at all
-    _write(tmp_path / "mixed", [{**good, "valid": False, "normalized_reward": None, "failures": "overlap"},
-                                {**good, "solver": "c", "seed": "x"}])
+    _write(
+        tmp_path / "mixed",
+        [
+            {**good, "valid": False, "normalized_reward": None, "failures": "overlap"},
+            {**good, "solver": "c", "seed": "x"},
+        ],
+    )
     [entry] = read_entries([tmp_path / "mixed"], ("a", "b"), budget=budget, options={})
     assert entry.reward == reward(P, "greedy")  # its solution passes the check: valid
     # a record that says it is valid but whose solution fails the check is no answer
     _write(tmp_path / "broken", [kept(P, "a", 0, "greedy", broken=True)])
     [entry] = read_entries([tmp_path / "broken"], ("a", "b"), budget=budget, options={})
     assert entry.reward is None and "\n" not in entry.failures
-    assert entry.failures.startswith(f"{tmp_path / 'broken' / 'r0.json'}: its solution fails "
-                                     "check: reward_mismatch")
+    assert entry.failures.startswith(
+        f"{tmp_path / 'broken' / 'r0.json'}: its solution fails check: reward_mismatch"
+    )
     # as is one that keeps no solution to re-check, or names no program there is
     _write(tmp_path / "bare", [record(P, "a", 0, 0.5), {**good, "seed": 1, "program": "no/such"}])
     bare = read_entries([tmp_path / "bare"], ("a", "b"), budget=budget, options={})
@@ -167,23 +242,43 @@ def _write(folder: Path, records: list[dict]) -> None:
 
 
 def test_cli_selects_budget_settings_programs_and_seeds(tmp_path: Path, capsys) -> None:
-    _write(tmp_path / "one", [
-        kept(P, "muzero", 0, "greedy"), kept(P, "es", 0, "random", options={"workers": 2}),
-        kept(P, "es", 0, "heuristic"),  # another setting of es: not this comparison
-        kept(P, "muzero", 1, "greedy", budget=120.0),  # another budget
-    ])
-    _write(tmp_path / "two", [kept(Q, "muzero", 0, "heuristic"),
-                              kept(Q, "es", 0, "greedy", options={"workers": 2})])
-    argv = ["bench", "versus", "muzero", "es", "--out", str(tmp_path / "one"), str(tmp_path / "two"),
-            "--budget", "60", "--option", "es:workers=2"]
+    _write(
+        tmp_path / "one",
+        [
+            kept(P, "muzero", 0, "greedy"),
+            kept(P, "es", 0, "random", options={"workers": 2}),
+            kept(P, "es", 0, "heuristic"),  # another setting of es: not this comparison
+            kept(P, "muzero", 1, "greedy", budget=120.0),  # another budget
+        ],
+    )
+    _write(
+        tmp_path / "two",
+        [kept(Q, "muzero", 0, "heuristic"), kept(Q, "es", 0, "greedy", options={"workers": 2})],
+    )
+    argv = [
+        "bench",
+        "versus",
+        "muzero",
+        "es",
+        "--out",
+        str(tmp_path / "one"),
+        str(tmp_path / "two"),
+        "--budget",
+        "60",
+        "--option",
+        "es:workers=2",
+    ]
     assert main(argv) == 0
     out = capsys.readouterr().out
     lead = reward(P, "greedy") / reward(P, "random") - 1
     # the solutions' rewards and the programs' sizes, not the records' 0.99 and 1
-    assert (f"| {P} | 106 | **{reward(P, 'greedy'):.4f}** / {reward(P, 'random'):.4f} | 1–0–0 | "
-            f"{lead:+.3%} |") in out
-    assert (f"| {Q} | 268 | {reward(Q, 'heuristic'):.4f} / **{reward(Q, 'greedy'):.4f}** | "
-            "0–0–1 |") in out
+    assert (
+        f"| {P} | 106 | **{reward(P, 'greedy'):.4f}** / {reward(P, 'random'):.4f} | 1–0–0 | "
+        f"{lead:+.3%} |"
+    ) in out
+    assert (
+        f"| {Q} | 268 | {reward(Q, 'heuristic'):.4f} / **{reward(Q, 'greedy'):.4f}** | 0–0–1 |"
+    ) in out
     assert "0.9900" not in out
     assert "programs: ahead on 1, level on 0, split on 0, behind on 1 of 2" in out
     assert main([*argv, "--programs", Q]) == 0
@@ -197,24 +292,62 @@ def test_cli_selects_budget_settings_programs_and_seeds(tmp_path: Path, capsys) 
 
 
 def test_cli_errors_and_invalid_answers(tmp_path: Path, capsys) -> None:
-    assert main(["bench", "versus", "a", "b", "--out", str(tmp_path / "none"), "--budget", "60"]) == 2
+    assert (
+        main(["bench", "versus", "a", "b", "--out", str(tmp_path / "none"), "--budget", "60"]) == 2
+    )
     assert "no records folder" in capsys.readouterr().err
     _write(tmp_path, [kept(P, "a", 0, "greedy"), kept(P, "a", 0, "random")])
     assert main(["bench", "versus", "a", "b", "--out", str(tmp_path), "--budget", "60"]) == 2
     assert f"two records for {P} a seed 0" in capsys.readouterr().err
     assert main(["bench", "versus", "a", "a", "--out", str(tmp_path), "--budget", "60"]) == 2
     assert "itself" in capsys.readouterr().err
-    assert main(["bench", "versus", "a", "b", "--out", str(tmp_path), "--budget", "60", "--option", "c:x=1"]) == 2
+    assert (
+        main(
+            [
+                "bench",
+                "versus",
+                "a",
+                "b",
+                "--out",
+                str(tmp_path),
+                "--budget",
+                "60",
+                "--option",
+                "c:x=1",
+            ]
+        )
+        == 2
+    )
     assert "solver 'c' is not one of a, b" in capsys.readouterr().err
     # a cell spread over two folders of the same setting
     _write(tmp_path / "x", [kept(P, "b", 0, "greedy")])
     _write(tmp_path / "y", [kept(P, "b", 0, "random")])
-    assert main(["bench", "versus", "a", "b", "--out", str(tmp_path / "x"), str(tmp_path / "y"), "--budget", "60"]) == 2
+    assert (
+        main(
+            [
+                "bench",
+                "versus",
+                "a",
+                "b",
+                "--out",
+                str(tmp_path / "x"),
+                str(tmp_path / "y"),
+                "--budget",
+                "60",
+            ]
+        )
+        == 2
+    )
     assert f"two records for {P} b seed 0" in capsys.readouterr().err
     # a work budget picks its own records
-    _write(tmp_path / "w", [kept(P, "a", 0, "heuristic", budget=None, work=20),
-                            kept(P, "b", 0, "greedy", budget=None, work=20),
-                            kept(P, "a", 1, "random")])
+    _write(
+        tmp_path / "w",
+        [
+            kept(P, "a", 0, "heuristic", budget=None, work=20),
+            kept(P, "b", 0, "greedy", budget=None, work=20),
+            kept(P, "a", 1, "random"),
+        ],
+    )
     assert main(["bench", "versus", "a", "b", "--out", str(tmp_path / "w"), "--work", "20"]) == 0
     out = capsys.readouterr().out
     assert "seed 1" not in out
@@ -224,10 +357,16 @@ def test_cli_errors_and_invalid_answers(tmp_path: Path, capsys) -> None:
     # a record whose solution fails the check, whatever it says: no answer, and one line
     # saying which record and why
     _write(tmp_path / "bad", [kept(P, "a", 0, "heuristic", broken=True), kept(P, "b", 0, "greedy")])
-    assert main(["bench", "versus", "a", "b", "--out", str(tmp_path / "bad"), "--budget", "60"]) == 1
+    assert (
+        main(["bench", "versus", "a", "b", "--out", str(tmp_path / "bad"), "--budget", "60"]) == 1
+    )
     captured = capsys.readouterr()
     [line] = captured.err.strip().splitlines()
-    assert line.startswith(f"INVALID: {P} a s0: {tmp_path / 'bad' / 'r0.json'}: its solution "
-                           "fails check: reward_mismatch: normalized_reward 7.5")
+    assert line.startswith(
+        f"INVALID: {P} a s0: {tmp_path / 'bad' / 'r0.json'}: its solution "
+        "fails check: reward_mismatch: normalized_reward 7.5"
+    )
     assert f"| — / {reward(P, 'greedy'):.4f} | 0–0–0 |" in captured.out
-    assert main(["bench", "versus", "a", "--out", str(tmp_path), "--budget", "60"]) == 2  # needs two solvers
+    assert (
+        main(["bench", "versus", "a", "--out", str(tmp_path), "--budget", "60"]) == 2
+    )  # needs two solvers

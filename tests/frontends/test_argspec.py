@@ -42,8 +42,10 @@ def test_bad_arg_spec(bad: str) -> None:
         ("s16[4503599627370497]", r"9007199254740994 bytes, more than 2\*\*53"),
         ("f32[2251799813685249]", r"9007199254740996 bytes, more than 2\*\*53"),
         ("f32[100000000,100000000]", r"40000000000000000 bytes, more than 2\*\*53"),
-        ("f32[0,100000000000000000000]",
-         r"dimension 1 \(100000000000000000000\) is more than 2\*\*53"),
+        (
+            "f32[0,100000000000000000000]",
+            r"dimension 1 \(100000000000000000000\) is more than 2\*\*53",
+        ),
         ("f32[[3]]", "expected DTYPE"),
     ],
 )
@@ -69,7 +71,11 @@ def test_jax_never_sees_a_refused_spec() -> None:
 
 def test_resolve_function() -> None:
     assert resolve_function("os.path:join")("a", "b").endswith("b")
-    for bad, needle in [("os.path", "expected module:function"), ("no_such_mod_x:f", "cannot import"),
-                        ("os.path:nope", "no attribute"), ("os:sep", "not callable")]:
+    for bad, needle in [
+        ("os.path", "expected module:function"),
+        ("no_such_mod_x:f", "cannot import"),
+        ("os.path:nope", "no attribute"),
+        ("os:sep", "not callable"),
+    ]:
         with pytest.raises(ArgSpecError, match=needle):
             resolve_function(bad)

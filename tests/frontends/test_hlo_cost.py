@@ -39,10 +39,14 @@ NOT_WHOLE = "in its backend_config is not a whole number"
         ('{"known_trip_count":{"n":"-3"}}', f"known_trip_count '-3' {NOT_WHOLE}"),
         ('{"known_trip_count":{"n":-3}}', f"known_trip_count '-3' {NOT_WHOLE}"),
         ('{"known_trip_count":{"n":"2.5"}}', f"known_trip_count '2.5' {NOT_WHOLE}"),
-        ('{"known_trip_count":5}',
-         r"""known_trip_count '5' in its backend_config is not \{"n":COUNT\}"""),
-        ('{"known_trip_count":{"n":"2147483648"}}',
-         r"known_trip_count 2147483648 is more than 2\*\*31-1"),
+        (
+            '{"known_trip_count":5}',
+            r"""known_trip_count '5' in its backend_config is not \{"n":COUNT\}""",
+        ),
+        (
+            '{"known_trip_count":{"n":"2147483648"}}',
+            r"known_trip_count 2147483648 is more than 2\*\*31-1",
+        ),
     ],
 )
 def test_a_malformed_or_too_large_trip_count_names_the_loop(config: str, needle: str) -> None:

@@ -21,7 +21,10 @@ from mallocgame.frontends.hlo_parse import (
         ("f32[3,5]{1,0:T(2,2)}", 4 * 6 * 4),  # the tiled-layout document's example
         ("bf16[300,200]{1,0:T(8,128)(2,1)}", 304 * 256 * 2),  # the second tile packs bf16 pairs
         ("f32[10,3]{0,1:T(8,128)}", 8 * 128 * 4),  # column-major: physical [3,10] -> [8,128]
-        ("f32[4,10,3]{2,1,0:T(8,128)}", 4 * 16 * 128 * 4),  # a tile covers the minor dimensions only
+        (
+            "f32[4,10,3]{2,1,0:T(8,128)}",
+            4 * 16 * 128 * 4,
+        ),  # a tile covers the minor dimensions only
         ("s32[4]{0:T(128)}", 128 * 4),
         ("f32[]{:T(256)}", 256 * 4),  # a tile longer than the shape sees leading 1s
         ("s4[16]{0:E(4)}", 8),
@@ -48,8 +51,10 @@ def test_memory_space_and_layout_fields() -> None:
 
 
 def test_unreadable_layout_is_refused_with_its_line() -> None:
-    text = "HloModule m, is_scheduled=true\n\nENTRY %main (p: f32[4]) -> f32[4] {\n" \
-           "  ROOT %p = f32[4]{0:T(8)?} parameter(0)\n}\n"
+    text = (
+        "HloModule m, is_scheduled=true\n\nENTRY %main (p: f32[4]) -> f32[4] {\n"
+        "  ROOT %p = f32[4]{0:T(8)?} parameter(0)\n}\n"
+    )
     with pytest.raises(HloParseError, match=r"HLO:4: cannot parse"):
         parse_module(text)
 
@@ -74,8 +79,11 @@ def test_computation_closed_with_an_execution_thread() -> None:
 def _module(entry_body: str, *, before: str = "") -> str:
     """A scheduled module whose ENTRY computation holds ``entry_body`` (lines 4 on)."""
     return (
-        "HloModule m, is_scheduled=true\n\n" + before
-        + "ENTRY %main (p: f32[4]) -> f32[4] {\n" + entry_body + "}\n"
+        "HloModule m, is_scheduled=true\n\n"
+        + before
+        + "ENTRY %main (p: f32[4]) -> f32[4] {\n"
+        + entry_body
+        + "}\n"
     )
 
 
@@ -99,13 +107,17 @@ def test_bytes_are_exact_past_float64() -> None:
     [
         ("f32[100000000000000000000]{0}", r"shape f32\[100000000000000000000\] holds 4"),
         ("u8[9007199254740993]{0}", r"shape u8\[9007199254740993\] holds 9007199254740993 bytes"),
-        ("(f32[4]{0}, s8[3,9007199254740992]{1,0})",
-         r"shape s8\[3,9007199254740992\] \(element \{1\}\)"),
+        (
+            "(f32[4]{0}, s8[3,9007199254740992]{1,0})",
+            r"shape s8\[3,9007199254740992\] \(element \{1\}\)",
+        ),
     ],
 )
 def test_a_shape_of_more_than_2_53_bytes_is_refused(shape: str, named: str) -> None:
-    text = _module(f"  %p = f32[4]{{0}} parameter(0)\n  %big = {shape} custom-call(%p)\n"
-                   "  ROOT %n = f32[4]{0} negate(%p)\n")
+    text = _module(
+        f"  %p = f32[4]{{0}} parameter(0)\n  %big = {shape} custom-call(%p)\n"
+        "  ROOT %n = f32[4]{0} negate(%p)\n"
+    )
     with pytest.raises(HloParseError, match=r"^HLO:5: instruction %big: " + named) as err:
         parse_module(text)
     assert "more than 2**53" in str(err.value) and "\n" not in str(err.value)
@@ -121,22 +133,41 @@ def test_the_largest_shape_of_spec_is_read() -> None:
 @pytest.mark.parametrize(
     ("text", "needle"),
     [
-        (_module(GOOD + "  %n = f32[4]{0} abs(%p)\n"),
-         r"^HLO:6: instruction %n is defined twice in computation main$"),
+        (
+            _module(GOOD + "  %n = f32[4]{0} abs(%p)\n"),
+            r"^HLO:6: instruction %n is defined twice in computation main$",
+        ),
         (_module(""), r"^HLO:4: computation main has no instructions$"),
-        (_module(GOOD, before="%empty (a: f32[]) -> f32[] {\n}\n\n"),
-         r"^HLO:4: computation empty has no instructions$"),
-        (_module(GOOD, before="%c (a: f32[]) -> f32[] {\n  ROOT %a = f32[] parameter(0)\n}\n\n"
-                 "%c (b: f32[]) -> f32[] {\n  ROOT %b = f32[] parameter(0)\n}\n\n"),
-         r"^HLO:7: computation c is defined twice$"),
-        (_module(GOOD)
-         + "\nENTRY %other (q: f32[4]) -> f32[4] {\n  ROOT %q = f32[4]{0} parameter(0)\n}\n",
-         r"^HLO:8: a second ENTRY computation \(other; the first is main\)$"),
-        (_module("  %p = f32[4,-2]{1,0} parameter(0)\n  ROOT %n = f32[4]{0} negate(%p)\n"),
-         r"^HLO:4: cannot parse .*negative dimension -2"),
+        (
+            _module(GOOD, before="%empty (a: f32[]) -> f32[] {\n}\n\n"),
+            r"^HLO:4: computation empty has no instructions$",
+        ),
+        (
+            _module(
+                GOOD,
+                before="%c (a: f32[]) -> f32[] {\n  ROOT %a = f32[] parameter(0)\n}\n\n"
+                "%c (b: f32[]) -> f32[] {\n  ROOT %b = f32[] parameter(0)\n}\n\n",
+            ),
+            r"^HLO:7: computation c is defined twice$",
+        ),
+        (
+            _module(GOOD)
+            + "\nENTRY %other (q: f32[4]) -> f32[4] {\n  ROOT %q = f32[4]{0} parameter(0)\n}\n",
+            r"^HLO:8: a second ENTRY computation \(other; the first is main\)$",
+        ),
+        (
+            _module("  %p = f32[4,-2]{1,0} parameter(0)\n  ROOT %n = f32[4]{0} negate(%p)\n"),
+            r"^HLO:4: cannot parse .*negative dimension -2",
+        ),
     ],
-    ids=["duplicate-name", "empty-entry", "empty-computation", "duplicate-computation",
-         "second-entry", "negative-dimension"],
+    ids=[
+        "duplicate-name",
+        "empty-entry",
+        "empty-computation",
+        "duplicate-computation",
+        "second-entry",
+        "negative-dimension",
+    ],
 )
 def test_a_malformed_module_is_one_line_naming_the_problem(text: str, needle: str) -> None:
     with pytest.raises(HloParseError, match=needle):

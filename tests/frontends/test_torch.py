@@ -146,7 +146,9 @@ def test_a_conv_and_batch_norm_in_training_mode() -> None:
     assert program.source["mode"] == "train"
     assert _opcodes(program) == ["convolution", "add", "_native_batch_norm_legit_functional"]
     conv, count, bn = program.instructions
-    assert conv.flops == 2 * (2 * 4 * 5 * 5) * (3 * 3 * 3)  # output elements x kernel volume x in channels
+    assert conv.flops == 2 * (2 * 4 * 5 * 5) * (
+        3 * 3 * 3
+    )  # output elements x kernel volume x in channels
     assert program.tensors[conv.outputs[0]].size == 2 * 4 * 5 * 5 * 4
     # outputs: normalized, batch mean, batch inverse std, new running mean and variance
     assert [program.tensors[x].size for x in bn.outputs] == [800, 16, 16, 16, 16]
@@ -181,7 +183,10 @@ def test_a_residual_block() -> None:
     program = extract_torch(Residual().eval(), (torch.zeros(1, 4, 6, 6),))
     assert _opcodes(program) == ["convolution", "relu", "convolution", "add", "relu"]
     x = _tensor(program, "x")
-    assert (x.def_time, x.last_use_time) == (-1, 3)  # read by the first conv and by the residual add
+    assert (x.def_time, x.last_use_time) == (
+        -1,
+        3,
+    )  # read by the first conv and by the residual add
     act = 4 * 6 * 6 * 4
     assert all(program.tensors[i.outputs[0]].size == act for i in program.instructions)
     ends = [program.tensors[i.outputs[0]].last_use_time for i in program.instructions]
@@ -196,10 +201,14 @@ def test_a_residual_block() -> None:
 
 def test_a_training_step_has_the_backward_pass() -> None:
     module = MLPLoss().train()
-    program = extract_torch(module, (torch.zeros(8, 16), torch.zeros(8, dtype=torch.int64)), training_step=True)
+    program = extract_torch(
+        module, (torch.zeros(8, 16), torch.zeros(8, dtype=torch.int64)), training_step=True
+    )
     assert program.source["mode"] == "training_step"
     ops = _opcodes(program)
-    assert ops.count("addmm") == 2 and ops.count("mm") >= 3  # forward, and the gradients of both layers
+    assert (
+        ops.count("addmm") == 2 and ops.count("mm") >= 3
+    )  # forward, and the gradients of both layers
     forward = 2 * 8 * 16 * 32 + 2 * 8 * 32 * 10
     matmuls = sum(i.flops for i in program.instructions if i.opcode in ("mm", "addmm"))
     # backward: fc2's weight and input gradients, fc1's weight gradient (x needs none)
@@ -219,11 +228,17 @@ def test_node_granularity_merges_a_layers_weights_and_decides_activations_once()
     assert per_node.source["granularity"] == "node"
     assert _opcodes(per_node) == _opcodes(per_tensor)
     assert [i.flops for i in per_node.instructions] == [i.flops for i in per_tensor.instructions]
-    assert peak_live_bytes(per_node) == peak_live_bytes(per_tensor)  # the merged outputs are results
+    assert peak_live_bytes(per_node) == peak_live_bytes(
+        per_tensor
+    )  # the merged outputs are results
     bn_weights = _tensor(per_node, "bn.*")
-    assert bn_weights.size == 4 * 4 * 4 + 8  # weight, bias, running mean and variance, the int64 count
+    assert (
+        bn_weights.size == 4 * 4 * 4 + 8
+    )  # weight, bias, running mean and variance, the int64 count
     bn = per_node.instructions[2]
-    assert bn.operands[1] == bn_weights.id and bn.operand_bytes[1] == 4 * 4 * 4  # the parts it reads
+    assert (
+        bn.operands[1] == bn_weights.id and bn.operand_bytes[1] == 4 * 4 * 4
+    )  # the parts it reads
     assert per_node.num_buffers < per_tensor.num_buffers
     groups = _group_tensors(per_node)
     # the weights with the statistics updated in place: one decision

@@ -84,7 +84,9 @@ def assert_agrees_with_xla(p: Program, dump_dir: Path, module: str) -> None:
             return len(p.instructions) - 1
         return max(t for t, q in enumerate(ours_at) if q <= pos)
 
-    grouped = set().union(*[group_tensors(p, g) for g in p.alias_groups]) if p.alias_groups else set()
+    grouped = (
+        set().union(*[group_tensors(p, g) for g in p.alias_groups]) if p.alias_groups else set()
+    )
     for x in p.tensors:
         key = xla_key(x.name)
         assert size[key] == x.size, key
@@ -110,7 +112,9 @@ M, K, N = 8, 16, 32
 
 
 def test_matmul_plus_bias():
-    p = extract_jax(lambda x, w, b: x @ w + b, S((M, K), f32), S((K, N), f32), S((N,), f32), name="mm")
+    p = extract_jax(
+        lambda x, w, b: x @ w + b, S((M, K), f32), S((K, N), f32), S((N,), f32), name="mm"
+    )
     validate_program(p)
     assert p.name == "mm" and p.source["frontend"] == "xla" and p.source["module"] == "jit__lambda"
     assert p.source["jax"] == jax.__version__
@@ -145,7 +149,11 @@ def test_in_place_update_with_donation():
     assert group_tensors(p, group) == {0, ins.outputs[0]}  # the donated parameter and the result
     assert ins.operand_bytes[0] == ins.output_bytes[0] == 160  # shape bytes by default
     q = extract_jax(
-        lambda x, i, v: x.at[i].set(v), S((10, 4), f32), S((), i32), S((4,), f32), donate_argnums=0,
+        lambda x, i, v: x.at[i].set(v),
+        S((10, 4), f32),
+        S((), i32),
+        S((4,), f32),
+        donate_argnums=0,
         partial_bytes=True,
     )
     assert q.source["bytes"] == "partial" and p.source["bytes"] == "shape"
@@ -158,7 +166,10 @@ def test_in_place_update_without_donation_copies_first():
     p = extract_jax(lambda x, i, v: x.at[i].set(v), S((10, 4), f32), S((), i32), S((4,), f32))
     (group,) = p.alias_groups
     assert p.instructions[0].opcode == "copy"  # XLA copies the parameter it may not write
-    assert (0, 1) in group and group_tensors(p, group) == {p.instructions[0].outputs[0], p.instructions[-1].outputs[0]}
+    assert (0, 1) in group and group_tensors(p, group) == {
+        p.instructions[0].outputs[0],
+        p.instructions[-1].outputs[0],
+    }
 
 
 def test_donated_argument():
@@ -188,7 +199,11 @@ def test_scan_loop():
     assert sum(i.transcendentals * i.count for i in p.instructions) == 5 * 4 * 16
     # the carried h: its initial value (defined before the loop) and the new h (defined
     # inside) are one group; the stacked output is updated in place
-    carried = [g for g in p.alias_groups if {p.tensors[x].def_time < loop.first for x in group_tensors(p, g)} == {True, False}]
+    carried = [
+        g
+        for g in p.alias_groups
+        if {p.tensors[x].def_time < loop.first for x in group_tensors(p, g)} == {True, False}
+    ]
     assert len(carried) >= 2
     for x in p.tensors:  # a value read in the loop but defined before it lives to its end
         reads = [t for t, i in enumerate(p.instructions) if x.id in i.operands]
@@ -200,7 +215,9 @@ def test_scan_loop():
 
 def test_nested_fori_loops_multiply_counts():
     def f(x):
-        return lax.fori_loop(0, 4, lambda i, x: lax.fori_loop(0, 3, lambda j, y: jnp.sin(y) @ y, x) + 1.0, x)
+        return lax.fori_loop(
+            0, 4, lambda i, x: lax.fori_loop(0, 3, lambda j, y: jnp.sin(y) @ y, x) + 1.0, x
+        )
 
     p = extract_jax(f, S((8, 8), f32))
     outer, inner = p.loops
@@ -209,12 +226,16 @@ def test_nested_fori_loops_multiply_counts():
     dot = next(i for i in p.instructions if i.flops == 2 * 8 * 8 * 8)
     assert dot.count == 12
     assert all(p.instructions[t].count == 12 for t in range(inner.first, inner.last + 1))
-    (big,) = [g for g in p.alias_groups if any(p.tensors[x].size == 256 for x in group_tensors(p, g))]
+    (big,) = [
+        g for g in p.alias_groups if any(p.tensors[x].size == 256 for x in group_tensors(p, g))
+    ]
     assert len(group_tensors(p, big)) == 3  # initial copy, inner result, outer result
 
 
 def test_while_without_trip_count_counts_once():
-    p = extract_jax(lambda x: lax.while_loop(lambda x: jnp.sum(x) < 100.0, lambda x: x * 2.0, x), S((8,), f32))
+    p = extract_jax(
+        lambda x: lax.while_loop(lambda x: jnp.sum(x) < 100.0, lambda x: x * 2.0, x), S((8,), f32)
+    )
     (loop,) = p.loops
     assert loop.trip_count == 1 and all(i.count == 1 for i in p.instructions)
     assert "trip count unknown" in p.source["notes"]
@@ -272,7 +293,13 @@ def test_training_step_with_donation_agrees_with_xla(tmp_path):
         g = jax.grad(loss)(w, x)
         return jax.tree.map(lambda a, b: a - 0.1 * b, w, g)
 
-    module = dump_jax(step, (S((8, 16), f32), S((16, 4), f32)), S((2, 8), f32), dump_dir=tmp_path, donate_argnums=0)
+    module = dump_jax(
+        step,
+        (S((8, 16), f32), S((16, 4), f32)),
+        S((2, 8), f32),
+        dump_dir=tmp_path,
+        donate_argnums=0,
+    )
     p = extract_dump(tmp_path, module=module)
     donated = [g for g in p.alias_groups if {0, 1} & group_tensors(p, g)]
     assert len(donated) == 2  # each donated parameter with its updated value
@@ -341,9 +368,19 @@ def test_handmade_module_by_hand():
     assert names == ["x0", "w", "zero", "c", "n", "lt", "one", "i2", "x2", "y", "w2", "zf", "s"]
     ranges = {x.name: (x.def_time, x.last_use_time, x.live_out) for x in p.tensors}
     assert ranges == {
-        "x0": (-1, 0, False), "w": (-1, 5, False), "zero": (-1, 3, False), "c": (0, 3, False),
-        "n": (-1, 3, False), "lt": (1, 1, False), "one": (-1, 3, False), "i2": (2, 3, False),
-        "x2": (3, 4, False), "y": (4, 6, True), "w2": (5, 6, True), "zf": (-1, 6, False), "s": (6, 6, True),
+        "x0": (-1, 0, False),
+        "w": (-1, 5, False),
+        "zero": (-1, 3, False),
+        "c": (0, 3, False),
+        "n": (-1, 3, False),
+        "lt": (1, 1, False),
+        "one": (-1, 3, False),
+        "i2": (2, 3, False),
+        "x2": (3, 4, False),
+        "y": (4, 6, True),
+        "w2": (5, 6, True),
+        "zf": (-1, 6, False),
+        "s": (6, 6, True),
     }
     assert [(lp.first, lp.last, lp.trip_count) for lp in p.loops] == [(1, 3, 3)]
     assert p.instructions[3].operands == (3, 3)  # x read twice: two buffers
@@ -389,7 +426,9 @@ def test_several_modules_must_be_picked(tmp_path):
     assert any("jit_second" in c for c in err.value.candidates)
     assert extract_dump(tmp_path, module="jit_second").source["module"] == "jit_second"
     largest = extract_dump(tmp_path, largest=True)
-    sizes = {m: len(extract_dump(tmp_path, module=m).instructions) for m in ("jit__lambda", "jit_second")}
+    sizes = {
+        m: len(extract_dump(tmp_path, module=m).instructions) for m in ("jit__lambda", "jit_second")
+    }
     assert len(largest.instructions) == max(sizes.values())
     # two modules named jit__lambda; only one is more than a single instruction
     assert extract_dump(tmp_path, module="jit__lambda").instructions[-1].flops > 0

@@ -73,15 +73,21 @@ def test_the_loop_module_by_hand() -> None:
 # --------------------------------------------------------------------------- sizes
 
 
-HUGE = _edit("  %c = f32[4]{0} negate(%x0)\n",
-             "  %big = f32[100000000000000000000]{0} broadcast(%x0), dimensions={}\n"
-             "  %c = f32[4]{0} slice(%big), slice={[0:4]}\n")
+HUGE = _edit(
+    "  %c = f32[4]{0} negate(%x0)\n",
+    "  %big = f32[100000000000000000000]{0} broadcast(%x0), dimensions={}\n"
+    "  %c = f32[4]{0} slice(%big), slice={[0:4]}\n",
+)
 
 
 def test_a_shape_of_more_than_2_53_bytes_is_refused_naming_it(tmp_path: Path) -> None:
     # It used to crash the cost model (numpy OverflowError in peak_live_bytes).
-    _refused(HUGE, DumpError, r"^HLO:23: instruction %big: shape f32\[100000000000000000000\] "
-             r"holds 400000000000000000000 bytes, more than 2\*\*53")
+    _refused(
+        HUGE,
+        DumpError,
+        r"^HLO:23: instruction %big: shape f32\[100000000000000000000\] "
+        r"holds 400000000000000000000 bytes, more than 2\*\*53",
+    )
     path = tmp_path / "module_0001.m.cpu_after_optimizations.txt"
     path.write_text(HUGE)
     with pytest.raises(DumpError, match=f"^{path}:23: instruction %big"):
@@ -94,27 +100,53 @@ def test_a_shape_of_more_than_2_53_bytes_is_refused_naming_it(tmp_path: Path) ->
 @pytest.mark.parametrize(
     ("old", "new", "needle"),
     [
-        ("%loop), index=1", "%loop), index=5",
-         r"^module m: get-tuple-element xl: tuple index 5 is out of range "
-         r"\(operand %loop has 2 elements\)$"),
-        ("%loop), index=1", "%loop), index=one",
-         r"^module m: get-tuple-element xl: index 'one' is not a whole number$"),
-        ("  ROOT %xl = f32[4]{0} get-tuple-element(%loop), index=1",
-         "  %xl = f32[4]{0} get-tuple-element(%loop), index=1\n"
-         "  ROOT %bad = f32[4]{0} get-tuple-element(%xl), index=0",
-         r"^module m: get-tuple-element bad: operand %xl is not a tuple$"),
-        ("negate(%x0)", "negate(%nope)",
-         r"^module m: negate c: operand %nope is not defined before it in computation main$"),
-        ("  %c = f32[4]{0} negate(%x0)\n",
-         "  %v = f32[4]{0} bitcast()\n  %c = f32[4]{0} negate(%v)\n",
-         r"^module m: bitcast v: has no operand$"),
-        ("  %n = s32[] constant(3)", "  %n = s32[] parameter(1)",
-         r"^module m: parameter n: reads parameter 1 of computation cond, which is given 1$"),
-        ("  %x0 = f32[4]{0} parameter(0)", "  %x0 = f32[4]{0} parameter(x)",
-         r"^module m: parameter x0: parameter number 'x' is not a whole number$"),
+        (
+            "%loop), index=1",
+            "%loop), index=5",
+            r"^module m: get-tuple-element xl: tuple index 5 is out of range "
+            r"\(operand %loop has 2 elements\)$",
+        ),
+        (
+            "%loop), index=1",
+            "%loop), index=one",
+            r"^module m: get-tuple-element xl: index 'one' is not a whole number$",
+        ),
+        (
+            "  ROOT %xl = f32[4]{0} get-tuple-element(%loop), index=1",
+            "  %xl = f32[4]{0} get-tuple-element(%loop), index=1\n"
+            "  ROOT %bad = f32[4]{0} get-tuple-element(%xl), index=0",
+            r"^module m: get-tuple-element bad: operand %xl is not a tuple$",
+        ),
+        (
+            "negate(%x0)",
+            "negate(%nope)",
+            r"^module m: negate c: operand %nope is not defined before it in computation main$",
+        ),
+        (
+            "  %c = f32[4]{0} negate(%x0)\n",
+            "  %v = f32[4]{0} bitcast()\n  %c = f32[4]{0} negate(%v)\n",
+            r"^module m: bitcast v: has no operand$",
+        ),
+        (
+            "  %n = s32[] constant(3)",
+            "  %n = s32[] parameter(1)",
+            r"^module m: parameter n: reads parameter 1 of computation cond, which is given 1$",
+        ),
+        (
+            "  %x0 = f32[4]{0} parameter(0)",
+            "  %x0 = f32[4]{0} parameter(x)",
+            r"^module m: parameter x0: parameter number 'x' is not a whole number$",
+        ),
     ],
-    ids=["gte-out-of-range", "gte-index-text", "gte-of-an-array", "undefined-operand",
-         "view-without-operand", "parameter-not-given", "parameter-number-text"],
+    ids=[
+        "gte-out-of-range",
+        "gte-index-text",
+        "gte-of-an-array",
+        "undefined-operand",
+        "view-without-operand",
+        "parameter-not-given",
+        "parameter-number-text",
+    ],
 )
 def test_a_malformed_instruction_is_named(old: str, new: str, needle: str) -> None:
     _refused(_edit(old, new), XlaFrontendError, needle)
@@ -123,12 +155,18 @@ def test_a_malformed_instruction_is_named(old: str, new: str, needle: str) -> No
 @pytest.mark.parametrize(
     ("alias", "needle"),
     [
-        ("{ {}: (3, {}, may-alias) }",
-         r"input_output_alias names parameter 3, which the entry computation does not have$"),
-        ("{ {}: (0, {2}, may-alias) }",
-         r"input_output_alias names parameter 0 at \{2\}, which it does not have$"),
-        ("{ {1}: (0, {}, may-alias) }",
-         r"input_output_alias names the output at \{1\}, which it does not have$"),
+        (
+            "{ {}: (3, {}, may-alias) }",
+            r"input_output_alias names parameter 3, which the entry computation does not have$",
+        ),
+        (
+            "{ {}: (0, {2}, may-alias) }",
+            r"input_output_alias names parameter 0 at \{2\}, which it does not have$",
+        ),
+        (
+            "{ {1}: (0, {}, may-alias) }",
+            r"input_output_alias names the output at \{1\}, which it does not have$",
+        ),
     ],
 )
 def test_an_alias_of_what_the_module_does_not_have_is_named(alias: str, needle: str) -> None:
@@ -203,6 +241,9 @@ ENTRY %main (x: f32[4]) -> f32[4] {
 def test_nested_trip_counts_beyond_2_31_are_refused() -> None:
     p = extract_module(NESTED.replace("INNER", _trip("32767")))
     assert [(i.name, i.count) for i in p.instructions] == [("on", 65536), ("ie", 65536 * 32767)]
-    _refused(NESTED.replace("INNER", _trip("32768")), XlaFrontendError,
-             r"^module nested: while inner: trip count 32768 inside loops run 65536 times makes "
-             r"2147483648 executions, more than 2\*\*31-1")
+    _refused(
+        NESTED.replace("INNER", _trip("32768")),
+        XlaFrontendError,
+        r"^module nested: while inner: trip count 32768 inside loops run 65536 times makes "
+        r"2147483648 executions, more than 2\*\*31-1",
+    )

@@ -39,7 +39,9 @@ def test_tpu_placement_is_a_valid_solution() -> None:
     assert prefetch.offset >= inst.buffers[b[0].buffers[2]].size
     # The cross-program prefetch of w1 happens before the program: the game cannot say it.
     assert b[0].buffers[1] not in by_buffer
-    assert solution.info["unexpressed"] == ["fusion.1: the prefetch of Arg_1.2 has no step to copy in"]
+    assert solution.info["unexpressed"] == [
+        "fusion.1: the prefetch of Arg_1.2 has no step to copy in"
+    ]
     assert check_solution(inst, solution).ok
     assert 0 < solution.normalized_reward < 1
     assert simulate(inst, solution).latency_s > 0
@@ -69,7 +71,10 @@ def test_host_offloading_with_the_device_memory_as_fast() -> None:
     assert any("program result fusion.4 stays in memory space 0" in line for line in unexpressed)
     first = inst.instructions[0]
     offloaded = {a.buffer: a for a in solution.allocations}[first.buffers[-1]]
-    assert (offloaded.action, offloaded.copy) == ("Copy", (1, 1))  # offloaded to the host over step 1
+    assert (offloaded.action, offloaded.copy) == (
+        "Copy",
+        (1, 1),
+    )  # offloaded to the host over step 1
     assert _kinds(check_solution(inst, solution)) <= {"copy_supply"}
     # Memory space 1 names nothing here: the module's placement is all slow memory.
     nothing = placement_solution(inst, placement)

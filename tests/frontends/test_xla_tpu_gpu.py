@@ -43,7 +43,9 @@ def test_dump_file_names_of_every_backend(tmp_path: Path) -> None:
     ):
         (tmp_path / name).write_text(module)
     found = {(m.prefix, m.name, m.id) for m in list_modules(tmp_path)}
-    assert {m.num_instructions for m in list_modules(tmp_path)} == {6}  # XLA's copies are not counted
+    assert {m.num_instructions for m in list_modules(tmp_path)} == {
+        6
+    }  # XLA's copies are not counted
     assert found == {
         ("module_0001.jit_f", "jit_f", "0001"),
         ("module_0002.jit_g", "jit_g", "0002"),
@@ -53,7 +55,12 @@ def test_dump_file_names_of_every_backend(tmp_path: Path) -> None:
 
 def test_tpu_module_strips_xlas_memory_space_assignment() -> None:
     program, placement = extract_dump_with_placement(DATA / "tpu_mlp")
-    assert [i.name for i in program.instructions] == ["fusion.1", "fusion.2", "fusion.3", "all-reduce-start"]
+    assert [i.name for i in program.instructions] == [
+        "fusion.1",
+        "fusion.2",
+        "fusion.3",
+        "all-reduce-start",
+    ]
     f1, f2, f3, ar = program.instructions
     # copy-done is the copied tensor: fusion.3 reads fusion.1 (evicted, then read) and the weight.
     assert _names(program, f1.operands) == ["Arg_0.1", "Arg_1.2"]
@@ -67,7 +74,13 @@ def test_tpu_module_strips_xlas_memory_space_assignment() -> None:
     assert placement.buffers[0] == (BufferSpace(0), BufferSpace(1, 0), BufferSpace(1))
     assert placement.buffers[2] == (BufferSpace(0, 2), BufferSpace(1, 1), BufferSpace(0))
     assert placement.copies == (
-        XlaCopy(tensor=program.instructions[0].operands[1], source_space=0, dest_space=1, start=0, done=0),
+        XlaCopy(
+            tensor=program.instructions[0].operands[1],
+            source_space=0,
+            dest_space=1,
+            start=0,
+            done=0,
+        ),
         XlaCopy(tensor=f3.operands[1], source_space=0, dest_space=1, start=1, done=2),
         XlaCopy(tensor=f1.outputs[0], source_space=1, dest_space=0, start=1, done=2),
     )
@@ -79,8 +92,15 @@ def test_gpu_module_with_async_collectives_and_an_aliasing_custom_call() -> None
     program = extract_dump(DATA / "gpu_step")
     by_name = {i.name: i for i in program.instructions}
     assert list(by_name) == [
-        "all-gather-start", "custom-call.1", "async-start", "custom-call.2", "all-reduce-start",
-        "recv", "send", "collective-permute-start", "fusion",
+        "all-gather-start",
+        "custom-call.1",
+        "async-start",
+        "custom-call.2",
+        "all-reduce-start",
+        "recv",
+        "send",
+        "collective-permute-start",
+        "fusion",
     ]
     # A start writes only its result (element 1 of its tuple), not the echo of its operand.
     ag = by_name["all-gather-start"]
@@ -89,23 +109,35 @@ def test_gpu_module_with_async_collectives_and_an_aliasing_custom_call() -> None
     # *-done is the start's result; the fusion reads both gathers.
     assert _names(program, by_name["fusion"].operands) == ["all-gather-start{1}", "async-start{1}"]
     assert _names(program, by_name["collective-permute-start"].operands) == ["all-reduce-start"]
-    assert by_name["recv"].operands == () and _names(program, by_name["recv"].outputs) == ["recv{0}"]
+    assert by_name["recv"].operands == () and _names(program, by_name["recv"].outputs) == [
+        "recv{0}"
+    ]
     assert _names(program, by_name["send"].operands) == ["p3"] and by_name["send"].outputs == ()
     # output_to_operand_aliasing: custom-call.2 updates the gemm's result in place.
     t1, t3 = list(by_name).index("custom-call.1"), list(by_name).index("custom-call.2")
     assert program.alias_groups == (((t1, 2), (t3, 0), (t3, 2)),)
     assert by_name["custom-call.1"].flops == 2 * 1024**3
-    roots = {program.tensors[x].name for x in range(len(program.tensors)) if program.tensors[x].live_out}
+    roots = {
+        program.tensors[x].name for x in range(len(program.tensors)) if program.tensors[x].live_out
+    }
     assert roots == {"custom-call.2", "fusion", "collective-permute-start{1}", "recv{0}"}
 
 
 def test_host_offloading_copies_are_stripped() -> None:
     program, placement = extract_dump_with_placement(DATA / "gpu_offload")
     assert [i.name for i in program.instructions] == [
-        "fusion.0", "custom-call.0", "fusion.1", "fusion.2", "fusion.3", "fusion.4",
+        "fusion.0",
+        "custom-call.0",
+        "fusion.1",
+        "fusion.2",
+        "fusion.3",
+        "fusion.4",
     ]
     assert _names(program, program.instructions[-1].operands) == ["fusion.0", "fusion.3"]
-    assert [(c.source_space, c.dest_space, c.start, c.done) for c in placement.copies] == [(0, 5, 1, 2), (5, 0, 4, 5)]
+    assert [(c.source_space, c.dest_space, c.start, c.done) for c in placement.copies] == [
+        (0, 5, 1, 2),
+        (5, 0, 4, 5),
+    ]
 
 
 def test_copy_of_a_tuple_and_a_stray_copy_done_are_refused() -> None:

@@ -191,7 +191,9 @@ def test_forced_read_of_a_resident_tensor_forces_its_producer_too():
     assert all(driver.forced_drop[game.group_of(b)] for b in range(4))
 
 
-@pytest.mark.parametrize("name", ["xla-v1/alexnet_train_b32", "xla-v1/lstm_infer", "synthetic-v1/1k"])
+@pytest.mark.parametrize(
+    "name", ["xla-v1/alexnet_train_b32", "xla-v1/lstm_infer", "synthetic-v1/1k"]
+)
 def test_deterministic_shortcut_gives_the_same_trajectory(name: str) -> None:
     from mallocgame.workloads.registry import load_workload
 
@@ -210,7 +212,9 @@ def test_on_back_up_sees_each_stuck_state_before_the_undo():
     seen = []
 
     def look(game: Game) -> None:
-        seen.append((game.current_buffer, game.legal_mask().tolist(), game.group_offset(game.group_of(2))))
+        seen.append(
+            (game.current_buffer, game.legal_mask().tolist(), game.group_offset(game.group_of(2)))
+        )
 
     game = Game(_alias_overflow())
     driver = DropBackup(game, on_back_up=look)

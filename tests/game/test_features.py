@@ -11,16 +11,21 @@ import pytest
 from mallocgame.game import Game
 from mallocgame.game.backup import DropBackup
 from mallocgame.game.features import (
+    _CACHE,
     FEATURE_HIGH,
     FEATURE_LOW,
     FEATURE_NAMES,
     NUM_FEATURES,
     FeatureExtractor,
-    _CACHE,
     decision_features,
     feature_extractor,
 )
-from tests.builders import CONFORMANCE_NAMES, conformance_instance, conformance_vector, random_policy
+from tests.builders import (
+    CONFORMANCE_NAMES,
+    conformance_instance,
+    conformance_vector,
+    random_policy,
+)
 
 IDX = {name: i for i, name in enumerate(FEATURE_NAMES)}
 
@@ -100,7 +105,8 @@ def test_static_features_match_brute_force(name):
         group = sum(1 for o in inst.buffers if o.alias_id == b.alias_id)
         assert row[IDX["group_size"]] == pytest.approx(math.log2(group))
         later = [
-            o for o in inst.buffers
+            o
+            for o in inst.buffers
             if o.id > b.id and o.tensor_id == b.tensor_id and not o.is_output
         ]
         assert row[IDX["later_reads"]] == pytest.approx(math.log2(1 + len(later)))

@@ -27,7 +27,9 @@ def test_check_env(name):
     # try other render modes without a spec).
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        check_env(MallocGameEnv(conformance_instance(name), render_mode="ansi"), skip_render_check=False)
+        check_env(
+            MallocGameEnv(conformance_instance(name), render_mode="ansi"), skip_render_check=False
+        )
     env_ansi = MallocGameEnv(conformance_instance(name), render_mode="ansi")
     env_ansi.reset()
     assert isinstance(env_ansi.render(), str)
@@ -119,7 +121,7 @@ def test_reward_matches_game_and_raw_seconds():
     total_s = 0.0
     for a in traj["actions"]:
         expected = game.step(a)
-        obs, reward, terminated, _, info = env.step(a)
+        _obs, reward, terminated, _, info = env.step(a)
         assert info["reward_s"] == expected
         assert reward == pytest.approx(expected / game.tables.normalizer_s)
         total_s += info["reward_s"]
@@ -134,7 +136,7 @@ def test_illegal_action_terminates():
     illegal = np.flatnonzero(info["action_mask"] == 0)
     assert illegal.size  # the first buffer of random101 cannot be Copied
     buffer = info["buffer"]
-    obs, reward, terminated, truncated, info = env.step(int(illegal[0]))
+    _obs, reward, terminated, truncated, info = env.step(int(illegal[0]))
     assert terminated and not truncated and reward == 0.0
     assert info["illegal_action"] is True
     assert "illegal" in info["reason"] and f"buffer {buffer}" in info["reason"]
@@ -173,7 +175,7 @@ def test_gymnasium_make_and_make_env(instance_file: Path):
     terminated = False
     while not terminated:
         a = int(np.flatnonzero(info["action_mask"])[-1])
-        obs, reward, terminated, truncated, info = env.step(a)
+        obs, _reward, terminated, _truncated, info = env.step(a)
     assert info["complete"]  # all-Drop always completes
     env2 = make_env(inst)
     assert isinstance(env2.unwrapped, MallocGameEnv)

@@ -38,8 +38,13 @@ from tests.builders import I, X, build, conformance_instance, conformance_vector
 SMALL = ["random101", "random104", "random105", "random110", "tiny_alias", "tiny_chain"]
 # Odd sizes on purpose: 4096 / 48 bytes per bin is not whole; windows reach past T.
 ODD = ObservationConfig(
-    future_buffers=3, same_tensor_buffers=2, grid_steps=8, grid_window=24, grid_addr=16,
-    profile_bins=48, supply_window=7,
+    future_buffers=3,
+    same_tensor_buffers=2,
+    grid_steps=8,
+    grid_window=24,
+    grid_addr=16,
+    profile_bins=48,
+    supply_window=7,
 )
 FINE = ObservationConfig(grid_steps=16, grid_window=16, grid_addr=64, profile_bins=64)
 
@@ -93,7 +98,9 @@ def ref_observation(game: Game, cfg: ObservationConfig, move: int) -> dict[str, 
     members = [o.id for o in inst.buffers if o.alias_id == buf.alias_id]
     pos = members.index(b)
     obs["globals"][:] = [
-        min(max(move, 0) / num_b, 10.0), b / num_b, pos / len(members),
+        min(max(move, 0) / num_b, 10.0),
+        b / num_b,
+        pos / len(members),
         (len(members) - pos - 1) / len(members),
     ]
 
@@ -161,10 +168,18 @@ def test_shapes():
 @pytest.mark.parametrize(
     "kwargs",
     [
-        {"future_buffers": -1}, {"same_tensor_buffers": -2}, {"grid_steps": 0},
-        {"grid_window": 0}, {"grid_addr": 0}, {"profile_bins": -64}, {"supply_window": 0},
-        {"grid_window": 100, "grid_steps": 32}, {"grid_window": 16, "grid_steps": 32},
-        {"profile_bins": 64, "grid_addr": 48}, {"grid_steps": 2.0}, {"future_buffers": True},
+        {"future_buffers": -1},
+        {"same_tensor_buffers": -2},
+        {"grid_steps": 0},
+        {"grid_window": 0},
+        {"grid_addr": 0},
+        {"profile_bins": -64},
+        {"supply_window": 0},
+        {"grid_window": 100, "grid_steps": 32},
+        {"grid_window": 16, "grid_steps": 32},
+        {"profile_bins": 64, "grid_addr": 48},
+        {"grid_steps": 2.0},
+        {"future_buffers": True},
         {"profile_bins": "64"},
     ],
 )
@@ -253,7 +268,9 @@ def test_buffer_rows_name_the_right_buffers(lstm):
         b = game.current_buffer
         rows = observer.observe()["buffers"]
         expected = [b, *range(b + 1, b + 5)]
-        expected += [o.id for o in inst.buffers if o.id > b and o.tensor_id == inst.buffers[b].tensor_id][:3]
+        expected += [
+            o.id for o in inst.buffers if o.id > b and o.tensor_id == inst.buffers[b].tensor_id
+        ][:3]
         for row, x in zip(rows, expected + [None] * (len(rows) - len(expected))):
             if x is None or x >= inst.num_buffers:
                 assert not row.any()

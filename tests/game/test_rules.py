@@ -211,7 +211,9 @@ def test_forward_walk_partial_supply_and_zero_steps():
     # Output X (250 B, d = 2.5) at 0, W = [1, 1, 0, 1, 1]: t = 1 takes 1 (need 1.5),
     # t = 2 W = 0 (walked through), t = 3 takes 1 (0.5), t = 4 takes 0.5 -> e = 4.
     # Copy [1, 4], memory [0, 4]; W becomes [1, 0, 0, 0, 0.5].
-    inst = build(tensors=[X(250, live_out=True)], instructions=[I(writes=[0]), I(), I(supply=0.0), I(), I()])
+    inst = build(
+        tensors=[X(250, live_out=True)], instructions=[I(writes=[0]), I(), I(supply=0.0), I(), I()]
+    )
     g = Game(inst)
     assert mask(g) == [True, False, True]  # live_out: no NoCopy
     assert g.outcome(C) == (0, 0, 4, 1, 4)
@@ -242,7 +244,10 @@ def test_forward_walk_pair_rule():
 @pytest.mark.parametrize("demand, expected", [(1.0, (0, 3, 4, 4, 4)), (1.5, None)])
 def test_forward_walk_past_last_step_is_illegal(demand, expected):
     # Output at 3 of T = 5: t = 4 takes up to 1.0; d = 1.5 would need t = 5 > T-1.
-    inst = build(tensors=[X(100, live_out=True)], instructions=[I(), I(), I(), I(writes=[B(0, demand=demand)]), I()])
+    inst = build(
+        tensors=[X(100, live_out=True)],
+        instructions=[I(), I(), I(), I(writes=[B(0, demand=demand)]), I()],
+    )
     g = Game(inst)
     assert g.outcome(C) == expected
 
@@ -310,7 +315,6 @@ def test_operand_nocopy_already_resident():
     assert (a.action, a.offset, a.start, a.end, a.copy) == ("NoCopy", 0, None, None, None)
 
 
-
 @pytest.mark.parametrize("read_size, legal", [(4000, True), (4001, False), (2**31 - 1, False)])
 def test_operand_nocopy_already_resident_must_stay_inside_the_memory(read_size, legal):
     # As above, but X (100 B) sits at offset 96 and its read is a buffer of `read_size` bytes:
@@ -330,6 +334,7 @@ def test_operand_nocopy_already_resident_must_stay_inside_the_memory(read_size, 
     if legal:
         assert g.outcome(N) == (96, -1, -1, -1, -1)
 
+
 def test_operand_nocopy_uses_latest_end_not_latest_decided():
     # W = [1, .5, .5, .5, .5, 1]. X (200 B, d = 2.0) defined at 0, read at 2 (a buffer
     # with demand 0), at 3 and at 5.
@@ -341,8 +346,12 @@ def test_operand_nocopy_uses_latest_end_not_latest_decided():
     inst = build(
         tensors=[X(200)],
         instructions=[
-            I(writes=[0]), I(supply=0.5), I(reads=[B(0, demand=0.0)], supply=0.5),
-            I(reads=[0], supply=0.5), I(supply=0.5), I(reads=[0]),
+            I(writes=[0]),
+            I(supply=0.5),
+            I(reads=[B(0, demand=0.0)], supply=0.5),
+            I(reads=[0], supply=0.5),
+            I(supply=0.5),
+            I(reads=[0]),
         ],
     )
     g = Game(inst)
@@ -376,7 +385,9 @@ def test_operand_nocopy_ties_go_to_the_first_decided():
 def test_operand_nocopy_without_prior_allocation_is_illegal():
     # P read at 1 and 2: the first read has no allocation of P to keep; after a Drop
     # of it there is still none. X defined at 0 and dropped: its read has none either.
-    inst = build(tensors=[X(100), X(100)], instructions=[I(writes=[1]), I(reads=[0]), I(reads=[0, 1])])
+    inst = build(
+        tensors=[X(100), X(100)], instructions=[I(writes=[1]), I(reads=[0]), I(reads=[0, 1])]
+    )
     g = Game(inst)
     g.step(D)  # X's defining output
     assert mask(g)[N] is False
@@ -393,7 +404,9 @@ def test_output_nocopy_makes_the_tensor_fast_resident():
     # X (100 B) defined at 0, read at 1 and 2, last_use 3 (lives on as in a loop); T = 4.
     # NoCopy: memory = live range [0, 3] at 0, no copy. Then each read of X: Copy illegal
     # (resident), Drop illegal (X never reached slow memory), NoCopy = empty interval at 0.
-    inst = build(tensors=[X(100, last_use=3)], instructions=[I(writes=[0]), I(reads=[0]), I(reads=[0]), I()])
+    inst = build(
+        tensors=[X(100, last_use=3)], instructions=[I(writes=[0]), I(reads=[0]), I(reads=[0]), I()]
+    )
     g = Game(inst)
     assert mask(g) == [True, True, True]
     assert g.outcome(N) == (0, 0, 3, -1, -1)
@@ -451,7 +464,11 @@ def _in_place(capacity=4096, y_size=100):
     # (group 'g'); Y is read at 2 (same group). T = 3, W = 1 each.
     return build(
         tensors=[X(100), X(y_size)],
-        instructions=[I(), I(reads=[B(0, alias="g")], writes=[B(1, alias="g")]), I(reads=[B(1, alias="g")])],
+        instructions=[
+            I(),
+            I(reads=[B(0, alias="g")], writes=[B(1, alias="g")]),
+            I(reads=[B(1, alias="g")]),
+        ],
         capacity=capacity,
     )
 
@@ -619,7 +636,11 @@ def test_lowest_aligned_offset_capacity_limit(f_size, expected):
 def test_zero_size_buffer_fits_anywhere():
     # capacity 100: X (100 B) NoCopy fills [0, 100) over [0, 1]; Z (0 B) at 0 NoCopy still
     # fits (an empty region overlaps nothing): offset 0, memory = its live range [0, 0].
-    inst = build(tensors=[X(100), X(0)], instructions=[I(writes=[B(0, demand=1e6), 1]), I(reads=[0])], capacity=100)
+    inst = build(
+        tensors=[X(100), X(0)],
+        instructions=[I(writes=[B(0, demand=1e6), 1]), I(reads=[0])],
+        capacity=100,
+    )
     g = Game(inst)
     g.step(N)
     assert g.outcome(N) == (0, 0, 0, -1, -1)
@@ -648,7 +669,9 @@ def test_backup_point_detection():
 
 def test_backup_point_pending_read_of_fast_resident_tensor():
     # X (own group) defined at 0, read at 2 (own group); Y defined at 1 never read.
-    inst = build(tensors=[X(100), X(100)], instructions=[I(writes=[0]), I(writes=[1]), I(reads=[0])])
+    inst = build(
+        tensors=[X(100), X(100)], instructions=[I(writes=[0]), I(writes=[1]), I(reads=[0])]
+    )
     g = Game(inst)
     g.step(N)  # X fast-resident, its read undecided
     assert not g.is_backup_point
@@ -703,7 +726,10 @@ def test_reward_order_independent_telescoping():
 
 def test_negative_reward_from_a_table():
     # A table where the fast buffer is slower: 2.0 -> 3.0, count 4 -> reward -4.
-    inst = build(tensors=[X(100)], instructions=[I(reads=[B(0, demand=0.0)], count=4, latency=table([0], [2.0, 3.0]))])
+    inst = build(
+        tensors=[X(100)],
+        instructions=[I(reads=[B(0, demand=0.0)], count=4, latency=table([0], [2.0, 3.0]))],
+    )
     g = Game(inst)
     assert g.step(C) == pytest.approx(-4.0, rel=1e-12)
     assert g.normalized_return == pytest.approx(1.0)  # R = 4 * (2 - 3) = -4
@@ -711,7 +737,9 @@ def test_negative_reward_from_a_table():
 
 def test_normalized_reward_zero_when_r_is_zero():
     # compute-bound: L = max(10, ...) whatever is fast -> R = 0 -> normalized 0.
-    inst = build(tensors=[X(100)], instructions=[I(reads=[B(0, demand=0.0)], latency=roofline(10.0))])
+    inst = build(
+        tensors=[X(100)], instructions=[I(reads=[B(0, demand=0.0)], latency=roofline(10.0))]
+    )
     g = Game(inst)
     assert g.step(C) == 0.0
     assert g.normalized_return == 0.0
@@ -760,7 +788,12 @@ def _rich_instance():
         instructions=[
             I(writes=[0]),
             I(reads=[1], writes=[B(4, demand=1e6)], supply=0.5),
-            I(reads=[B(2, alias="g")], writes=[B(3, alias="g")], count=3, latency=table([0, 1], [4, 3, 2, 1])),
+            I(
+                reads=[B(2, alias="g")],
+                writes=[B(3, alias="g")],
+                count=3,
+                latency=table([0, 1], [4, 3, 2, 1]),
+            ),
             I(reads=[1, B(3, alias="g")], supply=0.25),
             I(reads=[4, B(5, demand=0.0)], supply=0.0),
             I(reads=[1, 4], count=2, latency=roofline(0.5, 0.1)),
@@ -786,7 +819,7 @@ def _trajectory(inst, seed):
 @pytest.mark.parametrize("seed", range(12))
 def test_undo_and_clone_restore_exactly(seed):
     inst = _rich_instance()
-    g, actions, snaps = _trajectory(inst, seed)
+    _g, actions, snaps = _trajectory(inst, seed)
     n = len(actions)
     for k in range(n + 1):
         # undo k steps from the end == the recorded state == a fresh replay of the prefix
@@ -822,7 +855,7 @@ def test_undo_and_clone_restore_exactly(seed):
 def test_rich_instance_games_are_consistent_with_mapping_reward():
     inst = _rich_instance()
     for seed in range(20):
-        g, actions, _ = _trajectory(inst, seed)
+        g, _actions, _ = _trajectory(inst, seed)
         if g.complete:
             fast = [a.buffer for a in g.allocations()]
             assert math.isclose(mapping_reward(inst, fast), g.return_s, rel_tol=1e-9, abs_tol=1e-12)
@@ -844,12 +877,14 @@ def test_placement_queries_read_the_state():
     # Q (50 B) defined at 0, NoCopy: fast-resident at offset 0 over [0, 2].
     # P (input, 100 B, d = 2.0) read at 2: Copy walks t = 1 (1.0), t = 0 (1.0) -> copy [0, 1],
     # memory [0, 2], offset 50 (above Q); the pair (0, 1) is used.
-    inst = build(tensors=[X(100), X(50)], instructions=[I(writes=[1]), I(), I(reads=[B(0, demand=2.0), 1])])
+    inst = build(
+        tensors=[X(100), X(50)], instructions=[I(writes=[1]), I(), I(reads=[B(0, demand=2.0), 1])]
+    )
     game = Game(inst)
     assert game.placements().shape == (0, 6)
     assert game.latest_allocation(0) == -1 and game.group_offset(game.group_of(0)) == -2
     game.step(NOCOPY)  # buffer 0: Q's definition
-    game.step(COPY)    # buffer 1: P's read
+    game.step(COPY)  # buffer 1: P's read
     rows = game.placements()
     assert rows.tolist() == [[NOCOPY, 0, 0, 2, -1, -1], [COPY, 50, 0, 2, 0, 1]]
     with pytest.raises(ValueError):

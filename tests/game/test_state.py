@@ -30,14 +30,16 @@ def test_an_undo_the_game_cannot_make_is_an_undo_error_and_changes_nothing(small
     game.step(int(np.flatnonzero(game.legal_mask())[0]))
     game.step(int(np.flatnonzero(game.legal_mask())[0]))
     before = (game.current_buffer, game.actions(), game.return_s)
-    for bad, needle in [(lambda: game.undo(3), r"^cannot undo 3 decisions: 2 made$"),
-                        (lambda: game.undo(-1), "cannot undo -1 decisions"),
-                        (lambda: game.undo(1.0), r"cannot undo 1\.0 decisions"),
-                        (lambda: game.undo(True), "cannot undo True decisions"),
-                        (lambda: game.undo_to(3), r"^cannot undo to 3: 2 decisions made$"),
-                        (lambda: game.undo_to(-1), "cannot undo to -1"),
-                        (lambda: game.undo_to("1"), "cannot undo to '1'"),
-                        (lambda: game.undo_to(None), "cannot undo to None")]:
+    for bad, needle in [
+        (lambda: game.undo(3), r"^cannot undo 3 decisions: 2 made$"),
+        (lambda: game.undo(-1), "cannot undo -1 decisions"),
+        (lambda: game.undo(1.0), r"cannot undo 1\.0 decisions"),
+        (lambda: game.undo(True), "cannot undo True decisions"),
+        (lambda: game.undo_to(3), r"^cannot undo to 3: 2 decisions made$"),
+        (lambda: game.undo_to(-1), "cannot undo to -1"),
+        (lambda: game.undo_to("1"), "cannot undo to '1'"),
+        (lambda: game.undo_to(None), "cannot undo to None"),
+    ]:
         with pytest.raises(UndoError, match=needle):
             bad()
     assert (game.current_buffer, game.actions(), game.return_s) == before

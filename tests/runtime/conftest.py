@@ -10,14 +10,14 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from mallocgame.costmodel import derive_instance  # noqa: E402
-from mallocgame.instance import Instance  # noqa: E402
+from mallocgame.costmodel import derive_instance
+from mallocgame.instance import Instance
 from mallocgame.runtime.torch_graph import (
     BoundGraph,
     CapturedProgram,
     bind,
     capture_torch,
-)  # noqa: E402
+)
 
 
 class Block(torch.nn.Module):

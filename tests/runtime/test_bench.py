@@ -13,13 +13,13 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from mallocgame.hardware import GPU_HBM_HOST  # noqa: E402
-from mallocgame.runtime.bench import load_solver, mean_relative_error, spearman  # noqa: E402
-from mallocgame.runtime.calibrate import Figure, calibrate, calibrated_preset  # noqa: E402
-from mallocgame.runtime.measure import compare_results, measure  # noqa: E402
-from mallocgame.runtime.memory import CpuMemory  # noqa: E402
-from mallocgame.runtime.plan import placement_plan  # noqa: E402
-from mallocgame.solvers.base import SolveRequest  # noqa: E402
+from mallocgame.hardware import GPU_HBM_HOST
+from mallocgame.runtime.bench import load_solver, mean_relative_error, spearman
+from mallocgame.runtime.calibrate import Figure, calibrate, calibrated_preset
+from mallocgame.runtime.measure import compare_results, measure
+from mallocgame.runtime.memory import CpuMemory
+from mallocgame.runtime.plan import placement_plan
+from mallocgame.solvers.base import SolveRequest
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -160,14 +160,17 @@ def test_the_device_script_without_a_gpu_says_so(tmp_path):
     )
     assert done.returncode == 2
     assert done.stderr.strip().splitlines() == [
-        "device_real: no CUDA device: running an answer on HBM and host " "memory needs a GPU"
+        "device_real: no CUDA device: running an answer on HBM and host memory needs a GPU"
     ]
 
 
 @pytest.mark.parametrize(
     "spec, label, work, seconds",
-    [("es:3", "es:3", 64, None), ("heuristic", "heuristic", None, None),
-     ("muzero-prod", "muzero-prod", None, 30.0)],
+    [
+        ("es:3", "es:3", 64, None),
+        ("heuristic", "heuristic", None, None),
+        ("muzero-prod", "muzero-prod", None, 30.0),
+    ],
 )
 def test_solve_spec_gives_each_solver_its_budget(monkeypatch, spec, label, work, seconds):
     # es and random count games, the agent gets AGENT_SECONDS of wall clock, others none.
@@ -186,6 +189,8 @@ def test_solve_spec_gives_each_solver_its_budget(monkeypatch, spec, label, work,
     assert got == (label, "answer")
     (request,) = seen
     assert (request.work, request.seconds, request.seed) == (
-        work, seconds, int(spec.partition(":")[2] or 0)
+        work,
+        seconds,
+        int(spec.partition(":")[2] or 0),
     )
     assert load_solver("muzero-prod").name == "muzero-prod"

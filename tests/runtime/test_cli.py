@@ -10,18 +10,18 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from mallocgame.costmodel import derive_instance  # noqa: E402
-from mallocgame.frontends.torch import resolve_factory  # noqa: E402
-from mallocgame.runtime.bench import load_solver  # noqa: E402
+from mallocgame.costmodel import derive_instance
+from mallocgame.frontends.torch import resolve_factory
+from mallocgame.runtime.bench import load_solver
 from mallocgame.runtime.cli import (
     _real_inputs,
     add_apply_parser,
     add_bench_real_parser,
-)  # noqa: E402
-from mallocgame.runtime.errors import AnswerMismatchError, NoGpuError  # noqa: E402
-from mallocgame.runtime.torch_graph import capture_torch  # noqa: E402
-from mallocgame.solution import save_solution  # noqa: E402
-from mallocgame.solvers.base import SolveRequest  # noqa: E402
+)
+from mallocgame.runtime.errors import AnswerMismatchError, NoGpuError
+from mallocgame.runtime.torch_graph import capture_torch
+from mallocgame.solution import save_solution
+from mallocgame.solvers.base import SolveRequest
 
 FACTORY = "tests.runtime.factory_module:block"
 

@@ -12,18 +12,18 @@ os.environ.setdefault("JAX_PLATFORMS", "cpu")
 jax = pytest.importorskip("jax")
 jnp = jax.numpy
 
-from mallocgame.costmodel import derive_instance  # noqa: E402
-from mallocgame.frontends.xla import extract_jax  # noqa: E402
-from mallocgame.instance import Instance  # noqa: E402
-from mallocgame.latency import exact_mapping_reward  # noqa: E402
-from mallocgame.runtime.bench import load_solver  # noqa: E402
-from mallocgame.runtime.errors import (  # noqa: E402
+from mallocgame.costmodel import derive_instance
+from mallocgame.frontends.xla import extract_jax
+from mallocgame.instance import Instance
+from mallocgame.latency import exact_mapping_reward
+from mallocgame.runtime.bench import load_solver
+from mallocgame.runtime.errors import (
     AnswerMismatchError,
     ApplyError,
     PlanError,
     ProgramMismatchError,
 )
-from mallocgame.runtime.jax_apply import (  # noqa: E402
+from mallocgame.runtime.jax_apply import (
     DEVICE,
     HOST,
     apply_jax,
@@ -32,8 +32,8 @@ from mallocgame.runtime.jax_apply import (  # noqa: E402
     jax_placement,
     place_args,
 )
-from mallocgame.solution import Solution  # noqa: E402
-from mallocgame.solvers.base import SolveRequest  # noqa: E402
+from mallocgame.solution import Solution
+from mallocgame.solvers.base import SolveRequest
 
 NAMES = ("w1", "b1", "w2", "b2", "x")
 
@@ -50,8 +50,9 @@ def mlp_args():
 
 
 def instance_of(fn, *args, capacity_fraction=None) -> Instance:
-    return derive_instance(extract_jax(fn, *args), "gpu_hbm_host",
-                           capacity_fraction=capacity_fraction)
+    return derive_instance(
+        extract_jax(fn, *args), "gpu_hbm_host", capacity_fraction=capacity_fraction
+    )
 
 
 def solve(inst, name):
@@ -64,7 +65,10 @@ def without(inst: Instance, sol: Solution, drop) -> Solution:
     keep = tuple(a for a in sol.allocations if not drop(inst.buffers[a.buffer]))
     reward = exact_mapping_reward(inst, {a.buffer for a in keep})
     return dataclasses.replace(
-        sol, allocations=keep, reward_s=float(reward), actions=None,
+        sol,
+        allocations=keep,
+        reward_s=float(reward),
+        actions=None,
         normalized_reward=float(reward / inst.exact_reward_normalizer),
     )
 
@@ -123,7 +127,7 @@ def test_a_host_input_is_moved_right_before_its_first_use(mlp_case):
     w = tensor(inst, "w2")
     p = jax_placement(inst, without(inst, fast, lambda b: b.tensor_id == w), mlp, *args)
     text = cuda_placements(p, mlp).text
-    body = text[text.index("func.func public @main"):]
+    body = text[text.index("func.func public @main") :]
     first_dot = body.index("stablehlo.dot_general")
     move = body.index("@annotate_device_placement(%arg2)")
     second_dot = body.index("stablehlo.dot_general", first_dot + 1)
@@ -144,12 +148,8 @@ def test_a_result_is_in_pinned_host_exactly_when_the_answer_drops_it():
     for sol in (fast, dropped):
         p = jax_placement(inst, sol, two_results, w, x)
         allocated = {sol_a.buffer for sol_a in sol.allocations}
-        defining = {
-            b.tensor_id: b.id for b in inst.buffers if b.is_output and b.tensor_id in out
-        }
-        want = tuple(
-            HOST if defining[t] not in allocated else DEVICE for t in p.out_tensors
-        )
+        defining = {b.tensor_id: b.id for b in inst.buffers if b.is_output and b.tensor_id in out}
+        want = tuple(HOST if defining[t] not in allocated else DEVICE for t in p.out_tensors)
         assert p.out_kinds == want
         low = cuda_placements(p, two_results)
         assert low.host_results == p.host_results and low.to_host == len(p.host_results)
@@ -236,7 +236,7 @@ def test_count_placements_reads_a_signature_and_refuses_a_module_without_main():
         'sdy.sharding = #sdy.sharding<@mesh, [{}]>} loc("a"), %arg1: tensor<2xf32>) -> '
         '(tensor<2xf32> {jax.result_info = "[0]"}, tensor<2xf32> {jax.result_info = "[1]", '
         'mhlo.memory_kind = "pinned_host"}) {\n'
-        '  %0 = stablehlo.custom_call @annotate_device_placement(%arg0) {has_side_effect = '
+        "  %0 = stablehlo.custom_call @annotate_device_placement(%arg0) {has_side_effect = "
         'true, mhlo.frontend_attributes = {_xla_buffer_placement = "device"}}\n}'
     )
     low = count_placements(text)

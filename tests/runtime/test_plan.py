@@ -6,11 +6,11 @@ import dataclasses
 
 import pytest
 
+from mallocgame.runtime.bench import load_solver
 from mallocgame.runtime.errors import AnswerMismatchError, PlanError
 from mallocgame.runtime.plan import PlacementPlan, placement_plan
 from mallocgame.solution import Allocation
 from mallocgame.solvers.base import SolveRequest
-from mallocgame.runtime.bench import load_solver
 
 
 def solve(instance, name, seed=0, work=None):

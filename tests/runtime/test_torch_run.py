@@ -6,21 +6,21 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from mallocgame.costmodel import derive_instance  # noqa: E402
-from mallocgame.frontends.torch import extract_torch  # noqa: E402
-from mallocgame.runtime.bench import load_solver  # noqa: E402
+from mallocgame.costmodel import derive_instance
+from mallocgame.frontends.torch import extract_torch
+from mallocgame.runtime.bench import load_solver
 from mallocgame.runtime.errors import (
     ApplyError,
     NoGpuError,
     PlanError,
     ProgramMismatchError,
-)  # noqa: E402
-from mallocgame.runtime.memory import CpuMemory, make_memory  # noqa: E402
-from mallocgame.runtime.plan import PlacementPlan, placement_plan  # noqa: E402
-from mallocgame.runtime.torch_graph import bind, capture_torch  # noqa: E402
-from mallocgame.runtime.torch_run import PlacedRunner, out_overload  # noqa: E402
-from mallocgame.solvers.base import SolveRequest  # noqa: E402
-from tests.runtime.conftest import Block  # noqa: E402
+)
+from mallocgame.runtime.memory import CpuMemory, make_memory
+from mallocgame.runtime.plan import PlacementPlan, placement_plan
+from mallocgame.runtime.torch_graph import bind, capture_torch
+from mallocgame.runtime.torch_run import PlacedRunner, out_overload
+from mallocgame.solvers.base import SolveRequest
+from tests.runtime.conftest import Block
 
 PLACEMENTS = [("drop", None), ("heuristic", None), ("greedy", None), ("random", 3), ("es", 8)]
 

@@ -27,7 +27,16 @@ from mallocgame.solvers.bound import (
 )
 from mallocgame.solvers.random import RandomSolver
 from mallocgame.workloads.registry import load_workload
-from tests.builders import CONFORMANCE_NAMES, B, I, X, build, conformance_instance, conformance_vector, reward_instance
+from tests.builders import (
+    CONFORMANCE_NAMES,
+    B,
+    I,
+    X,
+    build,
+    conformance_instance,
+    conformance_vector,
+    reward_instance,
+)
 
 REL = 1e-12
 
@@ -39,7 +48,11 @@ def test_instruction_gains_by_hand() -> None:
     roof, tab = instruction_gains(reward_instance())
     # instruction 0: memory 4 s against compute 2.5 s: at most A = 1.5 s saved,
     # B = 0 s of slack; each buffer saves size * (1/100 - 1/1000)
-    assert isinstance(roof, RooflineTerm) and (roof.t, roof.count, roof.buffers) == (0, 3, (0, 1, 2))
+    assert isinstance(roof, RooflineTerm) and (roof.t, roof.count, roof.buffers) == (
+        0,
+        3,
+        (0, 1, 2),
+    )
     assert (roof.a, roof.b) == (1.5, 0.0)
     assert roof.deltas == pytest.approx((0.9, 1.8, 0.9), rel=REL)
     # instruction 1: the table 8, 5, 6, 1 s as gains over the empty set
@@ -50,7 +63,9 @@ def test_when_everything_fits_the_bound_is_the_normalizer() -> None:
     # capacity 1 MiB and zero demands: every buffer can be fast, and is in the best game
     inst = reward_instance()
     assert reach(inst).feasible.all()
-    assert trivial_bound(inst) == pytest.approx(3 * 1.5 + 2 * 7.0, rel=REL) == reward_normalizer(inst)
+    assert (
+        trivial_bound(inst) == pytest.approx(3 * 1.5 + 2 * 7.0, rel=REL) == reward_normalizer(inst)
+    )
     details = bound_details(inst)
     assert details["trivial_s"] == pytest.approx(18.5, rel=REL)
     assert details["lp_s"] == pytest.approx(18.5, rel=1e-5)  # the LP, inflated by 1e-6
@@ -83,7 +98,9 @@ def test_an_alias_group_is_fast_as_a_whole() -> None:
 
 
 @pytest.mark.parametrize("supply, feasible, bound", [(0.5, False, 0.0), (1.0, True, 0.9)])
-def test_a_copy_needs_enough_supply_before_the_read(supply: float, feasible: bool, bound: float) -> None:
+def test_a_copy_needs_enough_supply_before_the_read(
+    supply: float, feasible: bool, bound: float
+) -> None:
     # a program input (100 B: demand 1 s) read at step 1; step 0 supplies `supply` seconds
     inst = build(tensors=[X(100)], instructions=[I(supply=supply), I(reads=[0])])
     r = reach(inst)
@@ -96,7 +113,9 @@ def test_a_copy_needs_enough_supply_before_the_read(supply: float, feasible: boo
 def test_the_memory_rows_tighten_the_trivial_bound() -> None:
     # two 100-byte inputs read together at step 1, room for one of them (capacity 100):
     # each alone can be fast (trivial bound 2 * 0.9), both at once cannot (LP 0.9)
-    inst = build(tensors=[X(100), X(100)], instructions=[I(supply=2.0), I(reads=[0, 1])], capacity=100)
+    inst = build(
+        tensors=[X(100), X(100)], instructions=[I(supply=2.0), I(reads=[0, 1])], capacity=100
+    )
     assert reach(inst).feasible.all()
     details = bound_details(inst)
     assert details["trivial_s"] == pytest.approx(1.8, rel=REL)
@@ -106,7 +125,9 @@ def test_the_memory_rows_tighten_the_trivial_bound() -> None:
 
 
 def test_without_the_lp_the_bound_is_the_trivial_one() -> None:
-    inst = build(tensors=[X(100), X(100)], instructions=[I(supply=2.0), I(reads=[0, 1])], capacity=100)
+    inst = build(
+        tensors=[X(100), X(100)], instructions=[I(supply=2.0), I(reads=[0, 1])], capacity=100
+    )
     details = bound_details(inst, lp=False)
     assert details["lp_s"] is None
     assert details["bound_s"] == details["trivial_s"] == pytest.approx(1.8, rel=REL)
@@ -127,7 +148,12 @@ def test_bound_covers_every_recorded_game(name: str) -> None:
 
 
 def test_upper_bound_beats_random_and_heuristic_solutions() -> None:
-    for name in ("xla-v1/lstm_infer", "xla-v1/resnet_infer", "synthetic-v1/small", "xla-v1/donated_sgd_step"):
+    for name in (
+        "xla-v1/lstm_infer",
+        "xla-v1/resnet_infer",
+        "synthetic-v1/small",
+        "xla-v1/donated_sgd_step",
+    ):
         inst = load_workload(name)
         ub = upper_bound(inst)
         assert ub <= bound_details(inst)["trivial_s"]

@@ -13,7 +13,11 @@ from mallocgame.instance import Instance
 from mallocgame.solution import Solution, load_solution, save_solution
 from mallocgame.solvers import SolveRequest, get_solver
 from mallocgame.solvers.checkpoint import (
-    BestAnswerFile, check_checkpoint, checkpoint_directory, read_fingerprint, restore_checkpoint,
+    BestAnswerFile,
+    check_checkpoint,
+    checkpoint_directory,
+    read_fingerprint,
+    restore_checkpoint,
 )
 from mallocgame.workloads.registry import load_workload
 
@@ -39,7 +43,9 @@ def test_another_runs_checkpoint_names_the_field(tmp_path: Path) -> None:
         restore_checkpoint(_write(tmp_path / "d", {"step": 1}), {"instance": "abc"}, "x")
 
 
-@pytest.mark.parametrize("data", [b"not msgpack at all \xff\x00", serialization.msgpack_serialize([1, 2])])
+@pytest.mark.parametrize(
+    "data", [b"not msgpack at all \xff\x00", serialization.msgpack_serialize([1, 2])]
+)
 def test_a_damaged_file_is_refused(tmp_path: Path, data: bytes) -> None:
     (tmp_path / "c").write_bytes(data)
     with pytest.raises(SolverError, match="not a readable checkpoint"):
@@ -59,10 +65,18 @@ def test_the_fingerprint_alone_is_checked_before_a_run(tmp_path: Path) -> None:
         check_checkpoint(tmp_path / "d", {"seed": 3}, "x")
 
 
-@pytest.mark.parametrize("fingerprint", [
-    {"trainer": "muzero", "version": 2, "seed": 0},
-    {"version": 2, "seed": 0, "answer": "search", "config": "{}"},  # written before "trainer" was
-])
+@pytest.mark.parametrize(
+    "fingerprint",
+    [
+        {"trainer": "muzero", "version": 2, "seed": 0},
+        {
+            "version": 2,
+            "seed": 0,
+            "answer": "search",
+            "config": "{}",
+        },  # written before "trainer" was
+    ],
+)
 def test_another_trainers_checkpoint_names_the_trainer(tmp_path: Path, fingerprint: dict) -> None:
     path = _write(tmp_path / "c", {"fingerprint": fingerprint})
     message = rf"{tmp_path}: holds a muzero run, which egrl cannot resume \(remove it\)"
@@ -89,8 +103,10 @@ def test_a_checkpoint_folder_must_not_be_a_file(tmp_path: Path) -> None:
 @pytest.fixture(scope="module")
 def answers(small: Instance) -> dict[str, Solution]:
     """Three answers of ``small``, worst to best: random, greedy, heuristic."""
-    found = {name: get_solver(name).solve(small, SolveRequest(seed=0, work=1))
-             for name in ("random", "greedy", "heuristic")}
+    found = {
+        name: get_solver(name).solve(small, SolveRequest(seed=0, work=1))
+        for name in ("random", "greedy", "heuristic")
+    }
     assert found["random"].reward_s < found["greedy"].reward_s < found["heuristic"].reward_s
     return found
 
@@ -136,11 +152,17 @@ def _unusable(kind: str, answers: dict[str, Solution]) -> bytes:
     return json.dumps(other.to_dict()).encode()
 
 
-@pytest.mark.parametrize("kind, why", [
-    ("damaged", "not valid JSON"), ("tampered", "reward_mismatch"), ("other", "instance_mismatch"),
-])
+@pytest.mark.parametrize(
+    "kind, why",
+    [
+        ("damaged", "not valid JSON"),
+        ("tampered", "reward_mismatch"),
+        ("other", "instance_mismatch"),
+    ],
+)
 def test_a_file_that_does_not_load_or_check_is_moved_aside(
-        tmp_path: Path, small: Instance, answers, kind: str, why: str) -> None:
+    tmp_path: Path, small: Instance, answers, kind: str, why: str
+) -> None:
     path = tmp_path / "best.solution.json"
     data = _unusable(kind, answers)
     path.write_bytes(data)

@@ -36,9 +36,13 @@ def _conformance(name: str):
     return instance_from_dict(json.loads((CONFORMANCE / f"{name}.json").read_text())["instance"])
 
 
-@pytest.mark.parametrize("name", ["xla-v1/lstm_infer", "xla-v1/resnet_infer", "conformance/random112"])
+@pytest.mark.parametrize(
+    "name", ["xla-v1/lstm_infer", "xla-v1/resnet_infer", "conformance/random112"]
+)
 def test_answers_are_valid(name: str) -> None:
-    inst = _conformance(name.split("/")[1]) if name.startswith("conformance/") else load_workload(name)
+    inst = (
+        _conformance(name.split("/")[1]) if name.startswith("conformance/") else load_workload(name)
+    )
     solution = EsSolver().solve(inst, SolveRequest(seed=1, work=15, options=SMALL))
     assert check_solution(inst, solution).ok
     assert solution.solver == "es" and len(solution.actions) == inst.num_buffers
@@ -131,7 +135,9 @@ def test_improves_on_its_initial_policy(seed: int) -> None:
     cfg = EsSolver().config(options)
     theta0 = LinearPolicyShape().initial(cfg, np.random.default_rng(seed))
     # the answer claims the exact reward (rounded once), the game's float64 sum is within 1e-12
-    assert play_policy(small, theta0).return_s == pytest.approx(initial.solution.reward_s, rel=1e-12)
+    assert play_policy(small, theta0).return_s == pytest.approx(
+        initial.solution.reward_s, rel=1e-12
+    )
     assert final.reward_s > initial.solution.reward_s
     rewards = [imp.solution.reward_s for imp in seen]
     assert rewards == sorted(rewards) and rewards[-1] == final.reward_s

@@ -80,7 +80,9 @@ def test_conformance_optima_are_reached_exactly() -> None:
 
 
 @settings(
-    max_examples=100, deadline=None, database=None,
+    max_examples=100,
+    deadline=None,
+    database=None,
     suppress_health_check=list(HealthCheck),
 )
 @given(instances())
@@ -105,22 +107,51 @@ def test_exact_proves_a_tiny_optimum_without_a_hint() -> None:
     proving the optimum (status FEASIBLE). Found by the random-instance test, where it
     failed whenever the warm start's hint did not pin the optimum."""
     inst = build(
-        [X(96, last_use=3), X(837), X(117), X(117, live_out=True), X(0, live_out=True), X(0), X(234), X(96), X(0)],
         [
-            I(writes=[B(2, demand=0.11699999999999999), B(3, demand=0.11699999999999999)],
-              supply=2.0, count=3, latency=roofline(5.0)),
-            I(reads=[B(1, alias="k", demand=0.1674)], writes=[B(4, demand=0.0), B(5, alias="k", demand=0.0)],
-              supply=2.0, count=4, latency=roofline(5.0, 0.5)),
-            I(writes=[B(6, demand=2.34)], supply=0.0, latency=table([], [19.56485316542406])),
-            I(reads=[B(5, demand=0.0), B(2, demand=0.585)], writes=[B(7, demand=0.48), B(8, demand=0.0)],
-              supply=0.5, count=2, latency=roofline(1.0)),
+            X(96, last_use=3),
+            X(837),
+            X(117),
+            X(117, live_out=True),
+            X(0, live_out=True),
+            X(0),
+            X(234),
+            X(96),
+            X(0),
         ],
-        alignment=256, capacity=2048,
+        [
+            I(
+                writes=[B(2, demand=0.11699999999999999), B(3, demand=0.11699999999999999)],
+                supply=2.0,
+                count=3,
+                latency=roofline(5.0),
+            ),
+            I(
+                reads=[B(1, alias="k", demand=0.1674)],
+                writes=[B(4, demand=0.0), B(5, alias="k", demand=0.0)],
+                supply=2.0,
+                count=4,
+                latency=roofline(5.0, 0.5),
+            ),
+            I(writes=[B(6, demand=2.34)], supply=0.0, latency=table([], [19.56485316542406])),
+            I(
+                reads=[B(5, demand=0.0), B(2, demand=0.585)],
+                writes=[B(7, demand=0.48), B(8, demand=0.0)],
+                supply=0.5,
+                count=2,
+                latency=roofline(1.0),
+            ),
+        ],
+        alignment=256,
+        capacity=2048,
     )
     best = exhaustive_search(Game(inst))[0]
     for seed in (0, 1):
-        solution = ExactSolver().solve(inst, SolveRequest(
-            seed=seed, seconds=10, options={"warm_start": False, "heuristic_start": False}))
+        solution = ExactSolver().solve(
+            inst,
+            SolveRequest(
+                seed=seed, seconds=10, options={"warm_start": False, "heuristic_start": False}
+            ),
+        )
         assert solution.info["status"] == "OPTIMAL", (seed, solution.info["status"])
         assert solution.reward_s == pytest.approx(best, rel=1e-9)
         assert check_solution(inst, solution).ok
@@ -132,15 +163,27 @@ def _presolve_bug_instance():
     as a hint); found by the random-instance test. A zero-size tensor, and two alias
     groups that each join a read of x1 to an output of the same instruction."""
     return build(
-        [X(0, live_out=True), X(201, live_out=True), X(404, live_out=True),
-         X(1, live_out=True), X(1, live_out=True), X(1, live_out=True)],
+        [
+            X(0, live_out=True),
+            X(201, live_out=True),
+            X(404, live_out=True),
+            X(1, live_out=True),
+            X(1, live_out=True),
+            X(1, live_out=True),
+        ],
         [
             I(writes=[B(0, demand=0.0), B(1, demand=2.01)], supply=2.0, latency=table([], [0.0])),
-            I(reads=[B(1, alias="a", demand=0.20099999999999998), B(0, demand=0.0)],
-              writes=[B(2, demand=0.404), B(3, alias="a", demand=0.0)], supply=2.0),
-            I(reads=[B(1, alias="b", demand=2.01), B(0, demand=0.0)],
-              writes=[B(4, alias="b", demand=0.001), B(5, demand=0.001)],
-              supply=2.0, latency=table([0, 1, 2], [0.0] * 8)),
+            I(
+                reads=[B(1, alias="a", demand=0.20099999999999998), B(0, demand=0.0)],
+                writes=[B(2, demand=0.404), B(3, alias="a", demand=0.0)],
+                supply=2.0,
+            ),
+            I(
+                reads=[B(1, alias="b", demand=2.01), B(0, demand=0.0)],
+                writes=[B(4, alias="b", demand=0.001), B(5, demand=0.001)],
+                supply=2.0,
+                latency=table([0, 1, 2], [0.0] * 8),
+            ),
             I(supply=2.0, latency=table([], [0.0])),
         ],
         capacity=606,
@@ -176,7 +219,9 @@ def test_exact_retries_with_less_presolve_after_an_infeasible(monkeypatch) -> No
         if callback is None:  # the hint's completion
             return real_solve(self, model)
         searches.append(self.parameters.cp_model_probing_level == 0)
-        status = real_solve(self, model) if len(searches) == 1 else real_solve(self, model, callback)
+        status = (
+            real_solve(self, model) if len(searches) == 1 else real_solve(self, model, callback)
+        )
         return cp_model.INFEASIBLE if len(searches) == 1 else status
 
     monkeypatch.setattr(cp_model.CpSolver, "solve", solve)
@@ -255,16 +300,30 @@ def test_copy_interval_helpers_match_the_checker() -> None:
 
 def test_exact_options_are_checked_before_any_work(monkeypatch) -> None:
     solver = ExactSolver()
-    solver.check_options({"workers": 2, "cumulative": False, "warm_start": True, "warm_start_s": 0.5,
-                          "heuristic_start": False, "force_model": True, "log": False})
+    solver.check_options(
+        {
+            "workers": 2,
+            "cumulative": False,
+            "warm_start": True,
+            "warm_start_s": 0.5,
+            "heuristic_start": False,
+            "force_model": True,
+            "log": False,
+        }
+    )
     solver.check_options({"workers": 1.0, "log": 0, "warm_start_s": None})
-    with pytest.raises(SolverError, match=r"exact: unknown option 'worker' \(valid: workers, cumulative"):
+    with pytest.raises(
+        SolverError, match=r"exact: unknown option 'worker' \(valid: workers, cumulative"
+    ):
         solver.check_options({"worker": 2})
-    for bad, needle in [({"workers": "two"}, "option workers must be a whole number"),
-                        ({"workers": 0}, r"option workers must be in \[1, 256\], not 0"),
-                        ({"workers": 1.5}, "workers must be"),
-                        ({"log": "perhaps"}, "log must be true or false"), ({"force_model": 2}, "force_model"),
-                        ({"warm_start_s": -1}, "warm_start_s must be")]:
+    for bad, needle in [
+        ({"workers": "two"}, "option workers must be a whole number"),
+        ({"workers": 0}, r"option workers must be in \[1, 256\], not 0"),
+        ({"workers": 1.5}, "workers must be"),
+        ({"log": "perhaps"}, "log must be true or false"),
+        ({"force_model": 2}, "force_model"),
+        ({"warm_start_s": -1}, "warm_start_s must be"),
+    ]:
         with pytest.raises(SolverError, match=needle):
             solver.check_options(bad)
     inst, _ = _load(NAMES[0])

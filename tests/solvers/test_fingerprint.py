@@ -27,8 +27,14 @@ TINY = Path(__file__).parents[1] / "data" / "conformance" / "tiny_alias.json"
 # A MuZero run small enough for the test suite: two games a batch, two simulations,
 # the cheap demonstrations only.
 MUZERO = {
-    "parallel_games": 2, "greedy_games": 1, "num_simulations": 2, "min_replay": 16,
-    "batch_size": 8, "width": 16, "latent_size": 8, "demonstrations": "heuristic,greedy",
+    "parallel_games": 2,
+    "greedy_games": 1,
+    "num_simulations": 2,
+    "min_replay": 16,
+    "batch_size": 8,
+    "width": 16,
+    "latent_size": 8,
+    "demonstrations": "heuristic,greedy",
 }
 
 CELLS: list[tuple[str, str, int, int, dict[str, Any]]] = [
@@ -48,18 +54,18 @@ CELLS: list[tuple[str, str, int, int, dict[str, Any]]] = [
 ]
 
 FINGERPRINTS: dict[str, str] = {
-    'xla-v1/gru_infer:drop:s0:w1': '6497355b22a4f245f5051bd5edda64737c5bc856c70165a84aaa98f9003a2ecf',
-    'xla-v1/gru_infer:random:s3:w5': '79f47ee0d24fb1b15638897975161fb343af9bda8ae8770754a4a8ee61095046',
-    'xla-v1/gru_infer:greedy:s0:w1': 'd878e99e87276bbf7562a00fbd9cb12dfe04a09e62ea1a8b66395704c847ca86',
-    'xla-v1/gru_infer:heuristic:s0:w1': 'ef8ce2550064aa582c21c7a51b5e42544b65d9151a0623a00cf569be98ca9f84',
-    'xla-v1/lstm_infer:heuristic:s0:w1': 'b503cd478c880f69752c7ba7c98e1a1a9c03e7a01c76088195e9984252c0c3e8',
-    'xla-v1/gru_infer:es:s1:w40': 'd4fef01f5bf0bc8a75109e3b637c47ec2d82d92661bdfa1aa2bb46afef23c396',
-    'xla-v1/gru_infer:es:s2:w21:hidden=4,init=random': 'b1cf489ea2a7c2cf731d1c3a635b0a3b647b114638b6b4abbfd8ad811b3c1335',
-    'xla-v1/gru_infer:mcts:s0:w300': '1ac98a334b9756b2535c9880ec2681c830837f84127bfc2f3953d073af8a09d8',
-    'xla-v1/gru_infer:exact:s0:w500': 'fecc0ac78b951a2933f08c7e57bd38d110de53c94e27bdad30d8f1a1063c483e',
-    'xla-v1/gru_infer:best-of:s0:w3:solvers=heuristic,random': 'ef8ce2550064aa582c21c7a51b5e42544b65d9151a0623a00cf569be98ca9f84',
-    'tiny:exhaustive:s0:w100000': '4749527c7fe112cf554a6440b55cf5269cc8cf9343921921bbb80572d938ea04',
-    'xla-v1/gru_infer:muzero:s0:w4': 'c25fa8436bfd658c38baaf48770f6e60dd16692320f02ffc6f5d2be9dafe4026',
+    "xla-v1/gru_infer:drop:s0:w1": "6497355b22a4f245f5051bd5edda64737c5bc856c70165a84aaa98f9003a2ecf",
+    "xla-v1/gru_infer:random:s3:w5": "79f47ee0d24fb1b15638897975161fb343af9bda8ae8770754a4a8ee61095046",
+    "xla-v1/gru_infer:greedy:s0:w1": "d878e99e87276bbf7562a00fbd9cb12dfe04a09e62ea1a8b66395704c847ca86",
+    "xla-v1/gru_infer:heuristic:s0:w1": "ef8ce2550064aa582c21c7a51b5e42544b65d9151a0623a00cf569be98ca9f84",
+    "xla-v1/lstm_infer:heuristic:s0:w1": "b503cd478c880f69752c7ba7c98e1a1a9c03e7a01c76088195e9984252c0c3e8",
+    "xla-v1/gru_infer:es:s1:w40": "d4fef01f5bf0bc8a75109e3b637c47ec2d82d92661bdfa1aa2bb46afef23c396",
+    "xla-v1/gru_infer:es:s2:w21:hidden=4,init=random": "b1cf489ea2a7c2cf731d1c3a635b0a3b647b114638b6b4abbfd8ad811b3c1335",
+    "xla-v1/gru_infer:mcts:s0:w300": "1ac98a334b9756b2535c9880ec2681c830837f84127bfc2f3953d073af8a09d8",
+    "xla-v1/gru_infer:exact:s0:w500": "fecc0ac78b951a2933f08c7e57bd38d110de53c94e27bdad30d8f1a1063c483e",
+    "xla-v1/gru_infer:best-of:s0:w3:solvers=heuristic,random": "ef8ce2550064aa582c21c7a51b5e42544b65d9151a0623a00cf569be98ca9f84",
+    "tiny:exhaustive:s0:w100000": "4749527c7fe112cf554a6440b55cf5269cc8cf9343921921bbb80572d938ea04",
+    "xla-v1/gru_infer:muzero:s0:w4": "c25fa8436bfd658c38baaf48770f6e60dd16692320f02ffc6f5d2be9dafe4026",
 }
 
 

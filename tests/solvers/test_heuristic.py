@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -80,7 +79,9 @@ def test_tiny_instances_within_bounds(inst) -> None:
 
 @pytest.mark.parametrize("seed", range(12))
 @pytest.mark.parametrize("num_buffers,capacity_fraction", [(60, 0.25), (200, 0.05), (300, 0.6)])
-def test_random_programs_always_valid(seed: int, num_buffers: int, capacity_fraction: float) -> None:
+def test_random_programs_always_valid(
+    seed: int, num_buffers: int, capacity_fraction: float
+) -> None:
     inst = generate(num_buffers, seed, capacity_fraction=capacity_fraction)
     for options in ({}, {"max_overlap_basis": "buffer"}, {"skip_unprofitable": False}):
         solution = HeuristicSolver().solve(inst, SolveRequest(options=options))
@@ -101,7 +102,11 @@ def test_prefetches_an_input_behind_compute() -> None:
     # preferred overlap is 1.5 s, so the copy starts 2 steps before the use.
     inst = build(tensors=[X(100)], instructions=[I(), I(), I(), I(reads=[0])])
     alloc = _by_buffer(HeuristicSolver().solve(inst))
-    assert alloc[0].action == "Copy" and alloc[0].copy == (1, 2) and (alloc[0].start, alloc[0].end) == (1, 3)
+    assert (
+        alloc[0].action == "Copy"
+        and alloc[0].copy == (1, 2)
+        and (alloc[0].start, alloc[0].end) == (1, 3)
+    )
     faithful_to_demand = HeuristicSolver().solve(
         inst, SolveRequest(options={"preferred_overlap_to_async_copy_ratio": 1.0})
     )
@@ -162,7 +167,9 @@ def test_options_and_callback() -> None:
         HeuristicSolver().solve(inst, SolveRequest(options={"max_overlap_basis": "x"}))
     seen = []
     solution = HeuristicSolver().solve(inst, SolveRequest(callback=seen.append))
-    assert [replace(imp.solution, wall_s=solution.wall_s) for imp in seen] == [solution]  # then the final time
+    assert [replace(imp.solution, wall_s=solution.wall_s) for imp in seen] == [
+        solution
+    ]  # then the final time
     allocations, stats = msa_allocations(inst, HeuristicOptions())
     assert tuple(allocations) == solution.allocations
     assert not physical_check(inst, allocations)

@@ -14,7 +14,9 @@ from mallocgame.workloads.registry import load_workload
 
 def test_best_of_keeps_the_fastest_valid_candidate() -> None:
     inst = load_workload("xla-v1/resnet_infer")
-    solution = BestOfSolver().solve(inst, SolveRequest(seed=0, work=2, options={"solvers": ("drop", "random")}))
+    solution = BestOfSolver().solve(
+        inst, SolveRequest(seed=0, work=2, options={"solvers": ("drop", "random")})
+    )
     record = solution.info["candidates"]
     assert set(record) == {"drop", "random"} and all(c["valid"] for c in record.values())
     chosen = min(record, key=lambda n: record[n]["latency_s"])
@@ -29,11 +31,13 @@ def test_best_of_options_name_known_solvers() -> None:
     solver.check_options({})
     solver.check_options({"solvers": ["drop", "greedy"]})
     solver.check_options({"solvers": "drop, greedy"})  # as --option solvers=drop,greedy gives it
-    for bad, needle in [({"solvers": ["drop", "nope"]}, "unknown solver 'nope'"),
-                        ({"solvers": "drop,egrll"}, "unknown solver 'egrll'"),
-                        ({"solvers": ""}, r"option solvers must hold 1 to 32 items, not 0"),
-                        ({"solvers": 3}, "must be a list of str"),
-                        ({"solver": "drop"}, r"best-of: unknown option 'solver' \(valid: solvers\)")]:
+    for bad, needle in [
+        ({"solvers": ["drop", "nope"]}, "unknown solver 'nope'"),
+        ({"solvers": "drop,egrll"}, "unknown solver 'egrll'"),
+        ({"solvers": ""}, r"option solvers must hold 1 to 32 items, not 0"),
+        ({"solvers": 3}, "must be a list of str"),
+        ({"solver": "drop"}, r"best-of: unknown option 'solver' \(valid: solvers\)"),
+    ]:
         with pytest.raises(SolverError, match=needle):
             solver.check_options(bad)
     inst = load_workload("synthetic-v1/small")
@@ -57,7 +61,10 @@ def test_a_candidate_that_refuses_is_reported_and_skipped() -> None:
 
 def test_every_candidate_refusing_is_one_error_with_every_reason() -> None:
     inst = load_workload("xla-v1/gru_infer")
-    with pytest.raises(SolverError, match=r"^best-of: every candidate refused \(exhaustive: "
-                                          r"exhaustive search gave up after 3 moves; "
-                                          r"the instance is too large\)$"):
+    with pytest.raises(
+        SolverError,
+        match=r"^best-of: every candidate refused \(exhaustive: "
+        r"exhaustive search gave up after 3 moves; "
+        r"the instance is too large\)$",
+    ):
         BestOfSolver().solve(inst, SolveRequest(seed=0, work=3, options={"solvers": "exhaustive"}))

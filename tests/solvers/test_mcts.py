@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -40,7 +39,9 @@ def test_answers_are_valid(name: str) -> None:
     assert solution.solver == "mcts" and len(solution.actions) == inst.num_buffers
     work = solution.work
     assert 0 < work["simulations"] <= 200
-    assert [replace(imp.solution, wall_s=solution.wall_s) for imp in seen] == [solution]  # then the final time
+    assert [replace(imp.solution, wall_s=solution.wall_s) for imp in seen] == [
+        solution
+    ]  # then the final time
 
 
 @pytest.mark.parametrize("name", ["random104", "random112", "tiny_alias", "tiny_square"])
@@ -66,6 +67,7 @@ def test_more_simulations_do_at_least_as_well(lstm) -> None:
     # Random rollouts (epsilon 0.3) make each seed a different search; averaged over
     # seeds 0-2, 12 simulations a move beat 2 by a wide margin (0.60 vs 0.46 when written).
     options = {"epsilon": 0.3, "rollout_depth": 32}
+
     def rewards(simulations: int) -> list[float]:
         opts = {**options, "simulations": simulations}
         return [

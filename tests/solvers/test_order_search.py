@@ -11,7 +11,10 @@ from mallocgame.simulate import simulate
 from mallocgame.solvers import SolveRequest, get_solver
 from mallocgame.solvers.heuristic import OrderedAssignment, msa_allocations
 from mallocgame.solvers.order_search import (
-    OrderSearchResult, Start, order_from_mapping, search_order,
+    OrderSearchResult,
+    Start,
+    order_from_mapping,
+    search_order,
 )
 from mallocgame.workloads.registry import load_workload
 
@@ -40,7 +43,7 @@ def test_placing_again_from_a_shared_prefix_equals_placing_from_scratch(alexnet)
     order = np.array(incremental.default_order)
     for _ in range(12):
         i, j = sorted(rng.integers(incremental.num_candidates, size=2))
-        order = np.concatenate([order[:i], order[i:j + 1][::-1], order[j + 1:]])
+        order = np.concatenate([order[:i], order[i : j + 1][::-1], order[j + 1 :]])
         fresh = OrderedAssignment(alexnet).assign(order)
         assert incremental.assign(order) == fresh
     assert incremental.assign(incremental.default_order) == incremental.heuristic_allocations
@@ -67,7 +70,9 @@ def test_order_from_mapping_puts_the_mappings_fast_candidates_first(alexnet) -> 
     assert list(order[: len(fast)]) == [c for c in assignment.default_order if c in fast]
 
 
-def test_the_search_is_never_slower_than_the_heuristic_and_reports_only_faster_valid_mappings(alexnet) -> None:
+def test_the_search_is_never_slower_than_the_heuristic_and_reports_only_faster_valid_mappings(
+    alexnet,
+) -> None:
     assignment = OrderedAssignment(alexnet)
     heuristic = simulate(alexnet, assignment.heuristic_allocations).latency_s
     seen: list[OrderSearchResult] = []
@@ -81,11 +86,15 @@ def test_the_search_is_never_slower_than_the_heuristic_and_reports_only_faster_v
         assert simulate(alexnet, r.allocations).latency_s == r.latency_s
     assert result.latency_s == latencies[-1] <= heuristic
     assert result.improvements == len(seen) - 1
-    assert result.latency_s < heuristic  # alexnet: 150 proposals find a faster order (measured, seed 0)
+    assert (
+        result.latency_s < heuristic
+    )  # alexnet: 150 proposals find a faster order (measured, seed 0)
 
 
 def test_the_same_seed_and_work_give_the_same_mapping(alexnet) -> None:
-    runs = [search_order(OrderedAssignment(alexnet), seed=5, stop=lambda n: n >= 40) for _ in range(2)]
+    runs = [
+        search_order(OrderedAssignment(alexnet), seed=5, stop=lambda n: n >= 40) for _ in range(2)
+    ]
     assert runs[0] == runs[1]
     other = search_order(OrderedAssignment(alexnet), seed=6, stop=lambda n: n >= 40)
     assert other.order != runs[0].order
@@ -94,14 +103,20 @@ def test_the_same_seed_and_work_give_the_same_mapping(alexnet) -> None:
 def test_a_faster_start_order_is_the_first_best(alexnet) -> None:
     assignment = OrderedAssignment(alexnet)
     found = search_order(assignment, seed=0, stop=lambda n: n >= 150)
-    again = search_order(OrderedAssignment(alexnet), seed=1, stop=lambda n: n >= 0,
-                         starts=[Start("found", found.order), Start("worse", tuple(reversed(found.order)))])
+    again = search_order(
+        OrderedAssignment(alexnet),
+        seed=1,
+        stop=lambda n: n >= 0,
+        starts=[Start("found", found.order), Start("worse", tuple(reversed(found.order)))],
+    )
     assert again.start == "found" and again.latency_s == found.latency_s and again.evaluations == 0
 
 
 def test_the_solver_answers_a_checked_mapping_within_its_work_budget(alexnet) -> None:
     seen: list = []
-    answer = get_solver("msa-search").solve(alexnet, SolveRequest(seed=0, work=60, callback=seen.append))
+    answer = get_solver("msa-search").solve(
+        alexnet, SolveRequest(seed=0, work=60, callback=seen.append)
+    )
     assert check_solution(alexnet, answer).ok and answer.actions is None
     assert answer.solver == "msa-search" and answer.work == {"evaluations": 60}
     assert answer.info["latency_s"] == simulate(alexnet, answer).latency_s

@@ -32,8 +32,11 @@ def test_first_touch_keeps_what_came_first_and_never_moves_it() -> None:
 
 
 def test_first_touch_brings_a_program_input_in_at_its_first_read() -> None:
-    inst = build(tensors=[X(50), X(10, live_out=True), X(10, live_out=True)],
-                 instructions=[I(writes=[1]), I(reads=[0], writes=[2]), I(reads=[0])], capacity=100)
+    inst = build(
+        tensors=[X(50), X(10, live_out=True), X(10, live_out=True)],
+        instructions=[I(writes=[1]), I(reads=[0], writes=[2]), I(reads=[0])],
+        capacity=100,
+    )
     answer = get_solver("first-touch").solve(inst, SolveRequest(seed=0))
     actions = {(a.buffer, a.action) for a in answer.allocations}
     first, second = [b.id for b in inst.buffers if b.tensor_id == 0]
@@ -45,7 +48,9 @@ def test_agnostic_with_no_fast_share_places_nothing_and_with_all_is_first_touch(
     inst = suite_instance("xla-v1/gru_infer")
     none = get_solver("agnostic").solve(inst, SolveRequest(seed=3, options={"fast_share": 0.0}))
     assert none.allocations == () and none.reward_s == 0.0
-    everything = get_solver("agnostic").solve(inst, SolveRequest(seed=3, options={"fast_share": 1.0}))
+    everything = get_solver("agnostic").solve(
+        inst, SolveRequest(seed=3, options={"fast_share": 1.0})
+    )
     first_touch = get_solver("first-touch").solve(inst, SolveRequest(seed=0))
     assert everything.actions == first_touch.actions
 
@@ -57,7 +62,7 @@ def test_agnostic_draws_its_placement_from_the_seed() -> None:
     again = solver.solve(inst, SolveRequest(seed=0))
     assert a.actions == again.actions and a.actions != b.actions
     assert 0.0 < a.normalized_reward < get_solver("first-touch").solve(inst).normalized_reward
-    assert a.info["fast_share"] == 0.5 and 0 < a.info["groups_drawn_fast"]
+    assert a.info["fast_share"] == 0.5 and a.info["groups_drawn_fast"] > 0
     for answer in (a, b):
         assert check_solution(inst, answer).ok
 
@@ -65,4 +70,6 @@ def test_agnostic_draws_its_placement_from_the_seed() -> None:
 @pytest.mark.parametrize("value", [-0.1, 1.5])
 def test_agnostic_refuses_a_share_outside_zero_to_one(value: float) -> None:
     with pytest.raises(SolverError, match="fast_share"):
-        get_solver("agnostic").solve(_three_activations(), SolveRequest(options={"fast_share": value}))
+        get_solver("agnostic").solve(
+            _three_activations(), SolveRequest(options={"fast_share": value})
+        )

@@ -40,14 +40,18 @@ def test_heuristic_mappings_project_to_legal_trajectories(name: str) -> None:
     inst = load_workload(name)
     mapping = HeuristicSolver().solve(inst)
     # The repair's whole budget costs up to about 50 s on the largest programs: a few replays there.
-    trajectory, kept = project(inst, mapping, repairs=DEFAULT_REPAIRS if inst.num_buffers < 5_000 else 5)
+    trajectory, kept = project(
+        inst, mapping, repairs=DEFAULT_REPAIRS if inst.num_buffers < 5_000 else 5
+    )
     _assert_trajectory(inst, trajectory)
     assert trajectory.solver == "heuristic" and trajectory.seed == mapping.seed
     assert 0.0 <= kept <= 1.0 + KEPT_TOL
     assert kept == pytest.approx(trajectory.reward_s / mapping.reward_s, rel=1e-12)
     assert trajectory.info["kept_fraction"] == kept
     assert trajectory.info["projected_from"] == mapping.reward_s
-    assert kept >= trajectory.info["kept_before_repair"]  # the repair keeps only what raises the return
+    assert (
+        kept >= trajectory.info["kept_before_repair"]
+    )  # the repair keeps only what raises the return
     # The game's first-fit offsets lose some placements, most of the reward stays after
     # the repair (xla-v2/mixer_b16_infer_b64 keeps least, 0.82; before the repair
     # xla-v1/inplace_update_loop kept 0.385, its loop-carried groups lost to Drop-backup).
@@ -69,7 +73,11 @@ def _round_trip(inst, solution) -> None:
 
 @pytest.mark.parametrize("seed", range(4))
 def test_a_trajectory_projects_onto_itself(seed: int) -> None:
-    for inst in (generate(250, seed, capacity_fraction=0.1), _conformance("random104"), load_workload("xla-v1/lstm_infer")):
+    for inst in (
+        generate(250, seed, capacity_fraction=0.1),
+        _conformance("random104"),
+        load_workload("xla-v1/lstm_infer"),
+    ):
         solution = RandomSolver().solve(inst, SolveRequest(seed=seed, work=2))
         _round_trip(inst, solution)
 
@@ -115,11 +123,21 @@ def _blocked_extension():
     # where only offset 30 is free of R and 30 + 50 > 60: Drop. R is in P's way.
     inst = build(
         tensors=[X(50), X(30)],
-        instructions=[I(), I(reads=[0]), I(), I(reads=[1], supply=0.0), I(supply=0.0), I(reads=[0])],
+        instructions=[
+            I(),
+            I(reads=[0]),
+            I(),
+            I(reads=[1], supply=0.0),
+            I(supply=0.0),
+            I(reads=[0]),
+        ],
         capacity=60,
     )
-    mapping = [Allocation(0, "Copy", 0, 0, 1, (0, 0)), Allocation(1, "Copy", 0, 2, 3, (2, 2)),
-               Allocation(2, "NoCopy", 0, 2, 5)]
+    mapping = [
+        Allocation(0, "Copy", 0, 0, 1, (0, 0)),
+        Allocation(1, "Copy", 0, 2, 3, (2, 2)),
+        Allocation(2, "NoCopy", 0, 2, 5),
+    ]
     return inst, mapping
 
 
@@ -147,7 +165,7 @@ def test_repair_budget_and_its_bounds() -> None:
 
 
 def test_blockage_names_the_groups_in_the_way() -> None:
-    inst, mapping = _blocked_extension()
+    inst, _mapping = _blocked_extension()
     game = Game(inst)
     game.step(0)
     game.step(0)
@@ -168,8 +186,9 @@ def test_blockage_of_a_copy_walk_names_supply_and_pairs() -> None:
     found = blockage(game, 0, np.ones(game.tables.num_groups), 0.45)
     assert found.cause == "pairs" and found.groups == (game.group_of(0),)
     # Supply: Q's d = 1.0 takes all of step 1, step 0 has 0.2 left for P's 0.5.
-    inst = build(tensors=[X(100), X(50)],
-                 instructions=[I(supply=0.2), I(), I(reads=[B(0, demand=1.0), 1])])
+    inst = build(
+        tensors=[X(100), X(50)], instructions=[I(supply=0.2), I(), I(reads=[B(0, demand=1.0), 1])]
+    )
     game = Game(inst)
     game.step(0)
     assert not game.legal_mask()[0]
@@ -177,13 +196,15 @@ def test_blockage_of_a_copy_walk_names_supply_and_pairs() -> None:
     assert found.cause == "supply" and found.groups == (game.group_of(0),)
 
 
-@pytest.mark.parametrize("name", ["xla-v2/tinyllama_generate_b8", "xla-v1/resnet_infer", "xla-v1/inplace_update_loop"])
+@pytest.mark.parametrize(
+    "name", ["xla-v2/tinyllama_generate_b8", "xla-v1/resnet_infer", "xla-v1/inplace_update_loop"]
+)
 def test_repair_raises_what_the_plain_projection_keeps(name: str) -> None:
     # Among the repair's largest gains on the bundled programs (docs/results.md): 0.55 -> 0.85,
     # 0.75 -> 0.94, 0.39 -> 0.99 of the heuristic's reward.
     inst = load_workload(name)
     mapping = HeuristicSolver().solve(inst)
-    plain, kept_plain = project(inst, mapping, repairs=0)
+    _plain, kept_plain = project(inst, mapping, repairs=0)
     repaired, kept = project(inst, mapping)
     _assert_trajectory(inst, repaired)
     assert kept >= kept_plain + 0.1
@@ -288,7 +309,9 @@ def test_a_repair_worth_less_than_its_cost_is_not_tried(monkeypatch) -> None:
     import mallocgame.solvers.projection as projection
 
     inst, mapping = _blocked_extension()
-    monkeypatch.setattr(projection, "MAX_COST_RATIO", 0.5)  # R's 0.27 s against P's 0.45 s: 0.6 times
+    monkeypatch.setattr(
+        projection, "MAX_COST_RATIO", 0.5
+    )  # R's 0.27 s against P's 0.45 s: 0.6 times
     solution, _ = project(inst, mapping)
     assert solution.info["repair_replays"] == 0 and solution.actions == (0, 0, 2)
     monkeypatch.setattr(projection, "MAX_COST_RATIO", 0.7)

@@ -119,19 +119,50 @@ def test_every_solver_accepts_no_options_at_all() -> None:
     "name, good, bad, needle",
     [
         ("es", {"population": 4, "sigma": 0.2}, {"popsize": 4}, "es: unknown option"),
-        ("es", {"optimizer": "sgd"}, {"sigma": "wide"}, "es: option sigma must be a number, not 'wide'"),
-        ("es", {"population": "6"}, {"population": 2.5}, "es: option population must be a whole number"),
+        (
+            "es",
+            {"optimizer": "sgd"},
+            {"sigma": "wide"},
+            "es: option sigma must be a number, not 'wide'",
+        ),
+        (
+            "es",
+            {"population": "6"},
+            {"population": 2.5},
+            "es: option population must be a whole number",
+        ),
         ("es", {"workers": 1}, {"workers": True}, "es: option workers must be a whole number"),
-        ("es", {"init": "zeros"}, {"optimizer": "adagrad"}, "es: option optimizer must be one of 'adam', 'sgd'"),
+        (
+            "es",
+            {"init": "zeros"},
+            {"optimizer": "adagrad"},
+            "es: option optimizer must be one of 'adam', 'sgd'",
+        ),
         ("mcts", {"simulations": 8, "c": 1.0}, {"simulation": 8}, "mcts: unknown option"),
         ("mcts", {"reuse": False}, {"c": -1}, r"^mcts: option c must be in \[0, 1e6\], not -1\.0$"),
-        ("heuristic", {"max_overlap_basis": "buffer"}, {"basis": "buffer"}, "heuristic: unknown option"),
-        ("heuristic", {"skip_unprofitable": "no"}, {"skip_unprofitable": "maybe"}, "must be true or false"),
-        ("heuristic", {"preferred_overlap_to_async_copy_ratio": 2},
-         {"preferred_overlap_to_async_copy_ratio": "fast"}, "heuristic: option preferred_overlap_to_async_copy_ratio"),
+        (
+            "heuristic",
+            {"max_overlap_basis": "buffer"},
+            {"basis": "buffer"},
+            "heuristic: unknown option",
+        ),
+        (
+            "heuristic",
+            {"skip_unprofitable": "no"},
+            {"skip_unprofitable": "maybe"},
+            "must be true or false",
+        ),
+        (
+            "heuristic",
+            {"preferred_overlap_to_async_copy_ratio": 2},
+            {"preferred_overlap_to_async_copy_ratio": "fast"},
+            "heuristic: option preferred_overlap_to_async_copy_ratio",
+        ),
     ],
 )
-def test_check_options_matches_what_solve_reads(name: str, good: dict, bad: dict, needle: str) -> None:
+def test_check_options_matches_what_solve_reads(
+    name: str, good: dict, bad: dict, needle: str
+) -> None:
     solver = get_solver(name)
     solver.check_options(good)
     with pytest.raises(SolverError, match=needle):
@@ -145,8 +176,13 @@ def test_settings_fill_in_every_default_and_keep_the_options_given(name: str) ->
     solver = get_solver(name)
     defaults = solver.settings({})
     assert defaults and json.loads(json.dumps(defaults)) == defaults  # JSON values, as stored
-    option = {"es": ("sigma", 0.2), "mcts": ("c", 0.7), "heuristic": ("skip_unprofitable", False),
-              "muzero": ("imitation", 0.25), "best-of": ("solvers", "heuristic,greedy")}[name]
+    option = {
+        "es": ("sigma", 0.2),
+        "mcts": ("c", 0.7),
+        "heuristic": ("skip_unprofitable", False),
+        "muzero": ("imitation", 0.25),
+        "best-of": ("solvers", "heuristic,greedy"),
+    }[name]
     changed = solver.settings(dict([option]))
     assert changed != defaults
     if name != "best-of":
@@ -185,7 +221,8 @@ def test_a_solver_without_a_name_or_with_a_mutable_config_is_refused_where_defin
     from mallocgame.solvers.base import Solver
 
     with pytest.raises(TypeError, match="declares its name"):
-        class Nameless(Solver):  # noqa: F841
+
+        class Nameless(Solver):
             def search(self, instance, config, run):
                 raise AssertionError
 
@@ -194,7 +231,8 @@ def test_a_solver_without_a_name_or_with_a_mutable_config_is_refused_where_defin
         depth: int = 1
 
     with pytest.raises(TypeError, match="not a frozen dataclass"):
-        class Loose(Solver, name="loose", config=Mutable):  # noqa: F841
+
+        class Loose(Solver, name="loose", config=Mutable):
             def search(self, instance, config, run):
                 raise AssertionError
 
@@ -202,32 +240,42 @@ def test_a_solver_without_a_name_or_with_a_mutable_config_is_refused_where_defin
 # --------------------------------------------------------------- requests and entry checks
 
 
-@pytest.mark.parametrize("kwargs, needle", [
-    ({"seed": -1}, r"^seed must be a whole number from 0 to 2\*\*63 - 1, not -1$"),
-    ({"seed": "abc"}, r"seed must be a whole number .*, not 'abc'$"),
-    ({"seed": 2**63}, r"seed must be a whole number .*, not 9223372036854775808$"),
-    ({"seed": 2**70}, "seed must be a whole number"),
-    ({"seed": True}, r"seed must be a whole number .*, not True$"),
-    ({"seed": 1.0}, "seed must be a whole number"),
-    ({"work": 2.5}, r"^work \(the work budget\) must be a whole number from 1 to 2\*\*53, "
-                    r"not 2\.5$"),
-    ({"work": 0}, r"work \(the work budget\) must be a whole number from 1 to 2\*\*53, not 0$"),
-    ({"work": -5}, "work .the work budget. must be a whole number"),
-    ({"work": True}, "work .the work budget. must be a whole number"),
-    ({"work": 2**53 + 1}, "work .the work budget. must be a whole number"),
-    ({"seconds": -1},
-     r"^seconds \(the wall-clock budget\) must be in \(0, 604800\] \(7 days\), not -1$"),
-    ({"seconds": 0}, r"seconds .the wall-clock budget. must be in \(0, 604800\]"),
-    ({"seconds": float("nan")},
-     r"seconds .the wall-clock budget. must be in \(0, 604800\] .7 days., not nan$"),
-    ({"seconds": float("inf")}, r"seconds .the wall-clock budget. must be in"),
-    ({"seconds": 8 * 24 * 3600}, r"seconds .the wall-clock budget. must be in"),
-    ({"seconds": "10"}, r"^seconds \(the wall-clock budget\) must be a number, not '10'$"),
-    ({"seconds": True}, "seconds .the wall-clock budget. must be a number"),
-    ({"options": "a=1"}, "options must be a mapping of option names to values"),
-    ({"callback": 3}, "callback must be callable or None"),
-    ({"progress": "games"}, "progress must be callable or None"),
-])
+@pytest.mark.parametrize(
+    "kwargs, needle",
+    [
+        ({"seed": -1}, r"^seed must be a whole number from 0 to 2\*\*63 - 1, not -1$"),
+        ({"seed": "abc"}, r"seed must be a whole number .*, not 'abc'$"),
+        ({"seed": 2**63}, r"seed must be a whole number .*, not 9223372036854775808$"),
+        ({"seed": 2**70}, "seed must be a whole number"),
+        ({"seed": True}, r"seed must be a whole number .*, not True$"),
+        ({"seed": 1.0}, "seed must be a whole number"),
+        (
+            {"work": 2.5},
+            r"^work \(the work budget\) must be a whole number from 1 to 2\*\*53, "
+            r"not 2\.5$",
+        ),
+        ({"work": 0}, r"work \(the work budget\) must be a whole number from 1 to 2\*\*53, not 0$"),
+        ({"work": -5}, "work .the work budget. must be a whole number"),
+        ({"work": True}, "work .the work budget. must be a whole number"),
+        ({"work": 2**53 + 1}, "work .the work budget. must be a whole number"),
+        (
+            {"seconds": -1},
+            r"^seconds \(the wall-clock budget\) must be in \(0, 604800\] \(7 days\), not -1$",
+        ),
+        ({"seconds": 0}, r"seconds .the wall-clock budget. must be in \(0, 604800\]"),
+        (
+            {"seconds": float("nan")},
+            r"seconds .the wall-clock budget. must be in \(0, 604800\] .7 days., not nan$",
+        ),
+        ({"seconds": float("inf")}, r"seconds .the wall-clock budget. must be in"),
+        ({"seconds": 8 * 24 * 3600}, r"seconds .the wall-clock budget. must be in"),
+        ({"seconds": "10"}, r"^seconds \(the wall-clock budget\) must be a number, not '10'$"),
+        ({"seconds": True}, "seconds .the wall-clock budget. must be a number"),
+        ({"options": "a=1"}, "options must be a mapping of option names to values"),
+        ({"callback": 3}, "callback must be callable or None"),
+        ({"progress": "games"}, "progress must be callable or None"),
+    ],
+)
 def test_a_bad_request_is_refused_where_it_is_made(kwargs: dict, needle: str) -> None:
     with pytest.raises(SolverError, match=needle):
         SolveRequest(**kwargs)
@@ -255,13 +303,23 @@ def test_solve_and_get_solver_refuse_what_is_not_an_instance_request_or_name(pro
             get_solver(name)
 
 
-MUZERO_TINY = {"parallel_games": 2, "greedy_games": 1, "num_simulations": 2, "min_replay": 16,
-               "batch_size": 8, "width": 16, "latent_size": 8, "demonstrations": "heuristic,greedy"}
+MUZERO_TINY = {
+    "parallel_games": 2,
+    "greedy_games": 1,
+    "num_simulations": 2,
+    "min_replay": 16,
+    "batch_size": 8,
+    "width": 16,
+    "latent_size": 8,
+    "demonstrations": "heuristic,greedy",
+}
 
 
-@pytest.mark.parametrize("name", [
-    n for n in SOLVERS if not n.startswith("muzero") and n != "egrl"
-] + ["muzero-nosearch", "egrl"])
+@pytest.mark.parametrize(
+    "name",
+    [n for n in SOLVERS if not n.startswith("muzero") and n != "egrl"]
+    + ["muzero-nosearch", "egrl"],
+)
 def test_every_solver_takes_the_largest_seed(name: str) -> None:
     inst = _conformance("tiny_alias")
     tiny = {"muzero-nosearch": MUZERO_TINY, "egrl": {"policies": 1, "chromosomes": 2, "hidden": 8}}

@@ -104,7 +104,9 @@ def _assert_search_ran(solver: str, num_buffers: int, extra: dict[str, Any]) -> 
     elif solver == "mcts":
         assert work["searched_moves"] > 0 and work["fallback_moves"] == 0, work
         if not large:
-            assert work["default_moves"] == 0 and work["simulations"] == 2 * work["searched_moves"], work
+            assert (
+                work["default_moves"] == 0 and work["simulations"] == 2 * work["searched_moves"]
+            ), work
     elif large:
         assert extra["status"] == "NOT_RUN", extra["status"]
     elif num_buffers <= EXACT_SMALL:

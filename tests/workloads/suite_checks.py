@@ -12,7 +12,9 @@ from mallocgame.workloads.registry import load_workload
 from mallocgame.workloads.suite import suite_instance, suite_preset, suite_program
 
 
-def assert_plays_on_its_physical_memory(name: str, frontend: str, *, binds: bool = True) -> tuple[Instance, int]:
+def assert_plays_on_its_physical_memory(
+    name: str, frontend: str, *, binds: bool = True
+) -> tuple[Instance, int]:
     """``SUITE/NAME`` is a valid program of ``frontend``, derives on its preset's own fast memory
     (no capacity fraction), which its peak live bytes exceed (fit in, if not ``binds``), and
     plays a random game that ``check`` accepts with a positive reward. Returns the instance

@@ -62,13 +62,32 @@ ALL_NAMES = NAMES + [
 ]
 
 LOOPS = {
-    "lstm_infer", "inplace_update_loop", "vae_train", "gru_infer", "stacked_rnn_infer",
-    "bigru_tagger_infer", "lstm_lm_train", "nmt_seq2seq_infer", "gnn_infer", "diffusion_sampler",
+    "lstm_infer",
+    "inplace_update_loop",
+    "vae_train",
+    "gru_infer",
+    "stacked_rnn_infer",
+    "bigru_tagger_infer",
+    "lstm_lm_train",
+    "nmt_seq2seq_infer",
+    "gnn_infer",
+    "diffusion_sampler",
 }
 TRAINING = {
-    "alexnet_train_b32", "transformer_train", "donated_sgd_step", "resnet50_train", "unet_train",
-    "vit_train", "cnn_bn_train", "vae_train", "lstm_lm_train", "bert_train",
-    "transformer_train_bf16", "transformer_nmt_train", "gpt_train_deep", "dlrm_train",
+    "alexnet_train_b32",
+    "transformer_train",
+    "donated_sgd_step",
+    "resnet50_train",
+    "unet_train",
+    "vit_train",
+    "cnn_bn_train",
+    "vae_train",
+    "lstm_lm_train",
+    "bert_train",
+    "transformer_train_bf16",
+    "transformer_nmt_train",
+    "gpt_train_deep",
+    "dlrm_train",
 }
 DONATED = {"donated_sgd_step", "dlrm_train"}
 
@@ -154,7 +173,9 @@ def test_builds_abstract_and_concrete(name: str, lowered: dict[str, Lowered]) ->
 
 
 @pytest.mark.parametrize("name", NAMES)
-def test_deterministic(name: str, lowered: dict[str, Lowered], concrete: dict[str, tuple[Any, ...]]) -> None:
+def test_deterministic(
+    name: str, lowered: dict[str, Lowered], concrete: dict[str, tuple[Any, ...]]
+) -> None:
     prog = MODEL_PROGRAMS[name]
     fn, real, kwargs = prog.build(concrete=True)
     # Abstract and concrete arguments (values aside) lower to the same module.
@@ -250,7 +271,9 @@ def test_run_on_real_inputs(
     for name in NAMES:
         exe, _ = compiled[name]
         # Donated buffers are consumed by the call: hand the executable copies.
-        args = jax.tree_util.tree_map(jnp.copy, concrete[name]) if name in DONATED else concrete[name]
+        args = (
+            jax.tree_util.tree_map(jnp.copy, concrete[name]) if name in DONATED else concrete[name]
+        )
         outputs[name] = exe(*args)
         for leaf in jax.tree_util.tree_leaves(outputs[name]):
             assert np.all(np.isfinite(np.asarray(leaf))), name
@@ -261,7 +284,9 @@ def test_run_on_real_inputs(
 
 
 @pytest.mark.parametrize("name", NAMES)
-def test_extract_validates(name: str, compiled: dict[str, tuple[Any, str]], dump_root: Path) -> None:
+def test_extract_validates(
+    name: str, compiled: dict[str, tuple[Any, str]], dump_root: Path
+) -> None:
     """Each base program's compilation (dumped by the fixture) extracts to a valid Program."""
     xla = pytest.importorskip("mallocgame.frontends.xla")
     from mallocgame.program import Program, validate_program
@@ -279,7 +304,9 @@ def test_extract_validates(name: str, compiled: dict[str, tuple[Any, str]], dump
 
 
 @pytest.mark.parametrize("name", ["inplace_update_loop", "donated_sgd_step"])
-def test_extract_jax_end_to_end(name: str, compiled: dict[str, tuple[Any, str]], dump_root: Path) -> None:
+def test_extract_jax_end_to_end(
+    name: str, compiled: dict[str, tuple[Any, str]], dump_root: Path
+) -> None:
     """``extract_jax`` (compile + dump + extract) gives the program of the fixture's dump."""
     xla = pytest.importorskip("mallocgame.frontends.xla")
     fn, args, kwargs = MODEL_PROGRAMS[name].build()

@@ -12,11 +12,11 @@ import pytest
 
 pytest.importorskip("flax")
 
-import jax  # noqa: E402
-import jax.numpy as jnp  # noqa: E402
+import jax
+import jax.numpy as jnp
 
-from mallocgame.workloads import models_v2  # noqa: E402
-from mallocgame.workloads.suite import freeze, program_path  # noqa: E402
+from mallocgame.workloads import models_v2
+from mallocgame.workloads.suite import freeze, program_path
 
 TINY = models_v2.LlamaConfig("tiny", vocab=64, d_model=32, layers=2, heads=4, kv_heads=2, ffn=48)
 
@@ -46,8 +46,10 @@ def test_the_kv_cache_path_matches_full_causal_attention() -> None:
         TINY, w, x[:, p:], positions[:, p:], k_cache, v_cache, jnp.int32(p)
     )
     np.testing.assert_allclose(np.asarray(step[:, 0]), np.asarray(full[:, p]), rtol=1e-5, atol=1e-5)
-    np.testing.assert_array_equal(np.asarray(k_new[:, :, p], np.float32), np.asarray(k_all[:, :, p], np.float32))
-    assert not np.asarray(k_new[:, :, p + 1:], np.float32).any()  # later positions untouched
+    np.testing.assert_array_equal(
+        np.asarray(k_new[:, :, p], np.float32), np.asarray(k_all[:, :, p], np.float32)
+    )
+    assert not np.asarray(k_new[:, :, p + 1 :], np.float32).any()  # later positions untouched
 
 
 def test_decode_and_generate_run_and_update_the_caches_in_place() -> None:
@@ -64,8 +66,10 @@ def test_decode_and_generate_run_and_update_the_caches_in_place() -> None:
 def test_a_frozen_program_is_what_compiling_its_model_gives(tmp_path: Path) -> None:
     name = "xla-v2/gru_infer_b512"
     freeze([name], out_dir=tmp_path, suite="xla-v2")
-    fresh, bundled = (json.loads(gzip.open(p).read())
-                      for p in (tmp_path / program_path(name).name, program_path(name)))
+    fresh, bundled = (
+        json.loads(gzip.decompress(p.read_bytes()))
+        for p in (tmp_path / program_path(name).name, program_path(name))
+    )
     for doc in (fresh, bundled):
         for volatile in ("extract_seconds", "dump_module"):
             doc["source"].pop(volatile, None)

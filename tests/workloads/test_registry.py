@@ -34,8 +34,11 @@ def test_a_dump_directory_is_extracted_on_the_default_preset(tmp_path) -> None:
 
 @pytest.mark.parametrize(
     ("name", "suggestion"),
-    [("synthetic/small", "synthetic-v1/small"), ("xla-v1/gru_infr", "xla-v1/gru_infer"),
-     ("xla-v1/lstm-infer", "xla-v1/lstm_infer")],
+    [
+        ("synthetic/small", "synthetic-v1/small"),
+        ("xla-v1/gru_infr", "xla-v1/gru_infer"),
+        ("xla-v1/lstm-infer", "xla-v1/lstm_infer"),
+    ],
 )
 def test_a_misspelt_name_gets_the_closest_ones(name: str, suggestion: str) -> None:
     with pytest.raises(InputFileError, match="did you mean") as err:
@@ -48,14 +51,19 @@ def test_nothing_close_points_to_the_list() -> None:
         load_workload("/no/such/file.json")
 
 
-@pytest.mark.parametrize("value, needle", [
-    (None, r"^a workload is a bundled name or a path \(a string\), not None$"),
-    (42, r"^a workload is a bundled name or a path \(a string\), not 42$"),
-    (b"xla-v1/gru_infer",
-     r"^a workload is a bundled name or a path \(a string\), not b'xla-v1/gru_infer'$"),
-    ("", r"^'': not a workload name or path"),
-    ("a\0b", r"^'a\\x00b': not a workload name or path"),
-])
+@pytest.mark.parametrize(
+    "value, needle",
+    [
+        (None, r"^a workload is a bundled name or a path \(a string\), not None$"),
+        (42, r"^a workload is a bundled name or a path \(a string\), not 42$"),
+        (
+            b"xla-v1/gru_infer",
+            r"^a workload is a bundled name or a path \(a string\), not b'xla-v1/gru_infer'$",
+        ),
+        ("", r"^'': not a workload name or path"),
+        ("a\0b", r"^'a\\x00b': not a workload name or path"),
+    ],
+)
 def test_what_is_not_a_name_or_path_is_one_input_error(value, needle: str) -> None:
     with pytest.raises(InputFileError, match=needle):
         load_workload(value)

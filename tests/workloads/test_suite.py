@@ -16,8 +16,14 @@ NAMES = suite_names(SUITE)
 
 def test_suite_has_the_frontend_programs() -> None:
     short = {n.removeprefix(f"{SUITE}/") for n in NAMES}
-    assert {"alexnet_train_b32", "resnet_infer", "transformer_train", "lstm_infer",
-            "inplace_update_loop", "donated_sgd_step"} <= short
+    assert {
+        "alexnet_train_b32",
+        "resnet_infer",
+        "transformer_train",
+        "lstm_infer",
+        "inplace_update_loop",
+        "donated_sgd_step",
+    } <= short
     assert set(NAMES) <= set(workload_names())
 
 

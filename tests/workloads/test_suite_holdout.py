@@ -14,7 +14,11 @@ from mallocgame.check import check_solution
 from mallocgame.solvers import SolveRequest, get_solver
 from mallocgame.workloads.registry import workload_names
 from mallocgame.workloads.suite import (
-    SUITES, suite_instance, suite_names, suite_preset, suite_program,
+    SUITES,
+    suite_instance,
+    suite_names,
+    suite_preset,
+    suite_program,
 )
 from tests.workloads.suite_checks import assert_plays_on_its_physical_memory
 
@@ -90,8 +94,10 @@ def test_moe_dispatch_respects_top2_and_capacity() -> None:
 
     gates = np.random.default_rng(0).dirichlet(np.ones(4), 32).astype(np.float32)  # [T 32, E 4]
     top_gates, top_idx = jax.lax.top_k(gates, 2)
-    dispatch, combine = (np.asarray(a) for a in jax.jit(top2_dispatch, static_argnums=(2, 3))(
-        top_gates, top_idx, 4, 8))
+    dispatch, combine = (
+        np.asarray(a)
+        for a in jax.jit(top2_dispatch, static_argnums=(2, 3))(top_gates, top_idx, 4, 8)
+    )
     assert dispatch.shape == combine.shape == (32, 4, 8)
     assert dispatch.sum(axis=(1, 2)).max() <= 2  # a token goes to at most its two experts
     assert dispatch.sum(axis=0).max() <= 1  # a slot holds at most one token
@@ -118,8 +124,9 @@ def test_language_models_are_causal(model_name: str) -> None:
     from mallocgame.workloads import models_holdout
 
     if model_name == "ScannedDecoderLM":
-        model = models_holdout.ScannedDecoderLM(vocab=50, d_model=16, num_heads=2, num_layers=2,
-                                                d_ff=32, max_len=12)
+        model = models_holdout.ScannedDecoderLM(
+            vocab=50, d_model=16, num_heads=2, num_layers=2, d_ff=32, max_len=12
+        )
     else:
         model = models_holdout.MambaLM(vocab=50, d_model=16, num_layers=2)
     tokens = np.arange(12, dtype=np.int32)[None]

@@ -27,21 +27,32 @@ GIB = 1 << 30
 
 def test_the_suite_has_the_marl_workloads() -> None:
     short = {n.removeprefix("torch-v1/") for n in NAMES}
-    assert {"wrn101_2_infer_b256", "wrn101_2_infer_b256_node", "wrn101_2_infer_b128", "resnet152_infer_b256",
-            "bert_base_infer_b128_s512", "resnet50_train_b32"} == short
+    assert {
+        "wrn101_2_infer_b256",
+        "wrn101_2_infer_b256_node",
+        "wrn101_2_infer_b128",
+        "resnet152_infer_b256",
+        "bert_base_infer_b128_s512",
+        "resnet50_train_b32",
+    } == short
     assert set(NAMES) <= set(workload_names())
 
 
 @pytest.mark.parametrize("name", NAMES, ids=[n.split("/", 1)[1] for n in NAMES])
 def test_program_derives_on_the_dram_left_to_tasks_and_plays(name: str) -> None:
     # MARL's own task fits the 2 GiB alone: the multi-task study splits them among many
-    inst, peak = assert_plays_on_its_physical_memory(name, "torch", binds=not name.endswith("_b128"))
+    inst, peak = assert_plays_on_its_physical_memory(
+        name, "torch", binds=not name.endswith("_b128")
+    )
     assert inst.hardware.name == "dram_pmem" and inst.hardware.fast_memory_bytes == 2 * GIB
     assert peak <= 4 * GIB
 
 
 def test_the_programs_have_their_models_work() -> None:
-    flops = {n.removeprefix("torch-v1/"): sum(i.flops for i in suite_program(n).instructions) for n in NAMES}
+    flops = {
+        n.removeprefix("torch-v1/"): sum(i.flops for i in suite_program(n).instructions)
+        for n in NAMES
+    }
     # published forward costs: 22.8 G multiply-adds an image for WRN-101-2, 11.6 G for ResNet-152
     assert 2 * 22.7e9 * 256 < flops["wrn101_2_infer_b256"] < 2 * 22.9e9 * 256
     assert 2 * 11.5e9 * 256 < flops["resnet152_infer_b256"] < 2 * 11.7e9 * 256
@@ -50,10 +61,16 @@ def test_the_programs_have_their_models_work() -> None:
     assert any(i.opcode == "convolution_backward" for i in train.instructions)
     assert train.alias_groups  # batch-norm statistics updated in place
     # the published parameter counts, to the parameter (torchvision's and Hugging Face's models)
-    for name, count in (("wrn101_2_infer_b256", 126_886_696), ("resnet152_infer_b256", 60_192_808),
-                        ("bert_base_infer_b128_s512", 109_482_240)):
-        params = [x for x in suite_program(f"torch-v1/{name}").tensors
-                  if x.def_time < 0 and x.name.rpartition(".")[2] in ("weight", "bias")]
+    for name, count in (
+        ("wrn101_2_infer_b256", 126_886_696),
+        ("resnet152_infer_b256", 60_192_808),
+        ("bert_base_infer_b128_s512", 109_482_240),
+    ):
+        params = [
+            x
+            for x in suite_program(f"torch-v1/{name}").tensors
+            if x.def_time < 0 and x.name.rpartition(".")[2] in ("weight", "bias")
+        ]
         assert sum(x.size for x in params) == 4 * count, name
 
 
@@ -65,7 +82,11 @@ def test_marls_granularity_is_the_same_program_with_fewer_decisions() -> None:
     assert [i.flops for i in per_node.instructions] == [i.flops for i in per_tensor.instructions]
     # an operation's outputs are one allocation at node granularity: the max pool's indices (never
     # read) then live as long as its output
-    assert peak_live_bytes(per_tensor) <= peak_live_bytes(per_node) <= 1.1 * peak_live_bytes(per_tensor)
+    assert (
+        peak_live_bytes(per_tensor)
+        <= peak_live_bytes(per_node)
+        <= 1.1 * peak_live_bytes(per_tensor)
+    )
     assert per_node.num_buffers < per_tensor.num_buffers
     weights = [x for x in per_node.tensors if x.def_time < 0 and x.name.endswith(".*")]
     assert len(weights) == 104 + 104 + 1  # one per convolution, batch norm and the classifier
@@ -78,8 +99,10 @@ def test_a_frozen_program_is_what_capturing_its_model_gives(tmp_path: Path) -> N
     assert {f"torch-v1/{name}" for name in TORCH_PROGRAMS} == set(NAMES)
     name = "torch-v1/bert_base_infer_b128_s512"
     freeze([name], out_dir=tmp_path, suite="torch-v1")
-    fresh, bundled = (json.loads(gzip.open(p).read())
-                      for p in (tmp_path / program_path(name).name, program_path(name)))
+    fresh, bundled = (
+        json.loads(gzip.decompress(p.read_bytes()))
+        for p in (tmp_path / program_path(name).name, program_path(name))
+    )
     for doc in (fresh, bundled):
         doc["source"].pop("extract_seconds")
     assert fresh == bundled

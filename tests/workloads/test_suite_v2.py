@@ -10,13 +10,15 @@ from __future__ import annotations
 
 import pytest
 
-from mallocgame.check import check_solution
-from mallocgame.costmodel import peak_live_bytes
 from mallocgame.hardware import get_preset
-from mallocgame.program import validate_program
-from mallocgame.solvers import SolveRequest, get_solver
-from mallocgame.workloads.registry import load_workload, workload_names
-from mallocgame.workloads.suite import SUITES, suite_instance, suite_names, suite_preset, suite_program
+from mallocgame.workloads.registry import workload_names
+from mallocgame.workloads.suite import (
+    SUITES,
+    suite_instance,
+    suite_names,
+    suite_preset,
+    suite_program,
+)
 from tests.workloads.suite_checks import assert_plays_on_its_physical_memory
 
 NAMES = suite_names("xla-v2")

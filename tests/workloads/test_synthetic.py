@@ -119,7 +119,9 @@ def _check_capacity(inst: Instance, fraction: float) -> None:
     align = inst.hardware.alignment_bytes
     peak = peak_live_bytes(inst)
     cap = get_preset("tpu_v4i").fast_memory_bytes
-    assert inst.hardware.fast_memory_bytes == max(align, min(cap, int(fraction * peak) // align * align))
+    assert inst.hardware.fast_memory_bytes == max(
+        align, min(cap, int(fraction * peak) // align * align)
+    )
 
 
 def test_deterministic_in_seed() -> None:
@@ -153,7 +155,10 @@ def test_instance_is_the_cost_models_on_a_preset() -> None:
     hw = generate(50, 0).hardware
     preset = get_preset("tpu_v4i")
     assert (hw.slow_bandwidth, hw.fast_bandwidth, hw.alignment_bytes) == (
-        preset.slow_bandwidth, preset.fast_bandwidth, preset.alignment_bytes)
+        preset.slow_bandwidth,
+        preset.fast_bandwidth,
+        preset.alignment_bytes,
+    )
     other = generate(50, 0, preset="gpu_hbm_host")
     assert other.hardware.slow_bandwidth == get_preset("gpu_hbm_host").slow_bandwidth
     assert [b.size for b in other.buffers] == [b.size for b in generate(50, 0).buffers]
@@ -191,8 +196,12 @@ def test_program_looks_like_compiled_ml(big: Instance) -> None:
 
 
 def test_named_instances() -> None:
-    expected = {"synthetic-v1/small": 60, "synthetic-v1/1k": 1000, "synthetic-v1/4k": 4000,
-                "synthetic-v1/16k": 16000}
+    expected = {
+        "synthetic-v1/small": 60,
+        "synthetic-v1/1k": 1000,
+        "synthetic-v1/4k": 4000,
+        "synthetic-v1/16k": 16000,
+    }
     assert set(expected) == set(SYNTHETIC_NAMES)
     for name, size in expected.items():
         inst = named(name)
@@ -213,8 +222,14 @@ def test_file_round_trip(tmp_path) -> None:
 
 @pytest.mark.parametrize(
     ("num_buffers", "fraction", "error"),
-    [(0, 0.25, ValueError), (-3, 0.25, ValueError), (2.5, 0.25, ValueError),
-     (10, 0.0, InstanceError), (10, -1.0, InstanceError), (10, math.nan, InstanceError)],
+    [
+        (0, 0.25, ValueError),
+        (-3, 0.25, ValueError),
+        (2.5, 0.25, ValueError),
+        (10, 0.0, InstanceError),
+        (10, -1.0, InstanceError),
+        (10, math.nan, InstanceError),
+    ],
 )
 def test_bad_arguments(num_buffers: int, fraction: float, error: type) -> None:
     with pytest.raises(error):

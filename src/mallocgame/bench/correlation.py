@@ -14,9 +14,10 @@ from __future__ import annotations
 
 import csv
 import io
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 import numpy as np
 
@@ -32,9 +33,15 @@ from mallocgame.solvers.projection import project
 from mallocgame.workloads.registry import load_workload
 
 __all__ = [
-    "CorrelationRow", "reward_latency_correlation", "format_correlation",
-    "TrainingSample", "TrainingCorrelation", "training_correlation", "format_training_correlation",
-    "write_training_csv", "plot_training_correlation",
+    "CorrelationRow",
+    "reward_latency_correlation",
+    "format_correlation",
+    "TrainingSample",
+    "TrainingCorrelation",
+    "training_correlation",
+    "format_training_correlation",
+    "write_training_csv",
+    "plot_training_correlation",
 ]
 
 
@@ -50,21 +57,32 @@ class CorrelationRow:
 def reward_latency_correlation(program: str, random_games: int = 40) -> CorrelationRow:
     """Pearson(reward, latency) over ``random_games`` random games, the heuristic and its projection."""
     inst = load_workload(program)
-    solutions = [get_solver("random").solve(inst, SolveRequest(seed=seed)) for seed in range(random_games)]
+    solutions = [
+        get_solver("random").solve(inst, SolveRequest(seed=seed)) for seed in range(random_games)
+    ]
     heuristic = get_solver("heuristic").solve(inst)
-    solutions += [heuristic, project(inst, heuristic, repairs=0)[0]]  # the plain replay, as in the published table
+    solutions += [
+        heuristic,
+        project(inst, heuristic, repairs=0)[0],
+    ]  # the plain replay, as in the published table
     rewards = [solution.reward_s for solution in solutions]
     latencies = [_checked_latency(inst, solution, program) for solution in solutions]
     base = baseline_latency(inst)
     pearson = float(np.corrcoef(rewards, latencies)[0, 1])
-    return CorrelationRow(program, len(solutions), pearson, base / max(latencies), base / min(latencies))
+    return CorrelationRow(
+        program, len(solutions), pearson, base / max(latencies), base / min(latencies)
+    )
 
 
 def format_correlation(rows: list[CorrelationRow]) -> str:
-    lines = ["| program | solutions | Pearson(reward, latency) | speedup range |",
-             "| --- | ---: | ---: | --- |"]
+    lines = [
+        "| program | solutions | Pearson(reward, latency) | speedup range |",
+        "| --- | ---: | ---: | --- |",
+    ]
     for r in rows:
-        lines.append(f"| {r.program} | {r.solutions} | {r.pearson:.3f} | {r.min_speedup:.3f} – {r.max_speedup:.3f} |")
+        lines.append(
+            f"| {r.program} | {r.solutions} | {r.pearson:.3f} | {r.min_speedup:.3f} – {r.max_speedup:.3f} |"
+        )
     return "\n".join(lines)
 
 
@@ -112,7 +130,12 @@ def _checked_latency(inst: Instance, solution: Solution, program: str) -> float:
 
 
 def training_correlation(
-    program: str, seconds: float | None = None, *, games: int | None = None, seed: int = 0, samples: int = 10,
+    program: str,
+    seconds: float | None = None,
+    *,
+    games: int | None = None,
+    seed: int = 0,
+    samples: int = 10,
     options: Mapping[str, Any] | None = None,
 ) -> TrainingCorrelation:
     """Train ``muzero`` (settings ``options``) on ``program`` for ``seconds`` or until
@@ -133,40 +156,77 @@ def training_correlation(
     try:
         from mallocgame.solvers.muzero.train import Trainer
     except ImportError as exc:
-        raise SolverError(f"the training correlation needs JAX, flax, optax and mctx "
-                          f"(pip install 'mallocgame[muzero]'): {exc}") from None
+        raise SolverError(
+            f"the training correlation needs JAX, flax, optax and mctx "
+            f"(pip install 'mallocgame[muzero]'): {exc}"
+        ) from None
     inst = load_workload(program)
     config = get_solver("muzero").config(dict(options or {}))
-    played: list[tuple[float, tuple[int, ...]]] = []  # (seconds into the run, actions) per complete game
+    played: list[
+        tuple[float, tuple[int, ...]]
+    ] = []  # (seconds into the run, actions) per complete game
     trainer = Trainer(inst, config, seed=seed, answer="search", solver_name="muzero")
-    answer = trainer.run(games=games, clock=Stopwatch(seconds),
-                         on_game=lambda done, elapsed: played.append((elapsed, done.actions)))
+    answer = trainer.run(
+        games=games,
+        clock=Stopwatch(seconds),
+        on_game=lambda done, elapsed: played.append((elapsed, done.actions)),
+    )
     if len(played) < 2:
-        raise SolverError(f"{program}: {len(played)} self-play game(s) complete in the budget; "
-                          f"the correlation needs at least 2 (give it more time)")
+        raise SolverError(
+            f"{program}: {len(played)} self-play game(s) complete in the budget; "
+            f"the correlation needs at least 2 (give it more time)"
+        )
     heuristic = _checked_latency(inst, get_solver("heuristic").solve(inst), program)
-    picked = sorted({int(round(i)) for i in np.linspace(0, len(played) - 1, min(samples, len(played)))})
+    picked = sorted(
+        {int(round(i)) for i in np.linspace(0, len(played) - 1, min(samples, len(played)))}
+    )
     rows = []
     for index in picked:
         elapsed, actions = played[index]
-        solution = solution_from_game(inst, replay_actions(inst, actions), solver="muzero", seed=seed,
-                                      wall_s=elapsed)
+        solution = solution_from_game(
+            inst, replay_actions(inst, actions), solver="muzero", seed=seed, wall_s=elapsed
+        )
         latency = _checked_latency(inst, solution, program)
-        rows.append(TrainingSample(program, round(elapsed, 3), index + 1, solution.normalized_reward,
-                                   latency, heuristic / latency))
+        rows.append(
+            TrainingSample(
+                program,
+                round(elapsed, 3),
+                index + 1,
+                solution.normalized_reward,
+                latency,
+                heuristic / latency,
+            )
+        )
     pearson = _pearson([r.normalized_reward for r in rows], [r.latency_s for r in rows])
     answer_speedup = heuristic / _checked_latency(inst, answer, program)
     budget = seconds if seconds is not None else answer.wall_s
-    return TrainingCorrelation(program, budget, seed, len(played), tuple(rows), pearson, answer_speedup)
+    return TrainingCorrelation(
+        program, budget, seed, len(played), tuple(rows), pearson, answer_speedup
+    )
 
 
 def format_training_correlation(rows: list[TrainingCorrelation]) -> str:
     """Table 5: per program the agent's speedup over the heuristic and the correlation."""
     return markdown_table(
-        ["program", "budget", "games", "samples (distinct rewards)", "answer's speedup over heuristic",
-         "Pearson(reward, latency)"],
-        [[r.program, f"{r.seconds:g} s", f"{r.games:,}", f"{len(r.samples)} ({r.distinct_rewards})",
-          f"{r.answer_speedup:.4f}", "n/a" if np.isnan(r.pearson) else f"{r.pearson:.3f}"] for r in rows],
+        [
+            "program",
+            "budget",
+            "games",
+            "samples (distinct rewards)",
+            "answer's speedup over heuristic",
+            "Pearson(reward, latency)",
+        ],
+        [
+            [
+                r.program,
+                f"{r.seconds:g} s",
+                f"{r.games:,}",
+                f"{len(r.samples)} ({r.distinct_rewards})",
+                f"{r.answer_speedup:.4f}",
+                "n/a" if np.isnan(r.pearson) else f"{r.pearson:.3f}",
+            ]
+            for r in rows
+        ],
     )
 
 
@@ -174,11 +234,22 @@ def write_training_csv(rows: list[TrainingCorrelation], path: Path) -> None:
     """One line per sample: program, seed, game, elapsed_s, normalized_reward, latency_s, speedup."""
     buffer = io.StringIO()
     writer = csv.writer(buffer)
-    writer.writerow(["program", "seed", "game", "elapsed_s", "normalized_reward", "latency_s", "speedup"])
+    writer.writerow(
+        ["program", "seed", "game", "elapsed_s", "normalized_reward", "latency_s", "speedup"]
+    )
     for row in rows:
         for s in row.samples:
-            writer.writerow([s.program, row.seed, s.game, f"{s.elapsed_s:.3f}", f"{s.normalized_reward:.6f}",
-                             f"{s.latency_s:.9g}", f"{s.speedup:.6f}"])
+            writer.writerow(
+                [
+                    s.program,
+                    row.seed,
+                    s.game,
+                    f"{s.elapsed_s:.3f}",
+                    f"{s.normalized_reward:.6f}",
+                    f"{s.latency_s:.9g}",
+                    f"{s.speedup:.6f}",
+                ]
+            )
     write_bytes_atomic(path, buffer.getvalue().encode())
 
 
@@ -196,13 +267,15 @@ def plot_training_correlation(rows: list[TrainingCorrelation], path: Path) -> No
     for ax, row in zip(axes.flat, rows):
         rewards = [s.normalized_reward for s in row.samples]
         latencies_ms = [s.latency_s * 1e3 for s in row.samples]
-        points = ax.scatter(rewards, latencies_ms, c=[s.elapsed_s for s in row.samples], cmap="viridis", s=28)
+        points = ax.scatter(
+            rewards, latencies_ms, c=[s.elapsed_s for s in row.samples], cmap="viridis", s=28
+        )
         pearson = "n/a" if np.isnan(row.pearson) else f"{row.pearson:.3f}"
         ax.set_title(f"{row.program.split('/')[-1]}\nPearson {pearson}", fontsize=9)
         ax.set_xlabel("normalized reward")
         ax.set_ylabel("simulated latency (ms)")
         fig.colorbar(points, ax=ax, label="seconds into training")
-    for ax in list(axes.flat)[len(rows):]:
+    for ax in list(axes.flat)[len(rows) :]:
         ax.axis("off")
     fig.tight_layout()
     buffer = io.BytesIO()

@@ -9,14 +9,23 @@ CSV that no run could have written (:func:`finite`, :func:`within`). Units: seco
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
 from numbers import Integral, Real
-from typing import Iterable
 
 from mallocgame.errors import MallocGameError
 from mallocgame.limits import MAX_SECONDS, MAX_SEED, MAX_WORK
 
-__all__ = ["MAX_BUDGET_S", "StudyInputError", "budget_seconds", "seed", "seeds", "work_budget",
-           "whole_number", "finite", "within"]
+__all__ = [
+    "MAX_BUDGET_S",
+    "StudyInputError",
+    "budget_seconds",
+    "seed",
+    "seeds",
+    "work_budget",
+    "whole_number",
+    "finite",
+    "within",
+]
 
 MAX_BUDGET_S = MAX_SECONDS
 """The longest wall-clock budget a study takes: 7 days, in seconds (the solvers' own limit)."""
@@ -33,8 +42,10 @@ def budget_seconds(value: object, what: str = "budget") -> float:
         raise StudyInputError(f"{what} must be a number of seconds, not {value!r}")
     seconds = float(value)
     if not math.isfinite(seconds) or seconds <= 0 or seconds > MAX_BUDGET_S:
-        raise StudyInputError(f"{what} must be a finite number of seconds above 0 and at most "
-                              f"{MAX_BUDGET_S:g} (7 days), not {value!r}")
+        raise StudyInputError(
+            f"{what} must be a finite number of seconds above 0 and at most "
+            f"{MAX_BUDGET_S:g} (7 days), not {value!r}"
+        )
     return seconds
 
 

@@ -27,8 +27,9 @@ a run can write (valid with a finite latency no lower than the chosen one's).
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 from mallocgame.errors import MallocGameError
 from mallocgame.instance import Instance
@@ -98,16 +99,23 @@ class Rechecker:
         except MallocGameError as exc:
             return invalid(f"its solution cannot be read: {_one_line(str(exc))}")
         bound_lp, slow = self._numbers(inst)
-        record.update(buffers=inst.num_buffers, upper_bound_s=bound_lp, baseline_latency_s=slow,
-                      reward_s=solution.reward_s, normalized_reward=solution.normalized_reward,
-                      bound_s=_proven_bound(solution.bound_s, solution.reward_s),
-                      work=dict(solution.work))
+        record.update(
+            buffers=inst.num_buffers,
+            upper_bound_s=bound_lp,
+            baseline_latency_s=slow,
+            reward_s=solution.reward_s,
+            normalized_reward=solution.normalized_reward,
+            bound_s=_proven_bound(solution.bound_s, solution.reward_s),
+            work=dict(solution.work),
+        )
         report = check_solution(inst, solution)
         if not report.ok:
             first = report.failures[0]
             more = len(report.failures) - 1
-            return invalid(f"its solution fails check: {first.kind}: {_one_line(first.message)}"
-                           + (f" (and {more} more)" if more else ""))
+            return invalid(
+                f"its solution fails check: {first.kind}: {_one_line(first.message)}"
+                + (f" (and {more} more)" if more else "")
+            )
         try:
             latency = float(simulate(inst, solution).latency_s)
         except (MallocGameError, ValueError) as exc:
@@ -147,20 +155,31 @@ def checked_candidates(record: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
         if not record.get("valid"):
             out[name] = _invalid_candidate(f"{source}")
         elif name == chosen:
-            out[name] = {"valid": True, "latency_s": record["latency_s"],
-                         "reward_s": record.get("reward_s"),
-                         "normalized_reward": record.get("normalized_reward"), "failures": ""}
+            out[name] = {
+                "valid": True,
+                "latency_s": record["latency_s"],
+                "reward_s": record.get("reward_s"),
+                "normalized_reward": record.get("normalized_reward"),
+                "failures": "",
+            }
         else:
             out[name] = _stored_candidate(name, stored, float(record["latency_s"]))
     if record.get("valid") and chosen not in out:
-        return {name: _invalid_candidate(f"names no chosen candidate among {sorted(candidates)}")
-                for name in out}
+        return {
+            name: _invalid_candidate(f"names no chosen candidate among {sorted(candidates)}")
+            for name in out
+        }
     return out
 
 
 def _invalid_candidate(why: str) -> dict[str, Any]:
-    return {"valid": False, "latency_s": None, "reward_s": None, "normalized_reward": None,
-            "failures": why}
+    return {
+        "valid": False,
+        "latency_s": None,
+        "reward_s": None,
+        "normalized_reward": None,
+        "failures": why,
+    }
 
 
 def _real(value: Any) -> bool:
@@ -173,13 +192,23 @@ def _stored_candidate(name: str, stored: Any, chosen_latency_s: float) -> dict[s
         return _invalid_candidate(f"candidate {name}: no validity stored")
     if not stored["valid"]:
         return _invalid_candidate(f"candidate {name}: invalid")
-    latency, reward, normalized = (stored.get(k)
-                                   for k in ("latency_s", "reward_s", "normalized_reward"))
+    latency, reward, normalized = (
+        stored.get(k) for k in ("latency_s", "reward_s", "normalized_reward")
+    )
     if not (_real(latency) and _real(reward) and _real(normalized)) or latency <= 0:
-        return _invalid_candidate(f"candidate {name}: stored numbers {latency!r}, {reward!r}, "
-                                  f"{normalized!r} are not a latency above 0 and finite rewards")
+        return _invalid_candidate(
+            f"candidate {name}: stored numbers {latency!r}, {reward!r}, "
+            f"{normalized!r} are not a latency above 0 and finite rewards"
+        )
     if latency < chosen_latency_s * (1.0 - SLACK):
-        return _invalid_candidate(f"candidate {name}: stored latency {latency!r} s is below the "
-                                  f"chosen one's {chosen_latency_s!r} s, which was the fastest")
-    return {"valid": True, "latency_s": float(latency), "reward_s": float(reward),
-            "normalized_reward": float(normalized), "failures": ""}
+        return _invalid_candidate(
+            f"candidate {name}: stored latency {latency!r} s is below the "
+            f"chosen one's {chosen_latency_s!r} s, which was the fastest"
+        )
+    return {
+        "valid": True,
+        "latency_s": float(latency),
+        "reward_s": float(reward),
+        "normalized_reward": float(normalized),
+        "failures": "",
+    }

@@ -10,11 +10,12 @@ sweep's record: :func:`read_csv` reads it back, so a run that stopped goes on wi
 from __future__ import annotations
 
 import io
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Mapping
 
-from mallocgame.bench.inputs import budget_seconds, finite, seed as checked_seed
+from mallocgame.bench.inputs import budget_seconds, finite
+from mallocgame.bench.inputs import seed as checked_seed
 from mallocgame.errors import FormatError, SolverError
 from mallocgame.fileio import read_csv_rows, write_bytes_atomic, write_csv_atomic
 from mallocgame.instance import Instance
@@ -22,8 +23,15 @@ from mallocgame.solvers import Improvement, SolveRequest, get_solver
 from mallocgame.workloads.registry import load_workload
 
 __all__ = [
-    "CurvePoint", "work_text", "solver_spec", "reward_curve", "normalized_upper_bound", "write_csv", "read_csv",
-    "plot_curves", "final_table",
+    "CurvePoint",
+    "work_text",
+    "solver_spec",
+    "reward_curve",
+    "normalized_upper_bound",
+    "write_csv",
+    "read_csv",
+    "plot_curves",
+    "final_table",
 ]
 
 CSV_HEADER = ["program", "solver", "seed", "budget_s", "elapsed_s", "normalized_reward", "work"]
@@ -78,12 +86,32 @@ def reward_curve(program: str, solver: str, seconds: float, seed: int = 0) -> li
     points: list[CurvePoint] = []
 
     def record(imp: Improvement) -> None:
-        points.append(CurvePoint(program, solver, seed, imp.elapsed_s, imp.solution.normalized_reward,
-                                 work_text(imp.work), seconds))
+        points.append(
+            CurvePoint(
+                program,
+                solver,
+                seed,
+                imp.elapsed_s,
+                imp.solution.normalized_reward,
+                work_text(imp.work),
+                seconds,
+            )
+        )
 
-    final = get_solver(name).solve(inst, SolveRequest(seed=seed, seconds=seconds, callback=record, options=options))
-    points.append(CurvePoint(program, solver, seed, final.wall_s, final.normalized_reward, work_text(final.work),
-                             seconds))
+    final = get_solver(name).solve(
+        inst, SolveRequest(seed=seed, seconds=seconds, callback=record, options=options)
+    )
+    points.append(
+        CurvePoint(
+            program,
+            solver,
+            seed,
+            final.wall_s,
+            final.normalized_reward,
+            work_text(final.work),
+            seconds,
+        )
+    )
     return points
 
 
@@ -98,10 +126,22 @@ def normalized_upper_bound(inst: Instance) -> float:
 
 
 def write_csv(points: list[CurvePoint], path: Path) -> None:
-    write_csv_atomic(path, CSV_HEADER, (
-        [p.program, p.solver, p.seed, "" if p.budget_s is None else repr(float(p.budget_s)), f"{p.elapsed_s:.4f}",
-         f"{p.normalized_reward:.6f}", p.work]
-        for p in points))
+    write_csv_atomic(
+        path,
+        CSV_HEADER,
+        (
+            [
+                p.program,
+                p.solver,
+                p.seed,
+                "" if p.budget_s is None else repr(float(p.budget_s)),
+                f"{p.elapsed_s:.4f}",
+                f"{p.normalized_reward:.6f}",
+                p.work,
+            ]
+            for p in points
+        ),
+    )
 
 
 def read_csv(path: Path) -> list[CurvePoint]:
@@ -117,8 +157,9 @@ def read_csv(path: Path) -> list[CurvePoint]:
         try:
             points.append(_parse_point(cells))
         except (ValueError, IndexError) as exc:
-            raise FormatError(f"{path}, line {line}: not a point of a reward curve ({exc})") \
-                from None
+            raise FormatError(
+                f"{path}, line {line}: not a point of a reward curve ({exc})"
+            ) from None
     return points
 
 
@@ -129,9 +170,12 @@ def _parse_point(r: list[str]) -> CurvePoint:
     if not r[0] or not r[1]:
         raise ValueError("no program" if not r[0] else "no solver")
     return CurvePoint(
-        program=r[0], solver=r[1], seed=checked_seed(int(r[2])),
+        program=r[0],
+        solver=r[1],
+        seed=checked_seed(int(r[2])),
         elapsed_s=finite(float(r[4]), "elapsed_s", 0.0),
-        normalized_reward=finite(float(r[5]), "normalized_reward"), work=r[6],
+        normalized_reward=finite(float(r[5]), "normalized_reward"),
+        work=r[6],
         budget_s=budget_seconds(float(r[3]), "budget_s") if r[3] else None,
     )
 
@@ -148,12 +192,16 @@ def final_table(points: list[CurvePoint]) -> str:
         finals.setdefault((program, solver), []).append(p.normalized_reward)
     lines = ["| program | " + " | ".join(solvers) + " |", "| --- |" + " ---: |" * len(solvers)]
     for program in programs:
-        cells = [f"{sum(v) / len(v):.4f}" if (v := finals.get((program, s))) else "—" for s in solvers]
+        cells = [
+            f"{sum(v) / len(v):.4f}" if (v := finals.get((program, s))) else "—" for s in solvers
+        ]
         lines.append(f"| {program} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
 
-def plot_curves(points: list[CurvePoint], path: Path, bounds: dict[str, float] | None = None) -> None:
+def plot_curves(
+    points: list[CurvePoint], path: Path, bounds: dict[str, float] | None = None
+) -> None:
     """One panel per program: best-so-far normalized reward against seconds, per solver and seed.
 
     ``bounds``: a normalized upper bound per program, drawn as a dashed line.
@@ -175,10 +223,20 @@ def plot_curves(points: list[CurvePoint], path: Path, bounds: dict[str, float] |
             colour = colours.setdefault(solver, f"C{len(colours)}")
             xs = [p.elapsed_s for p in pts]
             ys = [p.normalized_reward for p in pts]
-            ax.step(xs, ys, where="post", color=colour, alpha=0.8, marker="o", markersize=4,
-                    label=solver if seed == pts[0].seed else None)
+            ax.step(
+                xs,
+                ys,
+                where="post",
+                color=colour,
+                alpha=0.8,
+                marker="o",
+                markersize=4,
+                label=solver if seed == pts[0].seed else None,
+            )
         if bounds and program in bounds:
-            ax.axhline(bounds[program], color="black", linestyle="--", linewidth=1, label="upper bound")
+            ax.axhline(
+                bounds[program], color="black", linestyle="--", linewidth=1, label="upper bound"
+            )
         ax.set_title(program)
         ax.set_xlabel("wall-clock seconds")
         ax.set_ylabel("best normalized reward")

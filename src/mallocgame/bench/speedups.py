@@ -16,18 +16,30 @@ from __future__ import annotations
 
 import statistics
 from collections import defaultdict
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Iterable, Sequence
+from typing import Any
 
 from mallocgame.bench.markdown import markdown_table
 from mallocgame.bench.recheck import checked_candidates
 from mallocgame.bench.sweep import Job
 from mallocgame.fileio import write_csv_atomic
 
-__all__ = ["SpeedupRow", "ProgramResult", "tightest_bounds", "speedup_table", "format_table", "format_program_table",
-           "candidate_records", "program_speedups", "format_extremes", "complete_programs", "program_results",
-           "write_program_csv"]
+__all__ = [
+    "SpeedupRow",
+    "ProgramResult",
+    "tightest_bounds",
+    "speedup_table",
+    "format_table",
+    "format_program_table",
+    "candidate_records",
+    "program_speedups",
+    "format_extremes",
+    "complete_programs",
+    "program_results",
+    "write_program_csv",
+]
 
 
 @dataclass(frozen=True)
@@ -41,7 +53,9 @@ class SpeedupRow:
     min: float
     improved: int
     mean_normalized_reward: float
-    bound_gap: float | None  # mean of 1 - reward / (tightest bound) over records of bounded programs
+    bound_gap: (
+        float | None
+    )  # mean of 1 - reward / (tightest bound) over records of bounded programs
 
 
 def _mean_by_program(records: list[dict[str, Any]], key: str) -> dict[tuple[str, str], float]:
@@ -99,13 +113,32 @@ def speedup_table(records: list[dict[str, Any]], baseline: str = "heuristic") ->
 
 def format_table(rows: list[SpeedupRow], baseline: str = "heuristic") -> str:
     """A Markdown table of the rows."""
-    header = ["solver", "programs", f"mean speedup over {baseline}", "max", "min", "improved",
-              "mean normalized reward", "gap to bound"]
-    return markdown_table(header, [
-        [r.solver, str(r.programs), f"{r.mean:.4f}", f"{r.max:.4f}", f"{r.min:.4f}", f"{r.improved}/{r.programs}",
-         f"{r.mean_normalized_reward:.4f}", "—" if r.bound_gap is None else f"{r.bound_gap:.1%}"]
-        for r in rows
-    ])
+    header = [
+        "solver",
+        "programs",
+        f"mean speedup over {baseline}",
+        "max",
+        "min",
+        "improved",
+        "mean normalized reward",
+        "gap to bound",
+    ]
+    return markdown_table(
+        header,
+        [
+            [
+                r.solver,
+                str(r.programs),
+                f"{r.mean:.4f}",
+                f"{r.max:.4f}",
+                f"{r.min:.4f}",
+                f"{r.improved}/{r.programs}",
+                f"{r.mean_normalized_reward:.4f}",
+                "—" if r.bound_gap is None else f"{r.bound_gap:.1%}",
+            ]
+            for r in rows
+        ],
+    )
 
 
 def format_program_table(records: list[dict[str, Any]], solvers: list[str]) -> str:
@@ -124,7 +157,9 @@ def format_program_table(records: list[dict[str, Any]], solvers: list[str]) -> s
         "| --- | ---: |" + " ---: |" * (len(solvers) + 1),
     ]
     for program in sorted(programs, key=lambda p: (programs[p], p)):
-        cells = [f"{reward[(program, s)]:.4f}" if (program, s) in reward else "invalid" for s in solvers]
+        cells = [
+            f"{reward[(program, s)]:.4f}" if (program, s) in reward else "invalid" for s in solvers
+        ]
         bound = bounds.get(program)
         r = normalizer.get(program)
         cells.append(f"{bound / r:.4f}" if bound and r else "—")
@@ -142,26 +177,40 @@ def candidate_records(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
     derived = []
     for r in records:
         for name, c in checked_candidates(r).items():
-            derived.append({
-                "program": r["program"], "solver": f"{r['solver']}:{name}", "seed": r.get("seed"),
-                "buffers": r.get("buffers"), "valid": c["valid"], "failures": c["failures"],
-                "latency_s": c["latency_s"], "reward_s": c["reward_s"],
-                "normalized_reward": c["normalized_reward"],
-                "upper_bound_s": r.get("upper_bound_s"),
-            })
+            derived.append(
+                {
+                    "program": r["program"],
+                    "solver": f"{r['solver']}:{name}",
+                    "seed": r.get("seed"),
+                    "buffers": r.get("buffers"),
+                    "valid": c["valid"],
+                    "failures": c["failures"],
+                    "latency_s": c["latency_s"],
+                    "reward_s": c["reward_s"],
+                    "normalized_reward": c["normalized_reward"],
+                    "upper_bound_s": r.get("upper_bound_s"),
+                }
+            )
     return derived
 
 
-def program_speedups(records: list[dict[str, Any]], solver: str, baseline: str = "heuristic") -> list[tuple[str, float]]:
+def program_speedups(
+    records: list[dict[str, Any]], solver: str, baseline: str = "heuristic"
+) -> list[tuple[str, float]]:
     """``(program, speedup of solver over baseline)`` for every program both solved
     (means over seeds), largest speedup first."""
     latency = _mean_by_program(records, "latency_s")
-    pairs = [(program, latency[(program, baseline)] / value) for (program, s), value in latency.items()
-             if s == solver and (program, baseline) in latency]
+    pairs = [
+        (program, latency[(program, baseline)] / value)
+        for (program, s), value in latency.items()
+        if s == solver and (program, baseline) in latency
+    ]
     return sorted(pairs, key=lambda pair: (-pair[1], pair[0]))
 
 
-def format_extremes(records: list[dict[str, Any]], solver: str, baseline: str = "heuristic", n: int = 6) -> str:
+def format_extremes(
+    records: list[dict[str, Any]], solver: str, baseline: str = "heuristic", n: int = 6
+) -> str:
     """Markdown: the ``n`` programs with the largest and the ``n`` with the smallest
     speedup of ``solver`` over ``baseline`` (the paper's Table 4)."""
     pairs = program_speedups(records, solver, baseline)
@@ -197,13 +246,19 @@ class ProgramResult:
     seeds: int  # valid records averaged
     normalized_reward: float
     latency_s: float  # simulated, seconds
-    speedup: float | None  # latency(baseline) / latency_s; None where the baseline has no valid record
-    chosen: str  # a hybrid's chosen candidate, per seed in seed order, ";"-joined; "" for other solvers
+    speedup: (
+        float | None
+    )  # latency(baseline) / latency_s; None where the baseline has no valid record
+    chosen: (
+        str  # a hybrid's chosen candidate, per seed in seed order, ";"-joined; "" for other solvers
+    )
     games: float | None  # mean of the records' work["games"] (a learning agent's self-play games)
     wall_s: float | None  # mean wall-clock seconds of the records' runs
 
 
-def program_results(records: list[dict[str, Any]], baseline: str = "heuristic") -> list[ProgramResult]:
+def program_results(
+    records: list[dict[str, Any]], baseline: str = "heuristic"
+) -> list[ProgramResult]:
     """Per program (smallest first) and solver (by name), the means over the valid
     records; a solver with no valid record of a program has no row for it."""
     valid: dict[tuple[str, str], list[dict[str, Any]]] = defaultdict(list)
@@ -221,15 +276,22 @@ def program_results(records: list[dict[str, Any]], baseline: str = "heuristic") 
     for (program, solver), rs in valid.items():
         rs = sorted(rs, key=lambda r: r.get("seed") or 0)
         base = latency.get((program, baseline))
-        rows.append(ProgramResult(
-            program=program, buffers=int(rs[0].get("buffers") or 0), solver=solver, seeds=len(rs),
-            normalized_reward=reward[(program, solver)],
-            latency_s=latency[(program, solver)],
-            speedup=None if base is None else base / latency[(program, solver)],
-            chosen=_per_seed(str(((r.get("solution") or {}).get("info") or {}).get("chosen", "")) for r in rs),
-            games=mean_of(rs, lambda r: (r.get("work") or {}).get("games")),
-            wall_s=mean_of(rs, lambda r: r.get("wall_s")),
-        ))
+        rows.append(
+            ProgramResult(
+                program=program,
+                buffers=int(rs[0].get("buffers") or 0),
+                solver=solver,
+                seeds=len(rs),
+                normalized_reward=reward[(program, solver)],
+                latency_s=latency[(program, solver)],
+                speedup=None if base is None else base / latency[(program, solver)],
+                chosen=_per_seed(
+                    str(((r.get("solution") or {}).get("info") or {}).get("chosen", "")) for r in rs
+                ),
+                games=mean_of(rs, lambda r: (r.get("work") or {}).get("games")),
+                wall_s=mean_of(rs, lambda r: r.get("wall_s")),
+            )
+        )
     return sorted(rows, key=lambda row: (row.buffers, row.program, row.solver))
 
 
@@ -239,16 +301,42 @@ def _per_seed(values: Iterable[str]) -> str:
     return ";".join(values) if any(values) else ""
 
 
-def write_program_csv(path: str | Path, rows: Sequence[ProgramResult], baseline: str = "heuristic") -> None:
+def write_program_csv(
+    path: str | Path, rows: Sequence[ProgramResult], baseline: str = "heuristic"
+) -> None:
     """Atomically write ``rows`` as CSV, one line each (empty cells for ``None``)."""
 
     def cell(value: Any, fmt: str) -> str:
         return "" if value is None else format(value, fmt)
 
-    header = ["program", "buffers", "solver", "seeds", "normalized_reward", "latency_s",
-              f"speedup_over_{baseline}", "chosen", "games", "wall_s"]
-    write_csv_atomic(path, header, [
-        [r.program, r.buffers, r.solver, r.seeds, f"{r.normalized_reward:.6f}", f"{r.latency_s:.9g}",
-         cell(r.speedup, ".6f"), r.chosen, cell(r.games, "g"), cell(r.wall_s, ".1f")]
-        for r in rows
-    ])
+    header = [
+        "program",
+        "buffers",
+        "solver",
+        "seeds",
+        "normalized_reward",
+        "latency_s",
+        f"speedup_over_{baseline}",
+        "chosen",
+        "games",
+        "wall_s",
+    ]
+    write_csv_atomic(
+        path,
+        header,
+        [
+            [
+                r.program,
+                r.buffers,
+                r.solver,
+                r.seeds,
+                f"{r.normalized_reward:.6f}",
+                f"{r.latency_s:.9g}",
+                cell(r.speedup, ".6f"),
+                r.chosen,
+                cell(r.games, "g"),
+                cell(r.wall_s, ".1f"),
+            ]
+            for r in rows
+        ],
+    )

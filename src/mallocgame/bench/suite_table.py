@@ -18,8 +18,8 @@ reward of
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 from mallocgame.bench.markdown import markdown_table
 from mallocgame.instance import Instance
@@ -87,24 +87,67 @@ def suite_row(
     random = solve("random", SolveRequest(seed=0, work=random_games))
     greedy = solve("greedy", SolveRequest(seed=0))
     heuristic = solve("heuristic", SolveRequest(seed=0))
-    exact = solve("exact", SolveRequest(seed=0, seconds=exact_seconds)) if exact_seconds > 0 else None
+    exact = (
+        solve("exact", SolveRequest(seed=0, seconds=exact_seconds)) if exact_seconds > 0 else None
+    )
     bound_s = bound_details(inst, time_limit=max(exact_seconds, 60.0))["bound_s"]
     model = str(inst.source.get("model", inst.source.get("frontend", "")))
     return SuiteRow(
-        name=name, model=model, instructions=inst.num_instructions, buffers=inst.num_buffers,
-        alias_groups=_alias_groups(inst), loops=len(inst.loops), peak_live_bytes=peak_live_bytes(inst),
-        fast_memory_bytes=inst.hardware.fast_memory_bytes, larger_than_fast=_larger_than_fast(inst),
-        random=random, greedy=greedy, heuristic=heuristic, exact=exact, bound=normalize(inst, bound_s),
+        name=name,
+        model=model,
+        instructions=inst.num_instructions,
+        buffers=inst.num_buffers,
+        alias_groups=_alias_groups(inst),
+        loops=len(inst.loops),
+        peak_live_bytes=peak_live_bytes(inst),
+        fast_memory_bytes=inst.hardware.fast_memory_bytes,
+        larger_than_fast=_larger_than_fast(inst),
+        random=random,
+        greedy=greedy,
+        heuristic=heuristic,
+        exact=exact,
+        bound=normalize(inst, bound_s),
     )
 
 
 def format_suite_table(rows: list[SuiteRow]) -> str:
     """A Markdown table of ``rows``."""
-    header = ["name", "model", "instructions", "buffers", "alias groups", "loops", "peak live", "fast memory",
-              "larger than fast", "random", "greedy", "heuristic", "exact", "bound"]
-    return markdown_table(header, [
-        [f"`{r.name}`", r.model, f"{r.instructions:,}", f"{r.buffers:,}", str(r.alias_groups), str(r.loops),
-         format_bytes(r.peak_live_bytes), format_bytes(r.fast_memory_bytes), f"{r.larger_than_fast:.0%}", f"{r.random:.3f}",
-         f"{r.greedy:.3f}", f"{r.heuristic:.3f}", "" if r.exact is None else f"{r.exact:.3f}", f"{r.bound:.3f}"]
-        for r in rows
-    ], left=2)
+    header = [
+        "name",
+        "model",
+        "instructions",
+        "buffers",
+        "alias groups",
+        "loops",
+        "peak live",
+        "fast memory",
+        "larger than fast",
+        "random",
+        "greedy",
+        "heuristic",
+        "exact",
+        "bound",
+    ]
+    return markdown_table(
+        header,
+        [
+            [
+                f"`{r.name}`",
+                r.model,
+                f"{r.instructions:,}",
+                f"{r.buffers:,}",
+                str(r.alias_groups),
+                str(r.loops),
+                format_bytes(r.peak_live_bytes),
+                format_bytes(r.fast_memory_bytes),
+                f"{r.larger_than_fast:.0%}",
+                f"{r.random:.3f}",
+                f"{r.greedy:.3f}",
+                f"{r.heuristic:.3f}",
+                "" if r.exact is None else f"{r.exact:.3f}",
+                f"{r.bound:.3f}",
+            ]
+            for r in rows
+        ],
+        left=2,
+    )

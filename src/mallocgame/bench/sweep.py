@@ -25,11 +25,12 @@ import json
 import os
 import re
 import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import as_completed
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Iterable, Mapping, Sequence
+from typing import Any
 
 from mallocgame.errors import MallocGameError, StaleRecordError, WorkerError
 from mallocgame.fileio import read_json, write_json
@@ -37,8 +38,17 @@ from mallocgame.solution import RECORD_FORMAT
 from mallocgame.workers import process_pool
 
 __all__ = [
-    "Job", "job_options", "sweep_jobs", "job_path", "check_jobs", "check_records", "run_job", "run_sweep",
-    "record_files", "load_records", "job_records",
+    "Job",
+    "job_options",
+    "sweep_jobs",
+    "job_path",
+    "check_jobs",
+    "check_records",
+    "run_job",
+    "run_sweep",
+    "record_files",
+    "load_records",
+    "job_records",
 ]
 
 _BOUNDS: dict[str, float] = {}  # LP upper bound by instance hash: once per program per process
@@ -72,8 +82,8 @@ class Job:
 def job_options(solver: str, options: Mapping[str, Any]) -> tuple[tuple[str, Any], ...]:
     """``options`` of ``solver`` checked and typed (``{"workers": "2"}`` as from the
     command line gives ``(("workers", 2),)``), as a job keeps them: sorted pairs."""
-    from mallocgame.solvers import get_solver
     from mallocgame.options import typed_options
+    from mallocgame.solvers import get_solver
 
     config = get_solver(solver).config(options)
     return tuple(sorted(typed_options(config, options).items()))
@@ -95,7 +105,8 @@ def sweep_jobs(
     a whole number >= 0, a work budget below 1 or a wall-clock budget
     :func:`~mallocgame.bench.inputs.budget_seconds` refuses raises
     :class:`~mallocgame.bench.inputs.StudyInputError`."""
-    from mallocgame.bench.inputs import budget_seconds, seeds as checked_seeds, work_budget
+    from mallocgame.bench.inputs import budget_seconds, work_budget
+    from mallocgame.bench.inputs import seeds as checked_seeds
 
     seeds = checked_seeds(seeds)
     if seconds is not None:
@@ -105,7 +116,9 @@ def sweep_jobs(
     typed = {solver: job_options(solver, (options or {}).get(solver, {})) for solver in solvers}
     return [
         Job(program, solver, seed, seconds, work, typed[solver])
-        for seed in seeds for program in programs for solver in solvers
+        for seed in seeds
+        for program in programs
+        for solver in solvers
     ]
 
 
@@ -160,7 +173,8 @@ def check_records(jobs: Iterable[Job], out_dir: Path) -> None:
             changed = _differences(stored, current[key])
             raise StaleRecordError(
                 f"{path} was written with other {job.solver} settings than this run's "
-                f"({'; '.join(changed[:3])}); remove it or use another --out")
+                f"({'; '.join(changed[:3])}); remove it or use another --out"
+            )
 
 
 def _with_defaults(stored: Any, defaults: Any) -> Any:
@@ -195,7 +209,8 @@ def run_job(job: Job, out_dir: str) -> dict[str, Any]:
     solver = get_solver(job.solver)
     start = time.perf_counter()
     solution = solver.solve(
-        inst, SolveRequest(seed=job.seed, seconds=job.seconds, work=job.work, options=job.options_dict)
+        inst,
+        SolveRequest(seed=job.seed, seconds=job.seconds, work=job.work, options=job.options_dict),
     )
     wall = time.perf_counter() - start
     report = check_solution(inst, solution)
@@ -219,7 +234,9 @@ def run_job(job: Job, out_dir: str) -> dict[str, Any]:
         "upper_bound_s": _BOUNDS[inst.sha256],
         "work": dict(solution.work),
         "recent_mean": solution.info.get("recent_mean"),  # learning agents: their last games' mean
-        "demonstrations": solution.info.get("demonstrations"),  # muzero: its demonstrations' rewards
+        "demonstrations": solution.info.get(
+            "demonstrations"
+        ),  # muzero: its demonstrations' rewards
         "wall_s": wall,
         "baseline_latency_s": baseline_latency(inst),
         "latency_s": simulate(inst, solution).latency_s if report.ok else None,
@@ -273,9 +290,11 @@ def run_sweep(
         nonlocal done
         done += 1
         latency = record["latency_s"]
-        say(f"[{done}/{len(todo)}] {record['program']} {record['solver']} s{record['seed']}: "
+        say(
+            f"[{done}/{len(todo)}] {record['program']} {record['solver']} s{record['seed']}: "
             f"normalized reward {record['normalized_reward']:.4f}"
-            + (f", latency {latency * 1e3:.4f} ms" if latency else ", INVALID"))
+            + (f", latency {latency * 1e3:.4f} ms" if latency else ", INVALID")
+        )
 
     if ray_address:
         for record in _ray_map(todo, out_dir, ray_address):
@@ -324,11 +343,20 @@ def job_records(out_dir: Path, jobs: Sequence[Job]) -> list[dict[str, Any]]:
     from mallocgame.bench.recheck import Rechecker
 
     wanted = {
-        (j.program, j.solver, j.seed, j.seconds, j.work, json.dumps(j.options_dict, sort_keys=True)) for j in jobs
+        (j.program, j.solver, j.seed, j.seconds, j.work, json.dumps(j.options_dict, sort_keys=True))
+        for j in jobs
     }
     rechecker = Rechecker()
     return [
-        rechecker.record(path, r) for path, r in record_files(out_dir)
-        if (r.get("program"), r.get("solver"), r.get("seed"), (r.get("budget") or {}).get("seconds"),
-            (r.get("budget") or {}).get("work"), json.dumps(r.get("options", {}), sort_keys=True)) in wanted
+        rechecker.record(path, r)
+        for path, r in record_files(out_dir)
+        if (
+            r.get("program"),
+            r.get("solver"),
+            r.get("seed"),
+            (r.get("budget") or {}).get("seconds"),
+            (r.get("budget") or {}).get("work"),
+            json.dumps(r.get("options", {}), sort_keys=True),
+        )
+        in wanted
     ]

@@ -27,14 +27,23 @@ from __future__ import annotations
 import fcntl
 import io
 import re
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Iterator, Sequence
 
 from mallocgame.bench.inputs import (
-    StudyInputError, budget_seconds, finite, seed as checked_seed, seeds as checked_seeds,
-    whole_number, within,
+    StudyInputError,
+    budget_seconds,
+    finite,
+    whole_number,
+    within,
+)
+from mallocgame.bench.inputs import (
+    seed as checked_seed,
+)
+from mallocgame.bench.inputs import (
+    seeds as checked_seeds,
 )
 from mallocgame.bench.rewards import solver_spec
 from mallocgame.check import check_solution
@@ -43,21 +52,45 @@ from mallocgame.errors import FormatError, SolverError, StaleRecordError
 from mallocgame.fileio import read_csv_rows, write_bytes_atomic, write_csv_atomic
 from mallocgame.instance import Instance
 from mallocgame.program import Program
-from mallocgame.sharing import SharedMachine, dram_only_latency, memory_mode_latency, task_preset, tasks_that_fit
+from mallocgame.sharing import (
+    SharedMachine,
+    dram_only_latency,
+    memory_mode_latency,
+    task_preset,
+    tasks_that_fit,
+)
 from mallocgame.simulate import baseline_latency, simulate
 from mallocgame.solution import save_solution
 from mallocgame.solvers import SolveRequest, get_solver
 
 __all__ = [
-    "REFERENCES", "TaskLatency", "max_tasks",
-    "run_tasks_study", "write_csv", "read_csv", "latency_table", "tasks_under_limit",
-    "limit_table", "fit_counts", "fit_table", "plot_tasks",
+    "REFERENCES",
+    "TaskLatency",
+    "max_tasks",
+    "run_tasks_study",
+    "write_csv",
+    "read_csv",
+    "latency_table",
+    "tasks_under_limit",
+    "limit_table",
+    "fit_counts",
+    "fit_table",
+    "plot_tasks",
 ]
 
 REFERENCES = ("all-slow", "fast-only", "memory-mode")
 """The placements that need no solver (module docstring)."""
 
-CSV_HEADER = ["program", "tasks", "placement", "seed", "budget_s", "latency_s", "normalized_reward", "wall_s"]
+CSV_HEADER = [
+    "program",
+    "tasks",
+    "placement",
+    "seed",
+    "budget_s",
+    "latency_s",
+    "normalized_reward",
+    "wall_s",
+]
 
 
 @dataclass(frozen=True)
@@ -128,11 +161,14 @@ def run_tasks_study(
         if other:
             held = ", ".join(f"{p} at {b:g} s" for p, b in sorted(other))
             raise StaleRecordError(
-                f"{csv_path} holds rows of {held}, not {program.name} at {budget_s:g} s: give another --out")
+                f"{csv_path} holds rows of {held}, not {program.name} at {budget_s:g} s: give another --out"
+            )
         done = {(r.tasks, r.placement, r.seed) for r in rows}
         for n in tasks:
             inst = derive_instance(program, task_preset(machine, n), capacity_fraction=None)
-            cells = [(p, seed) for p in placements for seed in (seeds[:1] if p in REFERENCES else seeds)]
+            cells = [
+                (p, seed) for p in placements for seed in (seeds[:1] if p in REFERENCES else seeds)
+            ]
             for placement, seed in cells:
                 if (n, placement, seed) in done:
                     continue
@@ -150,24 +186,44 @@ def max_tasks(machine: SharedMachine) -> int:
     return max(1, machine.preset.fast_memory_bytes // machine.preset.alignment_bytes)
 
 
-def _run_cell(program: Program, machine: SharedMachine, inst: Instance, tasks: int, placement: str, seed: int,
-              budget_s: float, out: Path) -> TaskLatency:
+def _run_cell(
+    program: Program,
+    machine: SharedMachine,
+    inst: Instance,
+    tasks: int,
+    placement: str,
+    seed: int,
+    budget_s: float,
+    out: Path,
+) -> TaskLatency:
     """One task's latency under ``placement`` when ``tasks`` tasks share ``machine``
     (``inst``: the program on one task's machine); a solver's answer is checked and kept."""
     if placement in REFERENCES:
         latency = _reference_latency(placement, inst, machine, tasks)
         return TaskLatency(program.name, tasks, placement, seed, budget_s, latency, None, 0.0)
     name, options = solver_spec(placement)
-    answer = get_solver(name).solve(inst, SolveRequest(seed=seed, seconds=budget_s, options=options))
+    answer = get_solver(name).solve(
+        inst, SolveRequest(seed=seed, seconds=budget_s, options=options)
+    )
     report = check_solution(inst, answer)
     if not report.ok:
-        raise SolverError(f"{placement} on {tasks} tasks: its answer fails the check: {report.summary()}")
+        raise SolverError(
+            f"{placement} on {tasks} tasks: its answer fails the check: {report.summary()}"
+        )
     path = _solution_path(out, tasks, placement, seed)
     path.parent.mkdir(parents=True, exist_ok=True)
     save_solution(answer, path)
     latency = simulate(inst, answer).latency_s
-    return TaskLatency(program.name, tasks, placement, seed, budget_s, latency, answer.normalized_reward,
-                       answer.wall_s)
+    return TaskLatency(
+        program.name,
+        tasks,
+        placement,
+        seed,
+        budget_s,
+        latency,
+        answer.normalized_reward,
+        answer.wall_s,
+    )
 
 
 @contextmanager
@@ -177,8 +233,9 @@ def _only_run(lock: Path) -> Iterator[None]:
         try:
             fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError:
-            raise StaleRecordError(f"{lock}: another run of this study holds it; wait for it or give another --out") \
-                from None
+            raise StaleRecordError(
+                f"{lock}: another run of this study holds it; wait for it or give another --out"
+            ) from None
         try:
             yield
         finally:
@@ -187,10 +244,23 @@ def _only_run(lock: Path) -> Iterator[None]:
 
 def write_csv(rows: list[TaskLatency], path: Path) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
-    write_csv_atomic(path, CSV_HEADER, (
-        [r.program, r.tasks, r.placement, r.seed, repr(float(r.budget_s)), repr(float(r.latency_s)),
-         "" if r.normalized_reward is None else repr(float(r.normalized_reward)), repr(float(r.wall_s))]
-        for r in rows))
+    write_csv_atomic(
+        path,
+        CSV_HEADER,
+        (
+            [
+                r.program,
+                r.tasks,
+                r.placement,
+                r.seed,
+                repr(float(r.budget_s)),
+                repr(float(r.latency_s)),
+                "" if r.normalized_reward is None else repr(float(r.normalized_reward)),
+                repr(float(r.wall_s)),
+            ]
+            for r in rows
+        ),
+    )
 
 
 def read_csv(path: Path) -> list[TaskLatency]:
@@ -223,9 +293,13 @@ def _parse_row(r: list[str]) -> TaskLatency:
     if r[6]:
         reward = within(float(r[6]), "normalized_reward", -REWARD_SLACK, 1.0 + REWARD_SLACK)
     return TaskLatency(
-        program=r[0], tasks=whole_number(int(r[1]), "tasks", 1), placement=r[2],
-        seed=checked_seed(int(r[3])), budget_s=budget_seconds(float(r[4]), "budget_s"),
-        latency_s=finite(float(r[5]), "latency_s", 0.0, above=True), normalized_reward=reward,
+        program=r[0],
+        tasks=whole_number(int(r[1]), "tasks", 1),
+        placement=r[2],
+        seed=checked_seed(int(r[3])),
+        budget_s=budget_seconds(float(r[4]), "budget_s"),
+        latency_s=finite(float(r[5]), "latency_s", 0.0, above=True),
+        normalized_reward=reward,
         wall_s=finite(float(r[7]), "wall_s", 0.0),
     )
 
@@ -283,14 +357,18 @@ def tasks_under_limit(rows: Sequence[TaskLatency], limit_s: float) -> dict[str, 
     return result
 
 
-def limit_table(rows: Sequence[TaskLatency], limit_s: float, fit: dict[str, int] | None = None) -> str:
+def limit_table(
+    rows: Sequence[TaskLatency], limit_s: float, fit: dict[str, int] | None = None
+) -> str:
     """Markdown: per placement, the tasks under ``limit_s`` (:func:`tasks_under_limit`),
     capped by what fits in main memory (``fit``: :func:`fit_counts`) where given."""
     under = tasks_under_limit(rows, limit_s)
     lines = ["| placement | tasks under the limit | fit in main memory |", "| --- | ---: | ---: |"]
     for p, n in under.items():
         cap = None if fit is None else fit.get(_mode_of(p))
-        lines.append(f"| {p} | {n if cap is None else min(n, cap)} | {'—' if cap is None else cap} |")
+        lines.append(
+            f"| {p} | {n if cap is None else min(n, cap)} | {'—' if cap is None else cap} |"
+        )
     return "\n".join(lines)
 
 
@@ -313,9 +391,11 @@ def fit_table(machine: SharedMachine, program: Program) -> str:
     fit = tasks_that_fit(machine, peak)
     gib = peak / 2**30
     lines = [f"| mode ({gib:.2f} GiB a task) | tasks that fit |", "| --- | ---: |"]
-    names = {"app-direct": "App Direct, DRAM only (what the system leaves)",
-             "memory-mode": "Memory Mode (persistent memory as main memory)",
-             "both": "DRAM and persistent memory both main memory (placements)"}
+    names = {
+        "app-direct": "App Direct, DRAM only (what the system leaves)",
+        "memory-mode": "Memory Mode (persistent memory as main memory)",
+        "both": "DRAM and persistent memory both main memory (placements)",
+    }
     for mode, count in fit.items():
         lines.append(f"| {names[mode]} | {count} |")
     return "\n".join(lines)
@@ -337,7 +417,13 @@ def plot_tasks(rows: Sequence[TaskLatency], path: Path, limit_s: float | None = 
         style = "--" if p in REFERENCES else "-"
         left.plot(xs, [mean[(n, p)] for n in xs], style, marker="o", color=f"C{i}", label=p)
         ratio = [n for n in xs if (n, "fast-only") in mean]
-        right.plot(ratio, [mean[(n, p)] / mean[(n, "fast-only")] for n in ratio], style, marker="o", color=f"C{i}")
+        right.plot(
+            ratio,
+            [mean[(n, p)] / mean[(n, "fast-only")] for n in ratio],
+            style,
+            marker="o",
+            color=f"C{i}",
+        )
     if limit_s is not None:
         left.axhline(limit_s, color="black", linestyle=":", linewidth=1, label="latency limit")
     program = rows[0].program if rows else ""
@@ -357,4 +443,3 @@ def plot_tasks(rows: Sequence[TaskLatency], path: Path, limit_s: float | None = 
     fig.savefig(buffer, format="png", dpi=100)
     plt.close(fig)
     write_bytes_atomic(path, buffer.getvalue())
-

@@ -25,16 +25,25 @@ their default, so a record older than an option simply lacks it.
 from __future__ import annotations
 
 import statistics
+from collections.abc import Iterable
 from dataclasses import dataclass
 from numbers import Real
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
 from mallocgame.bench.recheck import Rechecker
 from mallocgame.bench.sweep import record_files
 from mallocgame.errors import ComparisonError
 
-__all__ = ["TIE_TOLERANCE", "Entry", "VersusRow", "read_entries", "head_to_head", "format_versus", "summarize"]
+__all__ = [
+    "TIE_TOLERANCE",
+    "Entry",
+    "VersusRow",
+    "read_entries",
+    "head_to_head",
+    "format_versus",
+    "summarize",
+]
 
 TIE_TOLERANCE = 1e-9
 
@@ -56,6 +65,7 @@ class Entry:
 
 def _entry(source: str, doc: dict[str, Any]) -> Entry:
     """Check the fields of one record; :class:`ComparisonError` names the first bad one."""
+
     def bad(what: str) -> ComparisonError:
         return ComparisonError(f"{source}: {what}")
 
@@ -74,8 +84,12 @@ def _entry(source: str, doc: dict[str, Any]) -> Entry:
     buffers = doc.get("buffers")
     settings = doc.get("settings")
     return Entry(
-        source=source, program=doc["program"], solver=doc["solver"], seed=seed,
-        reward=float(reward) if valid else None, failures=str(doc.get("failures") or "invalid"),
+        source=source,
+        program=doc["program"],
+        solver=doc["solver"],
+        seed=seed,
+        reward=float(reward) if valid else None,
+        failures=str(doc.get("failures") or "invalid"),
         buffers=buffers if isinstance(buffers, int) and not isinstance(buffers, bool) else None,
         settings=settings if isinstance(settings, dict) else None,
     )
@@ -156,7 +170,9 @@ class VersusRow:
         return statistics.fmean(a / b - 1.0 for a, b in pairs)
 
     def _common(self) -> list[tuple[float, float]]:
-        return [(a, b) for _, (a, b) in sorted(self.cells.items()) if a is not None and b is not None]
+        return [
+            (a, b) for _, (a, b) in sorted(self.cells.items()) if a is not None and b is not None
+        ]
 
 
 def _compare(a: float, b: float) -> int:
@@ -176,7 +192,8 @@ def _check_settings(entries: list[Entry]) -> None:
             if earlier.settings[key] != entry.settings[key]:
                 raise ComparisonError(
                     f"{entry.solver} records disagree on {key}: {earlier.settings[key]!r} in "
-                    f"{earlier.source}, {entry.settings[key]!r} in {entry.source}")
+                    f"{earlier.source}, {entry.settings[key]!r} in {entry.source}"
+                )
 
 
 def head_to_head(entries: list[Entry], a: str, b: str) -> list[VersusRow]:
@@ -197,7 +214,8 @@ def head_to_head(entries: list[Entry], a: str, b: str) -> list[VersusRow]:
         if key in cell:
             raise ComparisonError(
                 f"two records for {entry.program} {entry.solver} seed {entry.seed}: "
-                f"{cell[key].source} and {entry.source}")
+                f"{cell[key].source} and {entry.source}"
+            )
         cell[key] = entry
         if buffers.get(entry.program) is None:
             buffers[entry.program] = entry.buffers
@@ -238,7 +256,9 @@ def format_versus(rows: list[VersusRow], a: str, b: str) -> str:
     answer), A's wins–ties–losses and mean lead."""
     seeds = sorted({seed for row in rows for seed in row.cells})
     lines = [
-        "| program | buffers | " + " | ".join(f"seed {s}: {a} / {b}" for s in seeds) + " | W–T–L | mean lead |",
+        "| program | buffers | "
+        + " | ".join(f"seed {s}: {a} / {b}" for s in seeds)
+        + " | W–T–L | mean lead |",
         "| --- | ---: |" + " ---: |" * (len(seeds) + 2),
     ]
     for row in rows:
@@ -247,9 +267,11 @@ def format_versus(rows: list[VersusRow], a: str, b: str) -> str:
         lead = row.mean_lead()
         size = "—" if row.buffers is None else f"{row.buffers:,}"
         lines.append(
-            f"| {row.program} | {size} | " + " | ".join(cells)
+            f"| {row.program} | {size} | "
+            + " | ".join(cells)
             + f" | {results.count(1)}–{results.count(0)}–{results.count(-1)} | "
-            + ("—" if lead is None else f"{lead:+.3%}") + " |"
+            + ("—" if lead is None else f"{lead:+.3%}")
+            + " |"
         )
     return "\n".join(lines)
 

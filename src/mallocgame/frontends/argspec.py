@@ -18,8 +18,9 @@ import math
 import os
 import re
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 from mallocgame.errors import MallocGameError
 from mallocgame.instance import MAX_BYTES
@@ -35,14 +36,35 @@ __all__ = [
 ]
 
 DTYPES = {
-    "pred": "bool", "s8": "int8", "s16": "int16", "s32": "int32", "s64": "int64",
-    "u8": "uint8", "u16": "uint16", "u32": "uint32", "u64": "uint64",
-    "f16": "float16", "bf16": "bfloat16", "f32": "float32", "f64": "float64",
+    "pred": "bool",
+    "s8": "int8",
+    "s16": "int16",
+    "s32": "int32",
+    "s64": "int64",
+    "u8": "uint8",
+    "u16": "uint16",
+    "u32": "uint32",
+    "u64": "uint64",
+    "f16": "float16",
+    "bf16": "bfloat16",
+    "f32": "float32",
+    "f64": "float64",
 }
 # Bytes per element of each spec type (the same keys as DTYPES).
 DTYPE_BYTES = {
-    "pred": 1, "s8": 1, "s16": 2, "s32": 4, "s64": 8, "u8": 1, "u16": 2, "u32": 4, "u64": 8,
-    "f16": 2, "bf16": 2, "f32": 4, "f64": 8,
+    "pred": 1,
+    "s8": 1,
+    "s16": 2,
+    "s32": 4,
+    "s64": 8,
+    "u8": 1,
+    "u16": 2,
+    "u32": 4,
+    "u64": 8,
+    "f16": 2,
+    "bf16": 2,
+    "f32": 4,
+    "f64": 8,
 }
 _SPEC = re.compile(r"^\s*([a-z0-9]+)\[([^\[\]]*)\]\s*$")
 _WHOLE = re.compile(r"^[0-9]+$")
@@ -123,7 +145,7 @@ def resolve_function(target: str) -> Callable[..., Any]:
         sys.path.insert(0, os.getcwd())
     try:
         module = importlib.import_module(module_name)
-    except Exception as exc:  # noqa: BLE001 - any import failure is the user's input
+    except Exception as exc:
         raise ArgSpecError(f"cannot import {module_name}: {type(exc).__name__}: {exc}") from None
     fn = module
     for part in attr.split("."):

@@ -50,21 +50,88 @@ from mallocgame.frontends.hlo_parse import (
 )
 from mallocgame.instance import MAX_COUNT
 
-__all__ = ["CostModel", "ELEMENTWISE", "TRANSCENDENTAL", "shape_bytes", "elements", "known_trip_count"]
+__all__ = [
+    "CostModel",
+    "ELEMENTWISE",
+    "TRANSCENDENTAL",
+    "shape_bytes",
+    "elements",
+    "known_trip_count",
+]
 
 ELEMENTWISE = frozenset(
-    "abs add and clamp compare complex count-leading-zeros divide floor ceil imag "
-    "is-finite maximum minimum multiply mulhi negate not or popcnt real remainder "
-    "round-nearest-afz round-nearest-even select shift-left shift-right-arithmetic "
-    "shift-right-logical sign subtract xor".split()
+    [
+        "abs",
+        "add",
+        "and",
+        "clamp",
+        "compare",
+        "complex",
+        "count-leading-zeros",
+        "divide",
+        "floor",
+        "ceil",
+        "imag",
+        "is-finite",
+        "maximum",
+        "minimum",
+        "multiply",
+        "mulhi",
+        "negate",
+        "not",
+        "or",
+        "popcnt",
+        "real",
+        "remainder",
+        "round-nearest-afz",
+        "round-nearest-even",
+        "select",
+        "shift-left",
+        "shift-right-arithmetic",
+        "shift-right-logical",
+        "sign",
+        "subtract",
+        "xor",
+    ]
 )
 TRANSCENDENTAL = frozenset(
-    "acos acosh asin asinh atan atan2 atanh cbrt cosh cosine erf exponential "
-    "exponential-minus-one log log-plus-one logistic power rsqrt sine sinh sqrt tan tanh".split()
+    [
+        "acos",
+        "acosh",
+        "asin",
+        "asinh",
+        "atan",
+        "atan2",
+        "atanh",
+        "cbrt",
+        "cosh",
+        "cosine",
+        "erf",
+        "exponential",
+        "exponential-minus-one",
+        "log",
+        "log-plus-one",
+        "logistic",
+        "power",
+        "rsqrt",
+        "sine",
+        "sinh",
+        "sqrt",
+        "tan",
+        "tanh",
+    ]
 )
 _PER_ELEMENT = frozenset(
-    "rng rng-bit-generator reduce-precision stochastic-convert all-reduce reduce-scatter "
-    "topk collective-reduce".split()
+    [
+        "rng",
+        "rng-bit-generator",
+        "reduce-precision",
+        "stochastic-convert",
+        "all-reduce",
+        "reduce-scatter",
+        "topk",
+        "collective-reduce",
+    ]
 )
 
 
@@ -233,12 +300,16 @@ class CostModel:
             return float(out * (a.dims[-1] if a.dims else 1)), 0.0
         if op.startswith("batch-norm"):
             x = operand(0)
-            return 5.0 * x.elements, float(x.dims[int(ins.attrs.get("feature_index", 0))] if x.dims else 1)
+            return 5.0 * x.elements, float(
+                x.dims[int(ins.attrs.get("feature_index", 0))] if x.dims else 1
+            )
         if op == "custom-call":
             return self._custom_call_cost(ins, comp, out)
         return 0.0, 0.0
 
-    def _custom_call_cost(self, ins: HloInstruction, comp: HloComputation, out: int) -> tuple[float, float]:
+    def _custom_call_cost(
+        self, ins: HloInstruction, comp: HloComputation, out: int
+    ) -> tuple[float, float]:
         called = self.module.calls(ins)
         if called:
             f = t = 0.0
@@ -274,7 +345,9 @@ class CostModel:
             else:
                 return ins, index
 
-    def in_place_pairs(self, ins: HloInstruction) -> list[tuple[int, tuple[int, ...], tuple[int, ...]]]:
+    def in_place_pairs(
+        self, ins: HloInstruction
+    ) -> list[tuple[int, tuple[int, ...], tuple[int, ...]]]:
         """(operand number, operand shape index, output shape index) that must share storage.
 
         ``dynamic-update-slice`` and ``scatter`` update operand 0 (each scatter operand
@@ -286,7 +359,9 @@ class CostModel:
             self._pairs[id(ins)] = self._in_place_pairs(ins)
         return self._pairs[id(ins)]
 
-    def _in_place_pairs(self, ins: HloInstruction) -> list[tuple[int, tuple[int, ...], tuple[int, ...]]]:
+    def _in_place_pairs(
+        self, ins: HloInstruction
+    ) -> list[tuple[int, tuple[int, ...], tuple[int, ...]]]:
         op = ins.opcode
         if op == "dynamic-update-slice":
             return [(0, (), ())]
@@ -295,7 +370,9 @@ class CostModel:
             return [(0, (), ())] if n == 1 else [(k, (), (k,)) for k in range(n)]
         pairs = []
         if op in ("custom-call", "fusion") and "output_to_operand_aliasing" in ins.attrs:
-            for out_idx, opnum, op_idx, _ in parse_alias_list(ins.attrs["output_to_operand_aliasing"]):
+            for out_idx, opnum, op_idx, _ in parse_alias_list(
+                ins.attrs["output_to_operand_aliasing"]
+            ):
                 pairs.append((opnum, op_idx, out_idx))
         if op == "fusion":
             fused = self.module.computation(ins, "calls")
@@ -308,7 +385,9 @@ class CostModel:
                     if inp.opcode == "fusion":
                         for o2, oi2, out2 in self.in_place_pairs(inp):
                             if out2 == iidx:
-                                inp, iidx = self._follow(fused, fused.by_name[inp.operands[o2]], oi2)
+                                inp, iidx = self._follow(
+                                    fused, fused.by_name[inp.operands[o2]], oi2
+                                )
                     while inp.opcode == "bitcast":
                         inp = fused.by_name[inp.operands[0]]
                     if inp.opcode == "parameter":
@@ -346,7 +425,9 @@ class CostModel:
                 return None
         return total
 
-    def _update_bytes(self, comp: HloComputation, ins: HloInstruction, index: tuple[int, ...]) -> int:
+    def _update_bytes(
+        self, comp: HloComputation, ins: HloInstruction, index: tuple[int, ...]
+    ) -> int:
         """Bytes an in-place update writes into its output leaf ``index``."""
         if ins.opcode == "dynamic-update-slice":
             return shape_bytes(comp.by_name[ins.operands[1]].shape)
@@ -375,7 +456,9 @@ class CostModel:
                 return min(full, read)
         return full
 
-    def output_bytes(self, ins: HloInstruction, comp: HloComputation, index: tuple[int, ...], full: int) -> int:
+    def output_bytes(
+        self, ins: HloInstruction, comp: HloComputation, index: tuple[int, ...], full: int
+    ) -> int:
         """Bytes instruction ``ins`` writes of its output leaf ``index`` of ``full`` bytes."""
         if ins.opcode in ("dynamic-update-slice", "scatter"):
             return min(full, self._update_bytes(comp, ins, index))

@@ -27,8 +27,8 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Iterator, Union
 
 from mallocgame.errors import MallocGameError
 from mallocgame.instance import MAX_BYTES
@@ -61,10 +61,29 @@ class HloParseError(MallocGameError):
 
 # Bytes per element; sub-byte types pack (s4: half a byte).
 _DTYPE_BYTES = {
-    "pred": 1.0, "s1": 0.125, "u1": 0.125, "s2": 0.25, "u2": 0.25, "s4": 0.5, "u4": 0.5,
-    "s8": 1.0, "u8": 1.0, "s16": 2.0, "u16": 2.0, "s32": 4.0, "u32": 4.0, "s64": 8.0,
-    "u64": 8.0, "f16": 2.0, "bf16": 2.0, "f32": 4.0, "f64": 8.0, "c64": 8.0, "c128": 16.0,
-    "token": 0.0, "opaque": 0.0,
+    "pred": 1.0,
+    "s1": 0.125,
+    "u1": 0.125,
+    "s2": 0.25,
+    "u2": 0.25,
+    "s4": 0.5,
+    "u4": 0.5,
+    "s8": 1.0,
+    "u8": 1.0,
+    "s16": 2.0,
+    "u16": 2.0,
+    "s32": 4.0,
+    "u32": 4.0,
+    "s64": 8.0,
+    "u64": 8.0,
+    "f16": 2.0,
+    "bf16": 2.0,
+    "f32": 4.0,
+    "f64": 8.0,
+    "c64": 8.0,
+    "c128": 16.0,
+    "token": 0.0,
+    "opaque": 0.0,
 }
 
 
@@ -89,12 +108,19 @@ class Layout:
 
     def stored_elements(self, dims: tuple[int, ...]) -> int:
         """Elements stored for an array of ``dims`` under this layout, tile padding included."""
-        order = self.minor_to_major if len(self.minor_to_major) == len(dims) else tuple(reversed(range(len(dims))))
+        order = (
+            self.minor_to_major
+            if len(self.minor_to_major) == len(dims)
+            else tuple(reversed(range(len(dims))))
+        )
         physical = [dims[d] for d in reversed(order)]
         for tile in self.tiles:
             if len(tile) > len(physical):
                 physical = [1] * (len(tile) - len(physical)) + physical
-            outer, inner = physical[: len(physical) - len(tile)], physical[len(physical) - len(tile):]
+            outer, inner = (
+                physical[: len(physical) - len(tile)],
+                physical[len(physical) - len(tile) :],
+            )
             sizes = [n if t is None else t for n, t in zip(inner, tile)]
             physical = outer + [-(-n // t) if t > 0 else n for n, t in zip(inner, sizes)] + sizes
         return math.prod(physical)
@@ -146,10 +172,12 @@ class ArrayShape:
 
 
 # A shape is an array shape or a (possibly nested, possibly empty) tuple of shapes.
-Shape = Union[ArrayShape, tuple]
+Shape = ArrayShape | tuple
 
 
-def shape_leaves(shape: Shape, prefix: tuple[int, ...] = ()) -> list[tuple[tuple[int, ...], ArrayShape]]:
+def shape_leaves(
+    shape: Shape, prefix: tuple[int, ...] = ()
+) -> list[tuple[tuple[int, ...], ArrayShape]]:
     """The array leaves of ``shape`` with their shape indices, in order."""
     if isinstance(shape, ArrayShape):
         return [(prefix, shape)]
@@ -236,13 +264,15 @@ def parse_layout(text: str) -> Layout:
     bits = space = 0
     position = 0
     for m in _LAYOUT_ITEM_RE.finditer(rest):
-        if rest[position:m.start()].strip():
-            raise ValueError(f"cannot read layout item {rest[position:m.start()]!r}")
+        if rest[position : m.start()].strip():
+            raise ValueError(f"cannot read layout item {rest[position : m.start()]!r}")
         position = m.end()
         groups = re.findall(r"\(([^()]*)\)", m.group(2))
         if m.group(1) == "T":
             for g in groups:
-                tiles.append(tuple(None if v.strip() == "*" else int(v) for v in g.split(",") if v.strip()))
+                tiles.append(
+                    tuple(None if v.strip() == "*" else int(v) for v in g.split(",") if v.strip())
+                )
         elif m.group(1) == "E":
             bits = int(groups[0])
         elif m.group(1) == "S":
@@ -272,9 +302,9 @@ def parse_shape(text: str) -> Shape:
             if dims[-1] < 0:
                 raise ValueError(f"negative dimension {d} in {text!r}")
     layout = None
-    rest = text[m.end():]
+    rest = text[m.end() :]
     if rest.startswith("{") and m.group(1) != "token":
-        layout = parse_layout(rest[1:_close(rest, 0)])
+        layout = parse_layout(rest[1 : _close(rest, 0)])
     return ArrayShape(m.group(1), tuple(dims), layout)
 
 
@@ -302,8 +332,14 @@ class HloInstruction:
 
 
 _CALL_KEYS = (
-    "calls", "to_apply", "condition", "body", "branch_computations",
-    "called_computations", "true_computation", "false_computation",
+    "calls",
+    "to_apply",
+    "condition",
+    "body",
+    "branch_computations",
+    "called_computations",
+    "true_computation",
+    "false_computation",
 )
 
 
@@ -370,7 +406,7 @@ def _parse_instruction(line: str) -> HloInstruction:
     m = _INSTR_HEAD_RE.match(line)
     if not m:
         raise ValueError("not an instruction")
-    rest = line[m.end():]
+    rest = line[m.end() :]
     if rest.startswith("("):
         end = _close(rest, 0)
         shape_str, rest = rest[: end + 1], rest[end + 1 :].lstrip()
@@ -449,7 +485,7 @@ def parse_module(text: str, *, where: str = "HLO") -> HloModule:
                     current.by_name[ins.name] = ins
                 continue
             if line.startswith("HloModule "):
-                head = split_top(line[len("HloModule "):])
+                head = split_top(line[len("HloModule ") :])
                 name = head[0]
                 for piece in head[1:]:
                     key, eq, value = piece.partition("=")
@@ -458,7 +494,9 @@ def parse_module(text: str, *, where: str = "HLO") -> HloModule:
                 continue
             m = _COMP_HEAD_RE.match(line)
             if m and not line[0].isspace():
-                current = HloComputation(name=m.group(2), instructions=[], is_entry=bool(m.group(1)))
+                current = HloComputation(
+                    name=m.group(2), instructions=[], is_entry=bool(m.group(1))
+                )
                 if current.name in computations:
                     raise HloParseError(
                         f"{where}:{lineno}: computation {current.name} is defined twice"
@@ -471,7 +509,9 @@ def parse_module(text: str, *, where: str = "HLO") -> HloModule:
                         )
                     entry = current
         except (ValueError, IndexError, KeyError) as exc:
-            raise HloParseError(f"{where}:{lineno}: cannot parse {raw.strip()[:120]!r} ({exc})") from None
+            raise HloParseError(
+                f"{where}:{lineno}: cannot parse {raw.strip()[:120]!r} ({exc})"
+            ) from None
     if current is not None:
         raise HloParseError(f"{where}: computation {current.name} is not closed")
     if not name or entry is None:
@@ -479,7 +519,9 @@ def parse_module(text: str, *, where: str = "HLO") -> HloModule:
     return HloModule(name=name, attrs=attrs, computations=computations, entry=entry)
 
 
-_ALIAS_RE = re.compile(r"\{([\d,\s]*)\}\s*:\s*\(\s*(\d+)\s*,\s*\{([\d,\s]*)\}\s*(?:,\s*([\w-]+))?\s*\)")
+_ALIAS_RE = re.compile(
+    r"\{([\d,\s]*)\}\s*:\s*\(\s*(\d+)\s*,\s*\{([\d,\s]*)\}\s*(?:,\s*([\w-]+))?\s*\)"
+)
 
 
 def _index(text: str) -> tuple[int, ...]:
@@ -590,8 +632,12 @@ def parse_buffer_assignment(text: str) -> list[XlaAllocation]:
         if vm:
             values.append(
                 XlaValue(
-                    id=int(vm.group(1)), name=vm.group(2), index=_index((vm.group(3) or "{}")[1:-1]),
-                    size=int(vm.group(5)), offset=int(vm.group(6)), shape=vm.group(7).strip(),
+                    id=int(vm.group(1)),
+                    name=vm.group(2),
+                    index=_index((vm.group(3) or "{}")[1:-1]),
+                    size=int(vm.group(5)),
+                    offset=int(vm.group(6)),
+                    shape=vm.group(7).strip(),
                     is_phi=bool(vm.group(4)),
                 )
             )

@@ -82,11 +82,14 @@ import logging
 import math
 import operator
 import warnings
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Callable, Sequence
+from typing import Any
 
 from mallocgame.errors import MallocGameError
-from mallocgame.frontends.xla import _Tensor  # a tensor under construction: name, size, def_time, shape, reads
+from mallocgame.frontends.xla import (
+    _Tensor,
+)  # a tensor under construction: name, size, def_time, shape, reads
 from mallocgame.program import Program, ProgramInstruction, ProgramTensor, validate_program
 
 __all__ = [
@@ -133,7 +136,7 @@ def torch_version() -> str | None:
         from importlib.metadata import version
 
         return version("torch")
-    except Exception:  # noqa: BLE001 - torch is optional
+    except Exception:
         return None
 
 
@@ -146,25 +149,109 @@ def _one_line(exc: BaseException) -> str:
 # Work per operation.
 
 _TRANSCENDENTAL = frozenset(
-    "exp exp2 expm1 log log2 log10 log1p tanh sigmoid erf erfc erfinv rsqrt sqrt sin cos tan "
-    "asin acos atan atan2 sinh cosh asinh acosh atanh pow reciprocal".split()
+    [
+        "exp",
+        "exp2",
+        "expm1",
+        "log",
+        "log2",
+        "log10",
+        "log1p",
+        "tanh",
+        "sigmoid",
+        "erf",
+        "erfc",
+        "erfinv",
+        "rsqrt",
+        "sqrt",
+        "sin",
+        "cos",
+        "tan",
+        "asin",
+        "acos",
+        "atan",
+        "atan2",
+        "sinh",
+        "cosh",
+        "asinh",
+        "acosh",
+        "atanh",
+        "pow",
+        "reciprocal",
+    ]
 )
 _MOVES = frozenset(  # data movement and fills: no arithmetic
-    "clone copy _to_copy cat stack constant_pad_nd index index_select gather embedding "
-    "slice_scatter select_scatter as_strided_scatter scatter full full_like zeros zeros_like "
-    "ones ones_like empty empty_like empty_strided arange scalar_tensor lift_fresh_copy "
-    "repeat flip roll index_put masked_fill _unsafe_index".split()
+    [
+        "clone",
+        "copy",
+        "_to_copy",
+        "cat",
+        "stack",
+        "constant_pad_nd",
+        "index",
+        "index_select",
+        "gather",
+        "embedding",
+        "slice_scatter",
+        "select_scatter",
+        "as_strided_scatter",
+        "scatter",
+        "full",
+        "full_like",
+        "zeros",
+        "zeros_like",
+        "ones",
+        "ones_like",
+        "empty",
+        "empty_like",
+        "empty_strided",
+        "arange",
+        "scalar_tensor",
+        "lift_fresh_copy",
+        "repeat",
+        "flip",
+        "roll",
+        "index_put",
+        "masked_fill",
+        "_unsafe_index",
+    ]
 )
-_REDUCTIONS = frozenset("sum mean amax amin max min prod var var_mean std argmax argmin any all logsumexp".split())
-_POOLS = frozenset("max_pool2d_with_indices max_pool3d_with_indices avg_pool2d avg_pool3d".split())
+_REDUCTIONS = frozenset(
+    [
+        "sum",
+        "mean",
+        "amax",
+        "amin",
+        "max",
+        "min",
+        "prod",
+        "var",
+        "var_mean",
+        "std",
+        "argmax",
+        "argmin",
+        "any",
+        "all",
+        "logsumexp",
+    ]
+)
+_POOLS = frozenset(
+    ["max_pool2d_with_indices", "max_pool3d_with_indices", "avg_pool2d", "avg_pool3d"]
+)
 # (flops, transcendentals) per element of the first (input) operand.
 _PER_ELEMENT = {
-    "_softmax": (4.0, 1.0), "_log_softmax": (4.0, 1.0),
-    "_softmax_backward_data": (3.0, 0.0), "_log_softmax_backward_data": (3.0, 1.0),
-    "gelu": (5.0, 1.0), "gelu_backward": (8.0, 1.0),
-    "native_layer_norm": (7.0, 0.0), "native_layer_norm_backward": (12.0, 0.0),
-    "_native_batch_norm_legit_no_training": (2.0, 0.0), "_native_batch_norm_legit_functional": (7.0, 0.0),
-    "_native_batch_norm_legit": (7.0, 0.0), "native_batch_norm_backward": (12.0, 0.0),
+    "_softmax": (4.0, 1.0),
+    "_log_softmax": (4.0, 1.0),
+    "_softmax_backward_data": (3.0, 0.0),
+    "_log_softmax_backward_data": (3.0, 1.0),
+    "gelu": (5.0, 1.0),
+    "gelu_backward": (8.0, 1.0),
+    "native_layer_norm": (7.0, 0.0),
+    "native_layer_norm_backward": (12.0, 0.0),
+    "_native_batch_norm_legit_no_training": (2.0, 0.0),
+    "_native_batch_norm_legit_functional": (7.0, 0.0),
+    "_native_batch_norm_legit": (7.0, 0.0),
+    "native_batch_norm_backward": (12.0, 0.0),
 }
 
 
@@ -196,12 +283,16 @@ def _shape_cost(name: str, args: Sequence[Any], out: Any) -> tuple[float, float]
     if name in _POOLS:
         kernel = args[1] if len(args) > 1 and isinstance(args[1], (list, tuple)) else ()
         return out_elems * float(math.prod(int(k) for k in kernel) if kernel else 1), 0.0
-    if name.endswith("_backward") and ins:  # a backward op without a formula: its gradient's elements
+    if (
+        name.endswith("_backward") and ins
+    ):  # a backward op without a formula: its gradient's elements
         return float(max(_numel(x) for x in ins)), 0.0
     return out_elems, 0.0
 
 
-def _op_cost(torch: Any, target: Any, args: Sequence[Any], kwargs: dict[str, Any], out: Any) -> tuple[float, float]:
+def _op_cost(
+    torch: Any, target: Any, args: Sequence[Any], kwargs: dict[str, Any], out: Any
+) -> tuple[float, float]:
     """PyTorch's own flop formula for ``target`` where it has one, else :func:`_shape_cost`."""
     from torch.utils.flop_counter import flop_registry
 
@@ -210,7 +301,7 @@ def _op_cost(torch: Any, target: Any, args: Sequence[Any], kwargs: dict[str, Any
     if formula is not None:
         try:
             return float(formula(*args, **kwargs, out_val=out)), 0.0
-        except Exception:  # noqa: BLE001 - a formula that does not fit this overload: count from shapes
+        except Exception:
             pass
     return _shape_cost(_op_name(target), args, out)
 
@@ -254,7 +345,9 @@ def _is_view(target: Any) -> bool:
     if schema.name == "aten::_unsafe_view":
         return True
     returns = schema.returns
-    return bool(returns) and all(r.alias_info is not None and not r.alias_info.is_write for r in returns)
+    return bool(returns) and all(
+        r.alias_info is not None and not r.alias_info.is_write for r in returns
+    )
 
 
 def _in_place_origin(torch: Any, node: Any) -> bool:
@@ -267,7 +360,12 @@ def _in_place_origin(torch: Any, node: Any) -> bool:
         src = src.from_node[-1]
     original = str(getattr(src, "target", ""))
     parts = original.split(".")
-    if len(parts) != 3 or parts[0] != "aten" or not parts[1].endswith("_") or parts[1].startswith("_"):
+    if (
+        len(parts) != 3
+        or parts[0] != "aten"
+        or not parts[1].endswith("_")
+        or parts[1].startswith("_")
+    ):
         return False
     return parts[1][:-1] == _op_name(node.target)
 
@@ -282,7 +380,9 @@ class _Builder:
         self.tensors: list[_Tensor] = []
         self.instrs: list[ProgramInstruction] = []
         self.aliases: list[tuple[int, int]] = []  # pairs of tensors that share one storage
-        self.units: set[int] = set()  # tensors whose buffers form a group on their own (node granularity)
+        self.units: set[int] = (
+            set()
+        )  # tensors whose buffers form a group on their own (node granularity)
         self.env: dict[str, Any] = {}  # fx node name -> _Ref, tuple of refs, or None
         self.placeholder_tensor: dict[str, int] = {}  # input target or name -> tensor
         self.notes: list[str] = []
@@ -311,7 +411,9 @@ class _Builder:
         from torch.export.graph_signature import InputKind
 
         weights: dict[str, int] = {}  # owner module -> merged tensor (node granularity)
-        specs = {s.arg.name: s for s in self.ep.graph_signature.input_specs if hasattr(s.arg, "name")}
+        specs = {
+            s.arg.name: s for s in self.ep.graph_signature.input_specs if hasattr(s.arg, "name")
+        }
         for node in self.ep.graph.nodes:
             if node.op != "placeholder":
                 continue
@@ -322,7 +424,11 @@ class _Builder:
                 continue
             nbytes = _nbytes(value, node.name)
             label = (spec.target if spec is not None and spec.target else None) or node.name
-            owned = spec is not None and spec.kind in (InputKind.PARAMETER, InputKind.BUFFER, InputKind.CONSTANT_TENSOR)
+            owned = spec is not None and spec.kind in (
+                InputKind.PARAMETER,
+                InputKind.BUFFER,
+                InputKind.CONSTANT_TENSOR,
+            )
             if self.node_level and owned:
                 owner = label.rpartition(".")[0]
                 if owner not in weights:
@@ -361,7 +467,9 @@ class _Builder:
         if _is_view(target):
             base = self.refs(node.args[0])
             ref = base[0] if base else None
-            self.env[node.name] = tuple(ref for _ in outs) if isinstance(value, (list, tuple)) else ref
+            self.env[node.name] = (
+                tuple(ref for _ in outs) if isinstance(value, (list, tuple)) else ref
+            )
             return
         if not any(hasattr(v, "numel") for v in outs):
             self.env[node.name] = None  # assertions, symbolic sizes: no data
@@ -373,7 +481,9 @@ class _Builder:
             if ref.tensor in operands:
                 i = operands.index(ref.tensor)
                 if self.tensors[ref.tensor].def_time < 0 and self.node_level:
-                    operand_bytes[i] = min(operand_bytes[i] + ref.nbytes, self.tensors[ref.tensor].size)
+                    operand_bytes[i] = min(
+                        operand_bytes[i] + ref.nbytes, self.tensors[ref.tensor].size
+                    )
                 continue
             operands.append(ref.tensor)
             operand_bytes.append(ref.nbytes)
@@ -406,9 +516,14 @@ class _Builder:
             self.tensors[x].reads.append(t)
         self.instrs.append(
             ProgramInstruction(
-                name=node.name, opcode=_op_name(target), operands=tuple(operands), outputs=tuple(outputs),
-                operand_bytes=tuple(operand_bytes), output_bytes=tuple(self.tensors[x].size for x in outputs),
-                flops=float(flops), transcendentals=float(trans),
+                name=node.name,
+                opcode=_op_name(target),
+                operands=tuple(operands),
+                outputs=tuple(outputs),
+                operand_bytes=tuple(operand_bytes),
+                output_bytes=tuple(self.tensors[x].size for x in outputs),
+                flops=float(flops),
+                transcendentals=float(trans),
             )
         )
         if outputs and node.args and _in_place_origin(self.torch, node):
@@ -431,8 +546,12 @@ class _Builder:
                 raise TorchFrontendError(f"{name}: unsupported graph node {node.op} ({node.name})")
         num_t = len(self.instrs)
         if num_t == 0:
-            raise TorchFrontendError(f"{name}: the graph has no operation that makes a tensor (nothing to decide)")
-        result_refs = [_flat_refs(self.env.get(r.name)) if hasattr(r, "name") else [] for r in results]
+            raise TorchFrontendError(
+                f"{name}: the graph has no operation that makes a tensor (nothing to decide)"
+            )
+        result_refs = [
+            _flat_refs(self.env.get(r.name)) if hasattr(r, "name") else [] for r in results
+        ]
         for refs in result_refs:
             for ref in refs:
                 self.tensors[ref.tensor].live_out = True
@@ -454,12 +573,16 @@ class _Builder:
                 members.setdefault(storage[x], set()).add(x)
         groups = tuple(
             sorted(
-                tuple(sorted(g)) for root, g in buffers.items()
+                tuple(sorted(g))
+                for root, g in buffers.items()
                 if len(g) > 1 and (len(members[root]) > 1 or members[root] & self.units)
             )
         )
         program = Program(
-            name=name, instructions=tuple(self.instrs), tensors=tuple(tensors), alias_groups=groups,
+            name=name,
+            instructions=tuple(self.instrs),
+            tensors=tuple(tensors),
+            alias_groups=groups,
             source=dict(source, notes="; ".join(self.notes)),
         )
         validate_program(program)
@@ -510,7 +633,9 @@ def extract_exported(
     after ``run_decompositions()``, or a joint forward-backward graph); see the module docstring."""
     torch = _torch()
     if granularity not in GRANULARITIES:
-        raise TorchFrontendError(f"unknown granularity {granularity!r} (have: {', '.join(GRANULARITIES)})")
+        raise TorchFrontendError(
+            f"unknown granularity {granularity!r} (have: {', '.join(GRANULARITIES)})"
+        )
     src = {"frontend": "torch", "torch": torch_version(), "granularity": granularity}
     src.update(source or {})
     builder = _Builder(torch, exported, granularity)
@@ -520,10 +645,19 @@ def extract_exported(
     except MallocGameError:
         raise
     except (KeyError, IndexError, TypeError, ValueError, AttributeError) as exc:
-        raise TorchFrontendError(f"{name}: cannot read the exported graph ({_one_line(exc)})") from None
+        raise TorchFrontendError(
+            f"{name}: cannot read the exported graph ({_one_line(exc)})"
+        ) from None
 
 
-def _export(torch: Any, module: Any, args: tuple[Any, ...], kwargs: dict[str, Any], training_step: bool, label: str) -> Any:
+def _export(
+    torch: Any,
+    module: Any,
+    args: tuple[Any, ...],
+    kwargs: dict[str, Any],
+    training_step: bool,
+    label: str,
+) -> Any:
     """Capture with torch's warnings, log records and stderr held back: a failed capture writes
     the graph and its guards there, and the reason is already the error's one line."""
     disabled = logging.root.manager.disable
@@ -538,11 +672,16 @@ def _export(torch: Any, module: Any, args: tuple[Any, ...], kwargs: dict[str, An
 
 
 def _export_quietly(
-    torch: Any, module: Any, args: tuple[Any, ...], kwargs: dict[str, Any], training_step: bool, label: str
+    torch: Any,
+    module: Any,
+    args: tuple[Any, ...],
+    kwargs: dict[str, Any],
+    training_step: bool,
+    label: str,
 ) -> Any:
     try:
         exported = torch.export.export(module, args, kwargs)
-    except Exception as exc:  # noqa: BLE001 - torch.export raises many types; report the reason
+    except Exception as exc:
         raise ExportError(f"{label}: torch.export could not capture it: {_one_line(exc)}") from None
     try:
         if training_step:
@@ -550,8 +689,12 @@ def _export_quietly(
 
             return _export_forward_backward(exported)
         return exported.run_decompositions()
-    except Exception as exc:  # noqa: BLE001
-        what = "derive its training step (the first output must be a scalar loss)" if training_step else "decompose it"
+    except Exception as exc:
+        what = (
+            "derive its training step (the first output must be a scalar loss)"
+            if training_step
+            else "decompose it"
+        )
         raise ExportError(f"{label}: torch.export could not {what}: {_one_line(exc)}") from None
 
 
@@ -577,14 +720,18 @@ def extract_torch(
     if not isinstance(module, torch.nn.Module):
         raise TorchFrontendError(f"expected a torch.nn.Module, got {type(module).__name__}")
     if granularity not in GRANULARITIES:
-        raise TorchFrontendError(f"unknown granularity {granularity!r} (have: {', '.join(GRANULARITIES)})")
+        raise TorchFrontendError(
+            f"unknown granularity {granularity!r} (have: {', '.join(GRANULARITIES)})"
+        )
     label = name or type(module).__name__
     if training_step and any(t.is_meta for t in [*module.parameters(), *module.buffers()]):
         raise TorchFrontendError(
             f"{label}: a training step cannot be captured from parameters on the meta device (torch's joint "
             "graph needs real ones): build the module on the CPU, e.g. module.to_empty(device='cpu')"
         )
-    exported = _export(torch, module, tuple(example_inputs), dict(example_kwargs or {}), training_step, label)
+    exported = _export(
+        torch, module, tuple(example_inputs), dict(example_kwargs or {}), training_step, label
+    )
     source = {
         "module": type(module).__name__,
         "mode": "training_step" if training_step else ("train" if module.training else "eval"),
@@ -644,15 +791,19 @@ def resolve_factory(target: str, arg_specs: Sequence[str] = ()) -> TorchModel:
         built = factory()
     except MallocGameError:
         raise
-    except Exception as exc:  # noqa: BLE001 - the user's factory
+    except Exception as exc:
         raise TorchFrontendError(f"{target}: the factory failed: {_one_line(exc)}") from None
     if isinstance(built, torch.nn.Module):
         if not arg_specs:
-            raise TorchFrontendError(f"{target} returns a module without example inputs: give them with --arg")
+            raise TorchFrontendError(
+                f"{target} returns a module without example inputs: give them with --arg"
+            )
         device = next((p.device.type for p in built.parameters()), "cpu")
         return TorchModel(built, meta_inputs(arg_specs, device=device))
     if (
-        isinstance(built, tuple) and len(built) == 2 and isinstance(built[0], torch.nn.Module)
+        isinstance(built, tuple)
+        and len(built) == 2
+        and isinstance(built[0], torch.nn.Module)
         and isinstance(built[1], (tuple, list))
     ):
         if arg_specs:

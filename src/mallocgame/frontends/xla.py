@@ -80,9 +80,10 @@ import contextlib
 import os
 import re
 import tempfile
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any
 
 from mallocgame.errors import InputFileError, MallocGameError
 from mallocgame.frontends.hlo_cost import CostModel, known_trip_count
@@ -98,7 +99,13 @@ from mallocgame.frontends.hlo_parse import (
 )
 from mallocgame.frontends.xla_placement import BufferSpace, XlaCopy, XlaPlacement
 from mallocgame.instance import MAX_COUNT
-from mallocgame.program import Program, ProgramInstruction, ProgramLoop, ProgramTensor, validate_program
+from mallocgame.program import (
+    Program,
+    ProgramInstruction,
+    ProgramLoop,
+    ProgramTensor,
+    validate_program,
+)
 
 __all__ = [
     "XlaFrontendError",
@@ -147,7 +154,17 @@ class CompileError(XlaFrontendError):
     """JAX could not trace, lower or compile the function (the reason in one line)."""
 
 
-_VIEWS = frozenset({"tuple", "get-tuple-element", "bitcast", "opt-barrier", "domain", "add-dependency", "after-all"})
+_VIEWS = frozenset(
+    {
+        "tuple",
+        "get-tuple-element",
+        "bitcast",
+        "opt-barrier",
+        "domain",
+        "add-dependency",
+        "after-all",
+    }
+)
 _INPUTS = frozenset({"parameter", "constant", "partition-id", "replica-id"})
 _UNSUPPORTED = frozenset({"infeed", "outfeed", "scan"})
 # Asynchronous starts whose tuple holds (operands, result, synchronization scalars...).
@@ -156,27 +173,146 @@ _TUPLE_STARTS = frozenset({"all-gather-start", "collective-permute-start", "asyn
 _TUPLE_DONES = frozenset({"all-gather-done", "collective-permute-done", "async-done"})
 # Opcodes that make no program instruction: views, inputs, XLA's copies, the ends of asynchronous pairs.
 _NO_INSTRUCTION = (
-    _VIEWS | _INPUTS | _TUPLE_DONES
+    _VIEWS
+    | _INPUTS
+    | _TUPLE_DONES
     | {"copy-start", "copy-done", "all-reduce-done", "async-update", "send-done", "recv-done"}
 )
-_KNOWN = frozenset(
-    "abs acos acosh add add-dependency after-all all-gather all-reduce all-to-all and asin asinh "
-    "atan atan2 atanh batch-norm-grad batch-norm-inference batch-norm-training bitcast "
-    "bitcast-convert broadcast call cbrt ceil cholesky clamp count-leading-zeros "
-    "collective-broadcast collective-permute collective-reduce compare complex concatenate "
-    "conditional constant convert convolution copy cosh cosine custom-call divide domain dot "
-    "dynamic-reshape dynamic-slice dynamic-update-slice erf exponential exponential-minus-one "
-    "fft floor fusion gather get-dimension-size get-tuple-element imag iota is-finite log "
-    "log-plus-one logistic map maximum minimum mulhi multiply negate not opt-barrier or pad "
-    "parameter partition-id popcnt power ragged-all-to-all ragged-dot real reduce "
-    "reduce-precision reduce-scatter reduce-window remainder replica-id reshape reverse rng "
-    "rng-bit-generator rng-get-and-update-state round-nearest-afz round-nearest-even rsqrt "
-    "scaled-dot scatter select select-and-scatter set-dimension-size shift-left "
-    "shift-right-arithmetic shift-right-logical shuffle sign sine sinh slice sort sqrt "
-    "stochastic-convert subtract tan tanh topk transpose triangular-solve tuple while xor "
-    "copy-start copy-done all-reduce-start all-reduce-done async-update send send-done "
-    "recv recv-done".split()
-) | _TUPLE_STARTS | _TUPLE_DONES
+_KNOWN = (
+    frozenset(
+        [
+            "abs",
+            "acos",
+            "acosh",
+            "add",
+            "add-dependency",
+            "after-all",
+            "all-gather",
+            "all-reduce",
+            "all-to-all",
+            "and",
+            "asin",
+            "asinh",
+            "atan",
+            "atan2",
+            "atanh",
+            "batch-norm-grad",
+            "batch-norm-inference",
+            "batch-norm-training",
+            "bitcast",
+            "bitcast-convert",
+            "broadcast",
+            "call",
+            "cbrt",
+            "ceil",
+            "cholesky",
+            "clamp",
+            "count-leading-zeros",
+            "collective-broadcast",
+            "collective-permute",
+            "collective-reduce",
+            "compare",
+            "complex",
+            "concatenate",
+            "conditional",
+            "constant",
+            "convert",
+            "convolution",
+            "copy",
+            "cosh",
+            "cosine",
+            "custom-call",
+            "divide",
+            "domain",
+            "dot",
+            "dynamic-reshape",
+            "dynamic-slice",
+            "dynamic-update-slice",
+            "erf",
+            "exponential",
+            "exponential-minus-one",
+            "fft",
+            "floor",
+            "fusion",
+            "gather",
+            "get-dimension-size",
+            "get-tuple-element",
+            "imag",
+            "iota",
+            "is-finite",
+            "log",
+            "log-plus-one",
+            "logistic",
+            "map",
+            "maximum",
+            "minimum",
+            "mulhi",
+            "multiply",
+            "negate",
+            "not",
+            "opt-barrier",
+            "or",
+            "pad",
+            "parameter",
+            "partition-id",
+            "popcnt",
+            "power",
+            "ragged-all-to-all",
+            "ragged-dot",
+            "real",
+            "reduce",
+            "reduce-precision",
+            "reduce-scatter",
+            "reduce-window",
+            "remainder",
+            "replica-id",
+            "reshape",
+            "reverse",
+            "rng",
+            "rng-bit-generator",
+            "rng-get-and-update-state",
+            "round-nearest-afz",
+            "round-nearest-even",
+            "rsqrt",
+            "scaled-dot",
+            "scatter",
+            "select",
+            "select-and-scatter",
+            "set-dimension-size",
+            "shift-left",
+            "shift-right-arithmetic",
+            "shift-right-logical",
+            "shuffle",
+            "sign",
+            "sine",
+            "sinh",
+            "slice",
+            "sort",
+            "sqrt",
+            "stochastic-convert",
+            "subtract",
+            "tan",
+            "tanh",
+            "topk",
+            "transpose",
+            "triangular-solve",
+            "tuple",
+            "while",
+            "xor",
+            "copy-start",
+            "copy-done",
+            "all-reduce-start",
+            "all-reduce-done",
+            "async-update",
+            "send",
+            "send-done",
+            "recv",
+            "recv-done",
+        ]
+    )
+    | _TUPLE_STARTS
+    | _TUPLE_DONES
+)
 
 # Opcodes whose meaning here rests on their first operand (a view of it, its tuple's elements).
 _FIRST_OPERAND = (
@@ -211,7 +347,7 @@ class _Placed(int):
     space: int
     copy: int | None
 
-    def __new__(cls, tensor: int, space: int, copy: int | None = None) -> "_Placed":
+    def __new__(cls, tensor: int, space: int, copy: int | None = None) -> _Placed:
         obj = super().__new__(cls, tensor)
         obj.space, obj.copy = space, copy
         return obj
@@ -250,7 +386,9 @@ class _Builder:
         self.entry_params: dict[int, Tree] = {}
         self.notes: list[str] = []
         self.spaces: list[tuple[BufferSpace, ...]] = []  # per instruction: operands, then outputs
-        self.copies: list[list[int]] = []  # [tensor, source space, dest space, start step, done step]
+        self.copies: list[
+            list[int]
+        ] = []  # [tensor, source space, dest space, start step, done step]
         self.current: HloInstruction | None = None  # the instruction being read, for errors
 
     def union(self, a: int, b: int) -> None:
@@ -263,12 +401,16 @@ class _Builder:
             a = self.parent[a]
         return a
 
-    def new_tree(self, ins: HloInstruction, shape: Shape, def_time: int, index: tuple[int, ...] = ()) -> Tree:
+    def new_tree(
+        self, ins: HloInstruction, shape: Shape, def_time: int, index: tuple[int, ...] = ()
+    ) -> Tree:
         if isinstance(shape, tuple):
             return tuple(self.new_tree(ins, s, def_time, index + (i,)) for i, s in enumerate(shape))
         if shape.is_token:
             return None
-        self.tensors.append(_Tensor(_leaf_name(ins.name, index), shape.nbytes, def_time, str(shape), []))
+        self.tensors.append(
+            _Tensor(_leaf_name(ins.name, index), shape.nbytes, def_time, str(shape), [])
+        )
         tensor = len(self.tensors) - 1
         return _Placed(tensor, shape.memory_space) if shape.memory_space else tensor
 
@@ -286,8 +428,9 @@ class _Builder:
                     env[ins.name] = self.entry_params[number] = self.new_tree(ins, ins.shape, -1)
                 elif number >= len(params):
                     raise self.malformed(
-                        ins, f"reads parameter {number} of computation {comp.name}, which is "
-                        f"given {len(params)}"
+                        ins,
+                        f"reads parameter {number} of computation {comp.name}, which is "
+                        f"given {len(params)}",
                     )
                 else:
                     env[ins.name] = params[number]
@@ -326,7 +469,8 @@ class _Builder:
                 env[ins.name] = (self.emit(ins, comp, args, count, out_index=(0,)), None, None)
             elif op in _UNSUPPORTED or op not in _KNOWN:
                 raise UnsupportedHloError(
-                    f"module {self.module.name}: unsupported HLO opcode {op!r} (instruction {ins.name})", op
+                    f"module {self.module.name}: unsupported HLO opcode {op!r} (instruction {ins.name})",
+                    op,
                 )
             else:
                 env[ins.name] = self.emit(ins, comp, args, count)
@@ -364,8 +508,9 @@ class _Builder:
             raise self.malformed(ins, f"operand %{ins.operands[0]} is not a tuple")
         if index >= len(tree):
             raise self.malformed(
-                ins, f"tuple index {index} is out of range (operand %{ins.operands[0]} has "
-                f"{len(tree)} elements)"
+                ins,
+                f"tuple index {index} is out of range (operand %{ins.operands[0]} has "
+                f"{len(tree)} elements)",
             )
         return tree[index]
 
@@ -380,8 +525,9 @@ class _Builder:
             self.notes.append(f"while {ins.name}: trip count unknown, counted once")
         if count * trip > MAX_COUNT:
             raise self.malformed(
-                ins, f"trip count {trip} inside loops run {count} times makes {count * trip} "
-                "executions, more than 2**31-1 (the largest count of SPEC section 1)"
+                ins,
+                f"trip count {trip} inside loops run {count} times makes {count * trip} "
+                "executions, more than 2**31-1 (the largest count of SPEC section 1)",
             )
         first = len(self.instrs)
         self.run(self.module.computation(ins, "condition"), [init], count * trip)
@@ -408,17 +554,25 @@ class _Builder:
             )
         dest_space = shape[0].memory_space if not isinstance(shape[0], tuple) else 0
         source_space = getattr(source, "space", 0)
-        self.copies.append([int(source), source_space, dest_space, len(self.instrs), len(self.instrs)])
-        return (_Placed(int(source), dest_space, len(self.copies) - 1), source) + (None,) * (len(shape) - 2)
+        self.copies.append(
+            [int(source), source_space, dest_space, len(self.instrs), len(self.instrs)]
+        )
+        return (_Placed(int(source), dest_space, len(self.copies) - 1), source) + (None,) * (
+            len(shape) - 2
+        )
 
     def copy_done(self, ins: HloInstruction, started: Tree) -> Tree:
         dest = started[0] if isinstance(started, tuple) and started else None
         if not isinstance(dest, _Placed) or dest.copy is None:
-            raise XlaFrontendError(f"module {self.module.name}: copy-done {ins.name} does not end a copy-start")
+            raise XlaFrontendError(
+                f"module {self.module.name}: copy-done {ins.name} does not end a copy-start"
+            )
         self.copies[dest.copy][4] = len(self.instrs)
         return dest
 
-    def emit_start(self, ins: HloInstruction, comp: HloComputation, args: list[Tree], count: int) -> Tree:
+    def emit_start(
+        self, ins: HloInstruction, comp: HloComputation, args: list[Tree], count: int
+    ) -> Tree:
         """An asynchronous start whose tuple echoes its operands (element 0), holds its
         result (element 1) and synchronization scalars: one instruction writing the result."""
         shape = ins.shape
@@ -429,7 +583,11 @@ class _Builder:
         return (echo, result) + (None,) * (len(shape) - 2)
 
     def emit(
-        self, ins: HloInstruction, comp: HloComputation, args: list[Tree], count: int,
+        self,
+        ins: HloInstruction,
+        comp: HloComputation,
+        args: list[Tree],
+        count: int,
         out_index: tuple[int, ...] | None = (),
     ) -> Tree:
         """One program instruction reading the leaves of ``args`` and writing the leaves
@@ -464,7 +622,9 @@ class _Builder:
                 else:
                     output_bytes.append(full)
         flops, trans = self.costs.cost(ins, comp)
-        for opnum, op_index, result_index in self.costs.in_place_pairs(ins) if out_index == () else ():
+        for opnum, op_index, result_index in (
+            self.costs.in_place_pairs(ins) if out_index == () else ()
+        ):
             a, b = _subtree(args[opnum], op_index), _subtree(out_tree, result_index)
             if isinstance(a, int) and isinstance(b, int):
                 self.union(a, b)
@@ -473,9 +633,15 @@ class _Builder:
         self.spaces.append(tuple(spaces))
         self.instrs.append(
             ProgramInstruction(
-                name=ins.name, opcode=ins.opcode, operands=tuple(operands), outputs=tuple(outputs),
-                operand_bytes=tuple(operand_bytes), output_bytes=tuple(output_bytes),
-                flops=float(flops), transcendentals=float(trans), count=count,
+                name=ins.name,
+                opcode=ins.opcode,
+                operands=tuple(operands),
+                outputs=tuple(outputs),
+                operand_bytes=tuple(operand_bytes),
+                output_bytes=tuple(output_bytes),
+                flops=float(flops),
+                transcendentals=float(trans),
+                count=count,
             )
         )
         return out_tree
@@ -485,10 +651,14 @@ class _Builder:
         self.current = None
         num_t = len(self.instrs)
         if num_t == 0:
-            raise XlaFrontendError(f"module {self.module.name}: no instruction moves data (nothing to decide)")
+            raise XlaFrontendError(
+                f"module {self.module.name}: no instruction moves data (nothing to decide)"
+            )
         for x in _leaves(root):
             self.tensors[x].live_out = True
-        for out_index, param, param_index, _ in parse_alias_list(self.module.attrs.get("input_output_alias", "")):
+        for out_index, param, param_index, _ in parse_alias_list(
+            self.module.attrs.get("input_output_alias", "")
+        ):
             if param not in self.entry_params:
                 raise XlaFrontendError(
                     f"module {self.module.name}: input_output_alias names parameter {param}, "
@@ -502,7 +672,9 @@ class _Builder:
         for i, x in enumerate(self.tensors):
             end = max([x.def_time, x.min_end] + x.reads)
             for lp in self.loops:
-                if not lp.first <= x.def_time <= lp.last and any(lp.first <= r <= lp.last for r in x.reads):
+                if not lp.first <= x.def_time <= lp.last and any(
+                    lp.first <= r <= lp.last for r in x.reads
+                ):
                     end = max(end, lp.last)
             if x.live_out:
                 end = num_t - 1
@@ -511,15 +683,24 @@ class _Builder:
         for t, pi in enumerate(self.instrs):
             for p, x in enumerate(pi.operands + pi.outputs):
                 buffers.setdefault(self.find(x), []).append((t, p))
-        groups = tuple(tuple(sorted(g)) for g in buffers.values() if len(g) > 1 and self._aliased(g))
+        groups = tuple(
+            tuple(sorted(g)) for g in buffers.values() if len(g) > 1 and self._aliased(g)
+        )
         if self.costs.unknown_custom_calls:
-            self.notes.append("custom calls without flops: " + ", ".join(sorted(self.costs.unknown_custom_calls)))
+            self.notes.append(
+                "custom calls without flops: " + ", ".join(sorted(self.costs.unknown_custom_calls))
+            )
         if self.copies:
-            self.notes.append(f"XLA's memory-space assignment stripped: {len(self.copies)} copy-start/copy-done pairs")
+            self.notes.append(
+                f"XLA's memory-space assignment stripped: {len(self.copies)} copy-start/copy-done pairs"
+            )
         source = dict(source, notes="; ".join(self.notes))
         program = Program(
-            name=name, instructions=tuple(self.instrs), tensors=tuple(tensors),
-            alias_groups=tuple(sorted(groups)), loops=tuple(sorted(self.loops, key=lambda lp: (lp.first, -lp.last))),
+            name=name,
+            instructions=tuple(self.instrs),
+            tensors=tuple(tensors),
+            alias_groups=tuple(sorted(groups)),
+            loops=tuple(sorted(self.loops, key=lambda lp: (lp.first, -lp.last))),
             source=source,
         )
         validate_program(program)
@@ -547,10 +728,16 @@ class _Builder:
 
 
 def extract_module(
-    text: str, *, name: str | None = None, partial_bytes: bool = False, source: dict[str, Any] | None = None
+    text: str,
+    *,
+    name: str | None = None,
+    partial_bytes: bool = False,
+    source: dict[str, Any] | None = None,
 ) -> Program:
     """Build a program from the text of one scheduled HLO module (see :func:`extract_dump`)."""
-    return extract_module_with_placement(text, name=name, partial_bytes=partial_bytes, source=source)[0]
+    return extract_module_with_placement(
+        text, name=name, partial_bytes=partial_bytes, source=source
+    )[0]
 
 
 @dataclass(frozen=True)
@@ -573,8 +760,12 @@ def entry_interface(module: HloModule) -> EntryInterface:
 
 
 def extract_module_with_placement(
-    text: str, *, name: str | None = None, partial_bytes: bool = False,
-    source: dict[str, Any] | None = None, where: str = "HLO",
+    text: str,
+    *,
+    name: str | None = None,
+    partial_bytes: bool = False,
+    source: dict[str, Any] | None = None,
+    where: str = "HLO",
 ) -> tuple[Program, XlaPlacement]:
     """:func:`extract_module`, and XLA's own memory-space decisions in the module (see
     :mod:`mallocgame.frontends.xla_placement`; without them every buffer is in space 0).
@@ -584,7 +775,9 @@ def extract_module_with_placement(
     except HloParseError as exc:
         raise DumpError(str(exc)) from None
     if not module.is_scheduled:
-        raise DumpError(f"module {module.name} is not scheduled (no is_scheduled=true): dump it after optimizations")
+        raise DumpError(
+            f"module {module.name} is not scheduled (no is_scheduled=true): dump it after optimizations"
+        )
     src = {"frontend": "xla", "module": module.name, "jax": _jax_version()}
     src.update(source or {})
     src["bytes"] = "partial" if partial_bytes else "shape"
@@ -649,18 +842,25 @@ def list_modules(dump_dir: str | os.PathLike[str]) -> list[DumpModule]:
         entry = re.search(r"^ENTRY .*?^\}", text, re.M | re.S)
         body = entry.group(0).splitlines()[1:-1] if entry else []
         count = sum(
-            1 for line in body
+            1
+            for line in body
             if (om := re.search(r"\s([a-z][a-z0-9\-]*)\(", line.split("=", 1)[-1]))
             and om.group(1) not in _NO_INSTRUCTION
         )
-        found.append(DumpModule(path, m.group("prefix"), m.group("name"), m.group("id") or "", count))
+        found.append(
+            DumpModule(path, m.group("prefix"), m.group("name"), m.group("id") or "", count)
+        )
     return found
 
 
-def _select(mods: list[DumpModule], module: str | None, where: str, auto: bool = False) -> DumpModule:
+def _select(
+    mods: list[DumpModule], module: str | None, where: str, auto: bool = False
+) -> DumpModule:
     if not mods:
-        raise DumpError(f"{where}: no scheduled module (*_after_optimizations.txt); dump with "
-                        "XLA_FLAGS='--xla_dump_to=DIR --xla_dump_hlo_as_text'")
+        raise DumpError(
+            f"{where}: no scheduled module (*_after_optimizations.txt); dump with "
+            "XLA_FLAGS='--xla_dump_to=DIR --xla_dump_hlo_as_text'"
+        )
     listing = "; ".join(m.describe() for m in mods)
     matches = mods
     if module is not None:
@@ -707,7 +907,9 @@ def extract_dump(
     slices reads the slices; an in-place update reads nothing of the updated operand
     and writes only the update; see :mod:`mallocgame.frontends.hlo_cost`).
     """
-    return _extract(dump_dir, module=module, name=name, partial_bytes=partial_bytes, auto=largest)[0]
+    return _extract(dump_dir, module=module, name=name, partial_bytes=partial_bytes, auto=largest)[
+        0
+    ]
 
 
 def extract_dump_with_placement(
@@ -725,7 +927,12 @@ def extract_dump_with_placement(
 
 
 def _extract(
-    dump_dir: Any, *, module: str | None, name: str | None, partial_bytes: bool = False, auto: bool = False
+    dump_dir: Any,
+    *,
+    module: str | None,
+    name: str | None,
+    partial_bytes: bool = False,
+    auto: bool = False,
 ) -> tuple[Program, XlaPlacement]:
     path = Path(dump_dir)
     if path.is_file():
@@ -738,7 +945,10 @@ def _extract(
     except OSError as exc:
         raise DumpError(f"{chosen_path}: cannot read ({exc.strerror or exc})") from None
     return extract_module_with_placement(
-        text, name=name, partial_bytes=partial_bytes, source={"dump_module": prefix},
+        text,
+        name=name,
+        partial_bytes=partial_bytes,
+        source={"dump_module": prefix},
         where=str(chosen_path),
     )
 
@@ -752,7 +962,7 @@ def _jax_version() -> str | None:
         from importlib.metadata import version
 
         return version("jax")
-    except Exception:  # noqa: BLE001 - jax is optional
+    except Exception:
         return None
 
 
@@ -790,7 +1000,9 @@ def dump_jax(
     try:
         import jax
     except ImportError:
-        raise XlaFrontendError("the XLA frontend needs JAX to compile functions (pip install jax)") from None
+        raise XlaFrontendError(
+            "the XLA frontend needs JAX to compile functions (pip install jax)"
+        ) from None
     label = name or getattr(fn, "__name__", "function")
     options = {"xla_dump_to": os.fspath(dump_dir), "xla_dump_hlo_as_text": True}
     try:
@@ -800,10 +1012,12 @@ def dump_jax(
             return compiled.as_text().split(",", 1)[0].replace("HloModule", "").strip()
     except MallocGameError:
         raise
-    except Exception as exc:  # noqa: BLE001 - JAX raises many types; report the reason
+    except Exception as exc:
         lines = [ln.strip() for ln in str(exc).strip().splitlines() if ln.strip()]
         reason = lines[0] if lines else ""
-        raise CompileError(f"{label}: JAX could not compile it: {type(exc).__name__}: {reason}") from None
+        raise CompileError(
+            f"{label}: JAX could not compile it: {type(exc).__name__}: {reason}"
+        ) from None
 
 
 def extract_jax(
@@ -823,9 +1037,17 @@ def extract_jax(
     """
     with tempfile.TemporaryDirectory(prefix="mallocgame-xla-") as tmp:
         module = dump_jax(
-            fn, *example_args, dump_dir=tmp, name=name,
-            donate_argnums=donate_argnums, static_argnums=static_argnums,
+            fn,
+            *example_args,
+            dump_dir=tmp,
+            name=name,
+            donate_argnums=donate_argnums,
+            static_argnums=static_argnums,
         )
         if not list_modules(tmp):
-            raise DumpError(f"{name or module}: XLA wrote no dump (was the compilation served from a cache?)")
-        return _extract(tmp, module=module or None, name=name, partial_bytes=partial_bytes, auto=True)[0]
+            raise DumpError(
+                f"{name or module}: XLA wrote no dump (was the compilation served from a cache?)"
+            )
+        return _extract(
+            tmp, module=module or None, name=name, partial_bytes=partial_bytes, auto=True
+        )[0]

@@ -41,8 +41,8 @@ fit the instance's fast memory (also listed).
 from __future__ import annotations
 
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Iterable
 
 from mallocgame.errors import MallocGameError
 from mallocgame.instance import Instance
@@ -115,7 +115,9 @@ class _Chain:
     """Allocations of one tensor served by one arrival in the fast memory."""
 
     end: int  # the latest step of its memory intervals so far
-    members: list[tuple[int, str, int | None, int | None, tuple[int, int] | None]]  # buffer, action, start, end, copy
+    members: list[
+        tuple[int, str, int | None, int | None, tuple[int, int] | None]
+    ]  # buffer, action, start, end, copy
 
 
 def placement_solution(
@@ -172,12 +174,16 @@ def placement_solution(
                     )
                     left_slow.add(x.id)
                 elif done is None:
-                    chains[("out", x.id)] = _Chain(x.last_use_time, [(b, "NoCopy", t, x.last_use_time, None)])
+                    chains[("out", x.id)] = _Chain(
+                        x.last_use_time, [(b, "NoCopy", t, x.last_use_time, None)]
+                    )
                 elif t + 1 <= num_t - 1:
                     e = min(max(t + 1, done - 1), num_t - 1)
                     chains[("out", x.id)] = _Chain(e, [(b, "Copy", t, e, (t + 1, e))])
                 else:
-                    unexpressed.append(f"{ins.name}: {x.name} is evicted after the last instruction")
+                    unexpressed.append(
+                        f"{ins.name}: {x.name} is evicted after the last instruction"
+                    )
                 continue
             if where.copy is None:
                 chain = chains.get(("out", x.id))
@@ -212,11 +218,17 @@ def placement_solution(
         allocations=tuple(sorted(allocations, key=lambda a: a.buffer)),
         reward_s=reward,
         normalized_reward=normalize(instance, reward),
-        info={"fast_spaces": sorted(fast), "copies": len(placement.copies), "unexpressed": unexpressed},
+        info={
+            "fast_spaces": sorted(fast),
+            "copies": len(placement.copies),
+            "unexpressed": unexpressed,
+        },
     )
 
 
-def _with_offsets(instance: Instance, chains: list[_Chain], unexpressed: list[str]) -> list[Allocation]:
+def _with_offsets(
+    instance: Instance, chains: list[_Chain], unexpressed: list[str]
+) -> list[Allocation]:
     """Offsets by lowest fit: chains of one alias group share one offset."""
     align = instance.hardware.alignment_bytes
     capacity = instance.hardware.fast_memory_bytes
@@ -241,20 +253,30 @@ def _with_offsets(instance: Instance, chains: list[_Chain], unexpressed: list[st
         items.setdefault(find(i), []).append(chain)
     placed: list[tuple[int, int, int, int]] = []  # (first, last, offset, aligned size)
     out: list[Allocation] = []
-    for group in sorted(items.values(), key=lambda g: min(m[2] for c in g for m in c.members if m[2] is not None)):
+    for group in sorted(
+        items.values(), key=lambda g: min(m[2] for c in g for m in c.members if m[2] is not None)
+    ):
         spans = [(m[2], m[3]) for c in group for m in c.members if m[2] is not None]
         first, last = min(s for s, _ in spans), max(e for _, e in spans)
         size = max(instance.buffers[m[0]].size for c in group for m in c.members)
         z = -(-size // align) * align
-        taken = sorted((o, o + w) for f, l, o, w in placed if f <= last and first <= l)
+        taken = sorted((o, o + w) for f, e, o, w in placed if f <= last and first <= e)
         offset = 0
         for lo, hi in taken:
             if offset + z <= lo:
                 break
             offset = max(offset, -(-hi // align) * align)
         if offset + z > capacity:
-            names = sorted({instance.tensors[instance.buffers[m[0]].tensor_id].name for c in group for m in c.members})
-            unexpressed.append(f"{', '.join(names[:3])}: no room in the fast memory over steps {first}..{last}")
+            names = sorted(
+                {
+                    instance.tensors[instance.buffers[m[0]].tensor_id].name
+                    for c in group
+                    for m in c.members
+                }
+            )
+            unexpressed.append(
+                f"{', '.join(names[:3])}: no room in the fast memory over steps {first}..{last}"
+            )
         placed.append((first, last, offset, z))
         for c in group:
             for b, action, s, e, copy in c.members:

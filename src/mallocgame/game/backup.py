@@ -10,7 +10,7 @@ fast-resident tensor, for the group of that tensor's defining output).
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 import numpy as np
 
@@ -29,7 +29,11 @@ class DropBackup:
     """Plays a game with Drop-backup. ``backups`` counts the returns to a backup point."""
 
     def __init__(
-        self, game: Game, *, deterministic: bool = False, on_back_up: Callable[[Game], None] | None = None,
+        self,
+        game: Game,
+        *,
+        deterministic: bool = False,
+        on_back_up: Callable[[Game], None] | None = None,
         backup_mark: int | None = None,
     ) -> None:
         """``deterministic``: the caller's policy is a pure function of the game state
@@ -51,9 +55,13 @@ class DropBackup:
         if backup_mark is None and not game.is_backup_point:
             raise ValueError("Drop-backup must start at a backup point (e.g. a fresh game)")
         if backup_mark is not None and not 0 <= backup_mark <= game.mark():
-            raise ValueError(f"backup mark {backup_mark} is not among the {game.mark()} decisions made")
+            raise ValueError(
+                f"backup mark {backup_mark} is not among the {game.mark()} decisions made"
+            )
         if backup_mark == game.mark() and not game.is_backup_point:
-            raise ValueError(f"backup mark {backup_mark} is the current state, which is not a backup point")
+            raise ValueError(
+                f"backup mark {backup_mark} is the current state, which is not a backup point"
+            )
         self.game = game
         self.forced_drop = np.zeros(game.tables.num_groups, dtype=bool)
         self._buffer_group = game.tables.buf_int[:, B_GROUP]
@@ -75,7 +83,11 @@ class DropBackup:
     def step(self, action: int) -> float:
         """Play an allowed ``action``; if that leaves no allowed action, back up. Returns the reward."""
         game = self.game
-        if action != DROP and self._forced_buffer[game.current_buffer] and game.legal_mask()[action]:
+        if (
+            action != DROP
+            and self._forced_buffer[game.current_buffer]
+            and game.legal_mask()[action]
+        ):
             raise ValueError(f"buffer {game.current_buffer}: Drop-backup allows only Drop here")
         reward = game.step(action)
         if game.is_backup_point:
@@ -101,7 +113,7 @@ class DropBackup:
         self._forced_buffer[:-1] = self.forced_drop[self._buffer_group]
         target = self.backup_mark
         if self.deterministic:
-            changed = np.flatnonzero(self._forced_buffer[target:b + 1])
+            changed = np.flatnonzero(self._forced_buffer[target : b + 1])
             target += int(changed[0]) if changed.size else b - target
         game.undo_to(target)
         self.backups += 1
@@ -120,4 +132,3 @@ def play(game: Game, policy: Policy) -> DropBackup:
     driver = DropBackup(game)
     driver.play(policy)
     return driver
-

@@ -92,7 +92,6 @@ from __future__ import annotations
 
 import math
 import weakref
-from typing import Union
 
 import numpy as np
 
@@ -159,9 +158,22 @@ FEATURE_HIGH = 10.0
 
 _IDX = {name: i for i, name in enumerate(FEATURE_NAMES)}
 (
-    F_RESIDENT, F_GROUP_FAST, F_GROUP_SLOW, F_LEGAL_COPY, F_LEGAL_NOCOPY, F_LEGAL_DROP,
-    F_COPY_INTERVAL, F_COPY_OFFSET, F_COPY_SPAN, F_NOCOPY_INTERVAL, F_NOCOPY_OFFSET,
-    F_PROGRESS, F_RETURN, F_SUPPLY_HERE, F_SUPPLY_NEXT, F_BIAS,
+    F_RESIDENT,
+    F_GROUP_FAST,
+    F_GROUP_SLOW,
+    F_LEGAL_COPY,
+    F_LEGAL_NOCOPY,
+    F_LEGAL_DROP,
+    F_COPY_INTERVAL,
+    F_COPY_OFFSET,
+    F_COPY_SPAN,
+    F_NOCOPY_INTERVAL,
+    F_NOCOPY_OFFSET,
+    F_PROGRESS,
+    F_RETURN,
+    F_SUPPLY_HERE,
+    F_SUPPLY_NEXT,
+    F_BIAS,
 ) = (_IDX[n] for n in FEATURE_NAMES[13:])
 
 # Game state layout (see game/kernels.py): group_state values and out[3, 6] columns.
@@ -249,7 +261,7 @@ class FeatureExtractor:
     The extractor keeps only its own precomputed arrays (not the instance or tables).
     """
 
-    def __init__(self, source: Union[Game, Instance], tables: GameTables | None = None) -> None:
+    def __init__(self, source: Game | Instance, tables: GameTables | None = None) -> None:
         if isinstance(source, Game):
             instance, tables = source.instance, source.tables
         else:
@@ -330,7 +342,7 @@ class FeatureExtractor:
 
 
 # One extractor per GameTables object, dropped when the tables are garbage collected.
-_CACHE: dict[int, tuple["weakref.ref[GameTables]", FeatureExtractor]] = {}
+_CACHE: dict[int, tuple[weakref.ref[GameTables], FeatureExtractor]] = {}
 
 
 def feature_extractor(game: Game) -> FeatureExtractor:

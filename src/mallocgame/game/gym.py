@@ -66,7 +66,7 @@ class MallocGameEnv(gymnasium.Env):
         render_mode: ``None`` or ``"ansi"`` (:meth:`render` returns a one-line status).
     """
 
-    metadata = {"render_modes": ["ansi"], "render_fps": 4}
+    metadata: dict[str, Any] = {"render_modes": ["ansi"], "render_fps": 4}  # noqa: RUF012 (gymnasium's)
 
     def __init__(
         self, instance: Instance | str | os.PathLike[str], render_mode: str | None = None

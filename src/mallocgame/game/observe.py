@@ -80,8 +80,17 @@ from dataclasses import dataclass, fields
 
 import numpy as np
 
-from mallocgame.game.kernels import A_ACTION, A_END, A_OFFSET, A_START, C_CURRENT, COPY, NOCOPY, O_LEGAL
 from mallocgame.game.features import NUM_FEATURES, FeatureExtractor, feature_extractor
+from mallocgame.game.kernels import (
+    A_ACTION,
+    A_END,
+    A_OFFSET,
+    A_START,
+    C_CURRENT,
+    COPY,
+    NOCOPY,
+    O_LEGAL,
+)
 from mallocgame.game.state import Game
 from mallocgame.game.tables import B_ALIGNED, B_GROUP, B_TENSOR, B_TIME, I_SUPPLY, GameTables
 from mallocgame.jit import jit as _jit  # numba.njit(cache=True, nogil=True)
@@ -122,19 +131,26 @@ class ObservationConfig:
     maintained occupancy counts."""
 
     future_buffers: int = setting(
-        5, "k: buffers after the current one in game order (>= 0)", within="[0, 64]")
+        5, "k: buffers after the current one in game order (>= 0)", within="[0, 64]"
+    )
     same_tensor_buffers: int = setting(
-        3, "l: later buffers of the current buffer's tensor (>= 0)", within="[0, 64]")
+        3, "l: later buffers of the current buffer's tensor (>= 0)", within="[0, 64]"
+    )
     grid_steps: int = setting(
-        32, "S: time rows of the memory-map image (divides grid_window)", within="[1, 1024]")
+        32, "S: time rows of the memory-map image (divides grid_window)", within="[1, 1024]"
+    )
     grid_window: int = setting(
-        128, "W: steps the image covers, [t - W/2, t + W/2)", within="[1, 65536]")
+        128, "W: steps the image covers, [t - W/2, t + W/2)", within="[1, 65536]"
+    )
     grid_addr: int = setting(
-        32, "A: address columns of the image (divides profile_bins)", within="[1, 1024]")
+        32, "A: address columns of the image (divides profile_bins)", within="[1, 1024]"
+    )
     profile_bins: int = setting(
-        64, "P: address bins of the memory profile at the current step", within="[1, 4096]")
+        64, "P: address bins of the memory profile at the current step", within="[1, 4096]"
+    )
     supply_window: int = setting(
-        32, "V: steps of remaining copy supply, [t - V/2, t + V/2)", within="[1, 65536]")
+        32, "V: steps of remaining copy supply, [t - V/2, t + V/2)", within="[1, 65536]"
+    )
 
     def __post_init__(self) -> None:
         for f in fields(self):
@@ -144,10 +160,14 @@ class ObservationConfig:
             object.__setattr__(self, f.name, int(value))
         for name in ("future_buffers", "same_tensor_buffers"):
             if getattr(self, name) < 0:
-                raise ValueError(f"ObservationConfig.{name} must be >= 0, got {getattr(self, name)}")
+                raise ValueError(
+                    f"ObservationConfig.{name} must be >= 0, got {getattr(self, name)}"
+                )
         for name in ("grid_steps", "grid_window", "grid_addr", "profile_bins", "supply_window"):
             if getattr(self, name) < 1:
-                raise ValueError(f"ObservationConfig.{name} must be >= 1, got {getattr(self, name)}")
+                raise ValueError(
+                    f"ObservationConfig.{name} must be >= 1, got {getattr(self, name)}"
+                )
         if self.grid_window % self.grid_steps != 0:
             raise ValueError(
                 f"ObservationConfig.grid_window ({self.grid_window}) must be a multiple of "
@@ -165,7 +185,9 @@ class ObservationConfig:
         return 1 + self.future_buffers + self.same_tensor_buffers
 
 
-def observation_shapes(config: ObservationConfig = ObservationConfig()) -> dict[str, tuple[int, ...]]:
+def observation_shapes(
+    config: ObservationConfig = ObservationConfig(),
+) -> dict[str, tuple[int, ...]]:
     """Shape of each observation array (all float32), keyed by :data:`OBSERVATION_KEYS`."""
     return {
         "buffers": (config.buffer_rows, NUM_BUFFER_FEATURES),
@@ -220,7 +242,7 @@ def _sync(alloc, aligned, capacity, occ, rec, synced, current, verify):
     for b in range(synced - 1, keep - 1, -1):
         t0 = rec[b, R_T0]
         if t0 >= 0:
-            occ[t0:rec[b, R_T1] + 1, rec[b, R_P0]:rec[b, R_P1] + 1] -= 1
+            occ[t0 : rec[b, R_T1] + 1, rec[b, R_P0] : rec[b, R_P1] + 1] -= 1
             rec[b, R_T0] = -1
     for b in range(keep, current):
         for c in range(_SEEN):
@@ -234,7 +256,7 @@ def _sync(alloc, aligned, capacity, occ, rec, synced, current, verify):
             offset = alloc[b, A_OFFSET]
             p0 = offset * num_bins // capacity
             p1 = min(((offset + size) * num_bins - 1) // capacity, num_bins - 1)
-            occ[start:end + 1, p0:p1 + 1] += 1
+            occ[start : end + 1, p0 : p1 + 1] += 1
             rec[b, R_T0] = start
             rec[b, R_T1] = end
             rec[b, R_P0] = p0
@@ -244,9 +266,26 @@ def _sync(alloc, aligned, capacity, occ, rec, synced, current, verify):
 
 @_jit
 def _observe(
-    alloc, legal, supply_left, inv_supply, stat_i, stat_f, occ, rec,
-    synced, current, capacity, move_scale, window, supply_window,
-    index, buffers, glob, grid, profile, supply,
+    alloc,
+    legal,
+    supply_left,
+    inv_supply,
+    stat_i,
+    stat_f,
+    occ,
+    rec,
+    synced,
+    current,
+    capacity,
+    move_scale,
+    window,
+    supply_window,
+    index,
+    buffers,
+    glob,
+    grid,
+    profile,
+    supply,
 ):
     """Sync, then write row ``index`` of the batch arrays (all but ``"decision"``).
 
@@ -259,12 +298,21 @@ def _observe(
     steps, addr = grid.shape[1], grid.shape[2]
     n = buffers.shape[0]
     if (
-        stat_i.shape[1] != num_rows + 2 or buffers.shape[2] != NUM_BUFFER_FEATURES
-        or glob.shape[1] != NUM_GLOBALS or profile.shape[1] != num_bins
-        or supply.shape[1] != supply_window or steps < 1 or addr < 1
-        or window % steps != 0 or num_bins % addr != 0
-        or glob.shape[0] != n or grid.shape[0] != n or profile.shape[0] != n
-        or supply.shape[0] != n or index < 0 or index >= n
+        stat_i.shape[1] != num_rows + 2
+        or buffers.shape[2] != NUM_BUFFER_FEATURES
+        or glob.shape[1] != NUM_GLOBALS
+        or profile.shape[1] != num_bins
+        or supply.shape[1] != supply_window
+        or steps < 1
+        or addr < 1
+        or window % steps != 0
+        or num_bins % addr != 0
+        or glob.shape[0] != n
+        or grid.shape[0] != n
+        or profile.shape[0] != n
+        or supply.shape[0] != n
+        or index < 0
+        or index >= n
     ):
         return -1
     synced = _sync(alloc, stat_i[:, num_rows], capacity, occ, rec, synced, current, False)
@@ -336,11 +384,13 @@ class _Static:
     ``inv_supply`` [T] float64: ``1 / supply_s[t]`` (1/s), 0 where ``supply_s[t]`` is 0.
     """
 
-    def __init__(self, extractor: FeatureExtractor, tb: GameTables, config: ObservationConfig) -> None:
+    def __init__(
+        self, extractor: FeatureExtractor, tb: GameTables, config: ObservationConfig
+    ) -> None:
         num_b = tb.num_buffers
         bi = tb.buf_int
         ids = np.arange(num_b, dtype=np.int64)
-        k, l = config.future_buffers, config.same_tensor_buffers
+        k, l = config.future_buffers, config.same_tensor_buffers  # noqa: E741 (the docstring's l)
         num_rows = config.buffer_rows
 
         stat_f = np.zeros((num_b + 1, NUM_BUFFER_FEATURES + NUM_GLOBALS - 1), dtype=np.float32)
@@ -361,7 +411,9 @@ class _Static:
             seg_end = np.searchsorted(ten_sorted, ten_sorted, side="right")[pos]  # one past
             for j in range(1, l + 1):
                 at = pos + j
-                stat_i[:num_b, k + j] = np.where(at < seg_end, order[np.minimum(at, num_b - 1)], num_b)
+                stat_i[:num_b, k + j] = np.where(
+                    at < seg_end, order[np.minimum(at, num_b - 1)], num_b
+                )
             stat_i[:num_b, num_rows] = bi[:, B_ALIGNED]
             stat_i[:num_b, num_rows + 1] = bi[:, B_TIME]
 
@@ -384,7 +436,7 @@ class _Static:
         self.aligned = np.ascontiguousarray(stat_i[:, num_rows])
 
 
-_STATIC: dict[tuple[int, ObservationConfig], tuple["weakref.ref[GameTables]", _Static]] = {}
+_STATIC: dict[tuple[int, ObservationConfig], tuple[weakref.ref[GameTables], _Static]] = {}
 
 
 def _static_for(game: Game, config: ObservationConfig) -> _Static:
@@ -468,8 +520,14 @@ class Observer:
         """
         game = self._game
         self._synced = _sync(
-            game._alloc, self._static.aligned, self._capacity, self.occ, self._rec,
-            self._synced, int(game._ctr[C_CURRENT]), verify,
+            game._alloc,
+            self._static.aligned,
+            self._capacity,
+            self.occ,
+            self._rec,
+            self._synced,
+            int(game._ctr[C_CURRENT]),
+            verify,
         )
 
     def observe(
@@ -500,7 +558,9 @@ class Observer:
         if out is None:
             if index is not None:
                 raise ValueError("index is given but out is not")
-            batch = {key: np.empty((1, *shape), dtype=np.float32) for key, shape in self._shapes.items()}
+            batch = {
+                key: np.empty((1, *shape), dtype=np.float32) for key, shape in self._shapes.items()
+            }
             self._write(move_number, batch, 0)
             return {key: arr[0] for key, arr in batch.items()}
         if index is None:
@@ -513,10 +573,26 @@ class Observer:
         st = self._static
         cfg = self.config
         synced = _observe(
-            game._alloc, game._out, game._supply_left, st.inv_supply, st.stat_i, st.stat_f,
-            self.occ, self._rec, self._synced, int(game._ctr[C_CURRENT]), self._capacity,
-            max(move_number, 0) * self._inv_b, cfg.grid_window, cfg.supply_window,
-            index, out["buffers"], out["globals"], out["grid"], out["profile"], out["supply"],
+            game._alloc,
+            game._out,
+            game._supply_left,
+            st.inv_supply,
+            st.stat_i,
+            st.stat_f,
+            self.occ,
+            self._rec,
+            self._synced,
+            int(game._ctr[C_CURRENT]),
+            self._capacity,
+            max(move_number, 0) * self._inv_b,
+            cfg.grid_window,
+            cfg.supply_window,
+            index,
+            out["buffers"],
+            out["globals"],
+            out["grid"],
+            out["profile"],
+            out["supply"],
         )
         if synced < 0:
             self._raise_bad_out(out, index)

@@ -71,21 +71,55 @@ class Game:
         tb = self.tables
         fast_bw, slow_bw = float(tb.hw[2]), float(tb.hw[3])
         state = (
-            self._supply_left, self._pair_used, self._alloc, self._group_state,
-            self._group_left, self._ten_state, self._active, self._block_end, self._trail_t,
+            self._supply_left,
+            self._pair_used,
+            self._alloc,
+            self._group_state,
+            self._group_left,
+            self._ten_state,
+            self._active,
+            self._block_end,
+            self._trail_t,
             self._trail_w,
-            self._record, self._record_return, self._ctr, self._ret, self._out, self._lo,
+            self._record,
+            self._record_return,
+            self._ctr,
+            self._ret,
+            self._out,
+            self._lo,
             self._hi,
         )
         self._apply_args = (
-            tb.buf_int, tb.buf_demand, tb.ins_int, tb.ins_float, tb.ins_buf, tb.table_s,
-            tb.ten_int, tb.capacity, tb.alignment, fast_bw, slow_bw, *state,
+            tb.buf_int,
+            tb.buf_demand,
+            tb.ins_int,
+            tb.ins_float,
+            tb.ins_buf,
+            tb.table_s,
+            tb.ten_int,
+            tb.capacity,
+            tb.alignment,
+            fast_bw,
+            slow_bw,
+            *state,
         )
         self._undo_args = (tb.buf_int, tb.buf_demand, tb.ten_int, tb.capacity, tb.alignment, *state)
         self._analyze_args = (
-            tb.buf_int, tb.buf_demand, tb.ten_int, tb.capacity, tb.alignment,
-            self._supply_left, self._pair_used, self._alloc, self._group_state,
-            self._ten_state, self._active, self._block_end, self._ctr, self._out, self._lo,
+            tb.buf_int,
+            tb.buf_demand,
+            tb.ten_int,
+            tb.capacity,
+            tb.alignment,
+            self._supply_left,
+            self._pair_used,
+            self._alloc,
+            self._group_state,
+            self._ten_state,
+            self._active,
+            self._block_end,
+            self._ctr,
+            self._out,
+            self._lo,
             self._hi,
         )
 
@@ -107,7 +141,7 @@ class Game:
         self._ret[0] = 0.0
         K.analyze(*self._analyze_args)
 
-    def clone(self) -> "Game":
+    def clone(self) -> Game:
         """An independent copy of this game in its current state (tables shared)."""
         other = object.__new__(Game)
         other.instance = self.instance
@@ -275,7 +309,9 @@ def _whole(value: object) -> bool:
     return isinstance(value, (int, np.integer)) and not isinstance(value, bool)
 
 
-def replay(instance: Instance, actions: list[int] | tuple[int, ...], tables: GameTables | None = None) -> Game:
+def replay(
+    instance: Instance, actions: list[int] | tuple[int, ...], tables: GameTables | None = None
+) -> Game:
     """Play ``actions`` from the start; raises :class:`IllegalActionError` naming the step."""
     game = Game(instance, tables)
     for i, action in enumerate(actions):

@@ -19,7 +19,9 @@ __all__ = ["GameTables", "build_tables"]
 # Columns of GameTables.buf_int [B, 7]
 B_TIME, B_IS_OUT, B_TENSOR, B_GROUP, B_SIZE, B_ALIGNED, B_BIT = range(7)
 # Columns of GameTables.ins_int [T, 4]
-I_KIND, I_FIRST, I_LAST, I_TABLE = range(4)  # kind: 0 roofline, 1 table; buffers ins_buf[FIRST:LAST]
+I_KIND, I_FIRST, I_LAST, I_TABLE = range(
+    4
+)  # kind: 0 roofline, 1 table; buffers ins_buf[FIRST:LAST]
 # Columns of GameTables.ins_float [T, 4]
 I_COUNT, I_COMPUTE, I_FIXED, I_SUPPLY = range(4)
 # Columns of GameTables.ten_int [X, 4]
@@ -117,8 +119,8 @@ def build_tables(inst: Instance) -> GameTables:
             ins_int[t, I_KIND] = 1
             ins_int[t, I_TABLE] = len(tables)
             tables.extend(lat.latency_s)
-            for bit, b in enumerate(lat.varied):
-                buf_int[b, B_BIT] = bit
+            for bit, varied in enumerate(lat.varied):
+                buf_int[varied, B_BIT] = bit
 
     ten_int = np.zeros((num_x, 4), dtype=np.int64)
     for x in inst.tensors:

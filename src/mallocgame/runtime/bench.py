@@ -28,9 +28,10 @@ import sys
 import time
 import traceback
 import types
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any
 
 from mallocgame.errors import MallocGameError
 from mallocgame.instance import Instance
@@ -207,7 +208,8 @@ PROGRAMS: dict[str, SizedProgram] = {
             "ffn", _ffn, "4 feed-forward blocks 2048 -> 8192 -> 2048 + GELU, batch 2048, fp32"
         ),
         SizedProgram(
-            "bert-small", _bert_small,
+            "bert-small",
+            _bert_small,
             "BERT encoder, 6 layers of 768 (12 heads, FFN 3072), batch 16 x 256, fp32",
         ),
     )
@@ -444,7 +446,7 @@ def run_real_bench(config: BenchConfig) -> dict[str, Any]:
                 cal_csv.row(
                     {"name": f.name, "value": f"{f.value:.6g}", "unit": f.unit, "method": f.method}
                 )
-        except Exception:  # noqa: BLE001 - one failed measurement must not stop the job
+        except Exception:
             logger.failure("calibration")
     cal_csv.close()
     calibrated = None
@@ -493,7 +495,7 @@ def run_real_bench(config: BenchConfig) -> dict[str, Any]:
                 if calibrated is not None
                 else None
             )
-        except Exception:  # noqa: BLE001
+        except Exception:
             logger.failure(f"{name}: build and capture")
             continue
         doc: dict[str, Any] = {"instance": instance.to_dict(), "answers": {}}
@@ -511,7 +513,7 @@ def run_real_bench(config: BenchConfig) -> dict[str, Any]:
                     f"{solution.normalized_reward:.4f}"
                 )
                 placements.append((label, solution, ""))
-            except Exception:  # noqa: BLE001
+            except Exception:
                 placements.append((spec, None, logger.failure(f"{name}: solve {spec}")))
         for solution in given:
             if solution.instance_sha256 == instance.sha256:
@@ -596,7 +598,7 @@ def run_real_bench(config: BenchConfig) -> dict[str, Any]:
                     f"{len(m.staged)}"
                 )
                 rows.append(row)
-            except Exception:  # noqa: BLE001
+            except Exception:
                 row["error"] = logger.failure(f"{name}: {label}")
             rows_csv.row(row)
             all_rows.append(row)

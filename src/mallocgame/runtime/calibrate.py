@@ -20,8 +20,9 @@ asymptotic rate; tiny in a dry run on the CPU, where the numbers mean nothing).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 from mallocgame.hardware import GPU_HBM_HOST, HardwarePreset
 from mallocgame.runtime.memory import Memory
@@ -73,7 +74,7 @@ def calibrate(
     def attempt(name: str, fn: Callable[[], None]) -> None:
         try:
             fn()
-        except Exception as exc:  # noqa: BLE001 - one failed figure must not lose the others
+        except Exception as exc:
             log(f"calibrate {name} failed: {type(exc).__name__}: {exc}")
 
     _bandwidths(memory, torch, dev, size_bytes, n, repeats, add, attempt)
@@ -157,7 +158,6 @@ def _bandwidths(
         ("slow_write", write),
     ):
         attempt(name, fn)
-    del a, b, host
 
 
 def _matmuls(

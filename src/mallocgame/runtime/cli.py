@@ -64,7 +64,10 @@ def add_apply_parser(subparsers: Any) -> argparse.ArgumentParser:
         "--preset", default="gpu_hbm_host", help="the hardware preset the instance is derived on"
     )
     p.add_argument(
-        "--capacity-fraction", type=_number(1e-6, 1.0), default=0.25, help="fast memory / peak live bytes"
+        "--capacity-fraction",
+        type=_number(1e-6, 1.0),
+        default=0.25,
+        help="fast memory / peak live bytes",
     )
     p.add_argument(
         "--device", choices=("cuda", "cpu"), default="cuda", help="cpu: the CPU stand-in"
@@ -139,8 +142,12 @@ def add_bench_real_parser(bench_subparsers: Any) -> argparse.ArgumentParser:
     p.add_argument("--out", required=True, type=Path, help="directory for the CSVs and the log")
     p.add_argument("--dry-run", action="store_true", help="on the CPU with tiny programs")
     p.add_argument("--programs", nargs="+", default=None, help="default: mlp bert resnet50")
-    p.add_argument("--seconds", type=_number(1.0, MAX_SECONDS), default=330.0,
-        help="stop measuring after this (s)")
+    p.add_argument(
+        "--seconds",
+        type=_number(1.0, MAX_SECONDS),
+        default=330.0,
+        help="stop measuring after this (s)",
+    )
     p.add_argument(
         "--answers", type=Path, default=None, help="directory of extra solution files (*.json)"
     )

@@ -40,7 +40,8 @@ import contextlib
 import dataclasses
 import re
 import tempfile
-from typing import Any, Callable, Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 from mallocgame.frontends.hlo_parse import HloParseError, parse_module
 from mallocgame.frontends.xla import dump_jax, entry_interface, extract_module, list_modules
@@ -227,9 +228,7 @@ def jax_placement(
         for r in step.reads:
             reads.setdefault(r.tensor, []).append(r.segment is None)
     input_host = {x: all(reads.get(x, [])) for x in in_tensors if x is not None}
-    in_kinds = tuple(
-        HOST if x is not None and input_host[x] else DEVICE for x in in_tensors
-    )
+    in_kinds = tuple(HOST if x is not None and input_host[x] else DEVICE for x in in_tensors)
 
     out_leaves = jax.tree_util.tree_leaves(lowered.out_info)
     out_tree = lowered.out_tree
@@ -390,7 +389,7 @@ def _close(text: str, start: int) -> int:
             if not stack:
                 return i
         elif c in ")]}" and stack:
-            raise ApplyError(f"unbalanced StableHLO signature near {text[i - 20:i + 20]!r}")
+            raise ApplyError(f"unbalanced StableHLO signature near {text[i - 20 : i + 20]!r}")
     raise ApplyError("unbalanced StableHLO signature")
 
 
@@ -459,7 +458,7 @@ def cuda_placements(placement: JaxPlacement, fn: Callable[..., Any]) -> LoweredP
     args = jax.tree_util.tree_unflatten(placement.in_tree, list(placement.in_avals))
     try:
         exported = jax.export.export(jitted, platforms=["cuda"])(*args)
-    except Exception as exc:  # noqa: BLE001 - JAX raises many types; report the reason
+    except Exception as exc:
         first = (str(exc).strip().splitlines() or [""])[0]
         raise ApplyError(
             f"cannot lower the placed function for CUDA: {type(exc).__name__}: {first}"

@@ -28,8 +28,9 @@ from __future__ import annotations
 
 import ctypes
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any
 
 from mallocgame.runtime.errors import ApplyError, NoGpuError
 
@@ -183,7 +184,7 @@ class _CupyHost:
     def __del__(self) -> None:
         try:
             self.runtime.freeHost(self.ptr)
-        except Exception:  # noqa: BLE001 - interpreter shutdown
+        except Exception:
             pass
 
 
@@ -213,7 +214,7 @@ class CudaMemory(Memory):
                 import cupy
 
                 self._cupy = cupy.cuda.runtime
-            except Exception as exc:  # noqa: BLE001 - cupy missing or broken
+            except Exception as exc:
                 if host_alloc == "cupy":
                     raise ApplyError(f"cupy is not usable: {type(exc).__name__}: {exc}") from None
         self.host_alloc = "cupy" if self._cupy is not None else "torch-pinned"
@@ -241,7 +242,7 @@ class CudaMemory(Memory):
             torch.cuda.synchronize(self.device)
             if not torch.equal(h, torch.arange(1024, dtype=torch.float32) * 6):
                 return "the host read other values than a kernel wrote"
-        except Exception as exc:  # noqa: BLE001 - any failure means: not usable
+        except Exception as exc:
             lines = str(exc).strip().splitlines()
             return f"{type(exc).__name__}: {lines[0] if lines else ''}"
         return ""

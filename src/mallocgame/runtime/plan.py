@@ -116,7 +116,7 @@ class PlacementPlan:
     sizes: tuple[int, ...]
 
     @classmethod
-    def all_fast(cls, instance: Instance, label: str = "hbm-resident") -> "PlacementPlan":
+    def all_fast(cls, instance: Instance, label: str = "hbm-resident") -> PlacementPlan:
         """The framework default: every input resident in HBM, every output written to HBM."""
         num_t = instance.num_instructions
         segments: list[Segment] = []

@@ -16,8 +16,9 @@ applies to whichever copy of the tensor (HBM or host) the answer reads. A mismat
 from __future__ import annotations
 
 import operator
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 from mallocgame.instance import Instance
 from mallocgame.program import Program

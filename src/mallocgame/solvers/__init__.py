@@ -5,7 +5,7 @@ from __future__ import annotations
 from difflib import get_close_matches
 
 from mallocgame.errors import SolverError
-from mallocgame.solvers.base import Improvement, Run, SolveRequest, Solver
+from mallocgame.solvers.base import Improvement, Run, Solver, SolveRequest
 from mallocgame.solvers.drop import DropSolver
 from mallocgame.solvers.egrl import EgrlSolver
 from mallocgame.solvers.es import EsSolver
@@ -15,8 +15,8 @@ from mallocgame.solvers.greedy import GreedySolver
 from mallocgame.solvers.heuristic import HeuristicSolver
 from mallocgame.solvers.hybrid import BestOfSolver
 from mallocgame.solvers.mcts import MctsSolver
-from mallocgame.solvers.order_search import OrderSearchSolver
 from mallocgame.solvers.muzero import MuZeroNoSearchSolver, MuZeroProdSolver, MuZeroSolver
+from mallocgame.solvers.order_search import OrderSearchSolver
 from mallocgame.solvers.os_placement import AgnosticSolver, FirstTouchSolver
 from mallocgame.solvers.random import RandomSolver
 
@@ -25,9 +25,21 @@ __all__ = ["SOLVERS", "get_solver", "solver_names", "Solver", "SolveRequest", "I
 SOLVERS: dict[str, type[Solver]] = {
     cls.name: cls
     for cls in (
-        DropSolver, RandomSolver, GreedySolver, FirstTouchSolver, AgnosticSolver, HeuristicSolver, OrderSearchSolver,
+        DropSolver,
+        RandomSolver,
+        GreedySolver,
+        FirstTouchSolver,
+        AgnosticSolver,
+        HeuristicSolver,
+        OrderSearchSolver,
         EsSolver,
-        MctsSolver, ExactSolver, ExhaustiveSolver, BestOfSolver, MuZeroSolver, MuZeroNoSearchSolver, MuZeroProdSolver,
+        MctsSolver,
+        ExactSolver,
+        ExhaustiveSolver,
+        BestOfSolver,
+        MuZeroSolver,
+        MuZeroNoSearchSolver,
+        MuZeroProdSolver,
         EgrlSolver,
     )
 }
@@ -44,7 +56,8 @@ def get_solver(name: str) -> Solver:
     or for a name that is not a string."""
     if not isinstance(name, str):
         raise SolverError(
-            f"a solver name is a string (one of {', '.join(SOLVERS)}), not {name!r:.80}")
+            f"a solver name is a string (one of {', '.join(SOLVERS)}), not {name!r:.80}"
+        )
     if name in SOLVERS:
         return SOLVERS[name]()
     close = get_close_matches(name, SOLVERS, n=1)

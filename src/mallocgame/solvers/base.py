@@ -18,23 +18,31 @@ import abc
 import math
 import numbers
 import time
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from fractions import Fraction
-from typing import Any, Callable, ClassVar, Mapping, Sequence
+from typing import Any, ClassVar
 
 from mallocgame.errors import InstanceError, SolverError
 from mallocgame.game.state import Game
 from mallocgame.instance import Instance
 from mallocgame.latency import exact_mapping_reward, exact_normalized
-from mallocgame.solution import Allocation, Solution
 from mallocgame.limits import MAX_SECONDS, MAX_SEED, MAX_WORK
 from mallocgame.options import json_settings, parse_config
+from mallocgame.solution import Allocation, Solution
 
 __all__ = [
-    "Improvement", "SolveRequest", "Solver", "Stopwatch", "Run", "NoConfig", "solution_from_game",
-    "MAX_SEED", "MAX_SECONDS", "MAX_WORK",
+    "Improvement",
+    "SolveRequest",
+    "Solver",
+    "Stopwatch",
+    "Run",
+    "NoConfig",
+    "solution_from_game",
+    "MAX_SEED",
+    "MAX_SECONDS",
+    "MAX_WORK",
 ]
-
 
 
 @dataclass(frozen=True)
@@ -43,7 +51,7 @@ class Improvement:
 
     solution: Solution
     elapsed_s: float  # wall-clock seconds since the solver started
-    work: Mapping[str, int]  # work done so far (games, simulations, ...)
+    work: Mapping[str, int | float]  # work done so far (games, simulations, ...)
 
 
 @dataclass(frozen=True)
@@ -60,7 +68,9 @@ class SolveRequest:
     seconds: float | None = None  # wall-clock budget, seconds
     work: int | None = None  # work budget in the solver's own unit (games, simulations, ...)
     callback: Callable[[Improvement], None] | None = None  # called on every new best answer
-    progress: Callable[[Mapping[str, int]], None] | None = None  # called with the work done so far as it grows
+    progress: Callable[[Mapping[str, int]], None] | None = (
+        None  # called with the work done so far as it grows
+    )
     demonstrations: Sequence[Solution] = ()
     options: Mapping[str, Any] = field(default_factory=dict)  # the solver's settings by name
 
@@ -71,16 +81,20 @@ class SolveRequest:
         if self.seconds is not None:
             if isinstance(self.seconds, bool) or not isinstance(self.seconds, numbers.Real):
                 raise SolverError(
-                    f"seconds (the wall-clock budget) must be a number, not {self.seconds!r}")
+                    f"seconds (the wall-clock budget) must be a number, not {self.seconds!r}"
+                )
             if not (math.isfinite(self.seconds) and 0 < self.seconds <= MAX_SECONDS):
                 raise SolverError(
                     f"seconds (the wall-clock budget) must be in (0, {MAX_SECONDS:.0f}] (7 days), "
-                    f"not {self.seconds!r}")
+                    f"not {self.seconds!r}"
+                )
             object.__setattr__(self, "seconds", float(self.seconds))
         if self.work is not None:
             if not _whole(self.work) or not 1 <= self.work <= MAX_WORK:
-                raise SolverError(f"work (the work budget) must be a whole number from 1 to 2**53, "
-                                  f"not {self.work!r}")
+                raise SolverError(
+                    f"work (the work budget) must be a whole number from 1 to 2**53, "
+                    f"not {self.work!r}"
+                )
             object.__setattr__(self, "work", int(self.work))
         if self.callback is not None and not callable(self.callback):
             raise SolverError(f"callback must be callable or None, not {self.callback!r}")
@@ -88,7 +102,8 @@ class SolveRequest:
             raise SolverError(f"progress must be callable or None, not {self.progress!r}")
         if not isinstance(self.options, Mapping):
             raise SolverError(
-                f"options must be a mapping of option names to values, not {self.options!r}")
+                f"options must be a mapping of option names to values, not {self.options!r}"
+            )
 
 
 def _whole(value: Any) -> bool:
@@ -115,7 +130,7 @@ class Stopwatch:
     def expired(self) -> bool:
         return self.seconds is not None and self.elapsed >= self.seconds
 
-    def until(self, fraction: float) -> "Stopwatch":
+    def until(self, fraction: float) -> Stopwatch:
         """A stopwatch started with this one whose budget is ``fraction`` of this one's
         (none if this one has none): the first part of a run split in two."""
         part = Stopwatch(None if self.seconds is None else self.seconds * fraction)
@@ -159,7 +174,9 @@ def solution_from_game(
 class Run:
     """One :meth:`Solver.solve` in progress: the request, its stopwatch, and answers."""
 
-    def __init__(self, solver: str, instance: Instance, request: SolveRequest, clock: Stopwatch) -> None:
+    def __init__(
+        self, solver: str, instance: Instance, request: SolveRequest, clock: Stopwatch
+    ) -> None:
         self.solver = solver
         self.instance = instance
         self.request = request
@@ -179,18 +196,33 @@ class Run:
         return self.clock.expired()
 
     def game_answer(
-        self, game: Game, work: Mapping[str, int], *, bound_s: float | None = None,
+        self,
+        game: Game,
+        work: Mapping[str, int],
+        *,
+        bound_s: float | None = None,
         info: Mapping[str, Any] | None = None,
     ) -> Solution:
         """The answer of a complete ``game``."""
         answer = solution_from_game(
-            self.instance, game, solver=self.solver, seed=self.seed, wall_s=self.elapsed, work=work, info=info,
+            self.instance,
+            game,
+            solver=self.solver,
+            seed=self.seed,
+            wall_s=self.elapsed,
+            work=work,
+            info=info,
         )
         return replace(answer, bound_s=bound_s)
 
     def mapping_answer(
-        self, allocations: Sequence[Allocation], reward_s: float, work: Mapping[str, int], *,
-        bound_s: float | None = None, info: Mapping[str, Any] | None = None,
+        self,
+        allocations: Sequence[Allocation],
+        reward_s: float,
+        work: Mapping[str, int],
+        *,
+        bound_s: float | None = None,
+        info: Mapping[str, Any] | None = None,
     ) -> Solution:
         """The answer of a mapping found outside the game (``actions`` is ``None``);
         ``reward_s`` is its exact reward (:func:`mallocgame.latency.mapping_reward`)."""
@@ -236,14 +268,21 @@ class Solver(abc.ABC):
     """Settings of where a run keeps its files and what it prints: left out of :meth:`settings`."""
 
     def __init_subclass__(
-        cls, *, name: str | None = None, work_unit: str | None = None, config: type | None = None, **kwargs: Any
+        cls,
+        *,
+        name: str | None = None,
+        work_unit: str | None = None,
+        config: type | None = None,
+        **kwargs: Any,
     ) -> None:
         super().__init_subclass__(**kwargs)
         cls.name = name if name is not None else cls.name
         cls.work_unit = work_unit if work_unit is not None else cls.work_unit
         cls.Config = config if config is not None else cls.Config
         if not cls.name:
-            raise TypeError(f"{cls.__name__}: a solver declares its name (class ...(Solver, name=...))")
+            raise TypeError(
+                f"{cls.__name__}: a solver declares its name (class ...(Solver, name=...))"
+            )
         params = getattr(cls.Config, "__dataclass_params__", None)
         if params is None or not params.frozen:
             raise TypeError(f"{cls.__name__}: config {cls.Config!r} is not a frozen dataclass")

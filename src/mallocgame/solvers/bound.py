@@ -118,7 +118,11 @@ def instruction_gains(inst: Instance) -> list[RooflineTerm | TableTerm]:
             c = lat.compute_s
             terms.append(
                 RooflineTerm(
-                    t, ins.count, max(0.0, m0 - c), max(0.0, c - m0), tuple(ins.buffers),
+                    t,
+                    ins.count,
+                    max(0.0, m0 - c),
+                    max(0.0, c - m0),
+                    tuple(ins.buffers),
                     tuple(inst.buffers[b].size * inv for b in ins.buffers),
                 )
             )
@@ -328,7 +332,9 @@ def _memory_items(inst: Instance, r: Reach) -> list[tuple[int, int, int, int, in
             # Copy: its own memory interval holds its copy interval [tau+1, e >= e_min]
             ends = []
             if r.out_nocopy_ok[o]:
-                ends.append(max([inst.buffers[b].instruction for b in r.reads[x.id]], default=x.def_time))
+                ends.append(
+                    max([inst.buffers[b].instruction for b in r.reads[x.id]], default=x.def_time)
+                )
             if r.earliest_end[o] >= 0:
                 ends.append(int(r.earliest_end[o]))
             end = min(ends) if ends else x.def_time
@@ -410,12 +416,12 @@ def _lp_bound(inst: Instance, r: Reach, scale: float, time_limit: float | None) 
                 slot = per_step.setdefault(t, {}).setdefault(c, {})
                 if wu > slot.get(v, 0):
                     slot[v] = wu
-        for t, clusters in per_step.items():
+        for clusters in per_step.values():
             if sum(max(reqs.values()) for reqs in clusters.values()) <= capu:
                 continue  # everything that can be there fits: the row is redundant
             idx: list[int] = []
             coef: list[float] = []
-            for c, reqs in clusters.items():
+            for reqs in clusters.values():
                 if len(reqs) == 1:
                     ((v, wu),) = reqs.items()
                     idx.append(v)
@@ -435,7 +441,9 @@ def _lp_bound(inst: Instance, r: Reach, scale: float, time_limit: float | None) 
     return value * scale
 
 
-def bound_details(inst: Instance, *, lp: bool = True, time_limit: float | None = None) -> dict[str, Any]:
+def bound_details(
+    inst: Instance, *, lp: bool = True, time_limit: float | None = None
+) -> dict[str, Any]:
     """The parts of the bound: ``trivial_s``, ``lp_s`` (or None), ``bound_s``, times."""
     start = time.perf_counter()
     r = reach(inst)

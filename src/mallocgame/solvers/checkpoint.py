@@ -18,16 +18,21 @@ moved aside, never overwritten.
 from __future__ import annotations
 
 import os
+from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import Any
 
 from mallocgame.errors import MallocGameError, SolverError
 from mallocgame.instance import Instance
 from mallocgame.solution import Solution
 
 __all__ = [
-    "TRAINER_KEY", "restore_checkpoint", "check_checkpoint", "read_fingerprint",
-    "checkpoint_directory", "BestAnswerFile",
+    "TRAINER_KEY",
+    "restore_checkpoint",
+    "check_checkpoint",
+    "read_fingerprint",
+    "checkpoint_directory",
+    "BestAnswerFile",
 ]
 
 TRAINER_KEY = "trainer"
@@ -39,7 +44,11 @@ that trainer's fingerprint has."""
 
 
 def restore_checkpoint(
-    path: Path, fingerprint: Mapping[str, Any], remedy: str, *, trainer: str | None = None,
+    path: Path,
+    fingerprint: Mapping[str, Any],
+    remedy: str,
+    *,
+    trainer: str | None = None,
 ) -> dict[str, Any]:
     """The state dict at ``path`` if it was written by ``trainer`` (``None``: any) and its
     fingerprint equals ``fingerprint`` on every key; ``remedy`` ends the message of a
@@ -75,7 +84,11 @@ def read_fingerprint(path: Path) -> dict[str, Any]:
 
 
 def check_checkpoint(
-    path: Path, fingerprint: Mapping[str, Any], remedy: str, *, trainer: str | None = None,
+    path: Path,
+    fingerprint: Mapping[str, Any],
+    remedy: str,
+    *,
+    trainer: str | None = None,
 ) -> bool:
     """Whether a run would resume from the checkpoint at ``path``: ``False`` where there
     is none, ``True`` where it is this run's; otherwise the :class:`SolverError`
@@ -87,7 +100,11 @@ def check_checkpoint(
 
 
 def _compare(
-    path: Path, theirs: Any, fingerprint: Mapping[str, Any], remedy: str, trainer: str | None,
+    path: Path,
+    theirs: Any,
+    fingerprint: Mapping[str, Any],
+    remedy: str,
+    trainer: str | None,
 ) -> None:
     if not isinstance(theirs, dict):
         theirs = {}
@@ -97,7 +114,8 @@ def _compare(
             wrote = next((name for key, name in _LEGACY_TRAINERS.items() if key in theirs), None)
         if wrote is not None and wrote != trainer:
             raise SolverError(
-                f"{path.parent}: holds a {wrote} run, which {trainer} cannot resume ({remedy})")
+                f"{path.parent}: holds a {wrote} run, which {trainer} cannot resume ({remedy})"
+            )
     for key, value in fingerprint.items():
         if theirs.get(key) != value:
             raise SolverError(f"{path}: checkpoint was written for a different {key} ({remedy})")
@@ -129,8 +147,12 @@ class BestAnswerFile:
     """
 
     def __init__(
-        self, path: str | os.PathLike[str], instance: Instance, *,
-        score: Callable[[Solution], float] | None = None, log: Callable[[str], None] | None = None,
+        self,
+        path: str | os.PathLike[str],
+        instance: Instance,
+        *,
+        score: Callable[[Solution], float] | None = None,
+        log: Callable[[str], None] | None = None,
     ) -> None:
         self.path = Path(path)
         self.instance = instance
@@ -174,8 +196,10 @@ class BestAnswerFile:
             self._known = (stat, self.score(solution))
             return self._known[1]
         aside = self._set_aside()
-        self.log(f"{self.path} is not a valid answer for {self.instance.name} "
-                 f"({problem.splitlines()[0]}): moved to {aside.name}")
+        self.log(
+            f"{self.path} is not a valid answer for {self.instance.name} "
+            f"({problem.splitlines()[0]}): moved to {aside.name}"
+        )
         return None
 
     def _set_aside(self) -> Path:

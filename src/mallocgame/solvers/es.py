@@ -31,9 +31,10 @@ from __future__ import annotations
 
 import pickle
 import time
+from collections.abc import Sequence
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, replace
-from typing import Literal, Sequence
+from typing import Literal
 
 import numpy as np
 
@@ -49,7 +50,12 @@ from mallocgame.solvers.base import Run, Solver
 from mallocgame.workers import WorkerPool, process_pool
 
 __all__ = [
-    "EsSolver", "EsConfig", "LinearPolicyShape", "centered_ranks", "play_policy", "DEFAULT_GENERATIONS",
+    "EsSolver",
+    "EsConfig",
+    "LinearPolicyShape",
+    "centered_ranks",
+    "play_policy",
+    "DEFAULT_GENERATIONS",
 ]
 
 DEFAULT_GENERATIONS = 10
@@ -71,20 +77,26 @@ class EsConfig:
     to ``init_scale``, since scaling every weight leaves the argmax policy as it is)."""
 
     population: int = setting(
-        16, "perturbed games per generation (rounded up to even)", within="[2, 10000]")
+        16, "perturbed games per generation (rounded up to even)", within="[2, 10000]"
+    )
     sigma: float = setting(
-        0.1, "standard deviation of the parameter perturbations", within="(0, 10]")
+        0.1, "standard deviation of the parameter perturbations", within="(0, 10]"
+    )
     lr: float = setting(0.03, "step size of the parameter update", within="(0, 10]")
     optimizer: Literal["adam", "sgd"] = setting("adam", "the ascent step: Adam or plain SGD")
     l2: float = setting(0.005, "weight decay per step, as a fraction of lr", within="[0, 1]")
-    hidden: int = setting(0, "hidden units of the policy: 0 linear, h > 0 a one-hidden-layer MLP",
-                          within="[0, 4096]")
+    hidden: int = setting(
+        0, "hidden units of the policy: 0 linear, h > 0 a one-hidden-layer MLP", within="[0, 4096]"
+    )
     init: Literal["greedy", "zeros", "random"] = setting(
-        "greedy", "initial parameters: the greedy Copy > NoCopy > Drop rule, zeros, or N(0, init_scale^2)")
+        "greedy",
+        "initial parameters: the greedy Copy > NoCopy > Drop rule, zeros, or N(0, init_scale^2)",
+    )
     init_scale: float = setting(0.3, "scale of the initial parameters", within="[0, 100]")
     eval_mean: bool = setting(True, "also play the mean policy once per generation")
-    workers: int = setting(1, "processes that play each generation's games (1: this process)",
-                           within="[1, 256]")
+    workers: int = setting(
+        1, "processes that play each generation's games (1: this process)", within="[1, 256]"
+    )
 
     def __post_init__(self) -> None:
         check_ranges(self)
@@ -134,7 +146,9 @@ class LinearPolicyShape:
 class _Player:
     """Plays full games of one instance with a parametric argmax policy and Drop-backup."""
 
-    def __init__(self, instance: Instance, tables: GameTables | None, shape: LinearPolicyShape) -> None:
+    def __init__(
+        self, instance: Instance, tables: GameTables | None, shape: LinearPolicyShape
+    ) -> None:
         self.instance = instance
         self.game = Game(instance, tables)
         self.extract = FeatureExtractor(self.game)
@@ -270,7 +284,9 @@ class EsSolver(Solver, name="es", work_unit="games", config=EsConfig):
         else:
             max_games = None
         deadline = (
-            None if request.seconds is None else time.monotonic() + (request.seconds - clock.elapsed)
+            None
+            if request.seconds is None
+            else time.monotonic() + (request.seconds - clock.elapsed)
         )
 
         player: _Player | None = None
@@ -278,7 +294,9 @@ class EsSolver(Solver, name="es", work_unit="games", config=EsConfig):
         if cfg.workers > 1:
             payload = pickle.dumps((instance, tables), protocol=pickle.HIGHEST_PROTOCOL)
             pool = process_pool(
-                cfg.workers, preload=[__name__], initializer=_worker_init,
+                cfg.workers,
+                preload=[__name__],
+                initializer=_worker_init,
                 initargs=(payload, cfg.hidden),
             )
         else:
@@ -322,7 +340,9 @@ class EsSolver(Solver, name="es", work_unit="games", config=EsConfig):
             else:
                 chunks = np.array_split(np.arange(len(thetas)), min(cfg.workers, len(thetas)))
                 futures = [
-                    pool.submit(_worker_play, [thetas[i] for i in c], deadline) for c in chunks if len(c)
+                    pool.submit(_worker_play, [thetas[i] for i in c], deadline)
+                    for c in chunks
+                    if len(c)
                 ]
                 try:
                     for fut in futures:
@@ -330,7 +350,9 @@ class EsSolver(Solver, name="es", work_unit="games", config=EsConfig):
                             record(ret, backups, None, np.frombuffer(raw, dtype=np.int8))
                             fitness.append(ret)
                 except BrokenProcessPool as exc:
-                    raise WorkerError("es: a worker process ended before returning its games") from exc
+                    raise WorkerError(
+                        "es: a worker process ended before returning its games"
+                    ) from exc
             return fitness
 
         def out_of_budget() -> bool:

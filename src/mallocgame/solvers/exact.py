@@ -31,11 +31,11 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Callable, Sequence
+from typing import Any
 
 import numpy as np
-
 from ortools.sat.python import cp_model
 
 from mallocgame.check import physical_check
@@ -44,7 +44,7 @@ from mallocgame.instance import Instance
 from mallocgame.latency import mapping_reward
 from mallocgame.options import check_ranges, setting
 from mallocgame.solution import Allocation, Solution
-from mallocgame.solvers.base import Run, SolveRequest, Solver, Stopwatch
+from mallocgame.solvers.base import Run, Solver, SolveRequest, Stopwatch
 from mallocgame.solvers.bound import (
     RooflineTerm,
     bound_details,
@@ -65,17 +65,21 @@ PRESOLVE_RETRIES: tuple[dict[str, Any], ...] = (
     {"cp_model_presolve": False},
 )
 
+
 @dataclass(frozen=True)
 class ExactConfig:
     """The settings of ``exact``."""
 
     workers: int = setting(
-        1, "CP-SAT search workers (1 with a work budget: reproducible)", within="[1, 256]")
+        1, "CP-SAT search workers (1 with a work budget: reproducible)", within="[1, 256]"
+    )
     cumulative: bool = setting(True, "add the redundant cumulative (capacity over time) constraint")
     warm_start: bool = setting(True, "play a few games first, as a hint and a fallback answer")
     warm_start_s: float | None = setting(
-        None, "seconds of warm-start games (none: a small share of the budget)",
-        within="[0, 604800]")
+        None,
+        "seconds of warm-start games (none: a small share of the budget)",
+        within="[0, 604800]",
+    )
     heuristic_start: bool = setting(True, "hint CP-SAT with the heuristic's mapping")
     force_model: bool = setting(False, "build the model even when the budget looks too small")
     log: bool = setting(False, "print CP-SAT's search log")
@@ -87,7 +91,9 @@ class ExactConfig:
 # ------------------------------------------------------------------- copy intervals
 
 
-def copy_in_start(supply: Sequence[float] | np.ndarray, tau: int, demand: float, lo: int) -> int | None:
+def copy_in_start(
+    supply: Sequence[float] | np.ndarray, tau: int, demand: float, lo: int
+) -> int | None:
     """Latest ``s >= lo`` from which the game's copy walk before ``tau`` covers ``demand``
     on the whole ``supply`` (``tau`` for zero demand), or ``None``."""
     if demand == 0:
@@ -386,11 +392,15 @@ class MappingModel:
                         m.add_min_equality(left_end, [end, c0 - 1])
                         add_box(g, start, left_end, present, z, f"{b}L")
                     else:
-                        lit = self._conj([present, self._reify_le(start, c0 - 1, f"le_{b}_L")], f"pl_{b}")
+                        lit = self._conj(
+                            [present, self._reify_le(start, c0 - 1, f"le_{b}_L")], f"pl_{b}"
+                        )
                         add_box(g, start, c0 - 1, lit, z, f"{b}L")
                 if r1 > c1:  # the part after the hull
                     if is_out:
-                        lit = self._conj([present, _neg(self._reify_le(end, c1, f"le_{b}_R"))], f"pr_{b}")
+                        lit = self._conj(
+                            [present, _neg(self._reify_le(end, c1, f"le_{b}_R"))], f"pr_{b}"
+                        )
                         add_box(g, c1 + 1, end, lit, z, f"{b}R")
                     else:
                         right_start = m.new_int_var(c1 + 1, end + 1, f"rstart_{b}")
@@ -484,7 +494,9 @@ class MappingModel:
                 if max(vals) <= 0 and min(vals) >= 0:
                     continue
                 idx = m.new_int_var(0, (1 << k) - 1, f"mask_{term.t}")
-                m.add(idx == sum((1 << i) * self.fast[self.gof[b]] for i, b in enumerate(term.varied)))
+                m.add(
+                    idx == sum((1 << i) * self.fast[self.gof[b]] for i, b in enumerate(term.varied))
+                )
                 r = m.new_int_var(min(vals), max(vals), f"r_{term.t}")
                 m.add_element(idx, vals, r)
             objective.append(term.count * r)
@@ -525,7 +537,6 @@ class MappingModel:
                 else:
                     out.append(Allocation(b.id, "NoCopy", offset, None, None, None))
         return out
-
 
     def complete_hint(self, seconds: float) -> bool:
         """Turn the partial hint into a complete one: solve with the hinted variables
@@ -683,7 +694,7 @@ def _deterministic_time(solver: cp_model.CpSolver) -> float:
 class _Recorder(cp_model.CpSolverSolutionCallback):
     """Keeps every solution that improves the true reward; reports it if asked."""
 
-    def __init__(self, on_solution: Callable[["_Recorder"], None]) -> None:
+    def __init__(self, on_solution: Callable[[_Recorder], None]) -> None:
         super().__init__()
         self._on_solution = on_solution
 
@@ -734,7 +745,9 @@ class ExactSolver(Solver, name="exact", work_unit="dtime_ms", config=ExactConfig
             if not use_model:
                 share = max(0.0, 0.9 * (seconds - clock.elapsed) - 0.1)
             else:
-                default = min(2.0, 0.05 * seconds, 0.002 * instance.num_buffers) if seconds else None
+                default = (
+                    min(2.0, 0.05 * seconds, 0.002 * instance.num_buffers) if seconds else None
+                )
                 share = cfg.warm_start_s if cfg.warm_start_s is not None else default
             w_reward, w_allocs, info = warm_start(instance, share, request.seed)
             starts.append((w_reward, w_allocs, "game"))

@@ -18,8 +18,9 @@ The algorithm, what is kept from XLA and what is left out: docs/heuristic.md.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Literal, Sequence
+from typing import Any, Literal
 
 import numpy as np
 
@@ -44,13 +45,20 @@ class HeuristicOptions:
     """The settings of ``heuristic`` (XLA's CostAnalysisPrefetchIntervalPicker test defaults)."""
 
     preferred_overlap_to_async_copy_ratio: float = setting(
-        1.5, "a prefetch's preferred overlap, as a multiple of its copy time", within="(0, 1e3]")
+        1.5, "a prefetch's preferred overlap, as a multiple of its copy time", within="(0, 1e3]"
+    )
     max_overlap_to_mem_size_async_copy_ratio: float = setting(
-        10.0, "the longest overlap (and NoCopy stay), as a multiple of max_overlap_basis's copy time",
-        within="(0, 1e3]")
+        10.0,
+        "the longest overlap (and NoCopy stay), as a multiple of max_overlap_basis's copy time",
+        within="(0, 1e3]",
+    )
     max_overlap_basis: Literal["memory", "buffer"] = setting(
-        "memory", "copy time the longest overlap scales: the whole fast memory's (XLA today) or the buffer's")
-    skip_unprofitable: bool = setting(True, "leave uses that would not lower their instruction's latency slow")
+        "memory",
+        "copy time the longest overlap scales: the whole fast memory's (XLA today) or the buffer's",
+    )
+    skip_unprofitable: bool = setting(
+        True, "leave uses that would not lower their instruction's latency slow"
+    )
 
     def __post_init__(self) -> None:
         check_ranges(self)
@@ -171,7 +179,7 @@ class _Chain:
     """A tensor's current stay in fast memory: its offset, its last step, and the time
     of its latest use (or definition), where the next use segment starts."""
 
-    __slots__ = ("offset", "end", "segment_start")
+    __slots__ = ("end", "offset", "segment_start")
 
     def __init__(self, offset: int, end: int, segment_start: int) -> None:
         self.offset, self.end, self.segment_start = offset, end, segment_start
@@ -255,8 +263,13 @@ class _Msa:
         self.alloc: dict[int, Allocation] = {}
         self.log: list[tuple[Any, ...]] = []
         self.stats = {
-            "candidates": 0, "retries": 0, "resident": 0, "evictions": 0,
-            "prefetches": 0, "extensions": 0, "kept": 0,
+            "candidates": 0,
+            "retries": 0,
+            "resident": 0,
+            "evictions": 0,
+            "prefetches": 0,
+            "extensions": 0,
+            "kept": 0,
         }
 
     # --------------------------------------------------------------------- benefits
@@ -304,13 +317,30 @@ class _Msa:
     def fit(self, start: int, end: int, b: int, fixed: int) -> int:
         return int(
             _best_fit(
-                self.t0, self.t1, self.o0, self.o1, self.rgrp, self.n_rect, start, end,
-                self.zsize[b], self.group[b], self.capacity, fixed, self._lo, self._hi,
+                self.t0,
+                self.t1,
+                self.o0,
+                self.o1,
+                self.rgrp,
+                self.n_rect,
+                start,
+                end,
+                self.zsize[b],
+                self.group[b],
+                self.capacity,
+                fixed,
+                self._lo,
+                self._hi,
             )
         )
 
     def place(
-        self, b: int, action: str, offset: int, start: int | None, end: int | None,
+        self,
+        b: int,
+        action: str,
+        offset: int,
+        start: int | None,
+        end: int | None,
         copy: tuple[int, int] | None = None,
     ) -> None:
         self.alloc[b] = Allocation(b, action, offset, start, end, copy)
@@ -336,7 +366,13 @@ class _Msa:
 
     def use_channel(self, c0: int, c1: int, demand: float, backward: bool) -> None:
         self.log.append(
-            ("chan", c0, c1, self.supply_left[c0 : c1 + 1].copy(), self.pair_used[c0 : c1 + 1].copy())
+            (
+                "chan",
+                c0,
+                c1,
+                self.supply_left[c0 : c1 + 1].copy(),
+                self.pair_used[c0 : c1 + 1].copy(),
+            )
         )
         _consume(self.supply_left, self.pair_used, c0, c1, demand, backward)
 
@@ -390,9 +426,12 @@ class _Msa:
                 offsets.add(self.goff[self.group[b]])
         if len(offsets) > 1:
             return False
-        if not required and self.opts.skip_unprofitable:
-            if sum(self.marginal(b) for b in members) <= 0:
-                return False
+        if (
+            not required
+            and self.opts.skip_unprofitable
+            and sum(self.marginal(b) for b in members) <= 0
+        ):
+            return False
         start, end = self.time[d], self.last_use[x]
         # Every use segment (definition -> first read -> ... -> end of the live range)
         # must be short enough to stay without a copy.
@@ -426,7 +465,12 @@ class _Msa:
         if demand <= 0:
             return self.copy_without_transfer(d, tau, fixed, "evictions")
         shortest, preferred = _eviction_window(
-            self.supply_left, self.prefix, self.pair_used, tau, self.num_t, demand,
+            self.supply_left,
+            self.prefix,
+            self.pair_used,
+            tau,
+            self.num_t,
+            demand,
             self.opts.preferred_overlap_to_async_copy_ratio * demand,
         )
         if shortest < 0:
@@ -448,7 +492,12 @@ class _Msa:
         if demand <= 0:
             return self.copy_without_transfer(r, use, fixed, "prefetches")
         latest, earliest = _prefetch_window(
-            self.supply_left, self.prefix, self.pair_used, use, self.def_time[x], demand,
+            self.supply_left,
+            self.prefix,
+            self.pair_used,
+            use,
+            self.def_time[x],
+            demand,
             max(self.max_elapsed(r), demand),
         )
         if latest < 0:
@@ -480,6 +529,7 @@ class _Msa:
         ``grow_end``: intervals ``[anchor, e]`` for ``e`` from ``hi`` down to ``lo``;
         otherwise ``[s, anchor]`` for ``s`` from ``lo`` up to ``hi``.
         """
+
         def attempt(v: int) -> int:
             return self.fit(anchor, v, b, fixed) if grow_end else self.fit(v, anchor, b, fixed)
 
@@ -583,7 +633,11 @@ class _Msa:
         keyed = []
         for root, xs in members.items():
             xs.sort(key=lambda x: (self.def_time[x], x))
-            bufs = sorted(b for x in xs for b in ([self.def_buf[x]] if self.def_buf[x] >= 0 else []) + self.reads[x])
+            bufs = sorted(
+                b
+                for x in xs
+                for b in ([self.def_buf[x]] if self.def_buf[x] >= 0 else []) + self.reads[x]
+            )
             acc = None
             for b in bufs:
                 v = self.static_benefit(b)
@@ -659,7 +713,9 @@ class OrderedAssignment:
         self.instance = instance
         self.heuristic_allocations, _, forced = _verified_run(instance, options)
         self._msa = _Msa(instance, options, set(forced))
-        self.candidates: tuple[tuple[int, ...], ...] = tuple(tuple(c) for c in self._msa.candidates())
+        self.candidates: tuple[tuple[int, ...], ...] = tuple(
+            tuple(c) for c in self._msa.candidates()
+        )
         self.default_order: tuple[int, ...] = tuple(range(len(self.candidates)))
         self._order = np.full(len(self.candidates), -1, np.int64)  # the last order placed
         self._marks: list[int] = []  # log length before the candidate at each position
@@ -705,6 +761,8 @@ class HeuristicSolver(Solver, name="heuristic", work_unit="passes", config=Heuri
     def search(self, instance: Instance, config: HeuristicOptions, run: Run) -> Solution:
         allocations, stats = msa_allocations(instance, config)
         reward = mapping_reward(instance, [a.buffer for a in allocations])
-        answer = run.mapping_answer(allocations, reward, {"passes": stats["verify_rounds"], **stats})
+        answer = run.mapping_answer(
+            allocations, reward, {"passes": stats["verify_rounds"], **stats}
+        )
         run.improve(answer)
         return answer

@@ -8,8 +8,9 @@ candidate is never chosen.
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 from mallocgame.check import check_solution
 from mallocgame.errors import MallocGameError, SolverError
@@ -19,7 +20,14 @@ from mallocgame.simulate import simulate
 from mallocgame.solution import Solution
 from mallocgame.solvers.base import Run, Solver
 
-__all__ = ["BestOfSolver", "BestOfConfig", "DEFAULT_CANDIDATES", "Candidate", "Choice", "choose_fastest"]
+__all__ = [
+    "BestOfSolver",
+    "BestOfConfig",
+    "DEFAULT_CANDIDATES",
+    "Candidate",
+    "Choice",
+    "choose_fastest",
+]
 
 DEFAULT_CANDIDATES = ("heuristic", "random")
 
@@ -29,7 +37,8 @@ class BestOfConfig:
     """The settings of ``best-of``."""
 
     solvers: tuple[str, ...] = setting(
-        DEFAULT_CANDIDATES, "the candidate solvers, each run with its defaults", length=(1, 32))
+        DEFAULT_CANDIDATES, "the candidate solvers, each run with its defaults", length=(1, 32)
+    )
 
     def __post_init__(self) -> None:
         from mallocgame.solvers import solver_names
@@ -37,7 +46,9 @@ class BestOfConfig:
         check_ranges(self)
         unknown = [name for name in self.solvers if name not in solver_names()]
         if unknown:
-            raise ValueError(f"option solvers: unknown solver {unknown[0]!r} (valid: {', '.join(solver_names())})")
+            raise ValueError(
+                f"option solvers: unknown solver {unknown[0]!r} (valid: {', '.join(solver_names())})"
+            )
 
 
 @dataclass(frozen=True)
@@ -52,8 +63,12 @@ class Candidate:
 
     def to_json(self) -> dict[str, float | bool | None]:
         """JSON values; an invalid candidate's latency is ``None``."""
-        return {"reward_s": self.reward_s, "normalized_reward": self.normalized_reward,
-                "latency_s": self.latency_s if self.valid else None, "valid": self.valid}
+        return {
+            "reward_s": self.reward_s,
+            "normalized_reward": self.normalized_reward,
+            "latency_s": self.latency_s if self.valid else None,
+            "valid": self.valid,
+        }
 
 
 @dataclass(frozen=True)
@@ -67,8 +82,12 @@ class Choice:
     def info(self) -> dict[str, Any]:
         """The chosen solution's ``info`` with ``chosen``, ``latency_s`` and ``candidates``
         (each candidate's reward, normalized reward, latency and validity by solver name)."""
-        return {**self.solution.info, "chosen": self.solution.solver, "latency_s": self.latency_s,
-                "candidates": {c.solver: c.to_json() for c in self.candidates}}
+        return {
+            **self.solution.info,
+            "chosen": self.solution.solver,
+            "latency_s": self.latency_s,
+            "candidates": {c.solver: c.to_json() for c in self.candidates},
+        }
 
 
 def choose_fastest(instance: Instance, solutions: Sequence[Solution]) -> Choice:
@@ -80,11 +99,17 @@ def choose_fastest(instance: Instance, solutions: Sequence[Solution]) -> Choice:
     for solution in solutions:
         valid = check_solution(instance, solution).ok
         latency = simulate(instance, solution).latency_s if valid else float("inf")
-        judged.append(Candidate(solution.solver, solution.reward_s, solution.normalized_reward, latency, valid))
+        judged.append(
+            Candidate(
+                solution.solver, solution.reward_s, solution.normalized_reward, latency, valid
+            )
+        )
         if valid and (best is None or latency < best[0]):
             best = (latency, solution)
     if best is None:
-        raise SolverError(f"no candidate of {[s.solver for s in solutions]} produced a valid solution")
+        raise SolverError(
+            f"no candidate of {[s.solver for s in solutions]} produced a valid solution"
+        )
     return Choice(best[1], best[0], tuple(judged))
 
 
@@ -103,7 +128,11 @@ class BestOfSolver(Solver, name="best-of", work_unit="per candidate", config=Bes
         """Each candidate's settings (a candidate runs with its defaults), by name."""
         from mallocgame.solvers import get_solver
 
-        return {"solvers": {name: get_solver(name).settings({}) for name in self.config(options).solvers}}
+        return {
+            "solvers": {
+                name: get_solver(name).settings({}) for name in self.config(options).solvers
+            }
+        }
 
     def search(self, instance: Instance, config: BestOfConfig, run: Run) -> Solution:
         from mallocgame.solvers import get_solver

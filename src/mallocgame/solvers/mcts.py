@@ -50,16 +50,21 @@ class MctsConfig:
     """The settings of ``mcts``."""
 
     simulations: int | None = setting(
-        None, "simulations per searched move (none: 32 with no budget, uncapped under a budget)",
-        within="[0, 1000000000]")
-    rollout_depth: int = setting(256, "moves of a rollout before its value is extrapolated",
-                                 within="[0, 1000000000]")
+        None,
+        "simulations per searched move (none: 32 with no budget, uncapped under a budget)",
+        within="[0, 1000000000]",
+    )
+    rollout_depth: int = setting(
+        256, "moves of a rollout before its value is extrapolated", within="[0, 1000000000]"
+    )
     c: float = setting(0.5, "UCT exploration constant", within="[0, 1e6]")
     epsilon: float = setting(
-        0.0, "probability that the default policy plays a random allowed action", within="[0, 1]")
+        0.0, "probability that the default policy plays a random allowed action", within="[0, 1]"
+    )
     reuse: bool = setting(True, "keep the chosen child's subtree as the next root")
     reserve: float = setting(
-        0.02, "share of a wall-clock budget kept back to finish the game", within="[0, 1)")
+        0.02, "share of a wall-clock budget kept back to finish the game", within="[0, 1)"
+    )
 
     def __post_init__(self) -> None:
         check_ranges(self)
@@ -72,7 +77,7 @@ class _Node:
     complete game) or its low value (no allowed action).
     """
 
-    __slots__ = ("actions", "children", "n", "w", "visits", "terminal")
+    __slots__ = ("actions", "children", "n", "terminal", "visits", "w")
 
     def __init__(self, actions: tuple[int, ...], terminal: float | None = None) -> None:
         self.actions = actions
@@ -164,7 +169,9 @@ class _Search:
                 best_a, best_s = a, s
         return best_a
 
-    def simulate(self, root: _Node, root_mark: int, root_bp_return: float, root_bp_mark: int) -> None:
+    def simulate(
+        self, root: _Node, root_mark: int, root_bp_return: float, root_bp_mark: int
+    ) -> None:
         game = self.game
         node = root
         path: list[tuple[_Node, int]] = []
@@ -345,7 +352,9 @@ class MctsSolver(Solver, name="mcts", work_unit="simulations", config=MctsConfig
                     counts["searched_moves"] += 1
                     if work_left is not None:
                         work_left -= done
-                    action = max(root.actions, key=lambda a: (root.n[a], root.w[a] / max(root.n[a], 1)))
+                    action = max(
+                        root.actions, key=lambda a: (root.n[a], root.w[a] / max(root.n[a], 1))
+                    )
             child = root.children[action] if root is not None else None
             driver.step(action)
             if game.current_buffer != before + 1 or not cfg.reuse:

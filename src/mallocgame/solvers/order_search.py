@@ -30,8 +30,8 @@ plus one simulation (``O(instructions + copies)``): benchmarks/order_search_spee
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Callable, Sequence
 
 import numpy as np
 
@@ -45,8 +45,15 @@ from mallocgame.solvers.base import Run, Solver
 from mallocgame.solvers.heuristic import OrderedAssignment
 
 __all__ = [
-    "OrderSearchConfig", "OrderSearchResult", "OrderSearchSolver", "Start", "search_order",
-    "order_from_mapping", "stop_rule", "search_answer", "DEFAULT_EVALUATIONS",
+    "OrderSearchConfig",
+    "OrderSearchResult",
+    "OrderSearchSolver",
+    "Start",
+    "search_order",
+    "order_from_mapping",
+    "stop_rule",
+    "search_answer",
+    "DEFAULT_EVALUATIONS",
 ]
 
 DEFAULT_EVALUATIONS = 200
@@ -57,13 +64,18 @@ DEFAULT_EVALUATIONS = 200
 class OrderSearchConfig:
     """The settings of ``msa-search`` (``muzero-prod``'s order search runs with the defaults)."""
 
-    max_moves: int = setting(6, "most candidates one proposal moves (1 + a geometric count)",
-                             within="[1, 1000]")
+    max_moves: int = setting(
+        6, "most candidates one proposal moves (1 + a geometric count)", within="[1, 1000]"
+    )
     local_share: float = setting(
-        0.2, "share of moves that go a short way (normal, local_spread positions) instead of "
-             "to a uniform earlier or later position", within="[0, 1]")
-    local_spread: float = setting(20.0, "standard deviation of a short move, in positions",
-                                  within="(0, 1e6]")
+        0.2,
+        "share of moves that go a short way (normal, local_spread positions) instead of "
+        "to a uniform earlier or later position",
+        within="[0, 1]",
+    )
+    local_spread: float = setting(
+        20.0, "standard deviation of a short move, in positions", within="(0, 1e6]"
+    )
 
     def __post_init__(self) -> None:
         check_ranges(self)
@@ -89,7 +101,9 @@ class OrderSearchResult:
     improvements: int  # proposals strictly faster than the best so far
 
 
-def order_from_mapping(assignment: OrderedAssignment, allocations: Sequence[Allocation]) -> tuple[int, ...]:
+def order_from_mapping(
+    assignment: OrderedAssignment, allocations: Sequence[Allocation]
+) -> tuple[int, ...]:
     """The heuristic's order with the candidates that ``allocations`` places in fast
     memory (any of their buffers) moved to the front, each group in its old order."""
     fast = np.zeros(assignment.num_candidates, dtype=bool)
@@ -145,8 +159,14 @@ def search_order(
     instance = assignment.instance
     rng = np.random.default_rng(seed % 2**63)
     heuristic = tuple(assignment.heuristic_allocations)
-    best = OrderSearchResult(heuristic, simulate(instance, heuristic).latency_s,
-                             assignment.default_order, "heuristic", 0, 0)
+    best = OrderSearchResult(
+        heuristic,
+        simulate(instance, heuristic).latency_s,
+        assignment.default_order,
+        "heuristic",
+        0,
+        0,
+    )
     for start in starts:
         allocations = tuple(assignment.assign(start.order))
         latency = simulate(instance, allocations).latency_s
@@ -173,40 +193,60 @@ def search_order(
             continue
         current = proposal
         improvements += 1
-        best = OrderSearchResult(allocations, latency, tuple(int(c) for c in proposal), best.start,
-                                 evaluations, improvements)
+        best = OrderSearchResult(
+            allocations,
+            latency,
+            tuple(int(c) for c in proposal),
+            best.start,
+            evaluations,
+            improvements,
+        )
         if on_improve is not None:
             on_improve(best)
-    return OrderSearchResult(best.allocations, best.latency_s, best.order, best.start, evaluations, improvements)
+    return OrderSearchResult(
+        best.allocations, best.latency_s, best.order, best.start, evaluations, improvements
+    )
 
 
 def stop_rule(run: Run, evaluations_left: int | None) -> Callable[[int], bool]:
     """Stop once ``run``'s wall clock is spent or ``evaluations_left`` are done (``None``:
     no limit on the count)."""
+
     def stop(evaluations: int) -> bool:
         return run.expired() or (evaluations_left is not None and evaluations >= evaluations_left)
+
     return stop
 
 
 def search_answer(run: Run, result: OrderSearchResult, work: dict[str, int]) -> Solution:
     """``result`` as ``run``'s mapping answer (its exact reward; ``info``: latency and start)."""
     reward = mapping_reward(run.instance, [a.buffer for a in result.allocations])
-    info = {"latency_s": result.latency_s, "start": result.start, "improvements": result.improvements}
+    info = {
+        "latency_s": result.latency_s,
+        "start": result.start,
+        "improvements": result.improvements,
+    }
     return run.mapping_answer(result.allocations, reward, work, info=info)
 
 
-class OrderSearchSolver(Solver, name="msa-search", work_unit="evaluations", config=OrderSearchConfig):
+class OrderSearchSolver(
+    Solver, name="msa-search", work_unit="evaluations", config=OrderSearchConfig
+):
     """The heuristic's mapping, improved by a local search over its placement order."""
 
     def search(self, instance: Instance, config: OrderSearchConfig, run: Run) -> Solution:
         assignment = OrderedAssignment(instance)
         request = run.request
-        limit = request.work if request.work is not None else (
-            None if request.seconds is not None else DEFAULT_EVALUATIONS)
+        limit = (
+            request.work
+            if request.work is not None
+            else (None if request.seconds is not None else DEFAULT_EVALUATIONS)
+        )
 
         def report(result: OrderSearchResult) -> None:
             run.improve(search_answer(run, result, {"evaluations": result.evaluations}))
 
-        result = search_order(assignment, seed=run.seed, stop=stop_rule(run, limit), config=config,
-                              on_improve=report)
+        result = search_order(
+            assignment, seed=run.seed, stop=stop_rule(run, limit), config=config, on_improve=report
+        )
         return search_answer(run, result, {"evaluations": result.evaluations})

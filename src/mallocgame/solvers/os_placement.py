@@ -27,8 +27,8 @@ Both are deterministic given the seed (``work_unit = "placements"``: one).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 import numpy as np
 
@@ -68,7 +68,9 @@ class _GroupCoinPolicy:
         return _first_allowed(_FIRST_TOUCH_ORDER if drawn_fast else _SLOW_ORDER, allowed)
 
 
-def _play_once(game: Game, run: Run, policy: Callable[[Game, np.ndarray], int], info: dict) -> Solution:
+def _play_once(
+    game: Game, run: Run, policy: Callable[[Game, np.ndarray], int], info: dict
+) -> Solution:
     """``game`` (fresh) played by ``policy`` with Drop-backup, as the run's answer."""
     driver = DropBackup(game, deterministic=True)
     driver.play(policy)
@@ -89,7 +91,8 @@ class AgnosticConfig:
     """The settings of ``agnostic``."""
 
     fast_share: float = setting(
-        0.5, "the probability that an alias group is allocated in fast memory", within="[0, 1]")
+        0.5, "the probability that an alias group is allocated in fast memory", within="[0, 1]"
+    )
 
     def __post_init__(self) -> None:
         check_ranges(self)

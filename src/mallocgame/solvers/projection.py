@@ -48,8 +48,8 @@ from __future__ import annotations
 
 import hashlib
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Iterable
 
 import numpy as np
 
@@ -57,14 +57,29 @@ from mallocgame.game import kernels as K
 from mallocgame.game.backup import DropBackup
 from mallocgame.game.state import COPY, DROP, NOCOPY, Game
 from mallocgame.game.tables import (
-    B_ALIGNED, B_GROUP, B_IS_OUT, B_TENSOR, B_TIME, X_DEF, X_LAST_USE, X_LIVE_OUT, GameTables,
+    B_ALIGNED,
+    B_GROUP,
+    B_IS_OUT,
+    B_TENSOR,
+    B_TIME,
+    X_DEF,
+    X_LAST_USE,
+    X_LIVE_OUT,
+    GameTables,
 )
 from mallocgame.instance import Instance
 from mallocgame.latency import instruction_latency, mapping_reward
 from mallocgame.solution import Allocation, Solution
 from mallocgame.solvers.base import solution_from_game
 
-__all__ = ["project", "ProjectionPolicy", "Blockage", "blockage", "wanted_actions", "DEFAULT_REPAIRS"]
+__all__ = [
+    "project",
+    "ProjectionPolicy",
+    "Blockage",
+    "blockage",
+    "wanted_actions",
+    "DEFAULT_REPAIRS",
+]
 
 DEFAULT_REPAIRS = 200
 """Replays the repair may spend by default (on ``xla-v2``'s largest programs about 0.1 to
@@ -111,7 +126,9 @@ class ProjectionPolicy:
     def __init__(self, instance: Instance, wanted: np.ndarray) -> None:
         self.wanted = np.asarray(wanted, dtype=np.int64)
         if self.wanted.shape != (instance.num_buffers,):
-            raise ValueError(f"wanted has shape {self.wanted.shape}, the instance {instance.num_buffers} buffers")
+            raise ValueError(
+                f"wanted has shape {self.wanted.shape}, the instance {instance.num_buffers} buffers"
+            )
         # An output may fall back to NoCopy (fast-resident) only if every read of its
         # tensor is wanted in fast memory.
         reads_fast = np.ones(len(instance.tensors), dtype=bool)
@@ -188,8 +205,11 @@ def blockage(game: Game, want: int, group_value: np.ndarray, gain_s: float) -> B
         groups = tuple(sorted({int(g) for g in bi[blockers, B_GROUP]} - {group}))
         return Blockage(buffer=b, want=want, cause=cause, groups=groups, gain_s=gain_s)
 
-    if offset == K.SLOW or (want == COPY and game.reads_fast_resident(b) >= 0) \
-            or (want == NOCOPY and is_out and tb.ten_int[tensor, X_LIVE_OUT]):
+    if (
+        offset == K.SLOW
+        or (want == COPY and game.reads_fast_resident(b) >= 0)
+        or (want == NOCOPY and is_out and tb.ten_int[tensor, X_LIVE_OUT])
+    ):
         return found("rule", nothing)
     latest = game.latest_allocation(tensor)
     if want == NOCOPY and not is_out and latest >= 0:
@@ -209,8 +229,12 @@ def blockage(game: Game, want: int, group_value: np.ndarray, gain_s: float) -> B
         return found("address", nothing)
 
     placed = np.flatnonzero(
-        (rows[:, K.A_ACTION] != DROP) & (rows[:, K.A_START] >= 0) & (rows[:, K.A_START] <= end)
-        & (rows[:, K.A_END] >= start) & (bi[: len(rows), B_GROUP] != group) & (bi[: len(rows), B_ALIGNED] > 0)
+        (rows[:, K.A_ACTION] != DROP)
+        & (rows[:, K.A_START] >= 0)
+        & (rows[:, K.A_START] <= end)
+        & (rows[:, K.A_END] >= start)
+        & (bi[: len(rows), B_GROUP] != group)
+        & (bi[: len(rows), B_ALIGNED] > 0)
     )
     placed = placed[np.argsort(bi[placed, B_GROUP], kind="stable")]  # by group, for reduceat
     lo = rows[placed, K.A_OFFSET]
@@ -227,7 +251,9 @@ def blockage(game: Game, want: int, group_value: np.ndarray, gain_s: float) -> B
     value = group_value[placed_groups[first_of_group]]
     best, best_cost = nothing, np.inf
     for chunk in np.array_split(candidates, candidates.size * placed.size // 4_000_000 + 1):
-        hit = (lo[None, :] < chunk[:, None] + size) & (hi[None, :] > chunk[:, None])  # [offsets, placed]
+        hit = (lo[None, :] < chunk[:, None] + size) & (
+            hi[None, :] > chunk[:, None]
+        )  # [offsets, placed]
         cost = np.logical_or.reduceat(hit, first_of_group, axis=1) @ value  # each group once
         i = int(np.argmin(cost))
         if cost[i] < best_cost:
@@ -259,7 +285,9 @@ def _copy_walk(game: Game, b: int, group_value: np.ndarray) -> _Walk:
     out = bool(bi[b, B_IS_OUT])
     step = 1 if out else -1
     first = tau + step
-    lowest = max(int(tb.ten_int[bi[b, B_TENSOR], X_DEF]) + 1, 0)  # an operand's walk stays after its definition
+    lowest = max(
+        int(tb.ten_int[bi[b, B_TENSOR], X_DEF]) + 1, 0
+    )  # an operand's walk stays after its definition
     need, threshold = demand, K.REL_EPS * demand
     t = first
     while True:
@@ -269,14 +297,21 @@ def _copy_walk(game: Game, b: int, group_value: np.ndarray) -> _Walk:
             # Out of supply: the copies whose intervals share the walked steps, the least
             # value per second of supply first, until their demand covers what is missing.
             walked_lo, walked_hi = min(first, t - step), max(first, t - step)
-            holders = copies[(rows[copies, K.A_COPY_START] <= walked_hi) & (rows[copies, K.A_COPY_END] >= walked_lo)]
-            per_second = group_value[bi[holders, B_GROUP]] / np.maximum(tb.buf_demand[holders], 1e-30)
+            holders = copies[
+                (rows[copies, K.A_COPY_START] <= walked_hi)
+                & (rows[copies, K.A_COPY_END] >= walked_lo)
+            ]
+            per_second = group_value[bi[holders, B_GROUP]] / np.maximum(
+                tb.buf_demand[holders], 1e-30
+            )
             holders = holders[np.argsort(per_second, kind="stable")]
             holders = holders[np.cumsum(tb.buf_demand[holders]) - tb.buf_demand[holders] < need]
             return _Walk(cause="supply", blockers=holders)
         pair = t - 1 if out else t  # the pair (pair, pair + 1) that step t adds
         if t != first and pairs[pair]:
-            holders = copies[(rows[copies, K.A_COPY_START] <= pair) & (rows[copies, K.A_COPY_END] >= pair + 1)]
+            holders = copies[
+                (rows[copies, K.A_COPY_START] <= pair) & (rows[copies, K.A_COPY_END] >= pair + 1)
+            ]
             return _Walk(cause="pairs", blockers=holders)
         need -= min(float(supply[t]), need)
         if need <= threshold:
@@ -300,8 +335,13 @@ class _Played:
     backup_points: np.ndarray | None
 
 
-def _play(instance: Instance, tables: GameTables, wanted: np.ndarray, group_value: np.ndarray | None,
-          resume: _Played | None = None) -> _Played:
+def _play(
+    instance: Instance,
+    tables: GameTables,
+    wanted: np.ndarray,
+    group_value: np.ndarray | None,
+    resume: _Played | None = None,
+) -> _Played:
     """Replay ``wanted`` under Drop-backup, naming the blockage of each back-up (valued by
     ``group_value``; none without it). With ``resume`` (an earlier replay that backed
     up nowhere), start at the first buffer whose policy differs, with Drop-backup's latest
@@ -310,7 +350,9 @@ def _play(instance: Instance, tables: GameTables, wanted: np.ndarray, group_valu
     policy = ProjectionPolicy(instance, wanted)
     start = mark = 0
     if resume is not None and resume.backup_points is not None:
-        differs = (policy.wanted != resume.policy.wanted) | (policy.resident_ok != resume.policy.resident_ok)
+        differs = (policy.wanted != resume.policy.wanted) | (
+            policy.resident_ok != resume.policy.resident_ok
+        )
         start = int(np.argmax(differs)) if differs.any() else instance.num_buffers
         mark = int(np.flatnonzero(resume.backup_points[: start + 1])[-1])
     if start > 0:
@@ -318,7 +360,7 @@ def _play(instance: Instance, tables: GameTables, wanted: np.ndarray, group_valu
         game = resume.game.clone()
         game.undo_to(start)
         points = resume.backup_points.copy()
-        points[start + 1:] = False
+        points[start + 1 :] = False
     else:
         game = Game(instance, tables)
         points = np.zeros(instance.num_buffers + 1, dtype=bool)
@@ -332,19 +374,31 @@ def _play(instance: Instance, tables: GameTables, wanted: np.ndarray, group_valu
         want = int(wanted[b]) if wanted[b] != DROP else NOCOPY
         found.append(blockage(g, want, group_value, float(group_value[group_of[b]])))
 
-    driver = DropBackup(game, on_back_up=on_back_up if group_value is not None else None, backup_mark=mark)
+    driver = DropBackup(
+        game, on_back_up=on_back_up if group_value is not None else None, backup_mark=mark
+    )
     while not game.complete:
         driver.step(policy(game, driver.allowed()))
         points[game.current_buffer] = game.is_backup_point
     return _Played(
-        policy=policy, actions=np.asarray(game.actions(), dtype=np.int64), return_s=game.return_s,
-        backups=driver.backups, backup_blockages=tuple(found), game=game,
+        policy=policy,
+        actions=np.asarray(game.actions(), dtype=np.int64),
+        return_s=game.return_s,
+        backups=driver.backups,
+        backup_blockages=tuple(found),
+        game=game,
         backup_points=points if driver.backups == 0 else None,
     )
 
 
-def _failures(instance: Instance, tables: GameTables, played: _Played, wanted: np.ndarray,
-              group_value: np.ndarray, benefit: np.ndarray) -> list[Blockage]:
+def _failures(
+    instance: Instance,
+    tables: GameTables,
+    played: _Played,
+    wanted: np.ndarray,
+    group_value: np.ndarray,
+    benefit: np.ndarray,
+) -> list[Blockage]:
     """The blockage of every decision of ``played`` that wanted fast memory and got Drop."""
     lost = np.flatnonzero((wanted != DROP) & (played.actions == DROP))
     if lost.size == 0:
@@ -378,8 +432,14 @@ def _group_values(tables: GameTables, wanted: np.ndarray, benefit: np.ndarray) -
     return np.bincount(tables.buf_int[:, B_GROUP], weights=fast, minlength=tables.num_groups)
 
 
-def _repair(instance: Instance, tables: GameTables, wanted: np.ndarray, played: _Played, budget: int,
-            deadline: float | None) -> tuple[np.ndarray, _Played, int, int]:
+def _repair(
+    instance: Instance,
+    tables: GameTables,
+    wanted: np.ndarray,
+    played: _Played,
+    budget: int,
+    deadline: float | None,
+) -> tuple[np.ndarray, _Played, int, int]:
     """Hill-climb ``wanted`` (module docstring) for at most ``budget`` replays, and until
     ``time.perf_counter()`` passes ``deadline`` (``None``: no time limit). Returns (wanted,
     its replay, replays spent, changes kept)."""
@@ -400,7 +460,9 @@ def _repair(instance: Instance, tables: GameTables, wanted: np.ndarray, played: 
 
     while not out_of_budget():
         value = _group_values(tables, wanted, benefit)
-        candidates = list(played.backup_blockages) + _failures(instance, tables, played, wanted, value, benefit)
+        candidates = list(played.backup_blockages) + _failures(
+            instance, tables, played, wanted, value, benefit
+        )
         candidates.sort(key=lambda c: (-c.gain_s, c.buffer))
         improved = False
         for candidate in candidates:
@@ -422,14 +484,23 @@ def _repair(instance: Instance, tables: GameTables, wanted: np.ndarray, played: 
                 if blockages is None:  # (a trial replayed before cannot rise now: no replay)
                     spent += 1
                     links += 1
-                    replay = _play(instance, tables, trial, _group_values(tables, trial, benefit), resume=played)
+                    replay = _play(
+                        instance,
+                        tables,
+                        trial,
+                        _group_values(tables, trial, benefit),
+                        resume=played,
+                    )
                     if replay.return_s > played.return_s + noise:
                         better = replay
                         break
                     blockages = rejected[digest] = replay.backup_blockages
                 # The same group stuck again, further on, by groups not yet dropped: drop those too.
-                again = [x for x in blockages
-                         if group_of[x.buffer] == stuck_group and not drop.issuperset(x.groups)]
+                again = [
+                    x
+                    for x in blockages
+                    if group_of[x.buffer] == stuck_group and not drop.issuperset(x.groups)
+                ]
                 if not again:
                     break
                 drop.update(again[0].groups)
@@ -500,7 +571,9 @@ def project(
     game = Game(instance)
     tables = game.tables
     mapped = wanted_actions(instance, allocations)
-    values = _group_values(tables, mapped, _marginal_values(instance, mapped)) if repairs > 0 else None
+    values = (
+        _group_values(tables, mapped, _marginal_values(instance, mapped)) if repairs > 0 else None
+    )
     played = _play(instance, tables, mapped, values)  # (the repair needs the back-ups' blockages)
     target = mapping_reward(instance, [a.buffer for a in allocations])
 
@@ -511,10 +584,16 @@ def project(
     wanted, spent, changes = mapped, 0, 0
     if repairs > 0:
         deadline = None if seconds is None else start + seconds
-        wanted, played, spent, changes = _repair(instance, tables, mapped, played, repairs, deadline)
+        wanted, played, spent, changes = _repair(
+            instance, tables, mapped, played, repairs, deadline
+        )
     kept = fraction(played.return_s)
     solution = solution_from_game(
-        instance, played.game, solver=solver, seed=seed, wall_s=time.perf_counter() - start,
+        instance,
+        played.game,
+        solver=solver,
+        seed=seed,
+        wall_s=time.perf_counter() - start,
         info={
             "projected_from": target,
             "kept_fraction": kept,

@@ -11,8 +11,9 @@ is the registry of ``xla-v1``.
 from __future__ import annotations
 
 import functools
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 import jax
 import jax.numpy as jnp
@@ -142,7 +143,7 @@ def _xent(logits: jax.Array, labels: jax.Array) -> jax.Array:
     return optax.softmax_cross_entropy_with_integer_labels(logits, labels).mean()
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _variable_shapes(model: Any, examples: tuple[Any, ...], collections: tuple[str, ...]) -> Any:
     """``{collection: shapes}`` of ``model.init(key, *examples)`` (abstract; cached).
 
@@ -174,15 +175,22 @@ def _model_variables(
     return jax.tree_util.tree_map_with_path(lambda p, leaf: _fill(p, leaf, rng), shapes)
 
 
-def _model_params(model: Any, examples: tuple[Any, ...], concrete: bool, rng: np.random.Generator) -> Any:
+def _model_params(
+    model: Any, examples: tuple[Any, ...], concrete: bool, rng: np.random.Generator
+) -> Any:
     """The parameters of ``model.init(key, *examples)``: abstract or real."""
     return _model_variables(model, examples, concrete, rng)["params"]
 
 
 def _gradient_step(
-    tx: optax.GradientTransformation, loss_fn: Callable[[Any], jax.Array], params: Any, opt_state: Any
+    tx: optax.GradientTransformation,
+    loss_fn: Callable[[Any], jax.Array],
+    params: Any,
+    opt_state: Any,
 ) -> tuple[Any, Any, jax.Array]:
-    """``(params, opt_state, loss)`` after one update of ``tx`` (optax) on the gradient of ``loss_fn(params)``.
+    """``(params, opt_state, loss)`` after one update of ``tx`` (optax).
+
+    The update follows the gradient of ``loss_fn(params)``.
 
     For use inside a traced step: the loss and its gradient (``jax.value_and_grad``),
     the update, and the updated parameters, in that order.

@@ -28,16 +28,32 @@ import numpy as np
 import optax
 
 from mallocgame.workloads.models_common import (
-    SEED, Built, ModelProgram, _floats, _ints, _model_params, _next_token_train,
-    _training_program, _xent,
+    SEED,
+    Built,
+    ModelProgram,
+    _floats,
+    _ints,
+    _model_params,
+    _next_token_train,
+    _training_program,
+    _xent,
 )
 from mallocgame.workloads.models_transformers import BERT
 from mallocgame.workloads.models_v2 import LlamaConfig, _llama_layer, _llama_params, _rms_norm
 from mallocgame.workloads.models_vision import _classifier_train, _inference
 
 __all__ = [
-    "HOLDOUT_PROGRAMS", "ScannedDecoderLM", "MoELM", "ConvNeXt", "DDPMUNet", "GIN", "MambaLM",
-    "C3D", "ConvAutoencoder", "CODELLAMA_34B", "top2_dispatch",
+    "HOLDOUT_PROGRAMS",
+    "ScannedDecoderLM",
+    "MoELM",
+    "ConvNeXt",
+    "DDPMUNet",
+    "GIN",
+    "MambaLM",
+    "C3D",
+    "ConvAutoencoder",
+    "CODELLAMA_34B",
+    "top2_dispatch",
 ]
 
 # --------------------------------------------------------------------------- transformers
@@ -76,23 +92,29 @@ class ScannedDecoderLM(nn.Module):
         embed = nn.Embed(self.vocab, self.d_model)
         pos = self.param("pos", nn.initializers.normal(0.02), (self.max_len, self.d_model))
         x = embed(tokens) + pos[: tokens.shape[1]]
-        stack = nn.scan(_DecoderBlock, variable_axes={"params": 0}, split_rngs={"params": True},
-                        length=self.num_layers)
+        stack = nn.scan(
+            _DecoderBlock,
+            variable_axes={"params": 0},
+            split_rngs={"params": True},
+            length=self.num_layers,
+        )
         x, _ = stack(self.num_heads, self.d_ff, name="layers")(x, None)
         return embed.attend(nn.LayerNorm()(x))
 
 
 def _decoder_lm_scan_train(concrete: bool) -> Built:
-    model = ScannedDecoderLM(vocab=32000, d_model=1024, num_heads=16, num_layers=8, d_ff=4096,
-                             max_len=512)
+    model = ScannedDecoderLM(
+        vocab=32000, d_model=1024, num_heads=16, num_layers=8, d_ff=4096, max_len=512
+    )
     schedule = optax.warmup_cosine_decay_schedule(0.0, 3e-4, 2000, 100_000)
     adamw = optax.adamw(schedule, b2=0.95, weight_decay=0.1)
     tx = optax.chain(optax.clip_by_global_norm(1.0), adamw)
     return _next_token_train(model, tx, 2, 512, concrete)
 
 
-def top2_dispatch(top_gates: jax.Array, top_idx: jax.Array, experts: int,
-                  capacity: int) -> tuple[jax.Array, jax.Array]:
+def top2_dispatch(
+    top_gates: jax.Array, top_idx: jax.Array, experts: int, capacity: int
+) -> tuple[jax.Array, jax.Array]:
     """GShard's top-2 dispatch and combine tensors, both ``[T, experts, capacity]``.
 
     ``top_gates`` ``[T, 2]`` and ``top_idx`` ``[T, 2]`` (int) are each token's two highest
@@ -178,8 +200,9 @@ class MoELM(nn.Module):
 
 
 def _moe_lm_train(concrete: bool) -> Built:
-    model = MoELM(vocab=32000, d_model=512, num_heads=8, num_layers=2, d_ff=2048, experts=8,
-                  max_len=512)
+    model = MoELM(
+        vocab=32000, d_model=512, num_heads=8, num_layers=2, d_ff=2048, experts=8, max_len=512
+    )
     rng = np.random.default_rng(SEED)
     tokens = _ints(rng, (8, 513), model.vocab, concrete)
 
@@ -192,8 +215,9 @@ def _moe_lm_train(concrete: bool) -> Built:
     return _training_program(model, tx, loss_fn, (t0,), (tokens,), concrete, rng)
 
 
-CODELLAMA_34B = LlamaConfig("Code Llama 34B", vocab=32000, d_model=8192, layers=48, heads=64,
-                            kv_heads=8, ffn=22016)
+CODELLAMA_34B = LlamaConfig(
+    "Code Llama 34B", vocab=32000, d_model=8192, layers=48, heads=64, kv_heads=8, ffn=22016
+)
 """Rozière et al. 2023: 33.7 billion parameters, 67 GB of bfloat16 weights (more than an A100
 40GB holds)."""
 
@@ -210,8 +234,11 @@ def _llama_score(cfg: LlamaConfig, batch: int, seq: int, concrete: bool) -> Buil
         x = params["embed"][tokens]
         for w in params["layers"]:
             x, _ = _llama_layer(cfg, w, x, positions, None, None, None)
-        logits = jnp.matmul(_rms_norm(x[:, :-1], params["norm"]), params["lm_head"],
-                            preferred_element_type=jnp.float32)
+        logits = jnp.matmul(
+            _rms_norm(x[:, :-1], params["norm"]),
+            params["lm_head"],
+            preferred_element_type=jnp.float32,
+        )
         logp = jax.nn.log_softmax(logits, axis=-1)
         return jnp.take_along_axis(logp, tokens[:, 1:, None], axis=-1)[..., 0].sum(axis=-1)
 
@@ -228,8 +255,10 @@ def _bert_large_infer(concrete: bool) -> Built:
     segments = _ints(rng, (batch, seq), 2, concrete)
     attention = _ints(rng, (batch, seq), 2, concrete)
     positions = _ints(rng, (batch, picked), seq, concrete)
-    examples = tuple(jax.ShapeDtypeStruct((1, *a.shape[1:]), a.dtype)
-                     for a in (tokens, segments, attention, positions))
+    examples = tuple(
+        jax.ShapeDtypeStruct((1, *a.shape[1:]), a.dtype)
+        for a in (tokens, segments, attention, positions)
+    )
     params = _model_params(model, examples, concrete, rng)
 
     def infer(params, tokens, segments, attention, positions):
@@ -313,7 +342,7 @@ class ConvAutoencoder(nn.Module):
 
     @nn.compact
     def __call__(self, x: jax.Array) -> jax.Array:
-        b, h, w, c = x.shape
+        b, _h, _w, c = x.shape
         for width in self.widths:
             x = nn.relu(nn.Conv(width, (3, 3), strides=(2, 2))(x))
         shape = x.shape[1:]
@@ -428,8 +457,10 @@ def _ddpm_train(concrete: bool) -> Built:
         noisy = jnp.sqrt(ab) * images + jnp.sqrt(1.0 - ab) * noise
         return jnp.mean((model.apply({"params": params}, noisy, t) - noise) ** 2)
 
-    examples = (jax.ShapeDtypeStruct((1, size, size, 3), jnp.float32),
-                jax.ShapeDtypeStruct((1,), jnp.int32))
+    examples = (
+        jax.ShapeDtypeStruct((1, size, size, 3), jnp.float32),
+        jax.ShapeDtypeStruct((1,), jnp.int32),
+    )
     batch_args = (images, t, noise)
     return _training_program(model, optax.adam(2e-4), loss_fn, examples, batch_args, concrete, rng)
 
@@ -471,8 +502,11 @@ def _gin_train(concrete: bool) -> Built:
     def loss_fn(params, x, senders, receivers, labels):
         return _xent(model.apply({"params": params}, x, senders, receivers), labels)
 
-    examples = (jax.ShapeDtypeStruct((4, features), jnp.float32),
-                jax.ShapeDtypeStruct((2,), jnp.int32), jax.ShapeDtypeStruct((2,), jnp.int32))
+    examples = (
+        jax.ShapeDtypeStruct((4, features), jnp.float32),
+        jax.ShapeDtypeStruct((2,), jnp.int32),
+        jax.ShapeDtypeStruct((2,), jnp.int32),
+    )
     batch = (x, senders, receivers, labels)
     return _training_program(model, optax.adam(1e-2), loss_fn, examples, batch, concrete, rng)
 
@@ -488,7 +522,7 @@ class _MambaBlock(nn.Module):
 
     @nn.compact
     def __call__(self, x: jax.Array) -> jax.Array:
-        b, t, d = x.shape
+        b, _t, d = x.shape
         di, n = self.expand * d, self.d_state
         dt_rank = -(-d // 16)
         xz = nn.Dense(2 * di, use_bias=False)(_rms(x))
@@ -497,7 +531,7 @@ class _MambaBlock(nn.Module):
         u = nn.silu(u)
         proj = nn.Dense(dt_rank + 2 * n, use_bias=False)(u)
         delta = nn.softplus(nn.Dense(di)(proj[..., :dt_rank]))  # [b, t, di]
-        bmat, cmat = proj[..., dt_rank:dt_rank + n], proj[..., dt_rank + n:]  # [b, t, n]
+        bmat, cmat = proj[..., dt_rank : dt_rank + n], proj[..., dt_rank + n :]  # [b, t, n]
         a_log = self.param("A_log", _s4d_real_log, (di, n))  # A = -exp(A_log)
         decay = jnp.exp(delta[..., None] * -jnp.exp(a_log))  # [b, t, di, n]
         drive = delta[..., None] * bmat[:, :, None] * u[..., None]  # [b, t, di, n]
@@ -508,8 +542,11 @@ class _MambaBlock(nn.Module):
             return h, jnp.einsum("bdn,bn->bd", h, c_t)
 
         time_major = lambda a: jnp.moveaxis(a, 1, 0)  # noqa: E731
-        _, y = jax.lax.scan(step, jnp.zeros((b, di, n), x.dtype),
-                            (time_major(decay), time_major(drive), time_major(cmat)))
+        _, y = jax.lax.scan(
+            step,
+            jnp.zeros((b, di, n), x.dtype),
+            (time_major(decay), time_major(drive), time_major(cmat)),
+        )
         y = jnp.moveaxis(y, 0, 1) + u * self.param("D", nn.initializers.ones, (di,))
         return x + nn.Dense(d, use_bias=False)(y * nn.silu(z))
 
@@ -556,57 +593,87 @@ def _mamba_lm_infer(concrete: bool) -> Built:
 # --------------------------------------------------------------------------- registry
 
 _PROGRAMS = [
-    ModelProgram("decoder_lm_scan_train",
-                 "decoder-only LM (8 pre-LN layers scanned as one while loop, d 1024, 16 heads, "
-                 "d_ff 4096, vocab 32000, learned positions, tied embeddings) training step on 512 "
-                 "tokens at batch 2: cross-entropy, global-norm clipping, AdamW with warmup-cosine",
-                 _decoder_lm_scan_train, training=True, loops=True),
-    ModelProgram("moe_lm_train",
-                 "mixture-of-experts decoder LM (2 layers, d 512, 8 heads; each feed-forward 8 "
-                 "experts of 2048, top-2 GShard dispatch with capacity factor 1.25, load-balancing "
-                 "loss; vocab 32000) training step on 512 tokens at batch 8, Adafactor",
-                 _moe_lm_train, training=True),
-    ModelProgram("codellama34b_score_512",
-                 "Code Llama 34B architecture (Llama layout: 48 layers, d 8192, 64 heads, 8 KV "
-                 "heads, RoPE, SwiGLU 22016, bfloat16: 67 GB of weights) scoring one 512-token "
-                 "sequence without a KV cache (its summed log-likelihood), on the A100 40GB with "
-                 "host memory: the weights must stream from the host",
-                 lambda concrete: _llama_score(CODELLAMA_34B, 1, 512, concrete),
-                 preset="gpu_hbm_host"),
-    ModelProgram("bert_large_infer_b128",
-                 "BERT-large (24 post-LN layers, d 1024, 16 heads, d_ff 4096, vocab 30522) "
-                 "inference on 512 tokens at batch 128: MLM probabilities at 20 positions and NSP, "
-                 "on the MARL machine's 2 GiB of DRAM before Optane",
-                 _bert_large_infer, preset="dram_pmem"),
-    ModelProgram("convnext_t_infer_b64",
-                 "ConvNeXt-T (3/3/9/3 blocks of 96-768 channels, 7x7 depthwise convs, LayerNorm, "
-                 "layer scale) inference on 224x224x3 at batch 64, on the MARL machine's 2 GiB of "
-                 "DRAM before Optane",
-                 _convnext_t_infer, preset="dram_pmem"),
-    ModelProgram("c3d_train_b8",
-                 "C3D video network (8 3x3x3 convs of 64-512 channels, FC 4096-4096, 400 Kinetics "
-                 "classes) training step on 16x112x112x3 clips at batch 8, SGD with momentum and "
-                 "weight decay",
-                 _c3d_train, training=True),
-    ModelProgram("conv_autoencoder_train_b64",
-                 "convolutional autoencoder (4 stride-2 convs of 64-512 channels, dense latent 512,"
-                 " 4 transposed convs) training step on 256x256x3 at batch 64, MSE, Adam",
-                 _conv_autoencoder_train, training=True),
-    ModelProgram("ddpm_unet_train_b64",
-                 "DDPM noise-prediction U-Net (the CIFAR-10 model's blocks at two levels: ch 128 x "
-                 "1/2, one residual block a level, GroupNorm, attention in the middle at 16x16) "
-                 "training step on 32x32x3 at batch 64: linear schedule of 1000 steps, MSE on the "
-                 "noise, Adam",
-                 _ddpm_train, training=True),
-    ModelProgram("gin_arxiv_train",
-                 "GIN (3 rounds, hidden 256, LayerNorm) full-batch node classification training "
-                 "step on a graph of ogbn-arxiv's size (169,343 nodes, 1,166,243 edges, 128 "
-                 "features, 40 classes), Adam",
-                 _gin_train, training=True),
-    ModelProgram("mamba_lm_infer_b8",
-                 "Mamba-style LM (4 blocks, d 768, expand 2, state 16, selective scan as a lax.scan"
-                 " over 1024 steps, vocab 32000) next-token log-probabilities at batch 8",
-                 _mamba_lm_infer, loops=True),
+    ModelProgram(
+        "decoder_lm_scan_train",
+        "decoder-only LM (8 pre-LN layers scanned as one while loop, d 1024, 16 heads, "
+        "d_ff 4096, vocab 32000, learned positions, tied embeddings) training step on 512 "
+        "tokens at batch 2: cross-entropy, global-norm clipping, AdamW with warmup-cosine",
+        _decoder_lm_scan_train,
+        training=True,
+        loops=True,
+    ),
+    ModelProgram(
+        "moe_lm_train",
+        "mixture-of-experts decoder LM (2 layers, d 512, 8 heads; each feed-forward 8 "
+        "experts of 2048, top-2 GShard dispatch with capacity factor 1.25, load-balancing "
+        "loss; vocab 32000) training step on 512 tokens at batch 8, Adafactor",
+        _moe_lm_train,
+        training=True,
+    ),
+    ModelProgram(
+        "codellama34b_score_512",
+        "Code Llama 34B architecture (Llama layout: 48 layers, d 8192, 64 heads, 8 KV "
+        "heads, RoPE, SwiGLU 22016, bfloat16: 67 GB of weights) scoring one 512-token "
+        "sequence without a KV cache (its summed log-likelihood), on the A100 40GB with "
+        "host memory: the weights must stream from the host",
+        lambda concrete: _llama_score(CODELLAMA_34B, 1, 512, concrete),
+        preset="gpu_hbm_host",
+    ),
+    ModelProgram(
+        "bert_large_infer_b128",
+        "BERT-large (24 post-LN layers, d 1024, 16 heads, d_ff 4096, vocab 30522) "
+        "inference on 512 tokens at batch 128: MLM probabilities at 20 positions and NSP, "
+        "on the MARL machine's 2 GiB of DRAM before Optane",
+        _bert_large_infer,
+        preset="dram_pmem",
+    ),
+    ModelProgram(
+        "convnext_t_infer_b64",
+        "ConvNeXt-T (3/3/9/3 blocks of 96-768 channels, 7x7 depthwise convs, LayerNorm, "
+        "layer scale) inference on 224x224x3 at batch 64, on the MARL machine's 2 GiB of "
+        "DRAM before Optane",
+        _convnext_t_infer,
+        preset="dram_pmem",
+    ),
+    ModelProgram(
+        "c3d_train_b8",
+        "C3D video network (8 3x3x3 convs of 64-512 channels, FC 4096-4096, 400 Kinetics "
+        "classes) training step on 16x112x112x3 clips at batch 8, SGD with momentum and "
+        "weight decay",
+        _c3d_train,
+        training=True,
+    ),
+    ModelProgram(
+        "conv_autoencoder_train_b64",
+        "convolutional autoencoder (4 stride-2 convs of 64-512 channels, dense latent 512,"
+        " 4 transposed convs) training step on 256x256x3 at batch 64, MSE, Adam",
+        _conv_autoencoder_train,
+        training=True,
+    ),
+    ModelProgram(
+        "ddpm_unet_train_b64",
+        "DDPM noise-prediction U-Net (the CIFAR-10 model's blocks at two levels: ch 128 x "
+        "1/2, one residual block a level, GroupNorm, attention in the middle at 16x16) "
+        "training step on 32x32x3 at batch 64: linear schedule of 1000 steps, MSE on the "
+        "noise, Adam",
+        _ddpm_train,
+        training=True,
+    ),
+    ModelProgram(
+        "gin_arxiv_train",
+        "GIN (3 rounds, hidden 256, LayerNorm) full-batch node classification training "
+        "step on a graph of ogbn-arxiv's size (169,343 nodes, 1,166,243 edges, 128 "
+        "features, 40 classes), Adam",
+        _gin_train,
+        training=True,
+    ),
+    ModelProgram(
+        "mamba_lm_infer_b8",
+        "Mamba-style LM (4 blocks, d 768, expand 2, state 16, selective scan as a lax.scan"
+        " over 1024 steps, vocab 32000) next-token log-probabilities at batch 8",
+        _mamba_lm_infer,
+        loops=True,
+    ),
 ]
 
 HOLDOUT_PROGRAMS: dict[str, ModelProgram] = {p.name: p for p in _PROGRAMS}

@@ -14,10 +14,25 @@ import numpy as np
 import optax
 
 from mallocgame.workloads.models_common import (
-    SEED, Built, ModelProgram, _floats, _gradient_step, _ints, _model_params, _opt_state,
+    SEED,
+    Built,
+    ModelProgram,
+    _floats,
+    _gradient_step,
+    _ints,
+    _model_params,
+    _opt_state,
 )
 
-__all__ = ["PROGRAMS", "STRASSEN", "kron_factors", "factorized_matmul", "GraphNetwork", "DLRM", "DDIMSampler"]
+__all__ = [
+    "PROGRAMS",
+    "STRASSEN",
+    "kron_factors",
+    "factorized_matmul",
+    "GraphNetwork",
+    "DLRM",
+    "DDIMSampler",
+]
 
 
 # --------------------------------------------------------------------------- AlphaTensor
@@ -26,9 +41,30 @@ __all__ = ["PROGRAMS", "STRASSEN", "kron_factors", "factorized_matmul", "GraphNe
 # (U, V, W) form AlphaTensor outputs: block i of A is row-major (A11, A12, A21, A22),
 # product r is (sum_i U[i, r] A_i) @ (sum_j V[j, r] B_j), C_k = sum_r W[k, r] M_r.
 STRASSEN = (
-    np.array([[1, 0, 1, 0, 1, -1, 0], [0, 0, 0, 0, 1, 0, 1], [0, 1, 0, 0, 0, 1, 0], [1, 1, 0, 1, 0, 0, -1]]),
-    np.array([[1, 1, 0, -1, 0, 1, 0], [0, 0, 1, 0, 0, 1, 0], [0, 0, 0, 1, 0, 0, 1], [1, 0, -1, 0, 1, 0, 1]]),
-    np.array([[1, 0, 0, 1, -1, 0, 1], [0, 0, 1, 0, 1, 0, 0], [0, 1, 0, 1, 0, 0, 0], [1, -1, 1, 0, 0, 1, 0]]),
+    np.array(
+        [
+            [1, 0, 1, 0, 1, -1, 0],
+            [0, 0, 0, 0, 1, 0, 1],
+            [0, 1, 0, 0, 0, 1, 0],
+            [1, 1, 0, 1, 0, 0, -1],
+        ]
+    ),
+    np.array(
+        [
+            [1, 1, 0, -1, 0, 1, 0],
+            [0, 0, 1, 0, 0, 1, 0],
+            [0, 0, 0, 1, 0, 0, 1],
+            [1, 0, -1, 0, 1, 0, 1],
+        ]
+    ),
+    np.array(
+        [
+            [1, 0, 0, 1, -1, 0, 1],
+            [0, 0, 1, 0, 1, 0, 0],
+            [0, 1, 0, 1, 0, 0, 0],
+            [1, -1, 1, 0, 0, 1, 0],
+        ]
+    ),
 )
 
 
@@ -55,7 +91,10 @@ def factorized_matmul(a: jax.Array, b: jax.Array, factors: tuple[np.ndarray, ...
     u, v, w = factors
     n = int(round(np.sqrt(u.shape[0])))
     bs = a.shape[0] // n
-    blocks = lambda x: [x[i * bs:(i + 1) * bs, j * bs:(j + 1) * bs] for i in range(n) for j in range(n)]  # noqa: E731
+
+    def blocks(x: jax.Array) -> list[jax.Array]:
+        return [x[i * bs : (i + 1) * bs, j * bs : (j + 1) * bs] for i in range(n) for j in range(n)]
+
     a_blocks, b_blocks = blocks(a), blocks(b)
 
     def combine(coeffs: np.ndarray, parts: list[jax.Array]) -> jax.Array:
@@ -64,7 +103,7 @@ def factorized_matmul(a: jax.Array, b: jax.Array, factors: tuple[np.ndarray, ...
 
     products = [combine(u[:, r], a_blocks) @ combine(v[:, r], b_blocks) for r in range(u.shape[1])]
     c_blocks = [combine(w[k], products) for k in range(n * n)]
-    rows = [jnp.concatenate(c_blocks[i * n:(i + 1) * n], axis=1) for i in range(n)]
+    rows = [jnp.concatenate(c_blocks[i * n : (i + 1) * n], axis=1) for i in range(n)]
     return jnp.concatenate(rows, axis=0)
 
 
@@ -120,10 +159,14 @@ class _MessagePassing(nn.Module):
     def __call__(self, carry: tuple[jax.Array, jax.Array], graph: tuple[jax.Array, jax.Array]):
         nodes, edges = carry
         senders, receivers = graph
-        msg = jnp.concatenate([edges, jnp.take(nodes, senders, axis=0), jnp.take(nodes, receivers, axis=0)], -1)
+        msg = jnp.concatenate(
+            [edges, jnp.take(nodes, senders, axis=0), jnp.take(nodes, receivers, axis=0)], -1
+        )
         edges = edges + _MLP((self.hidden, self.hidden), name="edge")(msg)
         agg = jax.ops.segment_sum(edges, receivers, num_segments=nodes.shape[0])
-        nodes = nodes + _MLP((self.hidden, self.hidden), name="node")(jnp.concatenate([nodes, agg], -1))
+        nodes = nodes + _MLP((self.hidden, self.hidden), name="node")(
+            jnp.concatenate([nodes, agg], -1)
+        )
         return (nodes, edges), None
 
 
@@ -149,13 +192,25 @@ class GraphNetwork(nn.Module):
         (nodes, _), _ = process(self.hidden, name="processor")((nodes, edges), (senders, receivers))
         per_node = _MLP((self.hidden, self.outputs), layer_norm=False, name="node_decoder")(nodes)
         pooled = jax.ops.segment_sum(nodes, graph_ids, num_segments=self.num_graphs)
-        counts = jax.ops.segment_sum(jnp.ones_like(graph_ids, nodes.dtype), graph_ids, num_segments=self.num_graphs)
-        per_graph = _MLP((self.hidden, 1), layer_norm=False, name="graph_decoder")(pooled / counts[:, None])
+        counts = jax.ops.segment_sum(
+            jnp.ones_like(graph_ids, nodes.dtype), graph_ids, num_segments=self.num_graphs
+        )
+        per_graph = _MLP((self.hidden, 1), layer_norm=False, name="graph_decoder")(
+            pooled / counts[:, None]
+        )
         return per_node, per_graph[:, 0]
 
 
-def _graph_infer(model: GraphNetwork, n_nodes: int, n_edges: int, node_features: int, edge_features: int,
-                 concrete: bool, *, contiguous_graphs: bool = True) -> Built:
+def _graph_infer(
+    model: GraphNetwork,
+    n_nodes: int,
+    n_edges: int,
+    node_features: int,
+    edge_features: int,
+    concrete: bool,
+    *,
+    contiguous_graphs: bool = True,
+) -> Built:
     """``model`` on one batch of ``model.num_graphs`` graphs: ``n_nodes`` nodes and ``n_edges``
     random edges, float32 node and edge features, and each node's graph id.
 
@@ -168,7 +223,9 @@ def _graph_infer(model: GraphNetwork, n_nodes: int, n_edges: int, node_features:
     senders = _ints(rng, (n_edges,), n_nodes, concrete)
     receivers = _ints(rng, (n_edges,), n_nodes, concrete)
     if concrete and contiguous_graphs:
-        graph_ids = jax.device_put(np.arange(n_nodes, dtype=np.int32) // (n_nodes // model.num_graphs))
+        graph_ids = jax.device_put(
+            np.arange(n_nodes, dtype=np.int32) // (n_nodes // model.num_graphs)
+        )
     else:
         graph_ids = _ints(rng, (n_nodes,), model.num_graphs, concrete)
     inputs = (nodes, edges, senders, receivers, graph_ids)
@@ -197,7 +254,9 @@ class DLRM(nn.Module):
     top: tuple[int, ...] = (128, 64)  # hidden widths of the top MLP (its output is 1)
 
     @nn.compact
-    def __call__(self, dense: jax.Array, sparse: jax.Array) -> jax.Array:  # sparse: [batch, tables, bag]
+    def __call__(
+        self, dense: jax.Array, sparse: jax.Array
+    ) -> jax.Array:  # sparse: [batch, tables, bag]
         x = _MLP((*self.bottom, self.dim), layer_norm=False, name="bottom")(dense)
         x = nn.relu(x)
         bags = [
@@ -219,8 +278,10 @@ def _dlrm_program(model: DLRM, batch: int, bag: int, concrete: bool) -> Built:
     dense = _floats(rng, (batch, 13), concrete)
     sparse = _ints(rng, (batch, len(model.table_sizes), bag), min(model.table_sizes), concrete)
     labels = _ints(rng, (batch,), 2, concrete)
-    examples = (jax.ShapeDtypeStruct((1, 13), jnp.float32),
-                jax.ShapeDtypeStruct((1, len(model.table_sizes), bag), jnp.int32))
+    examples = (
+        jax.ShapeDtypeStruct((1, 13), jnp.float32),
+        jax.ShapeDtypeStruct((1, len(model.table_sizes), bag), jnp.int32),
+    )
     params = _model_params(model, examples, concrete, rng)
     opt_state = _opt_state(tx, params, concrete)
 
@@ -254,7 +315,9 @@ class _Denoiser(nn.Module):
         emb = jnp.concatenate([jnp.sin(t * freqs), jnp.cos(t * freqs)])[None]
         emb = nn.Dense(2 * w)(nn.silu(nn.Dense(2 * w)(emb)))
         h1 = nn.silu(nn.Conv(w, (3, 3), padding="SAME")(x))
-        h2 = nn.silu(nn.Conv(2 * w, (3, 3), strides=(2, 2), padding="SAME")(h1) + emb[:, None, None])
+        h2 = nn.silu(
+            nn.Conv(2 * w, (3, 3), strides=(2, 2), padding="SAME")(h1) + emb[:, None, None]
+        )
         h2 = nn.silu(nn.GroupNorm(8)(nn.Conv(2 * w, (3, 3), padding="SAME")(h2)))
         up = nn.ConvTranspose(w, (2, 2), strides=(2, 2))(h2)
         h = nn.silu(nn.Conv(w, (3, 3), padding="SAME")(jnp.concatenate([up, h1], -1)))
@@ -285,8 +348,11 @@ class DDIMSampler(nn.Module):
         alpha_bar = np.cumprod(1 - betas)
         ts = np.linspace(self.train_steps - 1, 0, self.steps).round().astype(int)
         prev = np.append(alpha_bar[ts[1:]], 1.0)
-        schedule = (jnp.asarray(ts, jnp.float32), jnp.asarray(alpha_bar[ts], jnp.float32),
-                    jnp.asarray(prev, jnp.float32))
+        schedule = (
+            jnp.asarray(ts, jnp.float32),
+            jnp.asarray(alpha_bar[ts], jnp.float32),
+            jnp.asarray(prev, jnp.float32),
+        )
         sample = nn.scan(_DDIMStep, variable_broadcast="params", split_rngs={"params": False})
         x, _ = sample(self.width, name="ddim")(noise, schedule)
         return x

@@ -7,7 +7,7 @@ Registered in :mod:`mallocgame.workloads.models` (see there for the conventions)
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 import flax.linen as nn
 import jax
@@ -16,10 +16,24 @@ import numpy as np
 import optax
 
 from mallocgame.workloads.models_common import (
-    SEED, Built, ModelProgram, _floats, _ints, _model_params, _next_token_train,
+    SEED,
+    Built,
+    ModelProgram,
+    _floats,
+    _ints,
+    _model_params,
+    _next_token_train,
 )
 
-__all__ = ["PROGRAMS", "GRUClassifier", "StackedRNN", "BiGRUTagger", "LSTMLanguageModel", "Seq2SeqNMT", "WaveNet"]
+__all__ = [
+    "PROGRAMS",
+    "GRUClassifier",
+    "StackedRNN",
+    "BiGRUTagger",
+    "LSTMLanguageModel",
+    "Seq2SeqNMT",
+    "WaveNet",
+]
 
 
 # --------------------------------------------------------------------------- RNNs
@@ -102,7 +116,9 @@ class _AttentionDecoderStep(nn.Module):
     hidden: int
 
     @nn.compact
-    def __call__(self, carry: tuple[jax.Array, jax.Array, jax.Array], enc: jax.Array, keys: jax.Array):
+    def __call__(
+        self, carry: tuple[jax.Array, jax.Array, jax.Array], enc: jax.Array, keys: jax.Array
+    ):
         h, tok, context = carry
         x = jnp.concatenate([nn.Embed(self.vocab, self.embed, name="embed")(tok), context], axis=-1)
         h, _ = nn.GRUCell(self.hidden, name="cell")(h, x)
@@ -129,7 +145,9 @@ class Seq2SeqNMT(nn.Module):
     def __call__(self, src: jax.Array) -> tuple[jax.Array, jax.Array]:
         x = nn.Embed(self.src_vocab, self.embed)(src)
         half = self.hidden // 2
-        enc = nn.Bidirectional(nn.RNN(nn.GRUCell(half)), nn.RNN(nn.GRUCell(half)), name="encoder")(x)
+        enc = nn.Bidirectional(nn.RNN(nn.GRUCell(half)), nn.RNN(nn.GRUCell(half)), name="encoder")(
+            x
+        )
         keys = nn.Dense(self.hidden, use_bias=False, name="keys")(enc)
         h = jnp.tanh(nn.Dense(self.hidden, name="bridge")(jnp.mean(enc, axis=1)))
         tok = jnp.full((src.shape[0],), self.bos, jnp.int32)
@@ -191,14 +209,24 @@ class WaveNet(nn.Module):
 # --------------------------------------------------------------------------- programs
 
 
-def _sequence_infer(model: nn.Module, xs_shape: tuple[int, ...], concrete: bool, *,
-                    normalize: Callable[..., jax.Array] = jax.nn.log_softmax, batch_axis: int = 0) -> Built:
-    """Inference over float32 sequences ``xs`` of ``xs_shape``: ``(params, xs) -> normalize(logits, axis=-1)``.
+def _sequence_infer(
+    model: nn.Module,
+    xs_shape: tuple[int, ...],
+    concrete: bool,
+    *,
+    normalize: Callable[..., jax.Array] = jax.nn.log_softmax,
+    batch_axis: int = 0,
+) -> Built:
+    """Inference over float32 sequences ``xs`` of ``xs_shape``.
+
+    The program: ``(params, xs) -> normalize(logits, axis=-1)``.
 
     ``batch_axis``: the axis of ``xs_shape`` that is the batch (``model.init`` sees one sequence).
     """
     rng = np.random.default_rng(SEED)
-    xs0 = jax.ShapeDtypeStruct((*xs_shape[:batch_axis], 1, *xs_shape[batch_axis + 1:]), jnp.float32)
+    xs0 = jax.ShapeDtypeStruct(
+        (*xs_shape[:batch_axis], 1, *xs_shape[batch_axis + 1 :]), jnp.float32
+    )
     params = _model_params(model, (xs0,), concrete, rng)
     xs = _floats(rng, xs_shape, concrete)
 
@@ -223,7 +251,7 @@ def _tagger_infer(model: BiGRUTagger, batch: int, length: int, concrete: bool) -
 
 
 def _translate(model: Seq2SeqNMT, batch: int, length: int, concrete: bool) -> Built:
-    """Greedy translation of ``batch`` sentences of ``length`` tokens: ``(params, src) -> (tokens, attention)``."""
+    """Greedy translation of ``batch`` sentences of ``length`` tokens: ``(params, src) -> (tokens, attention)``."""  # noqa: E501
     rng = np.random.default_rng(SEED)
     s0 = jax.ShapeDtypeStruct((1, length), jnp.int32)
     params = _model_params(model, (s0,), concrete, rng)

@@ -34,8 +34,8 @@ multi-task study (:mod:`mallocgame.bench.tasks`), where ``N`` tasks share the 2 
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 import torch
 import torch.nn.functional as F
@@ -44,8 +44,17 @@ from torch import nn
 from mallocgame.frontends.torch import TorchModel, extract_torch
 from mallocgame.program import Program
 
-__all__ = ["TorchProgram", "TORCH_PROGRAMS", "ResNet", "BertConfig", "BERT_BASE", "Bert", "wide_resnet101_2",
-           "resnet152", "resnet50"]
+__all__ = [
+    "TorchProgram",
+    "TORCH_PROGRAMS",
+    "ResNet",
+    "BertConfig",
+    "BERT_BASE",
+    "Bert",
+    "wide_resnet101_2",
+    "resnet152",
+    "resnet50",
+]
 
 
 @dataclass(frozen=True)
@@ -72,7 +81,11 @@ class TorchProgram:
         """The program, captured with the PyTorch frontend and named ``name``."""
         model = self.build()
         return extract_torch(
-            model.module, model.inputs, name=name, training_step=self.training_step, granularity=self.granularity
+            model.module,
+            model.inputs,
+            name=name,
+            training_step=self.training_step,
+            granularity=self.granularity,
         )
 
 
@@ -80,7 +93,7 @@ class TorchProgram:
 
 
 class Bottleneck(nn.Module):
-    """1x1 reduce, 3x3 (stride here, as torchvision's v1.5), 1x1 expand (x4), each with batch norm; residual add."""
+    """1x1 reduce, 3x3 (stride here, as torchvision's v1.5), 1x1 expand (x4), each with batch norm; residual add."""  # noqa: E501
 
     def __init__(self, inplanes: int, planes: int, stride: int, width: int):
         super().__init__()
@@ -94,7 +107,9 @@ class Bottleneck(nn.Module):
         self.relu = nn.ReLU(inplace=True)
         self.downsample: nn.Module | None = None
         if stride != 1 or inplanes != out:
-            self.downsample = nn.Sequential(nn.Conv2d(inplanes, out, 1, stride=stride, bias=False), nn.BatchNorm2d(out))
+            self.downsample = nn.Sequential(
+                nn.Conv2d(inplanes, out, 1, stride=stride, bias=False), nn.BatchNorm2d(out)
+            )
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         identity = x if self.downsample is None else self.downsample(x)
@@ -112,7 +127,9 @@ class ResNet(nn.Module):
     Input ``[B, 3, 224, 224]`` float32, output logits ``[B, num_classes]``.
     """
 
-    def __init__(self, layers: tuple[int, int, int, int], width_per_group: int = 64, num_classes: int = 1000):
+    def __init__(
+        self, layers: tuple[int, int, int, int], width_per_group: int = 64, num_classes: int = 1000
+    ):
         super().__init__()
         self.conv1 = nn.Conv2d(3, 64, 7, stride=2, padding=3, bias=False)
         self.bn1 = nn.BatchNorm2d(64)
@@ -221,11 +238,15 @@ class Bert(nn.Module):
         self.position = nn.Embedding(c.max_positions, c.hidden)
         self.token_type = nn.Embedding(c.type_vocab, c.hidden)
         self.embed_norm = nn.LayerNorm(c.hidden, eps=c.eps)
-        self.register_buffer("position_ids", torch.arange(c.max_positions).unsqueeze(0), persistent=False)
+        self.register_buffer(
+            "position_ids", torch.arange(c.max_positions).unsqueeze(0), persistent=False
+        )
         self.layers = nn.ModuleList(BertLayer(c) for _ in range(c.layers))
         self.pooler = nn.Linear(c.hidden, c.hidden)
 
-    def forward(self, input_ids: torch.Tensor, token_type_ids: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    def forward(
+        self, input_ids: torch.Tensor, token_type_ids: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor]:
         positions = self.position_ids[:, : input_ids.shape[1]]
         x = self.word(input_ids) + self.position(positions) + self.token_type(token_type_ids)
         x = self.embed_norm(x)

@@ -17,7 +17,13 @@ import numpy as np
 import optax
 
 from mallocgame.workloads.models_common import (
-    SEED, Built, ModelProgram, _ints, _next_token_train, _training_program, _xent,
+    SEED,
+    Built,
+    ModelProgram,
+    _ints,
+    _next_token_train,
+    _training_program,
+    _xent,
 )
 
 __all__ = ["PROGRAMS", "GPT", "BERT", "EncoderDecoder"]
@@ -25,13 +31,17 @@ __all__ = ["PROGRAMS", "GPT", "BERT", "EncoderDecoder"]
 F32 = jnp.float32
 
 
-def accumulating_dot(lhs, rhs, dimension_numbers, precision=None, preferred_element_type=None, **kwargs):
+def accumulating_dot(
+    lhs, rhs, dimension_numbers, precision=None, preferred_element_type=None, **kwargs
+):
     """``lax.dot_general`` accumulating in float32, its result cast back to ``lhs``'s dtype.
 
     What mixed-precision code on TPUs and GPUs asks for; it also keeps XLA's CPU backend
     from converting bfloat16 operands (weights included) to float32 copies before a dot.
     """
-    out = jax.lax.dot_general(lhs, rhs, dimension_numbers, precision, preferred_element_type=F32, **kwargs)
+    out = jax.lax.dot_general(
+        lhs, rhs, dimension_numbers, precision, preferred_element_type=F32, **kwargs
+    )
     return out.astype(lhs.dtype)
 
 
@@ -53,7 +63,9 @@ class _MultiHeadAttention(nn.Module):
     f32_accumulate: bool = False
 
     @nn.compact
-    def __call__(self, x: jax.Array, kv: jax.Array | None = None, mask: jax.Array | None = None) -> jax.Array:
+    def __call__(
+        self, x: jax.Array, kv: jax.Array | None = None, mask: jax.Array | None = None
+    ) -> jax.Array:
         b, t, d = x.shape
         h = self.num_heads
         extra = {"dot_general": accumulating_dot} if self.f32_accumulate else {}
@@ -63,10 +75,14 @@ class _MultiHeadAttention(nn.Module):
             q, k, v = jnp.split(qkv.reshape(b, t, 3 * h, d // h), 3, axis=2)
         else:
             q = dense("query")(x).reshape(b, t, h, d // h)
-            kv_out = nn.Dense(2 * d, use_bias=self.use_bias, dtype=self.dtype, name="kv", **extra)(kv)
+            kv_out = nn.Dense(2 * d, use_bias=self.use_bias, dtype=self.dtype, name="kv", **extra)(
+                kv
+            )
             k, v = jnp.split(kv_out, 2, axis=-1)
             k, v = (a.reshape(b, kv.shape[1], h, d // h) for a in (k, v))
-        scores = _einsum("bqhd,bkhd->bhqk", q, k, self.f32_accumulate).astype(F32) * (d // h) ** -0.5
+        scores = (
+            _einsum("bqhd,bkhd->bhqk", q, k, self.f32_accumulate).astype(F32) * (d // h) ** -0.5
+        )
         if mask is not None:
             scores = jnp.where(mask, scores, -1e9)
         att = jax.nn.softmax(scores, axis=-1).astype(self.dtype)  # softmax in f32
@@ -98,16 +114,28 @@ class _PreLNBlock(nn.Module):
     f32_accumulate: bool = False
 
     @nn.compact
-    def __call__(self, x: jax.Array, mask: jax.Array | None, memory: jax.Array | None = None,
-                 memory_mask: jax.Array | None = None) -> jax.Array:
+    def __call__(
+        self,
+        x: jax.Array,
+        mask: jax.Array | None,
+        memory: jax.Array | None = None,
+        memory_mask: jax.Array | None = None,
+    ) -> jax.Array:
         ln = lambda: nn.LayerNorm(dtype=F32, use_bias=self.use_bias)  # noqa: E731
-        attn = lambda n: _MultiHeadAttention(self.num_heads, self.dtype, self.use_bias, self.f32_accumulate,  # noqa: E731
-                                             name=n)
+        attn = lambda n: _MultiHeadAttention(  # noqa: E731
+            self.num_heads,
+            self.dtype,
+            self.use_bias,
+            self.f32_accumulate,
+            name=n,
+        )
         x = x + attn("self_attn")(ln()(x).astype(self.dtype), mask=mask).astype(x.dtype)
         if self.cross:
             y = attn("cross_attn")(ln()(x).astype(self.dtype), kv=memory, mask=memory_mask)
             x = x + y.astype(x.dtype)
-        y = _FeedForward(self.d_ff, self.dtype, self.use_bias, self.f32_accumulate)(ln()(x).astype(self.dtype))
+        y = _FeedForward(self.d_ff, self.dtype, self.use_bias, self.f32_accumulate)(
+            ln()(x).astype(self.dtype)
+        )
         return x + y.astype(x.dtype)
 
 
@@ -159,7 +187,9 @@ class GPT(nn.Module):
         x = embed(tokens) + pos[: tokens.shape[1]]
         mask = _causal(tokens.shape[1])
         for i in range(self.num_layers):
-            block = _JitPreLNBlock(self.num_heads, self.d_ff, dtype=self.dtype, use_bias=self.use_bias, name=f"h{i}")
+            block = _JitPreLNBlock(
+                self.num_heads, self.d_ff, dtype=self.dtype, use_bias=self.use_bias, name=f"h{i}"
+            )
             x = block(x, mask)
         return embed.attend(nn.LayerNorm(use_bias=self.use_bias)(x))
 
@@ -178,7 +208,11 @@ class BERT(nn.Module):
     def __call__(self, tokens, segments, attention_mask, masked_positions):
         embed = nn.Embed(self.vocab, self.d_model, name="word")
         pos = self.param("pos", nn.initializers.normal(0.02), (self.max_len, self.d_model))
-        x = embed(tokens) + nn.Embed(2, self.d_model, name="segment")(segments) + pos[: tokens.shape[1]]
+        x = (
+            embed(tokens)
+            + nn.Embed(2, self.d_model, name="segment")(segments)
+            + pos[: tokens.shape[1]]
+        )
         x = nn.LayerNorm()(x)
         mask = attention_mask[:, None, None, :].astype(bool)
         for i in range(self.num_layers):
@@ -212,16 +246,25 @@ class EncoderDecoder(nn.Module):
         src_keep = (src != self.pad)[:, None, None, :]
         x = embed(src) * self.d_model**0.5 + pos[: src.shape[1]]
         for i in range(self.enc_layers):
-            x = _JitPreLNBlock(self.num_heads, self.d_ff, dtype=self.dtype, f32_accumulate=self.f32_accumulate,
-                               name=f"enc{i}")(x, src_keep)
+            x = _JitPreLNBlock(
+                self.num_heads,
+                self.d_ff,
+                dtype=self.dtype,
+                f32_accumulate=self.f32_accumulate,
+                name=f"enc{i}",
+            )(x, src_keep)
         memory = nn.LayerNorm()(x)
         y = embed(tgt_in) * self.d_model**0.5 + pos[: tgt_in.shape[1]]
         causal = _causal(tgt_in.shape[1]) & (tgt_in != self.pad)[:, None, None, :]
         for i in range(self.dec_layers):
-            y = _JitPreLNBlock(self.num_heads, self.d_ff, cross=True, dtype=self.dtype,
-                               f32_accumulate=self.f32_accumulate, name=f"dec{i}")(
-                y, causal, memory, src_keep
-            )
+            y = _JitPreLNBlock(
+                self.num_heads,
+                self.d_ff,
+                cross=True,
+                dtype=self.dtype,
+                f32_accumulate=self.f32_accumulate,
+                name=f"dec{i}",
+            )(y, causal, memory, src_keep)
         return embed.attend(nn.LayerNorm()(y))
 
 
@@ -229,19 +272,41 @@ class EncoderDecoder(nn.Module):
 
 
 def _transformer_train_bf16(concrete: bool) -> Built:
-    model = GPT(vocab=1024, d_model=256, num_heads=8, num_layers=19, d_ff=1024, max_len=64, dtype=jnp.bfloat16)
-    return _next_token_train(model, optax.adamw(3e-4, weight_decay=0.01), 8, model.max_len, concrete)
+    model = GPT(
+        vocab=1024,
+        d_model=256,
+        num_heads=8,
+        num_layers=19,
+        d_ff=1024,
+        max_len=64,
+        dtype=jnp.bfloat16,
+    )
+    return _next_token_train(
+        model, optax.adamw(3e-4, weight_decay=0.01), 8, model.max_len, concrete
+    )
 
 
 def _gpt_train_deep(concrete: bool) -> Built:
-    model = GPT(vocab=512, d_model=128, num_heads=4, num_layers=42, d_ff=512, max_len=64, use_bias=False)
+    model = GPT(
+        vocab=512, d_model=128, num_heads=4, num_layers=42, d_ff=512, max_len=64, use_bias=False
+    )
     schedule = optax.warmup_cosine_decay_schedule(0.0, 6e-4, 100, 10_000)
-    tx = optax.chain(optax.clip_by_global_norm(1.0), optax.adamw(schedule, b2=0.95, weight_decay=0.1))
+    tx = optax.chain(
+        optax.clip_by_global_norm(1.0), optax.adamw(schedule, b2=0.95, weight_decay=0.1)
+    )
     return _next_token_train(model, tx, 4, model.max_len, concrete)
 
 
-def _bert_pretrain(model: BERT, batch: int, seq: int, decay_steps: int, concrete: bool, *,
-                   padded: bool = True, n_masked: int = 20) -> Built:
+def _bert_pretrain(
+    model: BERT,
+    batch: int,
+    seq: int,
+    decay_steps: int,
+    concrete: bool,
+    *,
+    padded: bool = True,
+    n_masked: int = 20,
+) -> Built:
     """A BERT pre-training step on ``batch`` sequences of ``seq`` tokens: masked-LM loss at ``n_masked``
     positions a sequence plus next-sentence loss, AdamW with a linear decay over ``decay_steps``.
 
@@ -255,7 +320,11 @@ def _bert_pretrain(model: BERT, batch: int, seq: int, decay_steps: int, concrete
     if padded:
         lengths = rng.integers(seq // 2, seq + 1, batch)
         attention_mask = (np.arange(seq)[None] < lengths[:, None]).astype(np.int32)
-        attention_mask = jax.device_put(attention_mask) if concrete else jax.ShapeDtypeStruct((batch, seq), jnp.int32)
+        attention_mask = (
+            jax.device_put(attention_mask)
+            if concrete
+            else jax.ShapeDtypeStruct((batch, seq), jnp.int32)
+        )
         positions = _ints(rng, (batch, n_masked), seq // 2, concrete)
     else:
         attention_mask = _ints(rng, (batch, seq), 2, concrete)
@@ -268,8 +337,10 @@ def _bert_pretrain(model: BERT, batch: int, seq: int, decay_steps: int, concrete
         return _xent(mlm, mlm_labels) + _xent(nsp, nsp_labels)
 
     tx = optax.adamw(optax.linear_schedule(1e-4, 0.0, decay_steps), weight_decay=0.01)
-    examples = tuple(jax.ShapeDtypeStruct((1, *a.shape[1:]), a.dtype)
-                     for a in (tokens, segments, attention_mask, positions))
+    examples = tuple(
+        jax.ShapeDtypeStruct((1, *a.shape[1:]), a.dtype)
+        for a in (tokens, segments, attention_mask, positions)
+    )
     batch_args = (tokens, segments, attention_mask, positions, mlm_labels, nsp_labels)
     return _training_program(model, tx, loss_fn, examples, batch_args, concrete, rng)
 
@@ -300,7 +371,10 @@ def _translation_train(model: EncoderDecoder, batch: int, seq: int, concrete: bo
         return model.d_model**-0.5 * jnp.minimum(step**-0.5, step * 4000.0**-1.5)
 
     tx = optax.adam(rsqrt_schedule, b1=0.9, b2=0.98, eps=1e-9)
-    examples = (jax.ShapeDtypeStruct((1, seq), jnp.int32), jax.ShapeDtypeStruct((1, seq), jnp.int32))
+    examples = (
+        jax.ShapeDtypeStruct((1, seq), jnp.int32),
+        jax.ShapeDtypeStruct((1, seq), jnp.int32),
+    )
     return _training_program(model, tx, loss_fn, examples, (src, tgt), concrete, rng)
 
 

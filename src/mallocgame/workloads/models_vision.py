@@ -13,11 +13,31 @@ import numpy as np
 import optax
 
 from mallocgame.workloads.models_common import (
-    SEED, Built, ModelProgram, _floats, _gradient_step, _ints, _model_params, _model_variables, _opt_state,
-    _rng_key, _training_program, _uniform, _xent,
+    SEED,
+    Built,
+    ModelProgram,
+    _floats,
+    _gradient_step,
+    _ints,
+    _model_params,
+    _model_variables,
+    _opt_state,
+    _rng_key,
+    _training_program,
+    _uniform,
+    _xent,
 )
 
-__all__ = ["PROGRAMS", "BottleneckResNet", "MnasNet", "UNet", "ViT", "MLPMixer", "BNConvNet", "ConvVAE"]
+__all__ = [
+    "PROGRAMS",
+    "BottleneckResNet",
+    "MnasNet",
+    "UNet",
+    "ViT",
+    "MLPMixer",
+    "BNConvNet",
+    "ConvVAE",
+]
 
 
 # --------------------------------------------------------------------------- ResNet-50
@@ -64,7 +84,9 @@ class BottleneckResNet(nn.Module):
     @nn.compact
     def __call__(self, x: jax.Array) -> jax.Array:
         if self.imagenet_stem:
-            x = nn.Conv(self.stage_features[0], (7, 7), strides=(2, 2), padding="SAME", use_bias=False)(x)
+            x = nn.Conv(
+                self.stage_features[0], (7, 7), strides=(2, 2), padding="SAME", use_bias=False
+            )(x)
         else:
             x = nn.Conv(self.stage_features[0], (3, 3), padding="SAME", use_bias=False)(x)
         x = nn.relu(nn.BatchNorm(use_running_average=not self.train, momentum=0.9)(x))
@@ -97,7 +119,9 @@ class _MBConv(nn.Module):
         if self.expand != 1:
             y = nn.relu(bn()(nn.Conv(hidden, (1, 1), use_bias=False)(y)))
         k, s = (self.kernel, self.kernel), (self.strides, self.strides)
-        y = nn.Conv(hidden, k, strides=s, padding="SAME", feature_group_count=hidden, use_bias=False)(y)
+        y = nn.Conv(
+            hidden, k, strides=s, padding="SAME", feature_group_count=hidden, use_bias=False
+        )(y)
         y = nn.relu(bn()(y))
         if self.se:
             w = jnp.mean(y, axis=(1, 2), keepdims=True)
@@ -129,8 +153,12 @@ class MnasNet(nn.Module):
     @nn.compact
     def __call__(self, x: jax.Array) -> jax.Array:
         bn = lambda: nn.BatchNorm(use_running_average=True)  # noqa: E731
-        x = nn.relu(bn()(nn.Conv(self.stem, (3, 3), strides=(2, 2), padding="SAME", use_bias=False)(x)))
-        x = nn.Conv(self.stem, (3, 3), padding="SAME", feature_group_count=self.stem, use_bias=False)(x)  # sep conv
+        x = nn.relu(
+            bn()(nn.Conv(self.stem, (3, 3), strides=(2, 2), padding="SAME", use_bias=False)(x))
+        )
+        x = nn.Conv(
+            self.stem, (3, 3), padding="SAME", feature_group_count=self.stem, use_bias=False
+        )(x)  # sep conv
         x = bn()(nn.Conv(self.sep_out, (1, 1), use_bias=False)(nn.relu(bn()(x))))
         for repeats, features, expand, kernel, stride, se in self.stages:
             for r in range(repeats):
@@ -187,7 +215,9 @@ class _EncoderBlock(nn.Module):
         b, t, d = x.shape
         h = self.num_heads
         y = nn.LayerNorm()(x)
-        q, k, v = (nn.Dense(d, name=n)(y).reshape(b, t, h, d // h) for n in ("query", "key", "value"))
+        q, k, v = (
+            nn.Dense(d, name=n)(y).reshape(b, t, h, d // h) for n in ("query", "key", "value")
+        )
         att = jax.nn.softmax(jnp.einsum("bqhd,bkhd->bhqk", q, k) * (d // h) ** -0.5, axis=-1)
         y = jnp.einsum("bhqk,bkhd->bqhd", att, v).reshape(b, t, d)
         x = x + nn.Dense(d, name="out")(y)
@@ -294,8 +324,12 @@ class ConvVAE(nn.Module):
 # --------------------------------------------------------------------------- programs
 
 
-def _inference(model: nn.Module, image_shape: tuple[int, ...], concrete: bool,
-               collections: tuple[str, ...] = ("params", "batch_stats")) -> Built:
+def _inference(
+    model: nn.Module,
+    image_shape: tuple[int, ...],
+    concrete: bool,
+    collections: tuple[str, ...] = ("params", "batch_stats"),
+) -> Built:
     """Softmax inference on float32 images of ``image_shape`` (batch first):
     ``(variables, images) -> probabilities``, ``variables`` the model's ``collections``."""
     rng = np.random.default_rng(SEED)
@@ -309,7 +343,9 @@ def _inference(model: nn.Module, image_shape: tuple[int, ...], concrete: bool,
     return infer, (variables, images), {}
 
 
-def _label_loss(logits: jax.Array, labels: jax.Array, num_classes: int, smoothing: float | None) -> jax.Array:
+def _label_loss(
+    logits: jax.Array, labels: jax.Array, num_classes: int, smoothing: float | None
+) -> jax.Array:
     """Mean softmax cross-entropy against integer ``labels``; with a ``smoothing`` (0.0 included),
     against their one-hot vectors over ``num_classes`` smoothed by it (``optax.smooth_labels``)."""
     if smoothing is None:
@@ -318,8 +354,14 @@ def _label_loss(logits: jax.Array, labels: jax.Array, num_classes: int, smoothin
     return optax.softmax_cross_entropy(logits, targets).mean()
 
 
-def _classifier_train(model: nn.Module, tx: optax.GradientTransformation, image: tuple[int, ...], batch: int,
-                      concrete: bool, smoothing: float | None = None) -> Built:
+def _classifier_train(
+    model: nn.Module,
+    tx: optax.GradientTransformation,
+    image: tuple[int, ...],
+    batch: int,
+    concrete: bool,
+    smoothing: float | None = None,
+) -> Built:
     """Training step of a classifier without batchnorm on ``batch`` images of shape ``image``:
     ``(params, opt_state, images, labels) -> (params, opt_state, loss)``, the loss :func:`_label_loss`."""
     rng = np.random.default_rng(SEED)
@@ -327,14 +369,22 @@ def _classifier_train(model: nn.Module, tx: optax.GradientTransformation, image:
     labels = _ints(rng, (batch,), model.num_classes, concrete)
 
     def loss_fn(params, images, labels):
-        return _label_loss(model.apply({"params": params}, images), labels, model.num_classes, smoothing)
+        return _label_loss(
+            model.apply({"params": params}, images), labels, model.num_classes, smoothing
+        )
 
     x0 = jax.ShapeDtypeStruct((1, *image), jnp.float32)
     return _training_program(model, tx, loss_fn, (x0,), (images, labels), concrete, rng)
 
 
-def _batchnorm_train(model: nn.Module, tx: optax.GradientTransformation, image: tuple[int, ...], batch: int,
-                     concrete: bool, smoothing: float | None = None) -> Built:
+def _batchnorm_train(
+    model: nn.Module,
+    tx: optax.GradientTransformation,
+    image: tuple[int, ...],
+    batch: int,
+    concrete: bool,
+    smoothing: float | None = None,
+) -> Built:
     """Training step of a batchnorm classifier on ``batch`` images of shape ``image``: ``(params,
     batch_stats, opt_state, images, labels) -> (params, batch_stats, opt_state, loss)``, the
     loss :func:`_label_loss`, the batch statistics those of the step."""
@@ -348,7 +398,9 @@ def _batchnorm_train(model: nn.Module, tx: optax.GradientTransformation, image: 
 
     def train_step(params, batch_stats, opt_state, images, labels):
         def loss_fn(p):
-            logits, new = model.apply({"params": p, "batch_stats": batch_stats}, images, mutable=["batch_stats"])
+            logits, new = model.apply(
+                {"params": p, "batch_stats": batch_stats}, images, mutable=["batch_stats"]
+            )
             return _label_loss(logits, labels, model.num_classes, smoothing), new["batch_stats"]
 
         (loss, batch_stats), grads = jax.value_and_grad(loss_fn, has_aux=True)(params)
@@ -358,8 +410,9 @@ def _batchnorm_train(model: nn.Module, tx: optax.GradientTransformation, image: 
     return train_step, (params, batch_stats, opt_state, images, labels), {}
 
 
-def _segmentation_train(model: UNet, tx: optax.GradientTransformation, image_shape: tuple[int, ...],
-                        concrete: bool) -> Built:
+def _segmentation_train(
+    model: UNet, tx: optax.GradientTransformation, image_shape: tuple[int, ...], concrete: bool
+) -> Built:
     """Training step of a segmentation model on float32 images of ``image_shape`` (batch first):
     per-pixel cross-entropy against a class mask of ``image_shape[:-1]``."""
     rng = np.random.default_rng(SEED)

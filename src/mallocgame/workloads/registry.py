@@ -41,10 +41,12 @@ def load_workload(name_or_path: str | os.PathLike[str]) -> Instance:
         name_or_path = os.fspath(name_or_path)
     if not isinstance(name_or_path, str):
         raise InputFileError(
-            f"a workload is a bundled name or a path (a string), not {name_or_path!r:.80}")
+            f"a workload is a bundled name or a path (a string), not {name_or_path!r:.80}"
+        )
     if not name_or_path or "\0" in name_or_path:
         raise InputFileError(
-            f"{name_or_path!r}: not a workload name or path (see 'mallocgame list')")
+            f"{name_or_path!r}: not a workload name or path (see 'mallocgame list')"
+        )
     path = Path(name_or_path)
     if name_or_path in synthetic.SYNTHETIC_NAMES:
         return synthetic.named(name_or_path)

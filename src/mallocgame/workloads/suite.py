@@ -40,10 +40,11 @@ Bundled instance names are ``SUITE/NAME``.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from mallocgame import hardware
 from mallocgame.costmodel import DEFAULT_CAPACITY_FRACTION, derive_instance
@@ -162,7 +163,9 @@ def suite_names(suite: str | None = None) -> list[str]:
     return [
         name
         for s in chosen
-        for name in sorted(f"{s.name}/{p.name.removesuffix(_SUFFIX)}" for p in s.data_dir.glob(f"*{_SUFFIX}"))
+        for name in sorted(
+            f"{s.name}/{p.name.removesuffix(_SUFFIX)}" for p in s.data_dir.glob(f"*{_SUFFIX}")
+        )
     ]
 
 
@@ -230,17 +233,28 @@ def freeze(
     for short in names or sorted(models):
         short = short.removeprefix(f"{suite}/")
         if short not in models:
-            raise InputFileError(f"{short}: no such model program in {suite} (have: {', '.join(sorted(models))})")
+            raise InputFileError(
+                f"{short}: no such model program in {suite} (have: {', '.join(sorted(models))})"
+            )
         model = models[short]
         start = time.perf_counter()
         program = extract_model(frontend, model, f"{suite}/{short}")
         seconds = time.perf_counter() - start
-        source = {**program.source, "model": model.description, "suite": suite, "extract_seconds": round(seconds, 3)}
+        source = {
+            **program.source,
+            "model": model.description,
+            "suite": suite,
+            "extract_seconds": round(seconds, 3),
+        }
         if model.preset is not None:
             source["preset"] = model.preset
         program = Program(
-            name=program.name, instructions=program.instructions, tensors=program.tensors,
-            alias_groups=program.alias_groups, loops=program.loops, source=source,
+            name=program.name,
+            instructions=program.instructions,
+            tensors=program.tensors,
+            alias_groups=program.alias_groups,
+            loops=program.loops,
+            source=source,
         )
         save_program(program, out_dir / f"{short}{_SUFFIX}")
         durations[short] = seconds

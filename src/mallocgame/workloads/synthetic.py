@@ -120,14 +120,20 @@ class _OpKind:
 
 
 _OPS: tuple[_OpKind, ...] = (
-    _OpKind("fusion", 0.42, (0.55, 0.30, 0.15), 0.3, param_size=(1 * KIB, 256 * KIB),
-            intensity=(0.25, 8.0), two_outputs=0.12),
-    _OpKind("convolution", 0.12, (1.0,), 1.0, param_size=(4 * KIB, 4 * MIB),
-            intensity=(16.0, 600.0)),
-    _OpKind("dot", 0.14, (0.75, 0.25), 0.75, param_size=(4 * KIB, 4 * MIB),
-            intensity=(8.0, 600.0)),
-    _OpKind("reduce", 0.08, (1.0,), 0.5, hot_param=True, intensity=(0.25, 2.0),
-            shrink=(2.0, 64.0)),
+    _OpKind(
+        "fusion",
+        0.42,
+        (0.55, 0.30, 0.15),
+        0.3,
+        param_size=(1 * KIB, 256 * KIB),
+        intensity=(0.25, 8.0),
+        two_outputs=0.12,
+    ),
+    _OpKind(
+        "convolution", 0.12, (1.0,), 1.0, param_size=(4 * KIB, 4 * MIB), intensity=(16.0, 600.0)
+    ),
+    _OpKind("dot", 0.14, (0.75, 0.25), 0.75, param_size=(4 * KIB, 4 * MIB), intensity=(8.0, 600.0)),
+    _OpKind("reduce", 0.08, (1.0,), 0.5, hot_param=True, intensity=(0.25, 2.0), shrink=(2.0, 64.0)),
     _OpKind("copy", 0.06, (1.0,)),
     _OpKind("transpose", 0.05, (1.0,)),
     _OpKind("dynamic-update-slice", 0.05, (1.0,), 0.5, hot_param=True, in_place=True),
@@ -474,7 +480,9 @@ def _alias_groups(b: _Builder) -> tuple[tuple[tuple[int, int], ...], ...]:
     return tuple(tuple(group) for group in members.values() if len(group) > 1)
 
 
-def program(num_buffers: int, seed: int, *, name: str | None = None, loop: bool | None = None) -> Program:
+def program(
+    num_buffers: int, seed: int, *, name: str | None = None, loop: bool | None = None
+) -> Program:
     """A random program shaped like a compiled ML program, with exactly ``num_buffers`` buffers.
 
     ``seed`` seeds :func:`numpy.random.default_rng`; equal arguments give equal
@@ -504,8 +512,11 @@ def program(num_buffers: int, seed: int, *, name: str | None = None, loop: bool 
         tensors=tensors,
         alias_groups=_alias_groups(builder),
         loops=() if body is None else (body,),
-        source={"frontend": "synthetic", "model": f"{__name__} ({SUITE})",
-                "notes": f"seed={seed} num_buffers={num_buffers}"},
+        source={
+            "frontend": "synthetic",
+            "model": f"{__name__} ({SUITE})",
+            "notes": f"seed={seed} num_buffers={num_buffers}",
+        },
     )
 
 
@@ -526,8 +537,11 @@ def generate(
     :class:`~mallocgame.errors.InstanceError` for a ``capacity_fraction`` that is not a
     finite number > 0.
     """
-    return derive_instance(program(num_buffers, seed, name=name, loop=loop), preset,
-                           capacity_fraction=capacity_fraction)
+    return derive_instance(
+        program(num_buffers, seed, name=name, loop=loop),
+        preset,
+        capacity_fraction=capacity_fraction,
+    )
 
 
 def named(name: str) -> Instance:

@@ -7,7 +7,18 @@ import pytest
 
 from mallocgame.game.tables import build_tables
 from mallocgame.solvers.egrl.graph import (
-    BUF_GRP, BUF_INS, BUF_TEN, GRP_BUF, INS_BUF, NEXT, NODE_TYPES, NUM_FEATURES, PREV, TEN_BUF, build_graph, bucket,
+    BUF_GRP,
+    BUF_INS,
+    BUF_TEN,
+    GRP_BUF,
+    INS_BUF,
+    NEXT,
+    NODE_TYPES,
+    NUM_FEATURES,
+    PREV,
+    TEN_BUF,
+    bucket,
+    build_graph,
     pad_graph,
 )
 from tests.solvers.egrl.programs import alias_program
@@ -28,7 +39,10 @@ def test_nodes_and_edges_of_a_small_program() -> None:
     assert _edges(graph, INS_BUF) == {(d, s) for s, d in _edges(graph, BUF_INS)}
     assert _edges(graph, BUF_TEN) == {(0, 7), (1, 8), (2, 8), (3, 7), (4, 9)}
     assert _edges(graph, TEN_BUF) == {(d, s) for s, d in _edges(graph, BUF_TEN)}
-    assert _edges(graph, BUF_GRP) == {(0, 10), (3, 10)} and _edges(graph, GRP_BUF) == {(10, 0), (10, 3)}
+    assert _edges(graph, BUF_GRP) == {(0, 10), (3, 10)} and _edges(graph, GRP_BUF) == {
+        (10, 0),
+        (10, 3),
+    }
     assert _edges(graph, NEXT) == {(5, 6)} and _edges(graph, PREV) == {(6, 5)}
     assert graph.num_edges == 26
 
@@ -76,7 +90,19 @@ def test_padding() -> None:
     assert not padded["x"][11:].any()
 
 
-@pytest.mark.parametrize("n, expected", [(0, 64), (64, 64), (65, 96), (96, 96), (97, 128), (129, 192),
-                                         (193, 256), (26916, 32768), (32769, 49152)])
+@pytest.mark.parametrize(
+    "n, expected",
+    [
+        (0, 64),
+        (64, 64),
+        (65, 96),
+        (96, 96),
+        (97, 128),
+        (129, 192),
+        (193, 256),
+        (26916, 32768),
+        (32769, 49152),
+    ],
+)
 def test_bucket(n: int, expected: int) -> None:
     assert bucket(n) == expected

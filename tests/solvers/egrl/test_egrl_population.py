@@ -6,8 +6,19 @@ import numpy as np
 import pytest
 
 from mallocgame.solvers.egrl.population import (
-    PRIOR_FLOOR, Chromosome, PolicyGenes, crossover_chromosomes, crossover_policies, initial_chromosome,
-    mutate_chromosome, mutate_policy, next_generation, rank, sample_chromosome, seed_chromosome, tournament,
+    PRIOR_FLOOR,
+    Chromosome,
+    PolicyGenes,
+    crossover_chromosomes,
+    crossover_policies,
+    initial_chromosome,
+    mutate_chromosome,
+    mutate_policy,
+    next_generation,
+    rank,
+    sample_chromosome,
+    seed_chromosome,
+    tournament,
 )
 
 
@@ -18,13 +29,26 @@ def _chromosome(units: int, seed: int, temperature: float = 1.0) -> Chromosome:
 def test_sampling_follows_softmax_of_prior_over_temperature() -> None:
     units = 20_000
     prior = np.tile(np.log(np.array([0.6, 0.3, 0.1], dtype=np.float32)), (units, 1))
-    frequencies = np.bincount(sample_chromosome(Chromosome(prior, np.ones(units, np.float32)),
-                                                np.random.default_rng(0)), minlength=3) / units
+    frequencies = (
+        np.bincount(
+            sample_chromosome(
+                Chromosome(prior, np.ones(units, np.float32)), np.random.default_rng(0)
+            ),
+            minlength=3,
+        )
+        / units
+    )
     assert frequencies == pytest.approx([0.6, 0.3, 0.1], abs=0.015)
     # Temperature 0.5 squares the probabilities (renormalized): 0.36, 0.09, 0.01 over 0.46.
-    hot = sample_chromosome(Chromosome(prior, np.full(units, 0.5, np.float32)), np.random.default_rng(1))
-    assert np.bincount(hot, minlength=3) / units == pytest.approx(np.array([0.36, 0.09, 0.01]) / 0.46, abs=0.015)
-    cold = sample_chromosome(Chromosome(prior, np.full(units, 0.01, np.float32)), np.random.default_rng(2))
+    hot = sample_chromosome(
+        Chromosome(prior, np.full(units, 0.5, np.float32)), np.random.default_rng(1)
+    )
+    assert np.bincount(hot, minlength=3) / units == pytest.approx(
+        np.array([0.36, 0.09, 0.01]) / 0.46, abs=0.015
+    )
+    cold = sample_chromosome(
+        Chromosome(prior, np.full(units, 0.01, np.float32)), np.random.default_rng(2)
+    )
     assert (cold == 0).all() and cold.dtype == np.int8
 
 
@@ -80,7 +104,9 @@ def test_mutation_changes_a_share_of_genes() -> None:
     moved = theta != genes.theta
     assert moved.mean() == pytest.approx(0.2, abs=0.02) and theta.dtype == np.float32
     relative = np.abs(theta - genes.theta)[moved] / (np.abs(genes.theta[moved]) + 0.01)
-    assert relative.std() == pytest.approx(0.1 * np.sqrt(1 - 2 / np.pi), rel=0.1)  # half-normal of sigma 0.1
+    assert relative.std() == pytest.approx(
+        0.1 * np.sqrt(1 - 2 / np.pi), rel=0.1
+    )  # half-normal of sigma 0.1
     assert (mutate_policy(genes, 0.1, 1.0, rng).theta != genes.theta).all()
 
 
@@ -88,7 +114,9 @@ def test_rank_and_tournament() -> None:
     assert rank([0.1, 0.5, 0.5, -1.0]).tolist() == [1, 2, 0, 3]
     fitness = [0.0, 3.0, 1.0, 2.0]
     rng = np.random.default_rng(0)
-    assert tournament([0, 2, 3], fitness, 50, rng) == 3  # a large tournament finds the best candidate
+    assert (
+        tournament([0, 2, 3], fitness, 50, rng) == 3
+    )  # a large tournament finds the best candidate
     assert tournament([2], fitness, 3, rng) == 2
     wins = [tournament([0, 1, 2, 3], fitness, 1, rng) for _ in range(400)]
     assert set(wins) == {0, 1, 2, 3}  # size 1: uniform
@@ -112,10 +140,24 @@ def test_next_generation_keeps_elites_and_the_composition(reserve: bool) -> None
         return np.full((30, 3), 1.0 / 3.0)
 
     out = next_generation(
-        population, fitness, num_elites=2, tournament_size=2, crossover=1.0, mutation=1.0, mutation_rate=0.5,
-        sigma=0.1, prior_sigma=1.0, policy_probs=policy_probs, rng=np.random.default_rng(4), reserve=reserve,
+        population,
+        fitness,
+        num_elites=2,
+        tournament_size=2,
+        crossover=1.0,
+        mutation=1.0,
+        mutation_rate=0.5,
+        sigma=0.1,
+        prior_sigma=1.0,
+        policy_probs=policy_probs,
+        rng=np.random.default_rng(4),
+        reserve=reserve,
     )
-    assert out.elites == [1, 4] and out.population[0] is population[1] and out.population[1] is population[4]
+    assert (
+        out.elites == [1, 4]
+        and out.population[0] is population[1]
+        and out.population[1] is population[4]
+    )
     assert out.kinds[:2] == ["elite", "elite"] and len(out.population) == 8
     others = out.population[2:]
     assert sum(isinstance(x, PolicyGenes) for x in out.population) == 3 - reserve
@@ -134,9 +176,20 @@ def test_reserved_slot_is_a_chromosome_when_every_policy_is_an_elite() -> None:
     population = _population()
     fitness = [0.9, 0.8, 0.7, 0.1, 0.1, 0.1, 0.1, 0.1]
     out = next_generation(
-        population, fitness, num_elites=3, tournament_size=2, crossover=0.0, mutation=0.0, mutation_rate=0.1,
-        sigma=0.1, prior_sigma=1.0, policy_probs=lambda g: np.zeros((30, 3)), rng=np.random.default_rng(0),
+        population,
+        fitness,
+        num_elites=3,
+        tournament_size=2,
+        crossover=0.0,
+        mutation=0.0,
+        mutation_rate=0.1,
+        sigma=0.1,
+        prior_sigma=1.0,
+        policy_probs=lambda g: np.zeros((30, 3)),
+        rng=np.random.default_rng(0),
         reserve=True,
     )
     assert out.population[:3] == population[:3] and out.reserved == 7 and out.population[7] is None
-    assert out.kinds[3:7] == ["copy"] * 4 and all(isinstance(x, Chromosome) for x in out.population[3:7])
+    assert out.kinds[3:7] == ["copy"] * 4 and all(
+        isinstance(x, Chromosome) for x in out.population[3:7]
+    )

@@ -10,10 +10,10 @@ import pytest
 from mallocgame.check import check_solution
 from mallocgame.game.state import replay
 from mallocgame.game.tables import build_tables
+from mallocgame.simulate import speedup
 from mallocgame.solvers import SolveRequest, get_solver
 from mallocgame.solvers.base import solution_from_game
 from mallocgame.solvers.egrl.proposals import NEAREST, FitnessFn, ProposalPlayer, nearest_allowed
-from mallocgame.simulate import speedup
 from tests.solvers.egrl.programs import alias_program
 
 COPY, NOCOPY, DROP = 0, 1, 2

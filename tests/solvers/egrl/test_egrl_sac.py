@@ -13,7 +13,9 @@ from mallocgame.solvers.egrl.networks import Actor, Critic, dummy_graph, init_pa
 from mallocgame.solvers.egrl.replay import Replay
 from mallocgame.solvers.egrl.sac import NetShape, init_learner, learner_functions
 
-SHAPE = NetShape(hidden=8, layers=1, pool_levels=1, pool_ratio=0.5)  # as the solver tests' TINY options
+SHAPE = NetShape(
+    hidden=8, layers=1, pool_levels=1, pool_ratio=0.5
+)  # as the solver tests' TINY options
 UNITS = 106
 LEARNER = {"prior_bias": 0.0, "learning_rate": 1e-2, "alpha": None, "target_entropy": 0.3}
 
@@ -33,7 +35,10 @@ def test_numpy_init_matches_the_modules_parameters(module) -> None:
     for a, b in zip(jax.tree_util.tree_leaves(mine), jax.tree_util.tree_leaves(theirs)):
         assert a.shape == b.shape and a.dtype == np.float32
     again = init_params(module, np.random.default_rng(0), 1.5)
-    assert all((a == b).all() for a, b in zip(jax.tree_util.tree_leaves(mine), jax.tree_util.tree_leaves(again)))
+    assert all(
+        (a == b).all()
+        for a, b in zip(jax.tree_util.tree_leaves(mine), jax.tree_util.tree_leaves(again))
+    )
     if isinstance(module, Actor):
         assert mine["params"]["logits"]["bias"].tolist() == [1.5, 0.75, 0.0]
 
@@ -57,7 +62,9 @@ def _train(graph, steps: int, **settings) -> tuple[list[float], np.ndarray, list
     rng = np.random.default_rng(2)
     replay = Replay(64, UNITS)
     for _ in range(64):
-        proposal = np.where(rng.random(UNITS) < 0.8, rng.integers(0, 3), rng.integers(0, 3, size=UNITS))
+        proposal = np.where(
+            rng.random(UNITS) < 0.8, rng.integers(0, 3), rng.integers(0, 3, size=UNITS)
+        )
         replay.add(proposal, float((proposal == 0).mean()))
     mean, std = replay.fitness_scale()
     targets = (replay.fitness - mean) / std
@@ -67,8 +74,12 @@ def _train(graph, steps: int, **settings) -> tuple[list[float], np.ndarray, list
     def replay_loss(critics) -> float:
         total = 0.0
         for twin in range(2):
-            q = np.asarray(critic(jax.tree_util.tree_map(lambda a: a[twin], critics), graph))[:UNITS]
-            total += float(((q[np.arange(UNITS)[None, :], replay.actions] - targets[:, None]) ** 2).mean())
+            q = np.asarray(
+                critic(jax.tree_util.tree_map(lambda a, twin=twin: a[twin], critics), graph)
+            )[:UNITS]
+            total += float(
+                ((q[np.arange(UNITS)[None, :], replay.actions] - targets[:, None]) ** 2).mean()
+            )
         return total
 
     losses = [replay_loss(state.critics)]
@@ -78,7 +89,9 @@ def _train(graph, steps: int, **settings) -> tuple[list[float], np.ndarray, list
         actions, fitness = replay.sample(8, rng)
         padded = np.zeros((8, units), np.int32)
         padded[:, :UNITS] = actions
-        state, metrics = fns.update(state, graph, jnp.asarray(padded), jnp.asarray((fitness - mean) / std, jnp.float32))
+        state, metrics = fns.update(
+            state, graph, jnp.asarray(padded), jnp.asarray((fitness - mean) / std, jnp.float32)
+        )
         alphas.append((float(metrics["alpha"]), float(metrics["entropy"])))
     losses.append(replay_loss(state.critics))
     probs = np.asarray(jax.nn.softmax(fns.logits(state.actor, graph)))[:UNITS]

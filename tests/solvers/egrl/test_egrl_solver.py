@@ -17,7 +17,12 @@ from mallocgame.simulate import speedup
 from mallocgame.solution import load_solution
 from mallocgame.solvers import SolveRequest, get_solver
 from mallocgame.solvers.egrl import EgrlConfig
-from mallocgame.solvers.egrl.trainer import BEST_NAME, CHECKPOINT_NAME, DEFAULT_GENERATIONS, EgrlTrainer
+from mallocgame.solvers.egrl.trainer import (
+    BEST_NAME,
+    CHECKPOINT_NAME,
+    DEFAULT_GENERATIONS,
+    EgrlTrainer,
+)
 from mallocgame.workloads.suite import suite_instance
 
 # Tiny networks and population (a generation of mode both: 3 chromosomes, 2 policies,
@@ -26,8 +31,14 @@ TINY = {"hidden": 8, "batch_size": 8, "min_replay": 2, "policies": 2, "chromosom
 
 
 def _solve(inst, work=None, seconds=None, seed=0, callback=None, demonstrations=(), **options):
-    request = SolveRequest(seed=seed, work=work, seconds=seconds, callback=callback,
-                           demonstrations=demonstrations, options={**TINY, **options})
+    request = SolveRequest(
+        seed=seed,
+        work=work,
+        seconds=seconds,
+        callback=callback,
+        demonstrations=demonstrations,
+        options={**TINY, **options},
+    )
     return get_solver("egrl").solve(inst, request)
 
 
@@ -41,12 +52,18 @@ def test_every_mode_gives_valid_answers(lstm, mode: str) -> None:
     assert work["proposals"] == 14 and work["generations"] >= 2
     assert (work["updates"] > 0) == (mode != "evolution")
     assert solution.info["mode"] == mode
-    sources = {"both": {"chromosome", "policy", "learner"}, "evolution": {"chromosome", "policy"}, "pg": {"learner"}}
+    sources = {
+        "both": {"chromosome", "policy", "learner"},
+        "evolution": {"chromosome", "policy"},
+        "pg": {"learner"},
+    }
     assert solution.info["best_from"] in sources[mode]
     rewards = [imp.solution.normalized_reward for imp in improvements]
     assert rewards == sorted(rewards) and len(set(rewards)) == len(rewards)  # each strictly better
     assert rewards[-1] == solution.normalized_reward
-    assert [imp.work["proposals"] for imp in improvements] == sorted(imp.work["proposals"] for imp in improvements)
+    assert [imp.work["proposals"] for imp in improvements] == sorted(
+        imp.work["proposals"] for imp in improvements
+    )
 
 
 def test_generations_and_updates_are_counted(lstm) -> None:
@@ -63,7 +80,9 @@ def test_same_seed_and_work_give_the_same_answer(lstm) -> None:
     b = _solve(lstm, work=9, seed=5)
     assert a.actions == b.actions and a.reward_s == b.reward_s and a.work == b.work
     drop = ("train_seconds",)
-    assert {k: v for k, v in a.info.items() if k not in drop} == {k: v for k, v in b.info.items() if k not in drop}
+    assert {k: v for k, v in a.info.items() if k not in drop} == {
+        k: v for k, v in b.info.items() if k not in drop
+    }
 
 
 def test_without_a_budget_it_runs_the_default_generations(lstm) -> None:
@@ -85,21 +104,28 @@ def test_speedup_fitness(lstm) -> None:
 
 def test_a_demonstration_seeds_a_chromosome(lstm) -> None:
     demo = get_solver("greedy").solve(lstm, SolveRequest())
-    other = dataclasses.replace(demo, instance_sha256="0" * 64, reward_s=1e9)  # another program's: ignored
+    other = dataclasses.replace(
+        demo, instance_sha256="0" * 64, reward_s=1e9
+    )  # another program's: ignored
     first = []
-    solution = _solve(lstm, work=1, mode="evolution", demonstrations=[other, demo], callback=first.append)
+    solution = _solve(
+        lstm, work=1, mode="evolution", demonstrations=[other, demo], callback=first.append
+    )
     assert solution.actions == demo.actions and solution.reward_s == demo.reward_s
     assert first[0].solution.actions == demo.actions
 
 
 def test_the_largest_bundled_program_runs_through_the_networks() -> None:
     inst = suite_instance("xla-v2/resnet152_train_b16")  # 26,915 buffers
-    solution = _solve(inst, work=1, mode="evolution", policies=1, chromosomes=0, elites=0)  # one policy proposal
+    solution = _solve(
+        inst, work=1, mode="evolution", policies=1, chromosomes=0, elites=0
+    )  # one policy proposal
     assert check_solution(inst, solution).ok
     assert solution.work["proposals"] == 1 and solution.info["best_from"] == "policy"
 
 
 # ------------------------------------------------------------------ checkpoints
+
 
 def _config(directory: Path | None = None, **options) -> EgrlConfig:
     extra = {"checkpoint_dir": str(directory)} if directory is not None else {}
@@ -130,7 +156,9 @@ def test_a_resumed_run_continues_as_the_uninterrupted_one(lstm, tmp_path: Path) 
     second.run(proposals=12)  # into generation 2 ...
     for _ in range(3):  # the evaluation left, the evolution, one update
         second.step()
-    assert second.phase == "learn" and 0 < second.updates_left < 6  # ... and stopped inside its learning
+    assert (
+        second.phase == "learn" and 0 < second.updates_left < 6
+    )  # ... and stopped inside its learning
     second.save()
     third = EgrlTrainer(lstm, _config(tmp_path))
     answer = third.run(proposals=17)
@@ -142,18 +170,31 @@ def test_a_resumed_run_continues_as_the_uninterrupted_one(lstm, tmp_path: Path) 
 def test_a_checkpoint_resumes_under_other_run_settings(lstm, tmp_path: Path) -> None:
     _solve(lstm, work=3, checkpoint_dir=str(tmp_path))
     resumed = []
-    solution = _solve(lstm, work=4, checkpoint_dir=str(tmp_path), progress="true", checkpoint_seconds=5,
-                      callback=resumed.append)
-    assert solution.work["proposals"] == 4 and resumed[0].work["proposals"] == 3  # the best so far, first
+    solution = _solve(
+        lstm,
+        work=4,
+        checkpoint_dir=str(tmp_path),
+        progress="true",
+        checkpoint_seconds=5,
+        callback=resumed.append,
+    )
+    assert (
+        solution.work["proposals"] == 4 and resumed[0].work["proposals"] == 3
+    )  # the best so far, first
     assert check_solution(lstm, solution).ok
 
 
-@pytest.mark.parametrize("change, needle", [
-    ({"seed": 1}, "different seed"),
-    ({"sigma": 0.2}, "different settings"),
-    ({"program": "xla-v1/gru_infer"}, "different instance_sha256"),
-])
-def test_a_checkpoint_of_another_run_is_refused(lstm, tmp_path: Path, change: dict, needle: str) -> None:
+@pytest.mark.parametrize(
+    "change, needle",
+    [
+        ({"seed": 1}, "different seed"),
+        ({"sigma": 0.2}, "different settings"),
+        ({"program": "xla-v1/gru_infer"}, "different instance_sha256"),
+    ],
+)
+def test_a_checkpoint_of_another_run_is_refused(
+    lstm, tmp_path: Path, change: dict, needle: str
+) -> None:
     _solve(lstm, work=2, mode="evolution", checkpoint_dir=str(tmp_path))
     change = dict(change)
     inst = suite_instance(change.pop("program")) if "program" in change else lstm
@@ -179,8 +220,11 @@ def test_a_run_from_an_older_checkpoint_leaves_the_better_best_answer(lstm, tmp_
 def test_a_muzero_checkpoint_is_named_as_such(lstm, tmp_path: Path) -> None:
     from mallocgame.solvers.checkpoint import TRAINER_KEY
 
-    (tmp_path / CHECKPOINT_NAME).write_bytes(serialization.msgpack_serialize(
-        {"fingerprint": {"version": 2, "answer": "search", TRAINER_KEY: "muzero"}}))
+    (tmp_path / CHECKPOINT_NAME).write_bytes(
+        serialization.msgpack_serialize(
+            {"fingerprint": {"version": 2, "answer": "search", TRAINER_KEY: "muzero"}}
+        )
+    )
     with pytest.raises(SolverError, match="holds a muzero run, which egrl cannot resume"):
         EgrlTrainer(lstm, _config(tmp_path))
 
@@ -199,21 +243,25 @@ def test_a_damaged_checkpoint_is_refused(lstm, tmp_path: Path) -> None:
 
 # ---------------------------------------------------------------------- options
 
-@pytest.mark.parametrize("options, needle", [
-    ({"mode": "marl"}, "option mode must be one of"),
-    ({"fitness": "latency"}, "option fitness must be one of"),
-    ({"population": 4}, "unknown option 'population'"),
-    ({"policies": -1}, r"egrl: option policies must be in \[0, 1024\], not -1"),
-    ({"policies": 0, "chromosomes": 0}, "needs a population"),
-    ({"elites": 10}, "elites must be in"),
-    ({"pool_ratio": 1.0}, "pool_ratio"),
-    ({"temperature": 0}, r"option temperature must be in \[1e-2, 1e2\], not 0.0"),
-    ({"alpha": -0.1}, r"option alpha must be in \[0, 1e3\]"),
-    ({"mode": "pg", "learner_rollouts": 0}, "needs learner_rollouts"),
-    ({"crossover": 1.5}, "crossover must be in"),
-    ({"target_entropy": 1.0}, "target_entropy"),
-    ({"hidden": "wide"}, "option hidden must be a whole number"),
-])
+
+@pytest.mark.parametrize(
+    "options, needle",
+    [
+        ({"mode": "marl"}, "option mode must be one of"),
+        ({"fitness": "latency"}, "option fitness must be one of"),
+        ({"population": 4}, "unknown option 'population'"),
+        ({"policies": -1}, r"egrl: option policies must be in \[0, 1024\], not -1"),
+        ({"policies": 0, "chromosomes": 0}, "needs a population"),
+        ({"elites": 10}, "elites must be in"),
+        ({"pool_ratio": 1.0}, "pool_ratio"),
+        ({"temperature": 0}, r"option temperature must be in \[1e-2, 1e2\], not 0.0"),
+        ({"alpha": -0.1}, r"option alpha must be in \[0, 1e3\]"),
+        ({"mode": "pg", "learner_rollouts": 0}, "needs learner_rollouts"),
+        ({"crossover": 1.5}, "crossover must be in"),
+        ({"target_entropy": 1.0}, "target_entropy"),
+        ({"hidden": "wide"}, "option hidden must be a whole number"),
+    ],
+)
 def test_bad_options_are_refused(lstm, options: dict, needle: str) -> None:
     solver = get_solver("egrl")
     with pytest.raises(SolverError, match=needle):
@@ -225,6 +273,9 @@ def test_bad_options_are_refused(lstm, options: dict, needle: str) -> None:
 def test_settings_leave_out_where_a_run_keeps_its_files() -> None:
     solver = get_solver("egrl")
     defaults = solver.settings({})
-    assert solver.settings({"checkpoint_dir": "runs/x", "progress": "true", "progress_seconds": 1}) == defaults
+    assert (
+        solver.settings({"checkpoint_dir": "runs/x", "progress": "true", "progress_seconds": 1})
+        == defaults
+    )
     assert solver.settings({"mode": "pg"})["mode"] == "pg" and "checkpoint_dir" not in defaults
     assert get_solver("egrl").work_unit == "proposals"

@@ -25,11 +25,18 @@ import pytest
 from mallocgame.check import check_solution
 from mallocgame.game.tables import build_tables
 from mallocgame.solvers import SolveRequest, get_solver
-from mallocgame.solvers.egrl.graph import NUM_FEATURES, build_graph, bucket, pad_graph
+from mallocgame.solvers.egrl.graph import NUM_FEATURES, bucket, build_graph, pad_graph
 from mallocgame.workloads.suite import suite_instance, suite_names
 
 NAMES = suite_names()
-OPTIONS = {"mode": "evolution", "policies": 0, "chromosomes": 1, "elites": 0, "temperature": 1.0, "prior_bias": 0.0}
+OPTIONS = {
+    "mode": "evolution",
+    "policies": 0,
+    "chromosomes": 1,
+    "elites": 0,
+    "temperature": 1.0,
+    "prior_bias": 0.0,
+}
 
 
 @pytest.mark.parametrize("name", NAMES)
@@ -50,14 +57,25 @@ def test_graph_is_well_formed(name: str) -> None:
     graph = build_graph(inst, tables)
     multi_groups = int((tables.group_size > 1).sum())
     assert graph.num_units == inst.num_buffers
-    assert graph.num_nodes == inst.num_buffers + inst.num_instructions + len(inst.tensors) + multi_groups
+    assert (
+        graph.num_nodes
+        == inst.num_buffers + inst.num_instructions + len(inst.tensors) + multi_groups
+    )
     in_groups = int(tables.group_size[tables.group_size > 1].sum())
-    assert graph.num_edges == 2 * (2 * inst.num_buffers + in_groups + max(inst.num_instructions - 1, 0))
+    assert graph.num_edges == 2 * (
+        2 * inst.num_buffers + in_groups + max(inst.num_instructions - 1, 0)
+    )
     for src, dst in ((graph.src, graph.dst), (graph.src2, graph.dst2)):
         assert src.min() >= 0 and max(src.max(), dst.max()) < graph.num_nodes
-    assert np.isfinite(graph.features).all() and graph.features.shape == (graph.num_nodes, NUM_FEATURES)
+    assert np.isfinite(graph.features).all() and graph.features.shape == (
+        graph.num_nodes,
+        NUM_FEATURES,
+    )
     padded = pad_graph(graph)
-    assert padded["x"].shape[0] == bucket(graph.num_nodes + 1) and padded["node_mask"].sum() == graph.num_nodes
+    assert (
+        padded["x"].shape[0] == bucket(graph.num_nodes + 1)
+        and padded["node_mask"].sum() == graph.num_nodes
+    )
     assert padded["units"].sum() == inst.num_buffers and padded["mask"].sum() == graph.num_edges
 
 

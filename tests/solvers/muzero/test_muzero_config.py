@@ -10,9 +10,17 @@ from mallocgame.solvers.muzero.solver import MuZeroSolver
 
 
 def test_options_by_field_name() -> None:
-    cfg = MuZeroSolver().config({"num_simulations": "32", "learning_rate": 3e-4, "conv_channels": "4,8",
-                               "observation.grid_steps": 16, "search": "muzero", "rescale_q": "true",
-                               "greedy_games": 1})
+    cfg = MuZeroSolver().config(
+        {
+            "num_simulations": "32",
+            "learning_rate": 3e-4,
+            "conv_channels": "4,8",
+            "observation.grid_steps": 16,
+            "search": "muzero",
+            "rescale_q": "true",
+            "greedy_games": 1,
+        }
+    )
     assert cfg.num_simulations == 32 and cfg.learning_rate == 3e-4 and cfg.conv_channels == (4, 8)
     assert cfg.observation.grid_steps == 16 and cfg.search == "muzero" and cfg.rescale_q is True
     assert cfg.greedy_games == 1
@@ -24,8 +32,11 @@ def test_options_by_field_name() -> None:
     [
         ({"nope": 1}, "muzero: unknown option 'nope'"),
         ({"num_simulations": "many"}, "option num_simulations must be a whole number"),
-        ({"num_simulations": 0}, r"^muzero: option num_simulations must be in \[1, 10000\], "
-                                 r"not 0$"),
+        (
+            {"num_simulations": 0},
+            r"^muzero: option num_simulations must be in \[1, 10000\], "
+            r"not 0$",
+        ),
         ({"search": "alphazero"}, "option search must be one of 'gumbel', 'muzero'"),
         ({"discount": 1.5}, "discount"),
         ({"observation.grid_steps": 7}, "grid_window .128. must be a multiple of grid_steps"),
@@ -40,7 +51,10 @@ def test_options_by_field_name() -> None:
         ({"restart_fraction": -0.5}, "restart_fraction"),
         ({"restart_window": -1}, r"option restart_window must be in \[0, 1000000000\], not -1"),
         ({"restart_window": 8}, "restart_window windows restarts: it needs restart_fraction > 0"),
-        ({"window_records": True}, "window_records trains on windowed restarts: it needs restart_window > 0"),
+        (
+            {"window_records": True},
+            "window_records trains on windowed restarts: it needs restart_window > 0",
+        ),
         ({"es_workers": 0}, "es_workers"),
         ({"es_share": 0}, "es_share"),
     ],
@@ -51,11 +65,15 @@ def test_bad_options_are_solver_errors(options: dict, message: str) -> None:
 
 
 def test_demonstrations_are_a_list() -> None:
-    cfg = MuZeroSolver().config({"reanalyse_fraction": "0.5", "demonstrations": " heuristic, greedy "})
+    cfg = MuZeroSolver().config(
+        {"reanalyse_fraction": "0.5", "demonstrations": " heuristic, greedy "}
+    )
     assert cfg.demonstration_sources == ("heuristic", "greedy") and cfg.reanalyse_fraction == 0.5
     assert MuZeroConfig().demonstration_sources == ("heuristic", "greedy", "es")  # the defaults
     assert MuZeroConfig().imitation == 0.5
-    assert MuZeroConfig().restart_fraction == 0.0  # an option: a wash over the suite (docs/muzero-experiments.md)
+    assert (
+        MuZeroConfig().restart_fraction == 0.0
+    )  # an option: a wash over the suite (docs/muzero-experiments.md)
     assert MuZeroConfig().reanalyse_fraction == 0.5  # Table 6
     assert MuZeroSolver().config({"demonstrations": ""}).demonstration_sources == ()
     assert MuZeroSolver().config({"demonstrations": ["es"]}).demonstrations == ("es",)
@@ -72,8 +90,17 @@ def test_search_q_scale_is_fixed_or_grows_with_the_buffers() -> None:
 def test_the_solver_checks_its_options_without_training() -> None:
     from mallocgame.solvers.muzero.solver import MuZeroSolver
 
-    MuZeroSolver().check_options({"checkpoint_dir": "runs/x", "progress": "true", "num_simulations": "8",
-                                  "observation.grid_steps": 16})
-    for bad, message in (({"num_simulation": 8}, "unknown option 'num_simulation'"), ({"progress": "maybe"}, "progress")):
+    MuZeroSolver().check_options(
+        {
+            "checkpoint_dir": "runs/x",
+            "progress": "true",
+            "num_simulations": "8",
+            "observation.grid_steps": 16,
+        }
+    )
+    for bad, message in (
+        ({"num_simulation": 8}, "unknown option 'num_simulation'"),
+        ({"progress": "maybe"}, "progress"),
+    ):
         with pytest.raises(SolverError, match=message):
             MuZeroSolver().check_options(bad)

@@ -18,23 +18,25 @@ SMALL = {**SMALL_NETWORK, "unroll_steps": 3}
 ROWS = 4
 
 
-def _batch(config) -> Batch:  # noqa: ANN001
+def _batch(config) -> Batch:
     rng = np.random.default_rng(0)
     obs = empty_batch(config.observation, ROWS)
     for value in obs.values():
         value[...] = rng.random(value.shape)
     k = config.unroll_steps
     return Batch(
-        observations=obs, actions=rng.integers(0, 3, (ROWS, k)).astype(np.int32),
+        observations=obs,
+        actions=rng.integers(0, 3, (ROWS, k)).astype(np.int32),
         values=rng.uniform(-3, 3, (ROWS, k + 1)).astype(np.float32),
         rewards=rng.uniform(-1, 1, (ROWS, k + 1)).astype(np.float32),
         policies=np.full((ROWS, k + 1, 3), 1 / 3, np.float32),
-        mask=np.ones((ROWS, k + 1), np.float32), known=np.ones((ROWS, k + 1), np.float32),
+        mask=np.ones((ROWS, k + 1), np.float32),
+        known=np.ones((ROWS, k + 1), np.float32),
     )
 
 
 @functools.cache
-def _step():  # noqa: ANN202
+def _step():
     """One jitted train step, its initial parameters and optimizer state (compiled once)."""
     config = MuZeroSolver().config(SMALL)
     net = MuZeroNet(config)
@@ -43,7 +45,7 @@ def _step():  # noqa: ANN202
     return make_train_step(net, config, optimizer), params, optimizer.init(params)
 
 
-def _losses(batch: Batch):  # noqa: ANN202
+def _losses(batch: Batch):
     step, params, opt_state = _step()
     _, _, info = step(params, opt_state, batch_to_device(batch))
     return jax.tree_util.tree_map(float, info)

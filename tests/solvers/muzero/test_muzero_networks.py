@@ -6,11 +6,19 @@ import jax
 import numpy as np
 
 from mallocgame.game.observe import empty_batch
-from mallocgame.solvers.muzero.solver import MuZeroSolver
 from mallocgame.solvers.muzero.networks import MuZeroNet, init_params
+from mallocgame.solvers.muzero.solver import MuZeroSolver
 
-SMALL = {"width": 32, "latent_size": 16, "conv_channels": "4", "observation.grid_steps": 8, "observation.grid_window": 32,
-         "observation.grid_addr": 8, "observation.profile_bins": 16, "observation.supply_window": 8}
+SMALL = {
+    "width": 32,
+    "latent_size": 16,
+    "conv_channels": "4",
+    "observation.grid_steps": 8,
+    "observation.grid_window": 32,
+    "observation.grid_addr": 8,
+    "observation.profile_bins": 16,
+    "observation.supply_window": 8,
+}
 
 
 def _initial_logits(options: dict, seed: int = 0) -> np.ndarray:
@@ -30,8 +38,9 @@ def test_same_seed_same_parameters_and_a_zero_policy_bias_by_default() -> None:
     a, b, c = (init_params(net, seed, obs) for seed in (0, 0, 1))
     same = jax.tree_util.tree_map(lambda x, y: bool(np.array_equal(x, y)), a, b)
     assert all(jax.tree_util.tree_leaves(same))
-    assert not np.array_equal(a["params"]["prediction"]["policy"]["kernel"],
-                              c["params"]["prediction"]["policy"]["kernel"])
+    assert not np.array_equal(
+        a["params"]["prediction"]["policy"]["kernel"], c["params"]["prediction"]["policy"]["kernel"]
+    )
     assert np.array_equal(a["params"]["prediction"]["policy"]["bias"], np.zeros(3))
 
 

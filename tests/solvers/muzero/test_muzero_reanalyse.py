@@ -16,15 +16,19 @@ from mallocgame.game.observe import Observer, empty_batch
 from mallocgame.game.state import Game, replay
 from mallocgame.game.tables import build_tables
 from mallocgame.solvers import SolveRequest, get_solver
-from mallocgame.solvers.muzero.solver import MuZeroSolver
 from mallocgame.solvers.muzero.networks import init_params
 from mallocgame.solvers.muzero.reanalyse import Reanalyser, demonstration, trajectory_record
 from mallocgame.solvers.muzero.search import SearchResult
 from mallocgame.solvers.muzero.selfplay import reward_scale
+from mallocgame.solvers.muzero.solver import MuZeroSolver
 from mallocgame.solvers.muzero.train import Trainer, compiled_functions
 from tests.solvers.muzero.test_muzero_train import TINY
 
-REANALYSE = {**TINY, "reanalyse_fraction": "0.5", "demonstrations": "heuristic,greedy"}  # two cheap demonstrations
+REANALYSE = {
+    **TINY,
+    "reanalyse_fraction": "0.5",
+    "demonstrations": "heuristic,greedy",
+}  # two cheap demonstrations
 
 
 class _Counting:
@@ -34,7 +38,7 @@ class _Counting:
         self.calls = 0
         self.batches: list[np.ndarray] = []
 
-    def __call__(self, params, key, obs, allowed, temperature, q_scale):  # noqa: ANN001
+    def __call__(self, params, key, obs, allowed, temperature, q_scale):
         self.calls += 1
         self.batches.append(obs["globals"].copy())
         action = np.argmax(allowed, axis=1)
@@ -42,10 +46,14 @@ class _Counting:
         return SearchResult(action, policy, np.full(len(action), float(self.calls), np.float32))
 
 
-def _greedy_record(inst, config):  # noqa: ANN001, ANN202
+def _greedy_record(inst, config):
     tables = build_tables(inst)
     actions = demonstration(inst, "greedy", 0).actions
-    return trajectory_record(inst, tables, config, actions, reward_scale(tables, config)), actions, tables
+    return (
+        trajectory_record(inst, tables, config, actions, reward_scale(tables, config)),
+        actions,
+        tables,
+    )
 
 
 def test_a_demonstration_replays_into_a_record(small) -> None:
@@ -54,7 +62,9 @@ def test_a_demonstration_replays_into_a_record(small) -> None:
     game = replay(small, actions, tables)
     assert len(record) == len(actions) == small.num_buffers
     np.testing.assert_array_equal(record.actions, actions)
-    assert float(record.rewards.sum()) == pytest.approx(game.return_s * reward_scale(tables, config), rel=1e-5)
+    assert float(record.rewards.sum()) == pytest.approx(
+        game.return_s * reward_scale(tables, config), rel=1e-5
+    )
     assert record.allowed[np.arange(len(record)), record.actions].all()
     np.testing.assert_allclose(record.policies, 1.0 / 3.0)  # until reanalysed
     assert record.observations["grid"].dtype == np.uint8
@@ -80,7 +90,7 @@ def test_a_bad_demonstration_is_refused(small) -> None:
     for t, action in enumerate(actions):  # the first position with an illegal action
         illegal = np.flatnonzero(~game.legal_mask())
         if illegal.size:
-            bad = actions[:t] + [int(illegal[0])] + actions[t + 1:]
+            bad = actions[:t] + [int(illegal[0])] + actions[t + 1 :]
             break
         game.step(action)
     else:
@@ -99,7 +109,9 @@ def test_demonstrations_are_complete_valid_trajectories(small, source: str) -> N
     assert check_solution(small, solution).ok
 
 
-def test_the_es_demonstration_is_reproducible_within_its_games_and_starts_from_greedy(small) -> None:
+def test_the_es_demonstration_is_reproducible_within_its_games_and_starts_from_greedy(
+    small,
+) -> None:
     first, again = (demonstration(small, "es", 3, es_games=40) for _ in range(2))
     assert first.actions == again.actions and first.work["games"] == 40
     # ES's first mean policy is the greedy rule, and the best of its games is kept
@@ -115,10 +127,15 @@ def test_the_heuristic_demonstration_is_the_repaired_projection_within_its_share
     from mallocgame.solvers.projection import project
     from mallocgame.workloads.registry import load_workload
 
-    inst = load_workload("xla-v1/inplace_update_loop")  # the repair takes it from 0.39 to 0.99 of the heuristic
+    inst = load_workload(
+        "xla-v1/inplace_update_loop"
+    )  # the repair takes it from 0.39 to 0.99 of the heuristic
     heuristic = get_solver("heuristic").solve(inst)
     repaired = demonstration(inst, "heuristic", 0)
-    assert repaired.actions == project(inst, heuristic)[0].actions and repaired.info["repairs_kept"] > 0
+    assert (
+        repaired.actions == project(inst, heuristic)[0].actions
+        and repaired.info["repairs_kept"] > 0
+    )
     no_time = demonstration(inst, "heuristic", 0, seconds=0.0)
     assert no_time.info["repair_replays"] == 0 and no_time.reward_s < repaired.reward_s
 
@@ -181,7 +198,9 @@ def test_only_a_better_self_play_game_is_kept_and_its_targets_are_its_own(small)
     no_mask = dataclasses.replace(record, allowed=None)
     with pytest.raises(ValueError, match="allowed"):
         reanalyser.keep_best(no_mask)
-    cut = dataclasses.replace(record, rewards=record.rewards + 1.0, bootstrap=0.0)  # better, but cut short
+    cut = dataclasses.replace(
+        record, rewards=record.rewards + 1.0, bootstrap=0.0
+    )  # better, but cut short
     with pytest.raises(ValueError, match="whole game"):
         reanalyser.keep_best(cut)
 
@@ -202,8 +221,10 @@ def test_run_only_settings_share_one_compilation() -> None:
     config = MuZeroSolver().config({**TINY, "reanalyse_fraction": 0})
     other = MuZeroSolver().config(REANALYSE)
     assert compiled_functions(config)[2] is compiled_functions(other)[2]
-    assert compiled_functions(config)[2] is not compiled_functions(
-        MuZeroSolver().config({**TINY, "num_simulations": 5}))[2]
+    assert (
+        compiled_functions(config)[2]
+        is not compiled_functions(MuZeroSolver().config({**TINY, "num_simulations": 5}))[2]
+    )
 
 
 def test_a_reanalysing_run_is_reproducible_and_its_answers_are_its_own(small) -> None:
@@ -214,7 +235,8 @@ def test_a_reanalysing_run_is_reproducible_and_its_answers_are_its_own(small) ->
         assert trainer.reanalyser is not None and len(trainer.reanalyser.demonstrations) == 2
         assert trainer.reanalyser.best is not None
         assert trainer.reanalyser.best_return == pytest.approx(
-            trainer.best_return * reward_scale(trainer.tables, trainer.config), rel=1e-4)
+            trainer.best_return * reward_scale(trainer.tables, trainer.config), rel=1e-4
+        )
     assert runs[0].actions == runs[1].actions and runs[0].work == runs[1].work
     assert runs[0].work["reanalysed"] > 2 * small.num_buffers
     assert runs[0].solver == "muzero" and check_solution(small, runs[0]).ok
@@ -227,7 +249,11 @@ def test_a_reanalysing_run_resumes_with_its_kept_games(tmp_path: Path, small) ->
     again = Trainer(small, config, seed=0, checkpoint_dir=tmp_path)
     assert again.resumed and again.reanalyser is not None and first.reanalyser is not None
     a, b = first.reanalyser, again.reanalyser
-    assert (a.cursor, a.searches, a.positions_searched) == (b.cursor, b.searches, b.positions_searched)
+    assert (a.cursor, a.searches, a.positions_searched) == (
+        b.cursor,
+        b.searches,
+        b.positions_searched,
+    )
     for x, y in zip(a.games, b.games):
         np.testing.assert_array_equal(x.policies, y.policies)
         np.testing.assert_array_equal(x.root_values, y.root_values)
@@ -241,12 +267,17 @@ def test_a_reanalysing_run_resumes_with_its_kept_games(tmp_path: Path, small) ->
 
 def test_the_solver_takes_reanalyse_options_and_refuses_bad_ones(small) -> None:
     solver = get_solver("muzero")
-    solution = solver.solve(small, SolveRequest(seed=0, work=4, options={**TINY, "reanalyse_fraction": 0.25}))
+    solution = solver.solve(
+        small, SolveRequest(seed=0, work=4, options={**TINY, "reanalyse_fraction": 0.25})
+    )
     assert check_solution(small, solution).ok
-    for bad, match in (({"reanalyse_fraction": 1.0}, "reanalyse_fraction"),
-                       ({"reanalyse_fraction": 0.5, "demonstrations": "exact"}, "unknown demonstration"),
-                       ({"imitation": 1.5}, "imitation"), ({"es_share": 1.0}, "es_share"),
-                       ({"es_games": 0}, "es_games")):
+    for bad, match in (
+        ({"reanalyse_fraction": 1.0}, "reanalyse_fraction"),
+        ({"reanalyse_fraction": 0.5, "demonstrations": "exact"}, "unknown demonstration"),
+        ({"imitation": 1.5}, "imitation"),
+        ({"es_share": 1.0}, "es_share"),
+        ({"es_games": 0}, "es_games"),
+    ):
         with pytest.raises(SolverError, match=match):
             solver.check_options(bad)
 
@@ -267,7 +298,10 @@ def test_without_demonstrations_only_the_best_game_is_kept(small) -> None:
 
 def test_an_es_demonstration_run_is_reproducible_and_counts_the_games_es_played(small) -> None:
     options = {**TINY, "demonstrations": "es", "es_games": 30, "imitation": 0.5}
-    runs = [get_solver("muzero").solve(small, SolveRequest(seed=1, work=6, options=options)) for _ in range(2)]
+    runs = [
+        get_solver("muzero").solve(small, SolveRequest(seed=1, work=6, options=options))
+        for _ in range(2)
+    ]
     assert runs[0].actions == runs[1].actions and runs[0].work == runs[1].work
     assert runs[0].work["demonstration_games"] == 30 and check_solution(small, runs[0]).ok
     es = demonstration(small, "es", 1, es_games=30)
@@ -282,6 +316,12 @@ def test_the_default_demonstrations_are_built_once_when_training_starts(small) -
     assert set(trainer.demonstration_rewards) == {"heuristic", "greedy", "es"}
     trainer.run(games=2)
     assert len(trainer.reanalyser.demonstrations) == 3  # run() did not build them again
-    played = [demonstration(small, source, 0, es_games=TINY["es_games"], es_workers=1).work
-              for source in ("heuristic", "greedy", "es")]  # greedy plays one game, es its games
-    assert trainer.counters.demonstration_games == sum(w.get("games", 0) for w in played) == TINY["es_games"] + 1
+    played = [
+        demonstration(small, source, 0, es_games=TINY["es_games"], es_workers=1).work
+        for source in ("heuristic", "greedy", "es")
+    ]  # greedy plays one game, es its games
+    assert (
+        trainer.counters.demonstration_games
+        == sum(w.get("games", 0) for w in played)
+        == TINY["es_games"] + 1
+    )

@@ -11,8 +11,10 @@ from mallocgame.solvers.muzero.replay import Batch, GameRecord, Replay, draw
 def _record(length: int, offset: float = 0.0) -> GameRecord:
     t = np.arange(length)
     return GameRecord(
-        observations={"decision": (t[:, None] + offset).astype(np.float32) * np.ones((1, 2), np.float32),
-                      "grid": np.ones((length, 2, 2), np.float32)},
+        observations={
+            "decision": (t[:, None] + offset).astype(np.float32) * np.ones((1, 2), np.float32),
+            "grid": np.ones((length, 2, 2), np.float32),
+        },
         actions=(t % 3).astype(np.int8),
         rewards=(t + 1).astype(np.float32),
         policies=np.tile(np.array([0.2, 0.3, 0.5], np.float32), (length, 1)),
@@ -21,8 +23,13 @@ def _record(length: int, offset: float = 0.0) -> GameRecord:
 
 
 def test_value_targets_by_hand() -> None:
-    record = GameRecord(observations={}, actions=np.zeros(4, np.int8), rewards=np.array([1.0, 2.0, 3.0, 4.0]),
-                        policies=np.zeros((4, 3), np.float32), root_values=np.array([10.0, 20.0, 30.0, 40.0]))
+    record = GameRecord(
+        observations={},
+        actions=np.zeros(4, np.int8),
+        rewards=np.array([1.0, 2.0, 3.0, 4.0]),
+        policies=np.zeros((4, 3), np.float32),
+        root_values=np.array([10.0, 20.0, 30.0, 40.0]),
+    )
     t = np.arange(4)
     # t=0: 1 + .5*2 + .25*30; t=1: 2 + .5*3 + .25*40; t=2: 3 + .5*4 (end); t=3: 4
     np.testing.assert_allclose(record.value_targets(t, 0.5, 2), [9.5, 13.5, 5.0, 4.0])
@@ -31,15 +38,25 @@ def test_value_targets_by_hand() -> None:
 
 
 def test_a_record_cut_short_bootstraps_from_the_return_after_it() -> None:
-    record = GameRecord(observations={}, actions=np.zeros(3, np.int8), rewards=np.array([1.0, 2.0, 3.0]),
-                        policies=np.zeros((3, 3), np.float32), root_values=np.array([10.0, 20.0, 30.0]),
-                        bootstrap=8.0)
+    record = GameRecord(
+        observations={},
+        actions=np.zeros(3, np.int8),
+        rewards=np.array([1.0, 2.0, 3.0]),
+        policies=np.zeros((3, 3), np.float32),
+        root_values=np.array([10.0, 20.0, 30.0]),
+        bootstrap=8.0,
+    )
     t = np.arange(4)
     # t=0: 1 + .5*2 + .25*30; t=1: 2 + .5*3 + .25*8 (the cut); t=2: 3 + .5*8; t=3 (the cut itself): 8
     np.testing.assert_allclose(record.value_targets(t, 0.5, 2), [9.5, 5.5, 7.0, 8.0])
     np.testing.assert_allclose(record.value_targets(t, 1.0, 100), [14.0, 13.0, 11.0, 8.0])
-    whole = GameRecord(observations={}, actions=record.actions, rewards=record.rewards,
-                       policies=record.policies, root_values=record.root_values)
+    whole = GameRecord(
+        observations={},
+        actions=record.actions,
+        rewards=record.rewards,
+        policies=record.policies,
+        root_values=record.root_values,
+    )
     np.testing.assert_allclose(whole.value_targets(t, 1.0, 100), [6.0, 5.0, 3.0, 0.0])
     record.bootstrap = None  # the cached returns follow the bootstrap
     np.testing.assert_allclose(record.value_targets(t, 1.0, 100), [6.0, 5.0, 3.0, 0.0])
@@ -55,7 +72,9 @@ def test_unrolls_past_a_cut_are_unknown_and_past_a_games_end_absorbing() -> None
             for k in range(4):
                 inside = t + k < 5
                 assert batch.mask[i, k] == float(inside)
-                if t + k <= 5:  # the remaining return, the bootstrap included (the value at the cut: it)
+                if (
+                    t + k <= 5
+                ):  # the remaining return, the bootstrap included (the value at the cut: it)
                     assert batch.values[i, k] == pytest.approx(sum(range(t + k + 1, 6)) + bootstrap)
                     assert batch.known[i, k] == 1.0
                 else:  # past the end: known (absorbing, 0) for a whole game, unknown past a cut
@@ -114,9 +133,15 @@ def test_draw_from_several_records_and_concatenate() -> None:
     games = [_record(4), _record(6, offset=100)]
     batch = draw(games, 32, 2, np.random.default_rng(0), 1.0, 10)
     origins = batch.observations["decision"][:, 0]
-    assert ((origins < 4) | (origins >= 100)).all() and (origins >= 100).any() and (origins < 4).any()
+    assert (
+        ((origins < 4) | (origins >= 100)).all() and (origins >= 100).any() and (origins < 4).any()
+    )
     both = Batch.concatenate([batch, draw(games[:1], 8, 2, np.random.default_rng(1), 1.0, 10)])
-    assert len(both) == 40 and both.values.shape == (40, 3) and both.observations["grid"].shape[0] == 40
+    assert (
+        len(both) == 40
+        and both.values.shape == (40, 3)
+        and both.observations["grid"].shape[0] == 40
+    )
     np.testing.assert_array_equal(both.actions[:32], batch.actions)
     with pytest.raises(ValueError, match="no positions"):
         draw([_record(0)], 4, 2, np.random.default_rng(0), 1.0, 10)

@@ -5,18 +5,17 @@ from __future__ import annotations
 import jax
 import numpy as np
 
-from mallocgame.game.observe import Observer
+from mallocgame.game.observe import Observer, empty_batch
 from mallocgame.game.state import Game
 from mallocgame.game.tables import build_tables
-from mallocgame.solvers.muzero.solver import MuZeroSolver
 from mallocgame.solvers.muzero.networks import MuZeroNet, init_params
 from mallocgame.solvers.muzero.search import make_policy, make_search
-from mallocgame.game.observe import empty_batch
+from mallocgame.solvers.muzero.solver import MuZeroSolver
 from mallocgame.workloads.registry import load_workload
 from tests.solvers.muzero.test_muzero_train import TINY
 
 
-def _root_batch(config, n: int):  # noqa: ANN001, ANN202
+def _root_batch(config, n: int):
     """``n`` copies of the first position of synthetic-v1/small, all actions allowed."""
     inst = load_workload("synthetic-v1/small")
     game = Game(inst, build_tables(inst))
@@ -54,7 +53,9 @@ def test_disallowed_root_actions_are_never_chosen_nor_targeted() -> None:
     allowed[:, 0] = False  # Copy not allowed anywhere
     allowed[1, 2] = False  # slot 1: only NoCopy
     params = init_params(net, 0, obs)
-    out = make_search(net, config)(params, jax.random.PRNGKey(0), obs, allowed, np.float32(1.0), np.float32(1.0))
+    out = make_search(net, config)(
+        params, jax.random.PRNGKey(0), obs, allowed, np.float32(1.0), np.float32(1.0)
+    )
     action, policy = np.asarray(out.action), np.asarray(out.policy)
     assert allowed[np.arange(4), action].all()
     assert (policy[~allowed] == 0).all()

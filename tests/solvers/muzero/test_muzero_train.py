@@ -26,18 +26,30 @@ from mallocgame.game.state import Game, replay
 from mallocgame.game.tables import build_tables
 from mallocgame.solution import load_solution
 from mallocgame.solvers import SolveRequest, get_solver
-from mallocgame.solvers.muzero.solver import MuZeroSolver
 from mallocgame.solvers.muzero.search import SearchResult
 from mallocgame.solvers.muzero.selfplay import SelfPlay, reward_scale
+from mallocgame.solvers.muzero.solver import MuZeroSolver
 from mallocgame.solvers.muzero.train import BEST_NAME, CHECKPOINT_NAME, Trainer
 from mallocgame.workloads.registry import load_workload
 from tests.game.test_backup import _alias_overflow
 
 TINY = {
-    "parallel_games": 4, "num_simulations": 4, "width": 32, "latent_size": 16, "conv_channels": "4",
-    "batch_size": 16, "unroll_steps": 3, "min_replay": 64, "train_every": 1, "observation.grid_steps": 8,
-    "observation.grid_window": 32, "observation.grid_addr": 8, "observation.profile_bins": 16, "observation.supply_window": 8,
-    "es_games": 16, "es_workers": 1,  # the es demonstration (a default) kept tiny too
+    "parallel_games": 4,
+    "num_simulations": 4,
+    "width": 32,
+    "latent_size": 16,
+    "conv_channels": "4",
+    "batch_size": 16,
+    "unroll_steps": 3,
+    "min_replay": 64,
+    "train_every": 1,
+    "observation.grid_steps": 8,
+    "observation.grid_window": 32,
+    "observation.grid_addr": 8,
+    "observation.profile_bins": 16,
+    "observation.supply_window": 8,
+    "es_games": 16,
+    "es_workers": 1,  # the es demonstration (a default) kept tiny too
 }
 TINY_ARGS = [arg for key, value in TINY.items() for arg in ("--option", f"{key}={value}")]
 
@@ -47,7 +59,7 @@ def test_training_improves_on_its_first_games(small) -> None:
     trainer = Trainer(small, MuZeroSolver().config(TINY), seed=0)
     original = trainer.replay.add
 
-    def record(game) -> None:  # noqa: ANN001
+    def record(game) -> None:
         returns.append(float(game.rewards.sum()))
         original(game)
 
@@ -66,7 +78,7 @@ def test_training_improves_on_its_first_games(small) -> None:
 class _Greedy:
     """A stand-in for the search: always the first allowed action (Copy first)."""
 
-    def __call__(self, params, key, obs, allowed, temperature, q_scale):  # noqa: ANN001
+    def __call__(self, params, key, obs, allowed, temperature, q_scale):
         action = np.argmax(allowed, axis=1)
         policy = np.eye(3, dtype=np.float32)[action]
         return SearchResult(action, policy, np.zeros(len(action), np.float32))
@@ -89,14 +101,18 @@ def test_drop_backup_completes_a_game_whose_greedy_play_goes_infeasible() -> Non
     # out yet, so the back-up lost nothing); rewards sum to the final return
     assert len(record) == inst.num_buffers + 1
     assert record.actions.tolist() == [0, 0, 2, 2, 0, 2]
-    assert record.rewards.sum() == pytest.approx(final.return_s * reward_scale(tables, config), rel=1e-5)
+    assert record.rewards.sum() == pytest.approx(
+        final.return_s * reward_scale(tables, config), rel=1e-5
+    )
 
 
 def test_a_disallowed_search_action_is_refused(small) -> None:
     class Illegal:
-        def __call__(self, params, key, obs, allowed, temperature, q_scale):  # noqa: ANN001
+        def __call__(self, params, key, obs, allowed, temperature, q_scale):
             action = np.argmin(allowed, axis=1)  # a disallowed action wherever there is one
-            return SearchResult(action, np.full((len(action), 3), 1 / 3, np.float32), np.zeros(len(action)))
+            return SearchResult(
+                action, np.full((len(action), 3), 1 / 3, np.float32), np.zeros(len(action))
+            )
 
     play = SelfPlay(small, build_tables(small), MuZeroSolver().config(TINY), Illegal())
     with pytest.raises(SolverError, match="not allowed"):
@@ -106,10 +122,14 @@ def test_a_disallowed_search_action_is_refused(small) -> None:
 
 def test_greedy_slots_play_the_improved_policys_best_allowed_action(small) -> None:
     class FirstAllowed:  # samples the first allowed action; the policy prefers the last one
-        def __call__(self, params, key, obs, allowed, temperature, q_scale):  # noqa: ANN001
+        def __call__(self, params, key, obs, allowed, temperature, q_scale):
             action = np.argmax(allowed, axis=1)
-            policy = np.where(allowed, 1.0 + np.arange(3), 10.0).astype(np.float32)  # 10: disallowed
-            return SearchResult(action, policy / policy.sum(1, keepdims=True), np.zeros(len(action)))
+            policy = np.where(allowed, 1.0 + np.arange(3), 10.0).astype(
+                np.float32
+            )  # 10: disallowed
+            return SearchResult(
+                action, policy / policy.sum(1, keepdims=True), np.zeros(len(action))
+            )
 
     config = MuZeroSolver().config({**TINY, "greedy_games": 1})
     play = SelfPlay(small, build_tables(small), config, FirstAllowed())
@@ -125,23 +145,30 @@ def test_selfplay_passes_the_per_buffer_q_scale_to_the_search(small) -> None:
     seen: list[float] = []
 
     class Recording(_Greedy):
-        def __call__(self, params, key, obs, allowed, temperature, q_scale):  # noqa: ANN001
+        def __call__(self, params, key, obs, allowed, temperature, q_scale):
             seen.append(float(q_scale))
             return super().__call__(params, key, obs, allowed, temperature, q_scale)
 
-    for options, expected in (({}, 0.1), ({"q_scale": 0.3}, 0.3),
-                              ({"q_scale_per_buffer": 0.01}, 0.01 * small.num_buffers)):
+    for options, expected in (
+        ({}, 0.1),
+        ({"q_scale": 0.3}, 0.3),
+        ({"q_scale_per_buffer": 0.01}, 0.01 * small.num_buffers),
+    ):
         seen.clear()
-        SelfPlay(small, build_tables(small), MuZeroSolver().config({**TINY, **options}), Recording()).step({}, None)
+        SelfPlay(
+            small, build_tables(small), MuZeroSolver().config({**TINY, **options}), Recording()
+        ).step({}, None)
         assert seen == [pytest.approx(expected)]
 
 
 class _LastAllowed:
     """A stand-in for the search: always the last allowed action (Drop first)."""
 
-    def __call__(self, params, key, obs, allowed, temperature, q_scale):  # noqa: ANN001
+    def __call__(self, params, key, obs, allowed, temperature, q_scale):
         action = 2 - np.argmax(allowed[:, ::-1], axis=1)
-        return SearchResult(action, np.eye(3, dtype=np.float32)[action], np.zeros(len(action), np.float32))
+        return SearchResult(
+            action, np.eye(3, dtype=np.float32)[action], np.zeros(len(action), np.float32)
+        )
 
 
 class _RandomAllowed:
@@ -150,12 +177,14 @@ class _RandomAllowed:
     def __init__(self, seed: int) -> None:
         self.rng = np.random.default_rng(seed)
 
-    def __call__(self, params, key, obs, allowed, temperature, q_scale):  # noqa: ANN001
+    def __call__(self, params, key, obs, allowed, temperature, q_scale):
         action = np.array([self.rng.choice(np.flatnonzero(row)) for row in allowed])
-        return SearchResult(action, np.eye(3, dtype=np.float32)[action], np.zeros(len(action), np.float32))
+        return SearchResult(
+            action, np.eye(3, dtype=np.float32)[action], np.zeros(len(action), np.float32)
+        )
 
 
-def _copy_first_game(inst, tables):  # noqa: ANN001, ANN202
+def _copy_first_game(inst, tables):
     """A complete game of the Copy-first stand-in (a FinishedGame)."""
     config = MuZeroSolver().config({**TINY, "parallel_games": 1, "greedy_games": 0})
     play = SelfPlay(inst, tables, config, _Greedy())
@@ -165,7 +194,7 @@ def _copy_first_game(inst, tables):  # noqa: ANN001, ANN202
             return done[0]
 
 
-def _restarted_games(inst, tables, config, count: int) -> list:  # noqa: ANN001
+def _restarted_games(inst, tables, config, count: int) -> list:
     """``count`` finished games of the Drop-first stand-in restarting inside a Copy-first game."""
     play = SelfPlay(inst, tables, config, _LastAllowed())
     play.restart_actions = _copy_first_game(inst, tables).actions
@@ -176,31 +205,44 @@ def _restarted_games(inst, tables, config, count: int) -> list:  # noqa: ANN001
     return finished
 
 
-def test_restarted_games_replay_a_prefix_of_the_best_game_and_record_only_their_own_moves(small) -> None:
+def test_restarted_games_replay_a_prefix_of_the_best_game_and_record_only_their_own_moves(
+    small,
+) -> None:
     tables = build_tables(small)
     best = _copy_first_game(small, tables).actions
     config = MuZeroSolver().config({**TINY, "greedy_games": 0, "restart_fraction": 1.0})
     finished = _restarted_games(small, tables, config, 12)
-    assert [g.start for g in finished[:config.parallel_games]] == [0] * config.parallel_games  # the first games
-    restarted = finished[config.parallel_games:]
+    assert [g.start for g in finished[: config.parallel_games]] == [
+        0
+    ] * config.parallel_games  # the first games
+    restarted = finished[config.parallel_games :]
     assert all(1 <= g.start < small.num_buffers for g in restarted)
     assert len({g.start for g in restarted}) > 1  # restart points are drawn
     scale = reward_scale(tables, config)
-    assert any(g.actions[g.start:] != best[g.start:] for g in restarted)  # the agent played the rest
+    assert any(
+        g.actions[g.start :] != best[g.start :] for g in restarted
+    )  # the agent played the rest
     for g in restarted:
-        assert g.actions[:g.start] == best[:g.start]
-        assert len(g.record) >= small.num_buffers - g.start  # its own moves only (and any undone ones)
-        gained = g.return_s - replay(small, best[:g.start], tables).return_s
+        assert g.actions[: g.start] == best[: g.start]
+        assert (
+            len(g.record) >= small.num_buffers - g.start
+        )  # its own moves only (and any undone ones)
+        gained = g.return_s - replay(small, best[: g.start], tables).return_s
         assert g.record.rewards.sum() == pytest.approx(gained * scale, rel=1e-5, abs=1e-6)
         assert replay(small, g.actions, tables).return_s == pytest.approx(g.return_s)
 
 
-@pytest.mark.parametrize("options, seed", [
-    ({"restart_fraction": 1.0}, None),  # no rng: no restarts
-    ({"restart_fraction": 0.0}, 0),
-    ({"restart_fraction": 1.0, "greedy_games": 4}, 0),  # greedy slots always start fresh
-])
-def test_games_start_fresh_without_an_rng_a_fraction_or_a_non_greedy_slot(small, options, seed) -> None:
+@pytest.mark.parametrize(
+    "options, seed",
+    [
+        ({"restart_fraction": 1.0}, None),  # no rng: no restarts
+        ({"restart_fraction": 0.0}, 0),
+        ({"restart_fraction": 1.0, "greedy_games": 4}, 0),  # greedy slots always start fresh
+    ],
+)
+def test_games_start_fresh_without_an_rng_a_fraction_or_a_non_greedy_slot(
+    small, options, seed
+) -> None:
     tables = build_tables(small)
     play = SelfPlay(small, tables, MuZeroSolver().config({**TINY, **options}), _LastAllowed())
     play.restart_actions = _copy_first_game(small, tables).actions
@@ -214,29 +256,39 @@ def test_games_start_fresh_without_an_rng_a_fraction_or_a_non_greedy_slot(small,
 def test_windowed_restarts_search_a_window_then_play_the_best_game_out(small) -> None:
     tables = build_tables(small)
     best = _copy_first_game(small, tables).actions
-    config = MuZeroSolver().config({**TINY, "greedy_games": 0, "restart_fraction": 1.0, "restart_window": 3,
-                                    "discount": 0.5})  # a discount the bootstrap shows
+    config = MuZeroSolver().config(
+        {**TINY, "greedy_games": 0, "restart_fraction": 1.0, "restart_window": 3, "discount": 0.5}
+    )  # a discount the bootstrap shows
     restarted = [g for g in _restarted_games(small, tables, config, 24) if g.start]
-    assert restarted and all(g.backups == 0 for g in restarted)  # so every decision is where it was played
+    assert restarted and all(
+        g.backups == 0 for g in restarted
+    )  # so every decision is where it was played
     scale = reward_scale(tables, config)
     discounted = []  # whether a play-out's discounting shows (its return differs undiscounted)
     for g in restarted:
-        assert g.actions[:g.start] == best[:g.start]  # the replayed prefix
+        assert g.actions[: g.start] == best[: g.start]  # the replayed prefix
         assert replay(small, g.actions, tables).return_s == pytest.approx(g.return_s)
-        start_return = replay(small, best[:g.start], tables).return_s
+        start_return = replay(small, best[: g.start], tables).return_s
         if g.start + 3 < small.num_buffers:
-            assert g.actions[g.start:g.start + 3] == (2, 2, 2)  # the stand-in search's window (Drop first)
-            rest = list(zip(g.actions[g.start + 3:], best[g.start + 3:]))
-            assert all(a in (b, 2) for a, b in rest)  # played out along the best game, or Drop where it must
+            assert g.actions[g.start : g.start + 3] == (
+                2,
+                2,
+                2,
+            )  # the stand-in search's window (Drop first)
+            rest = list(zip(g.actions[g.start + 3 :], best[g.start + 3 :]))
+            assert all(
+                a in (b, 2) for a, b in rest
+            )  # played out along the best game, or Drop where it must
             assert sum(a == b for a, b in rest) >= len(rest) - 2
             # its record: the window's moves, cut short; the play-out's discounted return is the bootstrap
             assert g.played_out and len(g.record) == 3 and g.record.bootstrap is not None
-            game = replay(small, g.actions[:g.start + 3], tables)
-            assert float(g.record.rewards.sum()) == pytest.approx((game.return_s - start_return) * scale,
-                                                                  rel=1e-5, abs=1e-6)
+            game = replay(small, g.actions[: g.start + 3], tables)
+            assert float(g.record.rewards.sum()) == pytest.approx(
+                (game.return_s - start_return) * scale, rel=1e-5, abs=1e-6
+            )
             undiscounted = (g.return_s - game.return_s) * scale
             tail, power = 0.0, 1.0
-            for action in g.actions[g.start + 3:]:
+            for action in g.actions[g.start + 3 :]:
                 before = game.return_s
                 game.step(action)
                 tail += power * (game.return_s - before) * scale
@@ -244,7 +296,9 @@ def test_windowed_restarts_search_a_window_then_play_the_best_game_out(small) ->
             assert g.record.bootstrap == pytest.approx(tail, rel=1e-9, abs=1e-12)
             discounted.append(abs(tail - undiscounted) > 1e-6 * abs(undiscounted))
         else:
-            assert not g.played_out and g.record.bootstrap is None  # ended inside its window: a whole record
+            assert (
+                not g.played_out and g.record.bootstrap is None
+            )  # ended inside its window: a whole record
             assert len(g.record) == small.num_buffers - g.start
     assert any(discounted)
     # a restart two decisions before the end ends inside its window of 3: all its moves are the agent's
@@ -253,13 +307,24 @@ def test_windowed_restarts_search_a_window_then_play_the_best_game_out(small) ->
     finished = []
     while not finished:
         finished = [g for g in play.step({}, None) if g.start]
-    assert len(finished[0].record) == 2 and finished[0].record.bootstrap is None and play.played_out_steps == 0
+    assert (
+        len(finished[0].record) == 2
+        and finished[0].record.bootstrap is None
+        and play.played_out_steps == 0
+    )
 
 
 def test_a_played_out_game_drops_where_the_best_games_decision_is_not_allowed(small) -> None:
     tables = build_tables(small)
-    config = MuZeroSolver().config({**TINY, "parallel_games": 1, "greedy_games": 0, "restart_fraction": 1.0,
-                                    "restart_window": 1})
+    config = MuZeroSolver().config(
+        {
+            **TINY,
+            "parallel_games": 1,
+            "greedy_games": 0,
+            "restart_fraction": 1.0,
+            "restart_window": 1,
+        }
+    )
     play = SelfPlay(small, tables, config, _LastAllowed())
     copy_everywhere = (0,) * small.num_buffers  # not a game: Copy is illegal at some buffers
     play.restart_actions = copy_everywhere
@@ -267,25 +332,42 @@ def test_a_played_out_game_drops_where_the_best_games_decision_is_not_allowed(sm
     slot.start((), copy_everywhere, window=1)
     play._play_out(slot)
     game = Game(small, tables)
-    play_with_backup(game, lambda g, allowed: 0 if allowed[0] else (2 if allowed[2] else int(np.argmax(allowed))))
+    play_with_backup(
+        game, lambda g, allowed: 0 if allowed[0] else (2 if allowed[2] else int(np.argmax(allowed)))
+    )
     assert slot.game.complete and tuple(slot.game.actions()) == tuple(game.actions())
     assert 0 < tuple(game.actions()).count(0) < small.num_buffers  # both cases were met
 
 
 @pytest.mark.parametrize("window_records", [False, True])
-def test_windowed_restarts_train_if_asked_and_their_best_is_kept_once_an_interval(small, window_records) -> None:
-    config = MuZeroSolver().config({**TINY, "restart_fraction": 1.0, "greedy_games": 0, "restart_window": 2,
-                                    "window_records": window_records,
-                                    "demonstrations": ""})  # restarts inside the first (random) games
+def test_windowed_restarts_train_if_asked_and_their_best_is_kept_once_an_interval(
+    small, window_records
+) -> None:
+    config = MuZeroSolver().config(
+        {
+            **TINY,
+            "restart_fraction": 1.0,
+            "greedy_games": 0,
+            "restart_window": 2,
+            "window_records": window_records,
+            "demonstrations": "",
+        }
+    )  # restarts inside the first (random) games
     trainer = Trainer(small, config, seed=0)
-    trainer.selfplay.search = _RandomAllowed(0)  # windows that differ: the best improves again and again
+    trainer.selfplay.search = _RandomAllowed(
+        0
+    )  # windows that differ: the best improves again and again
     added: list = []
     original = trainer.replay.add
     trainer.replay.add = lambda record: (added.append(record), original(record))[1]
-    windowed_keeps: list[int] = []  # the self-play moves at which a played-out game was replayed to be kept
+    windowed_keeps: list[
+        int
+    ] = []  # the self-play moves at which a played-out game was replayed to be kept
     keep = trainer._keep_replayed
-    trainer._keep_replayed = lambda done: (windowed_keeps.append(trainer.counters.moves) if done.played_out
-                                           else None, keep(done))[1]
+    trainer._keep_replayed = lambda done: (
+        windowed_keeps.append(trainer.counters.moves) if done.played_out else None,
+        keep(done),
+    )[1]
     finished: list = []
     trainer.run(games=100, on_game=lambda done, elapsed: finished.append(done))
     assert trainer.counters.restarts > 0
@@ -295,7 +377,9 @@ def test_windowed_restarts_train_if_asked_and_their_best_is_kept_once_an_interva
     assert any(r.bootstrap is not None for r in added) == window_records
     assert len(windowed_keeps) >= 2  # kept by the loop, and more than once
     interval = -(-small.num_buffers // config.parallel_games)
-    assert all(later - earlier >= interval for earlier, later in zip(windowed_keeps, windowed_keeps[1:]))
+    assert all(
+        later - earlier >= interval for earlier, later in zip(windowed_keeps, windowed_keeps[1:])
+    )
     # the interval: a kept windowed game holds the next one back for B / parallel_games moves
     windowed = [g for g in _restarted_games(small, trainer.tables, config, 16) if g.played_out]
     done = max(windowed, key=lambda g: g.return_s)
@@ -305,13 +389,18 @@ def test_windowed_restarts_train_if_asked_and_their_best_is_kept_once_an_interva
     trainer._keep_best(min(windowed, key=lambda g: g.return_s))
     assert trainer._windowed_best is done  # the better one waits for the loop
     trainer._keep_windowed_best()
-    assert trainer._windowed_best is None and tuple(trainer.reanalyser.best.actions.tolist()) == done.actions
+    assert (
+        trainer._windowed_best is None
+        and tuple(trainer.reanalyser.best.actions.tolist()) == done.actions
+    )
     interval = -(-small.num_buffers // config.parallel_games)
     assert trainer._next_windowed_keep == 1000 + interval
 
 
 def test_a_restarted_best_game_is_kept_whole_and_searched(small) -> None:
-    config = MuZeroSolver().config({**TINY, "restart_fraction": 1.0, "greedy_games": 0, "demonstrations": ""})
+    config = MuZeroSolver().config(
+        {**TINY, "restart_fraction": 1.0, "greedy_games": 0, "demonstrations": ""}
+    )
     trainer = Trainer(small, config, seed=0)
     restarted = [g for g in _restarted_games(small, trainer.tables, config, 8) if g.start]
     done = max(restarted, key=lambda g: g.return_s)
@@ -319,11 +408,17 @@ def test_a_restarted_best_game_is_kept_whole_and_searched(small) -> None:
     kept = trainer.reanalyser.best
     assert kept is not None and len(kept) == small.num_buffers  # the whole game, prefix included
     assert tuple(kept.actions.tolist()) == done.actions
-    assert trainer.reanalyser.best_return == pytest.approx(done.return_s * trainer.selfplay.scale, rel=1e-5)
-    assert not np.allclose(kept.policies, 1 / 3)  # searched (and the kept action's imitation share added)
+    assert trainer.reanalyser.best_return == pytest.approx(
+        done.return_s * trainer.selfplay.scale, rel=1e-5
+    )
+    assert not np.allclose(
+        kept.policies, 1 / 3
+    )  # searched (and the kept action's imitation share added)
     replayed: list = []
     trainer._keep_replayed = replayed.append
-    trainer._keep_best(done)  # the kept game played again: compared by its return in seconds, not replayed
+    trainer._keep_best(
+        done
+    )  # the kept game played again: compared by its return in seconds, not replayed
     assert replayed == []
 
 
@@ -339,17 +434,20 @@ def test_answer_both_keeps_the_best_of_the_search_and_the_policy_games(small) ->
 
 
 def test_restarts_begin_inside_the_best_demonstration_before_a_game_is_complete(small) -> None:
-    config = MuZeroSolver().config({**TINY, "restart_fraction": 1.0, "greedy_games": 0,
-                                    "demonstrations": "heuristic"})
+    config = MuZeroSolver().config(
+        {**TINY, "restart_fraction": 1.0, "greedy_games": 0, "demonstrations": "heuristic"}
+    )
     trainer = Trainer(small, config, seed=0)
     first: list = []
     trainer.run(games=1, on_game=lambda done, elapsed: first.append(done))  # each slot's first game
     _, demo_return, demo = trainer.best_demonstration
     assert first and all(g.start >= 1 for g in first)  # no slot played a fresh game first
     for g in first:
-        assert g.actions[:g.start] == demo[:g.start]
+        assert g.actions[: g.start] == demo[: g.start]
     assert trainer.counters.restarts == len(first)
-    if trainer.best_return <= demo_return:  # a restarted game must beat the demonstration to replace it
+    if (
+        trainer.best_return <= demo_return
+    ):  # a restarted game must beat the demonstration to replace it
         assert trainer.selfplay.restart_actions == demo
 
 
@@ -362,7 +460,9 @@ def test_restart_unplayed_leaves_slots_that_have_moved_alone(small) -> None:
     assert play.restart_unplayed(np.random.default_rng(0)) == 0
     fresh = SelfPlay(small, tables, config, _LastAllowed())
     fresh.restart_actions = play.restart_actions
-    assert fresh.restart_unplayed(np.random.default_rng(0)) == config.parallel_games - 1  # not the greedy slot
+    assert (
+        fresh.restart_unplayed(np.random.default_rng(0)) == config.parallel_games - 1
+    )  # not the greedy slot
     assert fresh.slots[0].first == 0 and all(slot.first >= 1 for slot in fresh.slots[1:])
 
 
@@ -375,8 +475,9 @@ def test_restarts_are_reproducible_from_the_seed_and_counted(small, window) -> N
         runs.append(trainer.run(games=24))
         _, demo_return, demo = trainer.best_demonstration
         # restarts begin inside the best complete game known: self-play's or a demonstration's
-        assert trainer.selfplay.restart_actions == (trainer.best_actions if trainer.best_return > demo_return
-                                                    else demo)
+        assert trainer.selfplay.restart_actions == (
+            trainer.best_actions if trainer.best_return > demo_return else demo
+        )
     assert runs[0].actions == runs[1].actions
     assert runs[0].work == runs[1].work
     assert runs[0].work["restarts"] > 0
@@ -401,8 +502,22 @@ def test_same_seed_and_work_same_solution_and_every_game_legal(small) -> None:
 def test_muzero_answers_pass_check_on_the_cli(tmp_path: Path, capsys) -> None:
     for solver in ("muzero", "muzero-nosearch"):
         out = tmp_path / f"{solver}.json"
-        assert main(["solve", "xla-v1/gru_infer", "--solver", solver, "--work", "8", "--out", str(out),
-                     *TINY_ARGS]) == 0
+        assert (
+            main(
+                [
+                    "solve",
+                    "xla-v1/gru_infer",
+                    "--solver",
+                    solver,
+                    "--work",
+                    "8",
+                    "--out",
+                    str(out),
+                    *TINY_ARGS,
+                ]
+            )
+            == 0
+        )
         assert main(["check", "xla-v1/gru_infer", str(out)]) == 0
         solution = load_solution(out)
         assert solution.solver == solver and solution.work["games"] >= 8
@@ -415,15 +530,28 @@ def test_muzero_answers_pass_check_on_the_cli(tmp_path: Path, capsys) -> None:
 def test_solver_interface_reports_improvements(small) -> None:
     seen = []
     solution = get_solver("muzero").solve(
-        small, SolveRequest(seed=1, work=4, callback=seen.append, options=TINY))
+        small, SolveRequest(seed=1, work=4, callback=seen.append, options=TINY)
+    )
     assert seen and seen[-1].solution.reward_s == solution.reward_s
     assert all(b.solution.reward_s > a.solution.reward_s for a, b in zip(seen, seen[1:]))
 
 
 def test_a_killed_run_resumes_from_its_checkpoint(tmp_path: Path) -> None:
     run_dir = tmp_path / "run"
-    argv = [sys.executable, "-m", "mallocgame.cli", "train", "synthetic-v1/small", "--dir", str(run_dir),
-            "--work", "400", "--option", "checkpoint_seconds=0.5", *TINY_ARGS]
+    argv = [
+        sys.executable,
+        "-m",
+        "mallocgame.cli",
+        "train",
+        "synthetic-v1/small",
+        "--dir",
+        str(run_dir),
+        "--work",
+        "400",
+        "--option",
+        "checkpoint_seconds=0.5",
+        *TINY_ARGS,
+    ]
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
     proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
     checkpoint = run_dir / CHECKPOINT_NAME
@@ -432,8 +560,11 @@ def test_a_killed_run_resumes_from_its_checkpoint(tmp_path: Path) -> None:
         # wait for a checkpoint written after the first game completed (best file written)
         best = run_dir / BEST_NAME
         while time.monotonic() < deadline and proc.poll() is None:
-            if best.exists() and checkpoint.exists() and \
-                    checkpoint.stat().st_mtime_ns > best.stat().st_mtime_ns:
+            if (
+                best.exists()
+                and checkpoint.exists()
+                and checkpoint.stat().st_mtime_ns > best.stat().st_mtime_ns
+            ):
                 break
             time.sleep(0.1)
         assert proc.poll() is None, proc.communicate()[1].decode()[-2000:]
@@ -443,14 +574,23 @@ def test_a_killed_run_resumes_from_its_checkpoint(tmp_path: Path) -> None:
         if proc.poll() is None:
             proc.kill()
     inst = load_workload("synthetic-v1/small")
-    saved = Trainer(inst, MuZeroSolver().config({**TINY, "checkpoint_seconds": 0.5}), seed=0,
-                    checkpoint_dir=run_dir)
+    saved = Trainer(
+        inst,
+        MuZeroSolver().config({**TINY, "checkpoint_seconds": 0.5}),
+        seed=0,
+        checkpoint_dir=run_dir,
+    )
     assert saved.resumed and saved.counters.games > 0 and saved.counters.learner_steps >= 0
     done_before = saved.counters.games
     assert check_solution(inst, load_solution(run_dir / BEST_NAME)).ok
     # resume to a total of done_before + 4 games: only the missing games are played
-    result = subprocess.run([*argv[:7], "--work", str(done_before + 4), *argv[9:]],
-                            capture_output=True, text=True, env=env, timeout=240)
+    result = subprocess.run(
+        [*argv[:7], "--work", str(done_before + 4), *argv[9:]],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=240,
+    )
     assert result.returncode == 0, result.stderr[-2000:]
     assert "resumed from" in result.stderr
     final = load_solution(run_dir / "final.solution.json")
@@ -468,17 +608,30 @@ def test_a_resumed_run_keeps_its_best_demonstration(tmp_path: Path, small) -> No
     assert resumed.resumed and resumed.best_demonstration == first.best_demonstration
 
 
-def test_the_first_complete_game_is_checkpointed_at_once(tmp_path: Path, small, monkeypatch) -> None:
+def test_the_first_complete_game_is_checkpointed_at_once(
+    tmp_path: Path, small, monkeypatch
+) -> None:
     lines: list[str] = []
-    trainer = Trainer(small, MuZeroSolver().config({**TINY, "checkpoint_seconds": 1e9}), seed=0,
-                      checkpoint_dir=tmp_path, log=lines.append)
+    trainer = Trainer(
+        small,
+        MuZeroSolver().config({**TINY, "checkpoint_seconds": 1e9}),
+        seed=0,
+        checkpoint_dir=tmp_path,
+        log=lines.append,
+    )
     saves: list[int] = []
     save = Trainer.save
-    monkeypatch.setattr(Trainer, "save", lambda self: (saves.append(self.counters.games), save(self))[1])
+    monkeypatch.setattr(
+        Trainer, "save", lambda self: (saves.append(self.counters.games), save(self))[1]
+    )
     trainer.run(games=3 * TINY["parallel_games"])
     assert "a new run" in lines[0]
-    assert 0 < saves[0] < 3 * TINY["parallel_games"] and len(saves) == 2  # the first games, then the end
-    resumed = Trainer(small, MuZeroSolver().config(TINY), seed=0, checkpoint_dir=tmp_path, log=lines.append)
+    assert (
+        0 < saves[0] < 3 * TINY["parallel_games"] and len(saves) == 2
+    )  # the first games, then the end
+    resumed = Trainer(
+        small, MuZeroSolver().config(TINY), seed=0, checkpoint_dir=tmp_path, log=lines.append
+    )
     assert resumed.resumed and resumed.counters.games == 3 * TINY["parallel_games"]
 
 
@@ -492,8 +645,9 @@ def test_a_checkpoint_of_another_run_is_refused(tmp_path: Path, small) -> None:
         Trainer(small, MuZeroSolver().config(TINY), seed=0, checkpoint_dir=tmp_path)
 
 
-def test_a_run_from_an_older_checkpoint_leaves_the_better_best_answer(tmp_path: Path,
-                                                                     small) -> None:
+def test_a_run_from_an_older_checkpoint_leaves_the_better_best_answer(
+    tmp_path: Path, small
+) -> None:
     config = MuZeroSolver().config(TINY)
     older = Trainer(small, config, seed=0, checkpoint_dir=tmp_path).run(games=1)
     kept = (tmp_path / CHECKPOINT_NAME).read_bytes()
@@ -519,7 +673,9 @@ def test_a_checkpoint_folder_that_is_a_file_is_refused(tmp_path: Path, small) ->
 
 def test_muzero_policy_search_plays_too(small) -> None:
     # mctx.muzero_policy with Dirichlet noise and a visit-count temperature
-    solution = get_solver("muzero").solve(small, SolveRequest(seed=0, work=4, options={**TINY, "search": "muzero"}))
+    solution = get_solver("muzero").solve(
+        small, SolveRequest(seed=0, work=4, options={**TINY, "search": "muzero"})
+    )
     assert check_solution(small, solution).ok and solution.work["games"] >= 4
 
 
@@ -539,7 +695,9 @@ def test_a_wall_clock_budget_trains_until_it_is_spent(small) -> None:
 
 
 def test_gumbel_search_with_mctx_q_rescaling(small) -> None:
-    solution = get_solver("muzero").solve(small, SolveRequest(seed=0, work=4, options={**TINY, "rescale_q": "true"}))
+    solution = get_solver("muzero").solve(
+        small, SolveRequest(seed=0, work=4, options={**TINY, "rescale_q": "true"})
+    )
     assert check_solution(small, solution).ok
 
 
@@ -547,11 +705,19 @@ def test_a_budget_that_ends_before_any_game_answers_with_the_best_demonstration(
     options = {**TINY, "demonstrations": "greedy"}
     seen: list[float] = []
     answer = get_solver("muzero").solve(
-        small, SolveRequest(seed=0, seconds=1e-3, options=options, callback=lambda imp: seen.append(imp.elapsed_s)))
+        small,
+        SolveRequest(
+            seed=0, seconds=1e-3, options=options, callback=lambda imp: seen.append(imp.elapsed_s)
+        ),
+    )
     greedy = get_solver("greedy").solve(small)
     assert answer.work["games"] == 0 and answer.info["fallback"] == "greedy"
     assert answer.actions == greedy.actions and len(seen) == 1
     assert check_solution(small, answer).ok
     # without a demonstration: one no-search game of the policy, and no fallback named
-    alone = get_solver("muzero").solve(small, SolveRequest(seed=0, seconds=1e-3, options={**TINY, "demonstrations": ""}))
-    assert alone.work["games"] == 0 and alone.work["eval_games"] == 1 and "fallback" not in alone.info
+    alone = get_solver("muzero").solve(
+        small, SolveRequest(seed=0, seconds=1e-3, options={**TINY, "demonstrations": ""})
+    )
+    assert (
+        alone.work["games"] == 0 and alone.work["eval_games"] == 1 and "fallback" not in alone.info
+    )

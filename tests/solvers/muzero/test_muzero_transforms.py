@@ -6,7 +6,13 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from mallocgame.solvers.muzero.transforms import atoms, h, h_inverse, logits_to_scalar, scalar_to_two_hot
+from mallocgame.solvers.muzero.transforms import (
+    atoms,
+    h,
+    h_inverse,
+    logits_to_scalar,
+    scalar_to_two_hot,
+)
 
 
 def test_transform_inverts_exactly() -> None:
@@ -26,6 +32,8 @@ def test_two_hot_round_trip(x: float) -> None:
 
 def test_two_hot_clips_to_the_support() -> None:
     dist = scalar_to_two_hot(jnp.asarray([1e6, -1e6]), 21, 5.0)
-    assert float(dist[0, -1]) == pytest.approx(1.0, abs=1e-4) and float(dist[1, 0]) == pytest.approx(1.0, abs=1e-4)
+    assert float(dist[0, -1]) == pytest.approx(1.0, abs=1e-4) and float(
+        dist[1, 0]
+    ) == pytest.approx(1.0, abs=1e-4)
     a = atoms(21, 5.0)
     assert float(a[-1]) == pytest.approx(float(h(jnp.asarray(5.0))))

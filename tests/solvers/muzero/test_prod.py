@@ -13,7 +13,13 @@ from mallocgame.solvers.hybrid import choose_fastest
 from mallocgame.workloads.registry import load_workload, workload_names
 from tests.solvers.muzero.test_muzero_train import TINY
 
-ONE_GAME = {**TINY, "demonstrations": "greedy", "parallel_games": 1, "greedy_games": 1, "num_simulations": 2}
+ONE_GAME = {
+    **TINY,
+    "demonstrations": "greedy",
+    "parallel_games": 1,
+    "greedy_games": 1,
+    "num_simulations": 2,
+}
 """The cheapest agent: one game of two simulations per move; the greedy game as its
 demonstration, which answers where the agent's game is not complete within the budget
 (one game of synthetic-v1/16k takes far longer: docs/muzero-experiments.md)."""
@@ -23,13 +29,17 @@ demonstration, which answers where the agent's game is not complete within the b
 def test_never_slower_than_the_heuristic(name: str) -> None:
     inst = load_workload(name)
     options = {**ONE_GAME, "order_search_share": 0}  # the order search: its own tests, below
-    answer = get_solver("muzero-prod").solve(inst, SolveRequest(seed=0, work=1, seconds=5.0, options=options))
+    answer = get_solver("muzero-prod").solve(
+        inst, SolveRequest(seed=0, work=1, seconds=5.0, options=options)
+    )
     heuristic = get_solver("heuristic").solve(inst)
     assert check_solution(inst, answer).ok
     latency = simulate(inst, answer).latency_s
     assert latency <= simulate(inst, heuristic).latency_s
     candidates = answer.info["candidates"]
-    assert set(candidates) == {"heuristic", "muzero"} and all(c["valid"] for c in candidates.values())
+    assert set(candidates) == {"heuristic", "muzero"} and all(
+        c["valid"] for c in candidates.values()
+    )
     assert latency == answer.info["latency_s"] == min(c["latency_s"] for c in candidates.values())
     assert candidates["heuristic"]["reward_s"] == heuristic.reward_s
 
@@ -40,9 +50,13 @@ def test_the_answer_records_every_candidate_and_the_winner(lstm, tmp_path) -> No
     answer = get_solver("muzero-prod").solve(lstm, request)
     assert answer.solver == "muzero-prod" and answer.seed == 0
     names = [imp.solution.solver for imp in seen]
-    assert names[0] == "heuristic" and "muzero" in names  # the heuristic first, then the agent's bests
+    assert (
+        names[0] == "heuristic" and "muzero" in names
+    )  # the heuristic first, then the agent's bests
     assert set(names) <= {"heuristic", "muzero", "msa-search"}
-    assert names == sorted(names, key=["heuristic", "muzero", "msa-search"].index)  # the order search last
+    assert names == sorted(
+        names, key=["heuristic", "muzero", "msa-search"].index
+    )  # the order search last
     candidates = answer.info["candidates"]
     assert set(candidates) == {"heuristic", "muzero", "msa-search"}
     chosen = answer.info["chosen"]
@@ -54,24 +68,41 @@ def test_the_answer_records_every_candidate_and_the_winner(lstm, tmp_path) -> No
     assert load_solution(tmp_path / "a.json").info["candidates"] == candidates
 
 
-def test_the_order_search_starts_from_the_agents_mapping_and_beats_both_to_be_reported(lstm) -> None:
+def test_the_order_search_starts_from_the_agents_mapping_and_beats_both_to_be_reported(
+    lstm,
+) -> None:
     seen: list = []
-    request = SolveRequest(seed=0, work=8, options={**TINY, "order_search_evaluations": 50}, callback=seen.append)
+    request = SolveRequest(
+        seed=0, work=8, options={**TINY, "order_search_evaluations": 50}, callback=seen.append
+    )
     answer = get_solver("muzero-prod").solve(lstm, request)
     assert answer.work["order_evaluations"] == 50
     searched = [imp.solution for imp in seen if imp.solution.solver == "msa-search"]
     others = min(answer.info["candidates"][c]["latency_s"] for c in ("heuristic", "muzero"))
     assert all(s.info["latency_s"] < others for s in searched)
-    assert answer.info["candidates"]["msa-search"]["latency_s"] <= answer.info["candidates"]["heuristic"]["latency_s"]
-    none = get_solver("muzero-prod").solve(lstm, SolveRequest(seed=0, work=8, options={
-        **TINY, "order_search_evaluations": 0}))
-    assert set(none.info["candidates"]) == {"heuristic", "muzero"} and "order_evaluations" not in none.work
+    assert (
+        answer.info["candidates"]["msa-search"]["latency_s"]
+        <= answer.info["candidates"]["heuristic"]["latency_s"]
+    )
+    none = get_solver("muzero-prod").solve(
+        lstm, SolveRequest(seed=0, work=8, options={**TINY, "order_search_evaluations": 0})
+    )
+    assert (
+        set(none.info["candidates"]) == {"heuristic", "muzero"}
+        and "order_evaluations" not in none.work
+    )
 
 
 def test_a_work_budget_gives_the_same_answer() -> None:
     inst = load_workload("xla-v1/gru_infer")
-    runs = [get_solver("muzero-prod").solve(inst, SolveRequest(seed=3, work=4, options=TINY)) for _ in range(2)]
-    assert runs[0].allocations == runs[1].allocations and runs[0].info["chosen"] == runs[1].info["chosen"]
+    runs = [
+        get_solver("muzero-prod").solve(inst, SolveRequest(seed=3, work=4, options=TINY))
+        for _ in range(2)
+    ]
+    assert (
+        runs[0].allocations == runs[1].allocations
+        and runs[0].info["chosen"] == runs[1].info["chosen"]
+    )
 
 
 def test_a_tie_goes_to_the_earlier_candidate(lstm) -> None:
@@ -85,10 +116,14 @@ def test_a_tie_goes_to_the_earlier_candidate(lstm) -> None:
 def test_muzero_settings_are_its_settings_with_restarts_on_and_the_order_search() -> None:
     prod = get_solver("muzero-prod").settings({"num_simulations": "8"})
     assert prod["restart_fraction"] == 0.5
-    search = {"order_search_share": prod.pop("order_search_share"),
-              "order_search_evaluations": prod.pop("order_search_evaluations")}
+    search = {
+        "order_search_share": prod.pop("order_search_share"),
+        "order_search_evaluations": prod.pop("order_search_evaluations"),
+    }
     assert search == {"order_search_share": 0.25, "order_search_evaluations": 200}
-    assert prod == get_solver("muzero").settings({"num_simulations": "8", "restart_fraction": "0.5"})
+    assert prod == get_solver("muzero").settings(
+        {"num_simulations": "8", "restart_fraction": "0.5"}
+    )
     assert get_solver("muzero-prod").settings({"restart_fraction": "0"})["restart_fraction"] == 0.0
 
 
@@ -104,13 +139,22 @@ def test_the_agents_candidate_is_its_best_game_with_search_or_its_policys_alone(
     request = SolveRequest(seed=0, work=8, options={**TINY, "eval_every": 1}, callback=seen.append)
     answer = get_solver("muzero-prod").solve(lstm, request)
     assert answer.work["eval_games"] > 0  # the policy network played alone too
-    agent = max((imp.solution for imp in seen if imp.solution.solver == "muzero"), key=lambda s: s.reward_s)
+    agent = max(
+        (imp.solution for imp in seen if imp.solution.solver == "muzero"), key=lambda s: s.reward_s
+    )
     assert answer.info["candidates"]["muzero"]["reward_s"] == agent.reward_s
 
 
 def test_progress_sees_every_game_as_it_is_played(lstm) -> None:
     seen: list[dict] = []
-    answer = get_solver("muzero-prod").solve(lstm, SolveRequest(seed=0, work=6, options={
-        **TINY, "order_search_evaluations": 0}, progress=lambda work: seen.append(dict(work))))
+    answer = get_solver("muzero-prod").solve(
+        lstm,
+        SolveRequest(
+            seed=0,
+            work=6,
+            options={**TINY, "order_search_evaluations": 0},
+            progress=lambda work: seen.append(dict(work)),
+        ),
+    )
     games = [w["games"] for w in seen]
     assert games == list(range(1, len(games) + 1)) and games[-1] == answer.work["games"] >= 6

@@ -34,73 +34,114 @@ class EgrlConfig:
 
     # --- what runs
     mode: Literal["both", "evolution", "pg"] = setting(
-        "both", "both: the population and the SAC learner; evolution: the population alone; pg: the learner alone")
+        "both",
+        "both: the population and the SAC learner; evolution: the population alone; pg: the learner alone",
+    )
     fitness: Literal["reward", "speedup"] = setting(
-        "reward", "a proposal's fitness: its normalized reward, or its simulated speedup (mallocgame.simulate)")
+        "reward",
+        "a proposal's fitness: its normalized reward, or its simulated speedup (mallocgame.simulate)",
+    )
     # --- the population (modes both and evolution)
     policies: int = setting(2, "graph-policy individuals in the population", within="[0, 1024]")
     chromosomes: int = setting(
-        8, "Boltzmann-chromosome individuals in the population", within="[0, 1024]")
+        8, "Boltzmann-chromosome individuals in the population", within="[0, 1024]"
+    )
     elites: int = setting(
-        2, "best individuals carried unchanged into the next generation", within="[0, 1024]")
+        2, "best individuals carried unchanged into the next generation", within="[0, 1024]"
+    )
     tournament: int = setting(
-        3, "individuals drawn (with replacement) per tournament selection", within="[1, 1024]")
+        3, "individuals drawn (with replacement) per tournament selection", within="[1, 1024]"
+    )
     crossover: float = setting(
-        0.5, "probability that an offspring is a crossover with an elite, in [0, 1]",
-        within="[0, 1]")
+        0.5,
+        "probability that an offspring is a crossover with an elite, in [0, 1]",
+        within="[0, 1]",
+    )
     mutation: float = setting(
-        0.9, "probability that an offspring is mutated, in [0, 1]", within="[0, 1]")
+        0.9, "probability that an offspring is mutated, in [0, 1]", within="[0, 1]"
+    )
     mutation_rate: float = setting(
-        0.1, "share of an offspring's genes mutated: policy weights, or chromosome units",
-        within="(0, 1]")
+        0.1,
+        "share of an offspring's genes mutated: policy weights, or chromosome units",
+        within="(0, 1]",
+    )
     sigma: float = setting(
-        0.1, "policy mutation: std of the noise, relative to each weight's magnitude",
-        within="[0, 10]")
+        0.1,
+        "policy mutation: std of the noise, relative to each weight's magnitude",
+        within="[0, 10]",
+    )
     prior_sigma: float = setting(
-        1.0, "chromosome mutation: std of the noise on a unit's prior logits and log temperature",
-        within="[0, 10]")
+        1.0,
+        "chromosome mutation: std of the noise on a unit's prior logits and log temperature",
+        within="[0, 10]",
+    )
     temperature: float = setting(
-        0.5, "initial temperature of every chromosome unit", within="[1e-2, 1e2]")
+        0.5, "initial temperature of every chromosome unit", within="[1e-2, 1e2]"
+    )
     prior_bias: float = setting(
-        1.0, "initial logits = this times (1, 1/2, 0) for Copy, NoCopy, Drop "
-             "(chromosome priors, policy output bias)", within="[-100, 100]")
+        1.0,
+        "initial logits = this times (1, 1/2, 0) for Copy, NoCopy, Drop "
+        "(chromosome priors, policy output bias)",
+        within="[-100, 100]",
+    )
     init_scale: float = setting(
-        0.5, "std of the random part of the initial chromosome priors", within="[0, 10]")
-    policy_sample: bool = setting(False, "population graph policies sample their proposals (false: the argmax)")
+        0.5, "std of the random part of the initial chromosome priors", within="[0, 10]"
+    )
+    policy_sample: bool = setting(
+        False, "population graph policies sample their proposals (false: the argmax)"
+    )
     # --- the graph networks
     hidden: int = setting(32, "width of the graph networks' node embeddings", within="[1, 4096]")
     layers: int = setting(
-        1, "graph convolutions per level of the graph U-Net, on the way down and up",
-        within="[1, 64]")
+        1,
+        "graph convolutions per level of the graph U-Net, on the way down and up",
+        within="[1, 64]",
+    )
     pool_levels: int = setting(
-        1, "top-k pooling levels of the graph U-Net (0: a plain relational GCN)", within="[0, 16]")
+        1, "top-k pooling levels of the graph U-Net (0: a plain relational GCN)", within="[0, 16]"
+    )
     pool_ratio: float = setting(
-        0.5, "share of a level's nodes that top-k pooling keeps, in (0, 1)", within="(0, 1)")
+        0.5, "share of a level's nodes that top-k pooling keeps, in (0, 1)", within="(0, 1)"
+    )
     # --- the learner (modes both and pg): discrete soft actor-critic on a one-step MDP
     learner_rollouts: int = setting(
-        1, "proposals the learner's actor samples each generation", within="[0, 4096]")
+        1, "proposals the learner's actor samples each generation", within="[0, 4096]"
+    )
     updates_per_proposal: float = setting(
-        1.0, "SAC updates per proposal evaluated in the generation "
-             "(Algorithm 1: one per environment step)", within="[0, 1000]")
+        1.0,
+        "SAC updates per proposal evaluated in the generation "
+        "(Algorithm 1: one per environment step)",
+        within="[0, 1000]",
+    )
     batch_size: int = setting(32, "proposals per SAC update", within="[1, 65536]")
     min_replay: int = setting(
-        8, "proposals in the replay buffer before the first SAC update", within="[1, 100000000]")
+        8, "proposals in the replay buffer before the first SAC update", within="[1, 100000000]"
+    )
     replay_size: int = setting(
-        2000, "proposals the shared replay buffer keeps (oldest dropped first)",
-        within="[1, 100000000]")
+        2000,
+        "proposals the shared replay buffer keeps (oldest dropped first)",
+        within="[1, 100000000]",
+    )
     learning_rate: float = setting(
-        1e-3, "Adam learning rate of the actor, the critics and log alpha", within="(0, 1]")
+        1e-3, "Adam learning rate of the actor, the critics and log alpha", within="(0, 1]"
+    )
     alpha: float | None = setting(
-        None, "entropy temperature; none: tuned automatically toward target_entropy",
-        within="[0, 1e3]")
+        None,
+        "entropy temperature; none: tuned automatically toward target_entropy",
+        within="[0, 1e3]",
+    )
     target_entropy: float = setting(
-        0.3, "auto alpha: target mean entropy per unit, as a share of log 3, in (0, 1)",
-        within="(0, 1)")
+        0.3,
+        "auto alpha: target mean entropy per unit, as a share of log 3, in (0, 1)",
+        within="(0, 1)",
+    )
     # --- run control (never changes what is computed)
     checkpoint_dir: str | None = setting(
-        None, "folder of checkpoint.msgpack and best.solution.json; a run resumes from it")
+        None, "folder of checkpoint.msgpack and best.solution.json; a run resumes from it"
+    )
     checkpoint_seconds: float = setting(
-        60.0, "seconds between checkpoints (and one at the end)", within="(0, 1e9]")
+        60.0, "seconds between checkpoints (and one at the end)", within="(0, 1e9]"
+    )
     progress: bool = setting(False, "print progress lines on stderr")
     progress_seconds: float = setting(10.0, "seconds between progress lines", within="(0, 1e9]")
 
@@ -108,7 +149,8 @@ class EgrlConfig:
         check_ranges(self)
         if self.mode != "pg" and self.policies + self.chromosomes < 1:
             raise ValueError(
-                f"mode {self.mode} needs a population: policies + chromosomes must be at least 1")
+                f"mode {self.mode} needs a population: policies + chromosomes must be at least 1"
+            )
         if not self.elites < max(self.policies + self.chromosomes, 1):
             raise ValueError("elites must be in [0, policies + chromosomes)")
         if self.mode != "evolution" and self.learner_rollouts < 1:

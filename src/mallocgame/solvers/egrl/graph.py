@@ -43,18 +43,44 @@ from dataclasses import dataclass
 import numpy as np
 
 from mallocgame.game.tables import (
-    B_ALIGNED, B_BIT, B_GROUP, B_IS_OUT, B_TENSOR, B_TIME, I_SUPPLY, X_DEF, X_LAST_USE, X_LIVE_OUT, GameTables,
+    B_ALIGNED,
+    B_BIT,
+    B_GROUP,
+    B_IS_OUT,
+    B_TENSOR,
+    B_TIME,
+    I_SUPPLY,
+    X_DEF,
+    X_LAST_USE,
+    X_LIVE_OUT,
+    GameTables,
 )
 from mallocgame.instance import Instance, RooflineLatency
 
 __all__ = [
-    "ProgramGraph", "build_graph", "pad_graph", "bucket", "node_features",
-    "RELATIONS", "NUM_RELATIONS", "TWO_HOP", "NODE_TYPES", "FEATURE_NAMES", "NUM_FEATURES",
+    "ProgramGraph",
+    "build_graph",
+    "pad_graph",
+    "bucket",
+    "node_features",
+    "RELATIONS",
+    "NUM_RELATIONS",
+    "TWO_HOP",
+    "NODE_TYPES",
+    "FEATURE_NAMES",
+    "NUM_FEATURES",
 ]
 
 RELATIONS = (
-    "instruction->buffer", "buffer->instruction", "tensor->buffer", "buffer->tensor",
-    "group->buffer", "buffer->group", "previous->next instruction", "next->previous instruction", "two-hop",
+    "instruction->buffer",
+    "buffer->instruction",
+    "tensor->buffer",
+    "buffer->tensor",
+    "group->buffer",
+    "buffer->group",
+    "previous->next instruction",
+    "next->previous instruction",
+    "two-hop",
 )
 """Edge relations; each has its own weights in a graph convolution."""
 INS_BUF, BUF_INS, TEN_BUF, BUF_TEN, GRP_BUF, BUF_GRP, NEXT, PREV, TWO_HOP = range(len(RELATIONS))
@@ -63,20 +89,51 @@ NUM_RELATIONS = len(RELATIONS)
 NODE_TYPES = ("buffer", "instruction", "tensor", "group")
 
 BUFFER_FEATURES = (
-    "log_size", "size_over_capacity", "is_output", "target_time", "def_time", "last_use", "live_length",
-    "log_demand", "benefit_share", "benefit_rel", "live_out", "log_group_size", "program_input", "log_tensor_reads",
-    "in_latency_table", "log_supply_here",
+    "log_size",
+    "size_over_capacity",
+    "is_output",
+    "target_time",
+    "def_time",
+    "last_use",
+    "live_length",
+    "log_demand",
+    "benefit_share",
+    "benefit_rel",
+    "live_out",
+    "log_group_size",
+    "program_input",
+    "log_tensor_reads",
+    "in_latency_table",
+    "log_supply_here",
 )
 INSTRUCTION_FEATURES = (
-    "log_latency_slow", "benefit_share", "time", "log_count", "log_flops", "log_supply", "log_buffers",
-    "table_latency", "log_bytes",
+    "log_latency_slow",
+    "benefit_share",
+    "time",
+    "log_count",
+    "log_flops",
+    "log_supply",
+    "log_buffers",
+    "table_latency",
+    "log_bytes",
 )
 TENSOR_FEATURES = (
-    "log_size", "size_over_capacity", "def_time", "last_use", "live_length", "live_out", "program_input", "log_reads",
+    "log_size",
+    "size_over_capacity",
+    "def_time",
+    "last_use",
+    "live_length",
+    "live_out",
+    "program_input",
+    "log_reads",
 )
 GROUP_FEATURES = ("log_size", "first_time", "last_time", "size_over_capacity", "log_tensors")
-_WIDTH = max(len(BUFFER_FEATURES), len(INSTRUCTION_FEATURES), len(TENSOR_FEATURES), len(GROUP_FEATURES))
-FEATURE_NAMES: tuple[str, ...] = tuple(f"f{i}" for i in range(_WIDTH)) + tuple(f"is_{t}" for t in NODE_TYPES)
+_WIDTH = max(
+    len(BUFFER_FEATURES), len(INSTRUCTION_FEATURES), len(TENSOR_FEATURES), len(GROUP_FEATURES)
+)
+FEATURE_NAMES: tuple[str, ...] = tuple(f"f{i}" for i in range(_WIDTH)) + tuple(
+    f"is_{t}" for t in NODE_TYPES
+)
 """Columns: ``_WIDTH`` type-specific features (the ``*_FEATURES`` of the node's type,
 zero-filled), then the type one-hot."""
 NUM_FEATURES = len(FEATURE_NAMES)
@@ -136,11 +193,15 @@ def _standardize(block: np.ndarray) -> np.ndarray:
     return np.clip(out, -5.0, 5.0).astype(np.float32)
 
 
-def _instruction_latencies(instance: Instance) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+def _instruction_latencies(
+    instance: Instance,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """Per instruction (count included): latency with every buffer slow, with every buffer
     fast, compute seconds (0 for a table), bytes touched."""
     hw = instance.hardware
-    sizes = np.fromiter((b.size for b in instance.buffers), dtype=np.float64, count=instance.num_buffers)
+    sizes = np.fromiter(
+        (b.size for b in instance.buffers), dtype=np.float64, count=instance.num_buffers
+    )
     num_t = instance.num_instructions
     slow, fast, flops, nbytes = (np.zeros(num_t) for _ in range(4))
     for t, ins in enumerate(instance.instructions):
@@ -184,7 +245,9 @@ def node_features(instance: Instance, tables: GameTables, groups: np.ndarray) ->
     supply = tb.ins_float[:, I_SUPPLY]
     mean_supply = float(supply.mean()) if num_t else 0.0
     norm = tb.normalizer_s
-    benefit = np.nan_to_num(np.fromiter((b.benefit_s for b in instance.buffers), dtype=np.float64, count=num_b))
+    benefit = np.nan_to_num(
+        np.fromiter((b.benefit_s for b in instance.buffers), dtype=np.float64, count=num_b)
+    )
     group_size = tb.group_size[bi[:, B_GROUP]].astype(np.float64)
 
     buf = np.zeros((num_b, len(BUFFER_FEATURES)))
@@ -300,27 +363,40 @@ def build_graph(instance: Instance, tables: GameTables) -> ProgramGraph:
     in_group = grp_node >= 0
     steps = np.arange(max(num_t - 1, 0), dtype=np.int64) + num_b
     parts = [
-        (ins_node, buffers, INS_BUF), (buffers, ins_node, BUF_INS),
-        (ten_node, buffers, TEN_BUF), (buffers, ten_node, BUF_TEN),
-        (grp_node[in_group], buffers[in_group], GRP_BUF), (buffers[in_group], grp_node[in_group], BUF_GRP),
-        (steps, steps + 1, NEXT), (steps + 1, steps, PREV),
+        (ins_node, buffers, INS_BUF),
+        (buffers, ins_node, BUF_INS),
+        (ten_node, buffers, TEN_BUF),
+        (buffers, ten_node, BUF_TEN),
+        (grp_node[in_group], buffers[in_group], GRP_BUF),
+        (buffers[in_group], grp_node[in_group], BUF_GRP),
+        (steps, steps + 1, NEXT),
+        (steps + 1, steps, PREV),
     ]
     src = np.concatenate([p[0] for p in parts]).astype(np.int32)
     dst = np.concatenate([p[1] for p in parts]).astype(np.int32)
     rel = np.concatenate([np.full(len(p[0]), p[2], dtype=np.int32) for p in parts])
     src2, dst2 = _chain_edges(src, dst)
     features = node_features(instance, tables, groups)
-    node_type = np.concatenate([
-        np.zeros(num_b, np.int8), np.ones(num_t, np.int8), np.full(num_x, 2, np.int8), np.full(len(groups), 3, np.int8),
-    ])
+    node_type = np.concatenate(
+        [
+            np.zeros(num_b, np.int8),
+            np.ones(num_t, np.int8),
+            np.full(num_x, 2, np.int8),
+            np.full(len(groups), 3, np.int8),
+        ]
+    )
     return ProgramGraph(num_b, num_nodes, features, node_type, src, dst, rel, src2, dst2)
 
 
-def _pad_edges(src: np.ndarray, dst: np.ndarray, rel: np.ndarray, size: int, sink: int) -> dict[str, np.ndarray]:
+def _pad_edges(
+    src: np.ndarray, dst: np.ndarray, rel: np.ndarray, size: int, sink: int
+) -> dict[str, np.ndarray]:
     n = src.shape[0]
     out = {
-        "src": np.full(size, sink, dtype=np.int32), "dst": np.full(size, sink, dtype=np.int32),
-        "rel": np.zeros(size, dtype=np.int32), "mask": np.zeros(size, dtype=np.float32),
+        "src": np.full(size, sink, dtype=np.int32),
+        "dst": np.full(size, sink, dtype=np.int32),
+        "rel": np.zeros(size, dtype=np.int32),
+        "mask": np.zeros(size, dtype=np.float32),
     }
     out["src"][:n], out["dst"][:n], out["rel"][:n], out["mask"][:n] = src, dst, rel, 1.0
     return out
@@ -351,6 +427,9 @@ def pad_graph(graph: ProgramGraph) -> dict[str, np.ndarray]:
     all_rel = np.concatenate([graph.rel, np.full(graph.src2.shape[0], TWO_HOP, dtype=np.int32)])
     pooled = _pad_edges(all_src, all_dst, all_rel, bucket(all_src.shape[0]), sink)
     return {
-        "x": x, "node_mask": node_mask, "units": units,
-        **level0, **{f"all_{k}": v for k, v in pooled.items()},
+        "x": x,
+        "node_mask": node_mask,
+        "units": units,
+        **level0,
+        **{f"all_{k}": v for k, v in pooled.items()},
     }

@@ -32,7 +32,7 @@ CPU), longer than a whole small run.
 from __future__ import annotations
 
 import math
-from typing import Mapping
+from collections.abc import Mapping
 
 import flax.linen as nn
 import jax
@@ -41,8 +41,16 @@ import numpy as np
 
 from mallocgame.solvers.egrl.graph import NUM_FEATURES, NUM_RELATIONS
 
-__all__ = ["RelationalConv", "GraphUNet", "Actor", "Critic", "NUM_ACTIONS", "init_params", "dummy_graph",
-           "LOGITS_INIT_STD"]
+__all__ = [
+    "RelationalConv",
+    "GraphUNet",
+    "Actor",
+    "Critic",
+    "NUM_ACTIONS",
+    "init_params",
+    "dummy_graph",
+    "LOGITS_INIT_STD",
+]
 
 NUM_ACTIONS = 3
 LOGITS_INIT_STD = 0.1
@@ -59,17 +67,27 @@ class RelationalConv(nn.Module):
     hidden: int
 
     @nn.compact
-    def __call__(self, h: jnp.ndarray, src: jnp.ndarray, dst: jnp.ndarray, rel: jnp.ndarray,
-                 mask: jnp.ndarray) -> jnp.ndarray:
+    def __call__(
+        self,
+        h: jnp.ndarray,
+        src: jnp.ndarray,
+        dst: jnp.ndarray,
+        rel: jnp.ndarray,
+        mask: jnp.ndarray,
+    ) -> jnp.ndarray:
         """``h`` [n, H]; edges ``src``, ``dst`` (in ``0 .. n``; ``n`` is a dropped
         node), ``rel`` int [E] and ``mask`` float [E]."""
         n = h.shape[0]
         padded = jnp.concatenate([h, jnp.zeros((1, h.shape[1]), h.dtype)])  # row n: a dropped node
         segment = dst * NUM_RELATIONS + rel
-        total = jax.ops.segment_sum(padded[src] * mask[:, None], segment, num_segments=(n + 1) * NUM_RELATIONS)
+        total = jax.ops.segment_sum(
+            padded[src] * mask[:, None], segment, num_segments=(n + 1) * NUM_RELATIONS
+        )
         count = jax.ops.segment_sum(mask, segment, num_segments=(n + 1) * NUM_RELATIONS)
         mean = (total / jnp.maximum(count, 1.0)[:, None])[: n * NUM_RELATIONS].reshape(n, -1)
-        out = nn.Dense(self.hidden, name="self")(h) + nn.Dense(self.hidden, use_bias=False, name="neighbours")(mean)
+        out = nn.Dense(self.hidden, name="self")(h) + nn.Dense(
+            self.hidden, use_bias=False, name="neighbours"
+        )(mean)
         return nn.relu(nn.LayerNorm(name="norm")(out))
 
 
@@ -90,7 +108,9 @@ class GraphUNet(nn.Module):
         for i in range(self.layers):
             h = RelationalConv(self.hidden, name=f"down0_{i}")(h, *edges) * node_mask[:, None]
         skips = []
-        level_of = jnp.arange(n0)  # node id at the current level of every original node (n: dropped)
+        level_of = jnp.arange(
+            n0
+        )  # node id at the current level of every original node (n: dropped)
         mask, size = node_mask, n0
         for level in range(1, self.pool_levels + 1):
             skips.append((h, edges, mask, size))
@@ -100,7 +120,9 @@ class GraphUNet(nn.Module):
             _, keep = jax.lax.top_k(jnp.where(mask > 0, score, -jnp.inf), k)
             h = h[keep] * jax.nn.sigmoid(score[keep])[:, None]
             mask = mask[keep]
-            new_id = jnp.full(size + 1, k, dtype=jnp.int32).at[keep].set(jnp.arange(k, dtype=jnp.int32))
+            new_id = (
+                jnp.full(size + 1, k, dtype=jnp.int32).at[keep].set(jnp.arange(k, dtype=jnp.int32))
+            )
             level_of = new_id[level_of]
             src, dst = level_of[g["all_src"]], level_of[g["all_dst"]]
             emask = g["all_mask"] * (src < k) * (dst < k)
@@ -114,7 +136,10 @@ class GraphUNet(nn.Module):
             h_skip, edges, mask, size, keep = skips[level - 1]
             h = jnp.zeros((size, self.hidden), h.dtype).at[keep].set(h) + h_skip
             for i in range(self.layers):
-                h = RelationalConv(self.hidden, name=f"up{level - 1}_{i}")(h, *edges) * mask[:, None]
+                h = (
+                    RelationalConv(self.hidden, name=f"up{level - 1}_{i}")(h, *edges)
+                    * mask[:, None]
+                )
         return h
 
 
@@ -134,8 +159,10 @@ class Actor(nn.Module):
         h = h[: g["units"].shape[0]]
         bias = self.prior_bias * jnp.array([1.0, 0.5, 0.0])
         return nn.Dense(
-            NUM_ACTIONS, kernel_init=nn.initializers.normal(LOGITS_INIT_STD),
-            bias_init=lambda *_: bias, name="logits",
+            NUM_ACTIONS,
+            kernel_init=nn.initializers.normal(LOGITS_INIT_STD),
+            bias_init=lambda *_: bias,
+            name="logits",
         )(h)
 
 
@@ -160,9 +187,16 @@ def dummy_graph() -> dict[str, np.ndarray]:
     n, e = 8, 8
     zeros_i = np.zeros(e, np.int32)
     return {
-        "x": np.zeros((n, NUM_FEATURES), np.float32), "node_mask": np.ones(n, np.float32),
-        "units": np.ones(4, np.float32), "src": zeros_i, "dst": zeros_i, "rel": zeros_i,
-        "mask": np.zeros(e, np.float32), "all_src": zeros_i, "all_dst": zeros_i, "all_rel": zeros_i,
+        "x": np.zeros((n, NUM_FEATURES), np.float32),
+        "node_mask": np.ones(n, np.float32),
+        "units": np.ones(4, np.float32),
+        "src": zeros_i,
+        "dst": zeros_i,
+        "rel": zeros_i,
+        "mask": np.zeros(e, np.float32),
+        "all_src": zeros_i,
+        "all_dst": zeros_i,
+        "all_rel": zeros_i,
         "all_mask": np.zeros(e, np.float32),
     }
 

@@ -21,15 +21,27 @@ in; nothing here imports JAX (the policy's output probabilities are passed in).
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Callable, Sequence, Union
 
 import numpy as np
 
 __all__ = [
-    "PolicyGenes", "Chromosome", "Individual", "Offspring", "initial_chromosome", "sample_chromosome",
-    "seed_chromosome", "crossover_chromosomes", "crossover_policies", "mutate_policy", "mutate_chromosome",
-    "rank", "tournament", "next_generation", "PRIOR_FLOOR",
+    "PolicyGenes",
+    "Chromosome",
+    "Individual",
+    "Offspring",
+    "initial_chromosome",
+    "sample_chromosome",
+    "seed_chromosome",
+    "crossover_chromosomes",
+    "crossover_policies",
+    "mutate_policy",
+    "mutate_chromosome",
+    "rank",
+    "tournament",
+    "next_generation",
+    "PRIOR_FLOOR",
 ]
 
 PRIOR_FLOOR = 1e-4
@@ -52,11 +64,12 @@ class Chromosome:
     temperature: np.ndarray
 
 
-Individual = Union[PolicyGenes, Chromosome]
+Individual = PolicyGenes | Chromosome
 
 
-def initial_chromosome(num_units: int, bias: float, scale: float, temperature: float,
-                       rng: np.random.Generator) -> Chromosome:
+def initial_chromosome(
+    num_units: int, bias: float, scale: float, temperature: float, rng: np.random.Generator
+) -> Chromosome:
     """Priors ``bias · (1, 1/2, 0) + N(0, scale²)`` per unit, every temperature ``temperature``."""
     prior = bias * np.array([1.0, 0.5, 0.0]) + scale * rng.standard_normal((num_units, 3))
     return Chromosome(prior.astype(np.float32), np.full(num_units, temperature, dtype=np.float32))
@@ -66,7 +79,9 @@ def sample_chromosome(chromosome: Chromosome, rng: np.random.Generator) -> np.nd
     """One proposal: per unit an action drawn from ``softmax(prior / T)`` (Gumbel-max):
     int8 ``[U]``."""
     gumbel = rng.gumbel(size=chromosome.prior.shape)
-    return np.argmax(chromosome.prior / chromosome.temperature[:, None] + gumbel, axis=1).astype(np.int8)
+    return np.argmax(chromosome.prior / chromosome.temperature[:, None] + gumbel, axis=1).astype(
+        np.int8
+    )
 
 
 def seed_chromosome(probs: np.ndarray, temperature: np.ndarray) -> Chromosome:
@@ -96,7 +111,9 @@ def crossover_policies(a: PolicyGenes, b: PolicyGenes, rng: np.random.Generator)
     return PolicyGenes(np.concatenate([a.theta[:point], b.theta[point:]]))
 
 
-def mutate_policy(genes: PolicyGenes, sigma: float, rate: float, rng: np.random.Generator) -> PolicyGenes:
+def mutate_policy(
+    genes: PolicyGenes, sigma: float, rate: float, rng: np.random.Generator
+) -> PolicyGenes:
     """Gaussian mutation of a share ``rate`` of the weights (each chosen independently):
     ``w += sigma · (|w| + 0.01) · N(0, 1)`` (CERL's noise relative to the weight's size)."""
     theta = genes.theta
@@ -105,7 +122,9 @@ def mutate_policy(genes: PolicyGenes, sigma: float, rate: float, rng: np.random.
     return PolicyGenes(np.where(chosen, theta + noise, theta).astype(np.float32))
 
 
-def mutate_chromosome(chromosome: Chromosome, sigma: float, rate: float, rng: np.random.Generator) -> Chromosome:
+def mutate_chromosome(
+    chromosome: Chromosome, sigma: float, rate: float, rng: np.random.Generator
+) -> Chromosome:
     """Gaussian mutation of a share ``rate`` of the units: their prior logits
     ``+= N(0, sigma²)`` and their log temperature ``+= N(0, sigma²)`` (clipped to
     ``[1e-2, 1e2]``)."""
@@ -113,7 +132,9 @@ def mutate_chromosome(chromosome: Chromosome, sigma: float, rate: float, rng: np
     chosen = rng.random(n) < rate
     prior = chromosome.prior + np.where(chosen[:, None], sigma * rng.standard_normal((n, 3)), 0.0)
     log_t = np.log(chromosome.temperature) + np.where(chosen, sigma * rng.standard_normal(n), 0.0)
-    return Chromosome(prior.astype(np.float32), np.clip(np.exp(log_t), 1e-2, 1e2).astype(np.float32))
+    return Chromosome(
+        prior.astype(np.float32), np.clip(np.exp(log_t), 1e-2, 1e2).astype(np.float32)
+    )
 
 
 def rank(fitness: Sequence[float]) -> np.ndarray:
@@ -121,7 +142,9 @@ def rank(fitness: Sequence[float]) -> np.ndarray:
     return np.argsort(-np.asarray(fitness, dtype=np.float64), kind="stable")
 
 
-def tournament(candidates: Sequence[int], fitness: Sequence[float], size: int, rng: np.random.Generator) -> int:
+def tournament(
+    candidates: Sequence[int], fitness: Sequence[float], size: int, rng: np.random.Generator
+) -> int:
     """The fittest of ``size`` candidates drawn with replacement (ties: first drawn)."""
     drawn = rng.integers(0, len(candidates), size=size)
     best = int(candidates[int(drawn[0])])

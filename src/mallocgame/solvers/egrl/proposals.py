@@ -76,7 +76,9 @@ class ProposalPlayer:
         driver = DropBackup(game, deterministic=True)
         wanted = np.asarray(proposal, dtype=np.int64).tolist()
         if len(wanted) != game.num_buffers:
-            raise ValueError(f"a proposal names {len(wanted)} actions for {game.num_buffers} buffers")
+            raise ValueError(
+                f"a proposal names {len(wanted)} actions for {game.num_buffers} buffers"
+            )
         allowed_of, step = driver.allowed, driver.step
         while not game.complete:
             p = wanted[game.current_buffer]

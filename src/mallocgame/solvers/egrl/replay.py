@@ -21,7 +21,9 @@ class Replay:
     def __init__(self, capacity: int, num_units: int) -> None:
         self.capacity = capacity
         self.num_units = num_units
-        self._actions = np.zeros((0, num_units), dtype=np.int8)  # storage, grown by doubling to [capacity, U]
+        self._actions = np.zeros(
+            (0, num_units), dtype=np.int8
+        )  # storage, grown by doubling to [capacity, U]
         self._fitness = np.zeros(0, dtype=np.float64)
         self.size = 0  # proposals kept
         self.next = 0  # ring position of the next write once full
@@ -77,7 +79,12 @@ class Replay:
         return mean, max(std, 1e-6 * abs(mean), 1e-12)
 
     def state_dict(self) -> dict[str, Any]:
-        return {"actions": self.actions, "fitness": self.fitness, "next": self.next, "added": self.added}
+        return {
+            "actions": self.actions,
+            "fitness": self.fitness,
+            "next": self.next,
+            "added": self.added,
+        }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         actions = np.asarray(state["actions"], dtype=np.int8).reshape(-1, self.num_units)

@@ -33,8 +33,9 @@ from __future__ import annotations
 
 import functools
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable, NamedTuple
+from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -45,8 +46,15 @@ from jax.flatten_util import ravel_pytree
 from mallocgame.solvers.egrl.networks import Actor, Critic, init_params
 
 __all__ = [
-    "NetShape", "LearnerState", "LearnerFunctions", "learner_functions", "init_learner", "init_actor_params",
-    "ALPHA_LR_FACTOR", "INITIAL_ALPHA", "LOG_ALPHA_RANGE",
+    "NetShape",
+    "LearnerState",
+    "LearnerFunctions",
+    "learner_functions",
+    "init_learner",
+    "init_actor_params",
+    "ALPHA_LR_FACTOR",
+    "INITIAL_ALPHA",
+    "LOG_ALPHA_RANGE",
 ]
 
 INITIAL_ALPHA = 0.05
@@ -110,7 +118,9 @@ class LearnerFunctions:
 @functools.lru_cache(maxsize=8)
 def learner_functions(shape: NetShape) -> LearnerFunctions:
     """The jitted actor, critics and SAC update of ``shape`` (built once per process)."""
-    actor = Actor(shape.hidden, shape.layers, shape.pool_levels, shape.pool_ratio)  # its bias: init_actor_params
+    actor = Actor(
+        shape.hidden, shape.layers, shape.pool_levels, shape.pool_ratio
+    )  # its bias: init_actor_params
     critic = Critic(shape.hidden, shape.layers, shape.pool_levels, shape.pool_ratio)
     optimizer = optax.inject_hyperparams(optax.adam)(learning_rate=1e-3)
     _, unravel = ravel_pytree(init_params(actor, np.random.default_rng(0)))
@@ -127,7 +137,12 @@ def learner_functions(shape: NetShape) -> LearnerFunctions:
         cols = jnp.arange(units.shape[0])[None, :]
 
         def critic_loss(critics: Any) -> tuple[jnp.ndarray, tuple[jnp.ndarray, jnp.ndarray]]:
-            q = jnp.stack([critic.apply(jax.tree_util.tree_map(lambda a: a[i], critics), graph) for i in range(2)])
+            q = jnp.stack(
+                [
+                    critic.apply(jax.tree_util.tree_map(lambda a, i=i: a[i], critics), graph)
+                    for i in range(2)
+                ]
+            )
             err = (q[:, cols, actions] - targets[None, :, None]) ** 2  # [2, batch, U']
             loss = (err * units).sum() / (actions.shape[0] * num_units)
             return loss, (q[0], q[1])
@@ -153,13 +168,26 @@ def learner_functions(shape: NetShape) -> LearnerFunctions:
         updates, alpha_opt = optimizer.update(a_grad, state.alpha_opt, state.log_alpha)
         log_alpha = jnp.clip(optax.apply_updates(state.log_alpha, updates), *LOG_ALPHA_RANGE)
         metrics = {"critic_loss": q_loss, "actor_loss": pi_loss, "entropy": entropy, "alpha": alpha}
-        new = LearnerState(actor_params, critics, log_alpha, actor_opt, critic_opt, alpha_opt, state.tune_alpha,
-                           state.target_entropy)
+        new = LearnerState(
+            actor_params,
+            critics,
+            log_alpha,
+            actor_opt,
+            critic_opt,
+            alpha_opt,
+            state.tune_alpha,
+            state.target_entropy,
+        )
         return new, metrics
 
     return LearnerFunctions(
-        actor=actor, critic=critic, logits=jax.jit(logits), flat_logits=jax.jit(flat_logits),
-        update=jax.jit(update), unravel=unravel, optimizer=optimizer,
+        actor=actor,
+        critic=critic,
+        logits=jax.jit(logits),
+        flat_logits=jax.jit(flat_logits),
+        update=jax.jit(update),
+        unravel=unravel,
+        optimizer=optimizer,
     )
 
 
@@ -169,8 +197,13 @@ def init_actor_params(fns: LearnerFunctions, rng: np.random.Generator, prior_bia
 
 
 def init_learner(
-    fns: LearnerFunctions, rng: np.random.Generator, *, prior_bias: float, learning_rate: float,
-    alpha: float | None, target_entropy: float,
+    fns: LearnerFunctions,
+    rng: np.random.Generator,
+    *,
+    prior_bias: float,
+    learning_rate: float,
+    alpha: float | None,
+    target_entropy: float,
 ) -> LearnerState:
     """A fresh learner: actor and twin critics drawn from ``rng``; ``alpha`` fixed, or
     ``None`` to tune it from :data:`INITIAL_ALPHA` toward ``target_entropy · log 3``."""
@@ -187,7 +220,12 @@ def init_learner(
         return state
 
     return LearnerState(
-        actor, critics, log_alpha, adam(actor, learning_rate), adam(critics, learning_rate),
-        adam(log_alpha, learning_rate * ALPHA_LR_FACTOR), jnp.asarray(1.0 if alpha is None else 0.0, jnp.float32),
+        actor,
+        critics,
+        log_alpha,
+        adam(actor, learning_rate),
+        adam(critics, learning_rate),
+        adam(log_alpha, learning_rate * ALPHA_LR_FACTOR),
+        jnp.asarray(1.0 if alpha is None else 0.0, jnp.float32),
         jnp.asarray(target_entropy * math.log(3.0), jnp.float32),
     )

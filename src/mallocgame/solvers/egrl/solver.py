@@ -29,12 +29,20 @@ class EgrlSolver(Solver, name="egrl", work_unit="proposals", config=EgrlConfig):
         try:
             from mallocgame.solvers.egrl.trainer import EgrlTrainer, stderr_log
         except ImportError as exc:
-            raise SolverError(f"{self.name} needs JAX, flax and optax (pip install 'mallocgame[muzero]'): {exc}") \
-                from None
+            raise SolverError(
+                f"{self.name} needs JAX, flax and optax (pip install 'mallocgame[muzero]'): {exc}"
+            ) from None
         trainer = EgrlTrainer(
-            instance, config, seed=run.seed, solver_name=self.name, demonstrations=run.request.demonstrations,
+            instance,
+            config,
+            seed=run.seed,
+            solver_name=self.name,
+            demonstrations=run.request.demonstrations,
             log=stderr_log if config.progress else None,
         )
         work = run.request.work
-        return trainer.run(proposals=None if work is None else max(1, int(work)), clock=run.clock,
-                           callback=run.request.callback)
+        return trainer.run(
+            proposals=None if work is None else max(1, int(work)),
+            clock=run.clock,
+            callback=run.request.callback,
+        )

@@ -45,8 +45,9 @@ import dataclasses
 import json
 import math
 import sys
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Callable, Sequence
+from typing import Any
 
 import jax
 import jax.numpy as jnp
@@ -62,20 +63,42 @@ from mallocgame.options import json_settings
 from mallocgame.solution import Solution
 from mallocgame.solvers.base import Improvement, Stopwatch, solution_from_game
 from mallocgame.solvers.checkpoint import (
-    TRAINER_KEY, BestAnswerFile, checkpoint_directory, restore_checkpoint,
+    TRAINER_KEY,
+    BestAnswerFile,
+    checkpoint_directory,
+    restore_checkpoint,
 )
 from mallocgame.solvers.egrl.config import WHERE_FIELDS, EgrlConfig
 from mallocgame.solvers.egrl.graph import build_graph, pad_graph
 from mallocgame.solvers.egrl.population import (
-    Chromosome, Individual, PolicyGenes, initial_chromosome, next_generation, sample_chromosome, seed_chromosome,
+    Chromosome,
+    Individual,
+    PolicyGenes,
+    initial_chromosome,
+    next_generation,
+    sample_chromosome,
+    seed_chromosome,
 )
 from mallocgame.solvers.egrl.proposals import FitnessFn, ProposalPlayer
 from mallocgame.solvers.egrl.replay import Replay
-from mallocgame.solvers.egrl.sac import LearnerState, NetShape, init_actor_params, init_learner, learner_functions
+from mallocgame.solvers.egrl.sac import (
+    LearnerState,
+    NetShape,
+    init_actor_params,
+    init_learner,
+    learner_functions,
+)
 
 __all__ = [
-    "EgrlTrainer", "Counters", "CHECKPOINT_NAME", "BEST_NAME", "DEFAULT_GENERATIONS", "TRAINER",
-    "RESUME_REMEDY", "stderr_log", "checkpoint_fingerprint",
+    "EgrlTrainer",
+    "Counters",
+    "CHECKPOINT_NAME",
+    "BEST_NAME",
+    "DEFAULT_GENERATIONS",
+    "TRAINER",
+    "RESUME_REMEDY",
+    "stderr_log",
+    "checkpoint_fingerprint",
 ]
 
 CHECKPOINT_NAME = "checkpoint.msgpack"
@@ -143,8 +166,13 @@ class EgrlTrainer:
         self.log = log or (lambda _line: None)
         where = config.checkpoint_dir
         self.dir = None if where is None else checkpoint_directory(where)
-        self._best_file = None if self.dir is None else BestAnswerFile(
-            self.dir / BEST_NAME, instance, score=self._answer_fitness, log=self.log)
+        self._best_file = (
+            None
+            if self.dir is None
+            else BestAnswerFile(
+                self.dir / BEST_NAME, instance, score=self._answer_fitness, log=self.log
+            )
+        )
         self.tables = build_tables(instance)
         self.num_units = instance.num_buffers
         self.player = ProposalPlayer(instance, self.tables)
@@ -154,7 +182,9 @@ class EgrlTrainer:
         self.replay = Replay(config.replay_size, self.num_units)
         self.counters = Counters()
         # The generation in progress.
-        self.phase = "evaluate"  # "evaluate", then "learn" (after the evolution), then the next generation
+        self.phase = (
+            "evaluate"  # "evaluate", then "learn" (after the evolution), then the next generation
+        )
         self.index = 0  # next position in evaluation_order()
         self.fitness: list[float | None] = []  # per individual, this generation
         self.learner_fitness: list[float] = []  # the learner's rollouts this generation
@@ -170,7 +200,9 @@ class EgrlTrainer:
         self._fns: Any = None
         self._graph_dev: Any = None
         self.learner: LearnerState | None = None
-        self._learner_logits: np.ndarray | None = None  # the actor's logits, cached for a generation
+        self._learner_logits: np.ndarray | None = (
+            None  # the actor's logits, cached for a generation
+        )
         self.population: list[Individual | None] = self._initial_population(demonstrations)
         self.fitness = [None] * len(self.population)
         self.resumed = self.dir is not None and (self.dir / CHECKPOINT_NAME).exists()
@@ -188,8 +220,11 @@ class EgrlTrainer:
         rng = np.random.default_rng([self._seed, _INIT])
         population: list[Individual | None] = [None] * cfg.policies
         for _ in range(cfg.chromosomes):
-            population.append(initial_chromosome(
-                self.num_units, cfg.prior_bias, cfg.init_scale, cfg.temperature, rng))
+            population.append(
+                initial_chromosome(
+                    self.num_units, cfg.prior_bias, cfg.init_scale, cfg.temperature, rng
+                )
+            )
         demo = self._best_demonstration(demonstrations)
         if demo is not None and cfg.chromosomes > 0:
             prior = np.zeros((self.num_units, 3), dtype=np.float32)
@@ -200,8 +235,11 @@ class EgrlTrainer:
 
     def _best_demonstration(self, demonstrations: Sequence[Solution]) -> tuple[int, ...] | None:
         usable = [
-            d for d in demonstrations
-            if d.actions is not None and len(d.actions) == self.num_units and d.instance_sha256 == self.instance.sha256
+            d
+            for d in demonstrations
+            if d.actions is not None
+            and len(d.actions) == self.num_units
+            and d.instance_sha256 == self.instance.sha256
         ]
         if not usable:
             return None
@@ -212,7 +250,9 @@ class EgrlTrainer:
         policies), then ``-1 - j`` for the learner's rollout ``j``."""
         chromosomes = [i for i, ind in enumerate(self.population) if isinstance(ind, Chromosome)]
         policies = [i for i, ind in enumerate(self.population) if not isinstance(ind, Chromosome)]
-        learner = [-1 - j for j in range(self.config.learner_rollouts)] if self.config.learns else []
+        learner = (
+            [-1 - j for j in range(self.config.learner_rollouts)] if self.config.learns else []
+        )
         return chromosomes + policies + learner
 
     # ------------------------------------------------------------------ JAX parts
@@ -227,14 +267,21 @@ class EgrlTrainer:
         self._graph_dev = {k: jnp.asarray(v) for k, v in pad_graph(self.graph).items()}
         for i, ind in enumerate(self.population):
             if ind is None and (self.reserved is None or i != self.reserved):
-                params = init_actor_params(self._fns, np.random.default_rng([self._seed, _INIT_POLICY, i]),
-                                           self.config.prior_bias)
+                params = init_actor_params(
+                    self._fns,
+                    np.random.default_rng([self._seed, _INIT_POLICY, i]),
+                    self.config.prior_bias,
+                )
                 self.population[i] = PolicyGenes(self._fns.ravel(params))
         if self.config.learns and self.learner is None:
             cfg = self.config
             self.learner = init_learner(
-                self._fns, np.random.default_rng([self._seed, _INIT_LEARNER]), prior_bias=cfg.prior_bias,
-                learning_rate=cfg.learning_rate, alpha=cfg.alpha, target_entropy=cfg.target_entropy,
+                self._fns,
+                np.random.default_rng([self._seed, _INIT_LEARNER]),
+                prior_bias=cfg.prior_bias,
+                learning_rate=cfg.learning_rate,
+                alpha=cfg.alpha,
+                target_entropy=cfg.target_entropy,
             )
 
     def _policy_logits(self, genes: PolicyGenes) -> np.ndarray:
@@ -272,8 +319,10 @@ class EgrlTrainer:
         next_checkpoint = cfg.checkpoint_seconds
         next_log = cfg.progress_seconds
         if self.resumed:
-            self.log(f"resumed from {self.dir / CHECKPOINT_NAME}: {c.proposals} proposals, "
-                     f"{c.generations} generations, best {self.best_fitness:.4f}")
+            self.log(
+                f"resumed from {self.dir / CHECKPOINT_NAME}: {c.proposals} proposals, "
+                f"{c.generations} generations, best {self.best_fitness:.4f}"
+            )
             if self.best is not None and callback is not None:
                 callback(Improvement(self.best, clock.elapsed, self.best.work))
         elif self.dir is not None:
@@ -296,9 +345,13 @@ class EgrlTrainer:
         if self.dir is not None:
             self.save()
         assert self.best is not None
-        return dataclasses.replace(self.best, wall_s=clock.elapsed, work=self.work(), info=self.info())
+        return dataclasses.replace(
+            self.best, wall_s=clock.elapsed, work=self.work(), info=self.info()
+        )
 
-    def step(self, clock: Stopwatch | None = None, callback: Callable[[Improvement], None] | None = None) -> None:
+    def step(
+        self, clock: Stopwatch | None = None, callback: Callable[[Improvement], None] | None = None
+    ) -> None:
         """One step: an evaluation, the evolution, one SAC update, or closing the
         generation (:meth:`run` takes them until the budget is spent; between two, the
         state is what a checkpoint holds)."""
@@ -314,7 +367,9 @@ class EgrlTrainer:
         else:
             self._close_generation()
 
-    def _evaluate(self, slot: int, clock: Stopwatch, callback: Callable[[Improvement], None] | None) -> None:
+    def _evaluate(
+        self, slot: int, clock: Stopwatch, callback: Callable[[Improvement], None] | None
+    ) -> None:
         g = self.counters.generations
         if slot >= 0:
             ind = self.population[slot]
@@ -345,7 +400,13 @@ class EgrlTrainer:
             self.learner_fitness.append(fitness)
         if fitness > self.best_fitness or self.best is None:
             self.best_from = source
-            self._improve(tuple(int(a) for a in played.actions), fitness, clock, callback, game=self.player.game)
+            self._improve(
+                tuple(int(a) for a in played.actions),
+                fitness,
+                clock,
+                callback,
+                game=self.player.game,
+            )
 
     def _evolve(self, evaluated: int) -> None:
         cfg = self.config
@@ -354,9 +415,17 @@ class EgrlTrainer:
             fitness = [f if f is not None else -math.inf for f in self.fitness]
             offspring = next_generation(
                 self.population,  # type: ignore[arg-type]
-                fitness, num_elites=cfg.elites, tournament_size=cfg.tournament, crossover=cfg.crossover,
-                mutation=cfg.mutation, mutation_rate=cfg.mutation_rate, sigma=cfg.sigma,
-                prior_sigma=cfg.prior_sigma, policy_probs=self._policy_probs, rng=rng, reserve=cfg.learns,
+                fitness,
+                num_elites=cfg.elites,
+                tournament_size=cfg.tournament,
+                crossover=cfg.crossover,
+                mutation=cfg.mutation,
+                mutation_rate=cfg.mutation_rate,
+                sigma=cfg.sigma,
+                prior_sigma=cfg.prior_sigma,
+                policy_probs=self._policy_probs,
+                rng=rng,
+                reserve=cfg.learns,
             )
             self.population = offspring.population
             self.reserved = offspring.reserved
@@ -374,8 +443,9 @@ class EgrlTrainer:
         padded = np.zeros((cfg.batch_size, self._graph_dev["units"].shape[0]), dtype=np.int32)
         padded[:, : self.num_units] = actions
         targets = ((fitness - mean) / std).astype(np.float32)
-        self.learner, metrics = self._fns.update(self.learner, self._graph_dev, jnp.asarray(padded),
-                                                 jnp.asarray(targets))
+        self.learner, metrics = self._fns.update(
+            self.learner, self._graph_dev, jnp.asarray(padded), jnp.asarray(targets)
+        )
         self._learner_logits = None
         self.metrics = {k: float(v) for k, v in metrics.items()}
         self.counters.updates += 1
@@ -387,10 +457,14 @@ class EgrlTrainer:
             assert self.learner is not None
             if self.reserved < len(self.population) and self.population[self.reserved] is None:
                 if self.config.policies > 0 and self._reserved_is_policy():
-                    self.population[self.reserved] = PolicyGenes(self._fns.ravel(self.learner.actor))
+                    self.population[self.reserved] = PolicyGenes(
+                        self._fns.ravel(self.learner.actor)
+                    )
                 else:
                     probs = _softmax(self._actor_logits())
-                    self.population[self.reserved] = seed_chromosome(probs, np.ones(self.num_units, np.float32))
+                    self.population[self.reserved] = seed_chromosome(
+                        probs, np.ones(self.num_units, np.float32)
+                    )
         self.reserved = None
         self.counters.generations += 1
         self.phase, self.index = "evaluate", 0
@@ -400,17 +474,34 @@ class EgrlTrainer:
     def _reserved_is_policy(self) -> bool:
         """Whether the reserved slot is a policy slot: the population keeps its count of
         graph policies, so it is one when the others hold fewer than ``policies``."""
-        others = sum(isinstance(ind, PolicyGenes) for i, ind in enumerate(self.population) if i != self.reserved)
+        others = sum(
+            isinstance(ind, PolicyGenes)
+            for i, ind in enumerate(self.population)
+            if i != self.reserved
+        )
         return others < self.config.policies
 
-    def _improve(self, actions: tuple[int, ...], fitness: float, clock: Stopwatch,
-                 callback: Callable[[Improvement], None] | None, game: Any = None) -> None:
+    def _improve(
+        self,
+        actions: tuple[int, ...],
+        fitness: float,
+        clock: Stopwatch,
+        callback: Callable[[Improvement], None] | None,
+        game: Any = None,
+    ) -> None:
         if game is None:
             game = replay_actions(self.instance, actions, self.tables)
         self.best_actions = actions
         self.best_fitness = fitness
-        self.best = solution_from_game(self.instance, game, solver=self.solver_name, seed=self.seed,
-                                       wall_s=clock.elapsed, work=self.work(), info=self.info())
+        self.best = solution_from_game(
+            self.instance,
+            game,
+            solver=self.solver_name,
+            seed=self.seed,
+            wall_s=clock.elapsed,
+            work=self.work(),
+            info=self.info(),
+        )
         if self._best_file is not None:  # written only where it beats the file on disk
             self._best_file.offer(self.best)
         if callback is not None:
@@ -420,14 +511,23 @@ class EgrlTrainer:
 
     def work(self) -> dict[str, int]:
         c = self.counters
-        return {"proposals": c.proposals, "generations": c.generations, "updates": c.updates,
-                "backups": c.backups, "overridden": c.overridden}
+        return {
+            "proposals": c.proposals,
+            "generations": c.generations,
+            "updates": c.updates,
+            "backups": c.backups,
+            "overridden": c.overridden,
+        }
 
     def info(self) -> dict[str, Any]:
         out: dict[str, Any] = {
-            "mode": self.config.mode, "fitness": self.config.fitness,
-            "best_fitness": round(float(self.best_fitness), 9) if math.isfinite(self.best_fitness) else None,
-            "best_from": self.best_from, "train_seconds": round(self.counters.seconds, 3),
+            "mode": self.config.mode,
+            "fitness": self.config.fitness,
+            "best_fitness": round(float(self.best_fitness), 9)
+            if math.isfinite(self.best_fitness)
+            else None,
+            "best_from": self.best_from,
+            "train_seconds": round(self.counters.seconds, 3),
         }
         out.update({k: round(v, 6) for k, v in self.metrics.items()})
         return out
@@ -438,10 +538,14 @@ class EgrlTrainer:
         mean = f"  generation mean {np.mean(current):.4f}" if current else ""
         learner = ""
         if self.metrics:
-            learner = (f"  critic {self.metrics['critic_loss']:.3f}  entropy {self.metrics['entropy']:.3f}"
-                       f"  alpha {self.metrics['alpha']:.3g}")
-        return (f"{c.seconds:8.1f} s  generation {c.generations}  proposals {c.proposals}  updates {c.updates}"
-                f"  best {self.best_fitness:.4f} ({self.config.fitness}){mean}{learner}")
+            learner = (
+                f"  critic {self.metrics['critic_loss']:.3f}  entropy {self.metrics['entropy']:.3f}"
+                f"  alpha {self.metrics['alpha']:.3g}"
+            )
+        return (
+            f"{c.seconds:8.1f} s  generation {c.generations}  proposals {c.proposals}  updates {c.updates}"
+            f"  best {self.best_fitness:.4f} ({self.config.fitness}){mean}{learner}"
+        )
 
     # --------------------------------------------------------------- checkpoints
 
@@ -464,22 +568,33 @@ class EgrlTrainer:
             if isinstance(ind, PolicyGenes):
                 population[str(i)] = {"kind": "policy", "theta": ind.theta}
             elif isinstance(ind, Chromosome):
-                population[str(i)] = {"kind": "chromosome", "prior": ind.prior, "temperature": ind.temperature}
+                population[str(i)] = {
+                    "kind": "chromosome",
+                    "prior": ind.prior,
+                    "temperature": ind.temperature,
+                }
             else:
                 population[str(i)] = {"kind": "empty"}
         state: dict[str, Any] = {
             "fingerprint": {**self._fingerprint(), TRAINER_KEY: TRAINER},
             "counters": dataclasses.asdict(self.counters),
             "generation": {
-                "phase": self.phase, "index": self.index, "updates_left": self.updates_left,
+                "phase": self.phase,
+                "index": self.index,
+                "updates_left": self.updates_left,
                 "reserved": -1 if self.reserved is None else self.reserved,
-                "fitness": np.asarray([np.nan if f is None else f for f in self.fitness], dtype=np.float64),
+                "fitness": np.asarray(
+                    [np.nan if f is None else f for f in self.fitness], dtype=np.float64
+                ),
                 "learner_fitness": np.asarray(self.learner_fitness, dtype=np.float64),
             },
             "population": population,
             "replay": self.replay.state_dict(),
-            "best": {"actions": np.asarray(self.best_actions, dtype=np.int8), "fitness": float(self.best_fitness),
-                     "from": self.best_from},
+            "best": {
+                "actions": np.asarray(self.best_actions, dtype=np.int8),
+                "fitness": float(self.best_fitness),
+                "from": self.best_from,
+            },
             "metrics": dict(self.metrics),
         }
         if self.learner is not None:
@@ -490,7 +605,9 @@ class EgrlTrainer:
         """Write the checkpoint atomically."""
         assert self.dir is not None
         self.dir.mkdir(parents=True, exist_ok=True)
-        write_bytes_atomic(self.dir / CHECKPOINT_NAME, serialization.msgpack_serialize(self.state_dict()))
+        write_bytes_atomic(
+            self.dir / CHECKPOINT_NAME, serialization.msgpack_serialize(self.state_dict())
+        )
 
     def _load(self) -> None:
         assert self.dir is not None
@@ -499,7 +616,9 @@ class EgrlTrainer:
         try:
             self._restore(state)
         except (KeyError, ValueError, TypeError) as exc:
-            raise SolverError(f"{path}: not a readable checkpoint ({type(exc).__name__}: {exc})") from None
+            raise SolverError(
+                f"{path}: not a readable checkpoint ({type(exc).__name__}: {exc})"
+            ) from None
 
     def _restore(self, state: dict[str, Any]) -> None:
         self.counters = Counters(**state["counters"])
@@ -507,7 +626,9 @@ class EgrlTrainer:
         self.phase, self.index = str(gen["phase"]), int(gen["index"])
         self.updates_left = int(gen["updates_left"])
         self.reserved = None if int(gen["reserved"]) < 0 else int(gen["reserved"])
-        self.fitness = [None if np.isnan(f) else float(f) for f in np.asarray(gen["fitness"]).reshape(-1)]
+        self.fitness = [
+            None if np.isnan(f) else float(f) for f in np.asarray(gen["fitness"]).reshape(-1)
+        ]
         self.learner_fitness = [float(f) for f in np.asarray(gen["learner_fitness"]).reshape(-1)]
         population: list[Individual | None] = []
         for i in range(len(state["population"])):
@@ -515,8 +636,12 @@ class EgrlTrainer:
             if entry["kind"] == "policy":
                 population.append(PolicyGenes(np.asarray(entry["theta"], dtype=np.float32)))
             elif entry["kind"] == "chromosome":
-                population.append(Chromosome(np.asarray(entry["prior"], dtype=np.float32),
-                                             np.asarray(entry["temperature"], dtype=np.float32)))
+                population.append(
+                    Chromosome(
+                        np.asarray(entry["prior"], dtype=np.float32),
+                        np.asarray(entry["temperature"], dtype=np.float32),
+                    )
+                )
             else:
                 population.append(None)
         self.population = population

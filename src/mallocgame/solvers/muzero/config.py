@@ -38,97 +38,147 @@ class MuZeroConfig:
 
     # --- self-play and search
     parallel_games: int = setting(
-        16, "games played in one batch (one search call per move)", within="[1, 4096]")
+        16, "games played in one batch (one search call per move)", within="[1, 4096]"
+    )
     search: Literal["gumbel", "muzero"] = setting(
-        "gumbel", "the search: mctx.gumbel_muzero_policy or mctx.muzero_policy")
+        "gumbel", "the search: mctx.gumbel_muzero_policy or mctx.muzero_policy"
+    )
     num_simulations: int = setting(
-        16, "search simulations per move (paper: 400)", within="[1, 10000]")
+        16, "search simulations per move (paper: 400)", within="[1, 10000]"
+    )
     discount: float = setting(0.9999, "reward discount per move", within="(0, 1]")
     init_temperature: float = setting(
-        1.0, "muzero search: visit-count temperature at the start", within="[1e-3, 1e3]")
+        1.0, "muzero search: visit-count temperature at the start", within="[1e-3, 1e3]"
+    )
     final_temperature: float = setting(
-        0.2, "muzero search: visit-count temperature after the decay", within="[1e-3, 1e3]")
+        0.2, "muzero search: visit-count temperature after the decay", within="[1e-3, 1e3]"
+    )
     temperature_decay_steps: int = setting(
-        400_000, "learner steps from the initial to the final temperature",
-        within="[1, 1000000000]")
+        400_000, "learner steps from the initial to the final temperature", within="[1, 1000000000]"
+    )
     noise_fraction: float = setting(
-        0.25, "muzero search: share of Dirichlet noise in the root prior", within="[0, 1]")
+        0.25, "muzero search: share of Dirichlet noise in the root prior", within="[0, 1]"
+    )
     noise_alpha: float = setting(
-        0.03, "muzero search: Dirichlet concentration of the root noise", within="[1e-3, 1e3]")
+        0.03, "muzero search: Dirichlet concentration of the root noise", within="[1e-3, 1e3]"
+    )
     gumbel_scale: float = setting(
-        1.0, "gumbel search: scale of the Gumbel noise (0: the top action)", within="[0, 100]")
-    rescale_q: bool = setting(False, "gumbel search: min-max normalize Q before sigma (mctx's default: true)")
+        1.0, "gumbel search: scale of the Gumbel noise (0: the top action)", within="[0, 100]"
+    )
+    rescale_q: bool = setting(
+        False, "gumbel search: min-max normalize Q before sigma (mctx's default: true)"
+    )
     greedy_games: int = setting(
-        2, "games a batch that play the improved policy's argmax (no sampling)", within="[0, 4096]")
+        2, "games a batch that play the improved policy's argmax (no sampling)", within="[0, 4096]"
+    )
     q_scale: float = setting(
-        0.1, "gumbel search: c_scale of sigma(Q) = (50 + max N) c_scale Q", within="(0, 1e3]")
+        0.1, "gumbel search: c_scale of sigma(Q) = (50 + max N) c_scale Q", within="(0, 1e3]"
+    )
     q_scale_per_buffer: float = setting(
-        0.0, "> 0: c_scale is this times the program's buffers (replaces q_scale)",
-        within="[0, 1e3]")
+        0.0,
+        "> 0: c_scale is this times the program's buffers (replaces q_scale)",
+        within="[0, 1e3]",
+    )
     restart_fraction: float = setting(
-        0.0, "share of sampled games started at a random state of the best game "
-             "(self-play's, or a demonstration's until one beats it)", within="[0, 1]")
+        0.0,
+        "share of sampled games started at a random state of the best game "
+        "(self-play's, or a demonstration's until one beats it)",
+        within="[0, 1]",
+    )
     restart_window: int = setting(
-        0, "> 0: a restarted game is searched for this many moves, then played out "
-           "along the best game without search (needs restart_fraction > 0)",
-        within="[0, 1000000000]")
-    window_records: bool = setting(False, "train on windowed restarts' searched moves too (records cut short, "
-                                          "bootstrapped from the play-out's return; needs restart_window > 0)")
+        0,
+        "> 0: a restarted game is searched for this many moves, then played out "
+        "along the best game without search (needs restart_fraction > 0)",
+        within="[0, 1000000000]",
+    )
+    window_records: bool = setting(
+        False,
+        "train on windowed restarts' searched moves too (records cut short, "
+        "bootstrapped from the play-out's return; needs restart_window > 0)",
+    )
     # --- targets
     value_scale: float = setting(
-        10.0, "a whole game's return, in units of the reward normalizer, times this",
-        within="(0, 1e6]")
+        10.0,
+        "a whole game's return, in units of the reward normalizer, times this",
+        within="(0, 1e6]",
+    )
     td_steps: int = setting(100, "n of the n-step value targets, moves", within="[1, 1000000]")
     unroll_steps: int = setting(5, "K of the learned model's unroll, moves", within="[1, 100]")
     support_size: int = setting(
-        41, "atoms of the categorical value and reward heads", within="[3, 10001]")
+        41, "atoms of the categorical value and reward heads", within="[3, 10001]"
+    )
     support_max: float = setting(
-        20.0, "largest |scaled value| the atoms cover (before MuZero's transform)",
-        within="(0, 1e6]")
+        20.0,
+        "largest |scaled value| the atoms cover (before MuZero's transform)",
+        within="(0, 1e6]",
+    )
     # --- networks (the representation of paper Figure 4, CPU-sized)
     latent_size: int = setting(64, "width of the latent state", within="[1, 4096]")
     width: int = setting(128, "width of the hidden layers", within="[1, 8192]")
     conv_channels: tuple[int, ...] = setting(
-        (8, 16), "channels of the memory-map image's convolutions",
-        within="[1, 1024]", length=(1, 8))
+        (8, 16),
+        "channels of the memory-map image's convolutions",
+        within="[1, 1024]",
+        length=(1, 8),
+    )
     policy_init_bias: float = setting(
-        0.0, "initial policy logits' bias: this times (1, 1/2, 0) for Copy, NoCopy, Drop",
-        within="[-100, 100]")
-    observation: ObservationConfig = setting(factory=ObservationConfig, doc="sizes of the observation")
+        0.0,
+        "initial policy logits' bias: this times (1, 1/2, 0) for Copy, NoCopy, Drop",
+        within="[-100, 100]",
+    )
+    observation: ObservationConfig = setting(
+        factory=ObservationConfig, doc="sizes of the observation"
+    )
     # --- learner
     batch_size: int = setting(64, "positions per learner step (paper: 512)", within="[1, 65536]")
     learning_rate: float = setting(1e-3, "AdamW learning rate (paper: 2e-4)", within="(0, 1]")
     weight_decay: float = setting(1e-4, "AdamW decoupled weight decay", within="[0, 1]")
     value_loss_weight: float = setting(0.25, "weight of the value loss", within="[0, 100]")
     replay_size: int = setting(
-        20_000, "positions kept in the replay buffer", within="[1, 100000000]")
+        20_000, "positions kept in the replay buffer", within="[1, 100000000]"
+    )
     min_replay: int = setting(
-        512, "positions in the replay buffer before the learner starts", within="[1, 100000000]")
+        512, "positions in the replay buffer before the learner starts", within="[1, 100000000]"
+    )
     train_every: int = setting(4, "self-play batch moves per learner step", within="[1, 1000000]")
     # --- Reanalyse (paper section 3, Table 6; see reanalyse.py)
     reanalyse_fraction: float = setting(
-        0.5, "share of each batch drawn from the kept, reanalysed games (0: off)", within="[0, 1)")
+        0.5, "share of each batch drawn from the kept, reanalysed games (0: off)", within="[0, 1)"
+    )
     demonstrations: tuple[str, ...] = setting(
         ("heuristic", "greedy", "es"),
-        "solvers whose games are kept and reanalysed, never answers (empty: none)", length=(0, 3))
+        "solvers whose games are kept and reanalysed, never answers (empty: none)",
+        length=(0, 3),
+    )
     reanalyse_best: bool = setting(True, "keep and reanalyse the best self-play game")
     imitation: float = setting(
-        0.5, "share of a kept game's policy target on the kept game's own action", within="[0, 1]")
+        0.5, "share of a kept game's policy target on the kept game's own action", within="[0, 1]"
+    )
     es_share: float = setting(
-        0.25, "demonstration es: its share of a wall-clock budget (played first); "
-              "also the most the heuristic demonstration's repair may take", within="(0, 1)")
+        0.25,
+        "demonstration es: its share of a wall-clock budget (played first); "
+        "also the most the heuristic demonstration's repair may take",
+        within="(0, 1)",
+    )
     es_games: int = setting(
-        2000, "demonstration es: its games when the run has no wall-clock budget",
-        within="[1, 1000000000]")
+        2000,
+        "demonstration es: its games when the run has no wall-clock budget",
+        within="[1, 1000000000]",
+    )
     es_workers: int = setting(2, "demonstration es: processes it plays on", within="[1, 256]")
     # --- run control (never part of the compiled functions)
     checkpoint_seconds: float = setting(
-        60.0, "seconds between checkpoints (and one at the end)", within="(0, 1e9]")
+        60.0, "seconds between checkpoints (and one at the end)", within="(0, 1e9]"
+    )
     progress_seconds: float = setting(10.0, "seconds between progress lines", within="(0, 1e9]")
     eval_every: int = setting(
-        200, "learner steps between no-search evaluation games (policy answer)",
-        within="[1, 1000000000]")
-    checkpoint_dir: str | None = setting(None, "folder of checkpoints and best.solution.json; a run resumes from it")
+        200,
+        "learner steps between no-search evaluation games (policy answer)",
+        within="[1, 1000000000]",
+    )
+    checkpoint_dir: str | None = setting(
+        None, "folder of checkpoints and best.solution.json; a run resumes from it"
+    )
     progress: bool = setting(False, "print progress lines on stderr")
 
     def __post_init__(self) -> None:
@@ -136,14 +186,20 @@ class MuZeroConfig:
             raise ValueError(f"search must be 'gumbel' or 'muzero', not {self.search!r}")
         check_ranges(self)
         if self.greedy_games > self.parallel_games:
-            raise ValueError(f"greedy_games must be in [0, parallel_games], not {self.greedy_games}")
+            raise ValueError(
+                f"greedy_games must be in [0, parallel_games], not {self.greedy_games}"
+            )
         if self.restart_window > 0 and self.restart_fraction == 0:
             raise ValueError("restart_window windows restarts: it needs restart_fraction > 0")
         if self.window_records and self.restart_window == 0:
-            raise ValueError("window_records trains on windowed restarts: it needs restart_window > 0")
+            raise ValueError(
+                "window_records trains on windowed restarts: it needs restart_window > 0"
+            )
         for name in self.demonstration_sources:
             if name not in DEMONSTRATION_SOURCES:
-                raise ValueError(f"unknown demonstration '{name}' (have: {', '.join(DEMONSTRATION_SOURCES)})")
+                raise ValueError(
+                    f"unknown demonstration '{name}' (have: {', '.join(DEMONSTRATION_SOURCES)})"
+                )
 
     @property
     def demonstration_sources(self) -> tuple[str, ...]:
@@ -167,11 +223,19 @@ class MuZeroProdConfig(MuZeroConfig):
     order searched after the agent (``order_search_*``: :mod:`mallocgame.solvers.order_search`)."""
 
     restart_fraction: float = setting(
-        0.5, "share of sampled games started at a random state of the best game "
-             "(self-play's, or a demonstration's until one beats it)", within="[0, 1]")
+        0.5,
+        "share of sampled games started at a random state of the best game "
+        "(self-play's, or a demonstration's until one beats it)",
+        within="[0, 1]",
+    )
     order_search_share: float = setting(
-        0.25, "share of a wall-clock budget left, after the agent, to search the heuristic's "
-              "placement order from its own and the agent's (msa-search; 0: none)", within="[0, 1)")
+        0.25,
+        "share of a wall-clock budget left, after the agent, to search the heuristic's "
+        "placement order from its own and the agent's (msa-search; 0: none)",
+        within="[0, 1)",
+    )
     order_search_evaluations: int = setting(
-        200, "order-search evaluations after the agent when the run has no wall-clock budget "
-             "(0: none)", within="[0, 1000000000]")
+        200,
+        "order-search evaluations after the agent when the run has no wall-clock budget (0: none)",
+        within="[0, 1000000000]",
+    )

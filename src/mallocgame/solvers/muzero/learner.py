@@ -12,7 +12,8 @@ step (MuZero appendix G). Weight decay is AdamW's.
 
 from __future__ import annotations
 
-from typing import Any, Callable, NamedTuple
+from collections.abc import Callable
+from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -54,8 +55,12 @@ def _cross_entropy(logits: jnp.ndarray, target: jnp.ndarray) -> jnp.ndarray:
 def batch_to_device(batch: Batch) -> dict[str, Any]:
     """The batch as a dict of arrays (the jitted step's input)."""
     return {
-        "observations": batch.observations, "actions": batch.actions, "values": batch.values,
-        "rewards": batch.rewards, "policies": batch.policies, "mask": batch.mask,
+        "observations": batch.observations,
+        "actions": batch.actions,
+        "values": batch.values,
+        "rewards": batch.rewards,
+        "policies": batch.policies,
+        "mask": batch.mask,
         "known": batch.known,
     }
 
@@ -67,7 +72,7 @@ def make_train_step(
     size, vmax = config.support_size, config.support_max
     unroll = config.unroll_steps
 
-    def loss_fn(params, batch):  # noqa: ANN001
+    def loss_fn(params, batch):
         mask, known = batch["mask"], batch["known"]
         values = scalar_to_two_hot(batch["values"], size, vmax)
         rewards = scalar_to_two_hot(batch["rewards"], size, vmax)
@@ -87,7 +92,7 @@ def make_train_step(
         total = p + config.value_loss_weight * v + r
         return total, LossInfo(total, p, v, r)
 
-    def step(params, opt_state, batch):  # noqa: ANN001
+    def step(params, opt_state, batch):
         grads, info = jax.grad(loss_fn, has_aux=True)(params, batch)
         updates, opt_state = optimizer.update(grads, opt_state, params)
         return optax.apply_updates(params, updates), opt_state, info

@@ -16,7 +16,7 @@ are categorical over the atoms of :mod:`~mallocgame.solvers.muzero.transforms`.
 
 from __future__ import annotations
 
-from typing import Mapping
+from collections.abc import Mapping
 
 import flax.linen as nn
 import jax
@@ -53,12 +53,20 @@ class Representation(nn.Module):
         grid = grid.reshape(grid.shape[0], -1)
         parts = [
             nn.relu(nn.Dense(half, name="grid_embed")(grid)),
-            nn.relu(nn.Dense(half, name="buffers_embed")(
-                nn.relu(nn.Dense(32, name="buffer_row")(obs["buffers"])).reshape(grid.shape[0], -1))),
+            nn.relu(
+                nn.Dense(half, name="buffers_embed")(
+                    nn.relu(nn.Dense(32, name="buffer_row")(obs["buffers"])).reshape(
+                        grid.shape[0], -1
+                    )
+                )
+            ),
             nn.relu(nn.Dense(32, name="profile_embed")(obs["profile"])),
             nn.relu(nn.Dense(32, name="supply_embed")(obs["supply"])),
-            nn.relu(nn.Dense(half, name="decision_embed")(
-                jnp.concatenate([obs["decision"], obs["globals"]], axis=-1))),
+            nn.relu(
+                nn.Dense(half, name="decision_embed")(
+                    jnp.concatenate([obs["decision"], obs["globals"]], axis=-1)
+                )
+            ),
         ]
         x = jnp.concatenate(parts, axis=-1)
         x = nn.relu(nn.Dense(cfg.width)(x))
@@ -122,7 +130,7 @@ class MuZeroNet(nn.Module):
         policy, value = self.prediction(next_latent)
         return next_latent, reward, policy, value
 
-    def __call__(self, obs: Observation, action: jnp.ndarray):  # noqa: ANN204 - init only
+    def __call__(self, obs: Observation, action: jnp.ndarray):
         latent, _, _ = self.initial(obs)
         return self.recurrent(latent, action)
 
@@ -138,7 +146,9 @@ def init_params(net: MuZeroNet, seed: int, example_obs: Observation) -> dict:
     Drop): 0 (the default) is flax's zero bias.
     """
     batch = next(iter(example_obs.values())).shape[0]
-    shapes = jax.eval_shape(net.init, jax.random.PRNGKey(0), example_obs, jnp.zeros((batch,), jnp.int32))
+    shapes = jax.eval_shape(
+        net.init, jax.random.PRNGKey(0), example_obs, jnp.zeros((batch,), jnp.int32)
+    )
     rng = np.random.default_rng(seed)
     std_of_truncated = 0.87962566103423978  # std of a unit normal truncated to [-2, 2]
 
@@ -154,5 +164,7 @@ def init_params(net: MuZeroNet, seed: int, example_obs: Observation) -> dict:
 
     params = jax.tree_util.tree_map_with_path(draw, shapes)
     bias = net.config.policy_init_bias
-    params["params"]["prediction"]["policy"]["bias"] = jnp.asarray([bias, bias / 2, 0.0], jnp.float32)
+    params["params"]["prediction"]["policy"]["bias"] = jnp.asarray(
+        [bias, bias / 2, 0.0], jnp.float32
+    )
     return params

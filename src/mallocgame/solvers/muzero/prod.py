@@ -38,7 +38,12 @@ from mallocgame.solvers.hybrid import choose_fastest
 from mallocgame.solvers.muzero.config import MuZeroConfig, MuZeroProdConfig
 from mallocgame.solvers.muzero.solver import MuZeroSolver
 from mallocgame.solvers.order_search import (
-    OrderSearchResult, Start, order_from_mapping, search_answer, search_order, stop_rule,
+    OrderSearchResult,
+    Start,
+    order_from_mapping,
+    search_answer,
+    search_order,
+    stop_rule,
 )
 
 __all__ = ["MuZeroProdSolver", "AGENT", "BASELINE", "ORDER_SEARCH"]
@@ -59,7 +64,9 @@ class MuZeroProdSolver(MuZeroSolver, name="muzero-prod", config=MuZeroProdConfig
         baseline = HeuristicSolver().solve(instance, SolveRequest(seed=run.seed))
         run.improve(baseline)
         agent_clock = run.clock.until(1.0 - config.order_search_share)
-        agent = self.train(instance, config, Run(AGENT, instance, run.request, agent_clock), solver_name=AGENT)
+        agent = self.train(
+            instance, config, Run(AGENT, instance, run.request, agent_clock), solver_name=AGENT
+        )
         candidates = [baseline, agent]
         searched = self.search_order(instance, config, run, baseline, agent)
         if searched is not None:
@@ -71,7 +78,12 @@ class MuZeroProdSolver(MuZeroSolver, name="muzero-prod", config=MuZeroProdConfig
         return replace(choice.solution, work=work, info=choice.info())
 
     def search_order(
-        self, instance: Instance, config: MuZeroProdConfig, run: Run, baseline: Solution, agent: Solution,
+        self,
+        instance: Instance,
+        config: MuZeroProdConfig,
+        run: Run,
+        baseline: Solution,
+        agent: Solution,
     ) -> Solution | None:
         """The order search's answer in the rest of ``run``'s budget (``None``: none left,
         or none given to it); each mapping faster than both ``baseline`` and ``agent`` goes
@@ -89,6 +101,7 @@ class MuZeroProdSolver(MuZeroSolver, name="muzero-prod", config=MuZeroProdConfig
             if result.latency_s < to_beat:
                 run.improve(search_answer(search_run, result, {"evaluations": result.evaluations}))
 
-        result = search_order(assignment, seed=run.seed, stop=stop_rule(run, limit), starts=starts,
-                              on_improve=report)
+        result = search_order(
+            assignment, seed=run.seed, stop=stop_rule(run, limit), starts=starts, on_improve=report
+        )
         return search_answer(search_run, result, {"evaluations": result.evaluations})

@@ -35,7 +35,8 @@ kept games, mixed into the search's improvement.
 from __future__ import annotations
 
 import os
-from typing import Any, Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
 
 import jax
 import numpy as np
@@ -55,7 +56,12 @@ __all__ = ["Reanalyser", "trajectory_record", "demonstration"]
 
 
 def demonstration(
-    instance: Instance, source: str, seed: int, *, seconds: float | None = None, es_games: int = 2000,
+    instance: Instance,
+    source: str,
+    seed: int,
+    *,
+    seconds: float | None = None,
+    es_games: int = 2000,
     es_workers: int = 2,
 ) -> Solution:
     """The solution of demonstration ``source``; its ``actions`` are a complete game trajectory.
@@ -73,7 +79,9 @@ def demonstration(
         from mallocgame.solvers.heuristic import HeuristicSolver
         from mallocgame.solvers.projection import project
 
-        solution, _kept = project(instance, HeuristicSolver().solve(instance, request), seconds=seconds)
+        solution, _kept = project(
+            instance, HeuristicSolver().solve(instance, request), seconds=seconds
+        )
     elif source == "greedy":
         from mallocgame.solvers.greedy import GreedySolver
 
@@ -82,12 +90,19 @@ def demonstration(
         from mallocgame.solvers.es import EsSolver
 
         workers = max(1, min(es_workers, os.cpu_count() or 1))
-        solution = EsSolver().solve(instance, SolveRequest(
-            seed=seed, seconds=None if seconds is None else max(seconds, 1e-9),
-            work=None if seconds is not None else es_games,
-            options={"workers": workers}))
+        solution = EsSolver().solve(
+            instance,
+            SolveRequest(
+                seed=seed,
+                seconds=None if seconds is None else max(seconds, 1e-9),
+                work=None if seconds is not None else es_games,
+                options={"workers": workers},
+            ),
+        )
     else:
-        raise SolverError(f"unknown demonstration '{source}' (have: {', '.join(DEMONSTRATION_SOURCES)})")
+        raise SolverError(
+            f"unknown demonstration '{source}' (have: {', '.join(DEMONSTRATION_SOURCES)})"
+        )
     assert solution.actions is not None  # all are game trajectories
     return solution
 
@@ -120,17 +135,24 @@ def trajectory_record(
         observer.observe(t, out=obs, index=t)
         allowed[t] = game.legal_mask()
         if not allowed[t, int(action)]:
-            raise SolverError(f"demonstration action {action} is not legal at buffer {game.current_buffer}")
+            raise SolverError(
+                f"demonstration action {action} is not legal at buffer {game.current_buffer}"
+            )
         before = game.return_s
         game.step(int(action))
         rewards[t] = (game.return_s - before) * scale
     if not game.complete:
         raise SolverError(f"demonstration of {length} actions leaves the game incomplete")
-    return stored(GameRecord(
-        observations=obs, actions=np.asarray(actions, dtype=np.int8), rewards=rewards,
-        policies=np.full((length, 3), 1.0 / 3.0, np.float32), root_values=np.zeros(length, np.float32),
-        allowed=allowed,
-    ))
+    return stored(
+        GameRecord(
+            observations=obs,
+            actions=np.asarray(actions, dtype=np.int8),
+            rewards=rewards,
+            policies=np.full((length, 3), 1.0 / 3.0, np.float32),
+            root_values=np.zeros(length, np.float32),
+            allowed=allowed,
+        )
+    )
 
 
 class Reanalyser:
@@ -205,8 +227,12 @@ class Reanalyser:
         if total <= self.best_return:
             return False
         self.best = GameRecord(
-            observations=record.observations, actions=record.actions, rewards=record.rewards,
-            policies=record.policies.copy(), root_values=record.root_values.copy(), allowed=record.allowed,
+            observations=record.observations,
+            actions=record.actions,
+            rewards=record.rewards,
+            policies=record.policies.copy(),
+            root_values=record.root_values.copy(),
+            allowed=record.allowed,
         )
         self.best_return = total
         if search_with is not None:
@@ -257,7 +283,9 @@ class Reanalyser:
     def state_dict(self) -> dict[str, Any]:
         state: dict[str, Any] = {
             "demonstrations": {str(i): g.state_dict() for i, g in enumerate(self.demonstrations)},
-            "cursor": self.cursor, "searches": self.searches, "positions_searched": self.positions_searched,
+            "cursor": self.cursor,
+            "searches": self.searches,
+            "positions_searched": self.positions_searched,
         }
         if self.best is not None:
             state["best"] = self.best.state_dict()

@@ -27,8 +27,9 @@ for a record cut short up to ``t+k = L`` (the value there is ``bootstrap``), not
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -48,7 +49,9 @@ def discounted_returns(rewards: np.ndarray, discount: float, tail: float = 0.0) 
     return g
 
 
-def bootstrapped(g: np.ndarray, root_values: np.ndarray, t: np.ndarray, discount: float, n: int) -> np.ndarray:
+def bootstrapped(
+    g: np.ndarray, root_values: np.ndarray, t: np.ndarray, discount: float, n: int
+) -> np.ndarray:
     """n-step targets at positions ``t`` (int ``[M]``, each in ``[0, L]``) from returns ``g``
     (``[L + 1]``, see :func:`discounted_returns`) and ``root_values`` ``[L]``: float32
     ``[M]``; where the n steps reach ``L`` the target is ``g[t]`` (its tail included)."""
@@ -84,7 +87,8 @@ class GameRecord:
     allowed: np.ndarray | None = None
     bootstrap: float | None = None
     _returns: tuple[tuple[float, float | None], np.ndarray] | None = field(
-        default=None, init=False, repr=False, compare=False)
+        default=None, init=False, repr=False, compare=False
+    )
 
     def __len__(self) -> int:
         return int(self.actions.shape[0])
@@ -107,8 +111,11 @@ class GameRecord:
 
     def state_dict(self) -> dict[str, Any]:
         state = {
-            "observations": dict(self.observations), "actions": self.actions, "rewards": self.rewards,
-            "policies": self.policies, "root_values": self.root_values,
+            "observations": dict(self.observations),
+            "actions": self.actions,
+            "rewards": self.rewards,
+            "policies": self.policies,
+            "root_values": self.root_values,
         }
         if self.allowed is not None:
             state["allowed"] = self.allowed
@@ -117,12 +124,13 @@ class GameRecord:
         return state
 
     @classmethod
-    def from_state_dict(cls, state: Mapping[str, Any]) -> "GameRecord":
+    def from_state_dict(cls, state: Mapping[str, Any]) -> GameRecord:
         allowed = state.get("allowed")
         bootstrap = state.get("bootstrap")
         return cls(
             observations={k: np.asarray(v) for k, v in state["observations"].items()},
-            actions=np.asarray(state["actions"]), rewards=np.asarray(state["rewards"]),
+            actions=np.asarray(state["actions"]),
+            rewards=np.asarray(state["rewards"]),
             policies=np.array(state["policies"], dtype=np.float32),  # copies: Reanalyse writes them
             root_values=np.array(state["root_values"], dtype=np.float32),
             allowed=None if allowed is None else np.asarray(allowed, dtype=bool),
@@ -146,11 +154,13 @@ class Batch:
         return int(self.actions.shape[0])
 
     @staticmethod
-    def concatenate(batches: Sequence["Batch"]) -> "Batch":
+    def concatenate(batches: Sequence[Batch]) -> Batch:
         """The rows of ``batches`` one after the other (same ``K`` and observation keys)."""
         return Batch(
-            observations={k: np.concatenate([b.observations[k] for b in batches])
-                          for k in batches[0].observations},
+            observations={
+                k: np.concatenate([b.observations[k] for b in batches])
+                for k in batches[0].observations
+            },
             actions=np.concatenate([b.actions for b in batches]),
             values=np.concatenate([b.values for b in batches]),
             rewards=np.concatenate([b.rewards for b in batches]),
@@ -205,11 +215,11 @@ def draw(
         policies[i, :n] = game.policies[t:stop]
         mask[i, :n] = 1.0
         acts = min(t + unroll, length) - t
-        actions[i, :acts] = game.actions[t:t + acts]
-        rewards[i, 1:acts + 1] = game.rewards[t:t + acts]
+        actions[i, :acts] = game.actions[t : t + acts]
+        rewards[i, 1 : acts + 1] = game.rewards[t : t + acts]
         if game.bootstrap is not None and length - t <= unroll:  # the unroll reaches the cut
             values[i, length - t] = game.value_targets(np.array([length]), discount, td_steps)[0]
-            known[i, length - t + 1:] = 0.0
+            known[i, length - t + 1 :] = 0.0
     return Batch(obs, actions, values, rewards, policies, mask, known)
 
 

@@ -11,7 +11,8 @@ Scalars inside the search (rewards, values) are in the scaled units of the targe
 from __future__ import annotations
 
 import functools
-from typing import Callable, Mapping, NamedTuple
+from collections.abc import Callable, Mapping
+from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -32,8 +33,10 @@ class SearchResult(NamedTuple):
     root_value: jnp.ndarray  # [N] float32, the search's value of the root (scaled units)
 
 
-SearchFn = Callable[[dict, jax.Array, Mapping[str, jnp.ndarray], jnp.ndarray, jnp.ndarray, jnp.ndarray],
-                    SearchResult]
+SearchFn = Callable[
+    [dict, jax.Array, Mapping[str, jnp.ndarray], jnp.ndarray, jnp.ndarray, jnp.ndarray],
+    SearchResult,
+]
 
 
 def make_search(net: MuZeroNet, config: MuZeroConfig) -> SearchFn:
@@ -45,8 +48,10 @@ def make_search(net: MuZeroNet, config: MuZeroConfig) -> SearchFn:
     """
     vmax = config.support_max
 
-    def recurrent_fn(params, _key, action, embedding):  # noqa: ANN001 - mctx signature
-        latent, reward, policy, value = net.apply(params, embedding, action, method=MuZeroNet.recurrent)
+    def recurrent_fn(params, _key, action, embedding):
+        latent, reward, policy, value = net.apply(
+            params, embedding, action, method=MuZeroNet.recurrent
+        )
         out = mctx.RecurrentFnOutput(
             reward=logits_to_scalar(reward, vmax),
             discount=jnp.full(action.shape, config.discount, jnp.float32),
@@ -55,24 +60,39 @@ def make_search(net: MuZeroNet, config: MuZeroConfig) -> SearchFn:
         )
         return out, latent
 
-    def search(params, key, obs, allowed, temperature, q_scale):  # noqa: ANN001
+    def search(params, key, obs, allowed, temperature, q_scale):
         latent, policy, value = net.apply(params, obs, method=MuZeroNet.initial)
-        root = mctx.RootFnOutput(prior_logits=policy, value=logits_to_scalar(value, vmax), embedding=latent)
+        root = mctx.RootFnOutput(
+            prior_logits=policy, value=logits_to_scalar(value, vmax), embedding=latent
+        )
         invalid = jnp.logical_not(allowed)
         if config.search == "gumbel":
             out = mctx.gumbel_muzero_policy(
-                params, key, root, recurrent_fn, num_simulations=config.num_simulations,
-                invalid_actions=invalid, max_num_considered_actions=3,
+                params,
+                key,
+                root,
+                recurrent_fn,
+                num_simulations=config.num_simulations,
+                invalid_actions=invalid,
+                max_num_considered_actions=3,
                 gumbel_scale=config.gumbel_scale,
                 qtransform=functools.partial(
-                    mctx.qtransform_completed_by_mix_value, value_scale=q_scale,
-                    rescale_values=config.rescale_q),
+                    mctx.qtransform_completed_by_mix_value,
+                    value_scale=q_scale,
+                    rescale_values=config.rescale_q,
+                ),
             )
         else:
             out = mctx.muzero_policy(
-                params, key, root, recurrent_fn, num_simulations=config.num_simulations,
-                invalid_actions=invalid, dirichlet_fraction=config.noise_fraction,
-                dirichlet_alpha=config.noise_alpha, temperature=temperature,
+                params,
+                key,
+                root,
+                recurrent_fn,
+                num_simulations=config.num_simulations,
+                invalid_actions=invalid,
+                dirichlet_fraction=config.noise_fraction,
+                dirichlet_alpha=config.noise_alpha,
+                temperature=temperature,
             )
         root_value = out.search_tree.summary().value
         return SearchResult(out.action.astype(jnp.int32), out.action_weights, root_value)
@@ -80,11 +100,13 @@ def make_search(net: MuZeroNet, config: MuZeroConfig) -> SearchFn:
     return jax.jit(search)
 
 
-def make_policy(net: MuZeroNet) -> Callable[[dict, Mapping[str, jnp.ndarray], jnp.ndarray], jnp.ndarray]:
+def make_policy(
+    net: MuZeroNet,
+) -> Callable[[dict, Mapping[str, jnp.ndarray], jnp.ndarray], jnp.ndarray]:
     """``policy(params, obs, allowed [N, 3]) -> [N]`` the prior's best allowed action, jitted
     (the "learning only" ablation plays this, without search)."""
 
-    def act(params, obs, allowed):  # noqa: ANN001
+    def act(params, obs, allowed):
         _, logits, _ = net.apply(params, obs, method=MuZeroNet.initial)
         return jnp.argmax(jnp.where(allowed, logits, -jnp.inf), axis=-1).astype(jnp.int32)
 

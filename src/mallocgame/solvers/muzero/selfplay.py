@@ -48,8 +48,8 @@ to the return gained after the restart point). The trainer keeps such records on
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Callable, Sequence
 
 import jax
 import numpy as np
@@ -81,7 +81,8 @@ class FinishedGame:
     actions: tuple[int, ...]  # the complete game's actions (a valid solution's trajectory)
     return_s: float  # SPEC section 5 return, seconds
     backups: int  # Drop-backups during the game
-    start: int = 0  # decisions replayed from SelfPlay.restart_actions before the agent played (0: a fresh game)
+    # decisions replayed from SelfPlay.restart_actions before the agent played (0: a fresh game)
+    start: int = 0
     played_out: bool = False  # a windowed restart completed without search after its window
 
 
@@ -93,7 +94,9 @@ class _Slot:
         self.observer = Observer(game, config.observation)
         self.start()
 
-    def start(self, prefix: Sequence[int] = (), follow: Sequence[int] = (), window: int = 0) -> None:
+    def start(
+        self, prefix: Sequence[int] = (), follow: Sequence[int] = (), window: int = 0
+    ) -> None:
         """A new game, first replaying ``prefix`` (decisions of a complete game) without search;
         with ``follow`` (a complete game's decisions, one per buffer) and ``window`` > 0, the
         game is searched for ``window`` moves and then played out along ``follow``."""
@@ -141,10 +144,16 @@ class SelfPlay:
         self.obs = empty_batch(config.observation, config.parallel_games)
         self.allowed = np.zeros((config.parallel_games, 3), dtype=bool)
         self.restart_actions: tuple[int, ...] = ()  # the complete game restarts replay a prefix of
-        self.played_out_steps = 0  # game steps played without search in windowed restarts' play-outs
+        self.played_out_steps = (
+            0  # game steps played without search in windowed restarts' play-outs
+        )
 
     def step(
-        self, params: dict, key: jax.Array, temperature: float = 1.0, rng: np.random.Generator | None = None,
+        self,
+        params: dict,
+        key: jax.Array,
+        temperature: float = 1.0,
+        rng: np.random.Generator | None = None,
     ) -> list[FinishedGame]:
         """Play one move in every game; returns the games that finished with it.
 
@@ -153,7 +162,9 @@ class SelfPlay:
         for i, slot in enumerate(self.slots):
             slot.observer.observe(slot.moves, out=self.obs, index=i)
             self.allowed[i] = slot.driver.allowed()
-        result = self.search(params, key, self.obs, self.allowed, np.float32(temperature), self.q_scale)
+        result = self.search(
+            params, key, self.obs, self.allowed, np.float32(temperature), self.q_scale
+        )
         actions = np.asarray(result.action)
         policies = np.asarray(result.policy)
         values = np.asarray(result.root_value)
@@ -166,8 +177,10 @@ class SelfPlay:
         for i, slot in enumerate(self.slots):
             action = int(actions[i])
             if not self.allowed[i, action]:
-                raise SolverError(f"search chose action {action}, not allowed at buffer "
-                                  f"{slot.game.current_buffer}")
+                raise SolverError(
+                    f"search chose action {action}, not allowed at buffer "
+                    f"{slot.game.current_buffer}"
+                )
             for name, batch in self.obs.items():
                 slot.observations.setdefault(name, []).append(batch[i].copy())
             before = slot.game.return_s
@@ -202,7 +215,9 @@ class SelfPlay:
         :attr:`restart_actions`, windowed if ``config.restart_window`` > 0. Returns
         whether it is a restart."""
         prefix = self._restart_prefix(slot, rng)
-        self.slots[slot].start(prefix, self.restart_actions, self.config.restart_window if prefix else 0)
+        self.slots[slot].start(
+            prefix, self.restart_actions, self.config.restart_window if prefix else 0
+        )
         return bool(prefix)
 
     def _restart_prefix(self, slot: int, rng: np.random.Generator | None) -> tuple[int, ...]:
@@ -212,7 +227,7 @@ class SelfPlay:
             return ()
         if rng.random() >= self.config.restart_fraction:
             return ()
-        return best[:int(rng.integers(1, len(best)))]
+        return best[: int(rng.integers(1, len(best)))]
 
     def _play_out(self, slot: _Slot) -> None:
         """Completes ``slot``'s game without search along ``slot.follow`` (Drop-backup);
@@ -245,8 +260,14 @@ class SelfPlay:
             allowed=np.asarray(slot.allowed, dtype=bool).reshape(-1, 3),
             bootstrap=slot.tail if slot.played_out else None,
         )
-        return FinishedGame(record, tuple(slot.game.actions()), slot.game.return_s, slot.driver.backups,
-                            slot.first, slot.played_out)
+        return FinishedGame(
+            record,
+            tuple(slot.game.actions()),
+            slot.game.return_s,
+            slot.driver.backups,
+            slot.first,
+            slot.played_out,
+        )
 
 
 def play_policy(

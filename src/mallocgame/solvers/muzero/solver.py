@@ -29,21 +29,34 @@ class MuZeroSolver(Solver, name="muzero", work_unit="games", config=MuZeroConfig
     def search(self, instance: Instance, config: MuZeroConfig, run: Run) -> Solution:
         return self.train(instance, config, run, solver_name=self.name)
 
-    def train(self, instance: Instance, config: MuZeroConfig, run: Run, *, solver_name: str) -> Solution:
+    def train(
+        self, instance: Instance, config: MuZeroConfig, run: Run, *, solver_name: str
+    ) -> Solution:
         """Train within ``run``'s budgets (its clock, its work in games); the answer and
         every improvement passed to the callback are named ``solver_name``."""
         try:
             from mallocgame.solvers.muzero.train import Trainer, stderr_log
         except ImportError as exc:
-            raise SolverError(f"{self.name} needs JAX, flax, optax and mctx "
-                              f"(pip install 'mallocgame[muzero]'): {exc}") from None
+            raise SolverError(
+                f"{self.name} needs JAX, flax, optax and mctx "
+                f"(pip install 'mallocgame[muzero]'): {exc}"
+            ) from None
         trainer = Trainer(
-            instance, config, seed=run.seed, answer=self.answer, checkpoint_dir=config.checkpoint_dir,
-            log=stderr_log if config.progress else None, solver_name=solver_name,
+            instance,
+            config,
+            seed=run.seed,
+            answer=self.answer,
+            checkpoint_dir=config.checkpoint_dir,
+            log=stderr_log if config.progress else None,
+            solver_name=solver_name,
         )
         progress = run.request.progress
-        on_game = None if progress is None else lambda *_: progress({"games": trainer.counters.games})
-        return trainer.run(games=run.request.work, callback=run.request.callback, clock=run.clock, on_game=on_game)
+        on_game = (
+            None if progress is None else lambda *_: progress({"games": trainer.counters.games})
+        )
+        return trainer.run(
+            games=run.request.work, callback=run.request.callback, clock=run.clock, on_game=on_game
+        )
 
 
 class MuZeroNoSearchSolver(MuZeroSolver, name="muzero-nosearch"):

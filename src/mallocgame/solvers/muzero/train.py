@@ -37,9 +37,10 @@ import functools
 import json
 import os
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import jax
 import jax.numpy as jnp
@@ -55,7 +56,10 @@ from mallocgame.instance import Instance
 from mallocgame.solution import Solution
 from mallocgame.solvers.base import Improvement, Stopwatch, solution_from_game
 from mallocgame.solvers.checkpoint import (
-    TRAINER_KEY, BestAnswerFile, checkpoint_directory, restore_checkpoint,
+    TRAINER_KEY,
+    BestAnswerFile,
+    checkpoint_directory,
+    restore_checkpoint,
 )
 from mallocgame.solvers.muzero.config import WHERE_FIELDS, MuZeroConfig
 from mallocgame.solvers.muzero.learner import batch_to_device, make_optimizer, make_train_step
@@ -66,8 +70,14 @@ from mallocgame.solvers.muzero.search import make_policy, make_search
 from mallocgame.solvers.muzero.selfplay import FinishedGame, SelfPlay, play_policy
 
 __all__ = [
-    "Trainer", "CHECKPOINT_NAME", "BEST_NAME", "TRAINER", "RESUME_REMEDY",
-    "enable_compilation_cache", "compiled_functions", "checkpoint_fingerprint",
+    "Trainer",
+    "CHECKPOINT_NAME",
+    "BEST_NAME",
+    "TRAINER",
+    "RESUME_REMEDY",
+    "enable_compilation_cache",
+    "compiled_functions",
+    "checkpoint_fingerprint",
 ]
 
 CHECKPOINT_NAME = "checkpoint.msgpack"
@@ -101,11 +111,34 @@ def enable_compilation_cache() -> None:
 ANSWERS = ("search", "policy", "both")  # which games a Trainer's answer is the best of
 
 RUN_ONLY_FIELDS = (
-    "parallel_games", "greedy_games", "restart_fraction", "restart_window", "window_records", "q_scale",
-    "q_scale_per_buffer", "value_scale", "td_steps", "init_temperature", "final_temperature",
-    "temperature_decay_steps", "batch_size", "replay_size", "min_replay", "train_every", "reanalyse_fraction",
-    "demonstrations", "reanalyse_best", "imitation", "es_share", "es_games", "es_workers",
-    "checkpoint_seconds", "progress_seconds", "eval_every", "checkpoint_dir", "progress",
+    "parallel_games",
+    "greedy_games",
+    "restart_fraction",
+    "restart_window",
+    "window_records",
+    "q_scale",
+    "q_scale_per_buffer",
+    "value_scale",
+    "td_steps",
+    "init_temperature",
+    "final_temperature",
+    "temperature_decay_steps",
+    "batch_size",
+    "replay_size",
+    "min_replay",
+    "train_every",
+    "reanalyse_fraction",
+    "demonstrations",
+    "reanalyse_best",
+    "imitation",
+    "es_share",
+    "es_games",
+    "es_workers",
+    "checkpoint_seconds",
+    "progress_seconds",
+    "eval_every",
+    "checkpoint_dir",
+    "progress",
 )
 """Config fields the compiled functions never read (they are run-time arguments, array
 shapes, or the loop's own settings): configs differing only in these share one compilation."""
@@ -117,15 +150,27 @@ def compiled_functions(config: MuZeroConfig) -> tuple[MuZeroNet, Any, Any, Any, 
     of many programs or options, the tests) share the jitted functions, so XLA compiles
     each shape once per process."""
     defaults = MuZeroConfig()
-    return _compiled(MuZeroConfig(**{f.name: getattr(defaults if f.name in RUN_ONLY_FIELDS else config, f.name)
-                                     for f in dataclasses.fields(MuZeroConfig)}))
+    return _compiled(
+        MuZeroConfig(
+            **{
+                f.name: getattr(defaults if f.name in RUN_ONLY_FIELDS else config, f.name)
+                for f in dataclasses.fields(MuZeroConfig)
+            }
+        )
+    )
 
 
 @functools.lru_cache(maxsize=8)
 def _compiled(config: MuZeroConfig) -> tuple[MuZeroNet, Any, Any, Any, Any]:
     net = MuZeroNet(config)
     optimizer = make_optimizer(config)
-    return net, optimizer, make_search(net, config), make_policy(net), make_train_step(net, config, optimizer)
+    return (
+        net,
+        optimizer,
+        make_search(net, config),
+        make_policy(net),
+        make_train_step(net, config, optimizer),
+    )
 
 
 @dataclass
@@ -138,7 +183,9 @@ class Counters:
     learner_steps: int = 0
     eval_games: int = 0
     backups: int = 0
-    restarts: int = 0  # self-play games started inside the best game (restart_fraction; windowed or not)
+    restarts: int = (
+        0  # self-play games started inside the best game (restart_fraction; windowed or not)
+    )
     demonstration_games: int = 0  # games played to build the demonstrations (greedy's one, es's)
     seconds: float = 0.0  # wall-clock of all runs
 
@@ -181,7 +228,9 @@ class Trainer:
             self._best_file = BestAnswerFile(self.dir / BEST_NAME, instance, log=self.log)
         enable_compilation_cache()
         self.tables = build_tables(instance)
-        self.net, self.optimizer, self._search, self._policy, self._train_step = compiled_functions(config)
+        self.net, self.optimizer, self._search, self._policy, self._train_step = compiled_functions(
+            config
+        )
         self._play_key = jax.random.PRNGKey(seed)
         self.params = init_params(self.net, seed, empty_batch(config.observation, 1))
         self.opt_state = self.optimizer.init(self.params)
@@ -195,14 +244,26 @@ class Trainer:
         self.selfplay = SelfPlay(instance, self.tables, config, self._search)
         self.reanalyser: Reanalyser | None = None
         self.demonstration_rewards: dict[str, float] = {}  # normalized reward of each demonstration
-        self.best_demonstration: tuple[str, float, tuple[int, ...]] | None = None  # source, return, actions
-        self.fallback: str | None = None  # the demonstration answering for a run that completed no game
+        self.best_demonstration: tuple[str, float, tuple[int, ...]] | None = (
+            None  # source, return, actions
+        )
+        self.fallback: str | None = (
+            None  # the demonstration answering for a run that completed no game
+        )
         self.restart_return = -np.inf  # return of SelfPlay.restart_actions, seconds
-        self._kept_return_s = -np.inf  # return of Reanalyse's best game, seconds (-inf: unknown, after a resume)
-        self._windowed_best: FinishedGame | None = None  # a windowed restart's best game, not yet kept
-        self._next_windowed_keep = 0  # the self-play move from which a windowed restart's game may be kept
+        self._kept_return_s = (
+            -np.inf
+        )  # return of Reanalyse's best game, seconds (-inf: unknown, after a resume)
+        self._windowed_best: FinishedGame | None = (
+            None  # a windowed restart's best game, not yet kept
+        )
+        self._next_windowed_keep = (
+            0  # the self-play move from which a windowed restart's game may be kept
+        )
         if config.reanalyse_fraction > 0:
-            reanalyse_key = jax.random.split(jax.random.PRNGKey(seed))[1]  # a stream apart from self-play's
+            reanalyse_key = jax.random.split(jax.random.PRNGKey(seed))[
+                1
+            ]  # a stream apart from self-play's
             self.reanalyser = Reanalyser(config, self._search, self.selfplay.q_scale, reanalyse_key)
         self.resumed = self.dir is not None and (self.dir / CHECKPOINT_NAME).exists()
         if self.resumed:
@@ -224,18 +285,28 @@ class Trainer:
             seconds = None
             if clock.seconds is not None:
                 seconds = max(0.0, min(cfg.es_share * clock.seconds, clock.seconds - clock.elapsed))
-            solution = demonstration(self.instance, source, self.seed, seconds=seconds, es_games=cfg.es_games,
-                                     es_workers=cfg.es_workers)
+            solution = demonstration(
+                self.instance,
+                source,
+                self.seed,
+                seconds=seconds,
+                es_games=cfg.es_games,
+                es_workers=cfg.es_workers,
+            )
             assert solution.actions is not None
             games = int(solution.work.get("games", 0))
             self.counters.demonstration_games += games
             self.demonstration_rewards[source] = round(float(solution.normalized_reward), 6)
             if self.best_demonstration is None or solution.reward_s > self.best_demonstration[1]:
                 self.best_demonstration = (source, solution.reward_s, tuple(solution.actions))
-            record = trajectory_record(self.instance, self.tables, cfg, solution.actions, self.selfplay.scale)
+            record = trajectory_record(
+                self.instance, self.tables, cfg, solution.actions, self.selfplay.scale
+            )
             self.reanalyser.add_demonstration(record, self.params)
-            self.log(f"demonstration {source}: normalized reward {solution.normalized_reward:.4f}"
-                     + (f" ({games} game{'s' if games != 1 else ''})" if games else ""))
+            self.log(
+                f"demonstration {source}: normalized reward {solution.normalized_reward:.4f}"
+                + (f" ({games} game{'s' if games != 1 else ''})" if games else "")
+            )
         self._demonstrations_pending = False
 
     # ------------------------------------------------------------------ the loop
@@ -270,26 +341,36 @@ class Trainer:
         """
         clock = clock if clock is not None else Stopwatch(seconds)
         cfg, c = self.config, self.counters
-        target = games if games is not None else (None if clock.seconds is not None else c.games + 1)
+        target = (
+            games if games is not None else (None if clock.seconds is not None else c.games + 1)
+        )
         start_seconds = c.seconds
         next_ckpt = cfg.checkpoint_seconds
         saved_a_game = c.games > 0  # a resumed run's checkpoint already holds its games
         next_log = cfg.progress_seconds
         if self.resumed:
-            self.log(f"resumed from {self.dir / CHECKPOINT_NAME}: {c.games} games, "
-                     f"{c.learner_steps} learner steps, best {self._normalized(self.best_return):.4f}")
-            if self.best is not None and callback is not None:  # the best so far is new to this caller
+            self.log(
+                f"resumed from {self.dir / CHECKPOINT_NAME}: {c.games} games, "
+                f"{c.learner_steps} learner steps, best {self._normalized(self.best_return):.4f}"
+            )
+            if (
+                self.best is not None and callback is not None
+            ):  # the best so far is new to this caller
                 callback(Improvement(self.best, clock.elapsed, self.best.work))
         elif self.dir is not None and c.games == 0:
             self.log(f"no checkpoint in {self.dir}: a new run")
         self.add_demonstrations(clock)
         demo = self.best_demonstration
         if cfg.restart_fraction > 0 and demo is not None and demo[1] > self.restart_return:
-            _, self.restart_return, self.selfplay.restart_actions = demo  # until a self-play game beats it
+            _, self.restart_return, self.selfplay.restart_actions = (
+                demo  # until a self-play game beats it
+            )
             self.selfplay.restart_unplayed(np.random.default_rng([self.seed, 2]))
         while (target is None or c.games < target) and not clock.expired():
             key = jax.random.fold_in(self._play_key, c.moves)
-            rng = np.random.default_rng([self.seed, 1, c.moves]) if cfg.restart_fraction > 0 else None
+            rng = (
+                np.random.default_rng([self.seed, 1, c.moves]) if cfg.restart_fraction > 0 else None
+            )
             for done in self.selfplay.step(self.params, key, self.temperature(), rng):
                 if not done.played_out or cfg.window_records:
                     self.replay.add(done.record)
@@ -325,8 +406,10 @@ class Trainer:
                 saved_a_game = c.games > 0
         if self.best is None and self.answer != "policy" and self.best_demonstration is not None:
             self.fallback, _, actions = self.best_demonstration
-            self.log(f"no self-play game was complete within the budget: the answer is the "
-                     f"{self.fallback} demonstration's game")
+            self.log(
+                f"no self-play game was complete within the budget: the answer is the "
+                f"{self.fallback} demonstration's game"
+            )
             self._improve(actions, clock, callback)
         elif self.answer == "policy" or self.best is None:
             self._evaluate(clock, callback)
@@ -376,7 +459,9 @@ class Trainer:
         """Replay ``done``'s actions into a record; if it beats the kept game, search it
         and keep it as the best."""
         assert self.reanalyser is not None
-        record = trajectory_record(self.instance, self.tables, self.config, done.actions, self.selfplay.scale)
+        record = trajectory_record(
+            self.instance, self.tables, self.config, done.actions, self.selfplay.scale
+        )
         if self.reanalyser.keep_best(record, search_with=self.params):
             self._kept_return_s = done.return_s
 
@@ -391,7 +476,9 @@ class Trainer:
         batch = self.replay.sample(cfg.batch_size - kept, cfg.unroll_steps, rng)
         if kept:
             batch = Batch.concatenate([batch, self.reanalyser.sample(kept, cfg.unroll_steps, rng)])
-        self.params, self.opt_state, info = self._train_step(self.params, self.opt_state, batch_to_device(batch))
+        self.params, self.opt_state, info = self._train_step(
+            self.params, self.opt_state, batch_to_device(batch)
+        )
         c.learner_steps += 1
         if c.learner_steps % 50 == 0:
             self.losses = {k: float(v) for k, v in info._asdict().items()}
@@ -403,16 +490,26 @@ class Trainer:
         if game.return_s > self.best_return or self.best is None:
             self._improve(tuple(game.actions()), clock, callback)
 
-    def _improve(self, actions: tuple[int, ...], clock: Stopwatch,
-                 callback: Callable[[Improvement], None] | None) -> None:
+    def _improve(
+        self,
+        actions: tuple[int, ...],
+        clock: Stopwatch,
+        callback: Callable[[Improvement], None] | None,
+    ) -> None:
         game = replay_actions(self.instance, actions, self.tables)
         self.best_actions = actions
         self.best_return = game.return_s
         if self.answer != "policy" and game.return_s > self.restart_return:
             self.selfplay.restart_actions = actions
             self.restart_return = game.return_s
-        self.best = solution_from_game(self.instance, game, solver=self.solver_name, seed=self.seed,
-                                       wall_s=clock.elapsed, **self.work())
+        self.best = solution_from_game(
+            self.instance,
+            game,
+            solver=self.solver_name,
+            seed=self.seed,
+            wall_s=clock.elapsed,
+            **self.work(),
+        )
         if self._best_file is not None:  # written only where it beats the file on disk
             self._best_file.offer(self.best)
         if callback is not None:
@@ -428,10 +525,16 @@ class Trainer:
         """The work done and the run's diagnostics: a solution's ``work`` and ``info``."""
         c = self.counters
         return {
-            "work": {"games": c.games, "steps": c.steps, "learner_steps": c.learner_steps,
-                     "eval_games": c.eval_games, "backups": c.backups, "restarts": c.restarts,
-                     "reanalysed": self.reanalyser.positions_searched if self.reanalyser else 0,
-                     "demonstration_games": c.demonstration_games},
+            "work": {
+                "games": c.games,
+                "steps": c.steps,
+                "learner_steps": c.learner_steps,
+                "eval_games": c.eval_games,
+                "backups": c.backups,
+                "restarts": c.restarts,
+                "reanalysed": self.reanalyser.positions_searched if self.reanalyser else 0,
+                "demonstration_games": c.demonstration_games,
+            },
             "info": {
                 "train_seconds": round(c.seconds, 3),
                 "answer": self.answer,
@@ -453,9 +556,11 @@ class Trainer:
         rate = c.steps / c.seconds if c.seconds > 0 else 0.0
         loss = " ".join(f"{k} {v:.3f}" for k, v in self.losses.items())
         recent = f"  mean {np.mean(self.recent_returns):.4f}" if self.recent_returns else ""
-        return (f"{c.seconds:8.1f} s  games {c.games}  steps {c.steps} ({rate:.0f}/s)  learner "
-                f"{c.learner_steps}  replay {self.replay.positions}  best "
-                f"{self._normalized(self.best_return):.4f}{recent}" + (f"  loss {loss}" if loss else ""))
+        return (
+            f"{c.seconds:8.1f} s  games {c.games}  steps {c.steps} ({rate:.0f}/s)  learner "
+            f"{c.learner_steps}  replay {self.replay.positions}  best "
+            f"{self._normalized(self.best_return):.4f}{recent}" + (f"  loss {loss}" if loss else "")
+        )
 
     # --------------------------------------------------------------- checkpoints
 
@@ -479,8 +584,11 @@ class Trainer:
             state["demonstration_rewards"] = dict(self.demonstration_rewards)
         if self.best_demonstration is not None:  # the fallback answer and the first restarts' game
             source, return_s, actions = self.best_demonstration
-            state["best_demonstration"] = {"source": source, "return_s": return_s,
-                                           "actions": np.asarray(actions, dtype=np.int8)}
+            state["best_demonstration"] = {
+                "source": source,
+                "return_s": return_s,
+                "actions": np.asarray(actions, dtype=np.int8),
+            }
         write_bytes_atomic(self.dir / CHECKPOINT_NAME, serialization.msgpack_serialize(state))
 
     def _load(self) -> None:
@@ -494,12 +602,17 @@ class Trainer:
         self.replay.load_state_dict(state["replay"])
         if self.reanalyser is not None:
             self.reanalyser.load_state_dict(state["reanalyse"])
-            self.demonstration_rewards = {str(k): float(v) for k, v in state.get("demonstration_rewards", {}).items()}
+            self.demonstration_rewards = {
+                str(k): float(v) for k, v in state.get("demonstration_rewards", {}).items()
+            }
         self.counters = Counters(**state["counters"])
         if "best_demonstration" in state:
             kept = state["best_demonstration"]
-            self.best_demonstration = (str(kept["source"]), float(kept["return_s"]),
-                                       tuple(int(a) for a in np.asarray(kept["actions"])))
+            self.best_demonstration = (
+                str(kept["source"]),
+                float(kept["return_s"]),
+                tuple(int(a) for a in np.asarray(kept["actions"])),
+            )
         actions = tuple(int(a) for a in np.asarray(state["best_actions"]))
         if actions:
             clock = Stopwatch(None)
@@ -507,7 +620,10 @@ class Trainer:
 
 
 def checkpoint_fingerprint(
-    instance: Instance, config: MuZeroConfig, seed: int, answer: str,
+    instance: Instance,
+    config: MuZeroConfig,
+    seed: int,
+    answer: str,
 ) -> dict[str, Any]:
     """What a checkpoint must match to be resumed by a :class:`Trainer` of ``instance``,
     ``config`` (its :data:`~.config.WHERE_FIELDS` aside), ``seed`` and ``answer``."""

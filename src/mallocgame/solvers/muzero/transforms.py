@@ -59,4 +59,3 @@ def logits_to_scalar(logits: jnp.ndarray, support_max: float) -> jnp.ndarray:
     a = atoms(logits.shape[-1], support_max)
     probs = jax.nn.softmax(logits, axis=-1)
     return h_inverse(jnp.sum(probs * a, axis=-1))
-
