@@ -8,6 +8,7 @@ import pytest
 
 from mallocgame.errors import InstanceError, UndoError
 from mallocgame.game import Game
+from mallocgame.game import kernels as K
 
 
 @pytest.mark.parametrize("value", [None, "synthetic-v1/small", 42])
@@ -46,3 +47,22 @@ def test_an_undo_the_game_cannot_make_is_an_undo_error_and_changes_nothing(small
     game.undo(np.int64(1))
     game.undo_to(np.int32(0))
     assert game.current_buffer == 0 and game.return_s == 0.0
+
+
+def test_the_state_views_are_read_only_and_follow_steps_undos_and_clones(small) -> None:
+    game = Game(small)
+    views = game.views
+    for array in (views.alloc, views.analysis, views.group_state, views.supply_left):
+        with pytest.raises(ValueError, match="read-only"):
+            array[(0,) * array.ndim] = 1
+    assert (views.analysis[:, 0] != 0).tolist() == game.legal_mask().tolist()
+    supply = game.supply_left()
+    action = int(np.flatnonzero(game.legal_mask())[0])
+    game.step(action)
+    assert int(views.counters[K.C_CURRENT]) == game.current_buffer == 1
+    assert views.alloc[0].tolist() == game.placements()[0].tolist()
+    assert (views.analysis[:, 0] != 0).tolist() == game.legal_mask().tolist()
+    other = game.clone()
+    game.undo()
+    assert views.supply_left.tolist() == supply.tolist()
+    assert int(other.views.counters[K.C_CURRENT]) == 1 and other.views.alloc is not views.alloc

@@ -81,11 +81,9 @@ Global progress (dynamic):
 28. ``bias``: constant 1 (0 when the game is over, like every feature).
 
 Implementation note: the action outcomes, the group state and the per-step remaining
-supply are read from the game's state arrays (``Game._out``, ``Game._group_state``,
-``Game._supply_left``; layouts in :mod:`mallocgame.game.kernels`) without copying,
-because :class:`Game` has no public O(1) accessor for the group state,
-:meth:`Game.supply_left` copies all ``T`` values, and three :meth:`Game.outcome` calls
-cost more than the rest of the features together. Nothing is written.
+supply are read through the game's read-only views (:class:`~mallocgame.game.state.StateViews`)
+without copying: :meth:`Game.supply_left` copies all ``T`` values, and three
+:meth:`Game.outcome` calls cost more than the rest of the features together.
 """
 
 from __future__ import annotations
@@ -293,7 +291,7 @@ class FeatureExtractor:
             out = np.zeros(NUM_FEATURES, dtype=np.float32)
         b = game.current_buffer
         # out rows: (legal, offset, start, end, copy_start, copy_end) per action.
-        (lc, oc, sc, ec, csc, cec), (ln, on, sn, en, _, _), (ld, *_) = game._out.tolist()
+        (lc, oc, sc, ec, csc, cec), (ln, on, sn, en, _, _), (ld, *_) = game.views.analysis.tolist()
         if b >= self.num_buffers or not (lc or ln or ld):
             out[:] = 0.0
             return out
@@ -303,7 +301,7 @@ class FeatureExtractor:
 
         if game.reads_fast_resident(b) >= 0:
             out[F_RESIDENT] = 1.0
-        gs = int(game._group_state[self._group[b]])
+        gs = int(game.views.group_state[self._group[b]])
         if gs >= 0:
             out[F_GROUP_FAST] = 1.0
         elif gs == _SLOW:
@@ -328,7 +326,7 @@ class FeatureExtractor:
         ret = game.return_s * self._inv_r
         out[F_RETURN] = -1.0 if ret < -1.0 else (10.0 if ret > 10.0 else ret)
 
-        left = game._supply_left
+        left = game.views.supply_left
         if self._supply_zero[tau]:
             out[F_SUPPLY_HERE] = 1.0
         else:

@@ -289,7 +289,7 @@ def _observe(
 ):
     """Sync, then write row ``index`` of the batch arrays (all but ``"decision"``).
 
-    ``legal``: the game's ``_out`` [3, 6]. ``stat_i`` / ``stat_f``: :class:`_Static`.
+    ``legal``: the game's ``views.analysis`` [3, 6]. ``stat_i`` / ``stat_f``: :class:`_Static`.
     Returns the new synced count, or -1 (nothing done) if an array's shape is wrong
     or ``index`` is out of range.
     """
@@ -518,15 +518,15 @@ class Observer:
         buffer's row is compared with the one it added (O(B), a few microseconds for
         3,000 buffers) and the counts are exact in every case.
         """
-        game = self._game
+        views = self._game.views
         self._synced = _sync(
-            game._alloc,
+            views.alloc,
             self._static.aligned,
             self._capacity,
             self.occ,
             self._rec,
             self._synced,
-            int(game._ctr[C_CURRENT]),
+            int(views.counters[C_CURRENT]),
             verify,
         )
 
@@ -572,17 +572,18 @@ class Observer:
         game = self._game
         st = self._static
         cfg = self.config
+        views = game.views
         synced = _observe(
-            game._alloc,
-            game._out,
-            game._supply_left,
+            views.alloc,
+            views.analysis,
+            views.supply_left,
             st.inv_supply,
             st.stat_i,
             st.stat_f,
             self.occ,
             self._rec,
             self._synced,
-            int(game._ctr[C_CURRENT]),
+            int(views.counters[C_CURRENT]),
             self._capacity,
             max(move_number, 0) * self._inv_b,
             cfg.grid_window,

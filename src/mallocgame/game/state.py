@@ -13,6 +13,8 @@ last buffer (complete) or in a state with no legal action (infeasible).
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 
 from mallocgame.errors import GameOverError, IllegalActionError, InstanceError, UndoError
@@ -21,9 +23,30 @@ from mallocgame.game.tables import B_GROUP, B_IS_OUT, B_TENSOR, I_SUPPLY, GameTa
 from mallocgame.instance import Instance
 from mallocgame.solution import ACTION_NAMES, Allocation
 
-__all__ = ["Game", "COPY", "NOCOPY", "DROP", "ACTION_NAMES"]
+__all__ = ["Game", "StateViews", "COPY", "NOCOPY", "DROP", "ACTION_NAMES"]
 
 COPY, NOCOPY, DROP = K.COPY, K.NOCOPY, K.DROP
+
+
+@dataclass(frozen=True)
+class StateViews:
+    """Read-only views of a game's state arrays, for observers that must not copy them
+    (layouts in :mod:`mallocgame.game.kernels`). Each shows the game as it is now: a
+    later step or undo changes what it holds; writing to one raises ``ValueError``."""
+
+    alloc: (
+        np.ndarray
+    )  # int64 [B, 6]: each decided buffer's action, offset, memory and copy interval
+    analysis: np.ndarray  # int64 [3, 6]: per action (legal, offset, start, end, copy start, end)
+    group_state: np.ndarray  # int64 [G]: each alias group's offset (bytes), -1 slow, -2 undecided
+    supply_left: np.ndarray  # float64 [T]: copy supply left per step, seconds
+    counters: np.ndarray  # int64 [5]: the kernels' counters (C_CURRENT: the current buffer)
+
+
+def _read_only(array: np.ndarray) -> np.ndarray:
+    view = array.view()
+    view.flags.writeable = False
+    return view
 
 
 class Game:
@@ -69,6 +92,13 @@ class Game:
 
     def _bind(self) -> None:
         tb = self.tables
+        self.views = StateViews(
+            alloc=_read_only(self._alloc),
+            analysis=_read_only(self._out),
+            group_state=_read_only(self._group_state),
+            supply_left=_read_only(self._supply_left),
+            counters=_read_only(self._ctr),
+        )
         fast_bw, slow_bw = float(tb.hw[2]), float(tb.hw[3])
         state = (
             self._supply_left,
