@@ -21,7 +21,8 @@ import argparse
 from collections import defaultdict
 from pathlib import Path
 
-from mallocgame.bench.rewards import CurvePoint, read_csv
+from mallocgame.bench.rewards import read_csv
+from mallocgame.curves import CurvePoint
 
 Curve = list[tuple[float, float, float]]  # (proposals, seconds, best normalized reward so far)
 

@@ -753,15 +753,8 @@ def _cmd_bench_suite(args: argparse.Namespace) -> int:
 
 
 def _cmd_bench_rewards(args: argparse.Namespace) -> int:
-    from mallocgame.bench.rewards import (
-        final_table,
-        normalized_upper_bound,
-        plot_curves,
-        read_csv,
-        reward_curve,
-        solver_spec,
-        write_csv,
-    )
+    from mallocgame.bench.rewards import final_table, read_csv, reward_curve, solver_spec
+    from mallocgame.curves import normalized_upper_bound, plot_curves, write_csv
     from mallocgame.workloads.registry import load_workload
 
     for spec in args.solvers:

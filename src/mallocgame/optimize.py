@@ -16,7 +16,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from mallocgame.bench.rewards import (
+from mallocgame.curves import (
     CurvePoint,
     normalized_upper_bound,
     plot_curves,

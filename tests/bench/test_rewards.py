@@ -6,15 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from mallocgame.bench.rewards import (
-    final_table,
-    plot_curves,
-    read_csv,
-    reward_curve,
-    solver_spec,
-    write_csv,
-)
+from mallocgame.bench.rewards import final_table, read_csv, reward_curve, solver_spec
 from mallocgame.cli import main
+from mallocgame.curves import plot_curves, write_csv
 from mallocgame.errors import FormatError, InputFileError, MallocGameError
 
 

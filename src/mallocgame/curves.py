@@ -1,0 +1,128 @@
+"""Reward curves: best-so-far normalized reward against wall-clock time.
+
+A solver's improvements (:class:`~mallocgame.solvers.base.Improvement`) become
+:class:`CurvePoint` rows; :func:`write_csv` writes them (one row per improvement, the
+sweep's record), :func:`plot_curves` draws one panel per program. Used by the main job
+(:mod:`mallocgame.optimize`) and by the experiments (:mod:`mallocgame.bench.rewards`,
+which also reads the CSV back).
+"""
+
+from __future__ import annotations
+
+import io
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from mallocgame.fileio import write_bytes_atomic, write_csv_atomic
+from mallocgame.instance import Instance
+
+__all__ = [
+    "CSV_HEADER",
+    "CurvePoint",
+    "work_text",
+    "normalized_upper_bound",
+    "write_csv",
+    "plot_curves",
+]
+
+CSV_HEADER = ["program", "solver", "seed", "budget_s", "elapsed_s", "normalized_reward", "work"]
+
+
+@dataclass(frozen=True)
+class CurvePoint:
+    program: str
+    solver: str  # the solver's name, or a spec with settings (:func:`solver_spec`)
+    seed: int
+    elapsed_s: float
+    normalized_reward: float
+    work: str  # the solver's work counters at that point, "k=v;..."
+    budget_s: float | None  # the run's wall-clock budget, seconds (None: a work budget only)
+
+
+def work_text(work: Mapping[str, int]) -> str:
+    """A solver's work counters as :attr:`CurvePoint.work` holds them: ``"k=v;..."``."""
+    return ";".join(f"{k}={v}" for k, v in work.items())
+
+
+def normalized_upper_bound(inst: Instance) -> float:
+    """The LP upper bound on ``inst``'s reward (:func:`mallocgame.solvers.bound.upper_bound`),
+    normalized like a reward (0 where the normalizer is 0)."""
+    from mallocgame.latency import reward_normalizer
+    from mallocgame.solvers.bound import upper_bound
+
+    normalizer = reward_normalizer(inst)
+    return upper_bound(inst) / normalizer if normalizer else 0.0
+
+
+def write_csv(points: list[CurvePoint], path: Path) -> None:
+    write_csv_atomic(
+        path,
+        CSV_HEADER,
+        (
+            [
+                p.program,
+                p.solver,
+                p.seed,
+                "" if p.budget_s is None else repr(float(p.budget_s)),
+                f"{p.elapsed_s:.4f}",
+                f"{p.normalized_reward:.6f}",
+                p.work,
+            ]
+            for p in points
+        ),
+    )
+
+
+def plot_curves(
+    points: list[CurvePoint], path: Path, bounds: dict[str, float] | None = None
+) -> None:
+    """One panel per program: best-so-far normalized reward against seconds, per solver and seed.
+
+    ``bounds``: a normalized upper bound per program, drawn as a dashed line.
+    """
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    programs = list(dict.fromkeys(p.program for p in points))
+    fig, axes = plt.subplots(1, len(programs), figsize=(5 * len(programs), 4), squeeze=False)
+    colours = {}
+    for ax, program in zip(axes[0], programs):
+        curves: dict[tuple[str, int], list[CurvePoint]] = {}
+        for p in points:
+            if p.program == program:
+                curves.setdefault((p.solver, p.seed), []).append(p)
+        for (solver, seed), pts in curves.items():
+            colour = colours.setdefault(solver, f"C{len(colours)}")
+            xs = [p.elapsed_s for p in pts]
+            ys = [p.normalized_reward for p in pts]
+            ax.step(
+                xs,
+                ys,
+                where="post",
+                color=colour,
+                alpha=0.8,
+                marker="o",
+                markersize=4,
+                label=solver if seed == pts[0].seed else None,
+            )
+        if bounds and program in bounds:
+            ax.axhline(
+                bounds[program], color="black", linestyle="--", linewidth=1, label="upper bound"
+            )
+        ax.set_title(program)
+        ax.set_xlabel("wall-clock seconds")
+        ax.set_ylabel("best normalized reward")
+        ax.grid(alpha=0.3)
+    legend: dict = {}  # one legend for every panel, below them: it hides no curve
+    for ax in axes[0]:
+        for handle, label in zip(*ax.get_legend_handles_labels()):
+            legend.setdefault(label, handle)
+    fig.legend(legend.values(), legend.keys(), loc="lower center", ncol=len(legend), frameon=False)
+    fig.tight_layout(rect=(0, 0.1, 1, 1))
+    buffer = io.BytesIO()
+    fig.savefig(buffer, format="png", dpi=100)
+    plt.close(fig)
+    write_bytes_atomic(path, buffer.getvalue())
