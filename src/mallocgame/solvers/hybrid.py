@@ -19,6 +19,7 @@ from mallocgame.options import check_ranges, setting
 from mallocgame.simulate import simulate
 from mallocgame.solution import Solution
 from mallocgame.solvers.base import Run, Solver
+from mallocgame.solvers.registry import get_solver, solver_names
 
 __all__ = [
     "BestOfSolver",
@@ -41,8 +42,6 @@ class BestOfConfig:
     )
 
     def __post_init__(self) -> None:
-        from mallocgame.solvers import solver_names
-
         check_ranges(self)
         unknown = [name for name in self.solvers if name not in solver_names()]
         if unknown:
@@ -126,8 +125,6 @@ class BestOfSolver(Solver, name="best-of", work_unit="per candidate", config=Bes
 
     def settings(self, options: Mapping[str, Any]) -> dict[str, Any]:
         """Each candidate's settings (a candidate runs with its defaults), by name."""
-        from mallocgame.solvers import get_solver
-
         return {
             "solvers": {
                 name: get_solver(name).settings({}) for name in self.config(options).solvers
@@ -135,8 +132,6 @@ class BestOfSolver(Solver, name="best-of", work_unit="per candidate", config=Bes
         }
 
     def search(self, instance: Instance, config: BestOfConfig, run: Run) -> Solution:
-        from mallocgame.solvers import get_solver
-
         names = config.solvers
         share = None if run.request.seconds is None else run.request.seconds / len(names)
         candidates: list[Solution] = []
