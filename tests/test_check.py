@@ -162,6 +162,11 @@ def test_report_ok_kinds_and_summary() -> None:
     assert report.summary() == "overlap: a and b\nmisaligned: c"
 
 
+def test_a_failure_of_an_unknown_kind_is_refused() -> None:
+    with pytest.raises(ValueError, match="^unknown failure kind 'overlaps' "):
+        Failure("overlaps", "a and b")  # type: ignore[arg-type]
+
+
 def test_failure_kinds_are_the_documented_ones() -> None:
     assert set(check.FAILURE_KINDS) == {
         "illegal_action",

@@ -24,7 +24,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
 from numbers import Integral
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Literal, get_args
 
 import numpy as np
 
@@ -38,13 +38,14 @@ if TYPE_CHECKING:
 
 __all__ = [
     "FAILURE_KINDS",
+    "FailureKind",
     "Failure",
     "CheckReport",
     "physical_check",
     "check_solution",
 ]
 
-FAILURE_KINDS = (
+FailureKind = Literal[
     "illegal_action",  # a replayed action is not legal in the game (SPEC section 4)
     "incomplete",  # fewer actions than buffers, or more
     "allocation_mismatch",  # the replay places a buffer differently from the solution
@@ -61,7 +62,10 @@ FAILURE_KINDS = (
     "copy_supply",  # rule 5: a copy interval's supply does not cover its demand
     "data_flow",  # rule 6: a fast operand's data does not come from a copy-in or its producer
     "slow_read",  # rule 7: a read from slow memory of a value that never reached it
-)
+]
+"""The kinds of broken rule a :class:`Failure` names."""
+
+FAILURE_KINDS: tuple[FailureKind, ...] = get_args(FailureKind)
 
 SUPPLY_RTOL = Fraction(1, 10**9)  # rule 5: supply must reach (1 - 1e-9) * demand, exactly
 REWARD_RTOL = Fraction(1, 10**9)  # reward_s, normalized_reward and bound_s: relative, exactly
@@ -73,9 +77,15 @@ class Failure:
     """One broken rule: its ``kind`` (one of :data:`FAILURE_KINDS`), a readable
     ``message`` and the ids of the buffers involved (sorted, possibly empty)."""
 
-    kind: str
+    kind: FailureKind
     message: str
     buffers: tuple[int, ...] = ()
+
+    def __post_init__(self) -> None:
+        if self.kind not in FAILURE_KINDS:
+            raise ValueError(
+                f"unknown failure kind {self.kind!r} (one of {', '.join(FAILURE_KINDS)})"
+            )
 
 
 @dataclass(frozen=True)
@@ -98,7 +108,7 @@ class CheckReport:
         return "\n".join(f"{f.kind}: {f.message}" for f in self.failures)
 
 
-def _fail(kind: str, message: str, buffers: Iterable[int] = ()) -> Failure:
+def _fail(kind: FailureKind, message: str, buffers: Iterable[int] = ()) -> Failure:
     return Failure(kind, message, tuple(sorted(set(int(b) for b in buffers))))
 
 

@@ -14,7 +14,7 @@ from mallocgame.instance import RooflineLatency, instance_from_dict
 from mallocgame.latency import mapping_reward, reward_normalizer
 from mallocgame.solvers.base import SolveRequest
 from mallocgame.solvers.drop import DropSolver
-from mallocgame.solvers.heuristic import HeuristicOptions, HeuristicSolver, msa_allocations
+from mallocgame.solvers.heuristic import HeuristicConfig, HeuristicSolver, msa_allocations
 from mallocgame.workloads.registry import load_workload, workload_names
 from mallocgame.workloads.synthetic import generate
 from tests.builders import B, I, X, build, roofline
@@ -170,7 +170,7 @@ def test_options_and_callback() -> None:
     assert [replace(imp.solution, wall_s=solution.wall_s) for imp in seen] == [
         solution
     ]  # then the final time
-    allocations, stats = msa_allocations(inst, HeuristicOptions())
+    allocations, stats = msa_allocations(inst, HeuristicConfig())
     assert tuple(allocations) == solution.allocations
     assert not physical_check(inst, allocations)
     assert stats["candidates"] > 0

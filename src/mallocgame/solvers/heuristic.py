@@ -33,7 +33,7 @@ from mallocgame.options import check_ranges, setting
 from mallocgame.solution import Allocation, Solution
 from mallocgame.solvers.base import Run, Solver
 
-__all__ = ["HeuristicOptions", "HeuristicSolver", "OrderedAssignment", "msa_allocations"]
+__all__ = ["HeuristicConfig", "HeuristicSolver", "OrderedAssignment", "msa_allocations"]
 
 MAX_VERIFY_ROUNDS = 8  # reruns after a failed physical check before giving up (all slow)
 
@@ -41,7 +41,7 @@ _SLOW, _REQUIRED, _OPTIONAL = 0, 1, 2
 
 
 @dataclass(frozen=True)
-class HeuristicOptions:
+class HeuristicConfig:
     """The settings of ``heuristic`` (XLA's CostAnalysisPrefetchIntervalPicker test defaults)."""
 
     preferred_overlap_to_async_copy_ratio: float = setting(
@@ -188,7 +188,7 @@ class _Chain:
 class _Msa:
     """State of one run of the assignment (the algorithm: docs/heuristic.md)."""
 
-    def __init__(self, inst: Instance, opts: HeuristicOptions, forced_slow: set[int]) -> None:
+    def __init__(self, inst: Instance, opts: HeuristicConfig, forced_slow: set[int]) -> None:
         self.inst = inst
         self.opts = opts
         hw = inst.hardware
@@ -660,7 +660,7 @@ class _Msa:
 
 
 def _verified_run(
-    instance: Instance, options: HeuristicOptions
+    instance: Instance, options: HeuristicConfig
 ) -> tuple[list[Allocation], dict[str, int], frozenset[int]]:
     """The MSA-like mapping, its counts, and the alias groups forced to slow memory to
     make it pass the physical check."""
@@ -687,7 +687,7 @@ def _verified_run(
 
 
 def msa_allocations(
-    instance: Instance, options: HeuristicOptions = HeuristicOptions()
+    instance: Instance, options: HeuristicConfig = HeuristicConfig()
 ) -> tuple[list[Allocation], dict[str, int]]:
     """The MSA-like mapping of ``instance`` (verified with the physical check) and
     counts of what it did."""
@@ -709,7 +709,7 @@ class OrderedAssignment:
     its verification, never does).
     """
 
-    def __init__(self, instance: Instance, options: HeuristicOptions = HeuristicOptions()) -> None:
+    def __init__(self, instance: Instance, options: HeuristicConfig = HeuristicConfig()) -> None:
         self.instance = instance
         self.heuristic_allocations, _, forced = _verified_run(instance, options)
         self._msa = _Msa(instance, options, set(forced))
@@ -755,10 +755,10 @@ class OrderedAssignment:
         return [msa.alloc[b] for b in sorted(msa.alloc)]
 
 
-class HeuristicSolver(Solver, name="heuristic", work_unit="passes", config=HeuristicOptions):
+class HeuristicSolver(Solver, name="heuristic", work_unit="passes", config=HeuristicConfig):
     """XLA memory-space-assignment-like mapping (docs/heuristic.md); one pass, no search."""
 
-    def search(self, instance: Instance, config: HeuristicOptions, run: Run) -> Solution:
+    def search(self, instance: Instance, config: HeuristicConfig, run: Run) -> Solution:
         allocations, stats = msa_allocations(instance, config)
         reward = mapping_reward(instance, [a.buffer for a in allocations])
         answer = run.mapping_answer(
