@@ -31,11 +31,15 @@ import types
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from mallocgame.errors import MallocGameError
 from mallocgame.instance import Instance
 from mallocgame.solution import Solution, solution_from_dict
+
+if TYPE_CHECKING:
+    from mallocgame.hardware import HardwarePreset
+    from mallocgame.runtime.plan import PlacementPlan
 
 __all__ = [
     "PROGRAMS",
@@ -405,76 +409,134 @@ def solve_spec(spec: str, instance: Instance, work: int) -> tuple[str, Solution]
     return (spec if seed else name), solution
 
 
-def run_real_bench(config: BenchConfig) -> dict[str, Any]:
-    """Run the job of the module docstring; returns ``{"rows": [...], "summary": [...],
-    "calibration": [...]}``."""
-    import torch
+@dataclass
+class _Program:
+    """One program of the job, built on the device and captured: its module and inputs, its
+    instance on the preset (and on the calibrated preset, where there is one), its bound
+    graph, its reference results (the exported module run once on ``inputs``), its document
+    in ``programs.json.gz`` and the host copies its measurements share."""
 
-    from mallocgame.check import check_solution
-    from mallocgame.costmodel import derive_instance, peak_live_bytes
-    from mallocgame.hardware import get_preset
-    from mallocgame.runtime.calibrate import calibrate, calibrated_preset
-    from mallocgame.runtime.measure import measure
-    from mallocgame.runtime.memory import make_memory
-    from mallocgame.runtime.plan import PlacementPlan, placement_plan
-    from mallocgame.runtime.torch_graph import bind, capture_torch
-    from mallocgame.simulate import simulate
+    name: str
+    module: Any
+    inputs: tuple[Any, ...]
+    captured: Any
+    instance: Instance
+    graph: Any
+    reference: Any
+    cal_instance: Instance | None
+    doc: dict[str, Any]
+    shared_host: dict[int, Any] = field(default_factory=dict)
 
-    out = Path(config.out)
-    out.mkdir(parents=True, exist_ok=True)
-    logger = _Log(out / "run.log", config.started)
-    say = logger
 
-    deadline = config.started + config.seconds
-    memory = make_memory(config.device, config.host_alloc)
-    say(
-        f"device {config.device}: "
-        f"{torch.cuda.get_device_name() if config.device == 'cuda' else 'cpu'}; "
-        f"torch {torch.__version__}; host memory {getattr(memory, 'host_alloc', 'cpu')}; "
-        f"budget {config.seconds:g} s"
-    )
-    preset = get_preset(config.preset)
-    figures: list[Any] = []
-    cal_csv = _Csv(out / "calibration.csv", ("name", "value", "unit", "method"))
-    if config.calibrate:
-        try:
-            size = 2**16 if config.tiny else 256 * 2**20
-            figures = calibrate(
-                memory, size_bytes=size, matmul_n=64 if config.tiny else 8192, log=say
-            )
-            for f in figures:
-                cal_csv.row(
-                    {"name": f.name, "value": f"{f.value:.6g}", "unit": f.unit, "method": f.method}
-                )
-        except Exception:
-            logger.failure("calibration")
-    cal_csv.close()
-    calibrated = None
-    if figures:
-        total = (
-            torch.cuda.get_device_properties(0).total_memory if config.device == "cuda" else None
+class _BenchRun:
+    """State of one run of :func:`run_real_bench` (the job: the module docstring): the
+    configuration, the output files, the log and the deadline; one method per phase."""
+
+    def __init__(self, config: BenchConfig, torch: Any) -> None:
+        self.config = config
+        self.torch = torch
+        self.out = Path(config.out)
+        self.out.mkdir(parents=True, exist_ok=True)
+        self.log = _Log(self.out / "run.log", config.started)
+        self.deadline = config.started + config.seconds  # time.perf_counter() seconds
+        self.figures: list[Any] = []
+        self.calibrated: HardwarePreset | None = None
+        self.documents: dict[str, Any] = {}
+        self.all_rows: list[dict[str, Any]] = []
+        self.summaries: list[dict[str, Any]] = []
+
+    def run(self) -> dict[str, Any]:
+        """The whole job; returns :func:`run_real_bench`'s ``{"rows", "summary",
+        "calibration"}``."""
+        config, torch = self.config, self.torch
+        self._open_memory()
+        self._calibrate()
+        self.rows_csv = _Csv(self.out / "results.csv", RESULT_COLUMNS)
+        self.summary_csv = _Csv(self.out / "summary.csv", SUMMARY_COLUMNS)
+        self.given = _given_answers(config.answers, self.log)
+        self.device = torch.device(config.device)
+        for name in config.programs:
+            if time.perf_counter() > self.deadline:
+                self.log(f"time is up: {name} and later programs skipped")
+                break
+            program = self._prepare_program(name)
+            if program is None:
+                continue
+            self._run_program(program)
+            del program  # its module, graph and results go before the cache is emptied
+            if config.device == "cuda":
+                torch.cuda.empty_cache()
+        self.rows_csv.close()
+        self.summary_csv.close()
+        self.log(f"done in {time.perf_counter() - config.started:.1f} s")
+        return {"rows": self.all_rows, "summary": self.summaries, "calibration": self.figures}
+
+    def _open_memory(self) -> None:
+        """Open the device's memory (HBM and host memory), log the machine, load the preset."""
+        from mallocgame.hardware import get_preset
+        from mallocgame.runtime.memory import make_memory
+
+        config, torch = self.config, self.torch
+        self.memory = make_memory(config.device, config.host_alloc)
+        self.log(
+            f"device {config.device}: "
+            f"{torch.cuda.get_device_name() if config.device == 'cuda' else 'cpu'}; "
+            f"torch {torch.__version__}; host memory {getattr(self.memory, 'host_alloc', 'cpu')}; "
+            f"budget {config.seconds:g} s"
         )
-        try:
-            calibrated = calibrated_preset(figures, fast_memory_bytes=total, base=preset)
-        except (KeyError, MallocGameError):  # a figure missing or out of range: the preset alone
-            logger.failure("the calibrated preset")
+        self.preset = get_preset(config.preset)
 
-    rows_csv = _Csv(out / "results.csv", RESULT_COLUMNS)
-    summary_csv = _Csv(out / "summary.csv", SUMMARY_COLUMNS)
-    documents: dict[str, Any] = {}
-    all_rows: list[dict[str, Any]] = []
-    summaries: list[dict[str, Any]] = []
-    given = _given_answers(config.answers, logger)
-    device = torch.device(config.device)
-    for name in config.programs:
-        if time.perf_counter() > deadline:
-            say(f"time is up: {name} and later programs skipped")
-            break
+    def _calibrate(self) -> None:
+        """Measure the machine's figures into ``calibration.csv`` (unless ``calibrate`` is
+        off; buffers of 64 KiB tiny, else 256 MiB) and derive the calibrated preset from them
+        (with the GPU's whole memory as fast memory); a failure is logged and leaves none."""
+        from mallocgame.runtime.calibrate import calibrate, calibrated_preset
+
+        config, torch = self.config, self.torch
+        cal_csv = _Csv(self.out / "calibration.csv", ("name", "value", "unit", "method"))
+        if config.calibrate:
+            try:
+                size = 2**16 if config.tiny else 256 * 2**20
+                self.figures = calibrate(
+                    self.memory, size_bytes=size, matmul_n=64 if config.tiny else 8192, log=self.log
+                )
+                for f in self.figures:
+                    cal_csv.row(
+                        {
+                            "name": f.name,
+                            "value": f"{f.value:.6g}",
+                            "unit": f.unit,
+                            "method": f.method,
+                        }
+                    )
+            except Exception:
+                self.log.failure("calibration")
+        cal_csv.close()
+        if self.figures:
+            total = (
+                torch.cuda.get_device_properties(0).total_memory
+                if config.device == "cuda"
+                else None
+            )
+            try:
+                self.calibrated = calibrated_preset(
+                    self.figures, fast_memory_bytes=total, base=self.preset
+                )
+            except (KeyError, MallocGameError):  # a figure missing or out of range: the preset
+                self.log.failure("the calibrated preset")
+
+    def _prepare_program(self, name: str) -> _Program | None:
+        """Build program ``name`` on the device, capture it, derive its instances, bind its
+        graph and run it once for the reference results; None (logged) where any step fails."""
+        from mallocgame.costmodel import derive_instance, peak_live_bytes
+        from mallocgame.runtime.torch_graph import bind, capture_torch
+
+        config, torch = self.config, self.torch
         try:
-            module, inputs = build_program(name, device, config.tiny)
+            module, inputs = build_program(name, self.device, config.tiny)
             captured = capture_torch(module, inputs, name=name)
             instance = derive_instance(
-                captured.program, preset, capacity_fraction=config.capacity_fraction
+                captured.program, self.preset, capacity_fraction=config.capacity_fraction
             )
             graph = bind(captured, instance)
             with torch.no_grad():
@@ -482,7 +544,7 @@ def run_real_bench(config: BenchConfig) -> dict[str, Any]:
             if config.device == "cuda":
                 torch.cuda.synchronize()
             peak = peak_live_bytes(instance)
-            say(
+            self.log(
                 f"{name}: {instance.num_instructions} instructions, {instance.num_buffers} "
                 f"buffers, peak live "
                 f"{peak / 2**20:.1f} MiB, fast memory "
@@ -490,121 +552,167 @@ def run_real_bench(config: BenchConfig) -> dict[str, Any]:
             )
             cal_instance = (
                 derive_instance(
-                    captured.program, calibrated, capacity_fraction=config.capacity_fraction
+                    captured.program, self.calibrated, capacity_fraction=config.capacity_fraction
                 )
-                if calibrated is not None
+                if self.calibrated is not None
                 else None
             )
         except Exception:
-            logger.failure(f"{name}: build and capture")
-            continue
+            self.log.failure(f"{name}: build and capture")
+            return None
         doc: dict[str, Any] = {"instance": instance.to_dict(), "answers": {}}
-        documents[name] = doc
+        self.documents[name] = doc
+        return _Program(
+            name, module, inputs, captured, instance, graph, reference, cal_instance, doc
+        )
+
+    def _run_program(self, program: _Program) -> None:
+        """Solve, simulate and measure ``program``'s placements (one row each, until the
+        deadline), summarize them and rewrite ``programs.json.gz``."""
+        rows: list[dict[str, Any]] = []
+        for label, solution, error in self._solve_placements(program):
+            if time.perf_counter() > self.deadline:
+                self.log(f"time is up: {program.name} placements from {label} on skipped")
+                break
+            row: dict[str, Any] = {
+                "program": program.name,
+                "placement": label,
+                "capacity_bytes": program.instance.hardware.fast_memory_bytes,
+                "error": error,
+            }
+            if error:  # its solver failed: the row says so, and is not one of the results
+                self.rows_csv.row(row)
+                continue
+            try:
+                self._measure_placement(program, label, solution, row)
+                rows.append(row)
+            except Exception:
+                row["error"] = self.log.failure(f"{program.name}: {label}")
+            self.rows_csv.row(row)
+            self.all_rows.append(row)
+        self._summarize(program, rows)
+        with gzip.open(self.out / "programs.json.gz", "wt") as f:
+            json.dump(self.documents, f)
+
+    def _solve_placements(self, program: _Program) -> list[tuple[str, Solution | None, str]]:
+        """The placements of ``program``, as ``(label, answer, error)``: the framework default
+        (answer None), each of ``placements`` solved until the deadline (a failed one with its
+        error and no answer), then the given answers whose instance hash matches."""
+        name, instance = program.name, program.instance
         placements: list[tuple[str, Solution | None, str]] = [("hbm-resident", None, "")]
-        for spec in config.placements:
-            if time.perf_counter() > deadline:
+        for spec in self.config.placements:
+            if time.perf_counter() > self.deadline:
                 break
             try:
                 t0 = time.perf_counter()
-                label, solution = solve_spec(spec, instance, config.work)
-                say(
+                label, solution = solve_spec(spec, instance, self.config.work)
+                self.log(
                     f"{name}: {label} solved in {time.perf_counter() - t0:.1f} s, normalized "
                     f"reward "
                     f"{solution.normalized_reward:.4f}"
                 )
                 placements.append((label, solution, ""))
             except Exception:
-                placements.append((spec, None, logger.failure(f"{name}: solve {spec}")))
-        for solution in given:
+                placements.append((spec, None, self.log.failure(f"{name}: solve {spec}")))
+        for solution in self.given:
             if solution.instance_sha256 == instance.sha256:
                 placements.append((f"given:{solution.solver}", solution, ""))
-        shared_host: dict[int, Any] = {}
-        rows: list[dict[str, Any]] = []
-        for label, solution, error in placements:
-            if time.perf_counter() > deadline:
-                say(f"time is up: {name} placements from {label} on skipped")
-                break
-            row: dict[str, Any] = {
-                "program": name,
-                "placement": label,
-                "capacity_bytes": instance.hardware.fast_memory_bytes,
-                "error": error,
-            }
-            if error:
-                rows_csv.row(row)
-                continue
-            try:
-                if solution is None:
-                    plan = PlacementPlan.all_fast(instance, label)
-                    row.update(
-                        solver="framework default",
-                        normalized_reward=1.0,
-                        check_ok="",
-                        sim_latency_s=sum(i.count * i.supply_s for i in instance.instructions),
-                    )
-                    if cal_instance is not None:
-                        row["sim_calibrated_s"] = sum(
-                            i.count * i.supply_s for i in cal_instance.instructions
-                        )
-                else:
-                    doc["answers"][label] = solution.to_dict()
-                    report = check_solution(instance, solution)
-                    row.update(
-                        solver=solution.solver,
-                        seed=solution.seed,
-                        normalized_reward=f"{solution.normalized_reward:.6g}",
-                        check_ok=report.ok,
-                    )
-                    row["sim_latency_s"] = simulate(instance, solution).latency_s
-                    if cal_instance is not None:
-                        row["sim_calibrated_s"] = simulate(
-                            cal_instance, solution.allocations
-                        ).latency_s
-                    plan = placement_plan(instance, solution, label=label)
-                copy_in, copy_out = plan.copy_bytes()
-                row.update(
-                    planned_hbm_peak_bytes=max(plan.hbm_bytes(), default=0),
-                    host_bytes=plan.host_bytes(),
-                    copy_in_bytes=copy_in,
-                    copy_out_bytes=copy_out,
+        return placements
+
+    def _simulate_placement(
+        self, program: _Program, label: str, solution: Solution | None, row: dict[str, Any]
+    ) -> PlacementPlan:
+        """The plan of one placement (``solution`` None: the framework default); fills ``row``
+        with its solver, reward and check, and its simulated latencies (seconds) on the preset
+        and on the calibrated preset."""
+        from mallocgame.check import check_solution
+        from mallocgame.runtime.plan import PlacementPlan, placement_plan
+        from mallocgame.simulate import simulate
+
+        instance, cal_instance = program.instance, program.cal_instance
+        if solution is None:
+            plan = PlacementPlan.all_fast(instance, label)
+            row.update(
+                solver="framework default",
+                normalized_reward=1.0,
+                check_ok="",
+                sim_latency_s=sum(i.count * i.supply_s for i in instance.instructions),
+            )
+            if cal_instance is not None:
+                row["sim_calibrated_s"] = sum(
+                    i.count * i.supply_s for i in cal_instance.instructions
                 )
-                m = measure(
-                    graph,
-                    plan,
-                    memory,
-                    reference,
-                    warmup=config.warmup,
-                    steps=config.steps,
-                    max_seconds=config.per_placement_s,
-                    deadline=deadline,
-                    shared_host=shared_host,
-                )
-                row.update(
-                    measured_median_s=m.median_s,
-                    measured_p10_s=m.p10_s,
-                    measured_p90_s=m.p90_s,
-                    steps=m.steps,
-                    peak_hbm_bytes=m.peak_hbm_bytes,
-                    identical=m.identical,
-                    max_abs_diff=m.max_abs_diff,
-                    staged_nodes=" ".join(m.staged),
-                )
-                say(
-                    f"{name}: {label}: measured {m.median_s * 1e3:.3f} ms (p10 "
-                    f"{m.p10_s * 1e3:.3f}, p90 "
-                    f"{m.p90_s * 1e3:.3f}), simulated {row['sim_latency_s'] * 1e3:.3f} ms, "
-                    f"peak HBM "
-                    f"{m.peak_hbm_bytes / 2**20:.1f} MiB, identical {m.identical}, staged "
-                    f"{len(m.staged)}"
-                )
-                rows.append(row)
-            except Exception:
-                row["error"] = logger.failure(f"{name}: {label}")
-            rows_csv.row(row)
-            all_rows.append(row)
+            return plan
+        program.doc["answers"][label] = solution.to_dict()
+        report = check_solution(instance, solution)
+        row.update(
+            solver=solution.solver,
+            seed=solution.seed,
+            normalized_reward=f"{solution.normalized_reward:.6g}",
+            check_ok=report.ok,
+        )
+        row["sim_latency_s"] = simulate(instance, solution).latency_s
+        if cal_instance is not None:
+            row["sim_calibrated_s"] = simulate(cal_instance, solution.allocations).latency_s
+        return placement_plan(instance, solution, label=label)
+
+    def _measure_placement(
+        self, program: _Program, label: str, solution: Solution | None, row: dict[str, Any]
+    ) -> None:
+        """Fill ``row`` for one placement: its plan's simulated latencies and planned bytes,
+        then its measured step times (seconds), peak HBM bytes and results; logs them."""
+        from mallocgame.runtime.measure import measure
+
+        config, name = self.config, program.name
+        plan = self._simulate_placement(program, label, solution, row)
+        copy_in, copy_out = plan.copy_bytes()
+        row.update(
+            planned_hbm_peak_bytes=max(plan.hbm_bytes(), default=0),
+            host_bytes=plan.host_bytes(),
+            copy_in_bytes=copy_in,
+            copy_out_bytes=copy_out,
+        )
+        m = measure(
+            program.graph,
+            plan,
+            self.memory,
+            program.reference,
+            warmup=config.warmup,
+            steps=config.steps,
+            max_seconds=config.per_placement_s,
+            deadline=self.deadline,
+            shared_host=program.shared_host,
+        )
+        row.update(
+            measured_median_s=m.median_s,
+            measured_p10_s=m.p10_s,
+            measured_p90_s=m.p90_s,
+            steps=m.steps,
+            peak_hbm_bytes=m.peak_hbm_bytes,
+            identical=m.identical,
+            max_abs_diff=m.max_abs_diff,
+            staged_nodes=" ".join(m.staged),
+        )
+        self.log(
+            f"{name}: {label}: measured {m.median_s * 1e3:.3f} ms (p10 "
+            f"{m.p10_s * 1e3:.3f}, p90 "
+            f"{m.p90_s * 1e3:.3f}), simulated {row['sim_latency_s'] * 1e3:.3f} ms, "
+            f"peak HBM "
+            f"{m.peak_hbm_bytes / 2**20:.1f} MiB, identical {m.identical}, staged "
+            f"{len(m.staged)}"
+        )
+
+    def _summarize(self, program: _Program, rows: list[dict[str, Any]]) -> None:
+        """Per model (the preset, and the calibrated preset where there is one), the Spearman
+        correlation and mean relative error of the simulated against the measured step times
+        over the game's placements (not the framework default); to ``summary.csv`` and the
+        log."""
+        from mallocgame.costmodel import peak_live_bytes
+
+        name, instance = program.name, program.instance
         measured = [r for r in rows if r.get("measured_median_s") is not None]
         models = [("preset", "sim_latency_s")] + (
-            [("calibrated", "sim_calibrated_s")] if cal_instance else []
+            [("calibrated", "sim_calibrated_s")] if program.cal_instance else []
         )
         for model, key in models:
             game = [
@@ -625,19 +733,18 @@ def run_real_bench(config: BenchConfig) -> dict[str, Any]:
                 "capacity_bytes": instance.hardware.fast_memory_bytes,
                 "peak_live_bytes": peak_live_bytes(instance),
             }
-            summary_csv.row(summary)
-            summaries.append(summary)
-            say(
+            self.summary_csv.row(summary)
+            self.summaries.append(summary)
+            self.log(
                 f"{name}: {model} model over {len(game)} answers: Spearman "
                 f"{summary['spearman']:.3f}, "
                 f"mean relative error {summary['mean_relative_error']:.3f}"
             )
-        with gzip.open(out / "programs.json.gz", "wt") as f:
-            json.dump(documents, f)
-        del graph, captured, module, inputs, reference, shared_host
-        if config.device == "cuda":
-            torch.cuda.empty_cache()
-    rows_csv.close()
-    summary_csv.close()
-    say(f"done in {time.perf_counter() - config.started:.1f} s")
-    return {"rows": all_rows, "summary": summaries, "calibration": figures}
+
+
+def run_real_bench(config: BenchConfig) -> dict[str, Any]:
+    """Run the job of the module docstring; returns ``{"rows": [...], "summary": [...],
+    "calibration": [...]}``."""
+    import torch
+
+    return _BenchRun(config, torch).run()

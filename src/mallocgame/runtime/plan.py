@@ -187,17 +187,9 @@ def _reaches_host(instance: Instance, by_buffer: dict[int, Allocation], x: int) 
     return False
 
 
-def placement_plan(
-    instance: Instance, solution: Solution, *, check: bool = True, label: str | None = None
-) -> PlacementPlan:
-    """The plan of ``solution`` (an answer for ``instance``); see the module docstring.
-
-    Raises :class:`AnswerMismatchError` when the answer is for another instance (hash),
-    :class:`PlanError` when it fails the checker (``check``, the default: SPEC section 7's
-    physical rules, via :func:`mallocgame.check.check_solution`) or its allocations do not
-    describe a placement (a fast read with no HBM copy alive, a host read of a tensor that
-    never reaches host memory).
-    """
+def _check_answer(instance: Instance, solution: Solution, check: bool) -> None:
+    """Raise :class:`AnswerMismatchError` when ``solution`` is for another instance (hash), and
+    with ``check`` :class:`PlanError` when it fails the checker."""
     if solution.instance_sha256 != instance.sha256:
         raise AnswerMismatchError(
             f"the answer is for another program: instance sha256 "
@@ -213,55 +205,65 @@ def placement_plan(
             raise PlanError(
                 f"the answer fails the check ({len(report.failures)} failures): {first}"
             )
-    num_t = instance.num_instructions
-    by_buffer: dict[int, Allocation] = {}
-    for a in solution.allocations:
-        if not 0 <= a.buffer < instance.num_buffers:
-            raise PlanError(f"allocation names unknown buffer {a.buffer}")
-        by_buffer[a.buffer] = a
 
-    # Segments per (tensor, offset), from the non-empty allocations in time order.
-    segments: list[Segment] = []
-    live: dict[tuple[int, int], list[int]] = defaultdict(list)  # (tensor, offset) -> segment ids
-    seg_of_buffer: dict[int, int] = {}
-    ordered = sorted(
-        (a for a in by_buffer.values() if not a.is_empty), key=lambda a: (a.start, a.buffer)
-    )
-    for a in ordered:
-        buf = instance.buffers[a.buffer]
-        key = (buf.tensor_id, a.offset)
-        assert a.start is not None and a.end is not None
-        if buf.is_output or a.action == "Copy":
-            if buf.is_output:
-                seg = Segment(
-                    len(segments),
-                    buf.tensor_id,
-                    a.offset,
-                    a.start,
-                    a.end,
-                    "output",
-                    buf.instruction,
-                    copy_out=a.action == "Copy",
-                )
+
+class _Planner:
+    """State of one run of :func:`placement_plan`: the answer's allocations by buffer, the HBM
+    segments made of them (per ``(tensor, offset)``, in time order), the segment each
+    allocated buffer starts or extends, and the tensors that reach host memory."""
+
+    def __init__(self, instance: Instance, solution: Solution) -> None:
+        self.instance = instance
+        self.by_buffer: dict[int, Allocation] = {}
+        for a in solution.allocations:
+            if not 0 <= a.buffer < instance.num_buffers:
+                raise PlanError(f"allocation names unknown buffer {a.buffer}")
+            self.by_buffer[a.buffer] = a
+        self.segments: list[Segment] = []
+        self.live: dict[tuple[int, int], list[int]] = defaultdict(list)  # -> segment ids
+        self.seg_of_buffer: dict[int, int] = {}
+        self.host: set[int] = set()
+
+    def build_segments(self) -> None:
+        """The segments, from the non-empty allocations in time order: an output or a Copy
+        starts one, an operand NoCopy extends one."""
+        ordered = sorted(
+            (a for a in self.by_buffer.values() if not a.is_empty),
+            key=lambda a: (a.start, a.buffer),
+        )
+        for a in ordered:
+            buf = self.instance.buffers[a.buffer]
+            if buf.is_output or a.action == "Copy":
+                self._start_segment(a)
             else:
-                seg = Segment(
-                    len(segments),
-                    buf.tensor_id,
-                    a.offset,
-                    a.start,
-                    a.end,
-                    "prefetch",
-                    buf.instruction,
-                )
-            segments.append(seg)
-            live[key].append(seg.id)
-            seg_of_buffer[a.buffer] = seg.id
-            continue
-        # An operand NoCopy extending the segment that ends just before it.
-        for sid in reversed(live[key]):
-            s = segments[sid]
+                self._extend_segment(a)
+
+    def _start_segment(self, a: Allocation) -> None:
+        """A new segment for ``a`` (an output, or an operand Copy: a prefetch)."""
+        buf = self.instance.buffers[a.buffer]
+        assert a.start is not None and a.end is not None
+        seg = Segment(
+            len(self.segments),
+            buf.tensor_id,
+            a.offset,
+            a.start,
+            a.end,
+            "output" if buf.is_output else "prefetch",
+            buf.instruction,
+            copy_out=a.action == "Copy" if buf.is_output else False,
+        )
+        self.segments.append(seg)
+        self.live[(buf.tensor_id, a.offset)].append(seg.id)
+        self.seg_of_buffer[a.buffer] = seg.id
+
+    def _extend_segment(self, a: Allocation) -> None:
+        """Lengthen, for operand NoCopy ``a``, the segment that ends just before it."""
+        buf = self.instance.buffers[a.buffer]
+        assert a.start is not None and a.end is not None
+        for sid in reversed(self.live[(buf.tensor_id, a.offset)]):
+            s = self.segments[sid]
             if s.end + 1 >= a.start and s.start <= a.start:
-                segments[sid] = Segment(
+                self.segments[sid] = Segment(
                     s.id,
                     s.tensor,
                     s.offset,
@@ -271,80 +273,125 @@ def placement_plan(
                     s.ready,
                     s.copy_out,
                 )
-                seg_of_buffer[a.buffer] = sid
-                break
-        else:
-            raise PlanError(
-                f"buffer {a.buffer} (instruction {buf.instruction}) extends tensor "
-                f"{buf.tensor_id} in HBM "
-                f"at offset {a.offset}, but no HBM copy of it ends just before step {a.start}"
-            )
+                self.seg_of_buffer[a.buffer] = sid
+                return
+        raise PlanError(
+            f"buffer {a.buffer} (instruction {buf.instruction}) extends tensor "
+            f"{buf.tensor_id} in HBM "
+            f"at offset {a.offset}, but no HBM copy of it ends just before step {a.start}"
+        )
 
-    def covering(x: int, offset: int, t: int, b: int) -> int:
-        found = [sid for sid in live[(x, offset)] if segments[sid].start <= t <= segments[sid].end]
+    def find_host(self) -> None:
+        """The tensors that have a host copy (into ``host``): inputs, and those whose
+        definition is dropped or copied out."""
+        instance = self.instance
+        self.host = {
+            x.id for x in instance.tensors if _reaches_host(instance, self.by_buffer, x.id)
+        }
+
+    def copies(self) -> tuple[dict[int, list[int]], dict[int, list[int]], dict[int, list[int]]]:
+        """By instruction, the segments copied in before it, copied out after it and freed
+        after it (after :meth:`find_host`)."""
+        prefetch_at: dict[int, list[int]] = defaultdict(list)
+        copy_out_at: dict[int, list[int]] = defaultdict(list)
+        for s in self.segments:
+            if s.source == "prefetch":
+                if s.tensor not in self.host:
+                    raise PlanError(
+                        f"tensor {s.tensor} is copied into HBM at step {s.ready} but never "
+                        f"reaches host memory"
+                    )
+                prefetch_at[s.start].append(s.id)
+            elif s.copy_out:
+                copy_out_at[s.ready].append(s.id)
+        free_at: dict[int, list[int]] = defaultdict(list)
+        for s in self.segments:
+            if s.end < self.instance.num_instructions - 1:
+                free_at[s.end].append(s.id)
+        return prefetch_at, copy_out_at, free_at
+
+    def _covering(self, x: int, offset: int, t: int, b: int) -> int:
+        """The latest-starting segment of tensor ``x`` at ``offset`` alive at instruction ``t``
+        (read by buffer ``b``)."""
+        found = [
+            sid
+            for sid in self.live[(x, offset)]
+            if self.segments[sid].start <= t <= self.segments[sid].end
+        ]
         if not found:
             raise PlanError(
                 f"buffer {b} (instruction {t}) reads tensor {x} from HBM at offset {offset}, "
                 "but no HBM copy of it is alive there"
             )
-        return max(found, key=lambda sid: segments[sid].start)
+        return max(found, key=lambda sid: self.segments[sid].start)
 
-    host = {x.id for x in instance.tensors if _reaches_host(instance, by_buffer, x.id)}
-    prefetch_at: dict[int, list[int]] = defaultdict(list)
-    copy_out_at: dict[int, list[int]] = defaultdict(list)
-    for s in segments:
-        if s.source == "prefetch":
-            if s.tensor not in host:
+    def _segment_of(self, t: int, b: int) -> int | None:
+        """The segment buffer ``b`` of instruction ``t`` reads or writes (None: host memory)."""
+        buf = self.instance.buffers[b]
+        a = self.by_buffer.get(b)
+        if a is None:
+            if not buf.is_output and buf.tensor_id not in self.host:
                 raise PlanError(
-                    f"tensor {s.tensor} is copied into HBM at step {s.ready} but never reaches "
-                    f"host memory"
+                    f"buffer {b} (instruction {t}) reads tensor {buf.tensor_id} from host "
+                    f"memory, "
+                    "but it never reaches host memory (its definition is resident in HBM)"
                 )
-            prefetch_at[s.start].append(s.id)
-        elif s.copy_out:
-            copy_out_at[s.ready].append(s.id)
-    free_at: dict[int, list[int]] = defaultdict(list)
-    for s in segments:
-        if s.end < num_t - 1:
-            free_at[s.end].append(s.id)
+            return None
+        if b in self.seg_of_buffer:
+            return self.seg_of_buffer[b]
+        return self._covering(buf.tensor_id, a.offset, t, b)
 
-    steps = []
-    for t, ins in enumerate(instance.instructions):
-        reads, writes = [], []
-        for b in ins.buffers:
-            buf = instance.buffers[b]
-            a = by_buffer.get(b)
-            if a is None:
-                if not buf.is_output and buf.tensor_id not in host:
-                    raise PlanError(
-                        f"buffer {b} (instruction {t}) reads tensor {buf.tensor_id} from host "
-                        f"memory, "
-                        "but it never reaches host memory (its definition is resident in HBM)"
-                    )
-                seg = None
-            elif b in seg_of_buffer:
-                seg = seg_of_buffer[b]
-            else:
-                seg = covering(buf.tensor_id, a.offset, t, b)
-            (writes if buf.is_output else reads).append(
-                Write(buf.tensor_id, seg) if buf.is_output else Read(buf.tensor_id, seg)
+    def steps(self) -> list[Step]:
+        """The plan's steps, one per instruction (after :meth:`build_segments` and
+        :meth:`find_host`)."""
+        prefetch_at, copy_out_at, free_at = self.copies()
+        steps = []
+        for t, ins in enumerate(self.instance.instructions):
+            reads: list[Read] = []
+            writes: list[Write] = []
+            for b in ins.buffers:
+                buf = self.instance.buffers[b]
+                seg = self._segment_of(t, b)
+                if buf.is_output:
+                    writes.append(Write(buf.tensor_id, seg))
+                else:
+                    reads.append(Read(buf.tensor_id, seg))
+            steps.append(
+                Step(
+                    t,
+                    ins.name,
+                    tuple(prefetch_at[t]),
+                    tuple(reads),
+                    tuple(writes),
+                    tuple(copy_out_at[t]),
+                    tuple(free_at[t]),
+                )
             )
-        steps.append(
-            Step(
-                t,
-                ins.name,
-                tuple(prefetch_at[t]),
-                tuple(reads),
-                tuple(writes),
-                tuple(copy_out_at[t]),
-                tuple(free_at[t]),
-            )
-        )
+        return steps
+
+
+def placement_plan(
+    instance: Instance, solution: Solution, *, check: bool = True, label: str | None = None
+) -> PlacementPlan:
+    """The plan of ``solution`` (an answer for ``instance``); see the module docstring.
+
+    Raises :class:`AnswerMismatchError` when the answer is for another instance (hash),
+    :class:`PlanError` when it fails the checker (``check``, the default: SPEC section 7's
+    physical rules, via :func:`mallocgame.check.check_solution`) or its allocations do not
+    describe a placement (a fast read with no HBM copy alive, a host read of a tensor that
+    never reaches host memory).
+    """
+    _check_answer(instance, solution, check)
+    planner = _Planner(instance, solution)
+    planner.build_segments()
+    planner.find_host()
+    steps = planner.steps()
     return PlacementPlan(
         label=label or solution.solver,
         instance_sha256=instance.sha256,
         steps=tuple(steps),
-        segments=tuple(segments),
+        segments=tuple(planner.segments),
         resident=frozenset(),
-        host_tensors=frozenset(host),
+        host_tensors=frozenset(planner.host),
         sizes=tuple(x.size for x in instance.tensors),
     )

@@ -139,129 +139,185 @@ def _flat(value: Any) -> list[Ref]:
     return []
 
 
-def bind(captured: CapturedProgram, instance: Instance) -> BoundGraph:
-    """Walk ``captured``'s graph and check it is ``instance``'s program (module docstring)."""
-    from mallocgame.frontends.torch import _is_view, _torch
+class _Binder:
+    """State of one run of :func:`bind`: the graph walked node by node, the values, inputs,
+    layouts and instructions found so far, and the instance they are checked against."""
 
-    torch = _torch()
-    ep = captured.exported
-    fx = torch.fx
-    specs_in = {s.arg.name: s for s in ep.graph_signature.input_specs if hasattr(s.arg, "name")}
-    user_names = list(ep.graph_signature.user_inputs)
-    values: dict[str, Any] = {}
-    inputs: dict[int, tuple[str, Any]] = {}
-    specs: dict[int, TensorSpec] = {}
-    ops: list[BoundOp] = []
-    results: tuple[Any, ...] = ()
-    where = f"{captured.name} against instance {instance.name!r}"
+    def __init__(self, captured: CapturedProgram, instance: Instance) -> None:
+        from mallocgame.frontends.torch import _is_view, _torch
 
-    def mismatch(message: str) -> ProgramMismatchError:
-        return ProgramMismatchError(f"{where}: {message} (the program is not from this function)")
+        self.is_view = _is_view
+        self.fx = _torch().fx
+        self.captured = captured
+        self.instance = instance
+        self.ep = captured.exported
+        signature = self.ep.graph_signature
+        self.specs_in = {s.arg.name: s for s in signature.input_specs if hasattr(s.arg, "name")}
+        self.user_names = list(signature.user_inputs)
+        self.values: dict[str, Any] = {}
+        self.inputs: dict[int, tuple[str, Any]] = {}
+        self.specs: dict[int, TensorSpec] = {}
+        self.ops: list[BoundOp] = []
+        self.results: tuple[Any, ...] = ()
+        self.next_input = 0
+        self.where = f"{captured.name} against instance {instance.name!r}"
 
-    def expect_tensor(x: int, name: str, value: Any) -> None:
-        if x >= len(instance.tensors):
-            raise mismatch(f"tensor {x} ({name}) is not in the instance")
-        tensor = instance.tensors[x]
+    def mismatch(self, message: str) -> ProgramMismatchError:
+        """The error for the first difference between the graph and the instance."""
+        return ProgramMismatchError(
+            f"{self.where}: {message} (the program is not from this function)"
+        )
+
+    def expect_tensor(self, x: int, name: str, value: Any) -> None:
+        """Check that the instance's tensor ``x`` is named ``name`` and has ``value``'s size
+        (bytes)."""
+        if x >= len(self.instance.tensors):
+            raise self.mismatch(f"tensor {x} ({name}) is not in the instance")
+        tensor = self.instance.tensors[x]
         size = int(value.numel()) * int(value.element_size())
         if tensor.name != name or tensor.size != size:
-            raise mismatch(
+            raise self.mismatch(
                 f"tensor {x} is {tensor.name!r} of {tensor.size} B in the instance, {name!r} "
                 f"of {size} B here"
             )
 
-    next_input = 0
-    for node in ep.graph.nodes:
-        value = node.meta.get("val")
-        if node.op == "placeholder":
-            if not hasattr(value, "numel"):
-                values[node.name] = None
-                continue
-            spec = specs_in.get(node.name)
-            label = (spec.target if spec is not None and spec.target else None) or node.name
-            expect_tensor(next_input, label, value)
-            if node.name in user_names:
-                inputs[next_input] = ("user", user_names.index(node.name))
-            elif spec is not None and spec.target:
-                inputs[next_input] = ("state", spec.target)
+    def run(self) -> BoundGraph:
+        """Walk the graph's nodes in order and check the instruction count."""
+        for node in self.ep.graph.nodes:
+            if node.op == "placeholder":
+                self.placeholder(node)
+            elif node.op == "call_function":
+                self.call_function(node)
+            elif node.op == "output":
+                self.results = tuple(
+                    self.values.get(a.name) if hasattr(a, "name") else a for a in node.args[0]
+                )
             else:
                 raise ApplyError(
-                    f"{captured.name}: input {node.name} is neither a user input nor a state entry"
+                    f"{self.captured.name}: cannot run graph node {node.op} ({node.name})"
                 )
-            specs[next_input] = _spec(value)
-            values[node.name] = Ref(next_input)
-            next_input += 1
-        elif node.op == "call_function":
-            target = node.target
-            if target is operator.getitem:
-                base = values.get(node.args[0].name)
-                values[node.name] = base[node.args[1]] if isinstance(base, tuple) else base
-                continue
-            outs = list(value) if isinstance(value, (list, tuple)) else [value]
-            if _is_view(target):
-                refs = _flat(fx.node.map_arg(node.args[0], lambda a: values.get(a.name)))
-                if not refs:
-                    values[node.name] = None
-                elif isinstance(value, (list, tuple)):
-                    values[node.name] = tuple(
-                        Ref(refs[0].tensor, refs[0].chain + ((node, i),)) for i in range(len(outs))
-                    )
-                else:
-                    values[node.name] = Ref(refs[0].tensor, refs[0].chain + ((node, None),))
-                continue
-            if not any(hasattr(v, "numel") for v in outs):
-                values[node.name] = None
-                continue
-            t = len(ops)
-            if t >= instance.num_instructions:
-                raise mismatch(
-                    f"the graph has more than the instance's {instance.num_instructions} "
-                    f"instructions"
-                )
-            ins = instance.instructions[t]
-            if ins.name != node.name:
-                raise mismatch(
-                    f"instruction {t} is {ins.name!r} in the instance, {node.name!r} here"
-                )
-            operands: list[int] = []
-            for r in _flat(fx.node.map_arg((node.args, node.kwargs), lambda a: values.get(a.name))):
-                if r.tensor not in operands:
-                    operands.append(r.tensor)
-            bufs = [instance.buffers[b] for b in ins.buffers]
-            want_operands = [b.tensor_id for b in bufs if not b.is_output]
-            want_outputs = [b.tensor_id for b in bufs if b.is_output]
-            if operands != want_operands:
-                raise mismatch(
-                    f"instruction {t} ({node.name}) reads tensors {want_operands} in the "
-                    f"instance, {operands} here"
-                )
-            res: list[int | None] = []
-            produced = iter(want_outputs)
-            for i, v in enumerate(outs):
-                if not hasattr(v, "numel") or int(v.numel()) == 0:
-                    res.append(None)
-                    continue
-                x = next(produced, None)
-                if x is None:
-                    raise mismatch(
-                        f"instruction {t} ({node.name}) makes more outputs than the instance's"
-                    )
-                expect_tensor(x, node.name if len(outs) == 1 else f"{node.name}{{{i}}}", v)
-                specs[x] = _spec(v)
-                res.append(x)
-            if next(produced, None) is not None:
-                raise mismatch(
-                    f"instruction {t} ({node.name}) makes fewer outputs than the instance's"
-                )
-            multi = isinstance(value, (list, tuple))
-            refs_out = tuple(None if x is None else Ref(x) for x in res)
-            values[node.name] = refs_out if multi else refs_out[0]
-            ops.append(BoundOp(t, node, tuple(res), multi))
-        elif node.op == "output":
-            results = tuple(values.get(a.name) if hasattr(a, "name") else a for a in node.args[0])
-        else:
-            raise ApplyError(f"{captured.name}: cannot run graph node {node.op} ({node.name})")
-    if len(ops) != instance.num_instructions:
-        raise mismatch(
-            f"the graph has {len(ops)} instructions, the instance {instance.num_instructions}"
+        num_t = self.instance.num_instructions
+        if len(self.ops) != num_t:
+            raise self.mismatch(f"the graph has {len(self.ops)} instructions, the instance {num_t}")
+        return BoundGraph(
+            self.captured,
+            self.instance.sha256,
+            tuple(self.ops),
+            self.values,
+            self.inputs,
+            self.specs,
+            self.results,
         )
-    return BoundGraph(captured, instance.sha256, tuple(ops), values, inputs, specs, results)
+
+    def placeholder(self, node: Any) -> None:
+        """An input node: the next program input tensor (a user input or a state entry), or
+        None for a non-tensor input."""
+        value = node.meta.get("val")
+        if not hasattr(value, "numel"):
+            self.values[node.name] = None
+            return
+        x = self.next_input
+        spec = self.specs_in.get(node.name)
+        label = (spec.target if spec is not None and spec.target else None) or node.name
+        self.expect_tensor(x, label, value)
+        if node.name in self.user_names:
+            self.inputs[x] = ("user", self.user_names.index(node.name))
+        elif spec is not None and spec.target:
+            self.inputs[x] = ("state", spec.target)
+        else:
+            raise ApplyError(
+                f"{self.captured.name}: input {node.name} is neither a user input nor a state entry"
+            )
+        self.specs[x] = _spec(value)
+        self.values[node.name] = Ref(x)
+        self.next_input += 1
+
+    def call_function(self, node: Any) -> None:
+        """An operation node: ``getitem`` and views make a value but no instruction, a node
+        with no tensor result makes None, any other is the next instruction."""
+        value = node.meta.get("val")
+        if node.target is operator.getitem:
+            base = self.values.get(node.args[0].name)
+            self.values[node.name] = base[node.args[1]] if isinstance(base, tuple) else base
+            return
+        multi = isinstance(value, (list, tuple))
+        outs = list(value) if multi else [value]
+        if self.is_view(node.target):
+            self.values[node.name] = self.view(node, multi, len(outs))
+            return
+        if not any(hasattr(v, "numel") for v in outs):
+            self.values[node.name] = None
+            return
+        self.instruction(node, outs, multi)
+
+    def view(self, node: Any, multi: bool, count: int) -> Any:
+        """A view node's value: the :class:`Ref` it views with the view added to its chain
+        (``count`` of them, one per element, when ``multi``), or None when it views none."""
+        refs = _flat(self.fx.node.map_arg(node.args[0], lambda a: self.values.get(a.name)))
+        if not refs:
+            return None
+        if multi:
+            return tuple(Ref(refs[0].tensor, refs[0].chain + ((node, i),)) for i in range(count))
+        return Ref(refs[0].tensor, refs[0].chain + ((node, None),))
+
+    def instruction(self, node: Any, outs: list[Any], multi: bool) -> None:
+        """Node ``node`` as the next instruction: check its name, operand tensors and outputs
+        against the instance's, and record it."""
+        instance = self.instance
+        t = len(self.ops)
+        if t >= instance.num_instructions:
+            raise self.mismatch(
+                f"the graph has more than the instance's {instance.num_instructions} instructions"
+            )
+        ins = instance.instructions[t]
+        if ins.name != node.name:
+            raise self.mismatch(
+                f"instruction {t} is {ins.name!r} in the instance, {node.name!r} here"
+            )
+        operands: list[int] = []
+        args = self.fx.node.map_arg((node.args, node.kwargs), lambda a: self.values.get(a.name))
+        for r in _flat(args):
+            if r.tensor not in operands:
+                operands.append(r.tensor)
+        bufs = [instance.buffers[b] for b in ins.buffers]
+        want_operands = [b.tensor_id for b in bufs if not b.is_output]
+        want_outputs = [b.tensor_id for b in bufs if b.is_output]
+        if operands != want_operands:
+            raise self.mismatch(
+                f"instruction {t} ({node.name}) reads tensors {want_operands} in the "
+                f"instance, {operands} here"
+            )
+        res = self.outputs(t, node, outs, want_outputs)
+        refs_out = tuple(None if x is None else Ref(x) for x in res)
+        self.values[node.name] = refs_out if multi else refs_out[0]
+        self.ops.append(BoundOp(t, node, tuple(res), multi))
+
+    def outputs(
+        self, t: int, node: Any, outs: list[Any], want_outputs: list[int]
+    ) -> list[int | None]:
+        """The program tensor of each of instruction ``t``'s results (None for an empty or
+        non-tensor one), checked against the instance's outputs ``want_outputs``."""
+        res: list[int | None] = []
+        produced = iter(want_outputs)
+        for i, v in enumerate(outs):
+            if not hasattr(v, "numel") or int(v.numel()) == 0:
+                res.append(None)
+                continue
+            x = next(produced, None)
+            if x is None:
+                raise self.mismatch(
+                    f"instruction {t} ({node.name}) makes more outputs than the instance's"
+                )
+            self.expect_tensor(x, node.name if len(outs) == 1 else f"{node.name}{{{i}}}", v)
+            self.specs[x] = _spec(v)
+            res.append(x)
+        if next(produced, None) is not None:
+            raise self.mismatch(
+                f"instruction {t} ({node.name}) makes fewer outputs than the instance's"
+            )
+        return res
+
+
+def bind(captured: CapturedProgram, instance: Instance) -> BoundGraph:
+    """Walk ``captured``'s graph and check it is ``instance``'s program (module docstring)."""
+    return _Binder(captured, instance).run()
