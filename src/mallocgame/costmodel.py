@@ -244,6 +244,27 @@ def derive_instance(
     neither ``None`` (the physical fast memory) nor a finite number > 0.
     """
     hw_preset = _resolve(preset)
+    _check_capacity_fraction(capacity_fraction)
+    validate_program(program)
+
+    peak = peak_live_bytes(program)
+    hardware = _derived_hardware(hw_preset, peak, capacity_fraction)
+    buffers, instructions = _buffers_and_instructions(program, hw_preset, hardware)
+    instance = Instance(
+        name=program.name if name is None else name,
+        hardware=hardware,
+        instructions=tuple(instructions),
+        tensors=_instance_tensors(program),
+        buffers=tuple(buffers),
+        loops=tuple(Loop(lp.first, lp.last, lp.trip_count) for lp in program.loops),
+        source=_derived_source(program, hw_preset, capacity_fraction, peak),
+    )
+    validate(instance)
+    return instance
+
+
+def _check_capacity_fraction(capacity_fraction: float | None) -> None:
+    """:class:`InstanceError` unless ``capacity_fraction`` is ``None`` or a finite number > 0."""
     if capacity_fraction is not None and (
         isinstance(capacity_fraction, bool)
         or not isinstance(capacity_fraction, (int, float))
@@ -253,15 +274,19 @@ def derive_instance(
         raise InstanceError(
             f"capacity_fraction must be a finite number > 0, got {capacity_fraction!r}"
         )
-    validate_program(program)
 
-    peak = peak_live_bytes(program)
+
+def _derived_hardware(
+    hw_preset: HardwarePreset, peak: int, capacity_fraction: float | None
+) -> Hardware:
+    """The instance's hardware: the preset's, with the capacity rule's fast memory (bytes)
+    and name for a program of ``peak`` live bytes."""
     if capacity_fraction is None:
         fast_bytes, hw_name = hw_preset.fast_memory_bytes, hw_preset.name
     else:
         fast_bytes = capacity_bytes(hw_preset, peak, capacity_fraction)
         hw_name = f"{hw_preset.name}@{capacity_fraction:g}peak"
-    hardware = Hardware(
+    return Hardware(
         name=hw_name,
         fast_memory_bytes=fast_bytes,
         alignment_bytes=hw_preset.alignment_bytes,
@@ -269,98 +294,144 @@ def derive_instance(
         slow_bandwidth=hw_preset.slow_bandwidth,
         copy_bandwidth=hw_preset.copy_bandwidth,
     )
-    fast_bw = hardware.fast_bandwidth
-    slow_bw = hardware.slow_bandwidth
+
+
+class _AliasIds:
+    """Alias ids of the buffers in game order: a program group's members share one id, every
+    other buffer gets a fresh one; ids numbered in game order of first use."""
+
+    def __init__(self, program: Program) -> None:
+        self.groups_at: dict[int, dict[int, int]] = {}  # instruction -> position -> group
+        for g, group in enumerate(program.alias_groups):
+            for t, p in group:
+                self.groups_at.setdefault(t, {})[p] = g
+        self.group_alias: dict[int, int] = {}
+        self.next_alias = 0
+
+    def of(self, t: int, p: int) -> int:
+        """The alias id of buffer position ``p`` of instruction ``t`` (called in game order)."""
+        gmap = self.groups_at.get(t)
+        g = None if gmap is None else gmap.get(p)
+        if g is None:
+            alias = self.next_alias
+            self.next_alias += 1
+            return alias
+        if g not in self.group_alias:
+            self.group_alias[g] = self.next_alias
+            self.next_alias += 1
+        return self.group_alias[g]
+
+
+class _Latency:
+    """One instruction's latency terms on a preset (seconds): its ``supply_s``, its latency
+    model and each buffer's ``benefit_s`` (module docstring)."""
+
+    def __init__(
+        self,
+        program: Program,
+        ins: ProgramInstruction,
+        hw_preset: HardwarePreset,
+        hardware: Hardware,
+    ) -> None:
+        sizes = ins.operand_bytes + ins.output_bytes
+        fast_bw, slow_bw = hardware.fast_bandwidth, hardware.slow_bandwidth
+        self.fast_bw = fast_bw
+        self.k = k = len(sizes)
+        self.fixed = fixed = hw_preset.fixed_s
+        self.compute = compute = compute_seconds(ins.flops, ins.transcendentals, hw_preset)
+        self.count = count = ins.count
+
+        # Memory terms, summed left to right exactly as latency.instruction_latency does;
+        # prefix[p] is the sum of the first p slow terms.
+        self.slow_terms = [s / slow_bw for s in sizes]
+        self.prefix = prefix = [0.0] * (k + 1)
+        mem_slow = 0.0
+        for i, v in enumerate(self.slow_terms):
+            mem_slow += v
+            prefix[i + 1] = mem_slow
+        self.mem_slow = mem_slow
+        mem_fast = 0.0
+        for s in sizes:
+            mem_fast += s / fast_bw
+        self.supply = fixed + max(compute, mem_fast)
+        self.lat_empty = count * (fixed + max(compute, mem_slow))
+        # Compute-bound with every buffer slow: no single buffer changes the latency
+        # (rounding is monotone, so each L({b}) term is <= mem_slow <= compute).
+        self.compute_bound = compute >= mem_slow
+        self.exact = k <= EXACT_BENEFIT_MAX_BUFFERS
+        factors = slow_read_factors(program, ins, hw_preset.slow_dot_tile)
+        self.table: tuple[float, ...] | None = None
+        if k <= MAX_TABLE_BUFFERS and any(f != 1 for f in factors):
+            self.table = _tiled_table(sizes, factors, compute, fixed, fast_bw, slow_bw)
+            self.supply = self.table[-1]
+
+    def benefit(self, p: int, size: int) -> float:
+        """``benefit_s`` of the buffer at position ``p`` (``size`` bytes): seconds saved over
+        all executions by that buffer alone in fast memory."""
+        count, fixed, compute = self.count, self.fixed, self.compute
+        if self.table is not None:
+            return count * (self.table[0] - self.table[1 << p])
+        if self.compute_bound:
+            return 0.0
+        if self.exact:
+            mem_b = self.prefix[p] + size / self.fast_bw
+            for i in range(p + 1, self.k):
+                mem_b += self.slow_terms[i]
+            return self.lat_empty - count * (fixed + max(compute, mem_b))
+        mem_b = self.mem_slow - self.slow_terms[p] + size / self.fast_bw
+        return max(0.0, self.lat_empty - count * (fixed + max(compute, mem_b)))
+
+    def model(self, buffers: tuple[int, ...]) -> RooflineLatency | TableLatency:
+        """The instruction's latency model over its ``buffers`` (their ids)."""
+        if self.table is None:
+            return RooflineLatency(compute_s=self.compute, fixed_s=self.fixed)
+        return TableLatency(varied=buffers, latency_s=self.table)
+
+
+def _buffers_and_instructions(
+    program: Program, hw_preset: HardwarePreset, hardware: Hardware
+) -> tuple[list[Buffer], list[Instruction]]:
+    """The instance's buffers (SPEC section 2, in game order) and instructions."""
     copy_bw = hardware.copy_bandwidth
-    fixed = hw_preset.fixed_s
-
-    # Alias ids: a program group's members share one id; ids in game order of first use.
-    groups_at: dict[int, dict[int, int]] = {}
-    for g, group in enumerate(program.alias_groups):
-        for t, p in group:
-            groups_at.setdefault(t, {})[p] = g
-    group_alias: dict[int, int] = {}
-    next_alias = 0
-
+    aliases = _AliasIds(program)
     buffers: list[Buffer] = []
     instructions: list[Instruction] = []
-    bid = 0
     for t, ins in enumerate(program.instructions):
         tensor_ids = ins.operands + ins.outputs
         sizes = ins.operand_bytes + ins.output_bytes
         num_ops = len(ins.operands)
-        k = len(sizes)
-        compute = compute_seconds(ins.flops, ins.transcendentals, hw_preset)
-        count = ins.count
-
-        # Memory terms, summed left to right exactly as latency.instruction_latency does;
-        # prefix[p] is the sum of the first p slow terms.
-        slow_terms = [s / slow_bw for s in sizes]
-        prefix = [0.0] * (k + 1)
-        mem_slow = 0.0
-        for i, v in enumerate(slow_terms):
-            mem_slow += v
-            prefix[i + 1] = mem_slow
-        mem_fast = 0.0
-        for s in sizes:
-            mem_fast += s / fast_bw
-        supply = fixed + max(compute, mem_fast)
-        lat_empty = count * (fixed + max(compute, mem_slow))
-        # Compute-bound with every buffer slow: no single buffer changes the latency
-        # (rounding is monotone, so each L({b}) term is <= mem_slow <= compute).
-        compute_bound = compute >= mem_slow
-        exact = k <= EXACT_BENEFIT_MAX_BUFFERS
-        gmap = groups_at.get(t)
-        factors = slow_read_factors(program, ins, hw_preset.slow_dot_tile)
-        table: tuple[float, ...] | None = None
-        if k <= MAX_TABLE_BUFFERS and any(f != 1 for f in factors):
-            table = _tiled_table(sizes, factors, compute, fixed, fast_bw, slow_bw)
-            supply = table[-1]
-
-        first = bid
-        for p in range(k):
-            g = None if gmap is None else gmap.get(p)
-            if g is None:
-                alias = next_alias
-                next_alias += 1
-            else:
-                alias = group_alias.get(g)
-                if alias is None:
-                    alias = group_alias[g] = next_alias
-                    next_alias += 1
-            size = sizes[p]
-            if table is not None:
-                benefit = count * (table[0] - table[1 << p])
-            elif compute_bound:
-                benefit = 0.0
-            elif exact:
-                mem_b = prefix[p] + size / fast_bw
-                for i in range(p + 1, k):
-                    mem_b += slow_terms[i]
-                benefit = lat_empty - count * (fixed + max(compute, mem_b))
-            else:
-                mem_b = mem_slow - slow_terms[p] + size / fast_bw
-                benefit = max(0.0, lat_empty - count * (fixed + max(compute, mem_b)))
+        latency = _Latency(program, ins, hw_preset, hardware)
+        first = len(buffers)
+        for p, size in enumerate(sizes):
             buffers.append(
-                Buffer(bid, t, tensor_ids[p], alias, p >= num_ops, size, size / copy_bw, benefit)
+                Buffer(
+                    len(buffers),
+                    t,
+                    tensor_ids[p],
+                    aliases.of(t, p),
+                    p >= num_ops,
+                    size,
+                    size / copy_bw,
+                    latency.benefit(p, size),
+                )
             )
-            bid += 1
+        ids = tuple(range(first, len(buffers)))
         instructions.append(
             Instruction(
                 name=ins.name,
                 opcode=ins.opcode,
-                count=count,
-                supply_s=supply,
-                buffers=tuple(range(first, bid)),
-                latency=(
-                    RooflineLatency(compute_s=compute, fixed_s=fixed)
-                    if table is None
-                    else TableLatency(varied=tuple(range(first, bid)), latency_s=table)
-                ),
+                count=ins.count,
+                supply_s=latency.supply,
+                buffers=ids,
+                latency=latency.model(ids),
             )
         )
+    return buffers, instructions
 
-    tensors = tuple(
+
+def _instance_tensors(program: Program) -> tuple[Tensor, ...]:
+    """The program's tensors as the instance's."""
+    return tuple(
         Tensor(
             id=x.id,
             name=x.name,
@@ -371,6 +442,13 @@ def derive_instance(
         )
         for x in program.tensors
     )
+
+
+def _derived_source(
+    program: Program, hw_preset: HardwarePreset, capacity_fraction: float | None, peak: int
+) -> dict[str, Any]:
+    """The instance's ``source``: the program's, plus the preset, the capacity rule and the
+    cost model's figures (module docstring)."""
     source: dict[str, Any] = dict(program.source)
     source.update(
         {
@@ -388,14 +466,4 @@ def derive_instance(
     )
     if hw_preset.slow_dot_tile > 0:
         source["cost_model"]["slow_dot_tile"] = hw_preset.slow_dot_tile
-    instance = Instance(
-        name=program.name if name is None else name,
-        hardware=hardware,
-        instructions=tuple(instructions),
-        tensors=tensors,
-        buffers=tuple(buffers),
-        loops=tuple(Loop(lp.first, lp.last, lp.trip_count) for lp in program.loops),
-        source=source,
-    )
-    validate(instance)
-    return instance
+    return source

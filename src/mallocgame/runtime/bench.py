@@ -21,13 +21,10 @@ from __future__ import annotations
 
 import csv
 import gzip
-import importlib
 import json
 import math
-import sys
 import time
 import traceback
-import types
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -232,39 +229,16 @@ def build_program(name: str, device: Any, tiny: bool) -> tuple[Any, tuple[Any, .
 
 # --------------------------------------------------------------------------- solvers
 
-_SOLVER_MODULES = {
-    "drop": ("drop", "DropSolver"),
-    "random": ("random", "RandomSolver"),
-    "greedy": ("greedy", "GreedySolver"),
-    "first-touch": ("os_placement", "FirstTouchSolver"),
-    "heuristic": ("heuristic", "HeuristicSolver"),
-    "es": ("es", "EsSolver"),
-    "mcts": ("mcts", "MctsSolver"),
-    "muzero-prod": ("muzero.prod", "MuZeroProdSolver"),
-}
 AGENT_SECONDS = 30.0
 """Wall-clock budget of ``muzero-prod`` in the device script (the agents have no work
 budget that a fixed number of games would make comparable across programs)."""
 
 
 def load_solver(name: str) -> Any:
-    """A solver by name. ``mallocgame.solvers`` imports every solver, the exact one's OR-Tools
-    included; where that import fails (a machine without OR-Tools), the solvers that need
-    none are loaded from their own modules."""
-    try:
-        from mallocgame.solvers import get_solver
-    except ImportError:
-        if name not in _SOLVER_MODULES:
-            raise
-        package = sys.modules.get("mallocgame.solvers")
-        if package is None:
-            import mallocgame
+    """A solver by name (:func:`mallocgame.solvers.get_solver`). Loading needs no
+    OR-Tools: only running ``exact`` imports it."""
+    from mallocgame.solvers import get_solver
 
-            package = types.ModuleType("mallocgame.solvers")
-            package.__path__ = [str(Path(mallocgame.__file__).parent / "solvers")]
-            sys.modules["mallocgame.solvers"] = package
-        module, cls = _SOLVER_MODULES[name]
-        return getattr(importlib.import_module(f"mallocgame.solvers.{module}"), cls)()
     return get_solver(name)
 
 
@@ -398,7 +372,7 @@ def solve_spec(spec: str, instance: Instance, work: int) -> tuple[str, Solution]
     ``mcts`` with a budget of ``work`` games, ``muzero-prod`` with :data:`AGENT_SECONDS`);
     returns the placement's label and the answer."""
     name, _, seed = spec.partition(":")
-    solver = load_solver(name)  # first: it makes mallocgame.solvers importable without OR-Tools
+    solver = load_solver(name)
     from mallocgame.solvers.base import SolveRequest
 
     budget = work if name in ("es", "random", "mcts") else None

@@ -270,131 +270,189 @@ class EsSolver(Solver, name="es", work_unit="games", config=EsConfig):
     """Evolution strategies over a linear (or tiny MLP) argmax policy; best game kept."""
 
     def search(self, instance: Instance, cfg: EsConfig, run: Run) -> Solution:
+        es = _EsRun(instance, cfg, run)
+        try:
+            es.generations()
+        except BaseException:
+            es.terminate()  # Ctrl-C or an error: do not wait for the games in flight
+            raise
+        es.shutdown()
+        assert es.best is not None
+        return replace(es.best, work=dict(es.state))
+
+
+class _EsRun:
+    """State of one ``es`` search: the mean parameters, the optimizer's moments, the
+    budgets, where games are played (this process or a pool) and the best game so far."""
+
+    def __init__(self, instance: Instance, cfg: EsConfig, run: Run) -> None:
         request, clock = run.request, run.clock
-        rng = np.random.default_rng(request.seed)
+        self.instance, self.cfg, self.run = instance, cfg, run
+        self.request, self.clock = request, clock
+        self.rng = np.random.default_rng(request.seed)
         shape = LinearPolicyShape(cfg.hidden)
-        tables = build_tables(instance)
-        theta = shape.initial(cfg, rng)
-        pairs = cfg.population // 2
+        self.tables = tables = build_tables(instance)
+        self.theta = shape.initial(cfg, self.rng)
+        self.pairs = cfg.population // 2
         per_gen = cfg.population + (1 if cfg.eval_mean else 0)
+        self.max_games: int | None
         if request.work is not None:
-            max_games: int | None = max(1, int(request.work))
+            self.max_games = max(1, int(request.work))
         elif request.seconds is None:
-            max_games = DEFAULT_GENERATIONS * per_gen
+            self.max_games = DEFAULT_GENERATIONS * per_gen
         else:
-            max_games = None
-        deadline = (
+            self.max_games = None
+        self.deadline = (  # a time.monotonic() value
             None
             if request.seconds is None
             else time.monotonic() + (request.seconds - clock.elapsed)
         )
 
-        player: _Player | None = None
-        pool: WorkerPool | None = None
+        self.player: _Player | None = None
+        self.pool: WorkerPool | None = None
         if cfg.workers > 1:
             payload = pickle.dumps((instance, tables), protocol=pickle.HIGHEST_PROTOCOL)
-            pool = process_pool(
+            self.pool = process_pool(
                 cfg.workers,
                 preload=[__name__],
                 initializer=_worker_init,
                 initargs=(payload, cfg.hidden),
             )
         else:
-            player = _Player(instance, tables, shape)
+            self.player = _Player(instance, tables, shape)
 
-        num_b = instance.num_buffers
-        state = {"games": 0, "generations": 0, "backups": 0}
-        best: Solution | None = None
-        best_return = -np.inf
-        adam_m = np.zeros_like(theta)
-        adam_v = np.zeros_like(theta)
+        self.num_b = instance.num_buffers
+        self.state = {"games": 0, "generations": 0, "backups": 0}
+        self.best: Solution | None = None
+        self.best_return = -np.inf
+        self.adam_m = np.zeros_like(self.theta)
+        self.adam_v = np.zeros_like(self.theta)
 
-        def budget_left() -> int | None:
-            return None if max_games is None else max_games - state["games"]
+    # ------------------------------------------------------------------- budgets
 
-        def record(ret: float, backups: int, game: Game | None, actions: np.ndarray | None) -> None:
-            """Count one finished game; keep it if it is the best so far (``game`` is the
-            complete game itself, else it is rebuilt from ``actions``)."""
-            nonlocal best, best_return
-            state["games"] += 1
-            state["backups"] += backups
-            if ret > best_return:
-                best_return = ret
-                if game is None:
-                    assert actions is not None
-                    game = replay(instance, actions[:num_b].tolist(), tables)
-                best = run.game_answer(game, dict(state))
-                run.improve(best)
+    def budget_left(self) -> int | None:
+        """Games left in the work budget (``None``: no game budget)."""
+        return None if self.max_games is None else self.max_games - self.state["games"]
 
-        def evaluate(thetas: list[np.ndarray]) -> list[float]:
-            """Play one game per parameter vector (in order); keep the best; return fitnesses."""
-            fitness = []
-            if pool is None:
-                assert player is not None
-                for th in thetas:
-                    ret, _, backups, _ = player.play(th, deadline)
-                    record(ret, backups, player.game, None)
-                    fitness.append(ret)
-                    if request.seconds is not None and clock.expired():
-                        break  # the rest would only be cut-short games
-            else:
-                chunks = np.array_split(np.arange(len(thetas)), min(cfg.workers, len(thetas)))
-                futures = [
-                    pool.submit(_worker_play, [thetas[i] for i in c], deadline)
-                    for c in chunks
-                    if len(c)
-                ]
-                try:
-                    for fut in futures:
-                        for ret, raw, backups, _ in fut.result():
-                            record(ret, backups, None, np.frombuffer(raw, dtype=np.int8))
-                            fitness.append(ret)
-                except BrokenProcessPool as exc:
-                    raise WorkerError(
-                        "es: a worker process ended before returning its games"
-                    ) from exc
-            return fitness
+    def out_of_budget(self) -> bool:
+        """Whether the game budget or the wall-clock budget is spent."""
+        left = self.budget_left()
+        return (left is not None and left <= 0) or self.clock.expired()
 
-        def out_of_budget() -> bool:
-            left = budget_left()
-            return (left is not None and left <= 0) or clock.expired()
+    # --------------------------------------------------------------------- games
 
+    def record(
+        self, ret: float, backups: int, game: Game | None, actions: np.ndarray | None
+    ) -> None:
+        """Count one finished game (return ``ret`` in seconds); keep it if it is the best so
+        far (``game`` is the complete game itself, else it is rebuilt from ``actions``)."""
+        state = self.state
+        state["games"] += 1
+        state["backups"] += backups
+        if ret > self.best_return:
+            self.best_return = ret
+            if game is None:
+                assert actions is not None
+                game = replay(self.instance, actions[: self.num_b].tolist(), self.tables)
+            self.best = self.run.game_answer(game, dict(state))
+            self.run.improve(self.best)
+
+    def evaluate(self, thetas: list[np.ndarray]) -> list[float]:
+        """Play one game per parameter vector (in order); keep the best; return fitnesses
+        (returns in seconds; fewer than ``thetas`` if the clock ran out)."""
+        if self.pool is None:
+            return self._play_here(thetas)
+        return self._play_in_pool(self.pool, thetas)
+
+    def _play_here(self, thetas: list[np.ndarray]) -> list[float]:
+        """:meth:`evaluate` in this process; stops early once the wall clock is spent."""
+        player = self.player
+        assert player is not None
+        fitness = []
+        for th in thetas:
+            ret, _, backups, _ = player.play(th, self.deadline)
+            self.record(ret, backups, player.game, None)
+            fitness.append(ret)
+            if self.request.seconds is not None and self.clock.expired():
+                break  # the rest would only be cut-short games
+        return fitness
+
+    def _play_in_pool(self, pool: WorkerPool, thetas: list[np.ndarray]) -> list[float]:
+        """:meth:`evaluate` in the worker pool, in contiguous chunks, one per worker;
+        :class:`WorkerError` if a worker dies."""
+        chunks = np.array_split(np.arange(len(thetas)), min(self.cfg.workers, len(thetas)))
+        futures = [
+            pool.submit(_worker_play, [thetas[i] for i in c], self.deadline)
+            for c in chunks
+            if len(c)
+        ]
+        fitness = []
         try:
-            while best is None or not out_of_budget():
-                if cfg.eval_mean or best is None:
-                    evaluate([theta])
-                    if out_of_budget():
-                        break
-                left = budget_left()
-                n_pairs = pairs if left is None else min(pairs, left // 2)
-                if n_pairs == 0:
-                    if left:  # one game left, odd budget: play a single perturbation
-                        evaluate([theta + cfg.sigma * rng.standard_normal(theta.size)])
-                    break
-                eps = rng.standard_normal((n_pairs, theta.size))
-                thetas = [theta + cfg.sigma * e for e in eps] + [theta - cfg.sigma * e for e in eps]
-                fitness = evaluate(thetas)
-                if len(fitness) < len(thetas):
-                    break  # time ran out inside the generation
-                ranks = centered_ranks(np.asarray(fitness))
-                weights = ranks[:n_pairs] - ranks[n_pairs:]
-                grad = weights @ eps / (2 * n_pairs * cfg.sigma)
-                state["generations"] += 1
-                t = state["generations"]
-                if cfg.optimizer == "adam":
-                    b1, b2 = 0.9, 0.999
-                    adam_m = b1 * adam_m + (1 - b1) * grad
-                    adam_v = b2 * adam_v + (1 - b2) * grad * grad
-                    step = (adam_m / (1 - b1**t)) / (np.sqrt(adam_v / (1 - b2**t)) + 1e-8)
-                else:
-                    step = grad
-                theta = theta + cfg.lr * step - cfg.lr * cfg.l2 * theta
-        except BaseException:
-            if pool is not None:
-                pool.terminate()  # Ctrl-C or an error: do not wait for the games in flight
-            raise
-        if pool is not None:
-            pool.shutdown(wait=True, cancel_futures=True)
+            for fut in futures:
+                for ret, raw, backups, _ in fut.result():
+                    self.record(ret, backups, None, np.frombuffer(raw, dtype=np.int8))
+                    fitness.append(ret)
+        except BrokenProcessPool as exc:
+            raise WorkerError("es: a worker process ended before returning its games") from exc
+        return fitness
 
-        assert best is not None
-        return replace(best, work=dict(state))
+    # --------------------------------------------------------------- generations
+
+    def generations(self) -> None:
+        """Run generations until the budget is spent (at least one game)."""
+        while self.best is None or not self.out_of_budget():
+            if not self.generation():
+                break
+
+    def generation(self) -> bool:
+        """One generation: the mean's game (if asked, or none played yet), the antithetic
+        perturbations' games and the update; False when the budget ran out inside it."""
+        cfg, rng, theta = self.cfg, self.rng, self.theta
+        if cfg.eval_mean or self.best is None:
+            self.evaluate([theta])
+            if self.out_of_budget():
+                return False
+        left = self.budget_left()
+        n_pairs = self.pairs if left is None else min(self.pairs, left // 2)
+        if n_pairs == 0:
+            if left:  # one game left, odd budget: play a single perturbation
+                self.evaluate([theta + cfg.sigma * rng.standard_normal(theta.size)])
+            return False
+        eps = rng.standard_normal((n_pairs, theta.size))
+        thetas = [theta + cfg.sigma * e for e in eps] + [theta - cfg.sigma * e for e in eps]
+        fitness = self.evaluate(thetas)
+        if len(fitness) < len(thetas):
+            return False  # time ran out inside the generation
+        self.update(eps, fitness)
+        return True
+
+    def update(self, eps: np.ndarray, fitness: list[float]) -> None:
+        """Move the mean along the rank-weighted antithetic gradient estimate (Adam or SGD,
+        with weight decay); ``eps`` holds the ``[pairs, size]`` perturbation directions."""
+        cfg, theta = self.cfg, self.theta
+        n_pairs = len(eps)
+        ranks = centered_ranks(np.asarray(fitness))
+        weights = ranks[:n_pairs] - ranks[n_pairs:]
+        grad = weights @ eps / (2 * n_pairs * cfg.sigma)
+        self.state["generations"] += 1
+        t = self.state["generations"]
+        if cfg.optimizer == "adam":
+            b1, b2 = 0.9, 0.999
+            self.adam_m = b1 * self.adam_m + (1 - b1) * grad
+            self.adam_v = b2 * self.adam_v + (1 - b2) * grad * grad
+            step = (self.adam_m / (1 - b1**t)) / (np.sqrt(self.adam_v / (1 - b2**t)) + 1e-8)
+        else:
+            step = grad
+        self.theta = theta + cfg.lr * step - cfg.lr * cfg.l2 * theta
+
+    # ---------------------------------------------------------------------- pool
+
+    def terminate(self) -> None:
+        """End the worker pool at once (if any), games in flight included."""
+        if self.pool is not None:
+            self.pool.terminate()
+
+    def shutdown(self) -> None:
+        """End the worker pool (if any) once its work is done."""
+        if self.pool is not None:
+            self.pool.shutdown(wait=True, cancel_futures=True)

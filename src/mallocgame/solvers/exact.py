@@ -29,18 +29,18 @@ relaxed, and the CP-SAT 9.12-9.15 ``AddNoOverlap2D`` bug it avoids: docs/exact-m
 
 from __future__ import annotations
 
+import functools
 import math
 from collections import defaultdict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-from ortools.sat.python import cp_model
 
 from mallocgame.check import physical_check
 from mallocgame.game.kernels import walk_back, walk_forward
-from mallocgame.instance import Instance
+from mallocgame.instance import Instance, Tensor
 from mallocgame.latency import mapping_reward
 from mallocgame.options import check_ranges, setting
 from mallocgame.solution import Allocation, Solution
@@ -52,6 +52,9 @@ from mallocgame.solvers.bound import (
     reach,
     trivial_bound,
 )
+
+if TYPE_CHECKING:
+    from ortools.sat.python.cp_model import CpSolver
 
 __all__ = ["ExactConfig", "ExactSolver", "MappingModel", "copy_in_start", "copy_out_end"]
 
@@ -143,21 +146,51 @@ class _Out:
     m: Any = None  # memory end
 
 
+@dataclass
+class _Rects:
+    """The boxes of rule 2 as CP-SAT intervals: time (steps), address (alignment units),
+    and each box's height for the cumulative constraint."""
+
+    xs: list[Any] = field(default_factory=list)
+    ys: list[Any] = field(default_factory=list)
+    demands: list[Any] = field(default_factory=list)
+
+
 class MappingModel:
     """The CP-SAT model of one instance (docs/exact-model.md)."""
 
     def __init__(self, inst: Instance, *, cumulative: bool = True) -> None:
+        from ortools.sat.python import cp_model
+
         self.inst = inst
         hw = inst.hardware
         self.align = hw.alignment_bytes
         self.capu = hw.fast_memory_bytes // self.align
-        self.model = m = cp_model.CpModel()
-        supply = np.array([ins.supply_s for ins in inst.instructions], dtype=np.float64)
+        self.model = cp_model.CpModel()
+        self.supply = np.array([ins.supply_s for ins in inst.instructions], dtype=np.float64)
         self.zu = [hw.aligned(b.size) // self.align for b in inst.buffers]
         self.reach = reach(inst)
+        self._add_groups()
 
+        self.outs: dict[int, _Out] = {}
+        self.reads: dict[int, _Read] = {}
+        self.copies: list[tuple[Any, int, int]] = []  # (literal, first, last) copy intervals
+        boxes: list[tuple[int, Any, Any, Any]] = []  # (buffer, start, end_incl, presence)
+        for x in inst.tensors:
+            self._add_tensor(x, boxes)
+        self._add_copy_channel()
+        # rule 2: boxes time x address, one box per step for groups that may self-overlap
+        self._add_no_overlap(boxes, cumulative)
+        self._add_objective()
+
+    # --------------------------------------------------------- groups and chains
+
+    def _add_groups(self) -> None:
+        """Per alias group ``g``: ``fast[g]`` (in fast memory) and ``k[g]``, its offset in
+        alignment units (0 when slow); a group that cannot be fast is fixed slow."""
+        m = self.model
         groups: dict[int, list[int]] = defaultdict(list)
-        for b in inst.buffers:
+        for b in self.inst.buffers:
             groups[b.alias_id].append(b.id)
         self.groups = groups
         self.fast: dict[int, Any] = {}
@@ -170,132 +203,162 @@ class MappingModel:
                 m.add(self.fast[g] == 0)
             self.k[g] = m.new_int_var(0, max(0, self.capu - zmax) if ok else 0, f"k_g{g}")
             m.add(self.k[g] == 0).only_enforce_if(~self.fast[g])
-        gof = [b.alias_id for b in inst.buffers]
-        self.gof = gof
+        self.gof = [b.alias_id for b in self.inst.buffers]
 
-        def fast_b(b: int) -> Any:
-            return self.fast[gof[b]]
+    def _fast_b(self, b: int) -> Any:
+        """The literal of buffer ``b``'s group being in fast memory."""
+        return self.fast[self.gof[b]]
 
-        self.outs: dict[int, _Out] = {}
-        self.reads: dict[int, _Read] = {}
-        boxes: list[tuple[int, Any, Any, Any]] = []  # (buffer, start, end_incl, presence)
-        copies: list[tuple[Any, int, int]] = []  # (literal, first, last) copy intervals
+    def _add_tensor(self, x: Tensor, boxes: list[tuple[int, Any, Any, Any]]) -> None:
+        """Tensor ``x``: its output's actions and memory end, then its reads in time order,
+        each copied in or attached to a chain (the output, or an earlier Copy read)."""
+        out = None
+        # chain extents before the next read: key -> (expr, lo, hi)
+        extent: dict[Any, tuple[Any, int, int]] = {}
+        o = int(self.reach.output[x.id])
+        if o >= 0:
+            out, m_hi = self._add_output(x, o, boxes)
+            extent["out"] = (out.m, out.tau, m_hi)
+        for b in self.reach.reads[x.id]:
+            rd = self._add_read(x, b, out, extent, boxes)
+            self._advance_extents(rd, extent)
+            if rd.s is not None:
+                extent[b] = (rd.tau, rd.tau, rd.tau)
+            self.reads[b] = rd
 
-        for x in inst.tensors:
-            rids = self.reach.reads[x.id]
-            o = int(self.reach.output[x.id])
-            out = None
-            if o >= 0:
-                tau = inst.buffers[o].instruction
-                e_min = copy_out_end(supply, tau, inst.buffers[o].demand_s)
-                out = _Out(o, tau, e_min)
-                out.nc = m.new_bool_var(f"nc_{o}")
-                out.cp = m.new_bool_var(f"cp_{o}")
-                m.add(out.nc + out.cp == fast_b(o))
-                if x.live_out:
-                    m.add(out.nc == 0)
-                if e_min is None:
-                    m.add(out.cp == 0)
-                m_hi = max(x.last_use_time, e_min if e_min is not None else tau)
-                out.m = m.new_int_var(tau, m_hi, f"m_{o}")
-                m.add(out.m == x.last_use_time).only_enforce_if(out.nc)
-                if e_min is not None:
-                    m.add(out.m >= e_min).only_enforce_if(out.cp)
-                    if inst.buffers[o].demand_s > 0:
-                        copies.append((out.cp, tau + 1, e_min))
-                m.add(out.m == tau).only_enforce_if(~fast_b(o))
-                boxes.append((o, tau, out.m, fast_b(o)))
-                self.outs[o] = out
+    def _add_output(
+        self, x: Tensor, o: int, boxes: list[tuple[int, Any, Any, Any]]
+    ) -> tuple[_Out, int]:
+        """Output buffer ``o`` of ``x``: NoCopy or Copy when fast, its memory end (step) and
+        box; returns it and the memory end's upper bound (step)."""
+        m = self.model
+        buf = self.inst.buffers[o]
+        tau = buf.instruction
+        e_min = copy_out_end(self.supply, tau, buf.demand_s)
+        out = _Out(o, tau, e_min)
+        out.nc = m.new_bool_var(f"nc_{o}")
+        out.cp = m.new_bool_var(f"cp_{o}")
+        m.add(out.nc + out.cp == self._fast_b(o))
+        if x.live_out:
+            m.add(out.nc == 0)
+        if e_min is None:
+            m.add(out.cp == 0)
+        m_hi = max(x.last_use_time, e_min if e_min is not None else tau)
+        out.m = m.new_int_var(tau, m_hi, f"m_{o}")
+        m.add(out.m == x.last_use_time).only_enforce_if(out.nc)
+        if e_min is not None:
+            m.add(out.m >= e_min).only_enforce_if(out.cp)
+            if buf.demand_s > 0:
+                self.copies.append((out.cp, tau + 1, e_min))
+        m.add(out.m == tau).only_enforce_if(~self._fast_b(o))
+        boxes.append((o, tau, out.m, self._fast_b(o)))
+        self.outs[o] = out
+        return out, m_hi
 
-            # chain extents before the next read: key -> (expr, lo, hi)
-            extent: dict[Any, tuple[Any, int, int]] = {}
+    def _add_read(
+        self,
+        x: Tensor,
+        b: int,
+        out: _Out | None,
+        extent: dict[Any, tuple[Any, int, int]],
+        boxes: list[tuple[int, Any, Any, Any]],
+    ) -> _Read:
+        """Read buffer ``b`` of ``x``: copied in (latest start), or attached to one of the
+        chains in ``extent``, or slow; its box starts where the copy or the extension does."""
+        m = self.model
+        buf = self.inst.buffers[b]
+        tau = buf.instruction
+        s = copy_in_start(self.supply, tau, buf.demand_s, x.def_time + 1)
+        rd = _Read(b, tau, s)
+        if s is not None:
+            rd.cp = m.new_bool_var(f"cp_{b}")
             if out is not None:
-                extent["out"] = (out.m, out.tau, m_hi)
-            for b in rids:
-                buf = inst.buffers[b]
-                tau = buf.instruction
-                s = copy_in_start(supply, tau, buf.demand_s, x.def_time + 1)
-                rd = _Read(b, tau, s)
-                if s is not None:
-                    rd.cp = m.new_bool_var(f"cp_{b}")
-                    if out is not None:
-                        m.add_implication(rd.cp, ~out.nc)
-                    if buf.demand_s > 0:
-                        copies.append((rd.cp, s, tau - 1))
-                else:
-                    rd.cp = 0
-                rd.st = m.new_int_var(x.def_time + 1, tau + 1, f"st_{b}")
-                rd.bp = m.new_bool_var(f"bp_{b}")
-                parts = [rd.cp] if s is not None else []
-                for key, (ext_expr, lo, hi) in list(extent.items()):
-                    a = m.new_bool_var(f"att_{b}_{key}")
-                    rd.att[key] = a
-                    src_group = gof[out.buffer] if key == "out" else gof[key]
-                    if key == "out":
-                        m.add_implication(a, fast_b(out.buffer))
-                    else:
-                        m.add_implication(a, self.reads[key].cp)
-                    if src_group != gof[b]:
-                        m.add(self.k[gof[b]] == self.k[src_group]).only_enforce_if(a)
-                    # extension: [E + 1, tau] when E < tau
-                    if hi < tau:
-                        lt: Any = True
-                    elif lo >= tau:
-                        lt = False
-                    else:
-                        lt = m.new_bool_var(f"lt_{b}_{key}")
-                        m.add(ext_expr <= tau - 1).only_enforce_if(lt)
-                        m.add(ext_expr >= tau).only_enforce_if(~lt)
-                    if lt is False:
-                        continue
-                    e = a if lt is True else m.new_bool_var(f"ext_{b}_{key}")
-                    if lt is not True:
-                        m.add_bool_and([a, lt]).only_enforce_if(e)
-                        m.add_bool_or([~a, ~lt, e])
-                    rd.ext[key] = e
-                    m.add(rd.st == ext_expr + 1).only_enforce_if(e)
-                    parts.append(e)
-                m.add(sum(parts) == rd.bp) if parts else m.add(rd.bp == 0)
-                m.add((rd.cp if s is not None else 0) + sum(rd.att.values()) == fast_b(b))
-                if s is not None:
-                    m.add(rd.st == s).only_enforce_if(rd.cp)
-                m.add(rd.st == tau + 1).only_enforce_if(~rd.bp)
-                if out is not None:
-                    m.add_implication(out.nc, fast_b(b))
-                boxes.append((b, rd.st, tau, rd.bp))
-                # advance chain extents past this read
-                for key, a in rd.att.items():
-                    ext_expr, lo, hi = extent[key]
-                    if key == "out":
-                        new_hi = max(hi, tau)
-                        nxt = m.new_int_var(lo, new_hi, f"E_out_{b}")
-                        mx = m.new_int_var(max(lo, tau), new_hi, f"Emax_out_{b}")
-                        m.add_max_equality(mx, [ext_expr, tau])
-                        m.add(nxt == mx).only_enforce_if(a)
-                        m.add(nxt == ext_expr).only_enforce_if(~a)
-                        extent[key] = (nxt, lo, new_hi)
-                    else:
-                        nxt = m.new_int_var(lo, tau, f"E_{key}_{b}")
-                        m.add(nxt == tau).only_enforce_if(a)
-                        m.add(nxt == ext_expr).only_enforce_if(~a)
-                        extent[key] = (nxt, lo, tau)
-                if s is not None:
-                    extent[b] = (tau, tau, tau)
-                self.reads[b] = rd
+                m.add_implication(rd.cp, ~out.nc)
+            if buf.demand_s > 0:
+                self.copies.append((rd.cp, s, tau - 1))
+        else:
+            rd.cp = 0
+        rd.st = m.new_int_var(x.def_time + 1, tau + 1, f"st_{b}")
+        rd.bp = m.new_bool_var(f"bp_{b}")
+        parts = [rd.cp] if s is not None else []
+        for key, (ext_expr, lo, hi) in list(extent.items()):
+            e = self._attach(rd, key, ext_expr, lo, hi, out)
+            if e is not None:
+                parts.append(e)
+        m.add(sum(parts) == rd.bp) if parts else m.add(rd.bp == 0)
+        m.add((rd.cp if s is not None else 0) + sum(rd.att.values()) == self._fast_b(b))
+        if s is not None:
+            m.add(rd.st == s).only_enforce_if(rd.cp)
+        m.add(rd.st == tau + 1).only_enforce_if(~rd.bp)
+        if out is not None:
+            m.add_implication(out.nc, self._fast_b(b))
+        boxes.append((b, rd.st, tau, rd.bp))
+        return rd
 
-        # rule 5: at most one chosen copy interval holds each pair of steps
+    def _attach(
+        self, rd: _Read, key: Any, ext_expr: Any, lo: int, hi: int, out: _Out | None
+    ) -> Any:
+        """The literal of read ``rd`` joining chain ``key`` (``"out"`` or a Copy read's
+        buffer) whose extent ``ext_expr`` (a step in ``[lo, hi]``) it may extend to its
+        step; returns the literal of that extension ``[E + 1, tau]``, ``None`` if it cannot
+        happen."""
+        m, gof, b, tau = self.model, self.gof, rd.buffer, rd.tau
+        a = m.new_bool_var(f"att_{b}_{key}")
+        rd.att[key] = a
+        if key == "out":
+            assert out is not None
+            src_group = gof[out.buffer]
+            m.add_implication(a, self._fast_b(out.buffer))
+        else:
+            src_group = gof[key]
+            m.add_implication(a, self.reads[key].cp)
+        if src_group != gof[b]:
+            m.add(self.k[gof[b]] == self.k[src_group]).only_enforce_if(a)
+        # extension: [E + 1, tau] when E < tau
+        if hi < tau:
+            lt: Any = True
+        elif lo >= tau:
+            return None
+        else:
+            lt = m.new_bool_var(f"lt_{b}_{key}")
+            m.add(ext_expr <= tau - 1).only_enforce_if(lt)
+            m.add(ext_expr >= tau).only_enforce_if(~lt)
+        e = a if lt is True else m.new_bool_var(f"ext_{b}_{key}")
+        if lt is not True:
+            m.add_bool_and([a, lt]).only_enforce_if(e)
+            m.add_bool_or([~a, ~lt, e])
+        rd.ext[key] = e
+        m.add(rd.st == ext_expr + 1).only_enforce_if(e)
+        return e
+
+    def _advance_extents(self, rd: _Read, extent: dict[Any, tuple[Any, int, int]]) -> None:
+        """Move the extents of the chains ``rd`` may join past its step (where it joins)."""
+        m, b, tau = self.model, rd.buffer, rd.tau
+        for key, a in rd.att.items():
+            ext_expr, lo, hi = extent[key]
+            if key == "out":
+                new_hi = max(hi, tau)
+                nxt = m.new_int_var(lo, new_hi, f"E_out_{b}")
+                mx = m.new_int_var(max(lo, tau), new_hi, f"Emax_out_{b}")
+                m.add_max_equality(mx, [ext_expr, tau])
+                m.add(nxt == mx).only_enforce_if(a)
+                m.add(nxt == ext_expr).only_enforce_if(~a)
+                extent[key] = (nxt, lo, new_hi)
+            else:
+                nxt = m.new_int_var(lo, tau, f"E_{key}_{b}")
+                m.add(nxt == tau).only_enforce_if(a)
+                m.add(nxt == ext_expr).only_enforce_if(~a)
+                extent[key] = (nxt, lo, tau)
+
+    def _add_copy_channel(self) -> None:
+        """Rule 5: at most one chosen copy interval holds each pair of steps."""
         per_pair: dict[int, list[Any]] = defaultdict(list)
-        for lit, first, last in copies:
+        for lit, first, last in self.copies:
             for p in range(first, last):
                 per_pair[p].append(lit)
         for lits in per_pair.values():
             if len(lits) > 1:
-                m.add_at_most_one(lits)
-        self.copies = copies
-
-        # rule 2: boxes time x address, one box per step for groups that may self-overlap
-        self._add_no_overlap(boxes, cumulative)
-        self._add_objective()
+                self.model.add_at_most_one(lits)
 
     # -------------------------------------------------------------------- rule 2
 
@@ -344,96 +407,124 @@ class MappingModel:
         for box in boxes:
             if self.zu[box[0]] > 0:
                 by_group[self.gof[box[0]]].append(box)
-        xs: list[Any] = []
-        ys: list[Any] = []
-        demands: list[Any] = []
-
-        def add_box(g: int, start: Any, end: Any, present: Any, height: Any, name: str) -> None:
-            """Box ``[start, end]`` (inclusive steps) x ``[k_g, k_g + height)``."""
-            if present is False:
-                return
-            if present is True:
-                present = m.new_constant(1)
-            size = end + 1 - start
-            xs.append(m.new_optional_interval_var(start, size, end + 1, present, f"x_{name}"))
-            # y optional with the same literal: CP-SAT (9.12-9.15) wrongly proves
-            # infeasibility with optional x and mandatory y intervals
-            if isinstance(height, int):
-                top: Any = self.k[g] + height
-            else:
-                top = m.new_int_var(0, self.capu, f"top_{name}")
-                m.add(top == self.k[g] + height)
-            ys.append(m.new_optional_interval_var(self.k[g], height, top, present, f"y_{name}"))
-            demands.append(height)
-
+        rects = _Rects()
         for g, members in by_group.items():
-            ranges = {b: self._potential_range(b) for b, *_ in members}
-            count: dict[int, int] = defaultdict(int)
-            for r0, r1 in ranges.values():
-                for t in range(r0, r1 + 1):
-                    count[t] += 1
-            contested = [t for t, n in count.items() if n > 1]
-            if not contested:
-                for b, start, end, present in members:
-                    add_box(g, start, end, present, self.zu[b], str(b))
-                continue
-            c0, c1 = min(contested), max(contested)
-            per_step: dict[int, list[tuple[Any, int]]] = defaultdict(list)
-            for b, start, end, present in members:
-                r0, r1 = ranges[b]
-                z = self.zu[b]
-                is_out = self.inst.buffers[b].is_output  # outputs: fixed start; reads: fixed end
-                if r1 < c0 or r0 > c1:
-                    add_box(g, start, end, present, z, str(b))
-                    continue
-                if r0 < c0:  # the part before the hull
-                    if is_out:
-                        left_end = m.new_int_var(start, c0 - 1, f"lend_{b}")
-                        m.add_min_equality(left_end, [end, c0 - 1])
-                        add_box(g, start, left_end, present, z, f"{b}L")
-                    else:
-                        lit = self._conj(
-                            [present, self._reify_le(start, c0 - 1, f"le_{b}_L")], f"pl_{b}"
-                        )
-                        add_box(g, start, c0 - 1, lit, z, f"{b}L")
-                if r1 > c1:  # the part after the hull
-                    if is_out:
-                        lit = self._conj(
-                            [present, _neg(self._reify_le(end, c1, f"le_{b}_R"))], f"pr_{b}"
-                        )
-                        add_box(g, c1 + 1, end, lit, z, f"{b}R")
-                    else:
-                        right_start = m.new_int_var(c1 + 1, end + 1, f"rstart_{b}")
-                        m.add_max_equality(right_start, [start, c1 + 1])
-                        add_box(g, right_start, end, present, z, f"{b}R")
-                for t in range(max(r0, c0), min(r1, c1) + 1):
-                    if is_out:
-                        inside = _neg(self._reify_le(end, t - 1, f"in_{b}_{t}"))
-                    else:
-                        inside = self._reify_le(start, t, f"in_{b}_{t}")
-                    cov = self._conj([present, inside], f"cov_{b}_{t}")
-                    if cov is not False:
-                        per_step[t].append((cov, z))
-            for t, covs in sorted(per_step.items()):
-                lits = [c for c, _ in covs]
-                if any(c is True for c in lits):
-                    occ: Any = True
-                elif len(lits) == 1:
-                    occ = lits[0]
-                else:
-                    occ = m.new_bool_var(f"occ_{g}_{t}")
-                    m.add_max_equality(occ, lits)
-                sizes = {z for _, z in covs}
-                if len(sizes) == 1:
-                    h: Any = sizes.pop()
-                else:
-                    h = m.new_int_var(0, max(sizes), f"h_{g}_{t}")
-                    m.add_max_equality(h, [z * c if c is not True else z for c, z in covs])
-                add_box(g, t, t, occ, h, f"g{g}_{t}")
-        if xs:
-            m.add_no_overlap_2d(xs, ys)
+            self._add_group_boxes(rects, g, members)
+        if rects.xs:
+            m.add_no_overlap_2d(rects.xs, rects.ys)
             if cumulative:
-                m.add_cumulative(xs, demands, self.capu)
+                m.add_cumulative(rects.xs, rects.demands, self.capu)
+
+    def _add_box(
+        self, rects: _Rects, g: int, start: Any, end: Any, present: Any, height: Any, name: str
+    ) -> None:
+        """Box ``[start, end]`` (inclusive steps) x ``[k_g, k_g + height)`` (alignment
+        units), present where ``present`` holds."""
+        m = self.model
+        if present is False:
+            return
+        if present is True:
+            present = m.new_constant(1)
+        size = end + 1 - start
+        rects.xs.append(m.new_optional_interval_var(start, size, end + 1, present, f"x_{name}"))
+        # y optional with the same literal: CP-SAT (9.12-9.15) wrongly proves
+        # infeasibility with optional x and mandatory y intervals
+        if isinstance(height, int):
+            top: Any = self.k[g] + height
+        else:
+            top = m.new_int_var(0, self.capu, f"top_{name}")
+            m.add(top == self.k[g] + height)
+        rects.ys.append(m.new_optional_interval_var(self.k[g], height, top, present, f"y_{name}"))
+        rects.demands.append(height)
+
+    def _add_group_boxes(
+        self, rects: _Rects, g: int, members: list[tuple[int, Any, Any, Any]]
+    ) -> None:
+        """Group ``g``'s boxes: each member's own, or, where two members could hold one
+        step, cut at the hull of such steps with one box per step inside it."""
+        ranges = {b: self._potential_range(b) for b, *_ in members}
+        count: dict[int, int] = defaultdict(int)
+        for r0, r1 in ranges.values():
+            for t in range(r0, r1 + 1):
+                count[t] += 1
+        contested = [t for t, n in count.items() if n > 1]
+        if not contested:
+            for b, start, end, present in members:
+                self._add_box(rects, g, start, end, present, self.zu[b], str(b))
+            return
+        c0, c1 = min(contested), max(contested)
+        per_step: dict[int, list[tuple[Any, int]]] = defaultdict(list)
+        for member in members:
+            self._cut_member(rects, g, member, ranges[member[0]], (c0, c1), per_step)
+        for t, covs in sorted(per_step.items()):
+            self._add_step_box(rects, g, t, covs)
+
+    def _cut_member(
+        self,
+        rects: _Rects,
+        g: int,
+        member: tuple[int, Any, Any, Any],
+        potential: tuple[int, int],
+        hull: tuple[int, int],
+        per_step: dict[int, list[tuple[Any, int]]],
+    ) -> None:
+        """Member box ``(b, start, end, present)`` of group ``g``, of ``potential`` steps,
+        cut at the ``hull`` of contested steps: its parts before and after the hull are
+        boxes; for each step inside, the literal of ``b`` holding it and ``b``'s height go
+        to ``per_step``."""
+        m = self.model
+        b, start, end, present = member
+        r0, r1 = potential
+        c0, c1 = hull
+        z = self.zu[b]
+        is_out = self.inst.buffers[b].is_output  # outputs: fixed start; reads: fixed end
+        if r1 < c0 or r0 > c1:
+            self._add_box(rects, g, start, end, present, z, str(b))
+            return
+        if r0 < c0:  # the part before the hull
+            if is_out:
+                left_end = m.new_int_var(start, c0 - 1, f"lend_{b}")
+                m.add_min_equality(left_end, [end, c0 - 1])
+                self._add_box(rects, g, start, left_end, present, z, f"{b}L")
+            else:
+                lit = self._conj([present, self._reify_le(start, c0 - 1, f"le_{b}_L")], f"pl_{b}")
+                self._add_box(rects, g, start, c0 - 1, lit, z, f"{b}L")
+        if r1 > c1:  # the part after the hull
+            if is_out:
+                lit = self._conj([present, _neg(self._reify_le(end, c1, f"le_{b}_R"))], f"pr_{b}")
+                self._add_box(rects, g, c1 + 1, end, lit, z, f"{b}R")
+            else:
+                right_start = m.new_int_var(c1 + 1, end + 1, f"rstart_{b}")
+                m.add_max_equality(right_start, [start, c1 + 1])
+                self._add_box(rects, g, right_start, end, present, z, f"{b}R")
+        for t in range(max(r0, c0), min(r1, c1) + 1):
+            if is_out:
+                inside = _neg(self._reify_le(end, t - 1, f"in_{b}_{t}"))
+            else:
+                inside = self._reify_le(start, t, f"in_{b}_{t}")
+            cov = self._conj([present, inside], f"cov_{b}_{t}")
+            if cov is not False:
+                per_step[t].append((cov, z))
+
+    def _add_step_box(self, rects: _Rects, g: int, t: int, covs: list[tuple[Any, int]]) -> None:
+        """Group ``g``'s box at contested step ``t``: present where a member holds the step
+        (``covs``: its literal and height, alignment units), as tall as the tallest such."""
+        m = self.model
+        lits = [c for c, _ in covs]
+        if any(c is True for c in lits):
+            occ: Any = True
+        elif len(lits) == 1:
+            occ = lits[0]
+        else:
+            occ = m.new_bool_var(f"occ_{g}_{t}")
+            m.add_max_equality(occ, lits)
+        sizes = {z for _, z in covs}
+        if len(sizes) == 1:
+            h: Any = sizes.pop()
+        else:
+            h = m.new_int_var(0, max(sizes), f"h_{g}_{t}")
+            m.add_max_equality(h, [z * c if c is not True else z for c, z in covs])
+        self._add_box(rects, g, t, t, occ, h, f"g{g}_{t}")
 
     # ------------------------------------------------------------------ objective
 
@@ -543,6 +634,8 @@ class MappingModel:
         fixed (cheap: the rest follows by propagation) and hint every variable; a
         complete feasible hint is CP-SAT's first solution. Keeps the partial hint
         if that fails."""
+        from ortools.sat.python import cp_model
+
         solver = cp_model.CpSolver()
         solver.parameters.num_workers = 1
         solver.parameters.fix_variables_to_their_hinted_value = True
@@ -678,12 +771,15 @@ def _heuristic_mapping(instance: Instance, seed: int) -> tuple[float, list[Alloc
         return None
     try:
         solution = HeuristicSolver().solve(instance, SolveRequest(seed=seed))
-    except Exception:  # a warm start only: never let it break the exact solver
+    except ArithmeticError:
+        # A warm start only: the heuristic's float arithmetic and the float of its exact
+        # reward can only fail (ZeroDivisionError, OverflowError) on an instance outside
+        # SPEC's ranges, where the exact solver goes on without it.
         return None
     return solution.reward_s, list(solution.allocations)
 
 
-def _deterministic_time(solver: cp_model.CpSolver) -> float:
+def _deterministic_time(solver: CpSolver) -> float:
     """CP-SAT's deterministic time of the last solve (an attribute since 9.15)."""
     value = getattr(solver, "deterministic_time", None)
     if value is None:
@@ -691,185 +787,42 @@ def _deterministic_time(solver: cp_model.CpSolver) -> float:
     return float(value() if callable(value) else value)
 
 
-class _Recorder(cp_model.CpSolverSolutionCallback):
-    """Keeps every solution that improves the true reward; reports it if asked."""
+@functools.cache
+def _recorder_class() -> type:
+    """The class of :func:`_recorder`'s callbacks (a CP-SAT class: defined on first use,
+    so that importing this module does not import OR-Tools)."""
+    from ortools.sat.python import cp_model
 
-    def __init__(self, on_solution: Callable[[_Recorder], None]) -> None:
-        super().__init__()
-        self._on_solution = on_solution
+    class _Recorder(cp_model.CpSolverSolutionCallback):
+        """Keeps every solution that improves the true reward; reports it if asked."""
 
-    def on_solution_callback(self) -> None:
-        self._on_solution(self)
+        def __init__(self, on_solution: Callable[[Any], None]) -> None:
+            super().__init__()
+            self._on_solution = on_solution
+
+        def on_solution_callback(self) -> None:
+            self._on_solution(self)
+
+    return _Recorder
+
+
+def _recorder(on_solution: Callable[[Any], None]) -> Any:
+    """A CP-SAT solution callback that calls ``on_solution(callback)`` on each solution."""
+    return _recorder_class()(on_solution)
 
 
 class ExactSolver(Solver, name="exact", work_unit="dtime_ms", config=ExactConfig):
     """CP-SAT over the mapping model; optimal or the best found within the budget."""
 
     def search(self, instance: Instance, cfg: ExactConfig, run: Run) -> Solution:
-        request, clock = run.request, run.clock
-        seconds = request.seconds
-        if seconds is None and request.work is None:
-            seconds = DEFAULT_SECONDS
-        bound_info = bound_details(instance)
-        found: list[tuple[float, list[Allocation]]] = []  # improving mappings, by true reward
-        best = [0.0]  # dropping everything gains 0: report only what beats it
-
-        def improve(reward: float, allocs: list[Allocation], work: dict[str, int]) -> None:
-            if reward <= best[0]:
-                return
-            best[0] = reward
-            found.append((reward, allocs))
-            if request.callback is not None and not physical_check(instance, allocs):
-                run.improve(run.mapping_answer(allocs, reward, work))
-
+        ex = _ExactRun(instance, cfg, run)
         # Building the model costs about BUILD_S_PER_BUFFER per buffer (Python); skip
         # CP-SAT when that would not leave it time to search (the warm start stands).
-        use_model = (
-            seconds is None
-            or cfg.force_model
-            or seconds - clock.elapsed >= 3 * BUILD_S_PER_BUFFER * instance.num_buffers + 0.5
-        )
-        # warm starts (hints for CP-SAT, and fallbacks): the XLA-like heuristic when
-        # this build has it and there is time, and a few game rollouts
-        starts: list[tuple[float, list[Allocation], str]] = []
-        warm_info: dict[str, Any] = {}
-        if cfg.heuristic_start and (
-            seconds is None or seconds - clock.elapsed > 3e-4 * instance.num_buffers + 0.2
-        ):
-            h = _heuristic_mapping(instance, request.seed)
-            if h is not None:
-                starts.append((h[0], h[1], "heuristic"))
-                warm_info["heuristic_reward_s"] = h[0]
-                improve(h[0], h[1], {"heuristic": 1})
-        if cfg.warm_start or not use_model:
-            if not use_model:
-                share = max(0.0, 0.9 * (seconds - clock.elapsed) - 0.1)
-            else:
-                default = (
-                    min(2.0, 0.05 * seconds, 0.002 * instance.num_buffers) if seconds else None
-                )
-                share = cfg.warm_start_s if cfg.warm_start_s is not None else default
-            w_reward, w_allocs, info = warm_start(instance, share, request.seed)
-            starts.append((w_reward, w_allocs, "game"))
-            warm_info.update(
-                games=info["games"], game_policy=info["source"], game_reward_s=info["reward_s"]
-            )
-            improve(w_reward, w_allocs, {"games": info["games"]})
+        use_model = ex.model_fits()
+        ex.add_warm_starts(use_model)
         if not use_model:
-            return self._without_model(instance, run, found, warm_info, bound_info)
-
-        model = MappingModel(instance, cumulative=cfg.cumulative)
-        hint_limit = max(0.05, 0.05 * seconds) if seconds else 5.0
-        warm_info["hint"] = None
-        for reward, allocs, source in sorted(starts, key=lambda item: -item[0]):
-            if reward <= 0 or not allocs:
-                continue
-            model.model.clear_hints()
-            model.add_hint(allocs)
-            if model.complete_hint(hint_limit):
-                warm_info["hint"] = source
-                break
-        build_s = clock.elapsed
-
-        solver = cp_model.CpSolver()
-        params = solver.parameters
-        params.num_workers = cfg.workers
-        params.random_seed = int(request.seed) % 2**31  # CP-SAT's seed is a 32-bit int
-        params.log_search_progress = cfg.log
-        margin = 0.0
-        if seconds is not None:
-            margin = min(0.5, 0.05 * seconds) + 0.02
-            left = max(0.05, seconds - clock.elapsed - margin)
-            params.max_time_in_seconds = left
-            # presolve probing can take most of a short budget on large models
-            probe = min(1.0, max(0.01, left / 100))
-            params.presolve_probing_deterministic_time_limit = probe
-            params.probing_deterministic_time_limit = probe
-        if request.work is not None:
-            params.max_deterministic_time = request.work / 1000.0
-
-        def on_solution(cb: _Recorder) -> None:
-            allocs = model.allocations(cb.value)
-            work = {"branches": int(cb.num_branches), "conflicts": int(cb.num_conflicts)}
-            improve(mapping_reward(instance, [a.buffer for a in allocs]), allocs, work)
-
-        status = solver.solve(model.model, _Recorder(on_solution))
-        work = {
-            "dtime_ms": int(round(_deterministic_time(solver) * 1000)),
-            "branches": int(solver.num_branches),
-            "conflicts": int(solver.num_conflicts),
-        }
-        # Dropping every buffer satisfies the model, so INFEASIBLE is CP-SAT's error: its
-        # presolve (9.15) can cut every solution (docs/exact-model.md). Solve again with
-        # less presolve, in what is left of the budgets.
-        retries: list[str] = []
-        for retry in PRESOLVE_RETRIES:
-            if status != cp_model.INFEASIBLE:
-                break
-            if seconds is not None:
-                left = seconds - clock.elapsed - margin
-                if left < 0.05:
-                    break
-                params.max_time_in_seconds = left
-            if request.work is not None:
-                left_work = request.work / 1000.0 - work["dtime_ms"] / 1000.0
-                if left_work <= 0:
-                    break
-                params.max_deterministic_time = left_work
-            for key, value in retry.items():
-                setattr(params, key, value)
-            retries.append(", ".join(f"{key}={value}" for key, value in retry.items()))
-            status = solver.solve(model.model, _Recorder(on_solution))
-            work["dtime_ms"] += int(round(_deterministic_time(solver) * 1000))
-            work["branches"] += int(solver.num_branches)
-            work["conflicts"] += int(solver.num_conflicts)
-        status_name = solver.status_name(status)
-        extra: dict[str, Any] = {
-            "status": status_name,
-            "build_s": build_s,
-            "upper_bound_s": bound_info["bound_s"],
-            "warm_start": warm_info,
-        }
-        if retries:
-            extra["presolve_retries"] = retries
-        cp_bound = None
-        if status in (cp_model.OPTIMAL, cp_model.FEASIBLE):  # (UNKNOWN reports no bound)
-            if model.trivial > 0:
-                cp_bound = model.seconds(solver.best_objective_bound) * (1 + 1e-12)
-            elif status == cp_model.OPTIMAL:
-                cp_bound = 0.0
-        if cp_bound is not None and not math.isfinite(cp_bound):
-            cp_bound = None
-        extra["cp_bound_s"] = cp_bound
-        bound = bound_info["bound_s"] if cp_bound is None else min(cp_bound, bound_info["bound_s"])
-        bound_s = max(bound, 0.0)
-
-        if status in (cp_model.OPTIMAL, cp_model.FEASIBLE):  # the final solution too
-            allocs = model.allocations(solver.value)
-            found.append((mapping_reward(instance, [a.buffer for a in allocs]), allocs))
-        chosen: list[Allocation] | None = None
-        reward = 0.0
-        for r, allocs in sorted(found, key=lambda item: -item[0]):
-            if r <= 0:
-                break
-            failures = physical_check(instance, allocs)
-            if not failures:
-                chosen, reward = allocs, r
-                break
-            extra["note"] = extra.get("note", "") + (
-                f"model solution of reward {r!r} s rejected by the physical check "
-                f"({failures[0].kind}: {failures[0].message}); "
-            )
-        if chosen is None:
-            if "note" in extra:
-                extra["note"] += "fell back to dropping every buffer"
-            chosen, reward = [], 0.0
-        extra["source"] = (
-            next((name for _, allocs, name in starts if allocs is chosen), "cp-sat")
-            if chosen
-            else "drop"
-        )
-        return run.mapping_answer(chosen, reward, work, bound_s=bound_s, info=extra)
+            return self._without_model(instance, run, ex.found, ex.warm_info, ex.bound_info)
+        return ex.solve_model()
 
     def _without_model(
         self,
@@ -894,3 +847,240 @@ class ExactSolver(Solver, name="exact", work_unit="dtime_ms", config=ExactConfig
         }
         work = {"dtime_ms": 0, "branches": 0, "conflicts": 0}
         return run.mapping_answer(allocs, reward, work, bound_s=bound_info["bound_s"], info=info)
+
+
+class _ExactRun:
+    """State of one ``exact`` search: its budgets, the warm starts, and the improving
+    mappings found (by their true reward, seconds)."""
+
+    def __init__(self, instance: Instance, cfg: ExactConfig, run: Run) -> None:
+        self.instance, self.cfg, self.run = instance, cfg, run
+        self.request, self.clock = run.request, run.clock
+        seconds = self.request.seconds
+        if seconds is None and self.request.work is None:
+            seconds = DEFAULT_SECONDS
+        self.seconds = seconds  # the wall-clock budget, seconds (None: work budget only)
+        self.bound_info = bound_details(instance)
+        self.found: list[tuple[float, list[Allocation]]] = []  # improving mappings
+        self.best = 0.0  # dropping everything gains 0: report only what beats it
+        self.starts: list[tuple[float, list[Allocation], str]] = []  # (reward_s, mapping, source)
+        self.warm_info: dict[str, Any] = {}
+
+    def improve(self, reward: float, allocs: list[Allocation], work: dict[str, int]) -> None:
+        """Keep ``allocs`` (true reward ``reward``, seconds) if it beats the best so far, and
+        report it to the request's callback if it passes the physical check."""
+        if reward <= self.best:
+            return
+        self.best = reward
+        self.found.append((reward, allocs))
+        if self.request.callback is not None and not physical_check(self.instance, allocs):
+            self.run.improve(self.run.mapping_answer(allocs, reward, work))
+
+    def model_fits(self) -> bool:
+        """Whether the wall-clock budget left covers building the model (three times
+        ``BUILD_S_PER_BUFFER`` per buffer) with half a second to spare for CP-SAT."""
+        seconds, clock = self.seconds, self.clock
+        return (
+            seconds is None
+            or self.cfg.force_model
+            or seconds - clock.elapsed >= 3 * BUILD_S_PER_BUFFER * self.instance.num_buffers + 0.5
+        )
+
+    def add_warm_starts(self, use_model: bool) -> None:
+        """Warm starts (hints for CP-SAT, and fallbacks): the XLA-like heuristic when this
+        build has it and there is time, and a few game rollouts (the budget's share
+        without the model)."""
+        cfg, seconds, clock, instance = self.cfg, self.seconds, self.clock, self.instance
+        if cfg.heuristic_start and (
+            seconds is None or seconds - clock.elapsed > 3e-4 * instance.num_buffers + 0.2
+        ):
+            h = _heuristic_mapping(instance, self.request.seed)
+            if h is not None:
+                self.starts.append((h[0], h[1], "heuristic"))
+                self.warm_info["heuristic_reward_s"] = h[0]
+                self.improve(h[0], h[1], {"heuristic": 1})
+        if cfg.warm_start or not use_model:
+            share: float | None
+            if not use_model:
+                assert seconds is not None  # the model always fits without a clock
+                share = max(0.0, 0.9 * (seconds - clock.elapsed) - 0.1)
+            else:
+                default = (
+                    min(2.0, 0.05 * seconds, 0.002 * instance.num_buffers) if seconds else None
+                )
+                share = cfg.warm_start_s if cfg.warm_start_s is not None else default
+            w_reward, w_allocs, info = warm_start(instance, share, self.request.seed)
+            self.starts.append((w_reward, w_allocs, "game"))
+            self.warm_info.update(
+                games=info["games"], game_policy=info["source"], game_reward_s=info["reward_s"]
+            )
+            self.improve(w_reward, w_allocs, {"games": info["games"]})
+
+    def hinted_model(self) -> MappingModel:
+        """The model, hinted with the best warm start whose hint completes (in at most a
+        twentieth of the budget, seconds)."""
+        model = MappingModel(self.instance, cumulative=self.cfg.cumulative)
+        seconds = self.seconds
+        hint_limit = max(0.05, 0.05 * seconds) if seconds else 5.0
+        self.warm_info["hint"] = None
+        for reward, allocs, source in sorted(self.starts, key=lambda item: -item[0]):
+            if reward <= 0 or not allocs:
+                continue
+            model.model.clear_hints()
+            model.add_hint(allocs)
+            if model.complete_hint(hint_limit):
+                self.warm_info["hint"] = source
+                break
+        return model
+
+    def cp_solver(self) -> tuple[CpSolver, float]:
+        """A CP-SAT solver set up for the budgets left, and the wall-clock margin (seconds)
+        it leaves for the answer."""
+        from ortools.sat.python import cp_model
+
+        cfg, request, seconds = self.cfg, self.request, self.seconds
+        solver = cp_model.CpSolver()
+        params = solver.parameters
+        params.num_workers = cfg.workers
+        params.random_seed = int(request.seed) % 2**31  # CP-SAT's seed is a 32-bit int
+        params.log_search_progress = cfg.log
+        margin = 0.0
+        if seconds is not None:
+            margin = min(0.5, 0.05 * seconds) + 0.02
+            left = max(0.05, seconds - self.clock.elapsed - margin)
+            params.max_time_in_seconds = left
+            # presolve probing can take most of a short budget on large models
+            probe = min(1.0, max(0.01, left / 100))
+            params.presolve_probing_deterministic_time_limit = probe
+            params.probing_deterministic_time_limit = probe
+        if request.work is not None:
+            params.max_deterministic_time = request.work / 1000.0
+        return solver, margin
+
+    def solve_model(self) -> Solution:
+        """Build and hint the model, solve it with CP-SAT, and answer with the best mapping
+        that passes the physical check, CP-SAT's status and the bound (seconds)."""
+        model = self.hinted_model()
+        build_s = self.clock.elapsed
+        solver, margin = self.cp_solver()
+
+        def on_solution(cb: Any) -> None:
+            allocs = model.allocations(cb.value)
+            work = {"branches": int(cb.num_branches), "conflicts": int(cb.num_conflicts)}
+            self.improve(mapping_reward(self.instance, [a.buffer for a in allocs]), allocs, work)
+
+        status, work, retries = self.search_with_retries(model, solver, margin, on_solution)
+        extra: dict[str, Any] = {
+            "status": solver.status_name(status),
+            "build_s": build_s,
+            "upper_bound_s": self.bound_info["bound_s"],
+            "warm_start": self.warm_info,
+        }
+        if retries:
+            extra["presolve_retries"] = retries
+        bound_s = self.bound(model, solver, status, extra)
+        if _found_solution(status):  # the final solution too
+            allocs = model.allocations(solver.value)
+            self.found.append((mapping_reward(self.instance, [a.buffer for a in allocs]), allocs))
+        chosen, reward = self.choose(extra)
+        return self.run.mapping_answer(chosen, reward, work, bound_s=bound_s, info=extra)
+
+    def search_with_retries(
+        self,
+        model: MappingModel,
+        solver: CpSolver,
+        margin: float,
+        on_solution: Callable[[Any], None],
+    ) -> tuple[Any, dict[str, int], list[str]]:
+        """CP-SAT's status, work (deterministic ms, branches, conflicts) and the retries
+        made (as ``key=value`` strings) after an INFEASIBLE.
+
+        Dropping every buffer satisfies the model, so INFEASIBLE is CP-SAT's error: its
+        presolve (9.15) can cut every solution (docs/exact-model.md). Solve again with
+        less presolve, in what is left of the budgets."""
+        from ortools.sat.python import cp_model
+
+        request, seconds, params = self.request, self.seconds, solver.parameters
+        status = solver.solve(model.model, _recorder(on_solution))
+        work = {
+            "dtime_ms": int(round(_deterministic_time(solver) * 1000)),
+            "branches": int(solver.num_branches),
+            "conflicts": int(solver.num_conflicts),
+        }
+        retries: list[str] = []
+        for retry in PRESOLVE_RETRIES:
+            if status != cp_model.INFEASIBLE:
+                break
+            if seconds is not None:
+                left = seconds - self.clock.elapsed - margin
+                if left < 0.05:
+                    break
+                params.max_time_in_seconds = left
+            if request.work is not None:
+                left_work = request.work / 1000.0 - work["dtime_ms"] / 1000.0
+                if left_work <= 0:
+                    break
+                params.max_deterministic_time = left_work
+            for key, value in retry.items():
+                setattr(params, key, value)
+            retries.append(", ".join(f"{key}={value}" for key, value in retry.items()))
+            status = solver.solve(model.model, _recorder(on_solution))
+            work["dtime_ms"] += int(round(_deterministic_time(solver) * 1000))
+            work["branches"] += int(solver.num_branches)
+            work["conflicts"] += int(solver.num_conflicts)
+        return status, work, retries
+
+    def bound(
+        self, model: MappingModel, solver: CpSolver, status: Any, extra: dict[str, Any]
+    ) -> float:
+        """The answer's bound (seconds): the smaller of CP-SAT's (kept in
+        ``extra["cp_bound_s"]``, ``None`` without one) and the LP bound, at least 0."""
+        from ortools.sat.python import cp_model
+
+        cp_bound = None
+        if _found_solution(status):  # (UNKNOWN reports no bound)
+            if model.trivial > 0:
+                cp_bound = model.seconds(solver.best_objective_bound) * (1 + 1e-12)
+            elif status == cp_model.OPTIMAL:
+                cp_bound = 0.0
+        if cp_bound is not None and not math.isfinite(cp_bound):
+            cp_bound = None
+        extra["cp_bound_s"] = cp_bound
+        lp_bound = self.bound_info["bound_s"]
+        bound = lp_bound if cp_bound is None else min(cp_bound, lp_bound)
+        return max(bound, 0.0)
+
+    def choose(self, extra: dict[str, Any]) -> tuple[list[Allocation], float]:
+        """The best mapping found that passes the physical check, and its reward (seconds);
+        dropping every buffer if none does. Notes rejections in ``extra["note"]`` and the
+        mapping's source in ``extra["source"]``."""
+        chosen: list[Allocation] | None = None
+        reward = 0.0
+        for r, allocs in sorted(self.found, key=lambda item: -item[0]):
+            if r <= 0:
+                break
+            failures = physical_check(self.instance, allocs)
+            if not failures:
+                chosen, reward = allocs, r
+                break
+            extra["note"] = extra.get("note", "") + (
+                f"model solution of reward {r!r} s rejected by the physical check "
+                f"({failures[0].kind}: {failures[0].message}); "
+            )
+        if chosen is None:
+            if "note" in extra:
+                extra["note"] += "fell back to dropping every buffer"
+            chosen, reward = [], 0.0
+        extra["source"] = (
+            next((name for _, allocs, name in self.starts if allocs is chosen), "cp-sat")
+            if chosen
+            else "drop"
+        )
+        return chosen, reward
+
+
+def _found_solution(status: Any) -> bool:
+    """Whether a CP-SAT status has a solution (OPTIMAL or FEASIBLE)."""
+    from ortools.sat.python import cp_model
+
+    return status in (cp_model.OPTIMAL, cp_model.FEASIBLE)
