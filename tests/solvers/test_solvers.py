@@ -353,3 +353,41 @@ def test_a_stopwatch_split_shares_its_start_and_takes_a_fraction_of_the_budget()
     done = Stopwatch(10.0)
     done.start -= 3.0
     assert done.until(0.25).expired() and not done.expired()
+
+
+@pytest.mark.parametrize(
+    ("work", "seconds", "default", "budget"),
+    [
+        (7, None, 3, 7),
+        (7, 60.0, 3, 7),
+        (None, None, 3, 3),
+        (None, 60.0, 3, None),
+        (None, None, None, None),
+    ],
+)
+def test_the_run_owns_the_work_budget(work, seconds, default, budget) -> None:
+    from mallocgame.solvers.base import Run, Stopwatch
+
+    inst = generate(40, seed=0)
+    run = Run("x", inst, SolveRequest(work=work, seconds=seconds), Stopwatch(seconds), default)
+    assert run.work_budget == budget
+    if budget is None:
+        assert run.work_left(10**6) is None and not run.spent(10**6)
+    else:
+        assert run.work_left(2) == budget - 2
+        assert not run.spent(budget - 1) and run.spent(budget)
+
+
+def test_a_spent_clock_spends_the_run_whatever_work_is_left() -> None:
+    from mallocgame.solvers.base import Run, Stopwatch
+
+    clock = Stopwatch(1.0)
+    clock.start -= 2.0
+    run = Run("x", generate(40, seed=0), SolveRequest(work=5, seconds=1.0), clock)
+    assert run.work_left(0) == 5 and run.spent(0)
+
+
+@pytest.mark.parametrize(("name", "games"), [("random", 1), ("es", 10 * 17)])
+def test_with_no_budget_a_solver_does_its_default_work(name, games) -> None:
+    answer = get_solver(name).solve(generate(40, seed=0), SolveRequest(seed=0))
+    assert answer.work["games"] == games

@@ -175,12 +175,25 @@ class Run:
     """One :meth:`Solver.solve` in progress: the request, its stopwatch, and answers."""
 
     def __init__(
-        self, solver: str, instance: Instance, request: SolveRequest, clock: Stopwatch
+        self,
+        solver: str,
+        instance: Instance,
+        request: SolveRequest,
+        clock: Stopwatch,
+        default_work: int | None = None,
     ) -> None:
         self.solver = solver
         self.instance = instance
         self.request = request
         self.clock = clock
+        self.work_budget: int | None = (
+            request.work
+            if request.work is not None
+            else (default_work if request.seconds is None else None)
+        )
+        """The work budget in the solver's unit: the request's; without one, the solver's
+        default work when the request has no wall-clock budget either; else ``None`` (the
+        clock alone decides)."""
 
     @property
     def seed(self) -> int:
@@ -194,6 +207,15 @@ class Run:
     def expired(self) -> bool:
         """Whether the wall-clock budget is spent (never, without one)."""
         return self.clock.expired()
+
+    def work_left(self, done: int) -> int | None:
+        """Work left of :attr:`work_budget` after ``done`` units (``None``: no work budget)."""
+        return None if self.work_budget is None else self.work_budget - done
+
+    def spent(self, done: int) -> bool:
+        """Whether, after ``done`` units of work, the work or the wall-clock budget is spent."""
+        left = self.work_left(done)
+        return (left is not None and left <= 0) or self.clock.expired()
 
     def game_answer(
         self,
@@ -263,6 +285,8 @@ class Solver(abc.ABC):
 
     name: ClassVar[str] = ""
     work_unit: ClassVar[str] = "games"
+    default_work: ClassVar[int | None] = None
+    """Work done when a request sets no budget at all (``None``: the solver's own rule)."""
     Config: ClassVar[type] = NoConfig
     where_fields: ClassVar[tuple[str, ...]] = ()
     """Settings of where a run keeps its files and what it prints: left out of :meth:`settings`."""
@@ -292,6 +316,10 @@ class Solver(abc.ABC):
         Does no solving work, so a sweep checks every job's options before it runs one."""
         return parse_config(self.Config, options, self.name)
 
+    def default_work_for(self, config: Any) -> int | None:
+        """:attr:`default_work`, or a default that depends on the settings (override)."""
+        return self.default_work
+
     def check_options(self, options: Mapping[str, Any]) -> None:
         """Raise :class:`~mallocgame.errors.SolverError` for a bad option name or value."""
         self.config(options)
@@ -316,7 +344,8 @@ class Solver(abc.ABC):
             raise SolverError(f"{self.name}: expected a SolveRequest, not {request!r:.80}")
         clock = Stopwatch(request.seconds)
         config = self.config(request.options)
-        answer = self.search(instance, config, Run(self.name, instance, request, clock))
+        run = Run(self.name, instance, request, clock, self.default_work_for(config))
+        answer = self.search(instance, config, run)
         return replace(answer, solver=self.name, seed=request.seed, wall_s=clock.elapsed)
 
     @abc.abstractmethod

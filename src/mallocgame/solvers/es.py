@@ -269,6 +269,10 @@ def centered_ranks(values: np.ndarray) -> np.ndarray:
 class EsSolver(Solver, name="es", work_unit="games", config=EsConfig):
     """Evolution strategies over a linear (or tiny MLP) argmax policy; best game kept."""
 
+    def default_work_for(self, config: EsConfig) -> int:
+        """DEFAULT_GENERATIONS generations' games."""
+        return DEFAULT_GENERATIONS * (config.population + (1 if config.eval_mean else 0))
+
     def search(self, instance: Instance, cfg: EsConfig, run: Run) -> Solution:
         es = _EsRun(instance, cfg, run)
         try:
@@ -294,14 +298,6 @@ class _EsRun:
         self.tables = tables = build_tables(instance)
         self.theta = shape.initial(cfg, self.rng)
         self.pairs = cfg.population // 2
-        per_gen = cfg.population + (1 if cfg.eval_mean else 0)
-        self.max_games: int | None
-        if request.work is not None:
-            self.max_games = max(1, int(request.work))
-        elif request.seconds is None:
-            self.max_games = DEFAULT_GENERATIONS * per_gen
-        else:
-            self.max_games = None
         self.deadline = (  # a time.monotonic() value
             None
             if request.seconds is None
@@ -332,12 +328,11 @@ class _EsRun:
 
     def budget_left(self) -> int | None:
         """Games left in the work budget (``None``: no game budget)."""
-        return None if self.max_games is None else self.max_games - self.state["games"]
+        return self.run.work_left(self.state["games"])
 
     def out_of_budget(self) -> bool:
         """Whether the game budget or the wall-clock budget is spent."""
-        left = self.budget_left()
-        return (left is not None and left <= 0) or self.clock.expired()
+        return self.run.spent(self.state["games"])
 
     # --------------------------------------------------------------------- games
 

@@ -17,7 +17,8 @@ class ExhaustiveSolver(Solver, name="exhaustive", work_unit="moves"):
     """Depth-first search over all games; its work budget is the number of moves tried."""
 
     def search(self, instance: Instance, config: NoConfig, run: Run) -> Solution:
-        max_moves = run.request.work if run.request.work is not None else DEFAULT_MAX_MOVES
+        # It never reads the clock: without a work budget it stops after DEFAULT_MAX_MOVES.
+        max_moves = run.work_budget if run.work_budget is not None else DEFAULT_MAX_MOVES
         best, actions, moves = exhaustive_search(replay(instance, []), max_nodes=max_moves)
         answer = run.game_answer(replay(instance, actions), {"moves": moves}, bound_s=best)
         run.improve(answer)

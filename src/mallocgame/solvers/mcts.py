@@ -271,7 +271,7 @@ class MctsSolver(Solver, name="mcts", work_unit="simulations", config=MctsConfig
         search = _Search(driver, cfg, rng)
         num_b = game.num_buffers
 
-        work_left = None if request.work is None else max(0, int(request.work))
+        work_left = run.work_budget  # total simulations (mcts has no default work)
         per_move_cap = cfg.simulations
         if per_move_cap is None and request.work is None and request.seconds is None:
             per_move_cap = DEFAULT_SIMULATIONS

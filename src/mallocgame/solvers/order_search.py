@@ -234,14 +234,11 @@ class OrderSearchSolver(
 ):
     """The heuristic's mapping, improved by a local search over its placement order."""
 
+    default_work = DEFAULT_EVALUATIONS
+
     def search(self, instance: Instance, config: OrderSearchConfig, run: Run) -> Solution:
         assignment = OrderedAssignment(instance)
-        request = run.request
-        limit = (
-            request.work
-            if request.work is not None
-            else (None if request.seconds is not None else DEFAULT_EVALUATIONS)
-        )
+        limit = run.work_budget
 
         def report(result: OrderSearchResult) -> None:
             run.improve(search_answer(run, result, {"evaluations": result.evaluations}))

@@ -41,14 +41,14 @@ class UniformPolicy:
 class RandomSolver(Solver, name="random", work_unit="games"):
     """Random play with Drop-backup; the best of ``work`` games (or of the time budget)."""
 
+    default_work = 1
+
     def search(self, instance: Instance, config: NoConfig, run: Run) -> Solution:
-        request = run.request
-        policy = UniformPolicy(np.random.default_rng(request.seed))
-        max_games = request.work if request.work is not None else (None if request.seconds else 1)
+        policy = UniformPolicy(np.random.default_rng(run.seed))
         game = Game(instance)
         best: Solution | None = None
         games = backups = 0
-        while best is None or ((max_games is None or games < max_games) and not run.expired()):
+        while best is None or not run.spent(games):
             game.reset()
             driver = DropBackup(game)
             driver.play(policy)
