@@ -917,7 +917,7 @@ def _add_run_arguments(p: argparse.ArgumentParser, *, work: str, out: str, optio
     p.add_argument("--work", type=_whole_number(1), default=None, help=work)
     p.add_argument("--out", default=None, help=out)
     p.add_argument("--progress", action="store_true", help="print every new best solution")
-    p.add_argument("--option", action="append", default=[], metavar="KEY=VALUE", help=option)
+    _add_option_argument(p, "KEY=VALUE", option)
 
 
 def _add_instance_and_solution(p: argparse.ArgumentParser, solution: str) -> None:
@@ -1048,14 +1048,17 @@ def _add_optimize_parser(sub: _SubParsers) -> None:
         help="the answer (default out/NAME.muzero-prod.sSEED.json); the candidates, the reward curve "
         "and the layouts go beside it, the agent's checkpoint to OUT.checkpoint/ (resumes)",
     )
-    p.add_argument(
-        "--option",
-        action="append",
-        default=[],
-        metavar="KEY=VALUE",
-        help="an agent setting (repeat), e.g. num_simulations=32; see 'mallocgame solvers muzero'",
+    _add_option_argument(
+        p,
+        "KEY=VALUE",
+        "an agent setting (repeat), e.g. num_simulations=32; see 'mallocgame solvers muzero'",
     )
     p.set_defaults(func=_cmd_optimize)
+
+
+def _add_option_argument(p: argparse.ArgumentParser, metavar: str, help: str) -> None:
+    """``--option METAVAR`` (repeatable): a solver setting."""
+    p.add_argument("--option", action="append", default=[], metavar=metavar, help=help)
 
 
 def _add_extract_parser(sub: _SubParsers) -> None:
@@ -1188,12 +1191,8 @@ def _add_speedups_parser(bench: _SubParsers) -> None:
         help="run no job: the table of the records already in --out, over the programs with a record of "
         "every solver at every seed (a sweep still under way, e.g. benchmarks/pinned_sweep.py)",
     )
-    q.add_argument(
-        "--option",
-        action="append",
-        default=[],
-        metavar="SOLVER:KEY=VALUE",
-        help="a setting for one solver's jobs (repeat), e.g. es:workers=2",
+    _add_option_argument(
+        q, "SOLVER:KEY=VALUE", "a setting for one solver's jobs (repeat), e.g. es:workers=2"
     )
     q.set_defaults(func=_cmd_bench_speedups)
 
@@ -1220,12 +1219,8 @@ def _add_versus_parser(bench: _SubParsers) -> None:
         "--programs", nargs="*", help="only these programs (default: every one with records)"
     )
     q.add_argument("--seeds", type=_seed, nargs="*", help="only these seeds (default: every one)")
-    q.add_argument(
-        "--option",
-        action="append",
-        default=[],
-        metavar="SOLVER:KEY=VALUE",
-        help="only records made with this setting (repeat), as given to the sweep",
+    _add_option_argument(
+        q, "SOLVER:KEY=VALUE", "only records made with this setting (repeat), as given to the sweep"
     )
     q.set_defaults(func=_cmd_bench_versus)
 
@@ -1248,13 +1243,7 @@ def _add_correlation_parser(bench: _SubParsers) -> None:
         "--samples", type=_whole_number(2), default=10, help="--training: games sampled per run"
     )
     q.add_argument("--seed", type=_seed, default=0, help="--training: the run's seed")
-    q.add_argument(
-        "--option",
-        action="append",
-        default=[],
-        metavar="KEY=VALUE",
-        help="--training: a muzero setting (repeat)",
-    )
+    _add_option_argument(q, "KEY=VALUE", "--training: a muzero setting (repeat)")
     q.add_argument("--out", help="--training: path of the CSV and PNG (suffixes replaced)")
     q.set_defaults(func=_cmd_bench_correlation)
 
