@@ -194,7 +194,11 @@ def _resumes(
     trainer's, a damaged one) is refused now, with ``remedy`` ending the message, before
     anything runs or prints."""
     from mallocgame.solvers import get_solver
-    from mallocgame.solvers.checkpoint import check_checkpoint, checkpoint_directory
+    from mallocgame.solvers.checkpoint import (
+        CHECKPOINT_NAME,
+        check_checkpoint,
+        checkpoint_directory,
+    )
 
     solver = get_solver(solver_name)
     config = solver.config(options)
@@ -215,9 +219,7 @@ def _resumes(
     else:
         fingerprint = trainer.checkpoint_fingerprint(inst, config, seed, solver.answer)
     folder = checkpoint_directory(config.checkpoint_dir)  # not a file
-    return check_checkpoint(
-        folder / trainer.CHECKPOINT_NAME, fingerprint, remedy, trainer=trainer.TRAINER
-    )
+    return check_checkpoint(folder / CHECKPOINT_NAME, fingerprint, remedy, trainer=trainer.TRAINER)
 
 
 def _cmd_optimize(args: argparse.Namespace) -> int:

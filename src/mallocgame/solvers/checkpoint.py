@@ -13,34 +13,117 @@ The best answer, ``best.solution.json`` beside the checkpoint, never gets worse
 re-checked; a run resumed from an older checkpoint (after a kill) or started afresh
 beside the file leaves a better one alone, and a file that fails to load or check is
 moved aside, never overwritten.
+
+What the two trainers share lives here, written once: the file names
+(:data:`CHECKPOINT_NAME`, :data:`BEST_NAME`), the fingerprint (:class:`CheckpointFormat`:
+version, instance hash, settings, seed, the trainer's own keys; the trainer's name when
+written), writing and reading a checkpoint (:func:`write_checkpoint`,
+:meth:`CheckpointFormat.restore`), the best answer and its reports (:class:`BestAnswer`),
+the progress sink (:func:`stderr_log`) and JAX's compilation cache
+(:func:`enable_compilation_cache`).
 """
 
 from __future__ import annotations
 
+import json
 import os
-from collections.abc import Callable, Mapping
+import sys
+from collections.abc import Callable, Collection, Mapping
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from mallocgame.errors import MallocGameError, SolverError
 from mallocgame.instance import Instance
 from mallocgame.solution import Solution
+from mallocgame.solvers.base import Improvement, solution_from_game
+
+if TYPE_CHECKING:
+    from mallocgame.game.state import Game
 
 __all__ = [
     "TRAINER_KEY",
+    "CHECKPOINT_NAME",
+    "BEST_NAME",
+    "RESUME_REMEDY",
+    "CheckpointFormat",
+    "write_checkpoint",
     "restore_checkpoint",
     "check_checkpoint",
     "read_fingerprint",
     "checkpoint_directory",
     "BestAnswerFile",
+    "BestAnswer",
+    "stderr_log",
+    "enable_compilation_cache",
 ]
 
 TRAINER_KEY = "trainer"
 """The fingerprint key naming the trainer that wrote a checkpoint (``"muzero"``, ``"egrl"``)."""
 
+CHECKPOINT_NAME = "checkpoint.msgpack"
+"""A trainer's checkpoint in its ``checkpoint_dir``."""
+
+BEST_NAME = "best.solution.json"
+"""A trainer's best answer (:class:`BestAnswerFile`) beside its checkpoint."""
+
+RESUME_REMEDY = "use another checkpoint_dir or remove it"
+"""What ends the message of a checkpoint a trainer refuses to resume."""
+
 _LEGACY_TRAINERS = {"answer": "muzero", "settings": "egrl"}
 """A checkpoint written before :data:`TRAINER_KEY` existed: its trainer, from a key only
 that trainer's fingerprint has."""
+
+
+@dataclass(frozen=True)
+class CheckpointFormat:
+    """One trainer's checkpoints: the name it writes under :data:`TRAINER_KEY`, the
+    version of their layout, and the fingerprint key its settings go under (with the
+    settings in ``leave_out``, where a run writes, left out)."""
+
+    trainer: str
+    version: int
+    settings_key: str
+    leave_out: Collection[str] = ()
+
+    def fingerprint(
+        self, instance: Instance, settings: Mapping[str, Any], seed: int, **extra: Any
+    ) -> dict[str, Any]:
+        """What a checkpoint must match to be resumed, in this order: ``"version"``,
+        ``"instance_sha256"``, the settings (but ``leave_out``) as JSON with sorted keys
+        under :attr:`settings_key`, ``"seed"``, then the trainer's own ``extra`` keys.
+        The trainer's name is not among them: :meth:`restore` checks it by its own rule
+        (a checkpoint written before :data:`TRAINER_KEY` existed has none)."""
+        kept = {k: v for k, v in settings.items() if k not in self.leave_out}
+        return {
+            "version": self.version,
+            "instance_sha256": instance.sha256,
+            self.settings_key: json.dumps(kept, sort_keys=True),
+            "seed": int(seed),
+            **extra,
+        }
+
+    def written(self, fingerprint: Mapping[str, Any]) -> dict[str, Any]:
+        """``fingerprint`` as a checkpoint holds it: with :data:`TRAINER_KEY` last."""
+        return {**fingerprint, TRAINER_KEY: self.trainer}
+
+    def restore(self, folder: Path, fingerprint: Mapping[str, Any]) -> dict[str, Any]:
+        """The state of ``folder``'s checkpoint (:func:`restore_checkpoint`: this
+        trainer's, matching ``fingerprint``, else refused ending in :data:`RESUME_REMEDY`)."""
+        return restore_checkpoint(
+            folder / CHECKPOINT_NAME, fingerprint, RESUME_REMEDY, trainer=self.trainer
+        )
+
+
+def write_checkpoint(folder: Path, state: Mapping[str, Any]) -> None:
+    """Write ``state`` (its ``"fingerprint"`` first) as ``folder``'s checkpoint, a flax
+    msgpack document, atomically; ``folder`` is created if missing."""
+    from flax import serialization
+
+    from mallocgame.fileio import write_bytes_atomic
+
+    folder.mkdir(parents=True, exist_ok=True)
+    write_bytes_atomic(folder / CHECKPOINT_NAME, serialization.msgpack_serialize(dict(state)))
 
 
 def restore_checkpoint(
@@ -216,6 +299,95 @@ class BestAnswerFile:
                 raise SolverError(f"{self.path}: {why}") from None
             return aside
         raise SolverError(f"{self.path}: cannot move it aside: every {stem}.aside-N.json is taken")
+
+
+class BestAnswer:
+    """A run's best answer: the :class:`Solution` of its best game so far, the file
+    :data:`BEST_NAME` in ``folder`` (none where ``folder`` is ``None``), and the reports
+    of it to a request's callback.
+
+    The trainer decides what is better (its own measure); :meth:`improve` records what
+    it was given. ``score`` and ``log``: those of the :class:`BestAnswerFile`.
+    """
+
+    def __init__(
+        self,
+        instance: Instance,
+        *,
+        solver: str,
+        seed: int,
+        folder: Path | None,
+        score: Callable[[Solution], float] | None = None,
+        log: Callable[[str], None] | None = None,
+    ) -> None:
+        self.instance = instance
+        self.solver = solver
+        self.seed = seed
+        self.solution: Solution | None = None
+        self.file = (
+            None
+            if folder is None
+            else BestAnswerFile(folder / BEST_NAME, instance, score=score, log=log)
+        )
+
+    def improve(
+        self,
+        game: Game,
+        elapsed_s: float,
+        callback: Callable[[Improvement], None] | None,
+        *,
+        work: Mapping[str, int],
+        info: Mapping[str, Any],
+    ) -> Solution:
+        """Make the complete ``game`` the best answer: its solution (named ``solver``,
+        with ``seed``, ``wall_s=elapsed_s``, ``work`` and ``info``), written to the file
+        where it beats the one on disk, then passed to ``callback``; returns it."""
+        self.solution = solution_from_game(
+            self.instance,
+            game,
+            solver=self.solver,
+            seed=self.seed,
+            wall_s=elapsed_s,
+            work=work,
+            info=info,
+        )
+        if self.file is not None:  # written only where it beats the file on disk
+            self.file.offer(self.solution)
+        self.report(elapsed_s, callback)
+        return self.solution
+
+    def report(self, elapsed_s: float, callback: Callable[[Improvement], None] | None) -> None:
+        """Pass the best answer (if any) to ``callback`` (if any): after an improvement,
+        and a resumed run's best to a new caller."""
+        if self.solution is not None and callback is not None:
+            callback(Improvement(self.solution, elapsed_s, self.solution.work))
+
+
+def stderr_log(line: str) -> None:
+    """A progress sink printing to stderr."""
+    print(line, file=sys.stderr, flush=True)
+
+
+def enable_compilation_cache() -> None:
+    """Keep XLA's compiled networks (search, learner) on disk between runs.
+
+    Compiling them takes 10-40 s on a 2-core CPU; JAX's persistent cache turns that
+    into a load for every later run with the same shapes. The directory is
+    ``$MALLOCGAME_XLA_CACHE`` (``off`` disables it), else ``~/.cache/mallocgame/xla``;
+    a cache directory the user configured for JAX is left alone.
+    """
+    import jax
+
+    where = os.environ.get("MALLOCGAME_XLA_CACHE", "")
+    if where.lower() == "off" or jax.config.jax_compilation_cache_dir:
+        return
+    path = Path(where) if where else Path.home() / ".cache" / "mallocgame" / "xla"
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError:
+        return  # no writable cache: compile every time
+    jax.config.update("jax_compilation_cache_dir", str(path))
+    jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.5)
 
 
 def _stat(path: Path) -> tuple[int, int, int]:

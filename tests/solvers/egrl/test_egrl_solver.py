@@ -16,13 +16,9 @@ from mallocgame.options import parse_config
 from mallocgame.simulate import speedup
 from mallocgame.solution import load_solution
 from mallocgame.solvers import SolveRequest, get_solver
+from mallocgame.solvers.checkpoint import BEST_NAME, CHECKPOINT_NAME
 from mallocgame.solvers.egrl import EgrlConfig
-from mallocgame.solvers.egrl.trainer import (
-    BEST_NAME,
-    CHECKPOINT_NAME,
-    DEFAULT_GENERATIONS,
-    EgrlTrainer,
-)
+from mallocgame.solvers.egrl.trainer import DEFAULT_GENERATIONS, EgrlTrainer
 from mallocgame.workloads.suite import suite_instance
 
 # Tiny networks and population (a generation of mode both: 3 chromosomes, 2 policies,

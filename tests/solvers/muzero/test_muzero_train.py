@@ -26,10 +26,11 @@ from mallocgame.game.state import Game, replay
 from mallocgame.game.tables import build_tables
 from mallocgame.solution import load_solution
 from mallocgame.solvers import SolveRequest, get_solver
+from mallocgame.solvers.checkpoint import BEST_NAME, CHECKPOINT_NAME
 from mallocgame.solvers.muzero.search import SearchResult
 from mallocgame.solvers.muzero.selfplay import SelfPlay, reward_scale
 from mallocgame.solvers.muzero.solver import MuZeroSolver
-from mallocgame.solvers.muzero.train import BEST_NAME, CHECKPOINT_NAME, Trainer
+from mallocgame.solvers.muzero.train import Trainer
 from mallocgame.workloads.registry import load_workload
 from tests.game.test_backup import _alias_overflow
 

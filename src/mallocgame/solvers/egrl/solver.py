@@ -27,7 +27,8 @@ class EgrlSolver(Solver, name="egrl", work_unit="proposals", config=EgrlConfig):
 
     def search(self, instance: Instance, config: EgrlConfig, run: Run) -> Solution:
         try:
-            from mallocgame.solvers.egrl.trainer import EgrlTrainer, stderr_log
+            from mallocgame.solvers.checkpoint import stderr_log
+            from mallocgame.solvers.egrl.trainer import EgrlTrainer
         except ImportError as exc:
             raise SolverError(
                 f"{self.name} needs JAX, flax and optax (pip install 'mallocgame[muzero]'): {exc}"

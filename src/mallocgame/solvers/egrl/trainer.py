@@ -42,9 +42,7 @@ settings (the settings of :data:`~.config.WHERE_FIELDS` aside), and refuses with
 from __future__ import annotations
 
 import dataclasses
-import json
 import math
-import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -55,18 +53,19 @@ import numpy as np
 from flax import serialization
 
 from mallocgame.errors import SolverError
-from mallocgame.fileio import write_bytes_atomic
 from mallocgame.game.state import replay as replay_actions
 from mallocgame.game.tables import build_tables
 from mallocgame.instance import Instance
 from mallocgame.options import json_settings
 from mallocgame.solution import Solution
-from mallocgame.solvers.base import Improvement, Stopwatch, solution_from_game
+from mallocgame.solvers.base import Improvement, Stopwatch
 from mallocgame.solvers.checkpoint import (
-    TRAINER_KEY,
-    BestAnswerFile,
+    CHECKPOINT_NAME,
+    BestAnswer,
+    CheckpointFormat,
     checkpoint_directory,
-    restore_checkpoint,
+    enable_compilation_cache,
+    write_checkpoint,
 )
 from mallocgame.solvers.egrl.config import WHERE_FIELDS, EgrlConfig
 from mallocgame.solvers.egrl.graph import build_graph, pad_graph
@@ -92,20 +91,16 @@ from mallocgame.solvers.egrl.sac import (
 __all__ = [
     "EgrlTrainer",
     "Counters",
-    "CHECKPOINT_NAME",
-    "BEST_NAME",
     "DEFAULT_GENERATIONS",
     "TRAINER",
-    "RESUME_REMEDY",
-    "stderr_log",
+    "CHECKPOINT",
     "checkpoint_fingerprint",
 ]
 
-CHECKPOINT_NAME = "checkpoint.msgpack"
-BEST_NAME = "best.solution.json"
 CHECKPOINT_VERSION = 1
 TRAINER = "egrl"  # the checkpoint's TRAINER_KEY: what wrote it
-RESUME_REMEDY = "use another checkpoint_dir or remove it"  # ends a refused checkpoint's message
+CHECKPOINT = CheckpointFormat(TRAINER, CHECKPOINT_VERSION, "settings", WHERE_FIELDS)
+"""EGRL's checkpoints: its settings under ``"settings"``, :data:`~.config.WHERE_FIELDS` aside."""
 DEFAULT_GENERATIONS = 3
 """Generations run when the request has neither a work nor a wall-clock budget."""
 
@@ -116,11 +111,6 @@ DEMONSTRATION_TEMPERATURE = 0.25
 
 # Random streams: numpy generators are seeded with [seed, STREAM, ...counters].
 _INIT, _POPULATION, _LEARNER_ROLLOUT, _EVOLVE, _REPLAY, _INIT_POLICY, _INIT_LEARNER = range(7)
-
-
-def stderr_log(line: str) -> None:
-    """A progress sink printing to stderr."""
-    print(line, file=sys.stderr, flush=True)
 
 
 @dataclass
@@ -166,12 +156,13 @@ class EgrlTrainer:
         self.log = log or (lambda _line: None)
         where = config.checkpoint_dir
         self.dir = None if where is None else checkpoint_directory(where)
-        self._best_file = (
-            None
-            if self.dir is None
-            else BestAnswerFile(
-                self.dir / BEST_NAME, instance, score=self._answer_fitness, log=self.log
-            )
+        self._answer = BestAnswer(
+            instance,
+            solver=solver_name,
+            seed=self.seed,
+            folder=self.dir,
+            score=self._answer_fitness,
+            log=self.log,
         )
         self.tables = build_tables(instance)
         self.num_units = instance.num_buffers
@@ -190,8 +181,7 @@ class EgrlTrainer:
         self.learner_fitness: list[float] = []  # the learner's rollouts this generation
         self.updates_left = 0  # SAC updates left in this generation's learning phase
         self.reserved: int | None = None  # population slot waiting for the learner's actor
-        # The best answer.
-        self.best: Solution | None = None
+        # The best answer (and self.best, its solution).
         self.best_fitness = -math.inf
         self.best_actions: tuple[int, ...] = ()
         self.best_from = ""
@@ -260,8 +250,6 @@ class EgrlTrainer:
     def _ensure_jax(self) -> None:
         if self._fns is not None:
             return
-        from mallocgame.solvers.muzero.train import enable_compilation_cache
-
         enable_compilation_cache()
         self._fns = learner_functions(self.shape)
         self._graph_dev = {k: jnp.asarray(v) for k, v in pad_graph(self.graph).items()}
@@ -323,8 +311,7 @@ class EgrlTrainer:
                 f"resumed from {self.dir / CHECKPOINT_NAME}: {c.proposals} proposals, "
                 f"{c.generations} generations, best {self.best_fitness:.4f}"
             )
-            if self.best is not None and callback is not None:
-                callback(Improvement(self.best, clock.elapsed, self.best.work))
+            self._answer.report(clock.elapsed, callback)
         elif self.dir is not None:
             self.log(f"no checkpoint in {self.dir}: a new run")
         while True:
@@ -493,19 +480,12 @@ class EgrlTrainer:
             game = replay_actions(self.instance, actions, self.tables)
         self.best_actions = actions
         self.best_fitness = fitness
-        self.best = solution_from_game(
-            self.instance,
-            game,
-            solver=self.solver_name,
-            seed=self.seed,
-            wall_s=clock.elapsed,
-            work=self.work(),
-            info=self.info(),
-        )
-        if self._best_file is not None:  # written only where it beats the file on disk
-            self._best_file.offer(self.best)
-        if callback is not None:
-            callback(Improvement(self.best, clock.elapsed, self.best.work))
+        self._answer.improve(game, clock.elapsed, callback, work=self.work(), info=self.info())
+
+    @property
+    def best(self) -> Solution | None:
+        """The best answer so far (``None`` before the first)."""
+        return self._answer.solution
 
     # ----------------------------------------------------------------- reporting
 
@@ -576,7 +556,7 @@ class EgrlTrainer:
             else:
                 population[str(i)] = {"kind": "empty"}
         state: dict[str, Any] = {
-            "fingerprint": {**self._fingerprint(), TRAINER_KEY: TRAINER},
+            "fingerprint": CHECKPOINT.written(self._fingerprint()),
             "counters": dataclasses.asdict(self.counters),
             "generation": {
                 "phase": self.phase,
@@ -604,18 +584,15 @@ class EgrlTrainer:
     def save(self) -> None:
         """Write the checkpoint atomically."""
         assert self.dir is not None
-        self.dir.mkdir(parents=True, exist_ok=True)
-        write_bytes_atomic(
-            self.dir / CHECKPOINT_NAME, serialization.msgpack_serialize(self.state_dict())
-        )
+        write_checkpoint(self.dir, self.state_dict())
 
     def _load(self) -> None:
         assert self.dir is not None
-        path = self.dir / CHECKPOINT_NAME
-        state = restore_checkpoint(path, self._fingerprint(), RESUME_REMEDY, trainer=TRAINER)
+        state = CHECKPOINT.restore(self.dir, self._fingerprint())
         try:
             self._restore(state)
         except (KeyError, ValueError, TypeError) as exc:
+            path = self.dir / CHECKPOINT_NAME
             raise SolverError(
                 f"{path}: not a readable checkpoint ({type(exc).__name__}: {exc})"
             ) from None
@@ -664,13 +641,7 @@ class EgrlTrainer:
 def checkpoint_fingerprint(instance: Instance, config: EgrlConfig, seed: int) -> dict[str, Any]:
     """What a checkpoint must match to be resumed by an :class:`EgrlTrainer` of
     ``instance``, ``config`` (its :data:`~.config.WHERE_FIELDS` aside) and ``seed``."""
-    settings = {k: v for k, v in json_settings(config).items() if k not in WHERE_FIELDS}
-    return {
-        "version": CHECKPOINT_VERSION,
-        "instance_sha256": instance.sha256,
-        "settings": json.dumps(settings, sort_keys=True),
-        "seed": int(seed),
-    }
+    return CHECKPOINT.fingerprint(instance, json_settings(config), seed)
 
 
 def _softmax(logits: np.ndarray) -> np.ndarray:

@@ -35,7 +35,8 @@ class MuZeroSolver(Solver, name="muzero", work_unit="games", config=MuZeroConfig
         """Train within ``run``'s budgets (its clock, its work in games); the answer and
         every improvement passed to the callback are named ``solver_name``."""
         try:
-            from mallocgame.solvers.muzero.train import Trainer, stderr_log
+            from mallocgame.solvers.checkpoint import stderr_log
+            from mallocgame.solvers.muzero.train import Trainer
         except ImportError as exc:
             raise SolverError(
                 f"{self.name} needs JAX, flax, optax and mctx "

@@ -34,9 +34,6 @@ from __future__ import annotations
 import collections
 import dataclasses
 import functools
-import json
-import os
-import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -48,18 +45,19 @@ import numpy as np
 from flax import serialization
 
 from mallocgame.errors import SolverError
-from mallocgame.fileio import write_bytes_atomic
 from mallocgame.game.observe import empty_batch
 from mallocgame.game.state import replay as replay_actions
 from mallocgame.game.tables import build_tables
 from mallocgame.instance import Instance
 from mallocgame.solution import Solution
-from mallocgame.solvers.base import Improvement, Stopwatch, solution_from_game
+from mallocgame.solvers.base import Improvement, Stopwatch
 from mallocgame.solvers.checkpoint import (
-    TRAINER_KEY,
-    BestAnswerFile,
+    CHECKPOINT_NAME,
+    BestAnswer,
+    CheckpointFormat,
     checkpoint_directory,
-    restore_checkpoint,
+    enable_compilation_cache,
+    write_checkpoint,
 )
 from mallocgame.solvers.muzero.config import WHERE_FIELDS, MuZeroConfig
 from mallocgame.solvers.muzero.learner import batch_to_device, make_optimizer, make_train_step
@@ -71,41 +69,17 @@ from mallocgame.solvers.muzero.selfplay import FinishedGame, SelfPlay, play_poli
 
 __all__ = [
     "Trainer",
-    "CHECKPOINT_NAME",
-    "BEST_NAME",
     "TRAINER",
-    "RESUME_REMEDY",
-    "enable_compilation_cache",
+    "CHECKPOINT",
     "compiled_functions",
     "checkpoint_fingerprint",
 ]
 
-CHECKPOINT_NAME = "checkpoint.msgpack"
-BEST_NAME = "best.solution.json"
 CHECKPOINT_VERSION = 2  # 2: records carry allowed actions; Reanalyse's kept games
 TRAINER = "muzero"  # the checkpoint's TRAINER_KEY: what wrote it
-RESUME_REMEDY = "use another checkpoint_dir or remove it"  # ends a refused checkpoint's message
+CHECKPOINT = CheckpointFormat(TRAINER, CHECKPOINT_VERSION, "config", WHERE_FIELDS)
+"""MuZero's checkpoints: its settings under ``"config"``, :data:`~.config.WHERE_FIELDS` aside."""
 RECENT_GAMES = 64  # the progress line's mean self-play reward is over this many last games
-
-
-def enable_compilation_cache() -> None:
-    """Keep XLA's compiled search and learner on disk between runs.
-
-    Compiling them takes 10-40 s on a 2-core CPU; JAX's persistent cache turns that
-    into a load for every later run with the same shapes. The directory is
-    ``$MALLOCGAME_XLA_CACHE`` (``off`` disables it), else ``~/.cache/mallocgame/xla``;
-    a cache directory the user configured for JAX is left alone.
-    """
-    where = os.environ.get("MALLOCGAME_XLA_CACHE", "")
-    if where.lower() == "off" or jax.config.jax_compilation_cache_dir:
-        return
-    path = Path(where) if where else Path.home() / ".cache" / "mallocgame" / "xla"
-    try:
-        path.mkdir(parents=True, exist_ok=True)
-    except OSError:
-        return  # no writable cache: compile every time
-    jax.config.update("jax_compilation_cache_dir", str(path))
-    jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.5)
 
 
 ANSWERS = ("search", "policy", "both")  # which games a Trainer's answer is the best of
@@ -223,9 +197,9 @@ class Trainer:
         self.solver_name = solver_name
         self.dir = checkpoint_directory(checkpoint_dir) if checkpoint_dir is not None else None
         self.log = log or (lambda _line: None)
-        self._best_file = None
-        if self.dir is not None:  # the best answer on disk: written only when this run beats it
-            self._best_file = BestAnswerFile(self.dir / BEST_NAME, instance, log=self.log)
+        self._answer = BestAnswer(
+            instance, solver=solver_name, seed=seed, folder=self.dir, log=self.log
+        )
         enable_compilation_cache()
         self.tables = build_tables(instance)
         self.net, self.optimizer, self._search, self._policy, self._train_step = compiled_functions(
@@ -236,7 +210,6 @@ class Trainer:
         self.opt_state = self.optimizer.init(self.params)
         self.replay = Replay(config.replay_size, config.discount, config.td_steps)
         self.counters = Counters()
-        self.best: Solution | None = None
         self.best_actions: tuple[int, ...] = ()
         self.best_return = -np.inf
         self.losses: dict[str, float] = {}
@@ -353,10 +326,7 @@ class Trainer:
                 f"resumed from {self.dir / CHECKPOINT_NAME}: {c.games} games, "
                 f"{c.learner_steps} learner steps, best {self._normalized(self.best_return):.4f}"
             )
-            if (
-                self.best is not None and callback is not None
-            ):  # the best so far is new to this caller
-                callback(Improvement(self.best, clock.elapsed, self.best.work))
+            self._answer.report(clock.elapsed, callback)  # the best so far is new to this caller
         elif self.dir is not None and c.games == 0:
             self.log(f"no checkpoint in {self.dir}: a new run")
         self.add_demonstrations(clock)
@@ -502,18 +472,12 @@ class Trainer:
         if self.answer != "policy" and game.return_s > self.restart_return:
             self.selfplay.restart_actions = actions
             self.restart_return = game.return_s
-        self.best = solution_from_game(
-            self.instance,
-            game,
-            solver=self.solver_name,
-            seed=self.seed,
-            wall_s=clock.elapsed,
-            **self.work(),
-        )
-        if self._best_file is not None:  # written only where it beats the file on disk
-            self._best_file.offer(self.best)
-        if callback is not None:
-            callback(Improvement(self.best, clock.elapsed, self.best.work))
+        self._answer.improve(game, clock.elapsed, callback, **self.work())
+
+    @property
+    def best(self) -> Solution | None:
+        """The best answer so far (``None`` before the first)."""
+        return self._answer.solution
 
     # ----------------------------------------------------------------- reporting
 
@@ -570,9 +534,8 @@ class Trainer:
     def save(self) -> None:
         """Write the checkpoint atomically."""
         assert self.dir is not None
-        self.dir.mkdir(parents=True, exist_ok=True)
         state = {
-            "fingerprint": {**self._fingerprint(), TRAINER_KEY: TRAINER},
+            "fingerprint": CHECKPOINT.written(self._fingerprint()),
             "params": serialization.to_state_dict(jax.device_get(self.params)),
             "opt_state": serialization.to_state_dict(jax.device_get(self.opt_state)),
             "replay": self.replay.state_dict(),
@@ -589,12 +552,11 @@ class Trainer:
                 "return_s": return_s,
                 "actions": np.asarray(actions, dtype=np.int8),
             }
-        write_bytes_atomic(self.dir / CHECKPOINT_NAME, serialization.msgpack_serialize(state))
+        write_checkpoint(self.dir, state)
 
     def _load(self) -> None:
         assert self.dir is not None
-        path = self.dir / CHECKPOINT_NAME
-        state = restore_checkpoint(path, self._fingerprint(), RESUME_REMEDY, trainer=TRAINER)
+        state = CHECKPOINT.restore(self.dir, self._fingerprint())
         self.params = serialization.from_state_dict(self.params, state["params"])
         self.opt_state = serialization.from_state_dict(self.opt_state, state["opt_state"])
         self.params = jax.tree_util.tree_map(jnp.asarray, self.params)
@@ -627,18 +589,4 @@ def checkpoint_fingerprint(
 ) -> dict[str, Any]:
     """What a checkpoint must match to be resumed by a :class:`Trainer` of ``instance``,
     ``config`` (its :data:`~.config.WHERE_FIELDS` aside), ``seed`` and ``answer``."""
-    return {
-        "version": CHECKPOINT_VERSION,
-        "instance_sha256": instance.sha256,
-        "config": json.dumps(
-            {k: v for k, v in dataclasses.asdict(config).items() if k not in WHERE_FIELDS},
-            sort_keys=True,
-        ),
-        "seed": seed,
-        "answer": answer,
-    }
-
-
-def stderr_log(line: str) -> None:
-    """A progress sink printing to stderr."""
-    print(line, file=sys.stderr, flush=True)
+    return CHECKPOINT.fingerprint(instance, dataclasses.asdict(config), seed, answer=answer)
