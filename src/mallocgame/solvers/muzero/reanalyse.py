@@ -68,7 +68,8 @@ def demonstration(
 
     ``heuristic``: the XLA-style heuristic's mapping projected onto the game, the
     projection's repair stopping after ``seconds`` (with ``None``, its replay budget
-    alone: then the same mapping gives the same game); ``greedy``: Copy > NoCopy > Drop;
+    alone: then the same mapping gives the same game); ``greedy``: Copy > NoCopy > Drop,
+    Drop first once ``seconds`` are spent;
     ``es``: the best game of evolution strategies (its default settings, on
     ``es_workers`` processes, at most the machine's cores) within ``seconds`` of
     wall-clock, or, with ``seconds`` ``None``, within ``es_games`` games (then the same
@@ -85,7 +86,10 @@ def demonstration(
     elif source == "greedy":
         from mallocgame.solvers.greedy import GreedySolver
 
-        solution = GreedySolver().solve(instance, request)
+        solution = GreedySolver().solve(
+            instance,
+            SolveRequest(seed=seed, seconds=None if seconds is None else max(seconds, 1e-9)),
+        )
     elif source == "es":
         from mallocgame.solvers.es import EsSolver
 
