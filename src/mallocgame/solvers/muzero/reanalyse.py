@@ -50,7 +50,7 @@ from mallocgame.solution import Solution
 from mallocgame.solvers.base import SolveRequest
 from mallocgame.solvers.muzero.config import DEMONSTRATION_SOURCES, MuZeroConfig
 from mallocgame.solvers.muzero.replay import Batch, GameRecord, draw, stored
-from mallocgame.solvers.muzero.search import SearchResult
+from mallocgame.solvers.muzero.search import SearchResult, fold_key
 
 __all__ = ["Reanalyser", "trajectory_record", "demonstration"]
 
@@ -201,16 +201,25 @@ class Reanalyser:
         """Positions in the kept games."""
         return sum(len(g) for g in self.games)
 
-    def add_demonstration(self, record: GameRecord, params: dict) -> None:
-        """Keep ``record`` and search every one of its positions once with ``params``."""
+    def add_demonstration(
+        self, record: GameRecord, params: dict, stop: Callable[[], bool] | None = None
+    ) -> None:
+        """Keep ``record`` and search every one of its positions once with ``params``, in
+        order, until ``stop()`` says so (a wall-clock budget spent): the positions left keep
+        the targets they came with (a replayed record's: uniform policies, root values 0)
+        until :meth:`refresh` reaches them."""
         if record.allowed is None:
             raise ValueError("a reanalysed record needs its allowed actions")
         self.demonstrations.append(record)
-        self._search_all(record, params)
+        self._search_all(record, params, stop)
 
-    def _search_all(self, record: GameRecord, params: dict) -> None:
+    def _search_all(
+        self, record: GameRecord, params: dict, stop: Callable[[], bool] | None = None
+    ) -> None:
         n = self.config.parallel_games
         for first in range(0, len(record), n):
+            if stop is not None and stop():
+                return
             rows = [(record, t) for t in range(first, min(first + n, len(record)))]
             self._search(params, rows)
 
@@ -266,7 +275,7 @@ class Reanalyser:
             for batch in self._obs.values():
                 batch[i] = batch[0]
             self._allowed[i] = self._allowed[0]
-        key = jax.random.fold_in(self.key, self.searches)
+        key = fold_key(self.key, self.searches)
         result = self.search(params, key, self._obs, self._allowed, np.float32(1.0), self.q_scale)
         policies = np.asarray(result.policy)
         values = np.asarray(result.root_value)

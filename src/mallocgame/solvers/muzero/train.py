@@ -64,7 +64,7 @@ from mallocgame.solvers.muzero.learner import batch_to_device, make_optimizer, m
 from mallocgame.solvers.muzero.networks import MuZeroNet, init_params
 from mallocgame.solvers.muzero.reanalyse import Reanalyser, demonstration, trajectory_record
 from mallocgame.solvers.muzero.replay import Batch, Replay
-from mallocgame.solvers.muzero.search import make_policy, make_search
+from mallocgame.solvers.muzero.search import fold_key, make_policy, make_search
 from mallocgame.solvers.muzero.selfplay import FinishedGame, SelfPlay, play_policy
 
 __all__ = [
@@ -275,7 +275,8 @@ class Trainer:
             record = trajectory_record(
                 self.instance, self.tables, cfg, solution.actions, self.selfplay.scale
             )
-            self.reanalyser.add_demonstration(record, self.params)
+            stop = clock.expired if clock.seconds is not None else None
+            self.reanalyser.add_demonstration(record, self.params, stop)
             self.log(
                 f"demonstration {source}: normalized reward {solution.normalized_reward:.4f}"
                 + (f" ({games} game{'s' if games != 1 else ''})" if games else "")
@@ -337,7 +338,7 @@ class Trainer:
             )
             self.selfplay.restart_unplayed(np.random.default_rng([self.seed, 2]))
         while (target is None or c.games < target) and not clock.expired():
-            key = jax.random.fold_in(self._play_key, c.moves)
+            key = fold_key(self._play_key, c.moves)
             rng = (
                 np.random.default_rng([self.seed, 1, c.moves]) if cfg.restart_fraction > 0 else None
             )
