@@ -306,6 +306,365 @@ def _allocations(solution_or_allocations: Solution | Iterable[Allocation]) -> li
     return allocations
 
 
+def _latest_before(trig: list[int], execs: np.ndarray | list[int]) -> list[tuple[int, int]]:
+    """For executions ``execs`` (sorted) the latest trigger before each, as ``(execution,
+    index in trig)``, keeping only the first execution after each trigger (``trig`` sorted)."""
+    if not trig:
+        return []
+    if len(trig) == 1 and len(execs) == 1:
+        j = int(execs[0])
+        return [(j, 0)] if trig[0] < j else []
+    idx = np.searchsorted(np.asarray(trig), np.asarray(execs), side="left") - 1
+    out = []
+    last = -1
+    for j, k in zip(np.asarray(execs).tolist(), idx.tolist()):
+        if k >= 0 and k != last:
+            out.append((j, k))
+        last = k
+    return out
+
+
+class _Footprints:
+    """The allocations with a start, as rows ``(start, lo, hi, tensor)`` sorted by start:
+    the aligned bytes ``[lo, hi)`` of fast memory that a tensor holds from logical step
+    ``start`` on; numpy columns for the long scans, ``starts`` for bisection."""
+
+    def __init__(self, inst: Instance, allocs: dict[int, Allocation]) -> None:
+        align = inst.hardware.aligned
+        self.rows = sorted(
+            (a.start, a.offset, a.offset + align(inst.buffers[b].size), inst.buffers[b].tensor_id)
+            for b, a in allocs.items()
+            if a.start is not None
+        )
+        rows = self.rows
+        self.r_start = np.array([r[0] for r in rows], np.int64)
+        self.r_lo = np.array([r[1] for r in rows], np.int64)
+        self.r_hi = np.array([r[2] for r in rows], np.int64)
+        self.r_x = np.array([r[3] for r in rows], np.int64)
+        self.starts: list[int] = self.r_start.tolist()
+
+    def first_overlap(self, k0: int, k1: int, lo: int, hi: int, x: int) -> int | None:
+        """The smallest start among rows ``k0 .. k1-1`` overlapping ``[lo, hi)`` (bytes)
+        with a tensor other than ``x``; ``None`` for none."""
+        rows = self.rows
+        k = k0
+        stop = min(k1, k0 + _SCAN)
+        while k < stop:
+            rlo, rhi, rx = rows[k][1], rows[k][2], rows[k][3]
+            if rlo < hi and rhi > lo and rx != x:
+                return rows[k][0]
+            k += 1
+        if k >= k1:
+            return None
+        sl = slice(k, k1)
+        hit = (self.r_lo[sl] < hi) & (self.r_hi[sl] > lo) & (self.r_x[sl] != x)
+        if not hit.any():
+            return None
+        return int(self.r_start[sl][int(np.argmax(hit))])
+
+
+class _CopyEngine:
+    """The one copy engine: copies run one at a time, in the order they are scheduled.
+
+    ``finish[o]`` is the time (seconds) occurrence ``o`` is done; ``start`` / ``end`` the
+    engine's busy periods (one per copy with positive demand, in time order) and ``occ``
+    their occurrences; ``free`` the time the engine is next idle.
+    """
+
+    __slots__ = ("demand", "deps", "end", "finish", "free", "occ", "start")
+
+    def __init__(
+        self, occ_rows: list[tuple[int, int, int, float, int]], deps: Mapping[int, list[int]]
+    ) -> None:
+        self.deps = deps  # occurrence -> occurrences it waits for
+        self.demand = [r[3] for r in occ_rows]  # seconds of engine time per occurrence
+        self.finish = [0.0] * len(occ_rows)
+        self.free = 0.0
+        self.start: list[float] = []
+        self.end: list[float] = []
+        self.occ: list[int] = []
+
+    def schedule(self, o: int, ready: float) -> None:
+        """Run occurrence ``o``, ready at ``ready`` (seconds), once its dependencies are
+        done and the engine is free; a zero-demand copy finishes when it is ready."""
+        finish = self.finish
+        for dep in self.deps.get(o, ()):
+            if finish[dep] > ready:
+                ready = finish[dep]
+        d = self.demand[o]
+        if d <= 0.0:
+            finish[o] = ready
+            return
+        free = self.free
+        s = ready if ready > free else free
+        f = s + d
+        self.free = f
+        finish[o] = f
+        self.start.append(s)
+        self.end.append(f)
+        self.occ.append(o)
+
+
+class _Simulation:
+    """State of one run of the simulator (the model: docs/simulator.md), one method a phase.
+
+    ``__init__`` unrolls the program and prices each instruction's executions;
+    :meth:`plan_copies` lists the copy occurrences and the prefetches executions wait
+    for; :meth:`wait_for_slow_reads` and :meth:`wait_for_reuse` add the waits that
+    copy-outs impose; :meth:`run` plays the timeline; :meth:`result` packs it up.
+    Executions are indexed ``0 .. E-1`` in run order, instructions ``0 .. T-1``.
+    """
+
+    def __init__(
+        self, inst: Instance, allocs: dict[int, Allocation], gamma: float, max_executions: int
+    ) -> None:
+        """Unroll the program (:class:`SimulationError` past ``max_executions``) and set
+        each instruction's execution parameters (:func:`_execution_params`), every
+        execution doing ``count / executions`` of the instruction's work."""
+        self.inst = inst
+        self.allocs = allocs  # buffer -> its allocation (buffers in fast memory)
+        self.gamma = gamma
+        num_t = inst.num_instructions
+        self.num_t = num_t
+        # exec_step (E,): the instruction of each execution; innermost (T,): loop or -1.
+        self.exec_step, self.innermost = unroll(inst, max_executions)
+        self.num_e = len(self.exec_step)
+        counts = np.bincount(self.exec_step, minlength=num_t)
+        # Executions grouped by instruction: those of t are order[offs[t] : offs[t + 1]].
+        self.order = np.argsort(self.exec_step, kind="stable")
+        self.offs = np.zeros(num_t + 1, np.int64)
+        np.cumsum(counts, out=self.offs[1:])
+        self.simple = self.num_e == num_t  # no loop body runs more than once: execution k is step k
+
+        # ---- per-instruction execution parameters
+        fast_by_t: list[set[int]] = [set() for _ in range(num_t)]
+        for b in allocs:
+            fast_by_t[inst.buffers[b].instruction].add(b)
+        self.params = [
+            _execution_params(
+                inst, t, fast_by_t[t], inst.instructions[t].count / max(1, int(counts[t])), gamma
+            )
+            for t in range(num_t)
+        ]
+
+        # ---- copy occurrences (plan_copies) and what waits for them
+        self.occ_rows: list[tuple[int, int, int, float, int]] = []
+        self.out_trig: dict[int, list[int]] = {}  # copy-out buffer -> trigger executions (sorted)
+        self.pre_trig: dict[int, list[int]] = {}  # prefetch buffer -> trigger executions (sorted)
+        self.copy_outs: list[Allocation] = []
+        self.occ_id: dict[tuple[int, int], int] = {}  # (buffer, trigger execution) -> occurrence
+        # execution -> occurrences it waits for; occurrence -> occurrences it waits for
+        self.waits: dict[int, list[int]] = defaultdict(list)
+        self.deps: dict[int, list[int]] = defaultdict(list)
+
+    def positions(self, t: int) -> np.ndarray:
+        """The executions of instruction ``t``, in run order."""
+        return self.order[self.offs[t] : self.offs[t + 1]]
+
+    def pairs(self, x: int, y: int) -> tuple[list[int], list[int]]:
+        """(execution of x, next execution of y) for each execution of x followed by
+        an execution of y before the next execution of x (x < y)."""
+        if self.simple:
+            return [x], [y]
+        px, py = self.positions(x), self.positions(y)
+        if self.innermost[x] == self.innermost[y]:
+            return px.tolist(), py.tolist()
+        ix = np.searchsorted(px, py) - 1
+        prev = np.empty_like(py)
+        prev[0] = -1
+        prev[1:] = py[:-1]
+        xi = px[np.maximum(ix, 0)]
+        ok = (ix >= 0) & (xi > prev)
+        return xi[ok].tolist(), py[ok].tolist()
+
+    def plan_copies(self) -> None:
+        """List the copy occurrences, sorted, as rows ``(due, class, buffer, demand_s,
+        consumer)``, and the prefetches each execution waits for.
+
+        Class 0: a copy-out, due at the start of execution ``trigger + 1`` (ready when its
+        trigger, an execution of the defining instruction, ends; no consumer, -1). Class 1:
+        a prefetch, due at the start of its trigger execution and waited for by its
+        consumer, the next execution of the buffer's instruction. ``demand_s``: seconds
+        of engine time.
+        """
+        inst, occ_rows = self.inst, self.occ_rows
+        for b, a in sorted(self.allocs.items()):
+            if a.action != "Copy" or a.copy is None:
+                continue
+            buf = inst.buffers[b]
+            tau = buf.instruction
+            if buf.is_output:
+                trig, _ = self.pairs(tau, a.copy[1])
+                self.out_trig[b] = trig
+                self.copy_outs.append(a)
+                for i in trig:
+                    occ_rows.append((i + 1, 0, b, buf.demand_s, -1))
+            else:
+                trig, cons = self.pairs(a.copy[0], tau)
+                self.pre_trig[b] = trig
+                for i, j in zip(trig, cons):
+                    occ_rows.append((i, 1, b, buf.demand_s, j))
+
+        occ_rows.sort()
+        occ_id, waits = self.occ_id, self.waits
+        for o, (due, cls, b, _d, consumer) in enumerate(occ_rows):
+            occ_id[(b, due - 1 if cls == 0 else due)] = o
+            if cls == 1:
+                waits[consumer].append(o)
+
+    def add_step_wait(self, b: int, step: int) -> None:
+        """Make each execution of instruction ``step`` that is the first after a copy-out
+        of ``b`` wait for that copy-out."""
+        trig = self.out_trig[b]
+        for j, k in _latest_before(trig, [step] if self.simple else self.positions(step)):
+            self.waits[j].append(self.occ_id[(b, trig[k])])
+
+    def wait_for_slow_reads(self) -> None:
+        """Slow reads of copied-out tensors: an operand of a copied-out tensor read from
+        slow memory (or copied in at no cost) waits for the copy-out before it; a
+        prefetch of one waits for the copy-out before its trigger."""
+        inst, allocs = self.inst, self.allocs
+        defining_out = {inst.buffers[a.buffer].tensor_id: a.buffer for a in self.copy_outs}
+        for buf in inst.buffers:
+            if buf.is_output or buf.tensor_id not in defining_out:
+                continue
+            d = defining_out[buf.tensor_id]
+            operand = allocs.get(buf.id)
+            if operand is None or (operand.action == "Copy" and operand.copy is None):
+                self.add_step_wait(d, buf.instruction)  # slow operand (or instant copy-in)
+            elif operand.action == "Copy":
+                trig = self.out_trig[d]
+                ptrig = self.pre_trig[buf.id]
+                for j, k in _latest_before(trig, ptrig):
+                    # (the engine's order implies it; kept should the order change)
+                    self.deps[self.occ_id[(buf.id, j)]].append(self.occ_id[(d, trig[k])])
+
+    def wait_for_reuse(self) -> None:
+        """Reuse of a copy-out's memory: the step where the first later allocation of
+        another tensor over the copy-out's bytes starts waits for the copy-out, and so, in
+        each loop whose body holds the copy's span, does the step where the first such
+        allocation in the body before the copy starts (reuse in the next iteration)."""
+        inst = self.inst
+        align = inst.hardware.aligned
+        rows = _Footprints(inst, self.allocs)
+        starts = rows.starts
+        tree = _loop_tree(inst)
+        for a in self.copy_outs:
+            assert a.copy is not None  # copy_outs holds only copies with an interval
+            buf = inst.buffers[a.buffer]
+            tau, lo, hi = buf.instruction, a.offset, a.offset + align(buf.size)
+            steps = set()
+            w = rows.first_overlap(
+                bisect.bisect_right(starts, tau), len(starts), lo, hi, buf.tensor_id
+            )
+            if w is not None:
+                steps.add(w)
+            if not self.simple:  # reuse in the next iteration of a loop around the copy's span
+                lp = int(self.innermost[tau])
+                while lp >= 0:
+                    first, last, _trip, parent = tree[lp]
+                    if first <= tau and a.copy[1] <= last:
+                        k0 = bisect.bisect_left(starts, first)
+                        k1 = bisect.bisect_left(starts, tau)
+                        w = rows.first_overlap(k0, k1, lo, hi, buf.tensor_id)
+                        if w is not None:
+                            steps.add(w)
+                    lp = parent
+            for w in steps:
+                self.add_step_wait(a.buffer, w)
+
+    def run(self) -> None:
+        """Play the unrolled program on one timeline, in seconds.
+
+        Execution ``i`` starts when ``i - 1`` ends and every copy it waits for is done (the
+        wait is stall); copy-outs due at ``i`` enter the engine when ``i - 1`` ends,
+        prefetches due at ``i`` when ``i`` starts, and copies left over after the last
+        execution; an execution slows down while the engine is busy (:func:`_finish`).
+        Sets ``ex_start`` / ``ex_end`` (E,), ``stall``, ``contention``, ``end`` (the last
+        execution's end) and ``engine``.
+        """
+        occ_rows = self.occ_rows
+        n_occ = len(occ_rows)
+        o_due = [r[0] for r in occ_rows]
+        o_cls = [r[1] for r in occ_rows]
+        engine = self.engine = _CopyEngine(occ_rows, self.deps)
+        schedule = engine.schedule
+        finish = engine.finish
+        bs, bf = engine.start, engine.end  # the engine's busy periods, growing as copies run
+        waits = self.waits
+        params = self.params
+        finish_time = _finish
+        num_e = self.num_e
+        ex_start = np.empty(num_e)
+        ex_end = np.empty(num_e)
+        steps_list = self.exec_step.tolist()
+        kp = 0  # first busy period that may still overlap the current execution
+        q = 0  # next occurrence to schedule
+        prev_end = 0.0
+        stall = 0.0
+        contention = 0.0
+        for i in range(num_e):
+            while q < n_occ and o_due[q] == i and o_cls[q] == 0:
+                schedule(q, prev_end)
+                q += 1
+            start = prev_end
+            waiting = waits.get(i)
+            if waiting:
+                for o in waiting:
+                    if finish[o] > start:
+                        start = finish[o]
+            stall += start - prev_end
+            while q < n_occ and o_due[q] == i:
+                schedule(q, start)
+                q += 1
+            d, fixed, m, rho = params[steps_list[i]]
+            while kp < len(bf) and bf[kp] <= start:
+                kp += 1
+            end = finish_time(start, d, fixed, m, rho, bs, bf, kp)
+            contention += end - (start + d)  # exactly 0 when no copy overlapped it
+            ex_start[i] = start
+            ex_end[i] = end
+            prev_end = end
+        while q < n_occ:
+            schedule(q, prev_end)
+            q += 1
+        self.ex_start, self.ex_end = ex_start, ex_end
+        self.stall, self.contention, self.end = stall, contention, prev_end
+
+    def result(self) -> SimulationResult:
+        """The run as a :class:`SimulationResult`: totals, each instruction's first
+        execution and busy time (T,), the timeline (E,) and the copies in engine order."""
+        num_t, engine, exec_step = self.num_t, self.engine, self.exec_step
+        finish = engine.finish
+        last_copy = max(finish) if finish else 0.0
+        latency = max(self.end, last_copy)
+        durations = self.ex_end - self.ex_start
+        first_exec = self.order[self.offs[:-1]] if num_t else np.zeros(0, np.int64)
+        busy = np.bincount(exec_step, weights=durations, minlength=num_t) if num_t else np.zeros(0)
+        occ_rows, c_occ = self.occ_rows, engine.occ
+        return SimulationResult(
+            latency_s=float(latency),
+            compute_s=float(durations.sum()),
+            stall_s=float(self.stall),
+            drain_s=float(latency - self.end),
+            copy_busy_s=float(sum(c - s for s, c in zip(engine.start, engine.end))),
+            contention_s=float(self.contention),
+            copy_share=self.gamma,
+            num_executions=self.num_e,
+            num_copies=len(c_occ),
+            start_s=self.ex_start[first_exec] if num_t else np.zeros(0),
+            end_s=self.ex_end[first_exec] if num_t else np.zeros(0),
+            busy_s=busy,
+            exec_step=exec_step,
+            exec_start=self.ex_start,
+            exec_end=self.ex_end,
+            copy_buffer=np.array([occ_rows[o][2] for o in c_occ], np.int64),
+            copy_is_out=np.array([occ_rows[o][1] == 0 for o in c_occ], bool),
+            copy_start=np.asarray(engine.start, float),
+            copy_end=np.asarray(engine.end, float),
+        )
+
+
 def simulate(
     instance: Instance,
     solution_or_allocations: Solution | Iterable[Allocation],
@@ -325,272 +684,22 @@ def simulate(
     """
     if not isinstance(instance, Instance):
         raise InstanceError(f"simulate: expected an Instance, not {instance!r:.80}")
-    inst = instance
-    gamma = default_copy_share(inst) if copy_share is None else float(copy_share)
+    gamma = default_copy_share(instance) if copy_share is None else float(copy_share)
     if not 0.0 <= gamma < 1.0:
         raise ValueError(f"copy_share must lie in [0, 1), got {gamma}")
-    num_t = inst.num_instructions
     allocs: dict[int, Allocation] = {}
     for a in _allocations(solution_or_allocations):
-        if not 0 <= a.buffer < inst.num_buffers:
+        if not 0 <= a.buffer < instance.num_buffers:
             raise ValueError(f"allocation names unknown buffer {a.buffer}")
         allocs[a.buffer] = a
 
-    exec_step, innermost = unroll(inst, max_executions)
-    num_e = len(exec_step)
-    counts = np.bincount(exec_step, minlength=num_t)
-    order = np.argsort(exec_step, kind="stable")
-    offs = np.zeros(num_t + 1, np.int64)
-    np.cumsum(counts, out=offs[1:])
-    simple = num_e == num_t  # no loop body runs more than once: execution k is step k
-
-    def pos(t: int) -> np.ndarray:
-        return order[offs[t] : offs[t + 1]]
-
-    # ---- per-instruction execution parameters
-    fast_by_t: list[set[int]] = [set() for _ in range(num_t)]
-    for b in allocs:
-        fast_by_t[inst.buffers[b].instruction].add(b)
-    params = [
-        _execution_params(
-            inst, t, fast_by_t[t], inst.instructions[t].count / max(1, int(counts[t])), gamma
-        )
-        for t in range(num_t)
-    ]
-
-    # ---- copy occurrences: (due execution, class, buffer, demand, trigger, consumer)
-    # class 0: copy-out, due at the start of execution trigger+1 (ready when trigger ends)
-    # class 1: prefetch, due at the start of its trigger execution
-    occ_rows: list[tuple[int, int, int, float, int]] = []  # (due, class, buffer, demand, consumer)
-    out_trig: dict[int, list[int]] = {}  # copy-out buffer -> trigger executions (sorted)
-    pre_trig: dict[int, list[int]] = {}  # prefetch buffer -> trigger executions (sorted)
-
-    def pairs(x: int, y: int) -> tuple[list[int], list[int]]:
-        """(execution of x, next execution of y) for each execution of x followed by
-        an execution of y before the next execution of x (x < y)."""
-        if simple:
-            return [x], [y]
-        px, py = pos(x), pos(y)
-        if innermost[x] == innermost[y]:
-            return px.tolist(), py.tolist()
-        ix = np.searchsorted(px, py) - 1
-        prev = np.empty_like(py)
-        prev[0] = -1
-        prev[1:] = py[:-1]
-        xi = px[np.maximum(ix, 0)]
-        ok = (ix >= 0) & (xi > prev)
-        return xi[ok].tolist(), py[ok].tolist()
-
-    copy_outs: list[Allocation] = []
-    for b, a in sorted(allocs.items()):
-        if a.action != "Copy" or a.copy is None:
-            continue
-        buf = inst.buffers[b]
-        tau = buf.instruction
-        if buf.is_output:
-            trig, _ = pairs(tau, a.copy[1])
-            out_trig[b] = trig
-            copy_outs.append(a)
-            for i in trig:
-                occ_rows.append((i + 1, 0, b, buf.demand_s, -1))
-        else:
-            trig, cons = pairs(a.copy[0], tau)
-            pre_trig[b] = trig
-            for i, j in zip(trig, cons):
-                occ_rows.append((i, 1, b, buf.demand_s, j))
-
-    occ_rows.sort()
-    n_occ = len(occ_rows)
-    occ_id: dict[tuple[int, int], int] = {}  # (buffer, trigger execution) -> occurrence
-    waits: dict[int, list[int]] = defaultdict(list)  # execution -> occurrences it waits for
-    for o, (due, cls, b, _d, consumer) in enumerate(occ_rows):
-        occ_id[(b, due - 1 if cls == 0 else due)] = o
-        if cls == 1:
-            waits[consumer].append(o)
-    deps: dict[int, list[int]] = defaultdict(list)  # occurrence -> occurrences it waits for
-
-    def latest_before(trig: list[int], execs: np.ndarray | list[int]) -> list[tuple[int, int]]:
-        """For executions ``execs`` (sorted) the latest trigger before each, as
-        ``(execution, index in trig)``, keeping only the first execution after each trigger."""
-        if not trig:
-            return []
-        if len(trig) == 1 and len(execs) == 1:
-            j = int(execs[0])
-            return [(j, 0)] if trig[0] < j else []
-        idx = np.searchsorted(np.asarray(trig), np.asarray(execs), side="left") - 1
-        out = []
-        last = -1
-        for j, k in zip(np.asarray(execs).tolist(), idx.tolist()):
-            if k >= 0 and k != last:
-                out.append((j, k))
-            last = k
-        return out
-
-    def add_step_wait(b: int, step: int) -> None:
-        trig = out_trig[b]
-        for j, k in latest_before(trig, [step] if simple else pos(step)):
-            waits[j].append(occ_id[(b, trig[k])])
-
-    # ---- slow reads of copied-out tensors
-    if copy_outs:
-        defining_out = {inst.buffers[a.buffer].tensor_id: a.buffer for a in copy_outs}
-        for buf in inst.buffers:
-            if buf.is_output or buf.tensor_id not in defining_out:
-                continue
-            d = defining_out[buf.tensor_id]
-            operand = allocs.get(buf.id)
-            if operand is None or (operand.action == "Copy" and operand.copy is None):
-                add_step_wait(d, buf.instruction)  # slow operand (or instant copy-in)
-            elif operand.action == "Copy":
-                trig = out_trig[d]
-                ptrig = pre_trig[buf.id]
-                for j, k in latest_before(trig, ptrig):
-                    # (the engine's order implies it; kept should the order change)
-                    deps[occ_id[(buf.id, j)]].append(occ_id[(d, trig[k])])
-
-        # ---- reuse of a copy-out's memory
-        align = inst.hardware.aligned
-        rows = sorted(
-            (a.start, a.offset, a.offset + align(inst.buffers[b].size), inst.buffers[b].tensor_id)
-            for b, a in allocs.items()
-            if a.start is not None
-        )
-        r_start = np.array([r[0] for r in rows], np.int64)
-        r_lo = np.array([r[1] for r in rows], np.int64)
-        r_hi = np.array([r[2] for r in rows], np.int64)
-        r_x = np.array([r[3] for r in rows], np.int64)
-        starts = r_start.tolist()
-        tree = _loop_tree(inst)
-
-        def first_reuse(k0: int, k1: int, lo: int, hi: int, x: int) -> int | None:
-            """The smallest start among rows ``k0 .. k1-1`` overlapping ``[lo, hi)``, other tensor."""
-            k = k0
-            stop = min(k1, k0 + _SCAN)
-            while k < stop:
-                rlo, rhi, rx = rows[k][1], rows[k][2], rows[k][3]
-                if rlo < hi and rhi > lo and rx != x:
-                    return rows[k][0]
-                k += 1
-            if k >= k1:
-                return None
-            sl = slice(k, k1)
-            hit = (r_lo[sl] < hi) & (r_hi[sl] > lo) & (r_x[sl] != x)
-            if not hit.any():
-                return None
-            return int(r_start[sl][int(np.argmax(hit))])
-
-        for a in copy_outs:
-            assert a.copy is not None  # copy_outs holds only copies with an interval
-            buf = inst.buffers[a.buffer]
-            tau, lo, hi = buf.instruction, a.offset, a.offset + align(buf.size)
-            steps = set()
-            w = first_reuse(bisect.bisect_right(starts, tau), len(rows), lo, hi, buf.tensor_id)
-            if w is not None:
-                steps.add(w)
-            if not simple:  # reuse in the next iteration of a loop around the copy's span
-                lp = int(innermost[tau])
-                while lp >= 0:
-                    first, last, _trip, parent = tree[lp]
-                    if first <= tau and a.copy[1] <= last:
-                        k0 = bisect.bisect_left(starts, first)
-                        k1 = bisect.bisect_left(starts, tau)
-                        w = first_reuse(k0, k1, lo, hi, buf.tensor_id)
-                        if w is not None:
-                            steps.add(w)
-                    lp = parent
-            for w in steps:
-                add_step_wait(a.buffer, w)
-
-    # ---- the run
-    o_due = [r[0] for r in occ_rows]
-    o_cls = [r[1] for r in occ_rows]
-    o_dem = [r[3] for r in occ_rows]
-    finish = [0.0] * n_occ
-    c_start: list[float] = []
-    c_end: list[float] = []
-    c_occ: list[int] = []
-    bs: list[float] = []  # busy periods of the engine, one per copy, in time order
-    bf: list[float] = []
-    kp = 0
-    engine_free = 0.0
-    q = 0
-    prev_end = 0.0
-    stall = 0.0
-    contention = 0.0
-    ex_start = np.empty(num_e)
-    ex_end = np.empty(num_e)
-    steps_list = exec_step.tolist()
-
-    def schedule(o: int, ready: float) -> None:
-        nonlocal engine_free
-        for dep in deps.get(o, ()):
-            if finish[dep] > ready:
-                ready = finish[dep]
-        d = o_dem[o]
-        if d <= 0.0:
-            finish[o] = ready
-            return
-        s = ready if ready > engine_free else engine_free
-        f = s + d
-        engine_free = f
-        finish[o] = f
-        c_start.append(s)
-        c_end.append(f)
-        c_occ.append(o)
-        bs.append(s)
-        bf.append(f)
-
-    for i in range(num_e):
-        while q < n_occ and o_due[q] == i and o_cls[q] == 0:
-            schedule(q, prev_end)
-            q += 1
-        start = prev_end
-        waiting = waits.get(i)
-        if waiting:
-            for o in waiting:
-                if finish[o] > start:
-                    start = finish[o]
-        stall += start - prev_end
-        while q < n_occ and o_due[q] == i:
-            schedule(q, start)
-            q += 1
-        d, fixed, m, rho = params[steps_list[i]]
-        while kp < len(bf) and bf[kp] <= start:
-            kp += 1
-        end = _finish(start, d, fixed, m, rho, bs, bf, kp)
-        contention += end - (start + d)  # exactly 0 when no copy overlapped it
-        ex_start[i] = start
-        ex_end[i] = end
-        prev_end = end
-    while q < n_occ:
-        schedule(q, prev_end)
-        q += 1
-
-    last_copy = max(finish) if finish else 0.0
-    latency = max(prev_end, last_copy)
-    durations = ex_end - ex_start
-    first_exec = order[offs[:-1]] if num_t else np.zeros(0, np.int64)
-    return SimulationResult(
-        latency_s=float(latency),
-        compute_s=float(durations.sum()),
-        stall_s=float(stall),
-        drain_s=float(latency - prev_end),
-        copy_busy_s=float(sum(c - s for s, c in zip(c_start, c_end))),
-        contention_s=float(contention),
-        copy_share=gamma,
-        num_executions=num_e,
-        num_copies=len(c_occ),
-        start_s=ex_start[first_exec] if num_t else np.zeros(0),
-        end_s=ex_end[first_exec] if num_t else np.zeros(0),
-        busy_s=np.bincount(exec_step, weights=durations, minlength=num_t) if num_t else np.zeros(0),
-        exec_step=exec_step,
-        exec_start=ex_start,
-        exec_end=ex_end,
-        copy_buffer=np.array([occ_rows[o][2] for o in c_occ], np.int64),
-        copy_is_out=np.array([occ_rows[o][1] == 0 for o in c_occ], bool),
-        copy_start=np.asarray(c_start, float),
-        copy_end=np.asarray(c_end, float),
-    )
+    sim = _Simulation(instance, allocs, gamma, max_executions)
+    sim.plan_copies()
+    if sim.copy_outs:
+        sim.wait_for_slow_reads()
+        sim.wait_for_reuse()
+    sim.run()
+    return sim.result()
 
 
 def baseline_latency(instance: Instance, **kwargs: object) -> float:
