@@ -367,3 +367,15 @@ def random_policy(rng: int | np.random.Generator) -> Callable[[Any, np.ndarray],
 def assert_only_files(directory: Path, *names: str) -> None:
     """``directory`` holds exactly ``names``: an atomic write left no temporary file."""
     assert sorted(p.name for p in Path(directory).iterdir()) == sorted(names)
+
+
+@cache
+def heuristic_answer(name: str) -> tuple[Any, Any]:
+    """``(instance, the heuristic's answer)`` of the bundled workload ``name``, computed once
+    per test process (both are immutable): several modules test on the heuristic's
+    mapping of every bundled program, and solving the largest takes seconds."""
+    from mallocgame.solvers.heuristic import HeuristicSolver
+    from mallocgame.workloads.registry import load_workload
+
+    inst = load_workload(name)
+    return inst, HeuristicSolver().solve(inst)

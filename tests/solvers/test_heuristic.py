@@ -17,7 +17,7 @@ from mallocgame.solvers.drop import DropSolver
 from mallocgame.solvers.heuristic import HeuristicConfig, HeuristicSolver, msa_allocations
 from mallocgame.workloads.registry import load_workload, workload_names
 from mallocgame.workloads.synthetic import generate
-from tests.builders import B, I, X, build, roofline
+from tests.builders import B, I, X, build, heuristic_answer, roofline
 
 CONFORMANCE = Path(__file__).parents[1] / "data" / "conformance"
 
@@ -37,8 +37,7 @@ def _assert_valid_mapping(inst, solution) -> None:
 
 @pytest.fixture(scope="module", params=workload_names())
 def solved(request):
-    inst = load_workload(request.param)
-    return inst, HeuristicSolver().solve(inst)
+    return heuristic_answer(request.param)
 
 
 def test_bundled_workloads_valid_and_better_than_drop(solved) -> None:
@@ -181,6 +180,5 @@ def test_options_and_callback() -> None:
 def test_heuristic_beats_drop_by_simulated_latency(name: str) -> None:
     from mallocgame.simulate import baseline_latency, simulate
 
-    inst = load_workload(name)
-    solution = HeuristicSolver().solve(inst)
+    inst, solution = heuristic_answer(name)
     assert simulate(inst, solution).latency_s < baseline_latency(inst)

@@ -19,7 +19,7 @@ from mallocgame.solvers.projection import DEFAULT_REPAIRS, blockage, project
 from mallocgame.solvers.random import RandomSolver
 from mallocgame.workloads.registry import load_workload, workload_names
 from mallocgame.workloads.synthetic import generate
-from tests.builders import B, I, X, build
+from tests.builders import B, I, X, build, heuristic_answer
 
 CONFORMANCE = Path(__file__).parents[1] / "data" / "conformance"
 KEPT_TOL = 1e-9
@@ -37,8 +37,7 @@ def _assert_trajectory(inst, solution) -> None:
 
 @pytest.mark.parametrize("name", [n for n in workload_names() if n != "synthetic-v1/16k"])
 def test_heuristic_mappings_project_to_legal_trajectories(name: str) -> None:
-    inst = load_workload(name)
-    mapping = HeuristicSolver().solve(inst)
+    inst, mapping = heuristic_answer(name)
     # The repair's whole budget costs up to about 50 s on the largest programs: a few replays there.
     trajectory, kept = project(
         inst, mapping, repairs=DEFAULT_REPAIRS if inst.num_buffers < 5_000 else 5
@@ -202,8 +201,7 @@ def test_blockage_of_a_copy_walk_names_supply_and_pairs() -> None:
 def test_repair_raises_what_the_plain_projection_keeps(name: str) -> None:
     # Among the repair's largest gains on the bundled programs (docs/results.md): 0.55 -> 0.85,
     # 0.75 -> 0.94, 0.39 -> 0.99 of the heuristic's reward.
-    inst = load_workload(name)
-    mapping = HeuristicSolver().solve(inst)
+    inst, mapping = heuristic_answer(name)
     _plain, kept_plain = project(inst, mapping, repairs=0)
     repaired, kept = project(inst, mapping)
     _assert_trajectory(inst, repaired)

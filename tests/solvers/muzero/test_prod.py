@@ -11,6 +11,7 @@ from mallocgame.solution import load_solution, save_solution
 from mallocgame.solvers import SolveRequest, get_solver
 from mallocgame.solvers.hybrid import choose_fastest
 from mallocgame.workloads.registry import load_workload, workload_names
+from tests.builders import heuristic_answer
 from tests.solvers.muzero.test_muzero_train import TINY
 
 ONE_GAME = {
@@ -55,7 +56,7 @@ def test_never_slower_than_the_heuristic(name: str) -> None:
     answer = get_solver("muzero-prod").solve(
         inst, SolveRequest(seed=0, work=1, seconds=5.0, options=options)
     )
-    heuristic = get_solver("heuristic").solve(inst)
+    heuristic = heuristic_answer(name)[1]
     assert check_solution(inst, answer).ok
     latency = simulate(inst, answer).latency_s
     assert latency <= simulate(inst, heuristic).latency_s
