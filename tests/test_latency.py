@@ -151,3 +151,18 @@ def test_rewards_are_exact_where_float64_sums_cancel() -> None:
     assert exact_mapping_reward(inst, [0]) == 1286573169 * (1 - Fraction(953923248486.9957))
     assert exact_reward_normalizer(inst) == Fraction(1286573169, 2)
     assert reward_normalizer(inst) == 643286584.5
+
+
+def test_the_normalizer_is_computed_once_per_instance_and_forgotten_with_it() -> None:
+    import gc
+
+    from mallocgame import latency
+
+    inst = build([X(64), X(32)], [I(reads=[0], writes=[1])])
+    first = latency.exact_reward_normalizer(inst)
+    assert latency._NORMALIZERS[id(inst)] is first
+    assert latency.exact_reward_normalizer(inst) is first
+    key = id(inst)
+    del inst
+    gc.collect()
+    assert key not in latency._NORMALIZERS

@@ -30,7 +30,7 @@ import numpy as np
 
 from mallocgame.errors import IllegalActionError, InstanceError, SolutionError
 from mallocgame.instance import Instance
-from mallocgame.latency import exact_mapping_reward
+from mallocgame.latency import exact_mapping_reward, exact_reward_normalizer
 from mallocgame.solution import ACTION_NAMES, Allocation, Solution
 
 if TYPE_CHECKING:
@@ -751,7 +751,7 @@ def _reward_failures(inst: Instance, solution: Solution) -> list[Failure]:
     against the exact ``reward / R``, both to ``REWARD_RTOL`` relative (SPEC section 7);
     ``bound_s`` (when present) not below the exact reward by more than that, nor negative."""
     reward = exact_mapping_reward(inst, {a.buffer for a in solution.allocations})
-    normalizer = inst.exact_reward_normalizer
+    normalizer = exact_reward_normalizer(inst)
     normalized = reward / normalizer if normalizer != 0 else Fraction(0)
     failures = _claim_failure(
         "reward_s", solution.reward_s, reward, "the allocated buffers' exact reward is"

@@ -17,7 +17,6 @@ import math
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
-from fractions import Fraction
 from functools import cached_property
 from typing import Any
 
@@ -190,14 +189,6 @@ class Instance:
     @cached_property
     def num_alias_groups(self) -> int:
         return len({b.alias_id for b in self.buffers})
-
-    @cached_property
-    def exact_reward_normalizer(self) -> Fraction:
-        """``R`` of SPEC section 5 in exact arithmetic (seconds), computed once
-        (:func:`mallocgame.latency.exact_reward_normalizer`)."""
-        from mallocgame.latency import exact_reward_normalizer  # latency imports this module
-
-        return exact_reward_normalizer(self)
 
 
 # ----------------------------------------------------------------------------- parsing

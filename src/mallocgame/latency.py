@@ -17,6 +17,7 @@ simulator and for display.
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Iterable
 from collections.abc import Set as AbstractSet
 from fractions import Fraction
@@ -91,11 +92,21 @@ def exact_instruction_gain(inst: Instance, t: int, fast: AbstractSet[int]) -> Fr
     return ins.count * (Fraction(lat.latency_s[0]) - Fraction(lat.latency_s[mask]))
 
 
+_NORMALIZERS: dict[int, Fraction] = {}  # id(instance) -> R, while the instance lives
+
+
 def exact_reward_normalizer(inst: Instance) -> Fraction:
-    """``R = sum_t L_t(empty) - L_t(all buffers of t)`` exactly (seconds)."""
+    """``R = sum_t L_t(empty) - L_t(all buffers of t)`` exactly (seconds); computed once
+    per instance object (an :class:`Instance` is immutable)."""
+    key = id(inst)
+    cached = _NORMALIZERS.get(key)
+    if cached is not None:
+        return cached
     total = Fraction(0)
     for t, ins in enumerate(inst.instructions):
         total += exact_instruction_gain(inst, t, frozenset(ins.buffers))
+    _NORMALIZERS[key] = total
+    weakref.finalize(inst, _NORMALIZERS.pop, key, None)
     return total
 
 
@@ -111,9 +122,8 @@ def exact_mapping_reward(inst: Instance, fast_buffers: Iterable[int]) -> Fractio
 
 
 def reward_normalizer(inst: Instance) -> float:
-    """``R`` (:func:`exact_reward_normalizer`, cached on the instance) correctly rounded to
-    float64 (seconds)."""
-    return float(inst.exact_reward_normalizer)
+    """``R`` (:func:`exact_reward_normalizer`) correctly rounded to float64 (seconds)."""
+    return float(exact_reward_normalizer(inst))
 
 
 def mapping_reward(inst: Instance, fast_buffers: Iterable[int]) -> float:

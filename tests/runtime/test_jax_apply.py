@@ -15,7 +15,7 @@ jnp = jax.numpy
 from mallocgame.costmodel import derive_instance
 from mallocgame.frontends.xla import extract_jax
 from mallocgame.instance import Instance
-from mallocgame.latency import exact_mapping_reward
+from mallocgame.latency import exact_mapping_reward, exact_reward_normalizer
 from mallocgame.runtime.bench import load_solver
 from mallocgame.runtime.errors import (
     AnswerMismatchError,
@@ -69,7 +69,7 @@ def without(inst: Instance, sol: Solution, drop) -> Solution:
         allocations=keep,
         reward_s=float(reward),
         actions=None,
-        normalized_reward=float(reward / inst.exact_reward_normalizer),
+        normalized_reward=float(reward / exact_reward_normalizer(inst)),
     )
 
 

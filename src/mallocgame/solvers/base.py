@@ -26,7 +26,7 @@ from typing import Any, ClassVar
 from mallocgame.errors import InstanceError, SolverError
 from mallocgame.game.state import Game
 from mallocgame.instance import Instance
-from mallocgame.latency import exact_mapping_reward, exact_normalized
+from mallocgame.latency import exact_mapping_reward, exact_normalized, exact_reward_normalizer
 from mallocgame.limits import MAX_SECONDS, MAX_SEED, MAX_WORK
 from mallocgame.options import json_settings, parse_config
 from mallocgame.solution import Allocation, Solution
@@ -164,7 +164,7 @@ def solution_from_game(
         wall_s=wall_s,
         allocations=allocations,
         reward_s=float(reward),
-        normalized_reward=exact_normalized(reward, instance.exact_reward_normalizer),
+        normalized_reward=exact_normalized(reward, exact_reward_normalizer(instance)),
         actions=tuple(game.actions()),
         work=dict(work or {}),
         info=dict(info or {}),
@@ -257,7 +257,7 @@ class Run:
             allocations=tuple(allocations),
             reward_s=reward_s,
             normalized_reward=exact_normalized(
-                Fraction(reward_s), self.instance.exact_reward_normalizer
+                Fraction(reward_s), exact_reward_normalizer(self.instance)
             ),
             actions=None,
             work=dict(work),
