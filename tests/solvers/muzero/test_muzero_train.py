@@ -711,9 +711,11 @@ def test_a_budget_that_ends_before_any_game_answers_with_the_best_demonstration(
             seed=0, seconds=1e-3, options=options, callback=lambda imp: seen.append(imp.elapsed_s)
         ),
     )
-    greedy = get_solver("greedy").solve(small)
+    # the greedy demonstration had its share of the millisecond: its game went Drop first
+    # once that was spent (solvers/greedy.py), and it is still a complete game
     assert answer.work["games"] == 0 and answer.info["fallback"] == "greedy"
-    assert answer.actions == greedy.actions and len(seen) == 1
+    assert answer.actions is not None and len(answer.actions) == small.num_buffers
+    assert len(seen) == 1
     assert check_solution(small, answer).ok
     # without a demonstration: one no-search game of the policy, and no fallback named
     alone = get_solver("muzero").solve(
