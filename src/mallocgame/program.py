@@ -81,9 +81,8 @@ class ProgramInstruction:
         return len(self.operands) + len(self.outputs)
 
 
-ProgramLoop = (
-    Loop  # a flattened loop body: instructions ``first .. last``, run ``trip_count`` times
-)
+# a flattened loop body: instructions ``first .. last``, run ``trip_count`` times
+ProgramLoop = Loop
 
 
 @dataclass(frozen=True)

@@ -119,9 +119,8 @@ class Solution:
     allocations: tuple[Allocation, ...]
     reward_s: float
     normalized_reward: float
-    actions: tuple[int, ...] | None = (
-        None  # the game trajectory, or None for a mapping found outside the game
-    )
+    # the game trajectory, or None for a mapping found outside the game
+    actions: tuple[int, ...] | None = None
     work: Mapping[str, int | float] = field(
         default_factory=dict
     )  # work done, in the solver's units

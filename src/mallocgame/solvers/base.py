@@ -68,9 +68,8 @@ class SolveRequest:
     seconds: float | None = None  # wall-clock budget, seconds
     work: int | None = None  # work budget in the solver's own unit (games, simulations, ...)
     callback: Callable[[Improvement], None] | None = None  # called on every new best answer
-    progress: Callable[[Mapping[str, int]], None] | None = (
-        None  # called with the work done so far as it grows
-    )
+    # called with the work done so far as it grows
+    progress: Callable[[Mapping[str, int]], None] | None = None
     demonstrations: Sequence[Solution] = ()
     options: Mapping[str, Any] = field(default_factory=dict)  # the solver's settings by name
 

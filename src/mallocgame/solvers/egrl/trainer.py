@@ -173,9 +173,8 @@ class EgrlTrainer:
         self.replay = Replay(config.replay_size, self.num_units)
         self.counters = Counters()
         # The generation in progress.
-        self.phase = (
-            "evaluate"  # "evaluate", then "learn" (after the evolution), then the next generation
-        )
+        # "evaluate", then "learn" (after the evolution), then the next generation
+        self.phase = "evaluate"
         self.index = 0  # next position in evaluation_order()
         self.fitness: list[float | None] = []  # per individual, this generation
         self.learner_fitness: list[float] = []  # the learner's rollouts this generation
@@ -190,9 +189,8 @@ class EgrlTrainer:
         self._fns: Any = None
         self._graph_dev: Any = None
         self.learner: LearnerState | None = None
-        self._learner_logits: np.ndarray | None = (
-            None  # the actor's logits, cached for a generation
-        )
+        # the actor's logits, cached for a generation
+        self._learner_logits: np.ndarray | None = None
         self.population: list[Individual | None] = self._initial_population(demonstrations)
         self.fitness = [None] * len(self.population)
         self.resumed = self.dir is not None and (self.dir / CHECKPOINT_NAME).exists()

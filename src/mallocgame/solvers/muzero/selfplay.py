@@ -144,9 +144,8 @@ class SelfPlay:
         self.obs = empty_batch(config.observation, config.parallel_games)
         self.allowed = np.zeros((config.parallel_games, 3), dtype=bool)
         self.restart_actions: tuple[int, ...] = ()  # the complete game restarts replay a prefix of
-        self.played_out_steps = (
-            0  # game steps played without search in windowed restarts' play-outs
-        )
+        # game steps played without search in windowed restarts' play-outs
+        self.played_out_steps = 0
 
     def step(
         self,

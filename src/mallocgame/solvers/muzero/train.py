@@ -157,9 +157,8 @@ class Counters:
     learner_steps: int = 0
     eval_games: int = 0
     backups: int = 0
-    restarts: int = (
-        0  # self-play games started inside the best game (restart_fraction; windowed or not)
-    )
+    # self-play games started inside the best game (restart_fraction; windowed or not)
+    restarts: int = 0
     demonstration_games: int = 0  # games played to build the demonstrations (greedy's one, es's)
     seconds: float = 0.0  # wall-clock of all runs
 
@@ -217,22 +216,18 @@ class Trainer:
         self.selfplay = SelfPlay(instance, self.tables, config, self._search)
         self.reanalyser: Reanalyser | None = None
         self.demonstration_rewards: dict[str, float] = {}  # normalized reward of each demonstration
-        self.best_demonstration: tuple[str, float, tuple[int, ...]] | None = (
-            None  # source, return, actions
-        )
-        self.fallback: str | None = (
-            None  # the demonstration answering for a run that completed no game
-        )
+        # source, return, actions
+        self.best_demonstration: tuple[str, float, tuple[int, ...]] | None = None
+        # the demonstration answering for a run that completed no game
+        self.fallback: str | None = None
         self.restart_return = -np.inf  # return of SelfPlay.restart_actions, seconds
         self._kept_return_s = (
             -np.inf
         )  # return of Reanalyse's best game, seconds (-inf: unknown, after a resume)
-        self._windowed_best: FinishedGame | None = (
-            None  # a windowed restart's best game, not yet kept
-        )
-        self._next_windowed_keep = (
-            0  # the self-play move from which a windowed restart's game may be kept
-        )
+        # a windowed restart's best game, not yet kept
+        self._windowed_best: FinishedGame | None = None
+        # the self-play move from which a windowed restart's game may be kept
+        self._next_windowed_keep = 0
         if config.reanalyse_fraction > 0:
             reanalyse_key = jax.random.split(jax.random.PRNGKey(seed))[
                 1
@@ -333,9 +328,8 @@ class Trainer:
         self.add_demonstrations(clock)
         demo = self.best_demonstration
         if cfg.restart_fraction > 0 and demo is not None and demo[1] > self.restart_return:
-            _, self.restart_return, self.selfplay.restart_actions = (
-                demo  # until a self-play game beats it
-            )
+            # until a self-play game beats it
+            _, self.restart_return, self.selfplay.restart_actions = demo
             self.selfplay.restart_unplayed(np.random.default_rng([self.seed, 2]))
         while (target is None or c.games < target) and not clock.expired():
             key = fold_key(self._play_key, c.moves)
