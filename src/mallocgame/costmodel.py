@@ -93,9 +93,7 @@ __all__ = [
     "EXACT_BENEFIT_MAX_BUFFERS",
     "derive_instance",
     "peak_live_bytes",
-    "peak_of",
     "capacity_bytes",
-    "compute_seconds",
     "DOT_OPCODES",
     "slow_read_factors",
 ]

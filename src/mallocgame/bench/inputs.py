@@ -16,7 +16,6 @@ from mallocgame.errors import MallocGameError
 from mallocgame.limits import MAX_SECONDS, MAX_SEED, MAX_WORK
 
 __all__ = [
-    "MAX_BUDGET_S",
     "StudyInputError",
     "budget_seconds",
     "seed",

@@ -29,7 +29,6 @@ from mallocgame.fileio import write_csv_atomic
 __all__ = [
     "SpeedupRow",
     "ProgramResult",
-    "tightest_bounds",
     "speedup_table",
     "format_table",
     "format_program_table",

@@ -28,7 +28,11 @@ from mallocgame.solvers import SolveRequest, get_solver
 from mallocgame.units import format_bytes
 from mallocgame.workloads.registry import load_workload
 
-__all__ = ["SuiteRow", "suite_row", "format_suite_table", "RANDOM_GAMES", "EXACT_SECONDS"]
+__all__ = [
+    "SuiteRow",
+    "suite_row",
+    "format_suite_table",
+]
 
 RANDOM_GAMES = 20
 EXACT_SECONDS = 60.0

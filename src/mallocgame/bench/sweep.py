@@ -44,7 +44,6 @@ __all__ = [
     "job_path",
     "check_jobs",
     "check_records",
-    "run_job",
     "run_sweep",
     "record_files",
     "load_records",

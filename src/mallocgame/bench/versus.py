@@ -36,7 +36,6 @@ from mallocgame.bench.sweep import record_files
 from mallocgame.errors import ComparisonError
 
 __all__ = [
-    "TIE_TOLERANCE",
     "Entry",
     "VersusRow",
     "read_entries",

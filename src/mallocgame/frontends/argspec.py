@@ -32,7 +32,6 @@ __all__ = [
     "parse_arg_spec",
     "resolve_function",
     "DTYPES",
-    "DTYPE_BYTES",
 ]
 
 DTYPES = {

@@ -52,9 +52,6 @@ from mallocgame.instance import MAX_COUNT
 
 __all__ = [
     "CostModel",
-    "ELEMENTWISE",
-    "TRANSCENDENTAL",
-    "shape_bytes",
     "elements",
     "known_trip_count",
 ]

@@ -45,7 +45,6 @@ __all__ = [
     "parse_shape",
     "parse_module",
     "shape_leaves",
-    "shape_text",
     "parse_alias_list",
     "XlaLiveRanges",
     "XlaValue",

@@ -96,13 +96,11 @@ __all__ = [
     "TorchFrontendError",
     "TorchMissingError",
     "ExportError",
-    "GRANULARITIES",
     "TorchModel",
     "extract_torch",
     "extract_exported",
     "resolve_factory",
     "meta_inputs",
-    "torch_version",
 ]
 
 GRANULARITIES = ("tensor", "node")

@@ -23,7 +23,11 @@ from mallocgame.runtime.plan import PlacementPlan
 from mallocgame.runtime.torch_graph import BoundGraph
 from mallocgame.runtime.torch_run import PlacedRunner
 
-__all__ = ["Measurement", "measure", "compare_results", "flat_tensors"]
+__all__ = [
+    "Measurement",
+    "measure",
+    "compare_results",
+]
 
 
 @dataclass(frozen=True)

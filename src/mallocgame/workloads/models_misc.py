@@ -28,7 +28,6 @@ __all__ = [
     "PROGRAMS",
     "STRASSEN",
     "kron_factors",
-    "factorized_matmul",
     "GraphNetwork",
     "DLRM",
     "DDIMSampler",

@@ -79,7 +79,6 @@ __all__ = [
     "LlamaConfig",
     "LLAMA2_70B",
     "TINYLLAMA_1B",
-    "llama_param_shapes",
 ]
 
 BF16 = jnp.bfloat16

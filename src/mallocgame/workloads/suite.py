@@ -58,7 +58,6 @@ __all__ = [
     "SUITE",
     "TABLE2_PROGRAMS",
     "DEFAULT_PRESET",
-    "DATA_DIR",
     "program_path",
     "suite_of",
     "suite_names",

@@ -65,7 +65,6 @@ __all__ = [
     "node_features",
     "RELATIONS",
     "NUM_RELATIONS",
-    "TWO_HOP",
     "NODE_TYPES",
     "FEATURE_NAMES",
     "NUM_FEATURES",

@@ -49,7 +49,6 @@ __all__ = [
     "NUM_ACTIONS",
     "init_params",
     "dummy_graph",
-    "LOGITS_INIT_STD",
 ]
 
 NUM_ACTIONS = 3

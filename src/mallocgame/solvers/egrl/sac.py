@@ -52,9 +52,6 @@ __all__ = [
     "learner_functions",
     "init_learner",
     "init_actor_params",
-    "ALPHA_LR_FACTOR",
-    "INITIAL_ALPHA",
-    "LOG_ALPHA_RANGE",
 ]
 
 INITIAL_ALPHA = 0.05

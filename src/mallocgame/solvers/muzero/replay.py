@@ -33,7 +33,13 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["GameRecord", "Batch", "Replay", "draw", "stored", "STORED_AS_BYTES"]
+__all__ = [
+    "GameRecord",
+    "Batch",
+    "Replay",
+    "draw",
+    "stored",
+]
 
 STORED_AS_BYTES = ("grid", "profile")
 """Observation parts that are binary images: stored as uint8, returned as float32."""
