@@ -270,8 +270,7 @@ class Trainer:
             record = trajectory_record(
                 self.instance, self.tables, cfg, solution.actions, self.selfplay.scale
             )
-            stop = clock.expired if clock.seconds is not None else None
-            self.reanalyser.add_demonstration(record, self.params, stop)
+            self.reanalyser.add_demonstration(record, self.params, clock.expired)
             self.log(
                 f"demonstration {source}: normalized reward {solution.normalized_reward:.4f}"
                 + (f" ({games} game{'s' if games != 1 else ''})" if games else "")
