@@ -193,12 +193,7 @@ def _resumes(
     from a checkpoint there; a checkpoint it cannot resume (another run's, another
     trainer's, a damaged one) is refused now, with ``remedy`` ending the message, before
     anything runs or prints."""
-    from mallocgame.solvers import get_solver
-    from mallocgame.solvers.checkpoint import (
-        CHECKPOINT_NAME,
-        check_checkpoint,
-        checkpoint_directory,
-    )
+    from mallocgame.solvers import checkpoint, get_solver
 
     solver = get_solver(solver_name)
     config = solver.config(options)
@@ -218,8 +213,10 @@ def _resumes(
         fingerprint = trainer.checkpoint_fingerprint(inst, config, seed)
     else:
         fingerprint = trainer.checkpoint_fingerprint(inst, config, seed, solver.answer)
-    folder = checkpoint_directory(config.checkpoint_dir)  # not a file
-    return check_checkpoint(folder / CHECKPOINT_NAME, fingerprint, remedy, trainer=trainer.TRAINER)
+    folder = checkpoint.checkpoint_directory(config.checkpoint_dir)  # not a file
+    return checkpoint.check_checkpoint(
+        folder / checkpoint.CHECKPOINT_NAME, fingerprint, remedy, trainer=trainer.TRAINER
+    )
 
 
 def _cmd_optimize(args: argparse.Namespace) -> int:
@@ -561,16 +558,7 @@ def _write_xla_solution(
 
 
 def _cmd_bench_speedups(args: argparse.Namespace) -> int:
-    from mallocgame.bench.speedups import (
-        candidate_records,
-        complete_programs,
-        format_extremes,
-        format_program_table,
-        format_table,
-        program_results,
-        speedup_table,
-        write_program_csv,
-    )
+    from mallocgame.bench import speedups
     from mallocgame.bench.sweep import check_jobs, check_records, job_records, run_sweep, sweep_jobs
     from mallocgame.workloads.suite import suite_names
 
@@ -596,7 +584,7 @@ def _cmd_bench_speedups(args: argparse.Namespace) -> int:
             raise UsageError(f"--existing: no records directory {out}")
         check_jobs(jobs)
         check_records(jobs, out)
-        records = complete_programs(job_records(out, jobs), jobs)
+        records = speedups.complete_programs(job_records(out, jobs), jobs)
         done = len({r["program"] for r in records})
         if not done:
             raise UsageError(
@@ -622,9 +610,12 @@ def _cmd_bench_speedups(args: argparse.Namespace) -> int:
             f"INVALID: {r['program']} {r['solver']} s{r['seed']}: {r['failures']}", file=sys.stderr
         )
     derived = [
-        r for r in candidate_records(records) if not r["solver"].endswith(f":{args.baseline}")
+        r
+        for r in speedups.candidate_records(records)
+        if not r["solver"].endswith(f":{args.baseline}")
     ]
-    print(format_table(speedup_table(records + derived, args.baseline), args.baseline))
+    table = speedups.speedup_table(records + derived, args.baseline)
+    print(speedups.format_table(table, args.baseline))
     if args.per_program:
         others = [
             s
@@ -632,14 +623,14 @@ def _cmd_bench_speedups(args: argparse.Namespace) -> int:
             if s != args.baseline
         ]
         print()
-        print(format_program_table(records + derived, [args.baseline, *others]))
+        print(speedups.format_program_table(records + derived, [args.baseline, *others]))
         for solver in others:
             print()
-            print(format_extremes(records + derived, solver, args.baseline))
+            print(speedups.format_extremes(records + derived, solver, args.baseline))
     if args.csv:
         Path(args.csv).parent.mkdir(parents=True, exist_ok=True)
-        write_program_csv(
-            args.csv, program_results(records + derived, args.baseline), args.baseline
+        speedups.write_program_csv(
+            args.csv, speedups.program_results(records + derived, args.baseline), args.baseline
         )
         print(f"per program and solver -> {args.csv}", file=sys.stderr)
     return EXIT_CHECK_FAILED if invalid else EXIT_OK
@@ -704,12 +695,7 @@ def _cmd_bench_correlation(args: argparse.Namespace) -> int:
 
 def _bench_training_correlation(args: argparse.Namespace) -> int:
     """Table 5 and Figure 6 as the paper made them: samples of one muzero run per program."""
-    from mallocgame.bench.correlation import (
-        format_training_correlation,
-        plot_training_correlation,
-        training_correlation,
-        write_training_csv,
-    )
+    from mallocgame.bench import correlation
     from mallocgame.solvers import get_solver
 
     if not args.programs:
@@ -720,16 +706,16 @@ def _bench_training_correlation(args: argparse.Namespace) -> int:
     get_solver("muzero").check_options(options)
     rows = []
     for program in args.programs:
-        row = training_correlation(
+        row = correlation.training_correlation(
             program, args.training, seed=args.seed, samples=args.samples, options=options
         )
         print(f"{program}: {row.games} games, Pearson {row.pearson:.3f}", file=sys.stderr)
         rows.append(row)
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
-    write_training_csv(rows, out.with_suffix(".csv"))
-    plot_training_correlation(rows, out.with_suffix(".png"))
-    print(format_training_correlation(rows))
+    correlation.write_training_csv(rows, out.with_suffix(".csv"))
+    correlation.plot_training_correlation(rows, out.with_suffix(".png"))
+    print(correlation.format_training_correlation(rows))
     return EXIT_OK
 
 
@@ -800,14 +786,7 @@ def _cmd_bench_rewards(args: argparse.Namespace) -> int:
 
 
 def _cmd_bench_tasks(args: argparse.Namespace) -> int:
-    from mallocgame.bench.tasks import (
-        fit_counts,
-        fit_table,
-        latency_table,
-        limit_table,
-        plot_tasks,
-        run_tasks_study,
-    )
+    from mallocgame.bench import tasks
     from mallocgame.program import load_program
     from mallocgame.sharing import MARL_SOCKET
     from mallocgame.workloads.suite import suite_program
@@ -816,7 +795,7 @@ def _cmd_bench_tasks(args: argparse.Namespace) -> int:
         load_program(args.program) if Path(args.program).exists() else suite_program(args.program)
     )
     out = Path(args.out)
-    rows = run_tasks_study(
+    rows = tasks.run_tasks_study(
         program,
         MARL_SOCKET,
         args.tasks,
@@ -829,16 +808,16 @@ def _cmd_bench_tasks(args: argparse.Namespace) -> int:
     rows = [r for r in rows if r.tasks in args.tasks and r.placement in args.placements]
     alone = [r.latency_s for r in rows if r.tasks == 1 and r.placement == "fast-only"]
     limit_s = args.limit * alone[0] if alone else None
-    plot_tasks(rows, out.with_suffix(".png"), limit_s)
-    print(latency_table(rows))
+    tasks.plot_tasks(rows, out.with_suffix(".png"), limit_s)
+    print(tasks.latency_table(rows))
     print()
-    print(fit_table(MARL_SOCKET, program))
+    print(tasks.fit_table(MARL_SOCKET, program))
     if limit_s is not None:
         print(
             f"\nlatency limit: {args.limit:g} x one task alone with every buffer in fast memory"
             f" = {limit_s:.2f} s\n"
         )
-        print(limit_table(rows, limit_s, fit_counts(MARL_SOCKET, program)))
+        print(tasks.limit_table(rows, limit_s, tasks.fit_counts(MARL_SOCKET, program)))
     return EXIT_OK
 
 

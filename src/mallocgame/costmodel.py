@@ -66,6 +66,7 @@ from __future__ import annotations
 
 import math
 import re
+from dataclasses import fields
 from typing import Any
 
 import numpy as np
@@ -429,17 +430,8 @@ def _buffers_and_instructions(
 
 def _instance_tensors(program: Program) -> tuple[Tensor, ...]:
     """The program's tensors as the instance's."""
-    return tuple(
-        Tensor(
-            id=x.id,
-            name=x.name,
-            size=x.size,
-            def_time=x.def_time,
-            last_use_time=x.last_use_time,
-            live_out=x.live_out,
-        )
-        for x in program.tensors
-    )
+    names = [f.name for f in fields(Tensor)]
+    return tuple(Tensor(**{n: getattr(x, n) for n in names}) for x in program.tensors)
 
 
 def _derived_source(

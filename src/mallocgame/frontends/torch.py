@@ -82,7 +82,7 @@ import logging
 import math
 import operator
 import warnings
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -648,6 +648,21 @@ def extract_exported(
         ) from None
 
 
+@contextlib.contextmanager
+def _quiet_capture() -> Iterator[None]:
+    """Hold back torch's warnings, log records and stderr: a failed capture writes the graph
+    and its guards there, and the reason is already the error's one line."""
+    disabled = logging.root.manager.disable
+    logging.disable(logging.CRITICAL)
+    try:
+        with warnings.catch_warnings(), contextlib.redirect_stderr(io.StringIO()):
+            warnings.simplefilter("ignore", FutureWarning)
+            warnings.simplefilter("ignore", UserWarning)
+            yield
+    finally:
+        logging.disable(disabled)
+
+
 def _export(
     torch: Any,
     module: Any,
@@ -656,27 +671,8 @@ def _export(
     training_step: bool,
     label: str,
 ) -> Any:
-    """Capture with torch's warnings, log records and stderr held back: a failed capture writes
-    the graph and its guards there, and the reason is already the error's one line."""
-    disabled = logging.root.manager.disable
-    logging.disable(logging.CRITICAL)
-    try:
-        with warnings.catch_warnings(), contextlib.redirect_stderr(io.StringIO()):
-            warnings.simplefilter("ignore", FutureWarning)
-            warnings.simplefilter("ignore", UserWarning)
-            return _export_quietly(torch, module, args, kwargs, training_step, label)
-    finally:
-        logging.disable(disabled)
-
-
-def _export_quietly(
-    torch: Any,
-    module: Any,
-    args: tuple[Any, ...],
-    kwargs: dict[str, Any],
-    training_step: bool,
-    label: str,
-) -> Any:
+    """``module(*args, **kwargs)`` captured by ``torch.export``, then its training step derived
+    or its graph decomposed; any failure is an :class:`ExportError` naming ``label``."""
     try:
         exported = torch.export.export(module, args, kwargs)
     except Exception as exc:
@@ -727,9 +723,10 @@ def extract_torch(
             f"{label}: a training step cannot be captured from parameters on the meta device (torch's joint "
             "graph needs real ones): build the module on the CPU, e.g. module.to_empty(device='cpu')"
         )
-    exported = _export(
-        torch, module, tuple(example_inputs), dict(example_kwargs or {}), training_step, label
-    )
+    with _quiet_capture():
+        exported = _export(
+            torch, module, tuple(example_inputs), dict(example_kwargs or {}), training_step, label
+        )
     source = {
         "module": type(module).__name__,
         "mode": "training_step" if training_step else ("train" if module.training else "eval"),

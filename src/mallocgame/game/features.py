@@ -94,19 +94,7 @@ import weakref
 import numpy as np
 
 from mallocgame.game.state import Game
-from mallocgame.game.tables import (
-    B_ALIGNED,
-    B_GROUP,
-    B_IS_OUT,
-    B_TENSOR,
-    B_TIME,
-    I_SUPPLY,
-    X_DEF,
-    X_LAST_USE,
-    X_LIVE_OUT,
-    GameTables,
-    build_tables,
-)
+from mallocgame.game.tables import GameTables, build_tables
 from mallocgame.instance import Instance
 
 __all__ = [
@@ -185,22 +173,21 @@ def _static_rows(instance: Instance, tb: GameTables) -> np.ndarray:
     if num_b == 0:
         return rows
     inv_t = 1.0 / max(num_t, 1)
-    bi = tb.buf_int
-    tau = bi[:, B_TIME]
-    is_out = bi[:, B_IS_OUT] != 0
-    tensor = bi[:, B_TENSOR]
-    def_time = tb.ten_int[tensor, X_DEF]
-    last_use = tb.ten_int[tensor, X_LAST_USE]
+    tau = tb.buffer_time
+    is_out = tb.buffer_is_out
+    tensor = tb.buffer_tensor
+    def_time = tb.tensor_def[tensor]
+    last_use = tb.tensor_last_use[tensor]
 
     cap = max(tb.capacity, 1)
-    rows[:, 0] = np.clip(bi[:, B_ALIGNED] / cap, 0.0, 10.0)
+    rows[:, 0] = np.clip(tb.buffer_aligned / cap, 0.0, 10.0)
     rows[:, 1] = is_out
     rows[:, 2] = tau * inv_t
     rows[:, 3] = def_time * inv_t
     rows[:, 4] = last_use * inv_t
     rows[:, 5] = np.clip((last_use - def_time) * inv_t, 0.0, 1.0)
 
-    supply = tb.ins_float[:, I_SUPPLY]
+    supply = tb.supply_s
     mean_supply = float(supply.mean()) if num_t else 0.0
     demand = tb.buf_demand
     if mean_supply > 0.0:
@@ -217,8 +204,8 @@ def _static_rows(instance: Instance, tb: GameTables) -> np.ndarray:
     if top > 0.0:
         rows[:, 8] = benefit / top
 
-    rows[:, 9] = tb.ten_int[tensor, X_LIVE_OUT] != 0
-    rows[:, 10] = np.clip(np.log2(tb.group_size[bi[:, B_GROUP]]), 0.0, 10.0)
+    rows[:, 9] = tb.tensor_live_out[tensor]
+    rows[:, 10] = np.clip(np.log2(tb.group_size[tb.buffer_group]), 0.0, 10.0)
 
     # Later reads of the same tensor, in game order: sort by (tensor, buffer id).
     order = np.lexsort((np.arange(num_b), tensor))
@@ -270,13 +257,12 @@ class FeatureExtractor:
         self.num_buffers = tb.num_buffers
         self.num_steps = tb.num_instructions
         self._rows = _static_rows(instance, tb)
-        bi = tb.buf_int
         # Per buffer: target time, group, is_output, def_time, as Python-friendly arrays.
-        self._tau = bi[:, B_TIME].tolist()
-        self._group = bi[:, B_GROUP].tolist()
-        self._is_out = (bi[:, B_IS_OUT] != 0).tolist()
-        self._def = tb.ten_int[bi[:, B_TENSOR], X_DEF].tolist() if self.num_buffers else []
-        supply = tb.ins_float[:, I_SUPPLY]
+        self._tau = tb.buffer_time.tolist()
+        self._group = tb.buffer_group.tolist()
+        self._is_out = tb.buffer_is_out.tolist()
+        self._def = tb.tensor_def[tb.buffer_tensor].tolist() if self.num_buffers else []
+        supply = tb.supply_s
         self._inv_supply = np.where(supply > 0.0, 1.0 / np.where(supply > 0.0, supply, 1.0), 0.0)
         self._supply_zero = (supply <= 0.0).tolist()
         self._inv_supply_list = self._inv_supply.tolist()

@@ -18,10 +18,8 @@ __all__ = ["GameTables", "build_tables"]
 
 # Columns of GameTables.buf_int [B, 7]
 B_TIME, B_IS_OUT, B_TENSOR, B_GROUP, B_SIZE, B_ALIGNED, B_BIT = range(7)
-# Columns of GameTables.ins_int [T, 4]
-I_KIND, I_FIRST, I_LAST, I_TABLE = range(
-    4
-)  # kind: 0 roofline, 1 table; buffers ins_buf[FIRST:LAST]
+# Columns of GameTables.ins_int [T, 4]; kind: 0 roofline, 1 table; buffers ins_buf[FIRST:LAST]
+I_KIND, I_FIRST, I_LAST, I_TABLE = range(4)
 # Columns of GameTables.ins_float [T, 4]
 I_COUNT, I_COMPUTE, I_FIXED, I_SUPPLY = range(4)
 # Columns of GameTables.ten_int [X, 4]
@@ -77,6 +75,58 @@ class GameTables:
     @property
     def num_groups(self) -> int:
         return int(self.group_size.shape[0])
+
+    # Named columns (views, no copies) for the Python side; the kernels index the arrays.
+
+    @property
+    def buffer_time(self) -> np.ndarray:
+        """[B] int64: each buffer's target time (its instruction)."""
+        return self.buf_int[:, B_TIME]
+
+    @property
+    def buffer_is_out(self) -> np.ndarray:
+        """[B] bool: the buffer is its instruction's output."""
+        return self.buf_int[:, B_IS_OUT] != 0
+
+    @property
+    def buffer_tensor(self) -> np.ndarray:
+        """[B] int64: each buffer's tensor id."""
+        return self.buf_int[:, B_TENSOR]
+
+    @property
+    def buffer_group(self) -> np.ndarray:
+        """[B] int64: each buffer's dense alias-group id (index into ``group_size``)."""
+        return self.buf_int[:, B_GROUP]
+
+    @property
+    def buffer_aligned(self) -> np.ndarray:
+        """[B] int64: each buffer's size rounded up to the alignment, bytes."""
+        return self.buf_int[:, B_ALIGNED]
+
+    @property
+    def buffer_has_bit(self) -> np.ndarray:
+        """[B] bool: the buffer is a bit of its instruction's latency table."""
+        return self.buf_int[:, B_BIT] >= 0
+
+    @property
+    def tensor_def(self) -> np.ndarray:
+        """[X] int64: each tensor's def_time (-1: a program input)."""
+        return self.ten_int[:, X_DEF]
+
+    @property
+    def tensor_last_use(self) -> np.ndarray:
+        """[X] int64: each tensor's last_use_time."""
+        return self.ten_int[:, X_LAST_USE]
+
+    @property
+    def tensor_live_out(self) -> np.ndarray:
+        """[X] bool: the tensor is a program result."""
+        return self.ten_int[:, X_LIVE_OUT] != 0
+
+    @property
+    def supply_s(self) -> np.ndarray:
+        """[T] float64: each instruction's copy supply, seconds."""
+        return self.ins_float[:, I_SUPPLY]
 
 
 def build_tables(inst: Instance) -> GameTables:

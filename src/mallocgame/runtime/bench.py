@@ -26,7 +26,7 @@ import math
 import time
 import traceback
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -75,6 +75,14 @@ RESULT_COLUMNS = (
     "staged_nodes",
     "error",
 )
+_MEASURED_COLUMN = {
+    "median_s": "measured_median_s",
+    "p10_s": "measured_p10_s",
+    "p90_s": "measured_p90_s",
+}
+"""The columns of :class:`~mallocgame.runtime.measure.Measurement`'s step times (its other
+fields keep their names; ``staged`` is ``staged_nodes``)."""
+
 SUMMARY_COLUMNS = (
     "program",
     "model",
@@ -657,16 +665,8 @@ class _BenchRun:
             deadline=self.deadline,
             shared_host=program.shared_host,
         )
-        row.update(
-            measured_median_s=m.median_s,
-            measured_p10_s=m.p10_s,
-            measured_p90_s=m.p90_s,
-            steps=m.steps,
-            peak_hbm_bytes=m.peak_hbm_bytes,
-            identical=m.identical,
-            max_abs_diff=m.max_abs_diff,
-            staged_nodes=" ".join(m.staged),
-        )
+        measured = {_MEASURED_COLUMN.get(k, k): v for k, v in asdict(m).items() if k != "staged"}
+        row.update(measured, staged_nodes=" ".join(m.staged))
         self.log(
             f"{name}: {label}: measured {m.median_s * 1e3:.3f} ms (p10 "
             f"{m.p10_s * 1e3:.3f}, p90 "

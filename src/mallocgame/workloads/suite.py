@@ -41,7 +41,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
@@ -247,14 +247,7 @@ def freeze(
         }
         if model.preset is not None:
             source["preset"] = model.preset
-        program = Program(
-            name=program.name,
-            instructions=program.instructions,
-            tensors=program.tensors,
-            alias_groups=program.alias_groups,
-            loops=program.loops,
-            source=source,
-        )
+        program = replace(program, source=source)
         save_program(program, out_dir / f"{short}{_SUFFIX}")
         durations[short] = seconds
         if progress is not None:

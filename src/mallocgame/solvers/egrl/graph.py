@@ -42,19 +42,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from mallocgame.game.tables import (
-    B_ALIGNED,
-    B_BIT,
-    B_GROUP,
-    B_IS_OUT,
-    B_TENSOR,
-    B_TIME,
-    I_SUPPLY,
-    X_DEF,
-    X_LAST_USE,
-    X_LIVE_OUT,
-    GameTables,
-)
+from mallocgame.game.tables import GameTables
 from mallocgame.instance import Instance, RooflineLatency
 
 __all__ = [
@@ -233,28 +221,28 @@ def node_features(instance: Instance, tables: GameTables, groups: np.ndarray) ->
     num_b, num_t, num_x = tb.num_buffers, tb.num_instructions, tb.num_tensors
     inv_t = 1.0 / max(num_t, 1)
     cap = float(max(tb.capacity, 1))
-    bi = tb.buf_int
-    tensor = bi[:, B_TENSOR]
-    is_out = bi[:, B_IS_OUT] != 0
-    aligned = bi[:, B_ALIGNED].astype(np.float64)
-    def_time = tb.ten_int[:, X_DEF].astype(np.float64)
-    last_use = tb.ten_int[:, X_LAST_USE].astype(np.float64)
-    live_out = tb.ten_int[:, X_LIVE_OUT] != 0
+    target_time = tb.buffer_time
+    tensor = tb.buffer_tensor
+    is_out = tb.buffer_is_out
+    aligned = tb.buffer_aligned.astype(np.float64)
+    def_time = tb.tensor_def.astype(np.float64)
+    last_use = tb.tensor_last_use.astype(np.float64)
+    live_out = tb.tensor_live_out
     reads = np.bincount(tensor[~is_out], minlength=num_x).astype(np.float64)
-    supply = tb.ins_float[:, I_SUPPLY]
+    supply = tb.supply_s
     mean_supply = float(supply.mean()) if num_t else 0.0
     norm = tb.normalizer_s
     benefit = np.nan_to_num(
         np.fromiter((b.benefit_s for b in instance.buffers), dtype=np.float64, count=num_b)
     )
-    group_size = tb.group_size[bi[:, B_GROUP]].astype(np.float64)
+    group_size = tb.group_size[tb.buffer_group].astype(np.float64)
 
     buf = np.zeros((num_b, len(BUFFER_FEATURES)))
     if num_b:
         buf[:, 0] = _log1p_rel(aligned)
         buf[:, 1] = np.minimum(aligned / cap, 10.0)
         buf[:, 2] = is_out
-        buf[:, 3] = bi[:, B_TIME] * inv_t
+        buf[:, 3] = target_time * inv_t
         buf[:, 4] = def_time[tensor] * inv_t
         buf[:, 5] = last_use[tensor] * inv_t
         buf[:, 6] = (last_use[tensor] - def_time[tensor]) * inv_t
@@ -269,8 +257,8 @@ def node_features(instance: Instance, tables: GameTables, groups: np.ndarray) ->
         buf[:, 11] = np.log2(group_size)
         buf[:, 12] = def_time[tensor] < 0
         buf[:, 13] = np.log1p(reads[tensor])
-        buf[:, 14] = bi[:, B_BIT] >= 0
-        buf[:, 15] = np.log1p(supply[bi[:, B_TIME]] / mean_supply) if mean_supply > 0 else 0.0
+        buf[:, 14] = tb.buffer_has_bit
+        buf[:, 15] = np.log1p(supply[target_time] / mean_supply) if mean_supply > 0 else 0.0
 
     slow, fast, flops, nbytes = _instruction_latencies(instance)
     ins = np.zeros((num_t, len(INSTRUCTION_FEATURES)))
@@ -303,13 +291,13 @@ def node_features(instance: Instance, tables: GameTables, groups: np.ndarray) ->
     if len(groups):
         row = np.full(tb.num_groups, -1, dtype=np.int64)
         row[groups] = np.arange(len(groups))
-        member_row = row[bi[:, B_GROUP]]
+        member_row = row[tb.buffer_group]
         has = member_row >= 0
         first = np.full(len(groups), np.inf)
         last = np.full(len(groups), -np.inf)
         biggest = np.zeros(len(groups))
-        np.minimum.at(first, member_row[has], bi[has, B_TIME])
-        np.maximum.at(last, member_row[has], bi[has, B_TIME])
+        np.minimum.at(first, member_row[has], target_time[has])
+        np.maximum.at(last, member_row[has], target_time[has])
         np.maximum.at(biggest, member_row[has], aligned[has])
         pairs = np.unique(np.stack([member_row[has], tensor[has]], axis=1), axis=0)
         grp[:, 0] = np.log2(tb.group_size[groups])
@@ -349,16 +337,15 @@ def build_graph(instance: Instance, tables: GameTables) -> ProgramGraph:
     """The graph of ``instance`` (module docstring); O(B + T + X) plus sorting."""
     tb = tables
     num_b, num_t, num_x = tb.num_buffers, tb.num_instructions, tb.num_tensors
-    bi = tb.buf_int
     groups = np.flatnonzero(tb.group_size > 1)
     group_node = np.full(tb.num_groups, -1, dtype=np.int64)
     group_node[groups] = num_b + num_t + num_x + np.arange(len(groups))
     num_nodes = num_b + num_t + num_x + len(groups)
 
     buffers = np.arange(num_b, dtype=np.int64)
-    ins_node = num_b + bi[:, B_TIME]
-    ten_node = num_b + num_t + bi[:, B_TENSOR]
-    grp_node = group_node[bi[:, B_GROUP]]
+    ins_node = num_b + tb.buffer_time
+    ten_node = num_b + num_t + tb.buffer_tensor
+    grp_node = group_node[tb.buffer_group]
     in_group = grp_node >= 0
     steps = np.arange(max(num_t - 1, 0), dtype=np.int64) + num_b
     parts = [

@@ -90,13 +90,18 @@ class RelationalConv(nn.Module):
         return nn.relu(nn.LayerNorm(name="norm")(out))
 
 
-class GraphUNet(nn.Module):
-    """Node embeddings ``[N', hidden]`` of a padded graph (module docstring)."""
+class _GraphNetwork(nn.Module):
+    """The graph U-Net's shape: ``hidden`` features, ``layers`` convolutions a level,
+    ``pool_levels`` poolings each keeping ``pool_ratio`` of the nodes."""
 
     hidden: int
     layers: int
     pool_levels: int
     pool_ratio: float
+
+
+class GraphUNet(_GraphNetwork):
+    """Node embeddings ``[N', hidden]`` of a padded graph (module docstring)."""
 
     @nn.compact
     def __call__(self, g: Graph) -> jnp.ndarray:
@@ -142,20 +147,24 @@ class GraphUNet(nn.Module):
         return h
 
 
-class Actor(nn.Module):
+class _UnitHead(_GraphNetwork):
+    """A head over the graph U-Net's embeddings of the decision units."""
+
+    def unit_embeddings(self, g: Graph) -> jnp.ndarray:
+        """``[U', hidden]``: the U-Net (named ``gnn``) on ``g``, its first ``U'`` nodes."""
+        h = GraphUNet(self.hidden, self.layers, self.pool_levels, self.pool_ratio, name="gnn")(g)
+        return h[: g["units"].shape[0]]
+
+
+class Actor(_UnitHead):
     """Logits ``[U', 3]`` of Copy, NoCopy, Drop for every (padded) decision unit.
     ``prior_bias`` is read only by flax's ``init`` (:func:`init_params` takes its own)."""
 
-    hidden: int
-    layers: int
-    pool_levels: int
-    pool_ratio: float
     prior_bias: float = 0.0
 
     @nn.compact
     def __call__(self, g: Graph) -> jnp.ndarray:
-        h = GraphUNet(self.hidden, self.layers, self.pool_levels, self.pool_ratio, name="gnn")(g)
-        h = h[: g["units"].shape[0]]
+        h = self.unit_embeddings(g)
         bias = self.prior_bias * jnp.array([1.0, 0.5, 0.0])
         return nn.Dense(
             NUM_ACTIONS,
@@ -165,18 +174,12 @@ class Actor(nn.Module):
         )(h)
 
 
-class Critic(nn.Module):
+class Critic(_UnitHead):
     """``Q_i(s, a_i)`` ``[U', 3]``: each unit's value of each action, given the graph."""
-
-    hidden: int
-    layers: int
-    pool_levels: int
-    pool_ratio: float
 
     @nn.compact
     def __call__(self, g: Graph) -> jnp.ndarray:
-        h = GraphUNet(self.hidden, self.layers, self.pool_levels, self.pool_ratio, name="gnn")(g)
-        h = h[: g["units"].shape[0]]
+        h = self.unit_embeddings(g)
         h = nn.relu(nn.Dense(self.hidden, name="head")(h))
         return nn.Dense(NUM_ACTIONS, name="q")(h)
 

@@ -58,15 +58,8 @@ from mallocgame.game.tables import build_tables
 from mallocgame.instance import Instance
 from mallocgame.options import json_settings
 from mallocgame.solution import Solution
+from mallocgame.solvers import checkpoint
 from mallocgame.solvers.base import Improvement, Stopwatch
-from mallocgame.solvers.checkpoint import (
-    CHECKPOINT_NAME,
-    BestAnswer,
-    CheckpointFormat,
-    checkpoint_directory,
-    enable_compilation_cache,
-    write_checkpoint,
-)
 from mallocgame.solvers.egrl.config import WHERE_FIELDS, EgrlConfig
 from mallocgame.solvers.egrl.graph import build_graph, pad_graph
 from mallocgame.solvers.egrl.population import (
@@ -99,7 +92,7 @@ __all__ = [
 
 CHECKPOINT_VERSION = 1
 TRAINER = "egrl"  # the checkpoint's TRAINER_KEY: what wrote it
-CHECKPOINT = CheckpointFormat(TRAINER, CHECKPOINT_VERSION, "settings", WHERE_FIELDS)
+CHECKPOINT = checkpoint.CheckpointFormat(TRAINER, CHECKPOINT_VERSION, "settings", WHERE_FIELDS)
 """EGRL's checkpoints: its settings under ``"settings"``, :data:`~.config.WHERE_FIELDS` aside."""
 DEFAULT_GENERATIONS = 3
 """Generations run when the request has neither a work nor a wall-clock budget."""
@@ -155,8 +148,8 @@ class EgrlTrainer:
         self.solver_name = solver_name
         self.log = log or (lambda _line: None)
         where = config.checkpoint_dir
-        self.dir = None if where is None else checkpoint_directory(where)
-        self._answer = BestAnswer(
+        self.dir = None if where is None else checkpoint.checkpoint_directory(where)
+        self._answer = checkpoint.BestAnswer(
             instance,
             solver=solver_name,
             seed=self.seed,
@@ -193,7 +186,7 @@ class EgrlTrainer:
         self._learner_logits: np.ndarray | None = None
         self.population: list[Individual | None] = self._initial_population(demonstrations)
         self.fitness = [None] * len(self.population)
-        self.resumed = self.dir is not None and (self.dir / CHECKPOINT_NAME).exists()
+        self.resumed = self.dir is not None and (self.dir / checkpoint.CHECKPOINT_NAME).exists()
         if self.resumed:
             self._load()
 
@@ -248,7 +241,7 @@ class EgrlTrainer:
     def _ensure_jax(self) -> None:
         if self._fns is not None:
             return
-        enable_compilation_cache()
+        checkpoint.enable_compilation_cache()
         self._fns = learner_functions(self.shape)
         self._graph_dev = {k: jnp.asarray(v) for k, v in pad_graph(self.graph).items()}
         for i, ind in enumerate(self.population):
@@ -306,7 +299,7 @@ class EgrlTrainer:
         next_log = cfg.progress_seconds
         if self.resumed:
             self.log(
-                f"resumed from {self.dir / CHECKPOINT_NAME}: {c.proposals} proposals, "
+                f"resumed from {self.dir / checkpoint.CHECKPOINT_NAME}: {c.proposals} proposals, "
                 f"{c.generations} generations, best {self.best_fitness:.4f}"
             )
             self._answer.report(clock.elapsed, callback)
@@ -582,7 +575,7 @@ class EgrlTrainer:
     def save(self) -> None:
         """Write the checkpoint atomically."""
         assert self.dir is not None
-        write_checkpoint(self.dir, self.state_dict())
+        checkpoint.write_checkpoint(self.dir, self.state_dict())
 
     def _load(self) -> None:
         assert self.dir is not None
@@ -590,7 +583,7 @@ class EgrlTrainer:
         try:
             self._restore(state)
         except (KeyError, ValueError, TypeError) as exc:
-            path = self.dir / CHECKPOINT_NAME
+            path = self.dir / checkpoint.CHECKPOINT_NAME
             raise SolverError(
                 f"{path}: not a readable checkpoint ({type(exc).__name__}: {exc})"
             ) from None

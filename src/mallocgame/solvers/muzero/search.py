@@ -75,31 +75,29 @@ def make_search(net: MuZeroNet, config: MuZeroConfig) -> SearchFn:
         root = mctx.RootFnOutput(
             prior_logits=policy, value=logits_to_scalar(value, vmax), embedding=latent
         )
-        invalid = jnp.logical_not(allowed)
+        common = {
+            "params": params,
+            "rng_key": key,
+            "root": root,
+            "recurrent_fn": recurrent_fn,
+            "num_simulations": config.num_simulations,
+            "invalid_actions": jnp.logical_not(allowed),
+        }
         if config.search == "gumbel":
+            qtransform = functools.partial(
+                mctx.qtransform_completed_by_mix_value,
+                value_scale=q_scale,
+                rescale_values=config.rescale_q,
+            )
             out = mctx.gumbel_muzero_policy(
-                params,
-                key,
-                root,
-                recurrent_fn,
-                num_simulations=config.num_simulations,
-                invalid_actions=invalid,
+                **common,
                 max_num_considered_actions=3,
                 gumbel_scale=config.gumbel_scale,
-                qtransform=functools.partial(
-                    mctx.qtransform_completed_by_mix_value,
-                    value_scale=q_scale,
-                    rescale_values=config.rescale_q,
-                ),
+                qtransform=qtransform,
             )
         else:
             out = mctx.muzero_policy(
-                params,
-                key,
-                root,
-                recurrent_fn,
-                num_simulations=config.num_simulations,
-                invalid_actions=invalid,
+                **common,
                 dirichlet_fraction=config.noise_fraction,
                 dirichlet_alpha=config.noise_alpha,
                 temperature=temperature,

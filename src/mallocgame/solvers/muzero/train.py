@@ -50,15 +50,8 @@ from mallocgame.game.state import replay as replay_actions
 from mallocgame.game.tables import build_tables
 from mallocgame.instance import Instance
 from mallocgame.solution import Solution
+from mallocgame.solvers import checkpoint
 from mallocgame.solvers.base import Improvement, Stopwatch
-from mallocgame.solvers.checkpoint import (
-    CHECKPOINT_NAME,
-    BestAnswer,
-    CheckpointFormat,
-    checkpoint_directory,
-    enable_compilation_cache,
-    write_checkpoint,
-)
 from mallocgame.solvers.muzero.config import WHERE_FIELDS, MuZeroConfig
 from mallocgame.solvers.muzero.learner import batch_to_device, make_optimizer, make_train_step
 from mallocgame.solvers.muzero.networks import MuZeroNet, init_params
@@ -77,7 +70,7 @@ __all__ = [
 
 CHECKPOINT_VERSION = 2  # 2: records carry allowed actions; Reanalyse's kept games
 TRAINER = "muzero"  # the checkpoint's TRAINER_KEY: what wrote it
-CHECKPOINT = CheckpointFormat(TRAINER, CHECKPOINT_VERSION, "config", WHERE_FIELDS)
+CHECKPOINT = checkpoint.CheckpointFormat(TRAINER, CHECKPOINT_VERSION, "config", WHERE_FIELDS)
 """MuZero's checkpoints: its settings under ``"config"``, :data:`~.config.WHERE_FIELDS` aside."""
 RECENT_GAMES = 64  # the progress line's mean self-play reward is over this many last games
 
@@ -194,12 +187,14 @@ class Trainer:
         self.seed = seed
         self.answer = answer
         self.solver_name = solver_name
-        self.dir = checkpoint_directory(checkpoint_dir) if checkpoint_dir is not None else None
+        self.dir = (
+            checkpoint.checkpoint_directory(checkpoint_dir) if checkpoint_dir is not None else None
+        )
         self.log = log or (lambda _line: None)
-        self._answer = BestAnswer(
+        self._answer = checkpoint.BestAnswer(
             instance, solver=solver_name, seed=seed, folder=self.dir, log=self.log
         )
-        enable_compilation_cache()
+        checkpoint.enable_compilation_cache()
         self.tables = build_tables(instance)
         self.net, self.optimizer, self._search, self._policy, self._train_step = compiled_functions(
             config
@@ -233,7 +228,7 @@ class Trainer:
                 1
             ]  # a stream apart from self-play's
             self.reanalyser = Reanalyser(config, self._search, self.selfplay.q_scale, reanalyse_key)
-        self.resumed = self.dir is not None and (self.dir / CHECKPOINT_NAME).exists()
+        self.resumed = self.dir is not None and (self.dir / checkpoint.CHECKPOINT_NAME).exists()
         if self.resumed:
             self._load()
         self._demonstrations_pending = self.reanalyser is not None and not self.resumed
@@ -318,7 +313,7 @@ class Trainer:
         next_log = cfg.progress_seconds
         if self.resumed:
             self.log(
-                f"resumed from {self.dir / CHECKPOINT_NAME}: {c.games} games, "
+                f"resumed from {self.dir / checkpoint.CHECKPOINT_NAME}: {c.games} games, "
                 f"{c.learner_steps} learner steps, best {self._normalized(self.best_return):.4f}"
             )
             self._answer.report(clock.elapsed, callback)  # the best so far is new to this caller
@@ -546,7 +541,7 @@ class Trainer:
                 "return_s": return_s,
                 "actions": np.asarray(actions, dtype=np.int8),
             }
-        write_checkpoint(self.dir, state)
+        checkpoint.write_checkpoint(self.dir, state)
 
     def _load(self) -> None:
         assert self.dir is not None
