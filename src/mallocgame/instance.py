@@ -15,10 +15,10 @@ from __future__ import annotations
 
 import math
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, fields
 from functools import cached_property
-from typing import Any
+from typing import Any, TypeVar
 
 from mallocgame.errors import FormatError, InstanceError
 from mallocgame.fileio import canonical_sha256, is_finite_number, read_document, write_json
@@ -39,13 +39,11 @@ __all__ = [
     "load_instance",
     "save_instance",
     "validate",
-    "instance_buffers_by_tensor",
     "tensor_clusters",
     "tensor_to_dict",
     "MAX_BYTES",
     "MAX_SECONDS",
     "MAX_COUNT",
-    "MIN_BANDWIDTH",
 ]
 
 INSTANCE_FORMAT = "mallocgame-instance"
@@ -235,6 +233,32 @@ def _list(obj: Mapping[str, Any], key: str, where: str) -> list[Any]:
     return value
 
 
+_Record = TypeVar("_Record")
+
+_READERS: dict[str, Callable[[Mapping[str, Any], str, str], Any]] = {
+    "int": _int,
+    "float": _float,
+    "bool": _bool,
+    "str": lambda obj, key, where: str(_get(obj, key, where)),
+}
+"""The reader of a file field, by its dataclass field's type."""
+
+
+def _record(cls: type[_Record], obj: Any, where: str, **optional: Any) -> _Record:
+    """The dataclass ``cls`` read from the file object ``obj`` field by field, each by its
+    type (:data:`_READERS`); a field named in ``optional`` may be absent and then takes that
+    value, every other one is required (SPEC section 7)."""
+    if not isinstance(obj, dict):
+        raise InstanceError(f"{where}: expected an object, got {type(obj).__name__}")
+    values = {
+        f.name: optional[f.name]
+        if f.name in optional and f.name not in obj
+        else _READERS[str(f.type)](obj, f.name, where)
+        for f in fields(cls)  # type: ignore[arg-type]
+    }
+    return cls(**values)
+
+
 def _parse_latency(obj: Any, where: str) -> Latency:
     kind = _get(obj, "kind", where)
     if kind == "roofline":
@@ -277,15 +301,7 @@ def instance_from_dict(doc: Any, *, where: str = "instance") -> Instance:
     if not isinstance(source, Mapping):
         raise InstanceError(f"{where}: 'source' must be an object")
 
-    hw = _get(doc, "hardware", where)
-    hardware = Hardware(
-        name=str(_get(hw, "name", "hardware")),
-        fast_memory_bytes=_int(hw, "fast_memory_bytes", "hardware"),
-        alignment_bytes=_int(hw, "alignment_bytes", "hardware"),
-        fast_bandwidth=_float(hw, "fast_bandwidth", "hardware"),
-        slow_bandwidth=_float(hw, "slow_bandwidth", "hardware"),
-        copy_bandwidth=_float(hw, "copy_bandwidth", "hardware"),
-    )
+    hardware = _record(Hardware, _get(doc, "hardware", where), "hardware")
 
     instructions = []
     for t, obj in enumerate(_list(doc, "instructions", where)):
@@ -307,49 +323,19 @@ def instance_from_dict(doc: Any, *, where: str = "instance") -> Instance:
             )
         )
 
-    tensors = []
-    for i, obj in enumerate(_list(doc, "tensors", where)):
-        w = f"tensor {i}"
-        tensors.append(
-            Tensor(
-                id=_int(obj, "id", w),
-                name=str(obj.get("name", f"t{i}")),
-                size=_int(obj, "size", w),
-                def_time=_int(obj, "def_time", w),
-                last_use_time=_int(obj, "last_use_time", w),
-                live_out=_bool(obj, "live_out", w),
-            )
-        )
+    tensors = [
+        _record(Tensor, obj, f"tensor {i}", name=f"t{i}")
+        for i, obj in enumerate(_list(doc, "tensors", where))
+    ]
+    buffers = [
+        _record(Buffer, obj, f"buffer {i}", benefit_s=0.0)
+        for i, obj in enumerate(_list(doc, "buffers", where))
+    ]
 
-    buffers = []
-    for i, obj in enumerate(_list(doc, "buffers", where)):
-        w = f"buffer {i}"
-        buffers.append(
-            Buffer(
-                id=_int(obj, "id", w),
-                instruction=_int(obj, "instruction", w),
-                tensor_id=_int(obj, "tensor_id", w),
-                alias_id=_int(obj, "alias_id", w),
-                is_output=_bool(obj, "is_output", w),
-                size=_int(obj, "size", w),
-                demand_s=_float(obj, "demand_s", w),
-                benefit_s=_float(obj, "benefit_s", w, 0.0),
-            )
-        )
-
-    loops = []
     raw_loops = doc.get("loops", [])
     if not isinstance(raw_loops, list):
         raise InstanceError(f"{where}: 'loops' must be a list")
-    for i, obj in enumerate(raw_loops):
-        w = f"loop {i}"
-        loops.append(
-            Loop(
-                first=_int(obj, "first", w),
-                last=_int(obj, "last", w),
-                trip_count=_int(obj, "trip_count", w),
-            )
-        )
+    loops = [_record(Loop, obj, f"loop {i}") for i, obj in enumerate(raw_loops)]
 
     instance = Instance(
         name=name,
@@ -608,14 +594,6 @@ def load_instance(path: str | os.PathLike[str]) -> Instance:
 def save_instance(inst: Instance, path: str | os.PathLike[str]) -> None:
     """Atomically write ``inst`` (gzip-compressed when ``path`` ends in ``.gz``)."""
     write_json(path, inst.to_dict())
-
-
-def instance_buffers_by_tensor(inst: Instance) -> list[list[int]]:
-    """For each tensor, its buffer ids in game order."""
-    out: list[list[int]] = [[] for _ in inst.tensors]
-    for b in inst.buffers:
-        out[b.tensor_id].append(b.id)
-    return out
 
 
 def tensor_clusters(inst: Instance) -> list[int]:

@@ -26,7 +26,6 @@ from mallocgame.instance import Instance, RooflineLatency
 
 __all__ = [
     "instruction_latency",
-    "exact_instruction_gain",
     "exact_mapping_reward",
     "exact_reward_normalizer",
     "reward_normalizer",

@@ -32,7 +32,10 @@ from mallocgame.fileio import write_bytes_atomic
 from mallocgame.instance import Instance
 from mallocgame.solution import Allocation, Solution
 
-__all__ = ["FORMATS", "draw_layout", "draw_layouts", "write_figure"]
+__all__ = [
+    "draw_layout",
+    "draw_layouts",
+]
 
 FORMATS = {".png": "png", ".svg": "svg", ".pdf": "pdf"}  # file suffix -> matplotlib format
 COLORMAP = "tab20"  # qualitative colours, cycled by tensor id

@@ -907,9 +907,10 @@ def extract_dump(
     slices reads the slices; an in-place update reads nothing of the updated operand
     and writes only the update; see :mod:`mallocgame.frontends.hlo_cost`).
     """
-    return _extract(dump_dir, module=module, name=name, partial_bytes=partial_bytes, auto=largest)[
-        0
-    ]
+    program, _ = _extract(
+        dump_dir, module=module, name=name, partial_bytes=partial_bytes, auto=largest
+    )
+    return program
 
 
 def extract_dump_with_placement(

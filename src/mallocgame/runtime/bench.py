@@ -48,7 +48,6 @@ __all__ = [
     "mean_relative_error",
     "BenchConfig",
     "run_real_bench",
-    "RESULT_COLUMNS",
 ]
 
 RESULT_COLUMNS = (

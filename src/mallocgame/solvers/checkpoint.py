@@ -45,7 +45,6 @@ __all__ = [
     "TRAINER_KEY",
     "CHECKPOINT_NAME",
     "BEST_NAME",
-    "RESUME_REMEDY",
     "CheckpointFormat",
     "write_checkpoint",
     "restore_checkpoint",

@@ -17,7 +17,9 @@ from mallocgame.instance import Instance
 from mallocgame.solution import Solution
 from mallocgame.solvers.base import NoConfig, Run, Solver
 
-__all__ = ["GreedySolver", "greedy_policy"]
+__all__ = [
+    "GreedySolver",
+]
 
 
 def greedy_policy(game: Game, allowed: np.ndarray) -> int:

@@ -39,7 +39,11 @@ from mallocgame.options import check_ranges, setting
 from mallocgame.solution import Solution
 from mallocgame.solvers.base import NoConfig, Run, Solver
 
-__all__ = ["FirstTouchSolver", "AgnosticSolver", "AgnosticConfig", "first_touch_policy"]
+__all__ = [
+    "FirstTouchSolver",
+    "AgnosticSolver",
+    "AgnosticConfig",
+]
 
 _FIRST_TOUCH_ORDER = (NOCOPY, COPY, DROP)
 _SLOW_ORDER = (DROP, NOCOPY, COPY)

@@ -16,13 +16,7 @@ from typing import Literal
 
 from mallocgame.options import check_ranges, setting
 
-__all__ = ["EgrlConfig", "WHERE_FIELDS", "MODES", "FITNESSES"]
-
-MODES = ("both", "evolution", "pg")
-"""EGRL's ablation: evolution and the learner, evolution alone, the learner alone."""
-
-FITNESSES = ("reward", "speedup")
-"""What a proposal's fitness is: its normalized reward, or its simulated speedup."""
+__all__ = ["EgrlConfig", "WHERE_FIELDS"]
 
 WHERE_FIELDS = ("checkpoint_dir", "checkpoint_seconds", "progress", "progress_seconds")
 """Settings of where and how often a run saves and reports, not of what it computes."""
