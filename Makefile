@@ -14,7 +14,7 @@ setup: $(STAMP)
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e '.[test,xla,muzero,ray,torch]'
+	$(PY) -m pip install --quiet -e '.[test,xla,muzero,ray,torch,tpu]'
 	touch $(STAMP)
 
 run: $(STAMP)

@@ -8,7 +8,12 @@ from __future__ import annotations
 
 import gzip
 import json
+import os
 from pathlib import Path
+
+# The tests mean the CPU: with libtpu installed (the tpu extra), JAX would look for a TPU
+# first. libtpu's ahead-of-time TPU targets work under this setting (tests/frontends/test_tpu.py).
+os.environ.setdefault("JAX_PLATFORMS", "cpu")
 
 import pytest
 

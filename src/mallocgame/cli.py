@@ -435,11 +435,15 @@ def _cmd_extract(args: argparse.Namespace) -> int:
         raise UsageError("--train and --granularity go with --torch MODULE:FACTORY")
     if not args.out and not args.program_out:
         raise UsageError("give --out FILE (the instance) and/or --program-out FILE")
-    if args.xla_solution and not (args.dump and args.out):
+    tpu = args.target != "cpu"
+    if tpu and not (args.jax or args.model):
+        raise UsageError(f"--target {args.target} goes with --jax or --model (a dump is compiled)")
+    if args.xla_solution and not ((args.dump or tpu) and args.out):
         raise UsageError(
-            "--xla-solution needs --dump DIR and --out FILE (the instance it is a solution of)"
+            "--xla-solution needs --dump DIR or --target TPU, and --out FILE (the instance it is "
+            "a solution of)"
         )
-    fast_spaces = _memory_spaces(args.xla_fast_spaces)
+    fast_spaces = _memory_spaces(args.xla_fast_spaces, args.target)
     preset = get_preset(args.preset)
     placement = None
     if args.dump:
@@ -458,7 +462,14 @@ def _cmd_extract(args: argparse.Namespace) -> int:
 
         fn = resolve_function(args.jax)
         example = [parse_arg_spec(spec) for spec in args.arg]
-        program = extract_jax(fn, *example, name=args.name, donate_argnums=tuple(args.donate))
+        if tpu:
+            from mallocgame.frontends.tpu import extract_jax_tpu
+
+            program, placement = extract_jax_tpu(
+                fn, *example, target=args.target, name=args.name, donate_argnums=tuple(args.donate)
+            )
+        else:
+            program = extract_jax(fn, *example, name=args.name, donate_argnums=tuple(args.donate))
     elif args.torch:
         from mallocgame.frontends.torch import extract_torch, resolve_factory
 
@@ -488,9 +499,19 @@ def _cmd_extract(args: argparse.Namespace) -> int:
             raise UsageError(
                 f"unknown model '{args.model[0]}' of {suite or SUITE} (have: {', '.join(sorted(models))})"
             )
-        program = extract_model(
-            SUITES[suite or SUITE].frontend, models[short], args.name or args.model[0]
-        )
+        name = args.name or args.model[0]
+        frontend = SUITES[suite or SUITE].frontend
+        if tpu and frontend != "xla":
+            raise UsageError(f"--target {args.target}: {args.model[0]} is not a JAX program")
+        if tpu:
+            from mallocgame.frontends.tpu import extract_jax_tpu
+
+            fn, example, jit_kwargs = models[short].build()
+            program, placement = extract_jax_tpu(
+                fn, *example, target=args.target, name=name, **jit_kwargs
+            )
+        else:
+            program = extract_model(frontend, models[short], name)
     if args.program_out:
         save_program(program, args.program_out)
         print(
@@ -511,7 +532,12 @@ def _cmd_extract(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def _memory_spaces(text: str) -> frozenset[int]:
+def _memory_spaces(text: str | None, target: str) -> frozenset[int]:
+    """The memory spaces of ``--xla-fast-spaces``, or by default the target's fast memory."""
+    if text is None:
+        from mallocgame.frontends.tpu import TPU_TARGETS
+
+        return TPU_TARGETS[target].fast_spaces if target in TPU_TARGETS else frozenset({1})
     try:
         spaces = frozenset(int(v) for v in text.split(","))
     except ValueError:
@@ -526,29 +552,37 @@ def _memory_spaces(text: str) -> frozenset[int]:
 def _write_xla_solution(
     inst: Instance, placement: XlaPlacement, fast_spaces: frozenset[int], out: str
 ) -> None:
-    """XLA's own placement as the solution ``xla``, written and checked.
-
-    It may break a rule: that is said, not fatal.
-    """
+    """XLA's own placement as the solution ``xla``: as XLA made it where that passes the
+    checker, else projected onto the closest legal game trajectory
+    (:func:`~mallocgame.solvers.xla_answer.xla_answer`); written, and what the raw reading
+    broke said."""
     from mallocgame.check import check_solution
-    from mallocgame.frontends.xla_placement import placement_solution
     from mallocgame.solution import save_solution
+    from mallocgame.solvers.xla_answer import xla_answer
 
-    solution = placement_solution(inst, placement, fast_spaces=fast_spaces)
-    save_solution(solution, out)
+    answer = xla_answer(inst, placement, fast_spaces)
+    solution = answer.solution
     report = check_solution(inst, solution)
-    spaces = sorted(placement.spaces)
-    if not placement.copies and not (set(spaces) & fast_spaces):
+    if not report.ok:  # a projection is legal by construction: this is a bug, not input
+        raise MallocGameError(f"XLA's projected placement fails the check: {report.summary()}")
+    save_solution(solution, out)
+    if not placement.copies and not (set(placement.spaces) & fast_spaces):
         print(
             f"note: the module names no memory space in {sorted(fast_spaces)} and no copy-start "
             f"(a CPU dump?): XLA's placement keeps everything in slow memory"
         )
-    unexpressed = solution.info.get("unexpressed", [])
-    verdict = "valid" if report.ok else f"invalid: {report.summary()}"
+    if answer.projected:
+        broken = ", ".join(f"{kind} x{n}" for kind, n in answer.raw_failures.items())
+        print(
+            f"XLA's placement as it is breaks the game's rules ({broken}; normalized reward "
+            f"{answer.raw.normalized_reward:.6f}): projected onto the closest legal trajectory, "
+            f"keeping {answer.kept_fraction:.1%} of its reward"
+        )
     print(
         f"solution xla: {len(solution.allocations)} allocations, {len(placement.copies)} copies of XLA's, "
-        f"normalized reward {solution.normalized_reward:.6f} -> {out}; check: {verdict}"
+        f"normalized reward {solution.normalized_reward:.6f} -> {out}; check: valid"
     )
+    unexpressed = solution.info.get("unexpressed", [])
     for line in unexpressed[:5]:
         print(f"  not expressible in the game (left in slow memory): {line}")
     if len(unexpressed) > 5:
@@ -1123,12 +1157,25 @@ def _add_extract_parser(sub: _SubParsers) -> None:
     )
     p.add_argument(
         "--xla-fast-spaces",
-        default="1",
+        default=None,
         metavar="N[,N...]",
-        help="XLA memory spaces that are the fast memory (default 1: TPU/GPU alternate memory; "
-        "0 for host offloading, where 5 is the host)",
+        help="XLA memory spaces that are the fast memory (default: the --target's alternate memory, "
+        "3 on tpu-v4, else 1; 0 for host offloading, where 5 is the host)",
+    )
+    p.add_argument(
+        "--target",
+        default="cpu",
+        choices=["cpu", *_tpu_target_names()],
+        help="with --jax or --model: compile for the CPU, or for a TPU generation with libtpu "
+        "(no TPU needed; XLA's own memory-space assignment inside: see --xla-solution)",
     )
     p.set_defaults(func=_cmd_extract)
+
+
+def _tpu_target_names() -> list[str]:
+    from mallocgame.frontends.tpu import TPU_TARGETS
+
+    return list(TPU_TARGETS)
 
 
 def _add_speedups_parser(bench: _SubParsers) -> None:
@@ -1317,8 +1364,20 @@ def _add_suite_parser(bench: _SubParsers) -> None:
     q.set_defaults(func=_cmd_bench_suite)
 
 
+def _jax_on_the_cpu() -> None:
+    """With libtpu installed (the ``tpu`` extra), JAX's first use would look for a TPU on a
+    machine that has none (seconds, and lines of warnings); the commands' JAX (the agents'
+    networks, compiling programs, libtpu's ahead-of-time TPU targets) means the CPU. A
+    ``JAX_PLATFORMS`` the user set is kept."""
+    import importlib.util
+
+    if "JAX_PLATFORMS" not in os.environ and importlib.util.find_spec("libtpu") is not None:
+        os.environ["JAX_PLATFORMS"] = "cpu"
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; returns the exit code."""
+    _jax_on_the_cpu()
     try:
         args = _parser().parse_args(argv)
         return args.func(args)

@@ -52,6 +52,7 @@ from mallocgame.instance import MAX_COUNT
 
 __all__ = [
     "CostModel",
+    "counted_trip_count",
     "elements",
     "known_trip_count",
 ]
@@ -182,6 +183,104 @@ def known_trip_count(ins: HloInstruction) -> int | None:
             "count of SPEC section 1)"
         )
     return int(raw)
+
+
+_SCALAR_PASSES = frozenset({"copy", "bitcast", "convert", "reshape"})
+"""Opcodes that carry a scalar loop counter through unchanged."""
+
+
+def _through(comp: HloComputation, ins: HloInstruction) -> HloInstruction:
+    """``ins`` followed back through :data:`_SCALAR_PASSES` to what it carries."""
+    seen = 0
+    while ins.opcode in _SCALAR_PASSES and ins.operands and seen < 64:
+        ins = comp.by_name.get(ins.operands[0], ins)
+        seen += 1
+    return ins
+
+
+def _int_constant(comp: HloComputation, ins: HloInstruction) -> int | None:
+    ins = _through(comp, ins)
+    if ins.opcode != "constant" or not re.fullmatch(r"-?[0-9]+", ins.literal):
+        return None
+    return int(ins.literal)
+
+
+def _counter_index(comp: HloComputation, ins: HloInstruction) -> int | None:
+    """``k`` where ``ins`` is element ``k`` of ``comp``'s parameter 0 (the loop state)."""
+    ins = _through(comp, ins)
+    if ins.opcode != "get-tuple-element" or not ins.operands:
+        return None
+    state = comp.by_name.get(ins.operands[0])
+    if state is None or state.opcode != "parameter" or state.literal.strip() != "0":
+        return None
+    index = ins.attr_ints("index")
+    return index[0] if len(index) == 1 else None
+
+
+def counted_trip_count(
+    module: HloModule, caller: HloComputation, ins: HloInstruction
+) -> int | None:
+    """The trip count of a counted ``while`` that states none (the TPU backend writes no
+    ``known_trip_count``), found as XLA's own loop analysis finds it: the condition compares
+    element ``k`` of the loop state with a constant (``LT``, ``LE``, ``NE``, or the
+    constant first with ``GT``, ``GE``), the body's result sets element ``k`` to element
+    ``k`` plus a positive constant, and the while's operand starts element ``k`` at a
+    constant. ``None`` where the loop is not of that form."""
+    try:
+        cond = module.computation(ins, "condition")
+        body = module.computation(ins, "body")
+    except HloParseError:
+        return None
+    test = cond.root
+    if test.opcode != "compare" or len(test.operands) != 2:
+        return None
+    lhs, rhs = (cond.by_name.get(o) for o in test.operands)
+    if lhs is None or rhs is None:
+        return None
+    direction = test.attrs.get("direction", "")
+    flipped = {"GT": "LT", "GE": "LE", "NE": "NE"}
+    if _counter_index(cond, lhs) is not None:
+        k, bound = _counter_index(cond, lhs), _int_constant(cond, rhs)
+    elif direction in flipped:
+        k, bound, direction = (
+            _counter_index(cond, rhs),
+            _int_constant(cond, lhs),
+            flipped[direction],
+        )
+    else:
+        return None
+    init_tuple = caller.by_name.get(ins.operands[0]) if ins.operands else None
+    step_tuple = body.root
+    if k is None or bound is None or init_tuple is None or init_tuple.opcode != "tuple":
+        return None
+    if (
+        step_tuple.opcode != "tuple"
+        or k >= len(step_tuple.operands)
+        or k >= len(init_tuple.operands)
+    ):
+        return None
+    start = _int_constant(caller, caller.by_name[init_tuple.operands[k]])
+    add = _through(body, body.by_name[step_tuple.operands[k]])
+    if start is None or add.opcode != "add" or len(add.operands) != 2:
+        return None
+    a, b = (body.by_name.get(o) for o in add.operands)
+    if a is None or b is None:
+        return None
+    if _counter_index(body, a) != k:
+        a, b = b, a
+    step = _int_constant(body, b)
+    if _counter_index(body, a) != k or step is None or step <= 0:
+        return None
+    span = bound - start
+    if direction == "LT":
+        trip = -(-span // step)
+    elif direction == "LE":
+        trip = span // step + 1
+    elif direction == "NE" and span % step == 0:
+        trip = span // step
+    else:
+        return None
+    return min(max(trip, 0), MAX_COUNT + 1)
 
 
 def _window_size(ins: HloInstruction) -> int:

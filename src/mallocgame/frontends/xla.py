@@ -86,7 +86,7 @@ from pathlib import Path
 from typing import Any
 
 from mallocgame.errors import InputFileError, MallocGameError
-from mallocgame.frontends.hlo_cost import CostModel, known_trip_count
+from mallocgame.frontends.hlo_cost import CostModel, counted_trip_count, known_trip_count
 from mallocgame.frontends.hlo_parse import (
     HloComputation,
     HloInstruction,
@@ -177,6 +177,7 @@ _NO_INSTRUCTION = (
     | _INPUTS
     | _TUPLE_DONES
     | {"copy-start", "copy-done", "all-reduce-done", "async-update", "send-done", "recv-done"}
+    | {"slice-start", "slice-done"}
 )
 _KNOWN = (
     frozenset(
@@ -301,6 +302,8 @@ _KNOWN = (
             "xor",
             "copy-start",
             "copy-done",
+            "slice-start",
+            "slice-done",
             "all-reduce-start",
             "all-reduce-done",
             "async-update",
@@ -318,6 +321,7 @@ _KNOWN = (
 _FIRST_OPERAND = (
     _VIEWS - {"tuple", "after-all"}
     | {"while", "copy-start", "copy-done", "all-reduce-done", "async-update", "recv-done", "send"}
+    | {"slice-start", "slice-done"}
     | _TUPLE_DONES
 )
 
@@ -386,9 +390,10 @@ class _Builder:
         self.entry_params: dict[int, Tree] = {}
         self.notes: list[str] = []
         self.spaces: list[tuple[BufferSpace, ...]] = []  # per instruction: operands, then outputs
-        self.copies: list[
-            list[int]
-        ] = []  # [tensor, source space, dest space, start step, done step]
+        # [tensor, source space, dest space, start step, done step]
+        self.copies: list[list[int]] = []
+        # (tensor, dest space) -> its sliced prefetch's copy, until the slices are joined
+        self.open_slices: dict[tuple[int, int], int] = {}
         self.current: HloInstruction | None = None  # the instruction being read, for errors
 
     def union(self, a: int, b: int) -> None:
@@ -447,12 +452,16 @@ class _Builder:
             elif op == "call":
                 env[ins.name] = self.run(self.module.computation(ins, "to_apply"), args, count)
             elif op == "while":
-                env[ins.name] = self.run_while(ins, args[0], count)
+                env[ins.name] = self.run_while(ins, comp, args[0], count)
             elif op == "copy-start":
                 env[ins.name] = self.copy_start(ins, args[0])
             elif op == "copy-done":
                 env[ins.name] = self.copy_done(ins, args[0])
-            elif op in ("all-reduce-done", "async-update"):
+            elif op == "slice-start":
+                env[ins.name] = self.slice_start(ins, args[0])
+            elif op == "slice-done":
+                env[ins.name] = self.copy_done(ins, args[0])
+            elif op in ("all-reduce-done", "async-update") or self.joins_slices(ins, args):
                 env[ins.name] = args[0]
             elif op in _TUPLE_DONES:
                 env[ins.name] = self.element(ins, args[0], 1)
@@ -514,8 +523,14 @@ class _Builder:
             )
         return tree[index]
 
-    def run_while(self, ins: HloInstruction, init: Tree, count: int) -> Tree:
+    def run_while(
+        self, ins: HloInstruction, caller: HloComputation, init: Tree, count: int
+    ) -> Tree:
+        """The loop flattened (module docstring): its trip count as XLA states it, or else as
+        its counter gives it (:func:`~mallocgame.frontends.hlo_cost.counted_trip_count`)."""
         stated = known_trip_count(ins)
+        if stated is None:
+            stated = counted_trip_count(self.module, caller, ins)
         if stated == 0:  # the condition runs once, the body never: the result is the operand
             self.notes.append(f"while {ins.name}: trip count 0, its body never runs")
             self.run(self.module.computation(ins, "condition"), [init], count)
@@ -561,11 +576,50 @@ class _Builder:
             len(shape) - 2
         )
 
+    def slice_start(self, ins: HloInstruction, source: Tree) -> Tree:
+        """One slice of a sliced prefetch (``slice-start``): its tuple is ((the source), the
+        slice, placed where the prefetch puts it; a synchronization scalar). The slices of
+        one tensor into one space, up to the ``ConcatBitcast`` that joins them, are one
+        copy of the whole tensor from the first ``slice-start`` to the last ``slice-done``
+        (each slice's reader reads the tensor)."""
+        shape = ins.shape
+        if not (isinstance(shape, tuple) and len(shape) >= 2 and isinstance(source, int)):
+            raise UnsupportedHloError(
+                f"module {self.module.name}: slice-start {ins.name} slices a tuple", ins.opcode
+            )
+        dest_space = shape[1].memory_space if not isinstance(shape[1], tuple) else 0
+        key = (int(source), dest_space)
+        if key not in self.open_slices:
+            source_space = getattr(source, "space", 0)
+            self.copies.append(
+                [int(source), source_space, dest_space, len(self.instrs), len(self.instrs)]
+            )
+            self.open_slices[key] = len(self.copies) - 1
+        placed = _Placed(int(source), dest_space, self.open_slices[key])
+        return ((source,), placed) + (None,) * (len(shape) - 2)
+
+    def joins_slices(self, ins: HloInstruction, args: list[Tree]) -> bool:
+        """Whether ``ins`` is the ``ConcatBitcast`` custom call joining the slices of one
+        sliced prefetch (its result is then the prefetched tensor: no instruction)."""
+        if ins.opcode != "custom-call":
+            return False
+        target = ins.attrs.get("custom_call_target", "").strip('"')
+        copies = {getattr(a, "copy", None) for a in args}
+        if target != "ConcatBitcast" or len(copies) != 1 or None in copies:
+            return False
+        first = args[0]
+        self.open_slices.pop((int(first), first.space), None)
+        return True
+
     def copy_done(self, ins: HloInstruction, started: Tree) -> Tree:
-        dest = started[0] if isinstance(started, tuple) and started else None
+        """The end of a ``copy-start`` (its result is element 0) or a ``slice-start``
+        (element 1): the copy ends here."""
+        element = 1 if ins.opcode == "slice-done" else 0
+        dest = started[element] if isinstance(started, tuple) and len(started) > element else None
         if not isinstance(dest, _Placed) or dest.copy is None:
+            start = ins.opcode.replace("done", "start")
             raise XlaFrontendError(
-                f"module {self.module.name}: copy-done {ins.name} does not end a copy-start"
+                f"module {self.module.name}: {ins.opcode} {ins.name} does not end a {start}"
             )
         self.copies[dest.copy][4] = len(self.instrs)
         return dest

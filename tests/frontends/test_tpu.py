@@ -1,0 +1,169 @@
+"""The TPU targets: libtpu compiling without a TPU, and what its modules hold.
+
+The modules in ``data/libtpu`` were written by :mod:`tests.frontends.libtpu_fixtures`
+(jax 0.10.2, libtpu 0.0.42.1); the tests that compile run libtpu itself (a second each).
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from mallocgame.frontends import tpu
+from mallocgame.frontends.argspec import parse_arg_spec
+from mallocgame.frontends.hlo_cost import counted_trip_count
+from mallocgame.frontends.hlo_parse import parse_module
+from mallocgame.frontends.xla import CompileError, XlaFrontendError, extract_module_with_placement
+from tests.frontends.libtpu_fixtures import MLP_ARGS, mlp_grad
+
+DATA = Path(__file__).parent / "data" / "libtpu"
+_SPACE = re.compile(r"(\w+)\[[^\]]*\]\{[^}]*S\((\d+)\)\}")
+
+
+def _spaces_by_dtype(text: str) -> dict[int, set[str]]:
+    """Memory space -> the element types of the values laid out in it."""
+    spaces: dict[int, set[str]] = {}
+    for dtype, space in _SPACE.findall(text):
+        spaces.setdefault(int(space), set()).add(dtype)
+    return spaces
+
+
+@pytest.mark.parametrize("target", list(tpu.TPU_TARGETS))
+def test_compiles_for_each_generation_and_extracts(target: str) -> None:
+    args = [parse_arg_spec(a) for a in MLP_ARGS]
+    program, placement = tpu.extract_jax_tpu(mlp_grad, *args, target=target, name="mlp")
+    assert program.name == "mlp" and program.source["target"] == target
+    assert len(program.instructions) >= 3
+    fast = tpu.TPU_TARGETS[target].fast_spaces
+    copies_in = [c for c in placement.copies if c.dest_space in fast]
+    assert copies_in, f"{target}: no prefetch into {sorted(fast)}"
+
+
+@pytest.mark.parametrize("target", list(tpu.TPU_TARGETS))
+def test_fast_space_of_each_target_is_where_its_prefetches_go(target: str) -> None:
+    """The evidence of the module docstring: prefetches copy into the target's fast space;
+    space 2 holds only the synchronization scalars of asynchronous copies."""
+    text = (DATA / f"mlp_grad.{target}.txt").read_text()
+    dests = set()
+    for line in text.splitlines():
+        if " copy-start(" in line:
+            dest = re.search(r"= \(\w+\[[^\]]*\]\{[^}]*?S\((\d+)\)\}", line)
+            dests.add(int(dest.group(1)) if dest else 0)
+    assert dests == set(tpu.TPU_TARGETS[target].fast_spaces)
+    assert _spaces_by_dtype(text).get(2, set()) <= {"u32", "s32"}
+
+
+def test_sliced_prefetches_are_one_copy_of_the_whole_tensor() -> None:
+    text = (DATA / "gru_infer_b512.tpu-v5e.txt").read_text()
+    assert text.count("slice-start(") == 4 and "ConcatBitcast" in text
+    program, placement = extract_module_with_placement(text, name="gru")
+    assert not any(i.opcode in ("slice-start", "slice-done") for i in program.instructions)
+    assert not any(
+        i.opcode == "custom-call" and i.name.startswith("custom-call.2")
+        for i in program.instructions
+    )
+    sliced = [x for x in program.tensors if "hz" in x.name and "kernel" in x.name]
+    assert len(sliced) == 1
+    copies = [c for c in placement.copies if c.tensor == sliced[0].id]
+    assert len(copies) == 1 and copies[0].dest_space == 1 and copies[0].start < copies[0].done
+
+
+def test_the_counted_loop_of_a_tpu_module_gets_its_trip_count() -> None:
+    text = (DATA / "gru_infer_b512.tpu-v5e.txt").read_text()
+    assert "known_trip_count" not in text
+    program, _ = extract_module_with_placement(text, name="gru")
+    assert [lp.trip_count for lp in program.loops] == [100]
+    assert "trip count unknown" not in program.source.get("notes", "")
+
+
+_LOOP = """HloModule m, is_scheduled=true
+
+%cond (p: (s32[], f32[4])) -> pred[] {
+  %p = (s32[], f32[4]) parameter(0)
+  %i = s32[] get-tuple-element(%p), index=0
+  %n = s32[] constant(BOUND)
+  ROOT %c = pred[] compare(LHS, RHS), direction=DIR
+}
+
+%body (q: (s32[], f32[4])) -> (s32[], f32[4]) {
+  %q = (s32[], f32[4]) parameter(0)
+  %j = s32[] get-tuple-element(%q), index=0
+  %one = s32[] constant(STEP)
+  %k = s32[] add(%j, %one)
+  %v = f32[4] get-tuple-element(%q), index=1
+  %w = f32[4] negate(%v)
+  ROOT %r = (s32[], f32[4]) tuple(%k, %w)
+}
+
+ENTRY %main (x: f32[4]) -> f32[4] {
+  %x = f32[4] parameter(0)
+  %zero = s32[] constant(START)
+  %t = (s32[], f32[4]) tuple(%zero, %x)
+  %loop = (s32[], f32[4]) while(%t), condition=%cond, body=%body
+  ROOT %out = f32[4] get-tuple-element(%loop), index=1
+}
+"""
+
+
+@pytest.mark.parametrize(
+    ("start", "bound", "step", "direction", "counter_first", "trip"),
+    [
+        (0, 100, 1, "LT", True, 100),
+        (0, 100, 1, "LE", True, 101),
+        (3, 10, 2, "LT", True, 4),
+        (0, 12, 3, "NE", True, 4),
+        (0, 7, 1, "GT", False, 7),
+        (5, 2, 1, "LT", True, 0),
+        (0, 10, 3, "NE", True, None),  # never equal: not a counted loop
+        (0, 10, 1, "EQ", True, None),
+        (0, 10, 0, "LT", True, None),
+    ],
+)
+def test_counted_trip_count(
+    start: int, bound: int, step: int, direction: str, counter_first: bool, trip: int | None
+) -> None:
+    lhs, rhs = ("%i", "%n") if counter_first else ("%n", "%i")
+    text = (
+        _LOOP.replace("BOUND", str(bound))
+        .replace("STEP", str(step))
+        .replace("START", str(start))
+        .replace("DIR", direction)
+        .replace("LHS", lhs)
+        .replace("RHS", rhs)
+    )
+    module = parse_module(text)
+    loop = module.entry.by_name["loop"]
+    assert counted_trip_count(module, module.entry, loop) == trip
+
+
+def test_unknown_target_is_refused() -> None:
+    with pytest.raises(XlaFrontendError, match="unknown target 'tpu-v9'"):
+        tpu.tpu_target("tpu-v9")
+
+
+def test_missing_libtpu_says_how_to_install_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    import importlib.util
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(
+        importlib.util, "find_spec", lambda name, *a: None if name == "libtpu" else real(name, *a)
+    )
+    tpu._device.cache_clear()
+    try:
+        with pytest.raises(
+            tpu.TpuUnavailableError, match=r"needs libtpu: pip install 'jax\[tpu\]=="
+        ):
+            tpu.compile_for_tpu(mlp_grad, target="tpu-v4")
+    finally:
+        tpu._device.cache_clear()
+
+
+def test_a_function_that_does_not_compile_is_one_line() -> None:
+    def bad(x):
+        return x @ x  # [3, 5] @ [3, 5]: the shapes do not chain
+
+    with pytest.raises(CompileError, match=r"^bad: JAX could not compile it for tpu-v5e: ") as info:
+        tpu.compile_for_tpu(bad, parse_arg_spec("f32[3,5]"), target="tpu-v5e")
+    assert "\n" not in str(info.value)
