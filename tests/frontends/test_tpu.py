@@ -55,6 +55,24 @@ def test_fast_space_of_each_target_is_where_its_prefetches_go(target: str) -> No
     assert _spaces_by_dtype(text).get(2, set()) <= {"u32", "s32"}
 
 
+def test_the_fast_spaces_are_the_compilers_own_memories(tmp_path: Path) -> None:
+    """libtpu's memory-usage report names the spaces: ``vmem`` (1) on v5e, v5p and v6e; on
+    v4 space 3 exists only with the CMEM flag on, so it is the CMEM."""
+    args = [parse_arg_spec(a) for a in MLP_ARGS]
+
+    def spaces(target: str, **flags: bool) -> dict[int, str]:
+        dump = tmp_path / f"{target}-{len(flags)}"
+        options = {"xla_dump_to": str(dump), **flags}
+        tpu.compile_for_tpu(mlp_grad, *args, target=target, compiler_options=options)
+        report = next(dump.glob("*memory-usage-report.txt")).read_text()
+        found = re.findall(r"Memory Space: (\w+) \(color=(\d+)\)", report)
+        return {int(color): name for name, color in found}
+
+    assert spaces("tpu-v5e")[1] == "vmem" and spaces("tpu-v6e")[1] == "vmem"
+    assert 3 in spaces("tpu-v4")
+    assert 3 not in spaces("tpu-v4", xla_tpu_cmem_memory_space_assignment=False)
+
+
 def test_sliced_prefetches_are_one_copy_of_the_whole_tensor() -> None:
     text = (DATA / "gru_infer_b512.tpu-v5e.txt").read_text()
     assert text.count("slice-start(") == 4 and "ConcatBitcast" in text

@@ -11,8 +11,10 @@ Targets (:data:`TPU_TARGETS`): ``tpu-v4``, ``tpu-v5e``, ``tpu-v5p``, ``tpu-v6e``
 compiled for one chip of the smallest slice of its generation. ``fast_spaces`` is the
 memory space a target's MSA places values in, read from what libtpu writes (jax 0.10.2,
 libtpu 0.0.42.1): on v4 its prefetches (``copy-start``, cross-program prefetches) copy into
-``S(3)``, on v5e, v5p and v6e into ``S(1)``; ``S(2)`` holds only the ``u32[]`` sync flags
-of asynchronous copies. ``tests/frontends/test_tpu.py`` re-derives this from a compile.
+``S(3)``, which exists only while ``xla_tpu_cmem_memory_space_assignment`` is on (its
+default): the v4's CMEM; on v5e, v5p and v6e into ``S(1)``, which the compiler's
+memory-usage report names ``vmem``; ``S(2)`` (``smem``) holds only the ``u32[]`` sync flags
+of asynchronous copies. ``tests/frontends/test_tpu.py`` re-derives this from compiles.
 
 Errors: an unknown target, libtpu missing (:class:`TpuUnavailableError`, the line saying
 how to install it) and a function that does not compile for the target
@@ -57,15 +59,16 @@ class TpuTarget:
     name: str
     topology: str
     fast_spaces: frozenset[int]
+    fast_memory: str  # what the fast space is on the chip
 
 
 TPU_TARGETS: Mapping[str, TpuTarget] = {
     t.name: t
     for t in (
-        TpuTarget("tpu-v4", "v4:2x2x1", frozenset({3})),
-        TpuTarget("tpu-v5e", "v5e:2x2", frozenset({1})),
-        TpuTarget("tpu-v5p", "v5p:2x2x1", frozenset({1})),
-        TpuTarget("tpu-v6e", "v6e:2x2", frozenset({1})),
+        TpuTarget("tpu-v4", "v4:2x2x1", frozenset({3}), "CMEM"),
+        TpuTarget("tpu-v5e", "v5e:2x2", frozenset({1}), "VMEM"),
+        TpuTarget("tpu-v5p", "v5p:2x2x1", frozenset({1}), "VMEM"),
+        TpuTarget("tpu-v6e", "v6e:2x2", frozenset({1}), "VMEM"),
     )
 }
 """The TPU generations a function can be compiled for, by ``--target`` name."""
