@@ -62,6 +62,11 @@ from mallocgame.workloads.models_common import (  # noqa: F401  (re-exported hel
     _params,
     _xent,
 )
+from mallocgame.workloads.models_layers import (
+    TokenTransformer,
+    _embed_with_positions,
+    _residual_mlp,
+)
 from mallocgame.workloads.models_sequence import _sequence_infer
 
 __all__ = [
@@ -160,25 +165,17 @@ class _DecoderLayer(nn.Module):
     @nn.compact
     def __call__(self, x: jax.Array) -> jax.Array:
         x = x + _Attention(self.num_heads)(nn.LayerNorm()(x))
-        y = nn.Dense(self.d_ff)(nn.LayerNorm()(x))
-        return x + nn.Dense(x.shape[-1])(nn.gelu(y))
+        return _residual_mlp(x, self.d_ff)
 
 
-class Transformer(nn.Module):
+class Transformer(TokenTransformer):
     """A decoder-only (causal) Transformer language model, pre-LayerNorm."""
 
-    vocab: int = 512
-    d_model: int = 128
-    num_heads: int = 4
-    num_layers: int = 2
-    d_ff: int = 512
-    max_len: int = 64
+    num_layers: int
 
     @nn.compact
     def __call__(self, tokens: jax.Array) -> jax.Array:
-        embed = nn.Embed(self.vocab, self.d_model)
-        pos = self.param("pos", nn.initializers.normal(0.02), (self.max_len, self.d_model))
-        x = embed(tokens) + pos[: tokens.shape[1]]
+        embed, x = _embed_with_positions(self, tokens)
         for _ in range(self.num_layers):
             x = _DecoderLayer(self.num_heads, self.d_ff)(x)
         return embed.attend(nn.LayerNorm()(x))  # tied output embedding
@@ -268,7 +265,7 @@ def _resnet_infer(concrete: bool) -> Built:
 
 
 def _transformer_train(concrete: bool) -> Built:
-    model = Transformer()
+    model = Transformer(vocab=512, d_model=128, num_heads=4, num_layers=2, d_ff=512, max_len=64)
     tx = optax.adamw(3e-4, weight_decay=0.01)
     batch, seq = 8, 64
     rng = np.random.default_rng(SEED)

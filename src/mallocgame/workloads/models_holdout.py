@@ -27,17 +27,8 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
-from mallocgame.workloads.models_common import (
-    SEED,
-    Built,
-    ModelProgram,
-    _floats,
-    _ints,
-    _model_params,
-    _next_token_train,
-    _training_program,
-    _xent,
-)
+from mallocgame.workloads import models_common as mc
+from mallocgame.workloads.models_layers import TokenTransformer, _causal, _embed_with_positions
 from mallocgame.workloads.models_transformers import BERT
 from mallocgame.workloads.models_v2 import LlamaConfig, _llama_layer, _llama_params, _rms_norm
 from mallocgame.workloads.models_vision import _classifier_train, _inference
@@ -67,31 +58,23 @@ class _DecoderBlock(nn.Module):
 
     @nn.compact
     def __call__(self, x: jax.Array, _: Any) -> tuple[jax.Array, None]:
-        t = x.shape[1]
-        mask = jnp.tril(jnp.ones((t, t), bool))[None, None]
+        mask = _causal(x.shape[1])
         y = nn.LayerNorm()(x)
         x = x + nn.MultiHeadDotProductAttention(num_heads=self.num_heads)(y, y, mask=mask)
         y = nn.LayerNorm()(x)
         return x + nn.Dense(x.shape[-1])(nn.gelu(nn.Dense(self.d_ff)(y))), None
 
 
-class ScannedDecoderLM(nn.Module):
+class ScannedDecoderLM(TokenTransformer):
     """Decoder-only LM whose layers are one ``nn.scan`` (stacked weights, an XLA ``while``), as
     MaxText and Praxis lay out their models. Tokens ``[batch, seq]`` -> logits ``[batch, seq,
     vocab]``."""
 
-    vocab: int
-    d_model: int
-    num_heads: int
     num_layers: int
-    d_ff: int
-    max_len: int
 
     @nn.compact
     def __call__(self, tokens: jax.Array) -> jax.Array:
-        embed = nn.Embed(self.vocab, self.d_model)
-        pos = self.param("pos", nn.initializers.normal(0.02), (self.max_len, self.d_model))
-        x = embed(tokens) + pos[: tokens.shape[1]]
+        embed, x = _embed_with_positions(self, tokens)
         stack = nn.scan(
             _DecoderBlock,
             variable_axes={"params": 0},
@@ -102,14 +85,14 @@ class ScannedDecoderLM(nn.Module):
         return embed.attend(nn.LayerNorm()(x))
 
 
-def _decoder_lm_scan_train(concrete: bool) -> Built:
+def _decoder_lm_scan_train(concrete: bool) -> mc.Built:
     model = ScannedDecoderLM(
         vocab=32000, d_model=1024, num_heads=16, num_layers=8, d_ff=4096, max_len=512
     )
     schedule = optax.warmup_cosine_decay_schedule(0.0, 3e-4, 2000, 100_000)
     adamw = optax.adamw(schedule, b2=0.95, weight_decay=0.1)
     tx = optax.chain(optax.clip_by_global_norm(1.0), adamw)
-    return _next_token_train(model, tx, 2, 512, concrete)
+    return mc._next_token_train(model, tx, 2, 512, concrete)
 
 
 def top2_dispatch(
@@ -167,27 +150,21 @@ class _MoEFeedForward(nn.Module):
         return jnp.einsum("tec,ecd->td", combine, expert_out), aux
 
 
-class MoELM(nn.Module):
-    """Decoder-only LM whose every feed-forward is a top-2 MoE (GShard layout).
+class MoELM(TokenTransformer):
+    """Decoder-only LM whose every feed-forward is a top-2 MoE (GShard layout) of ``experts``
+    experts, each of width ``d_ff``.
 
     Tokens ``[batch, seq]`` -> (logits ``[batch, seq, vocab]``, summed load-balancing loss).
     """
 
-    vocab: int
-    d_model: int
-    num_heads: int
     num_layers: int
-    d_ff: int
     experts: int
-    max_len: int
 
     @nn.compact
     def __call__(self, tokens: jax.Array) -> tuple[jax.Array, jax.Array]:
         b, t = tokens.shape
-        embed = nn.Embed(self.vocab, self.d_model)
-        pos = self.param("pos", nn.initializers.normal(0.02), (self.max_len, self.d_model))
-        x = embed(tokens) + pos[:t]
-        mask = jnp.tril(jnp.ones((t, t), bool))[None, None]
+        embed, x = _embed_with_positions(self, tokens)
+        mask = _causal(t)
         aux = jnp.zeros((), jnp.float32)
         for _ in range(self.num_layers):
             y = nn.LayerNorm()(x)
@@ -199,20 +176,20 @@ class MoELM(nn.Module):
         return embed.attend(nn.LayerNorm()(x)), aux
 
 
-def _moe_lm_train(concrete: bool) -> Built:
+def _moe_lm_train(concrete: bool) -> mc.Built:
     model = MoELM(
         vocab=32000, d_model=512, num_heads=8, num_layers=2, d_ff=2048, experts=8, max_len=512
     )
-    rng = np.random.default_rng(SEED)
-    tokens = _ints(rng, (8, 513), model.vocab, concrete)
+    rng = np.random.default_rng(mc.SEED)
+    tokens = mc._ints(rng, (8, 513), model.vocab, concrete)
 
     def loss_fn(params, tokens):
         logits, aux = model.apply({"params": params}, tokens[:, :-1])
-        return _xent(logits, tokens[:, 1:]) + 0.01 * aux
+        return mc._xent(logits, tokens[:, 1:]) + 0.01 * aux
 
     tx = optax.chain(optax.clip_by_global_norm(1.0), optax.adafactor(1e-3))
     t0 = jax.ShapeDtypeStruct((1, 512), jnp.int32)
-    return _training_program(model, tx, loss_fn, (t0,), (tokens,), concrete, rng)
+    return mc._training_program(model, tx, loss_fn, (t0,), (tokens,), concrete, rng)
 
 
 CODELLAMA_34B = LlamaConfig(
@@ -222,12 +199,12 @@ CODELLAMA_34B = LlamaConfig(
 40GB holds)."""
 
 
-def _llama_score(cfg: LlamaConfig, batch: int, seq: int, concrete: bool) -> Built:
+def _llama_score(cfg: LlamaConfig, batch: int, seq: int, concrete: bool) -> mc.Built:
     """Scoring without a KV cache: each sequence's summed log-likelihood of its own tokens
     (``[batch]`` float32) under ``cfg`` (a forward pass over all positions, as in evaluation
     or reward-model scoring)."""
     params = _llama_params(cfg, concrete)
-    tokens = _ints(np.random.default_rng(SEED), (batch, seq), cfg.vocab, concrete)
+    tokens = mc._ints(np.random.default_rng(mc.SEED), (batch, seq), cfg.vocab, concrete)
 
     def score(params, tokens):
         positions = jnp.broadcast_to(jnp.arange(tokens.shape[1]), tokens.shape)
@@ -245,21 +222,21 @@ def _llama_score(cfg: LlamaConfig, batch: int, seq: int, concrete: bool) -> Buil
     return score, (params, tokens), {}
 
 
-def _bert_large_infer(concrete: bool) -> Built:
+def _bert_large_infer(concrete: bool) -> mc.Built:
     """BERT-large (24 post-LN layers, d 1024, 16 heads, d_ff 4096, vocab 30522) forward pass with
     its MLM head at 20 positions and its NSP head: (MLM probabilities, NSP probabilities)."""
     model = BERT(vocab=30522, d_model=1024, num_heads=16, num_layers=24, d_ff=4096, max_len=512)
     batch, seq, picked = 128, 512, 20
-    rng = np.random.default_rng(SEED)
-    tokens = _ints(rng, (batch, seq), model.vocab, concrete)
-    segments = _ints(rng, (batch, seq), 2, concrete)
-    attention = _ints(rng, (batch, seq), 2, concrete)
-    positions = _ints(rng, (batch, picked), seq, concrete)
+    rng = np.random.default_rng(mc.SEED)
+    tokens = mc._ints(rng, (batch, seq), model.vocab, concrete)
+    segments = mc._ints(rng, (batch, seq), 2, concrete)
+    attention = mc._ints(rng, (batch, seq), 2, concrete)
+    positions = mc._ints(rng, (batch, picked), seq, concrete)
     examples = tuple(
         jax.ShapeDtypeStruct((1, *a.shape[1:]), a.dtype)
         for a in (tokens, segments, attention, positions)
     )
-    params = _model_params(model, examples, concrete, rng)
+    params = mc._model_params(model, examples, concrete, rng)
 
     def infer(params, tokens, segments, attention, positions):
         mlm, nsp = model.apply({"params": params}, tokens, segments, attention, positions)
@@ -304,7 +281,7 @@ class ConvNeXt(nn.Module):
         return nn.Dense(self.num_classes)(nn.LayerNorm(epsilon=1e-6)(x.mean(axis=(1, 2))))
 
 
-def _convnext_t_infer(concrete: bool) -> Built:
+def _convnext_t_infer(concrete: bool) -> mc.Built:
     return _inference(ConvNeXt(), (64, 224, 224, 3), concrete, collections=("params",))
 
 
@@ -328,7 +305,7 @@ class C3D(nn.Module):
         return nn.Dense(self.num_classes)(x)
 
 
-def _c3d_train(concrete: bool) -> Built:
+def _c3d_train(concrete: bool) -> mc.Built:
     tx = optax.chain(optax.add_decayed_weights(5e-4), optax.sgd(3e-3, momentum=0.9))
     return _classifier_train(C3D(), tx, (16, 112, 112, 3), 8, concrete)
 
@@ -353,16 +330,16 @@ class ConvAutoencoder(nn.Module):
         return nn.sigmoid(nn.ConvTranspose(c, (3, 3), strides=(2, 2))(x))
 
 
-def _conv_autoencoder_train(concrete: bool) -> Built:
+def _conv_autoencoder_train(concrete: bool) -> mc.Built:
     model = ConvAutoencoder()
-    rng = np.random.default_rng(SEED)
-    images = _floats(rng, (64, 256, 256, 3), concrete)
+    rng = np.random.default_rng(mc.SEED)
+    images = mc._floats(rng, (64, 256, 256, 3), concrete)
 
     def loss_fn(params, images):
         return jnp.mean((model.apply({"params": params}, images) - images) ** 2)
 
     x0 = jax.ShapeDtypeStruct((1, 256, 256, 3), jnp.float32)
-    return _training_program(model, optax.adam(1e-3), loss_fn, (x0,), (images,), concrete, rng)
+    return mc._training_program(model, optax.adam(1e-3), loss_fn, (x0,), (images,), concrete, rng)
 
 
 # --------------------------------------------------------------------------- diffusion
@@ -441,15 +418,15 @@ class DDPMUNet(nn.Module):
         return nn.Conv(x.shape[-1], (3, 3))(nn.swish(nn.GroupNorm(32)(h)))
 
 
-def _ddpm_train(concrete: bool) -> Built:
+def _ddpm_train(concrete: bool) -> mc.Built:
     """A DDPM training step: noise drawn in-program from a key, a linear beta schedule of 1000
     steps, the noised images, MSE on the predicted noise, Adam."""
     model = DDPMUNet()
-    rng = np.random.default_rng(SEED)
+    rng = np.random.default_rng(mc.SEED)
     batch, size, steps = 64, 32, 1000
-    images = _floats(rng, (batch, size, size, 3), concrete)
-    t = _ints(rng, (batch,), steps, concrete)
-    noise = _floats(rng, (batch, size, size, 3), concrete)
+    images = mc._floats(rng, (batch, size, size, 3), concrete)
+    t = mc._ints(rng, (batch,), steps, concrete)
+    noise = mc._floats(rng, (batch, size, size, 3), concrete)
     alpha_bar = np.cumprod(1.0 - np.linspace(1e-4, 0.02, steps)).astype(np.float32)
 
     def loss_fn(params, images, t, noise):
@@ -462,7 +439,9 @@ def _ddpm_train(concrete: bool) -> Built:
         jax.ShapeDtypeStruct((1,), jnp.int32),
     )
     batch_args = (images, t, noise)
-    return _training_program(model, optax.adam(2e-4), loss_fn, examples, batch_args, concrete, rng)
+    return mc._training_program(
+        model, optax.adam(2e-4), loss_fn, examples, batch_args, concrete, rng
+    )
 
 
 # --------------------------------------------------------------------------- graphs and scans
@@ -488,19 +467,19 @@ class GIN(nn.Module):
         return nn.Dense(self.num_classes)(h)
 
 
-def _gin_train(concrete: bool) -> Built:
+def _gin_train(concrete: bool) -> mc.Built:
     """GIN node classification on a graph of ogbn-arxiv's size (169,343 nodes, 1,166,243 edges,
     128 features, 40 classes): full-batch training step, Adam."""
     model = GIN(hidden=256, layers=3, num_classes=40)
     nodes, edges, features = 169_343, 1_166_243, 128
-    rng = np.random.default_rng(SEED)
-    x = _floats(rng, (nodes, features), concrete)
-    senders = _ints(rng, (edges,), nodes, concrete)
-    receivers = _ints(rng, (edges,), nodes, concrete)
-    labels = _ints(rng, (nodes,), model.num_classes, concrete)
+    rng = np.random.default_rng(mc.SEED)
+    x = mc._floats(rng, (nodes, features), concrete)
+    senders = mc._ints(rng, (edges,), nodes, concrete)
+    receivers = mc._ints(rng, (edges,), nodes, concrete)
+    labels = mc._ints(rng, (nodes,), model.num_classes, concrete)
 
     def loss_fn(params, x, senders, receivers, labels):
-        return _xent(model.apply({"params": params}, x, senders, receivers), labels)
+        return mc._xent(model.apply({"params": params}, x, senders, receivers), labels)
 
     examples = (
         jax.ShapeDtypeStruct((4, features), jnp.float32),
@@ -508,7 +487,7 @@ def _gin_train(concrete: bool) -> Built:
         jax.ShapeDtypeStruct((2,), jnp.int32),
     )
     batch = (x, senders, receivers, labels)
-    return _training_program(model, optax.adam(1e-2), loss_fn, examples, batch, concrete, rng)
+    return mc._training_program(model, optax.adam(1e-2), loss_fn, examples, batch, concrete, rng)
 
 
 class _MambaBlock(nn.Module):
@@ -577,12 +556,12 @@ class MambaLM(nn.Module):
         return embed.attend(_rms(x))
 
 
-def _mamba_lm_infer(concrete: bool) -> Built:
+def _mamba_lm_infer(concrete: bool) -> mc.Built:
     """Scoring by a Mamba LM: the log-probabilities of the next token at every position."""
     model = MambaLM(vocab=32000, d_model=768, num_layers=4)
-    rng = np.random.default_rng(SEED)
-    tokens = _ints(rng, (8, 1024), model.vocab, concrete)
-    params = _model_params(model, (jax.ShapeDtypeStruct((1, 8), jnp.int32),), concrete, rng)
+    rng = np.random.default_rng(mc.SEED)
+    tokens = mc._ints(rng, (8, 1024), model.vocab, concrete)
+    params = mc._model_params(model, (jax.ShapeDtypeStruct((1, 8), jnp.int32),), concrete, rng)
 
     def infer(params, tokens):
         return jax.nn.log_softmax(model.apply({"params": params}, tokens), axis=-1)
@@ -593,7 +572,7 @@ def _mamba_lm_infer(concrete: bool) -> Built:
 # --------------------------------------------------------------------------- registry
 
 _PROGRAMS = [
-    ModelProgram(
+    mc.ModelProgram(
         "decoder_lm_scan_train",
         "decoder-only LM (8 pre-LN layers scanned as one while loop, d 1024, 16 heads, "
         "d_ff 4096, vocab 32000, learned positions, tied embeddings) training step on 512 "
@@ -602,7 +581,7 @@ _PROGRAMS = [
         training=True,
         loops=True,
     ),
-    ModelProgram(
+    mc.ModelProgram(
         "moe_lm_train",
         "mixture-of-experts decoder LM (2 layers, d 512, 8 heads; each feed-forward 8 "
         "experts of 2048, top-2 GShard dispatch with capacity factor 1.25, load-balancing "
@@ -610,7 +589,7 @@ _PROGRAMS = [
         _moe_lm_train,
         training=True,
     ),
-    ModelProgram(
+    mc.ModelProgram(
         "codellama34b_score_512",
         "Code Llama 34B architecture (Llama layout: 48 layers, d 8192, 64 heads, 8 KV "
         "heads, RoPE, SwiGLU 22016, bfloat16: 67 GB of weights) scoring one 512-token "
@@ -619,7 +598,7 @@ _PROGRAMS = [
         lambda concrete: _llama_score(CODELLAMA_34B, 1, 512, concrete),
         preset="gpu_hbm_host",
     ),
-    ModelProgram(
+    mc.ModelProgram(
         "bert_large_infer_b128",
         "BERT-large (24 post-LN layers, d 1024, 16 heads, d_ff 4096, vocab 30522) "
         "inference on 512 tokens at batch 128: MLM probabilities at 20 positions and NSP, "
@@ -627,7 +606,7 @@ _PROGRAMS = [
         _bert_large_infer,
         preset="dram_pmem",
     ),
-    ModelProgram(
+    mc.ModelProgram(
         "convnext_t_infer_b64",
         "ConvNeXt-T (3/3/9/3 blocks of 96-768 channels, 7x7 depthwise convs, LayerNorm, "
         "layer scale) inference on 224x224x3 at batch 64, on the MARL machine's 2 GiB of "
@@ -635,7 +614,7 @@ _PROGRAMS = [
         _convnext_t_infer,
         preset="dram_pmem",
     ),
-    ModelProgram(
+    mc.ModelProgram(
         "c3d_train_b8",
         "C3D video network (8 3x3x3 convs of 64-512 channels, FC 4096-4096, 400 Kinetics "
         "classes) training step on 16x112x112x3 clips at batch 8, SGD with momentum and "
@@ -643,14 +622,14 @@ _PROGRAMS = [
         _c3d_train,
         training=True,
     ),
-    ModelProgram(
+    mc.ModelProgram(
         "conv_autoencoder_train_b64",
         "convolutional autoencoder (4 stride-2 convs of 64-512 channels, dense latent 512,"
         " 4 transposed convs) training step on 256x256x3 at batch 64, MSE, Adam",
         _conv_autoencoder_train,
         training=True,
     ),
-    ModelProgram(
+    mc.ModelProgram(
         "ddpm_unet_train_b64",
         "DDPM noise-prediction U-Net (the CIFAR-10 model's blocks at two levels: ch 128 x "
         "1/2, one residual block a level, GroupNorm, attention in the middle at 16x16) "
@@ -659,7 +638,7 @@ _PROGRAMS = [
         _ddpm_train,
         training=True,
     ),
-    ModelProgram(
+    mc.ModelProgram(
         "gin_arxiv_train",
         "GIN (3 rounds, hidden 256, LayerNorm) full-batch node classification training "
         "step on a graph of ogbn-arxiv's size (169,343 nodes, 1,166,243 edges, 128 "
@@ -667,7 +646,7 @@ _PROGRAMS = [
         _gin_train,
         training=True,
     ),
-    ModelProgram(
+    mc.ModelProgram(
         "mamba_lm_infer_b8",
         "Mamba-style LM (4 blocks, d 768, expand 2, state 16, selective scan as a lax.scan"
         " over 1024 steps, vocab 32000) next-token log-probabilities at batch 8",
@@ -676,4 +655,4 @@ _PROGRAMS = [
     ),
 ]
 
-HOLDOUT_PROGRAMS: dict[str, ModelProgram] = {p.name: p for p in _PROGRAMS}
+HOLDOUT_PROGRAMS: dict[str, mc.ModelProgram] = {p.name: p for p in _PROGRAMS}

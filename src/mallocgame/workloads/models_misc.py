@@ -13,16 +13,7 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
-from mallocgame.workloads.models_common import (
-    SEED,
-    Built,
-    ModelProgram,
-    _floats,
-    _gradient_step,
-    _ints,
-    _model_params,
-    _opt_state,
-)
+from mallocgame.workloads import models_common as mc
 
 __all__ = [
     "PROGRAMS",
@@ -106,15 +97,15 @@ def factorized_matmul(a: jax.Array, b: jax.Array, factors: tuple[np.ndarray, ...
     return jnp.concatenate(rows, axis=0)
 
 
-def _factorized_chain(size: int, concrete: bool, divisor: float = 1.0) -> Built:
+def _factorized_chain(size: int, concrete: bool, divisor: float = 1.0) -> mc.Built:
     """``M0 @ M1 @ M2 @ M3`` of ``size`` x ``size`` matrices by the rank-49 factorisation of the 4x4
     block product, with the plain chain and the relative error: ``mats -> (product, error)``.
 
     Concrete matrices are standard normal divided by ``divisor``.
     """
     factors = kron_factors(STRASSEN, STRASSEN)  # rank 49 for 4x4 blocks (Strassen squared)
-    rng = np.random.default_rng(SEED)
-    mats = _floats(rng, (4, size, size), concrete)
+    rng = np.random.default_rng(mc.SEED)
+    mats = mc._floats(rng, (4, size, size), concrete)
     if concrete and divisor != 1.0:
         mats = mats / divisor
 
@@ -129,7 +120,7 @@ def _factorized_chain(size: int, concrete: bool, divisor: float = 1.0) -> Built:
     return chain, (mats,), {}
 
 
-def _alphatensor_matmul(concrete: bool) -> Built:
+def _alphatensor_matmul(concrete: bool) -> mc.Built:
     return _factorized_chain(256, concrete, divisor=16.0)
 
 
@@ -209,27 +200,27 @@ def _graph_infer(
     concrete: bool,
     *,
     contiguous_graphs: bool = True,
-) -> Built:
+) -> mc.Built:
     """``model`` on one batch of ``model.num_graphs`` graphs: ``n_nodes`` nodes and ``n_edges``
     random edges, float32 node and edge features, and each node's graph id.
 
     ``contiguous_graphs``: concrete graph ids split the nodes into equal contiguous graphs;
     else they are drawn at random.
     """
-    rng = np.random.default_rng(SEED)
-    nodes = _floats(rng, (n_nodes, node_features), concrete)
-    edges = _floats(rng, (n_edges, edge_features), concrete)
-    senders = _ints(rng, (n_edges,), n_nodes, concrete)
-    receivers = _ints(rng, (n_edges,), n_nodes, concrete)
+    rng = np.random.default_rng(mc.SEED)
+    nodes = mc._floats(rng, (n_nodes, node_features), concrete)
+    edges = mc._floats(rng, (n_edges, edge_features), concrete)
+    senders = mc._ints(rng, (n_edges,), n_nodes, concrete)
+    receivers = mc._ints(rng, (n_edges,), n_nodes, concrete)
     if concrete and contiguous_graphs:
         graph_ids = jax.device_put(
             np.arange(n_nodes, dtype=np.int32) // (n_nodes // model.num_graphs)
         )
     else:
-        graph_ids = _ints(rng, (n_nodes,), model.num_graphs, concrete)
+        graph_ids = mc._ints(rng, (n_nodes,), model.num_graphs, concrete)
     inputs = (nodes, edges, senders, receivers, graph_ids)
     examples = tuple(jax.ShapeDtypeStruct(a.shape, a.dtype) for a in inputs)
-    params = _model_params(model, examples, concrete, rng)
+    params = mc._model_params(model, examples, concrete, rng)
 
     def infer(params, nodes, edges, senders, receivers, graph_ids):
         return model.apply({"params": params}, nodes, edges, senders, receivers, graph_ids)
@@ -237,7 +228,7 @@ def _graph_infer(
     return infer, (params, *inputs), {}
 
 
-def _gnn_infer(concrete: bool) -> Built:
+def _gnn_infer(concrete: bool) -> mc.Built:
     return _graph_infer(GraphNetwork(), 1024, 4096, 16, 8, concrete)
 
 
@@ -269,32 +260,32 @@ class DLRM(nn.Module):
         return _MLP((*self.top, 1), layer_norm=False, name="top")(top_in)[:, 0]
 
 
-def _dlrm_program(model: DLRM, batch: int, bag: int, concrete: bool) -> Built:
+def _dlrm_program(model: DLRM, batch: int, bag: int, concrete: bool) -> mc.Built:
     """A DLRM training step at ``batch``: 13 dense features and ``bag`` ids a table, binary
     cross-entropy, Adagrad; params and optimizer state donated (``donate_argnums=(0, 1)``)."""
     tx = optax.adagrad(0.01)
-    rng = np.random.default_rng(SEED)
-    dense = _floats(rng, (batch, 13), concrete)
-    sparse = _ints(rng, (batch, len(model.table_sizes), bag), min(model.table_sizes), concrete)
-    labels = _ints(rng, (batch,), 2, concrete)
+    rng = np.random.default_rng(mc.SEED)
+    dense = mc._floats(rng, (batch, 13), concrete)
+    sparse = mc._ints(rng, (batch, len(model.table_sizes), bag), min(model.table_sizes), concrete)
+    labels = mc._ints(rng, (batch,), 2, concrete)
     examples = (
         jax.ShapeDtypeStruct((1, 13), jnp.float32),
         jax.ShapeDtypeStruct((1, len(model.table_sizes), bag), jnp.int32),
     )
-    params = _model_params(model, examples, concrete, rng)
-    opt_state = _opt_state(tx, params, concrete)
+    params = mc._model_params(model, examples, concrete, rng)
+    opt_state = mc._opt_state(tx, params, concrete)
 
     def train_step(params, opt_state, dense, sparse, labels):
         def loss_fn(p):
             logits = model.apply({"params": p}, dense, sparse)
             return optax.sigmoid_binary_cross_entropy(logits, labels.astype(jnp.float32)).mean()
 
-        return _gradient_step(tx, loss_fn, params, opt_state)
+        return mc._gradient_step(tx, loss_fn, params, opt_state)
 
     return train_step, (params, opt_state, dense, sparse, labels), {"donate_argnums": (0, 1)}
 
 
-def _dlrm_train(concrete: bool) -> Built:
+def _dlrm_train(concrete: bool) -> mc.Built:
     return _dlrm_program(DLRM(), 256, 4, concrete)
 
 
@@ -357,12 +348,12 @@ class DDIMSampler(nn.Module):
         return x
 
 
-def _sampler(model: DDIMSampler, noise_shape: tuple[int, ...], concrete: bool) -> Built:
+def _sampler(model: DDIMSampler, noise_shape: tuple[int, ...], concrete: bool) -> mc.Built:
     """Sampling from float32 noise of ``noise_shape`` (batch first): ``(params, noise) -> samples``."""
-    rng = np.random.default_rng(SEED)
+    rng = np.random.default_rng(mc.SEED)
     x0 = jax.ShapeDtypeStruct((1, *noise_shape[1:]), jnp.float32)
-    params = _model_params(model, (x0,), concrete, rng)
-    noise = _floats(rng, noise_shape, concrete)
+    params = mc._model_params(model, (x0,), concrete, rng)
+    noise = mc._floats(rng, noise_shape, concrete)
 
     def sample(params, noise):
         return model.apply({"params": params}, noise)
@@ -370,12 +361,12 @@ def _sampler(model: DDIMSampler, noise_shape: tuple[int, ...], concrete: bool) -
     return sample, (params, noise), {}
 
 
-def _diffusion_sampler(concrete: bool) -> Built:
+def _diffusion_sampler(concrete: bool) -> mc.Built:
     return _sampler(DDIMSampler(), (8, 32, 32, 3), concrete)
 
 
 PROGRAMS = [
-    ModelProgram(
+    mc.ModelProgram(
         "alphatensor_matmul",
         "AlphaTensor-style matrix multiplication: the chain M0 @ M1 @ M2 @ M3 of "
         "256x256 matrices, each product by a rank-49 factorisation (U, V, W) of the "
@@ -384,7 +375,7 @@ PROGRAMS = [
         "relative error",
         _alphatensor_matmul,
     ),
-    ModelProgram(
+    mc.ModelProgram(
         "gnn_infer",
         "encode-process-decode graph network (1024 nodes, 4096 edges, hidden 64): "
         "10 message-passing rounds as a scan with per-round weights (gather of "
@@ -394,7 +385,7 @@ PROGRAMS = [
         _gnn_infer,
         loops=True,
     ),
-    ModelProgram(
+    mc.ModelProgram(
         "dlrm_train",
         "DLRM recommender training step at batch 256: bottom MLP (13-64-32) on "
         "dense features, 8 embedding tables (512 to 16384 rows, dim 32) summed over "
@@ -404,7 +395,7 @@ PROGRAMS = [
         _dlrm_train,
         training=True,
     ),
-    ModelProgram(
+    mc.ModelProgram(
         "diffusion_sampler",
         "DDIM diffusion sampling (20 deterministic steps as a scan over the "
         "schedule) with a small conv U-Net denoiser (32/64 channels, GroupNorm, "

@@ -8,6 +8,7 @@ Registered in :mod:`mallocgame.workloads.models` (see there for the conventions)
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 import flax.linen as nn
 import jax
@@ -15,15 +16,7 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
-from mallocgame.workloads.models_common import (
-    SEED,
-    Built,
-    ModelProgram,
-    _floats,
-    _ints,
-    _model_params,
-    _next_token_train,
-)
+from mallocgame.workloads import models_common as mc
 
 __all__ = [
     "PROGRAMS",
@@ -216,19 +209,19 @@ def _sequence_infer(
     *,
     normalize: Callable[..., jax.Array] = jax.nn.log_softmax,
     batch_axis: int = 0,
-) -> Built:
+) -> mc.Built:
     """Inference over float32 sequences ``xs`` of ``xs_shape``.
 
     The program: ``(params, xs) -> normalize(logits, axis=-1)``.
 
     ``batch_axis``: the axis of ``xs_shape`` that is the batch (``model.init`` sees one sequence).
     """
-    rng = np.random.default_rng(SEED)
+    rng = np.random.default_rng(mc.SEED)
     xs0 = jax.ShapeDtypeStruct(
         (*xs_shape[:batch_axis], 1, *xs_shape[batch_axis + 1 :]), jnp.float32
     )
-    params = _model_params(model, (xs0,), concrete, rng)
-    xs = _floats(rng, xs_shape, concrete)
+    params = mc._model_params(model, (xs0,), concrete, rng)
+    xs = mc._floats(rng, xs_shape, concrete)
 
     def infer(params, xs):
         return normalize(model.apply({"params": params}, xs), axis=-1)
@@ -236,12 +229,20 @@ def _sequence_infer(
     return infer, (params, xs), {}
 
 
-def _tagger_infer(model: BiGRUTagger, batch: int, length: int, concrete: bool) -> Built:
-    """Tagging ``batch`` sentences of ``length`` tokens: ``(params, tokens) -> (tags, log-probabilities)``."""
-    rng = np.random.default_rng(SEED)
+def _params_and_tokens(
+    model: nn.Module, batch: int, length: int, vocab: int, concrete: bool
+) -> tuple[Any, Any]:
+    """The parameters of ``model`` over int32 tokens ``[batch, length]``, and such tokens (ids
+    below ``vocab``): abstract, or real and drawn in that order from ``default_rng(SEED)``."""
+    rng = np.random.default_rng(mc.SEED)
     t0 = jax.ShapeDtypeStruct((1, length), jnp.int32)
-    params = _model_params(model, (t0,), concrete, rng)
-    tokens = _ints(rng, (batch, length), model.vocab, concrete)
+    params = mc._model_params(model, (t0,), concrete, rng)
+    return params, mc._ints(rng, (batch, length), vocab, concrete)
+
+
+def _tagger_infer(model: BiGRUTagger, batch: int, length: int, concrete: bool) -> mc.Built:
+    """Tagging ``batch`` sentences of ``length`` tokens: ``(params, tokens) -> (tags, log-probabilities)``."""
+    params, tokens = _params_and_tokens(model, batch, length, model.vocab, concrete)
 
     def infer(params, tokens):
         logits = model.apply({"params": params}, tokens)
@@ -250,12 +251,9 @@ def _tagger_infer(model: BiGRUTagger, batch: int, length: int, concrete: bool) -
     return infer, (params, tokens), {}
 
 
-def _translate(model: Seq2SeqNMT, batch: int, length: int, concrete: bool) -> Built:
+def _translate(model: Seq2SeqNMT, batch: int, length: int, concrete: bool) -> mc.Built:
     """Greedy translation of ``batch`` sentences of ``length`` tokens: ``(params, src) -> (tokens, attention)``."""  # noqa: E501
-    rng = np.random.default_rng(SEED)
-    s0 = jax.ShapeDtypeStruct((1, length), jnp.int32)
-    params = _model_params(model, (s0,), concrete, rng)
-    src = _ints(rng, (batch, length), model.src_vocab, concrete)
+    params, src = _params_and_tokens(model, batch, length, model.src_vocab, concrete)
 
     def translate(params, src):
         return model.apply({"params": params}, src)
@@ -263,15 +261,15 @@ def _translate(model: Seq2SeqNMT, batch: int, length: int, concrete: bool) -> Bu
     return translate, (params, src), {}
 
 
-def _wavenet_program(model: WaveNet, batch: int, length: int, concrete: bool) -> Built:
+def _wavenet_program(model: WaveNet, batch: int, length: int, concrete: bool) -> mc.Built:
     """WaveNet over ``batch`` clips of ``length`` mu-law samples, each with a 16-dimensional
     conditioning vector: ``(params, samples, cond) -> log-probabilities`` per sample."""
-    rng = np.random.default_rng(SEED)
+    rng = np.random.default_rng(mc.SEED)
     s0 = jax.ShapeDtypeStruct((1, length), jnp.int32)
     c0 = jax.ShapeDtypeStruct((1, 16), jnp.float32)
-    params = _model_params(model, (s0, c0), concrete, rng)
-    samples = _ints(rng, (batch, length), model.classes, concrete)
-    cond = _floats(rng, (batch, 16), concrete)
+    params = mc._model_params(model, (s0, c0), concrete, rng)
+    samples = mc._ints(rng, (batch, length), model.classes, concrete)
+    cond = mc._floats(rng, (batch, 16), concrete)
 
     def infer(params, samples, cond):
         return jax.nn.log_softmax(model.apply({"params": params}, samples, cond), axis=-1)
@@ -279,33 +277,33 @@ def _wavenet_program(model: WaveNet, batch: int, length: int, concrete: bool) ->
     return infer, (params, samples, cond), {}
 
 
-def _gru_infer(concrete: bool) -> Built:
+def _gru_infer(concrete: bool) -> mc.Built:
     return _sequence_infer(GRUClassifier(), (16, 32, 64), concrete, normalize=jax.nn.softmax)
 
 
-def _stacked_rnn_infer(concrete: bool) -> Built:
+def _stacked_rnn_infer(concrete: bool) -> mc.Built:
     return _sequence_infer(StackedRNN(), (8, 48, 40), concrete)
 
 
-def _bigru_tagger_infer(concrete: bool) -> Built:
+def _bigru_tagger_infer(concrete: bool) -> mc.Built:
     return _tagger_infer(BiGRUTagger(), 16, 40, concrete)
 
 
-def _lstm_lm_train(concrete: bool) -> Built:
+def _lstm_lm_train(concrete: bool) -> mc.Built:
     tx = optax.chain(optax.clip_by_global_norm(5.0), optax.rmsprop(1e-3))
-    return _next_token_train(LSTMLanguageModel(), tx, 16, 32, concrete)
+    return mc._next_token_train(LSTMLanguageModel(), tx, 16, 32, concrete)
 
 
-def _nmt_seq2seq_infer(concrete: bool) -> Built:
+def _nmt_seq2seq_infer(concrete: bool) -> mc.Built:
     return _translate(Seq2SeqNMT(), 8, 20, concrete)
 
 
-def _wavenet_infer(concrete: bool) -> Built:
+def _wavenet_infer(concrete: bool) -> mc.Built:
     return _wavenet_program(WaveNet(), 2, 1024, concrete)
 
 
 PROGRAMS = [
-    ModelProgram(
+    mc.ModelProgram(
         "gru_infer",
         "GRU (hidden 256, input 64) inference over 32 time steps at batch 16 "
         "(flax nn.RNN: a while loop of trip count 32), dense head on the last "
@@ -313,7 +311,7 @@ PROGRAMS = [
         _gru_infer,
         loops=True,
     ),
-    ModelProgram(
+    mc.ModelProgram(
         "stacked_rnn_infer",
         "4 stacked vanilla tanh RNN layers (hidden 128, input 40 projected), each "
         "its own scan over 48 time steps (4 while loops in sequence), LayerNorm "
@@ -321,7 +319,7 @@ PROGRAMS = [
         _stacked_rnn_infer,
         loops=True,
     ),
-    ModelProgram(
+    mc.ModelProgram(
         "bigru_tagger_infer",
         "sequence tagger: embedding (vocab 1000, 64) then 2 bidirectional GRU "
         "layers (hidden 96 each way: a forward and a reversed scan per layer, 40 "
@@ -329,7 +327,7 @@ PROGRAMS = [
         _bigru_tagger_infer,
         loops=True,
     ),
-    ModelProgram(
+    mc.ModelProgram(
         "lstm_lm_train",
         "character LSTM language model (vocab 128, embedding 64, 2 LSTM layers of "
         "hidden 256) training step at batch 16 over 32 steps: forward scans, "
@@ -338,7 +336,7 @@ PROGRAMS = [
         training=True,
         loops=True,
     ),
-    ModelProgram(
+    mc.ModelProgram(
         "nmt_seq2seq_infer",
         "seq2seq NMT (vocab 2000 both sides, embedding 128): bidirectional GRU "
         "encoder (hidden 2x128) over 20 source tokens, then greedy decoding for 24 "
@@ -347,7 +345,7 @@ PROGRAMS = [
         _nmt_seq2seq_infer,
         loops=True,
     ),
-    ModelProgram(
+    mc.ModelProgram(
         "wavenet_infer",
         "WaveNet (mu-law one-hot input, 2 stacks of 8 dilated causal convs with "
         "dilations 1..128, gated tanh x sigmoid units with global conditioning, "

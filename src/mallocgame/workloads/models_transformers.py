@@ -16,19 +16,18 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
-from mallocgame.workloads.models_common import (
-    SEED,
-    Built,
-    ModelProgram,
-    _ints,
-    _next_token_train,
-    _training_program,
-    _xent,
+from mallocgame.workloads import models_common as mc
+from mallocgame.workloads.models_layers import (
+    TokenTransformer,
+    _causal,
+    _embed_with_positions,
+    _learned_positions,
 )
 
 __all__ = ["PROGRAMS", "GPT", "BERT", "EncoderDecoder"]
 
 F32 = jnp.float32
+BF16 = jnp.bfloat16
 
 
 def accumulating_dot(
@@ -160,31 +159,20 @@ class _PostLNLayer(nn.Module):
 _JitPostLNLayer = nn.jit(_PostLNLayer)
 
 
-def _causal(t: int) -> jax.Array:
-    return jnp.tril(jnp.ones((t, t), bool))[None, None]
-
-
-class GPT(nn.Module):
+class GPT(TokenTransformer):
     """GPT-style decoder-only LM: learned positions, pre-LN blocks, tied output embedding.
 
     ``dtype`` is the compute dtype (``bfloat16`` for mixed precision: parameters,
     LayerNorms, softmax and logits stay float32).
     """
 
-    vocab: int = 512
-    d_model: int = 128
-    num_heads: int = 4
-    num_layers: int = 4
-    d_ff: int = 512
-    max_len: int = 64
+    num_layers: int
     dtype: Any = F32
     use_bias: bool = True
 
     @nn.compact
     def __call__(self, tokens: jax.Array) -> jax.Array:
-        embed = nn.Embed(self.vocab, self.d_model)
-        pos = self.param("pos", nn.initializers.normal(0.02), (self.max_len, self.d_model))
-        x = embed(tokens) + pos[: tokens.shape[1]]
+        embed, x = _embed_with_positions(self, tokens)
         mask = _causal(tokens.shape[1])
         for i in range(self.num_layers):
             block = _JitPreLNBlock(
@@ -194,20 +182,15 @@ class GPT(nn.Module):
         return embed.attend(nn.LayerNorm(use_bias=self.use_bias)(x))
 
 
-class BERT(nn.Module):
+class BERT(TokenTransformer):
     """BERT encoder (post-LN) with masked-LM and next-sentence heads."""
 
-    vocab: int = 2048
-    d_model: int = 128
-    num_heads: int = 4
-    num_layers: int = 6
-    d_ff: int = 512
-    max_len: int = 128
+    num_layers: int
 
     @nn.compact
     def __call__(self, tokens, segments, attention_mask, masked_positions):
         embed = nn.Embed(self.vocab, self.d_model, name="word")
-        pos = self.param("pos", nn.initializers.normal(0.02), (self.max_len, self.d_model))
+        pos = _learned_positions(self, self.max_len, self.d_model)
         x = (
             embed(tokens)
             + nn.Embed(2, self.d_model, name="segment")(segments)
@@ -225,16 +208,11 @@ class BERT(nn.Module):
         return mlm, nn.Dense(2, name="nsp")(pooled)
 
 
-class EncoderDecoder(nn.Module):
+class EncoderDecoder(TokenTransformer):
     """Encoder-decoder Transformer for translation (shared embedding, pre-LN, padding masks)."""
 
-    vocab: int = 1024
-    d_model: int = 128
-    num_heads: int = 4
-    enc_layers: int = 6
-    dec_layers: int = 6
-    d_ff: int = 512
-    max_len: int = 64
+    enc_layers: int
+    dec_layers: int
     pad: int = 0
     dtype: Any = F32  # compute dtype (bfloat16: mixed precision, as GPT's)
     f32_accumulate: bool = False  # matmuls accumulate in float32 (:func:`accumulating_dot`)
@@ -242,7 +220,7 @@ class EncoderDecoder(nn.Module):
     @nn.compact
     def __call__(self, src: jax.Array, tgt_in: jax.Array) -> jax.Array:
         embed = nn.Embed(self.vocab, self.d_model)
-        pos = self.param("pos", nn.initializers.normal(0.02), (self.max_len, self.d_model))
+        pos = _learned_positions(self, self.max_len, self.d_model)
         src_keep = (src != self.pad)[:, None, None, :]
         x = embed(src) * self.d_model**0.5 + pos[: src.shape[1]]
         for i in range(self.enc_layers):
@@ -271,22 +249,16 @@ class EncoderDecoder(nn.Module):
 # --------------------------------------------------------------------------- programs
 
 
-def _transformer_train_bf16(concrete: bool) -> Built:
+def _transformer_train_bf16(concrete: bool) -> mc.Built:
     model = GPT(
-        vocab=1024,
-        d_model=256,
-        num_heads=8,
-        num_layers=19,
-        d_ff=1024,
-        max_len=64,
-        dtype=jnp.bfloat16,
+        vocab=1024, d_model=256, num_heads=8, num_layers=19, d_ff=1024, max_len=64, dtype=BF16
     )
-    return _next_token_train(
+    return mc._next_token_train(
         model, optax.adamw(3e-4, weight_decay=0.01), 8, model.max_len, concrete
     )
 
 
-def _gpt_train_deep(concrete: bool) -> Built:
+def _gpt_train_deep(concrete: bool) -> mc.Built:
     model = GPT(
         vocab=512, d_model=128, num_heads=4, num_layers=42, d_ff=512, max_len=64, use_bias=False
     )
@@ -294,7 +266,7 @@ def _gpt_train_deep(concrete: bool) -> Built:
     tx = optax.chain(
         optax.clip_by_global_norm(1.0), optax.adamw(schedule, b2=0.95, weight_decay=0.1)
     )
-    return _next_token_train(model, tx, 4, model.max_len, concrete)
+    return mc._next_token_train(model, tx, 4, model.max_len, concrete)
 
 
 def _bert_pretrain(
@@ -306,7 +278,7 @@ def _bert_pretrain(
     *,
     padded: bool = True,
     n_masked: int = 20,
-) -> Built:
+) -> mc.Built:
     """A BERT pre-training step on ``batch`` sequences of ``seq`` tokens: masked-LM loss at ``n_masked``
     positions a sequence plus next-sentence loss, AdamW with a linear decay over ``decay_steps``.
 
@@ -314,9 +286,9 @@ def _bert_pretrain(
     (drawn even for abstract arguments) and the masked positions lie in the first half; else
     the mask is random zeros and ones and the masked positions lie anywhere.
     """
-    rng = np.random.default_rng(SEED)
-    tokens = _ints(rng, (batch, seq), model.vocab, concrete)
-    segments = _ints(rng, (batch, seq), 2, concrete)
+    rng = np.random.default_rng(mc.SEED)
+    tokens = mc._ints(rng, (batch, seq), model.vocab, concrete)
+    segments = mc._ints(rng, (batch, seq), 2, concrete)
     if padded:
         lengths = rng.integers(seq // 2, seq + 1, batch)
         attention_mask = (np.arange(seq)[None] < lengths[:, None]).astype(np.int32)
@@ -325,16 +297,16 @@ def _bert_pretrain(
             if concrete
             else jax.ShapeDtypeStruct((batch, seq), jnp.int32)
         )
-        positions = _ints(rng, (batch, n_masked), seq // 2, concrete)
+        positions = mc._ints(rng, (batch, n_masked), seq // 2, concrete)
     else:
-        attention_mask = _ints(rng, (batch, seq), 2, concrete)
-        positions = _ints(rng, (batch, n_masked), seq, concrete)
-    mlm_labels = _ints(rng, (batch, n_masked), model.vocab, concrete)
-    nsp_labels = _ints(rng, (batch,), 2, concrete)
+        attention_mask = mc._ints(rng, (batch, seq), 2, concrete)
+        positions = mc._ints(rng, (batch, n_masked), seq, concrete)
+    mlm_labels = mc._ints(rng, (batch, n_masked), model.vocab, concrete)
+    nsp_labels = mc._ints(rng, (batch,), 2, concrete)
 
     def loss_fn(params, tokens, segments, attention_mask, positions, mlm_labels, nsp_labels):
         mlm, nsp = model.apply({"params": params}, tokens, segments, attention_mask, positions)
-        return _xent(mlm, mlm_labels) + _xent(nsp, nsp_labels)
+        return mc._xent(mlm, mlm_labels) + mc._xent(nsp, nsp_labels)
 
     tx = optax.adamw(optax.linear_schedule(1e-4, 0.0, decay_steps), weight_decay=0.01)
     examples = tuple(
@@ -342,22 +314,23 @@ def _bert_pretrain(
         for a in (tokens, segments, attention_mask, positions)
     )
     batch_args = (tokens, segments, attention_mask, positions, mlm_labels, nsp_labels)
-    return _training_program(model, tx, loss_fn, examples, batch_args, concrete, rng)
+    return mc._training_program(model, tx, loss_fn, examples, batch_args, concrete, rng)
 
 
-def _bert_train(concrete: bool) -> Built:
-    return _bert_pretrain(BERT(), 8, 128, 10_000, concrete)
+def _bert_train(concrete: bool) -> mc.Built:
+    model = BERT(vocab=2048, d_model=128, num_heads=4, num_layers=6, d_ff=512, max_len=128)
+    return _bert_pretrain(model, 8, 128, 10_000, concrete)
 
 
-def _translation_train(model: EncoderDecoder, batch: int, seq: int, concrete: bool) -> Built:
+def _translation_train(model: EncoderDecoder, batch: int, seq: int, concrete: bool) -> mc.Built:
     """A translation training step on ``batch`` pairs of ``seq`` source and ``seq`` target tokens.
 
     Label-smoothed (0.1) cross-entropy in float32 over the non-padding targets, Adam with
     the inverse-square-root schedule of Vaswani et al. (4000 warmup steps).
     """
-    rng = np.random.default_rng(SEED)
-    src = _ints(rng, (batch, seq), model.vocab, concrete)
-    tgt = _ints(rng, (batch, seq + 1), model.vocab, concrete)
+    rng = np.random.default_rng(mc.SEED)
+    src = mc._ints(rng, (batch, seq), model.vocab, concrete)
+    tgt = mc._ints(rng, (batch, seq + 1), model.vocab, concrete)
 
     def loss_fn(params, src, tgt):
         logits = model.apply({"params": params}, src, tgt[:, :-1]).astype(F32)
@@ -375,15 +348,18 @@ def _translation_train(model: EncoderDecoder, batch: int, seq: int, concrete: bo
         jax.ShapeDtypeStruct((1, seq), jnp.int32),
         jax.ShapeDtypeStruct((1, seq), jnp.int32),
     )
-    return _training_program(model, tx, loss_fn, examples, (src, tgt), concrete, rng)
+    return mc._training_program(model, tx, loss_fn, examples, (src, tgt), concrete, rng)
 
 
-def _transformer_nmt_train(concrete: bool) -> Built:
-    return _translation_train(EncoderDecoder(enc_layers=9, dec_layers=8), 8, 48, concrete)
+def _transformer_nmt_train(concrete: bool) -> mc.Built:
+    model = EncoderDecoder(
+        vocab=1024, d_model=128, num_heads=4, d_ff=512, max_len=64, enc_layers=9, dec_layers=8
+    )
+    return _translation_train(model, 8, 48, concrete)
 
 
 PROGRAMS = [
-    ModelProgram(
+    mc.ModelProgram(
         "bert_train",
         "BERT pre-training step (6 post-LN encoder layers, d 128, 4 heads, d_ff "
         "512, vocab 2048; token + segment + position embeddings, padding mask) at "
@@ -392,7 +368,7 @@ PROGRAMS = [
         _bert_train,
         training=True,
     ),
-    ModelProgram(
+    mc.ModelProgram(
         "transformer_train_bf16",
         "decoder-only Transformer LM in mixed precision (bfloat16 matmuls and "
         "activations; float32 parameters, LayerNorm, softmax, logits; 19 pre-LN "
@@ -401,7 +377,7 @@ PROGRAMS = [
         _transformer_train_bf16,
         training=True,
     ),
-    ModelProgram(
+    mc.ModelProgram(
         "transformer_nmt_train",
         "encoder-decoder Transformer for translation (9 encoder + 8 decoder "
         "pre-LN layers with cross-attention, d 128, 4 heads, d_ff 512, shared "
@@ -411,7 +387,7 @@ PROGRAMS = [
         _transformer_nmt_train,
         training=True,
     ),
-    ModelProgram(
+    mc.ModelProgram(
         "gpt_train_deep",
         "GPT-style decoder-only LM, deep and narrow (42 bias-free pre-LN layers "
         "unrolled, d_model 128, 4 heads, d_ff 512, vocab 512, learned positions, "

@@ -56,6 +56,7 @@ from mallocgame.workloads.models_sequence import (
 )
 from mallocgame.workloads.models_transformers import (
     BERT,
+    BF16,
     GPT,
     EncoderDecoder,
     _bert_pretrain,
@@ -80,9 +81,6 @@ __all__ = [
     "LLAMA2_70B",
     "TINYLLAMA_1B",
 ]
-
-BF16 = jnp.bfloat16
-
 
 # --------------------------------------------------------------------------- vision
 

@@ -12,21 +12,8 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
-from mallocgame.workloads.models_common import (
-    SEED,
-    Built,
-    ModelProgram,
-    _floats,
-    _gradient_step,
-    _ints,
-    _model_params,
-    _model_variables,
-    _opt_state,
-    _rng_key,
-    _training_program,
-    _uniform,
-    _xent,
-)
+from mallocgame.workloads import models_common as mc
+from mallocgame.workloads.models_layers import _residual_mlp
 
 __all__ = [
     "PROGRAMS",
@@ -204,6 +191,16 @@ class UNet(nn.Module):
 # --------------------------------------------------------------------------- ViT, MLP-Mixer
 
 
+def _patch_embedding(images: jax.Array, patch: int, features: int) -> jax.Array:
+    """Images ``[b, h, w, c]`` -> patch tokens ``[b, (h // patch) * (w // patch), features]``.
+
+    Each non-overlapping ``patch`` x ``patch`` patch is projected by one strided convolution, a
+    submodule of (and auto-named in) the compact module that calls this.
+    """
+    x = nn.Conv(features, (patch, patch), strides=(patch, patch), padding="VALID")(images)
+    return x.reshape(x.shape[0], -1, features)
+
+
 class _EncoderBlock(nn.Module):
     """Pre-LN Transformer encoder block (bidirectional self-attention, GELU MLP)."""
 
@@ -221,8 +218,7 @@ class _EncoderBlock(nn.Module):
         att = jax.nn.softmax(jnp.einsum("bqhd,bkhd->bhqk", q, k) * (d // h) ** -0.5, axis=-1)
         y = jnp.einsum("bhqk,bkhd->bqhd", att, v).reshape(b, t, d)
         x = x + nn.Dense(d, name="out")(y)
-        y = nn.Dense(self.mlp)(nn.LayerNorm()(x))
-        return x + nn.Dense(d)(nn.gelu(y))
+        return _residual_mlp(x, self.mlp)
 
 
 _JitEncoderBlock = nn.jit(_EncoderBlock)
@@ -240,13 +236,11 @@ class ViT(nn.Module):
 
     @nn.compact
     def __call__(self, x: jax.Array) -> jax.Array:
-        p = self.patch
-        x = nn.Conv(self.d_model, (p, p), strides=(p, p), padding="VALID")(x)
-        b, gh, gw, d = x.shape
-        x = x.reshape(b, gh * gw, d)
+        x = _patch_embedding(x, self.patch, self.d_model)
+        b, n, d = x.shape
         cls = self.param("cls", nn.initializers.zeros, (1, 1, d))
         x = jnp.concatenate([jnp.broadcast_to(cls, (b, 1, d)), x], axis=1)
-        x = x + self.param("pos", nn.initializers.normal(0.02), (1, gh * gw + 1, d))
+        x = x + self.param("pos", nn.initializers.normal(0.02), (1, n + 1, d))
         for _ in range(self.num_layers):
             x = _JitEncoderBlock(self.num_heads, self.mlp)(x)
         return nn.Dense(self.num_classes)(nn.LayerNorm()(x)[:, 0])
@@ -261,11 +255,12 @@ class _MixerBlock(nn.Module):
         y = jnp.swapaxes(nn.LayerNorm()(x), 1, 2)  # mix across patches
         y = nn.Dense(x.shape[1])(nn.gelu(nn.Dense(self.tokens_mlp)(y)))
         x = x + jnp.swapaxes(y, 1, 2)
-        y = nn.Dense(self.channels_mlp)(nn.LayerNorm()(x))  # mix across channels
-        return x + nn.Dense(x.shape[-1])(nn.gelu(y))
+        return _residual_mlp(x, self.channels_mlp)  # mix across channels
 
 
 class MLPMixer(nn.Module):
+    """MLP-Mixer: patch embedding, blocks of token- and channel-mixing MLPs, mean-pooled head."""
+
     patch: int = 4
     hidden: int = 128
     num_blocks: int = 5
@@ -275,9 +270,7 @@ class MLPMixer(nn.Module):
 
     @nn.compact
     def __call__(self, x: jax.Array) -> jax.Array:
-        p = self.patch
-        x = nn.Conv(self.hidden, (p, p), strides=(p, p), padding="VALID")(x)
-        x = x.reshape(x.shape[0], -1, self.hidden)
+        x = _patch_embedding(x, self.patch, self.hidden)
         for _ in range(self.num_blocks):
             x = _MixerBlock(self.tokens_mlp, self.channels_mlp)(x)
         return nn.Dense(self.num_classes)(jnp.mean(nn.LayerNorm()(x), axis=1))
@@ -329,13 +322,13 @@ def _inference(
     image_shape: tuple[int, ...],
     concrete: bool,
     collections: tuple[str, ...] = ("params", "batch_stats"),
-) -> Built:
+) -> mc.Built:
     """Softmax inference on float32 images of ``image_shape`` (batch first):
     ``(variables, images) -> probabilities``, ``variables`` the model's ``collections``."""
-    rng = np.random.default_rng(SEED)
+    rng = np.random.default_rng(mc.SEED)
     x0 = jax.ShapeDtypeStruct((1, *image_shape[1:]), jnp.float32)
-    variables = _model_variables(model, (x0,), concrete, rng, collections)
-    images = _floats(rng, image_shape, concrete)
+    variables = mc._model_variables(model, (x0,), concrete, rng, collections)
+    images = mc._floats(rng, image_shape, concrete)
 
     def infer(variables, images):
         return jax.nn.softmax(model.apply(variables, images), axis=-1)
@@ -349,7 +342,7 @@ def _label_loss(
     """Mean softmax cross-entropy against integer ``labels``; with a ``smoothing`` (0.0 included),
     against their one-hot vectors over ``num_classes`` smoothed by it (``optax.smooth_labels``)."""
     if smoothing is None:
-        return _xent(logits, labels)
+        return mc._xent(logits, labels)
     targets = optax.smooth_labels(jax.nn.one_hot(labels, num_classes), smoothing)
     return optax.softmax_cross_entropy(logits, targets).mean()
 
@@ -361,12 +354,12 @@ def _classifier_train(
     batch: int,
     concrete: bool,
     smoothing: float | None = None,
-) -> Built:
+) -> mc.Built:
     """Training step of a classifier without batchnorm on ``batch`` images of shape ``image``:
     ``(params, opt_state, images, labels) -> (params, opt_state, loss)``, the loss :func:`_label_loss`."""
-    rng = np.random.default_rng(SEED)
-    images = _floats(rng, (batch, *image), concrete)
-    labels = _ints(rng, (batch,), model.num_classes, concrete)
+    rng = np.random.default_rng(mc.SEED)
+    images = mc._floats(rng, (batch, *image), concrete)
+    labels = mc._ints(rng, (batch,), model.num_classes, concrete)
 
     def loss_fn(params, images, labels):
         return _label_loss(
@@ -374,7 +367,7 @@ def _classifier_train(
         )
 
     x0 = jax.ShapeDtypeStruct((1, *image), jnp.float32)
-    return _training_program(model, tx, loss_fn, (x0,), (images, labels), concrete, rng)
+    return mc._training_program(model, tx, loss_fn, (x0,), (images, labels), concrete, rng)
 
 
 def _batchnorm_train(
@@ -384,17 +377,17 @@ def _batchnorm_train(
     batch: int,
     concrete: bool,
     smoothing: float | None = None,
-) -> Built:
+) -> mc.Built:
     """Training step of a batchnorm classifier on ``batch`` images of shape ``image``: ``(params,
     batch_stats, opt_state, images, labels) -> (params, batch_stats, opt_state, loss)``, the
     loss :func:`_label_loss`, the batch statistics those of the step."""
-    rng = np.random.default_rng(SEED)
+    rng = np.random.default_rng(mc.SEED)
     x0 = jax.ShapeDtypeStruct((1, *image), jnp.float32)
-    variables = _model_variables(model, (x0,), concrete, rng, ("params", "batch_stats"))
+    variables = mc._model_variables(model, (x0,), concrete, rng, ("params", "batch_stats"))
     params, batch_stats = variables["params"], variables["batch_stats"]
-    opt_state = _opt_state(tx, params, concrete)
-    images = _floats(rng, (batch, *image), concrete)
-    labels = _ints(rng, (batch,), model.num_classes, concrete)
+    opt_state = mc._opt_state(tx, params, concrete)
+    images = mc._floats(rng, (batch, *image), concrete)
+    labels = mc._ints(rng, (batch,), model.num_classes, concrete)
 
     def train_step(params, batch_stats, opt_state, images, labels):
         def loss_fn(p):
@@ -412,63 +405,63 @@ def _batchnorm_train(
 
 def _segmentation_train(
     model: UNet, tx: optax.GradientTransformation, image_shape: tuple[int, ...], concrete: bool
-) -> Built:
+) -> mc.Built:
     """Training step of a segmentation model on float32 images of ``image_shape`` (batch first):
     per-pixel cross-entropy against a class mask of ``image_shape[:-1]``."""
-    rng = np.random.default_rng(SEED)
-    images = _floats(rng, image_shape, concrete)
-    masks = _ints(rng, image_shape[:-1], model.num_classes, concrete)
+    rng = np.random.default_rng(mc.SEED)
+    images = mc._floats(rng, image_shape, concrete)
+    masks = mc._ints(rng, image_shape[:-1], model.num_classes, concrete)
 
     def loss_fn(params, images, masks):
-        return _xent(model.apply({"params": params}, images), masks)
+        return mc._xent(model.apply({"params": params}, images), masks)
 
     x0 = jax.ShapeDtypeStruct((1, *image_shape[1:]), jnp.float32)
-    return _training_program(model, tx, loss_fn, (x0,), (images, masks), concrete, rng)
+    return mc._training_program(model, tx, loss_fn, (x0,), (images, masks), concrete, rng)
 
 
-def _resnet50_infer(concrete: bool) -> Built:
+def _resnet50_infer(concrete: bool) -> mc.Built:
     return _inference(BottleneckResNet(), (8, 32, 32, 3), concrete)
 
 
-def _mnasnet_infer(concrete: bool) -> Built:
+def _mnasnet_infer(concrete: bool) -> mc.Built:
     return _inference(MnasNet(), (4, 96, 96, 3), concrete)
 
 
-def _mlp_mixer_infer(concrete: bool) -> Built:
+def _mlp_mixer_infer(concrete: bool) -> mc.Built:
     return _inference(MLPMixer(), (16, 32, 32, 3), concrete)
 
 
-def _unet_train(concrete: bool) -> Built:
+def _unet_train(concrete: bool) -> mc.Built:
     return _segmentation_train(UNet(), optax.adam(1e-3), (4, 64, 64, 3), concrete)
 
 
-def _vit_train(concrete: bool) -> Built:
+def _vit_train(concrete: bool) -> mc.Built:
     tx = optax.chain(optax.clip_by_global_norm(1.0), optax.adamw(1e-3, weight_decay=0.05))
     return _classifier_train(ViT(), tx, (32, 32, 3), 16, concrete, smoothing=0.1)
 
 
-def _cnn_bn_train(concrete: bool) -> Built:
+def _cnn_bn_train(concrete: bool) -> mc.Built:
     tx = optax.chain(optax.add_decayed_weights(5e-4), optax.sgd(0.1, momentum=0.9, nesterov=True))
     return _batchnorm_train(BNConvNet(), tx, (32, 32, 3), 32, concrete)
 
 
-def _resnet50_train(concrete: bool) -> Built:
+def _resnet50_train(concrete: bool) -> mc.Built:
     schedule = optax.cosine_decay_schedule(0.1, 10_000)
     tx = optax.chain(optax.add_decayed_weights(1e-4), optax.sgd(schedule, momentum=0.9))
     return _batchnorm_train(BottleneckResNet(train=True), tx, (32, 32, 3), 16, concrete)
 
 
-def _vae_train(concrete: bool) -> Built:
+def _vae_train(concrete: bool) -> mc.Built:
     model = ConvVAE()
     tx = optax.adam(1e-3)
     batch = 32
-    rng = np.random.default_rng(SEED)
+    rng = np.random.default_rng(mc.SEED)
     x0 = jax.ShapeDtypeStruct((1, 28, 28, 1), jnp.float32)
     e0 = jax.ShapeDtypeStruct((1, model.latent), jnp.float32)
-    params = _model_params(model, (x0, e0), concrete, rng)
-    opt_state = _opt_state(tx, params, concrete)
-    images = _uniform(rng, (batch, 28, 28, 1), concrete)
-    key = _rng_key(concrete)
+    params = mc._model_params(model, (x0, e0), concrete, rng)
+    opt_state = mc._opt_state(tx, params, concrete)
+    images = mc._uniform(rng, (batch, 28, 28, 1), concrete)
+    key = mc._rng_key(concrete)
 
     def train_step(params, opt_state, images, key):
         eps = jax.random.normal(key, (images.shape[0], model.latent))
@@ -479,13 +472,13 @@ def _vae_train(concrete: bool) -> Built:
             kl = -0.5 * jnp.sum(1 + logvar - mu**2 - jnp.exp(logvar), axis=-1)
             return jnp.mean(recon + kl)
 
-        return _gradient_step(tx, loss_fn, params, opt_state)
+        return mc._gradient_step(tx, loss_fn, params, opt_state)
 
     return train_step, (params, opt_state, images, key), {}
 
 
 PROGRAMS = [
-    ModelProgram(
+    mc.ModelProgram(
         "resnet50_infer",
         "ResNet-50 layout (3x3 stem, 3/4/6/3 bottleneck blocks of 1x1-3x3-1x1 convs, "
         "widths 16/32/64/128 expanded x4, inference batchnorm, projection shortcuts; "
@@ -493,7 +486,7 @@ PROGRAMS = [
         "images, softmax output",
         _resnet50_infer,
     ),
-    ModelProgram(
+    mc.ModelProgram(
         "resnet50_train",
         "ResNet-50 layout as resnet50_infer (3/4/6/3 bottleneck blocks, widths "
         "16/32/64/128 x4, 100 classes) training step at batch 16 on 32x32x3 "
@@ -503,7 +496,7 @@ PROGRAMS = [
         _resnet50_train,
         training=True,
     ),
-    ModelProgram(
+    mc.ModelProgram(
         "mnasnet_infer",
         "MnasNet-A1 at width 0.5 (stride-2 stem, separable conv, 15 mobile inverted "
         "bottlenecks with 3x3/5x5 depthwise convs, expansion 3/6, squeeze-excite in "
@@ -511,14 +504,14 @@ PROGRAMS = [
         "inference at batch 4 on 96x96x3 images, softmax output",
         _mnasnet_infer,
     ),
-    ModelProgram(
+    mc.ModelProgram(
         "mlp_mixer_infer",
         "MLP-Mixer (4x4 patches of 32x32x3 images = 64 tokens, hidden 128, 5 blocks "
         "of token-mixing MLP 64 and channel-mixing MLP 512 with LayerNorm and GELU) "
         "inference at batch 16, softmax over 10 classes",
         _mlp_mixer_infer,
     ),
-    ModelProgram(
+    mc.ModelProgram(
         "unet_train",
         "U-Net (3 levels of double 3x3 conv + GroupNorm + relu, 16/32/64 channels, "
         "128 at the bottom; max-pool down, 2x2 transposed conv up, skip "
@@ -527,7 +520,7 @@ PROGRAMS = [
         _unet_train,
         training=True,
     ),
-    ModelProgram(
+    mc.ModelProgram(
         "vit_train",
         "Vision Transformer (4x4 patches of 32x32x3 images, class token, learned "
         "positions, 6 pre-LN encoder blocks of d 128, 4 heads, MLP 256) training step "
@@ -535,7 +528,7 @@ PROGRAMS = [
         _vit_train,
         training=True,
     ),
-    ModelProgram(
+    mc.ModelProgram(
         "cnn_bn_train",
         "VGG-style CNN (3 stages of 2x [3x3 conv + batchnorm in training mode + "
         "relu] with 32/64/128 channels and max-pools, dense 256, 10 classes) "
@@ -544,7 +537,7 @@ PROGRAMS = [
         _cnn_bn_train,
         training=True,
     ),
-    ModelProgram(
+    mc.ModelProgram(
         "vae_train",
         "convolutional VAE (two stride-2 convs, dense 256, 16-d Gaussian latent "
         "drawn in-program from a PRNG key argument, dense + two transposed convs "
