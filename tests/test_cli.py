@@ -696,8 +696,9 @@ def test_solvers_lists_every_option_with_its_default(capsys) -> None:
     assert main(["solvers"]) == 0
     out = capsys.readouterr().out
     assert (
-        out.count("(work unit: ") == 16
+        out.count("(work unit: ") == 17
         and "muzero-prod  (work unit: games)" in out
+        and "xla  (work unit: passes)" in out
         and "exhaustive  (work unit: moves)" in out
     )
     assert '    optimizer = "adam"  [one of adam, sgd]' in out

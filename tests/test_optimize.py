@@ -49,6 +49,15 @@ def test_the_comparison_table(outcome) -> None:
     )
 
 
+def test_a_program_compiled_for_a_tpu_is_compared_with_xlas_own_answer() -> None:
+    """tpu-v1's programs carry XLA's placement: its legal answer is a candidate and a row."""
+    found = optimize(load_workload("tpu-v1/gru_infer_b512-v5e"), games=1, seed=0, options=TINY)
+    rows = {r.name.split(" ")[0]: r for r in comparison(found)}
+    assert "xla" in rows and "xla (XLA's own)" in format_comparison(found)
+    assert found.answer.info["latency_s"] <= rows["xla"].latency_s
+    assert found.answer.info["latency_s"] <= rows["heuristic"].latency_s
+
+
 def test_the_files(outcome, tmp_path: Path) -> None:
     paths = write_outputs(outcome, tmp_path / "run" / "answer.json")
     assert paths == output_paths(tmp_path / "run" / "answer.json")

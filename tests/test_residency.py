@@ -40,6 +40,7 @@ def test_a_tensor_evicted_and_fetched_again_where_the_other_keeps_it() -> None:
     ]
     assert c.refetched_by_a == ()
     assert c.fast_byte_steps_a == c.fast_byte_steps_b == 4 * 100  # both hold it at steps 0-3
+    assert c.fast_byte_steps_common == 400 and c.agreement == 1.0  # the same byte-steps
     text = format_residency_comparison(c)
     assert "re-fetched by refetches where keeps keeps them resident: 1" in text
     assert "(100 B): evicted after step 1, fetched again for step 3" in text
@@ -53,7 +54,22 @@ def test_what_only_one_solution_keeps_and_no_refetch_without_a_resident_gap() ->
     c = compare_residency(inst, slow, refetches)
     assert c.fast_in_a == 0 and c.only_in_b == ((inst.tensors[0].name, 100),)
     assert c.refetched_by_b == ()  # slow never holds it: nothing B evicts is kept by A
+    assert c.fast_byte_steps_common == 0 and c.agreement == 0.0
+    assert compare_residency(inst, slow, slow).agreement == 1.0  # neither keeps anything
     assert "only slow keeps in fast memory: none" in format_residency_comparison(c)
+
+
+def test_agreement_is_the_share_of_either_solutions_byte_steps_both_have() -> None:
+    inst = _program()
+    keeps = _solution(inst, [DROP, COPY, NOCOPY, NOCOPY], "keeps")  # tensor 0 at steps 0-3
+    late = _solution(inst, [DROP, DROP, DROP, COPY], "late")  # fetched for step 3 only
+    (run,) = residency(inst, late)[0]
+    steps = run.last - run.first + 1
+    assert run.last == 3 and 1 <= steps < 4
+    c = compare_residency(inst, keeps, late)
+    assert c.fast_byte_steps_common == 100 * steps
+    assert c.agreement == pytest.approx(steps / 4)
+    assert f"in common {steps / 4:.1%} of either's" in format_residency_comparison(c)
 
 
 @pytest.mark.parametrize("against", [True, False])

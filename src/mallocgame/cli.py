@@ -501,6 +501,11 @@ def _cmd_extract(args: argparse.Namespace) -> int:
             )
         name = args.name or args.model[0]
         frontend = SUITES[suite or SUITE].frontend
+        if frontend == "tpu":
+            raise UsageError(
+                f"{suite}'s programs are frozen per target: --program {suite}/NAME-v4, or "
+                "--model xla-v2/NAME --target tpu-v4"
+            )
         if tpu and frontend != "xla":
             raise UsageError(f"--target {args.target}: {args.model[0]} is not a JAX program")
         if tpu:
@@ -511,7 +516,7 @@ def _cmd_extract(args: argparse.Namespace) -> int:
                 fn, *example, target=args.target, name=name, **jit_kwargs
             )
         else:
-            program = extract_model(frontend, models[short], name)
+            program, _ = extract_model(frontend, models[short], name)
     if args.program_out:
         save_program(program, args.program_out)
         print(
@@ -774,6 +779,25 @@ def _cmd_bench_suite(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _cmd_bench_xla(args: argparse.Namespace) -> int:
+    from mallocgame.bench.xla_table import format_xla_table, write_xla_csv, xla_row
+    from mallocgame.workloads.suite import suite_names
+
+    rows = [
+        xla_row(
+            name,
+            bound_seconds=args.bound_seconds,
+            progress=lambda msg: print(msg, file=sys.stderr),
+        )
+        for name in args.programs or suite_names("tpu-v1")
+    ]
+    print(format_xla_table(rows))
+    if args.csv:
+        write_xla_csv(rows, args.csv)
+        print(f"per program -> {args.csv}", file=sys.stderr)
+    return EXIT_OK
+
+
 def _cmd_bench_rewards(args: argparse.Namespace) -> int:
     from mallocgame.bench.rewards import final_table, read_csv, reward_curve, solver_spec
     from mallocgame.curves import normalized_upper_bound, plot_curves, write_csv
@@ -985,6 +1009,7 @@ def _parser() -> _Parser:
     _add_correlation_parser(bench)
     _add_rewards_parser(bench)
     _add_tasks_parser(bench)
+    _add_xla_parser(bench)
     _add_suite_parser(bench)
     add_bench_real_parser(bench)  # mallocgame bench real: measured step times on a GPU
 
@@ -1294,6 +1319,24 @@ def _add_rewards_parser(bench: _SubParsers) -> None:
     )
     q.add_argument("--out", default="results/rewards", help="writes OUT.csv and OUT.png")
     q.set_defaults(func=_cmd_bench_rewards)
+
+
+def _add_xla_parser(bench: _SubParsers) -> None:
+    """bench xla: our heuristic against XLA's own memory-space assignment."""
+    q = bench.add_parser(
+        "xla",
+        help="XLA's own placement (as it is, and as a legal answer) against the heuristic's, "
+        "their agreement and the bound, per program compiled for a TPU",
+    )
+    q.add_argument("--programs", nargs="*", help="workloads (default: the tpu-v1 suite)")
+    q.add_argument(
+        "--bound-seconds",
+        type=_positive_seconds,
+        default=60.0,
+        help="seconds the bound's LP is given per program",
+    )
+    q.add_argument("--csv", help="also write the rows to this CSV file")
+    q.set_defaults(func=_cmd_bench_xla)
 
 
 def _add_tasks_parser(bench: _SubParsers) -> None:

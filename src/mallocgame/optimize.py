@@ -1,4 +1,5 @@
-"""The main job: ``muzero-prod`` on one program, and what it found against the heuristic.
+"""The main job: ``muzero-prod`` on one program, and what it found against the heuristic
+(and against XLA's own placement, for a program compiled for a TPU).
 
 :func:`optimize` runs :class:`~mallocgame.solvers.muzero.prod.MuZeroProdSolver` and
 keeps, from its callback, both candidates (the heuristic's answer and the agent's best
@@ -27,7 +28,7 @@ from mallocgame.errors import SolverError
 from mallocgame.instance import Instance
 from mallocgame.solution import Solution, save_solution
 from mallocgame.solvers.base import Improvement, SolveRequest
-from mallocgame.solvers.muzero.prod import AGENT, BASELINE, ORDER_SEARCH, MuZeroProdSolver
+from mallocgame.solvers.muzero.prod import AGENT, BASELINE, COMPILER, ORDER_SEARCH, MuZeroProdSolver
 from mallocgame.viz import draw_layouts
 
 __all__ = [
@@ -61,7 +62,7 @@ class Outcome:
 class Row:
     """One line of the comparison table."""
 
-    name: str  # heuristic, muzero, msa-search, muzero-prod, bound
+    name: str  # heuristic, xla (where it answers), muzero, msa-search, muzero-prod, bound
     normalized_reward: float
     latency_s: float | None  # simulated, seconds (None for the bound)
     speedup: float | None  # the heuristic's simulated latency over this one's
@@ -165,8 +166,14 @@ def comparison(outcome: Outcome) -> list[Row]:
 
     chosen = outcome.answer.info["chosen"]
     searched = outcome.answer.info["candidates"].get(ORDER_SEARCH)
+    compiler = outcome.answer.info["candidates"].get(COMPILER)
     return [
         row(BASELINE, outcome.baseline.normalized_reward, base),
+        *(
+            [row(f"{COMPILER} (XLA's own)", compiler["normalized_reward"], compiler["latency_s"])]
+            if compiler
+            else []
+        ),
         row(AGENT, outcome.agent.normalized_reward, latencies[AGENT]),
         *(
             [row(ORDER_SEARCH, searched["normalized_reward"], searched["latency_s"])]

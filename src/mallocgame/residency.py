@@ -72,6 +72,14 @@ class ResidencyComparison:
     refetched_by_a: tuple[Refetch, ...]  # and the other way round
     fast_byte_steps_a: int  # sum over tensors of bytes times steps in fast memory
     fast_byte_steps_b: int
+    fast_byte_steps_common: int  # ... at the steps where both keep the tensor there
+
+    @property
+    def agreement(self) -> float:
+        """The fast-memory byte-steps the two have in common, over those either has (1.0
+        when neither keeps anything in fast memory)."""
+        either = self.fast_byte_steps_a + self.fast_byte_steps_b - self.fast_byte_steps_common
+        return self.fast_byte_steps_common / either if either else 1.0
 
 
 def residency(instance: Instance, solution: Solution) -> dict[int, tuple[TensorRun, ...]]:
@@ -133,12 +141,22 @@ def _refetches(
     return tuple(sorted(found, key=lambda r: (-r.size, r.tensor, r.evicted_after)))
 
 
+def _steps(runs: tuple[TensorRun, ...]) -> set[int]:
+    return {step for r in runs for step in range(r.first, r.last + 1)}
+
+
 def _byte_steps(instance: Instance, runs: dict[int, tuple[TensorRun, ...]]) -> int:
     """Sum over tensors of bytes times the steps at which they are in fast memory."""
-    return sum(
-        instance.tensors[t].size * len({step for r in rs for step in range(r.first, r.last + 1)})
-        for t, rs in runs.items()
-    )
+    return sum(instance.tensors[t].size * len(_steps(rs)) for t, rs in runs.items())
+
+
+def _common_byte_steps(
+    instance: Instance,
+    a: dict[int, tuple[TensorRun, ...]],
+    b: dict[int, tuple[TensorRun, ...]],
+) -> int:
+    """Sum over tensors of bytes times the steps at which both keep them in fast memory."""
+    return sum(instance.tensors[t].size * len(_steps(a[t]) & _steps(b[t])) for t in set(a) & set(b))
 
 
 def compare_residency(instance: Instance, a: Solution, b: Solution) -> ResidencyComparison:
@@ -160,6 +178,7 @@ def compare_residency(instance: Instance, a: Solution, b: Solution) -> Residency
         _refetches(instance, runs_a, runs_b),
         _byte_steps(instance, runs_a),
         _byte_steps(instance, runs_b),
+        _common_byte_steps(instance, runs_a, runs_b),
     )
 
 
@@ -192,7 +211,7 @@ def format_residency_comparison(c: ResidencyComparison) -> str:
     ratio = c.fast_byte_steps_b / c.fast_byte_steps_a if c.fast_byte_steps_a else float("nan")
     lines = [
         f"tensors in fast memory: {c.a} {c.fast_in_a}, {c.b} {c.fast_in_b}; "
-        f"fast byte-steps {c.b}/{c.a} {ratio:.3f}",
+        f"fast byte-steps {c.b}/{c.a} {ratio:.3f}, in common {c.agreement:.1%} of either's",
         f"only {c.a} keeps in fast memory: {_named(c.only_in_a)}",
         f"only {c.b} keeps in fast memory: {_named(c.only_in_b)}",
     ]

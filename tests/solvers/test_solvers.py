@@ -317,7 +317,9 @@ MUZERO_TINY = {
 
 @pytest.mark.parametrize(
     "name",
-    [n for n in SOLVERS if not n.startswith("muzero") and n != "egrl"]
+    # xla answers only for programs compiled for a TPU: its largest seed is taken in
+    # tests/workloads/test_suite_tpu.py::test_xlas_answer_passes_check
+    [n for n in SOLVERS if not n.startswith("muzero") and n not in ("egrl", "xla")]
     + ["muzero-nosearch", "egrl"],
 )
 def test_every_solver_takes_the_largest_seed(name: str) -> None:

@@ -40,11 +40,14 @@ fit the instance's fast memory (also listed).
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import Any
 
-from mallocgame.errors import MallocGameError
+from mallocgame.errors import FormatError, MallocGameError
+from mallocgame.fileio import read_document, write_json
 from mallocgame.instance import Instance
 from mallocgame.latency import mapping_reward, normalize
 from mallocgame.solution import Allocation, Solution
@@ -55,7 +58,14 @@ __all__ = [
     "XlaCopy",
     "XlaPlacement",
     "placement_solution",
+    "placement_to_dict",
+    "placement_from_dict",
+    "save_placement",
+    "load_placement",
 ]
+
+PLACEMENT_FORMAT = "mallocgame-xla-placement"
+PLACEMENT_VERSION = 1
 
 DEFAULT_FAST_SPACES = frozenset({1})
 
@@ -108,6 +118,50 @@ class XlaPlacement:
         found = {b.space for row in self.buffers for b in row}
         found.update(s for c in self.copies for s in (c.source_space, c.dest_space))
         return frozenset(found)
+
+
+def placement_to_dict(placement: XlaPlacement) -> dict[str, Any]:
+    """The placement's file object: ``buffers`` as ``[space, copy]`` pairs per instruction
+    (``copy`` -1 for none), ``copies`` as ``[tensor, source, dest, start, done]`` rows."""
+    return {
+        "format": PLACEMENT_FORMAT,
+        "version": PLACEMENT_VERSION,
+        "program": placement.program,
+        "buffers": [
+            [[b.space, -1 if b.copy is None else b.copy] for b in row] for row in placement.buffers
+        ],
+        "copies": [
+            [c.tensor, c.source_space, c.dest_space, c.start, c.done] for c in placement.copies
+        ],
+    }
+
+
+def placement_from_dict(doc: Any) -> XlaPlacement:
+    """The placement of a file object written by :func:`placement_to_dict`; a malformed one
+    is a :class:`~mallocgame.errors.FormatError` of one line."""
+    if not isinstance(doc, dict) or doc.get("format") != PLACEMENT_FORMAT:
+        raise FormatError(f"not an XLA placement (format {PLACEMENT_FORMAT!r})")
+    if doc.get("version") != PLACEMENT_VERSION:
+        raise FormatError(f"XLA placement version {doc.get('version')!r} (this build reads 1)")
+    try:
+        buffers = tuple(
+            tuple(BufferSpace(int(space), None if copy < 0 else int(copy)) for space, copy in row)
+            for row in doc["buffers"]
+        )
+        copies = tuple(XlaCopy(*(int(v) for v in row)) for row in doc["copies"])
+        return XlaPlacement(str(doc["program"]), buffers, copies)
+    except (KeyError, TypeError, ValueError) as exc:
+        raise FormatError(f"a malformed XLA placement ({type(exc).__name__}: {exc})") from None
+
+
+def save_placement(placement: XlaPlacement, path: str | os.PathLike[str]) -> None:
+    """Atomically write ``placement`` (gzip-compressed when ``path`` ends in ``.gz``)."""
+    write_json(path, placement_to_dict(placement))
+
+
+def load_placement(path: str | os.PathLike[str]) -> XlaPlacement:
+    """Read a placement file written by :func:`save_placement`."""
+    return read_document(path, placement_from_dict)
 
 
 @dataclass

@@ -17,6 +17,7 @@ from mallocgame.solvers.order_search import OrderSearchSolver
 from mallocgame.solvers.os_placement import AgnosticSolver, FirstTouchSolver
 from mallocgame.solvers.random import RandomSolver
 from mallocgame.solvers.registry import SOLVERS, get_solver, register, solver_names
+from mallocgame.solvers.xla_answer import XlaSolver
 
 __all__ = ["SOLVERS", "get_solver", "solver_names", "Solver", "SolveRequest", "Improvement", "Run"]
 
@@ -27,6 +28,7 @@ register(
     FirstTouchSolver,
     AgnosticSolver,
     HeuristicSolver,
+    XlaSolver,
     OrderSearchSolver,
     EsSolver,
     MctsSolver,

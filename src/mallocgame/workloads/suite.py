@@ -27,6 +27,14 @@ Suites (:data:`SUITES`):
     inference and a ResNet-50 training step, on ``dram_pmem`` with its physical fast
     memory (the 2 GiB of DRAM the MARL machine leaves to its tasks; every program's
     peak live bytes exceed it).
+``tpu-v1``
+    The ``xla-v2`` models sized for ``tpu_v4i`` (all but the two Llama-2-70B programs, sized
+    for a GPU with host memory: they exceed a TPU chip's HBM) compiled by the real TPU
+    compiler (libtpu, without a TPU: :mod:`mallocgame.frontends.tpu`) for a TPU v4 (XLA's
+    alternate memory: the CMEM) and a TPU v5e (the VMEM), named ``NAME-v4`` and
+    ``NAME-v5e``, each frozen with XLA's own
+    placement in its module (``NAME.xla.json.gz``, :func:`suite_placement`; the solver
+    ``xla`` answers with it), on ``tpu_v4i``'s physical fast memory.
 ``holdout-v1`` (held out)
     Models no other suite has (:mod:`mallocgame.workloads.models_holdout`), each on the
     physical fast memory of its preset (``tpu_v4i``, ``gpu_hbm_host`` or ``dram_pmem``;
@@ -49,6 +57,7 @@ from typing import Any
 from mallocgame import hardware
 from mallocgame.costmodel import DEFAULT_CAPACITY_FRACTION, derive_instance
 from mallocgame.errors import InputFileError
+from mallocgame.frontends.xla_placement import XlaPlacement, load_placement, save_placement
 from mallocgame.instance import Instance
 from mallocgame.program import Program, load_program, save_program
 
@@ -80,7 +89,9 @@ class Suite:
     only then): :class:`~mallocgame.workloads.models_common.ModelProgram` s compiled by
     XLA (``frontend`` ``"xla"``: needs JAX and flax) or
     :class:`~mallocgame.workloads.models_torch.TorchProgram` s captured by
-    ``torch.export`` (``"torch"``: needs torch).
+    ``torch.export`` (``"torch"``: needs torch), or JAX model programs compiled by libtpu
+    for each of ``targets`` (``"tpu"``: needs the ``tpu`` extra), frozen as
+    ``NAME-GEN`` (``GEN``: the target without ``tpu-``) with XLA's placement beside.
     """
 
     name: str
@@ -89,6 +100,7 @@ class Suite:
     preset: str
     models: str
     frontend: str = "xla"
+    targets: tuple[str, ...] = ()  # frontend "tpu": each model compiled for each of these
 
     @property
     def data_dir(self) -> Path:
@@ -121,6 +133,16 @@ SUITES: dict[str, Suite] = {
             frontend="torch",
         ),
         Suite(
+            "tpu-v1",
+            "the xla-v2 models compiled by libtpu for a TPU v4 and a TPU v5e, with XLA's own "
+            "placement",
+            None,
+            "tpu_v4i",
+            "mallocgame.workloads.models_v2:V2_PROGRAMS",
+            frontend="tpu",
+            targets=("tpu-v4", "tpu-v5e"),
+        ),
+        Suite(
             "holdout-v1",
             "held out: never used to choose a default or setting; models no other suite has, "
             "on the physical fast memory of their preset",
@@ -142,6 +164,7 @@ TABLE2_PROGRAMS = (
 DEFAULT_PRESET = hardware.DEFAULT_PRESET
 DATA_DIR = SUITES[SUITE].data_dir
 _SUFFIX = ".program.json.gz"
+_PLACEMENT_SUFFIX = ".xla.json.gz"
 
 
 def suite_of(name: str) -> Suite | None:
@@ -211,6 +234,28 @@ def model_programs(suite: str) -> dict:
     return getattr(importlib.import_module(module), attribute)
 
 
+def _freeze_jobs(suite: Suite, names: list[str] | None, models: dict) -> list[tuple[str, str, str]]:
+    """``(frozen name, model name, target)`` for every program of ``suite`` to freeze
+    (``names``: model names, or for a ``tpu`` suite also frozen names ``NAME-GEN``);
+    ``target`` is ``""`` outside ``tpu`` suites."""
+    targets = suite.targets or ("",)
+    if suite.frontend == "tpu":  # the models sized for the suite's preset: others exceed a chip
+        models = {m: p for m, p in models.items() if p.preset in (None, suite.preset)}
+    every = {(f"{m}-{t.removeprefix('tpu-')}" if t else m): (m, t) for m in models for t in targets}
+    jobs = []
+    for name in names or sorted(models):
+        short = name.removeprefix(f"{suite.name}/")
+        if short in every:
+            jobs.append((short, *every[short]))
+        elif short in models:
+            jobs.extend((f, m, t) for f, (m, t) in every.items() if m == short)
+        else:
+            raise InputFileError(
+                f"{short}: no such model program in {suite.name} (have: {', '.join(sorted(models))})"
+            )
+    return jobs
+
+
 def freeze(
     names: list[str] | None = None,
     out_dir: Path | None = None,
@@ -219,25 +264,21 @@ def freeze(
 ) -> dict[str, float]:
     """Compile, extract and write every model program of ``suite`` (or ``names``); seconds per program.
 
-    Needs the suite's frontend: JAX and flax (``pip install 'mallocgame[xla]'``) or
-    torch (``'mallocgame[torch]'``). Each file is written atomically to ``out_dir``
-    (default: the suite's data directory); the extraction's duration, the frontend's
-    version and the preset (when the model names one) go in its ``source``.
+    Needs the suite's frontend: JAX and flax (``pip install 'mallocgame[xla]'``), torch
+    (``'mallocgame[torch]'``) or libtpu (``'mallocgame[tpu]'``). Each file is written
+    atomically to ``out_dir`` (default: the suite's data directory), and for a ``tpu``
+    suite XLA's placement beside it; the extraction's duration, the frontend's version, the
+    target and the preset (when the model names one) go in its ``source``.
     """
-    frontend = _suite(suite).frontend
+    chosen = _suite(suite)
     models = model_programs(suite)
-    out_dir = _suite(suite).data_dir if out_dir is None else out_dir
+    out_dir = chosen.data_dir if out_dir is None else out_dir
     out_dir.mkdir(parents=True, exist_ok=True)
     durations: dict[str, float] = {}
-    for short in names or sorted(models):
-        short = short.removeprefix(f"{suite}/")
-        if short not in models:
-            raise InputFileError(
-                f"{short}: no such model program in {suite} (have: {', '.join(sorted(models))})"
-            )
+    for frozen, short, target in _freeze_jobs(chosen, names, models):
         model = models[short]
         start = time.perf_counter()
-        program = extract_model(frontend, model, f"{suite}/{short}")
+        program, placement = extract_model(chosen.frontend, model, f"{suite}/{frozen}", target)
         seconds = time.perf_counter() - start
         source = {
             **program.source,
@@ -248,20 +289,38 @@ def freeze(
         if model.preset is not None:
             source["preset"] = model.preset
         program = replace(program, source=source)
-        save_program(program, out_dir / f"{short}{_SUFFIX}")
-        durations[short] = seconds
+        if placement is not None:
+            save_placement(placement, out_dir / f"{frozen}{_PLACEMENT_SUFFIX}")
+        save_program(program, out_dir / f"{frozen}{_SUFFIX}")
+        durations[frozen] = seconds
         if progress is not None:
-            progress(f"{suite}/{short}: {program.num_buffers} buffers, {seconds:.1f} s")
+            progress(f"{suite}/{frozen}: {program.num_buffers} buffers, {seconds:.1f} s")
     suite_program.cache_clear()
     suite_instance.cache_clear()
     return durations
 
 
-def extract_model(frontend: str, model: Any, name: str) -> Program:
-    """The program of one model program of a suite, by its suite's frontend."""
+def extract_model(
+    frontend: str, model: Any, name: str, target: str = ""
+) -> tuple[Program, XlaPlacement | None]:
+    """The program of one model program of a suite, by its suite's frontend, and XLA's
+    placement where the frontend compiles for a TPU ``target``."""
     if frontend == "torch":
-        return model.extract(name)
+        return model.extract(name), None
+    fn, args, jit_kwargs = model.build()
+    if frontend == "tpu":
+        from mallocgame.frontends.tpu import extract_jax_tpu
+
+        return extract_jax_tpu(fn, *args, target=target, name=name, **jit_kwargs)
     from mallocgame.frontends.xla import extract_jax
 
-    fn, args, jit_kwargs = model.build()
-    return extract_jax(fn, *args, name=name, **jit_kwargs)
+    return extract_jax(fn, *args, name=name, **jit_kwargs), None
+
+
+def suite_placement(name: str) -> XlaPlacement | None:
+    """XLA's own placement frozen with ``SUITE/NAME`` (a ``tpu`` suite's), else ``None``."""
+    suite = suite_of(name)
+    if suite is None:
+        return None
+    path = suite.data_dir / f"{name.removeprefix(f'{suite.name}/')}{_PLACEMENT_SUFFIX}"
+    return load_placement(path) if path.is_file() else None

@@ -7,11 +7,13 @@ learner steps (``answer="both"``: on programs of thousands of buffers, 16 simula
 of search per move play worse than the network's own policy); the rest of the budget
 searches the heuristic's placement order (:mod:`mallocgame.solvers.order_search`),
 starting from the heuristic's own order and from one that puts first the candidates the
-agent's answer placed in fast memory. The answer is whichever of the three has the
-lowest simulated latency (:func:`~mallocgame.solvers.hybrid.choose_fastest`; on a tie the
-earlier of heuristic, agent, order search). So a ``muzero-prod`` answer is never slower
-in simulation than ``heuristic``'s, the paper's guarantee with the simulator standing in
-for the measurement.
+agent's answer placed in fast memory. For a program compiled for a TPU and frozen with
+XLA's own placement (the ``tpu-v1`` suite), XLA's legal answer (the solver ``xla``) is a
+candidate too, answering second. The answer is whichever candidate has the lowest
+simulated latency (:func:`~mallocgame.solvers.hybrid.choose_fastest`; on a tie the
+earlier of heuristic, xla, agent, order search). So a ``muzero-prod`` answer is never
+slower in simulation than ``heuristic``'s, nor than XLA's own where the program has it:
+the paper's guarantee with the simulator standing in for the measurement.
 
 Settings: ``muzero``'s, with restarts inside the best game on by default, and the order
 search's share of a wall-clock budget or its evaluations without one
@@ -45,11 +47,13 @@ from mallocgame.solvers.order_search import (
     search_order,
     stop_rule,
 )
+from mallocgame.solvers.xla_answer import frozen_xla_answer
 
-__all__ = ["MuZeroProdSolver", "AGENT", "BASELINE", "ORDER_SEARCH"]
+__all__ = ["MuZeroProdSolver", "AGENT", "BASELINE", "COMPILER", "ORDER_SEARCH"]
 
 AGENT = "muzero"  # the candidates' solver names
 BASELINE = "heuristic"
+COMPILER = "xla"
 ORDER_SEARCH = "msa-search"
 
 
@@ -63,12 +67,16 @@ class MuZeroProdSolver(MuZeroSolver, name="muzero-prod", config=MuZeroProdConfig
         assert isinstance(config, MuZeroProdConfig)
         baseline = HeuristicSolver().solve(instance, SolveRequest(seed=run.seed))
         run.improve(baseline)
+        compiler = frozen_xla_answer(instance)
+        xla = None if compiler is None else replace(compiler.solution, seed=run.seed)
+        if xla is not None:
+            run.improve(xla)
         agent_clock = run.clock.until(1.0 - config.order_search_share)
         agent = self.train(
             instance, config, Run(AGENT, instance, run.request, agent_clock), solver_name=AGENT
         )
-        candidates = [baseline, agent]
-        searched = self.search_order(instance, config, run, baseline, agent)
+        candidates = [baseline, *([xla] if xla is not None else []), agent]
+        searched = self.search_order(instance, config, run, candidates)
         if searched is not None:
             candidates.append(searched)
         choice = choose_fastest(instance, candidates)
@@ -82,19 +90,19 @@ class MuZeroProdSolver(MuZeroSolver, name="muzero-prod", config=MuZeroProdConfig
         instance: Instance,
         config: MuZeroProdConfig,
         run: Run,
-        baseline: Solution,
-        agent: Solution,
+        candidates: list[Solution],
     ) -> Solution | None:
         """The order search's answer in the rest of ``run``'s budget (``None``: none left,
-        or none given to it); each mapping faster than both ``baseline`` and ``agent`` goes
-        to the callback."""
+        or none given to it), started from the agent's answer (the last of ``candidates``);
+        each mapping faster than every candidate goes to the callback."""
         timed = run.request.seconds is not None
         limit = None if timed else config.order_search_evaluations
         if (timed and (config.order_search_share == 0 or run.expired())) or limit == 0:
             return None
         assignment = OrderedAssignment(instance)
+        agent = candidates[-1]
         starts = [Start("agent", order_from_mapping(assignment, agent.allocations))]
-        to_beat = min(simulate(instance, s).latency_s for s in (baseline, agent))
+        to_beat = min(simulate(instance, s).latency_s for s in candidates)
         search_run = Run(ORDER_SEARCH, instance, run.request, run.clock)
 
         def report(result: OrderSearchResult) -> None:
