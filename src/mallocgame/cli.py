@@ -422,7 +422,12 @@ def _cmd_extract(args: argparse.Namespace) -> int:
         start = time.perf_counter()
         total = 0
         for suite in [args.suite] if args.suite else list(SUITES):
-            total += len(freeze(args.model or None, progress=print, suite=suite))
+            frozen = freeze(args.model or None, progress=print, suite=suite)
+            total += len(frozen)
+            if SUITES[suite].frontend == "tpu":  # XLA's placement as a legal answer, frozen too
+                from mallocgame.solvers.xla_answer import freeze_xla_answers
+
+                freeze_xla_answers([f"{suite}/{name}" for name in frozen], progress=print)
         print(f"froze {total} programs in {time.perf_counter() - start:.1f} s")
         return EXIT_OK
     sources = [args.dump, args.jax, args.torch, args.program, args.model and args.model[0]]

@@ -86,3 +86,30 @@ def test_freeze_refuses_a_model_the_suite_does_not_have(tmp_path) -> None:
 
     with pytest.raises(InputFileError, match="llama2_70b_decode: no such model program in tpu-v1"):
         freeze(["llama2_70b_decode"], out_dir=tmp_path, suite="tpu-v1")
+
+
+def test_the_frozen_answer_is_xlas_answer_computed_again() -> None:
+    """The legal answer frozen beside each placement is what the projection gives now."""
+    from mallocgame.frontends.tpu import TPU_TARGETS
+    from mallocgame.solvers.xla_answer import frozen_xla_answer, xla_answer
+    from mallocgame.workloads.suite import xla_answer_path
+
+    name = "tpu-v1/bigru_tagger_infer_b512-v4"
+    inst = load_workload(name)
+    assert xla_answer_path(name).is_file()
+    frozen = frozen_xla_answer(inst)
+    computed = xla_answer(inst, suite_placement(name), TPU_TARGETS["tpu-v4"].fast_spaces)
+    assert frozen.solution.allocations == computed.solution.allocations
+    assert frozen.raw_failures == computed.raw_failures
+    assert frozen.kept_fraction == pytest.approx(computed.kept_fraction)
+
+
+def test_a_frozen_answer_of_another_instance_is_not_taken() -> None:
+    """On another preset the instance differs: XLA's answer is computed for it."""
+    from mallocgame.solvers.xla_answer import frozen_xla_answer
+    from mallocgame.workloads.suite import suite_instance
+
+    inst = suite_instance("tpu-v1/gru_infer_b512-v5e", "gpu_hbm_host")
+    found = frozen_xla_answer(inst)
+    assert found.solution.instance_sha256 == inst.sha256
+    assert check_solution(inst, found.solution).ok

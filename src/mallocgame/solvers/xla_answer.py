@@ -13,13 +13,18 @@ trajectory, whose fast set is a subset of XLA's. The result says both: the legal
 The solver ``xla`` (:class:`XlaSolver`) answers with it for a program frozen with XLA's
 placement (the ``tpu-v1`` suite, :func:`~mallocgame.workloads.suite.suite_placement`),
 read in the fast memory space of the TPU target it was compiled for; one pass, no search,
-no budget needed. Any other instance is a :class:`~mallocgame.errors.SolverError`.
+no budget needed. Any other instance is a :class:`~mallocgame.errors.SolverError`. The
+projection with its whole repair takes minutes on the largest programs, so
+:func:`freeze_xla_answers` freezes each suite program's legal answer beside its placement
+(``extract --suite`` runs it); :func:`frozen_xla_answer` takes the frozen answer where it
+is of the same instance and passes the checker, and computes it otherwise.
 """
 
 from __future__ import annotations
 
+import time
 from collections import Counter
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, replace
 
 from mallocgame.check import check_solution
@@ -31,12 +36,12 @@ from mallocgame.frontends.xla_placement import (
     placement_solution,
 )
 from mallocgame.instance import Instance
-from mallocgame.solution import Solution
+from mallocgame.solution import Solution, load_solution, save_solution
 from mallocgame.solvers.base import NoConfig, Run, Solver
 from mallocgame.solvers.projection import DEFAULT_REPAIRS, project
-from mallocgame.workloads.suite import suite_placement
+from mallocgame.workloads.suite import suite_instance, suite_placement, xla_answer_path
 
-__all__ = ["XlaAnswer", "xla_answer", "frozen_xla_answer", "XlaSolver"]
+__all__ = ["XlaAnswer", "xla_answer", "frozen_xla_answer", "freeze_xla_answers", "XlaSolver"]
 
 
 @dataclass(frozen=True)
@@ -82,13 +87,48 @@ def xla_answer(
 def frozen_xla_answer(instance: Instance) -> XlaAnswer | None:
     """XLA's answer for ``instance`` where it is a program frozen with XLA's placement
     (:func:`~mallocgame.workloads.suite.suite_placement`), read in the fast memory space of
-    its TPU target; ``None`` for any other instance."""
+    its TPU target: the frozen legal answer where there is one of this instance that passes
+    the checker, else computed; ``None`` for any other instance."""
     placement = suite_placement(instance.name)
     if placement is None:
         return None
     target = instance.source.get("target")
     fast = TPU_TARGETS[target].fast_spaces if target in TPU_TARGETS else DEFAULT_FAST_SPACES
+    path = xla_answer_path(instance.name)
+    if path is not None and path.is_file():
+        frozen = load_solution(path)
+        if frozen.instance_sha256 == instance.sha256 and check_solution(instance, frozen).ok:
+            raw = placement_solution(instance, placement, fast_spaces=fast)
+            failures = dict(frozen.info.get("raw_failures", {}))
+            kept = float(frozen.info.get("kept_fraction", 1.0))
+            return XlaAnswer(frozen if failures else raw, raw, failures, kept)
     return xla_answer(instance, placement, fast)
+
+
+def freeze_xla_answers(
+    names: Iterable[str], progress: Callable[[str], None] | None = None
+) -> dict[str, float]:
+    """Compute and write the legal answer of XLA's placement of each suite program in
+    ``names`` (those frozen with a placement) beside it; seconds per program."""
+    durations: dict[str, float] = {}
+    for name in names:
+        path, placement = xla_answer_path(name), suite_placement(name)
+        if path is None or placement is None:
+            continue
+        instance = suite_instance(name)
+        start = time.perf_counter()
+        target = instance.source.get("target")
+        fast = TPU_TARGETS[target].fast_spaces if target in TPU_TARGETS else DEFAULT_FAST_SPACES
+        found = xla_answer(instance, placement, fast)
+        seconds = time.perf_counter() - start
+        info = {**found.solution.info, "kept_fraction": found.kept_fraction}
+        save_solution(replace(found.solution, wall_s=seconds, info=info), path)
+        durations[name] = seconds
+        if progress is not None:
+            progress(
+                f"{name}: XLA's answer {found.solution.normalized_reward:.4f}, {seconds:.1f} s"
+            )
+    return durations
 
 
 class XlaSolver(Solver, name="xla", work_unit="passes"):

@@ -76,6 +76,8 @@ __all__ = [
     "model_programs",
     "extract_model",
     "freeze",
+    "suite_placement",
+    "xla_answer_path",
 ]
 
 
@@ -165,6 +167,7 @@ DEFAULT_PRESET = hardware.DEFAULT_PRESET
 DATA_DIR = SUITES[SUITE].data_dir
 _SUFFIX = ".program.json.gz"
 _PLACEMENT_SUFFIX = ".xla.json.gz"
+_XLA_ANSWER_SUFFIX = ".xla-answer.json.gz"
 
 
 def suite_of(name: str) -> Suite | None:
@@ -315,6 +318,16 @@ def extract_model(
     from mallocgame.frontends.xla import extract_jax
 
     return extract_jax(fn, *args, name=name, **jit_kwargs), None
+
+
+def xla_answer_path(name: str) -> Path | None:
+    """Where the legal answer made of XLA's placement of ``SUITE/NAME`` is frozen (written by
+    :func:`mallocgame.solvers.xla_answer.freeze_xla_answers`; the file may not exist), or
+    ``None`` outside the suites."""
+    suite = suite_of(name)
+    if suite is None:
+        return None
+    return suite.data_dir / f"{name.removeprefix(f'{suite.name}/')}{_XLA_ANSWER_SUFFIX}"
 
 
 def suite_placement(name: str) -> XlaPlacement | None:
