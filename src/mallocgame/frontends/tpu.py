@@ -37,6 +37,7 @@ from mallocgame.frontends.xla import (
     CompileError,
     XlaFrontendError,
     extract_module_with_placement,
+    no_persistent_cache,
 )
 from mallocgame.frontends.xla_placement import XlaPlacement
 from mallocgame.program import Program
@@ -177,15 +178,16 @@ def compile_for_tpu(
     label = name or getattr(fn, "__name__", "function")
     static = {static_argnums} if isinstance(static_argnums, int) else set(static_argnums)
     try:
-        jitted = jax.jit(
-            fn,
-            in_shardings=SingleDeviceSharding(device),
-            donate_argnums=donate_argnums,
-            static_argnums=tuple(sorted(static)),
-        )
-        lowered = jitted.lower(*_abstract_args(example_args, static))
-        compiled = lowered.compile(compiler_options=dict(compiler_options or {}))
-        return str(compiled.as_text())
+        with no_persistent_cache(jax):  # a cache hit would compile nothing anew
+            jitted = jax.jit(
+                fn,
+                in_shardings=SingleDeviceSharding(device),
+                donate_argnums=donate_argnums,
+                static_argnums=tuple(sorted(static)),
+            )
+            lowered = jitted.lower(*_abstract_args(example_args, static))
+            compiled = lowered.compile(compiler_options=dict(compiler_options or {}))
+            return str(compiled.as_text())
     except MallocGameError:
         raise
     except Exception as exc:

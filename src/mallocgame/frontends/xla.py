@@ -80,7 +80,7 @@ import contextlib
 import os
 import re
 import tempfile
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -1022,18 +1022,24 @@ def _jax_version() -> str | None:
 
 
 @contextlib.contextmanager
-def _no_persistent_cache(jax: Any):
-    """A persistent-cache hit would skip XLA and write no dump: turn the cache off meanwhile."""
+def no_persistent_cache(jax: Any) -> Iterator[None]:
+    """JAX's persistent compilation cache off meanwhile: a hit would skip XLA, so it would
+    write no dump and compile nothing anew. JAX decides once a process whether the cache is
+    used, so the decision is reset on the way in and out (``reset_cache``)."""
     try:
+        from jax.experimental.compilation_cache import compilation_cache
+
         old = jax.config.jax_enable_compilation_cache
-    except AttributeError:
+    except (ImportError, AttributeError):
         yield
         return
     jax.config.update("jax_enable_compilation_cache", False)
+    compilation_cache.reset_cache()
     try:
         yield
     finally:
         jax.config.update("jax_enable_compilation_cache", old)
+        compilation_cache.reset_cache()
 
 
 def dump_jax(
@@ -1061,7 +1067,7 @@ def dump_jax(
     label = name or getattr(fn, "__name__", "function")
     options = {"xla_dump_to": os.fspath(dump_dir), "xla_dump_hlo_as_text": True}
     try:
-        with jax.default_device(jax.devices("cpu")[0]), _no_persistent_cache(jax):
+        with jax.default_device(jax.devices("cpu")[0]), no_persistent_cache(jax):
             jitted = jax.jit(fn, donate_argnums=donate_argnums, static_argnums=static_argnums)
             compiled = jitted.lower(*example_args).compile(compiler_options=options)
             return compiled.as_text().split(",", 1)[0].replace("HloModule", "").strip()
