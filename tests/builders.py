@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import copy
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
@@ -373,9 +373,39 @@ def assert_only_files(directory: Path, *names: str) -> None:
 def heuristic_answer(name: str) -> tuple[Any, Any]:
     """``(instance, the heuristic's answer)`` of the bundled workload ``name``, computed once
     per test process (both are immutable): several modules test on the heuristic's
-    mapping of every bundled program, and solving the largest takes seconds."""
+    mapping of every bundled program, and solving the largest takes seconds. ``pytest -n`` runs the
+    tests that share it in one process (``PROCESS_GROUPS`` in ``tests/conftest.py``)."""
     from mallocgame.solvers.heuristic import HeuristicSolver
     from mallocgame.workloads.registry import load_workload
 
     inst = load_workload(name)
     return inst, HeuristicSolver().solve(inst)
+
+
+TPU_SAMPLE = ("tpu-v1/gru_infer_b512-v5e", "tpu-v1/mixer_b16_infer_b64-v4")
+"""The tpu-v1 programs the suite-wide solver tests take: the suite repeats xla-v2's models
+compiled otherwise, so two (one a target, small) stand for it there;
+``tests/workloads/test_suite_tpu.py`` checks every one of its programs."""
+
+
+def suite_wide(names: Iterable[str]) -> list[str]:
+    """``names`` with tpu-v1 cut to :data:`TPU_SAMPLE` (the suite-wide solver tests)."""
+    return [n for n in names if not n.startswith("tpu-v1/") or n in TPU_SAMPLE]
+
+
+LARGE_LEFT_OUT = (
+    "xla-v1/transformer_train_bf16",
+    "xla-v1/transformer_nmt_train",
+    "xla-v1/gpt_train_deep",
+    "xla-v2/bert_base_train_b32",
+    "xla-v2/transformer_base_train",
+    "xla-v2/gpt2_train_b2",
+    "xla-v2/llama2_70b_prefill",
+    "xla-v2/vit_b16_train_b24",
+    "xla-v2/resnet152_train_b16",
+)
+"""Programs of 5,000 buffers or more that the every-program tests of the projection and of
+``egrl``'s answer leave out (each costs them 0.5 to 5 s; the smaller programs have the same
+layers): xla-v1/resnet50_train, xla-v2/resnet50_train_b32,
+xla-v2/transformer_base_train_bf16 and xla-v2/llama2_70b_decode stay for their size
+(tests/solvers/test_projection.py checks this list)."""

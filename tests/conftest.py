@@ -43,3 +43,46 @@ def instance_file(tmp_path: Path) -> Path:
         gzip.compress(json.dumps(conformance_vector("random105")["instance"]).encode())
     )
     return path
+
+
+# ------------------------------------------------------------------ pytest -n (xdist)
+
+PROCESS_GROUPS: dict[str, str] = {
+    # nodeid prefix -> group: the tests of a group run in one worker process, because they
+    # share what is costly to build there (a module fixture, a cache, compiled networks)
+    "tests/workloads/test_models.py::": "models",  # every program lowered, six compiled
+    "tests/solvers/test_exact.py::test_exact_reaches_the_game_optimum[": "exact-conformance",
+    "tests/solvers/test_exact.py::test_exact_never_exceeds_its_bounds[": "exact-conformance",
+    # tests.builders.heuristic_answer: the heuristic's answer of every bundled program
+    "tests/solvers/test_heuristic.py::test_bundled_workloads_valid": "heuristic-answers",
+    "tests/solvers/test_heuristic.py::test_heuristic_beats_drop": "heuristic-answers",
+    "tests/solvers/test_projection.py::test_heuristic_mappings_project": "heuristic-answers",
+    "tests/solvers/test_projection.py::test_repair_raises": "heuristic-answers",
+    "tests/solvers/muzero/test_prod.py::test_never_slower": "heuristic-answers",
+    # egrl's networks compiled once (the modules share their tiny settings and program)
+    "tests/solvers/egrl/test_egrl_sac.py::": "egrl-networks",
+    "tests/solvers/egrl/test_egrl_solver.py::": "egrl-networks",
+}
+"""The tests ``pytest -n`` keeps in one process (the first matching prefix); every other
+test is scheduled on its own, as xdist's ``load`` does. (xdist's own ``--dist loadgroup``
+and ``xdist_group`` marks do not group under pytest 9.2: pytest-xdist issue #1386.)"""
+
+
+def _process_group(nodeid: str) -> str:
+    """The scheduling unit of ``nodeid``: its group in :data:`PROCESS_GROUPS`, or itself."""
+    return next((g for p, g in PROCESS_GROUPS.items() if nodeid.startswith(p)), nodeid)
+
+
+def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object | None:
+    """``pytest -n``'s default distribution (``load``), with :data:`PROCESS_GROUPS` kept
+    together: each group goes to one worker as a whole (the largest first), the other
+    tests one at a time to whichever worker is free."""
+    if config.getvalue("dist") != "load":
+        return None  # another --dist asked for
+    from xdist.scheduler import LoadScopeScheduling
+
+    class GroupScheduling(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return _process_group(nodeid)
+
+    return GroupScheduling(config, log)

@@ -17,7 +17,7 @@ from mallocgame.solvers.drop import DropSolver
 from mallocgame.solvers.heuristic import HeuristicConfig, HeuristicSolver, msa_allocations
 from mallocgame.workloads.registry import load_workload, workload_names
 from mallocgame.workloads.synthetic import generate
-from tests.builders import B, I, X, build, heuristic_answer, roofline
+from tests.builders import B, I, X, build, heuristic_answer, roofline, suite_wide
 
 CONFORMANCE = Path(__file__).parents[1] / "data" / "conformance"
 
@@ -35,7 +35,7 @@ def _assert_valid_mapping(inst, solution) -> None:
     assert solution.work["verify_rounds"] == 1  # valid at the first try
 
 
-@pytest.fixture(scope="module", params=workload_names())
+@pytest.fixture(scope="module", params=suite_wide(workload_names()))
 def solved(request):
     return heuristic_answer(request.param)
 
@@ -176,7 +176,9 @@ def test_options_and_callback() -> None:
     assert HeuristicSolver.name == "heuristic"
 
 
-@pytest.mark.parametrize("name", [n for n in workload_names() if n != "synthetic-v1/16k"])
+@pytest.mark.parametrize(
+    "name", [n for n in suite_wide(workload_names()) if n != "synthetic-v1/16k"]
+)
 def test_heuristic_beats_drop_by_simulated_latency(name: str) -> None:
     from mallocgame.simulate import baseline_latency, simulate
 

@@ -1,14 +1,16 @@
-"""Every answer of the ``es``, ``mcts`` and ``exact`` solvers on every suite program passes check.
+"""The answers of the ``es``, ``mcts`` and ``exact`` solvers on programs of every suite pass check.
 
 The other solvers are covered elsewhere: ``heuristic`` on every bundled workload in
 ``tests/solvers/test_heuristic.py``, ``random`` on every suite program in
-``tests/workloads/test_suite.py``. Here each program of the suites ``xla-v1`` (28
-programs, 70 to 16,911 buffers), ``xla-v2`` (26, 67 to 26,915 buffers), ``torch-v1``
-(6, 771 to 3,808) and ``holdout-v1`` (10, 386 to 4,496;
-:func:`mallocgame.workloads.suite.suite_names`) is solved by each of the three
-solvers with a small budget, and :func:`mallocgame.check.check_solution`
-must accept the answer (its summary is the assertion message). The check replays the
-actions of a game answer and compares ``reward_s`` and ``normalized_reward`` with the
+``tests/workloads/test_suite*.py`` (so every suite program is played, with Drop-backup,
+and checked), ``egrl`` on all but nine of the largest in
+``tests/solvers/egrl/test_suite_answers_egrl.py``. Here the programs of :data:`SPREAD`
+(17 of the 70 of ``xla-v1``, ``xla-v2``, ``torch-v1`` and ``holdout-v1``: every suite,
+67 to 26,915 buffers, every case below; of a suite without an entry there, all the
+programs that :func:`tests.builders.suite_wide` keeps) are solved by each of the three
+solvers with a small budget, and :func:`mallocgame.check.check_solution` must accept the
+answer (its summary is the assertion message). The check replays the actions of a game
+answer and compares ``reward_s`` and ``normalized_reward`` with the
 exact reward it recomputes (``reward_mismatch``, relative 1e-9); the report does not
 expose that reward itself, so there is no separate equality assertion.
 
@@ -32,9 +34,9 @@ xla-v2's 26,915 buffers).
   is the default policy's) and the rest play the default policy; a search on
   every decision there would take 2 to 15 s a program. Asserted: moves were
   searched (small: no move left to the default policy).
-- ``exact``: up to 130 buffers (five programs) ``work`` 250 ms of CP-SAT
-  deterministic time: CP-SAT proves optimality or returns its own model solution
-  (the answer comes from the CP-SAT model, status OPTIMAL or FEASIBLE). 131 to 999
+- ``exact``: up to 130 buffers (eight suite programs, four of them here) ``work``
+  250 ms of CP-SAT deterministic time: CP-SAT proves optimality or returns its own
+  model solution (the answer comes from the CP-SAT model, status OPTIMAL or FEASIBLE). 131 to 999
   buffers: ``work`` 10: the model is built, the heuristic and warm-start games are
   put into it as a hint and CP-SAT starts, but it does not get past presolve
   (status UNKNOWN), so the answer is the best hint mapping (a real search costs 2
@@ -59,9 +61,47 @@ import pytest
 from mallocgame.check import check_solution
 from mallocgame.instance import Instance
 from mallocgame.solvers import SolveRequest, get_solver
-from mallocgame.workloads.suite import suite_instance, suite_names
+from mallocgame.workloads.suite import suite_instance, suite_names, suite_program
+from tests.builders import suite_wide
 
-NAMES = suite_names()  # every suite
+SPREAD: dict[str, tuple[str, ...]] = {
+    "xla-v1": (
+        "xla-v1/gru_infer",  # 70 buffers, a loop; exact: OPTIMAL (the heuristic's hint)
+        "xla-v1/inplace_update_loop",  # 83, a loop-carried in-place update
+        "xla-v1/donated_sgd_step",  # 129: exact's largest real search (FEASIBLE), donation
+        "xla-v1/nmt_seq2seq_infer",  # 241, three loops; exact's hint: a warm-start game
+        "xla-v1/transformer_train",  # 929, the largest small program
+        "xla-v1/lstm_lm_train",  # 1,083, the smallest large; es, mcts back up 133, 65 times
+        "xla-v1/alphatensor_matmul",  # 2,291, no alias group
+    ),
+    "xla-v2": (
+        "xla-v2/gru_infer_b512",  # 67, the smallest; exact: OPTIMAL (a game's hint)
+        "xla-v2/nmt_attention_infer_b64",  # 244, loops; exact's hint: the heuristic's
+        "xla-v2/tinyllama_generate_b8",  # 2,080, a loop of 600 counted instructions
+        "xla-v2/resnet152_train_b16",  # 26,915, the largest
+    ),
+    "torch-v1": (
+        "torch-v1/wrn101_2_infer_b256_node",  # 930, 210 alias groups
+        "torch-v1/resnet152_infer_b256",  # 2,166, backed up 40 to 60 times
+    ),
+    "holdout-v1": (
+        "holdout-v1/mamba_lm_infer_b8",  # 386, loops
+        "holdout-v1/convnext_t_infer_b64",  # 523, dram_pmem
+        "holdout-v1/decoder_lm_scan_train",  # 1,314, loops, backed up 40 to 80 times
+        "holdout-v1/codellama34b_score_512",  # 4,496, gpu_hbm_host
+    ),
+}
+"""The programs solved, by suite: every suite, each of the cases of ``_request`` (exact's
+three tiers, es's and mcts's two), answers with and without Drop-backup's backups, and
+the features the suites have (loops, in-place updates, alias groups, every memory
+preset). A program costs 0.3 to 17 s of the three solvers and checks here; the other
+53 differ from these in sizes and layers, not in what the solvers do with them."""
+
+NAMES = [
+    name
+    for name in suite_wide(suite_names())  # every suite (tpu-v1: a sample)
+    if name.split("/")[0] not in SPREAD or name in SPREAD[name.split("/")[0]]
+]
 SOLVERS = ("es", "mcts", "exact")
 LARGE = 1_000  # buffers: programs at least this large get the cheaper cases
 EXACT_SMALL = 130  # buffers: programs at most this large get a real CP-SAT search
@@ -128,3 +168,15 @@ def test_answer_passes_check(instances: dict[str, Instance], name: str, solver: 
 
 def test_the_suite_is_there() -> None:
     assert NAMES  # (an empty parameter list would only skip the test above)
+
+
+def test_the_spread_covers_every_suite_and_every_case() -> None:
+    names = suite_names()
+    assert {n.split("/")[0] for n in NAMES} == {n.split("/")[0] for n in names}
+    spread = [n for suite in SPREAD.values() for n in suite]
+    assert set(spread) <= set(names) and set(spread) <= set(NAMES)
+    sizes = [suite_program(n).num_buffers for n in NAMES]
+    assert min(sizes) <= EXACT_SMALL  # exact: a real CP-SAT search
+    assert any(EXACT_SMALL < b < LARGE for b in sizes)  # exact: the model built, no search
+    assert any(b >= LARGE for b in sizes)  # every solver's case for large programs
+    assert max(sizes) == max(suite_program(n).num_buffers for n in names)  # the largest

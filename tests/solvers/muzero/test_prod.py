@@ -23,22 +23,27 @@ ONE_GAME = {
 }
 """The cheapest agent: one game of two simulations per move; the greedy game as its
 demonstration, which answers where the agent's game is not complete within the budget
-(one game of synthetic-v1/16k takes far longer: docs/muzero-experiments.md)."""
+(one game of synthetic-v1/16k takes far longer: docs/muzero-experiments.md). The test's
+3 s: the agent's game ends within them on the smaller programs (on the 2-core machine,
+loaded: torch-v1/wrn101_2_infer_b256's and holdout-v1/decoder_lm_scan_train's in under
+2 s); the larger ones fall back in any budget of seconds, and spend all of it."""
 
 
 SPREAD = (
     "xla-v1/gru_infer",
-    "xla-v1/gpt_train_deep",
     "xla-v2/llama2_70b_decode",
     "xla-v2/resnet152_train_b16",
     "torch-v1/wrn101_2_infer_b256",
     "holdout-v1/decoder_lm_scan_train",
     "holdout-v1/moe_lm_train",
     "synthetic-v1/1k",
-    "synthetic-v1/16k",
+    "tpu-v1/gru_infer_b512-v5e",
 )
-"""Programs of every suite, the smallest to the largest (16,000 buffers). The rule the
-answer follows is the same on every program (``choose_fastest``, tests/solvers/test_hybrid.py);
+"""Programs of every suite, the smallest to the largest (26,915 buffers). Where the agent's
+game does not end within the 3 s (on most of these), its candidate is the greedy game: on
+xla-v2/resnet152_train_b16 as it was on xla-v1/gpt_train_deep and synthetic-v1/16k, no
+longer taken here. The rule the answer follows is the same on every program
+(``choose_fastest``, tests/solvers/test_hybrid.py);
 the heuristic's mapping, always a candidate, is checked valid and faster than Drop on
 every bundled program (tests/solvers/test_heuristic.py)."""
 
@@ -54,16 +59,20 @@ def test_never_slower_than_the_heuristic(name: str) -> None:
     inst = load_workload(name)
     options = {**ONE_GAME, "order_search_share": 0}  # the order search: its own tests, below
     answer = get_solver("muzero-prod").solve(
-        inst, SolveRequest(seed=0, work=1, seconds=5.0, options=options)
+        inst, SolveRequest(seed=0, work=1, seconds=3.0, options=options)
     )
     heuristic = heuristic_answer(name)[1]
     assert check_solution(inst, answer).ok
     latency = simulate(inst, answer).latency_s
     assert latency <= simulate(inst, heuristic).latency_s
     candidates = answer.info["candidates"]
-    assert set(candidates) == {"heuristic", "muzero"} and all(
-        c["valid"] for c in candidates.values()
-    )
+    compiled_for_a_tpu = name.startswith("tpu-v1/")  # XLA's own answer is a candidate too
+    expected = {"heuristic", "muzero"} | ({"xla"} if compiled_for_a_tpu else set())
+    assert set(candidates) == expected and all(c["valid"] for c in candidates.values())
+    if compiled_for_a_tpu:
+        xla = get_solver("xla").solve(inst, SolveRequest(seed=0))
+        assert latency <= simulate(inst, xla).latency_s
+        assert candidates["xla"]["reward_s"] == xla.reward_s
     assert latency == answer.info["latency_s"] == min(c["latency_s"] for c in candidates.values())
     assert candidates["heuristic"]["reward_s"] == heuristic.reward_s
 
