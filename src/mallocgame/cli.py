@@ -545,9 +545,9 @@ def _cmd_extract(args: argparse.Namespace) -> int:
 def _memory_spaces(text: str | None, target: str) -> frozenset[int]:
     """The memory spaces of ``--xla-fast-spaces``, or by default the target's fast memory."""
     if text is None:
-        from mallocgame.frontends.tpu import TPU_TARGETS
+        from mallocgame.frontends.tpu import fast_spaces_of
 
-        return TPU_TARGETS[target].fast_spaces if target in TPU_TARGETS else frozenset({1})
+        return fast_spaces_of(target)
     try:
         spaces = frozenset(int(v) for v in text.split(","))
     except ValueError:

@@ -39,7 +39,7 @@ from mallocgame.frontends.xla import (
     extract_module_with_placement,
     no_persistent_cache,
 )
-from mallocgame.frontends.xla_placement import XlaPlacement
+from mallocgame.frontends.xla_placement import DEFAULT_FAST_SPACES, XlaPlacement
 from mallocgame.program import Program
 
 __all__ = [
@@ -47,6 +47,7 @@ __all__ = [
     "TpuTarget",
     "TpuUnavailableError",
     "tpu_target",
+    "fast_spaces_of",
     "compile_for_tpu",
     "extract_jax_tpu",
 ]
@@ -96,6 +97,13 @@ def tpu_target(name: str) -> TpuTarget:
         raise XlaFrontendError(
             f"unknown target '{name}' (have: cpu, {', '.join(TPU_TARGETS)})"
         ) from None
+
+
+def fast_spaces_of(target: object) -> frozenset[int]:
+    """The memory spaces XLA's placement uses as the fast memory on ``target`` (a name of
+    :data:`TPU_TARGETS`); anything else (a CPU or GPU module, no target recorded): the
+    alternate memory space 1 (:data:`~mallocgame.frontends.xla_placement.DEFAULT_FAST_SPACES`)."""
+    return TPU_TARGETS[target].fast_spaces if target in TPU_TARGETS else DEFAULT_FAST_SPACES
 
 
 @contextlib.contextmanager

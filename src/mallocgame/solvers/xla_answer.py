@@ -29,9 +29,8 @@ from dataclasses import dataclass, replace
 
 from mallocgame.check import check_solution
 from mallocgame.errors import SolverError
-from mallocgame.frontends.tpu import TPU_TARGETS
+from mallocgame.frontends.tpu import fast_spaces_of
 from mallocgame.frontends.xla_placement import (
-    DEFAULT_FAST_SPACES,
     XlaPlacement,
     placement_solution,
 )
@@ -92,8 +91,7 @@ def frozen_xla_answer(instance: Instance) -> XlaAnswer | None:
     placement = suite_placement(instance.name)
     if placement is None:
         return None
-    target = instance.source.get("target")
-    fast = TPU_TARGETS[target].fast_spaces if target in TPU_TARGETS else DEFAULT_FAST_SPACES
+    fast = fast_spaces_of(instance.source.get("target"))
     path = xla_answer_path(instance.name)
     if path is not None and path.is_file():
         frozen = load_solution(path)
@@ -117,8 +115,7 @@ def freeze_xla_answers(
             continue
         instance = suite_instance(name)
         start = time.perf_counter()
-        target = instance.source.get("target")
-        fast = TPU_TARGETS[target].fast_spaces if target in TPU_TARGETS else DEFAULT_FAST_SPACES
+        fast = fast_spaces_of(instance.source.get("target"))
         found = xla_answer(instance, placement, fast)
         seconds = time.perf_counter() - start
         info = {**found.solution.info, "kept_fraction": found.kept_fraction}
