@@ -344,8 +344,8 @@ class CostModel:
                 if label.isdigit() or label == "i":
                     per *= size
             return 2.0 * out * per, 0.0
-        if op in ("fusion", "call", "async-start"):
-            return self._called_cost(ins, "to_apply" if op == "call" else "calls")
+        if op in ("fusion", "call", "async-start", "call-start"):
+            return self._called_cost(ins, "to_apply" if op in ("call", "call-start") else "calls")
         if op == "while":
             f1, t1 = self._called_cost(ins, "condition")
             f2, t2 = self._called_cost(ins, "body")

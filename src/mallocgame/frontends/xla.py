@@ -25,7 +25,8 @@ What becomes what:
   as an :class:`~mallocgame.frontends.xla_placement.XlaPlacement` (see
   :func:`extract_dump_with_placement`).
 - **Asynchronous pairs**: a ``*-start`` (``all-reduce-start``, ``all-gather-start``,
-  ``collective-permute-start``, ``async-start`` wrapping any computation, ``send``,
+  ``collective-permute-start``, ``async-start`` wrapping any computation, ``call-start``
+  (a TPU v5p's SparseCore offload, its computation ``to_apply``), ``send``,
   ``recv``) is the instruction: it reads the operands and writes the result; the tuple
   it returns echoes its operands (element 0), holds the result (element 1) and
   synchronization scalars (no buffers). ``*-done`` and ``async-update`` make no
@@ -168,9 +169,13 @@ _VIEWS = frozenset(
 _INPUTS = frozenset({"parameter", "constant", "partition-id", "replica-id"})
 _UNSUPPORTED = frozenset({"infeed", "outfeed", "scan"})
 # Asynchronous starts whose tuple holds (operands, result, synchronization scalars...).
-_TUPLE_STARTS = frozenset({"all-gather-start", "collective-permute-start", "async-start"})
+_TUPLE_STARTS = frozenset(
+    {"all-gather-start", "collective-permute-start", "async-start", "call-start"}
+)
 # Dones whose result is element 1 of their start's tuple; all-reduce-done is its start's result.
-_TUPLE_DONES = frozenset({"all-gather-done", "collective-permute-done", "async-done"})
+_TUPLE_DONES = frozenset(
+    {"all-gather-done", "collective-permute-done", "async-done", "call-done"}
+)
 # Opcodes that make no program instruction: views, inputs, XLA's copies, the ends of asynchronous pairs.
 _NO_INSTRUCTION = (
     _VIEWS
