@@ -461,18 +461,22 @@ def test_extract_a_tpu_dump_with_xlas_own_solution(tmp_path: Path, capsys) -> No
 
 def test_extract_for_a_tpu_target_with_xlas_own_solution(tmp_path: Path, capsys) -> None:
     """libtpu compiles the function for a TPU v4 (no TPU needed); XLA's own placement in
-    the module, read in the v4's fast memory space (3), is written as a legal answer."""
+    the module, read in the v4's fast memory space (3), is written as a legal answer. The
+    instance is on the v4's preset, with its whole CMEM (as XLA had it) by default."""
     inst, xla = tmp_path / "mlp.json", tmp_path / "mlp.xla.json"
     argv = ["extract", "--jax", "tests.frontends.libtpu_fixtures:mlp_grad", "--target", "tpu-v4"]
     for spec in ("f32[512,1024]", "f32[1024,512]", "f32[256,512]"):
         argv += ["--arg", spec]
-    argv += ["--physical", "--out", str(inst), "--xla-solution", str(xla)]
+    argv += ["--out", str(inst), "--xla-solution", str(xla)]
     assert main(argv) == 0
     out = capsys.readouterr().out
     assert "solution xla: " in out and "check: valid" in out
     doc = json.loads(xla.read_text())
     assert doc["solver"] == "xla" and doc["info"]["fast_spaces"] == [3] and doc["allocations"]
-    assert json.loads(inst.read_text())["source"]["target"] == "tpu-v4"
+    instance = json.loads(inst.read_text())
+    assert instance["source"]["target"] == "tpu-v4"
+    assert instance["hardware"]["name"] == "tpu_v4"
+    assert instance["hardware"]["fast_memory_bytes"] == 64 << 20
     assert main(["check", str(inst), str(xla)]) == 0
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -136,3 +137,37 @@ def test_bad_input_is_one_line(args: list[str], message: str, tmp_path: Path, ca
 def test_an_unknown_workload(capsys) -> None:
     assert main(["optimize", "xla-v2/gru_infer"]) == 2
     assert "did you mean" in capsys.readouterr().err
+
+
+def test_optimize_a_jax_function_for_a_tpu_and_steer_xla(tmp_path: Path, capsys) -> None:
+    """``--jax ... --target``: libtpu compiles it, the table has XLA's own row, and
+    ``--steer`` writes the flags and reports what XLA placed with them."""
+    out = tmp_path / "mlp.json"
+    argv = ["optimize", "--jax", "tests.frontends.libtpu_fixtures:mlp_grad", "--target", "tpu-v5e"]
+    for spec in ("f32[512,1024]", "f32[1024,512]", "f32[256,512]"):
+        argv += ["--arg", spec]
+    argv += ["--work", "1", "--steer", "--out", str(out), *TINY_ARGS]
+    assert main(argv) == 0
+    printed = capsys.readouterr().out
+    assert printed.startswith("mlp_grad: 14 buffers, tpu_v5e;") and "xla (XLA's own)" in printed
+    flags = json.loads((tmp_path / "mlp.steer.json").read_text())
+    assert set(flags) <= {"xla_tpu_msa_sort_order_overrides"}
+    assert "steering flags (diff; tensors assigned first: " in printed and "XLA with the flags follows " in printed
+    assert load_solution(out).solver == "muzero-prod"
+
+
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["xla-v1/gru_infer", "--steer"], "--jax and --steer go with --target TPU"),
+        (["--jax", "m:f"], "--jax and --steer go with --target TPU"),
+        ([], "give a workload"),
+        (["--target", "tpu-v4"], "give --jax MODULE:FUNCTION (compiled for it) or an XLA dump"),
+        (["xla-v1/gru_infer", "--target", "tpu-v4"], "is not an XLA dump directory"),
+        (["--steer", "all"], "argument --steer: invalid choice: 'all'"),
+    ],
+)
+def test_bad_target_input_is_one_line(argv: list[str], message: str, capsys) -> None:
+    assert main(["optimize", "--work", "1", *argv]) == 2
+    err = capsys.readouterr().err
+    assert message in err and len(err.strip().splitlines()) == 1 and "Traceback" not in err

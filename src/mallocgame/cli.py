@@ -14,6 +14,7 @@ import re
 import sys
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
@@ -231,7 +232,8 @@ def _cmd_optimize(args: argparse.Namespace) -> int:
         raise UsageError("--out must name a file")
     if args.budget is None and args.work is None:
         args.budget = DEFAULT_OPTIMIZE_SECONDS
-    inst = load_workload(args.workload)
+    compiled = _optimize_compiled(args)
+    inst = compiled.instance if compiled is not None else load_workload(args.workload)
     out = Path(args.out) if args.out else _default_out(inst.name, "muzero-prod", args.seed)
     options = _options(args.option)
     remedy = "delete it to start over, or give another --out"
@@ -270,6 +272,7 @@ def _cmd_optimize(args: argparse.Namespace) -> int:
             options=options,
             on_improvement=show,
             on_progress=played,
+            compiler=None if compiled is None else compiled.xla,
         )
         bar.update(status.played(outcome.agent.work.get("games")))  # the last line: every game
     paths = write_outputs(outcome, out)
@@ -279,7 +282,101 @@ def _cmd_optimize(args: argparse.Namespace) -> int:
     print(
         f"reward against time -> {paths.curve_png} ({paths.curve_csv.name}); layouts -> {paths.layouts}"
     )
+    if args.steer is not None:
+        assert compiled is not None  # _optimize_compiled refused --steer without a TPU target
+        _steer(args, compiled, outcome.answer, paths.answer.with_suffix(".steer.json"))
     return EXIT_OK
+
+
+@dataclass(frozen=True)
+class _Compiled:
+    """``optimize --target``'s program: its instance on the target's preset, XLA's own
+    placement and legal answer, and what recompiles it (``None`` for a dump)."""
+
+    instance: Instance
+    placement: XlaPlacement
+    xla: Solution
+    build: tuple[Callable[..., Any], list[Any], dict[str, Any]] | None
+
+
+def _optimize_compiled(args: argparse.Namespace) -> _Compiled | None:
+    """For ``optimize --target TPU`` (with ``--jax`` or a dump): the compiled program;
+    ``None`` for a plain workload."""
+    if args.target == "cpu":
+        if args.jax or args.steer is not None:
+            raise UsageError("--jax and --steer go with --target TPU (tpu-v4, tpu-v5e, ...)")
+        if not args.workload:
+            raise UsageError("give a workload: a bundled name, an instance file or a dump")
+        return None
+    if bool(args.jax) == bool(args.workload):
+        raise UsageError(
+            f"--target {args.target}: give --jax MODULE:FUNCTION (compiled for it) or an XLA "
+            "dump directory of a TPU compile, not both"
+        )
+    from mallocgame.costmodel import derive_instance
+    from mallocgame.frontends.tpu import extract_jax_tpu, fast_spaces_of, tpu_target
+    from mallocgame.solvers.xla_answer import xla_answer
+
+    build = None
+    if args.jax:
+        from mallocgame.frontends.argspec import parse_arg_spec, resolve_function
+
+        fn = resolve_function(args.jax)
+        example = [parse_arg_spec(spec) for spec in args.arg]
+        kwargs = {"donate_argnums": tuple(args.donate)}
+        name = args.jax.rpartition(":")[2]
+        program, placement = extract_jax_tpu(fn, *example, target=args.target, name=name, **kwargs)
+        build = (fn, example, kwargs)
+    else:
+        from mallocgame.frontends.xla import extract_dump_with_placement
+
+        if not Path(args.workload).is_dir():
+            raise UsageError(
+                f"--target {args.target}: {args.workload} is not an XLA dump directory"
+            )
+        program, placement = extract_dump_with_placement(args.workload)
+    inst = derive_instance(program, tpu_target(args.target).preset, capacity_fraction=None)
+    answer = xla_answer(inst, placement, fast_spaces_of(args.target))
+    return _Compiled(inst, placement, answer.solution, build)
+
+
+def _steer(args: argparse.Namespace, compiled: _Compiled, answer: Solution, out: Path) -> None:
+    """``optimize --steer``: write the flags that steer XLA's assignment towards the
+    answer, and with ``--jax`` compile with them and report what XLA then placed."""
+    from mallocgame.fileio import write_json
+    from mallocgame.frontends.tpu import fast_spaces_of
+    from mallocgame.frontends.tpu_steer import steer_jax_tpu, steering_flags
+
+    inst, mode = compiled.instance, args.steer
+    flags = steering_flags(
+        inst, answer, compiled.placement, fast_spaces=fast_spaces_of(args.target), mode=mode
+    )
+    write_json(out, flags.compiler_options())
+    print(
+        f"steering flags ({mode}; tensors assigned first: {len(flags.promoted)}, last: "
+        f"{len(flags.demoted)}) -> {out}: pass them as compiler_options of "
+        "jax.jit(...).lower(...).compile()"
+    )
+    if compiled.build is None:
+        return
+    fn, example, kwargs = compiled.build
+    report = steer_jax_tpu(
+        fn,
+        *example,
+        target=args.target,
+        instance=inst,
+        answer=answer,
+        placement=compiled.placement,
+        mode=mode,
+        **kwargs,
+    )
+    print(
+        f"XLA with the flags follows {report.followed_steered:.1%} of the answer's fast-memory "
+        f"byte-steps (without: {report.followed_unsteered:.1%}); its legal answer simulates "
+        f"at {report.steered_latency_s * 1e3:.4f} ms (without: "
+        f"{report.unsteered_latency_s * 1e3:.4f} ms; the answer: "
+        f"{report.answer_latency_s * 1e3:.4f} ms)"
+    )
 
 
 def _cmd_check(args: argparse.Namespace) -> int:
@@ -405,7 +502,7 @@ def _cmd_show(args: argparse.Namespace) -> int:
 
 
 def _cmd_extract(args: argparse.Namespace) -> int:
-    from mallocgame.costmodel import derive_instance
+    from mallocgame.costmodel import DEFAULT_CAPACITY_FRACTION, derive_instance
     from mallocgame.hardware import get_preset
     from mallocgame.instance import save_instance
     from mallocgame.program import load_program, save_program
@@ -449,7 +546,7 @@ def _cmd_extract(args: argparse.Namespace) -> int:
             "a solution of)"
         )
     fast_spaces = _memory_spaces(args.xla_fast_spaces, args.target)
-    preset = get_preset(args.preset)
+    preset = get_preset(args.preset or _target_preset(args.target))
     placement = None
     if args.dump:
         from mallocgame.frontends.xla import AmbiguousModuleError, extract_dump_with_placement
@@ -529,7 +626,11 @@ def _cmd_extract(args: argparse.Namespace) -> int:
             f"{program.num_buffers} buffers -> {args.program_out}"
         )
     if args.out:
-        fraction = None if args.physical else args.capacity_fraction
+        fraction = args.capacity_fraction
+        if fraction is None:  # a TPU compile's assignment had the whole fast memory
+            fraction = None if tpu else DEFAULT_CAPACITY_FRACTION
+        if args.physical:
+            fraction = None
         inst = derive_instance(program, preset, capacity_fraction=fraction, name=args.name)
         save_instance(inst, args.out)
         print(
@@ -540,6 +641,15 @@ def _cmd_extract(args: argparse.Namespace) -> int:
         if args.xla_solution and placement is not None:
             _write_xla_solution(inst, placement, fast_spaces, args.xla_solution)
     return EXIT_OK
+
+
+def _target_preset(target: str) -> str:
+    """The hardware preset of ``--target``: a TPU generation's own, else the default."""
+    if target == "cpu":
+        return DEFAULT_PRESET
+    from mallocgame.frontends.tpu import tpu_target
+
+    return tpu_target(target).preset
 
 
 def _memory_spaces(text: str | None, target: str) -> frozenset[int]:
@@ -949,7 +1059,37 @@ def _whole_number(minimum: int) -> Callable[[str], int]:
 def _add_run_arguments(p: argparse.ArgumentParser, *, work: str, out: str, option: str) -> None:
     """The arguments ``solve`` and ``train`` share: the workload, seed, budgets, output."""
     p.add_argument(
-        "workload", help="a bundled workload name, an instance file or an XLA dump directory"
+        "workload",
+        nargs="?",
+        help="a bundled workload name, an instance file or an XLA dump directory (with "
+        "--target: a dump of a TPU compile)",
+    )
+    p.add_argument("--jax", help="MODULE:FUNCTION, a JAX function to compile for --target")
+    p.add_argument(
+        "--arg",
+        action="append",
+        default=[],
+        help="an example argument of --jax, e.g. f32[8,64] (repeat)",
+    )
+    p.add_argument(
+        "--donate", type=int, action="append", default=[], help="a donated argument index of --jax"
+    )
+    p.add_argument(
+        "--target",
+        default="cpu",
+        choices=["cpu", *_tpu_target_names()],
+        help="a TPU generation: compile --jax for it (libtpu, no TPU needed) or read a dump "
+        "of it, on its own preset, with XLA's own answer as a candidate and a row",
+    )
+    p.add_argument(
+        "--steer",
+        nargs="?",
+        const="diff",
+        default=None,
+        choices=_steer_modes(),
+        help="with --target: write the libtpu flags that steer XLA's memory-space assignment "
+        "towards the answer (OUT.steer.json; mode diff by default) and, with --jax, compile "
+        "with them and report what XLA then placed",
     )
     p.add_argument("--seed", type=_seed, default=0)
     p.add_argument(
@@ -1072,7 +1212,37 @@ def _add_optimize_parser(sub: _SubParsers) -> None:
         "optimize", help="the main job: muzero-prod, and how it compares with the heuristic"
     )
     p.add_argument(
-        "workload", help="a bundled workload name, an instance file or an XLA dump directory"
+        "workload",
+        nargs="?",
+        help="a bundled workload name, an instance file or an XLA dump directory (with "
+        "--target: a dump of a TPU compile)",
+    )
+    p.add_argument("--jax", help="MODULE:FUNCTION, a JAX function to compile for --target")
+    p.add_argument(
+        "--arg",
+        action="append",
+        default=[],
+        help="an example argument of --jax, e.g. f32[8,64] (repeat)",
+    )
+    p.add_argument(
+        "--donate", type=int, action="append", default=[], help="a donated argument index of --jax"
+    )
+    p.add_argument(
+        "--target",
+        default="cpu",
+        choices=["cpu", *_tpu_target_names()],
+        help="a TPU generation: compile --jax for it (libtpu, no TPU needed) or read a dump "
+        "of it, on its own preset, with XLA's own answer as a candidate and a row",
+    )
+    p.add_argument(
+        "--steer",
+        nargs="?",
+        const="diff",
+        default=None,
+        choices=_steer_modes(),
+        help="with --target: write the libtpu flags that steer XLA's memory-space assignment "
+        "towards the answer (OUT.steer.json; mode diff by default) and, with --jax, compile "
+        "with them and report what XLA then placed",
     )
     p.add_argument(
         "--budget",
@@ -1163,13 +1333,17 @@ def _add_extract_parser(sub: _SubParsers) -> None:
         "or only its --model names, in place",
     )
     p.add_argument(
-        "--preset", default=DEFAULT_PRESET, help=f"hardware preset ({', '.join(preset_names())})"
+        "--preset",
+        default=None,
+        help=f"hardware preset ({', '.join(preset_names())}; default: the --target's, "
+        f"else {DEFAULT_PRESET})",
     )
     p.add_argument(
         "--capacity-fraction",
         type=float,
-        default=0.25,
-        help="fast memory = this fraction of the peak live bytes (capped by the preset)",
+        default=None,
+        help="fast memory = this fraction of the peak live bytes (capped by the preset; "
+        "default 0.25, or with a TPU --target the preset's whole fast memory, as XLA had it)",
     )
     p.add_argument(
         "--physical",
@@ -1200,6 +1374,12 @@ def _add_extract_parser(sub: _SubParsers) -> None:
         "(no TPU needed; XLA's own memory-space assignment inside: see --xla-solution)",
     )
     p.set_defaults(func=_cmd_extract)
+
+
+def _steer_modes() -> list[str]:
+    from mallocgame.frontends.tpu_steer import MODES
+
+    return list(MODES)
 
 
 def _tpu_target_names() -> list[str]:

@@ -12,6 +12,11 @@ Presets (:data:`PRESETS`):
 ``tpu_v4i``
     TPU v4i-like (the paper's target): 128 MiB CMEM as fast memory in front of
     8 GiB HBM2 at 614 GB/s, 138 TFLOP/s bf16.
+``tpu_v4``, ``tpu_v5e``, ``tpu_v5p``, ``tpu_v6e``
+    The TPU generations the ``--target`` s compile for: the fast memory libtpu gives its
+    memory-space assignment (v4: 64 MiB of CMEM; v5e and v6e: 128 MiB of VMEM; v5p:
+    64 MiB of VMEM) in front of each chip's HBM, with its published bandwidth and bf16
+    peak.
 ``gpu_hbm_host``
     An NVIDIA A100 40GB: its HBM2 as fast memory in front of host memory over
     PCIe 4.0 x16.
@@ -160,6 +165,109 @@ TPU_V4I = HardwarePreset(
         "(128 lanes x 8 sublanes x 1.05 GHz = 1.075e12/s)",
         "fixed_s: per-instruction overhead not published; 0.5 us assumed",
     ),
+)
+
+_LIBTPU = "libtpu 0.0.42.1 (jax[tpu] 0.10.2), compiling for the generation without a TPU"
+_CLOUD_TPU = (
+    "Cloud TPU documentation, 'TPU {gen}' system architecture (cloud.google.com/tpu/docs/{gen})"
+)
+
+
+def _tpu_generation(
+    name: str,
+    *,
+    fast_memory: str,
+    fast_memory_bytes: int,
+    fast_memory_evidence: str,
+    hbm: str,
+    hbm_bandwidth: float,
+    peak_flops: float,
+    doc: str,
+) -> HardwarePreset:
+    """A TPU generation as libtpu compiles for it: the fast memory the compiler gives its
+    memory-space assignment (as the compiler states it) in front of the HBM, and the
+    published chip figures of ``doc`` (a Cloud TPU page name: v4, v5e, v5p, v6e)."""
+    published = _CLOUD_TPU.format(gen=doc)
+    return HardwarePreset(
+        name=name,
+        fast_memory_bytes=fast_memory_bytes,
+        alignment_bytes=512,
+        fast_bandwidth=4 * hbm_bandwidth,
+        slow_bandwidth=hbm_bandwidth,
+        copy_bandwidth=hbm_bandwidth,
+        peak_flops=peak_flops,
+        peak_transcendentals=peak_flops / 128,
+        fixed_s=5e-7,
+        description=(
+            f"TPU {doc} chip as XLA compiles for it: {fast_memory_bytes // MIB} MiB of "
+            f"{fast_memory} (fast) in front of {hbm} at {hbm_bandwidth / 1e9:g} GB/s (slow); "
+            f"{peak_flops / 1e12:g} TFLOP/s bf16."
+        ),
+        sources=(
+            f"fast_memory_bytes: {fast_memory_bytes // MIB} MiB {fast_memory}, "
+            f"{fast_memory_evidence} -- {_LIBTPU}",
+            f"slow_bandwidth: {hbm} at {hbm_bandwidth / 1e9:g} GB/s -- {published}",
+            f"copy_bandwidth: bounded by the {hbm_bandwidth / 1e9:g} GB/s HBM -- {published}",
+            f"peak_flops: {peak_flops / 1e12:g} TFLOP/s bf16 per chip -- {published}",
+            "fast_bandwidth, peak_transcendentals, fixed_s, alignment_bytes: see assumptions",
+        ),
+        assumptions=(
+            f"fast_bandwidth: the {fast_memory} bandwidth is not published; 4x the HBM "
+            "bandwidth is assumed, as for tpu_v4i",
+            "copy_bandwidth: HBM<->on-chip DMA bandwidth is not published; the full HBM "
+            "bandwidth is assumed (an upper bound: copies share HBM with instructions)",
+            "peak_transcendentals: not published; peak_flops / 128 assumed, tpu_v4i's ratio "
+            "(one result per vector lane per cycle against 128 flops per lane per cycle)",
+            "fixed_s: per-instruction overhead not published; 0.5 us assumed, as for tpu_v4i",
+            "alignment_bytes: 512 B, the TPU v4i's native DMA access size (Jouppi et al. "
+            "2021), assumed for later generations",
+        ),
+    )
+
+
+TPU_V4 = _tpu_generation(
+    "tpu_v4",
+    fast_memory="CMEM",
+    fast_memory_bytes=64 * MIB,
+    fast_memory_evidence=(
+        "the user allocation limit of the CMEM that libtpu states when its memory-space "
+        "assignment is given more (xla_tpu_max_cmem_used_by_memory_space_assignment); the "
+        "chip has 128 MiB"
+    ),
+    hbm="32 GiB HBM2",
+    hbm_bandwidth=1200e9,
+    peak_flops=275e12,
+    doc="v4",
+)
+TPU_V5E = _tpu_generation(
+    "tpu_v5e",
+    fast_memory="VMEM",
+    fast_memory_bytes=128 * MIB,
+    fast_memory_evidence="the VMEM size libtpu states when a kernel asks for more",
+    hbm="16 GB HBM2",
+    hbm_bandwidth=819e9,
+    peak_flops=197e12,
+    doc="v5e",
+)
+TPU_V5P = _tpu_generation(
+    "tpu_v5p",
+    fast_memory="VMEM",
+    fast_memory_bytes=64 * MIB,
+    fast_memory_evidence="the VMEM size libtpu states when a kernel asks for more",
+    hbm="95 GB HBM2e",
+    hbm_bandwidth=2765e9,
+    peak_flops=459e12,
+    doc="v5p",
+)
+TPU_V6E = _tpu_generation(
+    "tpu_v6e",
+    fast_memory="VMEM",
+    fast_memory_bytes=128 * MIB,
+    fast_memory_evidence="the VMEM size libtpu states when a kernel asks for more",
+    hbm="32 GB HBM",
+    hbm_bandwidth=1638e9,
+    peak_flops=918e12,
+    doc="v6e",
 )
 
 GPU_HBM_HOST = HardwarePreset(
@@ -318,7 +426,8 @@ DRAM_PMEM = HardwarePreset(
 )
 
 PRESETS: dict[str, HardwarePreset] = {
-    p.name: p for p in (TPU_V4I, GPU_HBM_HOST, GPU_H100_HOST, DRAM_PMEM)
+    p.name: p
+    for p in (TPU_V4I, TPU_V4, TPU_V5E, TPU_V5P, TPU_V6E, GPU_HBM_HOST, GPU_H100_HOST, DRAM_PMEM)
 }
 DEFAULT_PRESET = TPU_V4I.name  # the paper's machine: bundled suites, dumps and the CLI use it
 

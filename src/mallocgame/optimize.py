@@ -90,12 +90,15 @@ def optimize(
     options: Mapping[str, Any] | None = None,
     on_improvement: Callable[[Improvement], None] | None = None,
     on_progress: Callable[[Mapping[str, int]], None] | None = None,
+    compiler: Solution | None = None,
 ) -> Outcome:
     """Run ``muzero-prod`` on ``instance`` within ``seconds`` of wall-clock and/or
     ``games`` of the agent's self-play; ``options`` are the agent's settings
     (``mallocgame solvers muzero``). ``on_improvement`` sees every new best of a
     candidate as it comes (the heuristic's first), ``on_progress`` the agent's games
-    played so far after each one (``{"games": n}``)."""
+    played so far after each one (``{"games": n}``). ``compiler``: XLA's own answer (the
+    solver ``xla``'s, passing the checker) where the caller has it, a candidate beside the
+    heuristic's (suite programs frozen with XLA's placement have theirs already)."""
     start = time.perf_counter()
     bests: dict[str, Solution] = {}
     curve: list[CurvePoint] = []
@@ -113,6 +116,7 @@ def optimize(
         work=games,
         callback=record,
         progress=on_progress,
+        demonstrations=() if compiler is None else (compiler,),
         options=dict(options or {}),
     )
     answer = MuZeroProdSolver().solve(instance, request)

@@ -1,20 +1,25 @@
 """Frozen modules of the real TPU compiler (libtpu) for the frontend's tests.
 
 ``python -m tests.frontends.libtpu_fixtures`` compiles :func:`mlp_grad` for every TPU
-target and ``gru_infer_b512`` of ``xla-v2`` (sliced prefetches, a counted loop) for
-``tpu-v5e``, and writes their scheduled modules to ``data/libtpu/`` (no TPU needed).
+target, ``gru_infer_b512`` of ``xla-v2`` (sliced prefetches, a counted loop) for
+``tpu-v5e`` and :func:`segment_sum` for ``tpu-v5p`` (a scatter offloaded to the
+SparseCore: ``call-start`` / ``call-done``), and writes their scheduled modules to
+``data/libtpu/`` (no TPU needed).
 """
 
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import jax
 import jax.numpy as jnp
 
 DATA = Path(__file__).parent / "data" / "libtpu"
 MLP_ARGS = ("f32[512,1024]", "f32[1024,512]", "f32[256,512]")
+SEGMENT_SUM_ARGS = ("s32[65536]", "f32[65536]")
 
 
 def mlp_grad(w1: jax.Array, w2: jax.Array, x: jax.Array) -> tuple[jax.Array, jax.Array]:
@@ -24,6 +29,30 @@ def mlp_grad(w1: jax.Array, w2: jax.Array, x: jax.Array) -> tuple[jax.Array, jax
         return jnp.sum(jnp.tanh(jnp.tanh(x @ w1) @ w2) ** 2)
 
     return jax.grad(loss, argnums=(0, 1))(w1, w2)
+
+
+def segment_sum(ids: jax.Array, values: jax.Array) -> jax.Array:
+    """The sums of ``values`` over 64 segments (``ids``): a scatter-add."""
+    return jax.ops.segment_sum(values, ids, num_segments=64)
+
+
+def vmem_hog(mib: int) -> Callable[[jax.Array], jax.Array]:
+    """A Pallas TPU kernel of ``[8, 128] f32 -> [8, 128] f32`` that asks for a ``mib`` MiB
+    scratch buffer in VMEM: compiled for a TPU with less, libtpu names its VMEM size."""
+    from jax.experimental import pallas as pl
+    from jax.experimental.pallas import tpu as pltpu
+
+    def kernel(x_ref: Any, o_ref: Any, scratch: Any) -> None:
+        scratch[...] = jnp.zeros_like(scratch)
+        o_ref[...] = x_ref[...] + scratch[0:8, :]
+
+    rows = mib * 2**20 // (128 * 4)
+    return pl.pallas_call(
+        kernel,
+        out_shape=jax.ShapeDtypeStruct((8, 128), jnp.float32),
+        scratch_shapes=[pltpu.VMEM((rows, 128), jnp.float32)],
+        compiler_params=pltpu.CompilerParams(vmem_limit_bytes=(mib + 8) * 2**20),
+    )
 
 
 def main() -> None:
@@ -39,6 +68,9 @@ def main() -> None:
     fn, example, jit_kwargs = model_programs("xla-v2")["gru_infer_b512"].build()
     text = compile_for_tpu(fn, *example, target="tpu-v5e", **jit_kwargs)
     (DATA / "gru_infer_b512.tpu-v5e.txt").write_text(text)
+    args = [parse_arg_spec(a) for a in SEGMENT_SUM_ARGS]
+    text = compile_for_tpu(segment_sum, *args, target="tpu-v5p")
+    (DATA / "segment_sum.tpu-v5p.txt").write_text(text)
     print(f"wrote {len(os.listdir(DATA))} modules to {DATA}")
 
 

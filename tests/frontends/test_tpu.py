@@ -6,7 +6,10 @@ The modules in ``data/libtpu`` were written by :mod:`tests.frontends.libtpu_fixt
 
 from __future__ import annotations
 
+import os
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -16,9 +19,11 @@ from mallocgame.frontends.argspec import parse_arg_spec
 from mallocgame.frontends.hlo_cost import counted_trip_count
 from mallocgame.frontends.hlo_parse import parse_module
 from mallocgame.frontends.xla import CompileError, XlaFrontendError, extract_module_with_placement
-from tests.frontends.libtpu_fixtures import MLP_ARGS, mlp_grad
+from mallocgame.hardware import get_preset
+from tests.frontends.libtpu_fixtures import MLP_ARGS, mlp_grad, vmem_hog
 
 DATA = Path(__file__).parent / "data" / "libtpu"
+ROOT = Path(__file__).parents[2]
 _SPACE = re.compile(r"(\w+)\[[^\]]*\]\{[^}]*S\((\d+)\)\}")
 
 
@@ -94,6 +99,52 @@ def test_the_counted_loop_of_a_tpu_module_gets_its_trip_count() -> None:
     program, _ = extract_module_with_placement(text, name="gru")
     assert [lp.trip_count for lp in program.loops] == [100]
     assert "trip count unknown" not in program.source.get("notes", "")
+
+
+def test_a_sparsecore_offload_is_one_asynchronous_instruction() -> None:
+    """v5p offloads a scatter to its SparseCore as ``call-start`` / ``call-done``: the start
+    is the instruction (reading the ids and values, writing the sums), the done is a view."""
+    text = (DATA / "segment_sum.tpu-v5p.txt").read_text()
+    assert "call-start(" in text and 'async_execution_thread="sparsecore"' in text
+    program, _ = extract_module_with_placement(text, name="segment_sum")
+    assert not any(i.opcode == "call-done" for i in program.instructions)
+    (start,) = [i for i in program.instructions if i.opcode == "call-start"]
+    (sums,) = start.outputs
+    assert program.tensors[sums].shape == "f32[64]" and program.tensors[sums].live_out
+    shapes = {program.tensors[t].shape for t in start.operands}
+    assert {"s32[65536]", "f32[65536]"} <= shapes
+    assert start.flops > 0  # the offloaded computation's cost
+
+
+@pytest.mark.parametrize("target", ["tpu-v5e", "tpu-v5p", "tpu-v6e"])
+def test_each_vmem_preset_has_the_vmem_the_compiler_states(target: str) -> None:
+    """A kernel asking for more VMEM than the chip has: libtpu names the VMEM's size,
+    which is the fast memory of the generation's preset."""
+    with pytest.raises(CompileError, match=r"would exceed memory \(size=(\d+)\)") as info:
+        tpu.compile_for_tpu(vmem_hog(200), parse_arg_spec("f32[8,128]"), target=target)
+    stated = int(re.search(r"would exceed memory \(size=(\d+)\)", str(info.value)).group(1))
+    assert stated == get_preset(tpu.TPU_TARGETS[target].preset).fast_memory_bytes
+
+
+def test_the_v4_preset_has_the_cmem_the_compiler_gives_its_assignment() -> None:
+    """Offered more CMEM than it may use, the v4's memory-space assignment stops on a
+    check naming its limit (the process aborts: run in a child)."""
+    script = (
+        "from mallocgame.frontends import tpu\n"
+        "from mallocgame.frontends.argspec import parse_arg_spec\n"
+        "from tests.frontends.libtpu_fixtures import MLP_ARGS, mlp_grad\n"
+        "args = [parse_arg_spec(a) for a in MLP_ARGS]\n"
+        "tpu.compile_for_tpu(mlp_grad, *args, target='tpu-v4', compiler_options="
+        "{'xla_tpu_max_cmem_used_by_memory_space_assignment': 10**7})\n"
+    )
+    env = {**os.environ, "JAX_PLATFORMS": "cpu", "PYTHONPATH": str(ROOT)}
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, env=env, timeout=300
+    )
+    assert done.returncode != 0
+    limit = re.search(r"larger than the user allocation limit \((\d+)\)", done.stderr)
+    assert limit, done.stderr[-2000:]
+    assert int(limit.group(1)) == get_preset("tpu_v4").fast_memory_bytes
 
 
 _LOOP = """HloModule m, is_scheduled=true

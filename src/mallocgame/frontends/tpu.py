@@ -16,6 +16,11 @@ default): the v4's CMEM; on v5e, v5p and v6e into ``S(1)``, which the compiler's
 memory-usage report names ``vmem``; ``S(2)`` (``smem``) holds only the ``u32[]`` sync flags
 of asynchronous copies. ``tests/frontends/test_tpu.py`` re-derives this from compiles.
 
+Each target's ``preset`` (:mod:`mallocgame.hardware`) has the fast memory the compiler
+states for it: the VMEM size libtpu names when a kernel asks for more (v5e, v6e: 128 MiB;
+v5p: 64 MiB), and on v4 the CMEM limit it names when its memory-space assignment is
+offered more (64 MiB).
+
 Errors: an unknown target, libtpu missing (:class:`TpuUnavailableError`, the line saying
 how to install it) and a function that does not compile for the target
 (:class:`~mallocgame.frontends.xla.CompileError`) are one line each.
@@ -62,15 +67,16 @@ class TpuTarget:
     topology: str
     fast_spaces: frozenset[int]
     fast_memory: str  # what the fast space is on the chip
+    preset: str  # the hardware preset of the generation (mallocgame.hardware)
 
 
 TPU_TARGETS: Mapping[str, TpuTarget] = {
     t.name: t
     for t in (
-        TpuTarget("tpu-v4", "v4:2x2x1", frozenset({3}), "CMEM"),
-        TpuTarget("tpu-v5e", "v5e:2x2", frozenset({1}), "VMEM"),
-        TpuTarget("tpu-v5p", "v5p:2x2x1", frozenset({1}), "VMEM"),
-        TpuTarget("tpu-v6e", "v6e:2x2", frozenset({1}), "VMEM"),
+        TpuTarget("tpu-v4", "v4:2x2x1", frozenset({3}), "CMEM", "tpu_v4"),
+        TpuTarget("tpu-v5e", "v5e:2x2", frozenset({1}), "VMEM", "tpu_v5e"),
+        TpuTarget("tpu-v5p", "v5p:2x2x1", frozenset({1}), "VMEM", "tpu_v5p"),
+        TpuTarget("tpu-v6e", "v6e:2x2", frozenset({1}), "VMEM", "tpu_v6e"),
     )
 }
 """The TPU generations a function can be compiled for, by ``--target`` name."""

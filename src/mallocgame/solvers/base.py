@@ -70,7 +70,7 @@ class SolveRequest:
     callback: Callable[[Improvement], None] | None = None  # called on every new best answer
     # called with the work done so far as it grows
     progress: Callable[[Mapping[str, int]], None] | None = None
-    demonstrations: Sequence[Solution] = ()
+    demonstrations: Sequence[Solution] = ()  # other solvers' answers (muzero-prod: XLA's)
     options: Mapping[str, Any] = field(default_factory=dict)  # the solver's settings by name
 
     def __post_init__(self) -> None:

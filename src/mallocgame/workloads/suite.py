@@ -34,7 +34,8 @@ Suites (:data:`SUITES`):
     alternate memory: the CMEM) and a TPU v5e (the VMEM), named ``NAME-v4`` and
     ``NAME-v5e``, each frozen with XLA's own
     placement in its module (``NAME.xla.json.gz``, :func:`suite_placement`; the solver
-    ``xla`` answers with it), on ``tpu_v4i``'s physical fast memory.
+    ``xla`` answers with it), each on its generation's preset (``tpu_v4``: 64 MiB of CMEM;
+    ``tpu_v5e``: 128 MiB of VMEM) with its physical fast memory, as XLA had it.
 ``holdout-v1`` (held out)
     Models no other suite has (:mod:`mallocgame.workloads.models_holdout`), each on the
     physical fast memory of its preset (``tpu_v4i``, ``gpu_hbm_host`` or ``dram_pmem``;
@@ -271,7 +272,8 @@ def freeze(
     (``'mallocgame[torch]'``) or libtpu (``'mallocgame[tpu]'``). Each file is written
     atomically to ``out_dir`` (default: the suite's data directory), and for a ``tpu``
     suite XLA's placement beside it; the extraction's duration, the frontend's version, the
-    target and the preset (when the model names one) go in its ``source``.
+    target and the preset (a TPU target's own, else the model's where it names one) go in
+    its ``source``.
     """
     chosen = _suite(suite)
     models = model_programs(suite)
@@ -291,6 +293,10 @@ def freeze(
         }
         if model.preset is not None:
             source["preset"] = model.preset
+        if target:  # on the generation's own preset: the fast memory XLA had
+            from mallocgame.frontends.tpu import tpu_target
+
+            source["preset"] = tpu_target(target).preset
         program = replace(program, source=source)
         if placement is not None:
             save_placement(placement, out_dir / f"{frozen}{_PLACEMENT_SUFFIX}")

@@ -3,9 +3,12 @@ the heuristic in simulation, on programs of every bundled suite."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from mallocgame.check import check_solution
+from mallocgame.errors import SolverError
 from mallocgame.simulate import simulate
 from mallocgame.solution import load_solution, save_solution
 from mallocgame.solvers import SolveRequest, get_solver
@@ -191,3 +194,17 @@ def test_progress_sees_every_game_as_it_is_played(lstm) -> None:
     )
     games = [w["games"] for w in seen]
     assert games == list(range(1, len(games) + 1)) and games[-1] == answer.work["games"] >= 6
+
+
+def test_xlas_answer_given_by_the_caller_is_a_candidate(lstm) -> None:
+    """A demonstration by ``xla`` (what ``optimize --target`` passes) answers second; one
+    that fails the checker is refused in one line."""
+    given = replace(heuristic_answer(lstm.name)[1], solver="xla")
+    options = {**ONE_GAME, "order_search_share": 0}
+    request = SolveRequest(seed=0, work=1, options=options, demonstrations=(given,))
+    answer = get_solver("muzero-prod").solve(lstm, request)
+    assert answer.info["candidates"]["xla"]["reward_s"] == given.reward_s
+    broken = replace(given, allocations=given.allocations[:-1] + (given.allocations[0],))
+    request = SolveRequest(seed=0, work=1, options=options, demonstrations=(broken,))
+    with pytest.raises(SolverError, match="XLA's answer given to muzero-prod fails the check"):
+        get_solver("muzero-prod").solve(lstm, request)

@@ -7,13 +7,15 @@ learner steps (``answer="both"``: on programs of thousands of buffers, 16 simula
 of search per move play worse than the network's own policy); the rest of the budget
 searches the heuristic's placement order (:mod:`mallocgame.solvers.order_search`),
 starting from the heuristic's own order and from one that puts first the candidates the
-agent's answer placed in fast memory. For a program compiled for a TPU and frozen with
-XLA's own placement (the ``tpu-v1`` suite), XLA's legal answer (the solver ``xla``) is a
-candidate too, answering second. The answer is whichever candidate has the lowest
-simulated latency (:func:`~mallocgame.solvers.hybrid.choose_fastest`; on a tie the
-earlier of heuristic, xla, agent, order search). So a ``muzero-prod`` answer is never
-slower in simulation than ``heuristic``'s, nor than XLA's own where the program has it:
-the paper's guarantee with the simulator standing in for the measurement.
+agent's answer placed in fast memory. For a program compiled for a TPU, XLA's legal
+answer is a candidate too, answering second: the request's demonstration by the solver
+``xla`` where the caller gives one (:func:`mallocgame.optimize.optimize` does for
+``optimize --target``), else the one frozen with a suite program (``tpu-v1``). The
+answer is whichever candidate has the lowest simulated latency
+(:func:`~mallocgame.solvers.hybrid.choose_fastest`; on a tie the earlier of heuristic,
+xla, agent, order search). So a ``muzero-prod`` answer is never slower in simulation
+than ``heuristic``'s, nor than XLA's own where the program has it: the paper's guarantee
+with the simulator standing in for the measurement.
 
 Settings: ``muzero``'s, with restarts inside the best game on by default, and the order
 search's share of a wall-clock budget or its evaluations without one
@@ -31,6 +33,8 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from mallocgame.check import check_solution
+from mallocgame.errors import SolverError
 from mallocgame.instance import Instance
 from mallocgame.simulate import simulate
 from mallocgame.solution import Solution
@@ -67,8 +71,7 @@ class MuZeroProdSolver(MuZeroSolver, name="muzero-prod", config=MuZeroProdConfig
         assert isinstance(config, MuZeroProdConfig)
         baseline = HeuristicSolver().solve(instance, SolveRequest(seed=run.seed))
         run.improve(baseline)
-        compiler = frozen_xla_answer(instance)
-        xla = None if compiler is None else replace(compiler.solution, seed=run.seed)
+        xla = self.compiler_answer(instance, run)
         if xla is not None:
             run.improve(xla)
         agent_clock = run.clock.until(1.0 - config.order_search_share)
@@ -84,6 +87,19 @@ class MuZeroProdSolver(MuZeroSolver, name="muzero-prod", config=MuZeroProdConfig
         if searched is not None:
             work["order_evaluations"] = searched.work["evaluations"]
         return replace(choice.solution, work=work, info=choice.info())
+
+    @staticmethod
+    def compiler_answer(instance: Instance, run: Run) -> Solution | None:
+        """XLA's own answer: the request's demonstration by ``xla`` where one is given (it
+        must pass the checker), else the one frozen with a suite program, else ``None``."""
+        given = [d for d in run.request.demonstrations if d.solver == COMPILER]
+        if given:
+            report = check_solution(instance, given[0])
+            if not report.ok:
+                raise SolverError(f"XLA's answer given to muzero-prod fails the check: {report}")
+            return replace(given[0], seed=run.seed)
+        compiler = frozen_xla_answer(instance)
+        return None if compiler is None else replace(compiler.solution, seed=run.seed)
 
     def search_order(
         self,

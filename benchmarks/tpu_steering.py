@@ -1,0 +1,99 @@
+"""Does an answer steer XLA's TPU memory-space assignment? One record per (program, mode).
+
+For each ``tpu-v1`` program of ``--programs`` (default: every one), the answer of
+``--solver`` (default ``heuristic``; ``--seconds`` for a timed solver, seed 0) on the
+program's instance is turned into libtpu's sort-order flag
+(:mod:`mallocgame.frontends.tpu_steer`, each of ``--modes``), the model is compiled again
+with it, and what XLA then placed is compared with its frozen, unsteered placement: the
+share of the answer's fast-memory byte-steps XLA follows, and the simulated latency of
+XLA's legal answers. Records (JSON lines) go to ``--out``; a (program, mode, solver) with
+a record is skipped.
+
+Usage::
+
+    python benchmarks/tpu_steering.py --programs tpu-v1/gru_infer_b512-v4 \\
+        --out results/tpu/steering.jsonl
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import time
+from pathlib import Path
+
+os.environ.setdefault("JAX_PLATFORMS", "cpu")
+
+
+def _record(name: str, mode: str, solver: str, seconds: float | None) -> dict:
+    from mallocgame.frontends.tpu_steer import steer_jax_tpu
+    from mallocgame.solvers import SolveRequest, get_solver
+    from mallocgame.workloads.suite import model_programs, suite_instance, suite_placement
+
+    instance = suite_instance(name)
+    placement = suite_placement(name)
+    assert placement is not None, name
+    short = name.removeprefix("tpu-v1/")
+    model, _, generation = short.rpartition("-")
+    answer = get_solver(solver).solve(instance, SolveRequest(seed=0, seconds=seconds))
+    fn, example, jit_kwargs = model_programs("tpu-v1")[model].build()
+    started = time.perf_counter()
+    report = steer_jax_tpu(
+        fn,
+        *example,
+        target=f"tpu-{generation}",
+        instance=instance,
+        answer=answer,
+        placement=placement,
+        mode=mode,
+        **jit_kwargs,
+    )
+    return {
+        "promoted": len(report.flags.promoted),
+        "demoted": len(report.flags.demoted),
+        "flag_chars": len(report.flags.sort_order_overrides),
+        "followed_unsteered": round(report.followed_unsteered, 4),
+        "followed_steered": round(report.followed_steered, 4),
+        "unsteered_latency_s": report.unsteered_latency_s,
+        "steered_latency_s": report.steered_latency_s,
+        "answer_latency_s": report.answer_latency_s,
+        "unsteered_reward": round(report.unsteered_reward, 4),
+        "steered_reward": round(report.steered_reward, 4),
+        "answer_reward": round(report.answer_reward, 4),
+        "copies": [report.unsteered_copies, report.steered_copies],
+        "seconds": round(time.perf_counter() - started, 1),
+    }
+
+
+def main() -> None:
+    from mallocgame.frontends.tpu_steer import MODES
+
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--programs", nargs="*", help="tpu-v1 programs (default: every one)")
+    parser.add_argument("--modes", nargs="+", default=list(MODES), choices=MODES)
+    parser.add_argument("--solver", default="heuristic")
+    parser.add_argument("--seconds", type=float, default=None)
+    parser.add_argument("--out", type=Path, required=True)
+    args = parser.parse_args()
+    from mallocgame.workloads.suite import suite_names
+
+    done = set()
+    if args.out.is_file():
+        for line in args.out.read_text().splitlines():
+            r = json.loads(line)
+            done.add((r["program"], r["mode"], r["solver"]))
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    for name in args.programs or suite_names("tpu-v1"):
+        for mode in args.modes:
+            if (name, mode, args.solver) in done:
+                continue
+            record = {"program": name, "mode": mode, "solver": args.solver}
+            record.update(_record(name, mode, args.solver, args.seconds))
+            with args.out.open("a") as out:
+                out.write(json.dumps(record) + "\n")
+            print(json.dumps(record), flush=True)
+
+
+if __name__ == "__main__":
+    main()
