@@ -3,7 +3,7 @@
 For each ``tpu-v1`` program of ``--programs`` (default: every one), the answer of
 ``--solver`` (default ``heuristic``; ``--seconds`` for a timed solver, seed 0) on the
 program's instance is turned into libtpu's sort-order flag
-(:mod:`mallocgame.frontends.tpu_steer`, each of ``--modes``), the model is compiled again
+(:mod:`mallocgame.runtime.tpu_steer`, each of ``--modes``), the model is compiled again
 with it, and what XLA then placed is compared with its frozen, unsteered placement: the
 share of the answer's fast-memory byte-steps XLA follows, and the simulated latency of
 XLA's legal answers. Records (JSON lines) go to ``--out``; a (program, mode, solver) with
@@ -27,7 +27,7 @@ os.environ.setdefault("JAX_PLATFORMS", "cpu")
 
 
 def _record(name: str, mode: str, solver: str, seconds: float | None) -> dict:
-    from mallocgame.frontends.tpu_steer import steer_jax_tpu
+    from mallocgame.runtime.tpu_steer import steer_jax_tpu
     from mallocgame.solvers import SolveRequest, get_solver
     from mallocgame.workloads.suite import model_programs, suite_instance, suite_placement
 
@@ -67,7 +67,7 @@ def _record(name: str, mode: str, solver: str, seconds: float | None) -> dict:
 
 
 def main() -> None:
-    from mallocgame.frontends.tpu_steer import MODES
+    from mallocgame.runtime.tpu_steer import MODES
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--programs", nargs="*", help="tpu-v1 programs (default: every one)")

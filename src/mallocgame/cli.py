@@ -345,7 +345,7 @@ def _steer(args: argparse.Namespace, compiled: _Compiled, answer: Solution, out:
     answer, and with ``--jax`` compile with them and report what XLA then placed."""
     from mallocgame.fileio import write_json
     from mallocgame.frontends.tpu import fast_spaces_of
-    from mallocgame.frontends.tpu_steer import steer_jax_tpu, steering_flags
+    from mallocgame.runtime.tpu_steer import steer_jax_tpu, steering_flags
 
     inst, mode = compiled.instance, args.steer
     flags = steering_flags(
@@ -1377,7 +1377,7 @@ def _add_extract_parser(sub: _SubParsers) -> None:
 
 
 def _steer_modes() -> list[str]:
-    from mallocgame.frontends.tpu_steer import MODES
+    from mallocgame.runtime.tpu_steer import MODES
 
     return list(MODES)
 

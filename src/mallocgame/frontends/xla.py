@@ -173,9 +173,7 @@ _TUPLE_STARTS = frozenset(
     {"all-gather-start", "collective-permute-start", "async-start", "call-start"}
 )
 # Dones whose result is element 1 of their start's tuple; all-reduce-done is its start's result.
-_TUPLE_DONES = frozenset(
-    {"all-gather-done", "collective-permute-done", "async-done", "call-done"}
-)
+_TUPLE_DONES = frozenset({"all-gather-done", "collective-permute-done", "async-done", "call-done"})
 # Opcodes that make no program instruction: views, inputs, XLA's copies, the ends of asynchronous pairs.
 _NO_INSTRUCTION = (
     _VIEWS

@@ -11,8 +11,10 @@ node by node with a plan on a memory backend (:mod:`mallocgame.runtime.memory`: 
 with host-mapped pinned memory, or a CPU stand-in for tests);
 :mod:`mallocgame.runtime.measure` times it and :mod:`mallocgame.runtime.calibrate`
 measures the machine. :mod:`mallocgame.runtime.jax_apply` applies an answer to a JAX
-function through memory kinds (inputs and results in ``pinned_host``). The whole path and
-its mismatches with the game: docs/runtime.md and docs/runtime-jax.md.
+function through memory kinds (inputs and results in ``pinned_host``);
+:mod:`mallocgame.runtime.tpu_steer` gives an answer to the real TPU compiler as the flags
+that steer its own memory-space assignment. The whole path and its mismatches with the
+game: docs/runtime.md, docs/runtime-jax.md and docs/tpu.md.
 """
 
 from __future__ import annotations

@@ -9,7 +9,7 @@ import pytest
 
 from mallocgame.frontends.argspec import parse_arg_spec
 from mallocgame.frontends.tpu import fast_spaces_of
-from mallocgame.frontends.tpu_steer import (
+from mallocgame.runtime.tpu_steer import (
     SORT_ORDER_FLAG,
     SteeringError,
     steer_jax_tpu,
@@ -53,7 +53,7 @@ def test_the_flag_promotes_what_only_the_answer_keeps_and_demotes_what_only_xla_
 
 
 def test_tuple_elements_are_matched_by_their_index() -> None:
-    from mallocgame.frontends.tpu_steer import _overrides
+    from mallocgame.runtime.tpu_steer import _overrides
 
     (plain, indexed) = _overrides(["fusion.1", "fusion.2{1}", "copy.3{1}"], "assign_first")
     assert 'instruction_name_regex: "^(fusion\\\\.1)$"' in plain

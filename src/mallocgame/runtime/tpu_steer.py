@@ -38,12 +38,14 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from mallocgame.errors import MallocGameError
 from mallocgame.frontends.tpu import extract_jax_tpu, fast_spaces_of
 from mallocgame.frontends.xla_placement import XlaPlacement, placement_solution
 from mallocgame.instance import Instance
 from mallocgame.residency import compare_residency
+from mallocgame.runtime.errors import ApplyError
+from mallocgame.simulate import simulate
 from mallocgame.solution import Solution
+from mallocgame.solvers.xla_answer import xla_answer
 
 __all__ = [
     "MODES",
@@ -60,7 +62,7 @@ MODES = ("diff", "first")
 _LEAF = re.compile(r"(.*)\{(\d+(?:,\d+)*)\}")
 
 
-class SteeringError(MallocGameError):
+class SteeringError(ApplyError):
     """The answer cannot steer this compile (an unknown mode, an answer of another
     program, a steered compile that is not the same program)."""
 
@@ -180,9 +182,6 @@ def steer_jax_tpu(
     the program of the unsteered compile on the preset to judge on; ``jit_kwargs``:
     ``donate_argnums`` / ``static_argnums`` as for
     :func:`~mallocgame.frontends.tpu.compile_for_tpu`."""
-    from mallocgame.simulate import simulate
-    from mallocgame.solvers.xla_answer import xla_answer
-
     fast = fast_spaces_of(target)
     flags = steering_flags(instance, answer, placement, fast_spaces=fast, mode=mode)
     program, steered = extract_jax_tpu(
