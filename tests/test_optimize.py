@@ -152,7 +152,10 @@ def test_optimize_a_jax_function_for_a_tpu_and_steer_xla(tmp_path: Path, capsys)
     assert printed.startswith("mlp_grad: 14 buffers, tpu_v5e;") and "xla (XLA's own)" in printed
     flags = json.loads((tmp_path / "mlp.steer.json").read_text())
     assert set(flags) <= {"xla_tpu_msa_sort_order_overrides"}
-    assert "steering flags (diff; tensors assigned first: " in printed and "XLA with the flags follows " in printed
+    assert (
+        "steering flags (diff; tensors assigned first: " in printed
+        and "XLA with the flags follows " in printed
+    )
     assert load_solution(out).solver == "muzero-prod"
 
 
