@@ -1059,37 +1059,7 @@ def _whole_number(minimum: int) -> Callable[[str], int]:
 def _add_run_arguments(p: argparse.ArgumentParser, *, work: str, out: str, option: str) -> None:
     """The arguments ``solve`` and ``train`` share: the workload, seed, budgets, output."""
     p.add_argument(
-        "workload",
-        nargs="?",
-        help="a bundled workload name, an instance file or an XLA dump directory (with "
-        "--target: a dump of a TPU compile)",
-    )
-    p.add_argument("--jax", help="MODULE:FUNCTION, a JAX function to compile for --target")
-    p.add_argument(
-        "--arg",
-        action="append",
-        default=[],
-        help="an example argument of --jax, e.g. f32[8,64] (repeat)",
-    )
-    p.add_argument(
-        "--donate", type=int, action="append", default=[], help="a donated argument index of --jax"
-    )
-    p.add_argument(
-        "--target",
-        default="cpu",
-        choices=["cpu", *_tpu_target_names()],
-        help="a TPU generation: compile --jax for it (libtpu, no TPU needed) or read a dump "
-        "of it, on its own preset, with XLA's own answer as a candidate and a row",
-    )
-    p.add_argument(
-        "--steer",
-        nargs="?",
-        const="diff",
-        default=None,
-        choices=_steer_modes(),
-        help="with --target: write the libtpu flags that steer XLA's memory-space assignment "
-        "towards the answer (OUT.steer.json; mode diff by default) and, with --jax, compile "
-        "with them and report what XLA then placed",
+        "workload", help="a bundled workload name, an instance file or an XLA dump directory"
     )
     p.add_argument("--seed", type=_seed, default=0)
     p.add_argument(
