@@ -480,6 +480,23 @@ def test_extract_for_a_tpu_target_with_xlas_own_solution(tmp_path: Path, capsys)
     assert main(["check", str(inst), str(xla)]) == 0
 
 
+def test_extract_a_suite_for_another_tpu_generation(tmp_path: Path, capsys) -> None:
+    """``--suite xla-v2 --target tpu-v5p --out-dir``: the models compiled for a v5p, each
+    with XLA's placement, its instance on ``tpu_v5p`` and XLA's legal answer; the bundled
+    suite is left alone."""
+    argv = ["extract", "--suite", "xla-v2", "--model", "gru_infer_b512", "--target", "tpu-v5p"]
+    assert main([*argv, "--out-dir", str(tmp_path)]) == 0
+    assert "compiled 1 programs for tpu-v5p" in capsys.readouterr().out
+    names = sorted(p.name for p in tmp_path.iterdir())
+    stem = "gru_infer_b512-v5p"
+    suffixes = (".json.gz", ".program.json.gz", ".xla-answer.json.gz", ".xla.json.gz")
+    assert names == [stem + s for s in suffixes]
+    instance = json.loads(gzip.decompress((tmp_path / f"{stem}.json.gz").read_bytes()))
+    assert instance["hardware"]["name"] == "tpu_v5p"
+    answer = tmp_path / f"{stem}.xla-answer.json.gz"
+    assert main(["check", str(tmp_path / f"{stem}.json.gz"), str(answer)]) == 0
+
+
 def test_bench_suite_prints_the_hardness_table(capsys) -> None:
     argv = [
         "bench",
@@ -544,6 +561,19 @@ def test_bench_suite_prints_the_hardness_table(capsys) -> None:
             ["extract", "--jax", "tests.frontends.libtpu_fixtures:mlp_grad", "--arg", "f32[3,5]"]
             + ["--target", "tpu-v6e", "--out", "x.json"],
             "JAX could not compile it for tpu-v6e",
+        ),
+        (
+            ["extract", "--suite", "xla-v2", "--target", "tpu-v5p"],
+            "needs the suite named and --out-dir",
+        ),
+        (
+            ["extract", "--suite", "torch-v1", "--target", "tpu-v5p", "--out-dir", "d"],
+            "torch-v1 holds PyTorch models",
+        ),
+        (
+            ["extract", "--suite", "xla-v2", "--model", "nope", "--target", "tpu-v5p"]
+            + ["--out-dir", "d"],
+            "nope: no such model program in xla-v2",
         ),
     ],
 )

@@ -516,6 +516,8 @@ def _cmd_extract(args: argparse.Namespace) -> int:
             raise UsageError(
                 "--model with --suite needs the suite named: --suite SUITE --model NAME ..."
             )
+        if args.target != "cpu":
+            return _extract_suite_for_target(args)
         start = time.perf_counter()
         total = 0
         for suite in [args.suite] if args.suite else list(SUITES):
@@ -640,6 +642,47 @@ def _cmd_extract(args: argparse.Namespace) -> int:
         )
         if args.xla_solution and placement is not None:
             _write_xla_solution(inst, placement, fast_spaces, args.xla_solution)
+    return EXIT_OK
+
+
+def _extract_suite_for_target(args: argparse.Namespace) -> int:
+    """``extract --suite SUITE --target TPU --out-dir DIR``: every JAX model of the suite
+    (or ``--model``) compiled for the generation, each as a program, XLA's placement, an
+    instance on the generation's preset and XLA's legal answer in ``DIR``."""
+    from mallocgame.costmodel import derive_instance
+    from mallocgame.frontends.tpu import fast_spaces_of, tpu_target
+    from mallocgame.frontends.xla_placement import load_placement
+    from mallocgame.instance import save_instance
+    from mallocgame.program import load_program
+    from mallocgame.solution import save_solution
+    from mallocgame.solvers.xla_answer import xla_answer
+    from mallocgame.workloads.suite import freeze
+
+    if not args.suite or not args.out_dir:
+        raise UsageError(
+            f"--suite with --target {args.target} needs the suite named and --out-dir DIR "
+            "(the bundled suites stay as they are)"
+        )
+    out_dir = Path(args.out_dir)
+    start = time.perf_counter()
+    frozen = freeze(
+        args.model or None, out_dir, progress=print, suite=args.suite, target=args.target
+    )
+    preset, fast = tpu_target(args.target).preset, fast_spaces_of(args.target)
+    for name in frozen:
+        program = load_program(out_dir / f"{name}.program.json.gz")
+        inst = derive_instance(program, preset, capacity_fraction=None, name=f"{args.suite}/{name}")
+        answer = xla_answer(inst, load_placement(out_dir / f"{name}.xla.json.gz"), fast)
+        save_instance(inst, out_dir / f"{name}.json.gz")
+        save_solution(answer.solution, out_dir / f"{name}.xla-answer.json.gz")
+        print(
+            f"{name}: instance on {preset}, XLA's legal answer {answer.solution.normalized_reward:.4f}"
+            f" (kept {answer.kept_fraction:.1%} of its placement as it is)"
+        )
+    print(
+        f"compiled {len(frozen)} programs for {args.target} in "
+        f"{time.perf_counter() - start:.1f} s -> {out_dir}"
+    )
     return EXIT_OK
 
 
@@ -1319,6 +1362,11 @@ def _add_extract_parser(sub: _SubParsers) -> None:
         "--physical",
         action="store_true",
         help="fast memory = the preset's physical fast memory (no fraction; programs at real sizes)",
+    )
+    p.add_argument(
+        "--out-dir",
+        help="with --suite and a TPU --target: where the compiled programs, XLA's placements, "
+        "the instances and XLA's answers go",
     )
     p.add_argument("--name", help="the program/instance name")
     p.add_argument("--out", help="the instance file to write (.json or .json.gz)")

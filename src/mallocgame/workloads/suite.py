@@ -265,6 +265,7 @@ def freeze(
     out_dir: Path | None = None,
     progress: Callable[[str], None] | None = None,
     suite: str = SUITE,
+    target: str | None = None,
 ) -> dict[str, float]:
     """Compile, extract and write every model program of ``suite`` (or ``names``); seconds per program.
 
@@ -273,9 +274,19 @@ def freeze(
     atomically to ``out_dir`` (default: the suite's data directory), and for a ``tpu``
     suite XLA's placement beside it; the extraction's duration, the frontend's version, the
     target and the preset (a TPU target's own, else the model's where it names one) go in
-    its ``source``.
+    its ``source``. ``target`` (a TPU generation) compiles a suite of JAX models for it
+    instead, as ``NAME-GEN`` with XLA's placement beside (the models sized for the suite's
+    preset); then ``out_dir`` is required: the bundled suites stay as they are.
     """
     chosen = _suite(suite)
+    if target:
+        if chosen.frontend == "torch":
+            raise InputFileError(
+                f"{suite} holds PyTorch models: they cannot be compiled for {target}"
+            )
+        if out_dir is None:
+            raise InputFileError(f"compiling {suite} for {target} needs a directory to write to")
+        chosen = replace(chosen, frontend="tpu", targets=(target,))
     models = model_programs(suite)
     out_dir = chosen.data_dir if out_dir is None else out_dir
     out_dir.mkdir(parents=True, exist_ok=True)
