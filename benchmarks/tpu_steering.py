@@ -66,6 +66,38 @@ def _record(name: str, mode: str, solver: str, seconds: float | None) -> dict:
     }
 
 
+def _draw(records: list[dict], path: Path) -> None:
+    """Per program: the share of the answer XLA follows without and with the flag (left),
+    and the simulated speedup of XLA's steered placement and of the answer over XLA's
+    unsteered one (right)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    records = sorted(records, key=lambda r: r["followed_steered"] - r["followed_unsteered"])
+    names = [r["program"].split("/")[-1] for r in records]
+    y = range(len(records))
+    fig, (left, right) = plt.subplots(1, 2, figsize=(11, 0.32 * len(records) + 1.5), sharey=True)
+    for i, r in enumerate(records):
+        left.plot([r["followed_unsteered"], r["followed_steered"]], [i, i], color="0.7", zorder=1)
+    left.scatter([r["followed_unsteered"] for r in records], y, label="XLA alone", zorder=2)
+    left.scatter([r["followed_steered"] for r in records], y, label="XLA with the flag", zorder=2)
+    left.set_xlabel("share of the answer's fast-memory byte-steps XLA's placement has")
+    left.set_yticks(list(y), names, fontsize=8)
+    left.legend(loc="lower right", fontsize=8)
+    steered = [r["unsteered_latency_s"] / r["steered_latency_s"] for r in records]
+    answer = [r["unsteered_latency_s"] / r["answer_latency_s"] for r in records]
+    right.scatter(steered, y, label="XLA with the flag", color="C1", zorder=2)
+    right.scatter(answer, y, label="the answer (heuristic)", marker="|", s=120, color="k")
+    right.axvline(1.0, color="0.7", zorder=1)
+    right.set_xlabel("simulated speedup over XLA alone")
+    right.legend(loc="lower right", fontsize=8)
+    fig.suptitle("Steering libtpu's memory-space assignment with an answer (tpu-v1)")
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+
+
 def main() -> None:
     from mallocgame.runtime.tpu_steer import MODES
 
@@ -75,7 +107,14 @@ def main() -> None:
     parser.add_argument("--solver", default="heuristic")
     parser.add_argument("--seconds", type=float, default=None)
     parser.add_argument("--out", type=Path, required=True)
+    parser.add_argument(
+        "--figure", type=Path, help="draw the records of --out (mode diff) to this PNG and stop"
+    )
     args = parser.parse_args()
+    if args.figure is not None:
+        records = [json.loads(line) for line in args.out.read_text().splitlines() if line]
+        _draw([r for r in records if r["mode"] == "diff"], args.figure)
+        return
     from mallocgame.workloads.suite import suite_names
 
     done = set()

@@ -400,7 +400,8 @@ def test_program_table_rewards_and_bound() -> None:
     ]
     table = format_program_table(records, ["a", "b"]).splitlines()
     assert table[0] == "| program | buffers | a | b | bound / R |"
-    assert table[2] == "| q | 7 | invalid | invalid | — |"  # smaller programs first
+    # Smaller programs first; q's answer by a is invalid, b gave none.
+    assert table[2] == "| q | 7 | invalid | — | — |"
     assert table[3] == "| p | 1,200 | 0.5000 | 0.2500 | 0.6000 |"  # R = 4 s, tightest bound 2.4 s
 
 

@@ -142,8 +142,10 @@ def format_table(rows: list[SpeedupRow], baseline: str = "heuristic") -> str:
 
 def format_program_table(records: list[dict[str, Any]], solvers: list[str]) -> str:
     """A Markdown table: per program, each solver's normalized reward (mean over seeds;
-    ``invalid`` where no valid answer) and the tightest bound / R."""
+    ``invalid`` where its answers are all invalid, ``—`` where it has none, as a hybrid's
+    candidate that did not answer) and the tightest bound / R."""
     reward = _mean_by_program(records, "normalized_reward")
+    answered = {(r["program"], r["solver"]) for r in records}
     bounds = tightest_bounds(records)
     programs: dict[str, int] = {}
     normalizer: dict[str, float] = {}
@@ -157,7 +159,10 @@ def format_program_table(records: list[dict[str, Any]], solvers: list[str]) -> s
     ]
     for program in sorted(programs, key=lambda p: (programs[p], p)):
         cells = [
-            f"{reward[(program, s)]:.4f}" if (program, s) in reward else "invalid" for s in solvers
+            f"{reward[(program, s)]:.4f}"
+            if (program, s) in reward
+            else ("invalid" if (program, s) in answered else "—")
+            for s in solvers
         ]
         bound = bounds.get(program)
         r = normalizer.get(program)
