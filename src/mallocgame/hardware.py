@@ -232,7 +232,8 @@ TPU_V4 = _tpu_generation(
     fast_memory_evidence=(
         "the user allocation limit of the CMEM that libtpu states when its memory-space "
         "assignment is given more (xla_tpu_max_cmem_used_by_memory_space_assignment); the "
-        "chip has 128 MiB"
+        "chip has 128 MiB (Jouppi et al., 'TPU v4: An Optically Reconfigurable Supercomputer "
+        "for Machine Learning with Hardware Support for Embeddings', ISCA 2023)"
     ),
     hbm="32 GiB HBM2",
     hbm_bandwidth=1200e9,
