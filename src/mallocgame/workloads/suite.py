@@ -291,10 +291,10 @@ def freeze(
     out_dir = chosen.data_dir if out_dir is None else out_dir
     out_dir.mkdir(parents=True, exist_ok=True)
     durations: dict[str, float] = {}
-    for frozen, short, target in _freeze_jobs(chosen, names, models):
+    for frozen, short, job_target in _freeze_jobs(chosen, names, models):
         model = models[short]
         start = time.perf_counter()
-        program, placement = extract_model(chosen.frontend, model, f"{suite}/{frozen}", target)
+        program, placement = extract_model(chosen.frontend, model, f"{suite}/{frozen}", job_target)
         seconds = time.perf_counter() - start
         source = {
             **program.source,
@@ -304,10 +304,10 @@ def freeze(
         }
         if model.preset is not None:
             source["preset"] = model.preset
-        if target:  # on the generation's own preset: the fast memory XLA had
+        if job_target:  # on the generation's own preset: the fast memory XLA had
             from mallocgame.frontends.tpu import tpu_target
 
-            source["preset"] = tpu_target(target).preset
+            source["preset"] = tpu_target(job_target).preset
         program = replace(program, source=source)
         if placement is not None:
             save_placement(placement, out_dir / f"{frozen}{_PLACEMENT_SUFFIX}")
