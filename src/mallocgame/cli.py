@@ -28,6 +28,7 @@ if TYPE_CHECKING:
     from mallocgame.frontends.xla_placement import XlaPlacement
     from mallocgame.instance import Instance
     from mallocgame.solution import Solution
+    from mallocgame.solvers.xla_answer import XlaAnswer
 
 __all__ = ["main"]
 
@@ -272,7 +273,7 @@ def _cmd_optimize(args: argparse.Namespace) -> int:
             options=options,
             on_improvement=show,
             on_progress=played,
-            compiler=None if compiled is None else compiled.xla,
+            compiler=None if compiled is None else compiled.xla.solution,
         )
         bar.update(status.played(outcome.agent.work.get("games")))  # the last line: every game
     paths = write_outputs(outcome, out)
@@ -295,7 +296,7 @@ class _Compiled:
 
     instance: Instance
     placement: XlaPlacement
-    xla: Solution
+    xla: XlaAnswer
     build: tuple[Callable[..., Any], list[Any], dict[str, Any]] | None
 
 
@@ -337,7 +338,7 @@ def _optimize_compiled(args: argparse.Namespace) -> _Compiled | None:
         program, placement = extract_dump_with_placement(args.workload)
     inst = derive_instance(program, tpu_target(args.target).preset, capacity_fraction=None)
     answer = xla_answer(inst, placement, fast_spaces_of(args.target))
-    return _Compiled(inst, placement, answer.solution, build)
+    return _Compiled(inst, placement, answer, build)
 
 
 def _steer(args: argparse.Namespace, compiled: _Compiled, answer: Solution, out: Path) -> None:
@@ -368,6 +369,7 @@ def _steer(args: argparse.Namespace, compiled: _Compiled, answer: Solution, out:
         answer=answer,
         placement=compiled.placement,
         mode=mode,
+        unsteered=compiled.xla,
         **kwargs,
     )
     print(

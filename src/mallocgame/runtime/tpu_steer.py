@@ -41,11 +41,11 @@ from typing import Any
 from mallocgame.frontends.tpu import extract_jax_tpu, fast_spaces_of
 from mallocgame.frontends.xla_placement import XlaPlacement, placement_solution
 from mallocgame.instance import Instance
-from mallocgame.residency import compare_residency
+from mallocgame.residency import compare_residency, residency
 from mallocgame.runtime.errors import ApplyError
 from mallocgame.simulate import simulate
 from mallocgame.solution import Solution
-from mallocgame.solvers.xla_answer import xla_answer
+from mallocgame.solvers.xla_answer import XlaAnswer, xla_answer
 
 __all__ = [
     "MODES",
@@ -108,9 +108,7 @@ class SteeringReport:
 
 def _fast_tensors(instance: Instance, solution: Solution) -> set[int]:
     """The tensors ``solution`` keeps in fast memory at some step."""
-    return {
-        instance.buffers[a.buffer].tensor_id for a in solution.allocations if a.start is not None
-    }
+    return set(residency(instance, solution))
 
 
 def _escaped(name: str) -> str:
@@ -175,11 +173,14 @@ def steer_jax_tpu(
     answer: Solution,
     placement: XlaPlacement,
     mode: str = "diff",
+    unsteered: XlaAnswer | None = None,
     **jit_kwargs: Any,
 ) -> SteeringReport:
     """Compile ``fn`` for ``target`` with the flags of :func:`steering_flags` and compare
     what XLA placed with its unsteered ``placement`` (module docstring). ``instance`` is
-    the program of the unsteered compile on the preset to judge on; ``jit_kwargs``:
+    the program of the unsteered compile on the preset to judge on; ``unsteered``: XLA's
+    legal answer of ``placement`` where the caller has it already (computed otherwise;
+    its projection can take a minute on large programs); ``jit_kwargs``:
     ``donate_argnums`` / ``static_argnums`` as for
     :func:`~mallocgame.frontends.tpu.compile_for_tpu`."""
     fast = fast_spaces_of(target)
@@ -200,7 +201,7 @@ def steer_jax_tpu(
             f"{instance.name}: the steered compile is not the same program "
             f"({len(names)} instructions against {len(instance.instructions)})"
         )
-    before = xla_answer(instance, placement, fast)
+    before = xla_answer(instance, placement, fast) if unsteered is None else unsteered
     after = xla_answer(instance, steered, fast)
     return SteeringReport(
         flags=flags,
