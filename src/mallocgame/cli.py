@@ -181,10 +181,92 @@ def _cmd_train(args: argparse.Namespace) -> int:
     if Path(args.dir).exists() and not Path(args.dir).is_dir():
         raise UsageError(f"--dir {args.dir} is a file; give a directory (created if missing)")
     args.option = [*args.option, f"checkpoint_dir={args.dir}", "progress=true"]
+    args.option += _ray_options(args, args.solver)
     args.out = str(Path(args.dir) / "final.solution.json") if args.out is None else args.out
     inst = load_workload(args.workload)
     _resumes(args.solver, inst, _options(args.option), args.seed, "use another --dir or remove it")
     return _cmd_solve(args, inst)
+
+
+def _ray_options(args: argparse.Namespace, solver: str) -> list[str]:
+    """``--ray``/``--actors`` as the muzero settings ``ray`` and ``actors``."""
+    if args.ray is None:
+        if args.actors is not None:
+            raise UsageError("--actors needs --ray (local, auto or HOST:PORT)")
+        return []
+    if not solver.startswith("muzero"):
+        raise UsageError(f"--ray runs the muzero agents' self-play, not {solver}'s")
+    return [f"ray={args.ray}", f"actors={args.actors if args.actors is not None else 2}"]
+
+
+def _add_ray_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--ray",
+        default=None,
+        metavar="ADDRESS",
+        help="self-play on Ray actors: local (a cluster started here, loopback only), "
+        "auto (the running cluster) or HOST:PORT (needs mallocgame[ray])",
+    )
+    p.add_argument(
+        "--actors", type=_whole_number(1), default=None, help="with --ray: self-play actors (2)"
+    )
+
+
+def _cmd_train_agent(args: argparse.Namespace) -> int:
+    """``train-agent``: one agent trained on many programs, a start for ``init=DIR``."""
+    from mallocgame.solvers import get_solver
+    from mallocgame.solvers.base import Stopwatch
+    from mallocgame.solvers.checkpoint import stderr_log
+    from mallocgame.workloads.registry import load_workload
+    from mallocgame.workloads.suite import agent_split, suite_names
+
+    if not args.dir.strip():
+        raise UsageError("--dir must name a directory")
+    if Path(args.dir).exists() and not Path(args.dir).is_dir():
+        raise UsageError(f"--dir {args.dir} is a file; give a directory (created if missing)")
+    names = list(args.programs)
+    for suite in args.suite:
+        names += agent_split(suite_names(suite), args.split)
+    if args.split != "all" and not args.suite:
+        raise UsageError("--split chooses among the programs of --suite; give one")
+    names = list(dict.fromkeys(names))
+    instances = [load_workload(name) for name in names]
+    if args.max_buffers is not None:
+        instances = [i for i in instances if i.num_buffers <= args.max_buffers]
+    if not instances:
+        raise UsageError("no programs to train on (give workloads or --suite)")
+    options = _options([*args.option, *_ray_options(args, "muzero")])
+    config = get_solver("muzero").config({**options, "checkpoint_dir": args.dir})
+    try:
+        from mallocgame.solvers.muzero.shared import SharedTrainer
+    except ImportError as exc:
+        raise UsageError(
+            f"train-agent needs JAX, flax, optax and mctx (pip install 'mallocgame[muzero]'): {exc}"
+        ) from None
+    print(
+        f"training one agent on {len(instances)} programs "
+        f"({min(i.num_buffers for i in instances)} to {max(i.num_buffers for i in instances)} "
+        f"buffers) -> {args.dir}",
+        file=sys.stderr,
+    )
+    trainer = SharedTrainer(
+        instances, config, seed=args.seed, checkpoint_dir=args.dir, log=stderr_log
+    )
+    try:
+        answers = trainer.run(games=args.work, clock=Stopwatch(args.budget))
+    finally:
+        trainer.close()
+    width = max(len(i.name) for i in instances)
+    print(f"{'program'.ljust(width)}  buffers  games  best normalized reward")
+    for inst, t, answer in zip(instances, trainer.trainers, answers):
+        print(
+            f"{inst.name.ljust(width)}  {inst.num_buffers:7d}  {t.counters.games:5d}  "
+            f"{answer.normalized_reward:.4f}"
+        )
+    print(
+        f"agent -> {Path(args.dir) / 'checkpoint.msgpack'} (start a run from it: --option init={args.dir})"
+    )
+    return EXIT_OK
 
 
 def _resumes(
@@ -236,7 +318,7 @@ def _cmd_optimize(args: argparse.Namespace) -> int:
     compiled = _optimize_compiled(args)
     inst = compiled.instance if compiled is not None else load_workload(args.workload)
     out = Path(args.out) if args.out else _default_out(inst.name, "muzero-prod", args.seed)
-    options = _options(args.option)
+    options = _options([*args.option, *_ray_options(args, "muzero-prod")])
     remedy = "delete it to start over, or give another --out"
     if "checkpoint_dir" in options:
         remedy = "delete it to start over, or give another checkpoint_dir"
@@ -1218,7 +1300,34 @@ def _add_solve_parsers(sub: _SubParsers) -> None:
         out="the final solution (default DIR/final.solution.json)",
         option="a setting of the solver (repeat), e.g. num_simulations=32",
     )
+    _add_ray_arguments(p)
     p.set_defaults(func=_cmd_train)
+
+    p = sub.add_parser(
+        "train-agent",
+        help="train one MMap-MuZero agent on many programs (a start for --option init=DIR)",
+    )
+    p.add_argument("programs", nargs="*", help="bundled workloads, instance files or dumps")
+    p.add_argument("--suite", action="append", default=[], help="a suite's programs (repeat)")
+    p.add_argument(
+        "--split",
+        choices=("all", "train", "held-out"),
+        default="all",
+        help="of --suite: the three quarters a shared agent trains on, or the quarter held "
+        "out from it (chosen by name, frozen)",
+    )
+    p.add_argument(
+        "--max-buffers", type=_whole_number(1), default=None, help="skip larger programs"
+    )
+    p.add_argument("--dir", required=True, help="the agent's checkpoint; resumes from it")
+    p.add_argument("--seed", type=_seed, default=0)
+    p.add_argument("--budget", type=_positive_seconds, default=None, help="wall-clock seconds")
+    p.add_argument("--work", type=_whole_number(1), default=None, help="games, all programs")
+    _add_option_argument(
+        p, "KEY=VALUE", "an agent setting (repeat); see 'mallocgame solvers muzero'"
+    )
+    _add_ray_arguments(p)
+    p.set_defaults(func=_cmd_train_agent)
 
 
 def _add_optimize_parser(sub: _SubParsers) -> None:
@@ -1283,6 +1392,7 @@ def _add_optimize_parser(sub: _SubParsers) -> None:
         "KEY=VALUE",
         "an agent setting (repeat), e.g. num_simulations=32; see 'mallocgame solvers muzero'",
     )
+    _add_ray_arguments(p)
     p.set_defaults(func=_cmd_optimize)
 
 

@@ -72,3 +72,24 @@ def test_at_least_five_training_steps() -> None:
 
     short = [name.removeprefix(f"{SUITE}/") for name in NAMES]
     assert sum(1 for name in short if MODEL_PROGRAMS[name].training) >= 5
+
+
+def test_the_agent_split_is_a_frozen_quarter_by_name() -> None:
+    from mallocgame.workloads.suite import agent_split
+
+    names = suite_names("xla-v1")
+    held, train = agent_split(names, "held-out"), agent_split(names, "train")
+    assert sorted(held + train) == sorted(names) and not set(held) & set(train)
+    assert agent_split(names, "all") == names
+    # frozen: the held-out programs of xla-v1 as the split was first drawn
+    assert held == [
+        "xla-v1/alphatensor_matmul",
+        "xla-v1/gru_infer",
+        "xla-v1/mlp_mixer_infer",
+        "xla-v1/resnet50_train",
+        "xla-v1/transformer_nmt_train",
+        "xla-v1/transformer_train",
+    ]
+    assert agent_split(["xla-v1/gru_infer"], "train") == []
+    with pytest.raises(ValueError, match="split must be"):
+        agent_split(names, "test")

@@ -93,10 +93,17 @@ class CheckpointFormat:
         under :attr:`settings_key`, ``"seed"``, then the trainer's own ``extra`` keys.
         The trainer's name is not among them: :meth:`restore` checks it by its own rule
         (a checkpoint written before :data:`TRAINER_KEY` existed has none)."""
+        return self.fingerprint_of(instance.sha256, settings, seed, **extra)
+
+    def fingerprint_of(
+        self, instance_sha256: str, settings: Mapping[str, Any], seed: int, **extra: Any
+    ) -> dict[str, Any]:
+        """:meth:`fingerprint` with the instance given by its hash (a run of many
+        programs gives one hash of theirs)."""
         kept = {k: v for k, v in settings.items() if k not in self.leave_out}
         return {
             "version": self.version,
-            "instance_sha256": instance.sha256,
+            "instance_sha256": instance_sha256,
             self.settings_key: json.dumps(kept, sort_keys=True),
             "seed": int(seed),
             **extra,

@@ -48,8 +48,9 @@ Bundled instance names are ``SUITE/NAME``.
 
 from __future__ import annotations
 
+import hashlib
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from functools import lru_cache
 from pathlib import Path
@@ -71,6 +72,8 @@ __all__ = [
     "program_path",
     "suite_of",
     "suite_names",
+    "AGENT_SPLITS",
+    "agent_split",
     "suite_program",
     "suite_preset",
     "suite_instance",
@@ -193,6 +196,23 @@ def suite_names(suite: str | None = None) -> list[str]:
             f"{s.name}/{p.name.removesuffix(_SUFFIX)}" for p in s.data_dir.glob(f"*{_SUFFIX}")
         )
     ]
+
+
+AGENT_SPLITS = ("all", "train", "held-out")
+"""The parts of a list of programs :func:`agent_split` gives."""
+
+
+def agent_split(names: Sequence[str], split: str) -> list[str]:
+    """Of ``names``, those of ``split``: ``"held-out"`` the quarter a shared agent never
+    trains on (a program whose name's SHA-256, as an integer, is divisible by 4),
+    ``"train"`` the other three quarters, ``"all"`` every one. The split depends on the
+    name alone, so it is frozen: a program keeps its side as suites grow."""
+    if split not in AGENT_SPLITS:
+        raise ValueError(f"split must be one of {', '.join(AGENT_SPLITS)}, not {split!r}")
+    if split == "all":
+        return list(names)
+    held = [int(hashlib.sha256(n.encode()).hexdigest(), 16) % 4 == 0 for n in names]
+    return [n for n, h in zip(names, held) if h == (split == "held-out")]
 
 
 def _suite(name: str) -> Suite:

@@ -27,9 +27,17 @@ __all__ = ["MuZeroConfig", "MuZeroProdConfig", "DEMONSTRATION_SOURCES", "WHERE_F
 DEMONSTRATION_SOURCES = ("heuristic", "greedy", "es")
 """Solvers whose trajectories can be demonstrations (see ``reanalyse.py``)."""
 
-WHERE_FIELDS = ("checkpoint_dir", "progress", "checkpoint_seconds", "progress_seconds")
-"""Settings of where and how often a run saves and reports, not of what it computes: a
-checkpoint resumes under other values of these, and a sweep record leaves them out."""
+WHERE_FIELDS = (
+    "checkpoint_dir",
+    "progress",
+    "checkpoint_seconds",
+    "progress_seconds",
+    "ray",
+    "actors",
+)
+"""Settings of where and how a run saves, reports and plays, not of what it learns: a
+checkpoint resumes under other values of these (a one-process run's on a Ray cluster,
+and back), and a sweep record leaves them out."""
 
 
 @dataclass(frozen=True)
@@ -166,7 +174,23 @@ class MuZeroConfig:
         within="[1, 1000000000]",
     )
     es_workers: int = setting(2, "demonstration es: processes it plays on", within="[1, 256]")
+    # --- a trained agent (docs/muzero.md, "One agent for many programs")
+    init: str | None = setting(
+        None,
+        "start from a trained agent: a muzero checkpoint (file or folder, a shared "
+        "agent's too) whose network settings match",
+    )
+    learning: bool = setting(
+        True, "false: the network is never trained (an init agent plays zero-shot)"
+    )
     # --- run control (never part of the compiled functions)
+    ray: str | None = setting(
+        None,
+        "self-play on Ray actors (docs/muzero.md, 'Distributed training'): local "
+        "(a cluster started here, loopback only), auto (the running cluster) or "
+        "HOST:PORT; none: one process",
+    )
+    actors: int = setting(2, "with ray: self-play actors, one CPU each", within="[1, 1024]")
     checkpoint_seconds: float = setting(
         60.0, "seconds between checkpoints (and one at the end)", within="(0, 1e9]"
     )

@@ -55,9 +55,15 @@ class MuZeroSolver(Solver, name="muzero", work_unit="games", config=MuZeroConfig
         on_game = (
             None if progress is None else lambda *_: progress({"games": trainer.counters.games})
         )
-        return trainer.run(
-            games=run.request.work, callback=run.request.callback, clock=run.clock, on_game=on_game
-        )
+        try:
+            return trainer.run(
+                games=run.request.work,
+                callback=run.request.callback,
+                clock=run.clock,
+                on_game=on_game,
+            )
+        finally:
+            trainer.close()
 
 
 class MuZeroNoSearchSolver(MuZeroSolver, name="muzero-nosearch"):

@@ -1,8 +1,13 @@
 """The MMap-MuZero training loop: self-play, replay, learner, checkpoints, the best answer.
 
-One process (several JAX processes would oversubscribe a 2-core machine): the loop
-alternates one batched self-play move (``parallel_games`` games) with one learner
-step every ``train_every`` moves once the replay holds ``min_replay`` positions.
+One process by default (several JAX processes would oversubscribe a 2-core machine):
+the loop alternates one batched self-play move (``parallel_games`` games) with one
+learner step every ``train_every`` moves once the replay holds ``min_replay`` positions.
+With ``ray`` set, Ray actors play the moves (:mod:`~mallocgame.solvers.muzero.distributed`)
+and everything else stays here; the loop's parts (:meth:`Trainer.take_move`,
+:meth:`Trainer.learn_if_due`, :class:`RunPace`) also serve the shared trainer of many
+programs (:mod:`~mallocgame.solvers.muzero.shared`). ``init`` starts the network from a
+trained agent (:mod:`~mallocgame.solvers.muzero.agent`); ``learning=false`` never trains it.
 With ``reanalyse_fraction > 0`` each learner step first searches a batch of kept
 positions again (:mod:`~mallocgame.solvers.muzero.reanalyse`: demonstrations and the
 best self-play game) and draws that fraction of its batch from them.
@@ -34,10 +39,10 @@ from __future__ import annotations
 import collections
 import dataclasses
 import functools
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import jax
 import jax.numpy as jnp
@@ -52,13 +57,17 @@ from mallocgame.instance import Instance
 from mallocgame.solution import Solution
 from mallocgame.solvers import checkpoint
 from mallocgame.solvers.base import Improvement, Stopwatch
+from mallocgame.solvers.muzero.agent import load_agent_params
 from mallocgame.solvers.muzero.config import WHERE_FIELDS, MuZeroConfig
 from mallocgame.solvers.muzero.learner import batch_to_device, make_optimizer, make_train_step
 from mallocgame.solvers.muzero.networks import MuZeroNet, init_params
 from mallocgame.solvers.muzero.reanalyse import Reanalyser, demonstration, trajectory_record
-from mallocgame.solvers.muzero.replay import Batch, Replay
+from mallocgame.solvers.muzero.replay import Batch, GameRecord, Replay, draw
 from mallocgame.solvers.muzero.search import fold_key, make_policy, make_search
 from mallocgame.solvers.muzero.selfplay import FinishedGame, SelfPlay, play_policy
+
+if TYPE_CHECKING:
+    from mallocgame.solvers.muzero.distributed import SelfPlayActors
 
 __all__ = [
     "Trainer",
@@ -106,6 +115,10 @@ RUN_ONLY_FIELDS = (
     "eval_every",
     "checkpoint_dir",
     "progress",
+    "init",
+    "learning",
+    "ray",
+    "actors",
 )
 """Config fields the compiled functions never read (they are run-time arguments, array
 shapes, or the loop's own settings): configs differing only in these share one compilation."""
@@ -156,6 +169,76 @@ class Counters:
     seconds: float = 0.0  # wall-clock of all runs
 
 
+def visit_temperature(config: MuZeroConfig, learner_steps: int) -> float:
+    """The ``muzero_policy`` search's visit-count temperature after ``learner_steps``:
+    ``init_temperature`` to ``final_temperature`` linearly over ``temperature_decay_steps``."""
+    frac = min(1.0, learner_steps / max(config.temperature_decay_steps, 1))
+    return config.init_temperature + frac * (config.final_temperature - config.init_temperature)
+
+
+def learner_batch(
+    config: MuZeroConfig,
+    replay: Replay,
+    kept: Sequence[GameRecord],
+    rng: np.random.Generator,
+) -> Batch:
+    """One learner step's ``batch_size`` positions: ``reanalyse_fraction`` of them drawn
+    from the reanalysed ``kept`` games (when they have positions), the rest from ``replay``."""
+    cfg = config
+    n_kept = int(round(cfg.reanalyse_fraction * cfg.batch_size)) if kept else 0
+    batch = replay.sample(cfg.batch_size - n_kept, cfg.unroll_steps, rng)
+    if n_kept:
+        drawn = draw(kept, n_kept, cfg.unroll_steps, rng, cfg.discount, cfg.td_steps)
+        batch = Batch.concatenate([batch, drawn])
+    return batch
+
+
+class RunPace:
+    """When a run writes its progress lines and checkpoints, on its clock: a line every
+    ``progress_seconds``, a checkpoint every ``checkpoint_seconds`` and as soon as its
+    first game is complete (a run killed later resumes with it), both at the end.
+
+    ``counters`` must have ``games`` and ``seconds`` (the latter is kept current: the
+    seconds of all runs resumed from one checkpoint); ``save`` is ``None`` for a run
+    without checkpoints."""
+
+    def __init__(
+        self,
+        config: MuZeroConfig,
+        counters: Any,
+        progress_line: Callable[[], str],
+        save: Callable[[], None] | None,
+    ) -> None:
+        self.config = config
+        self.counters = counters
+        self.progress_line = progress_line
+        self.save = save
+        self.start_seconds = counters.seconds
+        self.next_checkpoint = config.checkpoint_seconds
+        self.next_line = config.progress_seconds
+        self.saved_a_game = counters.games > 0  # a resumed run's checkpoint holds its games
+
+    def tick(self, clock: Stopwatch, log: Callable[[str], None]) -> None:
+        """After each move: the counters' seconds, and a line or a checkpoint when due."""
+        c = self.counters
+        c.seconds = self.start_seconds + clock.elapsed
+        if clock.elapsed >= self.next_line:
+            self.next_line = clock.elapsed + self.config.progress_seconds
+            log(self.progress_line())
+        first_games = c.games > 0 and not self.saved_a_game
+        if self.save is not None and (clock.elapsed >= self.next_checkpoint or first_games):
+            self.next_checkpoint = clock.elapsed + self.config.checkpoint_seconds
+            self.save()
+            self.saved_a_game = c.games > 0
+
+    def end(self, clock: Stopwatch, log: Callable[[str], None]) -> None:
+        """At the end of a run: the counters' seconds, a last line and checkpoint."""
+        self.counters.seconds = self.start_seconds + clock.elapsed
+        log(self.progress_line())
+        if self.save is not None:
+            self.save()
+
+
 class Trainer:
     """Trains MMap-MuZero on one instance and keeps the best answer.
 
@@ -201,6 +284,9 @@ class Trainer:
         )
         self._play_key = jax.random.PRNGKey(seed)
         self.params = init_params(self.net, seed, empty_batch(config.observation, 1))
+        self.resumed = self.dir is not None and (self.dir / checkpoint.CHECKPOINT_NAME).exists()
+        if config.init is not None and not self.resumed:
+            self.params = load_agent_params(config.init, config, self.params)
         self.opt_state = self.optimizer.init(self.params)
         self.replay = Replay(config.replay_size, config.discount, config.td_steps)
         self.counters = Counters()
@@ -223,12 +309,13 @@ class Trainer:
         self._windowed_best: FinishedGame | None = None
         # the self-play move from which a windowed restart's game may be kept
         self._next_windowed_keep = 0
+        self._learned_through = 0  # moves the learner's steps so far account for
+        self.actors: SelfPlayActors | None = None  # with config.ray: the self-play actors
         if config.reanalyse_fraction > 0:
             reanalyse_key = jax.random.split(jax.random.PRNGKey(seed))[
                 1
             ]  # a stream apart from self-play's
             self.reanalyser = Reanalyser(config, self._search, self.selfplay.q_scale, reanalyse_key)
-        self.resumed = self.dir is not None and (self.dir / checkpoint.CHECKPOINT_NAME).exists()
         if self.resumed:
             self._load()
         self._demonstrations_pending = self.reanalyser is not None and not self.resumed
@@ -276,9 +363,7 @@ class Trainer:
 
     def temperature(self) -> float:
         """Visit-count temperature (``muzero_policy`` search): linear decay by learner steps."""
-        cfg = self.config
-        frac = min(1.0, self.counters.learner_steps / max(cfg.temperature_decay_steps, 1))
-        return cfg.init_temperature + frac * (cfg.final_temperature - cfg.init_temperature)
+        return visit_temperature(self.config, self.counters.learner_steps)
 
     def run(
         self,
@@ -303,14 +388,40 @@ class Trainer:
         ``on_game`` sees every complete self-play game and the seconds elapsed on ``clock``.
         """
         clock = clock if clock is not None else Stopwatch(seconds)
-        cfg, c = self.config, self.counters
+        c = self.counters
         target = (
             games if games is not None else (None if clock.seconds is not None else c.games + 1)
         )
-        start_seconds = c.seconds
-        next_ckpt = cfg.checkpoint_seconds
-        saved_a_game = c.games > 0  # a resumed run's checkpoint already holds its games
-        next_log = cfg.progress_seconds
+        pace = self.begin(clock, callback)
+        actors = self.self_play_actors()
+        while (target is None or c.games < target) and not clock.expired():
+            if actors is not None:
+                for got in actors.collect(self.params, c.learner_steps, self.temperature()):
+                    self.take_move(
+                        got.finished, clock, callback, on_game, got.played_out_steps, got.moves
+                    )
+                self.learn_if_due(clock, callback, at_most=1)
+                pace.tick(clock, self.log)
+                continue
+            key = fold_key(self._play_key, c.moves)
+            rng = (
+                np.random.default_rng([self.seed, 1, c.moves])
+                if self.config.restart_fraction > 0
+                else None
+            )
+            finished = self.selfplay.step(self.params, key, self.temperature(), rng)
+            self.take_move(finished, clock, callback, on_game, self.selfplay.played_out_steps)
+            self.selfplay.played_out_steps = 0
+            self.learn_if_due(clock, callback)
+            pace.tick(clock, self.log)
+        return self.finish(clock, callback, pace)
+
+    def begin(self, clock: Stopwatch, callback: Callable[[Improvement], None] | None) -> RunPace:
+        """What a run does before its first move: say whether it resumed (reporting the
+        best so far to ``callback``), build the demonstrations, and start restarts
+        inside the best demonstration's game; returns the run's progress and
+        checkpoint timer."""
+        cfg, c = self.config, self.counters
         if self.resumed:
             self.log(
                 f"resumed from {self.dir / checkpoint.CHECKPOINT_NAME}: {c.games} games, "
@@ -325,44 +436,73 @@ class Trainer:
             # until a self-play game beats it
             _, self.restart_return, self.selfplay.restart_actions = demo
             self.selfplay.restart_unplayed(np.random.default_rng([self.seed, 2]))
-        while (target is None or c.games < target) and not clock.expired():
-            key = fold_key(self._play_key, c.moves)
-            rng = (
-                np.random.default_rng([self.seed, 1, c.moves]) if cfg.restart_fraction > 0 else None
-            )
-            for done in self.selfplay.step(self.params, key, self.temperature(), rng):
-                if not done.played_out or cfg.window_records:
-                    self.replay.add(done.record)
-                c.games += 1
-                c.backups += done.backups
-                if done.start:
-                    c.restarts += 1
-                else:  # what the agent plays from the start; restarts begin inside its best game
-                    self.recent_returns.append(self._normalized(done.return_s))
-                if self.reanalyser is not None and cfg.reanalyse_best:
-                    self._keep_best(done)
-                if self.answer != "policy" and done.return_s > self.best_return:
-                    self._improve(done.actions, clock, callback)
-                if on_game is not None:
-                    on_game(done, clock.elapsed)
-            if self._windowed_best is not None and c.moves >= self._next_windowed_keep:
-                self._keep_windowed_best()
-            c.moves += 1
-            c.steps += cfg.parallel_games + self.selfplay.played_out_steps
-            self.selfplay.played_out_steps = 0
-            if self.replay.positions >= cfg.min_replay and c.moves % cfg.train_every == 0:
-                self._learn()
-                if self.answer != "search" and c.learner_steps % cfg.eval_every == 0:
-                    self._evaluate(clock, callback)
-            c.seconds = start_seconds + clock.elapsed
-            if clock.elapsed >= next_log:
-                next_log = clock.elapsed + cfg.progress_seconds
-                self.log(self.progress_line())
-            first_games = c.games > 0 and not saved_a_game
-            if self.dir is not None and (clock.elapsed >= next_ckpt or first_games):
-                next_ckpt = clock.elapsed + cfg.checkpoint_seconds
-                self.save()  # also once the first game is complete: a run killed later resumes with it
-                saved_a_game = c.games > 0
+        self._learned_through = c.moves - c.moves % cfg.train_every
+        return RunPace(cfg, c, self.progress_line, self.save if self.dir is not None else None)
+
+    def take_move(
+        self,
+        finished: Sequence[FinishedGame],
+        clock: Stopwatch,
+        callback: Callable[[Improvement], None] | None,
+        on_game: Callable[[FinishedGame, float], None] | None = None,
+        played_out_steps: int = 0,
+        moves: int = 1,
+    ) -> None:
+        """Account for ``moves`` batched self-play moves whose finished games are
+        ``finished`` (played here, or by a self-play actor of a distributed run): each
+        game goes to the replay, the counters, Reanalyse's best and the answer."""
+        cfg, c = self.config, self.counters
+        for done in finished:
+            if not done.played_out or cfg.window_records:
+                self.replay.add(done.record)
+            c.games += 1
+            c.backups += done.backups
+            if done.start:
+                c.restarts += 1
+            else:  # what the agent plays from the start; restarts begin inside its best game
+                self.recent_returns.append(self._normalized(done.return_s))
+            if self.reanalyser is not None and cfg.reanalyse_best:
+                self._keep_best(done)
+            if self.answer != "policy" and done.return_s > self.best_return:
+                self._improve(done.actions, clock, callback)
+            if on_game is not None:
+                on_game(done, clock.elapsed)
+        if self._windowed_best is not None and c.moves >= self._next_windowed_keep:
+            self._keep_windowed_best()
+        c.moves += moves
+        c.steps += moves * cfg.parallel_games + played_out_steps
+
+    def learn_if_due(
+        self,
+        clock: Stopwatch,
+        callback: Callable[[Improvement], None] | None,
+        at_most: int | None = None,
+    ) -> None:
+        """One learner step per ``train_every`` moves, counted from the run's start, once
+        the replay holds ``min_replay`` positions (none with ``learning`` off); with
+        ``answer`` other than ``"search"``, a policy game every ``eval_every`` steps.
+        ``at_most``: the steps taken now; those due beyond it are skipped, not owed."""
+        cfg, c = self.config, self.counters
+        taken = 0
+        while self._learned_through + cfg.train_every <= c.moves:
+            self._learned_through += cfg.train_every
+            if not cfg.learning or self.replay.positions < cfg.min_replay:
+                continue
+            if at_most is not None and taken >= at_most:
+                continue
+            taken += 1
+            self._learn()
+            if self.answer != "search" and c.learner_steps % cfg.eval_every == 0:
+                self._evaluate(clock, callback)
+
+    def finish(
+        self,
+        clock: Stopwatch,
+        callback: Callable[[Improvement], None] | None,
+        pace: RunPace,
+    ) -> Solution:
+        """The end of a run: an answer even without a complete game, the last progress
+        line and checkpoint; returns the best answer."""
         if self.best is None and self.answer != "policy" and self.best_demonstration is not None:
             self.fallback, _, actions = self.best_demonstration
             self.log(
@@ -372,12 +512,33 @@ class Trainer:
             self._improve(actions, clock, callback)
         elif self.answer == "policy" or self.best is None:
             self._evaluate(clock, callback)
-        c.seconds = start_seconds + clock.elapsed
-        self.log(self.progress_line())
-        if self.dir is not None:
-            self.save()
+        pace.end(clock, self.log)
         assert self.best is not None
         return dataclasses.replace(self.best, wall_s=clock.elapsed, **self.work())
+
+    def self_play_actors(self) -> SelfPlayActors | None:
+        """The run's Ray self-play actors (``None`` without ``ray``), started at the first
+        call and kept for the trainer's later runs until :meth:`close`."""
+        if self.config.ray is None:
+            return None
+        if self.actors is None:
+            from mallocgame.solvers.muzero.distributed import SelfPlayActors
+
+            self.actors = SelfPlayActors(
+                [self.instance],
+                self.config,
+                self.seed,
+                lambda _program: self.selfplay.restart_actions,
+                self.log,
+            )
+            self.log(f"self-play on {self.config.actors} Ray actors ({self.config.ray})")
+        return self.actors
+
+    def close(self) -> None:
+        """End the run's Ray actors, if any."""
+        if self.actors is not None:
+            self.actors.close()
+            self.actors = None
 
     def _keep_best(self, done: FinishedGame) -> None:
         """Keep ``done`` as Reanalyse's best game if it beats the kept one; a restarted
@@ -426,15 +587,12 @@ class Trainer:
 
     def _learn(self) -> None:
         c = self.counters
-        cfg = self.config
         rng = np.random.default_rng([self.seed, c.learner_steps])
-        kept = 0
+        kept: list[GameRecord] = []
         if self.reanalyser is not None and self.reanalyser.positions > 0:
             self.reanalyser.refresh(self.params)
-            kept = int(round(cfg.reanalyse_fraction * cfg.batch_size))
-        batch = self.replay.sample(cfg.batch_size - kept, cfg.unroll_steps, rng)
-        if kept:
-            batch = Batch.concatenate([batch, self.reanalyser.sample(kept, cfg.unroll_steps, rng)])
+            kept = self.reanalyser.games
+        batch = learner_batch(self.config, self.replay, kept, rng)
         self.params, self.opt_state, info = self._train_step(
             self.params, self.opt_state, batch_to_device(batch)
         )
@@ -528,6 +686,15 @@ class Trainer:
             "params": serialization.to_state_dict(jax.device_get(self.params)),
             "opt_state": serialization.to_state_dict(jax.device_get(self.opt_state)),
             "replay": self.replay.state_dict(),
+            **self.program_state(),
+        }
+        checkpoint.write_checkpoint(self.dir, state)
+
+    def program_state(self) -> dict[str, Any]:
+        """What a checkpoint holds of this program's run beside the network, its
+        optimizer and the replay: counters, the best answer, Reanalyse's kept games,
+        the demonstrations."""
+        state: dict[str, Any] = {
             "counters": dataclasses.asdict(self.counters),
             "best_actions": np.asarray(self.best_actions, dtype=np.int8),
         }
@@ -541,21 +708,30 @@ class Trainer:
                 "return_s": return_s,
                 "actions": np.asarray(actions, dtype=np.int8),
             }
-        checkpoint.write_checkpoint(self.dir, state)
+        return state
 
     def _load(self) -> None:
         assert self.dir is not None
         state = CHECKPOINT.restore(self.dir, self._fingerprint())
+        self.load_network(state)
+        self.replay.load_state_dict(state["replay"])
+        self.load_program_state(state)
+
+    def load_network(self, state: dict[str, Any]) -> None:
+        """The network and the optimizer state of a checkpoint's ``state``."""
         self.params = serialization.from_state_dict(self.params, state["params"])
         self.opt_state = serialization.from_state_dict(self.opt_state, state["opt_state"])
         self.params = jax.tree_util.tree_map(jnp.asarray, self.params)
         self.opt_state = jax.tree_util.tree_map(jnp.asarray, self.opt_state)
-        self.replay.load_state_dict(state["replay"])
+
+    def load_program_state(self, state: dict[str, Any]) -> None:
+        """What :meth:`program_state` wrote; the best answer is replayed and offered."""
         if self.reanalyser is not None:
             self.reanalyser.load_state_dict(state["reanalyse"])
             self.demonstration_rewards = {
                 str(k): float(v) for k, v in state.get("demonstration_rewards", {}).items()
             }
+            self._demonstrations_pending = False
         self.counters = Counters(**state["counters"])
         if "best_demonstration" in state:
             kept = state["best_demonstration"]
@@ -578,4 +754,18 @@ def checkpoint_fingerprint(
 ) -> dict[str, Any]:
     """What a checkpoint must match to be resumed by a :class:`Trainer` of ``instance``,
     ``config`` (its :data:`~.config.WHERE_FIELDS` aside), ``seed`` and ``answer``."""
-    return CHECKPOINT.fingerprint(instance, dataclasses.asdict(config), seed, answer=answer)
+    return CHECKPOINT.fingerprint(instance, fingerprint_settings(config), seed, answer=answer)
+
+
+NEW_SETTINGS = {"init": None, "learning": True}
+"""Settings newer than the checkpoint format, left out of a fingerprint at these values
+(their defaults), so that a checkpoint written before them still resumes."""
+
+
+def fingerprint_settings(config: MuZeroConfig) -> dict[str, Any]:
+    """``config``'s settings as a fingerprint holds them (see :data:`NEW_SETTINGS`)."""
+    settings = dataclasses.asdict(config)
+    for name, default in NEW_SETTINGS.items():
+        if settings.get(name) == default:
+            del settings[name]
+    return settings

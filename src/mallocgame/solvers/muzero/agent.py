@@ -1,0 +1,95 @@
+"""A trained agent as the start of a run: the network of a ``muzero`` checkpoint.
+
+The networks see a program only through its observation (fixed sizes, set by
+``observation``) and the three actions, so the parameters trained on one program, or
+on many (:mod:`~mallocgame.solvers.muzero.shared`), are a start for any other.
+:func:`load_agent_params` reads them from a checkpoint (its file, or the folder that
+holds it) written by the one-program trainer, the shared trainer or a distributed run,
+and refuses, with a :class:`~mallocgame.errors.SolverError` naming the settings, an
+agent whose network is another shape (:data:`NETWORK_FIELDS`). Only the network
+travels: the optimizer state, the replay and the answers stay with the run that wrote it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from pathlib import Path
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+
+from mallocgame.errors import SolverError
+from mallocgame.solvers import checkpoint
+from mallocgame.solvers.muzero.config import MuZeroConfig
+
+__all__ = ["NETWORK_FIELDS", "AGENT_TRAINERS", "agent_checkpoint", "load_agent_params"]
+
+NETWORK_FIELDS = (
+    "latent_size",
+    "width",
+    "conv_channels",
+    "support_size",
+    "support_max",
+    "value_scale",
+    "observation",
+)
+"""Settings an agent and the run it starts must share: the networks' shapes, and what
+their value and reward atoms mean."""
+
+AGENT_TRAINERS = ("muzero", "muzero-shared")
+"""The trainers whose checkpoints hold an agent (the ``trainer`` of their fingerprint)."""
+
+
+def agent_checkpoint(path: str | Path) -> Path:
+    """The checkpoint file ``path`` names: itself, or the checkpoint in the folder."""
+    found = Path(path)
+    if found.is_dir():
+        found = found / checkpoint.CHECKPOINT_NAME
+    if not found.is_file():
+        raise SolverError(f"init {path}: no muzero checkpoint there")
+    return found
+
+
+def _network_settings(settings: dict[str, Any]) -> dict[str, str]:
+    return {name: json.dumps(settings.get(name), sort_keys=True) for name in NETWORK_FIELDS}
+
+
+def load_agent_params(path: str | Path, config: MuZeroConfig, template: Any) -> Any:
+    """The network parameters of the agent at ``path`` in the structure of ``template``
+    (a freshly initialized network of ``config``), as JAX arrays.
+
+    Raises :class:`SolverError` for a missing or unreadable file, a checkpoint of
+    another trainer, or an agent whose :data:`NETWORK_FIELDS` differ from ``config``'s.
+    """
+    from flax import serialization
+
+    file = agent_checkpoint(path)
+    state = checkpoint.restore_checkpoint(file, {}, "", trainer=None)
+    fingerprint = state.get("fingerprint", {})
+    trainer = fingerprint.get(checkpoint.TRAINER_KEY) if isinstance(fingerprint, dict) else None
+    if trainer not in AGENT_TRAINERS or "params" not in state:
+        raise SolverError(f"init {file}: not a muzero agent's checkpoint (written by {trainer})")
+    try:
+        theirs = json.loads(fingerprint.get("config", "{}"))
+    except (TypeError, ValueError):
+        raise SolverError(f"init {file}: its settings are unreadable") from None
+    ours = _network_settings(json.loads(json.dumps(dataclasses.asdict(config))))
+    differ = [
+        f"{name} {json.loads(value)} (this run: {json.loads(ours[name])})"
+        for name, value in _network_settings(theirs).items()
+        if value != ours[name]
+    ]
+    if differ:
+        raise SolverError(f"init {file}: the agent's network differs: " + "; ".join(differ))
+    try:
+        params = serialization.from_state_dict(template, state["params"])
+    except (ValueError, KeyError, TypeError) as exc:
+        raise SolverError(f"init {file}: its network does not fit this run's ({exc})") from None
+    shapes_ok = jax.tree_util.tree_all(
+        jax.tree_util.tree_map(lambda a, b: jnp.shape(a) == jnp.shape(b), template, params)
+    )
+    if not shapes_ok:
+        raise SolverError(f"init {file}: its network's arrays are other shapes than this run's")
+    return jax.tree_util.tree_map(jnp.asarray, params)

@@ -1,0 +1,251 @@
+"""Self-play on Ray actors: the moves of a distributed MMap-MuZero run.
+
+A run with ``ray`` set (``local``: a cluster started in this process, bound to the
+loopback address; ``auto``: the cluster already running; ``HOST:PORT``: that cluster's
+head) plays its self-play games on ``actors`` Ray actors of one CPU each, and keeps
+everything else where the one-process trainer keeps it: the learner (on the GPU when
+JAX sees one), the replay, Reanalyse, the answers and the checkpoints stay in the
+driver, so a distributed run writes the one-process trainer's checkpoint and either
+resumes the other's.
+
+Each actor holds the :class:`~mallocgame.solvers.muzero.selfplay.SelfPlay` batches of
+the programs it is given (program ``p`` of ``P`` to actor ``p mod actors``, and every
+actor a program when there are fewer programs than actors); a call plays
+``train_every`` batched moves of one of them with the parameters it is sent and returns
+the finished games (:class:`ActorMoves`). :meth:`SelfPlayActors.collect` waits for at
+least one call, sends that actor its next call at once with the newest parameters (put
+into Ray's object store once per learner step: the broadcast), and hands the moves to
+the trainer, which takes at most one learner step per collection so that self-play
+never waits on the learner (when self-play outpaces the learner, a distributed run
+takes fewer learner steps per game than one process does).
+
+An actor that dies (killed, its node lost) is restarted by Ray (``max_restarts=-1``);
+the games it was playing are lost, as a one-process run's games in flight are at a
+kill, and the run goes on. A distributed run is not reproducible from its seed: which
+actor's games arrive first depends on timing.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+import warnings
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from mallocgame.errors import SolverError
+from mallocgame.instance import Instance
+from mallocgame.solvers.muzero.config import MuZeroConfig
+from mallocgame.solvers.muzero.selfplay import FinishedGame
+
+__all__ = ["ActorMoves", "SelfPlayActors", "connect", "ACTOR_ENV"]
+
+ACTOR_ENV = {
+    "JAX_PLATFORMS": "cpu",
+    "XLA_FLAGS": "--xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1",
+}
+"""An actor's environment: JAX on its one CPU (the GPU is the learner's)."""
+
+LOCAL = "local"
+
+
+def connect(address: str, actors: int) -> None:
+    """Join the Ray cluster ``address`` (``local``: start one here, on the loopback
+    address, with at least ``actors`` CPUs) unless this process is in one already;
+    refuses a cluster with fewer CPUs than ``actors``."""
+    try:
+        import ray
+    except ImportError:
+        raise SolverError("ray needs Ray: pip install 'mallocgame[ray]'") from None
+    # Ray starts its processes with fork and exec, which JAX's fork warning cannot tell apart
+    warnings.filterwarnings("ignore", message="os.fork", category=RuntimeWarning)
+    if not ray.is_initialized():
+        if address == LOCAL:
+            ray.init(
+                num_cpus=max(actors, os.cpu_count() or 1),
+                include_dashboard=False,
+                _node_ip_address="127.0.0.1",
+                logging_level="ERROR",
+                log_to_driver=False,
+                object_store_memory=256 * 2**20,
+            )
+        else:
+            try:
+                ray.init(address=address, logging_level="ERROR", log_to_driver=False)
+            except (ConnectionError, ValueError, RuntimeError) as exc:
+                raise SolverError(f"ray {address}: cannot join the cluster ({exc})") from None
+    cpus = ray.cluster_resources().get("CPU", 0)
+    if cpus < actors:
+        raise SolverError(f"ray: the cluster has {cpus:g} CPUs, fewer than actors={actors}")
+
+
+@dataclass(frozen=True)
+class ActorMoves:
+    """What one actor call played: ``moves`` batched moves of program ``program``."""
+
+    program: int
+    finished: list[FinishedGame]
+    moves: int
+    played_out_steps: int  # game steps played without search (windowed restarts)
+
+
+class SelfPlayActor:
+    """One self-play actor's state (a Ray actor class once :class:`SelfPlayActors`
+    wraps it): a :class:`SelfPlay` per program it plays, built at its first call."""
+
+    def __init__(
+        self, instances: Sequence[Instance], config: MuZeroConfig, seed: int, index: int
+    ) -> None:
+        import jax
+
+        self.instances = list(instances)
+        self.config = config
+        self.seed = seed
+        self.index = index
+        # a restarted actor draws other keys than the one it replaces: the pid is in them
+        self.key = jax.random.fold_in(jax.random.PRNGKey(seed), 1 + index + (os.getpid() << 10))
+        self.calls = 0
+        self.selfplay: dict[int, Any] = {}
+
+    def _selfplay(self, program: int) -> Any:
+        if program not in self.selfplay:
+            from mallocgame.game.tables import build_tables
+            from mallocgame.solvers.checkpoint import enable_compilation_cache
+            from mallocgame.solvers.muzero.selfplay import SelfPlay
+            from mallocgame.solvers.muzero.train import compiled_functions
+
+            enable_compilation_cache()
+            instance = self.instances[program]
+            search = compiled_functions(self.config)[2]
+            self.selfplay[program] = SelfPlay(instance, build_tables(instance), self.config, search)
+        return self.selfplay[program]
+
+    def play(
+        self,
+        params: Any,
+        program: int,
+        moves: int,
+        temperature: float,
+        restart_actions: tuple[int, ...],
+    ) -> ActorMoves:
+        """Play ``moves`` batched moves of ``program`` with ``params``; new games restart
+        inside ``restart_actions`` as the one-process trainer's do."""
+        from mallocgame.solvers.muzero.search import fold_key
+
+        selfplay = self._selfplay(program)
+        rng = (
+            np.random.default_rng([self.seed, 3, self.index, os.getpid(), self.calls])
+            if self.config.restart_fraction > 0
+            else None
+        )
+        if restart_actions != selfplay.restart_actions:
+            first = not selfplay.restart_actions
+            selfplay.restart_actions = restart_actions
+            if first and rng is not None:
+                selfplay.restart_unplayed(rng)
+        finished: list[FinishedGame] = []
+        for _ in range(moves):
+            key = fold_key(self.key, self.calls)
+            self.calls += 1
+            finished.extend(selfplay.step(params, key, temperature, rng))
+        played_out, selfplay.played_out_steps = selfplay.played_out_steps, 0
+        return ActorMoves(program, finished, moves, played_out)
+
+
+class SelfPlayActors:
+    """The self-play actors of one run, over the programs ``instances``.
+
+    ``restart_actions(p)`` gives program ``p``'s current restart game (the trainer's best).
+    """
+
+    def __init__(
+        self,
+        instances: Sequence[Instance],
+        config: MuZeroConfig,
+        seed: int,
+        restart_actions: Callable[[int], tuple[int, ...]],
+        log: Callable[[str], None],
+    ) -> None:
+        import ray
+
+        assert config.ray is not None
+        connect(config.ray, config.actors)
+        self._ray = ray
+        self.config = config
+        self.restart_actions = restart_actions
+        self.log = log
+        remote = ray.remote(num_cpus=1, max_restarts=-1, max_task_retries=0)(SelfPlayActor)
+        options = {"runtime_env": {"env_vars": ACTOR_ENV}}
+        count = config.actors
+        self.programs = [
+            [p for p in range(len(instances)) if p % count == a] or [a % len(instances)]
+            for a in range(count)
+        ]
+        self.actors = [
+            remote.options(**options).remote(list(instances), config, seed, a) for a in range(count)
+        ]
+        self.calls = [0] * count  # calls sent to each actor (picks its next program)
+        self.deaths = 0  # times an actor died
+        self._down: set[int] = set()  # actors that died and have not answered since
+        self._pending: dict[Any, int] = {}
+        self._params_ref: Any = None
+        self._params_version = -1
+
+    def _send(self, actor: int, temperature: float) -> None:
+        programs = self.programs[actor]
+        program = programs[self.calls[actor] % len(programs)]
+        self.calls[actor] += 1
+        ref = self.actors[actor].play.remote(
+            self._params_ref,
+            program,
+            self.config.train_every,
+            temperature,
+            tuple(self.restart_actions(program)),
+        )
+        self._pending[ref] = actor
+
+    def broadcast(self, params: Any, version: int) -> None:
+        """Put ``params`` (learner step ``version``) into the object store once."""
+        if version != self._params_version:
+            import jax
+
+            self._params_ref = self._ray.put(jax.device_get(params))
+            self._params_version = version
+
+    def collect(self, params: Any, version: int, temperature: float) -> list[ActorMoves]:
+        """Every call finished now (waiting for one at least); each of their actors is
+        sent its next call at once, with ``params`` (learner step ``version``)."""
+        ray = self._ray
+        self.broadcast(params, version)
+        for actor in range(len(self.actors)):
+            if actor not in self._pending.values():
+                self._send(actor, temperature)
+        ready, _ = ray.wait(list(self._pending), num_returns=1)
+        ready, _ = ray.wait(list(self._pending), num_returns=len(self._pending), timeout=0)
+        got: list[ActorMoves] = []
+        for ref in ready:
+            actor = self._pending.pop(ref)
+            try:
+                got.append(ray.get(ref))
+                self._down.discard(actor)
+            except ray.exceptions.RayActorError as exc:
+                if actor not in self._down:  # calls fail fast until Ray has restarted it
+                    self._down.add(actor)
+                    self.deaths += 1
+                    self.log(
+                        f"self-play actor {actor} died ({type(exc).__name__}); Ray restarts "
+                        "it, the games it was playing are lost"
+                    )
+                time.sleep(0.05)
+            self._send(actor, temperature)
+        return got
+
+    def close(self) -> None:
+        """End the actors (their calls in flight are dropped)."""
+        for actor in self.actors:
+            self._ray.kill(actor, no_restart=True)
+        self.actors = []
+        self._pending = {}

@@ -1,0 +1,165 @@
+"""Distributed MMap-MuZero on a local Ray cluster the tests start (loopback only): two
+self-play actors train, checkpoint, survive the kill of one actor, resume after the
+whole run is killed, and give answers that the checker accepts.
+
+One cluster serves the module (starting one takes seconds); the run killed as a whole is
+a second driver on it, as a job on a real cluster is."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from mallocgame.check import check_solution
+from mallocgame.errors import SolverError
+from mallocgame.solution import load_solution
+from mallocgame.solvers.checkpoint import BEST_NAME, CHECKPOINT_NAME
+from mallocgame.solvers.muzero.distributed import connect
+from mallocgame.solvers.muzero.shared import SharedTrainer
+from mallocgame.solvers.muzero.solver import MuZeroSolver
+from mallocgame.solvers.muzero.train import Trainer
+from mallocgame.workloads.registry import load_workload
+from tests.solvers.muzero.test_muzero_train import TINY, TINY_ARGS
+
+ray = pytest.importorskip("ray")
+
+DISTRIBUTED = {**TINY, "demonstrations": "heuristic", "ray": "local", "actors": 2}
+
+
+@pytest.fixture(scope="module")
+def cluster() -> Iterator[str]:
+    """A Ray cluster of this process on 127.0.0.1 (``connect("local", 2)``), ended after;
+    its address, for other drivers."""
+    connect("local", 2)
+    yield ray.get_runtime_context().gcs_address
+    ray.shutdown()
+
+
+def test_two_actors_train_checkpoint_and_survive_the_kill_of_one(
+    cluster, tmp_path: Path, small
+) -> None:
+    lines: list[str] = []
+    trainer = Trainer(
+        small,
+        MuZeroSolver().config(DISTRIBUTED),
+        seed=0,
+        checkpoint_dir=tmp_path,
+        log=lines.append,
+    )
+    killed: list[int] = []
+
+    def kill_one(done, elapsed_s) -> None:
+        if trainer.counters.games >= 8 and not killed:
+            assert trainer.actors is not None
+            ray.kill(trainer.actors.actors[0], no_restart=False)  # Ray restarts it
+            killed.append(trainer.counters.games)
+
+    try:
+        answer = trainer.run(games=32, on_game=kill_one)
+        actors = trainer.actors
+        assert actors is not None and actors.deaths == 1
+        assert any("self-play actor 0 died" in line for line in lines)
+        assert trainer.counters.games >= 32 and trainer.counters.learner_steps > 0
+        # both actors played after the kill: the restarted one too
+        assert all(calls > 2 for calls in actors.calls)
+    finally:
+        trainer.close()
+    assert check_solution(small, answer).ok
+    assert (tmp_path / CHECKPOINT_NAME).exists()
+    # the distributed run's checkpoint resumes in one process, and the other way round
+    local = Trainer(
+        small,
+        MuZeroSolver().config(TINY | {"demonstrations": "heuristic"}),
+        seed=0,
+        checkpoint_dir=tmp_path,
+    )
+    assert local.resumed and local.counters.games == trainer.counters.games
+
+
+def test_a_shared_agent_trains_on_actors(cluster) -> None:
+    programs = [load_workload("synthetic-v1/small"), load_workload("xla-v1/gru_infer")]
+    trainer = SharedTrainer(programs, MuZeroSolver().config(DISTRIBUTED), seed=0)
+    try:
+        answers = trainer.run(games=12)
+    finally:
+        trainer.close()
+    assert all(t.counters.games > 0 for t in trainer.trainers)
+    for inst, answer in zip(programs, answers):
+        assert check_solution(inst, answer).ok
+
+
+def test_a_cluster_with_fewer_cpus_than_actors_is_refused(cluster) -> None:
+    with pytest.raises(SolverError, match="fewer than actors=4096"):
+        connect("local", 4096)
+
+
+def test_a_killed_distributed_run_resumes(cluster: str, tmp_path: Path) -> None:
+    """The whole run (its driver, and with it its actors) is killed once its first
+    checkpoint holds a game; the same command resumes and finishes."""
+    run_dir = tmp_path / "run"
+    argv = [
+        sys.executable,
+        "-m",
+        "mallocgame.cli",
+        "train",
+        "synthetic-v1/small",
+        "--dir",
+        str(run_dir),
+        "--ray",
+        cluster,
+        "--actors",
+        "2",
+        *TINY_ARGS,
+        "--option",
+        "demonstrations=heuristic",
+        "--option",
+        "checkpoint_seconds=0.5",
+    ]
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    proc = subprocess.Popen(
+        [*argv, "--work", "100000"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=env,
+    )
+    checkpoint, best = run_dir / CHECKPOINT_NAME, run_dir / BEST_NAME
+    deadline = time.monotonic() + 300
+    try:
+        while time.monotonic() < deadline and proc.poll() is None:
+            if (
+                best.exists()
+                and checkpoint.exists()
+                and checkpoint.stat().st_mtime_ns > best.stat().st_mtime_ns
+            ):
+                break
+            time.sleep(0.2)
+        assert proc.poll() is None, proc.communicate()[1].decode()[-2000:]
+    finally:
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(timeout=30)
+    inst = load_workload("synthetic-v1/small")
+    saved = Trainer(inst, MuZeroSolver().config(DISTRIBUTED), seed=0, checkpoint_dir=run_dir)
+    assert saved.resumed and saved.counters.games > 0
+    done_before = saved.counters.games
+    result = subprocess.run(
+        [*argv, "--work", str(done_before + 8)],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+    )
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert "resumed from" in result.stderr and f"self-play on 2 Ray actors ({cluster})" in (
+        result.stderr
+    )
+    final = load_solution(run_dir / "final.solution.json")
+    assert check_solution(inst, final).ok
+    assert final.work["games"] >= done_before + 8
+    assert final.reward_s >= saved.best_return - 1e-12

@@ -1,0 +1,92 @@
+"""One agent trained on many programs: answers, determinism, checkpoints, a start for init."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import jax
+import numpy as np
+import pytest
+
+from mallocgame.check import check_solution
+from mallocgame.cli import main
+from mallocgame.errors import SolverError
+from mallocgame.solvers.muzero.shared import SharedTrainer
+from mallocgame.solvers.muzero.solver import MuZeroSolver
+from mallocgame.solvers.muzero.train import Trainer
+from mallocgame.workloads.registry import load_workload
+from tests.solvers.muzero.test_muzero_train import TINY, TINY_ARGS
+
+CONFIG = {**TINY, "demonstrations": "heuristic"}
+PROGRAMS = ("synthetic-v1/small", "xla-v1/gru_infer")
+
+
+@pytest.fixture(scope="module")
+def programs():
+    return [load_workload(name) for name in PROGRAMS]
+
+
+def test_one_network_learns_from_every_program_and_answers_each(programs) -> None:
+    trainer = SharedTrainer(programs, MuZeroSolver().config(CONFIG), seed=0)
+    answers = trainer.run(games=24)
+    assert trainer.counters.games >= 24 and trainer.counters.learner_steps > 0
+    assert all(t.counters.games > 0 for t in trainer.trainers)  # round-robin reached both
+    assert all(t.replay is trainer.replay for t in trainer.trainers)
+    for inst, answer in zip(programs, answers):
+        assert answer.instance == inst.name and check_solution(inst, answer).ok
+
+
+def test_the_same_seed_and_work_give_the_same_answers(programs) -> None:
+    config = MuZeroSolver().config(CONFIG)
+    a = SharedTrainer(programs, config, seed=3).run(games=12)
+    b = SharedTrainer(programs, config, seed=3).run(games=12)
+    assert [s.allocations for s in a] == [s.allocations for s in b]
+
+
+def test_a_shared_run_resumes_and_starts_a_run_on_another_program(tmp_path: Path, programs) -> None:
+    config = MuZeroSolver().config(CONFIG)
+    first = SharedTrainer(programs, config, seed=0, checkpoint_dir=tmp_path)
+    first.run(games=12)
+    resumed = SharedTrainer(programs, config, seed=0, checkpoint_dir=tmp_path)
+    assert resumed.resumed and resumed.counters.games == first.counters.games
+    assert [t.best_return for t in resumed.trainers] == [t.best_return for t in first.trainers]
+    resumed.run(games=first.counters.games + 4)
+    assert resumed.counters.games >= first.counters.games + 4
+    with pytest.raises(SolverError, match="different"):  # the programs are in the fingerprint
+        SharedTrainer(programs[:1], config, seed=0, checkpoint_dir=tmp_path)
+    unseen = load_workload("xla-v1/lstm_infer")
+    start = Trainer(unseen, MuZeroSolver().config({**CONFIG, "init": str(tmp_path)}), seed=0)
+    same = jax.tree_util.tree_map(lambda x, y: np.array_equal(x, y), start.params, resumed.params)
+    assert all(jax.tree_util.tree_leaves(same))
+
+
+def test_no_program_or_one_given_twice_is_refused(programs) -> None:
+    with pytest.raises(SolverError, match="at least one"):
+        SharedTrainer([], MuZeroSolver().config(CONFIG))
+    with pytest.raises(SolverError, match="given twice"):
+        SharedTrainer([programs[0], programs[0]], MuZeroSolver().config(CONFIG))
+
+
+def test_train_agent_on_the_command_line(tmp_path: Path, capsys) -> None:
+    argv = ["train-agent", *PROGRAMS, "--dir", str(tmp_path / "agent"), "--work", "8"]
+    assert main(argv + [*TINY_ARGS, "--option", "demonstrations=heuristic"]) == 0
+    out = capsys.readouterr().out
+    assert "synthetic-v1/small" in out and "xla-v1/gru_infer" in out
+    assert f"init={tmp_path / 'agent'}" in out
+    assert (tmp_path / "agent" / "checkpoint.msgpack").exists()
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["--split", "train"], "--split chooses among the programs of --suite"),
+        (["--actors", "2", "synthetic-v1/small"], "--actors needs --ray"),
+        ([], "no programs to train on"),
+    ],
+)
+def test_train_agent_refuses_bad_arguments_in_one_line(
+    tmp_path: Path, capsys, argv: list[str], message: str
+) -> None:
+    assert main(["train-agent", "--dir", str(tmp_path / "a"), *argv]) == 2
+    err = capsys.readouterr().err
+    assert message in err and "Traceback" not in err
