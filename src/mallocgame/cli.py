@@ -238,6 +238,7 @@ def _cmd_train_agent(args: argparse.Namespace) -> int:
     options = _options([*args.option, *_ray_options(args, "muzero")])
     config = get_solver("muzero").config({**options, "checkpoint_dir": args.dir})
     try:
+        from mallocgame.solvers.muzero.agent import AGENT_NAME
         from mallocgame.solvers.muzero.shared import SharedTrainer
     except ImportError as exc:
         raise UsageError(
@@ -263,9 +264,7 @@ def _cmd_train_agent(args: argparse.Namespace) -> int:
             f"{inst.name.ljust(width)}  {inst.num_buffers:7d}  {t.counters.games:5d}  "
             f"{answer.normalized_reward:.4f}"
         )
-    print(
-        f"agent -> {Path(args.dir) / 'checkpoint.msgpack'} (start a run from it: --option init={args.dir})"
-    )
+    print(f"agent -> {Path(args.dir) / AGENT_NAME} (start a run from it: --option init={args.dir})")
     return EXIT_OK
 
 

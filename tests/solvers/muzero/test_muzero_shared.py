@@ -11,6 +11,8 @@ import pytest
 from mallocgame.check import check_solution
 from mallocgame.cli import main
 from mallocgame.errors import SolverError
+from mallocgame.solvers.checkpoint import CHECKPOINT_NAME
+from mallocgame.solvers.muzero.agent import AGENT_NAME, agent_checkpoint
 from mallocgame.solvers.muzero.shared import SharedTrainer
 from mallocgame.solvers.muzero.solver import MuZeroSolver
 from mallocgame.solvers.muzero.train import Trainer
@@ -54,6 +56,9 @@ def test_a_shared_run_resumes_and_starts_a_run_on_another_program(tmp_path: Path
     assert resumed.counters.games >= first.counters.games + 4
     with pytest.raises(SolverError, match="different"):  # the programs are in the fingerprint
         SharedTrainer(programs[:1], config, seed=0, checkpoint_dir=tmp_path)
+    agent, saved = tmp_path / AGENT_NAME, tmp_path / CHECKPOINT_NAME
+    assert agent.stat().st_size < saved.stat().st_size / 4  # the network alone
+    assert agent_checkpoint(tmp_path) == agent
     unseen = load_workload("xla-v1/lstm_infer")
     start = Trainer(unseen, MuZeroSolver().config({**CONFIG, "init": str(tmp_path)}), seed=0)
     same = jax.tree_util.tree_map(lambda x, y: np.array_equal(x, y), start.params, resumed.params)
@@ -73,7 +78,8 @@ def test_train_agent_on_the_command_line(tmp_path: Path, capsys) -> None:
     out = capsys.readouterr().out
     assert "synthetic-v1/small" in out and "xla-v1/gru_infer" in out
     assert f"init={tmp_path / 'agent'}" in out
-    assert (tmp_path / "agent" / "checkpoint.msgpack").exists()
+    assert (tmp_path / "agent" / CHECKPOINT_NAME).exists()
+    assert f"agent -> {tmp_path / 'agent' / AGENT_NAME}" in out
 
 
 @pytest.mark.parametrize(

@@ -24,7 +24,18 @@ from mallocgame.errors import SolverError
 from mallocgame.solvers import checkpoint
 from mallocgame.solvers.muzero.config import MuZeroConfig
 
-__all__ = ["NETWORK_FIELDS", "AGENT_TRAINERS", "agent_checkpoint", "load_agent_params"]
+__all__ = [
+    "NETWORK_FIELDS",
+    "AGENT_TRAINERS",
+    "AGENT_NAME",
+    "agent_checkpoint",
+    "load_agent_params",
+    "write_agent",
+]
+
+AGENT_NAME = "agent.msgpack"
+"""A shared run's network alone (about 1 MB with the default sizes) beside its checkpoint
+(which holds the replay too: 100 MB and more): what to copy to start runs elsewhere."""
 
 NETWORK_FIELDS = (
     "latent_size",
@@ -43,13 +54,27 @@ AGENT_TRAINERS = ("muzero", "muzero-shared")
 
 
 def agent_checkpoint(path: str | Path) -> Path:
-    """The checkpoint file ``path`` names: itself, or the checkpoint in the folder."""
+    """The file ``path`` names: itself, or in the folder its :data:`AGENT_NAME` where it
+    has one, else its checkpoint."""
     found = Path(path)
     if found.is_dir():
-        found = found / checkpoint.CHECKPOINT_NAME
+        agent = found / AGENT_NAME
+        found = agent if agent.is_file() else found / checkpoint.CHECKPOINT_NAME
     if not found.is_file():
         raise SolverError(f"init {path}: no muzero checkpoint there")
     return found
+
+
+def write_agent(folder: Path, fingerprint: dict[str, Any], params: Any) -> None:
+    """Write ``params`` with the ``fingerprint`` of the run that trained them (its
+    trainer's name included) as ``folder``'s :data:`AGENT_NAME`, atomically."""
+    from flax import serialization
+
+    from mallocgame.fileio import write_bytes_atomic
+
+    folder.mkdir(parents=True, exist_ok=True)
+    state = {"fingerprint": fingerprint, "params": serialization.to_state_dict(params)}
+    write_bytes_atomic(folder / AGENT_NAME, serialization.msgpack_serialize(state))
 
 
 def _network_settings(settings: dict[str, Any]) -> dict[str, str]:

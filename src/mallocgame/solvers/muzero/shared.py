@@ -19,7 +19,8 @@ this call's seconds, of which each program's demonstrations take at most
 
 The checkpoint (``checkpoint_dir``) is the network, optimizer, replay, counters and
 every program's own state, under the trainer name :data:`SHARED_TRAINER`; a shared run
-resumes from it, and ``init`` reads its network like any muzero checkpoint's.
+resumes from it. Beside it, ``agent.msgpack`` holds the network alone (with the same
+fingerprint): what ``init=DIR`` reads, and what to copy elsewhere.
 """
 
 from __future__ import annotations
@@ -40,6 +41,7 @@ from mallocgame.instance import Instance
 from mallocgame.solution import Solution
 from mallocgame.solvers import checkpoint
 from mallocgame.solvers.base import Stopwatch
+from mallocgame.solvers.muzero.agent import write_agent
 from mallocgame.solvers.muzero.config import WHERE_FIELDS, MuZeroConfig
 from mallocgame.solvers.muzero.distributed import ActorMoves, SelfPlayActors
 from mallocgame.solvers.muzero.learner import batch_to_device
@@ -285,6 +287,7 @@ class SharedTrainer:
             "programs": {str(p): t.program_state() for p, t in enumerate(self.trainers)},
         }
         checkpoint.write_checkpoint(self.dir, state)
+        write_agent(self.dir, state["fingerprint"], state["params"])
 
     def _load(self) -> None:
         assert self.dir is not None
