@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from mallocgame.check import check_solution
+from mallocgame.cli import main
 from mallocgame.errors import SolverError
 from mallocgame.solution import load_solution
 from mallocgame.solvers.checkpoint import BEST_NAME, CHECKPOINT_NAME
@@ -98,6 +99,20 @@ def test_a_shared_agent_trains_on_actors(cluster) -> None:
 def test_a_cluster_with_fewer_cpus_than_actors_is_refused(cluster) -> None:
     with pytest.raises(SolverError, match="fewer than actors=4096"):
         connect("local", 4096)
+
+
+@pytest.mark.parametrize(
+    ("address", "message"),
+    [("127.0.0.1:1", "no Ray cluster answers there"), ("nowhere", "give local, auto or HOST:PORT")],
+)
+def test_an_address_without_a_cluster_is_one_line_at_once(
+    tmp_path: Path, capsys, address: str, message: str
+) -> None:
+    argv = ["train", "synthetic-v1/small", "--dir", str(tmp_path), "--work", "1"]
+    assert main([*argv, "--ray", address, *TINY_ARGS]) == 2
+    err = capsys.readouterr().err
+    assert message in err and "Traceback" not in err
+    assert not (tmp_path / CHECKPOINT_NAME).exists()  # refused before anything ran
 
 
 def test_a_killed_distributed_run_resumes(cluster: str, tmp_path: Path) -> None:

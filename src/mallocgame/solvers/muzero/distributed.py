@@ -28,6 +28,7 @@ actor's games arrive first depends on timing.
 from __future__ import annotations
 
 import os
+import socket
 import time
 import warnings
 from collections.abc import Callable, Sequence
@@ -62,6 +63,8 @@ def connect(address: str, actors: int) -> None:
         raise SolverError("ray needs Ray: pip install 'mallocgame[ray]'") from None
     # Ray starts its processes with fork and exec, which JAX's fork warning cannot tell apart
     warnings.filterwarnings("ignore", message="os.fork", category=RuntimeWarning)
+    if address not in (LOCAL, "auto"):
+        _reachable(address)
     if not ray.is_initialized():
         if address == LOCAL:
             ray.init(
@@ -80,6 +83,18 @@ def connect(address: str, actors: int) -> None:
     cpus = ray.cluster_resources().get("CPU", 0)
     if cpus < actors:
         raise SolverError(f"ray: the cluster has {cpus:g} CPUs, fewer than actors={actors}")
+
+
+def _reachable(address: str, timeout_s: float = 10.0) -> None:
+    """Refuse ``HOST:PORT`` where nothing accepts a connection within ``timeout_s`` (Ray
+    itself would wait on it for minutes)."""
+    host, sep, port = address.rpartition(":")
+    if not sep or not host or not port.isdigit():
+        raise SolverError(f"ray {address!r}: give local, auto or HOST:PORT")
+    try:
+        socket.create_connection((host.strip("[]"), int(port)), timeout=timeout_s).close()
+    except OSError as exc:
+        raise SolverError(f"ray {address}: no Ray cluster answers there ({exc})") from None
 
 
 @dataclass(frozen=True)

@@ -153,6 +153,7 @@ class SharedTrainer:
             )
         elif self.dir is not None and c.games == 0:
             self.log(f"no checkpoint in {self.dir}: a new run")
+        actors = self.self_play_actors()  # first: they start while the demonstrations are built
         share = None if clock.seconds is None else clock.seconds / programs
         for trainer in self.trainers:
             trainer.params = self.params
@@ -160,7 +161,6 @@ class SharedTrainer:
             trainer.begin(clock, None)
         self._learned_through = c.moves - c.moves % cfg.train_every
         pace = RunPace(cfg, c, self.progress_line, self.save if self.dir is not None else None)
-        actors = self.self_play_actors()
         while (target is None or c.games < target) and not clock.expired():
             if actors is not None:
                 got = actors.collect(self.params, c.learner_steps, self.temperature())

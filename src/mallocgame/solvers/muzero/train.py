@@ -392,8 +392,8 @@ class Trainer:
         target = (
             games if games is not None else (None if clock.seconds is not None else c.games + 1)
         )
+        actors = self.self_play_actors()  # first: they start while the demonstrations are built
         pace = self.begin(clock, callback)
-        actors = self.self_play_actors()
         while (target is None or c.games < target) and not clock.expired():
             if actors is not None:
                 for got in actors.collect(self.params, c.learner_steps, self.temperature()):
