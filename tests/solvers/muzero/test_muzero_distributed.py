@@ -36,9 +36,9 @@ DISTRIBUTED = {**TINY, "demonstrations": "heuristic", "ray": "local", "actors": 
 
 @pytest.fixture(scope="module")
 def cluster() -> Iterator[str]:
-    """A Ray cluster of this process on 127.0.0.1 (``connect("local", 2)``), ended after;
-    its address, for other drivers."""
-    connect("local", 2)
+    """A Ray cluster of this process on 127.0.0.1 with 3 CPUs (two self-play actors and
+    the Reanalyse actor), ended after; its address, for other drivers."""
+    connect("local", 3)
     yield ray.get_runtime_context().gcs_address
     ray.shutdown()
 
@@ -68,6 +68,7 @@ def test_two_actors_train_checkpoint_and_survive_the_kill_of_one(
         assert actors is not None and actors.deaths == 1
         assert any("self-play actor 0 died" in line for line in lines)
         assert trainer.counters.games >= 32 and trainer.counters.learner_steps > 0
+        assert actors.reanalysed > 0  # the Reanalyse actor searched kept positions
         # both actors played after the kill: the restarted one too
         assert all(calls > 2 for calls in actors.calls)
     finally:
@@ -86,7 +87,8 @@ def test_two_actors_train_checkpoint_and_survive_the_kill_of_one(
 
 def test_a_shared_agent_trains_on_actors(cluster) -> None:
     programs = [load_workload("synthetic-v1/small"), load_workload("xla-v1/gru_infer")]
-    trainer = SharedTrainer(programs, MuZeroSolver().config(DISTRIBUTED), seed=0)
+    one_actor = DISTRIBUTED | {"actors": 1, "reanalyse_fraction": 0}  # one process to start
+    trainer = SharedTrainer(programs, MuZeroSolver().config(one_actor), seed=0)
     try:
         answers = trainer.run(games=12)
     finally:
@@ -97,7 +99,7 @@ def test_a_shared_agent_trains_on_actors(cluster) -> None:
 
 
 def test_a_cluster_with_fewer_cpus_than_actors_is_refused(cluster) -> None:
-    with pytest.raises(SolverError, match="fewer than actors=4096"):
+    with pytest.raises(SolverError, match="fewer than the 4096 actors"):
         connect("local", 4096)
 
 
@@ -133,7 +135,7 @@ def test_a_killed_distributed_run_resumes(cluster: str, tmp_path: Path) -> None:
         "2",
         *TINY_ARGS,
         "--option",
-        "demonstrations=heuristic",
+        "reanalyse_fraction=0",  # the two self-play actors alone: fewer processes to start
         "--option",
         "checkpoint_seconds=0.5",
     ]
@@ -160,7 +162,8 @@ def test_a_killed_distributed_run_resumes(cluster: str, tmp_path: Path) -> None:
         proc.send_signal(signal.SIGKILL)
         proc.wait(timeout=30)
     inst = load_workload("synthetic-v1/small")
-    saved = Trainer(inst, MuZeroSolver().config(DISTRIBUTED), seed=0, checkpoint_dir=run_dir)
+    config = MuZeroSolver().config(DISTRIBUTED | {"reanalyse_fraction": 0})
+    saved = Trainer(inst, config, seed=0, checkpoint_dir=run_dir)
     assert saved.resumed and saved.counters.games > 0
     done_before = saved.counters.games
     result = subprocess.run(

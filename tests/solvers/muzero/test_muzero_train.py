@@ -724,3 +724,16 @@ def test_a_budget_that_ends_before_any_game_answers_with_the_best_demonstration(
     assert (
         alone.work["games"] == 0 and alone.work["eval_games"] == 1 and "fallback" not in alone.info
     )
+
+
+def test_learner_steps_are_due_one_per_train_every_moves_once_the_replay_is_full() -> None:
+    from mallocgame.solvers.muzero.train import learner_steps_due
+
+    config = MuZeroSolver().config({"train_every": 4, "min_replay": 10})
+    assert learner_steps_due(config, 3, 0, 100) == (0, 0)
+    assert learner_steps_due(config, 4, 0, 100) == (1, 4)
+    assert learner_steps_due(config, 13, 4, 100) == (2, 12)
+    assert learner_steps_due(config, 8, 0, 9) == (0, 8)  # replay too small: skipped, not owed
+    assert learner_steps_due(config, 40, 0, 100, at_most=1) == (1, 40)  # a distributed round
+    off = MuZeroSolver().config({"train_every": 4, "learning": "false"})
+    assert learner_steps_due(off, 40, 0, 10**6) == (0, 40)

@@ -19,6 +19,11 @@ the trainer, which takes at most one learner step per collection so that self-pl
 never waits on the learner (when self-play outpaces the learner, a distributed run
 takes fewer learner steps per game than one process does).
 
+With Reanalyse on (``reanalyse_fraction`` > 0) one more actor runs its searches: each
+learner step applies the targets of the search that has finished and sends the next
+kept positions (:meth:`SelfPlayActors.reanalyse`), so the learner never waits on a
+search either; a kept position's targets are then one search behind the parameters.
+
 An actor that dies (killed, its node lost) is restarted by Ray (``max_restarts=-1``);
 the games it was playing are lost, as a one-process run's games in flight are at a
 kill, and the run goes on. A distributed run is not reproducible from its seed: which
@@ -40,9 +45,18 @@ import numpy as np
 from mallocgame.errors import SolverError
 from mallocgame.instance import Instance
 from mallocgame.solvers.muzero.config import MuZeroConfig
+from mallocgame.solvers.muzero.reanalyse import Reanalyser
+from mallocgame.solvers.muzero.replay import GameRecord
 from mallocgame.solvers.muzero.selfplay import FinishedGame
 
-__all__ = ["ActorMoves", "SelfPlayActors", "connect", "ACTOR_ENV"]
+__all__ = [
+    "ActorMoves",
+    "SelfPlayActor",
+    "ReanalyseActor",
+    "SelfPlayActors",
+    "connect",
+    "ACTOR_ENV",
+]
 
 ACTOR_ENV = {
     "JAX_PLATFORMS": "cpu",
@@ -56,7 +70,7 @@ LOCAL = "local"
 def connect(address: str, actors: int) -> None:
     """Join the Ray cluster ``address`` (``local``: start one here, on the loopback
     address, with at least ``actors`` CPUs) unless this process is in one already;
-    refuses a cluster with fewer CPUs than ``actors``."""
+    refuses a cluster with fewer CPUs than ``actors`` (the actors of one CPU to start)."""
     try:
         import ray
     except ImportError:
@@ -82,7 +96,10 @@ def connect(address: str, actors: int) -> None:
                 raise SolverError(f"ray {address}: cannot join the cluster ({exc})") from None
     cpus = ray.cluster_resources().get("CPU", 0)
     if cpus < actors:
-        raise SolverError(f"ray: the cluster has {cpus:g} CPUs, fewer than actors={actors}")
+        raise SolverError(
+            f"ray: the cluster has {cpus:g} CPUs, fewer than the {actors} actors of one CPU "
+            "this run starts"
+        )
 
 
 def _reachable(address: str, timeout_s: float = 10.0) -> None:
@@ -170,6 +187,33 @@ class SelfPlayActor:
         return ActorMoves(program, finished, moves, played_out)
 
 
+class ReanalyseActor:
+    """The Reanalyse searches of a distributed run (a Ray actor once
+    :class:`SelfPlayActors` wraps it): the self-play search, compiled at the first call."""
+
+    def __init__(self, config: MuZeroConfig) -> None:
+        self.config = config
+        self._search: Any = None
+
+    def search(
+        self,
+        params: Any,
+        key: np.ndarray,
+        obs: dict[str, np.ndarray],
+        allowed: np.ndarray,
+        q_scale: np.float32,
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """The improved policies and root values of one batch of kept positions."""
+        if self._search is None:
+            from mallocgame.solvers.checkpoint import enable_compilation_cache
+            from mallocgame.solvers.muzero.train import compiled_functions
+
+            enable_compilation_cache()
+            self._search = compiled_functions(self.config)[2]
+        result = self._search(params, key, obs, allowed, np.float32(1.0), q_scale)
+        return np.asarray(result.policy), np.asarray(result.root_value)
+
+
 class SelfPlayActors:
     """The self-play actors of one run, over the programs ``instances``.
 
@@ -187,7 +231,8 @@ class SelfPlayActors:
         import ray
 
         assert config.ray is not None
-        connect(config.ray, config.actors)
+        reanalysing = config.reanalyse_fraction > 0
+        connect(config.ray, config.actors + int(reanalysing))
         self._ray = ray
         self.config = config
         self.restart_actions = restart_actions
@@ -202,7 +247,17 @@ class SelfPlayActors:
         self.actors = [
             remote.options(**options).remote(list(instances), config, seed, a) for a in range(count)
         ]
+        self.reanalyse_actor = (
+            ray.remote(num_cpus=1, max_restarts=-1, max_task_retries=0)(ReanalyseActor)
+            .options(**options)
+            .remote(config)
+            if reanalysing
+            else None
+        )
+        # the Reanalyse search in flight: its result, whose kept positions, which ones
+        self._reanalysis: tuple[Any, Reanalyser, list[tuple[GameRecord, int]]] | None = None
         self.calls = [0] * count  # calls sent to each actor (picks its next program)
+        self.reanalysed = 0  # Reanalyse searches of the actor applied
         self.deaths = 0  # times an actor died
         self._down: set[int] = set()  # actors that died and have not answered since
         self._pending: dict[Any, int] = {}
@@ -258,9 +313,39 @@ class SelfPlayActors:
             self._send(actor, temperature)
         return got
 
+    def reanalyse(self, reanalyser: Reanalyser, params: Any, version: int) -> None:
+        """Reanalyse on its actor, one search at a time: the finished search's targets
+        are applied, then ``reanalyser``'s next kept positions are sent with ``params``
+        (learner step ``version``); a search still running is left to run."""
+        ray = self._ray
+        assert self.reanalyse_actor is not None
+        if self._reanalysis is not None:
+            ref, target, rows = self._reanalysis
+            if not ray.wait([ref], timeout=0)[0]:
+                return
+            self._reanalysis = None
+            try:
+                target.apply(rows, *ray.get(ref))
+                self.reanalysed += 1
+            except ray.exceptions.RayActorError as exc:
+                self.log(f"the Reanalyse actor died ({type(exc).__name__}); Ray restarts it")
+                time.sleep(0.05)
+        rows = reanalyser.next_rows()
+        if rows:
+            obs, allowed, key = reanalyser.search_inputs(rows)
+            self.broadcast(params, version)
+            ref = self.reanalyse_actor.search.remote(
+                self._params_ref, np.asarray(key), obs, allowed, reanalyser.q_scale
+            )
+            self._reanalysis = (ref, reanalyser, rows)
+
     def close(self) -> None:
         """End the actors (their calls in flight are dropped)."""
         for actor in self.actors:
             self._ray.kill(actor, no_restart=True)
+        if self.reanalyse_actor is not None:
+            self._ray.kill(self.reanalyse_actor, no_restart=True)
+            self.reanalyse_actor = None
         self.actors = []
         self._pending = {}
+        self._reanalysis = None

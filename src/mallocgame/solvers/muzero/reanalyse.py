@@ -254,19 +254,47 @@ class Reanalyser:
 
     def refresh(self, params: dict) -> None:
         """Search the next ``parallel_games`` kept positions (round-robin) with ``params``."""
+        rows = self.next_rows()
+        if rows:
+            self._search(params, rows)
+
+    def next_rows(self) -> list[tuple[GameRecord, int]]:
+        """The next ``parallel_games`` kept positions (round-robin; none if none is kept),
+        as (record, move) pairs; the cursor moves past them."""
         games = self.games
         total = sum(len(g) for g in games)
         if total == 0:
-            return
+            return []
         starts = np.concatenate([[0], np.cumsum([len(g) for g in games])])
         flat = (self.cursor + np.arange(self.config.parallel_games)) % total
         which = np.searchsorted(starts, flat, side="right") - 1
         rows = [(games[int(g)], int(p - starts[g])) for g, p in zip(which, flat)]
         self.cursor = int((self.cursor + len(rows)) % total)
-        self._search(params, rows)
+        return rows
 
-    def _search(self, params: dict, rows: list[tuple[GameRecord, int]]) -> None:
-        """One batched search of the positions ``rows``; their targets are replaced."""
+    def search_inputs(
+        self, rows: list[tuple[GameRecord, int]]
+    ) -> tuple[dict[str, np.ndarray], np.ndarray, jax.Array]:
+        """The batched search's observations, allowed actions and key for ``rows`` (a short
+        batch padded with its first row), the arrays copies; counts one search."""
+        self._fill(rows)
+        key = fold_key(self.key, self.searches)
+        self.searches += 1
+        return {k: v.copy() for k, v in self._obs.items()}, self._allowed.copy(), key
+
+    def apply(
+        self, rows: list[tuple[GameRecord, int]], policies: np.ndarray, values: np.ndarray
+    ) -> None:
+        """The search's improved policies and root values become ``rows``' targets (the
+        policy mixed with the kept game's own action by ``imitation``)."""
+        w = np.float32(self.config.imitation)
+        for i, (record, t) in enumerate(rows):
+            record.policies[t] = (1 - w) * policies[i]
+            record.policies[t, int(record.actions[t])] += w
+            record.root_values[t] = values[i]
+        self.positions_searched += len(rows)
+
+    def _fill(self, rows: list[tuple[GameRecord, int]]) -> None:
         for i, (record, t) in enumerate(rows):
             for name, batch in self._obs.items():
                 batch[i] = record.observations[name][t]
@@ -275,17 +303,12 @@ class Reanalyser:
             for batch in self._obs.values():
                 batch[i] = batch[0]
             self._allowed[i] = self._allowed[0]
-        key = fold_key(self.key, self.searches)
-        result = self.search(params, key, self._obs, self._allowed, np.float32(1.0), self.q_scale)
-        policies = np.asarray(result.policy)
-        values = np.asarray(result.root_value)
-        w = np.float32(self.config.imitation)
-        for i, (record, t) in enumerate(rows):
-            record.policies[t] = (1 - w) * policies[i]
-            record.policies[t, int(record.actions[t])] += w
-            record.root_values[t] = values[i]
-        self.searches += 1
-        self.positions_searched += len(rows)
+
+    def _search(self, params: dict, rows: list[tuple[GameRecord, int]]) -> None:
+        """One batched search of the positions ``rows``; their targets are replaced."""
+        obs, allowed, key = self.search_inputs(rows)
+        result = self.search(params, key, obs, allowed, np.float32(1.0), self.q_scale)
+        self.apply(rows, np.asarray(result.policy), np.asarray(result.root_value))
 
     def sample(self, batch_size: int, unroll: int, rng: np.random.Generator) -> Batch:
         """``batch_size`` kept positions drawn uniformly (see :func:`~.replay.draw`)."""

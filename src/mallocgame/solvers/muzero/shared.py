@@ -53,6 +53,7 @@ from mallocgame.solvers.muzero.train import (
     Trainer,
     fingerprint_settings,
     learner_batch,
+    learner_steps_due,
     visit_temperature,
 )
 
@@ -203,15 +204,10 @@ class SharedTrainer:
 
     def _learn_if_due(self, at_most: int | None = None) -> None:
         """As :meth:`Trainer.learn_if_due`, over the moves of all programs."""
-        cfg, c = self.config, self.counters
-        taken = 0
-        while self._learned_through + cfg.train_every <= c.moves:
-            self._learned_through += cfg.train_every
-            if not cfg.learning or self.replay.positions < cfg.min_replay:
-                continue
-            if at_most is not None and taken >= at_most:
-                continue
-            taken += 1
+        steps, self._learned_through = learner_steps_due(
+            self.config, self.counters.moves, self._learned_through, self.replay.positions, at_most
+        )
+        for _ in range(steps):
             self._learn()
 
     def _learn(self) -> None:
@@ -220,7 +216,11 @@ class SharedTrainer:
         keeping = [t.reanalyser for t in self.trainers if t.reanalyser and t.reanalyser.positions]
         kept: list[GameRecord] = []
         if keeping:
-            keeping[c.learner_steps % len(keeping)].refresh(self.params)
+            refreshed = keeping[c.learner_steps % len(keeping)]
+            if self.actors is not None:  # on the Reanalyse actor, not waited for
+                self.actors.reanalyse(refreshed, self.params, c.learner_steps)
+            else:
+                refreshed.refresh(self.params)
             kept = [game for reanalyser in keeping for game in reanalyser.games]
         batch = learner_batch(self.config, self.replay, kept, rng)
         self.params, self.opt_state, info = self._train_step(

@@ -193,6 +193,25 @@ def learner_batch(
     return batch
 
 
+def learner_steps_due(
+    config: MuZeroConfig,
+    moves: int,
+    learned_through: int,
+    replay_positions: int,
+    at_most: int | None = None,
+) -> tuple[int, int]:
+    """(learner steps to take now, the moves accounted for after them): one step per
+    ``train_every`` moves since ``learned_through``, none while the replay holds fewer
+    than ``min_replay`` positions or ``learning`` is off, at most ``at_most``; the moves
+    of the steps not taken are accounted for all the same (skipped, not owed)."""
+    due = (moves - learned_through) // config.train_every
+    ready = config.learning and replay_positions >= config.min_replay
+    steps = due if ready else 0
+    if at_most is not None:
+        steps = min(steps, at_most)
+    return max(steps, 0), learned_through + max(due, 0) * config.train_every
+
+
 class RunPace:
     """When a run writes its progress lines and checkpoints, on its clock: a line every
     ``progress_seconds``, a checkpoint every ``checkpoint_seconds`` and as soon as its
@@ -483,14 +502,10 @@ class Trainer:
         ``answer`` other than ``"search"``, a policy game every ``eval_every`` steps.
         ``at_most``: the steps taken now; those due beyond it are skipped, not owed."""
         cfg, c = self.config, self.counters
-        taken = 0
-        while self._learned_through + cfg.train_every <= c.moves:
-            self._learned_through += cfg.train_every
-            if not cfg.learning or self.replay.positions < cfg.min_replay:
-                continue
-            if at_most is not None and taken >= at_most:
-                continue
-            taken += 1
+        steps, self._learned_through = learner_steps_due(
+            cfg, c.moves, self._learned_through, self.replay.positions, at_most
+        )
+        for _ in range(steps):
             self._learn()
             if self.answer != "search" and c.learner_steps % cfg.eval_every == 0:
                 self._evaluate(clock, callback)
@@ -590,7 +605,10 @@ class Trainer:
         rng = np.random.default_rng([self.seed, c.learner_steps])
         kept: list[GameRecord] = []
         if self.reanalyser is not None and self.reanalyser.positions > 0:
-            self.reanalyser.refresh(self.params)
+            if self.actors is not None:  # on the Reanalyse actor, not waited for
+                self.actors.reanalyse(self.reanalyser, self.params, c.learner_steps)
+            else:
+                self.reanalyser.refresh(self.params)
             kept = self.reanalyser.games
         batch = learner_batch(self.config, self.replay, kept, rng)
         self.params, self.opt_state, info = self._train_step(
