@@ -105,7 +105,7 @@ def main() -> None:
     from mallocgame.solvers.muzero.distributed import connect
 
     machine = {"cpus": os.cpu_count(), "machine": platform.processor() or platform.machine()}
-    connect("local", max(args.actors))
+    connect("local", max(args.actors) + 1)  # and the Reanalyse actor
     rows = []
     baseline = _selfplay(args.program, args.seconds, None, args.seed)
     trainer = baseline.pop("trainer")

@@ -162,7 +162,7 @@ def test_a_killed_distributed_run_resumes(cluster: str, tmp_path: Path) -> None:
         proc.send_signal(signal.SIGKILL)
         proc.wait(timeout=30)
     inst = load_workload("synthetic-v1/small")
-    config = MuZeroSolver().config(DISTRIBUTED | {"reanalyse_fraction": 0})
+    config = MuZeroSolver().config(TINY | {"reanalyse_fraction": 0})  # the command's settings
     saved = Trainer(inst, config, seed=0, checkpoint_dir=run_dir)
     assert saved.resumed and saved.counters.games > 0
     done_before = saved.counters.games
