@@ -138,7 +138,8 @@ class SelfPlayActor:
         self.seed = seed
         self.index = index
         # a restarted actor draws other keys than the one it replaces: the pid is in them
-        self.key = jax.random.fold_in(jax.random.PRNGKey(seed), 1 + index + (os.getpid() << 10))
+        base = jax.random.fold_in(jax.random.PRNGKey(seed), 1 + index)
+        self.key = jax.random.fold_in(base, os.getpid())
         self.calls = 0
         self.selfplay: dict[int, Any] = {}
 
