@@ -264,6 +264,7 @@ class SelfPlayActors:
         self._pending: dict[Any, int] = {}
         self._params_ref: Any = None
         self._params_version = -1
+        log(f"self-play on {count} Ray actors ({config.ray})")
 
     def _send(self, actor: int, temperature: float) -> None:
         programs = self.programs[actor]

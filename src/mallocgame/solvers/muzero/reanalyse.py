@@ -276,11 +276,13 @@ class Reanalyser:
         self, rows: list[tuple[GameRecord, int]]
     ) -> tuple[dict[str, np.ndarray], np.ndarray, jax.Array]:
         """The batched search's observations, allowed actions and key for ``rows`` (a short
-        batch padded with its first row), the arrays copies; counts one search."""
+        batch padded with its first row); counts one search. The arrays are this
+        reanalyser's own buffers, rewritten by the next call (Ray copies a call's arguments
+        when it is sent)."""
         self._fill(rows)
         key = fold_key(self.key, self.searches)
         self.searches += 1
-        return {k: v.copy() for k, v in self._obs.items()}, self._allowed.copy(), key
+        return self._obs, self._allowed, key
 
     def apply(
         self, rows: list[tuple[GameRecord, int]], policies: np.ndarray, values: np.ndarray

@@ -108,9 +108,16 @@ class SharedTrainer:
         )
         # the programs' trainers never write, report or start actors: the shared run does
         own = dataclasses.replace(config, checkpoint_dir=None, progress=False, ray=None)
+        rest = dataclasses.replace(own, init=None)  # the agent is read once, by the first
         self.trainers = [
-            Trainer(inst, own, seed=seed, answer="search", log=self._program_log(inst.name))
-            for inst in self.instances
+            Trainer(
+                inst,
+                own if p == 0 else rest,
+                seed=seed,
+                answer="search",
+                log=self._program_log(inst.name),
+            )
+            for p, inst in enumerate(self.instances)
         ]
         for p, trainer in enumerate(self.trainers):  # each program its own stream of keys
             trainer._play_key = jax.random.fold_in(jax.random.PRNGKey(seed), p)
@@ -242,7 +249,6 @@ class SharedTrainer:
                 lambda p: self.trainers[p].selfplay.restart_actions,
                 self.log,
             )
-            self.log(f"self-play on {self.config.actors} Ray actors ({self.config.ray})")
         return self.actors
 
     def close(self) -> None:

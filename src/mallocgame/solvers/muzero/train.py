@@ -546,7 +546,6 @@ class Trainer:
                 lambda _program: self.selfplay.restart_actions,
                 self.log,
             )
-            self.log(f"self-play on {self.config.actors} Ray actors ({self.config.ray})")
         return self.actors
 
     def close(self) -> None:
