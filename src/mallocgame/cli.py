@@ -176,16 +176,21 @@ def _cmd_train(args: argparse.Namespace) -> int:
 
     if args.solver not in ("muzero", "muzero-nosearch", "egrl"):
         raise UsageError(f"train runs muzero, muzero-nosearch or egrl, not {args.solver!r}")
-    if not args.dir.strip():
-        raise UsageError("--dir must name a directory")
-    if Path(args.dir).exists() and not Path(args.dir).is_dir():
-        raise UsageError(f"--dir {args.dir} is a file; give a directory (created if missing)")
+    _check_dir_argument(args.dir)
     args.option = [*args.option, f"checkpoint_dir={args.dir}", "progress=true"]
     args.option += _ray_options(args, args.solver)
     args.out = str(Path(args.dir) / "final.solution.json") if args.out is None else args.out
     inst = load_workload(args.workload)
     _resumes(args.solver, inst, _options(args.option), args.seed, "use another --dir or remove it")
     return _cmd_solve(args, inst)
+
+
+def _check_dir_argument(folder: str) -> None:
+    """``--dir``: a directory, or a path where one can be created."""
+    if not folder.strip():
+        raise UsageError("--dir must name a directory")
+    if Path(folder).exists() and not Path(folder).is_dir():
+        raise UsageError(f"--dir {folder} is a file; give a directory (created if missing)")
 
 
 def _ray_options(args: argparse.Namespace, solver: str) -> list[str]:
@@ -220,10 +225,7 @@ def _cmd_train_agent(args: argparse.Namespace) -> int:
     from mallocgame.workloads.registry import load_workload
     from mallocgame.workloads.suite import agent_split, suite_names
 
-    if not args.dir.strip():
-        raise UsageError("--dir must name a directory")
-    if Path(args.dir).exists() and not Path(args.dir).is_dir():
-        raise UsageError(f"--dir {args.dir} is a file; give a directory (created if missing)")
+    _check_dir_argument(args.dir)
     names = list(args.programs)
     for suite in args.suite:
         names += agent_split(suite_names(suite), args.split)
