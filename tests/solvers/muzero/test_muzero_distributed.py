@@ -8,10 +8,8 @@ a second driver on it, as a job on a real cluster is."""
 from __future__ import annotations
 
 import os
-import signal
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -21,13 +19,13 @@ from mallocgame.check import check_solution
 from mallocgame.cli import main
 from mallocgame.errors import SolverError
 from mallocgame.solution import load_solution
-from mallocgame.solvers.checkpoint import BEST_NAME, CHECKPOINT_NAME
+from mallocgame.solvers.checkpoint import CHECKPOINT_NAME
 from mallocgame.solvers.muzero.distributed import connect
 from mallocgame.solvers.muzero.shared import SharedTrainer
 from mallocgame.solvers.muzero.solver import MuZeroSolver
 from mallocgame.solvers.muzero.train import Trainer
 from mallocgame.workloads.registry import load_workload
-from tests.solvers.muzero.test_muzero_train import TINY, TINY_ARGS
+from tests.solvers.muzero.test_muzero_train import TINY, TINY_ARGS, kill_after_first_checkpoint
 
 ray = pytest.importorskip("ray")
 
@@ -140,27 +138,7 @@ def test_a_killed_distributed_run_resumes(cluster: str, tmp_path: Path) -> None:
         "checkpoint_seconds=0.5",
     ]
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
-    proc = subprocess.Popen(
-        [*argv, "--work", "100000"],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        env=env,
-    )
-    checkpoint, best = run_dir / CHECKPOINT_NAME, run_dir / BEST_NAME
-    deadline = time.monotonic() + 300
-    try:
-        while time.monotonic() < deadline and proc.poll() is None:
-            if (
-                best.exists()
-                and checkpoint.exists()
-                and checkpoint.stat().st_mtime_ns > best.stat().st_mtime_ns
-            ):
-                break
-            time.sleep(0.2)
-        assert proc.poll() is None, proc.communicate()[1].decode()[-2000:]
-    finally:
-        proc.send_signal(signal.SIGKILL)
-        proc.wait(timeout=30)
+    kill_after_first_checkpoint([*argv, "--work", "100000"], run_dir, env, timeout_s=300)
     inst = load_workload("synthetic-v1/small")
     config = MuZeroSolver().config(TINY | {"reanalyse_fraction": 0})  # the command's settings
     saved = Trainer(inst, config, seed=0, checkpoint_dir=run_dir)

@@ -554,26 +554,7 @@ def test_a_killed_run_resumes_from_its_checkpoint(tmp_path: Path) -> None:
         *TINY_ARGS,
     ]
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
-    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
-    checkpoint = run_dir / CHECKPOINT_NAME
-    deadline = time.monotonic() + 240
-    try:
-        # wait for a checkpoint written after the first game completed (best file written)
-        best = run_dir / BEST_NAME
-        while time.monotonic() < deadline and proc.poll() is None:
-            if (
-                best.exists()
-                and checkpoint.exists()
-                and checkpoint.stat().st_mtime_ns > best.stat().st_mtime_ns
-            ):
-                break
-            time.sleep(0.1)
-        assert proc.poll() is None, proc.communicate()[1].decode()[-2000:]
-        proc.send_signal(signal.SIGKILL)
-        proc.wait(timeout=30)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
+    kill_after_first_checkpoint(argv, run_dir, env, timeout_s=240)
     inst = load_workload("synthetic-v1/small")
     saved = Trainer(
         inst,
@@ -598,6 +579,29 @@ def test_a_killed_run_resumes_from_its_checkpoint(tmp_path: Path) -> None:
     assert check_solution(inst, final).ok
     assert done_before + 4 <= final.work["games"] <= done_before + 4 + 4
     assert final.reward_s >= saved.best_return - 1e-12
+
+
+def kill_after_first_checkpoint(
+    argv: list[str], run_dir: Path, env: dict[str, str], timeout_s: float
+) -> None:
+    """Run ``argv`` until ``run_dir`` holds a checkpoint written after its best answer
+    (so it holds a complete game), then kill it with SIGKILL."""
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+    checkpoint, best = run_dir / CHECKPOINT_NAME, run_dir / BEST_NAME
+    deadline = time.monotonic() + timeout_s
+    try:
+        while time.monotonic() < deadline and proc.poll() is None:
+            if (
+                best.exists()
+                and checkpoint.exists()
+                and checkpoint.stat().st_mtime_ns > best.stat().st_mtime_ns
+            ):
+                break
+            time.sleep(0.1)
+        assert proc.poll() is None, proc.communicate()[1].decode()[-2000:]
+    finally:
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(timeout=30)
 
 
 def test_a_resumed_run_keeps_its_best_demonstration(tmp_path: Path, small) -> None:
