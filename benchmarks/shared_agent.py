@@ -5,7 +5,8 @@ Each variant is a sweep directory of ``mallocgame bench speedups`` records (run 
 zero-shot (``muzero`` with ``init=AGENT learning=false``, no demonstrations, 10 s of search),
 fine-tuned for 60 s (``init=AGENT``), ``muzero`` from scratch for 60 s and 600 s,
 ``es`` and the heuristic at 60 s, and ``muzero-prod`` with and without the agent at
-60 s. Every number is recomputed from the record's solution
+60 s; and the fine-tuned and fresh 60-s agents without the ``es`` demonstration
+(``demonstrations=heuristic,greedy``). Every number is recomputed from the record's solution
 (:class:`mallocgame.bench.recheck.Rechecker`); a missing record is a dash.
 
 Usage::
@@ -46,6 +47,8 @@ VARIANTS = (
     Variant("heuristic", "scratch-60", "heuristic", "t60"),
     Variant("prod+shared 60 s", "prod-shared-60", "muzero-prod", "t60"),
     Variant("prod 60 s", "prod-60", "muzero-prod", "t60"),
+    Variant("shared 60 s, no es", "finetune-60-noes", "muzero", "t60"),
+    Variant("scratch 60 s, no es", "scratch-60-noes", "muzero", "t60"),
 )
 
 
@@ -127,6 +130,8 @@ def _summary(table: dict[str, dict[str, tuple[float, float] | None]]) -> None:
         ("zero-shot", "scratch 60 s"),
         ("shared 60 s", "es 60 s"),
         ("shared 60 s", "heuristic"),
+        ("shared 60 s, no es", "scratch 60 s, no es"),
+        ("shared 60 s, no es", "scratch 600 s"),
     ]
     for a, b in pairs:
         both = [(_reward(c, a), _reward(c, b)) for c in table.values()]
