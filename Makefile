@@ -14,7 +14,7 @@ setup: $(STAMP)
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e '.[test,xla,muzero,ray,torch,tpu]'
+	$(PY) -m pip install --quiet -e '.[test,xla,muzero,ray,torch,hf,tpu]'
 	touch $(STAMP)
 
 run: $(STAMP)

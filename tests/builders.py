@@ -388,9 +388,22 @@ compiled otherwise, so two (one a target, small) stand for it there;
 ``tests/workloads/test_suite_tpu.py`` checks every one of its programs."""
 
 
+HF_SAMPLE = ("hf-v1/distilbert_infer_b64_s512", "hf-v1/gpt2_infer_b8_s1024")
+"""The hf-v1 programs the suite-wide solver tests take: its layers are those of torch-v1's
+BERT and xla-v2's transformers, captured from transformers, and a game on its large
+training steps takes 7 to 21 s, so two small ones (one a causal LM with its KV cache)
+stand for it there; ``tests/workloads/test_suite_hf.py`` has ``heuristic``, ``es`` and
+``muzero-prod`` answer every one of its programs."""
+
+
 def suite_wide(names: Iterable[str]) -> list[str]:
-    """``names`` with tpu-v1 cut to :data:`TPU_SAMPLE` (the suite-wide solver tests)."""
-    return [n for n in names if not n.startswith("tpu-v1/") or n in TPU_SAMPLE]
+    """``names`` with tpu-v1 cut to :data:`TPU_SAMPLE` and hf-v1 to :data:`HF_SAMPLE` (the
+    suite-wide solver tests)."""
+    return [
+        n
+        for n in names
+        if not n.startswith(("tpu-v1/", "hf-v1/")) or n in TPU_SAMPLE or n in HF_SAMPLE
+    ]
 
 
 LARGE_LEFT_OUT = (

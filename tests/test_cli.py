@@ -853,6 +853,24 @@ class Branchy(nn.Module):
 
 def branchy():
     return Branchy()
+
+
+class Lm(nn.Module):
+    # a causal LM's shape: token ids in, logits and a cache of tensors out, its weights tied
+
+    def __init__(self):
+        super().__init__()
+        self.embed = nn.Embedding(50, 8)
+        self.head = nn.Linear(8, 50, bias=False)
+        self.head.weight = self.embed.weight
+
+    def forward(self, ids):
+        hidden = torch.tanh(self.embed(ids))
+        return {"logits": self.head(hidden), "cache": [hidden]}
+
+
+def lm():
+    return Lm()
 """
 
 
@@ -912,6 +930,59 @@ def test_extract_torch_module(tmp_path: Path, monkeypatch, capsys) -> None:
     assert doc["source"]["mode"] == "training_step" and doc["alias_groups"]  # running statistics
 
 
+def test_extract_a_causal_lm_training_step_with_a_named_loss(tmp_path: Path, monkeypatch) -> None:
+    pytest.importorskip("torch")
+    (tmp_path / "usernet.py").write_text(_TORCH_PROGRAM)
+    monkeypatch.chdir(tmp_path)
+    inference = tmp_path / "lm.program.json"
+    assert (
+        main(
+            [
+                "extract",
+                "--torch",
+                "usernet:lm",
+                "--arg",
+                "s64[4,16]",
+                "--program-out",
+                str(inference),
+            ]
+        )
+        == 0
+    )
+    assert "outputs read for their tensors" in json.loads(inference.read_text())["source"]["notes"]
+    out, sol = tmp_path / "step.json.gz", tmp_path / "sol.json"
+    argv = [
+        "extract",
+        "--torch",
+        "usernet:lm",
+        "--arg",
+        "s64[4,16]",
+        "--train",
+        "--loss",
+        "cross-entropy",
+    ]
+    assert (
+        main(
+            [
+                *argv,
+                "--labels",
+                "s64[4,16]",
+                "--optimizer",
+                "adamw",
+                "--preset",
+                "dram_pmem",
+                "--out",
+                str(out),
+            ]
+        )
+        == 0
+    )
+    doc = json.loads(gzip.decompress(out.read_bytes()))
+    assert (doc["source"]["loss"], doc["source"]["optimizer"]) == ("cross-entropy", "adamw")
+    assert main(["solve", str(out), "--solver", "heuristic", "--out", str(sol)]) == 0
+    assert main(["check", str(out), str(sol)]) == 0
+
+
 @pytest.mark.parametrize(
     "argv, needle",
     [
@@ -922,6 +993,43 @@ def test_extract_torch_module(tmp_path: Path, monkeypatch, capsys) -> None:
         (["--torch", "usernet:block", "--arg", "f32[4,3"], "bad argument spec"),
         (["--torch", "usernet:branchy", "--arg", "f32[3]"], "torch.export could not capture it"),
         (["--torch", "usernet:block", "--arg", "f32[4,3,16,16]", "--train"], "scalar loss"),
+        (["--torch", "usernet:lm", "--arg", "s64[4,16]", "--loss", "sum"], "go with --train"),
+        (
+            ["--torch", "usernet:lm", "--arg", "s64[4,16]", "--train", "--loss", "cross-entropy"],
+            "needs --labels",
+        ),
+        (
+            ["--torch", "usernet:lm", "--arg", "s64[4,16]", "--train", "--labels", "s64[4,16]"],
+            "--labels goes with --loss model or cross-entropy",
+        ),
+        (
+            [
+                "--torch",
+                "usernet:lm",
+                "--arg",
+                "s64[4,16]",
+                "--train",
+                "--loss",
+                "model",
+                "--labels",
+                "s64[4,16]",
+            ],
+            "takes no labels=",
+        ),
+        (
+            [
+                "--torch",
+                "usernet:lm",
+                "--arg",
+                "s64[4,16]",
+                "--train",
+                "--loss",
+                "cross-entropy",
+                "--labels",
+                "s64[4]",
+            ],
+            "need labels of shape [4, 16]",
+        ),
         (
             ["--program", "xla-v1/lstm_infer", "--train"],
             "--train and --granularity go with --torch",

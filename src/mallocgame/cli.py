@@ -622,6 +622,8 @@ def _cmd_extract(args: argparse.Namespace) -> int:
         )
     if (args.train or args.granularity != "tensor") and not args.torch:
         raise UsageError("--train and --granularity go with --torch MODULE:FACTORY")
+    if (args.loss or args.labels or args.optimizer) and not args.train:
+        raise UsageError("--loss, --labels and --optimizer go with --train")
     if not args.out and not args.program_out:
         raise UsageError("give --out FILE (the instance) and/or --program-out FILE")
     tpu = args.target != "cpu"
@@ -660,15 +662,34 @@ def _cmd_extract(args: argparse.Namespace) -> int:
         else:
             program = extract_jax(fn, *example, name=args.name, donate_argnums=tuple(args.donate))
     elif args.torch:
-        from mallocgame.frontends.torch import extract_torch, resolve_factory
+        from mallocgame.frontends.torch import (
+            TrainingStep,
+            extract_torch,
+            meta_inputs,
+            resolve_factory,
+        )
 
+        step = TrainingStep(args.loss or "output", args.optimizer or "none") if args.train else None
+        if step is not None and step.needs_labels != bool(args.labels):
+            raise UsageError(
+                f"--loss {step.loss} needs --labels DTYPE[DIMS]"
+                if step.needs_labels
+                else f"--labels goes with --loss model or cross-entropy, not {step.loss}"
+            )
+        if args.labels:
+            meta_inputs([args.labels])  # a bad spec is refused before the factory runs
         model = resolve_factory(args.torch, args.arg)
         model.module.train(args.train)
+        labels = None
+        if args.labels:
+            device = next((p.device.type for p in model.module.parameters()), "cpu")
+            (labels,) = meta_inputs([args.labels], device=device, like=model.inputs)
         program = extract_torch(
             model.module,
             model.inputs,
             name=args.name,
-            training_step=args.train,
+            training_step=step or False,
+            labels=labels,
             granularity=args.granularity,
         )
     elif args.program:
@@ -1404,6 +1425,9 @@ def _add_option_argument(p: argparse.ArgumentParser, metavar: str, help: str) ->
 
 def _add_extract_parser(sub: _SubParsers) -> None:
     """extract: a real program in, an instance and/or a program file out."""
+    from mallocgame.frontends.torch import OPTIMIZERS
+    from mallocgame.frontends.torch_adapter import LOSSES
+
     p = sub.add_parser(
         "extract", help="turn a real program into an instance (and/or a program file)"
     )
@@ -1423,6 +1447,24 @@ def _add_extract_parser(sub: _SubParsers) -> None:
         action="store_true",
         help="with --torch: a training step (forward, loss = the module's first output, backward); "
         "otherwise inference (the module in eval mode)",
+    )
+    p.add_argument(
+        "--loss",
+        choices=LOSSES,
+        help="with --train: the loss: the module's first output (output, the default), the "
+        "model's own given labels= (model), or sum, mean or cross-entropy of its first output "
+        "(a ModelOutput's logits)",
+    )
+    p.add_argument(
+        "--labels",
+        metavar="DTYPE[DIMS]",
+        help="with --loss model or cross-entropy: the labels' shape, e.g. s64[4,512]",
+    )
+    p.add_argument(
+        "--optimizer",
+        choices=OPTIMIZERS,
+        help="with --train: the update after the backward pass (default none: the step ends at "
+        "the gradients)",
     )
     p.add_argument(
         "--granularity",

@@ -25,6 +25,7 @@ from mallocgame.frontends.torch import (  # noqa: E402
     ExportError,
     TorchFrontendError,
     TorchMissingError,
+    TrainingStep,
     extract_torch,
     meta_inputs,
     resolve_factory,
@@ -179,6 +180,30 @@ def test_in_place_ops_and_a_mutated_input_alias_what_they_update() -> None:
     _plays(program)
 
 
+class InPlaceOnViews(nn.Module):
+    def forward(self, x, z):
+        y = torch.relu(x)
+        y[:, :2].mul_(2.0)  # mul on the slice, then slice_scatter into y
+        y[:, 2:].copy_(z)  # copy into the slice, then slice_scatter
+        w = y * 3
+        w.diagonal().zero_()  # full_like of the diagonal, then diagonal_scatter
+        return w
+
+
+def test_in_place_ops_on_views_write_into_their_base() -> None:
+    program = extract_torch(InPlaceOnViews().eval(), (torch.zeros(4, 4), torch.zeros(4, 2)))
+    ops = _opcodes(program)
+    assert ops.count("slice_scatter") == 2 and ops.count("diagonal_scatter") == 1
+    groups = _group_tensors(program)
+    # relu's output, the slices' new contents and both scatters: one storage (y)
+    (y,) = [g for g in groups if "relu" in g]
+    assert {"relu", "mul", "slice_scatter", "copy", "slice_scatter_1"} <= y
+    # w and its new value after the diagonal is zeroed
+    (w,) = [g for g in groups if "mul_1" in g]
+    assert "diagonal_scatter" in w and not w & y
+    _plays(program)
+
+
 def test_a_residual_block() -> None:
     program = extract_torch(Residual().eval(), (torch.zeros(1, 4, 6, 6),))
     assert _opcodes(program) == ["convolution", "relu", "convolution", "add", "relu"]
@@ -330,3 +355,202 @@ def test_a_bad_spec_is_refused_before_the_factory_runs(spec: str, needle: str) -
         resolve_factory(f"{__name__}:exploding_factory", [spec])
     with pytest.raises(ArgSpecError, match=needle):
         meta_inputs([spec], device="cpu")
+
+
+# --------------------------------------------------------------------------- outputs, losses, updates
+
+
+class _Cache:
+    """An output container torch.export does not know (as a KV cache is)."""
+
+    def __init__(self, keys, values) -> None:
+        self.layers = [{"keys": keys, "values": values}]
+        self.length = 3
+
+
+class CachedHead(nn.Module):
+    """Logits and a cache of two tensors, in a dict (as a ModelOutput is)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc = nn.Linear(4, 6)
+        self.k = nn.Linear(4, 2)
+
+    def forward(self, x):
+        return {"logits": self.fc(x), "cache": _Cache(self.k(x), torch.tanh(x)), "none": None}
+
+
+class Tied(nn.Module):
+    """An embedding whose weight the output layer shares (a language model's tie)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.embed = nn.Embedding(10, 4)
+        self.out = nn.Linear(4, 10, bias=False)
+        self.out.weight = self.embed.weight
+        self.unused = nn.Linear(4, 4)  # read by no loss: gets no gradient
+
+    def forward(self, ids, labels=None):
+        logits = self.out(self.embed(ids))
+        extra = self.unused(self.embed(ids))
+        if labels is None:
+            return logits, extra
+        return {
+            "loss": nn.functional.cross_entropy(logits.flatten(0, 1), labels.flatten()),
+            "x": extra,
+        }
+
+
+class NoLoss(CachedHead):
+    def forward(self, x, labels=None):
+        return super().forward(x)
+
+
+def test_outputs_in_containers_and_caches_are_read_for_their_tensors() -> None:
+    program = extract_torch(CachedHead().eval(), (torch.zeros(2, 4),))
+    live = sorted(x.name for x in program.tensors if x.live_out)
+    assert live == ["addmm", "addmm_1", "tanh"]  # logits, the cache's keys and values
+    assert "outputs read for their tensors: _Cache" in program.source["notes"]
+    assert [x.name for x in program.tensors if x.def_time < 0] == [
+        "fc.weight",
+        "fc.bias",
+        "k.weight",
+        "k.bias",
+        "x",
+    ]  # the module's own names: the capture's adapter adds no prefix
+    _plays(program)
+
+
+@pytest.mark.parametrize(
+    ("loss", "labels", "extra"),
+    [
+        ("cross-entropy", (2, 3), "_log_softmax"),
+        ("model", (2, 3), "_log_softmax"),
+        ("sum", None, "sum"),
+        ("mean", None, "mean"),
+    ],
+)
+def test_a_training_step_takes_a_named_loss(loss, labels, extra) -> None:
+    module = Tied().train()
+    label_tensor = None if labels is None else torch.zeros(labels, dtype=torch.int64)
+    program = extract_torch(
+        module,
+        (torch.zeros(2, 3, dtype=torch.int64),),
+        training_step=TrainingStep(loss),
+        labels=label_tensor,
+    )
+    assert extra in _opcodes(program)
+    names = {x.name for x in program.tensors if x.def_time < 0}
+    assert "embed.weight" in names and "out.weight" not in names  # one input for the tie
+    assert "out.weight is embed.weight" in program.source["notes"]
+    assert "unused.weight, unused.bias" in program.source["notes"]
+    gradients = [x for x in program.tensors if x.live_out and x.def_time >= 0]
+    assert {x.size for x in gradients} >= {10 * 4 * 4}  # the tied weight's one gradient
+    assert module.out.weight is module.embed.weight  # the module is as it was
+    assert "out.weight" in dict(module.named_parameters(remove_duplicate=False))
+    assert all(p.requires_grad for p in module.parameters())
+    _plays(program)
+
+
+def test_an_optimizer_update_follows_the_backward_pass() -> None:
+    args = (torch.zeros(8, 16), torch.zeros(8, dtype=torch.int64))
+    plain = extract_torch(MLPLoss().train(), args, training_step=True)
+    sgd = extract_torch(MLPLoss().train(), args, training_step=TrainingStep(optimizer="sgd"))
+    adamw = extract_torch(MLPLoss().train(), args, training_step=TrainingStep(optimizer="adamw"))
+    params = {"fc1.weight": 16 * 32, "fc1.bias": 32, "fc2.weight": 32 * 10, "fc2.bias": 10}
+    for program, kind, moments in ((sgd, "sgd", 0), (adamw, "adamw", 2)):
+        updates = program.instructions[len(plain.instructions) :]
+        assert [u.opcode for u in updates] == [f"{kind}_update"] * 4
+        assert program.instructions[: len(plain.instructions)] == plain.instructions
+        for u in updates:
+            name = u.name.removeprefix(f"{kind}.")
+            elements = params[name]
+            assert len(u.operands) == 2 + moments and len(u.outputs) == 1 + moments
+            p, g = (program.tensors[x] for x in u.operands[:2])
+            assert p.name == name and p.size == 4 * elements and g.size == p.size
+            assert not g.live_out and g.last_use_time == program.instructions.index(u)
+            assert all(program.tensors[x].live_out for x in u.outputs)
+            assert u.flops == {"sgd": 2, "adamw": 12}[kind] * elements
+            if moments:
+                assert [program.tensors[x].name for x in u.operands[2:]] == [
+                    f"{name}.exp_avg",
+                    f"{name}.exp_avg_sq",
+                ]
+        # each parameter (every read) and its new value are one storage: one alias group
+        groups = [g for g in _group_tensors(program) if any(n in params for n in g)]
+        assert len(groups) == 4  # a parameter's own group; a moment's is on its own
+        assert {frozenset(g) for g in groups} >= {frozenset({"fc2.bias", "fc2.bias'"})}
+        assert program.source["optimizer"] == kind
+        _plays(program)
+    moments = [x for x in adamw.tensors if x.name.endswith(".exp_avg_sq")]
+    assert sorted(x.size for x in moments) == sorted(4 * e for e in params.values())
+
+
+def test_a_graph_that_does_not_decompose_is_taken_undecomposed(monkeypatch) -> None:
+    from torch.export import ExportedProgram
+
+    original = ExportedProgram.run_decompositions
+
+    def failing(self, table=None, *a, **k):
+        if table is None:
+            raise ValueError("Cannot view a tensor with shape [4, 512, 768]\nmore")
+        return original(self, table, *a, **k)
+
+    monkeypatch.setattr(ExportedProgram, "run_decompositions", failing)
+    module = nn.Sequential(nn.Linear(4, 8), nn.LayerNorm(8)).eval()
+    program = extract_torch(module, (torch.zeros(2, 4),))
+    assert program.source["capture"] == "aten"
+    assert "core ATen decomposition failed (ValueError: Cannot view" in program.source["notes"]
+    linear, norm = program.instructions
+    assert (linear.opcode, norm.opcode) == ("linear", "layer_norm")
+    assert linear.flops == 2 * 2 * 4 * 8  # FlopCounterMode's count of the matmul it runs
+    assert norm.flops == 7 * 2 * 8  # a few flops an element, as native_layer_norm
+    _plays(program)
+
+
+def test_attention_flops_are_the_two_matmuls() -> None:
+    class Attention(nn.Module):
+        def forward(self, q, k, v):
+            return nn.functional.scaled_dot_product_attention(q, k, v)
+
+    q, k, v = torch.zeros(2, 4, 8, 16), torch.zeros(2, 4, 6, 16), torch.zeros(2, 4, 6, 32)
+    program = extract_torch(Attention().eval(), (q, k, v))
+    matmuls = sum(i.flops for i in program.instructions if i.opcode in ("bmm", "mm"))
+    assert matmuls == 2 * (2 * 4) * 8 * 6 * (16 + 32)
+
+
+def test_training_step_options_are_checked() -> None:
+    module, args = Tied().train(), (torch.zeros(2, 3, dtype=torch.int64),)
+    labels = torch.zeros(2, 3, dtype=torch.int64)
+    with pytest.raises(TorchFrontendError, match="unknown loss"):
+        TrainingStep("hinge")
+    with pytest.raises(TorchFrontendError, match="unknown optimizer"):
+        TrainingStep(optimizer="lamb")
+    with pytest.raises(TorchFrontendError, match="needs labels"):
+        extract_torch(module, args, training_step=TrainingStep("cross-entropy"))
+    with pytest.raises(TorchFrontendError, match="takes no labels"):
+        extract_torch(module, args, training_step=TrainingStep("sum"), labels=labels)
+    with pytest.raises(TorchFrontendError, match="go with a training step"):
+        extract_torch(module, args, labels=labels)
+    with pytest.raises(TorchFrontendError, match="per tensor"):
+        extract_torch(module, args, training_step=TrainingStep("sum", "sgd"), granularity="node")
+    with pytest.raises(ExportError, match=r"labels of shape \[2, 3\], got \[6\]"):
+        extract_torch(
+            module, args, training_step=TrainingStep("cross-entropy"), labels=labels.flatten()
+        )
+    with pytest.raises(ExportError, match="not a scalar loss: name one with --loss"):
+        extract_torch(module, args, training_step=True)
+    with pytest.raises(ExportError, match="forward takes no labels="):
+        extract_torch(
+            CachedHead().train(),
+            (torch.zeros(2, 4),),
+            training_step=TrainingStep("model"),
+            labels=torch.zeros(2, dtype=torch.int64),
+        )
+    with pytest.raises(ExportError, match="no 'loss'"):
+        extract_torch(
+            NoLoss().train(),
+            (torch.zeros(2, 4),),
+            training_step=TrainingStep("model"),
+            labels=torch.zeros(2, dtype=torch.int64),
+        )

@@ -13,13 +13,13 @@ from mallocgame.workloads.suite import suite_instance, suite_preset, suite_progr
 
 
 def assert_plays_on_its_physical_memory(
-    name: str, frontend: str, *, binds: bool | None = True
+    name: str, frontend: str, *, binds: bool | None = True, solver: str = "random"
 ) -> tuple[Instance, int]:
     """``SUITE/NAME`` is a valid program of ``frontend``, derives on its preset's own fast memory
     (no capacity fraction), which its peak live bytes exceed (fit in, if not ``binds``; either,
     if ``None``), and
-    plays a random game that ``check`` accepts with a positive reward. Returns the instance
-    and its peak live bytes."""
+    plays a game of ``solver`` (seed 0) that ``check`` accepts with a positive reward. Returns
+    the instance and its peak live bytes."""
     program = suite_program(name)
     validate_program(program)
     assert program.source["frontend"] == frontend and program.source["suite"] == name.split("/")[0]
@@ -32,7 +32,7 @@ def assert_plays_on_its_physical_memory(
     peak = peak_live_bytes(inst)
     if binds is not None:
         assert (peak > inst.hardware.fast_memory_bytes) == binds  # the fast memory binds
-    solution = get_solver("random").solve(inst, SolveRequest(seed=0))
+    solution = get_solver(solver).solve(inst, SolveRequest(seed=0))
     report = check_solution(inst, solution)
     assert report.ok, report.summary()
     assert solution.reward_s > 0

@@ -10,11 +10,17 @@ Capture
     carrying its FakeTensor (``node.meta["val"]``: shape, dtype). The module is
     captured in the mode it is in (``.eval()`` for inference, ``.train()`` for
     batch-norm statistics updates). Modules and inputs on the ``meta`` device cost no
-    memory, so models are captured at their real sizes. ``training_step=True``
-    captures a training step instead: ``torch.export.experimental._export_forward_backward``
-    (AOT autograd's joint graph) gives the forward pass, the loss (the module's
-    first output, a scalar) and the backward pass with the parameters' gradients
-    as outputs; no optimizer update (the joint graph ends at the gradients).
+    memory, so models are captured at their real sizes. What is captured is
+    :mod:`mallocgame.frontends.torch_adapter`'s adapter around the module: every tensor
+    of its outputs (dataclasses and caches included), its tied parameters as one input
+    each. Where the core ATen decomposition fails, the functional ATen graph without
+    decompositions is taken (``source["capture"] = "aten"``, the failure in
+    ``source["notes"]``). A :class:`TrainingStep` captures a training step instead:
+    ``torch.export.experimental._export_forward_backward`` (AOT autograd's joint graph)
+    gives the forward pass, the loss (the module's first output, a scalar, or one the
+    step names) and the backward pass with the parameters' gradients as outputs; the
+    optimizer's update (:data:`OPTIMIZERS`) is then appended, one instruction per
+    parameter, from its per-element arithmetic (torch.export does not trace ``step()``).
 
 What becomes what
     - **Program inputs** (``def_time = -1``): the placeholders: parameters, buffers,
@@ -51,7 +57,9 @@ Alias groups (unions of tensors whose buffers, definitions and reads, form one g
       it into the input's storage;
     - an **in-place op** (``relu_``, ``add_``, ``x.mul_(2)``; functionalized by the
       capture into ``relu``, ``add``, ...; recognized by the node's provenance,
-      ``meta["from_node"]``) with the tensor it updated.
+      ``meta["from_node"]``) with the tensor it updated; on a view (``x[:, :2].mul_(2)``:
+      ``mul`` of the slice, then ``slice_scatter`` into ``x``), the scatter's result too;
+    - an **optimizer update** with the parameter (and moment) it overwrites.
 
 Granularity
     ``"tensor"`` (default): the paper's unit, one decision per buffer (every operand
@@ -83,7 +91,7 @@ import math
 import operator
 import warnings
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from mallocgame.errors import MallocGameError
@@ -97,6 +105,8 @@ __all__ = [
     "TorchMissingError",
     "ExportError",
     "TorchModel",
+    "TrainingStep",
+    "OPTIMIZERS",
     "extract_torch",
     "extract_exported",
     "resolve_factory",
@@ -104,6 +114,39 @@ __all__ = [
 ]
 
 GRANULARITIES = ("tensor", "node")
+OPTIMIZERS = ("none", "sgd", "adamw")
+"""The update a training step ends with: ``none`` (the gradients are the step's outputs), ``sgd``
+(``p -= lr g``, as ``torch.optim.SGD`` without momentum) or ``adamw`` (``torch.optim.AdamW``:
+two moments per parameter, of its size, kept between steps)."""
+OPTIMIZER_COST = {"none": (0.0, 0.0), "sgd": (2.0, 0.0), "adamw": (12.0, 1.0)}
+"""(flops, transcendentals) per parameter element of an optimizer's update: SGD's
+multiply-add; AdamW's decay, the two moments' updates, the square root, its bias
+correction and epsilon, and the scaled division (PyTorch's ``_single_tensor_adamw``)."""
+
+
+@dataclass(frozen=True)
+class TrainingStep:
+    """What a captured training step is: the forward pass, ``loss`` (one of
+    :data:`~mallocgame.frontends.torch_adapter.LOSSES`; ``"output"``: the module's first
+    output), the backward pass to every parameter's gradient, then ``optimizer``'s update
+    (one of :data:`OPTIMIZERS`)."""
+
+    loss: str = "output"
+    optimizer: str = "none"
+
+    def __post_init__(self) -> None:
+        from mallocgame.frontends.torch_adapter import LOSSES
+
+        if self.loss not in LOSSES:
+            raise TorchFrontendError(f"unknown loss {self.loss!r} (have: {', '.join(LOSSES)})")
+        if self.optimizer not in OPTIMIZERS:
+            raise TorchFrontendError(
+                f"unknown optimizer {self.optimizer!r} (have: {', '.join(OPTIMIZERS)})"
+            )
+
+    @property
+    def needs_labels(self) -> bool:
+        return self.loss in ("model", "cross-entropy")
 
 
 class TorchFrontendError(MallocGameError):
@@ -245,6 +288,8 @@ _PER_ELEMENT = {
     "gelu": (5.0, 1.0),
     "gelu_backward": (8.0, 1.0),
     "native_layer_norm": (7.0, 0.0),
+    "layer_norm": (7.0, 0.0),  # undecomposed graphs (see _decomposed)
+    "rms_norm": (4.0, 1.0),
     "native_layer_norm_backward": (12.0, 0.0),
     "_native_batch_norm_legit_no_training": (2.0, 0.0),
     "_native_batch_norm_legit_functional": (7.0, 0.0),
@@ -269,6 +314,8 @@ def _shape_cost(name: str, args: Sequence[Any], out: Any) -> tuple[float, float]
     ins = _tensors_in(list(args))
     out_elems = float(_numel(outs[0])) if outs else 0.0
     in_elems = float(_numel(ins[0])) if ins else 0.0
+    if name == "scaled_dot_product_attention" and len(ins) >= 3:
+        return _attention_cost(ins[0].shape, ins[1].shape, ins[2].shape)
     if name in _PER_ELEMENT:
         flops, trans = _PER_ELEMENT[name]
         return flops * in_elems, trans * in_elems
@@ -288,10 +335,25 @@ def _shape_cost(name: str, args: Sequence[Any], out: Any) -> tuple[float, float]
     return out_elems, 0.0
 
 
+def _attention_cost(
+    query: Sequence[int], key: Sequence[int], value: Sequence[int]
+) -> tuple[float, float]:
+    """(flops, transcendentals) of attention with query ``[..., L, E]``, key ``[..., S, E]`` and
+    value ``[..., S, Ev]``: the two matmuls (``2 L S E + 2 L S Ev`` for each of the leading
+    query dimensions, as ``torch.utils.flop_counter`` counts its fused kernels; grouped keys
+    and values broadcast over the query's heads) and one exponential per score."""
+    rows = float(math.prod(int(d) for d in query[:-1]))
+    keys = float(key[-2])
+    return 2.0 * rows * keys * (int(query[-1]) + int(value[-1])), rows * keys
+
+
 def _op_cost(
     torch: Any, target: Any, args: Sequence[Any], kwargs: dict[str, Any], out: Any
 ) -> tuple[float, float]:
-    """PyTorch's own flop formula for ``target`` where it has one, else :func:`_shape_cost`."""
+    """PyTorch's own flop formula for ``target`` where it has one; for an op that is not core
+    ATen (an undecomposed graph's ``linear``, ``matmul``, ...) the count of
+    ``torch.utils.flop_counter.FlopCounterMode`` running it on the node's fake tensors
+    (the core ops it decomposes into) where that is not zero; else :func:`_shape_cost`."""
     from torch.utils.flop_counter import flop_registry
 
     packet = getattr(target, "overloadpacket", None)
@@ -301,7 +363,33 @@ def _op_cost(
             return float(formula(*args, **kwargs, out_val=out)), 0.0
         except Exception:
             pass
-    return _shape_cost(_op_name(target), args, out)
+    name = _op_name(target)
+    if (
+        packet is not None
+        and torch.Tag.core not in getattr(target, "tags", (torch.Tag.core,))
+        and name != "scaled_dot_product_attention"
+    ):
+        counted = _counted_flops(torch, target, args, kwargs)
+        if counted > 0:
+            return counted, 0.0
+    return _shape_cost(name, args, out)
+
+
+def _counted_flops(torch: Any, target: Any, args: Sequence[Any], kwargs: dict[str, Any]) -> float:
+    """The flops ``FlopCounterMode`` counts for ``target`` on fake tensors (0 where the arguments
+    hold no fake tensor, so nothing is ever allocated, or the op cannot run on them)."""
+    from torch.utils.flop_counter import FlopCounterMode
+
+    tensors = [a for a in _tensors_in([*args, *kwargs.values()])]
+    mode = torch._guards.detect_fake_mode(tensors) if tensors else None
+    if mode is None:
+        return 0.0
+    try:
+        with mode, FlopCounterMode(display=False) as counter:
+            target(*args, **kwargs)
+    except Exception:
+        return 0.0
+    return float(counter.get_total_flops())
 
 
 def _op_name(target: Any) -> str:
@@ -326,6 +414,12 @@ def _shape_str(value: Any) -> str:
     return f"{dtype}[{','.join(str(int(d)) for d in value.shape)}]"
 
 
+def _shape_elements(shape: str) -> int:
+    """The number of elements of a shape string ``dtype[d0,d1,...]`` (:func:`_shape_str`)."""
+    dims = shape.partition("[")[2].rstrip("]")
+    return math.prod(int(d) for d in dims.split(",") if d)
+
+
 def _nbytes(value: Any, where: str) -> int:
     try:
         return int(value.numel()) * int(value.element_size())
@@ -348,33 +442,50 @@ def _is_view(target: Any) -> bool:
     )
 
 
-def _in_place_origin(torch: Any, node: Any) -> bool:
-    """Whether ``node`` is the functional form of an in-place op of the module (``relu_`` -> ``relu``)."""
+_SCATTERS = frozenset(["slice_scatter", "select_scatter", "diagonal_scatter", "as_strided_scatter"])
+"""The functional ops that write a view's new contents back into its base."""
+
+
+def _in_place_origin(node: Any) -> str | None:
+    """The in-place ATen op of the module that ``node`` was functionalized from (``relu_`` for
+    the ``relu`` of ``x.relu_()``; ``mul_`` for both the ``mul`` and the ``slice_scatter`` of
+    ``x[:, :2].mul_(2)``), by the node's provenance ``meta["from_node"]``; else ``None``."""
     sources = node.meta.get("from_node") or []
     if not sources:
-        return False
+        return None
     src = sources[-1]
     while getattr(src, "from_node", None):
         src = src.from_node[-1]
-    original = str(getattr(src, "target", ""))
-    parts = original.split(".")
+    parts = str(getattr(src, "target", "")).split(".")
     if (
         len(parts) != 3
         or parts[0] != "aten"
         or not parts[1].endswith("_")
         or parts[1].startswith("_")
     ):
+        return None
+    return parts[1]
+
+
+def _updates_in_place(node: Any) -> bool:
+    """Whether ``node``'s first output is stored where its first argument was: the functional
+    form of an in-place op (``relu_`` -> ``relu``), or the scatter that writes an in-place op's
+    result on a view back into the view's base."""
+    origin = _in_place_origin(node)
+    if origin is None:
         return False
-    return parts[1][:-1] == _op_name(node.target)
+    name = _op_name(node.target)
+    return origin[:-1] == name or name in _SCATTERS
 
 
 class _Builder:
     """Walks an exported graph in order; see the module docstring for what becomes what."""
 
-    def __init__(self, torch: Any, ep: Any, granularity: str):
+    def __init__(self, torch: Any, ep: Any, granularity: str, optimizer: str = "none"):
         self.torch = torch
         self.ep = ep
         self.node_level = granularity == "node"
+        self.optimizer = optimizer
         self.tensors: list[_Tensor] = []
         self.instrs: list[ProgramInstruction] = []
         self.aliases: list[tuple[int, int]] = []  # pairs of tensors that share one storage
@@ -524,11 +635,50 @@ class _Builder:
                 transcendentals=float(trans),
             )
         )
-        if outputs and node.args and _in_place_origin(self.torch, node):
+        if outputs and node.args and _updates_in_place(node):
             updated = self.refs(node.args[0])
             if updated:
                 self.aliases.append((updated[0].tensor, outputs[0]))
         self.env[node.name] = tuple(out_refs) if isinstance(value, (list, tuple)) else out_refs[0]
+
+    def optimizer_update(self, gradients: list[tuple[int, int]]) -> None:
+        """Append the optimizer's update of every parameter after the backward pass, in the
+        order of the gradients (see :data:`OPTIMIZERS`): one instruction per parameter that
+        reads it and its gradient (and AdamW's two moments, new program inputs of the
+        parameter's size) and writes each of them in place (an alias with what it updates;
+        the new values are live out). The gradients end at their update."""
+        per_element = OPTIMIZER_COST[self.optimizer]
+        for parameter, gradient in gradients:
+            p = self.tensors[parameter]
+            g = self.tensors[gradient]
+            g.live_out = False
+            t = len(self.instrs)
+            updated = [parameter]
+            if self.optimizer == "adamw":
+                for moment in ("exp_avg", "exp_avg_sq"):
+                    updated.append(self.new_tensor(f"{p.name}.{moment}", p.size, -1, p.shape))
+            operands = [parameter, gradient, *updated[1:]]
+            outputs = []
+            for x in updated:
+                new = self.new_tensor(f"{self.tensors[x].name}'", self.tensors[x].size, t, p.shape)
+                self.tensors[new].live_out = True
+                self.aliases.append((x, new))
+                outputs.append(new)
+            for x in operands:
+                self.tensors[x].reads.append(t)
+            elements = float(_shape_elements(p.shape))
+            self.instrs.append(
+                ProgramInstruction(
+                    name=f"{self.optimizer}.{p.name}",
+                    opcode=f"{self.optimizer}_update",
+                    operands=tuple(operands),
+                    outputs=tuple(outputs),
+                    operand_bytes=tuple(self.tensors[x].size for x in operands),
+                    output_bytes=tuple(self.tensors[x].size for x in outputs),
+                    flops=per_element[0] * elements,
+                    transcendentals=per_element[1] * elements,
+                )
+            )
 
     def finish(self, name: str, source: dict[str, Any]) -> Program:
         from torch.export.graph_signature import OutputKind
@@ -542,8 +692,7 @@ class _Builder:
                 results = node.args[0]
             elif node.op != "get_attr":
                 raise TorchFrontendError(f"{name}: unsupported graph node {node.op} ({node.name})")
-        num_t = len(self.instrs)
-        if num_t == 0:
+        if not self.instrs:
             raise TorchFrontendError(
                 f"{name}: the graph has no operation that makes a tensor (nothing to decide)"
             )
@@ -553,11 +702,19 @@ class _Builder:
         for refs in result_refs:
             for ref in refs:
                 self.tensors[ref.tensor].live_out = True
+        gradients: list[tuple[int, int]] = []  # (parameter, its gradient)
         for spec, refs in zip(self.ep.graph_signature.output_specs, result_refs):
             if spec.kind in (OutputKind.BUFFER_MUTATION, OutputKind.USER_INPUT_MUTATION) and refs:
                 updated = self.placeholder_tensor.get(spec.target)
                 if updated is not None:
                     self.aliases.append((updated, refs[0].tensor))
+            if spec.kind == OutputKind.GRADIENT_TO_PARAMETER and refs:
+                parameter = self.placeholder_tensor.get(spec.target)
+                if parameter is not None:
+                    gradients.append((parameter, refs[0].tensor))
+        if self.optimizer != "none":
+            self.optimizer_update(gradients)
+        num_t = len(self.instrs)
         tensors = []
         for i, x in enumerate(self.tensors):
             end = num_t - 1 if x.live_out else max([x.def_time] + x.reads)
@@ -625,18 +782,32 @@ def _flat_refs(value: Any) -> list[_Ref]:
 
 
 def extract_exported(
-    exported: Any, *, name: str, granularity: str = "tensor", source: dict[str, Any] | None = None
+    exported: Any,
+    *,
+    name: str,
+    granularity: str = "tensor",
+    source: dict[str, Any] | None = None,
+    optimizer: str = "none",
 ) -> Program:
     """The program of a ``torch.export.ExportedProgram`` that is already functional (core ATen,
-    after ``run_decompositions()``, or a joint forward-backward graph); see the module docstring."""
+    after ``run_decompositions()``, or a joint forward-backward graph); see the module docstring.
+    ``optimizer`` (:data:`OPTIMIZERS`; a joint graph's) appends the parameters' update."""
     torch = _torch()
     if granularity not in GRANULARITIES:
         raise TorchFrontendError(
             f"unknown granularity {granularity!r} (have: {', '.join(GRANULARITIES)})"
         )
+    if optimizer not in OPTIMIZERS:
+        raise TorchFrontendError(f"unknown optimizer {optimizer!r} (have: {', '.join(OPTIMIZERS)})")
+    if optimizer != "none" and granularity == "node":
+        raise TorchFrontendError(
+            f"{name}: an optimizer update is modelled per tensor: use granularity 'tensor'"
+        )
     src = {"frontend": "torch", "torch": torch_version(), "granularity": granularity}
     src.update(source or {})
-    builder = _Builder(torch, exported, granularity)
+    notes = [str(n) for n in src.pop("notes", []) or []]
+    builder = _Builder(torch, exported, granularity, optimizer)
+    builder.notes.extend(notes)
     try:
         builder.inputs()
         return builder.finish(name, src)
@@ -663,33 +834,182 @@ def _quiet_capture() -> Iterator[None]:
         logging.disable(disabled)
 
 
+@dataclass(frozen=True)
+class _Captured:
+    """An exported, functional graph and how it was made (for the program's notes)."""
+
+    exported: Any  # torch.export.ExportedProgram
+    notes: tuple[str, ...]
+    capture: str  # "core-aten" (decomposed) or "aten" (not decomposed: the fallback)
+
+
+def _unused_parameters(exported: Any) -> list[str]:
+    """The parameters of ``exported`` (a training step's capture, its first user output the
+    loss) that the loss does not depend on (a pooler that a loss of the hidden states does
+    not use): they get no gradient, so the joint graph is derived with them frozen."""
+    from torch.export.graph_signature import InputKind, OutputKind
+
+    nodes = {n.name: n for n in exported.graph.nodes}
+    loss = next(
+        (
+            s.arg.name
+            for s in exported.graph_signature.output_specs
+            if s.kind == OutputKind.USER_OUTPUT and hasattr(s.arg, "name")
+        ),
+        None,
+    )
+    if loss is None or loss not in nodes:
+        return []
+    reached, stack = {loss}, [nodes[loss]]
+    while stack:
+        for source in stack.pop().all_input_nodes:
+            if source.name not in reached:
+                reached.add(source.name)
+                stack.append(source)
+    return [
+        str(spec.target)
+        for spec in exported.graph_signature.input_specs
+        if spec.kind == InputKind.PARAMETER and spec.arg.name not in reached
+    ]
+
+
+@contextlib.contextmanager
+def _without_gradient(module: Any, names: Sequence[str]) -> Iterator[None]:
+    """The parameters ``names`` of ``module`` without ``requires_grad`` while the block runs."""
+    params = [module.get_parameter(n) for n in names]
+    was = [p.requires_grad for p in params]
+    try:
+        for p in params:
+            p.requires_grad_(False)
+        yield
+    finally:
+        for p, flag in zip(params, was):
+            p.requires_grad_(flag)
+
+
+def _joint_graph(exported: Any, table: dict[Any, Any] | None) -> Any:
+    """The training step's joint forward-backward graph of ``exported``: with ``table``
+    ``None`` as ``_export_forward_backward`` derives it (core ATen decompositions), else with
+    the decompositions of ``table`` alone (``{}``: none, the ATen graph)."""
+    from torch.export.experimental import _export_forward_backward
+
+    if table is None:
+        return _export_forward_backward(exported)
+    from torch.export.experimental import _copy_graph_module_and_signature, _remove_detach_pass
+    from torch.export.exported_program import _decompose_exported_program
+
+    joint = _decompose_exported_program(
+        exported,
+        cia_to_decomp={},
+        python_decomp_table=table,
+        joint_loss_index=0,
+        decompose_custom_triton_ops=False,
+    )
+    graph, signature = _copy_graph_module_and_signature(joint)
+    _remove_detach_pass(graph, signature)
+    return joint._update(graph, signature)
+
+
+_CAPTURE_HINT = (
+    "try static example inputs of the real shapes, the model in eval mode, or a factory that "
+    "turns off what branches on tensor values"
+)
+
+
 def _export(
     torch: Any,
     module: Any,
     args: tuple[Any, ...],
     kwargs: dict[str, Any],
-    training_step: bool,
+    step: TrainingStep | None,
     label: str,
-) -> Any:
-    """``module(*args, **kwargs)`` captured by ``torch.export``, then its training step derived
-    or its graph decomposed; any failure is an :class:`ExportError` naming ``label``."""
-    try:
-        exported = torch.export.export(module, args, kwargs)
-    except Exception as exc:
-        raise ExportError(f"{label}: torch.export could not capture it: {_one_line(exc)}") from None
-    try:
-        if training_step:
-            from torch.export.experimental import _export_forward_backward
+) -> _Captured:
+    """``module(*args, **kwargs)`` (through :class:`~mallocgame.frontends.torch_adapter.
+    CaptureAdapter`) captured by ``torch.export``, then its training step derived or its graph
+    decomposed to core ATen; where that decomposition fails, the functional ATen graph without
+    decompositions (noted). Any failure is an :class:`ExportError` naming ``label``, the stage
+    and what to try."""
+    from mallocgame.frontends.torch_adapter import (
+        AdapterError,
+        CaptureAdapter,
+        parameters_tied_once,
+    )
 
-            return _export_forward_backward(exported)
-        return exported.run_decompositions()
+    try:
+        adapter = CaptureAdapter(module, None if step is None else step.loss)
+    except AdapterError as exc:
+        raise ExportError(f"{label}: {exc}") from None
+    with parameters_tied_once(module) as ties:
+        exported = _capture(torch, adapter, args, kwargs, label)
+        unused = _unused_parameters(exported) if step is not None else []
+        with _without_gradient(module, unused):
+            if unused:  # captured again: a parameter's requires_grad is part of the capture
+                exported = _capture(torch, adapter, args, kwargs, label)
+            graph, failure = _decomposed(exported, step, label)
+    notes: list[str] = []
+    if ties:
+        notes.append(f"tied parameters, one input each: {', '.join(ties)}")
+    if adapter.found:
+        notes.append(f"outputs read for their tensors: {', '.join(adapter.found)}")
+    if step is not None and step.loss != "output":
+        notes.append(f"loss: {step.loss}")
+    if unused:
+        notes.append(f"parameters the loss does not depend on, no gradient: {', '.join(unused)}")
+    if step is not None and step.optimizer != "none":
+        notes.append(f"{step.optimizer} update of every parameter after the backward pass")
+    if failure is None:
+        return _Captured(graph, tuple(notes), "core-aten")
+    notes.append(
+        f"core ATen decomposition failed ({failure}): the ATen graph without decompositions, "
+        "flops of composite ops by torch's FlopCounterMode"
+    )
+    return _Captured(graph, tuple(notes), "aten")
+
+
+def _capture(
+    torch: Any, adapter: Any, args: tuple[Any, ...], kwargs: dict[str, Any], label: str
+) -> Any:
+    """``torch.export.export`` of the adapter; an :class:`ExportError` where it fails."""
+    from mallocgame.frontends.torch_adapter import AdapterError
+
+    try:
+        return torch.export.export(adapter, args, kwargs)
+    except AdapterError as exc:
+        raise ExportError(f"{label}: {exc}") from None
     except Exception as exc:
-        what = (
-            "derive its training step (the first output must be a scalar loss)"
-            if training_step
-            else "decompose it"
+        raise ExportError(
+            f"{label}: torch.export could not capture it: {_one_line(exc)} ({_CAPTURE_HINT})"
+        ) from None
+
+
+def _decomposed(exported: Any, step: TrainingStep | None, label: str) -> tuple[Any, str | None]:
+    """The functional graph of ``exported``: its training step's joint graph, or its inference
+    graph, in core ATen; where that fails, without decompositions, with the first failure in
+    one line. Both failing is an :class:`ExportError` naming the stage and what to try."""
+
+    def derive(table: dict[Any, Any] | None) -> Any:
+        if step is not None:
+            return _joint_graph(exported, table)
+        return (
+            exported.run_decompositions() if table is None else exported.run_decompositions(table)
         )
-        raise ExportError(f"{label}: torch.export could not {what}: {_one_line(exc)}") from None
+
+    try:
+        return derive(None), None
+    except Exception as exc:
+        failure = _one_line(exc)
+    try:
+        return derive({}), failure
+    except Exception as exc:
+        what = "derive its training step" if step is not None else "decompose it"
+        hint = (
+            "the loss must be a scalar: name one with --loss"
+            if step is not None and step.loss == "output"
+            else "the model may need a factory that fixes the failing layer"
+        )
+        raise ExportError(
+            f"{label}: torch.export could not {what}: {_one_line(exc)} ({hint})"
+        ) from None
 
 
 def extract_torch(
@@ -698,17 +1018,22 @@ def extract_torch(
     *,
     example_kwargs: dict[str, Any] | None = None,
     name: str | None = None,
-    training_step: bool = False,
+    training_step: bool | TrainingStep = False,
+    labels: Any = None,
     granularity: str = "tensor",
 ) -> Program:
     """Capture ``module(*example_inputs, **example_kwargs)`` with ``torch.export`` and extract its program.
 
-    ``module`` is captured in its own mode (call ``.eval()`` for inference); with
-    ``training_step`` the forward pass, the loss (the module's first output) and the
-    backward pass (see the module docstring). Inputs may be real tensors or tensors on
-    the ``meta`` device (no memory; the module's parameters then on ``meta`` too, e.g.
-    built under ``with torch.device("meta"):``). ``name`` defaults to the module's
-    class name; ``granularity`` is ``"tensor"`` or ``"node"``.
+    ``module`` is captured in its own mode (call ``.eval()`` for inference); its outputs
+    may be any tensors in tuples, lists, dicts, dataclasses and caches (Hugging Face's
+    ``ModelOutput``, ``DynamicCache``): every tensor in them is an output. With
+    ``training_step`` (``True``: :class:`TrainingStep` ``()``, the module's first output
+    is the loss) the forward pass, the loss, the backward pass and the optimizer's
+    update; ``labels`` (a tensor) goes with the losses that need it (``model``,
+    ``cross-entropy``). Inputs may be real tensors or tensors on the ``meta`` device (no
+    memory; the module's parameters then on ``meta`` too, e.g. built under ``with
+    torch.device("meta"):``). ``name`` defaults to the module's class name;
+    ``granularity`` is ``"tensor"`` or ``"node"``.
     """
     torch = _torch()
     if not isinstance(module, torch.nn.Module):
@@ -717,24 +1042,55 @@ def extract_torch(
         raise TorchFrontendError(
             f"unknown granularity {granularity!r} (have: {', '.join(GRANULARITIES)})"
         )
+    step = TrainingStep() if training_step is True else (training_step or None)
     label = name or type(module).__name__
-    if training_step and any(t.is_meta for t in [*module.parameters(), *module.buffers()]):
-        raise TorchFrontendError(
-            f"{label}: a training step cannot be captured from parameters on the meta device (torch's joint "
-            "graph needs real ones): build the module on the CPU, e.g. module.to_empty(device='cpu')"
-        )
+    if step is None and labels is not None:
+        raise TorchFrontendError(f"{label}: labels go with a training step's loss")
+    if step is not None:
+        if step.needs_labels and labels is None:
+            raise TorchFrontendError(f"{label}: the loss {step.loss!r} needs labels")
+        if labels is not None and not step.needs_labels:
+            raise TorchFrontendError(
+                f"{label}: the loss {step.loss!r} takes no labels (model and cross-entropy do)"
+            )
+        if step.optimizer != "none" and granularity == "node":
+            raise TorchFrontendError(
+                f"{label}: an optimizer update is modelled per tensor: use granularity 'tensor'"
+            )
+        if any(t.is_meta for t in [*module.parameters(), *module.buffers()]):
+            raise TorchFrontendError(
+                f"{label}: a training step cannot be captured from parameters on the meta device "
+                "(torch's joint graph needs real ones): build the module on the CPU, e.g. "
+                "module.to_empty(device='cpu')"
+            )
+    kwargs = dict(example_kwargs or {})
+    if labels is not None:
+        kwargs["labels"] = labels
     with _quiet_capture():
-        exported = _export(
-            torch, module, tuple(example_inputs), dict(example_kwargs or {}), training_step, label
-        )
-    source = {
+        captured = _export(torch, module, tuple(example_inputs), kwargs, step, label)
+    source: dict[str, Any] = {
         "module": type(module).__name__,
-        "mode": "training_step" if training_step else ("train" if module.training else "eval"),
+        "mode": "training_step" if step is not None else ("train" if module.training else "eval"),
     }
-    return extract_exported(exported, name=label, granularity=granularity, source=source)
+    if captured.capture != "core-aten":
+        source["capture"] = captured.capture
+    if step is not None and (step.loss != "output" or step.optimizer != "none"):
+        source["loss"] = step.loss
+        source["optimizer"] = step.optimizer
+    if captured.notes:
+        source["notes"] = list(captured.notes)
+    return extract_exported(
+        captured.exported,
+        name=label,
+        granularity=granularity,
+        source=source,
+        optimizer="none" if step is None else step.optimizer,
+    )
 
 
-def meta_inputs(specs: Sequence[str], device: str = "meta") -> tuple[Any, ...]:
+def meta_inputs(
+    specs: Sequence[str], device: str = "meta", like: Sequence[Any] = ()
+) -> tuple[Any, ...]:
     """``["f32[8,64]", "s64[8,128]"]`` -> storage-less tensors of those shapes and dtypes
     on ``device`` (the spec syntax and checks of
     :func:`mallocgame.frontends.argspec.parse_spec`; a bad spec raises its ``ArgSpecError``).
@@ -743,7 +1099,8 @@ def meta_inputs(specs: Sequence[str], device: str = "meta") -> tuple[Any, ...]:
     module's parameters, ``"cpu"``) they are torch's fake tensors (one ``FakeTensorMode``
     for all of them, which ``torch.export`` then traces with): shape, dtype and device
     without storage. No input is ever allocated, whatever its size: the frontend needs
-    only shapes.
+    only shapes. Fake tensors made to go with others (``like``: inputs made earlier, e.g.
+    labels for a factory's inputs) share their ``FakeTensorMode``, as ``torch.export`` needs.
     """
     from mallocgame.frontends.argspec import DTYPES, parse_spec
 
@@ -754,7 +1111,8 @@ def meta_inputs(specs: Sequence[str], device: str = "meta") -> tuple[Any, ...]:
         return tuple(torch.empty(p.dims, dtype=d, device=device) for p, d in zip(parsed, dtypes))
     from torch._subclasses.fake_tensor import FakeTensorMode
 
-    with FakeTensorMode(allow_non_fake_inputs=True):
+    mode = torch._guards.detect_fake_mode(list(like)) if like else None
+    with mode or FakeTensorMode(allow_non_fake_inputs=True):
         return tuple(torch.empty(p.dims, dtype=d, device=device) for p, d in zip(parsed, dtypes))
 
 
@@ -764,6 +1122,8 @@ class TorchModel:
 
     module: Any  # torch.nn.Module
     inputs: tuple[Any, ...]  # example inputs (tensors; meta or fake ones from --arg specs)
+    kwargs: dict[str, Any] = field(default_factory=dict)  # example keyword inputs
+    labels: Any = None  # a training step's labels (a tensor), for the losses that need them
 
 
 def resolve_factory(target: str, arg_specs: Sequence[str] = ()) -> TorchModel:

@@ -41,7 +41,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from mallocgame.frontends.torch import TorchModel, extract_torch
+from mallocgame.frontends.torch import TorchModel, TrainingStep, extract_torch
 from mallocgame.program import Program
 
 __all__ = [
@@ -62,15 +62,17 @@ class TorchProgram:
     """One program: a module and example inputs on the ``meta`` device, and how to capture them.
 
     ``builder()`` returns the module (in the mode it is captured in) and its inputs;
-    ``training_step`` captures the forward and backward pass (the module returns the
-    loss); ``granularity`` as in :func:`~mallocgame.frontends.torch.extract_torch`;
+    ``training_step`` captures the forward and backward pass (``True``: the module returns
+    the loss; a :class:`~mallocgame.frontends.torch.TrainingStep`: its loss and optimizer,
+    the labels from the builder); ``granularity`` as in
+    :func:`~mallocgame.frontends.torch.extract_torch`;
     ``preset`` the hardware preset the program is sized for (``None``: its suite's).
     """
 
     name: str
     description: str
     builder: Callable[[], TorchModel]
-    training_step: bool = False
+    training_step: bool | TrainingStep = False
     granularity: str = "tensor"
     preset: str | None = None
 
@@ -83,6 +85,8 @@ class TorchProgram:
         return extract_torch(
             model.module,
             model.inputs,
+            example_kwargs=model.kwargs,
+            labels=model.labels,
             name=name,
             training_step=self.training_step,
             granularity=self.granularity,

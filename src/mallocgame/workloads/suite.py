@@ -27,6 +27,13 @@ Suites (:data:`SUITES`):
     inference and a ResNet-50 training step, on ``dram_pmem`` with its physical fast
     memory (the 2 GiB of DRAM the MARL machine leaves to its tasks; every program's
     peak live bytes exceed it).
+``hf-v1``
+    Hugging Face ``transformers`` models at their checkpoints' sizes
+    (:mod:`mallocgame.workloads.models_hf`), inference and training steps (the model's own
+    loss, an AdamW update), captured by the PyTorch frontend with their defaults, each on
+    the physical fast memory of its preset (``dram_pmem``; the 0.5 B and 1.1 B language
+    models' training steps ``gpu_hbm_host``); every program's peak live bytes exceed it.
+    Regenerating needs the ``hf`` extra (``transformers``).
 ``tpu-v1``
     The ``xla-v2`` models sized for ``tpu_v4i`` (all but the two Llama-2-70B programs, sized
     for a GPU with host memory: they exceed a TPU chip's HBM) compiled by the real TPU
@@ -136,6 +143,15 @@ SUITES: dict[str, Suite] = {
             None,
             "dram_pmem",
             "mallocgame.workloads.models_torch:TORCH_PROGRAMS",
+            frontend="torch",
+        ),
+        Suite(
+            "hf-v1",
+            "Hugging Face transformers models at their checkpoints' sizes, inference and training "
+            "steps with AdamW, on dram_pmem and gpu_hbm_host",
+            None,
+            "dram_pmem",
+            "mallocgame.workloads.models_hf:HF_PROGRAMS",
             frontend="torch",
         ),
         Suite(

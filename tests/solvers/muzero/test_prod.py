@@ -41,6 +41,7 @@ SPREAD = (
     "holdout-v1/moe_lm_train",
     "synthetic-v1/1k",
     "tpu-v1/gru_infer_b512-v5e",
+    "hf-v1/gpt2_infer_b8_s1024",
 )
 """Programs of every suite, the smallest to the largest (26,915 buffers). Where the agent's
 game does not end within the 3 s (on most of these), its candidate is the greedy game: on

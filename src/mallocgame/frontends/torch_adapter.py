@@ -1,0 +1,257 @@
+"""What the PyTorch frontend captures around a user's module: its outputs as tensors, and a loss.
+
+``torch.export`` accepts outputs made of tensors and the containers it knows (tuples,
+lists, dicts, and classes registered with ``torch.utils._pytree``). Models as people
+run them return more: Hugging Face's ``ModelOutput`` dataclasses and caches
+(``DynamicCache`` holds the new keys and values of every layer in objects of its own).
+:class:`CaptureAdapter` runs the module and returns the tensors of whatever it
+returned, in order, so every model captures with its defaults, cache included: the
+cache's tensors are outputs (live to the end of the program), as they are for a
+caller that keeps them.
+
+For a training step it also computes the loss (:data:`LOSSES`) from the module's
+outputs, so that a model needs no hand-written wrapper.
+
+The adapter shares the module's parameter, buffer and submodule dictionaries: the
+captured graph names every weight exactly as ``module.named_parameters()`` does.
+Errors raised while the module runs (a missing ``labels``, logits and labels of
+different shapes) are :class:`AdapterError` s, so the frontend can name the stage.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import inspect
+from collections.abc import Iterator
+from typing import Any, ClassVar
+
+from mallocgame.errors import MallocGameError
+
+__all__ = [
+    "LOSSES",
+    "AdapterError",
+    "CaptureAdapter",
+    "output_tensors",
+    "parameters_tied_once",
+]
+
+LOSSES = ("output", "model", "sum", "mean", "cross-entropy")
+"""How a training step's loss is made:
+
+- ``output``: the module's first output is the loss (a scalar); the module computes it;
+- ``model``: the model's own loss: it is called with ``labels=LABELS`` and its ``loss``
+  output is taken (Hugging Face models shift a causal LM's labels themselves);
+- ``sum``, ``mean``: of the module's first output (a ``ModelOutput``'s ``logits``);
+- ``cross-entropy``: of the first output, logits ``[..., C]``, against ``LABELS``
+  ``[...]`` (int64 class ids), averaged, as ``torch.nn.functional.cross_entropy``.
+"""
+_NEEDS_LABELS = ("model", "cross-entropy")
+_SCALARS = (bool, int, float, complex, str, bytes)
+
+
+class AdapterError(MallocGameError):
+    """The module's outputs cannot give what the capture asks for (the message says why)."""
+
+
+def output_tensors(value: Any, found: list[str] | None = None) -> list[Any]:
+    """Every tensor in ``value``, depth first in order: tensors, tuples, lists, dicts
+    (``ModelOutput`` is one), and any other object's attributes (a cache's layers and their
+    keys and values). Objects are visited once. ``found`` collects the names of the
+    non-builtin container types that held tensors."""
+    import torch
+
+    seen: set[int] = set()
+
+    def visit(v: Any) -> list[Any]:
+        if isinstance(v, torch.Tensor):
+            return [v]
+        if v is None or isinstance(v, _SCALARS) or id(v) in seen:
+            return []
+        seen.add(id(v))
+        if isinstance(v, (list, tuple)):
+            items = list(v)
+        elif isinstance(v, dict):
+            items = list(v.values())
+        elif hasattr(v, "__dict__") and not isinstance(v, (type, torch.nn.Module)):
+            items = list(vars(v).values())
+        else:
+            return []
+        tensors = [t for item in items for t in visit(item)]
+        kind = type(v).__name__
+        if (
+            tensors
+            and found is not None
+            and type(v) not in (list, tuple, dict)
+            and kind not in found
+        ):
+            found.append(kind)
+        return tensors
+
+    return visit(value)
+
+
+def _first_output(value: Any) -> Any:
+    """The tensor a loss is made of: a ``ModelOutput``'s ``logits``, else the first tensor."""
+    logits = value.get("logits") if isinstance(value, dict) else None
+    if logits is not None:
+        return logits
+    tensors = output_tensors(value)
+    if not tensors:
+        raise AdapterError("the module returned no tensor to make a loss of")
+    return tensors[0]
+
+
+def _make_class() -> type:
+    """A fresh adapter class: its ``found`` list is a class attribute, so that it is the same list
+    whatever copies of the instance the capture makes."""
+    import torch
+
+    class _CaptureAdapter(torch.nn.Module):
+        found: ClassVar[list[str]] = []
+
+        def __init__(self, module: Any, loss: str | None) -> None:
+            super().__init__()
+            object.__setattr__(self, "_inner", module)  # not a submodule: no name prefix
+            self._parameters = module._parameters
+            self._buffers = module._buffers
+            self._modules = module._modules
+            self.training = module.training
+            self.loss_kind = loss
+
+        def forward(self, *args: Any, **kwargs: Any) -> tuple[Any, ...]:
+            if self.loss_kind is None:
+                return tuple(output_tensors(self._inner(*args, **kwargs), self.found))
+            labels = kwargs.pop("labels", None) if self.loss_kind in _NEEDS_LABELS else None
+            return (self._loss(args, kwargs, labels),)
+
+        def _loss(self, args: tuple[Any, ...], kwargs: dict[str, Any], labels: Any) -> Any:
+            F = torch.nn.functional
+            if self.loss_kind == "model":
+                out = self._inner(*args, **kwargs, labels=labels)
+                loss = out.get("loss") if isinstance(out, dict) else None
+                if loss is None:
+                    raise AdapterError(
+                        "the model returned no 'loss' when called with labels=: use "
+                        "--loss cross-entropy (or sum, mean)"
+                    )
+                return loss
+            out = self._inner(*args, **kwargs)
+            if self.loss_kind == "output":
+                loss = output_tensors(out)[0] if output_tensors(out) else None
+                if loss is None or loss.dim() != 0:
+                    raise AdapterError(
+                        "the module's first output is not a scalar loss: name one with "
+                        "--loss model|sum|mean|cross-entropy"
+                    )
+                return loss
+            logits = _first_output(out)
+            if self.loss_kind == "sum":
+                return logits.float().sum()
+            if self.loss_kind == "mean":
+                return logits.float().mean()
+            if tuple(logits.shape[:-1]) != tuple(labels.shape):
+                raise AdapterError(
+                    f"cross-entropy: logits {list(logits.shape)} need labels of shape "
+                    f"{list(logits.shape[:-1])}, got {list(labels.shape)}"
+                )
+            return F.cross_entropy(logits.reshape(-1, logits.shape[-1]).float(), labels.reshape(-1))
+
+    return _CaptureAdapter
+
+
+def CaptureAdapter(module: Any, loss: str | None = None) -> Any:
+    """A module that runs ``module`` and returns the tensors of its outputs (``loss`` ``None``),
+    or, for a training step, ``(loss,)`` with ``loss`` one of :data:`LOSSES`; where the loss
+    needs labels, they are the keyword argument ``labels``. Its ``found`` lists the
+    container types whose tensors were read (filled while the capture traces it)."""
+    if loss is not None and loss not in LOSSES:
+        raise AdapterError(f"unknown loss {loss!r} (have: {', '.join(LOSSES)})")
+    if loss == "model" and not _takes_labels(module):
+        raise AdapterError(
+            f"{type(module).__name__}.forward takes no labels=, so it has no loss of its own: "
+            "use --loss cross-entropy (or sum, mean)"
+        )
+    adapter_class = _make_class()
+    adapter_class.forward.__signature__ = _signature(module, loss in _NEEDS_LABELS)  # type: ignore[attr-defined]
+    return adapter_class(module, loss)
+
+
+def _takes_labels(module: Any) -> bool:
+    try:
+        params = inspect.signature(module.forward).parameters.values()
+    except (TypeError, ValueError):
+        return True
+    return any(p.name == "labels" or p.kind == inspect.Parameter.VAR_KEYWORD for p in params)
+
+
+def _signature(module: Any, labels: bool) -> inspect.Signature:
+    """The adapter's ``forward`` signature: the module's (so the capture names the inputs as
+    the module does), with a keyword ``labels`` where the loss needs one the module lacks."""
+    try:
+        params = list(inspect.signature(module.forward).parameters.values())
+    except (TypeError, ValueError):
+        params = [
+            inspect.Parameter("args", inspect.Parameter.VAR_POSITIONAL),
+            inspect.Parameter("kwargs", inspect.Parameter.VAR_KEYWORD),
+        ]
+    kinds = {p.kind for p in params}
+    if (
+        labels
+        and inspect.Parameter.VAR_KEYWORD not in kinds
+        and "labels" not in {p.name for p in params}
+    ):
+        params.append(inspect.Parameter("labels", inspect.Parameter.KEYWORD_ONLY))
+    self_param = inspect.Parameter("self", inspect.Parameter.POSITIONAL_OR_KEYWORD)
+    return inspect.Signature([self_param, *params])
+
+
+@contextlib.contextmanager
+def parameters_tied_once(module: Any) -> Iterator[list[str]]:
+    """While the block runs, a parameter registered under several names (tied weights: a
+    language model's output layer and its embedding) is registered under its first name
+    only, and the other modules look it up there when they run; afterwards the module is
+    as it was. The capture then has one input for it, which receives one gradient (torch's
+    joint graph refuses a parameter registered twice: one of its names gets no gradient).
+    Yields ``"NAME is FIRST"`` for every tie."""
+    first: dict[int, tuple[str, str]] = {}
+    ties: list[tuple[Any, str, Any, str, str]] = []
+    for module_name, sub in module.named_modules(remove_duplicate=False):
+        for name, param in list(sub._parameters.items()):
+            if param is None:
+                continue
+            here = (module_name, name)
+            owner = first.setdefault(id(param), here)
+            if owner != here and not any(t[0] is sub and t[1] == name for t in ties):
+                ties.append((sub, name, param, *owner))
+    handles = []
+    try:
+        for sub, name, _, owner_module, owner_name in ties:
+            owner = module.get_submodule(owner_module)
+            del sub._parameters[name]
+
+            def look_up(
+                mod: Any,
+                args: Any,
+                name: str = name,
+                owner: Any = owner,
+                owner_name: str = owner_name,
+            ) -> None:
+                object.__setattr__(mod, name, owner._parameters[owner_name])
+
+            handles.append(sub.register_forward_pre_hook(look_up))
+        yield [f"{_dotted(m, n, module)} is {_dotted_name(om, on)}" for m, n, _, om, on in ties]
+    finally:
+        for handle in handles:
+            handle.remove()
+        for sub, name, param, _, _ in ties:
+            sub.__dict__.pop(name, None)
+            sub._parameters[name] = param
+
+
+def _dotted_name(module_name: str, name: str) -> str:
+    return f"{module_name}.{name}" if module_name else name
+
+
+def _dotted(sub: Any, name: str, root: Any) -> str:
+    path = next((n for n, m in root.named_modules(remove_duplicate=False) if m is sub), "")
+    return _dotted_name(path, name)
