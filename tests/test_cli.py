@@ -855,6 +855,13 @@ def branchy():
     return Branchy()
 
 
+class Out:
+    # an output container torch.export does not know, as a ModelOutput or a cache
+    def __init__(self, logits, cache):
+        self.logits = logits
+        self.cache = cache
+
+
 class Lm(nn.Module):
     # a causal LM's shape: token ids in, logits and a cache of tensors out, its weights tied
 
@@ -866,7 +873,7 @@ class Lm(nn.Module):
 
     def forward(self, ids):
         hidden = torch.tanh(self.embed(ids))
-        return {"logits": self.head(hidden), "cache": [hidden]}
+        return Out(self.head(hidden), [hidden])
 
 
 def lm():

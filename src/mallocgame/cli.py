@@ -27,6 +27,7 @@ from mallocgame.workloads.suite import SUITE, SUITES
 if TYPE_CHECKING:
     from mallocgame.frontends.xla_placement import XlaPlacement
     from mallocgame.instance import Instance
+    from mallocgame.program import Program
     from mallocgame.solution import Solution
     from mallocgame.solvers.xla_answer import XlaAnswer
 
@@ -593,27 +594,7 @@ def _cmd_extract(args: argparse.Namespace) -> int:
     from mallocgame.program import load_program, save_program
 
     if args.suite is not None:
-        from mallocgame.workloads.suite import freeze
-
-        if args.suite and args.suite not in SUITES:
-            raise UsageError(f"unknown suite '{args.suite}' (have: {', '.join(SUITES)})")
-        if args.model and not args.suite:
-            raise UsageError(
-                "--model with --suite needs the suite named: --suite SUITE --model NAME ..."
-            )
-        if args.target != "cpu":
-            return _extract_suite_for_target(args)
-        start = time.perf_counter()
-        total = 0
-        for suite in [args.suite] if args.suite else list(SUITES):
-            frozen = freeze(args.model or None, progress=print, suite=suite)
-            total += len(frozen)
-            if SUITES[suite].frontend == "tpu":  # XLA's placement as a legal answer, frozen too
-                from mallocgame.solvers.xla_answer import freeze_xla_answers
-
-                freeze_xla_answers([f"{suite}/{name}" for name in frozen], progress=print)
-        print(f"froze {total} programs in {time.perf_counter() - start:.1f} s")
-        return EXIT_OK
+        return _extract_suites(args)
     sources = [args.dump, args.jax, args.torch, args.program, args.model and args.model[0]]
     if sum(1 for s in sources if s) != 1:
         raise UsageError(
@@ -662,36 +643,7 @@ def _cmd_extract(args: argparse.Namespace) -> int:
         else:
             program = extract_jax(fn, *example, name=args.name, donate_argnums=tuple(args.donate))
     elif args.torch:
-        from mallocgame.frontends.torch import (
-            TrainingStep,
-            extract_torch,
-            meta_inputs,
-            resolve_factory,
-        )
-
-        step = TrainingStep(args.loss or "output", args.optimizer or "none") if args.train else None
-        if step is not None and step.needs_labels != bool(args.labels):
-            raise UsageError(
-                f"--loss {step.loss} needs --labels DTYPE[DIMS]"
-                if step.needs_labels
-                else f"--labels goes with --loss model or cross-entropy, not {step.loss}"
-            )
-        if args.labels:
-            meta_inputs([args.labels])  # a bad spec is refused before the factory runs
-        model = resolve_factory(args.torch, args.arg)
-        model.module.train(args.train)
-        labels = None
-        if args.labels:
-            device = next((p.device.type for p in model.module.parameters()), "cpu")
-            (labels,) = meta_inputs([args.labels], device=device, like=model.inputs)
-        program = extract_torch(
-            model.module,
-            model.inputs,
-            name=args.name,
-            training_step=step or False,
-            labels=labels,
-            granularity=args.granularity,
-        )
+        program = _extract_torch_program(args)
     elif args.program:
         from mallocgame.workloads.suite import suite_program
 
@@ -749,6 +701,67 @@ def _cmd_extract(args: argparse.Namespace) -> int:
         if args.xla_solution and placement is not None:
             _write_xla_solution(inst, placement, fast_spaces, args.xla_solution)
     return EXIT_OK
+
+
+def _extract_suites(args: argparse.Namespace) -> int:
+    """``extract --suite [SUITE] [--model NAME ...]``: the bundled suites (or one, or some of
+    its programs) extracted again in place; with ``--target``, :func:`_extract_suite_for_target`."""
+    from mallocgame.workloads.suite import freeze
+
+    if args.suite and args.suite not in SUITES:
+        raise UsageError(f"unknown suite '{args.suite}' (have: {', '.join(SUITES)})")
+    if args.model and not args.suite:
+        raise UsageError(
+            "--model with --suite needs the suite named: --suite SUITE --model NAME ..."
+        )
+    if args.target != "cpu":
+        return _extract_suite_for_target(args)
+    start = time.perf_counter()
+    total = 0
+    for suite in [args.suite] if args.suite else list(SUITES):
+        frozen = freeze(args.model or None, progress=print, suite=suite)
+        total += len(frozen)
+        if SUITES[suite].frontend == "tpu":  # XLA's placement as a legal answer, frozen too
+            from mallocgame.solvers.xla_answer import freeze_xla_answers
+
+            freeze_xla_answers([f"{suite}/{name}" for name in frozen], progress=print)
+    print(f"froze {total} programs in {time.perf_counter() - start:.1f} s")
+    return EXIT_OK
+
+
+def _extract_torch_program(args: argparse.Namespace) -> Program:
+    """``extract --torch MODULE:FACTORY``: the module's program, inference or (``--train``) the
+    training step that ``--loss``, ``--labels`` and ``--optimizer`` name."""
+    from mallocgame.frontends.torch import (
+        TrainingStep,
+        extract_torch,
+        meta_inputs,
+        resolve_factory,
+    )
+
+    step = TrainingStep(args.loss or "output", args.optimizer or "none") if args.train else None
+    if step is not None and step.needs_labels != bool(args.labels):
+        raise UsageError(
+            f"--loss {step.loss} needs --labels DTYPE[DIMS]"
+            if step.needs_labels
+            else f"--labels goes with --loss model or cross-entropy, not {step.loss}"
+        )
+    if args.labels:
+        meta_inputs([args.labels])  # a bad spec is refused before the factory runs
+    model = resolve_factory(args.torch, args.arg)
+    model.module.train(args.train)
+    labels = None
+    if args.labels:
+        device = next((p.device.type for p in model.module.parameters()), "cpu")
+        (labels,) = meta_inputs([args.labels], device=device, like=model.inputs)
+    return extract_torch(
+        model.module,
+        model.inputs,
+        name=args.name,
+        training_step=step or False,
+        labels=labels,
+        granularity=args.granularity,
+    )
 
 
 def _extract_suite_for_target(args: argparse.Namespace) -> int:
@@ -1423,19 +1436,11 @@ def _add_option_argument(p: argparse.ArgumentParser, metavar: str, help: str) ->
     p.add_argument("--option", action="append", default=[], metavar=metavar, help=help)
 
 
-def _add_extract_parser(sub: _SubParsers) -> None:
-    """extract: a real program in, an instance and/or a program file out."""
+def _add_torch_extract_arguments(p: argparse.ArgumentParser) -> None:
+    """extract's options of the PyTorch frontend: the module, a training step, the granularity."""
     from mallocgame.frontends.torch import OPTIMIZERS
     from mallocgame.frontends.torch_adapter import LOSSES
 
-    p = sub.add_parser(
-        "extract", help="turn a real program into an instance (and/or a program file)"
-    )
-    p.add_argument(
-        "--dump", help="an XLA dump directory (XLA_FLAGS=--xla_dump_to=DIR --xla_dump_hlo_as_text)"
-    )
-    p.add_argument("--module", help="which module of the dump (name, prefix or id)")
-    p.add_argument("--jax", help="MODULE:FUNCTION, a JAX function to compile with XLA")
     p.add_argument(
         "--torch",
         metavar="MODULE:FACTORY",
@@ -1473,6 +1478,19 @@ def _add_extract_parser(sub: _SubParsers) -> None:
         help="with --torch: one decision per buffer (tensor), or MARL's per node: a layer's weights "
         "one decision, each operation's activations one (node)",
     )
+
+
+def _add_extract_parser(sub: _SubParsers) -> None:
+    """extract: a real program in, an instance and/or a program file out."""
+    p = sub.add_parser(
+        "extract", help="turn a real program into an instance (and/or a program file)"
+    )
+    p.add_argument(
+        "--dump", help="an XLA dump directory (XLA_FLAGS=--xla_dump_to=DIR --xla_dump_hlo_as_text)"
+    )
+    p.add_argument("--module", help="which module of the dump (name, prefix or id)")
+    p.add_argument("--jax", help="MODULE:FUNCTION, a JAX function to compile with XLA")
+    _add_torch_extract_arguments(p)
     p.add_argument(
         "--arg",
         action="append",
