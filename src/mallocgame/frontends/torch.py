@@ -1012,6 +1012,23 @@ def _decomposed(exported: Any, step: TrainingStep | None, label: str) -> tuple[A
         ) from None
 
 
+def _source_of(module: Any, step: TrainingStep | None, captured: _Captured) -> dict[str, Any]:
+    """The program's ``source`` for a capture of ``module``: its class, its mode, how it was
+    captured where that is not core ATen, a training step's loss and optimizer, the notes."""
+    source: dict[str, Any] = {
+        "module": type(module).__name__,
+        "mode": "training_step" if step is not None else ("train" if module.training else "eval"),
+    }
+    if captured.capture != "core-aten":
+        source["capture"] = captured.capture
+    if step is not None and (step.loss != "output" or step.optimizer != "none"):
+        source["loss"] = step.loss
+        source["optimizer"] = step.optimizer
+    if captured.notes:
+        source["notes"] = list(captured.notes)
+    return source
+
+
 def extract_torch(
     module: Any,
     example_inputs: Sequence[Any],
@@ -1068,17 +1085,7 @@ def extract_torch(
         kwargs["labels"] = labels
     with _quiet_capture():
         captured = _export(torch, module, tuple(example_inputs), kwargs, step, label)
-    source: dict[str, Any] = {
-        "module": type(module).__name__,
-        "mode": "training_step" if step is not None else ("train" if module.training else "eval"),
-    }
-    if captured.capture != "core-aten":
-        source["capture"] = captured.capture
-    if step is not None and (step.loss != "output" or step.optimizer != "none"):
-        source["loss"] = step.loss
-        source["optimizer"] = step.optimizer
-    if captured.notes:
-        source["notes"] = list(captured.notes)
+    source = _source_of(module, step, captured)
     return extract_exported(
         captured.exported,
         name=label,

@@ -106,7 +106,13 @@ def capture_torch(
     """Capture ``module(*inputs)`` as :func:`~mallocgame.frontends.torch.extract_torch` does
     (same graph, same program; granularity ``"tensor"``). ``inputs`` are real tensors (the
     module is run on them later), on the module's device."""
-    from mallocgame.frontends.torch import TorchFrontendError, _export, _torch, extract_exported
+    from mallocgame.frontends.torch import (
+        TorchFrontendError,
+        _export,
+        _source_of,
+        _torch,
+        extract_exported,
+    )
 
     torch = _torch()
     if not isinstance(module, torch.nn.Module):
@@ -119,10 +125,10 @@ def capture_torch(
             f"{label}: a module or input on the meta device cannot be run: build it on a real "
             f"device"
         )
-    exported = _export(torch, module, tuple(inputs), {}, False, label)
-    source = {"module": type(module).__name__, "mode": "train" if module.training else "eval"}
-    program = extract_exported(exported, name=label, granularity="tensor", source=source)
-    return CapturedProgram(label, exported, program, tuple(inputs))
+    captured = _export(torch, module, tuple(inputs), {}, None, label)
+    source = _source_of(module, None, captured)
+    program = extract_exported(captured.exported, name=label, granularity="tensor", source=source)
+    return CapturedProgram(label, captured.exported, program, tuple(inputs))
 
 
 def _spec(value: Any) -> TensorSpec:
