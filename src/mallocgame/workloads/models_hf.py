@@ -151,106 +151,149 @@ def _programs(*programs: TorchProgram) -> dict[str, TorchProgram]:
 
 _DRAM, _GPU = "dram_pmem", "gpu_hbm_host"
 
+
+def _inference(
+    name: str,
+    description: str,
+    model_class: Callable[[Any], Any],
+    config: str,
+    inputs: Callable[[str], dict[str, Any]],
+    preset: str = _DRAM,
+) -> TorchProgram:
+    return TorchProgram(name, description, _infer(model_class, config, inputs), preset=preset)
+
+
+def _training_step(
+    name: str,
+    description: str,
+    model_class: Callable[[Any], Any],
+    config: str,
+    inputs: Callable[[str], dict[str, Any]],
+    labels: tuple[int, ...],
+    preset: str = _DRAM,
+) -> TorchProgram:
+    """The model's own loss, the backward pass and an AdamW update, on CPU parameters."""
+    build = _train(model_class, config, inputs, labels)
+    return TorchProgram(name, description, build, training_step=_STEP, preset=preset)
+
+
 HF_PROGRAMS: dict[str, TorchProgram] = _programs(
-    TorchProgram(
+    _inference(
         "bert_base_infer_b64_s512",
         "BERT-base (BertModel) inference, batch 64, sequence 512",
-        _infer(hf.BertModel, "bert_base", _tokens(64, 512)),
-        preset=_DRAM,
+        hf.BertModel,
+        "bert_base",
+        _tokens(64, 512),
     ),
-    TorchProgram(
+    _training_step(
         "bert_base_mlm_train_b8_s512",
         "BERT-base masked-LM (BertForMaskedLM) training step: its loss, backward, AdamW; "
         "batch 8, sequence 512",
-        _train(hf.BertForMaskedLM, "bert_base", _tokens(8, 512), (8, 512)),
-        training_step=_STEP,
-        preset=_DRAM,
+        hf.BertForMaskedLM,
+        "bert_base",
+        _tokens(8, 512),
+        (8, 512),
     ),
-    TorchProgram(
+    _inference(
         "distilbert_infer_b64_s512",
         "DistilBERT (DistilBertModel) inference, batch 64, sequence 512",
-        _infer(hf.DistilBertModel, "distilbert", _tokens(64, 512)),
-        preset=_DRAM,
+        hf.DistilBertModel,
+        "distilbert",
+        _tokens(64, 512),
     ),
-    TorchProgram(
+    _training_step(
         "distilbert_cls_train_b32_s512",
         "DistilBERT sequence classification (DistilBertForSequenceClassification, 2 labels) "
         "training step: its loss, backward, AdamW; batch 32, sequence 512",
-        _train(hf.DistilBertForSequenceClassification, "distilbert", _tokens(32, 512), (32,)),
-        training_step=_STEP,
-        preset=_DRAM,
+        hf.DistilBertForSequenceClassification,
+        "distilbert",
+        _tokens(32, 512),
+        (32,),
     ),
-    TorchProgram(
+    _inference(
         "gpt2_infer_b8_s1024",
         "GPT-2 small (GPT2LMHeadModel) inference with its KV cache, batch 8, sequence 1024",
-        _infer(hf.GPT2LMHeadModel, "gpt2", _tokens(8, 1024)),
-        preset=_DRAM,
+        hf.GPT2LMHeadModel,
+        "gpt2",
+        _tokens(8, 1024),
     ),
-    TorchProgram(
+    _training_step(
         "gpt2_train_b8_s1024",
         "GPT-2 small causal-LM training step: its loss, backward, AdamW; batch 8, sequence 1024",
-        _train(hf.GPT2LMHeadModel, "gpt2", _tokens(8, 1024), (8, 1024)),
-        training_step=_STEP,
-        preset=_DRAM,
+        hf.GPT2LMHeadModel,
+        "gpt2",
+        _tokens(8, 1024),
+        (8, 1024),
     ),
-    TorchProgram(
+    _inference(
         "llama_1b_infer_b4_s2048",
         "TinyLlama-1.1B (LlamaForCausalLM) inference with its KV cache, batch 4, sequence 2048",
-        _infer(hf.LlamaForCausalLM, "llama_1b", _tokens(4, 2048)),
-        preset=_DRAM,
+        hf.LlamaForCausalLM,
+        "llama_1b",
+        _tokens(4, 2048),
     ),
-    TorchProgram(
+    _training_step(
         "llama_1b_train_b8_s2048",
         "TinyLlama-1.1B causal-LM training step: its loss, backward, AdamW; batch 8, sequence 2048",
-        _train(hf.LlamaForCausalLM, "llama_1b", _tokens(8, 2048), (8, 2048)),
-        training_step=_STEP,
+        hf.LlamaForCausalLM,
+        "llama_1b",
+        _tokens(8, 2048),
+        (8, 2048),
         preset=_GPU,
     ),
-    TorchProgram(
+    _inference(
         "qwen2_0_5b_infer_b4_s2048",
         "Qwen2-0.5B (Qwen2ForCausalLM) inference with its KV cache, batch 4, sequence 2048",
-        _infer(hf.Qwen2ForCausalLM, "qwen2_0_5b", _tokens(4, 2048)),
-        preset=_DRAM,
+        hf.Qwen2ForCausalLM,
+        "qwen2_0_5b",
+        _tokens(4, 2048),
     ),
-    TorchProgram(
+    _training_step(
         "qwen2_0_5b_train_b8_s2048",
         "Qwen2-0.5B causal-LM training step: its loss, backward, AdamW; batch 8, sequence 2048",
-        _train(hf.Qwen2ForCausalLM, "qwen2_0_5b", _tokens(8, 2048), (8, 2048)),
-        training_step=_STEP,
+        hf.Qwen2ForCausalLM,
+        "qwen2_0_5b",
+        _tokens(8, 2048),
+        (8, 2048),
         preset=_GPU,
     ),
-    TorchProgram(
+    _inference(
         "t5_small_infer_b64_s512",
         "T5-small (T5ForConditionalGeneration) inference, batch 64, source 512, target 128 tokens",
-        _infer(hf.T5ForConditionalGeneration, "t5_small", _seq2seq(64, 512, 128)),
-        preset=_DRAM,
+        hf.T5ForConditionalGeneration,
+        "t5_small",
+        _seq2seq(64, 512, 128),
     ),
-    TorchProgram(
+    _training_step(
         "t5_small_train_b32_s512",
         "T5-small training step: its loss, backward, AdamW; batch 32, source 512, target 128",
-        _train(hf.T5ForConditionalGeneration, "t5_small", _seq2seq(32, 512, 128), (32, 128)),
-        training_step=_STEP,
-        preset=_DRAM,
+        hf.T5ForConditionalGeneration,
+        "t5_small",
+        _seq2seq(32, 512, 128),
+        (32, 128),
     ),
-    TorchProgram(
+    _inference(
         "vit_b16_infer_b512",
         "ViT-B/16 (ViTForImageClassification, 1000 classes) inference, batch 512, 224x224",
-        _infer(hf.ViTForImageClassification, "vit_b16", _images(512)),
-        preset=_DRAM,
+        hf.ViTForImageClassification,
+        "vit_b16",
+        _images(512),
     ),
-    TorchProgram(
+    _training_step(
         "vit_b16_train_b32",
         "ViT-B/16 image classification training step: its loss, backward, AdamW; batch 32",
-        _train(hf.ViTForImageClassification, "vit_b16", _images(32), (32,)),
-        training_step=_STEP,
-        preset=_DRAM,
+        hf.ViTForImageClassification,
+        "vit_b16",
+        _images(32),
+        (32,),
     ),
-    TorchProgram(
+    _inference(
         "whisper_base_encoder_infer_b16",
         "Whisper-base encoder (WhisperModel's encoder) inference, batch 16, 80 mel bins x 3000 "
         "frames (30 s of audio)",
-        _infer(_encoder, "whisper_base", _audio(16)),
-        preset=_DRAM,
+        _encoder,
+        "whisper_base",
+        _audio(16),
     ),
 )
 """The ``hf-v1`` programs by name."""
