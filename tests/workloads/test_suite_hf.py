@@ -3,15 +3,16 @@
 Each frozen program loads without torch or transformers and derives an instance on its
 preset's physical fast memory (``dram_pmem`` or ``gpu_hbm_host``), which its peak live
 bytes exceed. ``heuristic``, ``es`` and ``muzero-prod`` answer every program and
-``check`` accepts each answer. Budgets: ``es`` a work budget of one game (its initial
-mean policy's: a game on the 0.5 B and 1.1 B training steps, 9,470 and 11,028 buffers
-with a fast memory a third of their peak, takes 7 to 21 s on the 2-core machine, where
-the heuristic's mapping takes 0.5 s); ``muzero-prod`` its cheapest agent, as
-``tests/solvers/muzero/test_prod.py`` runs it. The random game that the other suites'
-tests play is left out here for that cost (``tests/solvers/test_suite_answers.py`` plays
-two hf-v1 programs with ``es``, ``mcts`` and ``exact``). With transformers installed,
-the smallest program is captured again and must equal its frozen file, and
-``tests/frontends/test_torch_hf.py`` captures the models of the issue's table.
+``check`` accepts each answer; each instance's hash is pinned. Budgets: ``es`` a work
+budget of one game, its initial mean policy's (one game on the 0.5 B and 1.1 B
+training steps, 9,470 and 11,028 buffers with a fast memory a third of their peak,
+takes 7 to 21 s on the 2-core machine, where the heuristic's mapping takes 0.5 s);
+``muzero-prod`` its cheapest agent, as ``tests/solvers/muzero/test_prod.py`` runs it.
+The random game that the other suites' tests play is left out here for that cost
+(``tests/solvers/test_suite_answers.py`` plays two hf-v1 programs with ``es``, ``mcts``
+and ``exact``). With transformers installed, the smallest program is captured again and
+must equal its frozen file, and ``tests/frontends/test_torch_hf.py`` captures the
+models of the issue's table.
 """
 
 from __future__ import annotations
@@ -46,6 +47,32 @@ MODELS = (
     "vit_b16",
     "whisper_base",
 )
+
+
+# sha256 of each instance: a change of the capture, the frozen files or the cost model that
+# changes one is a new version of the suite (hf-v2), not a silent edit of v1.
+PINNED_SHA256 = {
+    "bert_base_infer_b64_s512": "40b4b4eff47eeb303de0a2394a9b9d9ad8c8de321fb9ee0ef94da4998b8da5ee",
+    "bert_base_mlm_train_b8_s512": "f8bc0ac1b49f2ed7c06833ad8980dbe71ac1b1e9fb5339792b9c252418a0a0b7",
+    "distilbert_cls_train_b32_s512": "5d252ee5697669aef335ce7748ab5b639106ae6013faaf876fcc5f3ed4318a20",
+    "distilbert_infer_b64_s512": "7374eec4303dfc40378c3b4ada62b8ede7aa0545f139aed98894c95f07a30caf",
+    "gpt2_infer_b8_s1024": "1d90d9e868d10a2f7c8e3b31e0fd701c3af4a50808aa03575ae4b1de33fdb368",
+    "gpt2_train_b8_s1024": "d717b525ec2eb893c2635dde6490139ec35c1f350611246ab1ff071a394a2aa5",
+    "llama_1b_infer_b4_s2048": "730b3182fe77f12f3a2e5e4899a53c54bf61f326bcf6e4ffa4f85c5019e2c861",
+    "llama_1b_train_b8_s2048": "9a0097fcd5715359ba0c329ebfe6aa8bb81a4dceb3065fd89129a95d5d8b5900",
+    "qwen2_0_5b_infer_b4_s2048": "59d73982de78061ef866604c1d18192dab62c04b119fa4d697226ce8b13af32f",
+    "qwen2_0_5b_train_b8_s2048": "66874f52865ec357585ba5138f2e9d44005764df4aa5c6b557fafb170761ba89",
+    "t5_small_infer_b64_s512": "7ab3ceab7b1b4b5e02e82df4f4a089ef001028124c4d442ec08bbc68a834c4ac",
+    "t5_small_train_b32_s512": "5f9d294ee32619244ed024794f5ee60ee42c4a07e3533dd04dc1c2e145339de8",
+    "vit_b16_infer_b512": "6e24185ea53c1da7c60e94622dfa69a643f48b65a636bdb9256ada4235178523",
+    "vit_b16_train_b32": "6ab5c2b96c3c16f33aa741dd660ed82ea1e5942d4c78a0b61efe96973e9ed590",
+    "whisper_base_encoder_infer_b16": "45b60ba26065dce2c8108b9500f90c901f84c4417722d4009029aa969514b960",
+}
+
+
+def test_the_instances_are_pinned_by_their_hashes() -> None:
+    found = {n.removeprefix("hf-v1/"): suite_instance(n).sha256 for n in NAMES}
+    assert found == PINNED_SHA256
 
 
 def test_the_suite_has_its_models_for_inference_and_training() -> None:
