@@ -137,7 +137,8 @@ def _make_class() -> type:
                 return loss
             out = self._inner(*args, **kwargs)
             if self.loss_kind == "output":
-                loss = output_tensors(out)[0] if output_tensors(out) else None
+                tensors = output_tensors(out)
+                loss = tensors[0] if tensors else None
                 if loss is None or loss.dim() != 0:
                     raise AdapterError(
                         "the module's first output is not a scalar loss: name one with "
