@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import sys
+
 import pytest
 
 from mallocgame.check import check_solution
@@ -93,3 +95,20 @@ def test_the_agent_split_is_a_frozen_quarter_by_name() -> None:
     assert agent_split(["xla-v1/gru_infer"], "train") == []
     with pytest.raises(ValueError, match="split must be"):
         agent_split(names, "test")
+
+
+@pytest.mark.parametrize(
+    ("suite", "package", "extra"), [("hf-v1", "transformers", "hf"), ("torch-v1", "torch", "torch")]
+)
+def test_extracting_a_suite_without_its_packages_names_the_extra(
+    monkeypatch, suite, package, extra
+) -> None:
+    from mallocgame.workloads.suite import SUITES, model_programs
+
+    module = SUITES[suite].models.partition(":")[0]
+    monkeypatch.delitem(sys.modules, module, raising=False)
+    monkeypatch.setitem(sys.modules, package, None)
+    with pytest.raises(
+        InputFileError, match=rf"needs the '{extra}' extra \(pip install 'mallocgame\[{extra}\]'\)"
+    ):
+        model_programs(suite)

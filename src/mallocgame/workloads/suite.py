@@ -114,6 +114,12 @@ class Suite:
     models: str
     frontend: str = "xla"
     targets: tuple[str, ...] = ()  # frontend "tpu": each model compiled for each of these
+    needs: str = ""  # the optional extra its models need; "" for the frontend's own
+
+    @property
+    def extra(self) -> str:
+        """The optional extra (``pip install 'mallocgame[EXTRA]'``) extracting its models needs."""
+        return self.needs or self.frontend
 
     @property
     def data_dir(self) -> Path:
@@ -153,6 +159,7 @@ SUITES: dict[str, Suite] = {
             "dram_pmem",
             "mallocgame.workloads.models_hf:HF_PROGRAMS",
             frontend="torch",
+            needs="hf",
         ),
         Suite(
             "tpu-v1",
@@ -266,12 +273,20 @@ def suite_instance(name: str, preset: str | None = None) -> Instance:
 def model_programs(suite: str) -> dict:
     """The model programs (name -> model program, see :class:`Suite`) of ``suite``.
 
-    Imports the suite's model module: needs its frontend's packages (JAX and flax, or torch).
+    Imports the suite's model module: needs its packages (:attr:`Suite.extra`); without them
+    an :class:`~mallocgame.errors.InputFileError` names the extra to install.
     """
     import importlib
 
-    module, _, attribute = _suite(suite).models.partition(":")
-    return getattr(importlib.import_module(module), attribute)
+    chosen = _suite(suite)
+    module, _, attribute = chosen.models.partition(":")
+    try:
+        return getattr(importlib.import_module(module), attribute)
+    except ImportError as exc:
+        raise InputFileError(
+            f"{suite}: extracting its models needs the '{chosen.extra}' extra "
+            f"(pip install 'mallocgame[{chosen.extra}]'): {exc}"
+        ) from None
 
 
 def _freeze_jobs(suite: Suite, names: list[str] | None, models: dict) -> list[tuple[str, str, str]]:
