@@ -146,7 +146,10 @@ class TrainingStep:
 
     @property
     def needs_labels(self) -> bool:
-        return self.loss in ("model", "cross-entropy")
+        """Whether the loss takes labels (``model``, ``cross-entropy``)."""
+        from mallocgame.frontends.torch_adapter import NEEDS_LABELS
+
+        return self.loss in NEEDS_LABELS
 
 
 class TorchFrontendError(MallocGameError):

@@ -29,6 +29,7 @@ from mallocgame.errors import MallocGameError
 
 __all__ = [
     "LOSSES",
+    "NEEDS_LABELS",
     "AdapterError",
     "CaptureAdapter",
     "output_tensors",
@@ -45,7 +46,8 @@ LOSSES = ("output", "model", "sum", "mean", "cross-entropy")
 - ``cross-entropy``: of the first output, logits ``[..., C]``, against ``LABELS``
   ``[...]`` (int64 class ids), averaged, as ``torch.nn.functional.cross_entropy``.
 """
-_NEEDS_LABELS = ("model", "cross-entropy")
+NEEDS_LABELS = ("model", "cross-entropy")
+"""The losses that take labels (the keyword argument ``labels``)."""
 _SCALARS = (bool, int, float, complex, str, bytes)
 
 
@@ -121,7 +123,7 @@ def _make_class() -> type:
         def forward(self, *args: Any, **kwargs: Any) -> tuple[Any, ...]:
             if self.loss_kind is None:
                 return tuple(output_tensors(self._inner(*args, **kwargs), self.found))
-            labels = kwargs.pop("labels", None) if self.loss_kind in _NEEDS_LABELS else None
+            labels = kwargs.pop("labels", None) if self.loss_kind in NEEDS_LABELS else None
             return (self._loss(args, kwargs, labels),)
 
         def _loss(self, args: tuple[Any, ...], kwargs: dict[str, Any], labels: Any) -> Any:
@@ -173,7 +175,7 @@ def CaptureAdapter(module: Any, loss: str | None = None) -> Any:
             "use --loss cross-entropy (or sum, mean)"
         )
     adapter_class = _make_class()
-    adapter_class.forward.__signature__ = _signature(module, loss in _NEEDS_LABELS)  # type: ignore[attr-defined]
+    adapter_class.forward.__signature__ = _signature(module, loss in NEEDS_LABELS)  # type: ignore[attr-defined]
     return adapter_class(module, loss)
 
 
