@@ -519,6 +519,29 @@ def test_attention_flops_are_the_two_matmuls() -> None:
     assert matmuls == 2 * (2 * 4) * 8 * 6 * (16 + 32)
 
 
+class SelfAttention(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.q = nn.Linear(16, 16)
+
+    def forward(self, x):
+        q = self.q(x).view(2, 8, 4, 4).transpose(1, 2)  # batch 2, 4 heads, 8 tokens, 4 wide
+        return nn.functional.scaled_dot_product_attention(q, q, q).sum()
+
+
+def test_attention_backward_flops_are_its_five_matmuls() -> None:
+    # on CPU parameters the joint graph keeps attention's fused CPU backward kernel, which
+    # torch's flop counter has no formula for: the scores recomputed, and the gradients of
+    # the scores, values, queries and keys (torch's sdpa_backward_flop_count)
+    program = extract_torch(SelfAttention().train(), (torch.zeros(2, 8, 16),), training_step=True)
+    (backward,) = [
+        i for i in program.instructions if i.opcode.endswith("attention_for_cpu_backward")
+    ]
+    rows, keys, width = 2 * 4 * 8, 8, 4
+    assert backward.flops == 2 * rows * keys * (3 * width + 2 * width)
+    assert backward.transcendentals == rows * keys
+
+
 def test_training_step_options_are_checked() -> None:
     module, args = Tied().train(), (torch.zeros(2, 3, dtype=torch.int64),)
     labels = torch.zeros(2, 3, dtype=torch.int64)

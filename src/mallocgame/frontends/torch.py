@@ -317,8 +317,10 @@ def _shape_cost(name: str, args: Sequence[Any], out: Any) -> tuple[float, float]
     ins = _tensors_in(list(args))
     out_elems = float(_numel(outs[0])) if outs else 0.0
     in_elems = float(_numel(ins[0])) if ins else 0.0
-    if name == "scaled_dot_product_attention" and len(ins) >= 3:
+    if name in _ATTENTION and len(ins) >= 3:
         return _attention_cost(ins[0].shape, ins[1].shape, ins[2].shape)
+    if name in _ATTENTION_BACKWARD and len(ins) >= 4:  # (grad_out, query, key, value, ...)
+        return _attention_backward_cost(ins[1].shape, ins[2].shape, ins[3].shape)
     if name in _PER_ELEMENT:
         flops, trans = _PER_ELEMENT[name]
         return flops * in_elems, trans * in_elems
@@ -336,6 +338,29 @@ def _shape_cost(name: str, args: Sequence[Any], out: Any) -> tuple[float, float]
     ):  # a backward op without a formula: its gradient's elements
         return float(max(_numel(x) for x in ins)), 0.0
     return out_elems, 0.0
+
+
+_ATTENTION = frozenset(
+    ["scaled_dot_product_attention", "_scaled_dot_product_flash_attention_for_cpu"]
+)
+"""Fused attention ops without a formula in ``torch.utils.flop_counter`` (the CPU kernel
+and the undecomposed op): (query, key, value, ...)."""
+_ATTENTION_BACKWARD = frozenset(["_scaled_dot_product_flash_attention_for_cpu_backward"])
+"""Their backward ops: (grad_out, query, key, value, ...)."""
+
+
+def _attention_backward_cost(
+    query: Sequence[int], key: Sequence[int], value: Sequence[int]
+) -> tuple[float, float]:
+    """(flops, transcendentals) of attention's backward pass, as ``torch.utils.flop_counter``
+    counts the fused kernels' (``sdpa_backward_flop_count``): the scores recomputed (``2 L S
+    E``), the gradients of the scores and of the values (``2 L S Ev`` each), of the queries
+    and of the keys (``2 L S E`` each), for each of the leading query dimensions; and one
+    exponential per score, recomputed."""
+    rows = float(math.prod(int(d) for d in query[:-1]))
+    keys = float(key[-2])
+    e, ev = int(query[-1]), int(value[-1])
+    return 2.0 * rows * keys * (3 * e + 2 * ev), rows * keys
 
 
 def _attention_cost(
@@ -370,7 +395,8 @@ def _op_cost(
     if (
         packet is not None
         and torch.Tag.core not in getattr(target, "tags", (torch.Tag.core,))
-        and name != "scaled_dot_product_attention"
+        and name not in _ATTENTION
+        and name not in _ATTENTION_BACKWARD
     ):
         counted = _counted_flops(torch, target, args, kwargs)
         if counted > 0:
