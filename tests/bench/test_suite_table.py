@@ -2,7 +2,13 @@
 
 from __future__ import annotations
 
+import dataclasses
+
+import pytest
+
 from mallocgame.bench.suite_table import format_suite_table, suite_row
+from mallocgame.errors import SolverError
+from mallocgame.solvers import get_solver
 
 
 def test_suite_row_measures_a_program() -> None:
@@ -22,3 +28,16 @@ def test_exact_left_out() -> None:
     assert row.larger_than_fast > 0  # a buffer of the GRU's output sequence exceeds the CMEM
     cells = format_suite_table([row]).splitlines()[-1].split("|")
     assert cells[13].strip() == ""  # the exact column
+
+
+def test_an_answer_that_fails_check_makes_no_row(monkeypatch) -> None:
+    greedy = type(get_solver("greedy"))
+    honest = greedy.solve
+
+    def inflated(self, inst, request):  # a reward the mapping does not earn
+        solution = honest(self, inst, request)
+        return dataclasses.replace(solution, reward_s=2 * solution.reward_s)
+
+    monkeypatch.setattr(greedy, "solve", inflated)
+    with pytest.raises(SolverError, match="greedy's answer fails check"):
+        suite_row("xla-v1/lstm_infer", random_games=1, exact_seconds=0.0)

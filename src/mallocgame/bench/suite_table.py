@@ -13,6 +13,10 @@ reward of
   built in that time;
 - ``bound``: :func:`mallocgame.solvers.bound.upper_bound`'s (its LP given at most
   ``exact_seconds``, at least 60 s), no valid mapping does better.
+
+Every answer is checked (:func:`mallocgame.check.check_solution`, which recomputes its
+reward) before its reward enters a row; one that fails raises a
+:class:`~mallocgame.errors.SolverError`.
 """
 
 from __future__ import annotations
@@ -22,6 +26,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from mallocgame.bench.markdown import markdown_table
+from mallocgame.check import check_solution
+from mallocgame.errors import SolverError
 from mallocgame.instance import Instance
 from mallocgame.latency import normalize
 from mallocgame.solvers import SolveRequest, get_solver
@@ -84,6 +90,9 @@ def suite_row(
 
     def solve(solver: str, request: SolveRequest) -> float:
         solution = get_solver(solver).solve(inst, request)
+        report = check_solution(inst, solution)  # a row's reward is a checked answer's
+        if not report.ok:
+            raise SolverError(f"{name}: {solver}'s answer fails check: {report.summary()}")
         if progress is not None:
             progress(f"{name}: {solver} {solution.normalized_reward:.3f} ({solution.wall_s:.1f} s)")
         return solution.normalized_reward
