@@ -1038,6 +1038,20 @@ def test_extract_a_causal_lm_training_step_with_a_named_loss(tmp_path: Path, mon
             "need labels of shape [4, 16]",
         ),
         (
+            [
+                "--torch",
+                "usernet:lm",
+                "--arg",
+                "s64[4,16]",
+                "--train",
+                "--loss",
+                "cross-entropy",
+                "--labels",
+                "s64[4,",
+            ],
+            "bad argument spec",
+        ),
+        (
             ["--program", "xla-v1/lstm_infer", "--train"],
             "--train and --granularity go with --torch",
         ),

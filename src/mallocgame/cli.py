@@ -732,6 +732,7 @@ def _extract_suites(args: argparse.Namespace) -> int:
 def _extract_torch_program(args: argparse.Namespace) -> Program:
     """``extract --torch MODULE:FACTORY``: the module's program, inference or (``--train``) the
     training step that ``--loss``, ``--labels`` and ``--optimizer`` name."""
+    from mallocgame.frontends.argspec import parse_spec
     from mallocgame.frontends.torch import (
         TrainingStep,
         extract_torch,
@@ -747,7 +748,7 @@ def _extract_torch_program(args: argparse.Namespace) -> Program:
             else f"--labels goes with --loss model or cross-entropy, not {step.loss}"
         )
     if args.labels:
-        meta_inputs([args.labels])  # a bad spec is refused before the factory runs
+        parse_spec(args.labels)  # a bad spec is refused before the factory runs
     model = resolve_factory(args.torch, args.arg)
     model.module.train(args.train)
     labels = None

@@ -409,7 +409,7 @@ def _counted_flops(torch: Any, target: Any, args: Sequence[Any], kwargs: dict[st
     hold no fake tensor, so nothing is ever allocated, or the op cannot run on them)."""
     from torch.utils.flop_counter import FlopCounterMode
 
-    tensors = [a for a in _tensors_in([*args, *kwargs.values()])]
+    tensors = _tensors_in([*args, *kwargs.values()])
     mode = torch._guards.detect_fake_mode(tensors) if tensors else None
     if mode is None:
         return 0.0
