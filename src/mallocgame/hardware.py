@@ -173,20 +173,24 @@ _CLOUD_TPU = (
 )
 
 
+_VMEM_EVIDENCE = "the VMEM size libtpu states when a kernel asks for more"
+
+
 def _tpu_generation(
-    name: str,
-    *,
-    fast_memory: str,
+    doc: str,
     fast_memory_bytes: int,
-    fast_memory_evidence: str,
     hbm: str,
     hbm_bandwidth: float,
     peak_flops: float,
-    doc: str,
+    *,
+    fast_memory: str = "VMEM",
+    fast_memory_evidence: str = _VMEM_EVIDENCE,
 ) -> HardwarePreset:
-    """A TPU generation as libtpu compiles for it: the fast memory the compiler gives its
+    """The TPU generation ``doc`` (a Cloud TPU page name: v4, v5e, v5p, v6e; the preset is
+    ``tpu_<doc>``) as libtpu compiles for it: the fast memory the compiler gives its
     memory-space assignment (as the compiler states it) in front of the HBM, and the
-    published chip figures of ``doc`` (a Cloud TPU page name: v4, v5e, v5p, v6e)."""
+    chip's published figures: ``hbm`` at ``hbm_bandwidth`` B/s, ``peak_flops`` bf16."""
+    name = f"tpu_{doc}"
     published = _CLOUD_TPU.format(gen=doc)
     return HardwarePreset(
         name=name,
@@ -226,50 +230,23 @@ def _tpu_generation(
 
 
 TPU_V4 = _tpu_generation(
-    "tpu_v4",
+    "v4",
+    64 * MIB,
+    "32 GiB HBM2",
+    1200e9,
+    275e12,
     fast_memory="CMEM",
-    fast_memory_bytes=64 * MIB,
     fast_memory_evidence=(
         "the user allocation limit of the CMEM that libtpu states when its memory-space "
         "assignment is given more (xla_tpu_max_cmem_used_by_memory_space_assignment); the "
         "chip has 128 MiB (Jouppi et al., 'TPU v4: An Optically Reconfigurable Supercomputer "
         "for Machine Learning with Hardware Support for Embeddings', ISCA 2023)"
     ),
-    hbm="32 GiB HBM2",
-    hbm_bandwidth=1200e9,
-    peak_flops=275e12,
-    doc="v4",
 )
-TPU_V5E = _tpu_generation(
-    "tpu_v5e",
-    fast_memory="VMEM",
-    fast_memory_bytes=128 * MIB,
-    fast_memory_evidence="the VMEM size libtpu states when a kernel asks for more",
-    hbm="16 GB HBM2",
-    hbm_bandwidth=819e9,
-    peak_flops=197e12,
-    doc="v5e",
-)
-TPU_V5P = _tpu_generation(
-    "tpu_v5p",
-    fast_memory="VMEM",
-    fast_memory_bytes=64 * MIB,
-    fast_memory_evidence="the VMEM size libtpu states when a kernel asks for more",
-    hbm="95 GB HBM2e",
-    hbm_bandwidth=2765e9,
-    peak_flops=459e12,
-    doc="v5p",
-)
-TPU_V6E = _tpu_generation(
-    "tpu_v6e",
-    fast_memory="VMEM",
-    fast_memory_bytes=128 * MIB,
-    fast_memory_evidence="the VMEM size libtpu states when a kernel asks for more",
-    hbm="32 GB HBM",
-    hbm_bandwidth=1638e9,
-    peak_flops=918e12,
-    doc="v6e",
-)
+#  (Cloud TPU page, fast VMEM bytes, HBM, HBM bytes/s, bf16 flop/s): published figures
+TPU_V5E = _tpu_generation("v5e", 128 * MIB, "16 GB HBM2", 819e9, 197e12)
+TPU_V5P = _tpu_generation("v5p", 64 * MIB, "95 GB HBM2e", 2765e9, 459e12)
+TPU_V6E = _tpu_generation("v6e", 128 * MIB, "32 GB HBM", 1638e9, 918e12)
 
 GPU_HBM_HOST = HardwarePreset(
     name="gpu_hbm_host",
