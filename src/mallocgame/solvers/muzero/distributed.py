@@ -54,6 +54,7 @@ __all__ = [
     "SelfPlayActor",
     "ReanalyseActor",
     "SelfPlayActors",
+    "RayActorsOwner",
     "connect",
     "ACTOR_ENV",
 ]
@@ -351,3 +352,29 @@ class SelfPlayActors:
         self.actors = []
         self._pending = {}
         self._reanalysis = None
+
+
+class RayActorsOwner:
+    """A trainer's Ray self-play actors: started at the first :meth:`self_play_actors`
+    (never without ``config.ray``), kept for the trainer's later runs, ended by
+    :meth:`close`. A subclass says how to start them (:meth:`_start_actors`)."""
+
+    config: MuZeroConfig
+    actors: SelfPlayActors | None = None
+
+    def _start_actors(self) -> SelfPlayActors:
+        raise NotImplementedError
+
+    def self_play_actors(self) -> SelfPlayActors | None:
+        """The run's Ray self-play actors (``None`` without ``ray``)."""
+        if self.config.ray is None:
+            return None
+        if self.actors is None:
+            self.actors = self._start_actors()
+        return self.actors
+
+    def close(self) -> None:
+        """End the run's Ray actors, if any."""
+        if self.actors is not None:
+            self.actors.close()
+            self.actors = None

@@ -43,7 +43,7 @@ from mallocgame.solvers import checkpoint
 from mallocgame.solvers.base import Stopwatch
 from mallocgame.solvers.muzero.agent import write_agent
 from mallocgame.solvers.muzero.config import WHERE_FIELDS, MuZeroConfig
-from mallocgame.solvers.muzero.distributed import ActorMoves, SelfPlayActors
+from mallocgame.solvers.muzero.distributed import ActorMoves, RayActorsOwner, SelfPlayActors
 from mallocgame.solvers.muzero.learner import batch_to_device
 from mallocgame.solvers.muzero.replay import GameRecord, Replay
 from mallocgame.solvers.muzero.search import fold_key
@@ -74,7 +74,7 @@ class SharedCounters:
     seconds: float = 0.0
 
 
-class SharedTrainer:
+class SharedTrainer(RayActorsOwner):
     """Trains one MMap-MuZero agent on ``instances`` and keeps each one's best answer.
 
     Args:
@@ -237,25 +237,14 @@ class SharedTrainer:
         if c.learner_steps % 50 == 0:
             self.losses = {k: float(v) for k, v in info._asdict().items()}
 
-    def self_play_actors(self) -> SelfPlayActors | None:
-        """The run's Ray self-play actors over all programs (``None`` without ``ray``)."""
-        if self.config.ray is None:
-            return None
-        if self.actors is None:
-            self.actors = SelfPlayActors(
-                self.instances,
-                self.config,
-                self.seed,
-                lambda p: self.trainers[p].selfplay.restart_actions,
-                self.log,
-            )
-        return self.actors
-
-    def close(self) -> None:
-        """End the run's Ray actors, if any."""
-        if self.actors is not None:
-            self.actors.close()
-            self.actors = None
+    def _start_actors(self) -> SelfPlayActors:
+        return SelfPlayActors(
+            self.instances,
+            self.config,
+            self.seed,
+            lambda p: self.trainers[p].selfplay.restart_actions,
+            self.log,
+        )
 
     # ----------------------------------------------------------------- reporting
 

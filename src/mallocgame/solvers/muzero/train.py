@@ -42,7 +42,7 @@ import functools
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import jax
 import jax.numpy as jnp
@@ -59,15 +59,13 @@ from mallocgame.solvers import checkpoint
 from mallocgame.solvers.base import Improvement, Stopwatch
 from mallocgame.solvers.muzero.agent import load_agent_params
 from mallocgame.solvers.muzero.config import WHERE_FIELDS, MuZeroConfig
+from mallocgame.solvers.muzero.distributed import RayActorsOwner, SelfPlayActors
 from mallocgame.solvers.muzero.learner import batch_to_device, make_optimizer, make_train_step
 from mallocgame.solvers.muzero.networks import MuZeroNet, init_params
 from mallocgame.solvers.muzero.reanalyse import Reanalyser, demonstration, trajectory_record
 from mallocgame.solvers.muzero.replay import Batch, GameRecord, Replay, draw
 from mallocgame.solvers.muzero.search import fold_key, make_policy, make_search
 from mallocgame.solvers.muzero.selfplay import FinishedGame, SelfPlay, play_policy
-
-if TYPE_CHECKING:
-    from mallocgame.solvers.muzero.distributed import SelfPlayActors
 
 __all__ = [
     "Trainer",
@@ -258,7 +256,7 @@ class RunPace:
             self.save()
 
 
-class Trainer:
+class Trainer(RayActorsOwner):
     """Trains MMap-MuZero on one instance and keeps the best answer.
 
     Args:
@@ -531,28 +529,14 @@ class Trainer:
         assert self.best is not None
         return dataclasses.replace(self.best, wall_s=clock.elapsed, **self.work())
 
-    def self_play_actors(self) -> SelfPlayActors | None:
-        """The run's Ray self-play actors (``None`` without ``ray``), started at the first
-        call and kept for the trainer's later runs until :meth:`close`."""
-        if self.config.ray is None:
-            return None
-        if self.actors is None:
-            from mallocgame.solvers.muzero.distributed import SelfPlayActors
-
-            self.actors = SelfPlayActors(
-                [self.instance],
-                self.config,
-                self.seed,
-                lambda _program: self.selfplay.restart_actions,
-                self.log,
-            )
-        return self.actors
-
-    def close(self) -> None:
-        """End the run's Ray actors, if any."""
-        if self.actors is not None:
-            self.actors.close()
-            self.actors = None
+    def _start_actors(self) -> SelfPlayActors:
+        return SelfPlayActors(
+            [self.instance],
+            self.config,
+            self.seed,
+            lambda _program: self.selfplay.restart_actions,
+            self.log,
+        )
 
     def _keep_best(self, done: FinishedGame) -> None:
         """Keep ``done`` as Reanalyse's best game if it beats the kept one; a restarted
