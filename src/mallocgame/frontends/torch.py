@@ -98,6 +98,7 @@ from mallocgame.errors import MallocGameError
 from mallocgame.frontends.xla import (
     _Tensor,
 )  # a tensor under construction: name, size, def_time, shape, reads
+from mallocgame.nested import nested_leaves
 from mallocgame.program import Program, ProgramInstruction, ProgramTensor, validate_program
 
 __all__ = [
@@ -799,11 +800,7 @@ def _storages(num_tensors: int, aliases: list[tuple[int, int]]) -> list[int]:
 
 
 def _flat_refs(value: Any) -> list[_Ref]:
-    if isinstance(value, _Ref):
-        return [value]
-    if isinstance(value, (list, tuple)):
-        return [r for v in value for r in _flat_refs(v)]
-    return []
+    return nested_leaves(value, lambda v: isinstance(v, _Ref))
 
 
 # ---------------------------------------------------------------------------------------

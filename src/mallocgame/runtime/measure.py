@@ -18,6 +18,7 @@ from typing import Any
 
 import numpy as np
 
+from mallocgame.nested import nested_leaves
 from mallocgame.runtime.memory import HostTensor, Memory
 from mallocgame.runtime.plan import PlacementPlan
 from mallocgame.runtime.torch_graph import BoundGraph
@@ -46,9 +47,7 @@ class Measurement:
 
 def flat_tensors(value: Any) -> list[Any]:
     """The tensors of a nest of lists and tuples, in order."""
-    if isinstance(value, (list, tuple)):
-        return [t for v in value for t in flat_tensors(v)]
-    return [value] if hasattr(value, "dtype") and hasattr(value, "shape") else []
+    return nested_leaves(value, lambda v: hasattr(v, "dtype") and hasattr(v, "shape"))
 
 
 def compare_results(got: Any, reference: Any) -> tuple[bool, float]:

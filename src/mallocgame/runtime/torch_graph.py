@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from mallocgame.instance import Instance
+from mallocgame.nested import nested_leaves
 from mallocgame.program import Program
 from mallocgame.runtime.errors import ApplyError, ProgramMismatchError
 
@@ -138,11 +139,7 @@ def _spec(value: Any) -> TensorSpec:
 
 
 def _flat(value: Any) -> list[Ref]:
-    if isinstance(value, Ref):
-        return [value]
-    if isinstance(value, (list, tuple)):
-        return [r for v in value for r in _flat(v)]
-    return []
+    return nested_leaves(value, lambda v: isinstance(v, Ref))
 
 
 class _Binder:
