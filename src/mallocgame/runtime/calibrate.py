@@ -96,68 +96,49 @@ def _bandwidths(
     a = torch.ones(n, dtype=torch.float32, device=dev)
     b = torch.empty_like(a)
 
-    def hbm() -> None:
-        t = _best_time(memory, lambda: b.copy_(a), repeats)
-        add(
-            "fast_bandwidth",
-            2 * size_bytes / t,
-            "B/s",
-            f"HBM copy of {size_bytes} B, read + write bytes / time",
-        )
+    def bandwidth(figure: str, moved: int, run: Callable[[], Any], how: str) -> Callable[[], None]:
+        """Measures ``figure``: ``moved`` times ``size_bytes`` over the best time of ``run``."""
 
-    attempt("fast_bandwidth", hbm)
+        def measure() -> None:
+            add(figure, moved * size_bytes / _best_time(memory, run, repeats), "B/s", how)
+
+        return measure
+
+    attempt(
+        "fast_bandwidth",
+        bandwidth(
+            "fast_bandwidth",
+            2,
+            lambda: b.copy_(a),
+            f"HBM copy of {size_bytes} B, read + write bytes / time",
+        ),
+    )
     host = memory.host_empty((n,), (1,), torch.float32)
     host.dma.fill_(1.0)
-
-    def h2d() -> None:
-        memory.wait(memory.copy_in(b, host))
-
-    def d2h() -> None:
-        memory.wait(memory.copy_out(host, a))
-
-    def copy_in() -> None:
-        t = _best_time(memory, h2d, repeats)
-        add(
-            "copy_in_bandwidth",
-            size_bytes / t,
-            "B/s",
+    transfers = (
+        (
+            "copy_in",
+            lambda: memory.wait(memory.copy_in(b, host)),
             f"pinned host -> HBM copy of {size_bytes} B (copy engine)",
-        )
-
-    def copy_out() -> None:
-        t = _best_time(memory, d2h, repeats)
-        add(
-            "copy_out_bandwidth",
-            size_bytes / t,
-            "B/s",
+        ),
+        (
+            "copy_out",
+            lambda: memory.wait(memory.copy_out(host, a)),
             f"HBM -> pinned host copy of {size_bytes} B (copy engine)",
-        )
-
-    def read() -> None:
-        t = _best_time(memory, lambda: host.kernel.sum(), repeats)
-        add(
-            "slow_read_bandwidth",
-            size_bytes / t,
-            "B/s",
+        ),
+        (
+            "slow_read",
+            lambda: host.kernel.sum(),
             f"kernel summing {size_bytes} B of host-mapped memory",
-        )
-
-    def write() -> None:
-        t = _best_time(memory, lambda: torch.add(a, 1.0, out=host.kernel), repeats)
-        add(
-            "slow_write_bandwidth",
-            size_bytes / t,
-            "B/s",
+        ),
+        (
+            "slow_write",
+            lambda: torch.add(a, 1.0, out=host.kernel),
             f"kernel writing {size_bytes} B into host-mapped memory (reading HBM)",
-        )
-
-    for name, fn in (
-        ("copy_in", copy_in),
-        ("copy_out", copy_out),
-        ("slow_read", read),
-        ("slow_write", write),
-    ):
-        attempt(name, fn)
+        ),
+    )
+    for name, run, how in transfers:
+        attempt(name, bandwidth(f"{name}_bandwidth", 1, run, how))
 
 
 def _matmuls(
