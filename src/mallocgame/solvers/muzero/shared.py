@@ -34,7 +34,6 @@ from typing import Any
 
 import jax
 import numpy as np
-from flax import serialization
 
 from mallocgame.errors import SolverError
 from mallocgame.instance import Instance
@@ -54,6 +53,7 @@ from mallocgame.solvers.muzero.train import (
     fingerprint_settings,
     learner_batch,
     learner_steps_due,
+    network_state,
     visit_temperature,
 )
 
@@ -275,8 +275,7 @@ class SharedTrainer(RayActorsOwner):
         assert self.dir is not None
         state = {
             "fingerprint": SHARED_CHECKPOINT.written(self._fingerprint()),
-            "params": serialization.to_state_dict(jax.device_get(self.params)),
-            "opt_state": serialization.to_state_dict(jax.device_get(self.opt_state)),
+            **network_state(self.params, self.opt_state),
             "replay": self.replay.state_dict(),
             "counters": dataclasses.asdict(self.counters),
             "programs": {str(p): t.program_state() for p, t in enumerate(self.trainers)},

@@ -69,6 +69,7 @@ from mallocgame.solvers.muzero.selfplay import FinishedGame, SelfPlay, play_poli
 
 __all__ = [
     "Trainer",
+    "network_state",
     "TRAINER",
     "CHECKPOINT",
     "compiled_functions",
@@ -254,6 +255,15 @@ class RunPace:
         log(self.progress_line())
         if self.save is not None:
             self.save()
+
+
+def network_state(params: Any, opt_state: Any) -> dict[str, Any]:
+    """A checkpoint's network and optimizer state, on the host as state dicts (read back by
+    :meth:`Trainer.load_network`)."""
+    return {
+        "params": serialization.to_state_dict(jax.device_get(params)),
+        "opt_state": serialization.to_state_dict(jax.device_get(opt_state)),
+    }
 
 
 class Trainer(RayActorsOwner):
@@ -684,8 +694,7 @@ class Trainer(RayActorsOwner):
         assert self.dir is not None
         state = {
             "fingerprint": CHECKPOINT.written(self._fingerprint()),
-            "params": serialization.to_state_dict(jax.device_get(self.params)),
-            "opt_state": serialization.to_state_dict(jax.device_get(self.opt_state)),
+            **network_state(self.params, self.opt_state),
             "replay": self.replay.state_dict(),
             **self.program_state(),
         }
@@ -719,7 +728,8 @@ class Trainer(RayActorsOwner):
         self.load_program_state(state)
 
     def load_network(self, state: dict[str, Any]) -> None:
-        """The network and the optimizer state of a checkpoint's ``state``."""
+        """The network and the optimizer state of a checkpoint's ``state`` (as
+        :func:`network_state` wrote them)."""
         self.params = serialization.from_state_dict(self.params, state["params"])
         self.opt_state = serialization.from_state_dict(self.opt_state, state["opt_state"])
         self.params = jax.tree_util.tree_map(jnp.asarray, self.params)
