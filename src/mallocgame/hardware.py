@@ -243,7 +243,7 @@ TPU_V4 = _tpu_generation(
         "for Machine Learning with Hardware Support for Embeddings', ISCA 2023)"
     ),
 )
-#  (Cloud TPU page, fast VMEM bytes, HBM, HBM bytes/s, bf16 flop/s): published figures
+# (Cloud TPU page, VMEM bytes, HBM, HBM bytes/s, bf16 flop/s): the published figures
 TPU_V5E = _tpu_generation("v5e", 128 * MIB, "16 GB HBM2", 819e9, 197e12)
 TPU_V5P = _tpu_generation("v5p", 64 * MIB, "95 GB HBM2e", 2765e9, 459e12)
 TPU_V6E = _tpu_generation("v6e", 128 * MIB, "32 GB HBM", 1638e9, 918e12)
