@@ -6,7 +6,9 @@ zero-shot (``muzero`` with ``init=AGENT learning=false``, no demonstrations, 10 
 fine-tuned for 60 s (``init=AGENT``), ``muzero`` from scratch for 60 s and 600 s,
 ``es`` and the heuristic at 60 s, and ``muzero-prod`` with and without the agent at
 60 s; and the fine-tuned and fresh 60-s agents without the ``es`` demonstration
-(``demonstrations=heuristic,greedy``). Every number is recomputed from the record's solution
+(``demonstrations=heuristic,greedy``); and the agent fine-tuned for 60 s with restarts
+inside the best game (``restart_fraction=0.5``, ``muzero-prod``'s default), and a fresh
+agent with the same restarts. Every number is recomputed from the record's solution
 (:class:`mallocgame.bench.recheck.Rechecker`); a missing record is a dash.
 
 Usage::
@@ -49,6 +51,8 @@ VARIANTS = (
     Variant("prod 60 s", "prod-60", "muzero-prod", "t60"),
     Variant("shared 60 s, no es", "finetune-60-noes", "muzero", "t60"),
     Variant("scratch 60 s, no es", "scratch-60-noes", "muzero", "t60"),
+    Variant("shared 60 s, restarts", "finetune-60-restart", "muzero", "t60"),
+    Variant("scratch 60 s, restarts", "scratch-60-restart", "muzero", "t60"),
 )
 
 
@@ -132,6 +136,11 @@ def _summary(table: dict[str, dict[str, tuple[float, float] | None]]) -> None:
         ("shared 60 s", "heuristic"),
         ("shared 60 s, no es", "scratch 60 s, no es"),
         ("shared 60 s, no es", "scratch 600 s"),
+        ("shared 60 s, restarts", "scratch 600 s"),
+        ("shared 60 s, restarts", "shared 60 s"),
+        ("shared 60 s, restarts", "scratch 60 s, restarts"),
+        ("shared 60 s, restarts", "es 60 s"),
+        ("shared 60 s, restarts", "heuristic"),
     ]
     for a, b in pairs:
         both = [(_reward(c, a), _reward(c, b)) for c in table.values()]
