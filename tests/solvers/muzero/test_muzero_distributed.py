@@ -159,3 +159,32 @@ def test_a_killed_distributed_run_resumes(cluster: str, tmp_path: Path) -> None:
     assert check_solution(inst, final).ok
     assert final.work["games"] >= done_before + 8
     assert final.reward_s >= saved.best_return - 1e-12
+
+
+def test_a_trainer_starts_its_actors_once_and_only_with_ray() -> None:
+    from types import SimpleNamespace
+
+    from mallocgame.solvers.muzero.distributed import RayActorsOwner
+
+    class Owner(RayActorsOwner):
+        def __init__(self, ray_address: str | None) -> None:
+            self.config = SimpleNamespace(ray=ray_address)  # type: ignore[assignment]
+            self.started: list[SimpleNamespace] = []
+
+        def _start_actors(self):  # type: ignore[override]
+            actors = SimpleNamespace(closed=0)
+            actors.close = lambda: setattr(actors, "closed", actors.closed + 1)
+            self.started.append(actors)
+            return actors
+
+    alone = Owner(None)
+    assert alone.self_play_actors() is None and alone.started == []
+    alone.close()  # nothing to end
+
+    owner = Owner("local")
+    first = owner.self_play_actors()
+    assert owner.self_play_actors() is first and owner.started == [first]
+    owner.close()
+    owner.close()
+    assert first.closed == 1 and owner.actors is None
+    assert owner.self_play_actors() is not first and len(owner.started) == 2
