@@ -82,6 +82,10 @@ class DropBackup:
 
     def step(self, action: int) -> float:
         """Play an allowed ``action``; if that leaves no allowed action, back up. Returns the reward."""
+        return self._advance(action)[0]
+
+    def _advance(self, action: int) -> tuple[float, np.ndarray]:
+        """:meth:`step`, returning also the allowed actions after it (bool [3])."""
         game = self.game
         if (
             action != DROP
@@ -92,9 +96,11 @@ class DropBackup:
         reward = game.step(action)
         if game.is_backup_point:
             self.backup_mark = game.mark()
-        while not self.allowed().any() and not game.complete:
+        allowed = self.allowed()
+        while not allowed.any() and not game.complete:
             self._back_up()
-        return reward
+            allowed = self.allowed()
+        return reward, allowed
 
     def _back_up(self) -> None:
         game = self.game
@@ -121,10 +127,9 @@ class DropBackup:
     def play(self, policy: Policy) -> None:
         """Play to the end of the game, asking ``policy`` for every decision."""
         game = self.game
+        allowed = self.allowed()
         while not game.complete:
-            allowed = self.allowed()
-            action = policy(game, allowed)
-            self.step(action)
+            allowed = self._advance(policy(game, allowed))[1]
 
 
 def play(game: Game, policy: Policy) -> DropBackup:
