@@ -937,37 +937,19 @@ def test_extract_torch_module(tmp_path: Path, monkeypatch, capsys) -> None:
     assert doc["source"]["mode"] == "training_step" and doc["alias_groups"]  # running statistics
 
 
+_LM = ["--torch", "usernet:lm", "--arg", "s64[4,16]"]
+"""The causal LM of ``_TORCH_PROGRAM`` (written as ``usernet.py``), as ``extract`` is given it."""
+
+
 def test_extract_a_causal_lm_training_step_with_a_named_loss(tmp_path: Path, monkeypatch) -> None:
     pytest.importorskip("torch")
     (tmp_path / "usernet.py").write_text(_TORCH_PROGRAM)
     monkeypatch.chdir(tmp_path)
     inference = tmp_path / "lm.program.json"
-    assert (
-        main(
-            [
-                "extract",
-                "--torch",
-                "usernet:lm",
-                "--arg",
-                "s64[4,16]",
-                "--program-out",
-                str(inference),
-            ]
-        )
-        == 0
-    )
+    assert main(["extract", *_LM, "--program-out", str(inference)]) == 0
     assert "outputs read for their tensors" in json.loads(inference.read_text())["source"]["notes"]
     out, sol = tmp_path / "step.json.gz", tmp_path / "sol.json"
-    argv = [
-        "extract",
-        "--torch",
-        "usernet:lm",
-        "--arg",
-        "s64[4,16]",
-        "--train",
-        "--loss",
-        "cross-entropy",
-    ]
+    argv = ["extract", *_LM, "--train", "--loss", "cross-entropy"]
     assert (
         main(
             [
@@ -1000,57 +982,18 @@ def test_extract_a_causal_lm_training_step_with_a_named_loss(tmp_path: Path, mon
         (["--torch", "usernet:block", "--arg", "f32[4,3"], "bad argument spec"),
         (["--torch", "usernet:branchy", "--arg", "f32[3]"], "torch.export could not capture it"),
         (["--torch", "usernet:block", "--arg", "f32[4,3,16,16]", "--train"], "scalar loss"),
-        (["--torch", "usernet:lm", "--arg", "s64[4,16]", "--loss", "sum"], "go with --train"),
+        ([*_LM, "--loss", "sum"], "go with --train"),
+        ([*_LM, "--train", "--loss", "cross-entropy"], "needs --labels"),
         (
-            ["--torch", "usernet:lm", "--arg", "s64[4,16]", "--train", "--loss", "cross-entropy"],
-            "needs --labels",
-        ),
-        (
-            ["--torch", "usernet:lm", "--arg", "s64[4,16]", "--train", "--labels", "s64[4,16]"],
+            [*_LM, "--train", "--labels", "s64[4,16]"],
             "--labels goes with --loss model or cross-entropy",
         ),
+        ([*_LM, "--train", "--loss", "model", "--labels", "s64[4,16]"], "takes no labels="),
         (
-            [
-                "--torch",
-                "usernet:lm",
-                "--arg",
-                "s64[4,16]",
-                "--train",
-                "--loss",
-                "model",
-                "--labels",
-                "s64[4,16]",
-            ],
-            "takes no labels=",
-        ),
-        (
-            [
-                "--torch",
-                "usernet:lm",
-                "--arg",
-                "s64[4,16]",
-                "--train",
-                "--loss",
-                "cross-entropy",
-                "--labels",
-                "s64[4]",
-            ],
+            [*_LM, "--train", "--loss", "cross-entropy", "--labels", "s64[4]"],
             "need labels of shape [4, 16]",
         ),
-        (
-            [
-                "--torch",
-                "usernet:lm",
-                "--arg",
-                "s64[4,16]",
-                "--train",
-                "--loss",
-                "cross-entropy",
-                "--labels",
-                "s64[4,",
-            ],
-            "bad argument spec",
-        ),
+        ([*_LM, "--train", "--loss", "cross-entropy", "--labels", "s64[4,"], "bad argument spec"),
         (
             ["--program", "xla-v1/lstm_infer", "--train"],
             "--train and --granularity go with --torch",
