@@ -2,7 +2,8 @@
 
 Measures the machine (HBM copy, pinned host <-> HBM copies, a kernel reading and one
 writing host-mapped memory, fp32 / TF32 / bf16 matmul, per-op overhead), then for each
-program (an MLP, a BERT encoder, ResNet-50; :data:`mallocgame.runtime.bench.PROGRAMS`)
+program (an MLP, a BERT encoder, ResNet-50, training steps of an MLP and a BERT;
+:data:`mallocgame.runtime.bench.PROGRAMS`)
 derives its ``gpu_hbm_host`` instance with the fast memory a quarter of its peak live
 bytes, computes the placements (framework default, drop, heuristic, greedy, first-touch,
 random x3, es), checks and simulates each, and runs each for real with its tensors in
@@ -15,9 +16,16 @@ Usage (on the device, from the repository root)::
     PYTHONPATH=src python3 benchmarks/device_real.py --out "$OUT"
     PYTHONPATH=src python3 benchmarks/device_real.py --dry-run --out /tmp/dry   # CPU, tiny sizes
 
-Writes under ``--out``: calibration.csv, results.csv, summary.csv, programs.json.gz,
-run.log (each flushed as it grows). Stops measuring after ``--seconds`` (330) and always
-exits 0 after writing what it has, unless the arguments are bad (exit 2).
+Also PyTorch's own steps (eager; for the training programs, eager with ``save_on_cpu``)
+and per-op times of the framework default and ``drop`` against the cost model's.
+
+Writes under ``--out``: calibration.csv, results.csv, summary.csv, ops.csv,
+op_summary.csv, programs.json.gz, run.log (each flushed as it grows) and real.png at
+the end (``--no-plot``: not; ``--plot-only``: only it, from an earlier run's
+results.csv, on any machine). ``--resume`` keeps what an earlier run in ``--out``
+finished (whole programs) and runs the rest. Stops measuring
+after ``--seconds`` (330) and always exits 0 after writing what it has, unless the
+arguments are bad (exit 2).
 """
 
 from __future__ import annotations
@@ -66,7 +74,39 @@ def main(argv: list[str] | None = None) -> int:
         "--preset", default="gpu_hbm_host", help="the preset instances are derived on"
     )
     parser.add_argument("--no-calibrate", action="store_true", help="skip the machine's figures")
+    parser.add_argument(
+        "--no-framework", action="store_true", help="skip PyTorch's eager and save_on_cpu steps"
+    )
+    parser.add_argument(
+        "--profile",
+        nargs="*",
+        default=None,
+        help="placements profiled per op (default: hbm-resident drop; none: no profile)",
+    )
+    parser.add_argument("--profile-repeats", type=int, default=3, help="marked runs per profile")
+    parser.add_argument("--no-plot", action="store_true", help="draw no real.png at the end")
+    parser.add_argument(
+        "--resume",
+        action="store_true",
+        help="keep the programs an earlier run in --out finished (and its machine figures)",
+    )
+    parser.add_argument(
+        "--plot-only",
+        action="store_true",
+        help="draw OUT/real.png from OUT/results.csv of an earlier run and stop (no GPU)",
+    )
     args = parser.parse_args(argv)
+
+    if args.plot_only:
+        from mallocgame.errors import MallocGameError
+        from mallocgame.runtime.bench_plot import plot_real_results
+
+        try:
+            plot_real_results(args.out / "results.csv", args.out / "real.png")
+        except MallocGameError as exc:
+            print(f"device_real: {exc}", file=sys.stderr)
+            return 2
+        return 0
 
     from mallocgame.errors import MallocGameError
     from mallocgame.runtime.bench import PROGRAMS, BenchConfig, run_real_bench
@@ -91,6 +131,11 @@ def main(argv: list[str] | None = None) -> int:
         steps=args.steps if not args.dry_run else 3,
         seconds=args.seconds,
         calibrate=not args.no_calibrate,
+        framework=not args.no_framework,
+        plot=not args.no_plot,
+        resume=args.resume,
+        profile_repeats=args.profile_repeats,
+        **({"profile": tuple(args.profile)} if args.profile is not None else {}),
         answers=args.answers,
         host_alloc=args.host_alloc,
         started=started,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import json
 import math
 import os
 import subprocess
@@ -118,6 +119,7 @@ def test_the_device_script_dry_run(tmp_path):
             str(tmp_path),
             "--programs",
             "mlp",
+            "mlp-train",
             "--placements",
             "drop",
             "heuristic",
@@ -130,21 +132,41 @@ def test_the_device_script_dry_run(tmp_path):
     )
     assert done.returncode == 0, done.stderr
     rows = list(csv.DictReader((tmp_path / "results.csv").open()))
-    assert [r["placement"] for r in rows] == ["hbm-resident", "drop", "heuristic", "random:0"]
-    assert all(
-        r["identical"] == "True" and r["error"] == "" and float(r["measured_median_s"]) > 0
-        for r in rows
-    )
-    assert all(r["check_ok"] == "True" for r in rows[1:])
+    game = ["hbm-resident", "drop", "heuristic", "random:0"]
+    assert [(r["program"], r["placement"]) for r in rows] == [
+        ("mlp", "eager"),
+        *(("mlp", p) for p in game),
+        ("mlp-train", "eager"),
+        ("mlp-train", "eager-save-on-cpu"),
+        *(("mlp-train", p) for p in game),
+    ]
+    assert all(r["error"] == "" and float(r["measured_median_s"]) > 0 for r in rows)
+    placed = [r for r in rows if r["solver"] != "framework"]
+    assert all(r["identical"] == "True" for r in placed)
+    assert all(r["check_ok"] == "True" for r in placed if r["placement"] != "hbm-resident")
+    framework = [r for r in rows if r["solver"] == "framework"]
+    assert all(r["sim_latency_s"] == "" and float(r["max_abs_diff"]) < 1e-5 for r in framework)
+    assert int(framework[-1]["host_bytes"]) > 0  # save_on_cpu moved the saved tensors
     summary = list(csv.DictReader((tmp_path / "summary.csv").open()))
-    assert [s["model"] for s in summary] == ["preset", "calibrated"] and summary[0][
-        "placements"
-    ] == "3"
+    assert [(s["program"], s["model"]) for s in summary] == [
+        ("mlp", "preset"),
+        ("mlp", "calibrated"),
+        ("mlp-train", "preset"),
+        ("mlp-train", "calibrated"),
+    ]
+    assert {s["placements"] for s in summary} == {"3"}
+    ops = list(csv.DictReader((tmp_path / "ops.csv").open()))
+    by = {(o["program"], o["placement"]) for o in ops}
+    assert by == {(p, q) for p in ("mlp", "mlp-train") for q in ("hbm-resident", "drop")}
+    assert all(float(o["measured_s"]) >= 0 and float(o["sim_latency_s"]) > 0 for o in ops)
+    op_summary = list(csv.DictReader((tmp_path / "op_summary.csv").open()))
+    assert len(op_summary) == 2 * 2 * 2  # programs x profiled placements x models
     assert {r["name"] for r in csv.DictReader((tmp_path / "calibration.csv").open())} >= {
         "fast_bandwidth"
     }
     assert (tmp_path / "programs.json.gz").stat().st_size > 0
     assert "done in" in (tmp_path / "run.log").read_text()
+    assert (tmp_path / "real.png").stat().st_size > 0
 
 
 def test_the_device_script_without_a_gpu_says_so(tmp_path):
@@ -194,3 +216,87 @@ def test_solve_spec_gives_each_solver_its_budget(monkeypatch, spec, label, work,
         int(spec.partition(":")[2] or 0),
     )
     assert load_solver("muzero-prod").name == "muzero-prod"
+
+
+def test_the_device_script_plots_an_earlier_run_or_says_why_not(tmp_path):
+    env = dict(os.environ, PYTHONPATH=str(ROOT / "src"), JAX_PLATFORMS="cpu")
+    script = [sys.executable, str(ROOT / "benchmarks" / "device_real.py"), "--plot-only"]
+    done = subprocess.run(
+        [*script, "--out", str(tmp_path)], capture_output=True, text=True, env=env, timeout=120
+    )
+    assert done.returncode == 2
+    assert done.stderr.strip().splitlines() == [
+        f"device_real: {tmp_path / 'results.csv'}: cannot read (No such file or directory)"
+    ]
+    earlier = ROOT / "docs" / "results" / "gpu-real-h100-heldout"
+    (tmp_path / "results.csv").write_bytes((earlier / "results.csv").read_bytes())
+    done = subprocess.run(
+        [*script, "--out", str(tmp_path)], capture_output=True, text=True, env=env, timeout=120
+    )
+    assert done.returncode == 0, done.stderr
+    assert (tmp_path / "real.png").stat().st_size > 0
+
+
+def _dry(out, programs, **kwargs):
+    from mallocgame.runtime.bench import BenchConfig, run_real_bench
+
+    config = BenchConfig(
+        out=out,
+        device="cpu",
+        tiny=True,
+        programs=tuple(programs),
+        placements=("drop", "heuristic"),
+        work=4,
+        warmup=1,
+        steps=2,
+        plot=False,
+        profile=("hbm-resident",),
+        profile_repeats=1,
+        **kwargs,
+    )
+    return run_real_bench(config)
+
+
+def _table(path):
+    return list(csv.DictReader(path.open()))
+
+
+def test_resume_keeps_finished_programs_and_reruns_the_rest(tmp_path):
+    _dry(tmp_path, ["mlp", "mlp-train"])
+    first = {name: _table(tmp_path / name) for name in ("results.csv", "ops.csv")}
+    calibration = (tmp_path / "calibration.csv").read_text()
+    # mlp-train cut short: its summary (a program's last rows) never written
+    summary = [r for r in _table(tmp_path / "summary.csv") if r["program"] == "mlp"]
+    with (tmp_path / "summary.csv").open("w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=list(summary[0]))
+        writer.writeheader()
+        writer.writerows(summary)
+    got = _dry(tmp_path, ["mlp", "mlp-train"], resume=True)
+    log = (tmp_path / "run.log").read_text()
+    assert "mlp: finished by the earlier run, kept" in log
+    assert "mlp-train: finished" not in log and "from the earlier run" in log
+    assert (tmp_path / "calibration.csv").read_text() == calibration
+    results = _table(tmp_path / "results.csv")
+    old_mlp = [r for r in first["results.csv"] if r["program"] == "mlp"]
+    assert results[: len(old_mlp)] == old_mlp  # kept as they were
+    assert [r["placement"] for r in results[len(old_mlp) :]] == [
+        r["placement"] for r in first["results.csv"] if r["program"] == "mlp-train"
+    ]  # run again, once
+    assert [(s["program"], s["model"]) for s in _table(tmp_path / "summary.csv")] == [
+        (p, m) for p in ("mlp", "mlp-train") for m in ("preset", "calibrated")
+    ]
+    assert len(_table(tmp_path / "ops.csv")) == len(first["ops.csv"])
+    assert len(got["rows"]) == len(results)
+    docs = json.loads(__import__("gzip").open(tmp_path / "programs.json.gz").read())
+    assert set(docs) == {"mlp", "mlp-train"}
+
+
+def test_resume_refuses_an_earlier_run_on_other_settings(tmp_path):
+    from mallocgame.errors import MallocGameError
+
+    _dry(tmp_path, ["mlp"])
+    with pytest.raises(MallocGameError, match="preset gpu_hbm_host at fast memory 0.25"):
+        _dry(tmp_path, ["mlp"], resume=True, capacity_fraction=0.5)
+    (tmp_path / "programs.json.gz").write_bytes(b"not gzip")
+    with pytest.raises(MallocGameError, match="cannot resume"):
+        _dry(tmp_path, ["mlp"], resume=True)

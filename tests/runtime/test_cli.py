@@ -95,6 +95,41 @@ def test_bench_real_dry_run(tmp_path):
     assert args.func(args) == 0
     assert (tmp_path / "results.csv").read_text().count(
         "\n"
-    ) == 1 + 1 + 8  # header, default, 8 answers
+    ) == 1 + 1 + 1 + 8  # header, eager, default, 8 answers
     docs = json.loads(__import__("gzip").open(tmp_path / "programs.json.gz").read())
     assert set(docs) == {"mlp"} and len(docs["mlp"]["answers"]) == 8
+
+
+def test_bench_real_knows_the_bench_programs():
+    from mallocgame.runtime.bench import PROGRAMS
+    from mallocgame.runtime.cli import _BENCH_PROGRAMS
+
+    assert set(_BENCH_PROGRAMS) == set(PROGRAMS)
+
+
+def test_bench_real_refuses_an_unknown_program(tmp_path, capsys):
+    with pytest.raises(SystemExit) as stop:
+        parser().parse_args(["bench", "real", "--out", str(tmp_path), "--programs", "gpt5"])
+    assert stop.value.code == 2 and "invalid choice: 'gpt5'" in capsys.readouterr().err
+
+
+def test_bench_real_without_baselines_or_profiles(tmp_path):
+    args = parser().parse_args(
+        [
+            "bench",
+            "real",
+            "--dry-run",
+            "--out",
+            str(tmp_path),
+            "--programs",
+            "mlp-train",
+            "--placements",
+            "heuristic",
+            "--no-framework",
+            "--profile",
+        ]
+    )
+    assert args.func(args) == 0
+    rows = (tmp_path / "results.csv").read_text().splitlines()
+    assert [r.split(",")[1] for r in rows[1:]] == ["hbm-resident", "heuristic"]
+    assert (tmp_path / "ops.csv").read_text().count("\n") == 1  # the header alone

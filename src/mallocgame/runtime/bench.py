@@ -6,12 +6,18 @@ machine (:mod:`mallocgame.runtime.calibrate`), then for each program of
 preset (``gpu_hbm_host`` by default) with the fast memory a fraction of its peak live
 bytes, compute the placements (the framework default, every answer of ``solvers``, and
 answers given in files whose instance hash matches), check, simulate (on the preset and
-on the preset calibrated from the measurements) and measure each, one CSV row at a time;
-then the rank correlation and the mean relative error per program.
+on the preset calibrated from the measurements) and measure each, one CSV row at a time,
+beside PyTorch's own eager step (:mod:`mallocgame.runtime.framework`; for a training
+step also under ``save_on_cpu``); then the rank correlation and the mean relative error
+per program, and the per-instruction times of the profiled placements
+(:mod:`mallocgame.runtime.op_profile`).
 
 Files under ``out`` (each written as it grows, flushed, so a stopped run leaves its data):
-``calibration.csv``, ``results.csv`` (one row per program and placement),
-``summary.csv`` (per program and model: Spearman, mean relative error),
+``calibration.csv``, ``results.csv`` (one row per program and placement or framework
+baseline), ``summary.csv`` (per program and model: Spearman, mean relative error),
+``ops.csv`` (per program, profiled placement and instruction: measured and simulated
+seconds), ``op_summary.csv`` (per program, profiled placement and model), ``real.png``
+(the figure, unless ``plot`` is off),
 ``programs.json.gz`` (each program's instance and answers, to re-check or re-simulate),
 ``run.log`` (progress and each failure's traceback). A failure of one measurement is
 logged and the rest go on; past ``seconds`` the job stops measuring and finishes its files.
@@ -82,6 +88,29 @@ _MEASURED_COLUMN = {
 """The columns of :class:`~mallocgame.runtime.measure.Measurement`'s step times (its other
 fields keep their names; ``staged`` is ``staged_nodes``)."""
 
+OP_COLUMNS = (
+    "program",
+    "placement",
+    "index",
+    "name",
+    "opcode",
+    "bytes",
+    "measured_s",
+    "sim_latency_s",
+    "sim_calibrated_s",
+)
+OP_SUMMARY_COLUMNS = (
+    "program",
+    "placement",
+    "model",
+    "ops",
+    "spearman",
+    "mean_relative_error",
+    "measured_total_s",
+    "simulated_total_s",
+    "top_opcodes",
+)
+
 SUMMARY_COLUMNS = (
     "program",
     "model",
@@ -102,11 +131,24 @@ SUMMARY_COLUMNS = (
 class SizedProgram:
     """A program to run: a factory ``(device, tiny) -> (module, inputs)``; ``tiny`` gives
     the dry run's sizes (seconds on a CPU), else the device sizes (steps of a few ms to
-    tens of ms on an H100, weights of a few hundred MiB)."""
+    tens of ms on an H100, weights of a few hundred MiB). ``training``: the program is the
+    module's training step (forward, the mean of its first output as the loss, backward
+    to every parameter's gradient; no optimizer update), the module in eval mode (no
+    dropout: every run computes the same)."""
 
     name: str
     make: Callable[[Any, bool], tuple[Any, tuple[Any, ...]]]
     what: str
+    training: bool = False
+
+    @property
+    def loss(self) -> str | None:
+        """The training step's loss (:data:`TRAINING_LOSS`), None for inference."""
+        return TRAINING_LOSS if self.training else None
+
+
+TRAINING_LOSS = "mean"
+"""The loss of the training programs: the mean of the module's first output."""
 
 
 def _mlp(device: Any, tiny: bool) -> tuple[Any, tuple[Any, ...]]:
@@ -220,6 +262,18 @@ PROGRAMS: dict[str, SizedProgram] = {
             _bert_small,
             "BERT encoder, 6 layers of 768 (12 heads, FFN 3072), batch 16 x 256, fp32",
         ),
+        SizedProgram(
+            "mlp-train",
+            _mlp,
+            "the mlp's training step: forward, mean of the output, backward to its gradients",
+            training=True,
+        ),
+        SizedProgram(
+            "bert-small-train",
+            _bert_small,
+            "bert-small's training step: forward, mean of the hidden states, backward",
+            training=True,
+        ),
     )
 }
 
@@ -294,7 +348,13 @@ class BenchConfig:
 
     ``placements``: solver specs, ``NAME`` or ``NAME:SEED`` (``es`` and ``random`` with
     ``work`` games); ``answers``: a directory of solution files (any name, ``*.json``) used
-    where their instance hash matches a program's.
+    where their instance hash matches a program's; ``framework``: measure the framework's
+    own baselines too (:mod:`mallocgame.runtime.framework`); ``plot``: draw ``real.png``
+    at the end (:mod:`mallocgame.runtime.bench_plot`); ``resume``: keep what an earlier
+    run in ``out`` finished (whole programs, and its machine figures) and run the rest;
+    ``profile``: the placements
+    whose per-instruction times are measured (:mod:`mallocgame.runtime.op_profile`, over
+    ``profile_repeats`` runs; empty: none).
     """
 
     out: Path
@@ -319,18 +379,26 @@ class BenchConfig:
     seconds: float = 330.0
     per_placement_s: float = 10.0
     calibrate: bool = True
+    framework: bool = True
+    plot: bool = True
+    resume: bool = False
+    profile: tuple[str, ...] = ("hbm-resident", "drop")
+    profile_repeats: int = 3
     answers: Path | None = None
     host_alloc: str = "auto"
     started: float = field(default_factory=time.perf_counter)
 
 
 class _Csv:
-    """A CSV file written a row at a time, flushed after each."""
+    """A CSV file written a row at a time, flushed after each; ``kept``: rows of an earlier
+    run written first."""
 
-    def __init__(self, path: Path, columns: Sequence[str]):
+    def __init__(self, path: Path, columns: Sequence[str], kept: Sequence[dict[str, Any]] = ()):
         self.file = path.open("w", newline="")
         self.writer = csv.DictWriter(self.file, fieldnames=list(columns))
         self.writer.writeheader()
+        for row in kept:
+            self.writer.writerow(row)
         self.file.flush()
 
     def row(self, values: dict[str, Any]) -> None:
@@ -342,8 +410,8 @@ class _Csv:
 
 
 class _Log:
-    def __init__(self, path: Path, started: float):
-        self.file = path.open("w")
+    def __init__(self, path: Path, started: float, append: bool = False):
+        self.file = path.open("a" if append else "w")
         self.started = started
 
     def __call__(self, message: str) -> None:
@@ -360,6 +428,68 @@ class _Log:
         self.file.write(text + "\n")
         self.file.flush()
         return text.strip().splitlines()[-1][:300]
+
+
+_CSV_FILES = {
+    "results.csv": RESULT_COLUMNS,
+    "summary.csv": SUMMARY_COLUMNS,
+    "ops.csv": OP_COLUMNS,
+    "op_summary.csv": OP_SUMMARY_COLUMNS,
+}
+
+
+@dataclass(frozen=True)
+class _Earlier:
+    """What an earlier run in the same directory finished, for ``resume``: the programs
+    whose summary rows are written (a program's last rows; a program cut short is run
+    again), their rows of each CSV (by file name), their documents, and the machine's
+    figures (reused, so that kept and new rows share one calibrated preset)."""
+
+    programs: frozenset[str]
+    rows: dict[str, list[dict[str, str]]]
+    documents: dict[str, Any]
+    figures: list[Any]
+
+
+def _read_csv(path: Path) -> list[dict[str, str]]:
+    if not path.exists():
+        return []
+    with path.open(newline="") as f:
+        return list(csv.DictReader(f))
+
+
+def _read_earlier(out: Path, config: BenchConfig) -> _Earlier:
+    """The finished part of the run in ``out`` (nothing where there is none). An earlier
+    run on another preset or fast-memory fraction is a :class:`MallocGameError`: its rows
+    cannot sit beside this run's."""
+    from mallocgame.runtime.calibrate import Figure
+
+    try:
+        done = {r["program"] for r in _read_csv(out / "summary.csv")}
+        rows = {
+            name: [r for r in _read_csv(out / name) if r.get("program") in done]
+            for name in _CSV_FILES
+        }
+        documents: dict[str, Any] = {}
+        if (out / "programs.json.gz").exists():
+            with gzip.open(out / "programs.json.gz", "rt") as f:
+                documents = {k: v for k, v in json.load(f).items() if k in done}
+        figures = [
+            Figure(r["name"], float(r["value"]), r["unit"], r["method"])
+            for r in _read_csv(out / "calibration.csv")
+        ]
+    except (OSError, ValueError, KeyError, EOFError) as exc:
+        raise MallocGameError(f"{out}: cannot resume the earlier run ({exc})") from None
+    for name in sorted(done):
+        source = documents.get(name, {}).get("instance", {}).get("source", {})
+        earlier = (source.get("preset"), source.get("capacity_fraction"))
+        if earlier != (config.preset, config.capacity_fraction):
+            raise MallocGameError(
+                f"{out}: the earlier run has {name} on preset {earlier[0]} at fast memory "
+                f"{earlier[1]} of its peak, not {config.preset} at {config.capacity_fraction}: "
+                "give another --out, or the earlier settings"
+            )
+    return _Earlier(frozenset(done), rows, documents, figures)
 
 
 def _given_answers(directory: Path | None, log: _Log) -> list[Solution]:
@@ -394,10 +524,13 @@ def solve_spec(spec: str, instance: Instance, work: int) -> tuple[str, Solution]
 class _Program:
     """One program of the job, built on the device and captured: its module and inputs, its
     instance on the preset (and on the calibrated preset, where there is one), its bound
-    graph, its reference results (the exported module run once on ``inputs``), its document
-    in ``programs.json.gz`` and the host copies its measurements share."""
+    graph, its reference results (the exported module run once on ``inputs``; for a
+    training step, whose joint graph has no module to call, the graph run once with
+    everything in HBM), its document in ``programs.json.gz`` and the host copies its
+    measurements share."""
 
     name: str
+    spec: SizedProgram
     module: Any
     inputs: tuple[Any, ...]
     captured: Any
@@ -418,13 +551,16 @@ class _BenchRun:
         self.torch = torch
         self.out = Path(config.out)
         self.out.mkdir(parents=True, exist_ok=True)
-        self.log = _Log(self.out / "run.log", config.started)
+        self.earlier = (
+            _read_earlier(self.out, config) if config.resume else _Earlier(frozenset(), {}, {}, [])
+        )
+        self.log = _Log(self.out / "run.log", config.started, append=config.resume)
         self.deadline = config.started + config.seconds  # time.perf_counter() seconds
         self.figures: list[Any] = []
         self.calibrated: HardwarePreset | None = None
-        self.documents: dict[str, Any] = {}
-        self.all_rows: list[dict[str, Any]] = []
-        self.summaries: list[dict[str, Any]] = []
+        self.documents: dict[str, Any] = dict(self.earlier.documents)
+        self.all_rows: list[dict[str, Any]] = list(self.earlier.rows.get("results.csv", []))
+        self.summaries: list[dict[str, Any]] = list(self.earlier.rows.get("summary.csv", []))
 
     def run(self) -> dict[str, Any]:
         """The whole job; returns :func:`run_real_bench`'s ``{"rows", "summary",
@@ -432,11 +568,21 @@ class _BenchRun:
         config, torch = self.config, self.torch
         self._open_memory()
         self._calibrate()
-        self.rows_csv = _Csv(self.out / "results.csv", RESULT_COLUMNS)
-        self.summary_csv = _Csv(self.out / "summary.csv", SUMMARY_COLUMNS)
+        kept = self.earlier.rows
+        self.rows_csv = _Csv(self.out / "results.csv", RESULT_COLUMNS, kept.get("results.csv", []))
+        self.summary_csv = _Csv(
+            self.out / "summary.csv", SUMMARY_COLUMNS, kept.get("summary.csv", [])
+        )
+        self.ops_csv = _Csv(self.out / "ops.csv", OP_COLUMNS, kept.get("ops.csv", []))
+        self.op_summary_csv = _Csv(
+            self.out / "op_summary.csv", OP_SUMMARY_COLUMNS, kept.get("op_summary.csv", [])
+        )
         self.given = _given_answers(config.answers, self.log)
         self.device = torch.device(config.device)
         for name in config.programs:
+            if name in self.earlier.programs:
+                self.log(f"{name}: finished by the earlier run, kept")
+                continue
             if time.perf_counter() > self.deadline:
                 self.log(f"time is up: {name} and later programs skipped")
                 break
@@ -447,8 +593,15 @@ class _BenchRun:
             del program  # its module, graph and results go before the cache is emptied
             if config.device == "cuda":
                 torch.cuda.empty_cache()
-        self.rows_csv.close()
-        self.summary_csv.close()
+        for table in (self.rows_csv, self.summary_csv, self.ops_csv, self.op_summary_csv):
+            table.close()
+        if config.plot and any(r.get("measured_median_s") for r in self.all_rows):
+            from mallocgame.runtime.bench_plot import plot_real_results
+
+            try:
+                plot_real_results(self.out / "results.csv", self.out / "real.png")
+            except Exception:
+                self.log.failure("the figure")
         self.log(f"done in {time.perf_counter() - config.started:.1f} s")
         return {"rows": self.all_rows, "summary": self.summaries, "calibration": self.figures}
 
@@ -475,7 +628,14 @@ class _BenchRun:
 
         config, torch = self.config, self.torch
         cal_csv = _Csv(self.out / "calibration.csv", ("name", "value", "unit", "method"))
-        if config.calibrate:
+        if self.earlier.figures:
+            self.figures = list(self.earlier.figures)
+            self.log(f"the machine's {len(self.figures)} figures from the earlier run")
+            for f in self.figures:
+                cal_csv.row(
+                    {"name": f.name, "value": f"{f.value:.10g}", "unit": f.unit, "method": f.method}
+                )
+        elif config.calibrate:
             try:
                 size = 2**16 if config.tiny else 256 * 2**20
                 self.figures = calibrate(
@@ -485,7 +645,7 @@ class _BenchRun:
                     cal_csv.row(
                         {
                             "name": f.name,
-                            "value": f"{f.value:.6g}",
+                            "value": f"{f.value:.10g}",
                             "unit": f.unit,
                             "method": f.method,
                         }
@@ -510,18 +670,27 @@ class _BenchRun:
         """Build program ``name`` on the device, capture it, derive its instances, bind its
         graph and run it once for the reference results; None (logged) where any step fails."""
         from mallocgame.costmodel import derive_instance, peak_live_bytes
+        from mallocgame.frontends.torch import TrainingStep
+        from mallocgame.runtime.plan import PlacementPlan
         from mallocgame.runtime.torch_graph import bind, capture_torch
+        from mallocgame.runtime.torch_run import PlacedRunner
 
         config, torch = self.config, self.torch
+        spec = PROGRAMS[name]
         try:
             module, inputs = build_program(name, self.device, config.tiny)
-            captured = capture_torch(module, inputs, name=name)
+            step = TrainingStep(loss=spec.loss) if spec.loss is not None else None
+            captured = capture_torch(module, inputs, name=name, training_step=step)
             instance = derive_instance(
                 captured.program, self.preset, capacity_fraction=config.capacity_fraction
             )
             graph = bind(captured, instance)
-            with torch.no_grad():
-                reference = captured.exported.module()(*inputs)
+            if step is not None:
+                reference = PlacedRunner(graph, PlacementPlan.all_fast(instance), self.memory).run()
+                self.memory.join()
+            else:
+                with torch.no_grad():
+                    reference = captured.exported.module()(*inputs)
             if config.device == "cuda":
                 torch.cuda.synchronize()
             peak = peak_live_bytes(instance)
@@ -544,14 +713,17 @@ class _BenchRun:
         doc: dict[str, Any] = {"instance": instance.to_dict(), "answers": {}}
         self.documents[name] = doc
         return _Program(
-            name, module, inputs, captured, instance, graph, reference, cal_instance, doc
+            name, spec, module, inputs, captured, instance, graph, reference, cal_instance, doc
         )
 
     def _run_program(self, program: _Program) -> None:
         """Solve, simulate and measure ``program``'s placements (one row each, until the
         deadline), summarize them and rewrite ``programs.json.gz``."""
         rows: list[dict[str, Any]] = []
-        for label, solution, error in self._solve_placements(program):
+        placements = self._solve_placements(program)
+        if self.config.framework:
+            self._measure_framework(program)
+        for label, solution, error in placements:
             if time.perf_counter() > self.deadline:
                 self.log(f"time is up: {program.name} placements from {label} on skipped")
                 break
@@ -571,9 +743,137 @@ class _BenchRun:
                 row["error"] = self.log.failure(f"{program.name}: {label}")
             self.rows_csv.row(row)
             self.all_rows.append(row)
-        self._summarize(program, rows)
+        self._profile(program, {label: solution for label, solution, error in placements})
+        self._summarize(program, rows)  # last: a program with summary rows is finished
         with gzip.open(self.out / "programs.json.gz", "wt") as f:
             json.dump(self.documents, f)
+
+    def _measure_framework(self, program: _Program) -> None:
+        """One row per framework baseline (:data:`~mallocgame.runtime.framework.
+        FRAMEWORK_BASELINES`; ``eager-save-on-cpu`` for training steps only): the module
+        run by PyTorch itself, measured, no simulation."""
+        from mallocgame.runtime.framework import FRAMEWORK_BASELINES, measure_framework
+
+        config, loss = self.config, program.spec.loss
+        for baseline in FRAMEWORK_BASELINES:
+            if baseline == "eager-save-on-cpu" and loss is None:
+                continue
+            if time.perf_counter() > self.deadline:
+                self.log(f"time is up: {program.name} framework baselines from {baseline} on")
+                return
+            row: dict[str, Any] = {
+                "program": program.name,
+                "placement": baseline,
+                "solver": "framework",
+                "capacity_bytes": program.instance.hardware.fast_memory_bytes,
+            }
+            try:
+                got = measure_framework(
+                    program.module,
+                    program.inputs,
+                    self.memory,
+                    program.reference,
+                    baseline=baseline,
+                    loss=loss,
+                    warmup=config.warmup,
+                    steps=config.steps,
+                    max_seconds=config.per_placement_s,
+                    deadline=self.deadline,
+                )
+                m = got.measurement
+                measured = {
+                    _MEASURED_COLUMN.get(k, k): v for k, v in asdict(m).items() if k != "staged"
+                }
+                row.update(measured, host_bytes=got.host_bytes)
+                self.log(
+                    f"{program.name}: {baseline}: measured {m.median_s * 1e3:.3f} ms (p10 "
+                    f"{m.p10_s * 1e3:.3f}, p90 {m.p90_s * 1e3:.3f}), peak HBM "
+                    f"{m.peak_hbm_bytes / 2**20:.1f} MiB, host "
+                    f"{got.host_bytes / 2**20:.1f} MiB, max |diff| from the graph's results "
+                    f"{m.max_abs_diff:.3g}"
+                )
+            except Exception:
+                row["error"] = self.log.failure(f"{program.name}: {baseline}")
+            self.rows_csv.row(row)
+            self.all_rows.append(row)
+
+    def _profile(self, program: _Program, solutions: dict[str, Solution | None]) -> None:
+        """Per-instruction times of the placements of ``profile`` that ``program`` has (the
+        framework default's answer is None), measured and simulated on each model, to
+        ``ops.csv``, condensed in ``op_summary.csv``."""
+        from mallocgame.runtime.op_profile import (
+            op_rows,
+            op_summary,
+            profile_ops,
+            simulated_op_seconds,
+        )
+        from mallocgame.runtime.plan import PlacementPlan, placement_plan
+
+        config, name = self.config, program.name
+        for label in config.profile:
+            if label not in solutions or (solutions[label] is None and label != "hbm-resident"):
+                continue
+            if time.perf_counter() > self.deadline:
+                self.log(f"time is up: {name} per-op profiles from {label} on skipped")
+                return
+            solution = solutions[label]
+            try:
+                plan = (
+                    PlacementPlan.all_fast(program.instance, label)
+                    if solution is None
+                    else placement_plan(program.instance, solution, label=label)
+                )
+                measured = profile_ops(
+                    program.graph,
+                    plan,
+                    self.memory,
+                    repeats=config.profile_repeats,
+                    shared_host=program.shared_host,
+                )
+            except Exception:
+                self.log.failure(f"{name}: per-op profile of {label}")
+                continue
+            models = [("preset", program.instance)] + (
+                [("calibrated", program.cal_instance)] if program.cal_instance else []
+            )
+            simulated = {
+                model: simulated_op_seconds(
+                    inst, None if solution is None else solution.allocations
+                )
+                for model, inst in models
+            }
+            rows = {
+                model: op_rows(program.instance, measured, simulated[model]) for model, _ in models
+            }
+            for i, op in enumerate(rows["preset"]):
+                self.ops_csv.row(
+                    {
+                        "program": name,
+                        "placement": label,
+                        "index": op.index,
+                        "name": op.name,
+                        "opcode": op.opcode,
+                        "bytes": op.bytes,
+                        "measured_s": f"{op.measured_s:.6g}",
+                        "sim_latency_s": f"{op.simulated_s:.6g}",
+                        "sim_calibrated_s": (
+                            f"{rows['calibrated'][i].simulated_s:.6g}"
+                            if "calibrated" in rows
+                            else ""
+                        ),
+                    }
+                )
+            for model, _ in models:
+                summary = op_summary(rows[model])
+                self.op_summary_csv.row(
+                    {"program": name, "placement": label, "model": model} | asdict(summary)
+                )
+                self.log(
+                    f"{name}: {label}: per-op, {model} model: Spearman {summary.spearman:.3f}, "
+                    f"mean relative error {summary.mean_relative_error:.3f}, measured "
+                    f"{summary.measured_total_s * 1e3:.3f} ms against simulated "
+                    f"{summary.simulated_total_s * 1e3:.3f} ms; {summary.top_opcodes}"
+                )
 
     def _solve_placements(self, program: _Program) -> list[tuple[str, Solution | None, str]]:
         """The placements of ``program``, as ``(label, answer, error)``: the framework default

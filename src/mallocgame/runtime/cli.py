@@ -134,6 +134,19 @@ def cmd_apply(args: argparse.Namespace) -> int:
     return 0 if m.identical else 1
 
 
+_BENCH_PROGRAMS = (
+    "mlp",
+    "bert",
+    "resnet50",
+    "ffn",
+    "bert-small",
+    "mlp-train",
+    "bert-small-train",
+)
+"""The names of :data:`mallocgame.runtime.bench.PROGRAMS` (the parser is built without
+importing it; a test checks they agree)."""
+
+
 def add_bench_real_parser(bench_subparsers: Any) -> argparse.ArgumentParser:
     """Add ``real`` to the ``bench`` subparsers (``func`` = :func:`cmd_bench_real`)."""
     p = bench_subparsers.add_parser(
@@ -141,7 +154,21 @@ def add_bench_real_parser(bench_subparsers: Any) -> argparse.ArgumentParser:
     )
     p.add_argument("--out", required=True, type=Path, help="directory for the CSVs and the log")
     p.add_argument("--dry-run", action="store_true", help="on the CPU with tiny programs")
-    p.add_argument("--programs", nargs="+", default=None, help="default: mlp bert resnet50")
+    p.add_argument(
+        "--programs",
+        nargs="+",
+        default=None,
+        choices=_BENCH_PROGRAMS,
+        metavar="PROGRAM",
+        help=f"default: mlp bert resnet50 (have: {', '.join(_BENCH_PROGRAMS)})",
+    )
+    p.add_argument(
+        "--placements",
+        nargs="+",
+        default=None,
+        metavar="SOLVER[:SEED]",
+        help="the answers to run (default: drop heuristic greedy first-touch random:0-2 es:0)",
+    )
     p.add_argument(
         "--seconds",
         type=_number(1.0, MAX_SECONDS),
@@ -150,6 +177,24 @@ def add_bench_real_parser(bench_subparsers: Any) -> argparse.ArgumentParser:
     )
     p.add_argument(
         "--answers", type=Path, default=None, help="directory of extra solution files (*.json)"
+    )
+    p.add_argument(
+        "--resume",
+        action="store_true",
+        help="keep the programs an earlier run in --out finished, and its machine figures",
+    )
+    p.add_argument(
+        "--no-framework",
+        action="store_true",
+        help="skip PyTorch's own baselines (eager, and eager with save_on_cpu for training steps)",
+    )
+    p.add_argument(
+        "--profile",
+        nargs="*",
+        default=None,
+        metavar="PLACEMENT",
+        help="placements whose per-op times are measured (default: hbm-resident drop; none: "
+        "no profile)",
     )
     p.set_defaults(func=cmd_bench_real)
     return p
@@ -166,6 +211,10 @@ def cmd_bench_real(args: argparse.Namespace) -> int:
         programs=tuple(args.programs or ("mlp", "bert", "resnet50")),
         seconds=args.seconds,
         answers=args.answers,
+        framework=not args.no_framework,
+        resume=args.resume,
+        **({"placements": tuple(args.placements)} if args.placements else {}),
+        **({"profile": tuple(args.profile)} if args.profile is not None else {}),
         **({"work": 8, "warmup": 1, "steps": 3} if args.dry_run else {}),
     )
     run_real_bench(config)

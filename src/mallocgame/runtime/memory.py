@@ -122,6 +122,17 @@ class Memory:
         self.synchronize()
         return time.perf_counter() - start
 
+    def mark(self) -> Any:
+        """A point on the compute stream's timeline, after the work issued so far (the CPU:
+        the wall clock once that work is done); :meth:`seconds_between` reads marks."""
+        self.synchronize()
+        return time.perf_counter()
+
+    def seconds_between(self, marks: Sequence[Any]) -> list[float]:
+        """Seconds from each of ``marks`` to the next (``len(marks) - 1`` values); waits for
+        the last."""
+        return [float(b - a) for a, b in zip(marks, marks[1:])]
+
     def allocated(self) -> int:
         """Bytes of fast memory allocated now (0 where the backend cannot tell)."""
         return 0
@@ -301,6 +312,17 @@ class CudaMemory(Memory):
         end.record(self.main)
         end.synchronize()
         return start.elapsed_time(end) / 1e3
+
+    def mark(self) -> Any:
+        event = _torch().cuda.Event(enable_timing=True)
+        event.record(self.main)
+        return event
+
+    def seconds_between(self, marks: Sequence[Any]) -> list[float]:
+        if not marks:
+            return []
+        marks[-1].synchronize()
+        return [a.elapsed_time(b) / 1e3 for a, b in zip(marks, marks[1:])]
 
     def allocated(self) -> int:
         return int(_torch().cuda.memory_allocated(self.device))

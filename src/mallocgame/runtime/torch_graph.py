@@ -20,6 +20,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from mallocgame.frontends.torch import TrainingStep
 from mallocgame.instance import Instance
 from mallocgame.nested import nested_leaves
 from mallocgame.program import Program
@@ -102,11 +103,17 @@ class BoundGraph:
 
 
 def capture_torch(
-    module: Any, inputs: Sequence[Any], *, name: str | None = None
+    module: Any,
+    inputs: Sequence[Any],
+    *,
+    name: str | None = None,
+    training_step: TrainingStep | None = None,
 ) -> CapturedProgram:
     """Capture ``module(*inputs)`` as :func:`~mallocgame.frontends.torch.extract_torch` does
-    (same graph, same program; granularity ``"tensor"``). ``inputs`` are real tensors (the
-    module is run on them later), on the module's device."""
+    (same graph, same program; granularity ``"tensor"``), or its ``training_step`` (the
+    joint forward-backward graph; its results are the loss and the gradients, in the
+    graph's output order). ``inputs`` are real tensors (the module is run on them later),
+    on the module's device."""
     from mallocgame.frontends.torch import (
         TorchFrontendError,
         _export,
@@ -126,8 +133,13 @@ def capture_torch(
             f"{label}: a module or input on the meta device cannot be run: build it on a real "
             f"device"
         )
-    captured = _export(torch, module, tuple(inputs), {}, None, label)
-    source = _source_of(module, None, captured)
+    if training_step is not None and training_step.optimizer != "none":
+        raise ApplyError(
+            f"{label}: the optimizer's update is modelled, not captured (torch.export does not "
+            f"trace optimizer.step()): a training step to run needs optimizer 'none'"
+        )
+    captured = _export(torch, module, tuple(inputs), {}, training_step, label)
+    source = _source_of(module, training_step, captured)
     program = extract_exported(captured.exported, name=label, granularity="tensor", source=source)
     return CapturedProgram(label, captured.exported, program, tuple(inputs))
 

@@ -139,11 +139,13 @@ class PlacedRunner:
                 value = value[index]
         return value
 
-    def run(self) -> list[Any]:
+    def run(self, marks: list[Any] | None = None) -> list[Any]:
         """One execution of the program; returns its results (the output node's values).
 
         The work is issued, not waited for (CUDA); :meth:`Memory.join` and a timer's stop
-        wait for it."""
+        wait for it. ``marks``, where given, receives a :meth:`Memory.mark` before the first
+        instruction and one after each (``T + 1`` marks: instruction ``t`` ran between marks
+        ``t`` and ``t + 1``, its waits for copies included)."""
         if not self.prepared:
             self.prepare()
         torch = self.memory_torch()
@@ -164,6 +166,8 @@ class PlacedRunner:
             )
 
         with torch.no_grad():
+            if marks is not None:
+                marks.append(mem.mark())
             for step, op in zip(plan.steps, self.graph.ops):
                 t = step.index
                 for sid in step.prefetch:
@@ -196,6 +200,8 @@ class PlacedRunner:
                         current[x] = self.host[x].kernel
                     self._note("read", t, x, self._where(current[x]))
                 outs = self._execute(op, step, t, fetch, written)
+                if marks is not None:
+                    marks.append(mem.mark())
                 for w, value in zip(step.writes, outs):
                     if w.segment is not None:
                         hbm[w.segment] = value

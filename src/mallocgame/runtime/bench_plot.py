@@ -1,0 +1,99 @@
+"""The GPU study's figure, drawn from its ``results.csv`` (:mod:`mallocgame.runtime.bench`).
+
+:func:`plot_real_results` draws two panels: left, each answer's simulated step time
+against its measured one (log-log, one colour per program, the diagonal where the
+simulator is right); right, each program's placements as measured step time against
+peak HBM, relative to the program's framework default (``hbm-resident``), with PyTorch's
+own baselines (``eager``, ``eager-save-on-cpu``) marked apart: what each way of running
+the program costs in time for the HBM it saves. Rows with an error or no measurement
+are left out. Reads no GPU and runs no model.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+from pathlib import Path
+
+from mallocgame.errors import MallocGameError
+from mallocgame.fileio import write_bytes_atomic
+
+__all__ = ["plot_real_results"]
+
+_FRAMEWORK_MARKERS = {"eager": "s", "eager-save-on-cpu": "D", "hbm-resident": "*"}
+
+
+def _rows(results_csv: Path) -> list[dict[str, str]]:
+    try:
+        with results_csv.open(newline="") as f:
+            rows = list(csv.DictReader(f))
+    except OSError as exc:
+        raise MallocGameError(f"{results_csv}: cannot read ({exc.strerror})") from None
+    if rows and "measured_median_s" not in rows[0]:
+        raise MallocGameError(f"{results_csv}: not a bench real results.csv")
+    return [r for r in rows if not r.get("error") and r.get("measured_median_s")]
+
+
+def plot_real_results(results_csv: Path, path: Path, *, model: str = "sim_latency_s") -> None:
+    """Write the figure of the module docstring for ``results_csv`` to ``path`` (PNG);
+    ``model``: the column of simulated times (``sim_latency_s``: the preset,
+    ``sim_calibrated_s``: the calibrated preset)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    rows = _rows(Path(results_csv))
+    if not rows:
+        raise MallocGameError(f"{results_csv}: no measured row to draw")
+    programs = list(dict.fromkeys(r["program"] for r in rows))
+    colours = {p: plt.get_cmap("tab10")(i % 10) for i, p in enumerate(programs)}
+    fig, (left, right) = plt.subplots(1, 2, figsize=(12, 5))
+
+    lo, hi = float("inf"), 0.0
+    for r in rows:
+        if not r.get(model) or r["placement"] in _FRAMEWORK_MARKERS:
+            continue
+        sim, meas = float(r[model]) * 1e3, float(r["measured_median_s"]) * 1e3
+        lo, hi = min(lo, sim, meas), max(hi, sim, meas)
+        left.scatter(meas, sim, color=colours[r["program"]], s=26)
+    if hi > 0:
+        left.plot([lo, hi], [lo, hi], color="grey", lw=0.8, ls="--")
+    left.set_xscale("log")
+    left.set_yscale("log")
+    left.set_xlabel("measured step time (ms)")
+    left.set_ylabel("simulated step time (ms)")
+    left.set_title("the game's answers: simulated against measured", fontsize=10)
+
+    for program in programs:
+        mine = [r for r in rows if r["program"] == program]
+        base = next((r for r in mine if r["placement"] == "hbm-resident"), None)
+        if base is None or not float(base.get("peak_hbm_bytes") or 0):
+            continue
+        t0, m0 = float(base["measured_median_s"]), float(base["peak_hbm_bytes"])
+        for r in mine:
+            x = float(r.get("peak_hbm_bytes") or 0) / m0
+            y = float(r["measured_median_s"]) / t0
+            marker = _FRAMEWORK_MARKERS.get(r["placement"], "o")
+            right.scatter(x, y, color=colours[program], marker=marker, s=36)
+            if r["placement"] not in ("hbm-resident",) and (
+                r["placement"] in _FRAMEWORK_MARKERS or r["placement"].startswith("given:")
+            ):
+                right.annotate(
+                    r["placement"].replace("given:", ""),
+                    (x, y),
+                    fontsize=7,
+                    xytext=(3, 3),
+                    textcoords="offset points",
+                )
+    right.set_yscale("log")
+    right.set_xlabel("peak HBM / framework default's")
+    right.set_ylabel("measured step time / framework default's")
+    right.set_title("time paid for HBM saved (square: eager, diamond: save_on_cpu)", fontsize=10)
+    handles = [plt.Line2D([], [], color=colours[p], marker="o", ls="", label=p) for p in programs]
+    right.legend(handles=handles, fontsize=8, loc="upper right")
+    fig.tight_layout()
+    buffer = io.BytesIO()
+    fig.savefig(buffer, format="png", dpi=110)
+    plt.close(fig)
+    write_bytes_atomic(path, buffer.getvalue())

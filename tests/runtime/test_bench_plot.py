@@ -1,0 +1,68 @@
+"""The GPU study's figure from a results.csv: drawn, or one typed error."""
+
+from __future__ import annotations
+
+import csv
+
+import pytest
+
+from mallocgame.errors import MallocGameError
+from mallocgame.runtime.bench import RESULT_COLUMNS
+from mallocgame.runtime.bench_plot import plot_real_results
+
+
+def _write(path, rows):
+    with path.open("w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=list(RESULT_COLUMNS))
+        w.writeheader()
+        for r in rows:
+            w.writerow(r)
+
+
+def test_a_figure_from_measured_rows(tmp_path):
+    rows = [
+        {
+            "program": "p",
+            "placement": "hbm-resident",
+            "measured_median_s": 0.01,
+            "sim_latency_s": 0.01,
+            "peak_hbm_bytes": 100,
+        },
+        {"program": "p", "placement": "eager", "measured_median_s": 0.009, "peak_hbm_bytes": 100},
+        {
+            "program": "p",
+            "placement": "eager-save-on-cpu",
+            "measured_median_s": 0.02,
+            "peak_hbm_bytes": 40,
+        },
+        {
+            "program": "p",
+            "placement": "heuristic",
+            "measured_median_s": 0.03,
+            "sim_latency_s": 0.02,
+            "peak_hbm_bytes": 25,
+        },
+        {
+            "program": "p",
+            "placement": "given:muzero-prod",
+            "measured_median_s": 0.025,
+            "sim_latency_s": 0.018,
+            "peak_hbm_bytes": 25,
+        },
+        {"program": "p", "placement": "drop", "error": "RuntimeError: out of memory"},
+    ]
+    _write(tmp_path / "results.csv", rows)
+    plot_real_results(tmp_path / "results.csv", tmp_path / "real.png")
+    assert (tmp_path / "real.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_bad_inputs_are_typed_errors(tmp_path):
+    with pytest.raises(MallocGameError, match="cannot read"):
+        plot_real_results(tmp_path / "missing.csv", tmp_path / "real.png")
+    (tmp_path / "other.csv").write_text("a,b\n1,2\n")
+    with pytest.raises(MallocGameError, match="not a bench real results.csv"):
+        plot_real_results(tmp_path / "other.csv", tmp_path / "real.png")
+    _write(tmp_path / "failed.csv", [{"program": "p", "placement": "drop", "error": "x"}])
+    with pytest.raises(MallocGameError, match="no measured row"):
+        plot_real_results(tmp_path / "failed.csv", tmp_path / "real.png")
+    assert not (tmp_path / "real.png").exists()
