@@ -13,6 +13,9 @@ Usage::
 
     python benchmarks/distributed_selfplay.py --program xla-v2/wavenet_infer --seconds 60 \\
         --actors 1 2 4 8 --out docs/results/distributed/selfplay-2core.jsonl
+
+``--actors`` with no count measures the one-process trainer and the learner without
+starting Ray (a machine without it).
 """
 
 from __future__ import annotations
@@ -97,15 +100,27 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--program", default="xla-v2/wavenet_infer")
     parser.add_argument("--seconds", type=float, default=60.0)
-    parser.add_argument("--actors", type=int, nargs="+", default=[1, 2, 4, 8])
+    parser.add_argument(
+        "--actors",
+        type=int,
+        nargs="*",
+        default=[1, 2, 4, 8],
+        help="actor counts to measure (none: the one-process trainer and the learner alone, "
+        "without Ray)",
+    )
     parser.add_argument("--learner-steps", type=int, default=200)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--out", default=None)
     args = parser.parse_args()
     from mallocgame.solvers.muzero.distributed import connect
 
-    machine = {"cpus": os.cpu_count(), "machine": platform.processor() or platform.machine()}
-    connect("local", max(args.actors) + 1)  # and the Reanalyse actor
+    machine = {
+        "cpus": os.cpu_count(),
+        "machine": platform.processor() or platform.machine(),
+        "jax_backend": jax.default_backend(),  # where the one-process trainer's JAX runs
+    }
+    if args.actors:
+        connect("local", max(args.actors) + 1)  # and the Reanalyse actor
     rows = []
     baseline = _selfplay(args.program, args.seconds, None, args.seed)
     trainer = baseline.pop("trainer")
