@@ -300,3 +300,29 @@ def test_resume_refuses_an_earlier_run_on_other_settings(tmp_path):
     (tmp_path / "programs.json.gz").write_bytes(b"not gzip")
     with pytest.raises(MallocGameError, match="cannot resume"):
         _dry(tmp_path, ["mlp"], resume=True)
+
+
+def test_a_program_cut_short_has_no_summary_and_is_run_again(tmp_path, monkeypatch):
+    from mallocgame.runtime import bench
+
+    solve = bench._BenchRun._solve_placements
+
+    def then_time_is_up(self, program):
+        placements = solve(self, program)
+        self.deadline = 0.0  # passes after the answers are solved, before any is measured
+        return placements
+
+    monkeypatch.setattr(bench._BenchRun, "_solve_placements", then_time_is_up)
+    _dry(tmp_path, ["mlp"])
+    assert _table(tmp_path / "summary.csv") == []
+    assert "mlp: cut short, no summary" in (tmp_path / "run.log").read_text()
+    monkeypatch.setattr(bench._BenchRun, "_solve_placements", solve)
+    _dry(tmp_path, ["mlp"], resume=True)
+    assert "finished by the earlier run" not in (tmp_path / "run.log").read_text()
+    assert [s["program"] for s in _table(tmp_path / "summary.csv")] == ["mlp", "mlp"]
+    assert [r["placement"] for r in _table(tmp_path / "results.csv")] == [
+        "eager",
+        "hbm-resident",
+        "drop",
+        "heuristic",
+    ]

@@ -121,3 +121,21 @@ def test_bad_baselines_are_typed_errors(case, kwargs, message):
 def test_a_training_step_with_an_optimizer_is_not_run(case):
     with pytest.raises(ApplyError, match="optimizer"):
         capture_torch(case.module, case.inputs, training_step=TrainingStep("mean", "sgd"))
+
+
+def test_an_earlier_steps_gradients_are_not_counted_as_the_base(training, monkeypatch):
+    # the base is taken with every gradient freed: a gradient left on the module by an
+    # earlier step would otherwise hide the step's own gradients from its peak
+    module, inputs, _, _, reference = training
+    seen = []
+
+    class Recording(CpuMemory):
+        def allocated(self):
+            seen.append([p.grad for p in module.parameters()])
+            return 0
+
+    framework_step(module, inputs, loss="mean")()  # leaves gradients on the module
+    assert all(p.grad is not None for p in module.parameters())
+    got = measure_framework(module, inputs, Recording(), reference, loss="mean", warmup=1, steps=1)
+    assert seen and all(g is None for g in seen[0])
+    assert got.differing == () or all(d < 1e-6 for _, d in got.differing)

@@ -561,6 +561,7 @@ class _BenchRun:
         self.documents: dict[str, Any] = dict(self.earlier.documents)
         self.all_rows: list[dict[str, Any]] = list(self.earlier.rows.get("results.csv", []))
         self.summaries: list[dict[str, Any]] = list(self.earlier.rows.get("summary.csv", []))
+        self.cut_short = False
 
     def run(self) -> dict[str, Any]:
         """The whole job; returns :func:`run_real_bench`'s ``{"rows", "summary",
@@ -720,12 +721,14 @@ class _BenchRun:
         """Solve, simulate and measure ``program``'s placements (one row each, until the
         deadline), summarize them and rewrite ``programs.json.gz``."""
         rows: list[dict[str, Any]] = []
+        self.cut_short = False  # set where the deadline skips any of the program's work
         placements = self._solve_placements(program)
         if self.config.framework:
             self._measure_framework(program)
         for label, solution, error in placements:
             if time.perf_counter() > self.deadline:
                 self.log(f"time is up: {program.name} placements from {label} on skipped")
+                self.cut_short = True
                 break
             row: dict[str, Any] = {
                 "program": program.name,
@@ -744,7 +747,10 @@ class _BenchRun:
             self.rows_csv.row(row)
             self.all_rows.append(row)
         self._profile(program, {label: solution for label, solution, error in placements})
-        self._summarize(program, rows)  # last: a program with summary rows is finished
+        if self.cut_short:  # no summary: a rerun with resume runs the program again
+            self.log(f"{program.name}: cut short, no summary")
+        else:
+            self._summarize(program, rows)  # last: a program with summary rows is finished
         with gzip.open(self.out / "programs.json.gz", "wt") as f:
             json.dump(self.documents, f)
 
@@ -760,6 +766,7 @@ class _BenchRun:
                 continue
             if time.perf_counter() > self.deadline:
                 self.log(f"time is up: {program.name} framework baselines from {baseline} on")
+                self.cut_short = True
                 return
             row: dict[str, Any] = {
                 "program": program.name,
@@ -791,6 +798,12 @@ class _BenchRun:
                     f"{m.peak_hbm_bytes / 2**20:.1f} MiB, host "
                     f"{got.host_bytes / 2**20:.1f} MiB, max |diff| from the graph's results "
                     f"{m.max_abs_diff:.3g}"
+                    + (
+                        "; results not bit-equal (index: max |diff|): "
+                        + ", ".join(f"{i}: {d:.3g}" for i, d in got.differing[:8])
+                        if got.differing
+                        else ""
+                    )
                 )
             except Exception:
                 row["error"] = self.log.failure(f"{program.name}: {baseline}")
@@ -815,6 +828,7 @@ class _BenchRun:
                 continue
             if time.perf_counter() > self.deadline:
                 self.log(f"time is up: {name} per-op profiles from {label} on skipped")
+                self.cut_short = True
                 return
             solution = solutions[label]
             try:
@@ -883,6 +897,8 @@ class _BenchRun:
         placements: list[tuple[str, Solution | None, str]] = [("hbm-resident", None, "")]
         for spec in self.config.placements:
             if time.perf_counter() > self.deadline:
+                self.log(f"time is up: {name} placements from {spec} on not solved")
+                self.cut_short = True
                 break
             try:
                 t0 = time.perf_counter()

@@ -18,8 +18,9 @@ captured program does.
 :func:`measure_framework` times it as :func:`~mallocgame.runtime.measure.measure` times a
 placement: the first run's results compared with ``reference``, warm-up runs, then timed
 runs one at a time (CUDA events), and the peak HBM during the timed runs above what was
-allocated before the first run, plus the bytes of the parameters and inputs (resident
-before it), so that the figure counts what the runner's framework default counts. ``host_bytes``: for
+allocated before the first run (every gradient freed first), plus the bytes of the
+parameters and inputs (resident before it), so that the figure counts what the runner's
+framework default counts. ``host_bytes``: for
 ``save_on_cpu``, the bytes of the tensors autograd saved in one step (what it moves to
 host memory and back), measured by a counting pass.
 """
@@ -50,11 +51,13 @@ _LOSSES = ("mean", "sum")
 
 @dataclass(frozen=True)
 class FrameworkMeasurement:
-    """A baseline's :class:`~mallocgame.runtime.measure.Measurement` and the bytes it keeps
-    in host memory during a step (0 for ``eager``)."""
+    """A baseline's :class:`~mallocgame.runtime.measure.Measurement`, the bytes it keeps
+    in host memory during a step (0 for ``eager``), and the results (by index) that are not
+    bit-equal to the reference, with their largest absolute difference."""
 
     measurement: Measurement
     host_bytes: int
+    differing: tuple[tuple[int, float], ...] = ()
 
 
 def _tensors(value: Any) -> list[Any]:
@@ -151,12 +154,20 @@ def measure_framework(
         return deadline is not None and time.perf_counter() > deadline
 
     resident = sum(t.numel() * t.element_size() for t in [*module.parameters(), *_tensors(inputs)])
+    for p in module.parameters():  # an earlier step's gradients are not this step's base
+        p.grad = None
     gc.collect()
     memory.synchronize()
     base = memory.allocated()
     results = step()
     memory.synchronize()
     identical, worst = compare_results(results, reference)
+    differing = tuple(
+        (i, diff)
+        for i, (got, expected) in enumerate(zip(results, _tensors(reference)))
+        for same, diff in [compare_results([got], [expected])]
+        if not same
+    )
     del results
     for _ in range(max(warmup - 1, 0)):
         if late():
@@ -188,4 +199,5 @@ def measure_framework(
             staged=(),
         ),
         host_bytes,
+        differing,
     )
