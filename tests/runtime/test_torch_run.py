@@ -160,3 +160,14 @@ def test_host_memory_is_told_apart_from_hbm():
     assert mem.is_host(host.kernel) and mem.is_host(host.kernel.t())
     assert not mem.is_host(mem.hbm_empty((4, 8), (8, 1), torch.float32))
     assert host.nbytes % 512 == 0 and host.nbytes >= 128
+
+
+def test_only_results_without_a_host_copy_stay_in_hbm(case):
+    # an answer ends every result in host memory: its HBM copies are freed as planned,
+    # not held to the end of the step beside the host copy
+    answer = load_solver("heuristic").solve(case.instance, SolveRequest())
+    placed = PlacedRunner(case.graph, placement_plan(case.instance, answer), CpuMemory())
+    assert placed.result_tensors and not any(placed.keeps_in_hbm(x) for x in placed.result_tensors)
+    default = PlacedRunner(case.graph, PlacementPlan.all_fast(case.instance), CpuMemory())
+    assert all(default.keeps_in_hbm(x) for x in default.result_tensors)
+    assert not any(default.keeps_in_hbm(x) for x in case.graph.inputs)

@@ -205,7 +205,7 @@ class PlacedRunner:
                 for w, value in zip(step.writes, outs):
                     if w.segment is not None:
                         hbm[w.segment] = value
-                        if w.tensor in self.result_tensors:  # others must be freed as planned
+                        if self.keeps_in_hbm(w.tensor):  # others must be freed as planned
                             latest[w.tensor] = value
                     self._note("write", t, w.tensor, self._where(value))
                 for sid in step.copy_out:
@@ -219,6 +219,12 @@ class PlacedRunner:
             for ev in host_event.values():
                 mem.wait(ev)
             return [self._result(v, written, latest) for v in self.graph.results]
+
+    def keeps_in_hbm(self, x: int) -> bool:
+        """Whether the run keeps tensor ``x``'s last HBM copy to its end: a program result
+        that never has a host copy (the framework default's results); a result an answer
+        puts in host memory is read from there, and its HBM copies are freed as planned."""
+        return x in self.result_tensors and x not in self.plan.host_tensors
 
     def _result(self, value: Any, written: set[int], latest: dict[int, Any]) -> Any:
         if isinstance(value, tuple):
