@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import os
 
 import pytest
 
@@ -12,13 +13,19 @@ torch = pytest.importorskip("torch")
 
 from mallocgame.costmodel import derive_instance
 from mallocgame.frontends.torch import resolve_factory
+from mallocgame.instance import save_instance
 from mallocgame.runtime.bench import load_solver
 from mallocgame.runtime.cli import (
     _real_inputs,
     add_apply_parser,
     add_bench_real_parser,
 )
-from mallocgame.runtime.errors import AnswerMismatchError, NoGpuError
+from mallocgame.runtime.errors import (
+    AnswerMismatchError,
+    ApplyError,
+    NoGpuError,
+    ProgramMismatchError,
+)
 from mallocgame.runtime.torch_graph import capture_torch
 from mallocgame.solution import save_solution
 from mallocgame.solvers.base import SolveRequest
@@ -133,3 +140,92 @@ def test_bench_real_without_baselines_or_profiles(tmp_path):
     rows = (tmp_path / "results.csv").read_text().splitlines()
     assert [r.split(",")[1] for r in rows[1:]] == ["hbm-resident", "heuristic"]
     assert (tmp_path / "ops.csv").read_text().count("\n") == 1  # the header alone
+
+
+JAX_FUNCTION = "tests.runtime.jax_function_module:mlp"
+JAX_ARGS = ["--arg", "f32[32,64]", "--arg", "f32[64,16]", "--arg", "f32[8,32]"]
+
+
+def jax_answer(tmp_path, solver="drop", fraction=0.25):
+    os.environ.setdefault("JAX_PLATFORMS", "cpu")
+    jax = pytest.importorskip("jax")
+    from mallocgame.frontends.xla import extract_jax
+    from tests.runtime.jax_function_module import mlp
+
+    avals = [jax.ShapeDtypeStruct(s, "float32") for s in ((32, 64), (64, 16), (8, 32))]
+    inst = derive_instance(
+        extract_jax(mlp, *avals, name="mlp"), "gpu_hbm_host", capacity_fraction=fraction
+    )
+    path = tmp_path / "jax-answer.json"
+    save_solution(load_solver(solver).solve(inst, SolveRequest()), path)
+    save_instance(inst, tmp_path / "jax-instance.json")
+    return path, ["--instance", str(tmp_path / "jax-instance.json")]
+
+
+def test_apply_runs_an_answer_for_a_jax_function(tmp_path, capsys):
+    path, instance = jax_answer(tmp_path)
+    args = parser().parse_args(
+        [
+            "apply",
+            str(path),
+            "--jax",
+            JAX_FUNCTION,
+            *JAX_ARGS,
+            *instance,
+            "--device",
+            "cpu",
+            "--steps",
+            "2",
+        ]
+    )
+    assert args.func(args) == 0
+    line = capsys.readouterr().out.strip()
+    assert line.startswith("mlp: drop on cpu (JAX ")
+    assert "inputs in host memory 3 of 3 (in the CUDA lowering 3)" in line
+    assert line.endswith("results identical: True")
+
+
+def test_apply_jax_refuses_an_answer_for_another_program(tmp_path):
+    (tmp_path / "half").mkdir()
+    path, _ = jax_answer(tmp_path / "half", solver="heuristic", fraction=0.5)
+    _, instance = jax_answer(tmp_path)  # the quarter's instance
+    args = parser().parse_args(
+        ["apply", str(path), "--jax", JAX_FUNCTION, *JAX_ARGS, *instance, "--device", "cpu"]
+    )
+    with pytest.raises(AnswerMismatchError):
+        args.func(args)
+
+
+def test_apply_jax_refuses_a_function_that_is_not_the_instances_program(tmp_path):
+    path, instance = jax_answer(tmp_path)
+    wider = ["--arg", "f32[32,64]", "--arg", "f32[64,16]", "--arg", "f32[16,32]"]
+    args = parser().parse_args(
+        ["apply", str(path), "--jax", JAX_FUNCTION, *wider, *instance, "--device", "cpu"]
+    )
+    with pytest.raises(ProgramMismatchError):
+        args.func(args)
+
+
+def test_apply_jax_needs_the_instance(tmp_path):
+    path, _ = jax_answer(tmp_path)
+    args = parser().parse_args(
+        ["apply", str(path), "--jax", JAX_FUNCTION, *JAX_ARGS, "--device", "cpu"]
+    )
+    with pytest.raises(ApplyError, match="needs --instance FILE"):
+        args.func(args)
+
+
+def test_apply_jax_on_cuda_without_a_gpu_is_a_typed_error(tmp_path):
+    jax = pytest.importorskip("jax")
+    if any(d.platform == "gpu" for d in jax.devices()):
+        pytest.skip("a GPU is present")
+    path, instance = jax_answer(tmp_path)
+    args = parser().parse_args(["apply", str(path), "--jax", JAX_FUNCTION, *JAX_ARGS, *instance])
+    with pytest.raises(NoGpuError, match="no CUDA device seen by JAX"):
+        args.func(args)
+
+
+def test_apply_takes_one_source(tmp_path, capsys):
+    with pytest.raises(SystemExit) as stop:
+        parser().parse_args(["apply", "a.json", "--jax", JAX_FUNCTION, "--torch", FACTORY])
+    assert stop.value.code == 2 and "not allowed with" in capsys.readouterr().err

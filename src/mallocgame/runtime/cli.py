@@ -44,14 +44,28 @@ def _number(low: float, high: float, kind: type = float) -> Any:
 def add_apply_parser(subparsers: Any) -> argparse.ArgumentParser:
     """Add ``apply`` to ``subparsers`` (``func`` = :func:`cmd_apply`)."""
     p = subparsers.add_parser(
-        "apply", help="run a PyTorch module with an answer's placement (HBM / host memory)"
+        "apply",
+        help="run a PyTorch module or a JAX function with an answer's placement (HBM / host "
+        "memory)",
     )
-    p.add_argument("solution", help="the answer (a solution file for the module's instance)")
-    p.add_argument(
+    p.add_argument("solution", help="the answer (a solution file for the program's instance)")
+    source = p.add_mutually_exclusive_group(required=True)
+    source.add_argument(
         "--torch",
-        required=True,
         metavar="MODULE:FACTORY",
         help="the module's factory, as for extract",
+    )
+    source.add_argument(
+        "--jax",
+        metavar="MODULE:FUNCTION",
+        help="a JAX function, as for extract, with --instance: its inputs and results placed "
+        "with memory kinds (docs/runtime-jax.md)",
+    )
+    p.add_argument(
+        "--instance",
+        metavar="FILE",
+        help="with --jax: the instance the answer was solved on (extract --jax ... --out FILE); "
+        "the function must compile to its program",
     )
     p.add_argument(
         "--arg",
@@ -105,9 +119,11 @@ def cmd_apply(args: argparse.Namespace) -> int:
     from mallocgame.simulate import simulate
     from mallocgame.solution import load_solution
 
-    torch = _torch()
     if args.steps < 1 or args.warmup < 1:
         raise ApplyError("--steps and --warmup must be at least 1")
+    if args.jax:
+        return _apply_jax(args)
+    torch = _torch()
     memory = make_memory(args.device)
     solution = load_solution(args.solution)
     model = resolve_factory(args.torch, args.arg)
@@ -145,6 +161,89 @@ _BENCH_PROGRAMS = (
 )
 """The names of :data:`mallocgame.runtime.bench.PROGRAMS` (the parser is built without
 importing it; a test checks they agree)."""
+
+
+def _apply_jax(args: argparse.Namespace) -> int:
+    """``mallocgame apply --jax``: the answer checked against ``--instance`` (its hash and
+    the checker) and the function on seeded inputs of the ``--arg`` specs against the
+    instance's program (it must compile to it), mapped onto the function's inputs and
+    results (:func:`~mallocgame.runtime.jax_apply.jax_placement`), run jitted with the
+    placement (on ``cuda``: host-placed inputs passed in ``pinned_host``; on ``cpu`` the
+    moves are no-ops) and against the plain ``jax.jit``: one line, exit 1 if the results
+    differ. The instance is read, not derived again: a JAX extraction's source names its
+    dump module, whose number depends on what the process compiled before."""
+    import statistics
+    import time
+
+    import jax
+    import numpy as np
+
+    from mallocgame.frontends.argspec import parse_arg_spec, resolve_function
+    from mallocgame.instance import load_instance
+    from mallocgame.runtime.errors import ApplyError, NoGpuError
+    from mallocgame.runtime.jax_apply import apply_jax, cuda_placements, jax_placement, place_args
+    from mallocgame.simulate import simulate
+    from mallocgame.solution import load_solution
+
+    platform = "gpu" if args.device == "cuda" else "cpu"
+    try:
+        device = jax.devices(platform)[0]
+    except RuntimeError:
+        raise NoGpuError(
+            "no CUDA device seen by JAX: running an answer on HBM and host memory needs a GPU"
+        ) from None
+    if not args.instance:
+        raise ApplyError("apply --jax needs --instance FILE: the instance the answer was solved on")
+    instance = load_instance(args.instance)
+    solution = load_solution(args.solution)
+    fn = resolve_function(args.jax)
+    keys = jax.random.split(jax.random.PRNGKey(0), max(len(args.arg), 1))
+    values = []
+    for key, spec in zip(keys, args.arg):
+        aval = parse_arg_spec(spec)
+        if np.issubdtype(aval.dtype, np.floating):
+            values.append(jax.random.normal(key, aval.shape, aval.dtype))
+        else:
+            values.append(jax.numpy.zeros(aval.shape, aval.dtype))
+    with jax.default_device(device):
+        placement = jax_placement(instance, solution, fn, *values)
+    lowered = cuda_placements(placement, fn)
+    if args.device == "cuda":
+        placed_fn = apply_jax(placement, fn, device=device)
+        placed_args = place_args(placement, *values, device=device)
+    else:
+        placed_fn = apply_jax(placement, fn, shardings=False)
+        placed_args = tuple(jax.device_put(v, device) for v in values)
+    plain = jax.jit(fn)
+    plain_args = tuple(jax.device_put(v, device) for v in values)
+
+    def timed(f: Any, call_args: tuple[Any, ...]) -> tuple[Any, float]:
+        out = jax.block_until_ready(f(*call_args))
+        for _ in range(args.warmup - 1):
+            jax.block_until_ready(f(*call_args))
+        times = []
+        for _ in range(args.steps):
+            t0 = time.perf_counter()
+            jax.block_until_ready(f(*call_args))
+            times.append(time.perf_counter() - t0)
+        return out, statistics.median(times)
+
+    reference, plain_s = timed(plain, plain_args)
+    got, placed_s = timed(placed_fn, placed_args)
+    pairs = list(zip(jax.tree_util.tree_leaves(got), jax.tree_util.tree_leaves(reference)))
+    identical = len(pairs) == len(jax.tree_util.tree_leaves(reference)) and all(
+        np.array_equal(np.asarray(a), np.asarray(b)) for a, b in pairs
+    )
+    simulated = simulate(instance, solution).latency_s
+    print(
+        f"{instance.name}: {solution.solver} on {args.device} (JAX {jax.__version__}): measured "
+        f"{placed_s * 1e3:.3f} ms (plain jit {plain_s * 1e3:.3f} ms, medians of {args.steps}), "
+        f"simulated {simulated * 1e3:.3f} ms; inputs in host memory "
+        f"{len(placement.host_args)} of {len(placement.in_kinds)} (in the CUDA lowering "
+        f"{len(lowered.host_args)}), results in host memory {len(placement.host_results)}; "
+        f"results identical: {identical}"
+    )
+    return 0 if identical else 1
 
 
 def add_bench_real_parser(bench_subparsers: Any) -> argparse.ArgumentParser:
