@@ -457,3 +457,21 @@ def test_unscheduled_or_garbled_module():
         extract_module(HANDMADE.replace("is_scheduled=true, ", ""))
     with pytest.raises(DumpError, match="cannot parse"):
         extract_module(HANDMADE.replace("negate(%w)", "negate(%w"))
+
+
+def test_the_same_function_extracts_to_the_same_instance_whatever_compiled_before():
+    # XLA numbers dumped modules per process; the number is not part of the program
+    import jax
+    import jax.numpy as jnp
+
+    from mallocgame.frontends.xla import extract_jax
+
+    def f(w, x):
+        return jnp.tanh(x @ w)
+
+    avals = (jax.ShapeDtypeStruct((16, 8), "float32"), jax.ShapeDtypeStruct((4, 16), "float32"))
+    first = extract_jax(f, *avals)
+    jax.jit(lambda x: x * 2.0)(jnp.ones(3)).block_until_ready()  # another compile between
+    second = extract_jax(f, *avals)
+    assert first.source["dump_module"] == "jit_f"
+    assert first.to_dict() == second.to_dict()

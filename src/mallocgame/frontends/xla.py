@@ -82,7 +82,7 @@ import os
 import re
 import tempfile
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -1112,6 +1112,10 @@ def extract_jax(
             raise DumpError(
                 f"{name or module}: XLA wrote no dump (was the compilation served from a cache?)"
             )
-        return _extract(
+        program = _extract(
             tmp, module=module or None, name=name, partial_bytes=partial_bytes, auto=True
         )[0]
+    # the dump directory was this call's own: the module file's number only counts what the
+    # process compiled before, and would make the same function's instance hash differ
+    dumped = re.sub(r"^module_\d+\.", "", str(program.source.get("dump_module", "")))
+    return replace(program, source={**program.source, "dump_module": dumped})
