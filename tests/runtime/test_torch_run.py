@@ -113,6 +113,23 @@ def test_an_op_without_out_overload_is_staged_through_hbm(case, monkeypatch):
     assert all(torch.equal(g, e) for g, e in zip(got, expected))
     assert runner.staged == {op.node.name for op in case.graph.ops}
     assert {where for kind, _, _, where in runner.trace if kind == "write"} == {"host"}
+    assert set(runner.staged_why.values()) == {"no out= overload"}
+    assert set(runner.staged_why) == {str(op.node.target) for op in case.graph.ops}
+
+
+def test_an_out_overload_that_refuses_host_memory_is_staged_with_its_reason(case, monkeypatch):
+    import mallocgame.runtime.torch_run as run
+
+    def refusing(*args, **kwargs):
+        raise RuntimeError("out= into host-mapped memory is not supported\nmore detail")
+
+    monkeypatch.setattr(run, "out_overload", lambda target: (refusing, ("out",)))
+    plan = placement_plan(case.instance, answer(case.instance, "drop", None))
+    runner = PlacedRunner(case.graph, plan, CpuMemory())
+    runner.run()
+    assert runner.staged and set(runner.staged_why.values()) == {
+        "RuntimeError: out= into host-mapped memory is not supported"
+    }
 
 
 def test_out_overload_matches_the_functional_arguments():

@@ -789,7 +789,9 @@ class _BenchRun:
                 )
                 m = got.measurement
                 measured = {
-                    _MEASURED_COLUMN.get(k, k): v for k, v in asdict(m).items() if k != "staged"
+                    _MEASURED_COLUMN.get(k, k): v
+                    for k, v in asdict(m).items()
+                    if k not in ("staged", "staged_why")
                 }
                 row.update(measured, host_bytes=got.host_bytes)
                 self.log(
@@ -980,7 +982,11 @@ class _BenchRun:
             deadline=self.deadline,
             shared_host=program.shared_host,
         )
-        measured = {_MEASURED_COLUMN.get(k, k): v for k, v in asdict(m).items() if k != "staged"}
+        measured = {
+            _MEASURED_COLUMN.get(k, k): v
+            for k, v in asdict(m).items()
+            if k not in ("staged", "staged_why")
+        }
         row.update(measured, staged_nodes=" ".join(m.staged))
         self.log(
             f"{name}: {label}: measured {m.median_s * 1e3:.3f} ms (p10 "
@@ -988,7 +994,7 @@ class _BenchRun:
             f"{m.p90_s * 1e3:.3f}), simulated {row['sim_latency_s'] * 1e3:.3f} ms, "
             f"peak HBM "
             f"{m.peak_hbm_bytes / 2**20:.1f} MiB, identical {m.identical}, staged "
-            f"{len(m.staged)}"
+            f"{len(m.staged)}" + (f" ({'; '.join(m.staged_why)})" if m.staged_why else "")
         )
 
     def _summarize(self, program: _Program, rows: list[dict[str, Any]]) -> None:

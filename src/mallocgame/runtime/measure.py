@@ -43,6 +43,7 @@ class Measurement:
     identical: bool  # every result equal to the reference, bit for bit
     max_abs_diff: float
     staged: tuple[str, ...]  # nodes whose host-memory outputs went through HBM
+    staged_why: tuple[str, ...] = ()  # per staged op: "op: why", its first refusal
 
 
 def flat_tensors(value: Any) -> list[Any]:
@@ -128,4 +129,5 @@ def measure(
         identical=identical,
         max_abs_diff=worst,
         staged=tuple(sorted(runner.staged)),
+        staged_why=tuple(f"{op}: {why}" for op, why in sorted(runner.staged_why.items())),
     )

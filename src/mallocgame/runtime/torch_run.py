@@ -77,6 +77,7 @@ class PlacedRunner:
         self.host: dict[int, HostTensor] = {}  # tensor -> its host copy (allocated once, reused)
         self.resident: dict[int, Any] = {}  # input tensor -> its HBM copy (framework default)
         self.staged: set[str] = set()  # nodes whose host outputs go through HBM
+        self.staged_why: dict[str, str] = {}  # op -> why its out= overload was not used
         self._direct: dict[str, Any] = {}  # node -> out overload that works, or None
         self.prepared = False
         self.result_tensors = frozenset(r.tensor for r in _flat(graph.results))
@@ -276,14 +277,18 @@ class PlacedRunner:
                 outs = self._out_tensors(op, host_writes)
                 try:
                     direct[0](*args, **kwargs, **dict(zip(direct[1], outs)))
-                except Exception:
+                except Exception as exc:  # the kernel refuses host memory: staged
                     self.staged.add(node.name)
+                    self.staged_why.setdefault(
+                        str(node.target), f"{type(exc).__name__}: {str(exc).splitlines()[0][:160]}"
+                    )
                 else:
                     for x in host_writes:
                         written.add(x)
                     return [o for o, x in zip(outs, op.results) if x is not None]
             else:
                 self.staged.add(node.name)
+                self.staged_why.setdefault(str(node.target), "no out= overload")
         result = node.target(*args, **kwargs)
         flat = list(result) if op.multi else [result]
         kept = []
