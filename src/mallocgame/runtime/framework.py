@@ -28,16 +28,13 @@ host memory and back), measured by a counting pass.
 from __future__ import annotations
 
 import gc
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-import numpy as np
-
 from mallocgame.nested import nested_leaves
 from mallocgame.runtime.errors import ApplyError
-from mallocgame.runtime.measure import Measurement, compare_results
+from mallocgame.runtime.measure import Measurement, compare_results, warm_and_time
 from mallocgame.runtime.memory import Memory
 
 __all__ = ["FRAMEWORK_BASELINES", "FrameworkMeasurement", "framework_step", "measure_framework"]
@@ -150,9 +147,6 @@ def measure_framework(
             with offload:
                 return plain()
 
-    def late() -> bool:
-        return deadline is not None and time.perf_counter() > deadline
-
     resident = sum(t.numel() * t.element_size() for t in [*module.parameters(), *_tensors(inputs)])
     for p in module.parameters():  # an earlier step's gradients are not this step's base
         p.grad = None
@@ -169,35 +163,12 @@ def measure_framework(
         if not same
     )
     del results
-    for _ in range(max(warmup - 1, 0)):
-        if late():
-            break
-        step()
-    memory.synchronize()
-    memory.reset_peak()
-    times: list[float] = []
-    began = time.perf_counter()
-    for i in range(steps):
-        start = memory.start_timer()
-        step()
-        times.append(memory.stop_timer(start))
-        if late() or (
-            max_seconds is not None and i >= 2 and time.perf_counter() - began > max_seconds
-        ):
-            break
+    times = warm_and_time(
+        step, memory, warmup=warmup, steps=steps, max_seconds=max_seconds, deadline=deadline
+    )
     peak = max(memory.peak() - base, 0) + resident if memory.peak() else 0  # 0: cannot tell
-    arr = np.asarray(times)
     return FrameworkMeasurement(
-        Measurement(
-            steps=len(times),
-            median_s=float(np.median(arr)),
-            p10_s=float(np.percentile(arr, 10)),
-            p90_s=float(np.percentile(arr, 90)),
-            peak_hbm_bytes=int(peak),
-            identical=identical,
-            max_abs_diff=worst,
-            staged=(),
-        ),
+        Measurement.of(times, peak_hbm_bytes=peak, identical=identical, max_abs_diff=worst),
         host_bytes,
         differing,
     )

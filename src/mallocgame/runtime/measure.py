@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import gc
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -27,6 +28,7 @@ from mallocgame.runtime.torch_run import PlacedRunner
 __all__ = [
     "Measurement",
     "measure",
+    "warm_and_time",
     "compare_results",
 ]
 
@@ -44,6 +46,31 @@ class Measurement:
     max_abs_diff: float
     staged: tuple[str, ...]  # nodes whose host-memory outputs went through HBM
     staged_why: tuple[str, ...] = ()  # per staged op: "op: why", its first refusal
+
+    @classmethod
+    def of(
+        cls,
+        times: list[float],
+        *,
+        peak_hbm_bytes: int,
+        identical: bool,
+        max_abs_diff: float,
+        staged: tuple[str, ...] = (),
+        staged_why: tuple[str, ...] = (),
+    ) -> Measurement:
+        """The measurement of the timed runs ``times`` (seconds, at least one)."""
+        arr = np.asarray(times)
+        return cls(
+            steps=len(times),
+            median_s=float(np.median(arr)),
+            p10_s=float(np.percentile(arr, 10)),
+            p90_s=float(np.percentile(arr, 90)),
+            peak_hbm_bytes=int(peak_hbm_bytes),
+            identical=identical,
+            max_abs_diff=max_abs_diff,
+            staged=staged,
+            staged_why=staged_why,
+        )
 
 
 def flat_tensors(value: Any) -> list[Any]:
@@ -89,10 +116,6 @@ def measure(
     further warm-up or timed run starts (at least 1 run is timed); ``shared_host``: input
     host copies shared between the placements of one program (filled on first use).
     """
-
-    def late() -> bool:
-        return deadline is not None and time.perf_counter() > deadline
-
     gc.collect()
     base = memory.allocated()
     runner = PlacedRunner(graph, plan, memory)
@@ -102,32 +125,55 @@ def measure(
     memory.synchronize()
     identical, worst = compare_results(results, reference)
     del results
+    times = warm_and_time(
+        runner.run,
+        memory,
+        warmup=warmup,
+        steps=steps,
+        max_seconds=max_seconds,
+        deadline=deadline,
+    )
+    return Measurement.of(
+        times,
+        peak_hbm_bytes=max(memory.peak() - base, 0),
+        identical=identical,
+        max_abs_diff=worst,
+        staged=tuple(sorted(runner.staged)),
+        staged_why=tuple(f"{op}: {why}" for op, why in sorted(runner.staged_why.items())),
+    )
+
+
+def warm_and_time(
+    run: Callable[[], Any],
+    memory: Memory,
+    *,
+    warmup: int,
+    steps: int,
+    max_seconds: float | None = None,
+    deadline: float | None = None,
+) -> list[float]:
+    """After a first (checked) run: ``warmup - 1`` more untimed runs of ``run``, a new
+    fast-memory peak, then up to ``steps`` timed runs one at a time (seconds); stops timing
+    once ``max_seconds`` went into them (at least 3 timed) or past ``deadline`` (a
+    ``time.perf_counter()``; at least 1 timed, and no further warm-up run)."""
+
+    def late() -> bool:
+        return deadline is not None and time.perf_counter() > deadline
+
     for _ in range(max(warmup - 1, 0)):
         if late():
             break
-        runner.run()
+        run()
     memory.synchronize()
     memory.reset_peak()
     times: list[float] = []
     began = time.perf_counter()
     for i in range(steps):
         start = memory.start_timer()
-        runner.run()
+        run()
         times.append(memory.stop_timer(start))
         if late() or (
             max_seconds is not None and i >= 2 and time.perf_counter() - began > max_seconds
         ):
             break
-    peak = max(memory.peak() - base, 0)
-    arr = np.asarray(times)
-    return Measurement(
-        steps=len(times),
-        median_s=float(np.median(arr)),
-        p10_s=float(np.percentile(arr, 10)),
-        p90_s=float(np.percentile(arr, 90)),
-        peak_hbm_bytes=int(peak),
-        identical=identical,
-        max_abs_diff=worst,
-        staged=tuple(sorted(runner.staged)),
-        staged_why=tuple(f"{op}: {why}" for op, why in sorted(runner.staged_why.items())),
-    )
+    return times
