@@ -726,9 +726,7 @@ class _BenchRun:
         if self.config.framework:
             self._measure_framework(program)
         for label, solution, error in placements:
-            if time.perf_counter() > self.deadline:
-                self.log(f"time is up: {program.name} placements from {label} on skipped")
-                self.cut_short = True
+            if self._time_is_up(f"{program.name} placements from {label} on skipped"):
                 break
             row: dict[str, Any] = {
                 "program": program.name,
@@ -754,6 +752,14 @@ class _BenchRun:
         with gzip.open(self.out / "programs.json.gz", "wt") as f:
             json.dump(self.documents, f)
 
+    def _time_is_up(self, skipped: str) -> bool:
+        """Past the deadline: log what is ``skipped`` and mark the program cut short."""
+        if time.perf_counter() <= self.deadline:
+            return False
+        self.log(f"time is up: {skipped}")
+        self.cut_short = True
+        return True
+
     def _measure_framework(self, program: _Program) -> None:
         """One row per framework baseline (:data:`~mallocgame.runtime.framework.
         FRAMEWORK_BASELINES`; ``eager-save-on-cpu`` for training steps only): the module
@@ -764,9 +770,7 @@ class _BenchRun:
         for baseline in FRAMEWORK_BASELINES:
             if baseline == "eager-save-on-cpu" and loss is None:
                 continue
-            if time.perf_counter() > self.deadline:
-                self.log(f"time is up: {program.name} framework baselines from {baseline} on")
-                self.cut_short = True
+            if self._time_is_up(f"{program.name} framework baselines from {baseline} on"):
                 return
             row: dict[str, Any] = {
                 "program": program.name,
@@ -828,9 +832,7 @@ class _BenchRun:
         for label in config.profile:
             if label not in solutions or (solutions[label] is None and label != "hbm-resident"):
                 continue
-            if time.perf_counter() > self.deadline:
-                self.log(f"time is up: {name} per-op profiles from {label} on skipped")
-                self.cut_short = True
+            if self._time_is_up(f"{name} per-op profiles from {label} on skipped"):
                 return
             solution = solutions[label]
             try:
@@ -898,9 +900,7 @@ class _BenchRun:
         name, instance = program.name, program.instance
         placements: list[tuple[str, Solution | None, str]] = [("hbm-resident", None, "")]
         for spec in self.config.placements:
-            if time.perf_counter() > self.deadline:
-                self.log(f"time is up: {name} placements from {spec} on not solved")
-                self.cut_short = True
+            if self._time_is_up(f"{name} placements from {spec} on not solved"):
                 break
             try:
                 t0 = time.perf_counter()
