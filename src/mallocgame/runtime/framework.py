@@ -3,9 +3,10 @@
 These are the baselines a PyTorch user has without this project: the module run eagerly
 with everything in HBM (``eager``), and, for a training step, PyTorch's own activation
 offloading, :class:`torch.autograd.graph.save_on_cpu` (``eager-save-on-cpu``): every
-tensor autograd saves for the backward pass is copied to (pinned, on a GPU) host memory
-when it is saved and copied back when the backward pass needs it; weights, gradients and
-the forward's temporaries stay in HBM.
+tensor autograd saves for the backward pass (activations, and the weights a matmul's
+backward reads) is copied to host memory (pinned, on a GPU) when it is saved and back
+when the backward pass needs it, on the compute stream; the parameters themselves, the
+gradients and the forward's temporaries stay in HBM.
 
 A step is what the captured program computes (:mod:`mallocgame.runtime.torch_graph`):
 inference, ``module(*inputs)`` under ``no_grad``, with the output's tensors as results;
@@ -20,9 +21,9 @@ placement: the first run's results compared with ``reference``, warm-up runs, th
 runs one at a time (CUDA events), and the peak HBM during the timed runs above what was
 allocated before the first run (every gradient freed first), plus the bytes of the
 parameters and inputs (resident before it), so that the figure counts what the runner's
-framework default counts. ``host_bytes``: for
-``save_on_cpu``, the bytes of the tensors autograd saved in one step (what it moves to
-host memory and back), measured by a counting pass.
+framework default counts. ``host_bytes``: for ``save_on_cpu``, the bytes of the tensors
+autograd saves in one step (what it moves to host memory and back), counted by a pass
+with identity hooks.
 """
 
 from __future__ import annotations
