@@ -43,7 +43,6 @@ from mallocgame.solvers.base import Stopwatch
 from mallocgame.solvers.muzero.agent import write_agent
 from mallocgame.solvers.muzero.config import WHERE_FIELDS, MuZeroConfig
 from mallocgame.solvers.muzero.distributed import ActorMoves, RayActorsOwner, SelfPlayActors
-from mallocgame.solvers.muzero.learner import batch_to_device
 from mallocgame.solvers.muzero.replay import GameRecord, Replay
 from mallocgame.solvers.muzero.search import fold_key
 from mallocgame.solvers.muzero.selfplay import FinishedGame
@@ -54,6 +53,7 @@ from mallocgame.solvers.muzero.train import (
     learner_batch,
     learner_steps_due,
     network_state,
+    take_learner_step,
     visit_temperature,
 )
 
@@ -230,12 +230,7 @@ class SharedTrainer(RayActorsOwner):
                 refreshed.refresh(self.params)
             kept = [game for reanalyser in keeping for game in reanalyser.games]
         batch = learner_batch(self.config, self.replay, kept, rng)
-        self.params, self.opt_state, info = self._train_step(
-            self.params, self.opt_state, batch_to_device(batch)
-        )
-        c.learner_steps += 1
-        if c.learner_steps % 50 == 0:
-            self.losses = {k: float(v) for k, v in info._asdict().items()}
+        take_learner_step(self, batch)
 
     def _start_actors(self) -> SelfPlayActors:
         return SelfPlayActors(

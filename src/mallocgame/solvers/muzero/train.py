@@ -266,6 +266,18 @@ def network_state(params: Any, opt_state: Any) -> dict[str, Any]:
     }
 
 
+def take_learner_step(trainer: Any, batch: Any) -> None:
+    """One learner step of ``trainer`` (a :class:`Trainer` or a shared trainer) on ``batch``:
+    its ``params`` and ``opt_state`` updated, ``counters.learner_steps`` counted, and every
+    50th step its ``losses`` kept (floats)."""
+    trainer.params, trainer.opt_state, info = trainer._train_step(
+        trainer.params, trainer.opt_state, batch_to_device(batch)
+    )
+    trainer.counters.learner_steps += 1
+    if trainer.counters.learner_steps % 50 == 0:
+        trainer.losses = {k: float(v) for k, v in info._asdict().items()}
+
+
 class Trainer(RayActorsOwner):
     """Trains MMap-MuZero on one instance and keeps the best answer.
 
@@ -604,12 +616,7 @@ class Trainer(RayActorsOwner):
                 self.reanalyser.refresh(self.params)
             kept = self.reanalyser.games
         batch = learner_batch(self.config, self.replay, kept, rng)
-        self.params, self.opt_state, info = self._train_step(
-            self.params, self.opt_state, batch_to_device(batch)
-        )
-        c.learner_steps += 1
-        if c.learner_steps % 50 == 0:
-            self.losses = {k: float(v) for k, v in info._asdict().items()}
+        take_learner_step(self, batch)
 
     def _evaluate(self, clock: Stopwatch, callback: Callable[[Improvement], None] | None) -> None:
         """One no-search game of the current policy (an answer candidate unless answer="search")."""
