@@ -262,33 +262,33 @@ def _table(path):
 
 
 def test_resume_keeps_finished_programs_and_reruns_the_rest(tmp_path):
-    _dry(tmp_path, ["mlp", "mlp-train"])
+    _dry(tmp_path, ["mlp", "ffn"])
     first = {name: _table(tmp_path / name) for name in ("results.csv", "ops.csv")}
     calibration = (tmp_path / "calibration.csv").read_text()
-    # mlp-train cut short: its summary (a program's last rows) never written
+    # ffn cut short: its summary (a program's last rows) never written
     summary = [r for r in _table(tmp_path / "summary.csv") if r["program"] == "mlp"]
     with (tmp_path / "summary.csv").open("w", newline="") as f:
         writer = csv.DictWriter(f, fieldnames=list(summary[0]))
         writer.writeheader()
         writer.writerows(summary)
-    got = _dry(tmp_path, ["mlp", "mlp-train"], resume=True)
+    got = _dry(tmp_path, ["mlp", "ffn"], resume=True)
     log = (tmp_path / "run.log").read_text()
     assert "mlp: finished by the earlier run, kept" in log
-    assert "mlp-train: finished" not in log and "from the earlier run" in log
+    assert "ffn: finished" not in log and "from the earlier run" in log
     assert (tmp_path / "calibration.csv").read_text() == calibration
     results = _table(tmp_path / "results.csv")
     old_mlp = [r for r in first["results.csv"] if r["program"] == "mlp"]
     assert results[: len(old_mlp)] == old_mlp  # kept as they were
     assert [r["placement"] for r in results[len(old_mlp) :]] == [
-        r["placement"] for r in first["results.csv"] if r["program"] == "mlp-train"
+        r["placement"] for r in first["results.csv"] if r["program"] == "ffn"
     ]  # run again, once
     assert [(s["program"], s["model"]) for s in _table(tmp_path / "summary.csv")] == [
-        (p, m) for p in ("mlp", "mlp-train") for m in ("preset", "calibrated")
+        (p, m) for p in ("mlp", "ffn") for m in ("preset", "calibrated")
     ]
     assert len(_table(tmp_path / "ops.csv")) == len(first["ops.csv"])
     assert len(got["rows"]) == len(results)
     docs = json.loads(__import__("gzip").open(tmp_path / "programs.json.gz").read())
-    assert set(docs) == {"mlp", "mlp-train"}
+    assert set(docs) == {"mlp", "ffn"}
 
 
 def test_resume_refuses_an_earlier_run_on_other_settings(tmp_path):
