@@ -86,6 +86,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--profile-repeats", type=int, default=3, help="marked runs per profile")
     parser.add_argument("--no-plot", action="store_true", help="draw no real.png at the end")
     parser.add_argument(
+        "--hbm-limit",
+        type=float,
+        default=None,
+        metavar="MULTIPLE",
+        help="cap the allocator per program at what it holds plus MULTIPLE x the fast memory",
+    )
+    parser.add_argument(
         "--resume",
         action="store_true",
         help="keep the programs an earlier run in --out finished (and its machine figures)",
@@ -134,6 +141,7 @@ def main(argv: list[str] | None = None) -> int:
         framework=not args.no_framework,
         plot=not args.no_plot,
         resume=args.resume,
+        hbm_limit=args.hbm_limit,
         profile_repeats=args.profile_repeats,
         **({"profile": tuple(args.profile)} if args.profile is not None else {}),
         answers=args.answers,

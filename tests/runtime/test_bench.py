@@ -326,3 +326,21 @@ def test_a_program_cut_short_has_no_summary_and_is_run_again(tmp_path, monkeypat
         "drop",
         "heuristic",
     ]
+
+
+def test_the_hbm_limit_fraction():
+    from mallocgame.errors import MallocGameError
+    from mallocgame.runtime.bench import hbm_limit_fraction
+
+    assert hbm_limit_fraction(100, 50, 2.0, 1000) == pytest.approx(0.2)
+    assert hbm_limit_fraction(900, 500, 1.0, 1000) == 1.0  # never above the whole GPU
+    with pytest.raises(MallocGameError, match="positive"):
+        hbm_limit_fraction(0, 50, 0.0, 1000)
+
+
+def test_an_hbm_limit_needs_a_gpu(tmp_path):
+    from mallocgame.errors import MallocGameError
+
+    with pytest.raises(MallocGameError, match="needs a GPU"):
+        _dry(tmp_path, ["mlp"], hbm_limit=1.5)
+    assert not (tmp_path / "results.csv").exists()

@@ -229,3 +229,13 @@ def test_apply_takes_one_source(tmp_path, capsys):
     with pytest.raises(SystemExit) as stop:
         parser().parse_args(["apply", "a.json", "--jax", JAX_FUNCTION, "--torch", FACTORY])
     assert stop.value.code == 2 and "not allowed with" in capsys.readouterr().err
+
+
+def test_bench_real_with_an_hbm_limit_on_the_cpu_is_refused(tmp_path):
+    from mallocgame.errors import MallocGameError
+
+    args = parser().parse_args(
+        ["bench", "real", "--dry-run", "--out", str(tmp_path), "--hbm-limit", "1.5"]
+    )
+    with pytest.raises(MallocGameError, match="needs a GPU"):
+        args.func(args)

@@ -53,6 +53,7 @@ __all__ = [
     "spearman",
     "mean_relative_error",
     "BenchConfig",
+    "hbm_limit_fraction",
     "run_real_bench",
 ]
 
@@ -78,6 +79,7 @@ RESULT_COLUMNS = (
     "identical",
     "max_abs_diff",
     "staged_nodes",
+    "hbm_limit_bytes",
     "error",
 )
 _MEASURED_COLUMN = {
@@ -352,6 +354,11 @@ class BenchConfig:
     own baselines too (:mod:`mallocgame.runtime.framework`); ``plot``: draw ``real.png``
     at the end (:mod:`mallocgame.runtime.bench_plot`); ``resume``: keep what an earlier
     run in ``out`` finished (whole programs, and its machine figures) and run the rest;
+    ``hbm_limit`` (a GPU only): cap PyTorch's allocator, while a program is measured, at
+    what it holds when the program is ready (its module, inputs and reference results)
+    plus this multiple of the instance's fast memory, so that the framework's own steps
+    and the answers all run in the HBM the game gave (a step that does not fit is a row
+    with an out-of-memory error: :func:`hbm_limit_fraction`);
     ``profile``: the placements
     whose per-instruction times are measured (:mod:`mallocgame.runtime.op_profile`, over
     ``profile_repeats`` runs; empty: none).
@@ -382,11 +389,21 @@ class BenchConfig:
     framework: bool = True
     plot: bool = True
     resume: bool = False
+    hbm_limit: float | None = None
     profile: tuple[str, ...] = ("hbm-resident", "drop")
     profile_repeats: int = 3
     answers: Path | None = None
     host_alloc: str = "auto"
     started: float = field(default_factory=time.perf_counter)
+
+
+def hbm_limit_fraction(held_bytes: int, capacity_bytes: int, multiple: float, total: int) -> float:
+    """The fraction of the GPU's ``total`` bytes for ``torch.cuda.set_per_process_memory_
+    fraction`` that caps the allocator at ``held_bytes + multiple * capacity_bytes`` (at
+    most 1)."""
+    if multiple <= 0 or total <= 0:
+        raise MallocGameError(f"an HBM limit needs a positive multiple and memory, got {multiple}")
+    return min(1.0, (held_bytes + multiple * capacity_bytes) / total)
 
 
 class _Csv:
@@ -549,6 +566,8 @@ class _BenchRun:
     def __init__(self, config: BenchConfig, torch: Any) -> None:
         self.config = config
         self.torch = torch
+        if config.hbm_limit is not None and config.device != "cuda":
+            raise MallocGameError("an HBM limit caps PyTorch's CUDA allocator: it needs a GPU")
         self.out = Path(config.out)
         self.out.mkdir(parents=True, exist_ok=True)
         self.earlier = (
@@ -562,6 +581,7 @@ class _BenchRun:
         self.all_rows: list[dict[str, Any]] = list(self.earlier.rows.get("results.csv", []))
         self.summaries: list[dict[str, Any]] = list(self.earlier.rows.get("summary.csv", []))
         self.cut_short = False
+        self.limit_bytes: int | None = None
 
     def run(self) -> dict[str, Any]:
         """The whole job; returns :func:`run_real_bench`'s ``{"rows", "summary",
@@ -723,6 +743,46 @@ class _BenchRun:
         rows: list[dict[str, Any]] = []
         self.cut_short = False  # set where the deadline skips any of the program's work
         placements = self._solve_placements(program)
+        self.limit_bytes = self._limit_hbm(program)
+        try:
+            self._measure_program(program, placements, rows)
+        finally:
+            if self.limit_bytes is not None:
+                self.torch.cuda.set_per_process_memory_fraction(1.0)
+        if self.cut_short:  # no summary: a rerun with resume runs the program again
+            self.log(f"{program.name}: cut short, no summary")
+        else:
+            self._summarize(program, rows)  # last: a program with summary rows is finished
+        with gzip.open(self.out / "programs.json.gz", "wt") as f:
+            json.dump(self.documents, f)
+
+    def _limit_hbm(self, program: _Program) -> int | None:
+        """With ``hbm_limit``: cap the allocator for ``program`` (see :class:`BenchConfig`);
+        the cap in bytes, or None."""
+        if self.config.hbm_limit is None:
+            return None
+        torch = self.torch
+        torch.cuda.empty_cache()
+        held = torch.cuda.memory_allocated()
+        capacity = program.instance.hardware.fast_memory_bytes
+        total = torch.cuda.get_device_properties(0).total_memory
+        fraction = hbm_limit_fraction(held, capacity, self.config.hbm_limit, total)
+        torch.cuda.set_per_process_memory_fraction(fraction)
+        limit = int(fraction * total)
+        self.log(
+            f"{program.name}: HBM capped at {limit / 2**20:.1f} MiB ({held / 2**20:.1f} MiB "
+            f"held + {self.config.hbm_limit:g} x the fast memory's {capacity / 2**20:.1f} MiB)"
+        )
+        return limit
+
+    def _measure_program(
+        self,
+        program: _Program,
+        placements: list[tuple[str, Solution | None, str]],
+        rows: list[dict[str, Any]],
+    ) -> None:
+        """The framework baselines, then each placement's row (kept in ``rows`` when
+        measured), then the per-op profiles."""
         if self.config.framework:
             self._measure_framework(program)
         for label, solution, error in placements:
@@ -732,6 +792,7 @@ class _BenchRun:
                 "program": program.name,
                 "placement": label,
                 "capacity_bytes": program.instance.hardware.fast_memory_bytes,
+                "hbm_limit_bytes": self.limit_bytes,
                 "error": error,
             }
             if error:  # its solver failed: the row says so, and is not one of the results
@@ -745,12 +806,6 @@ class _BenchRun:
             self.rows_csv.row(row)
             self.all_rows.append(row)
         self._profile(program, {label: solution for label, solution, error in placements})
-        if self.cut_short:  # no summary: a rerun with resume runs the program again
-            self.log(f"{program.name}: cut short, no summary")
-        else:
-            self._summarize(program, rows)  # last: a program with summary rows is finished
-        with gzip.open(self.out / "programs.json.gz", "wt") as f:
-            json.dump(self.documents, f)
 
     def _time_is_up(self, skipped: str) -> bool:
         """Past the deadline: log what is ``skipped`` and mark the program cut short."""
@@ -777,6 +832,7 @@ class _BenchRun:
                 "placement": baseline,
                 "solver": "framework",
                 "capacity_bytes": program.instance.hardware.fast_memory_bytes,
+                "hbm_limit_bytes": self.limit_bytes,
             }
             try:
                 got = measure_framework(

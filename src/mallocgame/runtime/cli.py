@@ -278,6 +278,14 @@ def add_bench_real_parser(bench_subparsers: Any) -> argparse.ArgumentParser:
         "--answers", type=Path, default=None, help="directory of extra solution files (*.json)"
     )
     p.add_argument(
+        "--hbm-limit",
+        type=_number(1e-3, 1e3),
+        default=None,
+        metavar="MULTIPLE",
+        help="cap PyTorch's allocator per program at what the program holds plus MULTIPLE x "
+        "its instance's fast memory (a GPU only)",
+    )
+    p.add_argument(
         "--resume",
         action="store_true",
         help="keep the programs an earlier run in --out finished, and its machine figures",
@@ -312,6 +320,7 @@ def cmd_bench_real(args: argparse.Namespace) -> int:
         answers=args.answers,
         framework=not args.no_framework,
         resume=args.resume,
+        hbm_limit=args.hbm_limit,
         **({"placements": tuple(args.placements)} if args.placements else {}),
         **({"profile": tuple(args.profile)} if args.profile is not None else {}),
         **({"work": 8, "warmup": 1, "steps": 3} if args.dry_run else {}),
