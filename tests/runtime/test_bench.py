@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import dataclasses
 import json
 import math
 import os
@@ -344,3 +345,13 @@ def test_an_hbm_limit_needs_a_gpu(tmp_path):
     with pytest.raises(MallocGameError, match="needs a GPU"):
         _dry(tmp_path, ["mlp"], hbm_limit=1.5)
     assert not (tmp_path / "results.csv").exists()
+
+
+def test_your_program_may_not_take_a_bundled_programs_name(tmp_path):
+    from mallocgame.errors import MallocGameError
+    from mallocgame.runtime.bench import factory_program
+
+    mine = factory_program("tests.runtime.factory_module:block", ["f32[16,32]"])
+    renamed = dataclasses.replace(mine, name="mlp")
+    with pytest.raises(MallocGameError, match="two programs named 'mlp'"):
+        _dry(tmp_path, ["mlp"], extra=(renamed,))

@@ -239,3 +239,61 @@ def test_bench_real_with_an_hbm_limit_on_the_cpu_is_refused(tmp_path):
     )
     with pytest.raises(MallocGameError, match="needs a GPU"):
         args.func(args)
+
+
+def test_bench_real_runs_your_own_module(tmp_path):
+    args = parser().parse_args(
+        [
+            "bench",
+            "real",
+            "--dry-run",
+            "--out",
+            str(tmp_path),
+            "--torch",
+            FACTORY,
+            "--arg",
+            "f32[16,32]",
+            "--training-step",
+            "--placements",
+            "heuristic",
+            "--profile",
+        ]
+    )
+    assert args.func(args) == 0
+    rows = list(__import__("csv").DictReader((tmp_path / "results.csv").open()))
+    assert [(r["program"], r["placement"]) for r in rows] == [
+        ("block", "eager"),
+        ("block", "eager-save-on-cpu"),
+        ("block", "hbm-resident"),
+        ("block", "heuristic"),
+    ]
+    assert all(r["error"] == "" for r in rows) and rows[-1]["identical"] == "True"
+
+
+def test_bench_real_arg_without_torch_is_refused(tmp_path):
+    args = parser().parse_args(
+        ["bench", "real", "--dry-run", "--out", str(tmp_path), "--arg", "f32[2]"]
+    )
+    with pytest.raises(ApplyError, match="go with --torch"):
+        args.func(args)
+
+
+def test_bench_real_refuses_a_bad_input_spec_before_running(tmp_path):
+    from mallocgame.frontends.argspec import ArgSpecError
+
+    args = parser().parse_args(
+        [
+            "bench",
+            "real",
+            "--dry-run",
+            "--out",
+            str(tmp_path),
+            "--torch",
+            FACTORY,
+            "--arg",
+            "f33[2]",
+        ]
+    )
+    with pytest.raises(ArgSpecError):
+        args.func(args)
+    assert not (tmp_path / "results.csv").exists()

@@ -53,6 +53,7 @@ __all__ = [
     "spearman",
     "mean_relative_error",
     "BenchConfig",
+    "factory_program",
     "hbm_limit_fraction",
     "run_real_bench",
 ]
@@ -282,12 +283,44 @@ PROGRAMS: dict[str, SizedProgram] = {
 
 def build_program(name: str, device: Any, tiny: bool) -> tuple[Any, tuple[Any, ...]]:
     """The module and inputs of program ``name`` on ``device`` (seeded: the same each time)."""
-    import torch
-
     if name not in PROGRAMS:
         raise MallocGameError(f"unknown program {name!r} (have: {', '.join(PROGRAMS)})")
+    return _build(PROGRAMS[name], device, tiny)
+
+
+def _build(spec: SizedProgram, device: Any, tiny: bool) -> tuple[Any, tuple[Any, ...]]:
+    import torch
+
     torch.manual_seed(0)
-    return PROGRAMS[name].make(device, tiny)
+    return spec.make(device, tiny)
+
+
+def factory_program(
+    target: str, arg_specs: Sequence[str], *, training: bool = False
+) -> SizedProgram:
+    """A user's module as a program of the job: ``target`` (``package.module:factory``) and
+    ``arg_specs`` as for ``extract --torch``
+    (:func:`~mallocgame.frontends.torch.resolve_factory`), its inputs seeded random normals
+    (integers: zeros) on the device, the module in eval mode; named after the factory; the
+    same sizes with and without ``tiny``. Bad arguments are checked now (the factory runs
+    when the job builds the program)."""
+    from mallocgame.frontends.argspec import parse_spec
+
+    for spec in arg_specs:
+        parse_spec(spec)
+    name = target.rpartition(":")[2] or target
+
+    def make(device: Any, tiny: bool) -> tuple[Any, tuple[Any, ...]]:
+        import torch
+
+        from mallocgame.frontends.torch import resolve_factory
+        from mallocgame.runtime.cli import _real_inputs
+
+        model = resolve_factory(target, list(arg_specs))
+        return model.module.to(device).eval(), _real_inputs(torch, model.inputs, device)
+
+    what = f"{target}({', '.join(arg_specs)})" + (", its training step" if training else "")
+    return SizedProgram(name, make, what, training=training)
 
 
 # --------------------------------------------------------------------------- solvers
@@ -350,7 +383,8 @@ class BenchConfig:
 
     ``placements``: solver specs, ``NAME`` or ``NAME:SEED`` (``es`` and ``random`` with
     ``work`` games); ``answers``: a directory of solution files (any name, ``*.json``) used
-    where their instance hash matches a program's; ``framework``: measure the framework's
+    where their instance hash matches a program's; ``extra``: programs of the user's
+    (:func:`factory_program`), run after ``programs``; ``framework``: measure the framework's
     own baselines too (:mod:`mallocgame.runtime.framework`); ``plot``: draw ``real.png``
     at the end (:mod:`mallocgame.runtime.bench_plot`); ``resume``: keep what an earlier
     run in ``out`` finished (whole programs, and its machine figures) and run the rest;
@@ -393,6 +427,7 @@ class BenchConfig:
     profile: tuple[str, ...] = ("hbm-resident", "drop")
     profile_repeats: int = 3
     answers: Path | None = None
+    extra: tuple[SizedProgram, ...] = ()
     host_alloc: str = "auto"
     started: float = field(default_factory=time.perf_counter)
 
@@ -566,6 +601,9 @@ class _BenchRun:
     def __init__(self, config: BenchConfig, torch: Any) -> None:
         self.config = config
         self.torch = torch
+        clash = sorted({p.name for p in config.extra} & set(config.programs))
+        if clash:
+            raise MallocGameError(f"two programs named {clash[0]!r}: rename the factory")
         if config.hbm_limit is not None and config.device != "cuda":
             raise MallocGameError("an HBM limit caps PyTorch's CUDA allocator: it needs a GPU")
         self.out = Path(config.out)
@@ -600,7 +638,8 @@ class _BenchRun:
         )
         self.given = _given_answers(config.answers, self.log)
         self.device = torch.device(config.device)
-        for name in config.programs:
+        self.by_name = PROGRAMS | {p.name: p for p in config.extra}
+        for name in (*config.programs, *(p.name for p in config.extra)):
             if name in self.earlier.programs:
                 self.log(f"{name}: finished by the earlier run, kept")
                 continue
@@ -697,9 +736,9 @@ class _BenchRun:
         from mallocgame.runtime.torch_run import PlacedRunner
 
         config, torch = self.config, self.torch
-        spec = PROGRAMS[name]
+        spec = self.by_name[name]
         try:
-            module, inputs = build_program(name, self.device, config.tiny)
+            module, inputs = _build(spec, self.device, config.tiny)
             step = TrainingStep(loss=spec.loss) if spec.loss is not None else None
             captured = capture_torch(module, inputs, name=name, training_step=step)
             instance = derive_instance(

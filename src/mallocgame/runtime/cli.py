@@ -278,6 +278,21 @@ def add_bench_real_parser(bench_subparsers: Any) -> argparse.ArgumentParser:
         "--answers", type=Path, default=None, help="directory of extra solution files (*.json)"
     )
     p.add_argument(
+        "--torch",
+        metavar="MODULE:FACTORY",
+        default=None,
+        help="your own module as a program (after --programs; alone without them), its "
+        "inputs from --arg, as for extract",
+    )
+    p.add_argument(
+        "--arg", action="append", default=[], metavar="SPEC", help="an input of --torch (repeat)"
+    )
+    p.add_argument(
+        "--training-step",
+        action="store_true",
+        help="with --torch: its training step (the mean of its first output as the loss)",
+    )
+    p.add_argument(
         "--hbm-limit",
         type=_number(1e-3, 1e3),
         default=None,
@@ -309,13 +324,21 @@ def add_bench_real_parser(bench_subparsers: Any) -> argparse.ArgumentParser:
 
 def cmd_bench_real(args: argparse.Namespace) -> int:
     """``mallocgame bench real``: :func:`mallocgame.runtime.bench.run_real_bench`."""
-    from mallocgame.runtime.bench import BenchConfig, run_real_bench
+    from mallocgame.runtime.bench import BenchConfig, factory_program, run_real_bench
+    from mallocgame.runtime.errors import ApplyError
 
+    if (args.arg or args.training_step) and not args.torch:
+        raise ApplyError("--arg and --training-step go with --torch MODULE:FACTORY")
+    extra = (
+        (factory_program(args.torch, args.arg, training=args.training_step),) if args.torch else ()
+    )
+    default = () if extra else ("mlp", "bert", "resnet50")
     config = BenchConfig(
         out=args.out,
         device="cpu" if args.dry_run else "cuda",
         tiny=args.dry_run,
-        programs=tuple(args.programs or ("mlp", "bert", "resnet50")),
+        programs=tuple(args.programs or default),
+        extra=extra,
         seconds=args.seconds,
         answers=args.answers,
         framework=not args.no_framework,
