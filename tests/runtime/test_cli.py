@@ -297,3 +297,13 @@ def test_bench_real_refuses_a_bad_input_spec_before_running(tmp_path):
     with pytest.raises(ArgSpecError):
         args.func(args)
     assert not (tmp_path / "results.csv").exists()
+
+
+def test_bench_real_refuses_an_unknown_preset(tmp_path):
+    from mallocgame.errors import MallocGameError
+
+    args = parser().parse_args(
+        ["bench", "real", "--dry-run", "--out", str(tmp_path), "--preset", "tpu_v9"]
+    )
+    with pytest.raises(MallocGameError, match="tpu_v9"):
+        args.func(args)

@@ -293,6 +293,17 @@ def add_bench_real_parser(bench_subparsers: Any) -> argparse.ArgumentParser:
         help="with --torch: its training step (the mean of its first output as the loss)",
     )
     p.add_argument(
+        "--preset",
+        default="gpu_hbm_host",
+        help="the preset the instances are derived on (gpu_h100_host: an H100's measured one)",
+    )
+    p.add_argument(
+        "--capacity-fraction",
+        type=_number(1e-6, 1.0),
+        default=0.25,
+        help="fast memory / peak live bytes",
+    )
+    p.add_argument(
         "--hbm-limit",
         type=_number(1e-3, 1e3),
         default=None,
@@ -339,6 +350,8 @@ def cmd_bench_real(args: argparse.Namespace) -> int:
         tiny=args.dry_run,
         programs=tuple(args.programs or default),
         extra=extra,
+        preset=args.preset,
+        capacity_fraction=args.capacity_fraction,
         seconds=args.seconds,
         answers=args.answers,
         framework=not args.no_framework,
