@@ -307,3 +307,14 @@ def test_bench_real_refuses_an_unknown_preset(tmp_path):
     )
     with pytest.raises(MallocGameError, match="tpu_v9"):
         args.func(args)
+
+
+def test_bench_real_refuses_a_factory_that_does_not_import(tmp_path):
+    from mallocgame.frontends.argspec import ArgSpecError
+
+    args = parser().parse_args(
+        ["bench", "real", "--dry-run", "--out", str(tmp_path), "--torch", "no_such_mod:f"]
+    )
+    with pytest.raises(ArgSpecError, match="cannot import no_such_mod"):
+        args.func(args)
+    assert not (tmp_path / "results.csv").exists()

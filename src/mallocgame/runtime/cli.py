@@ -41,6 +41,22 @@ def _number(low: float, high: float, kind: type = float) -> Any:
     return parse
 
 
+def _add_derivation_options(p: argparse.ArgumentParser) -> None:
+    """``--preset`` and ``--capacity-fraction``: how a PyTorch program's instance is derived
+    (``apply --torch`` and ``bench real``)."""
+    p.add_argument(
+        "--preset",
+        default="gpu_hbm_host",
+        help="the preset the instance is derived on (gpu_h100_host: an H100's measured one)",
+    )
+    p.add_argument(
+        "--capacity-fraction",
+        type=_number(1e-6, 1.0),
+        default=0.25,
+        help="fast memory / peak live bytes",
+    )
+
+
 def add_apply_parser(subparsers: Any) -> argparse.ArgumentParser:
     """Add ``apply`` to ``subparsers`` (``func`` = :func:`cmd_apply`)."""
     p = subparsers.add_parser(
@@ -74,15 +90,7 @@ def add_apply_parser(subparsers: Any) -> argparse.ArgumentParser:
         metavar="SPEC",
         help="an input, e.g. f32[8,64] (repeat)",
     )
-    p.add_argument(
-        "--preset", default="gpu_hbm_host", help="the hardware preset the instance is derived on"
-    )
-    p.add_argument(
-        "--capacity-fraction",
-        type=_number(1e-6, 1.0),
-        default=0.25,
-        help="fast memory / peak live bytes",
-    )
+    _add_derivation_options(p)
     p.add_argument(
         "--device", choices=("cuda", "cpu"), default="cuda", help="cpu: the CPU stand-in"
     )
@@ -292,17 +300,7 @@ def add_bench_real_parser(bench_subparsers: Any) -> argparse.ArgumentParser:
         action="store_true",
         help="with --torch: its training step (the mean of its first output as the loss)",
     )
-    p.add_argument(
-        "--preset",
-        default="gpu_hbm_host",
-        help="the preset the instances are derived on (gpu_h100_host: an H100's measured one)",
-    )
-    p.add_argument(
-        "--capacity-fraction",
-        type=_number(1e-6, 1.0),
-        default=0.25,
-        help="fast memory / peak live bytes",
-    )
+    _add_derivation_options(p)
     p.add_argument(
         "--hbm-limit",
         type=_number(1e-3, 1e3),
