@@ -302,12 +302,14 @@ def factory_program(
     ``arg_specs`` as for ``extract --torch``
     (:func:`~mallocgame.frontends.torch.resolve_factory`), its inputs seeded random normals
     (integers: zeros) on the device, the module in eval mode; named after the factory; the
-    same sizes with and without ``tiny``. Bad arguments are checked now (the factory runs
-    when the job builds the program)."""
-    from mallocgame.frontends.argspec import parse_spec
+    same sizes with and without ``tiny``. Bad specs and a factory that cannot be imported
+    are refused now (:class:`~mallocgame.frontends.argspec.ArgSpecError`); the factory runs
+    when the job builds the program."""
+    from mallocgame.frontends.argspec import parse_spec, resolve_function
 
     for spec in arg_specs:
         parse_spec(spec)
+    resolve_function(target)  # a module that does not import: one error now, not a log line
     name = target.rpartition(":")[2] or target
 
     def make(device: Any, tiny: bool) -> tuple[Any, tuple[Any, ...]]:
