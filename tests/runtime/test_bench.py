@@ -355,3 +355,18 @@ def test_your_program_may_not_take_a_bundled_programs_name(tmp_path):
     renamed = dataclasses.replace(mine, name="mlp")
     with pytest.raises(MallocGameError, match="two programs named 'mlp'"):
         _dry(tmp_path, ["mlp"], extra=(renamed,))
+
+
+@pytest.mark.parametrize(
+    "kwargs", [{"optimizer": "adamw"}, {"optimizer": "lion", "training": True}]
+)
+def test_your_program_takes_an_optimizer_only_for_its_training_step(kwargs):
+    from mallocgame.runtime.bench import factory_program
+    from mallocgame.runtime.errors import ApplyError
+
+    with pytest.raises(ApplyError, match="only for a training step"):
+        factory_program("tests.runtime.factory_module:block", ["f32[16,32]"], **kwargs)
+    step = factory_program(
+        "tests.runtime.factory_module:block", ["f32[16,32]"], training=True, optimizer="sgd"
+    ).training_step
+    assert (step.loss, step.optimizer) == ("mean", "sgd")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import gzip
 import json
 import os
 
@@ -254,12 +255,17 @@ def test_bench_real_runs_your_own_module(tmp_path):
             "--arg",
             "f32[16,32]",
             "--training-step",
+            "--optimizer",
+            "adamw",
             "--placements",
             "heuristic",
             "--profile",
         ]
     )
     assert args.func(args) == 0
+    programs = json.loads(gzip.decompress((tmp_path / "programs.json.gz").read_bytes()))
+    opcodes = {i["opcode"] for i in programs["block"]["instance"]["instructions"]}
+    assert "adamw_update" in opcodes  # the step ends with AdamW's update
     rows = list(__import__("csv").DictReader((tmp_path / "results.csv").open()))
     assert [(r["program"], r["placement"]) for r in rows] == [
         ("block", "eager"),
@@ -268,6 +274,14 @@ def test_bench_real_runs_your_own_module(tmp_path):
         ("block", "heuristic"),
     ]
     assert all(r["error"] == "" for r in rows) and rows[-1]["identical"] == "True"
+
+
+def test_bench_real_optimizer_without_training_step_is_refused(tmp_path):
+    argv = ["bench", "real", "--dry-run", "--out", str(tmp_path), "--torch", FACTORY]
+    args = parser().parse_args([*argv, "--arg", "f32[16,32]", "--optimizer", "sgd"])
+    with pytest.raises(ApplyError, match="--optimizer goes with --training-step"):
+        args.func(args)
+    assert not (tmp_path / "results.csv").exists()
 
 
 def test_bench_real_arg_without_torch_is_refused(tmp_path):

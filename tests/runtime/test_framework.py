@@ -1,6 +1,9 @@
-"""PyTorch's own steps: eager inference, an eager training step, and save_on_cpu."""
+"""PyTorch's own steps: eager inference, an eager training step (with an optimizer's
+update or without), and save_on_cpu; the captured optimizer step run as torch.optim's."""
 
 from __future__ import annotations
+
+import copy
 
 import pytest
 
@@ -9,11 +12,11 @@ torch = pytest.importorskip("torch")
 from mallocgame.costmodel import derive_instance
 from mallocgame.frontends.torch import TrainingStep
 from mallocgame.runtime.bench import load_solver
-from mallocgame.runtime.errors import ApplyError
+from mallocgame.runtime.errors import ApplyError, ProgramMismatchError
 from mallocgame.runtime.framework import framework_step, measure_framework
 from mallocgame.runtime.memory import CpuMemory
 from mallocgame.runtime.plan import PlacementPlan, placement_plan
-from mallocgame.runtime.torch_graph import bind, capture_torch
+from mallocgame.runtime.torch_graph import OPTIMIZER_SETTINGS, bind, capture_torch
 from mallocgame.runtime.torch_run import PlacedRunner
 from mallocgame.solvers.base import SolveRequest
 from tests.runtime.conftest import Block
@@ -118,9 +121,122 @@ def test_bad_baselines_are_typed_errors(case, kwargs, message):
         measure_framework(case.module, case.inputs, CpuMemory(), None, **kwargs)
 
 
-def test_a_training_step_with_an_optimizer_is_not_run(case):
-    with pytest.raises(ApplyError, match="optimizer"):
-        capture_torch(case.module, case.inputs, training_step=TrainingStep("mean", "sgd"))
+class Mlp(torch.nn.Module):
+    """Two linear layers with a GELU between: the mean of its output has gradients well
+    above rounding (Block's is the mean of a layer norm's output, zero but for rounding)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.up = torch.nn.Linear(32, 64)
+        self.down = torch.nn.Linear(64, 8)
+
+    def forward(self, x):
+        return self.down(torch.nn.functional.gelu(self.up(x)))
+
+
+@pytest.fixture(scope="module", params=["sgd", "adamw"])
+def updating(request):
+    """A training step with an optimizer's update: the module, its inputs, instance, bound
+    graph and the graph's results with everything in HBM."""
+    torch.manual_seed(0)
+    module = Mlp().eval()
+    inputs = (torch.randn(16, 32),)
+    step = TrainingStep("mean", request.param)
+    captured = capture_torch(module, inputs, name="block", training_step=step)
+    instance = derive_instance(captured.program, "gpu_hbm_host", capacity_fraction=0.3)
+    graph = bind(captured, instance)
+    reference = PlacedRunner(graph, PlacementPlan.all_fast(instance), CpuMemory()).run()
+    return request.param, module, inputs, instance, graph, reference
+
+
+def test_the_update_is_torch_optims_of_the_graphs_gradients(updating):
+    optimizer, module, inputs, instance, graph, reference = updating
+    plain = capture_torch(module, inputs, training_step=TrainingStep("mean"))
+    plain_instance = derive_instance(plain.program, "gpu_hbm_host", capacity_fraction=0.3)
+    plain_graph = bind(plain, plain_instance)
+    loss, *gradients = PlacedRunner(
+        plain_graph, PlacementPlan.all_fast(plain_instance), CpuMemory()
+    ).run()
+    eager = copy.deepcopy(module)
+    params = list(eager.parameters())
+    for p, g in zip(params, gradients, strict=True):
+        p.grad = g.clone()
+    kind = torch.optim.SGD if optimizer == "sgd" else torch.optim.AdamW
+    opt = kind(params, **OPTIMIZER_SETTINGS[optimizer])
+    opt.step()
+    expected = [loss]
+    for p in params:
+        state = opt.state[p]
+        expected += [p.detach(), *(state[k] for k in ("exp_avg", "exp_avg_sq") if k in state)]
+    assert len(reference) == len(expected)
+    assert all(torch.equal(r, e) for r, e in zip(reference, expected))
+    updates = [op.update for op in graph.ops if op.update is not None]
+    assert [u.optimizer for u in updates] == [optimizer] * len(params)
+    assert [instance.instructions[op.index].opcode for op in graph.ops[-len(params) :]] == [
+        f"{optimizer}_update"
+    ] * len(params)
+    for u in updates:  # AdamW's moments are inputs that start at zero
+        assert len(u.moments) == (2 if optimizer == "adamw" else 0)
+        assert all(graph.inputs[m] == ("moment", u.parameter) for m in u.moments)
+        assert all(not graph.input_value(m).any() for m in u.moments)
+
+
+def test_the_eager_step_with_torch_optim_is_the_graphs_to_rounding(updating):
+    optimizer, module, inputs, _, _, reference = updating
+    eager = copy.deepcopy(module)  # torch.optim updates it in place
+    got = framework_step(eager, inputs, loss="mean", optimizer=optimizer)()
+    params = list(module.parameters())
+    per_parameter = 3 if optimizer == "adamw" else 1  # the parameter, then its two moments
+    assert len(got) == len(reference) == 1 + per_parameter * len(params)
+    # eager autograd's gradients are the graph's to rounding, and so are the updates
+    for g, r in zip(got, reference):
+        assert g.shape == r.shape and torch.allclose(g, r, rtol=1e-5, atol=1e-8)
+    new_params = reference[1::per_parameter]
+    assert all(not torch.equal(n, p) for n, p in zip(new_params, params))  # they moved
+
+
+def test_a_placed_optimizer_step_gives_the_same_results(updating):
+    optimizer, _, _, instance, graph, reference = updating
+    for name in ("heuristic", "drop"):
+        answer = load_solver(name).solve(instance, SolveRequest())
+        runner = PlacedRunner(graph, placement_plan(instance, answer), CpuMemory(), trace=True)
+        got = runner.run()
+        assert all(torch.equal(g, r) for g, r in zip(got, reference))
+        if name == "drop":  # the updates read their operands from host memory
+            first = graph.ops[-1].index
+            reads = [where for kind, t, _, where in runner.trace if kind == "read" and t >= first]
+            assert reads and set(reads) == {"host"}
+            # and write host memory through HBM, which the runner counts as staged
+            assert {n for n in runner.staged if n.startswith(f"{optimizer}.")}
+
+
+def test_measuring_an_optimizer_step_puts_the_parameters_back(updating):
+    optimizer, module, inputs, _, _, reference = updating
+    before = [p.detach().clone() for p in module.parameters()]
+    got = measure_framework(
+        module, inputs, CpuMemory(), reference, loss="mean", optimizer=optimizer, steps=2
+    )
+    assert got.measurement.max_abs_diff < 1e-6  # the first step, from the parameters as they were
+    assert all(torch.equal(p, b) for p, b in zip(module.parameters(), before))
+    assert all(p.grad is None for p in module.parameters())
+
+
+def test_an_update_of_another_optimizer_is_refused(updating):
+    optimizer, module, inputs, *_ = updating
+    other = "adamw" if optimizer == "sgd" else "sgd"
+    captured = capture_torch(module, inputs, training_step=TrainingStep("mean", other))
+    instance = updating[3]
+    with pytest.raises(ProgramMismatchError, match="not from this function"):
+        bind(captured, instance)
+
+
+@pytest.mark.parametrize(
+    "kwargs, message",
+    [({"optimizer": "adamw"}, "needs a loss"), ({"loss": "mean", "optimizer": "lion"}, "'lion'")],
+)
+def test_bad_optimizers_are_typed_errors(case, kwargs, message):
+    with pytest.raises(ApplyError, match=message):
+        framework_step(case.module, case.inputs, **kwargs)
 
 
 def test_an_earlier_steps_gradients_are_not_counted_as_the_base(training, monkeypatch):

@@ -38,6 +38,7 @@ from typing import TYPE_CHECKING, Any
 
 from mallocgame.errors import MallocGameError
 from mallocgame.instance import Instance
+from mallocgame.runtime.errors import ApplyError
 from mallocgame.solution import Solution, solution_from_dict
 
 if TYPE_CHECKING:
@@ -136,13 +137,23 @@ class SizedProgram:
     the dry run's sizes (seconds on a CPU), else the device sizes (steps of a few ms to
     tens of ms on an H100, weights of a few hundred MiB). ``training``: the program is the
     module's training step (forward, the mean of its first output as the loss, backward
-    to every parameter's gradient; no optimizer update), the module in eval mode (no
-    dropout: every run computes the same)."""
+    to every parameter's gradient, then ``optimizer``'s update of every parameter:
+    ``none``, ``sgd`` or ``adamw``), the module in eval mode (no dropout: every run
+    computes the same)."""
 
     name: str
     make: Callable[[Any, bool], tuple[Any, tuple[Any, ...]]]
     what: str
     training: bool = False
+    optimizer: str = "none"
+
+    @property
+    def training_step(self) -> Any:
+        """The :class:`~mallocgame.frontends.torch.TrainingStep` it captures, None for
+        inference."""
+        from mallocgame.frontends.torch import TrainingStep
+
+        return TrainingStep(TRAINING_LOSS, self.optimizer) if self.training else None
 
     @property
     def loss(self) -> str | None:
@@ -272,6 +283,13 @@ PROGRAMS: dict[str, SizedProgram] = {
             training=True,
         ),
         SizedProgram(
+            "mlp-train-adamw",
+            _mlp,
+            "the mlp's training step with AdamW's update (its two moments kept between steps)",
+            training=True,
+            optimizer="adamw",
+        ),
+        SizedProgram(
             "bert-small-train",
             _bert_small,
             "bert-small's training step: forward, mean of the hidden states, backward",
@@ -296,16 +314,25 @@ def _build(spec: SizedProgram, device: Any, tiny: bool) -> tuple[Any, tuple[Any,
 
 
 def factory_program(
-    target: str, arg_specs: Sequence[str], *, training: bool = False
+    target: str, arg_specs: Sequence[str], *, training: bool = False, optimizer: str = "none"
 ) -> SizedProgram:
     """A user's module as a program of the job: ``target`` (``package.module:factory``) and
     ``arg_specs`` as for ``extract --torch``
     (:func:`~mallocgame.frontends.torch.resolve_factory`), its inputs seeded random normals
     (integers: zeros) on the device, the module in eval mode; named after the factory; the
-    same sizes with and without ``tiny``. Bad specs and a factory that cannot be imported
-    are refused now (:class:`~mallocgame.frontends.argspec.ArgSpecError`); the factory runs
-    when the job builds the program."""
+    same sizes with and without ``tiny``; ``training`` and ``optimizer`` as for
+    :class:`SizedProgram`. Bad specs and a factory that cannot be imported are refused now
+    (:class:`~mallocgame.frontends.argspec.ArgSpecError`), an optimizer without a training
+    step or not one of :data:`~mallocgame.frontends.torch.OPTIMIZERS`
+    (:class:`~mallocgame.runtime.errors.ApplyError`); the factory runs when the job builds
+    the program."""
     from mallocgame.frontends.argspec import parse_spec, resolve_function
+    from mallocgame.frontends.torch import OPTIMIZERS
+
+    if optimizer not in OPTIMIZERS or (optimizer != "none" and not training):
+        raise ApplyError(
+            f"optimizer {optimizer!r}: one of {', '.join(OPTIMIZERS)}, and only for a training step"
+        )
 
     for spec in arg_specs:
         parse_spec(spec)
@@ -322,7 +349,9 @@ def factory_program(
         return model.module.to(device).eval(), _real_inputs(torch, model.inputs, device)
 
     what = f"{target}({', '.join(arg_specs)})" + (", its training step" if training else "")
-    return SizedProgram(name, make, what, training=training)
+    if optimizer != "none":
+        what += f" with {optimizer}'s update"
+    return SizedProgram(name, make, what, training=training, optimizer=optimizer)
 
 
 # --------------------------------------------------------------------------- solvers
@@ -732,7 +761,6 @@ class _BenchRun:
         """Build program ``name`` on the device, capture it, derive its instances, bind its
         graph and run it once for the reference results; None (logged) where any step fails."""
         from mallocgame.costmodel import derive_instance, peak_live_bytes
-        from mallocgame.frontends.torch import TrainingStep
         from mallocgame.runtime.plan import PlacementPlan
         from mallocgame.runtime.torch_graph import bind, capture_torch
         from mallocgame.runtime.torch_run import PlacedRunner
@@ -741,7 +769,7 @@ class _BenchRun:
         spec = self.by_name[name]
         try:
             module, inputs = _build(spec, self.device, config.tiny)
-            step = TrainingStep(loss=spec.loss) if spec.loss is not None else None
+            step = spec.training_step
             captured = capture_torch(module, inputs, name=name, training_step=step)
             instance = derive_instance(
                 captured.program, self.preset, capacity_fraction=config.capacity_fraction
@@ -883,6 +911,7 @@ class _BenchRun:
                     program.reference,
                     baseline=baseline,
                     loss=loss,
+                    optimizer=program.spec.optimizer,
                     warmup=config.warmup,
                     steps=config.steps,
                     max_seconds=config.per_placement_s,

@@ -165,6 +165,7 @@ _BENCH_PROGRAMS = (
     "ffn",
     "bert-small",
     "mlp-train",
+    "mlp-train-adamw",
     "bert-small-train",
 )
 """The names of :data:`mallocgame.runtime.bench.PROGRAMS` (the parser is built without
@@ -300,6 +301,13 @@ def add_bench_real_parser(bench_subparsers: Any) -> argparse.ArgumentParser:
         action="store_true",
         help="with --torch: its training step (the mean of its first output as the loss)",
     )
+    p.add_argument(
+        "--optimizer",
+        choices=("none", "sgd", "adamw"),
+        default="none",
+        help="with --training-step: the parameters' update that ends the step (torch.optim's "
+        "defaults)",
+    )
     _add_derivation_options(p)
     p.add_argument(
         "--hbm-limit",
@@ -338,8 +346,16 @@ def cmd_bench_real(args: argparse.Namespace) -> int:
 
     if (args.arg or args.training_step) and not args.torch:
         raise ApplyError("--arg and --training-step go with --torch MODULE:FACTORY")
+    if args.optimizer != "none" and not args.training_step:
+        raise ApplyError("--optimizer goes with --training-step")
     extra = (
-        (factory_program(args.torch, args.arg, training=args.training_step),) if args.torch else ()
+        (
+            factory_program(
+                args.torch, args.arg, training=args.training_step, optimizer=args.optimizer
+            ),
+        )
+        if args.torch
+        else ()
     )
     default = () if extra else ("mlp", "bert", "resnet50")
     config = BenchConfig(

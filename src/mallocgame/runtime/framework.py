@@ -14,7 +14,11 @@ a training step (:class:`~mallocgame.frontends.torch.TrainingStep` with a ``mean
 ``sum`` loss), the loss of the module's first output tensor and ``backward()``, with the
 loss and the gradients (``module.parameters()`` order, those that get one) as results,
 every gradient set to ``None`` before each step so that each step allocates them as the
-captured program does.
+captured program does. With an ``optimizer`` (``sgd`` or ``adamw``, ``torch.optim``'s own,
+with :data:`~mallocgame.runtime.torch_graph.OPTIMIZER_SETTINGS`, made at the first step)
+the step ends with ``optimizer.step()`` and its results are the loss, then each updated
+parameter followed by its moments (AdamW), as the captured program's; the parameters
+are restored to their values before the first step when the measurement ends.
 
 :func:`measure_framework` times it as :func:`~mallocgame.runtime.measure.measure` times a
 placement: the first run's results compared with ``reference``, warm-up runs, then timed
@@ -29,7 +33,8 @@ with identity hooks.
 from __future__ import annotations
 
 import gc
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -65,15 +70,23 @@ def _tensors(value: Any) -> list[Any]:
 
 
 def framework_step(
-    module: Any, inputs: tuple[Any, ...], *, loss: str | None = None
+    module: Any, inputs: tuple[Any, ...], *, loss: str | None = None, optimizer: str = "none"
 ) -> Callable[[], list[Any]]:
     """The eager step of ``module`` on ``inputs``: inference (``loss`` None) or a training
-    step whose loss is the ``mean`` or ``sum`` of the module's first output tensor. The
-    returned function runs one step and returns its results (see the module docstring)."""
+    step whose loss is the ``mean`` or ``sum`` of the module's first output tensor, ending
+    with ``optimizer``'s update. The returned function runs one step and returns its
+    results (see the module docstring)."""
     import torch
+
+    from mallocgame.runtime.torch_graph import OPTIMIZER_SETTINGS
 
     if loss is not None and loss not in _LOSSES:
         raise ApplyError(f"eager training step: loss {loss!r} is not one of {', '.join(_LOSSES)}")
+    if optimizer != "none" and (loss is None or optimizer not in OPTIMIZER_SETTINGS):
+        raise ApplyError(
+            f"eager training step: optimizer {optimizer!r} needs a loss and one of "
+            f"{', '.join(OPTIMIZER_SETTINGS)}"
+        )
     if loss is None:
 
         def infer() -> list[Any]:
@@ -94,7 +107,25 @@ def framework_step(
         value.backward()
         return [value.detach()] + [p.grad for p in params if p.grad is not None]
 
-    return train
+    if optimizer == "none":
+        return train
+    made: list[Any] = []
+
+    def train_and_update() -> list[Any]:
+        value = train()[0]
+        if not made:
+            kind = torch.optim.SGD if optimizer == "sgd" else torch.optim.AdamW
+            made.append(kind(params, **OPTIMIZER_SETTINGS[optimizer]))
+        opt = made[0]
+        updated = [p for p in params if p.grad is not None]
+        opt.step()
+        results = [value]
+        for p in updated:
+            state = opt.state.get(p, {})
+            results += [p.detach(), *(state[k] for k in ("exp_avg", "exp_avg_sq") if k in state)]
+        return results
+
+    return train_and_update
 
 
 def _saved_bytes(step: Callable[[], list[Any]]) -> int:
@@ -121,15 +152,15 @@ def measure_framework(
     *,
     baseline: str = "eager",
     loss: str | None = None,
+    optimizer: str = "none",
     warmup: int = 3,
     steps: int = 10,
     max_seconds: float | None = None,
     deadline: float | None = None,
 ) -> FrameworkMeasurement:
-    """Time ``baseline`` (one of :data:`FRAMEWORK_BASELINES`) on ``module``; ``loss`` as in
-    :func:`framework_step` (``eager-save-on-cpu`` needs one). Same stopping rules as
-    :func:`~mallocgame.runtime.measure.measure`."""
-    import torch
+    """Time ``baseline`` (one of :data:`FRAMEWORK_BASELINES`) on ``module``; ``loss`` and
+    ``optimizer`` as in :func:`framework_step` (``eager-save-on-cpu`` needs a loss). Same
+    stopping rules as :func:`~mallocgame.runtime.measure.measure`."""
 
     if baseline not in FRAMEWORK_BASELINES:
         raise ApplyError(
@@ -137,12 +168,52 @@ def measure_framework(
         )
     if baseline == "eager-save-on-cpu" and loss is None:
         raise ApplyError("save_on_cpu offloads what autograd saves: it needs a training step")
-    step = framework_step(module, inputs, loss=loss)
-    host_bytes = 0
+    step = framework_step(module, inputs, loss=loss, optimizer=optimizer)
+    with _parameters_kept(module, optimizer != "none"):
+        return _measure(
+            step, module, inputs, memory, reference, baseline, warmup, steps, max_seconds, deadline
+        )
+
+
+@contextmanager
+def _parameters_kept(module: Any, keep: bool) -> Iterator[None]:
+    """With ``keep``, put ``module``'s parameters back to their values on entry (a host
+    copy) when the block ends, and drop their gradients."""
+    import torch
+
+    if not keep:
+        yield
+        return
+    with torch.no_grad():
+        before = [(p, p.detach().to("cpu", copy=True)) for p in module.parameters()]
+    try:
+        yield
+    finally:
+        with torch.no_grad():
+            for p, value in before:
+                p.copy_(value)
+                p.grad = None
+
+
+def _measure(
+    step: Callable[[], list[Any]],
+    module: Any,
+    inputs: tuple[Any, ...],
+    memory: Memory,
+    reference: Any,
+    baseline: str,
+    warmup: int,
+    steps: int,
+    max_seconds: float | None,
+    deadline: float | None,
+) -> FrameworkMeasurement:
+    """:func:`measure_framework` once ``step`` is made: the first step (from the module's
+    state on entry) is the one compared with ``reference``."""
+    import torch
+
+    plain = step
     if baseline == "eager-save-on-cpu":
-        host_bytes = _saved_bytes(step)
         offload = torch.autograd.graph.save_on_cpu(pin_memory=memory.device.type == "cuda")
-        plain = step
 
         def step() -> list[Any]:
             with offload:
@@ -164,6 +235,7 @@ def measure_framework(
         if not same
     )
     del results
+    host_bytes = _saved_bytes(plain) if baseline == "eager-save-on-cpu" else 0
     times = warm_and_time(
         step, memory, warmup=warmup, steps=steps, max_seconds=max_seconds, deadline=deadline
     )

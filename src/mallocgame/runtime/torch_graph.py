@@ -11,6 +11,15 @@ makes a tensor, with the instance's name, opcode, operand tensors and output ten
 :class:`Ref` (a program tensor and the view nodes applied to it), which the runtime
 applies to whichever copy of the tensor (HBM or host) the answer reads. A mismatch is a
 :class:`~mallocgame.runtime.errors.ProgramMismatchError` naming the first difference.
+
+A training step with an optimizer (:class:`~mallocgame.frontends.torch.TrainingStep`
+``optimizer="sgd"`` or ``"adamw"``) ends with the frontend's update instructions, one per
+parameter after the graph's nodes (``torch.export`` does not trace ``optimizer.step()``).
+They bind to :class:`OptimizerUpdate` s that the runtime runs as ``torch.optim`` with its
+default settings computes the first step (:data:`OPTIMIZER_SETTINGS`); AdamW's moments are
+program inputs that start at zero. The step's results are then the graph's outputs but the
+gradients (the update consumes them), followed by each update's outputs in order (the new
+parameter, then AdamW's new moments).
 """
 
 from __future__ import annotations
@@ -26,7 +35,24 @@ from mallocgame.nested import nested_leaves
 from mallocgame.program import Program
 from mallocgame.runtime.errors import ApplyError, ProgramMismatchError
 
-__all__ = ["CapturedProgram", "Ref", "BoundOp", "BoundGraph", "TensorSpec", "capture_torch", "bind"]
+__all__ = [
+    "CapturedProgram",
+    "Ref",
+    "OptimizerUpdate",
+    "BoundOp",
+    "BoundGraph",
+    "TensorSpec",
+    "OPTIMIZER_SETTINGS",
+    "capture_torch",
+    "bind",
+]
+
+OPTIMIZER_SETTINGS: Mapping[str, Mapping[str, Any]] = {
+    "sgd": {"lr": 1e-3},
+    "adamw": {"lr": 1e-3, "betas": (0.9, 0.999), "eps": 1e-8, "weight_decay": 1e-2},
+}
+"""The settings an optimizer update runs with: ``torch.optim.SGD`` and ``torch.optim.AdamW``'s
+defaults (SGD without momentum), as keyword arguments of their constructors."""
 
 
 @dataclass(frozen=True)
@@ -62,15 +88,35 @@ class TensorSpec:
 
 
 @dataclass(frozen=True)
+class OptimizerUpdate:
+    """One parameter's optimizer update: ``optimizer`` (``"sgd"`` or ``"adamw"``) reads
+    program tensor ``parameter``, its ``gradient`` (the graph's output: a program tensor
+    and the views that give it the parameter's shape) and ``moments`` (AdamW's first and
+    second, program inputs that start at zero; none for SGD), and writes the new parameter
+    and moments, in that order (:attr:`BoundOp.results`)."""
+
+    optimizer: str
+    parameter: int
+    gradient: Ref
+    moments: tuple[int, ...]
+
+    @property
+    def operands(self) -> tuple[int, ...]:
+        """The tensors it reads, in order: the parameter, its gradient's, the moments."""
+        return (self.parameter, self.gradient.tensor, *self.moments)
+
+
+@dataclass(frozen=True)
 class BoundOp:
     """Instruction ``index``: fx node ``node``; ``results[i]`` is the program tensor of the
     node's ``i``-th result (None for an empty or non-tensor one); ``multi``: the node returns
-    a tuple."""
+    a tuple. An optimizer's update has no node (None) and its ``update``."""
 
     index: int
     node: Any
     results: tuple[int | None, ...]
     multi: bool
+    update: OptimizerUpdate | None = None
 
 
 @dataclass(frozen=True)
@@ -79,8 +125,10 @@ class BoundGraph:
 
     ``values``: fx node name -> :class:`Ref`, a tuple of them (None where empty), or None;
     ``inputs``: per program input tensor, ``("state", target)`` (a parameter, buffer or
-    constant of the exported program) or ``("user", i)``; ``specs``: every tensor's layout;
-    ``results``: the output node's values, in order.
+    constant of the exported program), ``("user", i)`` or ``("moment", parameter)`` (an
+    optimizer's state for the parameter's tensor, zero); ``specs``: every tensor's layout;
+    ``results``: the step's results, in order (the output node's values; with an optimizer,
+    see the module docstring).
     """
 
     captured: CapturedProgram
@@ -96,6 +144,8 @@ class BoundGraph:
         kind, key = self.inputs[x]
         if kind == "user":
             return self.captured.inputs[key]
+        if kind == "moment":
+            return self.input_value(key).detach().clone().zero_()
         ep = self.captured.exported
         if key in ep.state_dict:
             return ep.state_dict[key]
@@ -112,8 +162,9 @@ def capture_torch(
     """Capture ``module(*inputs)`` as :func:`~mallocgame.frontends.torch.extract_torch` does
     (same graph, same program; granularity ``"tensor"``), or its ``training_step`` (the
     joint forward-backward graph; its results are the loss and the gradients, in the
-    graph's output order). ``inputs`` are real tensors (the module is run on them later),
-    on the module's device."""
+    graph's output order; with an optimizer, its update of every parameter follows, run
+    as the module docstring says). ``inputs`` are real tensors (the module is run on them
+    later), on the module's device."""
     from mallocgame.frontends.torch import (
         TorchFrontendError,
         _export,
@@ -133,14 +184,12 @@ def capture_torch(
             f"{label}: a module or input on the meta device cannot be run: build it on a real "
             f"device"
         )
-    if training_step is not None and training_step.optimizer != "none":
-        raise ApplyError(
-            f"{label}: the optimizer's update is modelled, not captured (torch.export does not "
-            f"trace optimizer.step()): a training step to run needs optimizer 'none'"
-        )
     captured = _export(torch, module, tuple(inputs), {}, training_step, label)
     source = _source_of(module, training_step, captured)
-    program = extract_exported(captured.exported, name=label, granularity="tensor", source=source)
+    optimizer = training_step.optimizer if training_step is not None else "none"
+    program = extract_exported(
+        captured.exported, name=label, granularity="tensor", source=source, optimizer=optimizer
+    )
     return CapturedProgram(label, captured.exported, program, tuple(inputs))
 
 
@@ -211,6 +260,7 @@ class _Binder:
                 raise ApplyError(
                     f"{self.captured.name}: cannot run graph node {node.op} ({node.name})"
                 )
+        self.optimizer_updates()
         num_t = self.instance.num_instructions
         if len(self.ops) != num_t:
             raise self.mismatch(f"the graph has {len(self.ops)} instructions, the instance {num_t}")
@@ -223,6 +273,65 @@ class _Binder:
             self.specs,
             self.results,
         )
+
+    def optimizer_updates(self) -> None:
+        """The instructions after the graph's: one optimizer update per parameter with a
+        gradient, in the graph's output order, as the frontend appends them; the gradients
+        leave the results and the updates' outputs join them."""
+        from torch.export.graph_signature import OutputKind
+
+        instance = self.instance
+        if len(self.ops) >= instance.num_instructions:
+            return
+        specs = self.ep.graph_signature.output_specs
+        by_target = {key: x for x, (kind, key) in self.inputs.items() if kind == "state"}
+        results: list[Any] = []
+        gradients: list[tuple[int, Ref]] = []
+        for spec, value in zip(specs, self.results):
+            if spec.kind == OutputKind.GRADIENT_TO_PARAMETER and isinstance(value, Ref):
+                if spec.target not in by_target:
+                    raise self.mismatch(f"the gradient of {spec.target} has no parameter input")
+                gradients.append((by_target[spec.target], value))
+            else:
+                results.append(value)
+        for parameter, gradient in gradients:
+            t = len(self.ops)
+            ins = instance.instructions[t] if t < instance.num_instructions else None
+            optimizer = ins.opcode.removesuffix("_update") if ins is not None else ""
+            captured = self.captured.program.instructions
+            if (
+                ins is None
+                or optimizer not in OPTIMIZER_SETTINGS
+                or t >= len(captured)
+                or (captured[t].name, captured[t].opcode) != (ins.name, ins.opcode)
+            ):
+                raise self.mismatch(
+                    f"instruction {t} is not an optimizer's update of "
+                    f"{instance.tensors[parameter].name!r}"
+                )
+            bufs = [instance.buffers[b] for b in ins.buffers]
+            operands = [b.tensor_id for b in bufs if not b.is_output]
+            outputs = [b.tensor_id for b in bufs if b.is_output]
+            moments = tuple(operands[2:])
+            want = 2 if optimizer == "adamw" else 0
+            if operands[:2] != [parameter, gradient.tensor] or len(moments) != want:
+                raise self.mismatch(
+                    f"instruction {t} ({ins.name}) reads tensors {operands}; the update of "
+                    f"tensor {parameter} reads it, its gradient {gradient.tensor} and {want} "
+                    f"moments"
+                )
+            if len(outputs) != 1 + want:
+                raise self.mismatch(f"instruction {t} ({ins.name}) writes {len(outputs)} tensors")
+            spec = self.specs[parameter]
+            for x in moments:
+                self.inputs[x] = ("moment", parameter)
+                self.specs[x] = spec
+            for x in outputs:
+                self.specs[x] = spec
+            update = OptimizerUpdate(optimizer, parameter, gradient, moments)
+            self.ops.append(BoundOp(t, None, tuple(outputs), True, update))
+            results.extend(Ref(x) for x in outputs)
+        self.results = tuple(results)
 
     def placeholder(self, node: Any) -> None:
         """An input node: the next program input tensor (a user input or a state entry), or

@@ -15,6 +15,8 @@ execution of the program, instruction by instruction (:class:`~mallocgame.runtim
    exists and accepts host memory ("direct"); otherwise the op writes HBM and the result
    is copied into host memory on the compute stream and the HBM result dropped
    ("staged", a mismatch with the game, counted in :attr:`PlacedRunner.staged`);
+   An optimizer's update (:class:`~mallocgame.runtime.torch_graph.OptimizerUpdate`, no
+   graph node) runs as :func:`optimizer_update`; its host results are staged.
 4. issue the step's copies out (HBM -> host, on the copy stream);
 5. drop the HBM segments the plan frees (PyTorch's caching allocator reuses them).
 
@@ -31,9 +33,16 @@ from typing import Any
 from mallocgame.runtime.errors import ApplyError, PlanError
 from mallocgame.runtime.memory import HostTensor, Memory
 from mallocgame.runtime.plan import PlacementPlan
-from mallocgame.runtime.torch_graph import BoundGraph, BoundOp, Ref, _flat
+from mallocgame.runtime.torch_graph import (
+    OPTIMIZER_SETTINGS,
+    BoundGraph,
+    BoundOp,
+    OptimizerUpdate,
+    Ref,
+    _flat,
+)
 
-__all__ = ["PlacedRunner", "out_overload"]
+__all__ = ["PlacedRunner", "optimizer_update", "out_overload"]
 
 
 def out_overload(target: Any) -> tuple[Any, tuple[str, ...]] | None:
@@ -59,6 +68,29 @@ def out_overload(target: Any) -> tuple[Any, tuple[str, ...]] | None:
         if outs and rest == names and len(outs) == len(schema.returns):
             return op, tuple(outs)
     return None
+
+
+def optimizer_update(update: OptimizerUpdate, operands: list[Any]) -> list[Any]:
+    """The first step of ``update``'s optimizer on ``operands`` (the parameter, its gradient,
+    and AdamW's two moments), out of place: the new parameter (and moments), computed with
+    the operations, in the order, of ``torch.optim``'s single-tensor path with
+    :data:`~mallocgame.runtime.torch_graph.OPTIMIZER_SETTINGS`."""
+    settings = OPTIMIZER_SETTINGS[update.optimizer]
+    lr = settings["lr"]
+    if update.optimizer == "sgd":
+        param, grad = operands
+        return [param.add(grad, alpha=-lr)]
+    param, grad, exp_avg, exp_avg_sq = operands
+    beta1, beta2 = settings["betas"]
+    param = param.mul(1 - lr * settings["weight_decay"])
+    exp_avg = exp_avg.lerp(grad, 1 - beta1)
+    exp_avg_sq = exp_avg_sq.mul(beta2).addcmul_(grad, grad, value=1 - beta2)
+    step = 1  # every run is the first step from the same state
+    bias_correction1 = 1 - beta1**step
+    bias_correction2 = 1 - beta2**step
+    denom = (exp_avg_sq.sqrt() / bias_correction2**0.5).add_(settings["eps"])
+    param.addcdiv_(exp_avg, denom, value=-(lr / bias_correction1))
+    return [param, exp_avg, exp_avg_sq]
 
 
 class PlacedRunner:
@@ -254,6 +286,16 @@ class PlacedRunner:
     def _execute(self, op: BoundOp, step: Any, t: int, fetch: Any, written: set[int]) -> list[Any]:
         """Run instruction ``t``; returns its non-empty results in the order of ``step.writes``."""
         torch = self.memory_torch()
+        if op.update is not None:
+            u = op.update
+            operands = [fetch(x, t) for x in u.operands]
+            operands[1] = self._apply_chain(operands[1], u.gradient, self._const)
+            host_writes = {w.tensor for w in step.writes if w.segment is None}
+            if host_writes:
+                name = self.graph.captured.program.instructions[t].name
+                self.staged.add(name)
+                self.staged_why.setdefault(f"{u.optimizer}_update", "computed in HBM, then copied")
+            return self._keep(optimizer_update(u, operands), op.results, host_writes, written)
         node = op.node
 
         def resolve(a: Any) -> Any:
@@ -290,9 +332,19 @@ class PlacedRunner:
                 self.staged.add(node.name)
                 self.staged_why.setdefault(str(node.target), "no out= overload")
         result = node.target(*args, **kwargs)
-        flat = list(result) if op.multi else [result]
+        return self._keep(list(result) if op.multi else [result], op.results, host_writes, written)
+
+    def _keep(
+        self,
+        values: list[Any],
+        results: tuple[int | None, ...],
+        host_writes: set[int],
+        written: set[int],
+    ) -> list[Any]:
+        """An instruction's non-empty results (``values[i]`` is tensor ``results[i]``), those
+        the plan writes to host memory copied into their host copies (staged)."""
         kept = []
-        for value, x in zip(flat, op.results):
+        for value, x in zip(values, results):
             if x is None:
                 continue
             if x in host_writes:
