@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -63,7 +64,15 @@ def test_two_actors_train_checkpoint_and_survive_the_kill_of_one(
     try:
         answer = trainer.run(games=32, on_game=kill_one)
         actors = trainer.actors
-        assert actors is not None and actors.deaths == 1
+        assert actors is not None
+        # On a loaded machine the restarted actor and the Reanalyse actor (each compiling
+        # its networks first) can come late to a run this short: play on until both have.
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and not (
+            actors.reanalysed > 0 and all(calls > 2 for calls in actors.calls)
+        ):
+            answer = trainer.run(games=trainer.counters.games + 4)
+        assert actors.deaths == 1
         assert any("self-play actor 0 died" in line for line in lines)
         assert trainer.counters.games >= 32 and trainer.counters.learner_steps > 0
         assert actors.reanalysed > 0  # the Reanalyse actor searched kept positions
