@@ -67,7 +67,11 @@ def main(argv: list[str] | None = None) -> int:
         "--capacity-fraction", type=float, default=0.25, help="fast memory / peak live bytes"
     )
     parser.add_argument(
-        "--answers", type=Path, default=None, help="directory of extra solution files (*.json)"
+        "--answers",
+        type=Path,
+        default=None,
+        help="directory of extra solution files (*.json), or an earlier run's programs.json.gz "
+        "(the answers it was given)",
     )
     parser.add_argument("--host-alloc", choices=("auto", "cupy", "torch-pinned"), default="auto")
     parser.add_argument(

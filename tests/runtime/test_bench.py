@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import dataclasses
+import gzip
 import json
 import math
 import os
@@ -370,3 +371,53 @@ def test_your_program_takes_an_optimizer_only_for_its_training_step(kwargs):
         "tests.runtime.factory_module:block", ["f32[16,32]"], training=True, optimizer="sgd"
     ).training_step
     assert (step.loss, step.optimizer) == ("mean", "sgd")
+
+
+def test_given_answers_come_from_files_or_an_earlier_runs_programs(tmp_path):
+    from mallocgame.errors import MallocGameError
+    from mallocgame.instance import instance_from_dict
+    from mallocgame.runtime.bench import BenchConfig, _given_answers, run_real_bench
+
+    def run(out, answers):
+        config = BenchConfig(
+            out=out,
+            device="cpu",
+            tiny=True,
+            programs=("mlp",),
+            placements=("drop",),
+            warmup=1,
+            steps=2,
+            calibrate=False,
+            plot=False,
+            profile=(),
+            framework=False,
+            answers=answers,
+        )
+        run_real_bench(config)
+        return json.loads(gzip.decompress((out / "programs.json.gz").read_bytes()))
+
+    first = run(tmp_path / "first", None)
+    greedy = load_solver("greedy").solve(
+        instance_from_dict(first["mlp"]["instance"]), SolveRequest()
+    )
+    files = tmp_path / "answers"
+    files.mkdir()
+    (files / "mine.json").write_text(json.dumps(greedy.to_dict()))
+    (files / "broken.json").write_text("{")
+    skipped: list[str] = []
+    assert [s.to_dict() for s in _given_answers(files, skipped.append)] == [greedy.to_dict()]
+    assert len(skipped) == 1 and "broken.json skipped" in skipped[0]
+    # an earlier run's programs.json.gz gives the answers that run was given
+    first["mlp"]["answers"]["given:greedy"] = greedy.to_dict()
+    earlier = tmp_path / "earlier.json.gz"
+    earlier.write_bytes(gzip.compress(json.dumps(first).encode()))
+    second = run(tmp_path / "second", earlier)
+    assert set(second["mlp"]["answers"]) == {"drop", "given:greedy"}  # the run's own drop
+    rows = _table(tmp_path / "second" / "results.csv")
+    given = [r for r in rows if r["placement"] == "given:greedy"]
+    assert len(given) == 1 and given[0]["identical"] == "True" and given[0]["check_ok"] == "True"
+    with pytest.raises(MallocGameError, match="no such file"):
+        _given_answers(tmp_path / "nowhere", skipped.append)
+    (tmp_path / "bad.json.gz").write_bytes(gzip.compress(b"[1]"))
+    with pytest.raises(MallocGameError, match="not an earlier run's programs.json.gz"):
+        _given_answers(tmp_path / "bad.json.gz", skipped.append)

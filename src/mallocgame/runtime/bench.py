@@ -413,8 +413,9 @@ class BenchConfig:
     """What :func:`run_real_bench` does (see its module docstring).
 
     ``placements``: solver specs, ``NAME`` or ``NAME:SEED`` (``es`` and ``random`` with
-    ``work`` games); ``answers``: a directory of solution files (any name, ``*.json``) used
-    where their instance hash matches a program's; ``extra``: programs of the user's
+    ``work`` games); ``answers``: a directory of solution files (any name, ``*.json``), or
+    an earlier run's ``programs.json.gz`` (the answers it was given), used where their
+    instance hash matches a program's; ``extra``: programs of the user's
     (:func:`factory_program`), run after ``programs``; ``framework``: measure the framework's
     own baselines too (:mod:`mallocgame.runtime.framework`); ``plot``: draw ``real.png``
     at the end (:mod:`mallocgame.runtime.bench_plot`); ``resume``: keep what an earlier
@@ -576,9 +577,25 @@ def _read_earlier(out: Path, config: BenchConfig) -> _Earlier:
 
 
 def _given_answers(directory: Path | None, log: _Log) -> list[Solution]:
+    """The solutions of ``directory``'s ``*.json`` files, or, where it is an earlier run's
+    ``programs.json.gz``, the answers that run was given (labelled ``given:...``)."""
     if directory is None:
         return []
+    if not directory.exists():
+        raise MallocGameError(f"--answers {directory}: no such file or directory")
     found = []
+    if directory.is_file() and directory.name.endswith(".json.gz"):
+        try:
+            documents = json.loads(gzip.decompress(directory.read_bytes()))
+            for doc in documents.values():
+                for label, answer in doc["answers"].items():
+                    if label.startswith("given:"):
+                        found.append(solution_from_dict(answer))
+        except (OSError, ValueError, KeyError, AttributeError, MallocGameError) as exc:
+            raise MallocGameError(
+                f"--answers {directory}: not an earlier run's programs.json.gz ({exc})"
+            ) from None
+        return found
     for path in sorted(directory.glob("*.json")):
         try:
             found.append(solution_from_dict(json.loads(path.read_text())))

@@ -284,7 +284,11 @@ def add_bench_real_parser(bench_subparsers: Any) -> argparse.ArgumentParser:
         help="stop measuring after this (s)",
     )
     p.add_argument(
-        "--answers", type=Path, default=None, help="directory of extra solution files (*.json)"
+        "--answers",
+        type=Path,
+        default=None,
+        help="directory of extra solution files (*.json), or an earlier run's programs.json.gz "
+        "(the answers it was given)",
     )
     p.add_argument(
         "--torch",
