@@ -8,8 +8,11 @@ fine-tuned for 60 s (``init=AGENT``), ``muzero`` from scratch for 60 s and 600 s
 60 s; and the fine-tuned and fresh 60-s agents without the ``es`` demonstration
 (``demonstrations=heuristic,greedy``); and the agent fine-tuned for 60 s with restarts
 inside the best game (``restart_fraction=0.5``, ``muzero-prod``'s default), and a fresh
-agent with the same restarts. Every number is recomputed from the record's solution
-(:class:`mallocgame.bench.recheck.Rechecker`); a missing record is a dash.
+agent with the same restarts; and the agent fine-tuned with restarts and windows
+(``restart_window=128``: a restarted game is searched for 128 moves, then played out along
+the best game) or with restarts and without the ``es`` demonstration. Every number is
+recomputed from the record's solution (:class:`mallocgame.bench.recheck.Rechecker`); a
+missing record is a dash.
 
 Usage::
 
@@ -53,6 +56,8 @@ VARIANTS = (
     Variant("scratch 60 s, no es", "scratch-60-noes", "muzero", "t60"),
     Variant("shared 60 s, restarts", "finetune-60-restart", "muzero", "t60"),
     Variant("scratch 60 s, restarts", "scratch-60-restart", "muzero", "t60"),
+    Variant("shared 60 s, restarts, windows", "finetune-60-restart-window", "muzero", "t60"),
+    Variant("shared 60 s, restarts, no es", "finetune-60-restart-noes", "muzero", "t60"),
 )
 
 
