@@ -42,6 +42,7 @@ from mallocgame.runtime.errors import ApplyError
 from mallocgame.solution import Solution, solution_from_dict
 
 if TYPE_CHECKING:
+    from mallocgame.frontends.torch import TrainingStep
     from mallocgame.hardware import HardwarePreset
     from mallocgame.runtime.plan import PlacementPlan
 
@@ -148,7 +149,7 @@ class SizedProgram:
     optimizer: str = "none"
 
     @property
-    def training_step(self) -> Any:
+    def training_step(self) -> TrainingStep | None:
         """The :class:`~mallocgame.frontends.torch.TrainingStep` it captures, None for
         inference."""
         from mallocgame.frontends.torch import TrainingStep
@@ -591,7 +592,7 @@ def _given_answers(directory: Path | None, log: _Log) -> list[Solution]:
                 for label, answer in doc["answers"].items():
                     if label.startswith("given:"):
                         found.append(solution_from_dict(answer))
-        except (OSError, ValueError, KeyError, AttributeError, MallocGameError) as exc:
+        except (OSError, ValueError, KeyError, TypeError, AttributeError, MallocGameError) as exc:
             raise MallocGameError(
                 f"--answers {directory}: not an earlier run's programs.json.gz ({exc})"
             ) from None
