@@ -3,12 +3,13 @@
 Reads the per-op times of a ``bench real`` run (``ops.csv``: each instruction's measured
 seconds beside the cost model's, for the placements that were profiled), captures each
 program again on the CPU (the same seeded module as on the device; shapes and strides are
-all it needs) and gives every ``mm`` / ``addmm`` / ``bmm`` instruction its layout in BLAS
-terms, read from the strides of the operands the kernel receives (the exported graph's
-``meta["val"]``): ``N`` when an operand's last dimension is contiguous, ``T`` when it is
-transposed. In a training step the forward linear layers are ``NT`` (``x @ W.T``), the
-gradient of their input ``NN`` (``grad @ W``) and that of their weight ``TN``
-(``x.T @ grad``); the cost model's tiled slow reads do not see the layout.
+all it needs) and gives every matmul instruction its layout in BLAS terms
+(:func:`mallocgame.runtime.torch_graph.matmul_layout`, from the strides of the operands the
+kernel receives: ``N`` when an operand's last dimension is contiguous, ``T`` when it is
+transposed). ``bench real`` now writes the layout to ``ops.csv`` itself; this script
+serves the runs from before. In a training step the forward linear layers are ``NT``
+(``x @ W.T``), the gradient of their input ``NN`` (``grad @ W``) and that of their weight
+``TN`` (``x.T @ grad``); the cost model's tiled slow reads do not see the layout.
 
 One row per (program, placement, layout, opcode, operand shapes): the instructions, their
 measured and simulated seconds in all, and the median and range of ``measured /
@@ -29,8 +30,6 @@ from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
-
-MATMULS = ("mm", "addmm", "bmm")  # operands [bias,] left, right: the last two are the GEMM's
 
 
 @dataclasses.dataclass(frozen=True)
@@ -65,24 +64,19 @@ class LayoutRow:
     ratio_max: float
 
 
-def _letter(value: Any) -> str:
-    """``N`` where the tensor's last dimension is contiguous (stride 1), else ``T``."""
-    strides = value.stride()
-    return "N" if strides[-1] == 1 or value.shape[-1] == 1 else "T"
-
-
 def matmul_layouts(exported: Any) -> list[MatmulLayout]:
     """Every matmul node of a ``torch.export.ExportedProgram``'s graph with its layout."""
+    from mallocgame.runtime.torch_graph import matmul_layout
+
     out = []
     for node in exported.graph.nodes:
-        if node.op != "call_function":
-            continue
-        opcode = getattr(node.target, "__name__", "").split(".")[0]
-        if opcode not in MATMULS:
+        layout = matmul_layout(node)
+        if not layout:
             continue
         left, right = (arg.meta["val"] for arg in node.args[-2:])
         shapes = " @ ".join("x".join(str(d) for d in v.shape) for v in (left, right))
-        out.append(MatmulLayout(node.name, opcode, _letter(left) + _letter(right), shapes))
+        opcode = node.target.__name__.split(".")[0]
+        out.append(MatmulLayout(node.name, opcode, layout, shapes))
     return out
 
 

@@ -161,6 +161,11 @@ def test_the_device_script_dry_run(tmp_path):
     by = {(o["program"], o["placement"]) for o in ops}
     assert by == {(p, q) for p in ("mlp", "mlp-train") for q in ("hbm-resident", "drop")}
     assert all(float(o["measured_s"]) >= 0 and float(o["sim_latency_s"]) > 0 for o in ops)
+    # each matmul's operand layout: the training step's forward, input and weight gradients
+    layouts = {(o["program"], o["opcode"], o["layout"]) for o in ops if o["layout"]}
+    assert {o for o in layouts if o[0] == "mlp"} == {("mlp", "addmm", "NT")}
+    assert {o[2] for o in layouts if o[0] == "mlp-train"} == {"NT", "NN", "TN"}
+    assert all(o["layout"] == "" for o in ops if o["opcode"] not in ("mm", "addmm"))
     op_summary = list(csv.DictReader((tmp_path / "op_summary.csv").open()))
     assert len(op_summary) == 2 * 2 * 2  # programs x profiled placements x models
     assert {r["name"] for r in csv.DictReader((tmp_path / "calibration.csv").open())} >= {

@@ -16,8 +16,9 @@ Files under ``out`` (each written as it grows, flushed, so a stopped run leaves 
 ``calibration.csv``, ``results.csv`` (one row per program and placement or framework
 baseline), ``summary.csv`` (per program and model: Spearman, mean relative error),
 ``ops.csv`` (per program, profiled placement and instruction: measured and simulated
-seconds), ``op_summary.csv`` (per program, profiled placement and model), ``real.png``
-(the figure, unless ``plot`` is off),
+seconds, and a matmul's operand layout,
+:func:`~mallocgame.runtime.torch_graph.matmul_layout`), ``op_summary.csv`` (per program,
+profiled placement and model), ``real.png`` (the figure, unless ``plot`` is off),
 ``programs.json.gz`` (each program's instance and answers, to re-check or re-simulate),
 ``run.log`` (progress and each failure's traceback). A failure of one measurement is
 logged and the rest go on; past ``seconds`` the job stops measuring and finishes its files.
@@ -103,6 +104,7 @@ OP_COLUMNS = (
     "measured_s",
     "sim_latency_s",
     "sim_calibrated_s",
+    "layout",
 )
 OP_SUMMARY_COLUMNS = (
     "program",
@@ -971,6 +973,7 @@ class _BenchRun:
             simulated_op_seconds,
         )
         from mallocgame.runtime.plan import PlacementPlan, placement_plan
+        from mallocgame.runtime.torch_graph import matmul_layout
 
         config, name = self.config, program.name
         for label in config.profile:
@@ -1007,6 +1010,7 @@ class _BenchRun:
             rows = {
                 model: op_rows(program.instance, measured, simulated[model]) for model, _ in models
             }
+            layouts = [matmul_layout(op.node) for op in program.graph.ops]
             for i, op in enumerate(rows["preset"]):
                 self.ops_csv.row(
                     {
@@ -1023,6 +1027,7 @@ class _BenchRun:
                             if "calibrated" in rows
                             else ""
                         ),
+                        "layout": layouts[op.index],
                     }
                 )
             for model, _ in models:

@@ -43,9 +43,14 @@ __all__ = [
     "BoundGraph",
     "TensorSpec",
     "OPTIMIZER_SETTINGS",
+    "MATMUL_OPCODES",
     "capture_torch",
     "bind",
+    "matmul_layout",
 ]
+
+MATMUL_OPCODES = ("mm", "addmm", "bmm", "baddbmm")
+"""The ATen matmuls whose last two arguments are the GEMM's left and right operands."""
 
 OPTIMIZER_SETTINGS: Mapping[str, Mapping[str, Any]] = {
     "sgd": {"lr": 1e-3},
@@ -440,6 +445,26 @@ class _Binder:
                 f"instruction {t} ({node.name}) makes fewer outputs than the instance's"
             )
         return res
+
+
+def matmul_layout(node: Any) -> str:
+    """The BLAS layout of a matmul node (:data:`MATMUL_OPCODES`) as its kernel receives its
+    operands, read from their strides (the graph's ``meta["val"]``): a letter per operand,
+    left then right, ``N`` where its last dimension is contiguous, ``T`` where it is
+    transposed (in a training step: ``NT`` the forward ``x @ W.T``, ``NN`` the input's
+    gradient, ``TN`` the weight's). ``""`` for any other node, or where it cannot tell."""
+    if node is None or getattr(node, "op", None) != "call_function":
+        return ""
+    if getattr(node.target, "__name__", "").split(".")[0] not in MATMUL_OPCODES:
+        return ""
+    letters = []
+    for arg in node.args[-2:]:
+        value = getattr(arg, "meta", {}).get("val")
+        if not hasattr(value, "stride") or value.dim() < 2:
+            return ""
+        contiguous = value.stride()[-1] == 1 or value.shape[-1] == 1
+        letters.append("N" if contiguous else "T")
+    return "".join(letters)
 
 
 def bind(captured: CapturedProgram, instance: Instance) -> BoundGraph:
