@@ -10,7 +10,9 @@ fine-tuned for 60 s (``init=AGENT``), ``muzero`` from scratch for 60 s and 600 s
 inside the best game (``restart_fraction=0.5``, ``muzero-prod``'s default), and a fresh
 agent with the same restarts; and the agent fine-tuned with restarts and windows
 (``restart_window=128``: a restarted game is searched for 128 moves, then played out along
-the best game) or with restarts and without the ``es`` demonstration. Every number is
+the best game) or with restarts and without the ``es`` demonstration; and ``muzero-prod``
+with the agent and windows (``restart_window=128``) beside today's ``muzero-prod`` run
+again at the same time. Every number is
 recomputed from the record's solution (:class:`mallocgame.bench.recheck.Rechecker`); a
 missing record is a dash.
 
@@ -58,6 +60,8 @@ VARIANTS = (
     Variant("scratch 60 s, restarts", "scratch-60-restart", "muzero", "t60"),
     Variant("shared 60 s, restarts, windows", "finetune-60-restart-window", "muzero", "t60"),
     Variant("shared 60 s, restarts, no es", "finetune-60-restart-noes", "muzero", "t60"),
+    Variant("prod+shared 60 s, windows", "prod-shared-60-window", "muzero-prod", "t60"),
+    Variant("prod 60 s, again", "prod-60-again", "muzero-prod", "t60"),
 )
 
 

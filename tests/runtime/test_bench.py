@@ -422,7 +422,8 @@ def test_given_answers_come_from_files_or_an_earlier_runs_programs(tmp_path):
     given = [r for r in rows if r["placement"] == "given:greedy"]
     assert len(given) == 1 and given[0]["identical"] == "True" and given[0]["check_ok"] == "True"
     with pytest.raises(MallocGameError, match="no such file"):
-        _given_answers(tmp_path / "nowhere", skipped.append)
+        run(tmp_path / "third", tmp_path / "nowhere")
+    assert not (tmp_path / "third").exists()  # refused before anything is written
     (tmp_path / "bad.json.gz").write_bytes(gzip.compress(b"[1]"))
     with pytest.raises(MallocGameError, match="not an earlier run's programs.json.gz"):
         _given_answers(tmp_path / "bad.json.gz", skipped.append)

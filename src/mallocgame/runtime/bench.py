@@ -579,7 +579,7 @@ def _read_earlier(out: Path, config: BenchConfig) -> _Earlier:
     return _Earlier(frozenset(done), rows, documents, figures)
 
 
-def _given_answers(directory: Path | None, log: _Log) -> list[Solution]:
+def _given_answers(directory: Path | None, log: Callable[[str], None]) -> list[Solution]:
     """The solutions of ``directory``'s ``*.json`` files, or, where it is an earlier run's
     ``programs.json.gz``, the answers that run was given (labelled ``given:...``)."""
     if directory is None:
@@ -657,12 +657,16 @@ class _BenchRun:
             raise MallocGameError(f"two programs named {clash[0]!r}: rename the factory")
         if config.hbm_limit is not None and config.device != "cuda":
             raise MallocGameError("an HBM limit caps PyTorch's CUDA allocator: it needs a GPU")
+        skipped: list[str] = []  # answer files that do not read, logged once there is a log
+        self.given = _given_answers(config.answers, skipped.append)  # bad --answers: no files
         self.out = Path(config.out)
         self.out.mkdir(parents=True, exist_ok=True)
         self.earlier = (
             _read_earlier(self.out, config) if config.resume else _Earlier(frozenset(), {}, {}, [])
         )
         self.log = _Log(self.out / "run.log", config.started, append=config.resume)
+        for line in skipped:
+            self.log(line)
         self.deadline = config.started + config.seconds  # time.perf_counter() seconds
         self.figures: list[Any] = []
         self.calibrated: HardwarePreset | None = None
@@ -687,7 +691,6 @@ class _BenchRun:
         self.op_summary_csv = _Csv(
             self.out / "op_summary.csv", OP_SUMMARY_COLUMNS, kept.get("op_summary.csv", [])
         )
-        self.given = _given_answers(config.answers, self.log)
         self.device = torch.device(config.device)
         self.by_name = PROGRAMS | {p.name: p for p in config.extra}
         for name in (*config.programs, *(p.name for p in config.extra)):
