@@ -73,6 +73,16 @@ def test_rows_and_summary(case):
         op_rows(case.instance, measured[:-1], measured)
 
 
+def test_a_matmuls_layout_is_summarized_apart():
+    rows = [
+        OpTime(0, "mm", "mm", 8, 1e-3, 2e-3, "NN"),
+        OpTime(1, "mm_1", "mm", 8, 3e-3, 1e-3, "TN"),
+        OpTime(2, "mm_2", "mm", 8, 1e-3, 1e-3, "TN"),
+    ]
+    summary = op_summary(rows)
+    assert summary.top_opcodes == "mm TN 2.00x (80%); mm NN 0.50x (20%)"
+
+
 def test_summary_of_an_opcode_the_model_gives_no_time():
     rows = [OpTime(0, "a", "zero", 8, 1e-3, 0.0), OpTime(1, "b", "mm", 8, 1e-3, 1e-3)]
     summary = op_summary(rows)

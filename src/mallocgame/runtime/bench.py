@@ -1010,10 +1010,11 @@ class _BenchRun:
                 )
                 for model, inst in models
             }
-            rows = {
-                model: op_rows(program.instance, measured, simulated[model]) for model, _ in models
-            }
             layouts = [matmul_layout(op.node) for op in program.graph.ops]
+            rows = {
+                model: op_rows(program.instance, measured, simulated[model], layouts)
+                for model, _ in models
+            }
             for i, op in enumerate(rows["preset"]):
                 self.ops_csv.row(
                     {
@@ -1030,7 +1031,7 @@ class _BenchRun:
                             if "calibrated" in rows
                             else ""
                         ),
-                        "layout": layouts[op.index],
+                        "layout": op.layout,
                     }
                 )
             for model, _ in models:

@@ -47,7 +47,9 @@ __all__ = [
 @dataclass(frozen=True)
 class OpTime:
     """One instruction's time under one placement: measured (median over the profiled
-    runs) and simulated, in seconds; ``bytes`` its operands' and outputs' buffer bytes."""
+    runs) and simulated, in seconds; ``bytes`` its operands' and outputs' buffer bytes;
+    ``layout`` a matmul's operand layout
+    (:func:`~mallocgame.runtime.torch_graph.matmul_layout`; ``""`` for other instructions)."""
 
     index: int
     name: str
@@ -55,6 +57,7 @@ class OpTime:
     bytes: int
     measured_s: float
     simulated_s: float
+    layout: str = ""
 
 
 @dataclass(frozen=True)
@@ -63,8 +66,9 @@ class OpSummary:
 
     ``spearman``: rank correlation over instructions; ``mean_relative_error``:
     ``mean(|sim - measured| / measured)``; totals in seconds; ``top_opcodes``: the
-    opcodes that take the most measured time, as ``opcode measured/simulated`` ratios
-    (their measured share of the total in parentheses).
+    opcodes (a matmul's with its layout: ``mm TN``) that take the most measured time, as
+    ``opcode measured/simulated`` ratios (their measured share of the total in
+    parentheses).
     """
 
     ops: int
@@ -117,12 +121,18 @@ def simulated_op_seconds(
     return [float(busy[t]) / ins.count for t, ins in enumerate(instance.instructions)]
 
 
-def op_rows(instance: Instance, measured: list[float], simulated: list[float]) -> list[OpTime]:
-    """One :class:`OpTime` per instruction."""
-    if not len(measured) == len(simulated) == instance.num_instructions:
+def op_rows(
+    instance: Instance,
+    measured: list[float],
+    simulated: list[float],
+    layouts: Sequence[str] | None = None,
+) -> list[OpTime]:
+    """One :class:`OpTime` per instruction (``layouts``: each one's matmul layout, or none)."""
+    layouts = layouts if layouts is not None else [""] * instance.num_instructions
+    if not len(measured) == len(simulated) == len(layouts) == instance.num_instructions:
         raise ValueError(
-            f"{len(measured)} measured and {len(simulated)} simulated times for "
-            f"{instance.num_instructions} instructions"
+            f"{len(measured)} measured and {len(simulated)} simulated times and "
+            f"{len(layouts)} layouts for {instance.num_instructions} instructions"
         )
     return [
         OpTime(
@@ -132,8 +142,11 @@ def op_rows(instance: Instance, measured: list[float], simulated: list[float]) -
             sum(instance.buffers[b].size for b in ins.buffers),
             m,
             s,
+            layout,
         )
-        for t, (ins, m, s) in enumerate(zip(instance.instructions, measured, simulated))
+        for t, (ins, m, s, layout) in enumerate(
+            zip(instance.instructions, measured, simulated, layouts)
+        )
     ]
 
 
@@ -146,8 +159,9 @@ def op_summary(rows: list[OpTime], top: int = 4) -> OpSummary:
     total = sum(measured)
     by_opcode: dict[str, list[float]] = defaultdict(lambda: [0.0, 0.0])
     for r in rows:
-        by_opcode[r.opcode][0] += r.measured_s
-        by_opcode[r.opcode][1] += r.simulated_s
+        kind = f"{r.opcode} {r.layout}" if r.layout else r.opcode
+        by_opcode[kind][0] += r.measured_s
+        by_opcode[kind][1] += r.simulated_s
     largest = sorted(by_opcode.items(), key=lambda kv: -kv[1][0])[:top]
     top_text = "; ".join(
         f"{op} {m / s:.2f}x ({m / total:.0%})" if s > 0 and total > 0 else f"{op} -"
