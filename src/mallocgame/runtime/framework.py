@@ -38,9 +38,13 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
-from mallocgame.nested import nested_leaves
 from mallocgame.runtime.errors import ApplyError
-from mallocgame.runtime.measure import Measurement, compare_results, warm_and_time
+from mallocgame.runtime.measure import (
+    Measurement,
+    compare_results,
+    flat_tensors,
+    warm_and_time,
+)
 from mallocgame.runtime.memory import Memory
 
 __all__ = ["FRAMEWORK_BASELINES", "FrameworkMeasurement", "framework_step", "measure_framework"]
@@ -61,12 +65,6 @@ class FrameworkMeasurement:
     measurement: Measurement
     host_bytes: int
     differing: tuple[tuple[int, float], ...] = ()
-
-
-def _tensors(value: Any) -> list[Any]:
-    import torch
-
-    return nested_leaves(value, lambda v: isinstance(v, torch.Tensor))
 
 
 def framework_step(
@@ -91,7 +89,7 @@ def framework_step(
 
         def infer() -> list[Any]:
             with torch.no_grad():
-                return _tensors(module(*inputs))
+                return flat_tensors(module(*inputs))
 
         return infer
 
@@ -100,7 +98,7 @@ def framework_step(
     def train() -> list[Any]:
         for p in params:
             p.grad = None
-        first = _tensors(module(*inputs))
+        first = flat_tensors(module(*inputs))
         if not first:
             raise ApplyError("eager training step: the module returned no tensor")
         value = first[0].mean() if loss == "mean" else first[0].sum()
@@ -219,7 +217,9 @@ def _measure(
             with offload:
                 return plain()
 
-    resident = sum(t.numel() * t.element_size() for t in [*module.parameters(), *_tensors(inputs)])
+    resident = sum(
+        t.numel() * t.element_size() for t in [*module.parameters(), *flat_tensors(inputs)]
+    )
     for p in module.parameters():  # an earlier step's gradients are not this step's base
         p.grad = None
     gc.collect()
@@ -230,7 +230,7 @@ def _measure(
     identical, worst = compare_results(results, reference)
     differing = tuple(
         (i, diff)
-        for i, (got, expected) in enumerate(zip(results, _tensors(reference)))
+        for i, (got, expected) in enumerate(zip(results, flat_tensors(reference)))
         for same, diff in [compare_results([got], [expected])]
         if not same
     )
