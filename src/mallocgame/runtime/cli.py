@@ -305,9 +305,11 @@ def add_bench_real_parser(bench_subparsers: Any) -> argparse.ArgumentParser:
         action="store_true",
         help="with --torch: its training step (the mean of its first output as the loss)",
     )
+    from mallocgame.frontends.torch import OPTIMIZERS
+
     p.add_argument(
         "--optimizer",
-        choices=("none", "sgd", "adamw"),
+        choices=OPTIMIZERS,
         default="none",
         help="with --training-step: the parameters' update that ends the step (torch.optim's "
         "defaults)",
