@@ -120,6 +120,29 @@ def test_worker_plays_like_the_parent(lstm) -> None:
     assert np.frombuffer(raw, dtype=np.int8).tolist() == list(game.actions())
 
 
+@pytest.mark.parametrize("hidden", [0, 4])
+def test_a_back_up_plays_the_game_of_the_full_replay(monkeypatch, hidden: int) -> None:
+    # The argmax policy is a pure function of the state, so es backs up only to the first
+    # decision the forced Drop changes: the game is SPEC section 6's, which replays all.
+    inst = load_workload("xla-v1/lstm_lm_train")
+    theta = LinearPolicyShape(hidden).initial(EsConfig(), np.random.default_rng(0))
+    short = play_policy(inst, theta, hidden)
+    backups: list[int] = []
+
+    class FullReplay(es_module.DropBackup):
+        def __init__(self, game, **kwargs) -> None:
+            super().__init__(game)  # not deterministic: every back-up replays from its point
+
+        def _back_up(self) -> None:
+            backups.append(self.game.current_buffer)
+            super()._back_up()
+
+    monkeypatch.setattr(es_module, "DropBackup", FullReplay)
+    full = play_policy(inst, theta, hidden)
+    assert len(backups) > 10  # the game backs up, many times
+    assert list(short.actions()) == list(full.actions()) and short.return_s == full.return_s
+
+
 @pytest.mark.parametrize("seed", [0, 1, 2])
 def test_improves_on_its_initial_policy(seed: int) -> None:
     # donated_sgd_step: a small program where the initial (greedy) policy is weak

@@ -168,7 +168,11 @@ class _Player:
         """
         game = self.game
         game.reset()
-        driver = DropBackup(game)
+        # The argmax policy is a pure function of the state, so a back-up need not replay
+        # the decisions it would make again (the same trajectory, DropBackup's docstring).
+        # Once the deadline's fallback has taken over, a back-up keeps the decisions made
+        # before it instead of replaying them with the fallback.
+        driver = DropBackup(game, deterministic=True)
         params = self.shape.unpack(np.asarray(theta, dtype=np.float32))
         extract, feat = self.extract, self._feat32
         linear = len(params) == 1
