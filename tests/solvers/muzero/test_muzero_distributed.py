@@ -8,7 +8,6 @@ a second driver on it, as a job on a real cluster is."""
 from __future__ import annotations
 
 import os
-import subprocess
 import sys
 import time
 from collections.abc import Iterator
@@ -124,14 +123,12 @@ def test_an_address_without_a_cluster_is_one_line_at_once(
     assert not (tmp_path / CHECKPOINT_NAME).exists()  # refused before anything ran
 
 
-def test_a_killed_distributed_run_resumes(cluster: str, tmp_path: Path) -> None:
+def test_a_killed_distributed_run_resumes(cluster: str, tmp_path: Path, capsys) -> None:
     """The whole run (its driver, and with it its actors) is killed once its first
-    checkpoint holds a game; the same command resumes and finishes."""
+    checkpoint holds a game; the same command resumes and finishes (run here, a driver
+    on the same cluster: starting a second process would only repeat the imports)."""
     run_dir = tmp_path / "run"
-    argv = [
-        sys.executable,
-        "-m",
-        "mallocgame.cli",
+    args = [
         "train",
         "synthetic-v1/small",
         "--dir",
@@ -147,23 +144,17 @@ def test_a_killed_distributed_run_resumes(cluster: str, tmp_path: Path) -> None:
         "checkpoint_seconds=0.5",
     ]
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
-    kill_after_first_checkpoint([*argv, "--work", "100000"], run_dir, env, timeout_s=300)
+    command = [sys.executable, "-m", "mallocgame.cli", *args, "--work", "100000"]
+    kill_after_first_checkpoint(command, run_dir, env, timeout_s=300)
     inst = load_workload("synthetic-v1/small")
     config = MuZeroSolver().config(TINY | {"reanalyse_fraction": 0})  # the command's settings
     saved = Trainer(inst, config, seed=0, checkpoint_dir=run_dir)
     assert saved.resumed and saved.counters.games > 0
     done_before = saved.counters.games
-    result = subprocess.run(
-        [*argv, "--work", str(done_before + 8)],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=300,
-    )
-    assert result.returncode == 0, result.stderr[-2000:]
-    assert "resumed from" in result.stderr and f"self-play on 2 Ray actors ({cluster})" in (
-        result.stderr
-    )
+    capsys.readouterr()
+    assert main([*args, "--work", str(done_before + 8)]) == 0
+    err = capsys.readouterr().err
+    assert "resumed from" in err and f"self-play on 2 Ray actors ({cluster})" in err
     final = load_solution(run_dir / "final.solution.json")
     assert check_solution(inst, final).ok
     assert final.work["games"] >= done_before + 8

@@ -537,24 +537,22 @@ def test_solver_interface_reports_improvements(small) -> None:
     assert all(b.solution.reward_s > a.solution.reward_s for a, b in zip(seen, seen[1:]))
 
 
-def test_a_killed_run_resumes_from_its_checkpoint(tmp_path: Path) -> None:
+def test_a_killed_run_resumes_from_its_checkpoint(tmp_path: Path, capsys) -> None:
+    """The run (a process of its own) is killed once its first checkpoint holds a game;
+    the same command, run here, resumes it."""
     run_dir = tmp_path / "run"
-    argv = [
-        sys.executable,
-        "-m",
-        "mallocgame.cli",
+    args = [
         "train",
         "synthetic-v1/small",
         "--dir",
         str(run_dir),
-        "--work",
-        "400",
         "--option",
         "checkpoint_seconds=0.5",
         *TINY_ARGS,
     ]
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
-    kill_after_first_checkpoint(argv, run_dir, env, timeout_s=240)
+    command = [sys.executable, "-m", "mallocgame.cli", *args, "--work", "400"]
+    kill_after_first_checkpoint(command, run_dir, env, timeout_s=240)
     inst = load_workload("synthetic-v1/small")
     saved = Trainer(
         inst,
@@ -566,15 +564,9 @@ def test_a_killed_run_resumes_from_its_checkpoint(tmp_path: Path) -> None:
     done_before = saved.counters.games
     assert check_solution(inst, load_solution(run_dir / BEST_NAME)).ok
     # resume to a total of done_before + 4 games: only the missing games are played
-    result = subprocess.run(
-        [*argv[:7], "--work", str(done_before + 4), *argv[9:]],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=240,
-    )
-    assert result.returncode == 0, result.stderr[-2000:]
-    assert "resumed from" in result.stderr
+    capsys.readouterr()
+    assert main([*args, "--work", str(done_before + 4)]) == 0
+    assert "resumed from" in capsys.readouterr().err
     final = load_solution(run_dir / "final.solution.json")
     assert check_solution(inst, final).ok
     assert done_before + 4 <= final.work["games"] <= done_before + 4 + 4
