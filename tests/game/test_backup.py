@@ -12,6 +12,7 @@ import pytest
 
 from mallocgame.game.backup import DropBackup, play
 from mallocgame.game.state import COPY, DROP, NOCOPY, Game, replay
+from mallocgame.workloads.registry import load_workload
 from tests.builders import B, I, X, build
 
 C, N, D = COPY, NOCOPY, DROP
@@ -195,8 +196,6 @@ def test_forced_read_of_a_resident_tensor_forces_its_producer_too():
     "name", ["xla-v1/alexnet_train_b32", "xla-v1/lstm_infer", "synthetic-v1/1k"]
 )
 def test_deterministic_shortcut_gives_the_same_trajectory(name: str) -> None:
-    from mallocgame.workloads.registry import load_workload
-
     inst = load_workload(name)
     plain, short = Game(inst), Game(inst)
     a = DropBackup(plain)
@@ -205,6 +204,65 @@ def test_deterministic_shortcut_gives_the_same_trajectory(name: str) -> None:
     b.play(greedy)
     assert plain.actions() == short.actions() and a.backups == b.backups
     assert plain.return_s == short.return_s
+
+
+def _play_forced(driver: DropBackup, policy) -> list[int]:
+    """Complete the driver's game, the moves without a choice by ``play_forced`` and
+    ``step_to_choice``; return
+    the number of allowed actions at each decision the policy was asked."""
+    game, choices = driver.game, []
+    allowed = driver.play_forced()
+    while not game.complete:
+        choices.append(int(allowed.sum()))
+        allowed = driver.step_to_choice(policy(game, allowed))
+    return choices
+
+
+@pytest.mark.parametrize("seed", range(6))
+@pytest.mark.parametrize("deterministic", [False, True])
+def test_the_forced_loop_plays_what_one_step_at_a_time_plays(seed, deterministic) -> None:
+    # random choices, and the same choice at the same decision in both games
+    def policy_of(seed):
+        rng = np.random.default_rng(seed)
+        return lambda game, allowed: int(rng.choice(np.flatnonzero(allowed)))
+
+    backups = 0
+    for inst in (_alias_overflow(), _resident_conflict(), load_workload("xla-v1/lstm_lm_train")):
+        one, fast = Game(inst), Game(inst)
+        step_by_step = DropBackup(one, deterministic=deterministic)
+        forced = DropBackup(fast, deterministic=deterministic)
+        policy = policy_of(seed)
+
+        def asked_only_at_a_choice(game, allowed, policy=policy):
+            return int(np.flatnonzero(allowed)[0]) if allowed.sum() == 1 else policy(game, allowed)
+
+        step_by_step.play(asked_only_at_a_choice)
+        choices = _play_forced(forced, policy_of(seed))
+        assert all(n >= 2 for n in choices)  # the policy is asked only where it chooses
+        assert fast.actions() == one.actions() and fast.return_s == one.return_s
+        assert forced.backups == step_by_step.backups
+        assert forced.backup_mark == step_by_step.backup_mark
+        backups += forced.backups
+    assert backups > 0
+
+
+def test_the_forced_loop_stops_at_a_choice_and_reports_the_latest_backup_point() -> None:
+    inst = load_workload("xla-v1/lstm_infer")
+    game, one = Game(inst), Game(inst)
+    none_forced = np.zeros(game.num_buffers + 1, dtype=bool)
+    played, mark = game.step_forced(none_forced)
+    expected_mark = -1
+    for _ in range(played):  # the same decisions one by one: each had one legal action
+        (action,) = np.flatnonzero(one.legal_mask())
+        one.step(int(action))
+        if one.is_backup_point:
+            expected_mark = one.mark()
+    assert game.actions() == one.actions() and mark == expected_mark
+    assert game.complete or game.legal_mask().sum() != 1  # stopped where there is a choice
+    with pytest.raises(ValueError, match="drop_only must be bool"):
+        game.step_forced(none_forced[:-1])
+    with pytest.raises(ValueError, match="drop_only must be bool"):
+        game.step_forced(none_forced.astype(np.int8))
 
 
 def test_on_back_up_sees_each_stuck_state_before_the_undo():

@@ -1,4 +1,5 @@
-"""Compiled kernels of the game rules (SPEC sections 3-5): analyze, apply, undo.
+"""Compiled kernels of the game rules (SPEC sections 3-5): analyze, apply (one move, or
+every move without a choice in a row: apply_forced), undo.
 
 These functions are the only code that reads or writes the game state arrays; the
 :class:`~mallocgame.game.state.Game` class is their public face. Every function is
@@ -440,6 +441,48 @@ def apply(
         supply_left, pair_used, alloc, group_state, ten_state, active, block_end, ctr, out, lo, hi,
     )
     return reward
+
+
+@_jit
+def apply_forced(
+    buf_int, buf_demand, ins_int, ins_float, ins_buf, table_s, ten_int,
+    capacity, alignment, fast_bw, slow_bw,
+    supply_left, pair_used, alloc, group_state, group_left, ten_state, active, block_end,
+    trail_t, trail_w, record, record_return, ctr, ret, out, lo, hi,
+    drop_only,
+):
+    """Play, one after another, every decision that has exactly one allowed action:
+    the legal ones per ``out``, only Drop where ``drop_only[b]`` (bool [B + 1], by
+    buffer id). Stops at the end of the game, at a decision with two or more allowed
+    actions, or at one with none (left for the caller, which backs up).
+
+    Returns (decisions played, the decision count at the latest backup point reached
+    after one of them, or -1 where none was).
+    """
+    num_buffers = buf_int.shape[0]
+    played = 0
+    mark = -1
+    while True:
+        b = ctr[C_CURRENT]
+        if b >= num_buffers:
+            break
+        drop = out[DROP, O_LEGAL] != 0
+        copy = out[COPY, O_LEGAL] != 0 and not drop_only[b]
+        nocopy = out[NOCOPY, O_LEGAL] != 0 and not drop_only[b]
+        if int(copy) + int(nocopy) + int(drop) != 1:
+            break
+        action = COPY if copy else (NOCOPY if nocopy else DROP)
+        apply(
+            buf_int, buf_demand, ins_int, ins_float, ins_buf, table_s, ten_int,
+            capacity, alignment, fast_bw, slow_bw,
+            supply_left, pair_used, alloc, group_state, group_left, ten_state, active, block_end,
+            trail_t, trail_w, record, record_return, ctr, ret, out, lo, hi,
+            action,
+        )
+        played += 1
+        if ctr[C_PENDING_FAST] == 0 and ctr[C_PENDING_RESIDENT] == 0:
+            mark = ctr[C_CURRENT]
+    return played, mark
 
 
 # ------------------------------------------------------------------------------ undo

@@ -305,6 +305,25 @@ class Game:
             self._raise_illegal(action)
         return K.apply(*self._apply_args, action)
 
+    def step_forced(self, drop_only: np.ndarray) -> tuple[int, int]:
+        """Play every decision from the current one on that has exactly one allowed
+        action (a legal one; Drop alone where ``drop_only[b]``), in one compiled loop, as
+        :meth:`step` would one by one; stop at the end, at a decision with a choice, or at
+        one with no allowed action.
+
+        Args:
+            drop_only: bool [num_buffers + 1], by buffer id: the buffers whose only allowed
+                action is Drop when it is legal (Drop-backup's forced groups).
+
+        Returns:
+            (decisions played, :meth:`mark` of the latest backup point reached after one
+            of them, or -1 where none was).
+        """
+        if drop_only.dtype != np.bool_ or drop_only.shape != (self.num_buffers + 1,):
+            raise ValueError(f"drop_only must be bool [{self.num_buffers + 1}]")
+        played, mark = K.apply_forced(*self._apply_args, drop_only)
+        return int(played), int(mark)
+
     def _raise_illegal(self, action: int) -> None:
         if self.done:
             state = "complete" if self.complete else "infeasible"

@@ -181,8 +181,10 @@ class _Player:
         cut = False
         monotonic = time.monotonic
         num_b = game.num_buffers
+        # Without a deadline, the moves without a choice are played in one compiled loop;
+        # with one, one by one: their cost is measured, to finish the game in time.
+        allowed = driver.play_forced() if deadline is None else driver.allowed()
         while not game.complete:
-            allowed = driver.allowed()
             a0, a1, a2 = allowed.tolist()
             plain = True
             if deadline is not None:
@@ -209,7 +211,11 @@ class _Player:
                 if a2 and s2 > best:
                     action = 2
             before = game.current_buffer
-            driver.step(action)
+            if deadline is None:
+                allowed = driver.step_to_choice(action)
+            else:
+                driver.step(action)
+                allowed = driver.allowed()
             if deadline is not None and plain and game.current_buffer == before + 1:
                 self.move_cost = 0.98 * self.move_cost + 0.02 * (monotonic() - t0)
         actions = np.array(game.actions(), dtype=np.int8)

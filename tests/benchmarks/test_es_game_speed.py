@@ -1,0 +1,34 @@
+"""The es game benchmark: three ways of playing give one game, and a row a program."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+_spec = importlib.util.spec_from_file_location(
+    "es_game_speed", ROOT / "benchmarks" / "es_game_speed.py"
+)
+es_game_speed = importlib.util.module_from_spec(_spec)
+sys.modules[_spec.name] = es_game_speed
+_spec.loader.exec_module(es_game_speed)
+
+
+def test_a_row_for_a_program_whose_game_backs_up(monkeypatch, capsys) -> None:
+    argv = ["es_game_speed.py", "--programs", "xla-v1/lstm_lm_train", "--repeat", "1"]
+    monkeypatch.setattr(sys, "argv", argv)
+    es_game_speed.main()
+    row = capsys.readouterr().out.splitlines()[-1].split()
+    assert row[:3] == ["xla-v1/lstm_lm_train", "1083", "65"]  # buffers, back-ups
+    assert len(row) == 6 and all(cell.endswith("s") for cell in row[3:])
+
+
+def test_the_full_replay_is_put_back() -> None:
+    bench = es_game_speed
+    short = bench.es_module.DropBackup
+    inst = bench.load_workload("xla-v1/gru_infer")
+    shape = bench.LinearPolicyShape(0)
+    theta = shape.initial(bench.EsConfig(), bench.np.random.default_rng(0))
+    bench._play(bench._Player(inst, None, shape), theta, "full replay")
+    assert bench.es_module.DropBackup is short
