@@ -16,7 +16,7 @@ from mallocgame.workloads.suite import program_path, suite_names, suite_of, suit
 
 def main(suite: str | None = None) -> None:
     print(f"{'program':<40} {'buffers':>8} {'load (s)':>9} {'derive (s)':>11} {'total (s)':>10}")
-    worst = 0.0
+    worst = total = 0.0
     for name in suite_names(suite):
         start = time.perf_counter()
         program = load_program(program_path(name))
@@ -26,10 +26,11 @@ def main(suite: str | None = None) -> None:
         derive_instance(program, preset, capacity_fraction=spec.capacity_fraction, name=name)
         derived = time.perf_counter() - start
         worst = max(worst, loaded + derived)
+        total += loaded + derived
         print(
             f"{name:<40} {program.num_buffers:>8} {loaded:>9.3f} {derived:>11.3f} {loaded + derived:>10.3f}"
         )
-    print(f"slowest: {worst:.3f} s")
+    print(f"slowest: {worst:.3f} s; all {len(suite_names(suite))} programs: {total:.2f} s")
 
 
 if __name__ == "__main__":

@@ -213,6 +213,10 @@ RULES = {
         _set("instructions.1.flops", -1.0),
         r"instruction 1 \(dot.1\): negative flops",
     ),
+    "flops not a number": (
+        _set("instructions.1.flops", float("nan")),
+        r"instruction 1 \(dot.1\): negative flops",
+    ),
     "negative transcendentals": (
         _set("instructions.3.transcendentals", -1.0),
         r"instruction 3 \(exp.3\): negative flops",

@@ -67,6 +67,7 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import fields
+from operator import attrgetter
 from typing import Any
 
 import numpy as np
@@ -430,8 +431,8 @@ def _buffers_and_instructions(
 
 def _instance_tensors(program: Program) -> tuple[Tensor, ...]:
     """The program's tensors as the instance's."""
-    names = [f.name for f in fields(Tensor)]
-    return tuple(Tensor(**{n: getattr(x, n) for n in names}) for x in program.tensors)
+    values = attrgetter(*(f.name for f in fields(Tensor)))  # in the fields' order
+    return tuple(Tensor(*values(x)) for x in program.tensors)
 
 
 def _derived_source(

@@ -134,11 +134,6 @@ class Program:
         }
 
 
-def _check(cond: bool, message: str) -> None:
-    if not cond:
-        raise ProgramError(message)
-
-
 def validate_program(program: Program) -> None:
     """Check the structural rules; raise :class:`ProgramError` naming the first broken one.
 
@@ -148,84 +143,115 @@ def validate_program(program: Program) -> None:
     read happens inside the tensor's live range, after its definition; counts and trip
     counts in ``1 .. 2**31 - 1``; alias group members name existing buffers, each at
     most once over all groups. (The ranges are SPEC section 1's: a program outside them
-    could never become an instance.)
+    could never become an instance.) A message is written only for the rule that
+    breaks: a valid program of 10,000 tensors is checked in milliseconds.
     """
     num_t = len(program.instructions)
-    num_x = len(program.tensors)
-    _check(num_t >= 1, "program has no instructions")
-    for i, x in enumerate(program.tensors):
-        _check(x.id == i, f"tensor {i}: id is {x.id}, expected its index")
-        _check(x.size >= 0, f"tensor {i} ({x.name}): negative size {x.size}")
-        _check(
-            x.size <= MAX_BYTES,
-            f"tensor {i} ({x.name}{', ' + x.shape if x.shape else ''}): size {x.size} bytes "
-            "is more than 2**53",
-        )
-        _check(
-            -1 <= x.def_time < num_t, f"tensor {i} ({x.name}): def_time {x.def_time} out of range"
-        )
-        _check(
-            x.def_time <= x.last_use_time < num_t,
-            f"tensor {i} ({x.name}): last_use_time {x.last_use_time} outside {x.def_time}..{num_t - 1}",
-        )
+    if num_t < 1:
+        raise ProgramError("program has no instructions")
+    _validate_program_tensors(program.tensors, num_t)
+    defined_by = _validate_program_instructions(program)
+    for x in program.tensors:
+        if x.def_time >= 0 and defined_by[x.id] != x.def_time:
+            raise ProgramError(f"tensor {x.id} ({x.name}): no defining instruction")
+    _validate_program_groups_and_loops(program)
+
+
+def _validate_program_tensors(tensors: tuple[ProgramTensor, ...], num_t: int) -> None:
+    """Ids, sizes and live ranges of every tensor of a program of ``num_t`` steps."""
+    for i, x in enumerate(tensors):
+        if x.id != i:
+            raise ProgramError(f"tensor {i}: id is {x.id}, expected its index")
+        if x.size < 0:
+            raise ProgramError(f"tensor {i} ({x.name}): negative size {x.size}")
+        if x.size > MAX_BYTES:
+            shape = ", " + x.shape if x.shape else ""
+            raise ProgramError(
+                f"tensor {i} ({x.name}{shape}): size {x.size} bytes is more than 2**53"
+            )
+        if not -1 <= x.def_time < num_t:
+            raise ProgramError(f"tensor {i} ({x.name}): def_time {x.def_time} out of range")
+        if not x.def_time <= x.last_use_time < num_t:
+            raise ProgramError(
+                f"tensor {i} ({x.name}): last_use_time {x.last_use_time} outside "
+                f"{x.def_time}..{num_t - 1}"
+            )
+
+
+def _validate_program_instructions(program: Program) -> list[int]:
+    """Counts, bytes, reads and definitions of every instruction; the defining
+    instruction of each tensor (-1: none)."""
+    tensors = program.tensors
+    num_x = len(tensors)
     defined_by = [-1] * num_x
     for t, ins in enumerate(program.instructions):
-        w = f"instruction {t} ({ins.name})"
-        _check(ins.count >= 1, f"{w}: count must be >= 1")
-        _check(ins.count <= MAX_COUNT, f"{w}: count {ins.count} is more than 2**31-1")
-        _check(ins.flops >= 0 and ins.transcendentals >= 0, f"{w}: negative flops")
-        _check(len(ins.operand_bytes) == len(ins.operands), f"{w}: operand_bytes length differs")
-        _check(len(ins.output_bytes) == len(ins.outputs), f"{w}: output_bytes length differs")
-        _check(all(b >= 0 for b in ins.operand_bytes + ins.output_bytes), f"{w}: negative bytes")
-        _check(
-            all(b <= MAX_BYTES for b in ins.operand_bytes + ins.output_bytes),
-            f"{w}: moves more than 2**53 bytes for one buffer",
-        )
+        if not (1 <= ins.count <= MAX_COUNT and ins.flops >= 0 and ins.transcendentals >= 0):
+            _raise_instruction_count(t, ins)  # (NaN flops break the rule too)
+        if len(ins.operand_bytes) != len(ins.operands):
+            raise ProgramError(f"instruction {t} ({ins.name}): operand_bytes length differs")
+        if len(ins.output_bytes) != len(ins.outputs):
+            raise ProgramError(f"instruction {t} ({ins.name}): output_bytes length differs")
+        moved = ins.operand_bytes + ins.output_bytes
+        if moved and (min(moved) < 0 or max(moved) > MAX_BYTES):
+            kind = (
+                "negative bytes" if min(moved) < 0 else "moves more than 2**53 bytes for one buffer"
+            )
+            raise ProgramError(f"instruction {t} ({ins.name}): {kind}")
         for x in ins.operands:
-            _check(0 <= x < num_x, f"{w}: dangling operand tensor {x}")
-            tensor = program.tensors[x]
-            _check(
-                tensor.def_time < t <= tensor.last_use_time,
-                f"{w}: reads tensor {x} ({tensor.name}) outside its live range "
-                f"({tensor.def_time}, {tensor.last_use_time}]",
-            )
+            if not 0 <= x < num_x:
+                raise ProgramError(f"instruction {t} ({ins.name}): dangling operand tensor {x}")
+            tensor = tensors[x]
+            if not tensor.def_time < t <= tensor.last_use_time:
+                raise ProgramError(
+                    f"instruction {t} ({ins.name}): reads tensor {x} ({tensor.name}) outside "
+                    f"its live range ({tensor.def_time}, {tensor.last_use_time}]"
+                )
         for x in ins.outputs:
-            _check(0 <= x < num_x, f"{w}: dangling output tensor {x}")
-            _check(
-                defined_by[x] == -1,
-                f"{w}: tensor {x} is already defined by instruction {defined_by[x]}",
-            )
+            if not 0 <= x < num_x:
+                raise ProgramError(f"instruction {t} ({ins.name}): dangling output tensor {x}")
+            if defined_by[x] != -1:
+                raise ProgramError(
+                    f"instruction {t} ({ins.name}): tensor {x} is already defined by "
+                    f"instruction {defined_by[x]}"
+                )
             defined_by[x] = t
-            _check(
-                program.tensors[x].def_time == t,
-                f"{w}: defines tensor {x} whose def_time is {program.tensors[x].def_time}",
-            )
-    for x in program.tensors:
-        if x.def_time >= 0:
-            _check(
-                defined_by[x.id] == x.def_time, f"tensor {x.id} ({x.name}): no defining instruction"
-            )
+            if tensors[x].def_time != t:
+                raise ProgramError(
+                    f"instruction {t} ({ins.name}): defines tensor {x} whose def_time is "
+                    f"{tensors[x].def_time}"
+                )
+    return defined_by
+
+
+def _raise_instruction_count(t: int, ins: ProgramInstruction) -> None:
+    """The message of instruction ``t``'s broken count or flops rule."""
+    w = f"instruction {t} ({ins.name})"
+    if not ins.count >= 1:
+        raise ProgramError(f"{w}: count must be >= 1")
+    if ins.count > MAX_COUNT:
+        raise ProgramError(f"{w}: count {ins.count} is more than 2**31-1")
+    raise ProgramError(f"{w}: negative flops")
+
+
+def _validate_program_groups_and_loops(program: Program) -> None:
+    """Alias group members name existing buffers, each once; loop bodies and trip counts."""
+    num_t = len(program.instructions)
     seen: set[tuple[int, int]] = set()
     for g, group in enumerate(program.alias_groups):
         for member in group:
             t, p = member
-            _check(
-                0 <= t < num_t and 0 <= p < program.instructions[t].num_buffers,
-                f"alias group {g}: no buffer {tuple(member)}",
-            )
-            _check(
-                tuple(member) not in seen,
-                f"alias group {g}: buffer {tuple(member)} is in two groups",
-            )
+            if not (0 <= t < num_t and 0 <= p < program.instructions[t].num_buffers):
+                raise ProgramError(f"alias group {g}: no buffer {tuple(member)}")
+            if tuple(member) in seen:
+                raise ProgramError(f"alias group {g}: buffer {tuple(member)} is in two groups")
             seen.add(tuple(member))
     for i, lp in enumerate(program.loops):
-        _check(
-            0 <= lp.first <= lp.last < num_t, f"loop {i}: body {lp.first}..{lp.last} out of range"
-        )
-        _check(lp.trip_count >= 1, f"loop {i}: trip_count must be >= 1")
-        _check(
-            lp.trip_count <= MAX_COUNT, f"loop {i}: trip_count {lp.trip_count} is more than 2**31-1"
-        )
+        if not 0 <= lp.first <= lp.last < num_t:
+            raise ProgramError(f"loop {i}: body {lp.first}..{lp.last} out of range")
+        if lp.trip_count < 1:
+            raise ProgramError(f"loop {i}: trip_count must be >= 1")
+        if lp.trip_count > MAX_COUNT:
+            raise ProgramError(f"loop {i}: trip_count {lp.trip_count} is more than 2**31-1")
 
 
 def program_from_dict(doc: Any, *, where: str = "program") -> Program:
@@ -247,10 +273,10 @@ def program_from_dict(doc: Any, *, where: str = "program") -> Program:
                 ProgramInstruction(
                     name=str(i["name"]),
                     opcode=str(i["opcode"]),
-                    operands=tuple(int(x) for x in i["operands"]),
-                    outputs=tuple(int(x) for x in i["outputs"]),
-                    operand_bytes=tuple(int(x) for x in i["operand_bytes"]),
-                    output_bytes=tuple(int(x) for x in i["output_bytes"]),
+                    operands=tuple(map(int, i["operands"])),
+                    outputs=tuple(map(int, i["outputs"])),
+                    operand_bytes=tuple(map(int, i["operand_bytes"])),
+                    output_bytes=tuple(map(int, i["output_bytes"])),
                     flops=float(i.get("flops", 0.0)),
                     transcendentals=float(i.get("transcendentals", 0.0)),
                     count=int(i.get("count", 1)),
