@@ -1,5 +1,6 @@
 """The entry checks of :class:`mallocgame.game.state.Game`: what is not an instance, and
-undos the game cannot make, are typed errors of one line (the rules are tested elsewhere)."""
+undos the game cannot make, are typed errors of one line (the rules are tested elsewhere);
+the kernels' range sort."""
 
 from __future__ import annotations
 
@@ -66,3 +67,16 @@ def test_the_state_views_are_read_only_and_follow_steps_undos_and_clones(small) 
     game.undo()
     assert views.supply_left.tolist() == supply.tolist()
     assert int(other.views.counters[K.C_CURRENT]) == 1 and other.views.alloc is not views.alloc
+
+
+@pytest.mark.parametrize("k", [0, 1, 2, 31, 32, 33, 100, 1000])
+def test_sort_ranges_orders_the_first_k_ranges_by_start_and_keeps_each_pair(k: int) -> None:
+    rng = np.random.default_rng(k)
+    lo = rng.integers(0, max(k // 2, 1), size=k + 5)  # repeated starts; 5 beyond k
+    hi = lo + rng.integers(0, 50, size=k + 5)
+    before = sorted(zip(lo[:k].tolist(), hi[:k].tolist()))
+    tail = (lo[k:].copy(), hi[k:].copy())
+    K.sort_ranges(k, lo, hi)
+    assert np.all(np.diff(lo[:k]) >= 0)
+    assert sorted(zip(lo[:k].tolist(), hi[:k].tolist())) == before
+    assert np.array_equal(lo[k:], tail[0]) and np.array_equal(hi[k:], tail[1])

@@ -33,8 +33,6 @@ State arrays (``B`` buffers, ``T`` steps, ``G`` alias groups, ``X`` tensors):
 
 from __future__ import annotations
 
-import numpy as np
-
 from mallocgame.game.tables import (
     B_ALIGNED,
     B_BIT,
@@ -135,8 +133,30 @@ def _fits_at(offset, size, capacity, k, lo, hi):
 
 
 @_jit
-def _sort_ranges(k, lo, hi):
-    """Sort the first ``k`` ranges by their start address (in place)."""
+def _sift_down(lo, hi, root, end):
+    """Heapsort's step: move range ``root`` down the max-heap (by start) of ranges ``< end``."""
+    while True:
+        child = 2 * root + 1
+        if child >= end:
+            return
+        if child + 1 < end and lo[child + 1] > lo[child]:
+            child += 1
+        if lo[root] >= lo[child]:
+            return
+        lo[root], lo[child] = lo[child], lo[root]
+        hi[root], hi[child] = hi[child], hi[root]
+        root = child
+
+
+@_jit
+def sort_ranges(k, lo, hi):
+    """Sort the first ``k`` ranges ``[lo, hi)`` by their start address, in place.
+
+    Insertion sort up to 32 ranges, heapsort beyond. Ranges with the same start may end in
+    any order: every caller's answer is the same for each order of them. Hand-written
+    because ``np.argsort`` and fancy indexing add seconds to every kernel's first
+    compilation (``benchmarks/kernel_compile.py``).
+    """
     if k <= 32:
         for i in range(1, k):
             a, b = lo[i], hi[i]
@@ -147,12 +167,13 @@ def _sort_ranges(k, lo, hi):
                 j -= 1
             lo[j + 1] = a
             hi[j + 1] = b
-    else:
-        order = np.argsort(lo[:k], kind="mergesort")
-        slo = lo[:k][order]
-        shi = hi[:k][order]
-        lo[:k] = slo
-        hi[:k] = shi
+        return
+    for root in range(k // 2 - 1, -1, -1):
+        _sift_down(lo, hi, root, k)
+    for end in range(k - 1, 0, -1):
+        lo[0], lo[end] = lo[end], lo[0]
+        hi[0], hi[end] = hi[end], hi[0]
+        _sift_down(lo, hi, 0, end)
 
 
 @_jit
@@ -160,7 +181,7 @@ def _lowest_offset(size, capacity, alignment, k, lo, hi):
     """Lowest multiple of ``alignment`` where ``size`` bytes fit beside the ranges, or -1."""
     if size == 0:
         return 0 if capacity >= 0 else -1
-    _sort_ranges(k, lo, hi)
+    sort_ranges(k, lo, hi)
     offset = 0
     for i in range(k):
         if lo[i] >= offset + size:

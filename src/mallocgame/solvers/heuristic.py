@@ -25,7 +25,7 @@ from typing import Any, Literal
 import numpy as np
 
 from mallocgame.check import physical_check
-from mallocgame.game.kernels import REL_EPS, walk_back, walk_forward
+from mallocgame.game.kernels import REL_EPS, sort_ranges, walk_back, walk_forward
 from mallocgame.instance import Instance, RooflineLatency, tensor_clusters
 from mallocgame.jit import jit as _jit  # numba.njit(cache=True, nogil=True)
 from mallocgame.latency import mapping_reward
@@ -91,12 +91,11 @@ def _best_fit(t0, t1, o0, o1, grp, n, start, end, size, group, capacity, fixed, 
         return -1
     if size == 0:
         return 0
-    order = np.argsort(lo[:k], kind="mergesort")
+    sort_ranges(k, lo, hi)
     best = -1
     best_gap = capacity + 1
     cur = 0
-    for j in range(k):
-        i = order[j]
+    for i in range(k):
         if lo[i] > cur:
             gap = lo[i] - cur
             if gap >= size and gap < best_gap:

@@ -1,0 +1,98 @@
+"""First-run cost: seconds numba takes to compile the game's and the heuristic's kernels.
+
+A fresh install (or a CI clone) has no numba cache, so its first ``solve`` compiles every
+kernel it calls. Each run here is a child process with an empty cache folder
+(``NUMBA_CACHE_DIR``) that solves one small program with ``heuristic``, ``greedy`` and
+``es`` (one game each): the kernels of the game, its Drop-backup and the heuristic. It
+prints that solve's seconds and the kernels that took longest to compile (numba's
+``numba:compile`` events, which nest: a kernel's time includes its callees' first
+compilation).
+
+Usage: ``python benchmarks/kernel_compile.py [--runs N] [--src SRC ...]``: with several
+``--src`` folders (checkouts' ``src``), their runs alternate, so that a slower spell of a
+shared machine falls on both.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+PROGRAM = "xla-v1/lstm_infer"
+SOLVERS = ("heuristic", "greedy", "es")
+
+_CHILD = """
+import json, sys, time
+from numba.core import event
+recorder = event.RecordingListener()
+event.register("numba:compile", recorder)
+from mallocgame.solvers import SolveRequest, get_solver
+from mallocgame.workloads.registry import load_workload
+inst = load_workload(sys.argv[1])
+start = time.perf_counter()
+for solver in sys.argv[2:]:
+    get_solver(solver).solve(inst, SolveRequest(seed=0, work=1))
+solve_s = time.perf_counter() - start
+opened, kernels = {}, {}
+for stamp, ev in recorder.buffer:
+    key = id(ev.data["dispatcher"]), str(ev.data.get("args"))
+    if ev.is_start:
+        opened[key] = stamp
+    else:
+        name = ev.data["dispatcher"].py_func.__qualname__
+        kernels[name] = max(kernels.get(name, 0.0), stamp - opened.pop(key, stamp))
+print(json.dumps({"solve_s": solve_s, "kernels": kernels}))
+"""
+
+
+def run_cold(src: Path | None, program: str = PROGRAM, solvers: tuple[str, ...] = SOLVERS) -> dict:
+    """One child process with an empty numba cache that solves ``program`` with each of
+    ``solvers``: ``{"solve_s": seconds, "kernels": {name: compile seconds}}``."""
+    with tempfile.TemporaryDirectory(prefix="numba-cold-") as cache:
+        env = {**os.environ, "NUMBA_CACHE_DIR": cache, "JAX_PLATFORMS": "cpu"}
+        if src is not None:
+            env["PYTHONPATH"] = str(src)
+        done = subprocess.run(
+            [sys.executable, "-c", _CHILD, program, *solvers],
+            env=env,
+            capture_output=True,
+            text=True,
+            check=True,
+        )
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runs", type=int, default=2, help="cold runs per source (default 2)")
+    parser.add_argument(
+        "--src", type=Path, nargs="*", default=[], help="src folders to compare (default: this)"
+    )
+    parser.add_argument("--top", type=int, default=8, help="kernels listed per source")
+    args = parser.parse_args(argv)
+    sources: list[Path | None] = list(args.src) or [None]
+    results: dict[str, list[dict]] = {str(s or "installed"): [] for s in sources}
+    for _ in range(args.runs):
+        for src in sources:
+            results[str(src or "installed")].append(run_cold(src))
+    print(f"{PROGRAM}, {' + '.join(SOLVERS)}, empty numba cache, {args.runs} runs each")
+    for name, runs in results.items():
+        seconds = [r["solve_s"] for r in runs]
+        print(
+            f"{name}: first solve {statistics.median(seconds):.1f} s (median; runs "
+            + ", ".join(f"{s:.1f}" for s in seconds)
+            + ")"
+        )
+        slowest = sorted(runs[-1]["kernels"].items(), key=lambda kv: -kv[1])[: args.top]
+        for kernel, compile_s in slowest:
+            print(f"    {compile_s:6.2f} s  {kernel}")
+
+
+if __name__ == "__main__":
+    main()
