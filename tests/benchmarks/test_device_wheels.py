@@ -5,17 +5,13 @@ from __future__ import annotations
 import base64
 import csv
 import hashlib
-import importlib.util
 import io
 import zipfile
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
-_spec = importlib.util.spec_from_file_location(
-    "device_wheels", ROOT / "benchmarks" / "device_wheels.py"
-)
-device_wheels = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(device_wheels)
+from tests.benchmarks import load_benchmark
+
+device_wheels = load_benchmark("device_wheels")
 
 
 def _hash(data: bytes) -> str:

@@ -2,17 +2,11 @@
 
 from __future__ import annotations
 
-import importlib.util
 import sys
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
-_spec = importlib.util.spec_from_file_location(
-    "es_game_speed", ROOT / "benchmarks" / "es_game_speed.py"
-)
-es_game_speed = importlib.util.module_from_spec(_spec)
-sys.modules[_spec.name] = es_game_speed
-_spec.loader.exec_module(es_game_speed)
+from tests.benchmarks import load_benchmark
+
+es_game_speed = load_benchmark("es_game_speed")
 
 
 def test_a_row_for_a_program_whose_game_backs_up(monkeypatch, capsys) -> None:

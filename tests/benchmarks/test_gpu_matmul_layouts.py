@@ -3,21 +3,14 @@
 from __future__ import annotations
 
 import csv
-import importlib.util
-import sys
-from pathlib import Path
 
 import pytest
 
+from tests.benchmarks import BENCHMARKS, load_benchmark
+
 torch = pytest.importorskip("torch")
 
-ROOT = Path(__file__).resolve().parents[2]
-_spec = importlib.util.spec_from_file_location(
-    "gpu_matmul_layouts", ROOT / "benchmarks" / "gpu_matmul_layouts.py"
-)
-layouts_script = importlib.util.module_from_spec(_spec)
-sys.modules[_spec.name] = layouts_script  # dataclasses look their module up
-_spec.loader.exec_module(layouts_script)
+layouts_script = load_benchmark("gpu_matmul_layouts")
 
 
 class TwoLinear(torch.nn.Module):
@@ -84,6 +77,6 @@ def test_bad_input_is_one_line_and_exit_2(tmp_path, capsys):
         csv.writer(f).writerows([["a", "b"], ["1", "2"]])
     assert layouts_script.main(["--ops", str(wrong)]) == 2
     assert "not a bench real ops.csv" in capsys.readouterr().err
-    ops = ROOT / "docs" / "results" / "gpu-real-h200" / "ops.csv"
+    ops = BENCHMARKS.parent / "docs" / "results" / "gpu-real-h200" / "ops.csv"
     assert layouts_script.main(["--ops", str(ops), "--programs", "nope"]) == 2
     assert "not a program of bench real: nope" in capsys.readouterr().err

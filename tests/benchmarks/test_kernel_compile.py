@@ -3,17 +3,9 @@ time and each kernel it compiled; the table names every source compared."""
 
 from __future__ import annotations
 
-import importlib.util
-import sys
-from pathlib import Path
+from tests.benchmarks import load_benchmark
 
-ROOT = Path(__file__).resolve().parents[2]
-_spec = importlib.util.spec_from_file_location(
-    "kernel_compile", ROOT / "benchmarks" / "kernel_compile.py"
-)
-kernel_compile = importlib.util.module_from_spec(_spec)
-sys.modules[_spec.name] = kernel_compile
-_spec.loader.exec_module(kernel_compile)
+kernel_compile = load_benchmark("kernel_compile")
 
 
 def test_a_cold_child_reports_the_kernels_it_compiled() -> None:
