@@ -3,8 +3,9 @@ every move without a choice in a row: apply_forced), undo.
 
 These functions are the only code that reads or writes the game state arrays; the
 :class:`~mallocgame.game.state.Game` class is their public face. Every function is
-``numba.njit(cache=True)``, so the first import in a fresh environment compiles
-them once (a few seconds) and later processes load them from the cache.
+``numba.njit(cache=True)``, so the first call in a fresh environment compiles
+them once (about 10 s on a 2-core machine: ``benchmarks/kernel_compile.py``) and later
+processes load them from the cache.
 
 State arrays (``B`` buffers, ``T`` steps, ``G`` alias groups, ``X`` tensors):
 
