@@ -23,9 +23,15 @@ def _one_line_error(capsys) -> str:
 
 
 def test_list_shows_bundled_workloads(capsys) -> None:
+    from mallocgame.workloads.registry import workload_names
+
     assert main(["list"]) == 0
-    out = capsys.readouterr().out
-    assert "synthetic-v1/small" in out and "synthetic-v1/16k" in out and "buffers" in out
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].split() == ["name", "instructions", "buffers", "fast", "memory"]
+    assert [line.split()[0] for line in lines[1:]] == workload_names()
+    assert len({len(line) for line in lines}) == 1  # one column layout, fixed before loading
+    small = next(line for line in lines if line.startswith("synthetic-v1/small "))
+    assert small.split()[1:] == ["19", "60", "1.9", "MiB"]
 
 
 def test_train_refuses_another_trainers_or_runs_checkpoint_in_one_line(

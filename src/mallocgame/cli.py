@@ -62,28 +62,24 @@ def _default_out(instance_name: str, solver: str, seed: int) -> Path:
 
 
 def _cmd_list(args: argparse.Namespace) -> int:
+    """``list``: a row per bundled workload, printed as each is loaded (deriving every
+    instance takes seconds), in columns wide enough for any of them."""
     from mallocgame.workloads.registry import load_workload, workload_names
 
-    rows = []
-    for name in workload_names():
-        inst = load_workload(name)
-        rows.append(
-            (
-                name,
-                str(inst.num_instructions),
-                str(inst.num_buffers),
-                format_bytes(inst.hardware.fast_memory_bytes),
-            )
-        )
+    names = workload_names()
     header = ("name", "instructions", "buffers", "fast memory")
-    widths = [max(len(r[i]) for r in [header, *rows]) for i in range(4)]
-    for row in [header, *rows]:
-        print(
-            "  ".join(
-                cell.ljust(w) if i == 0 else cell.rjust(w)
-                for i, (cell, w) in enumerate(zip(row, widths))
-            )
-        )
+    # widths: the longest name; counts up to 9,999,999; sizes as "1023.9 GiB"
+    widths = (max(len(n) for n in [header[0], *names]), len(header[1]), 8, 11)
+
+    def print_row(row: tuple[str, ...]) -> None:
+        cells = [row[0].ljust(widths[0])] + [c.rjust(w) for c, w in zip(row[1:], widths[1:])]
+        print("  ".join(cells), flush=True)
+
+    print_row(header)
+    for name in names:
+        inst = load_workload(name)
+        counts = (str(inst.num_instructions), str(inst.num_buffers))
+        print_row((name, *counts, format_bytes(inst.hardware.fast_memory_bytes)))
     return EXIT_OK
 
 
