@@ -149,6 +149,24 @@ def test_drop_backup_must_start_at_a_backup_point():
         DropBackup(g)
 
 
+def test_advance_returns_the_reward_and_what_allowed_gives_after_the_move():
+    backups = 0
+    for seed in range(10):
+        rng = np.random.default_rng(seed)
+        for inst in (_alias_overflow(), _resident_conflict()):
+            game = Game(inst)
+            driver = DropBackup(game)
+            while not game.complete:
+                action = int(rng.choice(np.flatnonzero(driver.allowed())))
+                before, backed_up = game.return_s, driver.backups
+                reward, allowed = driver.advance(action)
+                assert np.array_equal(allowed, driver.allowed())
+                if driver.backups == backed_up:
+                    assert game.return_s == pytest.approx(before + reward)
+            backups += driver.backups
+    assert backups > 0  # some of the moves backed up
+
+
 @pytest.mark.parametrize("seed", range(25))
 def test_random_play_with_backup_always_completes(seed):
     rng = np.random.default_rng(seed)

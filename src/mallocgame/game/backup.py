@@ -82,10 +82,11 @@ class DropBackup:
 
     def step(self, action: int) -> float:
         """Play an allowed ``action``; if that leaves no allowed action, back up. Returns the reward."""
-        return self._advance(action)[0]
+        return self.advance(action)[0]
 
-    def _advance(self, action: int) -> tuple[float, np.ndarray]:
-        """:meth:`step`, returning also the allowed actions after it (bool [3])."""
+    def advance(self, action: int) -> tuple[float, np.ndarray]:
+        """:meth:`step`, returning also the allowed actions after it (bool [3]): what
+        :meth:`allowed` would give, without computing it again."""
         game = self.game
         if (
             action != DROP
@@ -115,7 +116,7 @@ class DropBackup:
 
     def step_to_choice(self, action: int) -> np.ndarray:
         """:meth:`step`, then :meth:`play_forced`; returns what :meth:`play_forced` does."""
-        return self._play_forced_from(self._advance(action)[1])
+        return self._play_forced_from(self.advance(action)[1])
 
     def _play_forced_from(self, allowed: np.ndarray) -> np.ndarray:
         game = self.game
@@ -159,7 +160,7 @@ class DropBackup:
         game = self.game
         allowed = self.allowed()
         while not game.complete:
-            allowed = self._advance(policy(game, allowed))[1]
+            allowed = self.advance(policy(game, allowed))[1]
 
 
 def play(game: Game, policy: Policy) -> DropBackup:

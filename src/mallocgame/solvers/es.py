@@ -214,8 +214,7 @@ class _Player:
             if deadline is None:
                 allowed = driver.step_to_choice(action)
             else:
-                driver.step(action)
-                allowed = driver.allowed()
+                allowed = driver.advance(action)[1]
             if deadline is not None and plain and game.current_buffer == before + 1:
                 self.move_cost = 0.98 * self.move_cost + 0.02 * (monotonic() - t0)
         actions = np.array(game.actions(), dtype=np.int8)
