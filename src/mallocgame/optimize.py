@@ -120,6 +120,11 @@ def optimize(
         options=dict(options or {}),
     )
     answer = MuZeroProdSolver().solve(instance, request)
+    if AGENT in answer.info.get("left_out", ()):
+        raise SolverError(
+            f"the budget of {seconds:g} s was spent before the agent started (the heuristic "
+            f"took {bests[BASELINE].wall_s:.1f} s of it): give a larger budget"
+        )
     missing = [name for name in (BASELINE, AGENT) if name not in bests]
     if missing:
         raise SolverError(f"muzero-prod reported no answer of {', '.join(missing)}")

@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 from mallocgame.check import check_solution
 from mallocgame.errors import SolverError
 from mallocgame.simulate import simulate
-from mallocgame.solvers import SolveRequest
-from mallocgame.solvers.hybrid import BestOfSolver
+from mallocgame.solvers import SolveRequest, get_solver
+from mallocgame.solvers.hybrid import BestOfSolver, fastest, judge
 from mallocgame.workloads.registry import load_workload
 
 
@@ -68,3 +70,18 @@ def test_every_candidate_refusing_is_one_error_with_every_reason() -> None:
         r"the instance is too large\)$",
     ):
         BestOfSolver().solve(inst, SolveRequest(seed=0, work=3, options={"solvers": "exhaustive"}))
+
+
+def test_judged_candidates_the_fastest_valid_first_of_a_tie_never_an_invalid_one(lstm) -> None:
+    heuristic = get_solver("heuristic").solve(lstm)
+    drop = get_solver("drop").solve(lstm)
+    broken = dataclasses.replace(heuristic, solver="broken", reward_s=heuristic.reward_s + 1.0)
+    judged = [judge(lstm, s) for s in (drop, broken, heuristic, heuristic)]
+    assert [j.candidate.valid for j in judged] == [True, False, True, True]
+    assert judged[1].candidate.latency_s == float("inf")  # not simulated
+    assert judged[2].candidate.latency_s == simulate(lstm, heuristic).latency_s
+    choice = fastest(judged)
+    assert choice.solution is heuristic and choice.latency_s == judged[2].candidate.latency_s
+    assert choice.candidates == tuple(j.candidate for j in judged)
+    with pytest.raises(SolverError, match=r"no candidate of \['broken'\] produced a valid"):
+        fastest([judged[1]])

@@ -357,6 +357,16 @@ def test_a_stopwatch_split_shares_its_start_and_takes_a_fraction_of_the_budget()
     assert done.until(0.25).expired() and not done.expired()
 
 
+def test_a_stopwatch_less_some_seconds_ends_that_much_earlier_never_before_its_start() -> None:
+    from mallocgame.solvers.base import Stopwatch
+
+    whole = Stopwatch(10.0)
+    whole.start -= 8.0
+    assert whole.less(1.5).seconds == 8.5 and whole.less(1.5).start == whole.start
+    assert whole.less(2.5).expired() and not whole.less(1.5).expired()
+    assert whole.less(20.0).seconds == 0.0 and Stopwatch(None).less(1.0).seconds is None
+
+
 @pytest.mark.parametrize(
     ("work", "seconds", "default", "budget"),
     [

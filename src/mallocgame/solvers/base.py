@@ -136,6 +136,13 @@ class Stopwatch:
         part.start = self.start
         return part
 
+    def less(self, seconds: float) -> Stopwatch:
+        """A stopwatch started with this one whose budget ends ``seconds`` earlier (not
+        before its start; none if this one has none): time kept for what follows."""
+        part = Stopwatch(None if self.seconds is None else max(0.0, self.seconds - seconds))
+        part.start = self.start
+        return part
+
 
 def solution_from_game(
     instance: Instance,

@@ -27,6 +27,9 @@ __all__ = [
     "DEFAULT_CANDIDATES",
     "Candidate",
     "Choice",
+    "Judged",
+    "judge",
+    "fastest",
     "choose_fastest",
 ]
 
@@ -89,27 +92,42 @@ class Choice:
         }
 
 
-def choose_fastest(instance: Instance, solutions: Sequence[Solution]) -> Choice:
-    """The valid solution of ``solutions`` with the lowest simulated latency; on a tie the
-    earlier one. Every solution is checked first; an invalid one is never chosen, and
-    :class:`SolverError` says so when none is valid."""
-    best: tuple[float, Solution] | None = None
-    judged = []
-    for solution in solutions:
-        valid = check_solution(instance, solution).ok
-        latency = simulate(instance, solution).latency_s if valid else float("inf")
-        judged.append(
-            Candidate(
-                solution.solver, solution.reward_s, solution.normalized_reward, latency, valid
-            )
-        )
-        if valid and (best is None or latency < best[0]):
-            best = (latency, solution)
-    if best is None:
+@dataclass(frozen=True)
+class Judged:
+    """A solution and how :func:`judge` found it."""
+
+    solution: Solution
+    candidate: Candidate
+
+
+def judge(instance: Instance, solution: Solution) -> Judged:
+    """``solution`` checked (:func:`~mallocgame.check.check_solution`) and, if valid,
+    simulated: one candidate of :func:`fastest`, judged as soon as it exists (so a
+    solver that budgets its time counts the check where it happens)."""
+    valid = check_solution(instance, solution).ok
+    latency = simulate(instance, solution).latency_s if valid else float("inf")
+    return Judged(
+        solution,
+        Candidate(solution.solver, solution.reward_s, solution.normalized_reward, latency, valid),
+    )
+
+
+def fastest(judged: Sequence[Judged]) -> Choice:
+    """The valid solution of ``judged`` with the lowest simulated latency; on a tie the
+    earlier one. An invalid one is never chosen, and :class:`SolverError` says so when
+    none is valid."""
+    valid = [j for j in judged if j.candidate.valid]
+    if not valid:
         raise SolverError(
-            f"no candidate of {[s.solver for s in solutions]} produced a valid solution"
+            f"no candidate of {[j.solution.solver for j in judged]} produced a valid solution"
         )
-    return Choice(best[1], best[0], tuple(judged))
+    best = min(valid, key=lambda j: j.candidate.latency_s)  # min keeps the first of a tie
+    return Choice(best.solution, best.candidate.latency_s, tuple(j.candidate for j in judged))
+
+
+def choose_fastest(instance: Instance, solutions: Sequence[Solution]) -> Choice:
+    """:func:`fastest` of ``solutions``, each judged here (:func:`judge`)."""
+    return fastest([judge(instance, solution) for solution in solutions])
 
 
 class BestOfSolver(Solver, name="best-of", work_unit="per candidate", config=BestOfConfig):

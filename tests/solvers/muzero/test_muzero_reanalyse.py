@@ -325,3 +325,54 @@ def test_the_default_demonstrations_are_built_once_when_training_starts(small) -
         == sum(w.get("games", 0) for w in played)
         == TINY["es_games"] + 1
     )
+
+
+def test_a_given_answer_is_the_demonstration_instead_of_solving_again(lstm, small) -> None:
+    heuristic = get_solver("heuristic").solve(lstm)
+    given = demonstration(lstm, "heuristic", 0, given=heuristic)
+    assert given.actions == demonstration(lstm, "heuristic", 0).actions  # projected the same
+    greedy = demonstration(lstm, "greedy", 0)
+    assert demonstration(lstm, "greedy", 0, given=greedy) is greedy  # a game: taken as it is
+    with pytest.raises(SolverError, match="answers program 'synthetic-v1/small'"):
+        demonstration(lstm, "heuristic", 0, given=get_solver("heuristic").solve(small))
+    with pytest.raises(SolverError, match="a greedy answer given as the es demonstration"):
+        demonstration(lstm, "es", 0, given=greedy)
+    with pytest.raises(SolverError, match="the given greedy demonstration has no game"):
+        demonstration(lstm, "greedy", 0, given=dataclasses.replace(greedy, actions=None))
+
+
+def test_a_trainer_uses_the_demonstrations_it_is_given(small) -> None:
+    config = MuZeroSolver().config(REANALYSE)
+    built = Trainer(small, config, seed=0)
+    built.add_demonstrations()
+    greedy = demonstration(small, "greedy", 0)
+    heuristic = get_solver("heuristic").solve(small)
+    lines: list[str] = []
+    given = Trainer(
+        small, config, seed=0, given_demonstrations=(greedy, heuristic), log=lines.append
+    )
+    given.add_demonstrations()
+    assert given.demonstration_rewards == built.demonstration_rewards
+    assert given.counters.demonstration_games == 0  # greedy's game was not played again
+    assert built.counters.demonstration_games == 1
+    assert [line.split(":")[0] for line in lines] == [
+        "demonstration heuristic (given)",
+        "demonstration greedy (given)",
+    ]
+
+
+def test_no_demonstration_but_the_first_starts_once_the_budget_is_spent(small) -> None:
+    from mallocgame.solvers.base import Stopwatch
+
+    lines: list[str] = []
+    config = MuZeroSolver().config({**TINY, "restart_fraction": 1.0})
+    trainer = Trainer(small, config, seed=0, log=lines.append)
+    restarted: list[object] = []
+    trainer.selfplay.restart_unplayed = restarted.append  # type: ignore[method-assign]
+    answer = trainer.run(clock=Stopwatch(1e-9))  # no move: its answer is the demonstration's
+    assert set(trainer.demonstration_rewards) == {"heuristic"}  # built: the run's fallback
+    assert "demonstrations greedy, es: left out, the budget is spent" in lines
+    assert trainer.fallback == "heuristic" and check_solution(small, answer).ok
+    assert restarted == []  # no restarts started for moves that are never played
+    trainer.run(games=1)  # a later run with a budget left starts them
+    assert len(restarted) == 1

@@ -12,10 +12,11 @@ answer is a candidate too, answering second: the request's demonstration by the 
 ``xla`` where the caller gives one (:func:`mallocgame.optimize.optimize` does for
 ``optimize --target``), else the one frozen with a suite program (``tpu-v1``). The
 answer is whichever candidate has the lowest simulated latency
-(:func:`~mallocgame.solvers.hybrid.choose_fastest`; on a tie the earlier of heuristic,
-xla, agent, order search). So a ``muzero-prod`` answer is never slower in simulation
-than ``heuristic``'s, nor than XLA's own where the program has it: the paper's guarantee
-with the simulator standing in for the measurement.
+(:func:`~mallocgame.solvers.hybrid.fastest`; on a tie the earlier of heuristic,
+xla, agent, order search), each candidate checked and simulated as it comes. So a
+``muzero-prod`` answer is never slower in simulation than ``heuristic``'s, nor than
+XLA's own where the program has it: the paper's guarantee with the simulator standing in
+for the measurement.
 
 Settings: ``muzero``'s, with restarts inside the best game on by default, and the order
 search's share of a wall-clock budget or its evaluations without one
@@ -27,20 +28,28 @@ that is faster in simulation than both; their ``solver`` names them (``heuristic
 ``candidates`` (each candidate's reward, normalized reward, simulated latency and
 validity) beside the chosen candidate's own ``info``; its ``work`` is the agent's, with
 the order search's ``order_evaluations``.
+
+A wall-clock budget is kept: the agent does not start where the heuristic has already
+taken its share of the budget (``order_search_share``'s complement), nor the order search
+where the whole budget is spent (``info["left_out"]`` names them; ``work`` then has
+``games`` 0); the order search stops as long before the end as checking the heuristic's
+answer took, the time its own answer's check will take. The agent's heuristic
+demonstration is the heuristic's answer above, projected, not solved a second time.
 """
 
 from __future__ import annotations
 
+import time
+from collections.abc import Sequence
 from dataclasses import replace
 
 from mallocgame.check import check_solution
 from mallocgame.errors import SolverError
 from mallocgame.instance import Instance
-from mallocgame.simulate import simulate
 from mallocgame.solution import Solution
-from mallocgame.solvers.base import Run, SolveRequest
+from mallocgame.solvers.base import Run, SolveRequest, Stopwatch
 from mallocgame.solvers.heuristic import HeuristicSolver, OrderedAssignment
-from mallocgame.solvers.hybrid import choose_fastest
+from mallocgame.solvers.hybrid import Judged, fastest, judge
 from mallocgame.solvers.muzero.config import MuZeroConfig, MuZeroProdConfig
 from mallocgame.solvers.muzero.solver import MuZeroSolver
 from mallocgame.solvers.order_search import (
@@ -71,22 +80,40 @@ class MuZeroProdSolver(MuZeroSolver, name="muzero-prod", config=MuZeroProdConfig
         assert isinstance(config, MuZeroProdConfig)
         baseline = HeuristicSolver().solve(instance, SolveRequest(seed=run.seed))
         run.improve(baseline)
+        checked = time.perf_counter()
+        judged = [judge(instance, baseline)]  # each candidate judged as it comes
+        check_s = time.perf_counter() - checked  # about what judging one more will take
         xla = self.compiler_answer(instance, run)
         if xla is not None:
             run.improve(xla)
+            judged.append(judge(instance, xla))
+        left_out: list[str] = []
         agent_clock = run.clock.until(1.0 - config.order_search_share)
-        agent = self.train(
-            instance, config, Run(AGENT, instance, run.request, agent_clock), solver_name=AGENT
-        )
-        candidates = [baseline, *([xla] if xla is not None else []), agent]
-        searched = self.search_order(instance, config, run, candidates)
+        agent = None
+        if agent_clock.expired():  # the heuristic took the agent's share of the budget
+            left_out.append(AGENT)
+        else:
+            # the heuristic's answer is the agent's heuristic demonstration, not solved again
+            agent_request = replace(
+                run.request, demonstrations=(*run.request.demonstrations, baseline)
+            )
+            agent_run = Run(AGENT, instance, agent_request, agent_clock)
+            agent = self.train(instance, config, agent_run, solver_name=AGENT)
+            judged.append(judge(instance, agent))
+        if run.request.seconds is not None and config.order_search_share > 0 and run.expired():
+            left_out.append(ORDER_SEARCH)
+            searched = None
+        else:
+            search_clock = run.clock.less(check_s)  # its answer is judged within the budget
+            searched = self.search_order(instance, config, run, search_clock, judged, agent)
         if searched is not None:
-            candidates.append(searched)
-        choice = choose_fastest(instance, candidates)
-        work = dict(agent.work)
+            judged.append(judge(instance, searched))
+        choice = fastest(judged)
+        work = dict(agent.work) if agent is not None else {"games": 0}
         if searched is not None:
             work["order_evaluations"] = searched.work["evaluations"]
-        return replace(choice.solution, work=work, info=choice.info())
+        info = {**choice.info(), **({"left_out": left_out} if left_out else {})}
+        return replace(choice.solution, work=work, info=info)
 
     @staticmethod
     def compiler_answer(instance: Instance, run: Run) -> Solution | None:
@@ -106,26 +133,36 @@ class MuZeroProdSolver(MuZeroSolver, name="muzero-prod", config=MuZeroProdConfig
         instance: Instance,
         config: MuZeroProdConfig,
         run: Run,
-        candidates: list[Solution],
+        clock: Stopwatch,
+        judged: Sequence[Judged],
+        agent: Solution | None,
     ) -> Solution | None:
-        """The order search's answer in the rest of ``run``'s budget (``None``: none left,
-        or none given to it), started from the agent's answer (the last of ``candidates``);
-        each mapping faster than every candidate goes to the callback."""
+        """The order search's answer within ``clock``'s budget (``None``: none given to
+        it), started from the heuristic's order and from ``agent``'s answer (where the
+        agent ran); each mapping faster than every valid candidate of ``judged`` goes to
+        ``run``'s callback."""
         timed = run.request.seconds is not None
         limit = None if timed else config.order_search_evaluations
-        if (timed and (config.order_search_share == 0 or run.expired())) or limit == 0:
-            return None
+        if (timed and config.order_search_share == 0) or limit == 0:
+            return None  # switched off
         assignment = OrderedAssignment(instance)
-        agent = candidates[-1]
-        starts = [Start("agent", order_from_mapping(assignment, agent.allocations))]
-        to_beat = min(simulate(instance, s).latency_s for s in candidates)
-        search_run = Run(ORDER_SEARCH, instance, run.request, run.clock)
+        starts = (
+            [Start("agent", order_from_mapping(assignment, agent.allocations))]
+            if agent is not None
+            else []
+        )
+        to_beat = min(j.candidate.latency_s for j in judged if j.candidate.valid)
+        search_run = Run(ORDER_SEARCH, instance, run.request, clock)
 
         def report(result: OrderSearchResult) -> None:
             if result.latency_s < to_beat:
                 run.improve(search_answer(search_run, result, {"evaluations": result.evaluations}))
 
         result = search_order(
-            assignment, seed=run.seed, stop=stop_rule(run, limit), starts=starts, on_improve=report
+            assignment,
+            seed=run.seed,
+            stop=stop_rule(search_run, limit),
+            starts=starts,
+            on_improve=report,
         )
         return search_answer(search_run, result, {"evaluations": result.evaluations})

@@ -63,6 +63,7 @@ def demonstration(
     seconds: float | None = None,
     es_games: int = 2000,
     es_workers: int = 2,
+    given: Solution | None = None,
 ) -> Solution:
     """The solution of demonstration ``source``; its ``actions`` are a complete game trajectory.
 
@@ -74,15 +75,24 @@ def demonstration(
     ``es_workers`` processes, at most the machine's cores) within ``seconds`` of
     wall-clock, or, with ``seconds`` ``None``, within ``es_games`` games (then the same
     seed gives the same game); its ``work`` says how many games it played.
+
+    ``given``: ``source``'s answer for ``instance`` computed already (by a caller that
+    needed it too, as ``muzero-prod`` needs the heuristic's), used instead of solving
+    again: the heuristic's mapping is projected as its own would be, a game is taken as
+    it is. :class:`SolverError` if it answers another program or solver, or is a
+    ``greedy`` or ``es`` answer without a game.
     """
+    if given is not None:
+        _check_given(instance, source, given)
     request = SolveRequest(seed=seed)
     if source == "heuristic":
         from mallocgame.solvers.heuristic import HeuristicSolver
         from mallocgame.solvers.projection import project
 
-        solution, _kept = project(
-            instance, HeuristicSolver().solve(instance, request), seconds=seconds
-        )
+        mapping = given if given is not None else HeuristicSolver().solve(instance, request)
+        solution, _kept = project(instance, mapping, seconds=seconds)
+    elif given is not None and source in DEMONSTRATION_SOURCES:
+        solution = given
     elif source == "greedy":
         from mallocgame.solvers.greedy import GreedySolver
 
@@ -109,6 +119,19 @@ def demonstration(
         )
     assert solution.actions is not None  # all are game trajectories
     return solution
+
+
+def _check_given(instance: Instance, source: str, given: Solution) -> None:
+    """Refuse a given demonstration that cannot stand for ``source`` on ``instance``."""
+    if given.instance_sha256 != instance.sha256:
+        raise SolverError(
+            f"the given {source} demonstration answers program {given.instance!r}, "
+            f"not {instance.name!r}"
+        )
+    if given.solver != source:
+        raise SolverError(f"a {given.solver} answer given as the {source} demonstration")
+    if source != "heuristic" and given.actions is None:
+        raise SolverError(f"the given {source} demonstration has no game (no actions)")
 
 
 def trajectory_record(

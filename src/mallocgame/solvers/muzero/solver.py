@@ -50,6 +50,7 @@ class MuZeroSolver(Solver, name="muzero", work_unit="games", config=MuZeroConfig
             checkpoint_dir=config.checkpoint_dir,
             log=stderr_log if config.progress else None,
             solver_name=solver_name,
+            given_demonstrations=run.request.demonstrations,
         )
         progress = run.request.progress
         on_game = (

@@ -58,7 +58,7 @@ from mallocgame.solution import Solution
 from mallocgame.solvers import checkpoint
 from mallocgame.solvers.base import Improvement, Stopwatch
 from mallocgame.solvers.muzero.agent import load_agent_params
-from mallocgame.solvers.muzero.config import WHERE_FIELDS, MuZeroConfig
+from mallocgame.solvers.muzero.config import DEMONSTRATION_SOURCES, WHERE_FIELDS, MuZeroConfig
 from mallocgame.solvers.muzero.distributed import RayActorsOwner, SelfPlayActors
 from mallocgame.solvers.muzero.learner import batch_to_device, make_optimizer, make_train_step
 from mallocgame.solvers.muzero.networks import MuZeroNet, init_params
@@ -289,6 +289,11 @@ class Trainer(RayActorsOwner):
             ``"both"`` (the best of either kind).
         checkpoint_dir: where to checkpoint and resume (``None``: no checkpoints).
         log: where progress lines go (``None``: silent).
+        solver_name: the name its answers carry.
+        given_demonstrations: answers of demonstration sources computed already (a
+            request's ``demonstrations``; ``muzero-prod`` gives the heuristic's), each used
+            for the source of its solver's name instead of solving again
+            (:func:`~mallocgame.solvers.muzero.reanalyse.demonstration`); others are ignored.
     """
 
     def __init__(
@@ -301,6 +306,7 @@ class Trainer(RayActorsOwner):
         checkpoint_dir: str | Path | None = None,
         log: Callable[[str], None] | None = None,
         solver_name: str = "muzero",
+        given_demonstrations: Sequence[Solution] = (),
     ) -> None:
         if answer not in ANSWERS:
             raise SolverError(f"answer must be one of {', '.join(ANSWERS)}, not {answer!r}")
@@ -309,6 +315,9 @@ class Trainer(RayActorsOwner):
         self.seed = seed
         self.answer = answer
         self.solver_name = solver_name
+        self._given = {
+            s.solver: s for s in given_demonstrations if s.solver in DEMONSTRATION_SOURCES
+        }
         self.dir = (
             checkpoint.checkpoint_directory(checkpoint_dir) if checkpoint_dir is not None else None
         )
@@ -365,12 +374,18 @@ class Trainer(RayActorsOwner):
         of ``demonstration_sources``, is given at most ``es_share`` of ``clock``'s budget
         (what is left, if less): the heuristic's projection repair starts no replay past
         it, ``es`` plays until it (``es_games`` games without a budget); ``greedy``
-        takes one game."""
+        takes one game. Once the budget is spent no further source starts (the first
+        always does: its game answers a run that completes none); those left out are
+        not built later in this trainer either."""
         if self.reanalyser is None or not self._demonstrations_pending:
             return
         clock = clock if clock is not None else Stopwatch(None)
         cfg = self.config
-        for source in cfg.demonstration_sources:
+        for i, source in enumerate(cfg.demonstration_sources):
+            if i > 0 and clock.expired():
+                left_out = ", ".join(cfg.demonstration_sources[i:])
+                self.log(f"demonstrations {left_out}: left out, the budget is spent")
+                break
             seconds = None
             if clock.seconds is not None:
                 seconds = max(0.0, min(cfg.es_share * clock.seconds, clock.seconds - clock.elapsed))
@@ -381,9 +396,10 @@ class Trainer(RayActorsOwner):
                 seconds=seconds,
                 es_games=cfg.es_games,
                 es_workers=cfg.es_workers,
+                given=self._given.get(source),
             )
             assert solution.actions is not None
-            games = int(solution.work.get("games", 0))
+            games = 0 if source in self._given else int(solution.work.get("games", 0))
             self.counters.demonstration_games += games
             self.demonstration_rewards[source] = round(float(solution.normalized_reward), 6)
             if self.best_demonstration is None or solution.reward_s > self.best_demonstration[1]:
@@ -393,7 +409,8 @@ class Trainer(RayActorsOwner):
             )
             self.reanalyser.add_demonstration(record, self.params, clock.expired)
             self.log(
-                f"demonstration {source}: normalized reward {solution.normalized_reward:.4f}"
+                f"demonstration {source}{' (given)' if source in self._given else ''}: "
+                f"normalized reward {solution.normalized_reward:.4f}"
                 + (f" ({games} game{'s' if games != 1 else ''})" if games else "")
             )
         self._demonstrations_pending = False
@@ -457,9 +474,9 @@ class Trainer(RayActorsOwner):
 
     def begin(self, clock: Stopwatch, callback: Callable[[Improvement], None] | None) -> RunPace:
         """What a run does before its first move: say whether it resumed (reporting the
-        best so far to ``callback``), build the demonstrations, and start restarts
-        inside the best demonstration's game; returns the run's progress and
-        checkpoint timer."""
+        best so far to ``callback``), build the demonstrations, and (unless the budget
+        is spent) start restarts inside the best demonstration's game; returns the run's
+        progress and checkpoint timer."""
         cfg, c = self.config, self.counters
         if self.resumed:
             self.log(
@@ -471,7 +488,12 @@ class Trainer(RayActorsOwner):
             self.log(f"no checkpoint in {self.dir}: a new run")
         self.add_demonstrations(clock)
         demo = self.best_demonstration
-        if cfg.restart_fraction > 0 and demo is not None and demo[1] > self.restart_return:
+        if (
+            cfg.restart_fraction > 0
+            and demo is not None
+            and demo[1] > self.restart_return
+            and not clock.expired()  # else no move is played: a later run() starts them
+        ):
             # until a self-play game beats it
             _, self.restart_return, self.selfplay.restart_actions = demo
             self.selfplay.restart_unplayed(np.random.default_rng([self.seed, 2]))
