@@ -370,15 +370,23 @@ def assert_only_files(directory: Path, *names: str) -> None:
 
 
 @cache
+def bundled_instance(name: str) -> Any:
+    """The bundled workload ``name``'s instance, derived once per test process (the
+    workloads' own cache keeps fewer than there are)."""
+    from mallocgame.workloads.registry import load_workload
+
+    return load_workload(name)
+
+
+@cache
 def heuristic_answer(name: str) -> tuple[Any, Any]:
     """``(instance, the heuristic's answer)`` of the bundled workload ``name``, computed once
     per test process (both are immutable): several modules test on the heuristic's
     mapping of every bundled program, and solving the largest takes seconds. ``pytest -n`` runs the
     tests that share it in one process (``PROCESS_GROUPS`` in ``tests/conftest.py``)."""
     from mallocgame.solvers.heuristic import HeuristicSolver
-    from mallocgame.workloads.registry import load_workload
 
-    inst = load_workload(name)
+    inst = bundled_instance(name)
     return inst, HeuristicSolver().solve(inst)
 
 

@@ -59,6 +59,7 @@ PROCESS_GROUPS: dict[str, str] = {
     "tests/solvers/test_projection.py::test_heuristic_mappings_project": "heuristic-answers",
     "tests/solvers/test_projection.py::test_repair_raises": "heuristic-answers",
     "tests/solvers/muzero/test_prod.py::test_never_slower": "heuristic-answers",
+    "tests/workloads/test_listing.py::test_every_row": "heuristic-answers",  # its instances
     # one local Ray cluster for the module (its fixture), not one per worker
     "tests/solvers/muzero/test_muzero_distributed.py::": "ray-cluster",
     # egrl's networks compiled once (the modules share their tiny settings and program)

@@ -62,9 +62,10 @@ def _default_out(instance_name: str, solver: str, seed: int) -> Path:
 
 
 def _cmd_list(args: argparse.Namespace) -> int:
-    """``list``: a row per bundled workload, printed as each is loaded (deriving every
-    instance takes seconds), in columns wide enough for any of them."""
-    from mallocgame.workloads.registry import load_workload, workload_names
+    """``list``: a row per bundled workload (from the index kept beside them, or where it
+    lacks one, as the workload loads), in columns wide enough for any of them."""
+    from mallocgame.workloads.listing import summaries
+    from mallocgame.workloads.registry import workload_names
 
     names = workload_names()
     header = ("name", "instructions", "buffers", "fast memory")
@@ -76,10 +77,9 @@ def _cmd_list(args: argparse.Namespace) -> int:
         print("  ".join(cells), flush=True)
 
     print_row(header)
-    for name in names:
-        inst = load_workload(name)
-        counts = (str(inst.num_instructions), str(inst.num_buffers))
-        print_row((name, *counts, format_bytes(inst.hardware.fast_memory_bytes)))
+    for row in summaries():
+        counts = (str(row.instructions), str(row.buffers))
+        print_row((row.name, *counts, format_bytes(row.fast_memory_bytes)))
     return EXIT_OK
 
 

@@ -5,7 +5,8 @@ abstract shapes), extracted by :mod:`mallocgame.frontends.xla` and frozen as
 ``data/SUITE/NAME.program.json.gz``. The version in a suite's name keeps results
 comparable across JAX versions: a new extraction that changes a program belongs in a
 new suite version. :func:`freeze` regenerates the files (a benchmark-time job,
-``mallocgame extract --suite``); the tests only read them.
+``mallocgame extract --suite``; then ``python -m mallocgame.workloads.listing`` rewrites
+the index of sizes ``mallocgame list`` reads); the tests only read them.
 
 Suites (:data:`SUITES`):
 
