@@ -9,6 +9,8 @@ backs up often enough to take minutes).
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 
 from mallocgame.game.backup import DropBackup
@@ -17,9 +19,7 @@ from mallocgame.instance import Instance
 from mallocgame.solution import Solution
 from mallocgame.solvers.base import NoConfig, Run, Solver
 
-__all__ = [
-    "GreedySolver",
-]
+__all__ = ["GreedySolver", "UntilExpired"]
 
 
 def greedy_policy(game: Game, allowed: np.ndarray) -> int:
@@ -32,22 +32,32 @@ def _drop_first(game: Game, allowed: np.ndarray) -> int:
     return 2 - int(np.argmax(allowed[::-1]))
 
 
+class UntilExpired:
+    """``policy`` until ``run``'s wall clock is spent, then Drop first (then NoCopy, then
+    Copy), which Drop-backup completes in one pass: a game played under a wall-clock
+    budget ends complete, and soon after the budget. :attr:`cut_at` is the buffer where the
+    policy changed (``None``: it never did; always, without a wall-clock budget)."""
+
+    def __init__(self, policy: Callable[[Game, np.ndarray], int], run: Run) -> None:
+        self.policy = policy
+        self.run = run
+        self.cut_at: int | None = None
+
+    def __call__(self, game: Game, allowed: np.ndarray) -> int:
+        if self.cut_at is None and self.run.expired():
+            self.cut_at = game.current_buffer
+        return self.policy(game, allowed) if self.cut_at is None else _drop_first(game, allowed)
+
+
 class GreedySolver(Solver, name="greedy", work_unit="games"):
     """One deterministic game: the simplest policy that fills the fast memory."""
 
     def search(self, instance: Instance, config: NoConfig, run: Run) -> Solution:
         game = Game(instance)
         driver = DropBackup(game, deterministic=True)
-        cut_at: int | None = None
-
-        def policy(game: Game, allowed: np.ndarray) -> int:
-            nonlocal cut_at
-            if cut_at is None and run.expired():
-                cut_at = game.current_buffer
-            return greedy_policy(game, allowed) if cut_at is None else _drop_first(game, allowed)
-
+        policy = UntilExpired(greedy_policy, run)
         driver.play(policy)
-        info = {} if cut_at is None else {"greedy_until": cut_at}
+        info = {} if policy.cut_at is None else {"greedy_until": policy.cut_at}
         answer = run.game_answer(game, {"games": 1, "backups": driver.backups}, info=info)
         run.improve(answer)
         return answer

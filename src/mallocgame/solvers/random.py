@@ -1,7 +1,10 @@
 """``random``: uniform over the allowed actions, every game completed with Drop-backup.
 
 With no budget it plays one game; with a work budget (games) or a wall-clock budget
-it plays games until the budget is spent (at least one) and keeps the best.
+it plays games until the budget is spent (at least one) and keeps the best. A game in
+play when the wall clock is spent ends with Drop first, as ``greedy``'s does (a random
+game of a program that backs up often can take many times a short budget); where that
+game is the answer, ``info["random_until"]`` says at which buffer its policy changed.
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ from mallocgame.game.state import Game
 from mallocgame.instance import Instance
 from mallocgame.solution import Solution
 from mallocgame.solvers.base import NoConfig, Run, Solver
+from mallocgame.solvers.greedy import UntilExpired
 
 __all__ = ["RandomSolver", "UniformPolicy"]
 
@@ -51,10 +55,12 @@ class RandomSolver(Solver, name="random", work_unit="games"):
         while best is None or not run.spent(games):
             game.reset()
             driver = DropBackup(game)
-            driver.play(policy)
+            timed = UntilExpired(policy, run)
+            driver.play(timed)
             games += 1
             backups += driver.backups
             if best is None or game.return_s > best.reward_s:
-                best = run.game_answer(game, {"games": games, "backups": backups})
+                info = {} if timed.cut_at is None else {"random_until": timed.cut_at}
+                best = run.game_answer(game, {"games": games, "backups": backups}, info=info)
                 run.improve(best)
         return replace(best, work={"games": games, "backups": backups})

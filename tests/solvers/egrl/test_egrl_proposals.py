@@ -45,6 +45,19 @@ def test_all_copy_is_the_greedy_game(lstm) -> None:
     assert played.overridden == int(np.count_nonzero(played.actions != COPY))
 
 
+def test_once_stopped_the_rest_is_played_drop_first(lstm) -> None:
+    player = ProposalPlayer(lstm, build_tables(lstm))
+    copy = np.zeros(lstm.num_buffers, dtype=np.int8)
+    never = player.play(copy, stop=lambda: False)
+    assert never.cut_at is None and (never.actions == player.play(copy).actions).all()
+    asked: list[int] = []
+    stopped = player.play(copy, stop=lambda: asked.append(1) or len(asked) > 5)
+    assert stopped.cut_at == 5 and (stopped.actions[:5] == never.actions[:5]).all()
+    at_once = player.play(copy, stop=lambda: True)
+    drop_first = get_solver("greedy").solve(lstm, SolveRequest(seconds=1e-9))
+    assert at_once.cut_at == 0 and tuple(at_once.actions.tolist()) == drop_first.actions
+
+
 def test_all_drop_places_nothing(lstm) -> None:
     player = ProposalPlayer(lstm, build_tables(lstm))
     played = player.play(np.full(lstm.num_buffers, DROP, dtype=np.int8))

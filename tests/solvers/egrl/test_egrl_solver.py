@@ -92,6 +92,13 @@ def test_wall_clock_budget_stops_promptly(lstm) -> None:
     assert solution.work["proposals"] >= 1 and solution.wall_s < 2.0
 
 
+def test_a_game_the_budget_ends_in_is_an_answer_not_an_evaluation(lstm) -> None:
+    solution = _solve(lstm, seconds=1e-9, mode="evolution", policies=0, chromosomes=4)
+    assert check_solution(lstm, solution).ok
+    assert solution.work["proposals"] == 0  # nothing evaluated: no fitness, no replay entry
+    assert solution.info["best_from"] == "chromosome, Drop first from buffer 0"
+
+
 def test_speedup_fitness(lstm) -> None:
     solution = _solve(lstm, work=6, fitness="speedup")
     assert check_solution(lstm, solution).ok

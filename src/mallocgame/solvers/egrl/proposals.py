@@ -26,6 +26,7 @@ as MARL measured runtimes).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -53,13 +54,15 @@ def nearest_allowed(proposed: int, allowed: np.ndarray) -> int:
 class Played:
     """A proposal played to the end: the return (seconds), the normalized return, the
     actions of the complete game (int8 [B]), Drop-backups taken, and how many units
-    were played otherwise than proposed."""
+    were played otherwise than proposed; ``cut_at``: the buffer from which the game was
+    played Drop first instead, its ``stop`` having come (``None``: it was not)."""
 
     return_s: float
     normalized: float
     actions: np.ndarray
     backups: int
     overridden: int
+    cut_at: int | None = None
 
 
 class ProposalPlayer:
@@ -69,8 +72,11 @@ class ProposalPlayer:
         self.instance = instance
         self.game = Game(instance, tables)
 
-    def play(self, proposal: np.ndarray) -> Played:
-        """Play ``proposal`` (int [B]) with the nearest-allowed rule and Drop-backup."""
+    def play(self, proposal: np.ndarray, stop: Callable[[], bool] | None = None) -> Played:
+        """Play ``proposal`` (int [B]) with the nearest-allowed rule and Drop-backup. Once
+        ``stop()`` is true (asked before each decision; a wall clock spent) the rest is
+        played Drop first, which Drop-backup completes in one pass: a complete game, soon,
+        but no longer the proposal's (:attr:`Played.cut_at`)."""
         game = self.game
         game.reset()
         driver = DropBackup(game, deterministic=True)
@@ -80,8 +86,11 @@ class ProposalPlayer:
                 f"a proposal names {len(wanted)} actions for {game.num_buffers} buffers"
             )
         allowed_of, step = driver.allowed, driver.step
+        cut_at: int | None = None
         while not game.complete:
-            p = wanted[game.current_buffer]
+            if stop is not None and cut_at is None and stop():
+                cut_at = game.current_buffer
+            p = wanted[game.current_buffer] if cut_at is None else 2
             c, n, d = allowed_of().tolist()
             if p == 0:
                 action = 0 if c else (1 if n else 2)
@@ -92,7 +101,9 @@ class ProposalPlayer:
             step(action)
         actions = np.asarray(game.actions(), dtype=np.int8)
         overridden = int(np.count_nonzero(actions != np.asarray(wanted, dtype=np.int8)))
-        return Played(game.return_s, game.normalized_return, actions, driver.backups, overridden)
+        return Played(
+            game.return_s, game.normalized_return, actions, driver.backups, overridden, cut_at
+        )
 
 
 class FitnessFn:

@@ -336,8 +336,8 @@ class EgrlTrainer:
         clock = clock if clock is not None else Stopwatch(None)
         order = self.evaluation_order()
         if self.phase == "evaluate" and self.index < len(order):
-            self._evaluate(order[self.index], clock, callback)
-            self.index += 1
+            if self._evaluate(order[self.index], clock, callback):
+                self.index += 1  # else the budget ended in its game: evaluated again next run
         elif self.phase == "evaluate":
             self._evolve(len(order))
         elif self.updates_left > 0:
@@ -347,7 +347,11 @@ class EgrlTrainer:
 
     def _evaluate(
         self, slot: int, clock: Stopwatch, callback: Callable[[Improvement], None] | None
-    ) -> None:
+    ) -> bool:
+        """Evaluate the proposal of population ``slot`` (negative: a learner rollout) and
+        keep it if it is the best; ``False`` where ``clock`` ran out during its game: then
+        the game, completed Drop first, is a candidate answer but no evaluation (no
+        fitness, replay entry or count), and the slot is evaluated again by a later run."""
         g = self.counters.generations
         if slot >= 0:
             ind = self.population[slot]
@@ -365,8 +369,14 @@ class EgrlTrainer:
         else:
             rng = np.random.default_rng([self._seed, _LEARNER_ROLLOUT, g, -1 - slot])
             proposal, source = _sample(self._actor_logits(), rng), "learner"
-        played = self.player.play(proposal)
+        played = self.player.play(proposal, clock.expired if clock.seconds is not None else None)
         fitness = self.fitness_fn(played, self.player.game)
+        if played.cut_at is not None:  # the budget ended in its game: an answer, not an evaluation
+            if fitness > self.best_fitness or self.best is None:
+                self.best_from = f"{source}, Drop first from buffer {played.cut_at}"
+                actions = tuple(int(a) for a in played.actions)
+                self._improve(actions, fitness, clock, callback, game=self.player.game)
+            return False
         c = self.counters
         c.proposals += 1
         c.backups += played.backups
@@ -385,6 +395,7 @@ class EgrlTrainer:
                 callback,
                 game=self.player.game,
             )
+        return True
 
     def _evolve(self, evaluated: int) -> None:
         cfg = self.config
