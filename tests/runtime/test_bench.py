@@ -57,6 +57,31 @@ def test_measure_times_and_checks_a_placement(case):
     assert not identical and worst == pytest.approx(1.0, rel=1e-6)
 
 
+def test_measure_releases_the_dead_only_where_allocation_is_read(case, monkeypatch):
+    """A backend that counts its fast memory is asked to free what dead objects hold
+    before the count; the CPU stand-in counts nothing, so no full collection (seconds in a
+    process with a large heap) runs for it."""
+    import gc
+
+    plan = placement_plan(case.instance, load_solver("drop").solve(case.instance, SolveRequest()))
+    with torch.no_grad():
+        reference = case.module(*case.inputs)
+    collections: list[int] = []
+    monkeypatch.setattr(gc, "collect", lambda *args: collections.append(1) or 0)
+
+    class Counting(CpuMemory):
+        released = 0
+
+        def release_dead(self) -> None:
+            self.released += 1
+
+    counting = Counting()
+    measure(case.graph, plan, counting, reference, warmup=0, steps=1)
+    assert counting.released == 1
+    measure(case.graph, plan, CpuMemory(), reference, warmup=0, steps=1)
+    assert collections == []
+
+
 def test_calibration_on_the_cpu_gives_a_preset():
     figures = calibrate(CpuMemory(), size_bytes=2**14, matmul_n=32, repeats=1)
     names = {f.name for f in figures}

@@ -32,7 +32,6 @@ with identity hooks.
 
 from __future__ import annotations
 
-import gc
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -222,7 +221,7 @@ def _measure(
     )
     for p in module.parameters():  # an earlier step's gradients are not this step's base
         p.grad = None
-    gc.collect()
+    memory.release_dead()
     memory.synchronize()
     base = memory.allocated()
     results = step()

@@ -11,7 +11,6 @@ prepared (the framework default's resident inputs are therefore counted).
 
 from __future__ import annotations
 
-import gc
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -116,7 +115,7 @@ def measure(
     further warm-up or timed run starts (at least 1 run is timed); ``shared_host``: input
     host copies shared between the placements of one program (filled on first use).
     """
-    gc.collect()
+    memory.release_dead()
     base = memory.allocated()
     runner = PlacedRunner(graph, plan, memory)
     runner.prepare(shared_host)
