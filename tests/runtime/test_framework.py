@@ -108,6 +108,20 @@ def test_save_on_cpu_offloads_what_autograd_saves(training, monkeypatch):
     assert offloaded.measurement.steps == 2 and offloaded.measurement.median_s > 0
 
 
+def test_the_framework_step_releases_the_dead_through_its_backend(case):
+    class Counting(CpuMemory):
+        released = 0
+
+        def release_dead(self) -> None:
+            self.released += 1
+
+    memory = Counting()
+    with torch.no_grad():
+        reference = case.module(*case.inputs)
+    measure_framework(case.module, case.inputs, memory, reference, warmup=0, steps=1)
+    assert memory.released == 1  # once, before the allocation the step starts from
+
+
 @pytest.mark.parametrize(
     "kwargs, message",
     [
