@@ -12,12 +12,24 @@ torch = pytest.importorskip("torch")
 
 from mallocgame.costmodel import derive_instance
 from mallocgame.instance import Instance
+from mallocgame.runtime.memory import CpuMemory
 from mallocgame.runtime.torch_graph import (
     BoundGraph,
     CapturedProgram,
     bind,
     capture_torch,
 )
+
+
+class ReleaseCounting(CpuMemory):
+    """The CPU stand-in, counting the calls of :meth:`~CpuMemory.release_dead`."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.released = 0
+
+    def release_dead(self) -> None:
+        self.released += 1
 
 
 class Block(torch.nn.Module):

@@ -23,6 +23,7 @@ from mallocgame.runtime.measure import compare_results, measure
 from mallocgame.runtime.memory import CpuMemory
 from mallocgame.runtime.plan import placement_plan
 from mallocgame.solvers.base import SolveRequest
+from tests.runtime.conftest import ReleaseCounting
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -69,13 +70,7 @@ def test_measure_releases_the_dead_only_where_allocation_is_read(case, monkeypat
     collections: list[int] = []
     monkeypatch.setattr(gc, "collect", lambda *args: collections.append(1) or 0)
 
-    class Counting(CpuMemory):
-        released = 0
-
-        def release_dead(self) -> None:
-            self.released += 1
-
-    counting = Counting()
+    counting = ReleaseCounting()
     measure(case.graph, plan, counting, reference, warmup=0, steps=1)
     assert counting.released == 1
     measure(case.graph, plan, CpuMemory(), reference, warmup=0, steps=1)

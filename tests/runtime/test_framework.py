@@ -19,7 +19,7 @@ from mallocgame.runtime.plan import PlacementPlan, placement_plan
 from mallocgame.runtime.torch_graph import OPTIMIZER_SETTINGS, bind, capture_torch
 from mallocgame.runtime.torch_run import PlacedRunner
 from mallocgame.solvers.base import SolveRequest
-from tests.runtime.conftest import Block
+from tests.runtime.conftest import Block, ReleaseCounting
 
 
 @pytest.fixture(scope="module")
@@ -109,13 +109,7 @@ def test_save_on_cpu_offloads_what_autograd_saves(training, monkeypatch):
 
 
 def test_the_framework_step_releases_the_dead_through_its_backend(case):
-    class Counting(CpuMemory):
-        released = 0
-
-        def release_dead(self) -> None:
-            self.released += 1
-
-    memory = Counting()
+    memory = ReleaseCounting()
     with torch.no_grad():
         reference = case.module(*case.inputs)
     measure_framework(case.module, case.inputs, memory, reference, warmup=0, steps=1)
