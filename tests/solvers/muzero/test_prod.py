@@ -234,3 +234,22 @@ def test_xlas_answer_given_by_the_caller_is_a_candidate(lstm) -> None:
     request = SolveRequest(seed=0, work=1, options=options, demonstrations=(broken,))
     with pytest.raises(SolverError, match="XLA's answer given to muzero-prod fails the check"):
         get_solver("muzero-prod").solve(lstm, request)
+
+
+def test_the_order_search_reports_its_mappings_where_no_candidate_is_valid(lstm) -> None:
+    from mallocgame.solvers.base import Run, Stopwatch
+    from mallocgame.solvers.hybrid import Candidate, Judged
+    from mallocgame.solvers.muzero.prod import MuZeroProdSolver
+
+    heuristic = get_solver("heuristic").solve(lstm)
+    invalid = Candidate("heuristic", heuristic.reward_s, heuristic.normalized_reward, 0.0, False)
+    seen: list = []
+    request = SolveRequest(seed=0, callback=seen.append)
+    solver = MuZeroProdSolver()
+    config = solver.config({**TINY, "order_search_evaluations": 5})
+    run = Run("muzero-prod", lstm, request, Stopwatch(None))
+    searched = solver.search_order(
+        lstm, config, run, Stopwatch(None), [Judged(heuristic, invalid)], None
+    )
+    assert searched is not None and check_solution(lstm, searched).ok
+    assert seen  # an invalid candidate's latency (here 0) is no bar to beat

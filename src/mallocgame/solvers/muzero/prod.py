@@ -151,7 +151,10 @@ class MuZeroProdSolver(MuZeroSolver, name="muzero-prod", config=MuZeroProdConfig
             if agent is not None
             else []
         )
-        to_beat = min(j.candidate.latency_s for j in judged if j.candidate.valid)
+        # where no candidate is valid, any mapping the search finds is the one to report
+        to_beat = min(
+            (j.candidate.latency_s for j in judged if j.candidate.valid), default=float("inf")
+        )
         search_run = Run(ORDER_SEARCH, instance, run.request, clock)
 
         def report(result: OrderSearchResult) -> None:
