@@ -365,6 +365,76 @@ def test_the_hbm_limit_fraction():
         hbm_limit_fraction(0, 50, 0.0, 1000)
 
 
+def test_each_row_starts_from_the_programs_own_hbm(monkeypatch):
+    """Before a row the module's gradients are dropped (a step that ran out of memory
+    mid-backward leaves some, which the next rows would pay for under a cap), dead objects
+    are freed, and under a cap the cached blocks too, with what an earlier row still holds
+    logged."""
+    from types import SimpleNamespace
+
+    from mallocgame.runtime.bench import _BenchRun
+
+    module = torch.nn.Linear(4, 4)
+    module(torch.ones(1, 4)).sum().backward()
+    run = object.__new__(_BenchRun)
+    logged: list[str] = []
+    emptied: list[int] = []
+    monkeypatch.setattr(torch.cuda, "empty_cache", lambda: emptied.append(1))
+    run.torch, run.memory, run.log, run.limit_bytes, run.held_bytes = (
+        torch,
+        ReleaseCounting(),
+        logged.append,
+        None,
+        0,
+    )
+    program = SimpleNamespace(name="p", module=module)
+    run._settle(program, "drop")
+    assert all(p.grad is None for p in module.parameters())
+    assert run.memory.released == 1 and emptied == [] and logged == []
+    run.limit_bytes, run.held_bytes = 10 * 2**20, -3 * 2**20  # 3 MiB above the program's
+    run._settle(program, "drop")
+    assert emptied == [1] and logged == ["p: 3.0 MiB of HBM still held before drop"]
+
+
+def test_the_hbm_cap_counts_the_segments_a_program_holds():
+    """PyTorch's cap counts the segments the allocator reserved, not the tensors in them: a
+    cap on the tensors' bytes left no room where a program's tensors share segments with
+    free blocks (bert-small on the H200: 333 MiB of tensors in 610 MiB of segments)."""
+    from types import SimpleNamespace
+
+    from mallocgame.runtime.bench import BenchConfig, _BenchRun
+
+    MiB = 2**20
+    fractions: list[float] = []
+    cuda = SimpleNamespace(
+        empty_cache=lambda: None,
+        memory_allocated=lambda: 333 * MiB,
+        memory_reserved=lambda: 610 * MiB,
+        get_device_properties=lambda index: SimpleNamespace(total_memory=1000 * MiB),
+        set_per_process_memory_fraction=fractions.append,
+    )
+    run = object.__new__(_BenchRun)
+    logged: list[str] = []
+    run.config = BenchConfig(out=Path("unused"), hbm_limit=2.0)
+    run.torch, run.memory, run.log, run.limit_bytes = (
+        SimpleNamespace(cuda=cuda),
+        ReleaseCounting(),
+        logged.append,
+        None,
+    )
+    program = SimpleNamespace(
+        name="p",
+        module=torch.nn.Linear(2, 2),
+        instance=SimpleNamespace(hardware=SimpleNamespace(fast_memory_bytes=50 * MiB)),
+    )
+    assert run._limit_hbm(program) == 710 * MiB
+    assert fractions == [pytest.approx(0.71)] and run.held_bytes == 333 * MiB
+    assert logged == [
+        "p: HBM capped at 710.0 MiB (610.0 MiB held in segments, 333.0 MiB of it by tensors, "
+        "+ 2 x the fast memory's 50.0 MiB)"
+    ]
+
+
 def test_an_hbm_limit_needs_a_gpu(tmp_path):
     from mallocgame.errors import MallocGameError
 

@@ -100,7 +100,7 @@ def test_save_on_cpu_offloads_what_autograd_saves(training, monkeypatch):
         steps=2,
     )
     assert plain.host_bytes == 0 and offloaded.host_bytes > 0
-    # the checked run and the timed runs offload (the counting pass has its own hooks),
+    # the checked run and the timed runs offload, and the first run counts what it moves,
     # each the same bytes
     runs = 1 + offloaded.measurement.steps
     assert len(packed) % runs == 0 and sum(packed) == runs * offloaded.host_bytes

@@ -138,6 +138,41 @@ def test_out_overload_matches_the_functional_arguments():
     assert out_overload(torch.ops.aten.addmm.default)[1] == ("out",)
 
 
+def _schema(*arguments, returns=1):
+    from types import SimpleNamespace
+
+    args = [
+        SimpleNamespace(
+            name=name,
+            type=kind,
+            kwarg_only=name == "out",
+            alias_info=SimpleNamespace(is_write=True) if name == "out" else None,
+        )
+        for name, kind in arguments
+    ]
+    return SimpleNamespace(arguments=args, returns=[None] * returns)
+
+
+def test_out_overload_matches_argument_types_not_only_names():
+    """torch 2.11 lists ``sum.DimnameList_out`` before ``sum.IntList_out``: same names, and
+    an int list handed to the first fails. The overload taken is the one whose types match."""
+    from types import SimpleNamespace
+
+    dims = _schema(("self", "Tensor"), ("dim", "List[str]"), ("out", "Tensor"))
+    ints = _schema(("self", "Tensor"), ("dim", "Optional[List[int]]"), ("out", "Tensor"))
+    packet = SimpleNamespace(
+        overloads=lambda: ["DimnameList_out", "IntList_out"],
+        DimnameList_out=SimpleNamespace(_schema=dims),
+        IntList_out=SimpleNamespace(_schema=ints),
+    )
+    functional = SimpleNamespace(
+        overloadpacket=packet, _schema=_schema(("self", "Tensor"), ("dim", "Optional[List[int]]"))
+    )
+    op, outs = out_overload(functional)
+    assert op is packet.IntList_out and outs == ("out",)
+    assert out_overload(torch.ops.aten.sum.dim_IntList)[0] is torch.ops.aten.sum.IntList_out
+
+
 def test_a_program_not_from_the_function_is_refused(case):
     torch.manual_seed(0)
     other = torch.nn.Sequential(torch.nn.Linear(32, 32), torch.nn.ReLU()).eval()

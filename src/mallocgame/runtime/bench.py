@@ -424,7 +424,8 @@ class BenchConfig:
     at the end (:mod:`mallocgame.runtime.bench_plot`); ``resume``: keep what an earlier
     run in ``out`` finished (whole programs, and its machine figures) and run the rest;
     ``hbm_limit`` (a GPU only): cap PyTorch's allocator, while a program is measured, at
-    what it holds when the program is ready (its module, inputs and reference results)
+    what it holds when the program is ready (the segments that hold its module, inputs and
+    reference results: the allocator's cap counts segments, not tensors)
     plus this multiple of the instance's fast memory, so that the framework's own steps
     and the answers all run in the HBM the game gave (a step that does not fit is a row
     with an out-of-memory error: :func:`hbm_limit_fraction`);
@@ -675,6 +676,7 @@ class _BenchRun:
         self.summaries: list[dict[str, Any]] = list(self.earlier.rows.get("summary.csv", []))
         self.cut_short = False
         self.limit_bytes: int | None = None
+        self.held_bytes = 0  # HBM a program holds when ready (its module, inputs, results)
 
     def run(self) -> dict[str, Any]:
         """The whole job; returns :func:`run_real_bench`'s ``{"rows", "summary",
@@ -706,7 +708,8 @@ class _BenchRun:
             self._run_program(program)
             del program  # its module, graph and results go before the cache is emptied
             if config.device == "cuda":
-                torch.cuda.empty_cache()
+                self.memory.release_dead()  # and what cycles hold, or the next program's
+                torch.cuda.empty_cache()  # tensors share segments with them (fragmentation)
         for table in (self.rows_csv, self.summary_csv, self.ops_csv, self.op_summary_csv):
             table.close()
         if config.plot and any(r.get("measured_median_s") for r in self.all_rows):
@@ -854,8 +857,9 @@ class _BenchRun:
         if self.config.hbm_limit is None:
             return None
         torch = self.torch
-        torch.cuda.empty_cache()
-        held = torch.cuda.memory_allocated()
+        self._settle(program)
+        self.held_bytes = torch.cuda.memory_allocated()
+        held = torch.cuda.memory_reserved()  # the cap counts segments, not tensors
         capacity = program.instance.hardware.fast_memory_bytes
         total = torch.cuda.get_device_properties(0).total_memory
         fraction = hbm_limit_fraction(held, capacity, self.config.hbm_limit, total)
@@ -863,9 +867,25 @@ class _BenchRun:
         limit = int(fraction * total)
         self.log(
             f"{program.name}: HBM capped at {limit / 2**20:.1f} MiB ({held / 2**20:.1f} MiB "
-            f"held + {self.config.hbm_limit:g} x the fast memory's {capacity / 2**20:.1f} MiB)"
+            f"held in segments, {self.held_bytes / 2**20:.1f} MiB of it by tensors, + "
+            f"{self.config.hbm_limit:g} x the fast memory's {capacity / 2**20:.1f} MiB)"
         )
         return limit
+
+    def _settle(self, program: _Program, before: str | None = None) -> None:
+        """Start a row from the program's own HBM: drop the gradients an earlier step left
+        on the module (one that ran out of memory mid-backward leaves some), free what only
+        dead objects hold and, under a cap, the allocator's cached blocks; logs what an
+        earlier row still holds beyond the program's own (``before``: the row's label)."""
+        for p in program.module.parameters():
+            p.grad = None
+        self.memory.release_dead()
+        if self.limit_bytes is None:
+            return
+        self.torch.cuda.empty_cache()
+        extra = self.memory.allocated() - self.held_bytes
+        if before is not None and extra > 2**20:
+            self.log(f"{program.name}: {extra / 2**20:.1f} MiB of HBM still held before {before}")
 
     def _measure_program(
         self,
@@ -890,6 +910,7 @@ class _BenchRun:
             if error:  # its solver failed: the row says so, and is not one of the results
                 self.rows_csv.row(row)
                 continue
+            self._settle(program, label)
             try:
                 self._measure_placement(program, label, solution, row)
                 rows.append(row)
@@ -926,6 +947,7 @@ class _BenchRun:
                 "capacity_bytes": program.instance.hardware.fast_memory_bytes,
                 "hbm_limit_bytes": self.limit_bytes,
             }
+            self._settle(program, baseline)
             try:
                 got = measure_framework(
                     program.module,
@@ -985,6 +1007,7 @@ class _BenchRun:
                 continue
             if self._time_is_up(f"{name} per-op profiles from {label} on skipped"):
                 return
+            self._settle(program, f"the per-op profile of {label}")
             solution = solutions[label]
             try:
                 plan = (

@@ -26,8 +26,9 @@ runs one at a time (CUDA events), and the peak HBM during the timed runs above w
 allocated before the first run (every gradient freed first), plus the bytes of the
 parameters and inputs (resident before it), so that the figure counts what the runner's
 framework default counts. ``host_bytes``: for ``save_on_cpu``, the bytes of the tensors
-autograd saves in one step (what it moves to host memory and back), counted by a pass
-with identity hooks.
+autograd saves in one step (what it moves to host memory and back), counted as the first
+step offloads them (a pass of its own that kept them in HBM would need the memory that
+offloading saves, and run out of it under a cap).
 """
 
 from __future__ import annotations
@@ -125,22 +126,6 @@ def framework_step(
     return train_and_update
 
 
-def _saved_bytes(step: Callable[[], list[Any]]) -> int:
-    """Bytes of the tensors autograd saves during one ``step`` (a pass that keeps them where
-    they are and only counts)."""
-    import torch
-
-    seen = [0]
-
-    def pack(t: Any) -> Any:
-        seen[0] += t.numel() * t.element_size()
-        return t
-
-    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
-        step()
-    return seen[0]
-
-
 def measure_framework(
     module: Any,
     inputs: tuple[Any, ...],
@@ -209,11 +194,18 @@ def _measure(
     import torch
 
     plain = step
+    saved = [0]  # bytes autograd saved (and save_on_cpu moved) so far
     if baseline == "eager-save-on-cpu":
         offload = torch.autograd.graph.save_on_cpu(pin_memory=memory.device.type == "cuda")
 
+        def pack(t: Any) -> Any:
+            saved[0] += t.numel() * t.element_size()
+            return offload.pack_hook(t)
+
+        counted = torch.autograd.graph.saved_tensors_hooks(pack, offload.unpack_hook)
+
         def step() -> list[Any]:
-            with offload:
+            with counted:
                 return plain()
 
     resident = sum(
@@ -226,6 +218,7 @@ def _measure(
     base = memory.allocated()
     results = step()
     memory.synchronize()
+    host_bytes = saved[0]
     identical, worst = compare_results(results, reference)
     differing = tuple(
         (i, diff)
@@ -234,7 +227,6 @@ def _measure(
         if not same
     )
     del results
-    host_bytes = _saved_bytes(plain) if baseline == "eager-save-on-cpu" else 0
     times = warm_and_time(
         step, memory, warmup=warmup, steps=steps, max_seconds=max_seconds, deadline=deadline
     )

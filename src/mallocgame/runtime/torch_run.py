@@ -48,14 +48,15 @@ __all__ = ["PlacedRunner", "optimizer_update", "out_overload"]
 def out_overload(target: Any) -> tuple[Any, tuple[str, ...]] | None:
     """The ``out=`` overload of ATen op ``target`` and its out argument names, or None.
 
-    The overload must take the functional overload's arguments (same names, same order)
-    plus keyword-only out arguments, one per result.
+    The overload must take the functional overload's arguments (same names and types, same
+    order) plus keyword-only out arguments, one per result: ``aten.sum.dim_IntList``'s is
+    ``sum.IntList_out``, not ``sum.DimnameList_out``, whose arguments have the same names.
     """
     packet = getattr(target, "overloadpacket", None)
     schema = getattr(target, "_schema", None)
     if packet is None or schema is None:
         return None
-    names = [a.name for a in schema.arguments]
+    names = [(a.name, str(a.type)) for a in schema.arguments]
     for overload in packet.overloads():
         op = getattr(packet, overload)
         s = op._schema
@@ -64,7 +65,7 @@ def out_overload(target: Any) -> tuple[Any, tuple[str, ...]] | None:
             for a in s.arguments
             if a.kwarg_only and a.alias_info is not None and a.alias_info.is_write
         ]
-        rest = [a.name for a in s.arguments if a.name not in outs]
+        rest = [(a.name, str(a.type)) for a in s.arguments if a.name not in outs]
         if outs and rest == names and len(outs) == len(schema.returns):
             return op, tuple(outs)
     return None
