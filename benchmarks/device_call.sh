@@ -6,9 +6,10 @@
 #   A  #43: `bench real` on the measured preset with the HBM capped (--hbm-limit A_LIMIT,
 #      2.5: the segments a program holds plus 2.5x its instance's fast memory; the runner's
 #      peak HBM is up to 1.9x the plan's), the training steps with and without AdamW's
-#      update, and run 4's muzero-prod answers again (`--answers` reads them from its
-#      programs.json.gz; they run where the instance hash matches, i.e. on the same torch
-#      version); A_PROGRAMS picks the programs;
+#      update, and muzero-prod's answers (600 s, seed 0, solved on this machine on the
+#      instances the device derived: docs/results/gpu-real-h200-capped/answers; they run
+#      where the instance hash matches, i.e. on the same torch version); A_PROGRAMS picks
+#      the programs;
 #   B  #40: self-play throughput with 1 and 2 Ray actors on the 16 cores (measured on
 #      2026-11-28; run it again only to repeat that point).
 # Each part has its own timeout; A_SECONDS and B_TIMEOUT change them; PARTS ("A") picks.
@@ -24,7 +25,7 @@ if [[ " ${PARTS:-A} " == *" A "* ]]; then
   echo "== A bench real under an HBM limit $(date +%T)"
   timeout $((A_SECONDS + 50)) python3 benchmarks/device_real.py --out "$OUT/real" \
     --seconds "$A_SECONDS" --preset gpu_h100_host --hbm-limit "${A_LIMIT:-2.5}" \
-    --answers docs/results/gpu-real-h200/programs.json.gz \
+    --answers docs/results/gpu-real-h200-capped/answers \
     --programs ${A_PROGRAMS:-mlp-train bert-small mlp-train-adamw bert-small-train} \
     --placements drop heuristic first-touch es:0 --no-plot 2>&1 \
     | grep "^\[" | grep -v "Traceback" | cut -c1-400 | tail -"${A_TAIL:-40}"
