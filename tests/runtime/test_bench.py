@@ -77,6 +77,37 @@ def test_measure_releases_the_dead_only_where_allocation_is_read(case, monkeypat
     assert collections == []
 
 
+class StepPeaks(CpuMemory):
+    """A stand-in that counts fast memory: ``allocated`` is ``base``; each step's peak is
+    the next of ``peaks`` (the runner asks once a step, after starting a new peak)."""
+
+    def __init__(self, base: int, peaks: list[int]) -> None:
+        super().__init__()
+        self.base, self.peaks, self.resets = base, list(peaks), 0
+
+    def allocated(self) -> int:
+        return self.base
+
+    def reset_peak(self) -> None:
+        self.resets += 1
+
+    def peak(self) -> int:
+        return self.peaks.pop(0)
+
+
+def test_hbm_over_plan_is_each_steps_peak_beyond_the_plans_bytes(case):
+    from mallocgame.runtime.measure import hbm_over_plan
+
+    plan = placement_plan(
+        case.instance, load_solver("heuristic").solve(case.instance, SolveRequest())
+    )
+    planned = plan.hbm_bytes()
+    memory = StepPeaks(1000, [1000 + b + 7 * t for t, b in enumerate(planned)])
+    assert hbm_over_plan(case.graph, plan, memory) == [7 * t for t in range(len(planned))]
+    assert memory.resets == len(planned) and memory.peaks == []
+    assert hbm_over_plan(case.graph, plan, CpuMemory()) == []  # cannot count: nothing said
+
+
 def test_calibration_on_the_cpu_gives_a_preset():
     figures = calibrate(CpuMemory(), size_bytes=2**14, matmul_n=32, repeats=1)
     names = {f.name for f in figures}
@@ -192,6 +223,11 @@ def test_the_device_script_dry_run(tmp_path):
         "fast_bandwidth"
     }
     assert (tmp_path / "programs.json.gz").stat().st_size > 0
+    # the CPU stand-in counts no HBM: a header and no rows, no column filled
+    assert (tmp_path / "hbm_steps.csv").read_text().strip() == (
+        "program,placement,index,name,planned_bytes,over_plan_bytes"
+    )
+    assert all(r["hbm_over_plan_bytes"] == "" for r in rows)
     assert "done in" in (tmp_path / "run.log").read_text()
     assert (tmp_path / "real.png").stat().st_size > 0
 

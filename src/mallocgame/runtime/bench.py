@@ -20,7 +20,9 @@ seconds, and a matmul's operand layout,
 :func:`~mallocgame.runtime.torch_graph.matmul_layout`), ``op_summary.csv`` (per program,
 profiled placement and model), ``real.png`` (the figure, unless ``plot`` is off),
 ``programs.json.gz`` (each program's instance and answers, to re-check or re-simulate),
-``run.log`` (progress and each failure's traceback). A failure of one measurement is
+``hbm_steps.csv`` (per program, measured placement and instruction: the HBM the plan holds
+and what a run held beyond it, where the backend counts HBM), ``run.log`` (progress and
+each failure's traceback). A failure of one measurement is
 logged and the rest go on; past ``seconds`` the job stops measuring and finishes its files.
 """
 
@@ -84,6 +86,7 @@ RESULT_COLUMNS = (
     "max_abs_diff",
     "staged_nodes",
     "hbm_limit_bytes",
+    "hbm_over_plan_bytes",
     "error",
 )
 _MEASURED_COLUMN = {
@@ -117,6 +120,9 @@ OP_SUMMARY_COLUMNS = (
     "simulated_total_s",
     "top_opcodes",
 )
+HBM_STEP_COLUMNS = ("program", "placement", "index", "name", "planned_bytes", "over_plan_bytes")
+"""``hbm_steps.csv``: per measured placement and instruction, the HBM the plan holds there
+and what one run held beyond it (:func:`~mallocgame.runtime.measure.hbm_over_plan`)."""
 
 SUMMARY_COLUMNS = (
     "program",
@@ -523,6 +529,7 @@ _CSV_FILES = {
     "summary.csv": SUMMARY_COLUMNS,
     "ops.csv": OP_COLUMNS,
     "op_summary.csv": OP_SUMMARY_COLUMNS,
+    "hbm_steps.csv": HBM_STEP_COLUMNS,
 }
 
 
@@ -693,6 +700,9 @@ class _BenchRun:
         self.op_summary_csv = _Csv(
             self.out / "op_summary.csv", OP_SUMMARY_COLUMNS, kept.get("op_summary.csv", [])
         )
+        self.hbm_csv = _Csv(
+            self.out / "hbm_steps.csv", HBM_STEP_COLUMNS, kept.get("hbm_steps.csv", [])
+        )
         self.device = torch.device(config.device)
         self.by_name = PROGRAMS | {p.name: p for p in config.extra}
         for name in (*config.programs, *(p.name for p in config.extra)):
@@ -710,7 +720,8 @@ class _BenchRun:
             if config.device == "cuda":
                 self.memory.release_dead()  # and what cycles hold, or the next program's
                 torch.cuda.empty_cache()  # tensors share segments with them (fragmentation)
-        for table in (self.rows_csv, self.summary_csv, self.ops_csv, self.op_summary_csv):
+        tables = (self.rows_csv, self.summary_csv, self.ops_csv, self.op_summary_csv, self.hbm_csv)
+        for table in tables:
             table.close()
         if config.plot and any(r.get("measured_median_s") for r in self.all_rows):
             from mallocgame.runtime.bench_plot import plot_real_results
@@ -1171,6 +1182,43 @@ class _BenchRun:
             f"peak HBM "
             f"{m.peak_hbm_bytes / 2**20:.1f} MiB, identical {m.identical}, staged "
             f"{len(m.staged)}" + (f" ({'; '.join(m.staged_why)})" if m.staged_why else "")
+        )
+        self._hbm_over_plan(program, label, plan, row)
+
+    def _hbm_over_plan(
+        self, program: _Program, label: str, plan: PlacementPlan, row: dict[str, Any]
+    ) -> None:
+        """One more run of ``plan``, its HBM held beyond the plan's per instruction to
+        ``hbm_steps.csv``, the most to ``row`` and the log (where the backend counts HBM;
+        a failure is logged and leaves the row as measured)."""
+        from mallocgame.runtime.measure import hbm_over_plan
+
+        try:
+            over = hbm_over_plan(program.graph, plan, self.memory, shared_host=program.shared_host)
+        except Exception:
+            self.log.failure(f"{program.name}: {label}: HBM over the plan")
+            return
+        if not over:
+            return
+        planned = plan.hbm_bytes()
+        names = [i.name for i in program.instance.instructions]
+        for t, extra in enumerate(over):
+            self.hbm_csv.row(
+                {
+                    "program": program.name,
+                    "placement": label,
+                    "index": t,
+                    "name": names[t],
+                    "planned_bytes": planned[t],
+                    "over_plan_bytes": extra,
+                }
+            )
+        worst = max(range(len(over)), key=over.__getitem__)
+        row["hbm_over_plan_bytes"] = over[worst]
+        self.log(
+            f"{program.name}: {label}: HBM beyond the plan's at most "
+            f"{over[worst] / 2**20:.1f} MiB (instruction {worst}, {names[worst]}, where the "
+            f"plan holds {planned[worst] / 2**20:.1f} MiB)"
         )
 
     def _summarize(self, program: _Program, rows: list[dict[str, Any]]) -> None:

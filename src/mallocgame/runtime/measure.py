@@ -7,6 +7,8 @@ results are compared with ``reference``, exactly), then times ``steps`` runs one
 reports the median and the 10th / 90th percentiles in seconds, and the peak fast-memory
 bytes allocated during the timed runs above what was allocated before the runner was
 prepared (the framework default's resident inputs are therefore counted).
+:func:`hbm_over_plan` runs a plan once more and says, step by step, how much fast memory
+the run held beyond what the plan holds there.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from mallocgame.runtime.torch_run import PlacedRunner
 __all__ = [
     "Measurement",
     "measure",
+    "hbm_over_plan",
     "warm_and_time",
     "compare_results",
 ]
@@ -140,6 +143,33 @@ def measure(
         staged=tuple(sorted(runner.staged)),
         staged_why=tuple(f"{op}: {why}" for op, why in sorted(runner.staged_why.items())),
     )
+
+
+def hbm_over_plan(
+    graph: BoundGraph,
+    plan: PlacementPlan,
+    memory: Memory,
+    *,
+    shared_host: dict[int, HostTensor] | None = None,
+) -> list[int]:
+    """Bytes of fast memory the backend held over each step of one run of ``plan`` beyond
+    what the plan holds there (:meth:`PlacementPlan.hbm_bytes`), above what was allocated
+    before the run: its peak from the step's copies in to its frees, minus the plan's
+    bytes at that instruction (``T`` values; negative where the run holds less). Kernel
+    workspaces, staged results and blocks a copy has yet to read count; they are what the
+    game does not see. Empty where the backend cannot count (the CPU stand-in)."""
+    memory.release_dead()
+    base = memory.allocated()
+    runner = PlacedRunner(graph, plan, memory)
+    runner.prepare(shared_host)
+    memory.synchronize()
+    peaks: list[int] = []
+    runner.run(step_peaks=peaks)
+    memory.join()
+    memory.synchronize()
+    if not any(peaks):
+        return []
+    return [peak - base - planned for peak, planned in zip(peaks, plan.hbm_bytes())]
 
 
 def warm_and_time(

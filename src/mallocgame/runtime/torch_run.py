@@ -173,13 +173,16 @@ class PlacedRunner:
                 value = value[index]
         return value
 
-    def run(self, marks: list[Any] | None = None) -> list[Any]:
+    def run(self, marks: list[Any] | None = None, step_peaks: list[int] | None = None) -> list[Any]:
         """One execution of the program; returns its results (the output node's values).
 
         The work is issued, not waited for (CUDA); :meth:`Memory.join` and a timer's stop
         wait for it. ``marks``, where given, receives a :meth:`Memory.mark` before the first
         instruction and one after each (``T + 1`` marks: instruction ``t`` ran between marks
-        ``t`` and ``t + 1``, its waits for copies included)."""
+        ``t`` and ``t + 1``, its waits for copies included). ``step_peaks``, where given,
+        receives the backend's fast-memory peak (:meth:`Memory.peak`, bytes) over each
+        step, from its copies in to its frees (``T`` values; the peak is started anew at
+        each step)."""
         if not self.prepared:
             self.prepare()
         torch = self.memory_torch()
@@ -204,6 +207,8 @@ class PlacedRunner:
                 marks.append(mem.mark())
             for step, op in zip(plan.steps, self.graph.ops):
                 t = step.index
+                if step_peaks is not None:
+                    mem.reset_peak()
                 for sid in step.prefetch:
                     seg = plan.segments[sid]
                     if seg.tensor not in self.host:
@@ -250,6 +255,8 @@ class PlacedRunner:
                 for sid in step.free:
                     hbm.pop(sid, None)
                     self._note("free", t, plan.segments[sid].tensor, "hbm")
+                if step_peaks is not None:
+                    step_peaks.append(mem.peak())
             for ev in host_event.values():
                 mem.wait(ev)
             return [self._result(v, written, latest) for v in self.graph.results]
