@@ -442,8 +442,9 @@ def test_the_hbm_cap_counts_the_segments_a_program_holds():
 
     MiB = 2**20
     fractions: list[float] = []
+    emptied: list[int] = []
     cuda = SimpleNamespace(
-        empty_cache=lambda: None,
+        empty_cache=lambda: emptied.append(1),
         memory_allocated=lambda: 333 * MiB,
         memory_reserved=lambda: 610 * MiB,
         get_device_properties=lambda index: SimpleNamespace(total_memory=1000 * MiB),
@@ -465,6 +466,7 @@ def test_the_hbm_cap_counts_the_segments_a_program_holds():
     )
     assert run._limit_hbm(program) == 710 * MiB
     assert fractions == [pytest.approx(0.71)] and run.held_bytes == 333 * MiB
+    assert emptied  # the cached blocks go before the segments are counted
     assert logged == [
         "p: HBM capped at 710.0 MiB (610.0 MiB held in segments, 333.0 MiB of it by tensors, "
         "+ 2 x the fast memory's 50.0 MiB)"

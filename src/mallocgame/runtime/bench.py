@@ -869,6 +869,7 @@ class _BenchRun:
             return None
         torch = self.torch
         self._settle(program)
+        torch.cuda.empty_cache()  # (the first program's settling has no cap to empty for)
         self.held_bytes = torch.cuda.memory_allocated()
         held = torch.cuda.memory_reserved()  # the cap counts segments, not tensors
         capacity = program.instance.hardware.fast_memory_bytes
