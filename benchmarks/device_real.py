@@ -20,10 +20,12 @@ Also PyTorch's own steps (eager; for the training programs, eager with ``save_on
 and per-op times of the framework default and ``drop`` against the cost model's.
 
 Writes under ``--out``: calibration.csv, results.csv, summary.csv, ops.csv,
-op_summary.csv, programs.json.gz, run.log (each flushed as it grows) and real.png at
-the end (``--no-plot``: not; ``--plot-only``: only it, from an earlier run's
-results.csv, on any machine). ``--resume`` keeps what an earlier run in ``--out``
-finished (whole programs) and runs the rest. Stops measuring
+op_summary.csv, hbm_steps.csv, programs.json.gz, run.log (each flushed as it grows), and
+real.md (the rows as a Markdown table; ``--table-only``: print it from an earlier run's
+results.csv, on any machine) and real.png at the end (``--no-plot``: not;
+``--plot-only``: only it, from an earlier run's results.csv, on any machine).
+``--resume`` keeps what an earlier run in ``--out`` finished (whole programs) and runs
+the rest. Stops measuring
 after ``--seconds`` (330) and always exits 0 after writing what it has, unless the
 arguments are bad (exit 2).
 """
@@ -106,7 +108,23 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="draw OUT/real.png from OUT/results.csv of an earlier run and stop (no GPU)",
     )
+    parser.add_argument(
+        "--table-only",
+        action="store_true",
+        help="print OUT/results.csv of an earlier run as a Markdown table and stop (no GPU)",
+    )
     args = parser.parse_args(argv)
+
+    if args.table_only:
+        from mallocgame.errors import MallocGameError
+        from mallocgame.runtime.bench_table import real_results_table
+
+        try:
+            print(real_results_table(args.out / "results.csv"), end="")
+        except MallocGameError as exc:
+            print(f"device_real: {exc}", file=sys.stderr)
+            return 2
+        return 0
 
     if args.plot_only:
         from mallocgame.errors import MallocGameError

@@ -228,6 +228,8 @@ def test_the_device_script_dry_run(tmp_path):
         "program,placement,index,name,planned_bytes,over_plan_bytes"
     )
     assert all(r["hbm_over_plan_bytes"] == "" for r in rows)
+    table = (tmp_path / "real.md").read_text().splitlines()
+    assert len(table) == 2 + len(rows) and table[2].startswith("| mlp | `eager` |")
     assert "done in" in (tmp_path / "run.log").read_text()
     assert (tmp_path / "real.png").stat().st_size > 0
 

@@ -19,6 +19,7 @@ baseline), ``summary.csv`` (per program and model: Spearman, mean relative error
 seconds, and a matmul's operand layout,
 :func:`~mallocgame.runtime.torch_graph.matmul_layout`), ``op_summary.csv`` (per program,
 profiled placement and model), ``real.png`` (the figure, unless ``plot`` is off),
+``real.md`` (the rows as a Markdown table: :mod:`mallocgame.runtime.bench_table`),
 ``programs.json.gz`` (each program's instance and answers, to re-check or re-simulate),
 ``hbm_steps.csv`` (per program, measured placement and instruction: the HBM the plan holds
 and what a run held beyond it, where the backend counts HBM), ``run.log`` (progress and
@@ -723,6 +724,12 @@ class _BenchRun:
         tables = (self.rows_csv, self.summary_csv, self.ops_csv, self.op_summary_csv, self.hbm_csv)
         for table in tables:
             table.close()
+        if self.all_rows:
+            from mallocgame.fileio import write_bytes_atomic
+            from mallocgame.runtime.bench_table import real_results_table
+
+            table_md = real_results_table(self.out / "results.csv")
+            write_bytes_atomic(self.out / "real.md", table_md.encode())
         if config.plot and any(r.get("measured_median_s") for r in self.all_rows):
             from mallocgame.runtime.bench_plot import plot_real_results
 

@@ -1,0 +1,97 @@
+"""The GPU study's table from a results.csv: every row, failures said, or one typed error."""
+
+from __future__ import annotations
+
+import csv
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from mallocgame.errors import MallocGameError
+from mallocgame.runtime.bench import RESULT_COLUMNS
+from mallocgame.runtime.bench_table import real_results_table
+
+ROOT = Path(__file__).resolve().parents[2]
+MiB = 2**20
+
+
+def _write(path, rows):
+    with path.open("w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=list(RESULT_COLUMNS))
+        w.writeheader()
+        for r in rows:
+            w.writerow(r)
+
+
+ROWS = [
+    {
+        "program": "p",
+        "placement": "eager",
+        "solver": "framework",
+        "hbm_limit_bytes": 1553 * MiB,
+        "error": "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 32.00 MiB.",
+    },
+    {
+        "program": "p",
+        "placement": "heuristic",
+        "normalized_reward": "0.80104",
+        "sim_latency_s": 0.2278,
+        "measured_median_s": 0.2106,
+        "measured_p10_s": 0.2079,
+        "measured_p90_s": 0.2173,
+        "peak_hbm_bytes": 368 * MiB,
+        "planned_hbm_peak_bytes": 192 * MiB,
+        "hbm_over_plan_bytes": 176 * MiB,
+        "hbm_limit_bytes": 1553 * MiB,
+    },
+    {
+        "program": "p",
+        "placement": "es:0",
+        "normalized_reward": "0.65",
+        "sim_latency_s": 0.00378,
+        "planned_hbm_peak_bytes": 192 * MiB,
+        "error": "RuntimeError: something else went wrong",
+    },
+]
+
+
+def test_every_row_is_in_the_table_failures_said(tmp_path):
+    _write(tmp_path / "results.csv", ROWS)
+    lines = real_results_table(tmp_path / "results.csv").splitlines()
+    assert len(lines) == 2 + len(ROWS)
+    assert lines[2] == "| p | `eager` | — | — | out of memory | — | — | 1,553 MiB |"
+    assert lines[3] == (
+        "| p | `heuristic` | 0.8010 | 227.8 ms | 210.6 ms (207.9–217.3) | 368 MiB (192 MiB) "
+        "| 176 MiB | 1,553 MiB |"
+    )
+    assert lines[4] == (
+        "| p | `es:0` | 0.6500 | 3.78 ms | failed: RuntimeError: something else went wrong "
+        "| — (192 MiB) | — | — |"
+    )
+
+
+def test_a_file_that_is_not_a_results_csv_is_a_typed_error(tmp_path):
+    with pytest.raises(MallocGameError, match="cannot read"):
+        real_results_table(tmp_path / "missing.csv")
+    (tmp_path / "other.csv").write_text("a,b\n1,2\n")
+    with pytest.raises(MallocGameError, match="not a bench real results.csv"):
+        real_results_table(tmp_path / "other.csv")
+
+
+def test_the_device_script_prints_an_earlier_runs_table_or_says_why_not(tmp_path):
+    env = dict(os.environ, PYTHONPATH=str(ROOT / "src"), JAX_PLATFORMS="cpu")
+    script = [sys.executable, str(ROOT / "benchmarks" / "device_real.py"), "--table-only"]
+    missing = subprocess.run(
+        [*script, "--out", str(tmp_path)], capture_output=True, text=True, env=env, timeout=120
+    )
+    assert missing.returncode == 2 and missing.stdout == ""
+    assert missing.stderr.count("\n") == 1 and "cannot read" in missing.stderr
+    _write(tmp_path / "results.csv", ROWS)
+    done = subprocess.run(
+        [*script, "--out", str(tmp_path)], capture_output=True, text=True, env=env, timeout=120
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == real_results_table(tmp_path / "results.csv")
