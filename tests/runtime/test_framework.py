@@ -214,8 +214,32 @@ def test_a_placed_optimizer_step_gives_the_same_results(updating):
             first = next(op.index for op in graph.ops if op.update is not None)
             reads = [where for kind, t, _, where in runner.trace if kind == "read" and t >= first]
             assert reads and set(reads) == {"host"}
-            # and write host memory through HBM, which the runner counts as staged
-            assert {n for n in runner.staged if n.startswith(f"{optimizer}.")}
+            # and their kernels write host memory themselves: nothing staged through HBM
+            writes = [w for kind, t, _, w in runner.trace if kind == "write" and t >= first]
+            assert writes and set(writes) == {"host"}
+            assert not {n for n in runner.staged if n.startswith(f"{optimizer}.")}
+
+
+def test_an_update_whose_kernels_refuse_host_memory_is_staged(updating, monkeypatch):
+    """Where writing an update's result into host memory fails (as an ``out=`` overload
+    may on a GPU), the update is computed in HBM and copied, and the runner says why."""
+    import mallocgame.runtime.torch_run as run
+
+    optimizer, _, _, instance, graph, reference = updating
+    real = run.optimizer_update
+
+    def refusing(update, operands, outs=None):
+        if outs is not None and any(o is not None for o in outs):
+            raise RuntimeError("out= into host-mapped memory is not supported")
+        return real(update, operands, outs)
+
+    monkeypatch.setattr(run, "optimizer_update", refusing)
+    answer = load_solver("drop").solve(instance, SolveRequest())
+    runner = PlacedRunner(graph, placement_plan(instance, answer), CpuMemory())
+    got = runner.run()
+    assert all(torch.equal(g, r) for g, r in zip(got, reference))
+    assert {n for n in runner.staged if n.startswith(f"{optimizer}.")}
+    assert runner.staged_why[f"{optimizer}_update"].startswith("RuntimeError: out=")
 
 
 def test_measuring_an_optimizer_step_puts_the_parameters_back(updating):

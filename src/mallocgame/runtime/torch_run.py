@@ -16,7 +16,8 @@ execution of the program, instruction by instruction (:class:`~mallocgame.runtim
    is copied into host memory on the compute stream and the HBM result dropped
    ("staged", a mismatch with the game, counted in :attr:`PlacedRunner.staged`);
    An optimizer's update (:class:`~mallocgame.runtime.torch_graph.OptimizerUpdate`, no
-   graph node) runs as :func:`optimizer_update`; its host results are staged.
+   graph node) runs as :func:`optimizer_update`, its kernels writing its host results
+   there themselves (staged only where one refuses host memory).
 4. issue the step's copies out (HBM -> host, on the copy stream);
 5. drop the HBM segments the plan frees (PyTorch's caching allocator reuses them).
 
@@ -71,21 +72,34 @@ def out_overload(target: Any) -> tuple[Any, tuple[str, ...]] | None:
     return None
 
 
-def optimizer_update(update: OptimizerUpdate, operands: list[Any]) -> list[Any]:
+def optimizer_update(
+    update: OptimizerUpdate, operands: list[Any], outs: list[Any] | None = None
+) -> list[Any]:
     """The first step of ``update``'s optimizer on ``operands`` (the parameter, its gradient,
     and AdamW's two moments), out of place: the new parameter (and moments), computed with
     the operations, in the order, of ``torch.optim``'s single-tensor path with
-    :data:`~mallocgame.runtime.torch_graph.OPTIMIZER_SETTINGS`."""
+    :data:`~mallocgame.runtime.torch_graph.OPTIMIZER_SETTINGS`. ``outs``: where to write
+    each result (a tensor of its shape, e.g. its host copy, or None: a new tensor); the
+    values are the same either way."""
+    from mallocgame.frontends.torch import _torch
+
+    torch = _torch()
     settings = OPTIMIZER_SETTINGS[update.optimizer]
     lr = settings["lr"]
+    count = 1 if update.optimizer == "sgd" else 3
+    dst = list(outs) if outs is not None else [None] * count
+
+    def into(i: int) -> dict[str, Any]:
+        return {} if dst[i] is None else {"out": dst[i]}
+
     if update.optimizer == "sgd":
         param, grad = operands
-        return [param.add(grad, alpha=-lr)]
+        return [torch.add(param, grad, alpha=-lr, **into(0))]
     param, grad, exp_avg, exp_avg_sq = operands
     beta1, beta2 = settings["betas"]
-    param = param.mul(1 - lr * settings["weight_decay"])
-    exp_avg = exp_avg.lerp(grad, 1 - beta1)
-    exp_avg_sq = exp_avg_sq.mul(beta2).addcmul_(grad, grad, value=1 - beta2)
+    param = torch.mul(param, 1 - lr * settings["weight_decay"], **into(0))
+    exp_avg = torch.lerp(exp_avg, grad, 1 - beta1, **into(1))
+    exp_avg_sq = torch.mul(exp_avg_sq, beta2, **into(2)).addcmul_(grad, grad, value=1 - beta2)
     step = 1  # every run is the first step from the same state
     bias_correction1 = 1 - beta1**step
     bias_correction2 = 1 - beta2**step
@@ -295,15 +309,7 @@ class PlacedRunner:
         """Run instruction ``t``; returns its non-empty results in the order of ``step.writes``."""
         torch = self.memory_torch()
         if op.update is not None:
-            u = op.update
-            operands = [fetch(x, t) for x in u.operands]
-            operands[1] = self._apply_chain(operands[1], u.gradient, self._const)
-            host_writes = {w.tensor for w in step.writes if w.segment is None}
-            if host_writes:
-                name = self.graph.captured.program.instructions[t].name
-                self.staged.add(name)
-                self.staged_why.setdefault(f"{u.optimizer}_update", "computed in HBM, then copied")
-            return self._keep(optimizer_update(u, operands), op.results, host_writes, written)
+            return self._update(op, step, t, fetch, written)
         node = op.node
 
         def resolve(a: Any) -> Any:
@@ -341,6 +347,34 @@ class PlacedRunner:
                 self.staged_why.setdefault(str(node.target), "no out= overload")
         result = node.target(*args, **kwargs)
         return self._keep(list(result) if op.multi else [result], op.results, host_writes, written)
+
+    def _update(self, op: BoundOp, step: Any, t: int, fetch: Any, written: set[int]) -> list[Any]:
+        """Instruction ``t``, an optimizer's update: the results the plan writes to host
+        memory written there by the update's kernels themselves; where a kernel refuses
+        host memory, computed in HBM and copied (staged), as for an op without ``out=``."""
+        u = op.update
+        assert u is not None
+        operands = [fetch(x, t) for x in u.operands]
+        operands[1] = self._apply_chain(operands[1], u.gradient, self._const)
+        host_writes = {w.tensor for w in step.writes if w.segment is None}
+        name = self.graph.captured.program.instructions[t].name
+        if host_writes and name not in self.staged:
+            outs = [
+                self.host_copy(x).kernel if x is not None and x in host_writes else None
+                for x in op.results
+            ]
+            try:
+                values = optimizer_update(u, operands, outs)
+            except Exception as exc:  # a kernel refuses host memory: staged from now on
+                self.staged.add(name)
+                self.staged_why.setdefault(
+                    f"{u.optimizer}_update",
+                    f"{type(exc).__name__}: {str(exc).splitlines()[0][:160]}",
+                )
+            else:
+                written.update(host_writes)
+                return [v for v, x in zip(values, op.results) if x is not None]
+        return self._keep(optimizer_update(u, operands), op.results, host_writes, written)
 
     def _keep(
         self,
