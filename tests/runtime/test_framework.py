@@ -43,6 +43,42 @@ def test_eager_inference_is_the_modules_output(case):
     assert len(got) == 2 and all(torch.equal(g, e) for g, e in zip(got, expected))
 
 
+def test_a_constant_fill_in_host_memory_is_written_there_not_staged(training):
+    """The loss's gradient seed (``full_like``, no ``out=`` overload) that an answer puts in
+    host memory is that memory filled in place: the same values, nothing through HBM."""
+    from mallocgame.runtime.torch_run import fill_value
+
+    _, _, instance, graph, reference = training
+    fills = [
+        op
+        for op in graph.ops
+        if op.node is not None and fill_value(op.node.target, op.node.args) is not None
+    ]
+    assert fills  # the step has one
+    runner = PlacedRunner(
+        graph,
+        placement_plan(instance, load_solver("drop").solve(instance, SolveRequest())),
+        CpuMemory(),
+        trace=True,
+    )
+    got = runner.run()
+    assert all(torch.equal(g, r) for g, r in zip(got, reference))
+    assert not {op.node.name for op in fills} & runner.staged
+    writes = {(t, where) for kind, t, _, where in runner.trace if kind == "write"}
+    assert all((op.index, "host") in writes for op in fills)
+
+
+def test_fill_values_are_read_only_from_fills():
+    from mallocgame.runtime.torch_run import fill_value
+
+    aten = torch.ops.aten
+    assert fill_value(aten.full_like.default, (torch.ones(2), 0.5)) == 0.5
+    assert fill_value(aten.full.default, ([2, 3], 7)) == 7
+    assert fill_value(aten.scalar_tensor.default, (1.25,)) == 1.25
+    assert fill_value(aten.add.Tensor, (torch.ones(2), 1.0)) is None
+    assert fill_value(aten.full_like.default, (torch.ones(2), torch.ones(()))) is None
+
+
 def test_the_training_step_graph_computes_the_eager_loss_and_gradients(training):
     module, inputs, instance, _, reference = training
     got = framework_step(module, inputs, loss="mean")()

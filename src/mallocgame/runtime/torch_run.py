@@ -14,7 +14,8 @@ execution of the program, instruction by instruction (:class:`~mallocgame.runtim
    kernel itself through the op's ``out=`` overload (``aten.addmm.out`` ...) where one
    exists and accepts host memory ("direct"); otherwise the op writes HBM and the result
    is copied into host memory on the compute stream and the HBM result dropped
-   ("staged", a mismatch with the game, counted in :attr:`PlacedRunner.staged`);
+   ("staged", a mismatch with the game, counted in :attr:`PlacedRunner.staged`); a
+   constant fill without one (``full_like`` ...) fills the host copy (:func:`fill_value`).
    An optimizer's update (:class:`~mallocgame.runtime.torch_graph.OptimizerUpdate`, no
    graph node) runs as :func:`optimizer_update`, its kernels writing its host results
    there themselves (staged only where one refuses host memory).
@@ -43,7 +44,7 @@ from mallocgame.runtime.torch_graph import (
     _flat,
 )
 
-__all__ = ["PlacedRunner", "optimizer_update", "out_overload"]
+__all__ = ["PlacedRunner", "fill_value", "optimizer_update", "out_overload"]
 
 
 def out_overload(target: Any) -> tuple[Any, tuple[str, ...]] | None:
@@ -70,6 +71,25 @@ def out_overload(target: Any) -> tuple[Any, tuple[str, ...]] | None:
         if outs and rest == names and len(outs) == len(schema.returns):
             return op, tuple(outs)
     return None
+
+
+_FILLS = {
+    "aten.full_like.default": 1,  # (self, fill_value, ...)
+    "aten.full.default": 1,  # (size, fill_value, ...)
+    "aten.scalar_tensor.default": 0,  # (s, ...)
+}
+"""Ops without an ``out=`` overload whose result is one value everywhere: the position of
+that value among their arguments."""
+
+
+def fill_value(target: Any, args: tuple[Any, ...]) -> Any:
+    """The value ATen op ``target`` fills its result with (a number), or None where it is
+    not such an op (:data:`_FILLS`): its result written into a host copy is that copy's
+    ``fill_`` of the value, as the op itself would have made it in the result's dtype."""
+    index = _FILLS.get(str(target))
+    if index is None or len(args) <= index or not isinstance(args[index], (int, float, bool)):
+        return None
+    return args[index]
 
 
 def optimizer_update(
@@ -342,6 +362,11 @@ class PlacedRunner:
                     for x in host_writes:
                         written.add(x)
                     return [o for o, x in zip(outs, op.results) if x is not None]
+            elif (value := fill_value(node.target, args)) is not None and not op.multi:
+                (x,) = host_writes  # a fill has one result
+                filled = self.host_copy(x).kernel.fill_(value)
+                written.add(x)
+                return [filled]
             else:
                 self.staged.add(node.name)
                 self.staged_why.setdefault(str(node.target), "no out= overload")
