@@ -21,6 +21,19 @@ from mallocgame.runtime.torch_graph import (
 )
 
 
+def write_results_csv(path: Any, rows: list[dict[str, Any]]) -> None:
+    """``rows`` as a ``bench real`` results.csv at ``path`` (missing columns empty)."""
+    import csv
+
+    from mallocgame.runtime.bench import RESULT_COLUMNS
+
+    with path.open("w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=list(RESULT_COLUMNS))
+        w.writeheader()
+        for r in rows:
+            w.writerow(r)
+
+
 class ReleaseCounting(CpuMemory):
     """The CPU stand-in, counting the calls of :meth:`~CpuMemory.release_dead`."""
 

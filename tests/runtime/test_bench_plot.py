@@ -2,21 +2,11 @@
 
 from __future__ import annotations
 
-import csv
-
 import pytest
 
 from mallocgame.errors import MallocGameError
-from mallocgame.runtime.bench import RESULT_COLUMNS
 from mallocgame.runtime.bench_plot import plot_real_results
-
-
-def _write(path, rows):
-    with path.open("w", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=list(RESULT_COLUMNS))
-        w.writeheader()
-        for r in rows:
-            w.writerow(r)
+from tests.runtime.conftest import write_results_csv
 
 
 def test_a_figure_from_measured_rows(tmp_path):
@@ -51,7 +41,7 @@ def test_a_figure_from_measured_rows(tmp_path):
         },
         {"program": "p", "placement": "drop", "error": "RuntimeError: out of memory"},
     ]
-    _write(tmp_path / "results.csv", rows)
+    write_results_csv(tmp_path / "results.csv", rows)
     plot_real_results(tmp_path / "results.csv", tmp_path / "real.png")
     assert (tmp_path / "real.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
@@ -62,7 +52,9 @@ def test_bad_inputs_are_typed_errors(tmp_path):
     (tmp_path / "other.csv").write_text("a,b\n1,2\n")
     with pytest.raises(MallocGameError, match="not a bench real results.csv"):
         plot_real_results(tmp_path / "other.csv", tmp_path / "real.png")
-    _write(tmp_path / "failed.csv", [{"program": "p", "placement": "drop", "error": "x"}])
+    write_results_csv(
+        tmp_path / "failed.csv", [{"program": "p", "placement": "drop", "error": "x"}]
+    )
     with pytest.raises(MallocGameError, match="no measured row"):
         plot_real_results(tmp_path / "failed.csv", tmp_path / "real.png")
     assert not (tmp_path / "real.png").exists()

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import csv
 import os
 import subprocess
 import sys
@@ -11,19 +10,11 @@ from pathlib import Path
 import pytest
 
 from mallocgame.errors import MallocGameError
-from mallocgame.runtime.bench import RESULT_COLUMNS
 from mallocgame.runtime.bench_table import real_results_table
+from tests.runtime.conftest import write_results_csv
 
 ROOT = Path(__file__).resolve().parents[2]
 MiB = 2**20
-
-
-def _write(path, rows):
-    with path.open("w", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=list(RESULT_COLUMNS))
-        w.writeheader()
-        for r in rows:
-            w.writerow(r)
 
 
 ROWS = [
@@ -59,7 +50,7 @@ ROWS = [
 
 
 def test_every_row_is_in_the_table_failures_said(tmp_path):
-    _write(tmp_path / "results.csv", ROWS)
+    write_results_csv(tmp_path / "results.csv", ROWS)
     lines = real_results_table(tmp_path / "results.csv").splitlines()
     assert len(lines) == 2 + len(ROWS)
     assert lines[2] == "| p | `eager` | — | — | out of memory | — | — | 1,553 MiB |"
@@ -89,7 +80,7 @@ def test_the_device_script_prints_an_earlier_runs_table_or_says_why_not(tmp_path
     )
     assert missing.returncode == 2 and missing.stdout == ""
     assert missing.stderr.count("\n") == 1 and "cannot read" in missing.stderr
-    _write(tmp_path / "results.csv", ROWS)
+    write_results_csv(tmp_path / "results.csv", ROWS)
     done = subprocess.run(
         [*script, "--out", str(tmp_path)], capture_output=True, text=True, env=env, timeout=120
     )
