@@ -34,6 +34,59 @@ def write_results_csv(path: Any, rows: list[dict[str, Any]]) -> None:
             w.writerow(r)
 
 
+class LiveBytes(CpuMemory):
+    """The CPU stand-in that counts, at each :meth:`mark`, the bytes of the storages made
+    by ATen ops since :meth:`track` began that are still referenced, host copies left out:
+    the HBM a run holds (``samples``, one a mark). Ops are seen through a
+    ``TorchDispatchMode``, storages followed by weak references to the tensors that use
+    them."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.samples: list[int] = []
+        self._uses: dict[int, list[int]] = {}  # storage address -> [bytes, tensors alive]
+
+    def _forget(self, ptr: int) -> None:
+        entry = self._uses.get(ptr)
+        if entry is not None:
+            entry[1] -= 1
+            if entry[1] == 0:
+                del self._uses[ptr]
+
+    def _seen(self, value: Any) -> None:
+        import weakref
+
+        from torch.utils._pytree import tree_flatten
+
+        for t in tree_flatten(value)[0]:
+            if isinstance(t, torch.Tensor) and t.untyped_storage().data_ptr():
+                storage = t.untyped_storage()
+                entry = self._uses.setdefault(storage.data_ptr(), [storage.nbytes(), 0])
+                entry[1] += 1
+                weakref.finalize(t, self._forget, storage.data_ptr())
+
+    def track(self) -> Any:
+        """A context in which every ATen op's results are followed."""
+        from torch.utils._python_dispatch import TorchDispatchMode
+
+        memory = self
+
+        class Follow(TorchDispatchMode):
+            def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+                out = func(*args, **(kwargs or {}))
+                memory._seen(out)
+                return out
+
+        return Follow()
+
+    def held(self) -> int:
+        return sum(n for ptr, (n, _) in self._uses.items() if ptr not in self._host_ptrs)
+
+    def mark(self) -> Any:
+        self.samples.append(self.held())
+        return super().mark()
+
+
 class ReleaseCounting(CpuMemory):
     """The CPU stand-in, counting the calls of :meth:`~CpuMemory.release_dead`."""
 

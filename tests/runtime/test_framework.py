@@ -256,6 +256,24 @@ def test_a_placed_optimizer_step_gives_the_same_results(updating):
             assert not {n for n in runner.staged if n.startswith(f"{optimizer}.")}
 
 
+def test_a_training_step_holds_no_more_hbm_than_its_plan(updating):
+    """The backward pass and the optimizer's updates too reference exactly the HBM the plan
+    holds after each instruction (the CPU stand-in counting live storages)."""
+    from tests.runtime.conftest import LiveBytes
+
+    _, _, _, instance, graph, _ = updating
+    for name in ("heuristic", "drop"):
+        plan = placement_plan(instance, load_solver(name).solve(instance, SolveRequest()))
+        memory = LiveBytes()
+        runner = PlacedRunner(graph, plan, memory)
+        runner.prepare()
+        with torch.no_grad(), memory.track():
+            runner.run()
+            memory.samples.clear()
+            runner.run(marks=[])
+        assert memory.samples[1:] == plan.hbm_bytes()
+
+
 def test_an_update_whose_kernels_refuse_host_memory_is_staged(updating, monkeypatch):
     """Where writing an update's result into host memory fails (as an ``out=`` overload
     may on a GPU), the update is computed in HBM and copied, and the runner says why."""

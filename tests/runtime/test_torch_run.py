@@ -214,6 +214,24 @@ def test_host_memory_is_told_apart_from_hbm():
     assert host.nbytes % 512 == 0 and host.nbytes >= 128
 
 
+@pytest.mark.parametrize("solver", ["heuristic", "drop", "es"])
+def test_a_run_holds_no_more_hbm_than_its_plan_at_any_instruction(case, solver):
+    """After each instruction the run references exactly the HBM the plan holds there:
+    nothing a step freed stays alive into the next (the allocator could not reuse it)."""
+    from tests.runtime.conftest import LiveBytes
+
+    plan = placement_plan(case.instance, answer(case.instance, solver, 8))
+    memory = LiveBytes()
+    runner = PlacedRunner(case.graph, plan, memory)
+    runner.prepare()
+    with torch.no_grad(), memory.track():
+        runner.run()  # the first run allocates the host copies of the outputs
+        memory.samples.clear()
+        runner.run(marks=[])
+    held = memory.samples[1:]  # after each instruction
+    assert len(held) == len(plan.steps) and held == plan.hbm_bytes()
+
+
 def test_only_results_without_a_host_copy_stay_in_hbm(case):
     # an answer ends every result in host memory: its HBM copies are freed as planned,
     # not held to the end of the step beside the host copy

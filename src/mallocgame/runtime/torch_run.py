@@ -289,6 +289,10 @@ class PlacedRunner:
                 for sid in step.free:
                     hbm.pop(sid, None)
                     self._note("free", t, plan.segments[sid].tensor, "hbm")
+                # nothing of this step stays referenced here, or the segments it frees stay
+                # allocated into the next step's copies in and outputs (beyond the plan)
+                current = {}
+                outs = value = dst = None
                 if step_peaks is not None:
                     step_peaks.append(mem.peak())
             for ev in host_event.values():
