@@ -70,6 +70,12 @@ def test_a_file_that_is_not_a_results_csv_is_a_typed_error(tmp_path):
     (tmp_path / "other.csv").write_text("a,b\n1,2\n")
     with pytest.raises(MallocGameError, match="not a bench real results.csv"):
         real_results_table(tmp_path / "other.csv")
+    (tmp_path / "binary.csv").write_bytes(b"\xff\xfe\x00program")
+    with pytest.raises(MallocGameError, match="cannot read"):
+        real_results_table(tmp_path / "binary.csv")
+    write_results_csv(tmp_path / "empty.csv", [])
+    with pytest.raises(MallocGameError, match="no row to tabulate"):
+        real_results_table(tmp_path / "empty.csv")
 
 
 def test_the_device_script_prints_an_earlier_runs_table_or_says_why_not(tmp_path):

@@ -61,6 +61,7 @@ __all__ = [
     "BenchConfig",
     "factory_program",
     "hbm_limit_fraction",
+    "read_results_csv",
     "run_real_bench",
 ]
 
@@ -545,6 +546,22 @@ class _Earlier:
     rows: dict[str, list[dict[str, str]]]
     documents: dict[str, Any]
     figures: list[Any]
+
+
+def read_results_csv(path: Path) -> list[dict[str, str]]:
+    """The rows of a ``results.csv`` this job wrote (its figure and its table read it); a
+    file that cannot be read, or whose header is not this job's, is a
+    :class:`MallocGameError`."""
+    try:
+        with Path(path).open(newline="") as f:
+            reader = csv.DictReader(f)
+            rows = list(reader)
+    except (OSError, UnicodeDecodeError, csv.Error) as exc:
+        why = exc.strerror if isinstance(exc, OSError) else exc
+        raise MallocGameError(f"{path}: cannot read ({why})") from None
+    if "measured_median_s" not in (reader.fieldnames or ()):
+        raise MallocGameError(f"{path}: not a bench real results.csv")
+    return rows
 
 
 def _read_csv(path: Path) -> list[dict[str, str]]:

@@ -11,7 +11,6 @@ are left out. Reads no GPU and runs no model.
 
 from __future__ import annotations
 
-import csv
 import io
 from pathlib import Path
 
@@ -24,13 +23,9 @@ _FRAMEWORK_MARKERS = {"eager": "s", "eager-save-on-cpu": "D", "hbm-resident": "*
 
 
 def _rows(results_csv: Path) -> list[dict[str, str]]:
-    try:
-        with results_csv.open(newline="") as f:
-            rows = list(csv.DictReader(f))
-    except OSError as exc:
-        raise MallocGameError(f"{results_csv}: cannot read ({exc.strerror})") from None
-    if rows and "measured_median_s" not in rows[0]:
-        raise MallocGameError(f"{results_csv}: not a bench real results.csv")
+    from mallocgame.runtime.bench import read_results_csv
+
+    rows = read_results_csv(results_csv)
     return [r for r in rows if not r.get("error") and r.get("measured_median_s")]
 
 

@@ -12,7 +12,6 @@ model.
 
 from __future__ import annotations
 
-import csv
 from pathlib import Path
 
 from mallocgame.errors import MallocGameError
@@ -70,11 +69,9 @@ def _row(row: dict[str, str]) -> str:
 def real_results_table(results_csv: Path) -> str:
     """The Markdown table of the module docstring for ``results_csv``; a file that cannot
     be read or is not a ``bench real`` results.csv is a :class:`MallocGameError`."""
-    try:
-        with Path(results_csv).open(newline="") as f:
-            rows = list(csv.DictReader(f))
-    except OSError as exc:
-        raise MallocGameError(f"{results_csv}: cannot read ({exc.strerror})") from None
-    if not rows or "measured_median_s" not in rows[0]:
-        raise MallocGameError(f"{results_csv}: not a bench real results.csv with rows")
+    from mallocgame.runtime.bench import read_results_csv
+
+    rows = read_results_csv(results_csv)
+    if not rows:
+        raise MallocGameError(f"{results_csv}: no row to tabulate")
     return "\n".join([_HEADER, *(_row(r) for r in rows)]) + "\n"
