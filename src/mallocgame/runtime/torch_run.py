@@ -82,6 +82,12 @@ _FILLS = {
 that value among their arguments."""
 
 
+def _refusal(exc: Exception) -> str:
+    """Why a kernel refused to write host memory, in one line."""
+    lines = str(exc).splitlines()
+    return f"{type(exc).__name__}: {lines[0][:160] if lines else ''}"
+
+
 def fill_value(target: Any, args: tuple[Any, ...]) -> Any:
     """The value ATen op ``target`` fills its result with (a number), or None where it is
     not such an op (:data:`_FILLS`): its result written into a host copy is that copy's
@@ -358,10 +364,7 @@ class PlacedRunner:
                 try:
                     direct[0](*args, **kwargs, **dict(zip(direct[1], outs)))
                 except Exception as exc:  # the kernel refuses host memory: staged
-                    self.staged.add(node.name)
-                    self.staged_why.setdefault(
-                        str(node.target), f"{type(exc).__name__}: {str(exc).splitlines()[0][:160]}"
-                    )
+                    self._stage(node.name, str(node.target), _refusal(exc))
                 else:
                     for x in host_writes:
                         written.add(x)
@@ -372,8 +375,7 @@ class PlacedRunner:
                 written.add(x)
                 return [filled]
             else:
-                self.staged.add(node.name)
-                self.staged_why.setdefault(str(node.target), "no out= overload")
+                self._stage(node.name, str(node.target), "no out= overload")
         result = node.target(*args, **kwargs)
         return self._keep(list(result) if op.multi else [result], op.results, host_writes, written)
 
@@ -395,15 +397,17 @@ class PlacedRunner:
             try:
                 values = optimizer_update(u, operands, outs)
             except Exception as exc:  # a kernel refuses host memory: staged from now on
-                self.staged.add(name)
-                self.staged_why.setdefault(
-                    f"{u.optimizer}_update",
-                    f"{type(exc).__name__}: {str(exc).splitlines()[0][:160]}",
-                )
+                self._stage(name, f"{u.optimizer}_update", _refusal(exc))
             else:
                 written.update(host_writes)
                 return [v for v, x in zip(values, op.results) if x is not None]
         return self._keep(optimizer_update(u, operands), op.results, host_writes, written)
+
+    def _stage(self, name: str, op: str, why: str) -> None:
+        """Instruction ``name``'s host results go through HBM from now on; ``why``, the
+        first reason given for op ``op``, is kept in :attr:`staged_why`."""
+        self.staged.add(name)
+        self.staged_why.setdefault(op, why)
 
     def _keep(
         self,
