@@ -9,7 +9,9 @@
 #      update, and muzero-prod's answers (600 s, seed 0, solved on this machine on the
 #      instances the device derived: docs/results/gpu-real-h200-capped/answers; they run
 #      where the instance hash matches, i.e. on the same torch version); A_PROGRAMS picks
-#      the programs;
+#      the programs, A_PLACEMENTS the solvers run there, A_FRACTION the fast memory (a
+#      fraction of each program's peak live bytes, 0.25 by default) and A_ANSWERS the
+#      given answers;
 #   B  #40: self-play throughput with 1 and 2 Ray actors on the 16 cores (measured on
 #      2026-11-28; run it again only to repeat that point).
 # Each part has its own timeout; A_SECONDS and B_TIMEOUT change them; PARTS ("A") picks.
@@ -25,9 +27,10 @@ if [[ " ${PARTS:-A} " == *" A "* ]]; then
   echo "== A bench real under an HBM limit $(date +%T)"
   timeout $((A_SECONDS + 50)) python3 benchmarks/device_real.py --out "$OUT/real" \
     --seconds "$A_SECONDS" --preset gpu_h100_host --hbm-limit "${A_LIMIT:-2.5}" \
-    --answers docs/results/gpu-real-h200-capped/answers \
+    --capacity-fraction "${A_FRACTION:-0.25}" \
+    --answers "${A_ANSWERS:-docs/results/gpu-real-h200-capped/answers}" \
     --programs ${A_PROGRAMS:-mlp-train bert-small mlp-train-adamw bert-small-train} \
-    --placements drop heuristic first-touch es:0 --no-plot 2>&1 \
+    --placements ${A_PLACEMENTS:-drop heuristic first-touch es:0} --no-plot 2>&1 \
     | grep "^\[" | grep -v "Traceback" | cut -c1-400 | tail -"${A_TAIL:-40}"
 fi
 if [[ " ${PARTS:-A} " == *" B "* ]]; then
