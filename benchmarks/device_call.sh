@@ -11,7 +11,8 @@
 #      where the instance hash matches, i.e. on the same torch version); A_PROGRAMS picks
 #      the programs, A_PLACEMENTS the solvers run there, A_FRACTION the fast memory (a
 #      fraction of each program's peak live bytes, 0.25 by default) and A_ANSWERS the
-#      given answers;
+#      given answers; A_STAGE_DOTS=1 measures each answer again with its matmuls reading
+#      their host operands through an HBM scratch copy (rows LABEL+staged-dots);
 #   B  #40: self-play throughput with 1 and 2 Ray actors on the 16 cores (measured on
 #      2026-11-28; run it again only to repeat that point).
 # Each part has its own timeout; A_SECONDS and B_TIMEOUT change them; PARTS ("A") picks.
@@ -30,7 +31,8 @@ if [[ " ${PARTS:-A} " == *" A "* ]]; then
     --capacity-fraction "${A_FRACTION:-0.25}" \
     --answers "${A_ANSWERS:-docs/results/gpu-real-h200-capped/answers}" \
     --programs ${A_PROGRAMS:-mlp-train bert-small mlp-train-adamw bert-small-train} \
-    --placements ${A_PLACEMENTS:-drop heuristic first-touch es:0} --no-plot 2>&1 \
+    --placements ${A_PLACEMENTS:-drop heuristic first-touch es:0} --no-plot \
+    ${A_STAGE_DOTS:+--stage-dot-reads} 2>&1 \
     | grep "^\[" | grep -v "Traceback" | cut -c1-400 | tail -"${A_TAIL:-40}"
 fi
 if [[ " ${PARTS:-A} " == *" B "* ]]; then

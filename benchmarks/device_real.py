@@ -104,6 +104,12 @@ def main(argv: list[str] | None = None) -> int:
         help="keep the programs an earlier run in --out finished (and its machine figures)",
     )
     parser.add_argument(
+        "--stage-dot-reads",
+        action="store_true",
+        help="measure each answer again with its matmuls reading their host operands through "
+        "an HBM scratch copy (rows LABEL+staged-dots)",
+    )
+    parser.add_argument(
         "--plot-only",
         action="store_true",
         help="draw OUT/real.png from OUT/results.csv of an earlier run and stop (no GPU)",
@@ -164,6 +170,7 @@ def main(argv: list[str] | None = None) -> int:
         plot=not args.no_plot,
         resume=args.resume,
         hbm_limit=args.hbm_limit,
+        stage_dot_reads=args.stage_dot_reads,
         profile_repeats=args.profile_repeats,
         **({"profile": tuple(args.profile)} if args.profile is not None else {}),
         answers=args.answers,

@@ -356,6 +356,27 @@ def test_resume_keeps_finished_programs_and_reruns_the_rest(tmp_path):
     assert set(docs) == {"mlp", "ffn"}
 
 
+def test_staged_dot_reads_measure_each_answer_again_outside_the_summary(tmp_path):
+    _dry(tmp_path, ["mlp"], stage_dot_reads=True, framework=False)
+    rows = {r["placement"]: r for r in _table(tmp_path / "results.csv")}
+    assert list(rows) == [
+        "hbm-resident",
+        "drop",
+        "drop+staged-dots",
+        "heuristic",
+        "heuristic+staged-dots",
+    ]
+    assert int(rows["drop+staged-dots"]["dot_staged_bytes"]) > 0  # every matmul operand
+    assert rows["drop"]["dot_staged_bytes"] == "0"
+    assert rows["drop+staged-dots"]["identical"] == "True"
+    assert rows["drop+staged-dots"]["sim_latency_s"] == rows["drop"]["sim_latency_s"]
+    assert {s["placements"] for s in _table(tmp_path / "summary.csv")} == {"2"}
+    docs = json.loads(__import__("gzip").open(tmp_path / "programs.json.gz").read())
+    assert set(docs["mlp"]["answers"]) == {"drop", "heuristic"}
+    log = (tmp_path / "run.log").read_text()
+    assert "mlp: drop+staged-dots: measured" in log and "matmul operands staged" in log
+
+
 def test_resume_refuses_an_earlier_run_on_other_settings(tmp_path):
     from mallocgame.errors import MallocGameError
 

@@ -79,6 +79,25 @@ def test_apply_runs_an_answer_on_the_cpu(tmp_path, capsys):
     )
 
 
+def test_apply_with_staged_dot_reads_says_how_much_it_staged(tmp_path, capsys):
+    path, _ = heuristic_answer(tmp_path)
+    argv = ["apply", str(path), "--torch", FACTORY, "--arg", "f32[16,32]", "--device", "cpu"]
+    args = parser().parse_args([*argv, "--steps", "1", "--warmup", "1", "--stage-dot-reads"])
+    assert args.func(args) == 0
+    line = capsys.readouterr().out.strip()
+    assert "; matmul operands staged: " in line and line.endswith("MiB")
+    assert "results identical: True" in line
+
+
+def test_apply_jax_refuses_staged_dot_reads(tmp_path):
+    path, instance = jax_answer(tmp_path)
+    args = parser().parse_args(
+        ["apply", str(path), "--jax", JAX_FUNCTION, *JAX_ARGS, *instance, "--stage-dot-reads"]
+    )
+    with pytest.raises(ApplyError, match="--stage-dot-reads goes with --torch"):
+        args.func(args)
+
+
 def test_apply_refuses_an_answer_for_another_program(tmp_path):
     path, _ = heuristic_answer(tmp_path, fraction=0.5)  # another capacity: another instance
     args = parser().parse_args(

@@ -232,6 +232,57 @@ def test_a_run_holds_no_more_hbm_than_its_plan_at_any_instruction(case, solver):
     assert len(held) == len(plan.steps) and held == plan.hbm_bytes()
 
 
+def _dot_steps(case):
+    from mallocgame.costmodel import DOT_OPCODES
+    from mallocgame.frontends.torch import _op_name
+
+    return {op.index for op in case.graph.ops if _op_name(op.node.target) in DOT_OPCODES}
+
+
+def test_staged_dot_reads_copy_a_matmuls_host_operands_into_hbm(case):
+    plan = placement_plan(case.instance, answer(case.instance, "drop", None))
+    runner = PlacedRunner(case.graph, plan, CpuMemory(), trace=True, stage_dot_reads=True)
+    got = runner.run()
+    dots = _dot_steps(case)
+    assert len(dots) == 4  # the Linear layers' addmm
+    staged = [(t, x) for kind, t, x, _ in runner.trace if kind == "stage"]
+    reads = [(t, x, where) for kind, t, x, where in runner.trace if kind == "read"]
+    assert staged == [(t, x) for t, x, _ in reads if t in dots]  # every operand of a matmul
+    assert {where for t, _, where in reads if t in dots} == {"hbm"}
+    assert {where for t, _, where in reads if t not in dots} == {"host"}  # the rest as planned
+    assert runner.dot_staged_bytes == sum(case.instance.tensors[x].size for _, x in staged)
+    with torch.no_grad():
+        expected = case.module(*case.inputs)
+    assert all(torch.equal(g, e) for g, e in zip(got, expected))
+    unstaged = PlacedRunner(case.graph, plan, CpuMemory(), trace=True)
+    unstaged.run()
+    assert unstaged.dot_staged_bytes == 0
+    assert not [kind for kind, *_ in unstaged.trace if kind == "stage"]
+
+
+def test_a_staged_matmul_operand_is_held_for_its_step_only(case):
+    """Beyond the plan's HBM, a run with staged matmul reads holds just the scratch copies
+    of the instruction that ran, and nothing of them into the next."""
+    from tests.runtime.conftest import LiveBytes
+
+    plan = placement_plan(case.instance, answer(case.instance, "heuristic", None))
+    memory = LiveBytes()
+    runner = PlacedRunner(case.graph, plan, memory, trace=True, stage_dot_reads=True)
+    runner.prepare()
+    with torch.no_grad(), memory.track():
+        runner.run()
+        memory.samples.clear()
+        runner.trace.clear()
+        runner.run(marks=[])
+    scratch = [0] * len(plan.steps)
+    for kind, t, x, _ in runner.trace:
+        if kind == "stage":
+            scratch[t] += case.instance.tensors[x].size
+    assert any(scratch)
+    held = memory.samples[1:]
+    assert [h - p for h, p in zip(held, plan.hbm_bytes())] == scratch
+
+
 def test_only_results_without_a_host_copy_stay_in_hbm(case):
     # an answer ends every result in host memory: its HBM copies are freed as planned,
     # not held to the end of the step beside the host copy

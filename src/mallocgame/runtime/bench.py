@@ -89,8 +89,12 @@ RESULT_COLUMNS = (
     "staged_nodes",
     "hbm_limit_bytes",
     "hbm_over_plan_bytes",
+    "dot_staged_bytes",
     "error",
 )
+STAGED_DOTS = "+staged-dots"
+"""The label suffix of an answer's row measured with its matmuls' host operands staged."""
+
 _MEASURED_COLUMN = {
     "median_s": "measured_median_s",
     "p10_s": "measured_p10_s",
@@ -439,7 +443,11 @@ class BenchConfig:
     with an out-of-memory error: :func:`hbm_limit_fraction`);
     ``profile``: the placements
     whose per-instruction times are measured (:mod:`mallocgame.runtime.op_profile`, over
-    ``profile_repeats`` runs; empty: none).
+    ``profile_repeats`` runs; empty: none); ``stage_dot_reads``: measure each answer a
+    second time with its matmuls reading their host operands through an HBM scratch copy
+    (:class:`~mallocgame.runtime.torch_run.PlacedRunner`), a row labelled
+    ``LABEL`` + :data:`STAGED_DOTS` that the summary leaves out (the simulator does not
+    model the staging).
     """
 
     out: Path
@@ -473,6 +481,7 @@ class BenchConfig:
     answers: Path | None = None
     extra: tuple[SizedProgram, ...] = ()
     host_alloc: str = "auto"
+    stage_dot_reads: bool = False
     started: float = field(default_factory=time.perf_counter)
 
 
@@ -933,7 +942,13 @@ class _BenchRun:
         measured), then the per-op profiles."""
         if self.config.framework:
             self._measure_framework(program)
-        for label, solution, error in placements:
+        runs = [
+            (label + suffix, solution, error, bool(suffix))
+            for label, solution, error in placements
+            for suffix in ("", STAGED_DOTS)
+            if not suffix or (self.config.stage_dot_reads and solution is not None and not error)
+        ]
+        for label, solution, error, stage in runs:
             if self._time_is_up(f"{program.name} placements from {label} on skipped"):
                 break
             row: dict[str, Any] = {
@@ -948,7 +963,7 @@ class _BenchRun:
                 continue
             self._settle(program, label)
             try:
-                self._measure_placement(program, label, solution, row)
+                self._measure_placement(program, label, solution, row, stage)
                 rows.append(row)
             except Exception:
                 row["error"] = self.log.failure(f"{program.name}: {label}")
@@ -1154,7 +1169,8 @@ class _BenchRun:
                     i.count * i.supply_s for i in cal_instance.instructions
                 )
             return plan
-        program.doc["answers"][label] = solution.to_dict()
+        if not label.endswith(STAGED_DOTS):  # the same answer as the row before
+            program.doc["answers"][label] = solution.to_dict()
         report = check_solution(instance, solution)
         row.update(
             solver=solution.solver,
@@ -1168,10 +1184,16 @@ class _BenchRun:
         return placement_plan(instance, solution, label=label)
 
     def _measure_placement(
-        self, program: _Program, label: str, solution: Solution | None, row: dict[str, Any]
+        self,
+        program: _Program,
+        label: str,
+        solution: Solution | None,
+        row: dict[str, Any],
+        stage: bool = False,
     ) -> None:
         """Fill ``row`` for one placement: its plan's simulated latencies and planned bytes,
-        then its measured step times (seconds), peak HBM bytes and results; logs them."""
+        then its measured step times (seconds), peak HBM bytes and results; logs them.
+        ``stage``: matmuls read their host operands through an HBM scratch copy."""
         from mallocgame.runtime.measure import measure
 
         config, name = self.config, program.name
@@ -1193,6 +1215,7 @@ class _BenchRun:
             max_seconds=config.per_placement_s,
             deadline=self.deadline,
             shared_host=program.shared_host,
+            stage_dot_reads=stage,
         )
         measured = {
             _MEASURED_COLUMN.get(k, k): v
@@ -1206,12 +1229,19 @@ class _BenchRun:
             f"{m.p90_s * 1e3:.3f}), simulated {row['sim_latency_s'] * 1e3:.3f} ms, "
             f"peak HBM "
             f"{m.peak_hbm_bytes / 2**20:.1f} MiB, identical {m.identical}, staged "
-            f"{len(m.staged)}" + (f" ({'; '.join(m.staged_why)})" if m.staged_why else "")
+            f"{len(m.staged)}"
+            + (f" ({'; '.join(m.staged_why)})" if m.staged_why else "")
+            + (f", matmul operands staged {m.dot_staged_bytes / 2**20:.1f} MiB" if stage else "")
         )
-        self._hbm_over_plan(program, label, plan, row)
+        self._hbm_over_plan(program, label, plan, row, stage)
 
     def _hbm_over_plan(
-        self, program: _Program, label: str, plan: PlacementPlan, row: dict[str, Any]
+        self,
+        program: _Program,
+        label: str,
+        plan: PlacementPlan,
+        row: dict[str, Any],
+        stage: bool = False,
     ) -> None:
         """One more run of ``plan``, its HBM held beyond the plan's per instruction to
         ``hbm_steps.csv``, the most to ``row`` and the log (where the backend counts HBM;
@@ -1219,7 +1249,13 @@ class _BenchRun:
         from mallocgame.runtime.measure import hbm_over_plan
 
         try:
-            over = hbm_over_plan(program.graph, plan, self.memory, shared_host=program.shared_host)
+            over = hbm_over_plan(
+                program.graph,
+                plan,
+                self.memory,
+                shared_host=program.shared_host,
+                stage_dot_reads=stage,
+            )
         except Exception:
             self.log.failure(f"{program.name}: {label}: HBM over the plan")
             return
@@ -1260,7 +1296,11 @@ class _BenchRun:
         )
         for model, key in models:
             game = [
-                r for r in measured if r["placement"] != "hbm-resident" and r.get(key) is not None
+                r
+                for r in measured
+                if r["placement"] != "hbm-resident"
+                and not r["placement"].endswith(STAGED_DOTS)
+                and r.get(key) is not None
             ]
             summary = {
                 "program": name,

@@ -98,6 +98,12 @@ def add_apply_parser(subparsers: Any) -> argparse.ArgumentParser:
     p.add_argument(
         "--warmup", type=_number(0, 10**6, int), default=3, help="untimed runs before them"
     )
+    p.add_argument(
+        "--stage-dot-reads",
+        action="store_true",
+        help="with --torch: matmuls read their host operands through an HBM scratch copy (one "
+        "bulk copy that the step waits for, not one PCIe read per output tile)",
+    )
     p.set_defaults(func=cmd_apply)
     return p
 
@@ -130,6 +136,8 @@ def cmd_apply(args: argparse.Namespace) -> int:
     if args.steps < 1 or args.warmup < 1:
         raise ApplyError("--steps and --warmup must be at least 1")
     if args.jax:
+        if args.stage_dot_reads:
+            raise ApplyError("--stage-dot-reads goes with --torch (XLA places its own copies)")
         return _apply_jax(args)
     torch = _torch()
     memory = make_memory(args.device)
@@ -145,7 +153,15 @@ def cmd_apply(args: argparse.Namespace) -> int:
     graph = bind(captured, instance)
     with torch.no_grad():
         reference = captured.exported.module()(*inputs)
-    m = measure(graph, plan, memory, reference, warmup=args.warmup, steps=args.steps)
+    m = measure(
+        graph,
+        plan,
+        memory,
+        reference,
+        warmup=args.warmup,
+        steps=args.steps,
+        stage_dot_reads=args.stage_dot_reads,
+    )
     simulated = simulate(instance, solution).latency_s
     print(
         f"{instance.name}: {solution.solver} on {args.device}: measured {m.median_s * 1e3:.3f} ms "
@@ -154,6 +170,11 @@ def cmd_apply(args: argparse.Namespace) -> int:
         f"peak HBM {m.peak_hbm_bytes / 2**20:.1f} MiB, host {plan.host_bytes() / 2**20:.1f} MiB; "
         f"results identical: {m.identical}"
         + (f"; staged through HBM: {len(m.staged)} ops" if m.staged else "")
+        + (
+            f"; matmul operands staged: {m.dot_staged_bytes / 2**20:.1f} MiB"
+            if args.stage_dot_reads
+            else ""
+        )
     )
     return 0 if m.identical else 1
 
@@ -341,6 +362,12 @@ def add_bench_real_parser(bench_subparsers: Any) -> argparse.ArgumentParser:
         help="placements whose per-op times are measured (default: hbm-resident drop; none: "
         "no profile)",
     )
+    p.add_argument(
+        "--stage-dot-reads",
+        action="store_true",
+        help="measure each answer again with its matmuls reading their host operands through "
+        "an HBM scratch copy (rows LABEL+staged-dots)",
+    )
     p.set_defaults(func=cmd_bench_real)
     return p
 
@@ -377,6 +404,7 @@ def cmd_bench_real(args: argparse.Namespace) -> int:
         framework=not args.no_framework,
         resume=args.resume,
         hbm_limit=args.hbm_limit,
+        stage_dot_reads=args.stage_dot_reads,
         **({"placements": tuple(args.placements)} if args.placements else {}),
         **({"profile": tuple(args.profile)} if args.profile is not None else {}),
         **({"work": 8, "warmup": 1, "steps": 3} if args.dry_run else {}),

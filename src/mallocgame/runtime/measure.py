@@ -48,6 +48,7 @@ class Measurement:
     max_abs_diff: float
     staged: tuple[str, ...]  # nodes whose host-memory outputs went through HBM
     staged_why: tuple[str, ...] = ()  # per staged op: "op: why", its first refusal
+    dot_staged_bytes: int = 0  # host operands copied to HBM for matmuls, per run
 
     @classmethod
     def of(
@@ -59,6 +60,7 @@ class Measurement:
         max_abs_diff: float,
         staged: tuple[str, ...] = (),
         staged_why: tuple[str, ...] = (),
+        dot_staged_bytes: int = 0,
     ) -> Measurement:
         """The measurement of the timed runs ``times`` (seconds, at least one)."""
         arr = np.asarray(times)
@@ -72,6 +74,7 @@ class Measurement:
             max_abs_diff=max_abs_diff,
             staged=staged,
             staged_why=staged_why,
+            dot_staged_bytes=int(dot_staged_bytes),
         )
 
 
@@ -110,17 +113,20 @@ def measure(
     max_seconds: float | None = None,
     shared_host: dict[int, HostTensor] | None = None,
     deadline: float | None = None,
+    stage_dot_reads: bool = False,
 ) -> Measurement:
     """Prepare, check and time ``plan`` on ``memory`` (see the module docstring).
 
     ``max_seconds``: stop timing once this much wall time has gone into the timed runs
     (at least 3 runs are timed); ``deadline``: a ``time.perf_counter()`` past which no
     further warm-up or timed run starts (at least 1 run is timed); ``shared_host``: input
-    host copies shared between the placements of one program (filled on first use).
+    host copies shared between the placements of one program (filled on first use);
+    ``stage_dot_reads``: matmuls read their host operands through an HBM scratch copy
+    (:class:`~mallocgame.runtime.torch_run.PlacedRunner`).
     """
     memory.release_dead()
     base = memory.allocated()
-    runner = PlacedRunner(graph, plan, memory)
+    runner = PlacedRunner(graph, plan, memory, stage_dot_reads=stage_dot_reads)
     runner.prepare(shared_host)
     results = runner.run()
     memory.join()
@@ -142,6 +148,7 @@ def measure(
         max_abs_diff=worst,
         staged=tuple(sorted(runner.staged)),
         staged_why=tuple(f"{op}: {why}" for op, why in sorted(runner.staged_why.items())),
+        dot_staged_bytes=runner.dot_staged_bytes,
     )
 
 
@@ -151,16 +158,18 @@ def hbm_over_plan(
     memory: Memory,
     *,
     shared_host: dict[int, HostTensor] | None = None,
+    stage_dot_reads: bool = False,
 ) -> list[int]:
     """Bytes of fast memory the backend held over each step of one run of ``plan`` beyond
     what the plan holds there (:meth:`PlacementPlan.hbm_bytes`), above what was allocated
     before the run: its peak from the step's copies in to its frees, minus the plan's
     bytes at that instruction (``T`` values; negative where the run holds less). Kernel
     workspaces, staged results and blocks a copy has yet to read count; they are what the
-    game does not see. Empty where the backend cannot count (the CPU stand-in)."""
+    game does not see, and so do matmuls' scratch copies with ``stage_dot_reads``. Empty
+    where the backend cannot count (the CPU stand-in)."""
     memory.release_dead()
     base = memory.allocated()
-    runner = PlacedRunner(graph, plan, memory)
+    runner = PlacedRunner(graph, plan, memory, stage_dot_reads=stage_dot_reads)
     runner.prepare(shared_host)
     memory.synchronize()
     peaks: list[int] = []

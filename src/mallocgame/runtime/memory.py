@@ -10,6 +10,8 @@ and the copies between them:
   and ``dma``, the same bytes as a CPU tensor for the copy engine;
 - :meth:`Memory.copy_in` / :meth:`Memory.copy_out`: host -> HBM and HBM -> host copies,
   issued now and returning an event the compute stream waits on with :meth:`Memory.wait`.
+- :meth:`Memory.stage_in`: a host tensor's HBM copy made on the compute stream itself (the
+  kernels issued after it wait for it: a copy that stalls the step).
 
 :class:`CudaMemory` (needs a CUDA device; else :class:`~mallocgame.runtime.errors.NoGpuError`)
 runs copies on a second CUDA stream: a copy starts once the compute stream's work issued
@@ -104,6 +106,14 @@ class Memory:
 
     def copy_out(self, dst: HostTensor, src: Any) -> Any:
         raise NotImplementedError
+
+    def stage_in(self, src: HostTensor) -> Any:
+        """A new HBM tensor holding ``src`` (its shape and strides), copied on the compute
+        stream: the work issued after it waits for the copy (on a GPU, one bulk PCIe read by
+        the copy engine)."""
+        dst = self.hbm_empty(src.kernel.shape, src.kernel.stride(), src.kernel.dtype)
+        dst.copy_(src.dma, non_blocking=True)
+        return dst
 
     def wait(self, event: Any) -> None:
         """Make the compute stream wait for ``event`` (from a copy)."""

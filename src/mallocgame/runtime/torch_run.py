@@ -9,7 +9,14 @@ execution of the program, instruction by instruction (:class:`~mallocgame.runtim
 1. issue the step's copies in (host -> HBM, on the copy stream);
 2. for each operand: the HBM segment the plan names (waiting for its copy in) or the
    host copy (waiting for its copy out, if it was made by one); view nodes between the
-   tensor and the instruction are applied to that copy;
+   tensor and the instruction are applied to that copy. With ``stage_dot_reads`` a
+   matmul's (:data:`~mallocgame.costmodel.DOT_OPCODES`) operand in host memory is first
+   copied into a scratch HBM tensor on the compute stream (:meth:`Memory.stage_in`), which
+   the kernel reads and the step then drops: one bulk PCIe read, where the kernel reading
+   host memory itself crosses PCIe again for each output tile. The step waits for that
+   copy, which the game cannot express (its copies only overlap computation), and the
+   scratch is HBM the plan does not count, as a kernel's workspace is; the bytes are
+   counted (:attr:`PlacedRunner.dot_staged_bytes`);
 3. run the ATen op. Outputs the plan writes to host memory are written there by the
    kernel itself through the op's ``out=`` overload (``aten.addmm.out`` ...) where one
    exists and accepts host memory ("direct"); otherwise the op writes HBM and the result
@@ -32,6 +39,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from mallocgame.costmodel import DOT_OPCODES
+from mallocgame.frontends.torch import _op_name
 from mallocgame.runtime.errors import ApplyError, PlanError
 from mallocgame.runtime.memory import HostTensor, Memory
 from mallocgame.runtime.plan import PlacementPlan
@@ -135,10 +144,17 @@ def optimizer_update(
 
 
 class PlacedRunner:
-    """Runs ``graph`` under ``plan`` on ``memory`` (see the module docstring)."""
+    """Runs ``graph`` under ``plan`` on ``memory`` (see the module docstring);
+    ``stage_dot_reads``: matmuls read their host operands through an HBM scratch copy."""
 
     def __init__(
-        self, graph: BoundGraph, plan: PlacementPlan, memory: Memory, *, trace: bool = False
+        self,
+        graph: BoundGraph,
+        plan: PlacementPlan,
+        memory: Memory,
+        *,
+        trace: bool = False,
+        stage_dot_reads: bool = False,
     ):
         if plan.instance_sha256 != graph.instance_sha256:
             raise PlanError("the plan is for another instance than the bound graph")
@@ -153,6 +169,12 @@ class PlacedRunner:
         self.staged_why: dict[str, str] = {}  # op -> why its out= overload was not used
         self._direct: dict[str, Any] = {}  # node -> out overload that works, or None
         self.prepared = False
+        self.dots = frozenset(
+            op.index
+            for op in graph.ops
+            if stage_dot_reads and op.node is not None and _op_name(op.node.target) in DOT_OPCODES
+        )  # instructions whose host operands are staged
+        self.dot_staged_bytes = 0  # bytes staged for matmuls by the latest run
         self.result_tensors = frozenset(r.tensor for r in _flat(graph.results))
 
     # ------------------------------------------------------------------------- setup
@@ -234,6 +256,7 @@ class PlacedRunner:
         written: set[int] = set()  # tensors whose host copy holds their value by now
         latest: dict[int, Any] = {}  # result tensor -> its latest HBM copy (the default's results)
         current: dict[int, Any] = {}
+        self.dot_staged_bytes = 0
 
         def fetch(x: int, t: int) -> Any:
             if x in current:
@@ -276,7 +299,12 @@ class PlacedRunner:
                             raise PlanError(
                                 f"step {t}: tensor {x} is read from host memory before it is there"
                             )
-                        current[x] = self.host[x].kernel
+                        if t in self.dots:
+                            current[x] = mem.stage_in(self.host[x])
+                            self.dot_staged_bytes += current[x].untyped_storage().nbytes()
+                            self._note("stage", t, x, "hbm")
+                        else:
+                            current[x] = self.host[x].kernel
                     self._note("read", t, x, self._where(current[x]))
                 outs = self._execute(op, step, t, fetch, written)
                 if marks is not None:
