@@ -385,6 +385,46 @@ def test_tiled_slow_reads_are_opt_in():
     assert [b.benefit_s for b in add.buffers] == [b.benefit_s for b in plain.buffers]
 
 
+def test_staged_slow_reads_of_a_matmul_by_hand():
+    staged = HardwarePreset(**{**TOY.__dict__, "name": "staged", "slow_dot_staged": True})
+    inst = derive_instance(_matmul_program(), staged)
+    (ins,) = inst.instructions
+    assert isinstance(ins.latency, TableLatency) and ins.latency.varied == (0, 1, 2, 3)
+    compute = 2 * 128 * 64 * 256 / TOY.peak_flops
+    sizes = (1024, 32768, 65536, 131072)  # bias, x, w: operands; out: the output
+    fast = [s / TOY.fast_bandwidth for s in sizes]
+    copy = [s / TOY.copy_bandwidth for s in sizes[:3]]
+    table = ins.latency.latency_s
+    # every operand slow: copied whole first (the kernel waits), then read fast; out slow
+    assert table[0] == pytest.approx(0.5 + sum(copy) + max(compute, sum(fast[:3]) + 131072 / 100))
+    # x fast: its copy is saved
+    assert table[0b0010] == pytest.approx(
+        0.5 + copy[0] + copy[2] + max(compute, sum(fast[:3]) + 131072 / 100)
+    )
+    assert table[0b1111] == pytest.approx(0.5 + max(compute, sum(fast))) == ins.supply_s
+    for p, b in enumerate(ins.buffers):
+        assert inst.buffers[b].benefit_s == table[0] - table[1 << p] > 0
+    assert inst.source["cost_model"]["slow_dot_staged"] is True
+    assert "slow_dot_tile" not in inst.source["cost_model"]
+    validate(inst)
+    assert check_solution(inst, get_solver("random").solve(inst)).ok
+    # another opcode keeps the roofline
+    add = derive_instance(_matmul_program("add"), staged)
+    assert isinstance(add.instructions[0].latency, RooflineLatency)
+
+
+def test_the_staged_preset_is_the_measured_h100_with_staged_reads():
+    from mallocgame.hardware import get_preset, staged_variant
+
+    h, staged = get_preset("gpu_h100_host"), get_preset("gpu_h100_host_staged")
+    assert staged == staged_variant(h) and staged_variant(staged) is staged
+    assert staged.slow_dot_staged and staged.slow_dot_tile == 0
+    assert staged.figures() == h.figures()  # the same machine
+    assert staged.assumed("slow_dot_staged")
+    program = _matmul_program()
+    assert derive_instance(program, staged).sha256 != derive_instance(program, h).sha256
+
+
 def test_slow_read_factors_follow_the_output_shape():
     program = _matmul_program()
     ins = program.instructions[0]

@@ -60,7 +60,7 @@ def test_every_figure_is_cited_or_assumed(name):
         assert key in cited or p.assumed(key), f"{name}.{key} has no source and no assumption"
     # Every assumption names the figure it concerns.
     for a in p.assumptions:
-        assert a.split(":", 1)[0].strip() in (*NUMERIC, "slow_dot_tile"), a
+        assert a.split(":", 1)[0].strip() in (*NUMERIC, "slow_dot_tile", "slow_dot_staged"), a
 
 
 def test_published_figures():
@@ -138,6 +138,14 @@ def test_gpu_h100_host_is_the_measured_machine():
     assert h.assumed("peak_transcendentals") and not h.assumed("slow_bandwidth")
     # Every other preset keeps the plain roofline.
     assert all(p.slow_dot_tile == 0 for p in PRESETS.values() if p is not h)
+
+
+def test_staged_reads_are_a_flag_that_excludes_the_tile():
+    fields = get_preset("gpu_h100_host").__dict__
+    with pytest.raises(InstanceError, match="slow_dot_staged must be true or false"):
+        HardwarePreset(**{**fields, "slow_dot_tile": 0, "slow_dot_staged": 1})
+    with pytest.raises(InstanceError, match="two models of the same reads"):
+        HardwarePreset(**{**fields, "slow_dot_staged": True})  # the tile is 64
 
 
 @pytest.mark.parametrize("bad", [-1, 1.5, True])

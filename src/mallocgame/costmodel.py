@@ -41,6 +41,16 @@ Tiled slow reads (opt-in: presets with ``slow_dot_tile > 0``, e.g. ``gpu_h100_ho
     unknown keep the roofline. With ``slow_dot_tile = 0`` (every other preset) nothing
     changes. Evidence and validation: docs/simulator.md, "Measured on an H100".
 
+Staged slow reads (opt-in: presets with ``slow_dot_staged``, e.g. ``gpu_h100_host_staged``)
+    The runtime's ``stage_dot_reads`` (:class:`~mallocgame.runtime.torch_run.PlacedRunner`):
+    a matmul's (``mm``, ``addmm``, ``bmm``, ``baddbmm``) operand in slow memory is copied
+    whole into a scratch fast-memory tensor before the kernel, which waits for the copy
+    and then reads it at fast bandwidth. Such an instruction gets a ``table`` latency
+    holding ``fixed_s + sum_{operands b slow} size_b / copy_bandwidth + max(compute_s,
+    sum_b size_b / bw_b)``, ``bw_b = fast_bandwidth`` for a fast buffer and a staged
+    operand, ``slow_bandwidth`` for a slow output; ``supply_s`` is unchanged (all fast).
+    Instructions of other opcodes or of more than 8 buffers keep the roofline.
+
 Capacity rule
     ``capacity_fraction=None``: the preset's physical fast memory, as it is (programs
     at the size they run, like suite ``xla-v2``). With a fraction, the fast memory is
@@ -223,6 +233,34 @@ def _tiled_table(
     return tuple(table)
 
 
+def _staged_table(
+    sizes: tuple[int, ...],
+    operands: int,
+    compute: float,
+    fixed: float,
+    bandwidths: tuple[float, float, float],
+) -> tuple[float, ...]:
+    """``L(mask) = fixed + stall + max(compute, mem)`` for every fast set ``mask`` (bit ``i``:
+    buffer ``i`` fast): each slow one of the first ``operands`` buffers adds
+    ``size / copy_bw`` to ``stall`` and ``size / fast_bw`` to ``mem`` (staged), a slow output
+    ``size / slow_bw``, a fast buffer ``size / fast_bw``; ``bandwidths``: ``(fast_bw,
+    slow_bw, copy_bw)``, bytes/s."""
+    fast_bw, slow_bw, copy_bw = bandwidths
+    table = []
+    for mask in range(1 << len(sizes)):
+        stall = mem = 0.0
+        for i, size in enumerate(sizes):
+            if mask >> i & 1:
+                mem += size / fast_bw
+            elif i < operands:
+                stall += size / copy_bw
+                mem += size / fast_bw
+            else:
+                mem += size / slow_bw
+        table.append(fixed + stall + max(compute, mem))
+    return tuple(table)
+
+
 def _resolve(preset: HardwarePreset | str) -> HardwarePreset:
     if isinstance(preset, HardwarePreset):
         return preset
@@ -364,6 +402,15 @@ class _Latency:
         if k <= MAX_TABLE_BUFFERS and any(f != 1 for f in factors):
             self.table = _tiled_table(sizes, factors, compute, fixed, fast_bw, slow_bw)
             self.supply = self.table[-1]
+        elif hw_preset.slow_dot_staged and k <= MAX_TABLE_BUFFERS and ins.opcode in DOT_OPCODES:
+            self.table = _staged_table(
+                sizes,
+                len(ins.operands),
+                compute,
+                fixed,
+                (fast_bw, slow_bw, hardware.copy_bandwidth),
+            )
+            self.supply = self.table[-1]
 
     def benefit(self, p: int, size: int) -> float:
         """``benefit_s`` of the buffer at position ``p`` (``size`` bytes): seconds saved over
@@ -457,4 +504,6 @@ def _derived_source(
     )
     if hw_preset.slow_dot_tile > 0:
         source["cost_model"]["slow_dot_tile"] = hw_preset.slow_dot_tile
+    if hw_preset.slow_dot_staged:
+        source["cost_model"]["slow_dot_staged"] = True
     return source

@@ -34,7 +34,7 @@ Units: bytes, bytes/s, flop/s, transcendentals/s, seconds.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from mallocgame.errors import InstanceError
@@ -46,6 +46,7 @@ __all__ = [
     "DEFAULT_PRESET",
     "get_preset",
     "preset_names",
+    "staged_variant",
 ]
 
 KIB = 1024
@@ -84,6 +85,10 @@ class HardwarePreset:
     # instruction is read once per output tile that needs it (the cost model's tiled slow
     # reads, docs/hardware.md); 0 = off, every slow byte read once (the plain roofline).
     slow_dot_tile: int = 0
+    # A slow operand of a matmul-like instruction is copied whole into fast memory before
+    # the kernel, which waits for it (the runtime's stage_dot_reads; the cost model's staged
+    # slow reads); excludes slow_dot_tile.
+    slow_dot_staged: bool = False
     description: str = ""
     sources: tuple[str, ...] = ()  # "figure: value -- public source" citations
     assumptions: tuple[str, ...] = ()  # "figure: why it is an estimate"
@@ -103,6 +108,13 @@ class HardwarePreset:
         tile = self.slow_dot_tile
         if isinstance(tile, bool) or not isinstance(tile, int) or tile < 0:
             raise InstanceError(f"{where}: slow_dot_tile must be an integer >= 0, got {tile!r}")
+        if not isinstance(self.slow_dot_staged, bool):
+            raise InstanceError(f"{where}: slow_dot_staged must be true or false")
+        if self.slow_dot_staged and tile > 0:
+            raise InstanceError(
+                f"{where}: slow_dot_staged and slow_dot_tile > 0 are two models of the same "
+                "reads; give one"
+            )
 
     def figures(self) -> dict[str, Any]:
         """The numeric figures by field name (for documents and ``source`` records)."""
@@ -348,6 +360,34 @@ GPU_H100_HOST = HardwarePreset(
     ),
 )
 
+
+def staged_variant(preset: HardwarePreset) -> HardwarePreset:
+    """``preset`` with its matmuls' slow operands staged through fast memory
+    (``slow_dot_staged``, no tile): the model of the runtime's ``stage_dot_reads``; named
+    ``NAME_staged`` (``preset`` itself where it is staged already)."""
+    if preset.slow_dot_staged:
+        return preset
+    return replace(
+        preset,
+        name=f"{preset.name}_staged",
+        slow_dot_tile=0,
+        slow_dot_staged=True,
+        description=(
+            f"{preset.name} with each slow operand of a matmul copied whole into fast memory "
+            "before the kernel, which waits for the copy (the runtime's stage_dot_reads)"
+        ),
+        sources=tuple(s for s in preset.sources if not s.startswith("slow_dot_tile")),
+        assumptions=(
+            *(a for a in preset.assumptions if not a.startswith("slow_dot_tile")),
+            "slow_dot_staged: a model of the runtime's staged matmul reads (a copy at "
+            "copy_bandwidth the kernel waits for, then fast reads), not yet checked against "
+            "measured step times",
+        ),
+    )
+
+
+GPU_H100_HOST_STAGED = staged_variant(GPU_H100_HOST)
+
 # A weighted harmonic mean: instructions read about twice the bytes they write.
 _PMEM_READ = 39.4e9
 _PMEM_WRITE = 13.9e9
@@ -405,7 +445,17 @@ DRAM_PMEM = HardwarePreset(
 
 PRESETS: dict[str, HardwarePreset] = {
     p.name: p
-    for p in (TPU_V4I, TPU_V4, TPU_V5E, TPU_V5P, TPU_V6E, GPU_HBM_HOST, GPU_H100_HOST, DRAM_PMEM)
+    for p in (
+        TPU_V4I,
+        TPU_V4,
+        TPU_V5E,
+        TPU_V5P,
+        TPU_V6E,
+        GPU_HBM_HOST,
+        GPU_H100_HOST,
+        GPU_H100_HOST_STAGED,
+        DRAM_PMEM,
+    )
 }
 DEFAULT_PRESET = TPU_V4I.name  # the paper's machine: bundled suites, dumps and the CLI use it
 

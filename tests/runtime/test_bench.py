@@ -16,12 +16,17 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from mallocgame.hardware import GPU_HBM_HOST
+from mallocgame.costmodel import derive_instance
+from mallocgame.hardware import GPU_HBM_HOST, staged_variant
+from mallocgame.instance import instance_from_dict
+from mallocgame.program import program_from_dict
 from mallocgame.runtime.bench import load_solver, mean_relative_error, spearman
 from mallocgame.runtime.calibrate import Figure, calibrate, calibrated_preset
 from mallocgame.runtime.measure import compare_results, measure
 from mallocgame.runtime.memory import CpuMemory
 from mallocgame.runtime.plan import placement_plan
+from mallocgame.simulate import simulate
+from mallocgame.solution import solution_from_dict
 from mallocgame.solvers.base import SolveRequest
 from tests.runtime.conftest import ReleaseCounting
 
@@ -369,10 +374,21 @@ def test_staged_dot_reads_measure_each_answer_again_outside_the_summary(tmp_path
     assert int(rows["drop+staged-dots"]["dot_staged_bytes"]) > 0  # every matmul operand
     assert rows["drop"]["dot_staged_bytes"] == "0"
     assert rows["drop+staged-dots"]["identical"] == "True"
-    assert rows["drop+staged-dots"]["sim_latency_s"] == rows["drop"]["sim_latency_s"]
-    assert {s["placements"] for s in _table(tmp_path / "summary.csv")} == {"2"}
+    assert not rows["drop+staged-dots"]["sim_calibrated_s"]
+    summary = {s["model"]: s["placements"] for s in _table(tmp_path / "summary.csv")}
+    assert summary == {"preset": "2", "calibrated": "2", "staged": "2"}
     docs = json.loads(__import__("gzip").open(tmp_path / "programs.json.gz").read())
     assert set(docs["mlp"]["answers"]) == {"drop", "heuristic"}
+    program = program_from_dict(docs["mlp"]["program"])  # instances on any preset, later
+    derived = derive_instance(program, "gpu_hbm_host", capacity_fraction=0.25)
+    assert derived.sha256 == instance_from_dict(docs["mlp"]["instance"]).sha256
+    # a staged row is simulated on the preset's staged variant
+    staged = derive_instance(program, staged_variant(GPU_HBM_HOST), capacity_fraction=0.25)
+    drop = solution_from_dict(docs["mlp"]["answers"]["drop"])
+    assert float(rows["drop+staged-dots"]["sim_latency_s"]) == pytest.approx(
+        simulate(staged, drop.allocations).latency_s, rel=1e-12
+    )
+    assert rows["drop+staged-dots"]["sim_latency_s"] != rows["drop"]["sim_latency_s"]
     log = (tmp_path / "run.log").read_text()
     assert "mlp: drop+staged-dots: measured" in log and "matmul operands staged" in log
 

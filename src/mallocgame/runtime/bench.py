@@ -20,7 +20,7 @@ seconds, and a matmul's operand layout,
 :func:`~mallocgame.runtime.torch_graph.matmul_layout`), ``op_summary.csv`` (per program,
 profiled placement and model), ``real.png`` (the figure, unless ``plot`` is off),
 ``real.md`` (the rows as a Markdown table: :mod:`mallocgame.runtime.bench_table`),
-``programs.json.gz`` (each program's instance and answers, to re-check or re-simulate),
+``programs.json.gz`` (each program, its instance and answers, to re-check, re-simulate or derive anew),
 ``hbm_steps.csv`` (per program, measured placement and instruction: the HBM the plan holds
 and what a run held beyond it, where the backend counts HBM), ``run.log`` (progress and
 each failure's traceback). A failure of one measurement is
@@ -664,8 +664,9 @@ class _Program:
     instance on the preset (and on the calibrated preset, where there is one), its bound
     graph, its reference results (the exported module run once on ``inputs``; for a
     training step, whose joint graph has no module to call, the graph run once with
-    everything in HBM), its document in ``programs.json.gz`` and the host copies its
-    measurements share."""
+    everything in HBM), its document in ``programs.json.gz``, the host copies its
+    measurements share and, with ``stage_dot_reads``, its instance on the preset's
+    :func:`~mallocgame.hardware.staged_variant` (the staged rows' simulation)."""
 
     name: str
     spec: SizedProgram
@@ -678,6 +679,7 @@ class _Program:
     cal_instance: Instance | None
     doc: dict[str, Any]
     shared_host: dict[int, Any] = field(default_factory=dict)
+    staged_instance: Instance | None = None
 
 
 class _BenchRun:
@@ -831,6 +833,7 @@ class _BenchRun:
         """Build program ``name`` on the device, capture it, derive its instances, bind its
         graph and run it once for the reference results; None (logged) where any step fails."""
         from mallocgame.costmodel import derive_instance, peak_live_bytes
+        from mallocgame.hardware import staged_variant
         from mallocgame.runtime.plan import PlacementPlan
         from mallocgame.runtime.torch_graph import bind, capture_torch
         from mallocgame.runtime.torch_run import PlacedRunner
@@ -867,13 +870,36 @@ class _BenchRun:
                 if self.calibrated is not None
                 else None
             )
+            staged_instance = (
+                derive_instance(
+                    captured.program,
+                    staged_variant(self.preset),
+                    capacity_fraction=config.capacity_fraction,
+                )
+                if config.stage_dot_reads
+                else None
+            )
         except Exception:
             self.log.failure(f"{name}: build and capture")
             return None
-        doc: dict[str, Any] = {"instance": instance.to_dict(), "answers": {}}
+        doc: dict[str, Any] = {
+            "instance": instance.to_dict(),
+            "answers": {},
+            "program": captured.program.to_dict(),
+        }
         self.documents[name] = doc
         return _Program(
-            name, spec, module, inputs, captured, instance, graph, reference, cal_instance, doc
+            name,
+            spec,
+            module,
+            inputs,
+            captured,
+            instance,
+            graph,
+            reference,
+            cal_instance,
+            doc,
+            staged_instance=staged_instance,
         )
 
     def _run_program(self, program: _Program) -> None:
@@ -1178,9 +1204,12 @@ class _BenchRun:
             normalized_reward=f"{solution.normalized_reward:.6g}",
             check_ok=report.ok,
         )
-        row["sim_latency_s"] = simulate(instance, solution).latency_s
-        if cal_instance is not None:
-            row["sim_calibrated_s"] = simulate(cal_instance, solution.allocations).latency_s
+        if label.endswith(STAGED_DOTS) and program.staged_instance is not None:
+            row["sim_latency_s"] = simulate(program.staged_instance, solution.allocations).latency_s
+        else:
+            row["sim_latency_s"] = simulate(instance, solution).latency_s
+            if cal_instance is not None:
+                row["sim_calibrated_s"] = simulate(cal_instance, solution.allocations).latency_s
         return placement_plan(instance, solution, label=label)
 
     def _measure_placement(
@@ -1291,15 +1320,17 @@ class _BenchRun:
 
         name, instance = program.name, program.instance
         measured = [r for r in rows if r.get("measured_median_s") is not None]
-        models = [("preset", "sim_latency_s")] + (
-            [("calibrated", "sim_calibrated_s")] if program.cal_instance else []
+        models = (
+            [("preset", "sim_latency_s", False)]
+            + ([("calibrated", "sim_calibrated_s", False)] if program.cal_instance else [])
+            + ([("staged", "sim_latency_s", True)] if program.staged_instance else [])
         )
-        for model, key in models:
+        for model, key, staged in models:
             game = [
                 r
                 for r in measured
                 if r["placement"] != "hbm-resident"
-                and not r["placement"].endswith(STAGED_DOTS)
+                and r["placement"].endswith(STAGED_DOTS) == staged
                 and r.get(key) is not None
             ]
             summary = {
