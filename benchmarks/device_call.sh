@@ -12,7 +12,8 @@
 #      the programs, A_PLACEMENTS the solvers run there, A_FRACTION the fast memory (a
 #      fraction of each program's peak live bytes, 0.25 by default) and A_ANSWERS the
 #      given answers; A_STAGE_DOTS=1 measures each answer again with its matmuls reading
-#      their host operands through an HBM scratch copy (rows LABEL+staged-dots);
+#      their host operands through an HBM scratch copy (rows LABEL+staged-dots), and
+#      A_PRESET=gpu_h100_host_staged has the answers solved for that execution;
 #   B  #40: self-play throughput with 1 and 2 Ray actors on the 16 cores (measured on
 #      2026-11-28; run it again only to repeat that point).
 # Each part has its own timeout; A_SECONDS and B_TIMEOUT change them; PARTS ("A") picks.
@@ -27,7 +28,7 @@ A_SECONDS=${A_SECONDS:-330}
 if [[ " ${PARTS:-A} " == *" A "* ]]; then
   echo "== A bench real under an HBM limit $(date +%T)"
   timeout $((A_SECONDS + 50)) python3 benchmarks/device_real.py --out "$OUT/real" \
-    --seconds "$A_SECONDS" --preset gpu_h100_host --hbm-limit "${A_LIMIT:-2.5}" \
+    --seconds "$A_SECONDS" --preset "${A_PRESET:-gpu_h100_host}" --hbm-limit "${A_LIMIT:-2.5}" \
     --capacity-fraction "${A_FRACTION:-0.25}" \
     --answers "${A_ANSWERS:-docs/results/gpu-real-h200-capped/answers}" \
     --programs ${A_PROGRAMS:-mlp-train bert-small mlp-train-adamw bert-small-train} \
