@@ -107,7 +107,7 @@ def main(argv: list[str] | None = None) -> int:
         "--stage-dot-reads",
         action="store_true",
         help="measure each answer again with its matmuls reading their host operands through "
-        "an HBM scratch copy (rows LABEL+staged-dots)",
+        "an HBM scratch copy (rows LABEL+staged-dots, simulated on the staged preset)",
     )
     parser.add_argument(
         "--plot-only",

@@ -20,10 +20,10 @@ seconds, and a matmul's operand layout,
 :func:`~mallocgame.runtime.torch_graph.matmul_layout`), ``op_summary.csv`` (per program,
 profiled placement and model), ``real.png`` (the figure, unless ``plot`` is off),
 ``real.md`` (the rows as a Markdown table: :mod:`mallocgame.runtime.bench_table`),
-``programs.json.gz`` (each program, its instance and answers, to re-check, re-simulate or derive anew),
-``hbm_steps.csv`` (per program, measured placement and instruction: the HBM the plan holds
-and what a run held beyond it, where the backend counts HBM), ``run.log`` (progress and
-each failure's traceback). A failure of one measurement is
+``programs.json.gz`` (each program, its instance and answers: to re-check, re-simulate,
+or derive on another preset), ``hbm_steps.csv`` (per program, measured placement and
+instruction: the HBM the plan holds and what a run held beyond it, where the backend
+counts HBM), ``run.log`` (progress and each failure's traceback). A failure of one measurement is
 logged and the rest go on; past ``seconds`` the job stops measuring and finishes its files.
 """
 
@@ -446,8 +446,9 @@ class BenchConfig:
     ``profile_repeats`` runs; empty: none); ``stage_dot_reads``: measure each answer a
     second time with its matmuls reading their host operands through an HBM scratch copy
     (:class:`~mallocgame.runtime.torch_run.PlacedRunner`), a row labelled
-    ``LABEL`` + :data:`STAGED_DOTS` that the summary leaves out (the simulator does not
-    model the staging).
+    ``LABEL`` + :data:`STAGED_DOTS`, simulated on the preset's
+    :func:`~mallocgame.hardware.staged_variant` and summarized as a model of its own
+    (``staged``).
     """
 
     out: Path

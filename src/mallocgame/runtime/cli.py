@@ -366,7 +366,7 @@ def add_bench_real_parser(bench_subparsers: Any) -> argparse.ArgumentParser:
         "--stage-dot-reads",
         action="store_true",
         help="measure each answer again with its matmuls reading their host operands through "
-        "an HBM scratch copy (rows LABEL+staged-dots)",
+        "an HBM scratch copy (rows LABEL+staged-dots, simulated on the staged preset)",
     )
     p.set_defaults(func=cmd_bench_real)
     return p
