@@ -39,11 +39,28 @@ def test_a_figure_from_measured_rows(tmp_path):
             "sim_latency_s": 0.018,
             "peak_hbm_bytes": 25,
         },
+        {
+            "program": "p",
+            "placement": "given:muzero-prod+staged-dots",
+            "measured_median_s": 0.015,
+            "sim_latency_s": 0.012,
+            "peak_hbm_bytes": 30,
+        },
         {"program": "p", "placement": "drop", "error": "RuntimeError: out of memory"},
     ]
     write_results_csv(tmp_path / "results.csv", rows)
     plot_real_results(tmp_path / "results.csv", tmp_path / "real.png")
     assert (tmp_path / "real.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_a_staged_row_is_a_hollow_marker():
+    from mallocgame.runtime.bench_plot import _fill
+
+    assert _fill({"placement": "heuristic+staged-dots"}, "red") == {
+        "facecolors": "none",
+        "edgecolors": ["red"],
+    }
+    assert _fill({"placement": "heuristic"}, "red") == {"color": "red"}
 
 
 def test_bad_inputs_are_typed_errors(tmp_path):

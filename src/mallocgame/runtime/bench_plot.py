@@ -5,8 +5,9 @@ against its measured one (log-log, one colour per program, the diagonal where th
 simulator is right); right, each program's placements as measured step time against
 peak HBM, relative to the program's framework default (``hbm-resident``), with PyTorch's
 own baselines (``eager``, ``eager-save-on-cpu``) marked apart: what each way of running
-the program costs in time for the HBM it saves. Rows with an error or no measurement
-are left out. Reads no GPU and runs no model.
+the program costs in time for the HBM it saves. An answer run with staged matmul reads
+(a ``+staged-dots`` row) is a hollow marker in both panels. Rows with an error or no
+measurement are left out. Reads no GPU and runs no model.
 """
 
 from __future__ import annotations
@@ -27,6 +28,15 @@ def _rows(results_csv: Path) -> list[dict[str, str]]:
 
     rows = read_results_csv(results_csv)
     return [r for r in rows if not r.get("error") and r.get("measured_median_s")]
+
+
+def _fill(row: dict[str, str], colour: object) -> dict[str, object]:
+    """A scatter point's colours: hollow for a row run with staged matmul reads."""
+    from mallocgame.runtime.bench import STAGED_DOTS
+
+    if row["placement"].endswith(STAGED_DOTS):
+        return {"facecolors": "none", "edgecolors": [colour]}
+    return {"color": colour}
 
 
 def plot_real_results(results_csv: Path, path: Path, *, model: str = "sim_latency_s") -> None:
@@ -51,7 +61,7 @@ def plot_real_results(results_csv: Path, path: Path, *, model: str = "sim_latenc
             continue
         sim, meas = float(r[model]) * 1e3, float(r["measured_median_s"]) * 1e3
         lo, hi = min(lo, sim, meas), max(hi, sim, meas)
-        left.scatter(meas, sim, color=colours[r["program"]], s=26)
+        left.scatter(meas, sim, s=26, **_fill(r, colours[r["program"]]))
     if hi > 0:
         left.plot([lo, hi], [lo, hi], color="grey", lw=0.8, ls="--")
     left.set_xscale("log")
@@ -70,7 +80,7 @@ def plot_real_results(results_csv: Path, path: Path, *, model: str = "sim_latenc
             x = float(r.get("peak_hbm_bytes") or 0) / m0
             y = float(r["measured_median_s"]) / t0
             marker = _FRAMEWORK_MARKERS.get(r["placement"], "o")
-            right.scatter(x, y, color=colours[program], marker=marker, s=36)
+            right.scatter(x, y, marker=marker, s=36, **_fill(r, colours[program]))
             if r["placement"] not in ("hbm-resident",) and (
                 r["placement"] in _FRAMEWORK_MARKERS or r["placement"].startswith("given:")
             ):
@@ -84,7 +94,11 @@ def plot_real_results(results_csv: Path, path: Path, *, model: str = "sim_latenc
     right.set_yscale("log")
     right.set_xlabel("peak HBM / framework default's")
     right.set_ylabel("measured step time / framework default's")
-    right.set_title("time paid for HBM saved (square: eager, diamond: save_on_cpu)", fontsize=10)
+    right.set_title(
+        "time paid for HBM saved\n(square: eager, diamond: save_on_cpu, hollow: staged matmul "
+        "reads)",
+        fontsize=9,
+    )
     handles = [plt.Line2D([], [], color=colours[p], marker="o", ls="", label=p) for p in programs]
     right.legend(handles=handles, fontsize=8, loc="upper right")
     fig.tight_layout()
