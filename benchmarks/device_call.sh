@@ -1,19 +1,21 @@
 #!/bin/bash
-# The next device call (about 7 minutes on an H100 or H200 machine with 16 cores), run from
+# The next device call (about 8 minutes on an H100 or H200 machine with 16 cores), run from
 # the repository root by the device tool, with `.whl-device` carried
 # (`python benchmarks/device_wheels.py --out .whl-device` here first: mctx, a slimmed Ray,
 # jsonschema). Its outputs go under $OUT:
-#   A  #43: `bench real` on the measured preset with the HBM capped (--hbm-limit A_LIMIT,
-#      2.5: the segments a program holds plus 2.5x its instance's fast memory; the runner's
-#      peak HBM is up to 1.9x the plan's), the training steps with and without AdamW's
-#      update, and muzero-prod's answers (600 s, seed 0, solved on this machine on the
-#      instances the device derived: docs/results/gpu-real-h200-capped/answers; they run
-#      where the instance hash matches, i.e. on the same torch version); A_PROGRAMS picks
-#      the programs, A_PLACEMENTS the solvers run there, A_FRACTION the fast memory (a
-#      fraction of each program's peak live bytes, 0.25 by default) and A_ANSWERS the
-#      given answers; A_STAGE_DOTS=1 measures each answer again with its matmuls reading
-#      their host operands through an HBM scratch copy (rows LABEL+staged-dots), and
-#      A_PRESET=gpu_h100_host_staged has the answers solved for that execution;
+#   A  `bench real` on the measured preset with the HBM capped (--hbm-limit A_LIMIT, 2.5:
+#      the segments a program holds plus 2.5x its instance's fast memory; a run holds the
+#      plan plus one kernel's workspace), and every answer measured twice: as it is, and
+#      with its matmuls reading their host operands through an HBM scratch copy (rows
+#      LABEL+staged-dots; A_STAGE_DOTS= turns that off). The answers: drop, heuristic,
+#      first-touch, es and muzero-prod's (600 s, seed 0, solved on the development machine
+#      on the instances the device derived: docs/results/gpu-real-h200-capped/answers; they
+#      run where the instance hash matches, i.e. on the same torch version). A_PROGRAMS
+#      picks the programs, A_PLACEMENTS the solvers run there, A_FRACTION the fast memory
+#      (a fraction of each program's peak live bytes, 0.25 by default), A_ANSWERS the given
+#      answers and A_PRESET the preset (gpu_h100_host_staged: answers solved for staged
+#      execution; their muzero-prod answers are solved elsewhere from the programs this
+#      run's programs.json.gz keeps, docs/runtime.md);
 #   B  #40: self-play throughput with 1 and 2 Ray actors on the 16 cores (measured on
 #      2026-11-28; run it again only to repeat that point).
 # Each part has its own timeout; A_SECONDS and B_TIMEOUT change them; PARTS ("A") picks.
@@ -24,14 +26,15 @@ export PYTHONPATH=/tmp/site:src PYTHONUNBUFFERED=1 RAY_AUTH_MODE=disabled
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
 python3 -c "import torch, jax; print('torch', torch.__version__, 'jax', jax.__version__)" 2>&1 | tail -1
 mkdir -p "$OUT/real"
-A_SECONDS=${A_SECONDS:-330}
+A_SECONDS=${A_SECONDS:-400}
+A_STAGE_DOTS=${A_STAGE_DOTS-1}  # set and empty: each answer measured as it is only
 if [[ " ${PARTS:-A} " == *" A "* ]]; then
   echo "== A bench real under an HBM limit $(date +%T)"
   timeout $((A_SECONDS + 50)) python3 benchmarks/device_real.py --out "$OUT/real" \
     --seconds "$A_SECONDS" --preset "${A_PRESET:-gpu_h100_host}" --hbm-limit "${A_LIMIT:-2.5}" \
     --capacity-fraction "${A_FRACTION:-0.25}" \
     --answers "${A_ANSWERS:-docs/results/gpu-real-h200-capped/answers}" \
-    --programs ${A_PROGRAMS:-mlp-train bert-small mlp-train-adamw bert-small-train} \
+    --programs ${A_PROGRAMS:-bert-small-train bert-small mlp-train} \
     --placements ${A_PLACEMENTS:-drop heuristic first-touch es:0} --no-plot \
     ${A_STAGE_DOTS:+--stage-dot-reads} 2>&1 \
     | grep "^\[" | grep -v "Traceback" | cut -c1-400 | tail -"${A_TAIL:-40}"
