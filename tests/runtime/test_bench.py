@@ -361,7 +361,7 @@ def test_resume_keeps_finished_programs_and_reruns_the_rest(tmp_path):
     assert set(docs) == {"mlp", "ffn"}
 
 
-def test_staged_dot_reads_measure_each_answer_again_outside_the_summary(tmp_path):
+def test_staged_dot_reads_measure_each_answer_again_summarized_as_their_own_model(tmp_path):
     _dry(tmp_path, ["mlp"], stage_dot_reads=True, framework=False)
     rows = {r["placement"]: r for r in _table(tmp_path / "results.csv")}
     assert list(rows) == [
