@@ -7,7 +7,8 @@
 #      the segments a program holds plus 2.5x its instance's fast memory; a run holds the
 #      plan plus one kernel's workspace), and every answer measured twice: as it is, and
 #      with its matmuls reading their host operands through an HBM scratch copy (rows
-#      LABEL+staged-dots; A_STAGE_DOTS= turns that off). The answers: drop, heuristic,
+#      LABEL+staged-dots, and per-op profiles of drop both ways and of muzero-prod's answer
+#      staged; A_STAGE_DOTS= turns that off). The answers: drop, heuristic,
 #      first-touch, es and muzero-prod's (600 s, seed 0, solved on the development machine
 #      on the instances the device derived: docs/results/gpu-real-h200-capped/answers; they
 #      run where the instance hash matches, i.e. on the same torch version). A_PROGRAMS
@@ -36,7 +37,8 @@ if [[ " ${PARTS:-A} " == *" A "* ]]; then
     --answers "${A_ANSWERS:-docs/results/gpu-real-h200-capped/answers}" \
     --programs ${A_PROGRAMS:-bert-small-train bert-small mlp-train} \
     --placements ${A_PLACEMENTS:-drop heuristic first-touch es:0} --no-plot \
-    ${A_STAGE_DOTS:+--stage-dot-reads} 2>&1 \
+    ${A_STAGE_DOTS:+--stage-dot-reads --profile drop drop+staged-dots given:muzero-prod+staged-dots} \
+    2>&1 \
     | grep "^\[" | grep -v "Traceback" | cut -c1-400 | tail -"${A_TAIL:-40}"
 fi
 if [[ " ${PARTS:-A} " == *" B "* ]]; then

@@ -310,6 +310,7 @@ def test_the_device_script_plots_an_earlier_run_or_says_why_not(tmp_path):
 def _dry(out, programs, **kwargs):
     from mallocgame.runtime.bench import BenchConfig, run_real_bench
 
+    settings = {"profile": ("hbm-resident",)} | kwargs
     config = BenchConfig(
         out=out,
         device="cpu",
@@ -320,9 +321,8 @@ def _dry(out, programs, **kwargs):
         warmup=1,
         steps=2,
         plot=False,
-        profile=("hbm-resident",),
         profile_repeats=1,
-        **kwargs,
+        **settings,
     )
     return run_real_bench(config)
 
@@ -362,7 +362,8 @@ def test_resume_keeps_finished_programs_and_reruns_the_rest(tmp_path):
 
 
 def test_staged_dot_reads_measure_each_answer_again_summarized_as_their_own_model(tmp_path):
-    _dry(tmp_path, ["mlp"], stage_dot_reads=True, framework=False)
+    profile = ("drop", "drop+staged-dots", "hbm-resident+staged-dots")
+    _dry(tmp_path, ["mlp"], stage_dot_reads=True, framework=False, profile=profile)
     rows = {r["placement"]: r for r in _table(tmp_path / "results.csv")}
     assert list(rows) == [
         "hbm-resident",
@@ -389,6 +390,16 @@ def test_staged_dot_reads_measure_each_answer_again_summarized_as_their_own_mode
         simulate(staged, drop.allocations).latency_s, rel=1e-12
     )
     assert rows["drop+staged-dots"]["sim_latency_s"] != rows["drop"]["sim_latency_s"]
+    # per op: drop as it is and staged (simulated on the staged instance, no calibrated
+    # column); the framework default has no host operand to stage and is not profiled so
+    ops = _table(tmp_path / "ops.csv")
+    assert [p for p in dict.fromkeys(r["placement"] for r in ops)] == ["drop", "drop+staged-dots"]
+    per_op = [
+        sum(float(r["sim_latency_s"]) for r in ops if r["placement"] == p) for p in profile[:2]
+    ]
+    assert per_op[1] == pytest.approx(simulate(staged, drop.allocations).latency_s, rel=1e-4)
+    assert per_op[0] != per_op[1]
+    assert not any(r["sim_calibrated_s"] for r in ops if r["placement"] == "drop+staged-dots")
     log = (tmp_path / "run.log").read_text()
     assert "mlp: drop+staged-dots: measured" in log and "matmul operands staged" in log
 

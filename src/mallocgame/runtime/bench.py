@@ -1068,7 +1068,9 @@ class _BenchRun:
     def _profile(self, program: _Program, solutions: dict[str, Solution | None]) -> None:
         """Per-instruction times of the placements of ``profile`` that ``program`` has (the
         framework default's answer is None), measured and simulated on each model, to
-        ``ops.csv``, condensed in ``op_summary.csv``."""
+        ``ops.csv``, condensed in ``op_summary.csv``. A label ``LABEL`` + :data:`STAGED_DOTS`
+        profiles answer ``LABEL`` run with staged matmul reads, simulated on the staged
+        instance (with ``stage_dot_reads``; skipped without it)."""
         from mallocgame.runtime.op_profile import (
             op_rows,
             op_summary,
@@ -1081,12 +1083,16 @@ class _BenchRun:
         config, name = self.config, program.name
         layouts = [matmul_layout(op.node) for op in program.graph.ops]  # the graph's, once
         for label in config.profile:
-            if label not in solutions or (solutions[label] is None and label != "hbm-resident"):
+            stage = label.endswith(STAGED_DOTS)
+            base = label[: -len(STAGED_DOTS)] if stage else label
+            if base not in solutions or (solutions[base] is None and base != "hbm-resident"):
+                continue
+            if stage and (solutions[base] is None or program.staged_instance is None):
                 continue
             if self._time_is_up(f"{name} per-op profiles from {label} on skipped"):
                 return
             self._settle(program, f"the per-op profile of {label}")
-            solution = solutions[label]
+            solution = solutions[base]
             try:
                 plan = (
                     PlacementPlan.all_fast(program.instance, label)
@@ -1099,12 +1105,16 @@ class _BenchRun:
                     self.memory,
                     repeats=config.profile_repeats,
                     shared_host=program.shared_host,
+                    stage_dot_reads=stage,
                 )
             except Exception:
                 self.log.failure(f"{name}: per-op profile of {label}")
                 continue
-            models = [("preset", program.instance)] + (
-                [("calibrated", program.cal_instance)] if program.cal_instance else []
+            models: list[tuple[str, Instance]] = (
+                [("preset", program.staged_instance)]
+                if stage and program.staged_instance is not None
+                else [("preset", program.instance)]
+                + ([("calibrated", program.cal_instance)] if program.cal_instance else [])
             )
             simulated = {
                 model: simulated_op_seconds(

@@ -86,12 +86,14 @@ def profile_ops(
     *,
     repeats: int = 3,
     shared_host: dict[int, HostTensor] | None = None,
+    stage_dot_reads: bool = False,
 ) -> list[float]:
     """Median seconds of each of the ``T`` instructions over ``repeats`` marked runs, after
-    one unmarked warm-up run."""
+    one unmarked warm-up run (``stage_dot_reads``: a matmul's time includes the copies of
+    its host operands into HBM, :class:`~mallocgame.runtime.torch_run.PlacedRunner`)."""
     if repeats < 1:
         raise ValueError(f"repeats must be at least 1, got {repeats}")
-    runner = PlacedRunner(graph, plan, memory)
+    runner = PlacedRunner(graph, plan, memory, stage_dot_reads=stage_dot_reads)
     runner.prepare(shared_host)
     runner.run()
     memory.join()
