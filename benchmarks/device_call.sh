@@ -18,8 +18,16 @@
 #      execution; their muzero-prod answers are solved elsewhere from the programs this
 #      run's programs.json.gz keeps, docs/runtime.md);
 #   B  #40: self-play throughput with 1 and 2 Ray actors on the 16 cores (measured on
-#      2026-11-28; run it again only to repeat that point).
-# Each part has its own timeout; A_SECONDS and B_TIMEOUT change them; PARTS ("A") picks.
+#      2026-11-28; run it again only to repeat that point);
+#   C  the answers solved for staged execution: `bench real` on gpu_h100_host_staged for
+#      bert-small and mlp-train (C_PROGRAMS), muzero-prod's answers solved on this
+#      machine's staged instances (docs/results/gpu-real-h200-capped/answers-staged, the
+#      hashes the device derives on torch 2.11), every answer in place and staged, under
+#      the same cap (about 3 minutes; C_SECONDS).
+# Each part has its own timeout; A_SECONDS, B_TIMEOUT and C_SECONDS change them; PARTS
+# ("A") picks, e.g. PARTS="A C" with A_SECONDS=300 in one call of under 10 minutes. The
+# device tool brings back at most 8 files, so each bench part's folder comes back packed:
+# $OUT/real.tgz (A) and $OUT/staged.tgz (C); unpack with tar xzf.
 cd "$(dirname "$0")/.." || exit 3
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
   --target /tmp/site .whl-device/*.whl || exit 3
@@ -40,11 +48,23 @@ if [[ " ${PARTS:-A} " == *" A "* ]]; then
     ${A_STAGE_DOTS:+--stage-dot-reads --profile drop drop+staged-dots given:muzero-prod+staged-dots} \
     2>&1 \
     | grep "^\[" | grep -v "Traceback" | cut -c1-400 | tail -"${A_TAIL:-40}"
+  tar czf "$OUT/real.tgz" -C "$OUT" real && rm -rf "$OUT/real"
 fi
 if [[ " ${PARTS:-A} " == *" B "* ]]; then
   echo "== B Ray actors on the CPUs $(date +%T)"
   JAX_PLATFORMS=cpu timeout "${B_TIMEOUT:-150}" python3 benchmarks/distributed_selfplay.py \
     --program xla-v1/wavenet_infer --actors 1 2 --seconds 30 --learner-steps 100 \
     --out "$OUT/selfplay.jsonl" 2>&1 | grep -v "Warning" | tail -8
+fi
+if [[ " ${PARTS:-A} " == *" C "* ]]; then
+  echo "== C answers solved for staged reads $(date +%T)"
+  C_SECONDS=${C_SECONDS:-170}
+  timeout $((C_SECONDS + 50)) python3 benchmarks/device_real.py --out "$OUT/staged" \
+    --seconds "$C_SECONDS" --preset gpu_h100_host_staged --hbm-limit "${A_LIMIT:-2.5}" \
+    --answers docs/results/gpu-real-h200-capped/answers-staged \
+    --programs ${C_PROGRAMS:-bert-small mlp-train} --placements drop heuristic es:0 \
+    --no-framework --no-plot --stage-dot-reads --profile given:muzero-prod+staged-dots 2>&1 \
+    | grep "^\[" | grep -v "Traceback" | cut -c1-400 | tail -"${A_TAIL:-40}"
+  tar czf "$OUT/staged.tgz" -C "$OUT" staged && rm -rf "$OUT/staged"
 fi
 echo "== done $(date +%T)"
