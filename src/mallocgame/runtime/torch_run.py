@@ -40,7 +40,6 @@ from __future__ import annotations
 from typing import Any
 
 from mallocgame.costmodel import DOT_OPCODES
-from mallocgame.frontends.torch import _op_name
 from mallocgame.runtime.errors import ApplyError, PlanError
 from mallocgame.runtime.memory import HostTensor, Memory
 from mallocgame.runtime.plan import PlacementPlan
@@ -169,11 +168,12 @@ class PlacedRunner:
         self.staged_why: dict[str, str] = {}  # op -> why its out= overload was not used
         self._direct: dict[str, Any] = {}  # node -> out overload that works, or None
         self.prepared = False
-        self.dots = frozenset(
-            op.index
-            for op in graph.ops
-            if stage_dot_reads and op.node is not None and _op_name(op.node.target) in DOT_OPCODES
-        )  # instructions whose host operands are staged
+        instructions = graph.captured.program.instructions
+        self.dots = (  # instructions whose host operands are staged
+            frozenset(t for t, ins in enumerate(instructions) if ins.opcode in DOT_OPCODES)
+            if stage_dot_reads
+            else frozenset()
+        )
         self.dot_staged_bytes = 0  # bytes staged for matmuls by the latest run
         self.result_tensors = frozenset(r.tensor for r in _flat(graph.results))
 
