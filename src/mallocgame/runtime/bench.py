@@ -969,12 +969,11 @@ class _BenchRun:
         measured), then the per-op profiles."""
         if self.config.framework:
             self._measure_framework(program)
-        runs = [
-            (label + suffix, solution, error, bool(suffix))
-            for label, solution, error in placements
-            for suffix in ("", STAGED_DOTS)
-            if not suffix or (self.config.stage_dot_reads and solution is not None and not error)
-        ]
+        runs = []  # (label, answer, error, staged matmul reads)
+        for label, solution, error in placements:
+            runs.append((label, solution, error, False))
+            if self.config.stage_dot_reads and solution is not None and not error:
+                runs.append((label + STAGED_DOTS, solution, error, True))
         for label, solution, error, stage in runs:
             if self._time_is_up(f"{program.name} placements from {label} on skipped"):
                 break
@@ -1183,11 +1182,16 @@ class _BenchRun:
         return placements
 
     def _simulate_placement(
-        self, program: _Program, label: str, solution: Solution | None, row: dict[str, Any]
+        self,
+        program: _Program,
+        label: str,
+        solution: Solution | None,
+        row: dict[str, Any],
+        stage: bool = False,
     ) -> PlacementPlan:
         """The plan of one placement (``solution`` None: the framework default); fills ``row``
         with its solver, reward and check, and its simulated latencies (seconds) on the preset
-        and on the calibrated preset."""
+        and on the calibrated preset (``stage``: on the staged instance alone)."""
         from mallocgame.check import check_solution
         from mallocgame.runtime.plan import PlacementPlan, placement_plan
         from mallocgame.simulate import simulate
@@ -1206,7 +1210,7 @@ class _BenchRun:
                     i.count * i.supply_s for i in cal_instance.instructions
                 )
             return plan
-        if not label.endswith(STAGED_DOTS):  # the same answer as the row before
+        if not stage:  # a staged row's answer is the row's before
             program.doc["answers"][label] = solution.to_dict()
         report = check_solution(instance, solution)
         row.update(
@@ -1215,7 +1219,7 @@ class _BenchRun:
             normalized_reward=f"{solution.normalized_reward:.6g}",
             check_ok=report.ok,
         )
-        if label.endswith(STAGED_DOTS) and program.staged_instance is not None:
+        if stage and program.staged_instance is not None:
             row["sim_latency_s"] = simulate(program.staged_instance, solution.allocations).latency_s
         else:
             row["sim_latency_s"] = simulate(instance, solution).latency_s
@@ -1237,7 +1241,7 @@ class _BenchRun:
         from mallocgame.runtime.measure import measure
 
         config, name = self.config, program.name
-        plan = self._simulate_placement(program, label, solution, row)
+        plan = self._simulate_placement(program, label, solution, row, stage)
         copy_in, copy_out = plan.copy_bytes()
         row.update(
             planned_hbm_peak_bytes=max(plan.hbm_bytes(), default=0),
