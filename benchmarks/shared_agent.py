@@ -12,7 +12,9 @@ agent with the same restarts; and the agent fine-tuned with restarts and windows
 (``restart_window=128``: a restarted game is searched for 128 moves, then played out along
 the best game) or with restarts and without the ``es`` demonstration; and ``muzero-prod``
 with the agent and windows (``restart_window=128``) beside today's ``muzero-prod`` run
-again at the same time. Every number is
+again at the same time; and search alone (``learning=false`` with restarts and windows and
+the demonstrations: the network is never trained, every second goes to search) with the
+agent's network and with a fresh one. Every number is
 recomputed from the record's solution (:class:`mallocgame.bench.recheck.Rechecker`); a
 missing record is a dash.
 
@@ -62,6 +64,8 @@ VARIANTS = (
     Variant("shared 60 s, restarts, no es", "finetune-60-restart-noes", "muzero", "t60"),
     Variant("prod+shared 60 s, windows", "prod-shared-60-window", "muzero-prod", "t60"),
     Variant("prod 60 s, again", "prod-60-again", "muzero-prod", "t60"),
+    Variant("shared 60 s, search only", "finetune-60-search-only", "muzero", "t60"),
+    Variant("fresh 60 s, search only", "fresh-60-search-only", "muzero", "t60"),
 )
 
 
@@ -77,14 +81,23 @@ def main() -> None:
     parser.add_argument("--root", default="results/shared")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--csv", default=None, help="also one row per program and variant")
+    parser.add_argument(
+        "--columns", nargs="+", default=None, help="only these columns, by name (default: all)"
+    )
     args = parser.parse_args()
     root = Path(args.root)
+    variants = VARIANTS
+    if args.columns:
+        unknown = sorted(set(args.columns) - {v.column for v in VARIANTS})
+        if unknown:
+            sys.exit(f"unknown columns {unknown}; known: {[v.column for v in VARIANTS]}")
+        variants = tuple(v for v in VARIANTS if v.column in args.columns)
     checker = Rechecker()
     rows: list[dict[str, object]] = []
     table: dict[str, dict[str, tuple[float, float] | None]] = {}
     for program in args.programs:
         table[program] = {}
-        for variant in VARIANTS:
+        for variant in variants:
             path = _record(root, variant, program, args.seed)
             if path is None:
                 table[program][variant.column] = None
@@ -104,7 +117,7 @@ def main() -> None:
                     "record": str(path),
                 }
             )
-    columns = [v.column for v in VARIANTS]
+    columns = [v.column for v in variants]
     print("normalized reward (higher is better); `muzero-prod`: speedup over the heuristic\n")
     print("| program | " + " | ".join(columns) + " |")
     print("| --- |" + " ---: |" * len(columns))
@@ -150,6 +163,11 @@ def _summary(table: dict[str, dict[str, tuple[float, float] | None]]) -> None:
         ("shared 60 s, restarts", "scratch 60 s, restarts"),
         ("shared 60 s, restarts", "es 60 s"),
         ("shared 60 s, restarts", "heuristic"),
+        ("shared 60 s, restarts, windows", "scratch 600 s"),
+        ("shared 60 s, search only", "scratch 600 s"),
+        ("shared 60 s, search only", "shared 60 s, restarts, windows"),
+        ("shared 60 s, search only", "fresh 60 s, search only"),
+        ("fresh 60 s, search only", "scratch 600 s"),
     ]
     for a, b in pairs:
         both = [(_reward(c, a), _reward(c, b)) for c in table.values()]
