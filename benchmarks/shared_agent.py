@@ -90,7 +90,7 @@ def main() -> None:
     if args.columns:
         unknown = sorted(set(args.columns) - {v.column for v in VARIANTS})
         if unknown:
-            sys.exit(f"unknown columns {unknown}; known: {[v.column for v in VARIANTS]}")
+            parser.error(f"unknown columns {unknown}; known: {[v.column for v in VARIANTS]}")
         variants = tuple(v for v in VARIANTS if v.column in args.columns)
     checker = Rechecker()
     rows: list[dict[str, object]] = []
