@@ -376,3 +376,15 @@ def test_no_demonstration_but_the_first_starts_once_the_budget_is_spent(small) -
     assert restarted == []  # no restarts started for moves that are never played
     trainer.run(games=1)  # a later run with a budget left starts them
     assert len(restarted) == 1
+
+
+def test_with_learning_off_no_kept_game_is_searched(small) -> None:
+    """No learner step reads a kept game's targets with ``learning=false``: the
+    demonstrations and the restarts' best games are kept (restarts start inside them)
+    but never searched."""
+    options = {**REANALYSE, "learning": "false", "restart_fraction": 0.5}
+    trainer = Trainer(small, MuZeroSolver().config(options), seed=0)
+    answer = trainer.run(games=16)
+    assert trainer.reanalyser is not None and len(trainer.reanalyser.demonstrations) == 2
+    assert trainer.counters.restarts > 0 and trainer.counters.learner_steps == 0
+    assert answer.work["reanalysed"] == 0 and check_solution(small, answer).ok

@@ -225,16 +225,17 @@ class Reanalyser:
         return sum(len(g) for g in self.games)
 
     def add_demonstration(
-        self, record: GameRecord, params: dict, stop: Callable[[], bool] | None = None
+        self, record: GameRecord, params: dict | None, stop: Callable[[], bool] | None = None
     ) -> None:
-        """Keep ``record`` and search every one of its positions once with ``params``, in
-        order, until ``stop()`` says so (a wall-clock budget spent): the positions left keep
-        the targets they came with (a replayed record's: uniform policies, root values 0)
-        until :meth:`refresh` reaches them."""
+        """Keep ``record`` and search every one of its positions once with ``params`` (None:
+        none), in order, until ``stop()`` says so (a wall-clock budget spent): the positions
+        left keep the targets they came with (a replayed record's: uniform policies, root
+        values 0) until :meth:`refresh` reaches them."""
         if record.allowed is None:
             raise ValueError("a reanalysed record needs its allowed actions")
         self.demonstrations.append(record)
-        self._search_all(record, params, stop)
+        if params is not None:
+            self._search_all(record, params, stop)
 
     def _search_all(
         self, record: GameRecord, params: dict, stop: Callable[[], bool] | None = None

@@ -407,7 +407,7 @@ class Trainer(RayActorsOwner):
             record = trajectory_record(
                 self.instance, self.tables, cfg, solution.actions, self.selfplay.scale
             )
-            self.reanalyser.add_demonstration(record, self.params, clock.expired)
+            self.reanalyser.add_demonstration(record, self._search_kept_with(), clock.expired)
             self.log(
                 f"demonstration {source}{' (given)' if source in self._given else ''}: "
                 f"normalized reward {solution.normalized_reward:.4f}"
@@ -624,8 +624,13 @@ class Trainer(RayActorsOwner):
         record = trajectory_record(
             self.instance, self.tables, self.config, done.actions, self.selfplay.scale
         )
-        if self.reanalyser.keep_best(record, search_with=self.params):
+        if self.reanalyser.keep_best(record, search_with=self._search_kept_with()):
             self._kept_return_s = done.return_s
+
+    def _search_kept_with(self) -> dict | None:
+        """The parameters to search a game with when Reanalyse keeps it; None with
+        ``learning`` off, where no learner step reads a kept game's targets."""
+        return self.params if self.config.learning else None
 
     def _learn(self) -> None:
         c = self.counters
