@@ -283,21 +283,25 @@ def _resumes(
         return False
     try:
         if solver_name == "egrl":
-            from mallocgame.solvers.egrl import trainer
+            from mallocgame.solvers.egrl import trainer as egrl_trainer
         else:
-            from mallocgame.solvers.muzero import train as trainer
+            from mallocgame.solvers.muzero import train as muzero_trainer
+            from mallocgame.solvers.muzero.solver import MuZeroSolver
     except ImportError as exc:
         raise UsageError(
             f"{solver_name} needs JAX, flax, optax and mctx "
             f"(pip install 'mallocgame[muzero]'): {exc}"
         ) from None
     if solver_name == "egrl":
-        fingerprint = trainer.checkpoint_fingerprint(inst, config, seed)
+        fingerprint = egrl_trainer.checkpoint_fingerprint(inst, config, seed)
+        trainer = egrl_trainer.TRAINER
     else:
-        fingerprint = trainer.checkpoint_fingerprint(inst, config, seed, solver.answer)
+        assert isinstance(solver, MuZeroSolver)  # muzero, muzero-nosearch or muzero-prod
+        fingerprint = muzero_trainer.checkpoint_fingerprint(inst, config, seed, solver.answer)
+        trainer = muzero_trainer.TRAINER
     folder = checkpoint.checkpoint_directory(config.checkpoint_dir)  # not a file
     return checkpoint.check_checkpoint(
-        folder / checkpoint.CHECKPOINT_NAME, fingerprint, remedy, trainer=trainer.TRAINER
+        folder / checkpoint.CHECKPOINT_NAME, fingerprint, remedy, trainer=trainer
     )
 
 
@@ -404,7 +408,7 @@ def _optimize_compiled(args: argparse.Namespace) -> _Compiled | None:
 
         fn = resolve_function(args.jax)
         example = [parse_arg_spec(spec) for spec in args.arg]
-        kwargs = {"donate_argnums": tuple(args.donate)}
+        kwargs: dict[str, Any] = {"donate_argnums": tuple(args.donate)}
         name = args.jax.rpartition(":")[2]
         program, placement = extract_jax_tpu(fn, *example, target=args.target, name=name, **kwargs)
         build = (fn, example, kwargs)

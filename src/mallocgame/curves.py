@@ -40,7 +40,7 @@ class CurvePoint:
     budget_s: float | None  # the run's wall-clock budget, seconds (None: a work budget only)
 
 
-def work_text(work: Mapping[str, int]) -> str:
+def work_text(work: Mapping[str, int | float]) -> str:
     """A solver's work counters as :attr:`CurvePoint.work` holds them: ``"k=v;..."``."""
     return ";".join(f"{k}={v}" for k, v in work.items())
 
@@ -88,7 +88,7 @@ def plot_curves(
 
     programs = list(dict.fromkeys(p.program for p in points))
     fig, axes = plt.subplots(1, len(programs), figsize=(5 * len(programs), 4), squeeze=False)
-    colours = {}
+    colours: dict[str, str] = {}  # solver -> matplotlib colour cycle entry
     for ax, program in zip(axes[0], programs):
         curves: dict[tuple[str, int], list[CurvePoint]] = {}
         for p in points:

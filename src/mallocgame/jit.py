@@ -41,9 +41,10 @@ def fallback_cache_dir(package_dir: Path, user_cache_dir: Path) -> str | None:
     return os.path.join(tempfile.gettempdir(), f"mallocgame-numba-cache-{os.getuid()}")
 
 
-if not numba.config.CACHE_DIR:
+# numba.config's settings are attributes it sets at import, unknown to a type checker
+if not numba.config.CACHE_DIR:  # type: ignore[attr-defined]
     _fallback = fallback_cache_dir(Path(__file__).parent, _user_cache_dir())
     if _fallback is not None:
-        numba.config.CACHE_DIR = _fallback
+        numba.config.CACHE_DIR = _fallback  # type: ignore[attr-defined]
 
 jit = numba.njit(cache=True, nogil=True)

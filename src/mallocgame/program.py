@@ -240,11 +240,12 @@ def _validate_program_groups_and_loops(program: Program) -> None:
     for g, group in enumerate(program.alias_groups):
         for member in group:
             t, p = member
+            buffer = (t, p)  # a plain tuple, whatever sequence the member was built as
             if not (0 <= t < num_t and 0 <= p < program.instructions[t].num_buffers):
-                raise ProgramError(f"alias group {g}: no buffer {tuple(member)}")
-            if tuple(member) in seen:
-                raise ProgramError(f"alias group {g}: buffer {tuple(member)} is in two groups")
-            seen.add(tuple(member))
+                raise ProgramError(f"alias group {g}: no buffer {buffer}")
+            if buffer in seen:
+                raise ProgramError(f"alias group {g}: buffer {buffer} is in two groups")
+            seen.add(buffer)
     for i, lp in enumerate(program.loops):
         if not 0 <= lp.first <= lp.last < num_t:
             raise ProgramError(f"loop {i}: body {lp.first}..{lp.last} out of range")

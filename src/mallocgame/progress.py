@@ -54,7 +54,7 @@ class BestSoFar:
             self._best[candidate] = normalized_reward
         return self.played(games)
 
-    def played(self, games: int | None) -> str:
+    def played(self, games: float | None) -> str:
         """Record that ``games`` games have been played (``None``: no count) and return
         the status text."""
         with self._lock:

@@ -105,7 +105,7 @@ def _draw_rectangles(ax: Axes, instance: Instance, solution: Solution, unit: int
     outline = len(rows) <= OUTLINE_LIMIT
     ax.add_collection(
         PolyCollection(
-            boxes,
+            boxes,  # type: ignore[arg-type]  # an [N, 4, 2] array is a sequence of polygons
             facecolors=cmap(np.mod(np.asarray(tensors, dtype=np.int64), cmap.N)),
             edgecolors="0.2" if outline else "none",
             linewidths=0.4 if outline else 0.0,

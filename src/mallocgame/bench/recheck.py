@@ -29,7 +29,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeGuard
 
 from mallocgame.errors import MallocGameError
 from mallocgame.instance import Instance
@@ -182,7 +182,7 @@ def _invalid_candidate(why: str) -> dict[str, Any]:
     }
 
 
-def _real(value: Any) -> bool:
+def _real(value: Any) -> TypeGuard[float]:
     return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
 
 

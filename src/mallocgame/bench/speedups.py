@@ -165,8 +165,8 @@ def format_program_table(records: list[dict[str, Any]], solvers: list[str]) -> s
             for s in solvers
         ]
         bound = bounds.get(program)
-        r = normalizer.get(program)
-        cells.append(f"{bound / r:.4f}" if bound and r else "—")
+        reward_scale = normalizer.get(program)  # R: reward_s over normalized reward
+        cells.append(f"{bound / reward_scale:.4f}" if bound and reward_scale else "—")
         lines.append(f"| {program} | {programs[program]:,} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
 

@@ -78,8 +78,11 @@ def _entry(source: str, doc: dict[str, Any]) -> Entry:
     if not isinstance(valid, bool):
         raise bad("no 'valid' flag")
     reward = doc.get("normalized_reward")
-    if valid and (isinstance(reward, bool) or not isinstance(reward, Real)):
-        raise bad(f"a valid record with normalized reward {reward!r}")
+    value = None  # an invalid record's reward is not read
+    if valid:
+        if isinstance(reward, bool) or not isinstance(reward, Real):
+            raise bad(f"a valid record with normalized reward {reward!r}")
+        value = float(reward)
     buffers = doc.get("buffers")
     settings = doc.get("settings")
     return Entry(
@@ -87,7 +90,7 @@ def _entry(source: str, doc: dict[str, Any]) -> Entry:
         program=doc["program"],
         solver=doc["solver"],
         seed=seed,
-        reward=float(reward) if valid else None,
+        reward=value,
         failures=str(doc.get("failures") or "invalid"),
         buffers=buffers if isinstance(buffers, int) and not isinstance(buffers, bool) else None,
         settings=settings if isinstance(settings, dict) else None,
@@ -223,8 +226,11 @@ def head_to_head(entries: list[Entry], a: str, b: str) -> list[VersusRow]:
         seeds = sorted({seed for (p, _, seed) in cell if p == program})
         cells = {}
         for seed in seeds:
-            pair = [cell.get((program, solver, seed)) for solver in (a, b)]
-            cells[seed] = (pair[0] and pair[0].reward, pair[1] and pair[1].reward)
+            first, second = (cell.get((program, solver, seed)) for solver in (a, b))
+            cells[seed] = (
+                first.reward if first is not None else None,
+                second.reward if second is not None else None,
+            )
         rows.append(VersusRow(program, buffers[program], cells))
     return rows
 

@@ -146,7 +146,7 @@ def resolve_function(target: str) -> Callable[..., Any]:
         module = importlib.import_module(module_name)
     except Exception as exc:
         raise ArgSpecError(f"cannot import {module_name}: {type(exc).__name__}: {exc}") from None
-    fn = module
+    fn: object = module  # the module, then each attribute along the dotted path
     for part in attr.split("."):
         fn = getattr(fn, part, None)
         if fn is None:

@@ -746,9 +746,13 @@ class _Builder:
             self.optimizer_update(gradients)
         num_t = len(self.instrs)
         tensors = []
-        for i, x in enumerate(self.tensors):
-            end = num_t - 1 if x.live_out else max([x.def_time] + x.reads)
-            tensors.append(ProgramTensor(i, x.name, x.size, x.def_time, end, x.live_out, x.shape))
+        for i, tensor in enumerate(self.tensors):
+            end = num_t - 1 if tensor.live_out else max([tensor.def_time] + tensor.reads)
+            tensors.append(
+                ProgramTensor(
+                    i, tensor.name, tensor.size, tensor.def_time, end, tensor.live_out, tensor.shape
+                )
+            )
         storage = _storages(len(self.tensors), self.aliases)
         buffers: dict[int, list[tuple[int, int]]] = {}
         members: dict[int, set[int]] = {}

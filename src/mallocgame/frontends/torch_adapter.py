@@ -110,6 +110,7 @@ def _make_class() -> type:
 
     class _CaptureAdapter(torch.nn.Module):
         found: ClassVar[list[str]] = []
+        _inner: Any  # the user's module, set in __init__ (an attribute, not a submodule)
 
         def __init__(self, module: Any, loss: str | None) -> None:
             super().__init__()

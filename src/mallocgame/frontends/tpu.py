@@ -109,7 +109,9 @@ def fast_spaces_of(target: object) -> frozenset[int]:
     """The memory spaces XLA's placement uses as the fast memory on ``target`` (a name of
     :data:`TPU_TARGETS`); anything else (a CPU or GPU module, no target recorded): the
     alternate memory space 1 (:data:`~mallocgame.frontends.xla_placement.DEFAULT_FAST_SPACES`)."""
-    return TPU_TARGETS[target].fast_spaces if target in TPU_TARGETS else DEFAULT_FAST_SPACES
+    if target in TPU_TARGETS and isinstance(target, str):  # a key of TPU_TARGETS is a str
+        return TPU_TARGETS[target].fast_spaces
+    return DEFAULT_FAST_SPACES
 
 
 @contextlib.contextmanager

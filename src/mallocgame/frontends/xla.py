@@ -665,8 +665,12 @@ class _Builder:
                 operands.append(int(x))
                 operand_bytes.append(nb)
                 spaces.append(_buffer_space(x))
-        out_shape = None if out_index is None else _subtree(ins.shape, out_index)
-        out_tree = None if out_shape is None else self.new_tree(ins, out_shape, t, out_index)
+        out_shape: Shape | None = None  # the shape at out_index (None: no output)
+        out_tree: Tree = None
+        if out_index is not None:
+            out_shape = _subtree(ins.shape, out_index)
+            if out_shape is not None:
+                out_tree = self.new_tree(ins, out_shape, t, out_index)
         outputs, output_bytes = [], []
         for index, _ in shape_leaves(out_shape) if out_shape is not None else ():
             x = _subtree(out_tree, index)
@@ -726,16 +730,20 @@ class _Builder:
             if isinstance(a, int) and isinstance(b, int):
                 self.union(a, b)
         tensors = []
-        for i, x in enumerate(self.tensors):
-            end = max([x.def_time, x.min_end] + x.reads)
+        for i, tensor in enumerate(self.tensors):
+            end = max([tensor.def_time, tensor.min_end] + tensor.reads)
             for lp in self.loops:
-                if not lp.first <= x.def_time <= lp.last and any(
-                    lp.first <= r <= lp.last for r in x.reads
+                if not lp.first <= tensor.def_time <= lp.last and any(
+                    lp.first <= r <= lp.last for r in tensor.reads
                 ):
                     end = max(end, lp.last)
-            if x.live_out:
+            if tensor.live_out:
                 end = num_t - 1
-            tensors.append(ProgramTensor(i, x.name, x.size, x.def_time, end, x.live_out, x.shape))
+            tensors.append(
+                ProgramTensor(
+                    i, tensor.name, tensor.size, tensor.def_time, end, tensor.live_out, tensor.shape
+                )
+            )
         buffers: dict[int, list[tuple[int, int]]] = {}
         for t, pi in enumerate(self.instrs):
             for p, x in enumerate(pi.operands + pi.outputs):
@@ -1068,12 +1076,17 @@ def dump_jax(
             "the XLA frontend needs JAX to compile functions (pip install jax)"
         ) from None
     label = name or getattr(fn, "__name__", "function")
-    options = {"xla_dump_to": os.fspath(dump_dir), "xla_dump_hlo_as_text": True}
+    options: dict[str, str | bool] = {
+        "xla_dump_to": os.fspath(dump_dir),
+        "xla_dump_hlo_as_text": True,
+    }
     try:
         with jax.default_device(jax.devices("cpu")[0]), no_persistent_cache(jax):
             jitted = jax.jit(fn, donate_argnums=donate_argnums, static_argnums=static_argnums)
             compiled = jitted.lower(*example_args).compile(compiler_options=options)
-            return compiled.as_text().split(",", 1)[0].replace("HloModule", "").strip()
+            text = compiled.as_text()
+            assert text is not None  # a CPU executable always has its HLO text
+            return text.split(",", 1)[0].replace("HloModule", "").strip()
     except MallocGameError:
         raise
     except Exception as exc:

@@ -310,7 +310,9 @@ def _with_offsets(
     for group in sorted(
         items.values(), key=lambda g: min(m[2] for c in g for m in c.members if m[2] is not None)
     ):
-        spans = [(m[2], m[3]) for c in group for m in c.members if m[2] is not None]
+        spans = [  # a member's start and end are both set or both None
+            (m[2], m[3]) for c in group for m in c.members if m[2] is not None and m[3] is not None
+        ]
         first, last = min(s for s, _ in spans), max(e for _, e in spans)
         size = max(instance.buffers[m[0]].size for c in group for m in c.members)
         z = -(-size // align) * align

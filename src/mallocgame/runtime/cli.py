@@ -391,6 +391,13 @@ def cmd_bench_real(args: argparse.Namespace) -> int:
         else ()
     )
     default = () if extra else ("mlp", "bert", "resnet50")
+    given: dict[str, Any] = {}  # the options given; BenchConfig's defaults otherwise
+    if args.placements:
+        given["placements"] = tuple(args.placements)
+    if args.profile is not None:
+        given["profile"] = tuple(args.profile)
+    if args.dry_run:
+        given.update(work=8, warmup=1, steps=3)
     config = BenchConfig(
         out=args.out,
         device="cpu" if args.dry_run else "cuda",
@@ -405,9 +412,7 @@ def cmd_bench_real(args: argparse.Namespace) -> int:
         resume=args.resume,
         hbm_limit=args.hbm_limit,
         stage_dot_reads=args.stage_dot_reads,
-        **({"placements": tuple(args.placements)} if args.placements else {}),
-        **({"profile": tuple(args.profile)} if args.profile is not None else {}),
-        **({"work": 8, "warmup": 1, "steps": 3} if args.dry_run else {}),
+        **given,
     )
     run_real_bench(config)
     return 0

@@ -161,10 +161,10 @@ def _check_program(instance: Instance, text: str) -> None:
                 f"{x.def_time}), the function's program {p.name} ({p.size} bytes, defined "
                 f"at {p.def_time})"
             )
-    for t, (p, i) in enumerate(zip(program.instructions, instance.instructions)):
-        if p.name != i.name:
+    for t, (pi, i) in enumerate(zip(program.instructions, instance.instructions)):
+        if pi.name != i.name:
             raise ProgramMismatchError(
-                f"instruction {t}: the instance has {i.name}, the function's program {p.name}"
+                f"instruction {t}: the instance has {i.name}, the function's program {pi.name}"
             )
 
 
@@ -212,14 +212,14 @@ def jax_placement(
         if not isinstance(tree, int):
             raise ApplyError(f"parameter {number} of the module is a tuple: not mapped")
         leaf = kept[number]
-        x = instance.tensors[int(tree)]
+        tensor = instance.tensors[int(tree)]
         aval = in_avals[leaf]
-        shape = entry[x.name].shape if x.name in entry else None
+        shape = entry[tensor.name].shape if tensor.name in entry else None
         dims = tuple(getattr(shape, "dims", ()) or ())
-        if x.size != _nbytes(aval) or (shape is not None and dims != tuple(aval.shape)):
+        if tensor.size != _nbytes(aval) or (shape is not None and dims != tuple(aval.shape)):
             raise ProgramMismatchError(
                 f"argument leaf {leaf} ({aval.dtype}{list(aval.shape)}, {_nbytes(aval)} "
-                f"bytes) is not parameter {number} ({x.name}, {shape}, {x.size} bytes)"
+                f"bytes) is not parameter {number} ({tensor.name}, {shape}, {tensor.size} bytes)"
             )
         in_tensors[leaf] = int(tree)
 

@@ -278,7 +278,9 @@ class CudaMemory(Memory):
         if self._cupy is not None:
             owner = _CupyHost(self._cupy, nbytes)
             buf = (ctypes.c_uint8 * nbytes).from_address(owner.ptr)
-            buf.owner = owner  # the CPU view keeps the allocation alive too
+            # the CPU view keeps the allocation alive too (ctypes' stubs declare no
+            # attributes of an array instance, which takes any)
+            buf.owner = owner  # type: ignore[attr-defined]
             dma = torch.frombuffer(buf, dtype=torch.uint8)
             kernel = torch.as_tensor(
                 _CudaArray(owner.device_ptr, nbytes, owner), device=self.device

@@ -460,7 +460,7 @@ def matmul_layout(node: Any) -> str:
     letters = []
     for arg in node.args[-2:]:
         value = getattr(arg, "meta", {}).get("val")
-        if not hasattr(value, "stride") or value.dim() < 2:
+        if value is None or not hasattr(value, "stride") or value.dim() < 2:
             return ""
         contiguous = value.stride()[-1] == 1 or value.shape[-1] == 1
         letters.append("N" if contiguous else "T")

@@ -256,6 +256,7 @@ class PlacedRunner:
         written: set[int] = set()  # tensors whose host copy holds their value by now
         latest: dict[int, Any] = {}  # result tensor -> its latest HBM copy (the default's results)
         current: dict[int, Any] = {}
+        outs: list[Any] | None  # a step's outputs (None once the step is done)
         self.dot_staged_bytes = 0
 
         def fetch(x: int, t: int) -> Any:

@@ -287,7 +287,8 @@ class _LP:
         self.rows.append((list(merged), list(merged.values()), lo, hi))
 
     def solve(self, time_limit: float | None = None) -> float | None:
-        from ortools.linear_solver import linear_solver_pb2
+        # a generated protobuf module, which ortools ships without a stub
+        from ortools.linear_solver import linear_solver_pb2  # type: ignore[attr-defined]
         from ortools.linear_solver.python import model_builder_helper as mbh
 
         model = linear_solver_pb2.MPModelProto(maximize=True)
@@ -401,6 +402,7 @@ def _lp_bound(inst: Instance, r: Reach, scale: float, time_limit: float | None) 
             lp.row(list(lam.values()), [1.0] * len(lam), 1.0, 1.0)
             for i in bits:
                 v = x(term.varied[i])
+                assert v is not None  # bits are the feasible buffers'
                 idx = [lam[m] for m in masks if m >> i & 1] + [v]
                 lp.row(idx, [1.0] * (len(idx) - 1) + [-1.0], 0.0, 0.0)
 
@@ -419,8 +421,7 @@ def _lp_bound(inst: Instance, r: Reach, scale: float, time_limit: float | None) 
         for clusters in per_step.values():
             if sum(max(reqs.values()) for reqs in clusters.values()) <= capu:
                 continue  # everything that can be there fits: the row is redundant
-            idx: list[int] = []
-            coef: list[float] = []
+            idx, coef = [], []
             for reqs in clusters.values():
                 if len(reqs) == 1:
                     ((v, wu),) = reqs.items()

@@ -385,7 +385,8 @@ def enable_compilation_cache() -> None:
     import jax
 
     where = os.environ.get("MALLOCGAME_XLA_CACHE", "")
-    if where.lower() == "off" or jax.config.jax_compilation_cache_dir:
+    # JAX's way to read a flag; its Config class does not declare its flags for a type checker
+    if where.lower() == "off" or jax.config.jax_compilation_cache_dir:  # type: ignore[attr-defined]
         return
     path = Path(where) if where else Path.home() / ".cache" / "mallocgame" / "xla"
     try:

@@ -616,6 +616,7 @@ class MappingModel:
                     out.append(Allocation(b.id, "NoCopy", offset, o.tau, x.last_use_time, None))
                 else:
                     end = int(value(o.m))
+                    assert o.e_min is not None  # no Copy out without a copy-out end (cp == 0)
                     copy = (o.tau + 1, o.e_min) if b.demand_s > 0 else None
                     out.append(Allocation(b.id, "Copy", offset, o.tau, end, copy))
             else:
@@ -674,6 +675,7 @@ class MappingModel:
                 if a is None:
                     m.add_hint(o.m, o.tau)
                     continue
+                assert a.end is not None  # an output's allocation starts at its definition
                 if a.action == "NoCopy":
                     end = x.last_use_time
                 else:

@@ -207,11 +207,11 @@ class _Msa:
 
         self.def_buf = [-1] * num_x
         self.reads: list[list[int]] = [[] for _ in range(num_x)]
-        for b in bufs:
-            if b.is_output:
-                self.def_buf[b.tensor_id] = b.id
+        for buf in bufs:
+            if buf.is_output:
+                self.def_buf[buf.tensor_id] = buf.id
             else:
-                self.reads[b.tensor_id].append(b.id)  # game order = time order
+                self.reads[buf.tensor_id].append(buf.id)  # game order = time order
         self.def_time = [x.def_time for x in inst.tensors]
         self.last_use = [x.last_use_time for x in inst.tensors]
         self.live_out = [x.live_out for x in inst.tensors]
@@ -345,6 +345,7 @@ class _Msa:
         self.alloc[b] = Allocation(b, action, offset, start, end, copy)
         self.log.append(("alloc", b))
         if start is not None and self.zsize[b] > 0:
+            assert end is not None  # an allocation in fast memory has both ends
             i = self.n_rect
             self.t0[i], self.t1[i] = start, end
             self.o0[i], self.o1[i] = offset, offset + self.zsize[b]
@@ -734,7 +735,7 @@ class OrderedAssignment:
         definition)."""
         return int(self._candidate_of_buffer[buffer])
 
-    def assign(self, order: Sequence[int]) -> list[Allocation]:
+    def assign(self, order: Sequence[int] | np.ndarray) -> list[Allocation]:
         """The allocations of placing the candidates in ``order`` (a permutation of
         ``0 .. num_candidates-1``; :class:`ValueError` otherwise), sorted by buffer."""
         new = np.asarray(order, dtype=np.int64)

@@ -352,8 +352,9 @@ class MctsSolver(Solver, name="mcts", work_unit="simulations", config=MctsConfig
                     counts["searched_moves"] += 1
                     if work_left is not None:
                         work_left -= done
+                    visits, values = root.n, root.w
                     action = max(
-                        root.actions, key=lambda a: (root.n[a], root.w[a] / max(root.n[a], 1))
+                        root.actions, key=lambda a: (visits[a], values[a] / max(visits[a], 1))
                     )
             child = root.children[action] if root is not None else None
             driver.step(action)

@@ -27,7 +27,7 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, replace
 
-from mallocgame.check import check_solution
+from mallocgame.check import FailureKind, check_solution
 from mallocgame.errors import SolverError
 from mallocgame.frontends.tpu import fast_spaces_of
 from mallocgame.frontends.xla_placement import (
@@ -52,7 +52,7 @@ class XlaAnswer:
 
     solution: Solution
     raw: Solution
-    raw_failures: Mapping[str, int]
+    raw_failures: Mapping[FailureKind, int]
     kept_fraction: float
 
     @property

@@ -40,7 +40,8 @@ class GRUClassifier(nn.Module):
 
     @nn.compact
     def __call__(self, xs: jax.Array) -> jax.Array:  # [batch, time, features]
-        h = nn.RNN(nn.GRUCell(self.hidden), name="gru")(xs)
+        # flax annotates an RNN's result as outputs | (carry, outputs), whatever return_carry is
+        h: jax.Array = nn.RNN(nn.GRUCell(self.hidden), name="gru")(xs)  # type: ignore[assignment]
         return nn.Dense(self.num_classes)(h[:, -1])
 
 
@@ -55,7 +56,9 @@ class StackedRNN(nn.Module):
     def __call__(self, xs: jax.Array) -> jax.Array:
         x = nn.Dense(self.hidden)(xs)
         for i in range(self.num_layers):
-            x = x + nn.RNN(nn.SimpleCell(self.hidden), name=f"rnn{i}")(nn.LayerNorm()(x))
+            rnn = nn.RNN(nn.SimpleCell(self.hidden), name=f"rnn{i}")
+            # flax annotates the result as outputs | (carry, outputs), whatever return_carry is
+            x = x + rnn(nn.LayerNorm()(x))  # type: ignore[operator]
         return nn.Dense(self.num_classes)(jnp.mean(x, axis=1))
 
 
@@ -138,9 +141,10 @@ class Seq2SeqNMT(nn.Module):
     def __call__(self, src: jax.Array) -> tuple[jax.Array, jax.Array]:
         x = nn.Embed(self.src_vocab, self.embed)(src)
         half = self.hidden // 2
-        enc = nn.Bidirectional(nn.RNN(nn.GRUCell(half)), nn.RNN(nn.GRUCell(half)), name="encoder")(
-            x
-        )
+        # flax annotates the result as outputs | (carry, outputs), whatever return_carry is
+        enc: jax.Array = nn.Bidirectional(  # type: ignore[assignment]
+            nn.RNN(nn.GRUCell(half)), nn.RNN(nn.GRUCell(half)), name="encoder"
+        )(x)
         keys = nn.Dense(self.hidden, use_bias=False, name="keys")(enc)
         h = jnp.tanh(nn.Dense(self.hidden, name="bridge")(jnp.mean(enc, axis=1)))
         tok = jnp.full((src.shape[0],), self.bos, jnp.int32)
@@ -190,7 +194,7 @@ class WaveNet(nn.Module):
     @nn.compact
     def __call__(self, samples: jax.Array, cond: jax.Array) -> jax.Array:
         x = nn.Conv(self.residual, (2,), padding="CAUSAL")(jax.nn.one_hot(samples, self.classes))
-        skips = 0.0
+        skips: float | jax.Array = 0.0  # the sum of the layers' skip outputs
         for _ in range(self.stacks):
             for i in range(self.layers_per_stack):
                 x, s = _WaveNetLayer(self.residual, self.skip, 2**i)(x, cond)

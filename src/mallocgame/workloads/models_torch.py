@@ -236,6 +236,8 @@ class Bert(nn.Module):
     ``[B, S, hidden]`` and the pooled first token ``[B, hidden]`` (tanh dense).
     """
 
+    position_ids: torch.Tensor  # [1, max_positions] int64, a buffer registered in __init__
+
     def __init__(self, c: BertConfig = BERT_BASE):
         super().__init__()
         self.word = nn.Embedding(c.vocab, c.hidden)

@@ -67,16 +67,20 @@ class _MultiHeadAttention(nn.Module):
     ) -> jax.Array:
         b, t, d = x.shape
         h = self.num_heads
-        extra = {"dot_general": accumulating_dot} if self.f32_accumulate else {}
-        dense = lambda n: nn.Dense(d, use_bias=self.use_bias, dtype=self.dtype, name=n, **extra)  # noqa: E731
+        dot = accumulating_dot if self.f32_accumulate else None  # None: Dense's default
+        dense = lambda n: nn.Dense(  # noqa: E731
+            d, use_bias=self.use_bias, dtype=self.dtype, dot_general=dot, name=n
+        )
         if kv is None:
-            qkv = nn.Dense(3 * d, use_bias=self.use_bias, dtype=self.dtype, name="qkv", **extra)(x)
+            qkv = nn.Dense(
+                3 * d, use_bias=self.use_bias, dtype=self.dtype, dot_general=dot, name="qkv"
+            )(x)
             q, k, v = jnp.split(qkv.reshape(b, t, 3 * h, d // h), 3, axis=2)
         else:
             q = dense("query")(x).reshape(b, t, h, d // h)
-            kv_out = nn.Dense(2 * d, use_bias=self.use_bias, dtype=self.dtype, name="kv", **extra)(
-                kv
-            )
+            kv_out = nn.Dense(
+                2 * d, use_bias=self.use_bias, dtype=self.dtype, dot_general=dot, name="kv"
+            )(kv)
             k, v = jnp.split(kv_out, 2, axis=-1)
             k, v = (a.reshape(b, kv.shape[1], h, d // h) for a in (k, v))
         scores = (
@@ -97,9 +101,11 @@ class _FeedForward(nn.Module):
 
     @nn.compact
     def __call__(self, x: jax.Array) -> jax.Array:
-        extra = {"dot_general": accumulating_dot} if self.f32_accumulate else {}
-        y = nn.gelu(nn.Dense(self.d_ff, use_bias=self.use_bias, dtype=self.dtype, **extra)(x))
-        return nn.Dense(x.shape[-1], use_bias=self.use_bias, dtype=self.dtype, **extra)(y)
+        dot = accumulating_dot if self.f32_accumulate else None  # None: Dense's default
+        y = nn.gelu(
+            nn.Dense(self.d_ff, use_bias=self.use_bias, dtype=self.dtype, dot_general=dot)(x)
+        )
+        return nn.Dense(x.shape[-1], use_bias=self.use_bias, dtype=self.dtype, dot_general=dot)(y)
 
 
 class _PreLNBlock(nn.Module):
@@ -291,9 +297,9 @@ def _bert_pretrain(
     segments = mc._ints(rng, (batch, seq), 2, concrete)
     if padded:
         lengths = rng.integers(seq // 2, seq + 1, batch)
-        attention_mask = (np.arange(seq)[None] < lengths[:, None]).astype(np.int32)
+        prefix_mask = (np.arange(seq)[None] < lengths[:, None]).astype(np.int32)
         attention_mask = (
-            jax.device_put(attention_mask)
+            jax.device_put(prefix_mask)
             if concrete
             else jax.ShapeDtypeStruct((batch, seq), jnp.int32)
         )

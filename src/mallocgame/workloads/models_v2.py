@@ -377,6 +377,7 @@ def _llama_layer(
         keys, values = k, v
         mask = jnp.tril(jnp.ones((s, s), bool))[None, None, None]
     else:
+        assert v_cache is not None and cache_at is not None  # a cache comes with all three
         k_cache = jax.lax.dynamic_update_slice(k_cache, k, (0, 0, cache_at, 0))
         v_cache = jax.lax.dynamic_update_slice(v_cache, v, (0, 0, cache_at, 0))
         keys, values = k_cache, v_cache

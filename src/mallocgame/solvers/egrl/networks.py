@@ -58,6 +58,9 @@ logits stay near the bias ``prior_bias · (1, 1/2, 0)``, varying by unit."""
 _TRUNCATED_STD = 0.87962566103423978  # std of N(0, 1) truncated to [-2, 2]
 
 Graph = Mapping[str, jnp.ndarray]
+Edges = tuple[jnp.ndarray, jnp.ndarray, jnp.ndarray, jnp.ndarray]
+"""A graph's edges as :class:`RelationalConv` takes them: source, destination, relation
+and mask, each ``[E]``."""
 
 
 class RelationalConv(nn.Module):
@@ -111,13 +114,13 @@ class GraphUNet(_GraphNetwork):
         edges = (g["src"], g["dst"], g["rel"], g["mask"])
         for i in range(self.layers):
             h = RelationalConv(self.hidden, name=f"down0_{i}")(h, *edges) * node_mask[:, None]
-        skips = []
-        level_of = jnp.arange(
-            n0
-        )  # node id at the current level of every original node (n: dropped)
+        # each level's (embeddings, edges, mask, size) before pooling, and the nodes it kept
+        skips: list[tuple[jnp.ndarray, Edges, jnp.ndarray, int, jnp.ndarray]] = []
+        # the node id at the current level of every original node (n: dropped)
+        level_of = jnp.arange(n0)
         mask, size = node_mask, n0
         for level in range(1, self.pool_levels + 1):
-            skips.append((h, edges, mask, size))
+            before = (h, edges, mask, size)
             k = max(1, int(math.ceil(self.pool_ratio * size)))
             p = self.param(f"pool{level}", nn.initializers.normal(1.0), (self.hidden,))
             score = h @ p / (jnp.linalg.norm(p) + 1e-8)
@@ -134,7 +137,7 @@ class GraphUNet(_GraphNetwork):
             h = h * mask[:, None]
             for i in range(self.layers):
                 h = RelationalConv(self.hidden, name=f"down{level}_{i}")(h, *edges) * mask[:, None]
-            skips[-1] = (*skips[-1], keep)
+            skips.append((*before, keep))
             size = k
         for level in range(self.pool_levels, 0, -1):
             h_skip, edges, mask, size, keep = skips[level - 1]

@@ -128,7 +128,7 @@ def mutate_chromosome(
     """Gaussian mutation of a share ``rate`` of the units: their prior logits
     ``+= N(0, sigma²)`` and their log temperature ``+= N(0, sigma²)`` (clipped to
     ``[1e-2, 1e2]``)."""
-    n = chromosome.prior.shape[0]
+    n = int(chromosome.prior.shape[0])
     chosen = rng.random(n) < rate
     prior = chromosome.prior + np.where(chosen[:, None], sigma * rng.standard_normal((n, 3)), 0.0)
     log_t = np.log(chromosome.temperature) + np.where(chosen, sigma * rng.standard_normal(n), 0.0)

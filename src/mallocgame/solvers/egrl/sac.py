@@ -35,8 +35,9 @@ import functools
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, cast
 
+import flax.linen as nn
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -112,6 +113,12 @@ class LearnerFunctions:
         return np.asarray(ravel_pytree(params)[0], dtype=np.float32)
 
 
+def _apply(module: nn.Module, params: Any, graph: Any) -> jnp.ndarray:
+    """``module.apply(params, graph)``: its output alone, as no collection is mutable (flax
+    types ``apply`` for every ``mutable``, with the updated state in a tuple)."""
+    return cast(jnp.ndarray, module.apply(params, graph))
+
+
 @functools.lru_cache(maxsize=8)
 def learner_functions(shape: NetShape) -> LearnerFunctions:
     """The jitted actor, critics and SAC update of ``shape`` (built once per process)."""
@@ -123,10 +130,10 @@ def learner_functions(shape: NetShape) -> LearnerFunctions:
     _, unravel = ravel_pytree(init_params(actor, np.random.default_rng(0)))
 
     def logits(params: Any, graph: Any) -> jnp.ndarray:
-        return actor.apply(params, graph)
+        return _apply(actor, params, graph)
 
     def flat_logits(theta: jnp.ndarray, graph: Any) -> jnp.ndarray:
-        return actor.apply(unravel(theta), graph)
+        return _apply(actor, unravel(theta), graph)
 
     def update(state: LearnerState, graph: Any, actions: jnp.ndarray, targets: jnp.ndarray):
         units = graph["units"]
@@ -136,7 +143,7 @@ def learner_functions(shape: NetShape) -> LearnerFunctions:
         def critic_loss(critics: Any) -> tuple[jnp.ndarray, tuple[jnp.ndarray, jnp.ndarray]]:
             q = jnp.stack(
                 [
-                    critic.apply(jax.tree_util.tree_map(lambda a, i=i: a[i], critics), graph)
+                    _apply(critic, jax.tree_util.tree_map(lambda a, i=i: a[i], critics), graph)
                     for i in range(2)
                 ]
             )
@@ -149,7 +156,7 @@ def learner_functions(shape: NetShape) -> LearnerFunctions:
         alpha = jnp.exp(state.log_alpha)
 
         def actor_loss(params: Any) -> tuple[jnp.ndarray, jnp.ndarray]:
-            logp = jax.nn.log_softmax(actor.apply(params, graph))
+            logp = jax.nn.log_softmax(_apply(actor, params, graph))
             p = jnp.exp(logp)
             per_unit = (p * (alpha * logp - q_min)).sum(-1)
             entropy = -(p * logp).sum(-1)

@@ -298,6 +298,7 @@ class EgrlTrainer:
         next_checkpoint = cfg.checkpoint_seconds
         next_log = cfg.progress_seconds
         if self.resumed:
+            assert self.dir is not None  # what it resumed from
             self.log(
                 f"resumed from {self.dir / checkpoint.CHECKPOINT_NAME}: {c.proposals} proposals, "
                 f"{c.generations} generations, best {self.best_fitness:.4f}"

@@ -32,6 +32,7 @@ actor's games arrive first depends on timing.
 
 from __future__ import annotations
 
+import logging
 import os
 import socket
 import time
@@ -86,13 +87,13 @@ def connect(address: str, actors: int) -> None:
                 num_cpus=max(actors, os.cpu_count() or 1),
                 include_dashboard=False,
                 _node_ip_address="127.0.0.1",
-                logging_level="ERROR",
+                logging_level=logging.ERROR,
                 log_to_driver=False,
                 object_store_memory=256 * 2**20,
             )
         else:
             try:
-                ray.init(address=address, logging_level="ERROR", log_to_driver=False)
+                ray.init(address=address, logging_level=logging.ERROR, log_to_driver=False)
             except (ConnectionError, ValueError, RuntimeError) as exc:
                 raise SolverError(f"ray {address}: cannot join the cluster ({exc})") from None
     cpus = ray.cluster_resources().get("CPU", 0)
@@ -246,10 +247,11 @@ class SelfPlayActors:
             [p for p in range(len(instances)) if p % count == a] or [a % len(instances)]
             for a in range(count)
         ]
-        self.actors = [
+        # Ray's stubs type an actor handle's methods without their .remote: Any
+        self.actors: list[Any] = [
             remote.options(**options).remote(list(instances), config, seed, a) for a in range(count)
         ]
-        self.reanalyse_actor = (
+        self.reanalyse_actor: Any = (
             ray.remote(num_cpus=1, max_restarts=-1, max_task_retries=0)(ReanalyseActor)
             .options(**options)
             .remote(config)

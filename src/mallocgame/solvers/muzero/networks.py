@@ -29,7 +29,7 @@ __all__ = ["MuZeroNet", "NUM_ACTIONS", "init_params"]
 
 NUM_ACTIONS = 3
 
-Observation = Mapping[str, jnp.ndarray]
+Observation = Mapping[str, jnp.ndarray | np.ndarray]
 
 
 def _normalize(x: jnp.ndarray) -> jnp.ndarray:

@@ -109,7 +109,7 @@ class MuZeroProdSolver(MuZeroSolver, name="muzero-prod", config=MuZeroProdConfig
         if searched is not None:
             judged.append(judge(instance, searched))
         choice = fastest(judged)
-        work = dict(agent.work) if agent is not None else {"games": 0}
+        work: dict[str, int | float] = dict(agent.work) if agent is not None else {"games": 0}
         if searched is not None:
             work["order_evaluations"] = searched.work["evaluations"]
         info = {**choice.info(), **({"left_out": left_out} if left_out else {})}

@@ -324,6 +324,7 @@ class Reanalyser:
         for i, (record, t) in enumerate(rows):
             for name, batch in self._obs.items():
                 batch[i] = record.observations[name][t]
+            assert record.allowed is not None  # add() and add_demonstration() refuse others
             self._allowed[i] = record.allowed[t]
         for i in range(len(rows), self.config.parallel_games):  # pad a short batch
             for batch in self._obs.values():

@@ -155,6 +155,7 @@ class SharedTrainer(RayActorsOwner):
         programs = len(self.trainers)
         target = games if games is not None else (None if clock.seconds else c.games + programs)
         if self.resumed:
+            assert self.dir is not None  # what it resumed from
             self.log(
                 f"resumed from {self.dir / checkpoint.CHECKPOINT_NAME}: {c.games} games, "
                 f"{c.learner_steps} learner steps"

@@ -479,6 +479,7 @@ class Trainer(RayActorsOwner):
         progress and checkpoint timer."""
         cfg, c = self.config, self.counters
         if self.resumed:
+            assert self.dir is not None  # what it resumed from
             self.log(
                 f"resumed from {self.dir / checkpoint.CHECKPOINT_NAME}: {c.games} games, "
                 f"{c.learner_steps} learner steps, best {self._normalized(self.best_return):.4f}"
