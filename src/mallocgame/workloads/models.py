@@ -56,6 +56,7 @@ from mallocgame.workloads.models_common import (  # noqa: F401  (re-exported hel
     _abstract,
     _fill,
     _floats,
+    _forward,
     _gradient_step,
     _ints,
     _opt_state,
@@ -238,7 +239,7 @@ def _alexnet_train_b32(concrete: bool) -> Built:
 
     def train_step(params, opt_state, images, labels):
         def loss_fn(p):
-            return _xent(model.apply({"params": p}, images), labels)
+            return _xent(_forward(model, {"params": p}, images), labels)
 
         return _gradient_step(tx, loss_fn, params, opt_state)
 
@@ -259,7 +260,7 @@ def _resnet_infer(concrete: bool) -> Built:
     images = _floats(rng, (batch, hw, hw, 3), concrete)
 
     def infer(variables, images):
-        return jax.nn.softmax(model.apply(variables, images), axis=-1)
+        return jax.nn.softmax(_forward(model, variables, images), axis=-1)
 
     return infer, (variables, images), {}
 
@@ -278,7 +279,7 @@ def _transformer_train(concrete: bool) -> Built:
         inputs, targets = tokens[:, :-1], tokens[:, 1:]
 
         def loss_fn(p):
-            return _xent(model.apply({"params": p}, inputs), targets)
+            return _xent(_forward(model, {"params": p}, inputs), targets)
 
         return _gradient_step(tx, loss_fn, params, opt_state)
 
@@ -359,7 +360,7 @@ def _donated_sgd_step(concrete: bool) -> Built:
 
     def sgd_step(params, opt_state, x, y):
         def loss_fn(p):
-            return _xent(model.apply({"params": p}, x), y)
+            return _xent(_forward(model, {"params": p}, x), y)
 
         return _gradient_step(tx, loss_fn, params, opt_state)
 

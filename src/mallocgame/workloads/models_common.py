@@ -139,6 +139,13 @@ def _rng_key(concrete: bool) -> Any:
     return _KEY
 
 
+def _forward(model: Any, variables: Any, *args: Any) -> Any:
+    """``model.apply(variables, *args)``, no collection mutable: the module's output, as its
+    ``__call__`` types it (flax types ``apply`` for any ``mutable``, with the updated state
+    in a tuple)."""
+    return model.apply(variables, *args)
+
+
 def _xent(logits: jax.Array, labels: jax.Array) -> jax.Array:
     return optax.softmax_cross_entropy_with_integer_labels(logits, labels).mean()
 
@@ -239,7 +246,7 @@ def _next_token_train(
     tokens = _ints(rng, (batch, seq + 1), model.vocab, concrete)
 
     def loss_fn(params, tokens):
-        return _xent(model.apply({"params": params}, tokens[:, :-1]), tokens[:, 1:])
+        return _xent(_forward(model, {"params": params}, tokens[:, :-1]), tokens[:, 1:])
 
     t0 = jax.ShapeDtypeStruct((1, seq), jnp.int32)
     return _training_program(model, tx, loss_fn, (t0,), (tokens,), concrete, rng)

@@ -184,7 +184,7 @@ def _moe_lm_train(concrete: bool) -> mc.Built:
     tokens = mc._ints(rng, (8, 513), model.vocab, concrete)
 
     def loss_fn(params, tokens):
-        logits, aux = model.apply({"params": params}, tokens[:, :-1])
+        logits, aux = mc._forward(model, {"params": params}, tokens[:, :-1])
         return mc._xent(logits, tokens[:, 1:]) + 0.01 * aux
 
     tx = optax.chain(optax.clip_by_global_norm(1.0), optax.adafactor(1e-3))
@@ -239,7 +239,7 @@ def _bert_large_infer(concrete: bool) -> mc.Built:
     params = mc._model_params(model, examples, concrete, rng)
 
     def infer(params, tokens, segments, attention, positions):
-        mlm, nsp = model.apply({"params": params}, tokens, segments, attention, positions)
+        mlm, nsp = mc._forward(model, {"params": params}, tokens, segments, attention, positions)
         return jax.nn.softmax(mlm, axis=-1), jax.nn.softmax(nsp, axis=-1)
 
     return infer, (params, tokens, segments, attention, positions), {}
@@ -336,7 +336,7 @@ def _conv_autoencoder_train(concrete: bool) -> mc.Built:
     images = mc._floats(rng, (64, 256, 256, 3), concrete)
 
     def loss_fn(params, images):
-        return jnp.mean((model.apply({"params": params}, images) - images) ** 2)
+        return jnp.mean((mc._forward(model, {"params": params}, images) - images) ** 2)
 
     x0 = jax.ShapeDtypeStruct((1, 256, 256, 3), jnp.float32)
     return mc._training_program(model, optax.adam(1e-3), loss_fn, (x0,), (images,), concrete, rng)
@@ -432,7 +432,7 @@ def _ddpm_train(concrete: bool) -> mc.Built:
     def loss_fn(params, images, t, noise):
         ab = jnp.asarray(alpha_bar)[t][:, None, None, None]
         noisy = jnp.sqrt(ab) * images + jnp.sqrt(1.0 - ab) * noise
-        return jnp.mean((model.apply({"params": params}, noisy, t) - noise) ** 2)
+        return jnp.mean((mc._forward(model, {"params": params}, noisy, t) - noise) ** 2)
 
     examples = (
         jax.ShapeDtypeStruct((1, size, size, 3), jnp.float32),
@@ -479,7 +479,7 @@ def _gin_train(concrete: bool) -> mc.Built:
     labels = mc._ints(rng, (nodes,), model.num_classes, concrete)
 
     def loss_fn(params, x, senders, receivers, labels):
-        return mc._xent(model.apply({"params": params}, x, senders, receivers), labels)
+        return mc._xent(mc._forward(model, {"params": params}, x, senders, receivers), labels)
 
     examples = (
         jax.ShapeDtypeStruct((4, features), jnp.float32),
@@ -564,7 +564,7 @@ def _mamba_lm_infer(concrete: bool) -> mc.Built:
     params = mc._model_params(model, (jax.ShapeDtypeStruct((1, 8), jnp.int32),), concrete, rng)
 
     def infer(params, tokens):
-        return jax.nn.log_softmax(model.apply({"params": params}, tokens), axis=-1)
+        return jax.nn.log_softmax(mc._forward(model, {"params": params}, tokens), axis=-1)
 
     return infer, (params, tokens), {}
 

@@ -223,7 +223,7 @@ def _graph_infer(
     params = mc._model_params(model, examples, concrete, rng)
 
     def infer(params, nodes, edges, senders, receivers, graph_ids):
-        return model.apply({"params": params}, nodes, edges, senders, receivers, graph_ids)
+        return mc._forward(model, {"params": params}, nodes, edges, senders, receivers, graph_ids)
 
     return infer, (params, *inputs), {}
 
@@ -277,7 +277,7 @@ def _dlrm_program(model: DLRM, batch: int, bag: int, concrete: bool) -> mc.Built
 
     def train_step(params, opt_state, dense, sparse, labels):
         def loss_fn(p):
-            logits = model.apply({"params": p}, dense, sparse)
+            logits = mc._forward(model, {"params": p}, dense, sparse)
             return optax.sigmoid_binary_cross_entropy(logits, labels.astype(jnp.float32)).mean()
 
         return mc._gradient_step(tx, loss_fn, params, opt_state)
@@ -356,7 +356,7 @@ def _sampler(model: DDIMSampler, noise_shape: tuple[int, ...], concrete: bool) -
     noise = mc._floats(rng, noise_shape, concrete)
 
     def sample(params, noise):
-        return model.apply({"params": params}, noise)
+        return mc._forward(model, {"params": params}, noise)
 
     return sample, (params, noise), {}
 

@@ -228,7 +228,7 @@ def _sequence_infer(
     xs = mc._floats(rng, xs_shape, concrete)
 
     def infer(params, xs):
-        return normalize(model.apply({"params": params}, xs), axis=-1)
+        return normalize(mc._forward(model, {"params": params}, xs), axis=-1)
 
     return infer, (params, xs), {}
 
@@ -249,7 +249,7 @@ def _tagger_infer(model: BiGRUTagger, batch: int, length: int, concrete: bool) -
     params, tokens = _params_and_tokens(model, batch, length, model.vocab, concrete)
 
     def infer(params, tokens):
-        logits = model.apply({"params": params}, tokens)
+        logits = mc._forward(model, {"params": params}, tokens)
         return jnp.argmax(logits, axis=-1), jax.nn.log_softmax(logits, axis=-1)
 
     return infer, (params, tokens), {}
@@ -260,7 +260,7 @@ def _translate(model: Seq2SeqNMT, batch: int, length: int, concrete: bool) -> mc
     params, src = _params_and_tokens(model, batch, length, model.src_vocab, concrete)
 
     def translate(params, src):
-        return model.apply({"params": params}, src)
+        return mc._forward(model, {"params": params}, src)
 
     return translate, (params, src), {}
 
@@ -276,7 +276,7 @@ def _wavenet_program(model: WaveNet, batch: int, length: int, concrete: bool) ->
     cond = mc._floats(rng, (batch, 16), concrete)
 
     def infer(params, samples, cond):
-        return jax.nn.log_softmax(model.apply({"params": params}, samples, cond), axis=-1)
+        return jax.nn.log_softmax(mc._forward(model, {"params": params}, samples, cond), axis=-1)
 
     return infer, (params, samples, cond), {}
 

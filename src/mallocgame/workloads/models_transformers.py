@@ -311,7 +311,9 @@ def _bert_pretrain(
     nsp_labels = mc._ints(rng, (batch,), 2, concrete)
 
     def loss_fn(params, tokens, segments, attention_mask, positions, mlm_labels, nsp_labels):
-        mlm, nsp = model.apply({"params": params}, tokens, segments, attention_mask, positions)
+        mlm, nsp = mc._forward(
+            model, {"params": params}, tokens, segments, attention_mask, positions
+        )
         return mc._xent(mlm, mlm_labels) + mc._xent(nsp, nsp_labels)
 
     tx = optax.adamw(optax.linear_schedule(1e-4, 0.0, decay_steps), weight_decay=0.01)
@@ -339,7 +341,7 @@ def _translation_train(model: EncoderDecoder, batch: int, seq: int, concrete: bo
     tgt = mc._ints(rng, (batch, seq + 1), model.vocab, concrete)
 
     def loss_fn(params, src, tgt):
-        logits = model.apply({"params": params}, src, tgt[:, :-1]).astype(F32)
+        logits = mc._forward(model, {"params": params}, src, tgt[:, :-1]).astype(F32)
         targets = optax.smooth_labels(jax.nn.one_hot(tgt[:, 1:], model.vocab), 0.1)
         weights = (tgt[:, 1:] != model.pad).astype(F32)
         losses = optax.softmax_cross_entropy(logits, targets)

@@ -331,7 +331,7 @@ def _inference(
     images = mc._floats(rng, image_shape, concrete)
 
     def infer(variables, images):
-        return jax.nn.softmax(model.apply(variables, images), axis=-1)
+        return jax.nn.softmax(mc._forward(model, variables, images), axis=-1)
 
     return infer, (variables, images), {}
 
@@ -363,7 +363,7 @@ def _classifier_train(
 
     def loss_fn(params, images, labels):
         return _label_loss(
-            model.apply({"params": params}, images), labels, model.num_classes, smoothing
+            mc._forward(model, {"params": params}, images), labels, model.num_classes, smoothing
         )
 
     x0 = jax.ShapeDtypeStruct((1, *image), jnp.float32)
@@ -413,7 +413,7 @@ def _segmentation_train(
     masks = mc._ints(rng, image_shape[:-1], model.num_classes, concrete)
 
     def loss_fn(params, images, masks):
-        return mc._xent(model.apply({"params": params}, images), masks)
+        return mc._xent(mc._forward(model, {"params": params}, images), masks)
 
     x0 = jax.ShapeDtypeStruct((1, *image_shape[1:]), jnp.float32)
     return mc._training_program(model, tx, loss_fn, (x0,), (images, masks), concrete, rng)
@@ -467,7 +467,7 @@ def _vae_train(concrete: bool) -> mc.Built:
         eps = jax.random.normal(key, (images.shape[0], model.latent))
 
         def loss_fn(p):
-            logits, mu, logvar = model.apply({"params": p}, images, eps)
+            logits, mu, logvar = mc._forward(model, {"params": p}, images, eps)
             recon = optax.sigmoid_binary_cross_entropy(logits, images).sum(axis=(1, 2, 3))
             kl = -0.5 * jnp.sum(1 + logvar - mu**2 - jnp.exp(logvar), axis=-1)
             return jnp.mean(recon + kl)

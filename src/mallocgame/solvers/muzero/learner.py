@@ -20,7 +20,7 @@ import jax.numpy as jnp
 import optax
 
 from mallocgame.solvers.muzero.config import MuZeroConfig
-from mallocgame.solvers.muzero.networks import MuZeroNet
+from mallocgame.solvers.muzero.networks import MuZeroNet, initial_inference, recurrent_inference
 from mallocgame.solvers.muzero.replay import Batch
 from mallocgame.solvers.muzero.transforms import scalar_to_two_hot
 
@@ -76,13 +76,13 @@ def make_train_step(
         mask, known = batch["mask"], batch["known"]
         values = scalar_to_two_hot(batch["values"], size, vmax)
         rewards = scalar_to_two_hot(batch["rewards"], size, vmax)
-        latent, policy, value = net.apply(params, batch["observations"], method=MuZeroNet.initial)
+        latent, policy, value = initial_inference(net, params, batch["observations"])
         p_loss = _cross_entropy(policy, batch["policies"][:, 0]) * mask[:, 0]
         v_loss = _cross_entropy(value, values[:, 0]) * known[:, 0]
         r_loss = jnp.zeros_like(v_loss)
         for k in range(1, unroll + 1):
-            latent, reward, policy, value = net.apply(
-                params, latent, batch["actions"][:, k - 1], method=MuZeroNet.recurrent
+            latent, reward, policy, value = recurrent_inference(
+                net, params, latent, batch["actions"][:, k - 1]
             )
             latent = _scale_gradient(latent, 0.5)
             p_loss += _cross_entropy(policy, batch["policies"][:, k]) * mask[:, k] / unroll

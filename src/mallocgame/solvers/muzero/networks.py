@@ -17,6 +17,7 @@ are categorical over the atoms of :mod:`~mallocgame.solvers.muzero.transforms`.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import Any, cast
 
 import flax.linen as nn
 import jax
@@ -25,7 +26,7 @@ import numpy as np
 
 from mallocgame.solvers.muzero.config import MuZeroConfig
 
-__all__ = ["MuZeroNet", "NUM_ACTIONS", "init_params"]
+__all__ = ["MuZeroNet", "NUM_ACTIONS", "init_params", "initial_inference", "recurrent_inference"]
 
 NUM_ACTIONS = 3
 
@@ -133,6 +134,27 @@ class MuZeroNet(nn.Module):
     def __call__(self, obs: Observation, action: jnp.ndarray):
         latent, _, _ = self.initial(obs)
         return self.recurrent(latent, action)
+
+
+def initial_inference(
+    net: MuZeroNet, params: Any, obs: Observation
+) -> tuple[jnp.ndarray, jnp.ndarray, jnp.ndarray]:
+    """``net.initial`` under ``params``: (latent, policy logits, value logits)."""
+    return cast(
+        "tuple[jnp.ndarray, jnp.ndarray, jnp.ndarray]",
+        net.apply(params, obs, method=MuZeroNet.initial),
+    )
+
+
+def recurrent_inference(
+    net: MuZeroNet, params: Any, latent: jnp.ndarray, action: jnp.ndarray
+) -> tuple[jnp.ndarray, jnp.ndarray, jnp.ndarray, jnp.ndarray]:
+    """``net.recurrent`` under ``params``: (next latent, reward logits, policy logits, value
+    logits)."""
+    return cast(
+        "tuple[jnp.ndarray, jnp.ndarray, jnp.ndarray, jnp.ndarray]",
+        net.apply(params, latent, action, method=MuZeroNet.recurrent),
+    )
 
 
 def init_params(net: MuZeroNet, seed: int, example_obs: Observation) -> dict:

@@ -20,7 +20,7 @@ import mctx
 import numpy as np
 
 from mallocgame.solvers.muzero.config import MuZeroConfig
-from mallocgame.solvers.muzero.networks import MuZeroNet
+from mallocgame.solvers.muzero.networks import MuZeroNet, initial_inference, recurrent_inference
 from mallocgame.solvers.muzero.transforms import logits_to_scalar
 
 __all__ = ["SearchResult", "make_search", "make_policy", "fold_key"]
@@ -59,9 +59,7 @@ def make_search(net: MuZeroNet, config: MuZeroConfig) -> SearchFn:
     vmax = config.support_max
 
     def recurrent_fn(params, _key, action, embedding):
-        latent, reward, policy, value = net.apply(
-            params, embedding, action, method=MuZeroNet.recurrent
-        )
+        latent, reward, policy, value = recurrent_inference(net, params, embedding, action)
         out = mctx.RecurrentFnOutput(
             reward=logits_to_scalar(reward, vmax),
             discount=jnp.full(action.shape, config.discount, jnp.float32),
@@ -71,7 +69,7 @@ def make_search(net: MuZeroNet, config: MuZeroConfig) -> SearchFn:
         return out, latent
 
     def search(params, key, obs, allowed, temperature, q_scale):
-        latent, policy, value = net.apply(params, obs, method=MuZeroNet.initial)
+        latent, policy, value = initial_inference(net, params, obs)
         root = mctx.RootFnOutput(
             prior_logits=policy, value=logits_to_scalar(value, vmax), embedding=latent
         )
@@ -115,7 +113,7 @@ def make_policy(
     (the "learning only" ablation plays this, without search)."""
 
     def act(params, obs, allowed):
-        _, logits, _ = net.apply(params, obs, method=MuZeroNet.initial)
+        _, logits, _ = initial_inference(net, params, obs)
         return jnp.argmax(jnp.where(allowed, logits, -jnp.inf), axis=-1).astype(jnp.int32)
 
     return jax.jit(act)
