@@ -13,7 +13,7 @@ import os
 import re
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
@@ -29,6 +29,7 @@ if TYPE_CHECKING:
     from mallocgame.instance import Instance
     from mallocgame.program import Program
     from mallocgame.solution import Solution
+    from mallocgame.solvers.base import Improvement
     from mallocgame.solvers.xla_answer import XlaAnswer
 
 __all__ = ["main"]
@@ -95,7 +96,7 @@ def _cmd_solve(args: argparse.Namespace, inst: Instance | None = None) -> int:
     inst = inst if inst is not None else load_workload(args.workload)
     out = Path(args.out) if args.out else _default_out(inst.name, args.solver, args.seed)
 
-    def progress(improvement) -> None:
+    def progress(improvement: Improvement) -> None:
         work = ", ".join(f"{k} {v}" for k, v in improvement.work.items())
         print(
             f"  {improvement.elapsed_s:8.2f} s  {work}: normalized reward "
@@ -337,7 +338,7 @@ def _cmd_optimize(args: argparse.Namespace) -> int:
 
     with ProgressBar(f"optimize {inst.name}", args.budget) as bar:
 
-        def show(improvement) -> None:
+        def show(improvement: Improvement) -> None:
             bar.update(
                 status.improved(
                     improvement.solution.solver,
@@ -346,7 +347,7 @@ def _cmd_optimize(args: argparse.Namespace) -> int:
                 )
             )
 
-        def played(work) -> None:
+        def played(work: Mapping[str, int | float]) -> None:
             bar.update(status.played(work.get("games")))
 
         outcome = optimize(

@@ -47,7 +47,7 @@ class BestSoFar:
         self._games: int | None = None
         self._lock = threading.Lock()
 
-    def improved(self, candidate: str, normalized_reward: float, games: int | None = None) -> str:
+    def improved(self, candidate: str, normalized_reward: float, games: float | None = None) -> str:
         """Record ``candidate``'s new best (``games``: played by then, ``None`` if not
         counted) and return the status text."""
         with self._lock:

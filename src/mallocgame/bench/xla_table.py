@@ -22,6 +22,7 @@ from mallocgame.bench.markdown import markdown_table
 from mallocgame.check import check_solution
 from mallocgame.errors import ComparisonError
 from mallocgame.fileio import write_csv_atomic
+from mallocgame.instance import Instance
 from mallocgame.latency import normalize
 from mallocgame.residency import compare_residency
 from mallocgame.simulate import simulate
@@ -58,7 +59,7 @@ class XlaRow:
         return self.xla_latency_s / self.heuristic_latency_s
 
 
-def _checked(name: str, inst, solution: Solution) -> Solution:
+def _checked(name: str, inst: Instance, solution: Solution) -> Solution:
     report = check_solution(inst, solution)
     if not report.ok:
         raise ComparisonError(f"{name}: the {solution.solver} answer fails the check: {report}")

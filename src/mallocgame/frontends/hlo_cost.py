@@ -430,7 +430,9 @@ class CostModel:
 
     # -- in-place pairs -----------------------------------------------------------------
 
-    def _follow(self, comp: HloComputation, ins: HloInstruction, index: tuple[int, ...]):
+    def _follow(
+        self, comp: HloComputation, ins: HloInstruction, index: tuple[int, ...]
+    ) -> tuple[HloInstruction, tuple[int, ...]]:
         """Follow tuple / get-tuple-element indirection back to the source of ``index``."""
         while True:
             if ins.opcode == "tuple" and index:

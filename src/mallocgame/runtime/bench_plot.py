@@ -47,6 +47,7 @@ def plot_real_results(results_csv: Path, path: Path, *, model: str = "sim_latenc
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    from matplotlib.lines import Line2D
 
     rows = _rows(Path(results_csv))
     if not rows:
@@ -99,7 +100,7 @@ def plot_real_results(results_csv: Path, path: Path, *, model: str = "sim_latenc
         "reads)",
         fontsize=9,
     )
-    handles = [plt.Line2D([], [], color=colours[p], marker="o", ls="", label=p) for p in programs]
+    handles = [Line2D([], [], color=colours[p], marker="o", ls="", label=p) for p in programs]
     right.legend(handles=handles, fontsize=8, loc="upper right")
     fig.tight_layout()
     buffer = io.BytesIO()

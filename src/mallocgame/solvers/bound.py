@@ -402,7 +402,7 @@ def _lp_bound(inst: Instance, r: Reach, scale: float, time_limit: float | None) 
             lp.row(list(lam.values()), [1.0] * len(lam), 1.0, 1.0)
             for i in bits:
                 v = x(term.varied[i])
-                assert v is not None  # bits are the feasible buffers'
+                assert v is not None  # bits index the feasible buffers: x() gives each a variable
                 idx = [lam[m] for m in masks if m >> i & 1] + [v]
                 lp.row(idx, [1.0] * (len(idx) - 1) + [-1.0], 0.0, 0.0)
 

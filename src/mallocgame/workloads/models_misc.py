@@ -58,7 +58,9 @@ STRASSEN = (
 )
 
 
-def kron_factors(f: tuple[np.ndarray, ...], g: tuple[np.ndarray, ...], n: int = 2, m: int = 2):
+def kron_factors(
+    f: tuple[np.ndarray, ...], g: tuple[np.ndarray, ...], n: int = 2, m: int = 2
+) -> tuple[np.ndarray, ...]:
     """The factorisation of the (n*m)x(n*m) product from those of n x n (``f``) and m x m (``g``).
 
     Block (r, c) of the big matrix, r = r1*m + r2, is inner block (r2, c2) of outer
@@ -146,7 +148,9 @@ class _MessagePassing(nn.Module):
     hidden: int
 
     @nn.compact
-    def __call__(self, carry: tuple[jax.Array, jax.Array], graph: tuple[jax.Array, jax.Array]):
+    def __call__(
+        self, carry: tuple[jax.Array, jax.Array], graph: tuple[jax.Array, jax.Array]
+    ) -> tuple[tuple[jax.Array, jax.Array], None]:
         nodes, edges = carry
         senders, receivers = graph
         msg = jnp.concatenate(
@@ -318,7 +322,9 @@ class _DDIMStep(nn.Module):
     width: int = 32
 
     @nn.compact
-    def __call__(self, x: jax.Array, step: tuple[jax.Array, jax.Array, jax.Array]):
+    def __call__(
+        self, x: jax.Array, step: tuple[jax.Array, jax.Array, jax.Array]
+    ) -> tuple[jax.Array, None]:
         t, a, a_prev = step
         eps = _Denoiser(self.width, name="denoiser")(x, t)
         x0 = jnp.clip((x - jnp.sqrt(1 - a) * eps) / jnp.sqrt(a), -1.0, 1.0)

@@ -114,7 +114,7 @@ class _AttentionDecoderStep(nn.Module):
     @nn.compact
     def __call__(
         self, carry: tuple[jax.Array, jax.Array, jax.Array], enc: jax.Array, keys: jax.Array
-    ):
+    ) -> tuple[tuple[jax.Array, jax.Array, jax.Array], tuple[jax.Array, jax.Array]]:
         h, tok, context = carry
         x = jnp.concatenate([nn.Embed(self.vocab, self.embed, name="embed")(tok), context], axis=-1)
         h, _ = nn.GRUCell(self.hidden, name="cell")(h, x)

@@ -364,7 +364,7 @@ def _llama_layer(
     k_cache: jax.Array | None,
     v_cache: jax.Array | None,
     cache_at: jax.Array | None,
-):
+) -> tuple[jax.Array, tuple[jax.Array, jax.Array]]:
     """One decoder layer on ``x`` [b, s, d]; with a cache [b, kv_heads, max_len, head_dim], the new
     keys and values are written at ``cache_at`` and attention reads the cache up to ``positions``."""
     b, s, _ = x.shape

@@ -135,7 +135,9 @@ def learner_functions(shape: NetShape) -> LearnerFunctions:
     def flat_logits(theta: jnp.ndarray, graph: Any) -> jnp.ndarray:
         return _apply(actor, unravel(theta), graph)
 
-    def update(state: LearnerState, graph: Any, actions: jnp.ndarray, targets: jnp.ndarray):
+    def update(
+        state: LearnerState, graph: Any, actions: jnp.ndarray, targets: jnp.ndarray
+    ) -> tuple[LearnerState, dict[str, jnp.ndarray]]:
         units = graph["units"]
         num_units = jnp.maximum(units.sum(), 1.0)
         cols = jnp.arange(units.shape[0])[None, :]

@@ -131,7 +131,9 @@ class MuZeroNet(nn.Module):
         policy, value = self.prediction(next_latent)
         return next_latent, reward, policy, value
 
-    def __call__(self, obs: Observation, action: jnp.ndarray):
+    def __call__(
+        self, obs: Observation, action: jnp.ndarray
+    ) -> tuple[jnp.ndarray, jnp.ndarray, jnp.ndarray, jnp.ndarray]:
         latent, _, _ = self.initial(obs)
         return self.recurrent(latent, action)
 
