@@ -11,12 +11,15 @@ from mallocgame.simulate import simulate
 from mallocgame.solvers import SolveRequest, get_solver
 from mallocgame.solvers.heuristic import OrderedAssignment, msa_allocations
 from mallocgame.solvers.order_search import (
+    OrderSearchConfig,
     OrderSearchResult,
     Start,
+    _propose,
     order_from_mapping,
     search_order,
 )
 from mallocgame.workloads.registry import load_workload
+from tests.builders import I, X, build
 
 SMALL = ("xla-v1/gru_infer", "xla-v2/alexnet_train_b32", "xla-v1/lstm_infer")
 
@@ -47,6 +50,31 @@ def test_placing_again_from_a_shared_prefix_equals_placing_from_scratch(alexnet)
         fresh = OrderedAssignment(alexnet).assign(order)
         assert incremental.assign(order) == fresh
     assert incremental.assign(incremental.default_order) == incremental.heuristic_allocations
+
+
+def test_a_long_walk_of_proposals_leaves_no_trace_in_the_placement(alexnet) -> None:
+    """Rolling back restores the placement's state exactly (its per-instruction memory
+    times bit for bit), so after hundreds of the search's own proposals an order places
+    as it does from scratch."""
+    incremental = OrderedAssignment(alexnet)
+    rng = np.random.default_rng(1)
+    order = np.array(incremental.default_order)
+    for _ in range(300):
+        order = _propose(order, rng, OrderSearchConfig())
+        incremental.assign(order)
+    fresh = OrderedAssignment(alexnet)
+    assert incremental.assign(order) == fresh.assign(order)
+    assert incremental._msa.mem == fresh._msa.mem
+    assert incremental.assign(incremental.default_order) == incremental.heuristic_allocations
+
+
+def test_fewer_than_two_candidates_make_no_proposal() -> None:
+    empty = build([], [I()])
+    single = build([X(8)], [I(writes=[0]), I(reads=[0])])  # one tensor: one candidate
+    for inst in (empty, single):
+        answer = get_solver("msa-search").solve(inst, SolveRequest(seed=0, work=5))
+        assert check_solution(inst, answer).ok and answer.work == {"evaluations": 0}
+        assert answer.allocations == get_solver("heuristic").solve(inst).allocations
 
 
 def test_an_order_must_be_a_permutation(alexnet) -> None:

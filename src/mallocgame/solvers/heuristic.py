@@ -18,7 +18,7 @@ The algorithm, what is kept from XLA and what is left out: docs/heuristic.md.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -33,7 +33,13 @@ from mallocgame.options import check_ranges, setting
 from mallocgame.solution import Allocation, Solution
 from mallocgame.solvers.base import Run, Solver
 
-__all__ = ["HeuristicConfig", "HeuristicSolver", "OrderedAssignment", "msa_allocations"]
+__all__ = [
+    "HeuristicConfig",
+    "HeuristicSolver",
+    "OrderedAssignment",
+    "heuristic_answer",
+    "msa_allocations",
+]
 
 MAX_VERIFY_ROUNDS = 8  # reruns after a failed physical check before giving up (all slow)
 
@@ -358,8 +364,8 @@ class _Msa:
             self.log.append(("goff", g))
         t = self.time[b]
         if self.kind[t] == 0:
+            self.log.append(("mem", t, self.mem[t]))  # the value before, restored exactly
             self.mem[t] -= self.delta[b]
-            self.log.append(("mem", t, self.delta[b]))
         elif self.bit[b] >= 0:
             self.log.append(("mask", t, self.mask[t]))
             self.mask[t] |= 1 << self.bit[b]
@@ -387,7 +393,7 @@ class _Msa:
             elif kind == "goff":
                 del self.goff[entry[1]]
             elif kind == "mem":
-                self.mem[entry[1]] += entry[2]
+                self.mem[entry[1]] = entry[2]
             elif kind == "mask":
                 self.mask[entry[1]] = entry[2]
             else:  # chan
@@ -705,13 +711,18 @@ class OrderedAssignment:
     Successive calls share work: only the candidates after the longest prefix the new
     order shares with the previous call's are placed again (the placements before it are
     kept, the rest rolled back). The result is not checked: an order can give a mapping
-    that fails :func:`mallocgame.check.physical_check` (the heuristic's own order, after
-    its verification, never does).
+    that fails :func:`mallocgame.check.physical_check`.
+
+    Building one runs the heuristic (:func:`msa_allocations`): :attr:`heuristic_allocations`
+    and :attr:`heuristic_stats` are its verified mapping and counts, the heuristic's answer
+    (:func:`heuristic_answer`). Its own order placed again gives that mapping, unless the
+    verification gave up (``verify_rounds`` at :data:`MAX_VERIFY_ROUNDS`): then the
+    heuristic's answer is the empty mapping and its own order's placement fails the check.
     """
 
     def __init__(self, instance: Instance, options: HeuristicConfig = HeuristicConfig()) -> None:
         self.instance = instance
-        self.heuristic_allocations, _, forced = _verified_run(instance, options)
+        self.heuristic_allocations, self.heuristic_stats, forced = _verified_run(instance, options)
         self._msa = _Msa(instance, options, set(forced))
         self.candidates: tuple[tuple[int, ...], ...] = tuple(
             tuple(c) for c in self._msa.candidates()
@@ -759,10 +770,15 @@ class HeuristicSolver(Solver, name="heuristic", work_unit="passes", config=Heuri
     """XLA memory-space-assignment-like mapping (docs/heuristic.md); one pass, no search."""
 
     def search(self, instance: Instance, config: HeuristicConfig, run: Run) -> Solution:
-        allocations, stats = msa_allocations(instance, config)
-        reward = mapping_reward(instance, [a.buffer for a in allocations])
-        answer = run.mapping_answer(
-            allocations, reward, {"passes": stats["verify_rounds"], **stats}
-        )
+        answer = heuristic_answer(run, *msa_allocations(instance, config))
         run.improve(answer)
         return answer
+
+
+def heuristic_answer(
+    run: Run, allocations: Sequence[Allocation], stats: Mapping[str, int]
+) -> Solution:
+    """``run``'s answer of the heuristic's mapping ``allocations`` and its counts ``stats``
+    (:func:`msa_allocations`; work: its verification rounds as ``passes``)."""
+    reward = mapping_reward(run.instance, [a.buffer for a in allocations])
+    return run.mapping_answer(allocations, reward, {"passes": stats["verify_rounds"], **stats})

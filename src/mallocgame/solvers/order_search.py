@@ -15,8 +15,9 @@ heuristic places the new order (only from the first position that changed:
 the current order replaces it (ties too, so the search drifts across plateaus); a
 strictly faster one must also pass :func:`mallocgame.check.physical_check` to become the
 best, and only a checked mapping is ever reported or answered. The best is never slower
-than the best start order's mapping, and the heuristic's own verified mapping is always
-a start: the answer is never slower in simulation than ``heuristic``'s.
+than the best valid start order's mapping, and the heuristic's own verified mapping is
+always a start: the answer is never slower in simulation than ``heuristic``'s. With fewer
+than two candidates no order differs from the heuristic's, and no proposal is made.
 
 ``muzero-prod`` runs it after its agent, from the heuristic's order and from an order
 that puts first the candidates the agent's answer placed in fast memory
@@ -121,7 +122,8 @@ def _valid(instance: Instance, allocations: Sequence[Allocation]) -> bool:
 
 
 def _propose(order: np.ndarray, rng: np.random.Generator, config: OrderSearchConfig) -> np.ndarray:
-    """``order`` with ``1 + min(Geometric, max_moves - 1)`` candidates moved."""
+    """``order`` (of at least two candidates) with ``min(G, max_moves)`` candidates moved,
+    ``G`` geometric with p = 1/2 (``G >= 1``); a moved candidate can land where it was."""
     n = len(order)
     moves = 1 + min(int(rng.geometric(0.5)) - 1, config.max_moves - 1)
     items = list(order)
@@ -150,7 +152,8 @@ def search_order(
 ) -> OrderSearchResult:
     """Search the candidates' order from the heuristic's and from ``starts``.
 
-    ``stop(evaluations)`` is asked before each proposal and ends the search when true.
+    ``stop(evaluations)`` is asked before each proposal and ends the search when true
+    (with fewer than two candidates there is no proposal to make: no evaluation).
     The first best is the heuristic's verified mapping, replaced by a start order's
     mapping that is valid and faster; ``on_improve`` sees that first best, then each
     strictly faster one.
@@ -178,7 +181,7 @@ def search_order(
     # strictly faster proposal is checked, and an invalid one sends the search back.
     current = np.asarray(best.order, dtype=np.int64)
     evaluations = improvements = 0
-    while not stop(evaluations):
+    while assignment.num_candidates > 1 and not stop(evaluations):
         proposal = _propose(current, rng, config)
         allocations = tuple(assignment.assign(proposal))
         evaluations += 1

@@ -32,6 +32,7 @@ from mallocgame.solvers.muzero.selfplay import SelfPlay, reward_scale
 from mallocgame.solvers.muzero.solver import MuZeroSolver
 from mallocgame.solvers.muzero.train import Trainer
 from mallocgame.workloads.registry import load_workload
+from tests.builders import I, build
 from tests.game.test_backup import _alias_overflow
 
 TINY = {
@@ -498,6 +499,16 @@ def test_same_seed_and_work_same_solution_and_every_game_legal(small) -> None:
     assert runs[0].actions == runs[1].actions
     assert runs[0].work == runs[1].work
     assert check_solution(small, runs[0]).ok
+
+
+def test_a_program_without_buffers_is_answered_without_training() -> None:
+    empty = build([], [I()])  # its game is complete at the start: self-play has no move
+    for solver in ("muzero", "muzero-nosearch"):
+        seen: list = []
+        answer = get_solver(solver).solve(empty, SolveRequest(seed=0, work=4, callback=seen.append))
+        assert answer.solver == solver and answer.actions == () and answer.work == {"games": 0}
+        assert check_solution(empty, answer).ok and len(seen) == 1
+        assert seen[0].solution.allocations == () and seen[0].solution.solver == solver
 
 
 def test_muzero_answers_pass_check_on_the_cli(tmp_path: Path, capsys) -> None:

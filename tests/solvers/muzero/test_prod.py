@@ -14,7 +14,7 @@ from mallocgame.solution import load_solution, save_solution
 from mallocgame.solvers import SolveRequest, get_solver
 from mallocgame.solvers.hybrid import choose_fastest
 from mallocgame.workloads.registry import load_workload, workload_names
-from tests.builders import heuristic_answer
+from tests.builders import I, build, heuristic_answer
 from tests.solvers.muzero.test_muzero_train import TINY
 
 ONE_GAME = {
@@ -92,18 +92,40 @@ def test_a_budget_the_heuristic_spends_is_kept(lstm) -> None:
     assert answer.info["chosen"] == "heuristic" and check_solution(lstm, answer).ok
 
 
-def test_the_agent_is_given_the_heuristics_answer_as_its_demonstration(lstm, monkeypatch) -> None:
+def test_the_heuristic_runs_once_for_its_answer_the_agents_demonstration_and_the_search(
+    lstm, monkeypatch
+) -> None:
     import mallocgame.solvers.heuristic as heuristic
 
     runs: list[object] = []
-    solve = heuristic.HeuristicSolver.solve
+    verified_run = heuristic._verified_run
     monkeypatch.setattr(
-        heuristic.HeuristicSolver, "solve", lambda *a, **k: runs.append(a) or solve(*a, **k)
+        heuristic, "_verified_run", lambda *a, **k: runs.append(a) or verified_run(*a, **k)
     )
-    options = {**TINY, "demonstrations": "heuristic", "order_search_evaluations": 0}
+    options = {**TINY, "demonstrations": "heuristic", "order_search_evaluations": 4}
     answer = get_solver("muzero-prod").solve(lstm, SolveRequest(seed=0, work=1, options=options))
     assert len(runs) == 1 and "left_out" not in answer.info
     assert answer.info["candidates"]["muzero"]["valid"]
+    assert answer.work["order_evaluations"] == 4
+    alone = get_solver("heuristic").solve(lstm, SolveRequest(seed=0))
+    assert answer.info["candidates"]["heuristic"]["reward_s"] == alone.reward_s
+
+
+def test_a_wall_clock_budget_gives_the_order_search_its_share(lstm) -> None:
+    answer = get_solver("muzero-prod").solve(
+        lstm, SolveRequest(seed=0, seconds=4.0, options=ONE_GAME)
+    )
+    assert "left_out" not in answer.info and answer.work["order_evaluations"] > 0
+    assert set(answer.info["candidates"]) == {"heuristic", "muzero", "msa-search"}
+    assert check_solution(lstm, answer).ok
+
+
+def test_a_program_without_buffers_is_answered_without_training() -> None:
+    empty = build([], [I()])
+    for request in (SolveRequest(seed=0, work=3), SolveRequest(seed=0, seconds=5.0)):
+        answer = get_solver("muzero-prod").solve(empty, request)
+        assert check_solution(empty, answer).ok and answer.allocations == ()
+        assert answer.work == {"games": 0, "order_evaluations": 0}
 
 
 def test_the_answer_records_every_candidate_and_the_winner(lstm, tmp_path) -> None:
@@ -238,6 +260,7 @@ def test_xlas_answer_given_by_the_caller_is_a_candidate(lstm) -> None:
 
 def test_the_order_search_reports_its_mappings_where_no_candidate_is_valid(lstm) -> None:
     from mallocgame.solvers.base import Run, Stopwatch
+    from mallocgame.solvers.heuristic import OrderedAssignment
     from mallocgame.solvers.hybrid import Candidate, Judged
     from mallocgame.solvers.muzero.prod import MuZeroProdSolver
 
@@ -249,7 +272,13 @@ def test_the_order_search_reports_its_mappings_where_no_candidate_is_valid(lstm)
     config = solver.config({**TINY, "order_search_evaluations": 5})
     run = Run("muzero-prod", lstm, request, Stopwatch(None))
     searched = solver.search_order(
-        lstm, config, run, Stopwatch(None), [Judged(heuristic, invalid)], None
+        lstm,
+        config,
+        run,
+        Stopwatch(None),
+        [Judged(heuristic, invalid)],
+        None,
+        OrderedAssignment(lstm),
     )
     assert searched is not None and check_solution(lstm, searched).ok
     assert seen  # an invalid candidate's latency (here 0) is no bar to beat

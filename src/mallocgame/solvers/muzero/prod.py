@@ -23,7 +23,7 @@ search's share of a wall-clock budget or its evaluations without one
 (:class:`~mallocgame.solvers.muzero.config.MuZeroProdConfig`); the heuristic runs with
 its defaults. Work unit: the agent's self-play games. The callback sees the heuristic's
 answer first, then each new best game of the agent, then each mapping of the order search
-that is faster in simulation than both; their ``solver`` names them (``heuristic``,
+that is faster in simulation than every valid candidate before it; their ``solver`` names them (``heuristic``,
 ``muzero``, ``msa-search``). The answer's ``info`` has ``chosen``, ``latency_s`` and
 ``candidates`` (each candidate's reward, normalized reward, simulated latency and
 validity) beside the chosen candidate's own ``info``; its ``work`` is the agent's, with
@@ -33,8 +33,9 @@ A wall-clock budget is kept: the agent does not start where the heuristic has al
 taken its share of the budget (``order_search_share``'s complement), nor the order search
 where the whole budget is spent (``info["left_out"]`` names them; ``work`` then has
 ``games`` 0); the order search stops as long before the end as checking the heuristic's
-answer took, the time its own answer's check will take. The agent's heuristic
-demonstration is the heuristic's answer above, projected, not solved a second time.
+answer took, the time its own answer's check will take, and does not start where that
+time is all that is left. The heuristic runs once: its answer is the agent's heuristic
+demonstration (projected) and its placement the one the order search reorders.
 """
 
 from __future__ import annotations
@@ -48,7 +49,7 @@ from mallocgame.errors import SolverError
 from mallocgame.instance import Instance
 from mallocgame.solution import Solution
 from mallocgame.solvers.base import Run, SolveRequest, Stopwatch
-from mallocgame.solvers.heuristic import HeuristicSolver, OrderedAssignment
+from mallocgame.solvers.heuristic import OrderedAssignment, heuristic_answer
 from mallocgame.solvers.hybrid import Judged, fastest, judge
 from mallocgame.solvers.muzero.config import MuZeroConfig, MuZeroProdConfig
 from mallocgame.solvers.muzero.solver import MuZeroSolver
@@ -78,7 +79,12 @@ class MuZeroProdSolver(MuZeroSolver, name="muzero-prod", config=MuZeroProdConfig
 
     def search(self, instance: Instance, config: MuZeroConfig, run: Run) -> Solution:
         assert isinstance(config, MuZeroProdConfig)
-        baseline = HeuristicSolver().solve(instance, SolveRequest(seed=run.seed))
+        # the heuristic runs once: its answer, and the placement the order search reorders
+        heuristic_run = Run(BASELINE, instance, SolveRequest(seed=run.seed), Stopwatch(None))
+        assignment = OrderedAssignment(instance)
+        baseline = heuristic_answer(
+            heuristic_run, assignment.heuristic_allocations, assignment.heuristic_stats
+        )
         run.improve(baseline)
         checked = time.perf_counter()
         judged = [judge(instance, baseline)]  # each candidate judged as it comes
@@ -100,12 +106,18 @@ class MuZeroProdSolver(MuZeroSolver, name="muzero-prod", config=MuZeroProdConfig
             agent_run = Run(AGENT, instance, agent_request, agent_clock)
             agent = self.train(instance, config, agent_run, solver_name=AGENT)
             judged.append(judge(instance, agent))
-        if run.request.seconds is not None and config.order_search_share > 0 and run.expired():
+        search_clock = run.clock.less(check_s)  # its answer is judged within the budget
+        if (
+            run.request.seconds is not None
+            and config.order_search_share > 0
+            and search_clock.expired()
+        ):
             left_out.append(ORDER_SEARCH)
             searched = None
         else:
-            search_clock = run.clock.less(check_s)  # its answer is judged within the budget
-            searched = self.search_order(instance, config, run, search_clock, judged, agent)
+            searched = self.search_order(
+                instance, config, run, search_clock, judged, agent, assignment
+            )
         if searched is not None:
             judged.append(judge(instance, searched))
         choice = fastest(judged)
@@ -136,16 +148,16 @@ class MuZeroProdSolver(MuZeroSolver, name="muzero-prod", config=MuZeroProdConfig
         clock: Stopwatch,
         judged: Sequence[Judged],
         agent: Solution | None,
+        assignment: OrderedAssignment,
     ) -> Solution | None:
         """The order search's answer within ``clock``'s budget (``None``: none given to
-        it), started from the heuristic's order and from ``agent``'s answer (where the
-        agent ran); each mapping faster than every valid candidate of ``judged`` goes to
-        ``run``'s callback."""
+        it), placing with ``assignment`` (the heuristic's, already run), started from the
+        heuristic's order and from ``agent``'s answer (where the agent ran); each mapping
+        faster than every valid candidate of ``judged`` goes to ``run``'s callback."""
         timed = run.request.seconds is not None
         limit = None if timed else config.order_search_evaluations
         if (timed and config.order_search_share == 0) or limit == 0:
             return None  # switched off
-        assignment = OrderedAssignment(instance)
         starts = (
             [Start("agent", order_from_mapping(assignment, agent.allocations))]
             if agent is not None

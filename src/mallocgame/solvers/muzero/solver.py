@@ -11,7 +11,10 @@ one of them solves.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from mallocgame.errors import SolverError
+from mallocgame.game import Game
 from mallocgame.instance import Instance
 from mallocgame.solution import Solution
 from mallocgame.solvers.base import Run, Solver
@@ -33,7 +36,12 @@ class MuZeroSolver(Solver, name="muzero", work_unit="games", config=MuZeroConfig
         self, instance: Instance, config: MuZeroConfig, run: Run, *, solver_name: str
     ) -> Solution:
         """Train within ``run``'s budgets (its clock, its work in games); the answer and
-        every improvement passed to the callback are named ``solver_name``."""
+        every improvement passed to the callback are named ``solver_name``. A program
+        with no buffers is answered without training: its game is complete at the start."""
+        if instance.num_buffers == 0:
+            answer = replace(run.game_answer(Game(instance), {"games": 0}), solver=solver_name)
+            run.improve(answer)
+            return answer
         try:
             from mallocgame.solvers.checkpoint import stderr_log
             from mallocgame.solvers.muzero.train import Trainer
