@@ -100,7 +100,7 @@ def main() -> None:
             "--solvers",
             solver,
             "--budget",
-            f"{args.budget:g}",
+            repr(args.budget),  # exactly the sweep's: the records' cells are the table's
             "--seeds",
             str(seed),
             "--workers",

@@ -64,6 +64,7 @@ __all__ = [
     "reward_instance",
     "tiny_program",
     "random_policy",
+    "reversed_normalizer_instances",
     "assert_only_files",
 ]
 
@@ -224,6 +225,22 @@ def build_doc(
 def build(tensors: Sequence[X | int], instructions: Sequence[I], **kwargs: Any) -> Instance:
     """The validated :class:`Instance` of the described program (see :func:`build_doc`)."""
     return instance_from_dict(build_doc(tensors, instructions, **kwargs))
+
+
+def reversed_normalizer_instances() -> dict[str, Instance]:
+    """Two programs SPEC allows whose normalizer R is not positive: ``"negative"``, fast
+    memory slower than slow (R = -4 s; the best answer is all slow, reward 0), and
+    ``"zero"``, table latencies under which a fast write saves what a fast read costs
+    (R = 0; the best answer's reward is 1 s)."""
+    chain = [I(writes=[0]), I(reads=[0], writes=[1]), I(reads=[1])]
+    balanced = [
+        I(writes=[0], latency=table([0], [2.0, 1.0])),
+        I(reads=[0], latency=table([0], [1.0, 2.0])),
+    ]
+    return {
+        "negative": build([X(100), X(100)], chain, fast_bw=50.0, name="negative-r"),
+        "zero": build([X(100)], balanced, name="zero-r"),
+    }
 
 
 def buffer_ids(inst: Instance, t: int) -> list[int]:

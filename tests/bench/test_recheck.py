@@ -112,3 +112,13 @@ def test_a_hybrids_candidates_are_the_checked_numbers(tmp_path: Path) -> None:
     derived = candidate_records([rechecker.record(path, doc)])
     assert [d["valid"] for d in derived] == [False, False]
     assert all("fails check" in d["failures"] for d in derived)
+
+
+@pytest.mark.parametrize("solution", ["oops", [], None, {"info": "oops"}])
+def test_a_record_whose_solution_is_not_an_object_has_no_candidates(
+    tmp_path: Path, solution
+) -> None:
+    path, doc = _record(tmp_path, "heuristic")
+    record = Rechecker().record(path, {**doc, "solution": solution})
+    assert not record["valid"]
+    assert checked_candidates(record) == {} and candidate_records([record]) == []

@@ -24,6 +24,23 @@ def test_curve_is_monotone_and_files_are_written(tmp_path: Path) -> None:
     assert f"{rewards[-1]:.4f}" in final_table(points)
 
 
+def test_an_answer_that_fails_the_check_gives_no_curve(monkeypatch) -> None:
+    from dataclasses import replace
+
+    from mallocgame.errors import SolverError
+    from mallocgame.solvers.heuristic import HeuristicSolver
+
+    solve = HeuristicSolver.solve
+
+    def claims_more(self, instance, request):  # an answer whose reward is not its mapping's
+        answer = solve(self, instance, request)
+        return replace(answer, reward_s=answer.reward_s * 2 + 1.0)
+
+    monkeypatch.setattr(HeuristicSolver, "solve", claims_more)
+    with pytest.raises(SolverError, match="heuristic on xla-v1/lstm_infer: its answer fails"):
+        reward_curve("xla-v1/lstm_infer", "heuristic", seconds=5.0, seed=0)
+
+
 def test_cli_bench_rewards(tmp_path: Path, capsys) -> None:
     out = tmp_path / "rw"
     assert (

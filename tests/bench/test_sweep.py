@@ -650,3 +650,33 @@ def test_a_table_reads_each_records_solution_not_its_numbers(tmp_path: Path, cap
         assert "| random | 1 |" not in captured.out and "| drop | 1 | 1.0000 |" in captured.out
         # and R (bound / R) is not taken from it
         assert f"| {PROGRAMS[0]} | 106 | 0.0000 | invalid | — |" in captured.out
+
+
+def test_a_file_at_a_records_path_that_is_not_its_record_stops_the_sweep_and_the_table(
+    tmp_path: Path, capsys
+) -> None:
+    from mallocgame.bench.sweep import job_records
+    from mallocgame.errors import StaleRecordError
+
+    jobs = [Job(p, "random", 0, None, 2) for p in PROGRAMS]
+    assert run_sweep(jobs, tmp_path, workers=1) == (2, 0)
+    first, second = (job_path(tmp_path, job) for job in jobs)
+    kept = second.read_text()
+    for stand_in in ("[]", "{}", first.read_text(), kept.replace('"budget"', '"budget": 1, "x"')):
+        second.write_text(stand_in)  # not a record, another cell's, a malformed budget
+        with pytest.raises(StaleRecordError, match="is not the record of xla-v1/resnet_infer"):
+            run_sweep(jobs, tmp_path, workers=1)
+        with pytest.raises(StaleRecordError, match="is not the record of|records of the same"):
+            job_records(tmp_path, jobs)
+    second.write_text(kept)
+    assert len(job_records(tmp_path, jobs)) == 2
+    # a copy of a record under a name no job has: two records of one cell
+    (tmp_path / "copy.json").write_text(first.read_text())
+    with pytest.raises(StaleRecordError, match="records of the same cell"):
+        job_records(tmp_path, jobs)
+    argv = ["bench", "speedups", "--programs", *PROGRAMS, "--baseline", "drop"]
+    argv += ["--solvers", "random", "--work", "2", "--out", str(tmp_path), "--workers", "1"]
+    assert main(argv) == 2
+    err = capsys.readouterr().err  # the baseline's jobs ran; then one line
+    assert "records of the same cell" in err.strip().splitlines()[-1]
+    assert "Traceback" not in err

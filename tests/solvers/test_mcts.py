@@ -15,7 +15,9 @@ from mallocgame.game.state import Game
 from mallocgame.instance import instance_from_dict
 from mallocgame.solvers.base import SolveRequest
 from mallocgame.solvers.mcts import MctsSolver
+from mallocgame.solvers.registry import get_solver
 from mallocgame.workloads.registry import load_workload
+from tests.builders import reversed_normalizer_instances
 
 CONFORMANCE = Path(__file__).parents[1] / "data" / "conformance"
 
@@ -94,6 +96,16 @@ def test_wall_clock_budget_is_honoured(seconds: float) -> None:
     work = solution.work
     assert 0 < work["simulations"] < 10**9 and work["searched_moves"] > 0
     assert work["default_moves"] + work["fallback_moves"] > 0
+
+
+@pytest.mark.parametrize("kind", ["negative", "zero"])
+def test_a_normalizer_that_is_not_positive_leaves_the_objective_as_it_is(kind: str) -> None:
+    """Search values are returns over |R|: R < 0 must not make the search seek the
+    lowest return, nor R = 0 make every game look the same."""
+    inst = reversed_normalizer_instances()[kind]
+    best = get_solver("exhaustive").solve(inst).reward_s
+    answer = MctsSolver().solve(inst, SolveRequest(seed=0, work=300))
+    assert answer.reward_s == best and check_solution(inst, answer).ok
 
 
 def test_bad_options_are_rejected(lstm) -> None:

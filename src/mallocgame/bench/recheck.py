@@ -144,10 +144,11 @@ def checked_candidates(record: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
     stored numbers where they are ones a run writes (valid: a finite latency above 0 no
     lower than the chosen one's, which was the fastest; finite rewards) and is invalid,
     with ``failures`` saying why, where they are not, or where the record is invalid."""
-    info = (record.get("solution") or {}).get("info") or {}
-    candidates = info.get("candidates") if isinstance(info, Mapping) else None
-    if not isinstance(candidates, Mapping):
+    solution = record.get("solution")
+    info = solution.get("info") if isinstance(solution, Mapping) else None
+    if not isinstance(info, Mapping) or not isinstance(info.get("candidates"), Mapping):
         return {}
+    candidates = info["candidates"]
     chosen = info.get("chosen")
     source = record.get("failures") or "the record"
     out: dict[str, dict[str, Any]] = {}

@@ -13,6 +13,7 @@ from pathlib import Path
 
 from mallocgame.bench.inputs import budget_seconds, finite
 from mallocgame.bench.inputs import seed as checked_seed
+from mallocgame.check import check_solution
 from mallocgame.curves import (
     CSV_HEADER,
     CurvePoint,
@@ -48,7 +49,9 @@ def solver_spec(spec: str) -> tuple[str, dict[str, str]]:
 
 def reward_curve(program: str, solver: str, seconds: float, seed: int = 0) -> list[CurvePoint]:
     """Every new best of ``solver`` (a name or a spec with settings, :func:`solver_spec`)
-    on ``program`` within ``seconds``, plus the final answer. Before anything runs,
+    on ``program`` within ``seconds``, plus the final answer, which must pass
+    :func:`~mallocgame.check.check_solution` (:class:`SolverError` otherwise, no curve:
+    a table's final reward is a checked answer's). Before anything runs,
     :class:`~mallocgame.bench.inputs.StudyInputError` refuses a budget
     :func:`~mallocgame.bench.inputs.budget_seconds` refuses (0, negative, ``nan``,
     ``inf``, over 7 days) and a seed that is not a whole number >= 0."""
@@ -74,6 +77,10 @@ def reward_curve(program: str, solver: str, seconds: float, seed: int = 0) -> li
     final = get_solver(name).solve(
         inst, SolveRequest(seed=seed, seconds=seconds, callback=record, options=options)
     )
+    report = check_solution(inst, final)
+    if not report.ok:
+        first = report.summary().splitlines()[0]
+        raise SolverError(f"{solver} on {program}: its answer fails the check ({first})")
     points.append(
         CurvePoint(
             program,

@@ -7,7 +7,9 @@ settings (:meth:`~mallocgame.solvers.base.Solver.settings`, defaults filled in),
 a record whose settings differ from the job's (a default changed since it was
 written) stops the sweep with :class:`~mallocgame.errors.StaleRecordError` before
 anything runs, rather than being taken for the job's (a record without settings,
-from before they were kept, counts as done). Jobs run in local processes by default, on
+from before they were kept, counts as done); so does a file at a job's record path that
+is not that job's record (another cell's, or not a record at all), and the tables refuse
+two records of one cell. Jobs run in local processes by default, on
 a Ray cluster when asked (``ray_address``; needs ``pip install ray``). Every job's
 solver name and options are checked (:func:`check_jobs`) before any job runs, so a
 typo ends the sweep with one :class:`~mallocgame.errors.SolverError` and no work done.
@@ -145,11 +147,45 @@ def check_jobs(jobs: Iterable[Job]) -> None:
             checked.append((job.solver, job.options))
 
 
+def _cell(job: Job) -> tuple[Any, ...]:
+    """What a record of ``job`` states about itself: program, solver, seed, budget, options."""
+    options = json.dumps(job.options_dict, sort_keys=True, default=str)
+    return (job.program, job.solver, job.seed, job.seconds, job.work, options)
+
+
+def _record_cell(doc: Any) -> tuple[Any, ...] | None:
+    """:func:`_cell` as a record document states it (``None``: not a record)."""
+    if not isinstance(doc, dict) or doc.get("format") != RECORD_FORMAT:
+        return None
+    budget = doc.get("budget")
+    options = doc.get("options", {})
+    if not isinstance(budget, dict) or not isinstance(options, dict):
+        return None
+    options_json = json.dumps(options, sort_keys=True, default=str)
+    return (
+        doc.get("program"),
+        doc.get("solver"),
+        doc.get("seed"),
+        budget.get("seconds"),
+        budget.get("work"),
+        options_json,
+    )
+
+
+def _not_its_record(path: Path, job: Job) -> StaleRecordError:
+    return StaleRecordError(
+        f"{path} is not the record of {job.program} {job.solver} seed {job.seed} "
+        f"{job.budget_tag} (another cell's, or not a record); remove it or use another --out"
+    )
+
+
 def check_records(jobs: Iterable[Job], out_dir: Path) -> None:
-    """Raise :class:`~mallocgame.errors.StaleRecordError` if a job's record in
-    ``out_dir`` was written with other settings than the job's solver uses now. A
-    setting the record lacks (one added to the solver after it was written) counts as
-    the setting's default: a new setting's default keeps the solver's old behaviour."""
+    """Raise :class:`~mallocgame.errors.StaleRecordError` if a file stands at a job's
+    record path in ``out_dir`` that is not a record of that job (program, solver, seed,
+    budget and options), or a record written with other settings than the job's solver
+    uses now. A setting the record lacks (one added to the solver after it was written)
+    counts as the setting's default: a new setting's default keeps the solver's old
+    behaviour."""
     from mallocgame.solvers import get_solver
 
     current: dict[tuple[str, str], dict[str, Any]] = {}
@@ -159,7 +195,9 @@ def check_records(jobs: Iterable[Job], out_dir: Path) -> None:
         if not path.exists():
             continue
         doc = read_json(path)
-        stored = doc.get("settings") if isinstance(doc, dict) else None
+        if _record_cell(doc) != _cell(job):
+            raise _not_its_record(path, job)
+        stored = doc.get("settings")
         if stored is None:
             continue
         key = (job.solver, json.dumps(job.options_dict, sort_keys=True, default=str))
@@ -338,24 +376,28 @@ def job_records(out_dir: Path, jobs: Sequence[Job]) -> list[dict[str, Any]]:
     """The records in ``out_dir`` of exactly these jobs (program, solver, seed, budget
     and options alike), in file-name order, each re-checked: its numbers recomputed
     from its solution, and invalid (one line in ``failures`` naming its file and why)
-    where that solution fails the check (:class:`~mallocgame.bench.recheck.Rechecker`)."""
+    where that solution fails the check (:class:`~mallocgame.bench.recheck.Rechecker`).
+    Raises :class:`~mallocgame.errors.StaleRecordError` where two records state the same
+    cell, or where a job's record path holds a file that is not its record (a table is
+    never made over fewer cells than the records present say)."""
     from mallocgame.bench.recheck import Rechecker
 
-    wanted = {
-        (j.program, j.solver, j.seed, j.seconds, j.work, json.dumps(j.options_dict, sort_keys=True))
-        for j in jobs
-    }
+    wanted = {_cell(job): job for job in jobs}
+    found: dict[tuple[Any, ...], Path] = {}
     rechecker = Rechecker()
-    return [
-        rechecker.record(path, r)
-        for path, r in record_files(out_dir)
-        if (
-            r.get("program"),
-            r.get("solver"),
-            r.get("seed"),
-            (r.get("budget") or {}).get("seconds"),
-            (r.get("budget") or {}).get("work"),
-            json.dumps(r.get("options", {}), sort_keys=True),
-        )
-        in wanted
-    ]
+    records = []
+    for path, doc in record_files(out_dir):
+        cell = _record_cell(doc)
+        if cell not in wanted:
+            continue
+        if cell in found:
+            raise StaleRecordError(
+                f"{found[cell]} and {path} are records of the same cell; remove one"
+            )
+        found[cell] = path
+        records.append(rechecker.record(path, doc))
+    for cell, job in wanted.items():
+        path = job_path(out_dir, job)
+        if cell not in found and path.exists():
+            raise _not_its_record(path, job)
+    return records

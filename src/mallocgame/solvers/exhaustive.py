@@ -14,10 +14,14 @@ DEFAULT_MAX_MOVES = 20_000_000
 
 
 class ExhaustiveSolver(Solver, name="exhaustive", work_unit="moves"):
-    """Depth-first search over all games; its work budget is the number of moves tried."""
+    """Depth-first search over all games; its work budget is the number of moves tried.
+
+    It never reads the clock: a wall-clock budget is not kept (the search is one compiled
+    call). Without a work budget it tries up to :data:`DEFAULT_MAX_MOVES` moves, then
+    refuses with :class:`~mallocgame.errors.SolverError`.
+    """
 
     def search(self, instance: Instance, config: NoConfig, run: Run) -> Solution:
-        # It never reads the clock: without a work budget it stops after DEFAULT_MAX_MOVES.
         max_moves = run.work_budget if run.work_budget is not None else DEFAULT_MAX_MOVES
         best, actions, moves = exhaustive_search(replay(instance, []), max_nodes=max_moves)
         answer = run.game_answer(replay(instance, actions), {"moves": moves}, bound_s=best)

@@ -98,7 +98,9 @@ class _Search:
         self.rng = rng
         self.num_b = self.game.num_buffers
         r = self.game.tables.normalizer_s
-        self.inv_r = 1.0 / r if r != 0 else 0.0
+        # returns in units of |R|: selection min-max normalizes values, so the scale is
+        # free, but R < 0 (table latencies) must not reverse the objective nor R = 0 erase it
+        self.inv_r = 1.0 / abs(r) if r != 0 else 1.0
         self.vmin = math.inf
         self.vmax = -math.inf
         self.rollout_moves = 0

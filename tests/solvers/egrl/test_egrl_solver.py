@@ -20,6 +20,7 @@ from mallocgame.solvers.checkpoint import BEST_NAME, CHECKPOINT_NAME
 from mallocgame.solvers.egrl import EgrlConfig
 from mallocgame.solvers.egrl.trainer import DEFAULT_GENERATIONS, EgrlTrainer
 from mallocgame.workloads.suite import suite_instance
+from tests.builders import reversed_normalizer_instances
 
 # Tiny networks and population (a generation of mode both: 3 chromosomes, 2 policies,
 # 1 learner rollout). The networks compile once per process for xla-v1/lstm_infer's graph.
@@ -60,6 +61,29 @@ def test_every_mode_gives_valid_answers(lstm, mode: str) -> None:
     assert [imp.work["proposals"] for imp in improvements] == sorted(
         imp.work["proposals"] for imp in improvements
     )
+
+
+@pytest.mark.parametrize("kind", ["negative", "zero"])
+def test_a_normalizer_that_is_not_positive_leaves_the_objective_as_it_is(kind: str) -> None:
+    """Fitness rises with the return whatever the sign of R: with R < 0 a better
+    demonstration is not replaced by a worse game, nor with R = 0 do all games tie."""
+    inst = reversed_normalizer_instances()[kind]
+    best = get_solver("exhaustive").solve(inst).reward_s
+    drop = get_solver("drop").solve(inst)
+    seen: list = []
+    answer = _solve(
+        inst,
+        work=50,
+        callback=seen.append,
+        demonstrations=(drop,),
+        mode="evolution",
+        policies=0,
+        chromosomes=4,
+        elites=0,
+    )
+    assert answer.reward_s == best and check_solution(inst, answer).ok
+    rewards = [i.solution.reward_s for i in seen]
+    assert rewards == sorted(rewards)  # each improvement reported is one
 
 
 def test_generations_and_updates_are_counted(lstm) -> None:

@@ -106,9 +106,20 @@ class ProposalPlayer:
         )
 
 
+def reward_fitness(normalized: float, return_s: float, normalizer_s: float) -> float:
+    """A game's ``"reward"`` fitness, higher for a higher return whatever the sign of the
+    normalizer ``R`` (SPEC section 5): the normalized return where ``R > 0``, its negation
+    where ``R < 0`` (table latencies under which all-fast is slower), the return in
+    seconds where ``R = 0`` (every normalized return is 0 there)."""
+    if normalizer_s > 0:
+        return normalized
+    return -normalized if normalizer_s < 0 else return_s
+
+
 class FitnessFn:
-    """A proposal's fitness: ``"reward"`` (normalized return) or ``"speedup"`` (the
-    simulated baseline latency over the latency under the game's allocations)."""
+    """A proposal's fitness: ``"reward"`` (:func:`reward_fitness` of the game's return)
+    or ``"speedup"`` (the simulated baseline latency over the latency under the game's
+    allocations)."""
 
     def __init__(self, instance: Instance, kind: str) -> None:
         if kind not in ("reward", "speedup"):
@@ -119,7 +130,7 @@ class FitnessFn:
     def __call__(self, played: Played, game: Game) -> float:
         """The fitness of ``played``; ``game`` is the complete game it was played in."""
         if self.kind == "reward":
-            return float(played.normalized)
+            return reward_fitness(played.normalized, played.return_s, game.tables.normalizer_s)
         from mallocgame.simulate import speedup
 
         return float(speedup(self.instance, game.allocations()))

@@ -71,7 +71,7 @@ from mallocgame.solvers.egrl.population import (
     sample_chromosome,
     seed_chromosome,
 )
-from mallocgame.solvers.egrl.proposals import FitnessFn, ProposalPlayer
+from mallocgame.solvers.egrl.proposals import FitnessFn, ProposalPlayer, reward_fitness
 from mallocgame.solvers.egrl.replay import Replay
 from mallocgame.solvers.egrl.sac import (
     LearnerState,
@@ -537,9 +537,12 @@ class EgrlTrainer:
 
     def _answer_fitness(self, solution: Solution) -> float:
         """``solution``'s fitness (the run's measure of an answer, higher is better):
-        its normalized reward, or its simulated speedup (``fitness="speedup"``)."""
+        its reward (:func:`~mallocgame.solvers.egrl.proposals.reward_fitness`), or its
+        simulated speedup (``fitness="speedup"``)."""
         if self.config.fitness == "reward":
-            return float(solution.normalized_reward)
+            return reward_fitness(
+                solution.normalized_reward, solution.reward_s, self.tables.normalizer_s
+            )
         from mallocgame.simulate import speedup
 
         return float(speedup(self.instance, solution))
