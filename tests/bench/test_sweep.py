@@ -680,3 +680,16 @@ def test_a_file_at_a_records_path_that_is_not_its_record_stops_the_sweep_and_the
     err = capsys.readouterr().err  # the baseline's jobs ran; then one line
     assert "records of the same cell" in err.strip().splitlines()[-1]
     assert "Traceback" not in err
+
+
+def test_a_record_written_after_the_folder_was_read_is_taken(tmp_path: Path, monkeypatch) -> None:
+    """A sweep beside the table's (another job of the same folder) can write a record
+    between the folder's listing and the look at each job's path."""
+    import mallocgame.bench.sweep as sweep
+
+    jobs = [Job(p, "random", 0, None, 2) for p in PROGRAMS]
+    run_sweep(jobs, tmp_path, workers=1)
+    everything = sweep.job_records(tmp_path, jobs)
+    listed = sweep.record_files(tmp_path)
+    monkeypatch.setattr(sweep, "record_files", lambda _: listed[:1])  # the second not yet
+    assert sweep.job_records(tmp_path, jobs) == everything and len(everything) == 2

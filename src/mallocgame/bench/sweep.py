@@ -383,21 +383,27 @@ def job_records(out_dir: Path, jobs: Sequence[Job]) -> list[dict[str, Any]]:
     from mallocgame.bench.recheck import Rechecker
 
     wanted = {_cell(job): job for job in jobs}
-    found: dict[tuple[Any, ...], Path] = {}
-    rechecker = Rechecker()
-    records = []
+    found: dict[tuple[Any, ...], tuple[Path, dict[str, Any]]] = {}
     for path, doc in record_files(out_dir):
         cell = _record_cell(doc)
         if cell not in wanted:
             continue
         if cell in found:
             raise StaleRecordError(
-                f"{found[cell]} and {path} are records of the same cell; remove one"
+                f"{found[cell][0]} and {path} are records of the same cell; remove one"
             )
-        found[cell] = path
-        records.append(rechecker.record(path, doc))
+        found[cell] = (path, doc)
     for cell, job in wanted.items():
         path = job_path(out_dir, job)
-        if cell not in found and path.exists():
+        if cell in found or not path.exists():
+            continue
+        doc = read_json(path)  # written since the folder was read (a sweep beside this one)
+        if _record_cell(doc) != cell:
             raise _not_its_record(path, job)
-    return records
+        found[cell] = (path, doc)
+    rechecker = Rechecker()
+    return [rechecker.record(path, doc) for path, doc in sorted(found.values(), key=_by_path)]
+
+
+def _by_path(item: tuple[Path, dict[str, Any]]) -> Path:
+    return item[0]
