@@ -291,6 +291,13 @@ class BestAnswerFile:
         )
         return None
 
+    def solution_on_disk(self) -> Solution | None:
+        """The solution in the file, loaded and checked (``None`` where there is none, or
+        where it does not load or check: :meth:`on_disk` has moved it aside then)."""
+        from mallocgame.solution import load_solution
+
+        return None if self.on_disk() is None else load_solution(self.path)
+
     def _set_aside(self) -> Path:
         name = self.path.name
         stem = name[: -len(".json")] if name.endswith(".json") else name

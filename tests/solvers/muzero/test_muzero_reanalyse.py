@@ -205,6 +205,19 @@ def test_only_a_better_self_play_game_is_kept_and_its_targets_are_its_own(small)
         reanalyser.keep_best(cut)
 
 
+def test_keeping_a_game_searches_it_until_the_budget_is_spent(small) -> None:
+    config = MuZeroSolver().config(TINY)  # 4 positions per search
+    record, _, _ = _greedy_record(small, config)
+    search = _Counting()
+    reanalyser = Reanalyser(config, search, np.float32(0.1), jax.random.PRNGKey(0))
+    assert reanalyser.keep_best(record, search_with={}, stop=lambda: search.calls >= 2)
+    assert search.calls == 2 and reanalyser.positions_searched == 8 < len(record)
+    assert reanalyser.best is not None and (reanalyser.best.root_values[8:] == 0).all()
+    better = dataclasses.replace(record, rewards=record.rewards + 1.0)
+    assert reanalyser.keep_best(better, search_with={})  # no stop: every position
+    assert reanalyser.positions_searched == 8 + len(record)
+
+
 def test_real_search_targets_are_distributions_over_allowed_actions(small) -> None:
     config = MuZeroSolver().config(TINY)
     net, _, search, _, _ = compiled_functions(config)

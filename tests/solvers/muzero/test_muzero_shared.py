@@ -65,6 +65,23 @@ def test_a_shared_run_resumes_and_starts_a_run_on_another_program(tmp_path: Path
     assert all(jax.tree_util.tree_leaves(same))
 
 
+def test_a_shared_run_started_from_an_agent_resumes_without_it(tmp_path: Path, programs) -> None:
+    import shutil
+
+    first_agent = SharedTrainer(
+        programs, MuZeroSolver().config(CONFIG), seed=0, checkpoint_dir=tmp_path / "a"
+    )
+    first_agent.run(games=4)
+    config = MuZeroSolver().config({**CONFIG, "init": str(tmp_path / "a")})
+    started = SharedTrainer(programs, config, seed=1, checkpoint_dir=tmp_path / "b")
+    started.run(games=4)
+    shutil.rmtree(tmp_path / "a")  # the agent it started from is gone: its checkpoint has all
+    resumed = SharedTrainer(programs, config, seed=1, checkpoint_dir=tmp_path / "b")
+    assert resumed.resumed and resumed.counters.games == started.counters.games
+    same = jax.tree_util.tree_map(lambda x, y: np.array_equal(x, y), resumed.params, started.params)
+    assert all(jax.tree_util.tree_leaves(same))
+
+
 def test_no_program_or_one_given_twice_is_refused(programs) -> None:
     with pytest.raises(SolverError, match="at least one"):
         SharedTrainer([], MuZeroSolver().config(CONFIG))

@@ -26,6 +26,7 @@ from mallocgame.game.state import Game, replay
 from mallocgame.game.tables import build_tables
 from mallocgame.solution import load_solution
 from mallocgame.solvers import SolveRequest, get_solver
+from mallocgame.solvers.base import Stopwatch
 from mallocgame.solvers.checkpoint import BEST_NAME, CHECKPOINT_NAME
 from mallocgame.solvers.muzero.search import SearchResult
 from mallocgame.solvers.muzero.selfplay import SelfPlay, reward_scale
@@ -366,9 +367,9 @@ def test_windowed_restarts_train_if_asked_and_their_best_is_kept_once_an_interva
         int
     ] = []  # the self-play moves at which a played-out game was replayed to be kept
     keep = trainer._keep_replayed
-    trainer._keep_replayed = lambda done: (
+    trainer._keep_replayed = lambda done, clock: (
         windowed_keeps.append(trainer.counters.moves) if done.played_out else None,
-        keep(done),
+        keep(done, clock),
     )[1]
     finished: list = []
     trainer.run(games=100, on_game=lambda done, elapsed: finished.append(done))
@@ -387,10 +388,11 @@ def test_windowed_restarts_train_if_asked_and_their_best_is_kept_once_an_interva
     done = max(windowed, key=lambda g: g.return_s)
     trainer.reanalyser.best_return = trainer._kept_return_s = -np.inf
     trainer._windowed_best, trainer.counters.moves = None, 1000
-    trainer._keep_best(done)
-    trainer._keep_best(min(windowed, key=lambda g: g.return_s))
+    unbounded = Stopwatch(None)
+    trainer._keep_best(done, unbounded)
+    trainer._keep_best(min(windowed, key=lambda g: g.return_s), unbounded)
     assert trainer._windowed_best is done  # the better one waits for the loop
-    trainer._keep_windowed_best()
+    trainer._keep_windowed_best(unbounded)
     assert (
         trainer._windowed_best is None
         and tuple(trainer.reanalyser.best.actions.tolist()) == done.actions
@@ -406,7 +408,7 @@ def test_a_restarted_best_game_is_kept_whole_and_searched(small) -> None:
     trainer = Trainer(small, config, seed=0)
     restarted = [g for g in _restarted_games(small, trainer.tables, config, 8) if g.start]
     done = max(restarted, key=lambda g: g.return_s)
-    trainer._keep_best(done)
+    trainer._keep_best(done, Stopwatch(None))
     kept = trainer.reanalyser.best
     assert kept is not None and len(kept) == small.num_buffers  # the whole game, prefix included
     assert tuple(kept.actions.tolist()) == done.actions
@@ -417,10 +419,9 @@ def test_a_restarted_best_game_is_kept_whole_and_searched(small) -> None:
         kept.policies, 1 / 3
     )  # searched (and the kept action's imitation share added)
     replayed: list = []
-    trainer._keep_replayed = replayed.append
-    trainer._keep_best(
-        done
-    )  # the kept game played again: compared by its return in seconds, not replayed
+    trainer._keep_replayed = lambda done, clock: replayed.append(done)
+    # the kept game played again: compared by its return in seconds, not replayed
+    trainer._keep_best(done, Stopwatch(None))
     assert replayed == []
 
 
@@ -663,14 +664,27 @@ def test_a_run_from_an_older_checkpoint_leaves_the_better_best_answer(
     assert better.reward_s > older.reward_s  # the run found a better answer ...
     (tmp_path / CHECKPOINT_NAME).write_bytes(kept)  # ... then was killed before its checkpoint
     resumed = Trainer(small, config, seed=0, checkpoint_dir=tmp_path)
-    assert resumed.resumed and resumed.best_return == pytest.approx(older.reward_s)
-    assert resumed.run(games=5).reward_s < better.reward_s
-    assert load_solution(tmp_path / BEST_NAME).reward_s == better.reward_s
+    # the better game, found after the checkpoint, is the resumed run's best from the file
+    assert resumed.resumed and resumed.best_return == pytest.approx(better.reward_s)
+    assert resumed.run(games=5).reward_s >= better.reward_s
+    assert load_solution(tmp_path / BEST_NAME).reward_s >= better.reward_s
+    better = load_solution(tmp_path / BEST_NAME)
     (tmp_path / CHECKPOINT_NAME).unlink()  # a new run beside the file, with a smaller budget
     restarted = Trainer(small, config, seed=0, checkpoint_dir=tmp_path).run(games=1)
     assert restarted.reward_s < better.reward_s
     assert load_solution(tmp_path / BEST_NAME).reward_s == better.reward_s
     assert check_solution(small, load_solution(tmp_path / BEST_NAME)).ok
+
+
+def test_a_resumed_fallback_answer_still_names_its_demonstration(tmp_path: Path, small) -> None:
+    config = MuZeroSolver().config({**TINY, "demonstrations": "greedy"})
+    first = Trainer(small, config, seed=0, checkpoint_dir=tmp_path).run(clock=Stopwatch(1e-3))
+    assert first.work["games"] == 0 and first.info["fallback"] == "greedy"
+    resumed = Trainer(small, config, seed=0, checkpoint_dir=tmp_path).run(games=0)
+    assert resumed.actions == first.actions and resumed.info["fallback"] == "greedy"
+    assert check_solution(small, resumed).ok
+    later = Trainer(small, config, seed=0, checkpoint_dir=tmp_path).run(games=4)
+    assert later.work["games"] >= 4 and "fallback" not in later.info  # its own game now
 
 
 def test_a_checkpoint_folder_that_is_a_file_is_refused(tmp_path: Path, small) -> None:

@@ -247,14 +247,21 @@ class Reanalyser:
             rows = [(record, t) for t in range(first, min(first + n, len(record)))]
             self._search(params, rows)
 
-    def keep_best(self, record: GameRecord, search_with: dict | None = None) -> bool:
+    def keep_best(
+        self,
+        record: GameRecord,
+        search_with: dict | None = None,
+        stop: Callable[[], bool] | None = None,
+    ) -> bool:
         """Keep ``record`` as the best self-play game if its return beats the kept one's.
 
         Its policy targets and root values are copied (reanalysis rewrites them; the
         replay's copy keeps its own); observations are shared, never written. With
         ``search_with`` (network parameters) every position of the kept copy is searched
         at once: for a record replayed from actions (:func:`trajectory_record`), whose
-        targets are not yet a search's.
+        targets are not yet a search's; until ``stop()`` says so (a wall-clock budget
+        spent), the positions left keep their replayed targets until :meth:`refresh`
+        reaches them.
         """
         if record.allowed is None:
             raise ValueError("a reanalysed record needs its allowed actions")
@@ -273,7 +280,7 @@ class Reanalyser:
         )
         self.best_return = total
         if search_with is not None:
-            self._search_all(self.best, search_with)
+            self._search_all(self.best, search_with, stop)
         return True
 
     def refresh(self, params: dict) -> None:

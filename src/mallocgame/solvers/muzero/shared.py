@@ -106,9 +106,12 @@ class SharedTrainer(RayActorsOwner):
         self.dir = (
             checkpoint.checkpoint_directory(checkpoint_dir) if checkpoint_dir is not None else None
         )
+        resumed = self.dir is not None and (self.dir / checkpoint.CHECKPOINT_NAME).exists()
         # the programs' trainers never write, report or start actors: the shared run does
         own = dataclasses.replace(config, checkpoint_dir=None, progress=False, ray=None)
         rest = dataclasses.replace(own, init=None)  # the agent is read once, by the first
+        if resumed:  # the network is the checkpoint's: the agent it started from is not read
+            own = rest
         self.trainers = [
             Trainer(
                 inst,
@@ -131,7 +134,7 @@ class SharedTrainer(RayActorsOwner):
         self.losses: dict[str, float] = {}
         self.actors: SelfPlayActors | None = None
         self._learned_through = 0
-        self.resumed = self.dir is not None and (self.dir / checkpoint.CHECKPOINT_NAME).exists()
+        self.resumed = resumed
         if self.resumed:
             self._load()
 

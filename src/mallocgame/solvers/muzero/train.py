@@ -524,13 +524,13 @@ class Trainer(RayActorsOwner):
             else:  # what the agent plays from the start; restarts begin inside its best game
                 self.recent_returns.append(self._normalized(done.return_s))
             if self.reanalyser is not None and cfg.reanalyse_best:
-                self._keep_best(done)
+                self._keep_best(done, clock)
             if self.answer != "policy" and done.return_s > self.best_return:
                 self._improve(done.actions, clock, callback)
             if on_game is not None:
                 on_game(done, clock.elapsed)
         if self._windowed_best is not None and c.moves >= self._next_windowed_keep:
-            self._keep_windowed_best()
+            self._keep_windowed_best(clock)
         c.moves += moves
         c.steps += moves * cfg.parallel_games + played_out_steps
 
@@ -562,12 +562,12 @@ class Trainer(RayActorsOwner):
         """The end of a run: an answer even without a complete game, the last progress
         line and checkpoint; returns the best answer."""
         if self.best is None and self.answer != "policy" and self.best_demonstration is not None:
-            self.fallback, _, actions = self.best_demonstration
+            source, _, actions = self.best_demonstration
             self.log(
                 f"no self-play game was complete within the budget: the answer is the "
-                f"{self.fallback} demonstration's game"
+                f"{source} demonstration's game"
             )
-            self._improve(actions, clock, callback)
+            self._improve(actions, clock, callback, fallback=source)
         elif self.answer == "policy" or self.best is None:
             self._evaluate(clock, callback)
         pace.end(clock, self.log)
@@ -583,7 +583,7 @@ class Trainer(RayActorsOwner):
             self.log,
         )
 
-    def _keep_best(self, done: FinishedGame) -> None:
+    def _keep_best(self, done: FinishedGame, clock: Stopwatch) -> None:
         """Keep ``done`` as Reanalyse's best game if it beats the kept one; a restarted
         game's record lacks its replayed prefix, so the whole game is replayed into a
         record and searched (``B / parallel_games`` batched searches for ``B`` buffers).
@@ -605,27 +605,30 @@ class Trainer(RayActorsOwner):
             if self._windowed_best is None or done.return_s > self._windowed_best.return_s:
                 self._windowed_best = done
         else:
-            self._keep_replayed(done)
+            self._keep_replayed(done, clock)
 
-    def _keep_windowed_best(self) -> None:
+    def _keep_windowed_best(self, clock: Stopwatch) -> None:
         """Keep the waiting windowed restart's game if it still beats the kept one; then
         none is kept for ``B / parallel_games`` self-play moves (as many batched searches
         as keeping it took), so keeping takes at most about half of self-play's time."""
         assert self.reanalyser is not None and self._windowed_best is not None
         done, self._windowed_best = self._windowed_best, None
         if done.return_s > self._kept_return_s:
-            self._keep_replayed(done)
+            self._keep_replayed(done, clock)
             batched = -(-self.instance.num_buffers // self.config.parallel_games)
             self._next_windowed_keep = self.counters.moves + batched
 
-    def _keep_replayed(self, done: FinishedGame) -> None:
+    def _keep_replayed(self, done: FinishedGame, clock: Stopwatch) -> None:
         """Replay ``done``'s actions into a record; if it beats the kept game, search it
-        and keep it as the best."""
+        (until ``clock``'s budget is spent) and keep it as the best."""
         assert self.reanalyser is not None
         record = trajectory_record(
             self.instance, self.tables, self.config, done.actions, self.selfplay.scale
         )
-        if self.reanalyser.keep_best(record, search_with=self._search_kept_with()):
+        kept = self.reanalyser.keep_best(
+            record, search_with=self._search_kept_with(), stop=clock.expired
+        )
+        if kept:
             self._kept_return_s = done.return_s
 
     def _search_kept_with(self) -> dict | None:
@@ -658,8 +661,12 @@ class Trainer(RayActorsOwner):
         actions: tuple[int, ...],
         clock: Stopwatch,
         callback: Callable[[Improvement], None] | None,
+        fallback: str | None = None,
     ) -> None:
+        """Make the game of ``actions`` the best answer (``fallback``: the demonstration
+        source whose game it is, where no self-play game was complete)."""
         game = replay_actions(self.instance, actions, self.tables)
+        self.fallback = fallback
         self.best_actions = actions
         self.best_return = game.return_s
         if self.answer != "policy" and game.return_s > self.restart_return:
@@ -743,6 +750,8 @@ class Trainer(RayActorsOwner):
             "counters": dataclasses.asdict(self.counters),
             "best_actions": np.asarray(self.best_actions, dtype=np.int8),
         }
+        if self.fallback is not None:  # the best answer is this demonstration's game
+            state["fallback"] = self.fallback
         if self.reanalyser is not None:
             state["reanalyse"] = self.reanalyser.state_dict()
             state["demonstration_rewards"] = dict(self.demonstration_rewards)
@@ -761,6 +770,23 @@ class Trainer(RayActorsOwner):
         self.load_network(state)
         self.replay.load_state_dict(state["replay"])
         self.load_program_state(state)
+        self._adopt_best_file()
+
+    def _adopt_best_file(self) -> None:
+        """Where the run was stopped after a new best game but before its next checkpoint,
+        that game (in the folder's best file, checked) is the best again, not lost."""
+        assert self._answer.file is not None
+        found = self._answer.file.solution_on_disk()
+        if found is None or found.actions is None or found.seed != self.seed:
+            return
+        if found.solver != self.solver_name or len(found.actions) != self.instance.num_buffers:
+            return
+        actions = tuple(int(a) for a in found.actions)
+        if replay_actions(self.instance, actions, self.tables).return_s > self.best_return:
+            fallback = found.info.get("fallback")
+            self._improve(
+                actions, Stopwatch(None), None, None if fallback is None else str(fallback)
+            )
 
     def load_network(self, state: dict[str, Any]) -> None:
         """The network and the optimizer state of a checkpoint's ``state`` (as
@@ -788,8 +814,10 @@ class Trainer(RayActorsOwner):
             )
         actions = tuple(int(a) for a in np.asarray(state["best_actions"]))
         if actions:
-            clock = Stopwatch(None)
-            self._improve(actions, clock, None)
+            fallback = state.get("fallback")
+            self._improve(
+                actions, Stopwatch(None), None, None if fallback is None else str(fallback)
+            )
 
 
 def checkpoint_fingerprint(
