@@ -200,6 +200,7 @@ def test_preset_capacity_caps_a_large_program():
     tpu = PRESETS["tpu_v4i"]
     assert capacity_bytes(tpu, 10 * 2**30, 0.25) == tpu.fast_memory_bytes
     assert capacity_bytes(tpu, 2**20, 0.25) == 2**18
+    assert capacity_bytes(tpu, 10 * 2**30, 1e308) == tpu.fast_memory_bytes  # past any float
 
 
 def test_bad_arguments():

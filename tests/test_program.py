@@ -151,6 +151,11 @@ def _drop(*keys: Any) -> Callable[[dict], None]:
         lambda doc: doc["tensors"][0].update(size="big"),
         lambda doc: doc["instructions"].__setitem__(0, 7),
         lambda doc: doc["loops"][0].update(first=None),
+        lambda doc: doc["tensors"][0].update(size=512.9),  # never truncated to 512
+        lambda doc: doc["tensors"][0].update(size=float("inf")),  # JSON's 1e400
+        lambda doc: doc["tensors"][0].update(live_out="false"),  # never taken for true
+        lambda doc: doc["instructions"][0].update(count=True),
+        lambda doc: doc["instructions"][0].update(flops="1e9"),
     ],
     ids=[
         "name",
@@ -160,6 +165,11 @@ def _drop(*keys: Any) -> Callable[[dict], None]:
         "size-text",
         "instruction-int",
         "loop-none",
+        "size-fraction",
+        "size-infinite",
+        "live-out-text",
+        "count-bool",
+        "flops-text",
     ],
 )
 def test_a_malformed_document_is_a_program_error(mutate: Callable[[dict], None]) -> None:

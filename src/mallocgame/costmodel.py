@@ -167,7 +167,8 @@ def peak_live_bytes(program: Program | Instance) -> int:
 def capacity_bytes(preset: HardwarePreset, peak: int, capacity_fraction: float) -> int:
     """The capacity rule (module docstring) for a program of ``peak`` live bytes."""
     align = preset.alignment_bytes
-    scaled = math.floor(capacity_fraction * peak)
+    # capped before the floor: a large fraction times the peak can pass any float (inf)
+    scaled = math.floor(min(capacity_fraction * peak, preset.fast_memory_bytes))
     floored = (scaled // align) * align
     return max(align, min(preset.fast_memory_bytes, floored))
 

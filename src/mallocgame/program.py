@@ -255,6 +255,30 @@ def _validate_program_groups_and_loops(program: Program) -> None:
             raise ProgramError(f"loop {i}: trip_count {lp.trip_count} is more than 2**31-1")
 
 
+def _whole(value: Any) -> int:
+    """``value`` where it is a JSON integer (:class:`TypeError` otherwise: a float, a
+    string or a bool is not taken for one)."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"expected an integer, got {value!r}")
+    return value
+
+
+def _number(value: Any) -> float:
+    """``value`` where it is a JSON number (:class:`TypeError` otherwise: a string or a
+    bool is not taken for one); :func:`validate_program` judges its value."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise TypeError(f"expected a number, got {value!r}")
+    return float(value)
+
+
+def _flag(value: Any) -> bool:
+    """``value`` where it is true or false (:class:`TypeError` otherwise: ``"false"`` is
+    not taken for true)."""
+    if not isinstance(value, bool):
+        raise TypeError(f"expected true or false, got {value!r}")
+    return value
+
+
 def program_from_dict(doc: Any, *, where: str = "program") -> Program:
     """Build and validate a :class:`Program` from its file document."""
     if not isinstance(doc, Mapping):
@@ -274,33 +298,33 @@ def program_from_dict(doc: Any, *, where: str = "program") -> Program:
                 ProgramInstruction(
                     name=str(i["name"]),
                     opcode=str(i["opcode"]),
-                    operands=tuple(map(int, i["operands"])),
-                    outputs=tuple(map(int, i["outputs"])),
-                    operand_bytes=tuple(map(int, i["operand_bytes"])),
-                    output_bytes=tuple(map(int, i["output_bytes"])),
-                    flops=float(i.get("flops", 0.0)),
-                    transcendentals=float(i.get("transcendentals", 0.0)),
-                    count=int(i.get("count", 1)),
+                    operands=tuple(map(_whole, i["operands"])),
+                    outputs=tuple(map(_whole, i["outputs"])),
+                    operand_bytes=tuple(map(_whole, i["operand_bytes"])),
+                    output_bytes=tuple(map(_whole, i["output_bytes"])),
+                    flops=_number(i.get("flops", 0.0)),
+                    transcendentals=_number(i.get("transcendentals", 0.0)),
+                    count=_whole(i.get("count", 1)),
                 )
                 for i in doc["instructions"]
             ),
             tensors=tuple(
                 ProgramTensor(
-                    id=int(x["id"]),
+                    id=_whole(x["id"]),
                     name=str(x["name"]),
-                    size=int(x["size"]),
-                    def_time=int(x["def_time"]),
-                    last_use_time=int(x["last_use_time"]),
-                    live_out=bool(x.get("live_out", False)),
+                    size=_whole(x["size"]),
+                    def_time=_whole(x["def_time"]),
+                    last_use_time=_whole(x["last_use_time"]),
+                    live_out=_flag(x.get("live_out", False)),
                     shape=str(x.get("shape", "")),
                 )
                 for x in doc["tensors"]
             ),
             alias_groups=tuple(
-                tuple((int(m[0]), int(m[1])) for m in g) for g in doc.get("alias_groups", [])
+                tuple((_whole(m[0]), _whole(m[1])) for m in g) for g in doc.get("alias_groups", [])
             ),
             loops=tuple(
-                ProgramLoop(int(lp["first"]), int(lp["last"]), int(lp["trip_count"]))
+                ProgramLoop(_whole(lp["first"]), _whole(lp["last"]), _whole(lp["trip_count"]))
                 for lp in doc.get("loops", [])
             ),
         )

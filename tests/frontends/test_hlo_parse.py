@@ -28,6 +28,10 @@ from mallocgame.frontends.hlo_parse import (
         ("s32[4]{0:T(128)}", 128 * 4),
         ("f32[]{:T(256)}", 256 * 4),  # a tile longer than the shape sees leading 1s
         ("s4[16]{0:E(4)}", 8),
+        ("s4[1000]{0}", 1000),  # unpacked without E(n): a byte each, as XLA stores it
+        ("u2[1000]", 1000),
+        ("f4e2m1fn[1000]{0}", 1000),
+        ("s4[1000]{0:E(4)}", 500),
         ("pred[7]{0:T(1024)E(32)}", 1024 * 4),  # E(n) overrides the element width
         ("f32[3,5]{1,0:T(*,2)}", 3 * 6 * 4),  # '*': a combined dimension pads nothing
         ("f32[8,128]{1,0:T(8,128)L(1024)D(D,C)}", 8 * 128 * 4),  # other items are read past
@@ -35,6 +39,12 @@ from mallocgame.frontends.hlo_parse import (
 )
 def test_stored_bytes_include_tile_padding(text: str, nbytes: int) -> None:
     assert parse_shape(text).nbytes == nbytes
+
+
+def test_an_unbounded_dynamic_dimension_is_refused() -> None:
+    assert parse_shape("f32[<=8,16]").nbytes == 8 * 16 * 4  # bounded: its bound
+    with pytest.raises(ValueError, match="unbounded dynamic dimension"):
+        parse_shape("f32[?,16]")
 
 
 def test_memory_space_and_layout_fields() -> None:
@@ -98,7 +108,7 @@ def test_a_well_formed_module_parses() -> None:
 def test_bytes_are_exact_past_float64() -> None:
     # 2**53 + 1 elements: a float product would round it down to 2**53.
     assert parse_shape("u8[9007199254740993]").nbytes == 2**53 + 1
-    assert parse_shape("s4[9007199254740993]").nbytes == 2**52 + 1  # half bytes round up
+    assert parse_shape("s4[9007199254740993]{0:E(4)}").nbytes == 2**52 + 1  # half bytes round up
     assert parse_shape("f32[100000000000000000000]").nbytes == 4 * 10**20
 
 

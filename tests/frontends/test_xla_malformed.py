@@ -247,3 +247,68 @@ def test_nested_trip_counts_beyond_2_31_are_refused() -> None:
         r"^module nested: while inner: trip count 32768 inside loops run 65536 times makes "
         r"2147483648 executions, more than 2\*\*31-1",
     )
+
+
+CALLS_ITSELF = """\
+HloModule m, is_scheduled=true
+%r (p: f32[8,16]) -> f32[8,16] {
+  %p = f32[8,16]{1,0} parameter(0)
+  ROOT %c = f32[8,16]{1,0} call(%p), to_apply=%r
+}
+ENTRY %main (x: f32[8,16]) -> f32[8,16] {
+  %x = f32[8,16]{1,0} parameter(0)
+  ROOT %c = f32[8,16]{1,0} call(%x), to_apply=%r
+}
+"""
+
+FUSION_CALLS_ITSELF = """\
+HloModule m, is_scheduled=true
+%fs (p0: f32[8,16]) -> f32[8,16] {
+  %p0 = f32[8,16]{1,0} parameter(0)
+  %d = f32[8,16]{1,0} dynamic-update-slice(%p0, %p0)
+  ROOT %g = f32[8,16]{1,0} fusion(%d), kind=kLoop, calls=%fs
+}
+ENTRY %main (x: f32[8,16]) -> f32[8,16] {
+  %x = f32[8,16]{1,0} parameter(0)
+  ROOT %f = f32[8,16]{1,0} fusion(%x), kind=kLoop, calls=%fs
+}
+"""
+
+READS_ITSELF = """\
+HloModule m, is_scheduled=true
+%fs (p0: f32[8,16]) -> f32[8,16] {
+  %p0 = f32[8,16]{1,0} parameter(0)
+  ROOT %g = f32[8,16]{1,0} get-tuple-element(%g), index=0
+}
+ENTRY %main (x: f32[8,16]) -> f32[8,16] {
+  %x = f32[8,16]{1,0} parameter(0)
+  ROOT %f = f32[8,16]{1,0} fusion(%x), kind=kLoop, calls=%fs
+}
+"""
+
+
+@pytest.mark.parametrize(
+    ("text", "needle"),
+    [
+        (CALLS_ITSELF, "calls itself"),
+        (FUSION_CALLS_ITSELF, "calls itself"),
+        (READS_ITSELF, "reads itself"),
+    ],
+)
+def test_a_cycle_is_refused_not_followed_for_ever(text: str, needle: str) -> None:
+    assert "RecursionError" not in _refused(text, XlaFrontendError, needle)
+
+
+def test_a_dump_that_is_not_text_is_refused_in_one_line(tmp_path: Path) -> None:
+    dump = tmp_path / "module_0001.jit_f.cpu_after_optimizations.txt"
+    dump.write_bytes(LOOP.encode() + b"\xff\xfe")
+    for where in (dump, tmp_path):
+        with pytest.raises(DumpError, match="not HLO text"):
+            extract_dump(where)
+
+
+def test_an_alias_list_that_cannot_be_read_is_refused_not_skipped() -> None:
+    header = "HloModule m, is_scheduled=true"
+    for alias in ("{ {0}: (x, {}, may-alias) }", "{ {0}: (0, {}, may-alias), junk }"):
+        text = _edit(header, f"{header}, input_output_alias={alias}")
+        _refused(text, XlaFrontendError, "cannot read alias list")

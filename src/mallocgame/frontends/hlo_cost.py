@@ -433,8 +433,9 @@ class CostModel:
     def _follow(
         self, comp: HloComputation, ins: HloInstruction, index: tuple[int, ...]
     ) -> tuple[HloInstruction, tuple[int, ...]]:
-        """Follow tuple / get-tuple-element indirection back to the source of ``index``."""
-        while True:
+        """Follow tuple / get-tuple-element indirection back to the source of ``index``
+        (:class:`HloParseError` for a cycle of them: an instruction that reads itself)."""
+        for _ in range(len(comp.instructions) + 1):
             if ins.opcode == "tuple" and index:
                 ins, index = comp.by_name[ins.operands[index[0]]], index[1:]
             elif ins.opcode == "get-tuple-element":
@@ -442,6 +443,9 @@ class CostModel:
                 ins = comp.by_name[ins.operands[0]]
             else:
                 return ins, index
+        raise HloParseError(
+            f"computation {comp.name}: tuple / get-tuple-element at %{ins.name} reads itself"
+        )
 
     def in_place_pairs(
         self, ins: HloInstruction

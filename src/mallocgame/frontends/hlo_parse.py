@@ -58,7 +58,8 @@ class HloParseError(MallocGameError):
     """An XLA dump file could not be read (the message names the file and the line)."""
 
 
-# Bytes per element; sub-byte types pack (s4: half a byte).
+# Bytes per element when packed; a sub-byte type packs only where its layout says so
+# (``E(4)``): without, XLA stores one byte per element (ArrayShape.nbytes).
 _DTYPE_BYTES = {
     "pred": 1.0,
     "s1": 0.125,
@@ -148,9 +149,12 @@ class ArrayShape:
 
     @property
     def nbytes(self) -> int:
-        """Bytes the array occupies: its elements at the element width, tile padding included
+        """Bytes the array occupies: its elements at the element width (a sub-byte type's
+        only where the layout packs it, ``E(n)``; else a byte each), tile padding included
         (rounded up to whole bytes; exact integer arithmetic at any size)."""
         bits = int(_element_bits(self.dtype))
+        if 0 < bits < 8:  # a sub-byte type unpacked: one byte each
+            bits = 8
         elements = self.elements
         if self.layout is not None:
             elements = self.layout.stored_elements(self.dims) if self.layout.tiles else elements
@@ -296,8 +300,10 @@ def parse_shape(text: str) -> Shape:
     dims = []
     for d in m.group(2).split(","):
         d = d.strip().lstrip("<=")
+        if d == "?":
+            raise ValueError(f"unbounded dynamic dimension in {text!r}: its size is unknown")
         if d:
-            dims.append(int(d) if d != "?" else 1)
+            dims.append(int(d))
             if dims[-1] < 0:
                 raise ValueError(f"negative dimension {d} in {text!r}")
     layout = None
@@ -528,11 +534,22 @@ def _index(text: str) -> tuple[int, ...]:
 
 
 def parse_alias_list(text: str) -> list[tuple[tuple[int, ...], int, tuple[int, ...], str]]:
-    """``{ {0}: (1, {}, may-alias) }`` -> [(output index, operand/parameter number, its index, kind)]."""
-    return [
-        (_index(m.group(1)), int(m.group(2)), _index(m.group(3)), m.group(4) or "")
-        for m in _ALIAS_RE.finditer(text)
-    ]
+    """``{ {0}: (1, {}, may-alias) }`` -> [(output index, operand/parameter number, its
+    index, kind)]; :class:`ValueError` for text that is not such a list (no part of it is
+    passed over)."""
+    rest = text.strip()
+    if rest.startswith("{") and rest.endswith("}"):
+        rest = rest[1:-1]
+    entries = []
+    position = 0
+    for m in _ALIAS_RE.finditer(rest):
+        if rest[position : m.start()].strip(" ,\t\n"):
+            break
+        entries.append((_index(m.group(1)), int(m.group(2)), _index(m.group(3)), m.group(4) or ""))
+        position = m.end()
+    if rest[position:].strip(" ,\t\n"):
+        raise ValueError(f"cannot read alias list {text.strip()[:80]!r}")
+    return entries
 
 
 # ---------------------------------------------------------------------------------------

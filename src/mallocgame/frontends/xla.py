@@ -839,6 +839,8 @@ def extract_module_with_placement(
         module = parse_module(text, where=where)
     except HloParseError as exc:
         raise DumpError(str(exc)) from None
+    except RecursionError:  # a shape of tuples nested past Python's stack
+        raise DumpError(f"{where}: a shape nests tuples too deep to read") from None
     if not module.is_scheduled:
         raise DumpError(
             f"module {module.name} is not scheduled (no is_scheduled=true): dump it after optimizations"
@@ -857,6 +859,13 @@ def extract_module_with_placement(
         at = "" if ins is None else f" at {ins.opcode} {ins.name}"
         raise XlaFrontendError(
             f"module {module.name}: malformed HLO{at} ({type(exc).__name__}: {exc})"
+        ) from None
+    except RecursionError:
+        ins = builder.current
+        at = "" if ins is None else f" at {ins.opcode} {ins.name}"
+        raise XlaFrontendError(
+            f"module {module.name}: malformed HLO{at}: a computation calls itself, "
+            "directly or through others"
         ) from None
 
 
@@ -904,6 +913,8 @@ def list_modules(dump_dir: str | os.PathLike[str]) -> list[DumpModule]:
             text = path.read_text()
         except OSError as exc:
             raise DumpError(f"{path}: cannot read ({exc.strerror or exc})") from None
+        except UnicodeDecodeError:
+            raise DumpError(f"{path}: not HLO text (not UTF-8)") from None
         entry = re.search(r"^ENTRY .*?^\}", text, re.M | re.S)
         body = entry.group(0).splitlines()[1:-1] if entry else []
         count = sum(
@@ -1010,6 +1021,8 @@ def _extract(
         text = chosen_path.read_text()
     except OSError as exc:
         raise DumpError(f"{chosen_path}: cannot read ({exc.strerror or exc})") from None
+    except UnicodeDecodeError:
+        raise DumpError(f"{chosen_path}: not HLO text (not UTF-8)") from None
     return extract_module_with_placement(
         text,
         name=name,
