@@ -312,3 +312,10 @@ def test_an_alias_list_that_cannot_be_read_is_refused_not_skipped() -> None:
     for alias in ("{ {0}: (x, {}, may-alias) }", "{ {0}: (0, {}, may-alias), junk }"):
         text = _edit(header, f"{header}, input_output_alias={alias}")
         _refused(text, XlaFrontendError, "cannot read alias list")
+
+
+def test_a_stray_brace_does_not_drop_the_instructions_after_it() -> None:
+    stray = _edit("  %c = f32[4]{0} negate(%x0)\n", "  %c = f32[4]{0} negate(%x0)\n}\n")
+    _refused(stray, DumpError, "HLO:[0-9]+: an instruction outside any computation")
+    closing = LOOP + "}\n"
+    _refused(closing, DumpError, "closes no computation")

@@ -460,8 +460,10 @@ def parse_module(text: str, *, where: str = "HLO") -> HloModule:
 
     Besides unreadable lines, raises :class:`HloParseError` (naming the line) for a
     computation defined twice, a second ENTRY computation, a computation without
-    instructions, an instruction name defined twice in one computation, and an array
-    shape of more than ``2**53`` bytes (SPEC section 1: no instance could hold it).
+    instructions, a ``}`` or an indented line outside any computation (other top-level
+    lines, such as the stack-frame tables of newer dumps, are read past), an instruction
+    name defined twice in one computation, and an array shape of more than ``2**53``
+    bytes (SPEC section 1: no instance could hold it).
     """
     name, attrs = "", {}
     computations: dict[str, HloComputation] = {}
@@ -497,6 +499,10 @@ def parse_module(text: str, *, where: str = "HLO") -> HloModule:
                     if eq:
                         attrs[key.strip()] = value.strip()
                 continue
+            if line.strip() == "}" or line.startswith("}, "):
+                raise HloParseError(f"{where}:{lineno}: a '}}' that closes no computation")
+            if line[:1].isspace() and line.strip():
+                raise HloParseError(f"{where}:{lineno}: an instruction outside any computation")
             m = _COMP_HEAD_RE.match(line)
             if m and not line[0].isspace():
                 current = HloComputation(
