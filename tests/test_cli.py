@@ -315,6 +315,11 @@ def test_check_rejects_corruptions(tmp_path: Path, instance_file: Path, capsys) 
             "argument --seeds: not a whole number: 'x'",
         ),
         (["bench", "rewards", "--programs", "p", "--budget", "1e30"], "--budget: at most 604800"),
+        (["bench", "speedups", "--workers", "-3"], "argument --workers: must be at least 1"),
+        (["bench", "speedups", "--workers", "0"], "argument --workers: must be at least 1"),
+        (["bench", "speedups", "--work", "0"], "argument --work: must be at least 1"),
+        (["bench", "correlation", "--games", "0"], "argument --games: must be at least 2"),
+        (["solve", "{inst}", "--solver", "drop", "--out", "{inst}"], "is the file this command"),
         (["bogus"], "invalid choice"),
     ],
 )
@@ -339,6 +344,46 @@ def test_bad_input_exits_2_with_one_line(
     argv = [a.format(**paths) for a in argv_tail]
     assert main(argv) == 2
     assert needle.format(**paths) in _one_line_error(capsys)
+
+
+def test_a_file_a_command_reads_is_never_its_out(
+    tmp_path: Path, instance_file: Path, capsys
+) -> None:
+    kept = instance_file.read_bytes()
+    answer = tmp_path / "answer.json"
+    assert main(["solve", str(instance_file), "--solver", "greedy", "--out", str(answer)]) == 0
+    capsys.readouterr()
+    assert main(["solve", str(instance_file), "--solver", "drop", "--out", str(instance_file)]) == 2
+    assert "is the file this command reads" in _one_line_error(capsys)
+    projected = ["project", str(instance_file), str(answer), "--out"]
+    for out in (instance_file, answer):
+        assert main([*projected, str(out)]) == 2
+        assert "is the file this command reads" in _one_line_error(capsys)
+    assert instance_file.read_bytes() == kept
+
+
+def test_optimize_refuses_an_output_it_cannot_write_before_running(tmp_path: Path, capsys) -> None:
+    out = tmp_path / "run.json"
+    out.write_text("the answer of an earlier run")
+    (tmp_path / "run.layouts.png").mkdir()  # one of the files it writes beside the answer
+    argv = ["optimize", "xla-v1/lstm_infer", "--work", "1", "--out", str(out)]
+    assert main(argv) == 2
+    assert "run.layouts.png: a directory, not a file" in _one_line_error(capsys)
+    assert out.read_text() == "the answer of an earlier run"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["run.json", "run.layouts.png"]
+
+
+def test_show_leaves_out_an_allocation_of_a_buffer_the_instance_lacks(
+    tmp_path: Path, instance_file: Path, capsys
+) -> None:
+    answer = tmp_path / "answer.json"
+    assert main(["solve", str(instance_file), "--solver", "greedy", "--out", str(answer)]) == 0
+    doc = json.loads(answer.read_text())
+    for buffer in (10**6, -1):
+        doc["allocations"][0]["buffer"] = buffer
+        answer.write_text(json.dumps(doc))
+        code = main(["show", str(instance_file), str(answer), "--out", str(tmp_path / "s.png")])
+        assert code in (0, 1) and "Traceback" not in capsys.readouterr().err
 
 
 def test_solve_creates_out_dir_and_leaves_no_temp_files(

@@ -69,6 +69,12 @@ def test_values_from_the_command_line_are_typed() -> None:
     assert cfg == Demo(3, 1e-3, False, "slow", ("c", "d"), (2, 3), None, "7", Inner(8))
 
 
+def test_an_optional_setting_given_empty_is_unset() -> None:
+    # ``--option checkpoint_dir=`` leaves the setting unset (no folder), not the path ""
+    for empty in ("", "  ", "null"):
+        assert parse_config(Demo, {"limit": empty}, "demo").limit is None
+
+
 def test_values_from_json_and_the_library_are_typed() -> None:
     cfg = parse_config(
         Demo, {"count": 3.0, "rate": 2, "on": 0, "names": ["e"], "sizes": 5, "limit": 1.5}, "demo"

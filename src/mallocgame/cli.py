@@ -84,6 +84,18 @@ def _cmd_list(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _output_file(out: Path, *inputs: str | None) -> Path:
+    """``out`` as a file to write, checked before any work: not a directory, and not one of
+    the command's ``inputs`` (an instance or solution file it reads); :class:`UsageError`
+    otherwise."""
+    if out.is_dir():
+        raise UsageError(f"--out {out}: a directory, not a file")
+    for given in inputs:
+        if given is not None and Path(given).exists() and out.resolve() == Path(given).resolve():
+            raise UsageError(f"--out {out} is the file this command reads: give another")
+    return out
+
+
 def _cmd_solve(args: argparse.Namespace, inst: Instance | None = None) -> int:
     """``solve``; ``inst``: the workload, where the caller loaded it already."""
     from mallocgame.solution import save_solution
@@ -95,6 +107,7 @@ def _cmd_solve(args: argparse.Namespace, inst: Instance | None = None) -> int:
     solver = get_solver(args.solver)
     inst = inst if inst is not None else load_workload(args.workload)
     out = Path(args.out) if args.out else _default_out(inst.name, args.solver, args.seed)
+    _output_file(out, args.workload)
 
     def progress(improvement: Improvement) -> None:
         work = ", ".join(f"{k} {v}" for k, v in improvement.work.items())
@@ -321,6 +334,8 @@ def _cmd_optimize(args: argparse.Namespace) -> int:
     compiled = _optimize_compiled(args)
     inst = compiled.instance if compiled is not None else load_workload(args.workload)
     out = Path(args.out) if args.out else _default_out(inst.name, "muzero-prod", args.seed)
+    for path in output_paths(out).files():  # each checked before the run, not after it
+        _output_file(path, args.workload)
     options = _options([*args.option, *_ray_options(args, "muzero-prod")])
     remedy = "delete it to start over, or give another --out"
     if "checkpoint_dir" in options:
@@ -534,6 +549,7 @@ def _cmd_project(args: argparse.Namespace) -> int:
         if args.out
         else _default_out(inst.name, f"{mapping.solver}-projected", mapping.seed)
     )
+    _output_file(out, args.instance, args.solution)
     out.parent.mkdir(parents=True, exist_ok=True)
     save_solution(projected, out)
     info = projected.info
@@ -1595,13 +1611,18 @@ def _add_speedups_parser(bench: _SubParsers) -> None:
     q.add_argument(
         "--budget", type=_positive_seconds, default=None, help="wall-clock seconds per job"
     )
-    q.add_argument("--work", type=int, default=None, help="work budget per job")
+    q.add_argument("--work", type=_whole_number(1), default=None, help="work budget per job")
     q.add_argument(
         "--out",
         default="results/speedups",
         help="one result file per job; existing ones are skipped",
     )
-    q.add_argument("--workers", type=int, default=None, help="local processes (default: all cores)")
+    q.add_argument(
+        "--workers",
+        type=_whole_number(1),
+        default=None,
+        help="local processes (default: all cores)",
+    )
     q.add_argument(
         "--ray", default=None, metavar="ADDRESS", help="run the jobs on this Ray cluster"
     )
@@ -1645,7 +1666,9 @@ def _add_versus_parser(bench: _SubParsers) -> None:
         default=None,
         help="the records' wall-clock seconds per job",
     )
-    q.add_argument("--work", type=int, default=None, help="the records' work budget per job")
+    q.add_argument(
+        "--work", type=_whole_number(1), default=None, help="the records' work budget per job"
+    )
     q.add_argument(
         "--programs", nargs="*", help="only these programs (default: every one with records)"
     )
@@ -1662,7 +1685,7 @@ def _add_correlation_parser(bench: _SubParsers) -> None:
         "correlation", help="Pearson correlation of reward and simulated latency (paper Table 5)"
     )
     q.add_argument("--programs", nargs="*", help="workloads (default: the xla-v1 suite)")
-    q.add_argument("--games", type=int, default=40, help="random games per program")
+    q.add_argument("--games", type=_whole_number(2), default=40, help="random games per program")
     q.add_argument(
         "--training",
         type=_positive_seconds,

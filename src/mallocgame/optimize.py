@@ -80,6 +80,17 @@ class OutputPaths:
     curve_png: Path
     layouts: Path
 
+    def files(self) -> tuple[Path, ...]:
+        """Every file, the answer first."""
+        return (
+            self.answer,
+            self.baseline,
+            self.agent,
+            self.curve_csv,
+            self.curve_png,
+            self.layouts,
+        )
+
 
 def optimize(
     instance: Instance,
@@ -255,11 +266,11 @@ def output_paths(out: str | Path) -> OutputPaths:
 
 
 def write_outputs(outcome: Outcome, out: str | Path) -> OutputPaths:
-    """Write the answer to ``out`` and the rest beside it (:func:`output_paths`). The
-    layouts are the heuristic's above the agent's."""
+    """Write the answer to ``out`` and the rest beside it (:func:`output_paths`), the
+    answer last (a write that fails leaves the answer file as it was). The layouts are the
+    heuristic's above the agent's."""
     paths = output_paths(out)
     paths.answer.parent.mkdir(parents=True, exist_ok=True)
-    save_solution(outcome.answer, paths.answer)
     save_solution(outcome.baseline, paths.baseline)
     save_solution(outcome.agent, paths.agent)
     write_csv(list(outcome.curve), paths.curve_csv)
@@ -275,4 +286,5 @@ def write_outputs(outcome: Outcome, out: str | Path) -> OutputPaths:
             + ("invalid" if latency is None else f"simulated latency {latency * 1e3:.4f} ms")
         )
     draw_layouts(outcome.instance, [outcome.baseline, outcome.agent], paths.layouts, titles=titles)
+    save_solution(outcome.answer, paths.answer)
     return paths

@@ -203,9 +203,9 @@ def _coerce(value: Any, hint: Any, where: str) -> Any:
     """``value`` as the type ``hint``; :class:`SolverError` naming ``where`` if it is not one."""
     inner, optional = _strip_optional(hint)
     if optional and (
-        value is None or (isinstance(value, str) and value.strip().lower() in ("none", "null"))
+        value is None or (isinstance(value, str) and value.strip().lower() in ("", "none", "null"))
     ):
-        return None
+        return None  # an optional setting given empty (``checkpoint_dir=``) is unset
     text = value.strip() if isinstance(value, str) else None
 
     def bad(expected: str) -> SolverError:

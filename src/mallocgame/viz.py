@@ -73,10 +73,11 @@ def _boxes(rows: list[tuple[int, int, int, int]], unit: int) -> np.ndarray:
 def _memory_rows(
     instance: Instance, allocations: tuple[Allocation, ...]
 ) -> tuple[list[tuple[int, int, int, int]], list[int]]:
-    """Rectangles of the non-empty memory intervals, and the tensor id of each."""
+    """Rectangles of the non-empty memory intervals, and the tensor id of each (an
+    allocation of a buffer the instance does not have is not drawn: ``check`` names it)."""
     rows, tensors = [], []
     for a in allocations:
-        if a.start is None or a.end is None:
+        if a.start is None or a.end is None or not 0 <= a.buffer < instance.num_buffers:
             continue
         buffer = instance.buffers[a.buffer]
         top = a.offset + instance.hardware.aligned(buffer.size)
@@ -88,10 +89,10 @@ def _memory_rows(
 def _copy_rows(
     instance: Instance, allocations: tuple[Allocation, ...]
 ) -> list[tuple[int, int, int, int]]:
-    """Rectangles over the copy steps of each Copy allocation."""
+    """Rectangles over the copy steps of each Copy allocation (of a buffer the instance has)."""
     rows = []
     for a in allocations:
-        if a.action == "Copy" and a.copy is not None:
+        if a.action == "Copy" and a.copy is not None and 0 <= a.buffer < instance.num_buffers:
             top = a.offset + instance.hardware.aligned(instance.buffers[a.buffer].size)
             rows.append((a.copy[0], a.copy[1] + 1, a.offset, top))
     return rows
