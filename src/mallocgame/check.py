@@ -771,7 +771,12 @@ def _reward_failures(inst: Instance, solution: Solution) -> list[Failure]:
                 _fail(
                     "false_bound",
                     f"bound_s {bound!r} s is not an upper bound: the solution's own reward is "
-                    f"{float(reward)!r} s" + (" (and no reward is negative)" if bound < 0 else ""),
+                    f"{float(reward)!r} s"
+                    + (
+                        " (and Drop everywhere has reward 0: no bound is below 0)"
+                        if bound < 0
+                        else ""
+                    ),
                 )
             )
     return failures
