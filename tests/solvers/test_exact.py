@@ -368,3 +368,24 @@ def test_a_warm_start_games_reward_is_exact_where_latencies_cancel() -> None:
         inst, SolveRequest(seconds=10, options={"heuristic_start": False})
     )
     assert check_solution(inst, solution).ok
+
+
+def test_a_work_budget_completes_its_hint_in_deterministic_time(monkeypatch) -> None:
+    """Without a wall clock the warm start's hint is completed under CP-SAT's deterministic
+    time, never a wall-clock limit: the answer cannot depend on the machine's speed."""
+    from mallocgame.solvers import exact
+
+    limits: list[tuple[float | None, float | None]] = []
+    complete = exact.MappingModel.complete_hint
+
+    def recorded(self, seconds, deterministic_s=None):
+        limits.append((seconds, deterministic_s))
+        return complete(self, seconds, deterministic_s)
+
+    monkeypatch.setattr(exact.MappingModel, "complete_hint", recorded)
+    inst = load_workload("xla-v1/gru_infer")
+    ExactSolver().solve(inst, SolveRequest(seed=0, work=200))
+    assert limits and all(limit == (None, exact.HINT_DETERMINISTIC_S) for limit in limits)
+    limits.clear()
+    ExactSolver().solve(inst, SolveRequest(seed=0, seconds=20.0, work=200))
+    assert limits and all(limit == (1.0, None) for limit in limits)  # a twentieth of 20 s

@@ -61,6 +61,7 @@ __all__ = ["ExactConfig", "ExactSolver", "MappingModel", "copy_in_start", "copy_
 DEFAULT_SECONDS = 60.0
 BUILD_S_PER_BUFFER = 1e-3  # model building, seconds per buffer (measured: ~0.75 ms)
 SCALE_EPS = 1e-6  # total rounding of the scaled objective, as a fraction of the trivial bound
+HINT_DETERMINISTIC_S = 5.0  # completing a warm start's hint without a wall clock: its limit
 # CP-SAT parameters for a second and third solve after a wrong INFEASIBLE (each adds to the
 # previous): without presolve probing, then without presolve
 PRESOLVE_RETRIES: tuple[dict[str, Any], ...] = (
@@ -630,17 +631,22 @@ class MappingModel:
                     out.append(Allocation(b.id, "NoCopy", offset, None, None, None))
         return out
 
-    def complete_hint(self, seconds: float) -> bool:
+    def complete_hint(self, seconds: float | None, deterministic_s: float | None = None) -> bool:
         """Turn the partial hint into a complete one: solve with the hinted variables
         fixed (cheap: the rest follows by propagation) and hint every variable; a
         complete feasible hint is CP-SAT's first solution. Keeps the partial hint
-        if that fails."""
+        if that fails, or if it takes longer than ``seconds`` of wall clock or
+        ``deterministic_s`` of CP-SAT's deterministic time (the limit that makes a work
+        budget's answer the same on any machine)."""
         from ortools.sat.python import cp_model
 
         solver = cp_model.CpSolver()
         solver.parameters.num_workers = 1
         solver.parameters.fix_variables_to_their_hinted_value = True
-        solver.parameters.max_time_in_seconds = seconds
+        if seconds is not None:
+            solver.parameters.max_time_in_seconds = seconds
+        if deterministic_s is not None:
+            solver.parameters.max_deterministic_time = deterministic_s
         solver.parameters.stop_after_first_solution = True
         status = solver.solve(self.model)
         if status not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
@@ -923,17 +929,18 @@ class _ExactRun:
 
     def hinted_model(self) -> MappingModel:
         """The model, hinted with the best warm start whose hint completes (in at most a
-        twentieth of the budget, seconds)."""
+        twentieth of a wall-clock budget; without one, in :data:`HINT_DETERMINISTIC_S` of
+        deterministic time, so that a work budget's answer does not depend on the machine)."""
         model = MappingModel(self.instance, cumulative=self.cfg.cumulative)
         seconds = self.seconds
-        hint_limit = max(0.05, 0.05 * seconds) if seconds else 5.0
+        hint_limit = max(0.05, 0.05 * seconds) if seconds else None
         self.warm_info["hint"] = None
         for reward, allocs, source in sorted(self.starts, key=lambda item: -item[0]):
             if reward <= 0 or not allocs:
                 continue
             model.model.clear_hints()
             model.add_hint(allocs)
-            if model.complete_hint(hint_limit):
+            if model.complete_hint(hint_limit, None if seconds else HINT_DETERMINISTIC_S):
                 self.warm_info["hint"] = source
                 break
         return model
