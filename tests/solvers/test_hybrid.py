@@ -36,6 +36,7 @@ def test_best_of_options_name_known_solvers() -> None:
     for bad, needle in [
         ({"solvers": ["drop", "nope"]}, "unknown solver 'nope'"),
         ({"solvers": "drop,egrll"}, "unknown solver 'egrll'"),
+        ({"solvers": "random,drop,random"}, "'random' is given twice"),  # one name, one entry
         ({"solvers": ""}, r"option solvers must hold 1 to 32 items, not 0"),
         ({"solvers": 3}, "must be a list of str"),
         ({"solver": "drop"}, r"best-of: unknown option 'solver' \(valid: solvers\)"),

@@ -51,6 +51,9 @@ class BestOfConfig:
             raise ValueError(
                 f"option solvers: unknown solver {unknown[0]!r} (valid: {', '.join(solver_names())})"
             )
+        twice = sorted({name for name in self.solvers if self.solvers.count(name) > 1})
+        if twice:  # each candidate is named by its solver in the answer's info
+            raise ValueError(f"option solvers: {twice[0]!r} is given twice")
 
 
 @dataclass(frozen=True)
