@@ -105,6 +105,13 @@ def test_same_seed_and_work_give_the_same_answer(lstm) -> None:
     }
 
 
+def test_seeds_that_differ_past_32_bits_give_different_runs(lstm) -> None:
+    small, large = (_solve(lstm, work=3, seed=seed, mode="evolution") for seed in (5, 5 + 2**32))
+    assert (
+        small.info["best_fitness"] != large.info["best_fitness"] or small.actions != large.actions
+    )
+
+
 def test_without_a_budget_it_runs_the_default_generations(lstm) -> None:
     solution = _solve(lstm, mode="evolution")
     assert solution.work["proposals"] == DEFAULT_GENERATIONS * 5

@@ -144,7 +144,7 @@ class EgrlTrainer:
         self.instance = instance
         self.config = config
         self.seed = int(seed)
-        self._seed = self.seed % 2**32  # generators and JAX keys take a non-negative seed
+        self._seed = self.seed  # every draw's generator: numpy's takes any seed >= 0 whole
         self.solver_name = solver_name
         self.log = log or (lambda _line: None)
         where = config.checkpoint_dir
