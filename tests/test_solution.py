@@ -84,6 +84,12 @@ def test_the_solution_of_a_sweep_record_loads(tmp_path: Path) -> None:
         ({"bound_s": 10**400}, SolutionError, "'bound_s' must be a finite number or null"),
         ({"reward_s": 10**400}, SolutionError, "'reward_s' must be a finite number"),
         ({"wall_s": "soon"}, SolutionError, "'wall_s' must be a finite number"),
+        ({"wall_s": ""}, SolutionError, "'wall_s' must be a finite number"),  # not 0
+        ({"version": 1.0}, FormatError, "unsupported solution version 1.0"),
+        ({"seed": 1.5}, SolutionError, "'seed' must be a whole number"),  # not seed 0
+        ({"seed": 2**64}, SolutionError, "'seed' must be a whole number"),
+        ({"instance": ["z"]}, SolutionError, "'instance' must be a string"),
+        ({"solver": 3}, SolutionError, "'solver' must be a string"),
         (
             {
                 "allocations": [

@@ -274,7 +274,7 @@ def solution_from_dict(doc: Any, *, where: str = "solution") -> Solution:
     if doc.get("format") != SOLUTION_FORMAT:
         raise FormatError(f"{where}: format is {doc.get('format')!r}, expected '{SOLUTION_FORMAT}'")
     version = doc.get("version")
-    if isinstance(version, bool) or version != SOLUTION_VERSION:
+    if not isinstance(version, int) or isinstance(version, bool) or version != SOLUTION_VERSION:
         raise FormatError(
             f"{where}: unsupported solution version {version!r} "
             f"(this build reads {SOLUTION_VERSION})"
@@ -287,7 +287,12 @@ def solution_from_dict(doc: Any, *, where: str = "solution") -> Solution:
     for key in ("reward_s", "normalized_reward"):
         if not is_finite_number(doc[key]):
             raise _fail(where, f"'{key}' must be a finite number")
-    if not is_finite_number(doc.get("wall_s", 0.0) or 0.0):
+    for key in ("instance", "instance_sha256", "solver"):
+        if key in doc and not isinstance(doc[key], str):
+            raise _fail(where, f"'{key}' must be a string")
+    if "seed" in doc and not _is_seed(doc["seed"]):
+        raise _fail(where, "'seed' must be a whole number of at most 64 bits")
+    if doc.get("wall_s") is not None and not is_finite_number(doc["wall_s"]):
         raise _fail(where, "'wall_s' must be a finite number")
     actions = doc.get("actions")
     if actions is not None:
@@ -320,11 +325,11 @@ def solution_from_dict(doc: Any, *, where: str = "solution") -> Solution:
         "info",
     }
     return Solution(
-        instance=str(doc["instance"]),
-        instance_sha256=str(doc["instance_sha256"]),
-        solver=str(doc.get("solver", "")),
-        seed=doc.get("seed", 0) if _is_seed(doc.get("seed", 0)) else 0,
-        wall_s=float(doc.get("wall_s", 0.0) or 0.0),
+        instance=doc["instance"],
+        instance_sha256=doc["instance_sha256"],
+        solver=doc.get("solver", ""),
+        seed=doc.get("seed", 0),
+        wall_s=float(doc.get("wall_s") or 0.0),
         allocations=tuple(
             _allocation_from_dict(a, f"{where} allocation {i}")
             for i, a in enumerate(doc["allocations"])
