@@ -68,6 +68,8 @@ def test_every_number_a_table_reads_is_recomputed(tmp_path: Path) -> None:
         (lambda d: d.pop("solution"), "keeps no solution to re-check"),
         (lambda d: d.update(program="no/such-program"), "cannot load its program to re-check it"),
         (lambda d: d.update(program=None), "names no program"),
+        (lambda d: d.update(seed=1), "its seed 1 is not its solution's"),  # another cell's
+        (lambda d: d.update(solver="es"), "its solver 'es' is not its solution's"),
     ],
 )
 def test_a_record_that_cannot_be_rechecked_is_invalid_with_one_line(

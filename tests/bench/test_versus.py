@@ -69,10 +69,11 @@ def kept(
     program: str, solver: str, seed: int, answer: str, *, broken: bool = False, **kwargs
 ) -> dict:
     """A record of ``solver`` keeping the solution ``answer`` (a solver's name) gives
-    ``program``, whose stored numbers claim more than it (0.99, 1 buffer): a table must
-    read the solution. ``broken``: the solution's normalized reward edited to 7.5, so it
-    fails the check though the record says it is valid."""
-    solution = dict(_answer(program, answer))
+    ``program``, named as the record's solver and seed, whose stored numbers claim more
+    than it (0.99, 1 buffer): a table must read the solution. ``broken``: the solution's
+    normalized reward edited to 7.5, so it fails the check though the record says it is
+    valid."""
+    solution = {**_answer(program, answer), "solver": solver, "seed": seed}
     if broken:
         solution["normalized_reward"] = 7.5
     return {**record(program, solver, seed, 0.99, buffers=1, **kwargs), "solution": solution}

@@ -98,6 +98,11 @@ class Rechecker:
             solution = solution_from_dict(doc["solution"], where=f"{path}: solution")
         except MallocGameError as exc:
             return invalid(f"its solution cannot be read: {_one_line(str(exc))}")
+        for key in ("solver", "seed"):  # the cell it stands for is the one its answer is of
+            if doc.get(key) != getattr(solution, key):
+                return invalid(
+                    f"its {key} {doc.get(key)!r} is not its solution's ({getattr(solution, key)!r})"
+                )
         bound_lp, slow = self._numbers(inst)
         record.update(
             buffers=inst.num_buffers,
