@@ -454,6 +454,20 @@ def test_restarts_begin_inside_the_best_demonstration_before_a_game_is_complete(
         assert trainer.selfplay.restart_actions == demo
 
 
+def test_a_resumed_run_restarts_inside_its_best_game_from_its_first_move(
+    tmp_path: Path, small
+) -> None:
+    config = MuZeroSolver().config(
+        {**TINY, "restart_fraction": 1.0, "greedy_games": 0, "demonstrations": ""}
+    )
+    Trainer(small, config, seed=0, checkpoint_dir=tmp_path).run(games=8)
+    resumed = Trainer(small, config, seed=0, checkpoint_dir=tmp_path)
+    assert resumed.resumed and resumed.selfplay.restart_actions == resumed.best_actions
+    first: list = []
+    resumed.run(games=resumed.counters.games + 1, on_game=lambda done, _: first.append(done))
+    assert first and all(g.start >= 1 for g in first)  # no slot played a fresh game first
+
+
 def test_restart_unplayed_leaves_slots_that_have_moved_alone(small) -> None:
     tables = build_tables(small)
     config = MuZeroSolver().config({**TINY, "greedy_games": 1, "restart_fraction": 1.0})

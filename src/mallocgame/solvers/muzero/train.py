@@ -489,15 +489,14 @@ class Trainer(RayActorsOwner):
             self.log(f"no checkpoint in {self.dir}: a new run")
         self.add_demonstrations(clock)
         demo = self.best_demonstration
-        if (
-            cfg.restart_fraction > 0
-            and demo is not None
-            and demo[1] > self.restart_return
-            and not clock.expired()  # else no move is played: a later run() starts them
-        ):
-            # until a self-play game beats it
-            _, self.restart_return, self.selfplay.restart_actions = demo
-            self.selfplay.restart_unplayed(np.random.default_rng([self.seed, 2]))
+        # restarts start now, not after a whole fresh game (unless the clock is spent: then
+        # no move is played and a later run() starts them), inside the best demonstration
+        # until a self-play game beats it, or inside a resumed run's best game
+        if cfg.restart_fraction > 0 and not clock.expired():
+            if demo is not None and demo[1] > self.restart_return:
+                _, self.restart_return, self.selfplay.restart_actions = demo
+            if self.selfplay.restart_actions:
+                self.selfplay.restart_unplayed(np.random.default_rng([self.seed, 2]))
         self._learned_through = c.moves - c.moves % cfg.train_every
         return RunPace(cfg, c, self.progress_line, self.save if self.dir is not None else None)
 
