@@ -1102,3 +1102,14 @@ def test_bench_tasks_runs_the_multi_task_study(tmp_path: Path, capsys) -> None:
     ]
     assert main(argv) == 0  # a rerun reads its records
     assert "first-touch s0" not in capsys.readouterr().err
+
+
+def test_extract_says_what_the_frontend_assumed(tmp_path: Path, capsys) -> None:
+    from tests.frontends.test_xla_malformed import LOOP, _trip
+
+    dump = tmp_path / "module_0001.jit_f.cpu_after_optimizations.txt"
+    unknown = LOOP.replace(", backend_config=" + _trip("3"), "")  # no stated trip count,
+    unknown = unknown.replace("compare(%i.1, %n)", "compare(%i.1, %i.1)")  # none to derive
+    dump.write_text(unknown)
+    assert main(["extract", "--dump", str(dump), "--out", str(tmp_path / "x.json")]) == 0
+    assert "note: while loop: trip count unknown, counted once" in capsys.readouterr().err

@@ -696,6 +696,9 @@ def _cmd_extract(args: argparse.Namespace) -> int:
             )
         else:
             program, _ = extract_model(frontend, models[short], name)
+    notes = program.source.get("notes") if isinstance(program.source, dict) else None
+    if notes:  # what the frontend assumed (a loop of unknown trip count counted once, ...)
+        print(f"note: {notes}", file=sys.stderr)
     if args.program_out:
         save_program(program, args.program_out)
         print(
