@@ -10,6 +10,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from mallocgame.errors import IllegalActionError
 from mallocgame.game.backup import DropBackup, play
 from mallocgame.game.state import COPY, DROP, NOCOPY, Game, replay
 from mallocgame.workloads.registry import load_workload
@@ -138,8 +139,11 @@ def test_backup_returns_to_the_latest_backup_point():
     assert driver.backups == 1
     assert game.current_buffer == 1 and game.actions() == [C]
     assert driver.allowed().tolist() == [False, False, True]
-    with pytest.raises(ValueError):
+    with pytest.raises(IllegalActionError, match="Drop-backup allows only Drop here"):
         driver.step(C)  # legal in the game, but Drop-backup forbids it
+    for not_an_action in (5, -1, 1.0, True, None):
+        with pytest.raises(IllegalActionError, match="not an action|is illegal"):
+            driver.step(not_an_action)  # type: ignore[arg-type]
 
 
 def test_drop_backup_must_start_at_a_backup_point():

@@ -146,6 +146,14 @@ def test_illegal_action_terminates():
     env.reset()
     _, _, terminated, _, info = env.step(7)
     assert terminated and info["illegal_action"] and "7" in info["reason"]
+    for not_an_action in (1.7, np.float32(0.9), True, None, "x"):  # never rounded to one
+        env.reset()
+        _, _, terminated, _, info = env.step(not_an_action)
+        assert terminated and info["illegal_action"] and env.game.current_buffer == 0
+    env.reset()
+    legal = int(np.flatnonzero(info["action_mask"])[0])
+    _, _, terminated, _, info = env.step(np.array(legal))  # a 0-d array, as vector envs give
+    assert not info["illegal_action"] and env.game.actions() == [legal]
 
 
 def test_infeasible_episode_flag():

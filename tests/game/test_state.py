@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from mallocgame.errors import InstanceError, UndoError
+from mallocgame.errors import GameOverError, IllegalActionError, InstanceError, UndoError
 from mallocgame.game import Game
 from mallocgame.game import kernels as K
 
@@ -48,6 +48,20 @@ def test_an_undo_the_game_cannot_make_is_an_undo_error_and_changes_nothing(small
     game.undo(np.int64(1))
     game.undo_to(np.int32(0))
     assert game.current_buffer == 0 and game.return_s == 0.0
+
+
+def test_what_is_not_an_action_is_an_illegal_action_error(small) -> None:
+    game = Game(small)
+    for not_an_action in (1.0, np.float64(2.0), True, np.array([1]), 3, -1):
+        with pytest.raises(IllegalActionError):
+            game.step(not_an_action)  # type: ignore[arg-type]
+        with pytest.raises(IllegalActionError):
+            game.outcome(not_an_action)  # type: ignore[arg-type]
+    assert game.current_buffer == 0
+    while not game.done:
+        game.step(int(np.flatnonzero(game.legal_mask())[-1]))
+    with pytest.raises(GameOverError):
+        game.step(1.0)  # type: ignore[arg-type]
 
 
 def test_the_state_views_are_read_only_and_follow_steps_undos_and_clones(small) -> None:

@@ -14,6 +14,7 @@ from collections.abc import Callable
 
 import numpy as np
 
+from mallocgame.errors import IllegalActionError
 from mallocgame.game.state import DROP, Game
 from mallocgame.game.tables import B_GROUP, X_DEF_BUFFER
 
@@ -88,12 +89,17 @@ class DropBackup:
         """:meth:`step`, returning also the allowed actions after it (bool [3]): what
         :meth:`allowed` would give, without computing it again."""
         game = self.game
+        if not isinstance(action, (int, np.integer)) or isinstance(action, bool):
+            raise IllegalActionError(f"{action!r} is not an action (0, 1 or 2)")
         if (
             action != DROP
+            and 0 <= action <= 2
             and self._forced_buffer[game.current_buffer]
             and game.legal_mask()[action]
         ):
-            raise ValueError(f"buffer {game.current_buffer}: Drop-backup allows only Drop here")
+            raise IllegalActionError(
+                f"buffer {game.current_buffer}: Drop-backup allows only Drop here"
+            )
         reward = game.step(action)
         if game.is_backup_point:
             self.backup_mark = game.mark()

@@ -105,9 +105,12 @@ class MallocGameEnv(gymnasium.Env):
         if self._needs_reset:
             raise ResetNeeded("the episode is over (or was never started): call reset() first")
         game = self.game
-        a = int(action)
-        if not (0 <= a <= 2) or not game.legal_mask()[a]:
-            name = ACTION_NAMES[a] if 0 <= a <= 2 else f"{a} (not 0, 1 or 2)"
+        # an int 0..2, NumPy's too (a 0-d array as a vectorized env gives); a float, a bool
+        # or anything else is an illegal action, never rounded to one
+        a = action.item() if isinstance(action, np.ndarray) and action.shape == () else action
+        whole = isinstance(a, (int, np.integer)) and not isinstance(a, bool)
+        if not whole or not 0 <= a <= 2 or not game.legal_mask()[a]:
+            name = ACTION_NAMES[a] if whole and 0 <= a <= 2 else f"{a!r} (not 0, 1 or 2)"
             legal = ", ".join(ACTION_NAMES[i] for i in np.flatnonzero(game.legal_mask())) or "none"
             reason = f"buffer {game.current_buffer}: action {name} is illegal (legal: {legal})"
             self._needs_reset = True
@@ -115,6 +118,7 @@ class MallocGameEnv(gymnasium.Env):
             info = self._info(illegal_action=True)
             info["reason"] = reason
             return self._observation(), 0.0, True, False, info
+        a = int(a)
         reward_s = game.step(a)
         self._last_reward_s = reward_s
         self._last_action = a

@@ -227,7 +227,10 @@ class Game:
 
     def outcome(self, action: int) -> tuple[int, int, int, int, int] | None:
         """What ``action`` would place now: (offset, start, end, copy_start, copy_end), -1 for
-        none; ``None`` if illegal (Drop places nothing and gives all -1)."""
+        none; ``None`` if illegal (Drop places nothing and gives all -1);
+        :class:`IllegalActionError` for what is not an action (an int 0..2)."""
+        if not _whole(action) or not 0 <= action <= 2:
+            raise IllegalActionError(f"{action!r} is not an action (0, 1 or 2)")
         row = self._out[action]
         if row[K.O_LEGAL] == 0:
             return None
@@ -301,7 +304,8 @@ class Game:
         Raises :class:`GameOverError` when the game is over and
         :class:`IllegalActionError` when ``action`` is not legal now.
         """
-        if action not in (0, 1, 2) or self._out[action, 0] == 0:  # O_LEGAL; all 0 when over
+        # an int 0..2 (a float, a bool or an array is not an action); O_LEGAL all 0 when over
+        if not _whole(action) or not 0 <= action <= 2 or self._out[action, 0] == 0:
             self._raise_illegal(action)
         return K.apply(*self._apply_args, action)
 
@@ -328,7 +332,7 @@ class Game:
         if self.done:
             state = "complete" if self.complete else "infeasible"
             raise GameOverError(f"the game is over ({state}); no action can be played")
-        name = ACTION_NAMES[action] if action in (0, 1, 2) else repr(action)
+        name = ACTION_NAMES[action] if _whole(action) and 0 <= action <= 2 else repr(action)
         legal = [ACTION_NAMES[a] for a in range(3) if self._out[a, K.O_LEGAL]]
         raise IllegalActionError(
             f"buffer {self.current_buffer}: action {name} is illegal (legal: {', '.join(legal)})"
