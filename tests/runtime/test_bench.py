@@ -605,3 +605,11 @@ def test_given_answers_come_from_files_or_an_earlier_runs_programs(tmp_path):
     (tmp_path / "bad.json.gz").write_bytes(gzip.compress(b"[1]"))
     with pytest.raises(MallocGameError, match="not an earlier run's programs.json.gz"):
         _given_answers(tmp_path / "bad.json.gz", skipped.append)
+    # two answers of one solver (seeds 0 and 1): each its own placement, neither lost
+    mlp = instance_from_dict(first["mlp"]["instance"])
+    for seed in (0, 1):
+        answer = load_solver("random").solve(mlp, SolveRequest(seed=seed, work=2))
+        (files / f"random{seed}.json").write_text(json.dumps(answer.to_dict()))
+    (files / "broken.json").unlink()
+    both = run(tmp_path / "fourth", files)
+    assert {"given:random", "given:random:s1"} <= set(both["mlp"]["answers"])

@@ -41,6 +41,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from mallocgame.errors import MallocGameError
+from mallocgame.fileio import write_bytes_atomic
 from mallocgame.instance import Instance
 from mallocgame.runtime.errors import ApplyError
 from mallocgame.solution import Solution, solution_from_dict
@@ -754,7 +755,6 @@ class _BenchRun:
         for table in tables:
             table.close()
         if self.all_rows:
-            from mallocgame.fileio import write_bytes_atomic
             from mallocgame.runtime.bench_table import real_results_table
 
             table_md = real_results_table(self.out / "results.csv")
@@ -915,12 +915,14 @@ class _BenchRun:
         finally:
             if self.limit_bytes is not None:
                 self.torch.cuda.set_per_process_memory_fraction(1.0)
+        # the answers first, whole (a resumed run reads them back), then the summary rows
+        write_bytes_atomic(
+            self.out / "programs.json.gz", gzip.compress(json.dumps(self.documents).encode())
+        )
         if self.cut_short:  # no summary: a rerun with resume runs the program again
             self.log(f"{program.name}: cut short, no summary")
         else:
             self._summarize(program, rows)  # last: a program with summary rows is finished
-        with gzip.open(self.out / "programs.json.gz", "wt") as f:
-            json.dump(self.documents, f)
 
     def _limit_hbm(self, program: _Program) -> int | None:
         """With ``hbm_limit``: cap the allocator for ``program`` (see :class:`BenchConfig`);
@@ -1176,9 +1178,18 @@ class _BenchRun:
                 placements.append((label, solution, ""))
             except Exception:
                 placements.append((spec, None, self.log.failure(f"{name}: solve {spec}")))
+        labels = [label for label, _, _ in placements]
         for solution in self.given:
             if solution.instance_sha256 == instance.sha256:
-                placements.append((f"given:{solution.solver}", solution, ""))
+                label = f"given:{solution.solver}"  # a second of one solver: named by its seed
+                label = label if label not in labels else f"{label}:s{solution.seed}"
+                if label in labels:
+                    raise MallocGameError(
+                        f"{instance.name}: two given answers of {solution.solver} with seed "
+                        f"{solution.seed}: give one"
+                    )
+                labels.append(label)
+                placements.append((label, solution, ""))
         return placements
 
     def _simulate_placement(

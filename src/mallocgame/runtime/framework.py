@@ -208,8 +208,9 @@ def _measure(
             with counted:
                 return plain()
 
-    resident = sum(
-        t.numel() * t.element_size() for t in [*module.parameters(), *flat_tensors(inputs)]
+    resident = sum(  # parameters, buffers (BatchNorm's statistics) and inputs stay in HBM
+        t.numel() * t.element_size()
+        for t in [*module.parameters(), *module.buffers(), *flat_tensors(inputs)]
     )
     for p in module.parameters():  # an earlier step's gradients are not this step's base
         p.grad = None
