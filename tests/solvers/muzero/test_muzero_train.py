@@ -425,6 +425,18 @@ def test_a_restarted_best_game_is_kept_whole_and_searched(small) -> None:
     assert replayed == []
 
 
+def test_a_policy_game_ends_with_the_budget_and_is_no_candidate(small) -> None:
+    from mallocgame.solvers.muzero.selfplay import play_policy
+
+    trainer = Trainer(small, MuZeroSolver().config(TINY), seed=0, answer="both")
+    args = (small, trainer.tables, trainer.config, trainer.params, trainer._policy)
+    assert play_policy(*args, stop=lambda: True) is None
+    trainer._evaluate(Stopwatch(None), None, stop=lambda: True)
+    assert trainer.counters.eval_games == 0 and trainer.best is None
+    trainer._evaluate(Stopwatch(None), None)  # the run's last, after its budget: played whole
+    assert trainer.counters.eval_games == 1 and trainer.best is not None
+
+
 def test_answer_both_keeps_the_best_of_the_search_and_the_policy_games(small) -> None:
     config = MuZeroSolver().config({**TINY, "eval_every": 1})
     trainer = Trainer(small, config, seed=0, answer="both")

@@ -275,8 +275,10 @@ def play_policy(
     config: MuZeroConfig,
     params: dict,
     policy: Callable[..., jax.Array],
-) -> Game:
-    """One complete game (Drop-backup) choosing the prior's best allowed action, no search."""
+    stop: Callable[[], bool] | None = None,
+) -> Game | None:
+    """One complete game (Drop-backup) choosing the prior's best allowed action, no search;
+    ``None`` where ``stop()`` (asked before each network call) ends it first."""
     game = Game(instance, tables)
     observer = Observer(game, config.observation)
     driver = DropBackup(game)
@@ -288,6 +290,8 @@ def play_policy(
         if allowed[0].sum() == 1:
             action = int(np.flatnonzero(allowed[0])[0])
         else:
+            if stop is not None and stop():
+                return None
             observer.observe(moves, out=obs, index=0)
             action = int(np.asarray(policy(params, obs, allowed))[0])
         driver.step(action)

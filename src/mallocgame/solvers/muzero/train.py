@@ -550,7 +550,7 @@ class Trainer(RayActorsOwner):
         for _ in range(steps):
             self._learn()
             if self.answer != "search" and c.learner_steps % cfg.eval_every == 0:
-                self._evaluate(clock, callback)
+                self._evaluate(clock, callback, stop=clock.expired)  # not past the budget
 
     def finish(
         self,
@@ -648,9 +648,17 @@ class Trainer(RayActorsOwner):
         batch = learner_batch(self.config, self.replay, kept, rng)
         take_learner_step(self, batch)
 
-    def _evaluate(self, clock: Stopwatch, callback: Callable[[Improvement], None] | None) -> None:
-        """One no-search game of the current policy (an answer candidate unless answer="search")."""
-        game = play_policy(self.instance, self.tables, self.config, self.params, self._policy)
+    def _evaluate(
+        self,
+        clock: Stopwatch,
+        callback: Callable[[Improvement], None] | None,
+        stop: Callable[[], bool] | None = None,
+    ) -> None:
+        """One no-search game of the current policy (an answer candidate unless
+        answer="search"); none where ``stop()`` ends it before it is complete."""
+        game = play_policy(self.instance, self.tables, self.config, self.params, self._policy, stop)
+        if game is None:
+            return
         self.counters.eval_games += 1
         if game.return_s > self.best_return or self.best is None:
             self._improve(tuple(game.actions()), clock, callback)
