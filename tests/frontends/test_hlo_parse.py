@@ -41,6 +41,21 @@ def test_stored_bytes_include_tile_padding(text: str, nbytes: int) -> None:
     assert parse_shape(text).nbytes == nbytes
 
 
+@pytest.mark.parametrize(
+    ("text", "needle"),
+    [
+        ("f32[3,200]{0,0:T(8,128)}", r"layout \{0,0\} is not an order of the 2 dimensions"),
+        ("f32[3]{5,0}", "is not an order of the 1 dimensions"),
+        ("f32[8]{0:T(0)}", "a tile's sizes are at least 1"),
+        ("f32[8]{0:T(-8)}", "a tile's sizes are at least 1"),
+        ("f32[8]{0:E(0)}", "an element width E"),
+    ],
+)
+def test_a_layout_that_cannot_be_is_refused(text: str, needle: str) -> None:
+    with pytest.raises(ValueError, match=needle):
+        parse_shape(text)
+
+
 def test_an_unbounded_dynamic_dimension_is_refused() -> None:
     assert parse_shape("f32[<=8,16]").nbytes == 8 * 16 * 4  # bounded: its bound
     with pytest.raises(ValueError, match="unbounded dynamic dimension"):

@@ -273,11 +273,16 @@ def parse_layout(text: str) -> Layout:
         groups = re.findall(r"\(([^()]*)\)", m.group(2))
         if m.group(1) == "T":
             for g in groups:
-                tiles.append(
-                    tuple(None if v.strip() == "*" else int(v) for v in g.split(",") if v.strip())
+                tile = tuple(
+                    None if v.strip() == "*" else int(v) for v in g.split(",") if v.strip()
                 )
+                if any(t is not None and t < 1 for t in tile):
+                    raise ValueError(f"a tile's sizes are at least 1, not {g!r}")
+                tiles.append(tile)
         elif m.group(1) == "E":
             bits = int(groups[0])
+            if bits < 1:
+                raise ValueError(f"an element width E(n) is at least 1 bit, not {bits}")
         elif m.group(1) == "S":
             space = int(groups[0])
     if rest[position:].strip():
@@ -310,6 +315,10 @@ def parse_shape(text: str) -> Shape:
     rest = text[m.end() :]
     if rest.startswith("{") and m.group(1) != "token":
         layout = parse_layout(rest[1 : _close(rest, 0)])
+        order = layout.minor_to_major
+        if order and sorted(order) != list(range(len(dims))):
+            listed = ",".join(str(d) for d in order)
+            raise ValueError(f"layout {{{listed}}} is not an order of the {len(dims)} dimensions")
     return ArrayShape(m.group(1), tuple(dims), layout)
 
 
