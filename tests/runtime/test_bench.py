@@ -310,21 +310,18 @@ def test_the_device_script_plots_an_earlier_run_or_says_why_not(tmp_path):
 def _dry(out, programs, **kwargs):
     from mallocgame.runtime.bench import BenchConfig, run_real_bench
 
-    settings = {"profile": ("hbm-resident",)} | kwargs
-    config = BenchConfig(
-        out=out,
-        device="cpu",
-        tiny=True,
-        programs=tuple(programs),
-        placements=("drop", "heuristic"),
-        work=4,
-        warmup=1,
-        steps=2,
-        plot=False,
-        profile_repeats=1,
-        **settings,
-    )
-    return run_real_bench(config)
+    settings = {
+        "device": "cpu",
+        "tiny": True,
+        "placements": ("drop", "heuristic"),
+        "work": 4,
+        "warmup": 1,
+        "steps": 2,
+        "plot": False,
+        "profile_repeats": 1,
+        "profile": ("hbm-resident",),
+    } | kwargs
+    return run_real_bench(BenchConfig(out=out, programs=tuple(programs), **settings))
 
 
 def _table(path):
@@ -410,6 +407,10 @@ def test_resume_refuses_an_earlier_run_on_other_settings(tmp_path):
     _dry(tmp_path, ["mlp"])
     with pytest.raises(MallocGameError, match="preset gpu_hbm_host at fast memory 0.25"):
         _dry(tmp_path, ["mlp"], resume=True, capacity_fraction=0.5)
+    with pytest.raises(MallocGameError, match=r"mlp with other settings \(tiny\)"):
+        _dry(tmp_path, ["mlp"], resume=True, tiny=False)  # the toy's rows under the real one
+    with pytest.raises(MallocGameError, match=r"other settings \(placements, work\)"):
+        _dry(tmp_path, ["mlp"], resume=True, placements=("greedy",), work=8)
     (tmp_path / "programs.json.gz").write_bytes(b"not gzip")
     with pytest.raises(MallocGameError, match="cannot resume"):
         _dry(tmp_path, ["mlp"], resume=True)

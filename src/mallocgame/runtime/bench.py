@@ -613,7 +613,27 @@ def _read_earlier(out: Path, config: BenchConfig) -> _Earlier:
                 f"{earlier[1]} of its peak, not {config.preset} at {config.capacity_fraction}: "
                 "give another --out, or the earlier settings"
             )
+        setup = documents.get(name, {}).get("setup")  # None: a run from before it was kept
+        if setup is not None and setup != _setup(config):
+            changed = sorted(k for k in setup if setup.get(k) != _setup(config).get(k))
+            raise MallocGameError(
+                f"{out}: the earlier run measured {name} with other settings "
+                f"({', '.join(changed)}): give another --out, or the earlier settings"
+            )
     return _Earlier(frozenset(done), rows, documents, figures)
+
+
+def _setup(config: BenchConfig) -> dict[str, Any]:
+    """What a finished program's rows depend on beside its preset and fast memory, as a
+    program's document keeps it: a resumed run with other settings would mix its rows."""
+    return {
+        "device": config.device,
+        "tiny": config.tiny,
+        "placements": list(config.placements),
+        "work": config.work,
+        "hbm_limit": config.hbm_limit,
+        "stage_dot_reads": config.stage_dot_reads,
+    }
 
 
 def _given_answers(directory: Path | None, log: Callable[[str], None]) -> list[Solution]:
@@ -887,6 +907,7 @@ class _BenchRun:
             "instance": instance.to_dict(),
             "answers": {},
             "program": captured.program.to_dict(),
+            "setup": _setup(config),
         }
         self.documents[name] = doc
         return _Program(
