@@ -319,3 +319,18 @@ def test_a_stray_brace_does_not_drop_the_instructions_after_it() -> None:
     _refused(stray, DumpError, "HLO:[0-9]+: an instruction outside any computation")
     closing = LOOP + "}\n"
     _refused(closing, DumpError, "closes no computation")
+
+
+def test_the_older_escaped_backend_config_states_a_trip_count() -> None:
+    escaped = 'backend_config="{\\"known_trip_count\\":{\\"n\\":\\"3\\"}}"'
+    text = _edit("backend_config=" + _trip("3"), escaped)
+    text = _edit("compare(%i.1, %n)", "compare(%i.1, %i.1)", text)  # no count to derive
+    program = extract_module(text)
+    assert [lp.trip_count for lp in program.loops] == [3] and not program.source["notes"]
+
+
+def test_a_second_root_or_an_unknown_element_type_is_named_with_its_line() -> None:
+    root = "  ROOT %xl = f32[4]{0} get-tuple-element(%loop), index=1\n"
+    _refused(_edit(root, root + "  ROOT %x2 = f32[4]{0} negate(%xl)\n"), DumpError, "second ROOT")
+    unknown = _edit("%c = f32[4]{0} negate(%x0)", "%c = q7[4]{0} negate(%x0)")
+    _refused(unknown, DumpError, r"HLO:\d+: instruction %c: unknown element type 'q7'")

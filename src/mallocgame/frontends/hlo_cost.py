@@ -152,14 +152,18 @@ _TRIP_N_RE = re.compile(r'\{\s*"n"\s*:\s*(?:"([^"]*)"|([^\s,}]+))\s*\}')
 
 def known_trip_count(ins: HloInstruction) -> int | None:
     """The trip count XLA states for a ``while``: its ``backend_config``'s
-    ``"known_trip_count":{"n":"3"}`` (``{}``, proto3 JSON's way of writing 0, is 0);
+    ``"known_trip_count":{"n":"3"}``, also in the older escaped form
+    ``backend_config="{\\"known_trip_count\\":...}"`` (``{}``, proto3 JSON's way of writing 0, is 0);
     ``None`` where the config states none.
 
     Raises :class:`~mallocgame.frontends.hlo_parse.HloParseError` naming the loop where
     the stated count is not a whole number (``"abc"``, ``-3``) or is more than
     ``2**31 - 1``, the largest count of SPEC section 1.
     """
-    m = _TRIP_RE.search(ins.attrs.get("backend_config", ""))
+    config = ins.attrs.get("backend_config", "")
+    if len(config) > 1 and config[0] == config[-1] == '"':  # the older, escaped form
+        config = config[1:-1].replace('\\"', '"')
+    m = _TRIP_RE.search(config)
     if m is None:
         return None
     stated = m.group(1).strip()

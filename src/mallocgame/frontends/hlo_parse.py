@@ -454,9 +454,14 @@ def _parse_instruction(line: str) -> HloInstruction:
 
 
 def _check_size(ins: HloInstruction, where: str) -> None:
-    """Refuse an instruction with an array of more than ``2**53`` bytes (SPEC section 1)."""
+    """Refuse an instruction with an array of more than ``2**53`` bytes (SPEC section 1),
+    or of an element type that is not known (both naming ``where`` and the instruction)."""
     for index, leaf in shape_leaves(ins.shape):
-        if leaf.nbytes > MAX_BYTES:
+        try:
+            nbytes = leaf.nbytes
+        except HloParseError as exc:
+            raise HloParseError(f"{where}: instruction %{ins.name}: {exc}") from None
+        if nbytes > MAX_BYTES:
             element = f" (element {{{','.join(map(str, index))}}})" if index else ""
             raise HloParseError(
                 f"{where}: instruction %{ins.name}: shape {leaf}{element} holds {leaf.nbytes} "
@@ -497,6 +502,10 @@ def parse_module(text: str, *, where: str = "HLO") -> HloModule:
                             f"computation {current.name}"
                         )
                     _check_size(ins, f"{where}:{lineno}")
+                    if ins.is_root and any(i.is_root for i in current.instructions):
+                        raise HloParseError(
+                            f"{where}:{lineno}: a second ROOT in computation {current.name}"
+                        )
                     current.instructions.append(ins)
                     current.by_name[ins.name] = ins
                 continue
