@@ -27,6 +27,7 @@ def test_both_candidates_and_the_answer(outcome) -> None:
         assert outcome.answer.allocations == chosen.allocations
     assert outcome.baseline.solver == "heuristic" and outcome.agent.solver == "muzero"
     assert outcome.agent.work["games"] >= 4
+    assert "order_evaluations" not in outcome.agent.work  # the order search's, not the agent's
     assert next(p.solver for p in outcome.curve) == "heuristic"
     assert [p.solver for p in outcome.curve][-3:] == ["heuristic", "muzero", "muzero-prod"]
     assert 0 < outcome.answer.normalized_reward <= outcome.bound_normalized

@@ -103,6 +103,8 @@ def test_values_from_json_and_the_library_are_typed() -> None:
         ({"on": 2}, "option on must be true or false"),
         ({"mode": "medium"}, "option mode must be one of 'fast', 'slow', not 'medium'"),
         ({"sizes": "1,x"}, "option sizes item must be a whole number"),
+        ({"sizes": "8,,16"}, "option sizes must be a list of int without an empty item"),
+        ({"names": "c,"}, "option names must be a list of str without an empty item"),
         ({"names": 3}, "option names must be a list of str"),
         ({"label": 3}, "option label must be a string"),
         ({"count": 0}, "^demo: count must be at least 1$"),

@@ -142,9 +142,9 @@ def optimize(
     curve.extend(
         _point(instance, s, answer.wall_s, seconds) for s in (bests[BASELINE], bests[AGENT], answer)
     )
-    agent = replace(
-        bests[AGENT], work=answer.work
-    )  # the best game, with all the work the agent did
+    # the agent's best game, with all the work the agent did (not the order search's)
+    agent_work = {k: v for k, v in answer.work.items() if k != "order_evaluations"}
+    agent = replace(bests[AGENT], work=agent_work)
     return Outcome(
         instance,
         answer,

@@ -220,7 +220,9 @@ def _coerce(value: Any, hint: Any, where: str) -> Any:
     if origin is tuple:
         item = typing.get_args(inner)[0]
         if text is not None:
-            items: list[Any] = [part.strip() for part in text.split(",") if part.strip()]
+            items: list[Any] = [part.strip() for part in text.split(",")] if text else []
+            if any(not part for part in items):  # "8,,16": never read as (8, 16)
+                raise bad(f"a list of {item.__name__} without an empty item")
         elif isinstance(value, (list, tuple)):
             items = list(value)
         elif item is int and isinstance(value, int) and not isinstance(value, bool):

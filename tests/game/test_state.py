@@ -23,6 +23,13 @@ def test_tables_that_are_not_game_tables_are_an_instance_error(small) -> None:
         Game(small, {})
 
 
+def test_tables_of_another_instance_are_an_instance_error(small, lstm) -> None:
+    from mallocgame.game.tables import build_tables
+
+    with pytest.raises(InstanceError, match="the tables are not"):
+        Game(small, build_tables(lstm))
+
+
 def test_an_undo_the_game_cannot_make_is_an_undo_error_and_changes_nothing(small) -> None:
     game = Game(small)
     with pytest.raises(UndoError, match=r"^cannot undo 1 decisions: 0 made$"):

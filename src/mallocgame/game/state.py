@@ -66,6 +66,12 @@ class Game:
             raise InstanceError(f"Game: expected an Instance, not {instance!r:.80}")
         if tables is not None and not isinstance(tables, GameTables):
             raise InstanceError(f"Game: tables must be GameTables or None, not {tables!r:.80}")
+        if tables is not None and (
+            tables.num_buffers,
+            tables.num_instructions,
+            tables.capacity,
+        ) != (instance.num_buffers, instance.num_instructions, instance.hardware.fast_memory_bytes):
+            raise InstanceError(f"Game: the tables are not {instance.name}'s (build_tables)")
         self.instance = instance
         self.tables = tables if tables is not None else build_tables(instance)
         tb = self.tables
