@@ -93,6 +93,21 @@ def test_a_second_run_on_the_same_records_is_refused_while_one_runs(tmp_path: Pa
     assert not (tmp_path / "t.lock").exists()
 
 
+def test_a_lock_removed_after_it_was_opened_is_not_taken(tmp_path: Path, monkeypatch) -> None:
+    """Three runs: one ends and removes its lock, which a second had opened meanwhile, and a
+    third makes a new one: the second must not take the removed file for the lock."""
+    import os
+
+    from mallocgame.bench import tasks
+
+    real_fstat = os.fstat
+    monkeypatch.setattr(
+        tasks.os, "fstat", lambda fd: os.stat_result((*real_fstat(fd)[:1], -1, *real_fstat(fd)[2:]))
+    )  # the file it opened is not the one at the path any more
+    with pytest.raises(StaleRecordError, match="another run of this study"):
+        _study(tmp_path / "t", placements=["all-slow"])
+
+
 def test_a_bad_spec_is_refused_before_anything_runs(tmp_path: Path) -> None:
     with pytest.raises(SolverError):
         _study(tmp_path / "t", placements=["all-slow", "no-such-solver"])

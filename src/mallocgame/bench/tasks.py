@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import fcntl
 import io
+import os
 import re
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -232,6 +233,10 @@ def _only_run(lock: Path) -> Iterator[None]:
     with open(lock, "w") as handle:
         try:
             fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            # the file locked must still be the one at the path: a run that ended removes
+            # it, and another may have made a new one there since this one opened it
+            if os.stat(lock).st_ino != os.fstat(handle.fileno()).st_ino:
+                raise OSError
         except OSError:
             raise StaleRecordError(
                 f"{lock}: another run of this study holds it; wait for it or give another --out"
