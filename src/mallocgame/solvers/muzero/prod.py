@@ -23,11 +23,11 @@ search's share of a wall-clock budget or its evaluations without one
 (:class:`~mallocgame.solvers.muzero.config.MuZeroProdConfig`); the heuristic runs with
 its defaults. Work unit: the agent's self-play games. The callback sees the heuristic's
 answer first, then each new best game of the agent, then each mapping of the order search
-that is faster in simulation than every valid candidate before it; their ``solver`` names them (``heuristic``,
-``muzero``, ``msa-search``). The answer's ``info`` has ``chosen``, ``latency_s`` and
-``candidates`` (each candidate's reward, normalized reward, simulated latency and
-validity) beside the chosen candidate's own ``info``; its ``work`` is the agent's, with
-the order search's ``order_evaluations``.
+that is faster in simulation than every valid candidate before it; their ``solver``
+names them (``heuristic``, ``muzero``, ``msa-search``). The answer's ``info`` has
+``chosen``, ``latency_s`` and ``candidates`` (each candidate's reward, normalized reward,
+simulated latency and validity) beside the chosen candidate's own ``info``; its ``work``
+is the agent's, with the order search's ``order_evaluations``.
 
 A wall-clock budget is kept: the agent does not start where the heuristic has already
 taken its share of the budget (``order_search_share``'s complement), nor the order search
