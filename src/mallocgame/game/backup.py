@@ -15,7 +15,7 @@ from collections.abc import Callable
 import numpy as np
 
 from mallocgame.errors import IllegalActionError
-from mallocgame.game.state import DROP, Game
+from mallocgame.game.state import DROP, Game, is_action
 from mallocgame.game.tables import B_GROUP, X_DEF_BUFFER
 
 __all__ = ["DropBackup", "Policy", "play"]
@@ -89,11 +89,10 @@ class DropBackup:
         """:meth:`step`, returning also the allowed actions after it (bool [3]): what
         :meth:`allowed` would give, without computing it again."""
         game = self.game
-        if not isinstance(action, (int, np.integer)) or isinstance(action, bool):
+        if not is_action(action):
             raise IllegalActionError(f"{action!r} is not an action (0, 1 or 2)")
         if (
             action != DROP
-            and 0 <= action <= 2
             and self._forced_buffer[game.current_buffer]
             and game.legal_mask()[action]
         ):

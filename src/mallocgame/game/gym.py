@@ -19,7 +19,7 @@ from gymnasium import spaces
 from gymnasium.error import ResetNeeded
 
 from mallocgame.game.features import FEATURE_HIGH, FEATURE_LOW, NUM_FEATURES, FeatureExtractor
-from mallocgame.game.state import ACTION_NAMES, Game
+from mallocgame.game.state import ACTION_NAMES, Game, is_action
 from mallocgame.instance import Instance, load_instance
 
 __all__ = ["ENV_ID", "MallocGameEnv", "make_env"]
@@ -108,9 +108,8 @@ class MallocGameEnv(gymnasium.Env):
         # an int 0..2, NumPy's too (a 0-d array as a vectorized env gives); a float, a bool
         # or anything else is an illegal action, never rounded to one
         a = action.item() if isinstance(action, np.ndarray) and action.shape == () else action
-        whole = isinstance(a, (int, np.integer)) and not isinstance(a, bool)
-        if not whole or not 0 <= a <= 2 or not game.legal_mask()[a]:
-            name = ACTION_NAMES[a] if whole and 0 <= a <= 2 else f"{a!r} (not 0, 1 or 2)"
+        if not is_action(a) or not game.legal_mask()[a]:
+            name = ACTION_NAMES[a] if is_action(a) else f"{a!r} (not 0, 1 or 2)"
             legal = ", ".join(ACTION_NAMES[i] for i in np.flatnonzero(game.legal_mask())) or "none"
             reason = f"buffer {game.current_buffer}: action {name} is illegal (legal: {legal})"
             self._needs_reset = True

@@ -23,7 +23,7 @@ from mallocgame.game.tables import B_GROUP, B_IS_OUT, B_TENSOR, I_SUPPLY, GameTa
 from mallocgame.instance import Instance
 from mallocgame.solution import ACTION_NAMES, Allocation
 
-__all__ = ["Game", "StateViews", "COPY", "NOCOPY", "DROP", "ACTION_NAMES"]
+__all__ = ["Game", "StateViews", "COPY", "NOCOPY", "DROP", "ACTION_NAMES", "is_action"]
 
 COPY, NOCOPY, DROP = K.COPY, K.NOCOPY, K.DROP
 
@@ -235,7 +235,7 @@ class Game:
         """What ``action`` would place now: (offset, start, end, copy_start, copy_end), -1 for
         none; ``None`` if illegal (Drop places nothing and gives all -1);
         :class:`IllegalActionError` for what is not an action (an int 0..2)."""
-        if not _whole(action) or not 0 <= action <= 2:
+        if not is_action(action):
             raise IllegalActionError(f"{action!r} is not an action (0, 1 or 2)")
         row = self._out[action]
         if row[K.O_LEGAL] == 0:
@@ -311,7 +311,8 @@ class Game:
         :class:`IllegalActionError` when ``action`` is not legal now.
         """
         # an int 0..2 (a float, a bool or an array is not an action); O_LEGAL all 0 when over.
-        # The hot path: a plain int pays one type test beside the old membership test.
+        # :func:`is_action` inlined on the hot path: a plain int pays one type test beside
+        # the membership test.
         if (
             (type(action) is not int and not _whole(action))
             or action not in (0, 1, 2)
@@ -343,7 +344,7 @@ class Game:
         if self.done:
             state = "complete" if self.complete else "infeasible"
             raise GameOverError(f"the game is over ({state}); no action can be played")
-        name = ACTION_NAMES[action] if _whole(action) and 0 <= action <= 2 else repr(action)
+        name = ACTION_NAMES[action] if is_action(action) else repr(action)
         legal = [ACTION_NAMES[a] for a in range(3) if self._out[a, K.O_LEGAL]]
         raise IllegalActionError(
             f"buffer {self.current_buffer}: action {name} is illegal (legal: {', '.join(legal)})"
@@ -371,6 +372,12 @@ class Game:
 def _whole(value: object) -> bool:
     """An integer (NumPy's too) that is not a ``bool``."""
     return isinstance(value, (int, np.integer)) and not isinstance(value, bool)
+
+
+def is_action(value: object) -> bool:
+    """Whether ``value`` is an action: an int 0..2 (NumPy's too), never a float, a bool
+    or an array that compares equal to one."""
+    return (type(value) is int or _whole(value)) and value in (0, 1, 2)
 
 
 def replay(
