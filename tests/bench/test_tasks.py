@@ -96,14 +96,10 @@ def test_a_second_run_on_the_same_records_is_refused_while_one_runs(tmp_path: Pa
 def test_a_lock_removed_after_it_was_opened_is_not_taken(tmp_path: Path, monkeypatch) -> None:
     """Three runs: one ends and removes its lock, which a second had opened meanwhile, and a
     third makes a new one: the second must not take the removed file for the lock."""
-    import os
-
     from mallocgame.bench import tasks
 
-    real_fstat = os.fstat
-    monkeypatch.setattr(
-        tasks.os, "fstat", lambda fd: os.stat_result((*real_fstat(fd)[:1], -1, *real_fstat(fd)[2:]))
-    )  # the file it opened is not the one at the path any more
+    # the file it opened is not the one at the path any more
+    monkeypatch.setattr(tasks, "_still_at", lambda path, fd: False)
     with pytest.raises(StaleRecordError, match="another run of this study"):
         _study(tmp_path / "t", placements=["all-slow"])
 
@@ -284,3 +280,15 @@ def test_the_figure_is_written(tmp_path: Path) -> None:
     assert (tmp_path / "f.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     write_csv(rows, tmp_path / "r.csv")
     assert read_csv(tmp_path / "r.csv") == rows
+
+
+def test_still_at_tells_a_removed_or_replaced_lock_file(tmp_path: Path) -> None:
+    from mallocgame.bench.tasks import _still_at
+
+    lock = tmp_path / "t.lock"
+    with open(lock, "w") as held:
+        assert _still_at(lock, held.fileno())
+        lock.unlink()
+        assert not _still_at(lock, held.fileno())  # removed by the run that ended
+        lock.write_text("")
+        assert not _still_at(lock, held.fileno())  # a new one made by another run

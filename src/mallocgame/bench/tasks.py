@@ -233,9 +233,7 @@ def _only_run(lock: Path) -> Iterator[None]:
     with open(lock, "w") as handle:
         try:
             fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            # the file locked must still be the one at the path: a run that ended removes
-            # it, and another may have made a new one there since this one opened it
-            if os.stat(lock).st_ino != os.fstat(handle.fileno()).st_ino:
+            if not _still_at(lock, handle.fileno()):
                 raise OSError
         except OSError:
             raise StaleRecordError(
@@ -245,6 +243,15 @@ def _only_run(lock: Path) -> Iterator[None]:
             yield
         finally:
             lock.unlink(missing_ok=True)
+
+
+def _still_at(path: Path, fd: int) -> bool:
+    """Whether the file open as ``fd`` is still the one at ``path``: a run that ended
+    removes its lock, and another may have made a new one there since ``fd`` was opened."""
+    try:
+        return os.stat(path).st_ino == os.fstat(fd).st_ino
+    except FileNotFoundError:
+        return False
 
 
 def write_csv(rows: list[TaskLatency], path: Path) -> None:

@@ -614,8 +614,8 @@ def _read_earlier(out: Path, config: BenchConfig) -> _Earlier:
                 "give another --out, or the earlier settings"
             )
         setup = documents.get(name, {}).get("setup")  # None: a run from before it was kept
-        if setup is not None and setup != _setup(config):
-            changed = sorted(k for k in setup if setup.get(k) != _setup(config).get(k))
+        if setup is not None and setup != (now := _setup(config)):
+            changed = sorted(k for k in setup if setup.get(k) != now.get(k))
             raise MallocGameError(
                 f"{out}: the earlier run measured {name} with other settings "
                 f"({', '.join(changed)}): give another --out, or the earlier settings"
