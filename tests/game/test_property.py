@@ -181,8 +181,9 @@ class Reference:
                 if a is not None:
                     _, o, _, a_end, _, _ = self.alloc[a]
                     if not isinstance(gs, int) or gs == o:
-                        if a_end >= tau:
-                            res[NOCOPY] = (o, -1, -1, -1, -1)
+                        if a_end >= tau:  # resident: an empty interval, which fits
+                            if o + z <= self.cap:  # where it ends inside the memory
+                                res[NOCOPY] = (o, -1, -1, -1, -1)
                         elif self.fits(o, z, a_end + 1, tau, alias):
                             res[NOCOPY] = (o, a_end + 1, tau, -1, -1)
 
@@ -239,7 +240,8 @@ class Reference:
 @st.composite
 def instances(draw) -> Instance:
     """Random valid instances: inputs, results, in-place alias groups (an operand and an
-    output of one instruction, sometimes carried on to the output's later reads), counts
+    output of one instruction, sometimes carried on to the output's later reads), reads
+    of another size than their tensor's (empty, or larger than its allocation), counts
     > 1, roofline and table latencies (up to 3 varied buffers), zero sizes, alignment
     1..512, and a capacity from hopeless to roomy."""
     num_t = draw(st.integers(1, 8))
@@ -264,7 +266,10 @@ def instances(draw) -> Instance:
         for _ in range(draw(st.integers(0, min(3, len(available))))):
             x = draw(st.sampled_from(available))
             key = carried.get(x) if draw(st.booleans()) else None
-            reads.append(B(x, alias=key, demand=demand(tensors[x].size)))
+            # a read of another size than its tensor's (a slice, a padded view) at times
+            size = draw(st.sampled_from([None, None, None, 0, tensors[x].size * 2 + 1]))
+            size_read = tensors[x].size if size is None else size
+            reads.append(B(x, alias=key, size=size, demand=demand(size_read)))
         writes: list[B] = []
         for _ in range(draw(st.integers(0, 2))):
             x = len(tensors)
@@ -304,7 +309,7 @@ def instances(draw) -> Instance:
     for x in tensors:
         if draw(st.integers(0, 3)) == 0:
             x.last_use = num_t - 1 if draw(st.booleans()) else None
-    # Every buffer has its tensor's size: capacity from 0.6 to 3 of the largest (tight).
+    # Capacity from 0.6 to 3 of the largest tensor (tight); a larger read may not fit at all.
     max_z = max((-(-x.size // alignment) * alignment for x in tensors), default=0)
     capacity = int(max_z * draw(st.sampled_from([1.5, 0.6, 1.0, 2.0, 3.0])))
     return build(tensors, instructions, alignment=alignment, capacity=capacity)
