@@ -2,18 +2,19 @@
 
 Each frozen program loads without torch or transformers and derives an instance on its
 preset's physical fast memory (``dram_pmem`` or ``gpu_hbm_host``), which its peak live
-bytes exceed. ``heuristic``, ``es`` and ``muzero-prod`` answer every program and
-``check`` accepts each answer; each instance's hash is pinned. Budgets: ``muzero-prod``
-its cheapest agent, as ``tests/solvers/muzero/test_prod.py`` runs it, in 1.5 s (on the
-larger programs its candidate is then the greedy game); ``es`` a work budget of one
-game, its initial mean policy's, on the programs of fewer than :data:`ES_BUFFERS`
-buffers. On the training steps above that (4,776 to 11,028 buffers), one such game
-takes 5 to 12 s of the 2-core machine, where the heuristic's mapping takes 0.5 s, and
-shows nothing that the 26,915-buffer program of ``tests/solvers/test_suite_answers.py``
-does not (that module plays two hf-v1 programs with ``es``, ``mcts`` and ``exact``).
-The random game that the other suites' tests play is left out here for the same cost. With transformers installed, the smallest program is captured again and
-must equal its frozen file, and ``tests/frontends/test_torch_hf.py`` captures the
-models of the issue's table.
+bytes exceed. ``heuristic`` and ``muzero-prod`` answer every program, ``es`` all but the
+largest, and ``check`` accepts each answer; each instance's hash is pinned. Budgets:
+``muzero-prod`` its cheapest agent, as ``tests/solvers/muzero/test_prod.py`` runs it, in
+1.5 s (on the larger programs its candidate is then the greedy game); ``es`` a work
+budget of one game, its initial mean policy's, on the programs of fewer than
+:data:`ES_BUFFERS` buffers. On the training steps above that (4,776 to 11,028 buffers),
+one such game takes 5 to 12 s of the 2-core machine, where the heuristic's mapping
+takes 0.5 s, and shows nothing that the 26,915-buffer program of
+``tests/solvers/test_suite_answers.py`` does not (that module plays two hf-v1 programs
+with ``es``, ``mcts`` and ``exact``). The random game that the other suites' tests play
+is left out here for the same cost. With transformers installed, the smallest program
+is captured again and must equal its frozen file, and ``tests/frontends/test_torch_hf.py``
+captures the models of the issue's table.
 """
 
 from __future__ import annotations
