@@ -188,3 +188,86 @@ def test_a_trainer_starts_its_actors_once_and_only_with_ray() -> None:
     owner.close()
     assert first.closed == 1 and owner.actors is None
     assert owner.self_play_actors() is not first and len(owner.started) == 2
+
+
+class _FakeRay:
+    """Ray as :class:`SelfPlayActors` uses it, with each call's result given by the test:
+    ``results[n]`` for the n-th call sent (absent: still running)."""
+
+    exceptions = ray.exceptions
+
+    def __init__(self, results: dict[int, object]) -> None:
+        self.results = results
+        self.timeouts: list[float | None] = []
+
+    def wait(self, refs, num_returns, timeout=None):
+        self.timeouts.append(timeout)
+        ready = [r for r in refs if r in self.results][:num_returns]
+        return ready, [r for r in refs if r not in ready]
+
+    def get(self, ref):
+        result = self.results[ref]
+        if isinstance(result, BaseException):
+            raise result
+        return result
+
+    def put(self, value):
+        return value
+
+
+def _fake_actors(fake: _FakeRay, log: list[str]):
+    """One self-play actor on ``fake``, without a cluster: the n-th call sent is ref n."""
+    from types import SimpleNamespace
+
+    from mallocgame.solvers.muzero.distributed import SelfPlayActors
+
+    sent = iter(range(100))
+    handle = SimpleNamespace(play=SimpleNamespace(remote=lambda *args: next(sent)))
+    actors = object.__new__(SelfPlayActors)  # __init__ would start Ray actors
+    vars(actors).update(
+        _ray=fake,
+        config=SimpleNamespace(train_every=1),
+        restart_actions=lambda program: (),
+        log=log.append,
+        programs=[[0]],
+        actors=[handle],
+        calls=[0],
+        reanalysed=0,
+        deaths=0,
+        _down=set(),
+        _pending={},
+        _params_ref=None,
+        _params_version=-1,
+        _reanalysis=None,
+        reanalyse_actor=None,
+    )
+    return actors
+
+
+def test_collect_waits_at_most_a_second_so_the_trainer_sees_its_clock() -> None:
+    from mallocgame.solvers.muzero.distributed import WAIT_S
+
+    fake = _FakeRay({})  # the call never finishes
+    actors = _fake_actors(fake, [])
+    assert actors.collect(params=[0.0], version=0, temperature=1.0) == []
+    assert fake.timeouts == [WAIT_S] and WAIT_S <= 1.0
+    assert actors.calls == [1]  # the call in flight is left running, not sent again
+    assert actors.collect(params=[0.0], version=0, temperature=1.0) == [] and actors.calls == [1]
+
+
+def test_a_result_lost_with_its_node_is_a_death_and_the_run_goes_on() -> None:
+    lost = ray.exceptions.ObjectLostError("ab" * 14, "", "")
+    log: list[str] = []
+    fake = _FakeRay({0: lost, 1: "moves"})
+    actors = _fake_actors(fake, log)
+    assert actors.collect(params=[0.0], version=0, temperature=1.0) == []
+    assert actors.deaths == 1 and "self-play actor 0 died (ObjectLostError)" in log[0]
+    assert actors.collect(params=[0.0], version=0, temperature=1.0) == ["moves"]
+    assert actors.calls == [3]  # the next call is sent with each result
+
+
+def test_an_actor_whose_call_raises_ends_the_run_in_one_line() -> None:
+    bug = ray.exceptions.RayTaskError("play", "Traceback ...", ValueError("boom\nmore"))
+    actors = _fake_actors(_FakeRay({0: bug.as_instanceof_cause()}), [])
+    with pytest.raises(SolverError, match=r"^self-play actor 0 failed: ValueError: boom$"):
+        actors.collect(params=[0.0], version=0, temperature=1.0)

@@ -24,10 +24,13 @@ learner step applies the targets of the search that has finished and sends the n
 kept positions (:meth:`SelfPlayActors.reanalyse`), so the learner never waits on a
 search either; a kept position's targets are then one search behind the parameters.
 
-An actor that dies (killed, its node lost) is restarted by Ray (``max_restarts=-1``);
-the games it was playing are lost, as a one-process run's games in flight are at a
-kill, and the run goes on. A distributed run is not reproducible from its seed: which
-actor's games arrive first depends on timing.
+An actor that dies (killed, its node lost), or whose result is lost with its node, is
+restarted by Ray (``max_restarts=-1``); the games it was playing are lost, as a
+one-process run's games in flight are at a kill, and the run goes on. An actor whose
+call raises (a bug, not a death) ends the run with a :class:`SolverError` that names it.
+:meth:`SelfPlayActors.collect` waits at most :data:`WAIT_S` for a call, so a run whose
+actors are all slow or unreachable still stops at its budget. A distributed run is not
+reproducible from its seed: which actor's games arrive first depends on timing.
 """
 
 from __future__ import annotations
@@ -65,6 +68,10 @@ ACTOR_ENV = {
     "XLA_FLAGS": "--xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1",
 }
 """An actor's environment: JAX on its one CPU (the GPU is the learner's)."""
+
+WAIT_S = 1.0
+"""Seconds :meth:`SelfPlayActors.collect` waits for a call at most, so that the trainer
+looks at its clock at least this often."""
 
 LOCAL = "local"
 
@@ -298,15 +305,16 @@ class SelfPlayActors:
         for actor in range(len(self.actors)):
             if actor not in self._pending.values():
                 self._send(actor, temperature)
-        ready, _ = ray.wait(list(self._pending), num_returns=1)
-        ready, _ = ray.wait(list(self._pending), num_returns=len(self._pending), timeout=0)
+        ready, _ = ray.wait(list(self._pending), num_returns=1, timeout=WAIT_S)
+        if ready:
+            ready, _ = ray.wait(list(self._pending), num_returns=len(self._pending), timeout=0)
         got: list[ActorMoves] = []
         for ref in ready:
             actor = self._pending.pop(ref)
             try:
-                got.append(ray.get(ref))
+                got.append(self._result(ref, f"self-play actor {actor}"))
                 self._down.discard(actor)
-            except ray.exceptions.RayActorError as exc:
+            except _lost(ray) as exc:
                 if actor not in self._down:  # calls fail fast until Ray has restarted it
                     self._down.add(actor)
                     self.deaths += 1
@@ -330,9 +338,9 @@ class SelfPlayActors:
                 return
             self._reanalysis = None
             try:
-                target.apply(rows, *ray.get(ref))
+                target.apply(rows, *self._result(ref, "the Reanalyse actor"))
                 self.reanalysed += 1
-            except ray.exceptions.RayActorError as exc:
+            except _lost(ray) as exc:
                 self.log(f"the Reanalyse actor died ({type(exc).__name__}); Ray restarts it")
                 time.sleep(0.05)
         rows = reanalyser.next_rows()
@@ -344,6 +352,16 @@ class SelfPlayActors:
             )
             self._reanalysis = (ref, reanalyser, rows)
 
+    def _result(self, ref: Any, who: str) -> Any:
+        """The result of the finished call ``ref`` of ``who``; an exception it raised is a
+        :class:`SolverError` naming ``who`` (Ray's errors of a lost actor pass through)."""
+        try:
+            return self._ray.get(ref)
+        except self._ray.exceptions.RayTaskError as exc:
+            cause = exc.cause if exc.cause is not None else exc
+            first = str(cause).strip().splitlines()[:1] or [""]
+            raise SolverError(f"{who} failed: {type(cause).__name__}: {first[0]}") from exc
+
     def close(self) -> None:
         """End the actors (their calls in flight are dropped)."""
         for actor in self.actors:
@@ -354,6 +372,11 @@ class SelfPlayActors:
         self.actors = []
         self._pending = {}
         self._reanalysis = None
+
+
+def _lost(ray: Any) -> tuple[type[Exception], ...]:
+    """Ray's errors of a call whose actor died or whose result was lost with its node."""
+    return (ray.exceptions.RayActorError, ray.exceptions.ObjectLostError)
 
 
 class RayActorsOwner:
