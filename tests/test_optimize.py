@@ -60,6 +60,15 @@ def test_a_program_compiled_for_a_tpu_is_compared_with_xlas_own_answer() -> None
     assert found.answer.info["latency_s"] <= rows["heuristic"].latency_s
 
 
+def test_a_program_whose_normalizer_is_negative_shows_no_minus_zero() -> None:
+    from tests.builders import reversed_normalizer_instances
+
+    found = optimize(reversed_normalizer_instances()["negative"], games=1, seed=0, options=TINY)
+    assert found.bound_normalized == 0.0 and found.answer.normalized_reward == 0.0  # -0.0
+    text = format_comparison(found)
+    assert "-0.0" not in text and " 0.0000 " in text
+
+
 def test_the_files(outcome, tmp_path: Path) -> None:
     paths = write_outputs(outcome, tmp_path / "run" / "answer.json")
     assert paths == output_paths(tmp_path / "run" / "answer.json")

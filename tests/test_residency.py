@@ -56,7 +56,13 @@ def test_what_only_one_solution_keeps_and_no_refetch_without_a_resident_gap() ->
     assert c.refetched_by_b == ()  # slow never holds it: nothing B evicts is kept by A
     assert c.fast_byte_steps_common == 0 and c.agreement == 0.0
     assert compare_residency(inst, slow, slow).agreement == 1.0  # neither keeps anything
-    assert "only slow keeps in fast memory: none" in format_residency_comparison(c)
+    text = format_residency_comparison(c)
+    assert "only slow keeps in fast memory: none" in text
+    assert "; no fast byte-steps in slow\n" in text and "nan" not in text  # not 400 / 0
+    text = format_residency_comparison(compare_residency(inst, refetches, slow))
+    assert "; no fast byte-steps in slow\n" in text
+    text = format_residency_comparison(compare_residency(inst, slow, slow))
+    assert "; no fast byte-steps in either\n" in text and "nan" not in text
 
 
 def test_agreement_is_the_share_of_either_solutions_byte_steps_both_have() -> None:

@@ -209,6 +209,13 @@ def comparison(outcome: Outcome) -> list[Row]:
     ]
 
 
+def _fixed(value: float, decimals: int) -> str:
+    """``value`` with ``decimals`` decimals, and no sign where that shows zero (a reward of
+    0 s over a negative normalizer is -0.0)."""
+    text = f"{value:.{decimals}f}"
+    return text[1:] if text.startswith("-") and float(text) == 0 else text
+
+
 def format_comparison(outcome: Outcome) -> str:
     """:func:`comparison` as a text table, under a line naming the run."""
     inst = outcome.instance
@@ -227,10 +234,10 @@ def format_comparison(outcome: Outcome) -> str:
     rows = [
         (
             r.name,
-            f"{r.normalized_reward:.4f}",
+            _fixed(r.normalized_reward, 4),
             "—" if r.latency_s is None else f"{r.latency_s * 1e3:.4f} ms",
             "—" if r.speedup is None else f"{r.speedup:.4f}",
-            f"{r.gap_to_bound * 100:.1f}%",
+            f"{_fixed(r.gap_to_bound * 100, 1)}%",
         )
         for r in comparison(outcome)
     ]

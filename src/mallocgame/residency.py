@@ -208,10 +208,15 @@ def _refetch_lines(
 
 def format_residency_comparison(c: ResidencyComparison) -> str:
     """A few lines: counts, what only one keeps, and the re-fetches either way."""
-    ratio = c.fast_byte_steps_b / c.fast_byte_steps_a if c.fast_byte_steps_a else float("nan")
+    if c.fast_byte_steps_a and c.fast_byte_steps_b:
+        ratio = c.fast_byte_steps_b / c.fast_byte_steps_a
+        steps = f"fast byte-steps {c.b}/{c.a} {ratio:.3f}, in common {c.agreement:.1%} of either's"
+    elif c.fast_byte_steps_a or c.fast_byte_steps_b:
+        steps = f"no fast byte-steps in {c.b if c.fast_byte_steps_a else c.a}"
+    else:
+        steps = "no fast byte-steps in either"
     lines = [
-        f"tensors in fast memory: {c.a} {c.fast_in_a}, {c.b} {c.fast_in_b}; "
-        f"fast byte-steps {c.b}/{c.a} {ratio:.3f}, in common {c.agreement:.1%} of either's",
+        f"tensors in fast memory: {c.a} {c.fast_in_a}, {c.b} {c.fast_in_b}; {steps}",
         f"only {c.a} keeps in fast memory: {_named(c.only_in_a)}",
         f"only {c.b} keeps in fast memory: {_named(c.only_in_b)}",
     ]
