@@ -351,3 +351,31 @@ def test_bench_real_refuses_a_factory_that_does_not_import(tmp_path):
     with pytest.raises(ArgSpecError, match="cannot import no_such_mod"):
         args.func(args)
     assert not (tmp_path / "results.csv").exists()
+
+
+@pytest.mark.parametrize("factory", ["accumulator", "scales_its_input"])
+def test_apply_a_module_that_mutates_its_buffer_or_input(tmp_path, capsys, factory):
+    """Its mutations are results of the graph: the placed run computes them as the module
+    does, and the reference leaves the state the run starts from as it was."""
+    model = resolve_factory(f"tests.runtime.factory_module:{factory}", ["f32[16,32]"])
+    captured = capture_torch(model.module, _real_inputs(torch, model.inputs, "cpu"), name=factory)
+    inst = derive_instance(captured.program, "gpu_hbm_host", capacity_fraction=0.25)
+    path = tmp_path / "answer.json"
+    save_solution(load_solver("heuristic").solve(inst, SolveRequest()), path)
+    argv = ["apply", str(path), "--torch", f"tests.runtime.factory_module:{factory}"]
+    args = parser().parse_args([*argv, "--arg", "f32[16,32]", "--device", "cpu", "--steps", "2"])
+    assert args.func(args) == 0
+    assert capsys.readouterr().out.strip().endswith("results identical: True")
+
+
+@pytest.mark.parametrize("factory", ["accumulator", "scales_its_input"])
+def test_bench_real_runs_a_module_that_mutates_its_buffer_or_input(tmp_path, factory):
+    """The framework's eager step and every placement start from the module's own state and
+    inputs, which the steps before them (the reference's, the framework's) leave as they were."""
+    argv = ["bench", "real", "--dry-run", "--out", str(tmp_path)]
+    argv += ["--torch", f"tests.runtime.factory_module:{factory}", "--arg", "f32[16,32]"]
+    args = parser().parse_args([*argv, "--placements", "heuristic"])
+    assert args.func(args) == 0
+    rows = list(__import__("csv").DictReader((tmp_path / "results.csv").open()))
+    assert [r["placement"] for r in rows] == ["eager", "hbm-resident", "heuristic"]
+    assert all(r["error"] == "" and r["identical"] == "True" for r in rows)

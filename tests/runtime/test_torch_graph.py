@@ -1,4 +1,5 @@
-"""What the captured graph tells the runtime beyond the program: a matmul's operand layout."""
+"""What the captured graph tells the runtime beyond the program: a matmul's operand layout,
+and the eager reference a placed run is compared with."""
 
 from __future__ import annotations
 
@@ -35,3 +36,32 @@ def test_matmul_layouts_of_a_training_step():
     # grad @ W (NN) and through the plain @ (NT), the weights' x.T @ grad (TN)
     assert found == {"addmm": {"NT"}, "mm": {"NN", "NT", "TN"}}
     assert matmul_layout(None) == ""
+
+
+@pytest.mark.parametrize("factory", ["accumulator", "scales_its_input"])
+def test_the_eager_reference_leaves_what_the_module_mutates_as_it_was(factory) -> None:
+    """The reference holds the graph's results in order, mutations first, and comes from
+    copies: the state and inputs the graph is bound to (shared with the module) stay."""
+    from mallocgame.costmodel import derive_instance
+    from mallocgame.runtime.measure import compare_results
+    from mallocgame.runtime.memory import CpuMemory
+    from mallocgame.runtime.plan import PlacementPlan
+    from mallocgame.runtime.torch_graph import bind, eager_results
+    from mallocgame.runtime.torch_run import PlacedRunner
+    from tests.runtime import factory_module
+
+    module = getattr(factory_module, factory)()
+    x = torch.randn(16, 32)
+    captured = capture_torch(module, (x,), name=factory)
+    instance = derive_instance(captured.program, "gpu_hbm_host")
+    graph = bind(captured, instance)
+    before = [t.clone() for t in (x, *module.buffers())]
+    eager = eager_results(graph)
+    assert len(eager.values) == 2 and len(eager.outputs) == 1  # the mutation, the output
+    assert eager.values[1] is eager.outputs[0]
+    assert all(torch.equal(a, b) for a, b in zip(before, (x, *module.buffers())))
+    placed = PlacedRunner(graph, PlacementPlan.all_fast(instance), CpuMemory())
+    assert compare_results(placed.run(), eager.values) == (True, 0.0)
+    assert compare_results(placed.run(), eager.values) == (True, 0.0)  # no drift: functional
+    with torch.no_grad():  # what the module computes from the untouched state, once
+        assert torch.equal(module(x.clone()), eager.outputs[0])

@@ -684,9 +684,11 @@ def solve_spec(spec: str, instance: Instance, work: int) -> tuple[str, Solution]
 class _Program:
     """One program of the job, built on the device and captured: its module and inputs, its
     instance on the preset (and on the calibrated preset, where there is one), its bound
-    graph, its reference results (the exported module run once on ``inputs``; for a
+    graph, its reference results (the exported module run once on ``inputs``, in the
+    graph's order, with the new values of what it mutates: :func:`eager_results`; for a
     training step, whose joint graph has no module to call, the graph run once with
-    everything in HBM), its document in ``programs.json.gz``, the host copies its
+    everything in HBM) and the framework's (the module's outputs alone; for a training
+    step, the same), its document in ``programs.json.gz``, the host copies its
     measurements share and, with ``stage_dot_reads``, its instance on the preset's
     :func:`~mallocgame.hardware.staged_variant` (the staged rows' simulation)."""
 
@@ -698,6 +700,7 @@ class _Program:
     instance: Instance
     graph: Any
     reference: Any
+    framework_reference: Any
     cal_instance: Instance | None
     doc: dict[str, Any]
     shared_host: dict[int, Any] = field(default_factory=dict)
@@ -856,7 +859,7 @@ class _BenchRun:
         from mallocgame.costmodel import derive_instance, peak_live_bytes
         from mallocgame.hardware import staged_variant
         from mallocgame.runtime.plan import PlacementPlan
-        from mallocgame.runtime.torch_graph import bind, capture_torch
+        from mallocgame.runtime.torch_graph import bind, capture_torch, eager_results
         from mallocgame.runtime.torch_run import PlacedRunner
 
         config, torch = self.config, self.torch
@@ -869,12 +872,16 @@ class _BenchRun:
                 captured.program, self.preset, capacity_fraction=config.capacity_fraction
             )
             graph = bind(captured, instance)
+            reference: Sequence[Any]  # what the graph's results are compared with
+            # and what the framework's own step's are
+            framework_reference: Sequence[Any]
             if step is not None:
                 reference = PlacedRunner(graph, PlacementPlan.all_fast(instance), self.memory).run()
+                framework_reference = reference
                 self.memory.join()
             else:
-                with torch.no_grad():
-                    reference = captured.exported.module()(*inputs)
+                eager = eager_results(graph)
+                reference, framework_reference = eager.values, eager.outputs
             if config.device == "cuda":
                 torch.cuda.synchronize()
             peak = peak_live_bytes(instance)
@@ -919,6 +926,7 @@ class _BenchRun:
             instance,
             graph,
             reference,
+            framework_reference,
             cal_instance,
             doc,
             staged_instance=staged_instance,
@@ -1053,7 +1061,7 @@ class _BenchRun:
                     program.module,
                     program.inputs,
                     self.memory,
-                    program.reference,
+                    program.framework_reference,
                     baseline=baseline,
                     loss=loss,
                     optimizer=program.spec.optimizer,

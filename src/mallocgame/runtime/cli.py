@@ -129,7 +129,7 @@ def cmd_apply(args: argparse.Namespace) -> int:
     from mallocgame.runtime.measure import measure
     from mallocgame.runtime.memory import make_memory
     from mallocgame.runtime.plan import placement_plan
-    from mallocgame.runtime.torch_graph import bind, capture_torch
+    from mallocgame.runtime.torch_graph import bind, capture_torch, eager_results
     from mallocgame.simulate import simulate
     from mallocgame.solution import load_solution
 
@@ -151,13 +151,11 @@ def cmd_apply(args: argparse.Namespace) -> int:
     )
     plan = placement_plan(instance, solution)
     graph = bind(captured, instance)
-    with torch.no_grad():
-        reference = captured.exported.module()(*inputs)
     m = measure(
         graph,
         plan,
         memory,
-        reference,
+        eager_results(graph).values,
         warmup=args.warmup,
         steps=args.steps,
         stage_dot_reads=args.stage_dot_reads,

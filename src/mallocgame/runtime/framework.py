@@ -18,7 +18,9 @@ captured program does. With an ``optimizer`` (``sgd`` or ``adamw``, ``torch.opti
 with :data:`~mallocgame.runtime.torch_graph.OPTIMIZER_SETTINGS`, made at the first step)
 the step ends with ``optimizer.step()`` and its results are the loss, then each updated
 parameter followed by its moments (AdamW), as the captured program's; the parameters
-are restored to their values before the first step when the measurement ends.
+are restored to their values before the first step when the measurement ends, as the
+module's buffers and the inputs always are (a step may mutate them, and the captured
+graph shares them).
 
 :func:`measure_framework` times it as :func:`~mallocgame.runtime.measure.measure` times a
 placement: the first run's results compared with ``reference``, warm-up runs, then timed
@@ -151,30 +153,34 @@ def measure_framework(
     if baseline == "eager-save-on-cpu" and loss is None:
         raise ApplyError("save_on_cpu offloads what autograd saves: it needs a training step")
     step = framework_step(module, inputs, loss=loss, optimizer=optimizer)
-    with _parameters_kept(module, optimizer != "none"):
+    with _state_kept(module, inputs, parameters=optimizer != "none"):
         return _measure(
             step, module, inputs, memory, reference, baseline, warmup, steps, max_seconds, deadline
         )
 
 
 @contextmanager
-def _parameters_kept(module: Any, keep: bool) -> Iterator[None]:
-    """With ``keep``, put ``module``'s parameters back to their values on entry (a host
-    copy) when the block ends, and drop their gradients."""
+def _state_kept(module: Any, inputs: tuple[Any, ...], parameters: bool) -> Iterator[None]:
+    """Put ``module``'s buffers and the ``inputs`` back to their values on entry (a host
+    copy) when the block ends, and with ``parameters`` its parameters too, their gradients
+    dropped: a step may mutate them (``self.acc.add_(...)``, ``x.mul_(2)``, an optimizer's
+    update), and the captured graph that placements run shares them."""
     import torch
 
-    if not keep:
-        yield
-        return
+    kept = [*module.buffers(), *flat_tensors(inputs)]
+    if parameters:
+        kept += list(module.parameters())
     with torch.no_grad():
-        before = [(p, p.detach().to("cpu", copy=True)) for p in module.parameters()]
+        before = [(t, t.detach().to("cpu", copy=True)) for t in kept]
     try:
         yield
     finally:
         with torch.no_grad():
-            for p, value in before:
-                p.copy_(value)
-                p.grad = None
+            for t, value in before:
+                t.copy_(value)
+            if parameters:
+                for p in module.parameters():
+                    p.grad = None
 
 
 def _measure(

@@ -47,6 +47,8 @@ __all__ = [
     "capture_torch",
     "bind",
     "matmul_layout",
+    "EagerResults",
+    "eager_results",
 ]
 
 MATMUL_OPCODES = ("mm", "addmm", "bmm", "baddbmm")
@@ -470,3 +472,60 @@ def matmul_layout(node: Any) -> str:
 def bind(captured: CapturedProgram, instance: Instance) -> BoundGraph:
     """Walk ``captured``'s graph and check it is ``instance``'s program (module docstring)."""
     return _Binder(captured, instance).run()
+
+
+@dataclass(frozen=True)
+class EagerResults:
+    """An inference program's reference: the captured module run once eagerly.
+
+    ``values``: in the order of :attr:`BoundGraph.results` (the graph's output specs), each
+    mutated buffer's and input's new value and the module's outputs (None where the
+    graph's result is None), what a placed run of the graph is compared with;
+    ``outputs``: the module's outputs alone (``module(*inputs)``'s tensors), what the
+    framework's own step returns.
+    """
+
+    values: tuple[Any, ...]
+    outputs: tuple[Any, ...]
+
+
+def eager_results(graph: BoundGraph) -> EagerResults:
+    """Run ``graph``'s module once eagerly under ``no_grad``, on copies of the buffers and
+    inputs it mutates (``self.acc.add_(...)``, ``x.mul_(2)``), so that the state and
+    inputs the graph is bound to, which the unlifted module shares, stay as they were.
+    For an inference program (a training step's results follow its optimizer)."""
+    import torch
+    from torch.export.graph_signature import OutputKind
+    from torch.utils import _pytree
+
+    captured = graph.captured
+    signature = captured.exported.graph_signature
+    module = captured.exported.module()
+    buffers: dict[str, Any] = {}
+    for target in signature.buffers_to_mutate.values():
+        owner, _, name = target.rpartition(".")
+        buffers[target] = module.get_buffer(target).clone()
+        setattr(module.get_submodule(owner), name, buffers[target])  # a registered buffer
+    user_inputs = list(signature.user_inputs)
+    inputs = list(captured.inputs)
+    for name in signature.user_inputs_to_mutate.values():
+        inputs[user_inputs.index(name)] = inputs[user_inputs.index(name)].clone()
+    with torch.no_grad():
+        outputs = _pytree.tree_leaves(module(*inputs))
+    returned = iter(outputs)
+    values: list[Any] = []
+    for spec in signature.output_specs:
+        if spec.kind == OutputKind.BUFFER_MUTATION:
+            values.append(buffers[spec.target])
+        elif spec.kind == OutputKind.USER_INPUT_MUTATION:
+            values.append(inputs[user_inputs.index(spec.target)])
+        elif spec.kind == OutputKind.USER_OUTPUT:
+            values.append(next(returned))
+        else:
+            raise ApplyError(
+                f"{captured.name}: an inference program has no {spec.kind.name} output"
+            )
+    return EagerResults(
+        tuple(None if r is None else v for r, v in zip(graph.results, values, strict=True)),
+        tuple(outputs),
+    )
