@@ -22,6 +22,7 @@ from mallocgame.solvers.bound import (
     bound_details,
     instruction_gains,
     reach,
+    rounding_margin,
     trivial_bound,
     upper_bound,
 )
@@ -36,6 +37,7 @@ from tests.builders import (
     conformance_instance,
     conformance_vector,
     reward_instance,
+    roofline,
 )
 
 REL = 1e-12
@@ -134,6 +136,43 @@ def test_without_the_lp_the_bound_is_the_trivial_one() -> None:
 
 
 # ===================================================================== against answers
+
+
+@pytest.mark.parametrize(
+    "inst",
+    [
+        # fast 6e-16 faster than slow: 1/slow - 1/fast cancels, 8 % short of the saving
+        build(
+            [X(100)],
+            [I(supply=10.0), I(reads=[0], supply=1.0)],
+            fast_bw=100.00000000000006,
+            slow_bw=100.0,
+            copy_bw=100.0,
+        ),
+        # compute time 1/3.0, the float just under the memory time 1/3: A rounds to 0
+        build([X(1)], [I(), I(reads=[0], latency=roofline(compute_s=1 / 3.0))], slow_bw=3.0),
+    ],
+    ids=["close-bandwidths", "compute-is-memory"],
+)
+def test_the_bound_holds_where_float_terms_cancel(inst) -> None:
+    """The checker judges the bound against the exact reward: the answer that copies the
+    tensor in passes with the bound as its ``bound_s``, which exceeds it by ulps."""
+    from dataclasses import replace
+
+    from mallocgame.check import check_solution
+    from mallocgame.game.state import COPY, replay
+    from mallocgame.latency import exact_mapping_reward
+    from mallocgame.solvers.base import solution_from_game
+
+    game = replay(inst, [COPY])
+    answer = solution_from_game(inst, game, solver="copy", seed=0, wall_s=0.0)
+    best = float(exact_mapping_reward(inst, [0]))
+    assert best > 0 and game.complete
+    assert check_solution(inst, replace(answer, bound_s=upper_bound(inst))).ok
+    assert best <= upper_bound(inst) <= best + 1e-13  # the latencies are about 1 s
+    assert rounding_margin(inst) > 0
+    nothing_fits = build([X(100)], [I(), I(reads=[0])], capacity=50)
+    assert rounding_margin(nothing_fits) == 0.0 and upper_bound(nothing_fits) == 0.0
 
 
 @pytest.mark.parametrize("name", CONFORMANCE_NAMES)
