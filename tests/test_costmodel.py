@@ -201,6 +201,9 @@ def test_preset_capacity_caps_a_large_program():
     assert capacity_bytes(tpu, 10 * 2**30, 0.25) == tpu.fast_memory_bytes
     assert capacity_bytes(tpu, 2**20, 0.25) == 2**18
     assert capacity_bytes(tpu, 10 * 2**30, 1e308) == tpu.fast_memory_bytes  # past any float
+    # a physical memory under one alignment unit: that memory, not one unit past it
+    tiny = HardwarePreset(**{**tpu.__dict__, "name": "tiny", "fast_memory_bytes": 100})
+    assert tpu.alignment_bytes > 100 and capacity_bytes(tiny, 2**20, 0.25) == 100
 
 
 def test_bad_arguments():
@@ -311,6 +314,22 @@ def test_wide_instruction_benefits_match_latency_module():
         expected = empty - instruction_latency(inst, t, frozenset({b}))
         assert inst.buffers[b].benefit_s == pytest.approx(expected, rel=1e-9, abs=1e-18)
         assert inst.buffers[b].benefit_s >= 0
+
+
+def test_benefits_match_latency_module_where_fast_memory_is_the_slower() -> None:
+    """Compute-bound with every buffer slow, a fast buffer can still be slower (SPEC lets
+    fast memory be the slower one): its benefit is then negative, not 0."""
+    slower = HardwarePreset(  # dot.1: 100 s of compute, 20 s of slow reads, 1,004 s fast
+        **{**TOY.__dict__, "name": "slower", "fast_bandwidth": 1.0, "peak_flops": 2e4}
+    )
+    inst = derive_instance(tiny_program(), slower)
+    benefits = []
+    for t in range(inst.num_instructions):
+        empty = instruction_latency(inst, t, frozenset())
+        for b in inst.instructions[t].buffers:
+            benefits.append(inst.buffers[b].benefit_s)
+            assert benefits[-1] == empty - instruction_latency(inst, t, frozenset({b}))
+    assert min(benefits) < 0
 
 
 @pytest.mark.parametrize("seed", range(5))

@@ -151,6 +151,9 @@ def test_instruction_ending_under_a_copy() -> None:
     assert execution_time(inst, 0, set(), 0.0, [(0.0, 1.0)]) == pytest.approx(0.8)
     assert execution_time(inst, 0, set(), 0.5, [(0.0, 1.0)]) == pytest.approx(0.65)  # 0.5 + 0.15
     assert execution_time(inst, 0, set(), 0.0, []) == pytest.approx(0.4)
+    for share in (1.0, 1.5, -0.5):  # as simulate refuses them (1: no instruction would end)
+        with pytest.raises(ValueError, match="copy_share must lie in"):
+            execution_time(inst, 0, set(), 0.0, [(0.0, 1.0)], copy_share=share)
 
 
 def test_compute_bound_instruction_absorbs_contention() -> None:

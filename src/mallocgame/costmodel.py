@@ -58,8 +58,8 @@ Capacity rule
     a preset's physical fast memory many times over: the instance's capacity is that
     fraction of the program's peak live bytes, capped by the physical fast memory::
 
-        fast_memory_bytes = max(alignment,
-                                min(preset.fast_memory_bytes,
+        fast_memory_bytes = min(preset.fast_memory_bytes,
+                                max(alignment,
                                     floor_to_alignment(capacity_fraction * peak_live_bytes)))
 
     with :func:`peak_live_bytes` = max over ``t`` of the summed sizes of the tensors
@@ -170,7 +170,7 @@ def capacity_bytes(preset: HardwarePreset, peak: int, capacity_fraction: float) 
     # capped before the floor: a large fraction times the peak can pass any float (inf)
     scaled = math.floor(min(capacity_fraction * peak, preset.fast_memory_bytes))
     floored = (scaled // align) * align
-    return max(align, min(preset.fast_memory_bytes, floored))
+    return min(preset.fast_memory_bytes, max(align, floored))  # never past the physical
 
 
 def compute_seconds(flops: float, transcendentals: float, preset: HardwarePreset) -> float:
@@ -395,8 +395,9 @@ class _Latency:
         self.supply = fixed + max(compute, mem_fast)
         self.lat_empty = count * (fixed + max(compute, mem_slow))
         # Compute-bound with every buffer slow: no single buffer changes the latency
-        # (rounding is monotone, so each L({b}) term is <= mem_slow <= compute).
-        self.compute_bound = compute >= mem_slow
+        # (rounding is monotone, so each L({b}) term is <= mem_slow <= compute), where
+        # fast memory is the faster (a slower one can make the memory time the larger).
+        self.compute_bound = compute >= mem_slow and fast_bw >= slow_bw
         self.exact = k <= EXACT_BENEFIT_MAX_BUFFERS
         factors = slow_read_factors(program, ins, hw_preset.slow_dot_tile)
         self.table: tuple[float, ...] | None = None

@@ -192,6 +192,15 @@ def _finish(
     return max(end, cur + rem)
 
 
+def _copy_share(instance: Instance, copy_share: float | None) -> float:
+    """``copy_share``, or the instance's default where None; :class:`ValueError` outside
+    [0, 1) (at 1 the copies take all the bandwidth and no instruction ends)."""
+    gamma = default_copy_share(instance) if copy_share is None else float(copy_share)
+    if not 0.0 <= gamma < 1.0:
+        raise ValueError(f"copy_share must lie in [0, 1), got {gamma}")
+    return gamma
+
+
 def execution_time(
     instance: Instance,
     t: int,
@@ -207,7 +216,7 @@ def execution_time(
     periods (sorted, disjoint ``(begin, end)`` pairs); ``scale`` executions' worth of
     work (see the module docstring). With no busy period this is ``scale * L_t(S)``.
     """
-    gamma = default_copy_share(instance) if copy_share is None else copy_share
+    gamma = _copy_share(instance, copy_share)
     d, fixed, m, rho = _execution_params(instance, t, frozenset(fast), scale, gamma)
     pairs = sorted(busy)
     bs = [p[0] for p in pairs]
@@ -684,9 +693,7 @@ def simulate(
     """
     if not isinstance(instance, Instance):
         raise InstanceError(f"simulate: expected an Instance, not {instance!r:.80}")
-    gamma = default_copy_share(instance) if copy_share is None else float(copy_share)
-    if not 0.0 <= gamma < 1.0:
-        raise ValueError(f"copy_share must lie in [0, 1), got {gamma}")
+    gamma = _copy_share(instance, copy_share)
     allocs: dict[int, Allocation] = {}
     for a in _allocations(solution_or_allocations):
         if not 0 <= a.buffer < instance.num_buffers:

@@ -208,8 +208,19 @@ def test_counted_trip_count(
 
 
 def test_unknown_target_is_refused() -> None:
-    with pytest.raises(XlaFrontendError, match="unknown target 'tpu-v9'"):
+    with pytest.raises(XlaFrontendError, match="unknown TPU target 'tpu-v9'") as refused:
         tpu.tpu_target("tpu-v9")
+    assert "cpu," not in str(refused.value)  # not offered: it is refused too
+    with pytest.raises(XlaFrontendError, match="unknown TPU target 'cpu'"):
+        tpu.tpu_target("cpu")
+
+
+def test_a_target_that_is_no_name_has_the_default_fast_space() -> None:
+    from mallocgame.frontends.xla_placement import DEFAULT_FAST_SPACES
+
+    assert tpu.fast_spaces_of("tpu-v4") == tpu.TPU_TARGETS["tpu-v4"].fast_spaces
+    for other in (["tpu-v4"], {"a": 1}, None, 4):  # a list or a dict is unhashable
+        assert tpu.fast_spaces_of(other) == DEFAULT_FAST_SPACES
 
 
 def test_missing_libtpu_says_how_to_install_it(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -101,7 +101,8 @@ def tpu_target(name: str) -> TpuTarget:
         return TPU_TARGETS[name]
     except KeyError:
         raise XlaFrontendError(
-            f"unknown target '{name}' (have: cpu, {', '.join(TPU_TARGETS)})"
+            f"unknown TPU target '{name}' (have: {', '.join(TPU_TARGETS)}; for the CPU, "
+            "extract_jax)"
         ) from None
 
 
@@ -109,7 +110,7 @@ def fast_spaces_of(target: object) -> frozenset[int]:
     """The memory spaces XLA's placement uses as the fast memory on ``target`` (a name of
     :data:`TPU_TARGETS`); anything else (a CPU or GPU module, no target recorded): the
     alternate memory space 1 (:data:`~mallocgame.frontends.xla_placement.DEFAULT_FAST_SPACES`)."""
-    if target in TPU_TARGETS and isinstance(target, str):  # a key of TPU_TARGETS is a str
+    if isinstance(target, str) and target in TPU_TARGETS:  # first: a list is unhashable
         return TPU_TARGETS[target].fast_spaces
     return DEFAULT_FAST_SPACES
 
