@@ -63,6 +63,21 @@ def test_measure_times_and_checks_a_placement(case):
     assert not identical and worst == pytest.approx(1.0, rel=1e-6)
 
 
+def test_results_with_nan_where_the_reference_has_it_are_identical() -> None:
+    nan, inf = float("nan"), float("inf")
+    reference = (torch.tensor([nan, 1.0, inf, -0.0]), torch.tensor([3, 4]))
+    assert compare_results(tuple(r.clone() for r in reference), reference) == (True, 0.0)
+    assert compare_results((torch.tensor([nan, 1.0, inf, 0.0]), reference[1]), reference)[0]
+    # a difference beside a NaN still counts; a NaN on one side only is infinitely far
+    off = (torch.tensor([nan, 5.0, inf, 0.0]), reference[1])
+    assert compare_results(off, reference) == (False, 4.0)
+    one_sided = (torch.tensor([1.0, 1.0, inf, 0.0]), reference[1])
+    assert compare_results(one_sided, reference) == (False, inf)
+    other_inf = (torch.tensor([nan, 1.0, -inf, 0.0]), reference[1])
+    assert compare_results(other_inf, reference) == (False, inf)
+    assert compare_results((reference[0], torch.tensor([3, 6])), reference) == (False, 2.0)
+
+
 def test_measure_releases_the_dead_only_where_allocation_is_read(case, monkeypatch):
     """A backend that counts its fast memory is asked to free what dead objects hold
     before the count; the CPU stand-in counts nothing, so no full collection (seconds in a

@@ -205,6 +205,17 @@ def test_apply_runs_an_answer_for_a_jax_function(tmp_path, capsys):
     assert line.endswith("results identical: True")
 
 
+def test_results_of_a_jax_function_compare_nan_with_nan() -> None:
+    import numpy as np
+
+    from mallocgame.runtime.cli import _same_values
+
+    a = np.array([np.nan, 1.0], dtype=np.float32)
+    assert _same_values(a, a.copy()) and not _same_values(a, np.array([np.nan, 2.0], "f4"))
+    assert not _same_values(a, a.astype(np.float64)) and not _same_values(a, a[:1])
+    assert _same_values(np.arange(3), np.arange(3))
+
+
 def test_apply_jax_refuses_an_answer_for_another_program(tmp_path):
     (tmp_path / "half").mkdir()
     path, _ = jax_answer(tmp_path / "half", solver="heuristic", fraction=0.5)

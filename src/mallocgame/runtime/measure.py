@@ -13,6 +13,7 @@ the run held beyond what the plan holds there.
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -44,7 +45,7 @@ class Measurement:
     p10_s: float
     p90_s: float
     peak_hbm_bytes: int
-    identical: bool  # every result equal to the reference, bit for bit
+    identical: bool  # every result equal to the reference, element for element (NaN to NaN)
     max_abs_diff: float
     staged: tuple[str, ...]  # nodes whose host-memory outputs went through HBM
     staged_why: tuple[str, ...] = ()  # per staged op: "op: why", its first refusal
@@ -84,7 +85,9 @@ def flat_tensors(value: Any) -> list[Any]:
 
 
 def compare_results(got: Any, reference: Any) -> tuple[bool, float]:
-    """``(identical, max |got - reference|)`` over the tensors of two result nests."""
+    """``(identical, max |got - reference|)`` over the tensors of two result nests:
+    identical where every element is equal, NaN where the reference has NaN (``-0.0``
+    equals ``0.0``); a NaN on one side only is an infinite difference."""
     a, b = flat_tensors(got), flat_tensors(reference)
     if len(a) != len(b):
         return False, float("inf")
@@ -92,13 +95,20 @@ def compare_results(got: Any, reference: Any) -> tuple[bool, float]:
     for x, y in zip(a, b):
         if tuple(x.shape) != tuple(y.shape) or x.dtype != y.dtype:
             return False, float("inf")
+        if not x.numel():
+            continue
         x, y = x.to("cpu"), y.to("cpu")
-        if x.numel() and not bool((x == y).all()):
-            identical = False
-        if x.numel() and (x.is_floating_point() or x.is_complex()):
-            worst = max(worst, float((x.double() - y.double()).abs().max()))
-        elif x.numel():
-            worst = max(worst, float((x.long() - y.long()).abs().max()))
+        if x.is_floating_point() or x.is_complex():
+            x, y = (x.double(), y.double()) if x.is_floating_point() else (x, y)
+            both_nan = x.isnan() & y.isnan()
+            same = (x == y) | both_nan
+            diff = (x - y).abs().where(~same, 0.0)  # inf - inf, a NaN: not a number of
+            diff = diff.nan_to_num(nan=math.inf, posinf=math.inf)  # the two's difference
+        else:
+            same = x == y
+            diff = (x.long() - y.long()).abs()
+        identical = identical and bool(same.all())
+        worst = max(worst, float(diff.max()))
     return identical, worst
 
 
