@@ -1,5 +1,6 @@
-"""What the captured graph tells the runtime beyond the program: a matmul's operand layout,
-and the eager reference a placed run is compared with."""
+"""The captured graph bound and run beyond the frontend's program: a matmul's operand
+layout, the eager reference a placed run is compared with, a tensor passed as a keyword
+argument, and a tuple argument's tensors."""
 
 from __future__ import annotations
 
@@ -65,3 +66,59 @@ def test_the_eager_reference_leaves_what_the_module_mutates_as_it_was(factory) -
     assert compare_results(placed.run(), eager.values) == (True, 0.0)  # no drift: functional
     with torch.no_grad():  # what the module computes from the untouched state, once
         assert torch.equal(module(x.clone()), eager.outputs[0])
+
+
+def test_an_op_that_takes_a_tensor_as_a_keyword_binds_and_runs() -> None:
+    """Attention's backward takes its mask as ``attn_mask=``: an operand, as the frontend
+    counts it."""
+    from mallocgame.costmodel import derive_instance
+    from mallocgame.runtime.measure import compare_results
+    from mallocgame.runtime.memory import CpuMemory
+    from mallocgame.runtime.plan import PlacementPlan, placement_plan
+    from mallocgame.runtime.torch_graph import bind
+    from mallocgame.runtime.torch_run import PlacedRunner
+    from mallocgame.solvers import SolveRequest, get_solver
+
+    class Attention(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.lin = torch.nn.Linear(4, 4)
+
+        def forward(self, x, mask):
+            q = self.lin(x)
+            return torch.nn.functional.scaled_dot_product_attention(q, q, q, attn_mask=mask)
+
+    torch.manual_seed(0)
+    inputs = (torch.randn(1, 2, 8, 4), torch.randn(1, 1, 8, 8))
+    captured = capture_torch(Attention(), inputs, training_step=TrainingStep("sum"))
+    keyword = [n for n in captured.exported.graph.nodes if "attn_mask" in n.kwargs]
+    assert any(isinstance(n.kwargs["attn_mask"], torch.fx.Node) for n in keyword)
+    instance = derive_instance(captured.program, "gpu_hbm_host", capacity_fraction=0.25)
+    graph = bind(captured, instance)
+    answer = get_solver("heuristic").solve(instance, SolveRequest())
+    everything_fast = PlacedRunner(graph, PlacementPlan.all_fast(instance), CpuMemory()).run()
+    placed = PlacedRunner(graph, placement_plan(instance, answer), CpuMemory()).run()
+    assert compare_results(placed, everything_fast)[0]
+
+
+def test_a_tuple_argument_is_several_inputs() -> None:
+    """``forward(xs, y)`` with ``xs = (a, b)``: export numbers the leaves a, b, y."""
+    from mallocgame.costmodel import derive_instance
+    from mallocgame.runtime.measure import compare_results
+    from mallocgame.runtime.memory import CpuMemory
+    from mallocgame.runtime.plan import PlacementPlan
+    from mallocgame.runtime.torch_graph import bind, eager_results
+    from mallocgame.runtime.torch_run import PlacedRunner
+
+    class Pair(torch.nn.Module):
+        def forward(self, xs, y):
+            a, b = xs
+            return a @ b + y
+
+    inputs = ((torch.randn(4, 8), torch.randn(8, 4)), torch.randn(4, 4))
+    captured = capture_torch(Pair(), inputs, name="pair")
+    assert [tuple(t.shape) for t in captured.input_leaves] == [(4, 8), (8, 4), (4, 4)]
+    instance = derive_instance(captured.program, "gpu_hbm_host")
+    graph = bind(captured, instance)
+    placed = PlacedRunner(graph, PlacementPlan.all_fast(instance), CpuMemory()).run()
+    assert compare_results(placed, eager_results(graph).values) == (True, 0.0)

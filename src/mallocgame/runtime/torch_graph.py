@@ -27,6 +27,7 @@ from __future__ import annotations
 import operator
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any
 
 from mallocgame.frontends.torch import TrainingStep
@@ -74,6 +75,14 @@ class CapturedProgram:
     exported: Any
     program: Program
     inputs: tuple[Any, ...]
+
+    @cached_property
+    def input_leaves(self) -> tuple[Any, ...]:
+        """The user inputs as ``torch.export`` numbers them: the leaves of ``inputs`` (a
+        tuple or dict argument is several)."""
+        from torch.utils import _pytree
+
+        return tuple(_pytree.tree_leaves(self.inputs))
 
 
 @dataclass(frozen=True)
@@ -150,7 +159,7 @@ class BoundGraph:
         """The real value of program input tensor ``x``."""
         kind, key = self.inputs[x]
         if kind == "user":
-            return self.captured.inputs[key]
+            return self.captured.input_leaves[key]
         if kind == "moment":
             return self.input_value(key).detach().clone().zero_()
         ep = self.captured.exported
@@ -406,10 +415,14 @@ class _Binder:
                 f"instruction {t} is {ins.name!r} in the instance, {node.name!r} here"
             )
         operands: list[int] = []
-        args = self.fx.node.map_arg((node.args, node.kwargs), lambda a: self.values.get(a.name))
-        for r in _flat(args):
-            if r.tensor not in operands:
-                operands.append(r.tensor)
+
+        def read(arg: Any) -> Any:  # every node an argument names, keyword arguments too
+            for r in _flat(self.values.get(arg.name)):
+                if r.tensor not in operands:
+                    operands.append(r.tensor)
+            return arg
+
+        self.fx.node.map_arg((node.args, node.kwargs), read)
         bufs = [instance.buffers[b] for b in ins.buffers]
         want_operands = [b.tensor_id for b in bufs if not b.is_output]
         want_outputs = [b.tensor_id for b in bufs if b.is_output]
@@ -507,18 +520,18 @@ def eager_results(graph: BoundGraph) -> EagerResults:
         buffers[target] = module.get_buffer(target).clone()
         setattr(module.get_submodule(owner), name, buffers[target])  # a registered buffer
     user_inputs = list(signature.user_inputs)
-    inputs = list(captured.inputs)
+    leaves, structure = _pytree.tree_flatten(captured.inputs)  # as export numbers them
     for name in signature.user_inputs_to_mutate.values():
-        inputs[user_inputs.index(name)] = inputs[user_inputs.index(name)].clone()
+        leaves[user_inputs.index(name)] = leaves[user_inputs.index(name)].clone()
     with torch.no_grad():
-        outputs = _pytree.tree_leaves(module(*inputs))
+        outputs = _pytree.tree_leaves(module(*_pytree.tree_unflatten(leaves, structure)))
     returned = iter(outputs)
     values: list[Any] = []
     for spec in signature.output_specs:
         if spec.kind == OutputKind.BUFFER_MUTATION:
             values.append(buffers[spec.target])
         elif spec.kind == OutputKind.USER_INPUT_MUTATION:
-            values.append(inputs[user_inputs.index(spec.target)])
+            values.append(leaves[user_inputs.index(spec.target)])
         elif spec.kind == OutputKind.USER_OUTPUT:
             values.append(next(returned))
         else:
