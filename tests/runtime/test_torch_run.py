@@ -292,3 +292,23 @@ def test_only_results_without_a_host_copy_stay_in_hbm(case):
     default = PlacedRunner(case.graph, PlacementPlan.all_fast(case.instance), CpuMemory())
     assert all(default.keeps_in_hbm(x) for x in default.result_tensors)
     assert not any(default.keeps_in_hbm(x) for x in case.graph.inputs)
+
+
+def test_an_op_that_reads_a_computed_empty_tensor_runs() -> None:
+    """A tensor of no elements holds no program tensor: the op that reads it is given an
+    empty tensor of its shape, under every plan."""
+    from mallocgame.runtime.measure import compare_results
+    from mallocgame.runtime.torch_graph import eager_results
+
+    class EmptyPart(torch.nn.Module):
+        def forward(self, x):
+            empty = torch.zeros(0, 8) + x[:0] * 2
+            return (torch.cat([x * 3, empty]),)
+
+    captured = capture_torch(EmptyPart(), (torch.randn(4, 8),), name="empty-part")
+    instance = derive_instance(captured.program, "gpu_hbm_host", capacity_fraction=0.25)
+    graph = bind(captured, instance)
+    reference = eager_results(graph).values
+    heuristic = placement_plan(instance, answer(instance, "heuristic", None))
+    for plan in (PlacementPlan.all_fast(instance), heuristic):
+        assert compare_results(PlacedRunner(graph, plan, CpuMemory()).run(), reference)[0]

@@ -364,6 +364,15 @@ class PlacedRunner:
             )
         return None
 
+    def _empty(self, made: Any) -> Any:
+        """A value the graph binds to None: an empty tensor shaped as ``made`` (the node's
+        ``meta["val"]``: a tensor with no elements holds no program tensor) on the memory's
+        device, or None where ``made`` is no tensor."""
+        if not (hasattr(made, "shape") and hasattr(made, "dtype")):
+            return None
+        torch = self.memory_torch()
+        return torch.empty(tuple(made.shape), dtype=made.dtype, device=self.memory.device)
+
     def _execute(self, op: BoundOp, step: Any, t: int, fetch: Any, written: set[int]) -> list[Any]:
         """Run instruction ``t``; returns its non-empty results in the order of ``step.writes``."""
         torch = self.memory_torch()
@@ -373,14 +382,17 @@ class PlacedRunner:
 
         def resolve(a: Any) -> Any:
             v = self.graph.values.get(a.name)
+            made = a.meta.get("val")
             if isinstance(v, Ref):
                 return self._apply_chain(fetch(v.tensor, t), v, resolve)
             if isinstance(v, tuple):
                 return tuple(
-                    None if r is None else self._apply_chain(fetch(r.tensor, t), r, resolve)
-                    for r in v
+                    self._empty(made[i])
+                    if r is None
+                    else self._apply_chain(fetch(r.tensor, t), r, resolve)
+                    for i, r in enumerate(v)
                 )
-            return None
+            return self._empty(made)
 
         args, kwargs = torch.fx.node.map_arg((tuple(node.args), dict(node.kwargs)), resolve)
         host_writes = {w.tensor for w in step.writes if w.segment is None}
