@@ -312,3 +312,28 @@ def test_an_op_that_reads_a_computed_empty_tensor_runs() -> None:
     heuristic = placement_plan(instance, answer(instance, "heuristic", None))
     for plan in (PlacementPlan.all_fast(instance), heuristic):
         assert compare_results(PlacedRunner(graph, plan, CpuMemory()).run(), reference)[0]
+
+
+def test_an_expanded_input_and_buffer_are_copied_dense() -> None:
+    """Stride-0 layouts (``expand``) cannot be written through: their copies are dense, as
+    the program sizes them (every element)."""
+    from mallocgame.runtime.measure import compare_results
+    from mallocgame.runtime.torch_graph import eager_results
+
+    class Positions(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.register_buffer("pos", torch.arange(8.0).expand(4, -1))
+
+        def forward(self, x):
+            return (x * 2 + self.pos,)
+
+    x = torch.randn(1, 8).expand(4, 8)
+    captured = capture_torch(Positions(), (x,), name="positions")
+    instance = derive_instance(captured.program, "gpu_hbm_host", capacity_fraction=0.25)
+    graph = bind(captured, instance)
+    assert {graph.specs[i].stride for i in graph.inputs} == {(8, 1)}
+    reference = eager_results(graph).values
+    heuristic = placement_plan(instance, answer(instance, "heuristic", None))
+    for plan in (PlacementPlan.all_fast(instance), heuristic):
+        assert compare_results(PlacedRunner(graph, plan, CpuMemory()).run(), reference)[0]

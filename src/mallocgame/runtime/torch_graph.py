@@ -210,9 +210,33 @@ def capture_torch(
 
 
 def _spec(value: Any) -> TensorSpec:
+    """``value``'s layout, with dense strides where its elements overlap (an expanded input,
+    stride 0): a copy of it holds every element, as the program sizes it, since no copy can
+    be written through overlapping strides."""
+    shape = tuple(int(d) for d in value.shape)
+    stride = tuple(int(s) for s in value.stride())
     return TensorSpec(
-        tuple(int(d) for d in value.shape), tuple(int(s) for s in value.stride()), value.dtype
+        shape, _dense_strides(shape) if _overlaps(shape, stride) else stride, value.dtype
     )
+
+
+def _overlaps(shape: tuple[int, ...], stride: tuple[int, ...]) -> bool:
+    """Whether two elements of the layout share an address (dimensions of size 1 aside)."""
+    span = 1  # elements the smaller-strided dimensions reach
+    for step, size in sorted((st, sz) for sz, st in zip(shape, stride) if sz > 1):
+        if step < span:
+            return True
+        span = step * size
+    return False
+
+
+def _dense_strides(shape: tuple[int, ...]) -> tuple[int, ...]:
+    """The row-major (contiguous) strides of ``shape``, in elements."""
+    strides, step = [], 1
+    for size in reversed(shape):
+        strides.append(step)
+        step *= max(size, 1)
+    return tuple(reversed(strides))
 
 
 def _flat(value: Any) -> list[Ref]:
