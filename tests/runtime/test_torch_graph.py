@@ -122,3 +122,10 @@ def test_a_tuple_argument_is_several_inputs() -> None:
     graph = bind(captured, instance)
     placed = PlacedRunner(graph, PlacementPlan.all_fast(instance), CpuMemory()).run()
     assert compare_results(placed, eager_results(graph).values) == (True, 0.0)
+
+
+def test_a_capture_holds_back_torchs_own_warnings(recwarn) -> None:
+    """As ``extract`` does: torch warns of a deprecation inside export on every capture,
+    which a user of ``apply`` can do nothing about."""
+    capture_torch(TwoLinear(), (torch.randn(2, 8),), name="two")
+    assert [str(w.message) for w in recwarn] == []

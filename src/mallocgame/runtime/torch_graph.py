@@ -184,6 +184,7 @@ def capture_torch(
     from mallocgame.frontends.torch import (
         TorchFrontendError,
         _export,
+        _quiet_capture,
         _source_of,
         _torch,
         extract_exported,
@@ -200,7 +201,8 @@ def capture_torch(
             f"{label}: a module or input on the meta device cannot be run: build it on a real "
             f"device"
         )
-    captured = _export(torch, module, tuple(inputs), {}, training_step, label)
+    with _quiet_capture():  # torch's own warnings (a deprecation inside export), as extract's
+        captured = _export(torch, module, tuple(inputs), {}, training_step, label)
     source = _source_of(module, training_step, captured)
     optimizer = training_step.optimizer if training_step is not None else "none"
     program = extract_exported(
