@@ -97,6 +97,28 @@ def test_layouts_side_by_side(tmp_path: Path) -> None:
     assert len(two.read_bytes()) > len(one.read_bytes())  # two panels
 
 
+@pytest.mark.parametrize("order", [(0, 1), (1, 0)])
+def test_stacked_panels_show_the_highest_allocation_of_any(order) -> None:
+    """The panels share their address axis: its limit is the highest of all, whichever panel
+    holds it (an answer drawn unchecked can lie above the capacity)."""
+    from dataclasses import replace
+
+    from mallocgame.viz import _address_unit, _figure
+
+    inst, solution = trajectory_solution("tiny_chain")
+    capacity = inst.hardware.fast_memory_bytes
+    high = replace(
+        solution,
+        allocations=tuple(replace(a, offset=a.offset + 2 * capacity) for a in solution.allocations),
+    )
+    solutions = [(solution, high)[i] for i in order]
+    figure = _figure(inst, solutions, [None, None])
+    limits = {ax.get_ylim()[1] for ax in figure.axes}
+    highest = max(a.offset + inst.buffers[a.buffer].size for a in high.allocations)
+    unit, _ = _address_unit(capacity)
+    assert len(limits) == 1 and limits.pop() >= highest / unit
+
+
 @pytest.mark.parametrize(
     "solutions, titles, message",
     [

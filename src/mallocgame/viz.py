@@ -148,20 +148,21 @@ def _legend(ax: Axes, solution: Solution) -> None:
     )
 
 
-def _panel(ax: Axes, instance: Instance, solution: Solution, title: str | None) -> None:
-    """Draw ``solution``'s layout, the capacity line, the axes' labels and the legend on ``ax``."""
+def _panel(ax: Axes, instance: Instance, solution: Solution, title: str | None) -> float:
+    """Draw ``solution``'s layout, the capacity line, the axes' labels and the legend on
+    ``ax``; returns the highest address drawn (in the axis' unit), the capacity at least."""
     capacity = instance.hardware.fast_memory_bytes
     unit, unit_name = _address_unit(capacity)
     top = max(_draw_rectangles(ax, instance, solution, unit), capacity / unit)
     ax.axhline(capacity / unit, color=CAPACITY_COLOR, linestyle="--", linewidth=1.2)
     ax.set_xlim(0, instance.num_instructions)
     ax.xaxis.set_major_locator(MaxNLocator(integer=True))
-    ax.set_ylim(0, top * 1.04 if top > 0 else 1.0)
     ax.set_xlabel("logical time (instruction index)")
     ax.set_ylabel(f"fast memory address ({unit_name})")
     default_title = f"{instance.name}: {solution.solver or 'solution'}"
     ax.set_title(default_title if title is None else title)
     _legend(ax, solution)
+    return top
 
 
 def _figure(
@@ -171,8 +172,15 @@ def _figure(
     fig = Figure(figsize=(FIGSIZE[0], FIGSIZE[1] * len(solutions)), layout="constrained")
     FigureCanvasAgg(fig)
     axes = fig.subplots(len(solutions), 1, sharex=True, sharey=True, squeeze=False)[:, 0]
-    for ax, solution, title in zip(axes, solutions, titles):
-        _panel(ax, instance, solution, title)
+    top = max(
+        (
+            _panel(ax, instance, solution, title)
+            for ax, solution, title in zip(axes, solutions, titles)
+        ),
+        default=0.0,
+    )
+    for ax in axes:  # one limit for the shared axis: the highest of every panel
+        ax.set_ylim(0, top * 1.04 if top > 0 else 1.0)
     return fig
 
 

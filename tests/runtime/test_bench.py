@@ -40,11 +40,16 @@ def test_spearman():
         0.9486832980505138
     )  # scipy's, with ties
     assert math.isnan(spearman([1.0], [2.0])) and math.isnan(spearman([1, 1], [1, 2]))
+    assert math.isnan(spearman([1, float("nan"), 3, 2], [1, 2, 3, 4]))  # NaN has no rank
+    with pytest.raises(ValueError, match="3 values against 2"):
+        spearman([1, 2, 3], [1, 2])
 
 
 def test_mean_relative_error():
     assert mean_relative_error([1.0, 3.0], [2.0, 2.0]) == pytest.approx(0.5)
     assert math.isnan(mean_relative_error([], []))
+    with pytest.raises(ValueError, match="3 values against 2"):
+        mean_relative_error([1, 2, 3], [1, 2])
 
 
 def test_measure_times_and_checks_a_placement(case):
@@ -126,6 +131,11 @@ def test_hbm_over_plan_is_each_steps_peak_beyond_the_plans_bytes(case):
     assert hbm_over_plan(case.graph, plan, memory) == [7 * t for t in range(len(planned))]
     assert memory.resets == len(planned) and memory.peaks == []
     assert hbm_over_plan(case.graph, plan, CpuMemory()) == []  # cannot count: nothing said
+
+
+def test_calibration_needs_a_timed_run():
+    with pytest.raises(ValueError, match="repeats must be at least 1"):
+        calibrate(CpuMemory(), size_bytes=2**14, matmul_n=32, repeats=0)
 
 
 def test_calibration_on_the_cpu_gives_a_preset():

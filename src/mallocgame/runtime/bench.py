@@ -403,9 +403,11 @@ def _ranks(values: Sequence[float]) -> list[float]:
 
 
 def spearman(a: Sequence[float], b: Sequence[float]) -> float:
-    """Spearman's rank correlation (ties get their mean rank); NaN below 2 pairs or for a
-    constant side."""
-    if len(a) != len(b) or len(a) < 2:
+    """Spearman's rank correlation (ties get their mean rank); NaN below 2 pairs, for a
+    constant side or where a value is not finite (NaN has no rank)."""
+    if len(a) != len(b):
+        raise ValueError(f"spearman: {len(a)} values against {len(b)}")
+    if len(a) < 2 or not all(math.isfinite(v) for v in (*a, *b)):
         return float("nan")
     ra, rb = _ranks(a), _ranks(b)
     ma, mb = sum(ra) / len(ra), sum(rb) / len(rb)
@@ -416,7 +418,10 @@ def spearman(a: Sequence[float], b: Sequence[float]) -> float:
 
 
 def mean_relative_error(predicted: Sequence[float], measured: Sequence[float]) -> float:
-    """``mean(|predicted - measured| / measured)``; NaN for no pairs."""
+    """``mean(|predicted - measured| / measured)`` over the pairs measured above 0 (a time
+    of 0 has no relative error); NaN for none."""
+    if len(predicted) != len(measured):
+        raise ValueError(f"mean_relative_error: {len(predicted)} values against {len(measured)}")
     pairs = [(p, m) for p, m in zip(predicted, measured) if m > 0]
     return sum(abs(p - m) / m for p, m in pairs) / len(pairs) if pairs else float("nan")
 

@@ -59,9 +59,12 @@ def calibrate(
     repeats: int = 5,
     log: Callable[[str], None] = lambda s: None,
 ) -> list[Figure]:
-    """The figures of the module docstring, measured on ``memory``'s device."""
+    """The figures of the module docstring, measured on ``memory``'s device (the best of
+    ``repeats`` timed runs each, at least 1)."""
     from mallocgame.frontends.torch import _torch
 
+    if repeats < 1:  # no timed run: a best time of inf, a bandwidth of 0 that looks measured
+        raise ValueError(f"repeats must be at least 1, got {repeats}")
     torch = _torch()
     dev = memory.device
     n = size_bytes // 4
