@@ -75,3 +75,36 @@ def test_bad_inputs_are_typed_errors(tmp_path):
     with pytest.raises(MallocGameError, match="no measured row"):
         plot_real_results(tmp_path / "failed.csv", tmp_path / "real.png")
     assert not (tmp_path / "real.png").exists()
+
+
+def test_a_program_whose_framework_default_ran_out_of_memory_is_drawn_against_eager():
+    """Under an HBM cap ``hbm-resident`` runs out of memory: its program's answers are drawn
+    relative to ``eager``, and a program with neither is named as left out."""
+    from mallocgame.runtime.bench_plot import _relative_points
+
+    rows = [
+        {
+            "program": "p",
+            "placement": "eager",
+            "measured_median_s": "0.01",
+            "peak_hbm_bytes": "100",
+        },
+        {
+            "program": "p",
+            "placement": "heuristic",
+            "measured_median_s": "0.02",
+            "peak_hbm_bytes": "25",
+        },
+        {
+            "program": "q",
+            "placement": "heuristic",
+            "measured_median_s": "0.02",
+            "peak_hbm_bytes": "25",
+        },
+    ]
+    points, against_eager, left_out = _relative_points(rows, ["p", "q"])
+    assert [(r["placement"], x, y) for r, x, y in points] == [
+        ("eager", 1.0, 1.0),
+        ("heuristic", 0.25, 2.0),
+    ]
+    assert against_eager == ["p"] and left_out == ["q"]

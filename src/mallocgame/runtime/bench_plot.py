@@ -3,9 +3,10 @@
 :func:`plot_real_results` draws two panels: left, each answer's simulated step time
 against its measured one (log-log, one colour per program, the diagonal where the
 simulator is right); right, each program's placements as measured step time against
-peak HBM, relative to the program's framework default (``hbm-resident``), with PyTorch's
-own baselines (``eager``, ``eager-save-on-cpu``) marked apart: what each way of running
-the program costs in time for the HBM it saves. An answer run with staged matmul reads
+peak HBM, relative to the program's framework default (``hbm-resident``; ``eager``
+where that did not run, out of memory under an HBM cap, said in the panel's title), with
+PyTorch's own baselines (``eager``, ``eager-save-on-cpu``) marked apart: what each way of
+running the program costs in time for the HBM it saves. An answer run with staged matmul reads
 (a ``+staged-dots`` row) is a hollow marker in both panels. Rows with an error or no
 measurement are left out. Reads no GPU and runs no model.
 """
@@ -28,6 +29,41 @@ def _rows(results_csv: Path) -> list[dict[str, str]]:
 
     rows = read_results_csv(results_csv)
     return [r for r in rows if not r.get("error") and r.get("measured_median_s")]
+
+
+def _relative_points(
+    rows: list[dict[str, str]], programs: list[str]
+) -> tuple[list[tuple[dict[str, str], float, float]], list[str], list[str]]:
+    """The right panel's points: each measured row with its peak HBM and step time over its
+    program's reference row's (``hbm-resident``, else ``eager``); the programs measured
+    against ``eager``; the programs with neither (left out)."""
+    points: list[tuple[dict[str, str], float, float]] = []
+    against_eager: list[str] = []
+    left_out: list[str] = []
+    for program in programs:
+        mine = [r for r in rows if r["program"] == program]
+        base = None
+        for label in ("hbm-resident", "eager"):
+            base = next(
+                (
+                    r
+                    for r in mine
+                    if r["placement"] == label and float(r.get("peak_hbm_bytes") or 0)
+                ),
+                None,
+            )
+            if base is not None:
+                if label == "eager":
+                    against_eager.append(program)
+                break
+        if base is None:
+            left_out.append(program)
+            continue
+        t0, m0 = float(base["measured_median_s"]), float(base["peak_hbm_bytes"])
+        for r in mine:
+            x = float(r.get("peak_hbm_bytes") or 0) / m0
+            points.append((r, x, float(r["measured_median_s"]) / t0))
+    return points, against_eager, left_out
 
 
 def _fill(row: dict[str, str], colour: object) -> dict[str, object]:
@@ -71,33 +107,28 @@ def plot_real_results(results_csv: Path, path: Path, *, model: str = "sim_latenc
     left.set_ylabel("simulated step time (ms)")
     left.set_title("the game's answers: simulated against measured", fontsize=10)
 
-    for program in programs:
-        mine = [r for r in rows if r["program"] == program]
-        base = next((r for r in mine if r["placement"] == "hbm-resident"), None)
-        if base is None or not float(base.get("peak_hbm_bytes") or 0):
-            continue
-        t0, m0 = float(base["measured_median_s"]), float(base["peak_hbm_bytes"])
-        for r in mine:
-            x = float(r.get("peak_hbm_bytes") or 0) / m0
-            y = float(r["measured_median_s"]) / t0
-            marker = _FRAMEWORK_MARKERS.get(r["placement"], "o")
-            right.scatter(x, y, marker=marker, s=36, **_fill(r, colours[program]))
-            if r["placement"] not in ("hbm-resident",) and (
-                r["placement"] in _FRAMEWORK_MARKERS or r["placement"].startswith("given:")
-            ):
-                right.annotate(
-                    r["placement"].replace("given:", ""),
-                    (x, y),
-                    fontsize=7,
-                    xytext=(3, 3),
-                    textcoords="offset points",
-                )
+    points, against_eager, left_out = _relative_points(rows, programs)
+    for r, x, y in points:
+        marker = _FRAMEWORK_MARKERS.get(r["placement"], "o")
+        right.scatter(x, y, marker=marker, s=36, **_fill(r, colours[r["program"]]))
+        if r["placement"] not in ("hbm-resident",) and (
+            r["placement"] in _FRAMEWORK_MARKERS or r["placement"].startswith("given:")
+        ):
+            right.annotate(
+                r["placement"].replace("given:", ""),
+                (x, y),
+                fontsize=7,
+                xytext=(3, 3),
+                textcoords="offset points",
+            )
     right.set_yscale("log")
     right.set_xlabel("peak HBM / framework default's")
     right.set_ylabel("measured step time / framework default's")
+    notes = [f"relative to eager: {', '.join(against_eager)}"] if against_eager else []
+    notes += [f"no reference row, left out: {', '.join(left_out)}"] if left_out else []
     right.set_title(
         "time paid for HBM saved\n(square: eager, diamond: save_on_cpu, hollow: staged matmul "
-        "reads)",
+        "reads)" + "".join(f"\n{n}" for n in notes),
         fontsize=9,
     )
     handles = [Line2D([], [], color=colours[p], marker="o", ls="", label=p) for p in programs]
