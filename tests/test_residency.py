@@ -144,3 +144,24 @@ def test_cli_show_against_itself_reports_no_refetch(tmp_path, capsys) -> None:
     assert main(argv) == 0
     out = capsys.readouterr().out
     assert out.count("re-fetched by heuristic where heuristic keeps them resident: none") == 2
+
+
+def test_a_fetch_extended_by_later_reads_is_a_refetch_for_the_read_it_serves() -> None:
+    """B fetches tensor 0 again for its read at 3 and keeps it for the reads at 4 and 5
+    (NoCopy extends the fetch's allocation); A holds it over 0-3 only: B re-fetches it for
+    step 3, where A keeps it."""
+    inst = build(
+        tensors=[X(100), X(50)],
+        instructions=[I(writes=[1])] + [I(reads=[0]) for _ in range(5)],
+        capacity=4096,
+        alignment=1,
+    )
+    a = _solution(inst, [DROP, COPY, NOCOPY, NOCOPY, DROP, DROP], "a")
+    b = _solution(inst, [DROP, COPY, DROP, COPY, NOCOPY, NOCOPY], "b")
+    (_, extended) = residency(inst, b)[0]
+    assert extended.fetched and extended.fetched_for == 3 and extended.last == 5
+    c = compare_residency(inst, a, b)
+    assert [(r.evicted_after, r.needed_at) for r in c.refetched_by_b] == [(1, 3)]
+    keeps_on = _solution(inst, [DROP, COPY, NOCOPY, NOCOPY, NOCOPY, NOCOPY], "keeps on")
+    again = compare_residency(inst, keeps_on, b)  # the window ends at 3, not at 5
+    assert [(r.evicted_after, r.needed_at) for r in again.refetched_by_b] == [(1, 3)]

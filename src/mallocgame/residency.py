@@ -38,11 +38,14 @@ __all__ = [
 
 @dataclass(frozen=True)
 class TensorRun:
-    """Consecutive steps ``[first, last]`` at which a tensor is in fast memory."""
+    """Consecutive steps ``[first, last]`` at which a tensor is in fast memory; a run that
+    begins with a fetch also names the read the fetch serves (the end of the Copy's memory
+    interval: NoCopy reads after it may extend the run)."""
 
     first: int
     last: int
     fetched: bool  # the run begins with an operand Copy (a copy in from slow memory)
+    fetched_for: int | None = None  # the step of the read that Copy serves
 
 
 @dataclass(frozen=True)
@@ -97,9 +100,11 @@ def residency(instance: Instance, solution: Solution) -> dict[int, tuple[TensorR
         for start, end, fetch in sorted(intervals, key=lambda i: (i[0], not i[2], i[1])):
             if found and not fetch and start <= found[-1].last + 1:
                 last = found[-1]
-                found[-1] = TensorRun(last.first, max(last.last, end), last.fetched)
+                found[-1] = TensorRun(
+                    last.first, max(last.last, end), last.fetched, last.fetched_for
+                )
             else:
-                found.append(TensorRun(start, end, fetch))
+                found.append(TensorRun(start, end, fetch, end if fetch else None))
         runs[tensor] = tuple(found)
     return runs
 
@@ -119,12 +124,17 @@ def _covers(runs: tuple[TensorRun, ...], first: int, last: int) -> bool:
 def _keeps(runs: tuple[TensorRun, ...], before: TensorRun, after: TensorRun) -> bool:
     """Whether ``runs`` keep a tensor in fast memory where another solution ends its run
     ``before`` and fetches it again in ``after``: they cover every step from
-    ``before.last`` to ``after.last``, and none of their fetches begins at a step from
-    ``min(before.last, after.first)`` to ``after.last`` (such a fetch pays a copy too)."""
-    opens = min(before.last, after.first)
-    if any(run.fetched and opens <= run.first <= after.last for run in runs):
+    ``before.last`` to the read the fetch serves, and none of their fetches begins at a
+    step from ``min(before.last, after.first)`` to that read (such a fetch pays a copy too)."""
+    opens, read = min(before.last, after.first), _fetched_for(after)
+    if any(run.fetched and opens <= run.first <= read for run in runs):
         return False
-    return _covers(runs, before.last, after.last)
+    return _covers(runs, before.last, read)
+
+
+def _fetched_for(run: TensorRun) -> int:
+    """The step of the read ``run``'s fetch serves (its last step for a run built by hand)."""
+    return run.last if run.fetched_for is None else run.fetched_for
 
 
 def _refetches(
@@ -137,7 +147,7 @@ def _refetches(
         for before, after in zip(runs, runs[1:]):
             if after.fetched and _keeps(keeping.get(tensor, ()), before, after):
                 t = instance.tensors[tensor]
-                found.append(Refetch(tensor, t.name, t.size, before.last, after.last))
+                found.append(Refetch(tensor, t.name, t.size, before.last, _fetched_for(after)))
     return tuple(sorted(found, key=lambda r: (-r.size, r.tensor, r.evicted_after)))
 
 
