@@ -571,6 +571,19 @@ def test_bench_suite_prints_the_hardness_table(capsys) -> None:
     [
         (["extract", "--suite", "xla-v9"], "unknown suite 'xla-v9'"),
         (["extract", "--suite", "--model", "gru_infer"], "needs the suite named"),
+        # --suite re-extracts the frozen suites in place: a flag it would drop is refused
+        (["extract", "--suite", "xla-v1", "--model"], "needs the names of the programs"),
+        (["extract", "--suite", "xla-v1", "--preset", "gpu_hbm_host"], "drop --preset"),
+        (["extract", "--dump", "{empty}", "--out", "x.json", "--suite", "xla-v1"], "drop --dump"),
+        (["extract", "--suite", "xla-v1", "--out-dir", "d"], "--out-dir goes with --suite and a"),
+        (
+            ["extract", "--model", "xla-v1/gru_infer", "xla-v1/lstm_infer", "--out", "x.json"],
+            "--model takes one NAME",
+        ),
+        (
+            ["extract", "--program", "xla-v1/../xla-v2/gru_infer_b512", "--out", "x.json"],
+            "not a program of the bundled suites",
+        ),
         (["extract", "--model", "xla-v2/nope", "--out", "x.json"], "unknown model 'xla-v2/nope'"),
         (["bench", "suite", "--suite", "xla-v9"], "unknown suite 'xla-v9'"),
         (["bench", "suite", "--random-games", "0"], "--random-games"),

@@ -612,6 +612,8 @@ def _cmd_extract(args: argparse.Namespace) -> int:
 
     if args.suite is not None:
         return _extract_suites(args)
+    if args.model is not None and len(args.model) != 1:
+        raise UsageError("--model takes one NAME (several: with --suite SUITE)")
     sources = [args.dump, args.jax, args.torch, args.program, args.model and args.model[0]]
     if sum(1 for s in sources if s) != 1:
         raise UsageError(
@@ -723,6 +725,33 @@ def _cmd_extract(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _extract_flags(args: argparse.Namespace) -> dict[str, bool]:
+    """``extract``'s flags that name one program's source or output, each with whether it
+    is given (``--suite`` takes none of them)."""
+    return {
+        "--dump": args.dump is not None,
+        "--module": args.module is not None,
+        "--jax": args.jax is not None,
+        "--torch": args.torch is not None,
+        "--program": args.program is not None,
+        "--train": args.train,
+        "--loss": args.loss is not None,
+        "--labels": args.labels is not None,
+        "--optimizer": args.optimizer is not None,
+        "--granularity": args.granularity != "tensor",
+        "--arg": bool(args.arg),
+        "--donate": bool(args.donate),
+        "--preset": args.preset is not None,
+        "--capacity-fraction": args.capacity_fraction is not None,
+        "--physical": args.physical,
+        "--name": args.name is not None,
+        "--out": args.out is not None,
+        "--program-out": args.program_out is not None,
+        "--xla-solution": args.xla_solution is not None,
+        "--xla-fast-spaces": args.xla_fast_spaces is not None,
+    }
+
+
 def _extract_suites(args: argparse.Namespace) -> int:
     """``extract --suite [SUITE] [--model NAME ...]``: the bundled suites (or one, or some of
     its programs) extracted again in place; with ``--target``, :func:`_extract_suite_for_target`."""
@@ -733,6 +762,15 @@ def _extract_suites(args: argparse.Namespace) -> int:
     if args.model and not args.suite:
         raise UsageError(
             "--model with --suite needs the suite named: --suite SUITE --model NAME ..."
+        )
+    if args.model is not None and not args.model:
+        raise UsageError("--model with --suite needs the names of the programs to extract")
+    ignored = [flag for flag, given in _extract_flags(args).items() if given]
+    if ignored:  # each suite has its own preset and rule: these would be dropped
+        raise UsageError(f"--suite re-extracts the bundled programs as frozen: drop {ignored[0]}")
+    if args.out_dir is not None and args.target == "cpu":
+        raise UsageError(
+            "--out-dir goes with --suite and a TPU --target (CPU suites extract in place)"
         )
     if args.target != "cpu":
         return _extract_suite_for_target(args)

@@ -128,6 +128,9 @@ def test_deterministic_in_seed() -> None:
     a, b, c = generate(300, 11), generate(300, 11), generate(300, 12)
     assert a == b and a.sha256 == b.sha256
     assert a.sha256 != c.sha256
+    for seed in (None, -1, 1.5, True, "3"):  # None: a new program on every call, one name
+        with pytest.raises(ValueError, match="seed must be an integer >= 0"):
+            generate(50, seed)
 
 
 def test_loop_argument_changes_only_the_loop() -> None:

@@ -205,9 +205,14 @@ def suite_of(name: str) -> Suite | None:
 
 
 def program_path(name: str) -> Path:
-    """The frozen program file of ``SUITE/NAME`` (it may not exist); a bare name is in xla-v1."""
+    """The frozen program file of ``SUITE/NAME`` (it may not exist); a bare name is in xla-v1.
+    :class:`InputFileError` for a NAME that is no file name (``..``, a folder in it): it
+    would name a file outside the suite's folder."""
     suite = suite_of(name) or SUITES[SUITE]
-    return suite.data_dir / f"{name.removeprefix(f'{suite.name}/')}{_SUFFIX}"
+    rest = name.removeprefix(f"{suite.name}/")
+    if not rest or rest.startswith(".") or "/" in rest or "\\" in rest:
+        raise InputFileError(f"{name}: not a program of the bundled suites {', '.join(SUITES)}")
+    return suite.data_dir / f"{rest}{_SUFFIX}"
 
 
 def suite_names(suite: str | None = None) -> list[str]:

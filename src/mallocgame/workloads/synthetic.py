@@ -489,10 +489,13 @@ def program(
     programs. ``loop``: whether part of the program is a loop body (``None``: at
     random; programs under LOOP_MIN_BUFFERS buffers never have one). ``name`` defaults
     to ``synthetic-v1/b{num_buffers}-s{seed}``. Raises :class:`ValueError` for
-    ``num_buffers < 1``.
+    ``num_buffers < 1`` or a seed that is not an integer from 0 (None would draw a new
+    program each call under one name).
     """
     if isinstance(num_buffers, bool) or not isinstance(num_buffers, int) or num_buffers < 1:
         raise ValueError(f"num_buffers must be an integer >= 1, got {num_buffers!r}")
+    if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
+        raise ValueError(f"seed must be an integer >= 0, got {seed!r}")
     draw = _Draw(np.random.default_rng(seed))
     builder, body = _build_program(draw, num_buffers, loop)
     last_use, live_out = _live_ranges(builder, body, draw)
