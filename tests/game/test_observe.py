@@ -547,3 +547,34 @@ def test_property_random_operations(seed, program):
     for key in OBSERVATION_KEYS:
         np.testing.assert_allclose(obs[key], ref[key], rtol=1e-6, atol=1e-6, err_msg=key)
     assert math.isfinite(float(obs["decision"].sum()))
+
+
+def test_a_subnormal_normalizer_and_supply_give_finite_observations():
+    """R (4e-309 s: bandwidths near the largest float) and a supply (1e-310 s) so small
+    that their reciprocals overflow: every feature and observation stays finite."""
+    from mallocgame.game.gym import MallocGameEnv
+    from mallocgame.solvers.muzero.config import MuZeroConfig
+    from mallocgame.solvers.muzero.selfplay import reward_scale
+
+    inst = build(
+        [X(1), X(1)],
+        [I(writes=[1], supply=1e-310), I(reads=[0, 1], supply=1e-310)],
+        fast_bw=1.5e308,
+        slow_bw=1e308,
+        copy_bw=1e308,
+    )
+    game = Game(inst)
+    assert 0 < game.tables.normalizer_s < 2.2e-308  # subnormal
+    observer, extract = Observer(game, ObservationConfig()), FeatureExtractor(game)
+    driver, move = DropBackup(game), 0
+    while not game.complete:
+        for value in (*observer.observe(move).values(), extract(game), decision_features(game)):
+            assert np.isfinite(value).all()
+        allowed = np.flatnonzero(driver.allowed())
+        driver.step(int(allowed[0]))  # Copy where it can: a return of subnormal seconds
+        move += 1
+    env = MallocGameEnv(inst)
+    observation, _ = env.reset(seed=0)
+    rewards = [env.step(int(np.flatnonzero(env.action_masks())[0]))[1] for _ in range(2)]
+    assert np.isfinite(observation).all() and np.isfinite(rewards).all()
+    assert math.isfinite(reward_scale(game.tables, MuZeroConfig()))

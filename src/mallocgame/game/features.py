@@ -166,6 +166,23 @@ _IDX = {name: i for i, name in enumerate(FEATURE_NAMES)}
 _SLOW = -1
 
 
+def finite_reciprocal(x: float) -> float:
+    """``1 / x`` where that is a finite number, else 0: for ``x`` zero, infinite, NaN, or
+    so small (subnormal) that its reciprocal overflows. A scale of the observations, which
+    are never inf or NaN."""
+    if x == 0.0 or not math.isfinite(x):
+        return 0.0
+    inverse = 1.0 / x
+    return inverse if math.isfinite(inverse) else 0.0
+
+
+def finite_reciprocals(x: np.ndarray) -> np.ndarray:
+    """:func:`finite_reciprocal` of each positive entry of ``x``, 0 for the others."""
+    with np.errstate(divide="ignore", over="ignore"):
+        inverse = 1.0 / np.where(x > 0.0, x, 1.0)
+    return np.where((x > 0.0) & np.isfinite(inverse), inverse, 0.0)
+
+
 def _static_rows(instance: Instance, tb: GameTables) -> np.ndarray:
     """The instance-only features 0..12 of every buffer: float32 [B, NUM_FEATURES]."""
     num_b, num_t = tb.num_buffers, tb.num_instructions
@@ -198,7 +215,7 @@ def _static_rows(instance: Instance, tb: GameTables) -> np.ndarray:
     benefit = np.fromiter((b.benefit_s for b in instance.buffers), dtype=np.float64, count=num_b)
     benefit = np.nan_to_num(benefit, nan=0.0, posinf=0.0, neginf=0.0)
     r = tb.normalizer_s
-    if r != 0.0 and math.isfinite(r):
+    if r != 0.0 and math.isfinite(num_b / r):  # a subnormal R: no scale (inf * 0 is NaN)
         rows[:, 7] = np.clip(benefit * (num_b / r), -1.0, 10.0)
     top = float(np.abs(benefit).max())
     if top > 0.0:
@@ -263,14 +280,13 @@ class FeatureExtractor:
         self._is_out = tb.buffer_is_out.tolist()
         self._def = tb.tensor_def[tb.buffer_tensor].tolist() if self.num_buffers else []
         supply = tb.supply_s
-        self._inv_supply = np.where(supply > 0.0, 1.0 / np.where(supply > 0.0, supply, 1.0), 0.0)
+        self._inv_supply = finite_reciprocals(supply)
         self._supply_zero = (supply <= 0.0).tolist()
         self._inv_supply_list = self._inv_supply.tolist()
         self._inv_t = 1.0 / max(self.num_steps, 1)
         self._inv_b = 1.0 / max(self.num_buffers, 1)
         self._inv_cap = 1.0 / max(tb.capacity, 1)
-        r = tb.normalizer_s
-        self._inv_r = 1.0 / r if (r != 0.0 and math.isfinite(r)) else 0.0
+        self._inv_r = finite_reciprocal(tb.normalizer_s)
 
     def __call__(self, game: Game, out: np.ndarray | None = None) -> np.ndarray:
         if out is None:

@@ -18,7 +18,13 @@ import numpy as np
 from gymnasium import spaces
 from gymnasium.error import ResetNeeded
 
-from mallocgame.game.features import FEATURE_HIGH, FEATURE_LOW, NUM_FEATURES, FeatureExtractor
+from mallocgame.game.features import (
+    FEATURE_HIGH,
+    FEATURE_LOW,
+    NUM_FEATURES,
+    FeatureExtractor,
+    finite_reciprocal,
+)
 from mallocgame.game.state import ACTION_NAMES, Game, is_action
 from mallocgame.instance import Instance, load_instance
 
@@ -79,8 +85,7 @@ class MallocGameEnv(gymnasium.Env):
         self.render_mode = render_mode
         self.game = Game(instance)
         self._features = FeatureExtractor(self.game)
-        r = self.game.tables.normalizer_s
-        self._inv_r = 1.0 / r if r != 0.0 and np.isfinite(r) else 0.0
+        self._inv_r = finite_reciprocal(self.game.tables.normalizer_s)
         self.observation_space = spaces.Box(
             low=FEATURE_LOW, high=FEATURE_HIGH, shape=(NUM_FEATURES,), dtype=np.float32
         )

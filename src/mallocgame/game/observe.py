@@ -80,7 +80,12 @@ from dataclasses import dataclass, fields
 
 import numpy as np
 
-from mallocgame.game.features import NUM_FEATURES, FeatureExtractor, feature_extractor
+from mallocgame.game.features import (
+    NUM_FEATURES,
+    FeatureExtractor,
+    feature_extractor,
+    finite_reciprocals,
+)
 from mallocgame.game.kernels import (
     A_ACTION,
     A_END,
@@ -432,7 +437,7 @@ class _Static:
         self.stat_i = stat_i
         self.stat_f = stat_f
         supply = tb.ins_float[:, I_SUPPLY]
-        self.inv_supply = np.where(supply > 0.0, 1.0 / np.where(supply > 0.0, supply, 1.0), 0.0)
+        self.inv_supply = finite_reciprocals(supply)
         self.aligned = np.ascontiguousarray(stat_i[:, num_rows])
 
 

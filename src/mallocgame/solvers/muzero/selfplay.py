@@ -48,6 +48,7 @@ to the return gained after the restart point). The trainer keeps such records on
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
@@ -68,9 +69,11 @@ __all__ = ["FinishedGame", "SelfPlay", "reward_scale", "play_policy"]
 
 
 def reward_scale(tables: GameTables, config: MuZeroConfig) -> float:
-    """Multiplier from seconds of reward to the targets' units (``value_scale / R``)."""
+    """Multiplier from seconds of reward to the targets' units (``value_scale / R``; 1
+    where R is not positive, or so small that the quotient overflows)."""
     r = tables.normalizer_s
-    return config.value_scale / r if r > 0 else 1.0
+    scale = config.value_scale / r if r > 0 else 1.0
+    return scale if math.isfinite(scale) else 1.0
 
 
 @dataclass(frozen=True)
