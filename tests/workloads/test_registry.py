@@ -73,3 +73,10 @@ def test_a_path_object_is_read_like_its_string(tmp_path, small) -> None:
     path = tmp_path / "inst.json"
     save_instance(small, path)
     assert load_workload(path).sha256 == small.sha256
+
+
+@pytest.mark.parametrize("name", ["xla-v1/gru_infer", "synthetic-v1/small"])
+def test_a_bundled_name_comes_before_a_folder_of_that_name(tmp_path, monkeypatch, name) -> None:
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / name).mkdir(parents=True)  # not a dump: read first, it would fail
+    assert load_workload(name).name == name

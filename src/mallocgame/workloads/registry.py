@@ -50,8 +50,8 @@ def load_workload(name_or_path: str | os.PathLike[str]) -> Instance:
     path = Path(name_or_path)
     if name_or_path in synthetic.SYNTHETIC_NAMES:
         return synthetic.named(name_or_path)
-    if name_or_path in suite.suite_names() and not path.exists():
-        return suite.suite_instance(name_or_path)
+    if name_or_path in suite.suite_names():  # first, as a synthetic name: a folder of that
+        return suite.suite_instance(name_or_path)  # name beside you does not shadow it
     if path.is_dir():
         return _dump_instance(path)
     if path.exists():
