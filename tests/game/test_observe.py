@@ -578,3 +578,30 @@ def test_a_subnormal_normalizer_and_supply_give_finite_observations():
     rewards = [env.step(int(np.flatnonzero(env.action_masks())[0]))[1] for _ in range(2)]
     assert np.isfinite(observation).all() and np.isfinite(rewards).all()
     assert math.isfinite(reward_scale(game.tables, MuZeroConfig()))
+
+
+def test_the_largest_fast_memory_bins_its_allocations():
+    """Capacity x profile bins past int64 (2**53 B, the most SPEC allows, x 4,096): the
+    bins are taken in floating point, here exactly (powers of two), where int64 products
+    wrapped around."""
+    quarter = 2**51
+    inst = build(
+        [X(quarter), X(quarter)],
+        [I(writes=[0]), I(writes=[1]), I(reads=[0, 1])],
+        capacity=2**53,
+        alignment=1,
+        fast_bw=1e10,
+        slow_bw=1e9,
+        copy_bw=1e9,
+    )
+    game = Game(inst)
+    cfg = ObservationConfig(profile_bins=4096, grid_addr=32)
+    observer = Observer(game, cfg)
+    game.step(NOCOPY)  # tensor 0 at [0, 2**51): bins 0..1023, steps 0..2
+    game.step(NOCOPY)  # tensor 1 at [2**51, 2**52): bins 1024..2047, steps 1..2
+    observer.observe(2)
+    assert game.allocations()[1].offset == quarter
+    expected = np.zeros((3, 4096), dtype=np.int32)
+    expected[0:3, :1024] = 1
+    expected[1:3, 1024:2048] = 1
+    np.testing.assert_array_equal(observer.occ, expected)

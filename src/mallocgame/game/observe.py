@@ -45,8 +45,8 @@ Occupancy: a cell/bin is 1 when any placed allocation touches it: the memory int
 NoCopy; an operand NoCopy that extends its tensor's allocation adds its own interval
 ``[A.end + 1, τ]``; one that keeps the tensor resident adds nothing) at the bytes
 ``[offset, offset + aligned size)``, i.e. the address bins ``floor(offset * P / C)``
-to ``ceil((offset + size) * P / C) - 1``. Empty intervals and zero-size buffers touch
-nothing.
+to ``ceil((offset + size) * P / C) - 1`` (in floating point, within a bin, where ``C x
+P`` passes int64). Empty intervals and zero-size buffers touch nothing.
 
 Incremental maintenance: the observer keeps ``occ`` [T, P] int32, the number of
 allocations touching each (step, bin), and per buffer the rectangle it added. Each
@@ -74,6 +74,7 @@ computed once per (tables, config) and shared by all observers of those tables.
 
 from __future__ import annotations
 
+import math
 import operator
 import weakref
 from dataclasses import dataclass, fields
@@ -226,6 +227,9 @@ def _row_matches(alloc, rec, b):
     return True
 
 
+_I64_MAX = 2**63 - 1
+
+
 @_jit
 def _sync(alloc, aligned, capacity, occ, rec, synced, current, verify):
     """Bring ``occ`` from the first ``synced`` decisions to the game's first ``current``.
@@ -259,8 +263,13 @@ def _sync(alloc, aligned, capacity, occ, rec, synced, current, verify):
         if (action == COPY or action == NOCOPY) and start >= 0 and size > 0:
             end = alloc[b, A_END]
             offset = alloc[b, A_OFFSET]
-            p0 = offset * num_bins // capacity
-            p1 = min(((offset + size) * num_bins - 1) // capacity, num_bins - 1)
+            if capacity <= _I64_MAX // num_bins:
+                p0 = offset * num_bins // capacity
+                p1 = min(((offset + size) * num_bins - 1) // capacity, num_bins - 1)
+            else:  # C x P past int64 (petabytes): in floating point, within a bin
+                scale = num_bins / capacity
+                p0 = min(int(offset * scale), num_bins - 1)
+                p1 = min(max(int(math.ceil((offset + size) * scale)) - 1, p0), num_bins - 1)
             occ[start : end + 1, p0 : p1 + 1] += 1
             rec[b, R_T0] = start
             rec[b, R_T1] = end
