@@ -725,30 +725,39 @@ def _cmd_extract(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+_ONE_PROGRAM_SETTINGS = (
+    "dump",
+    "module",
+    "jax",
+    "torch",
+    "program",
+    "loss",
+    "labels",
+    "optimizer",
+    "preset",
+    "capacity_fraction",
+    "name",
+    "out",
+    "program_out",
+    "xla_solution",
+    "xla_fast_spaces",
+)
+"""``extract``'s settings (None unless given) that name one program's source or output."""
+
+
 def _extract_flags(args: argparse.Namespace) -> dict[str, bool]:
     """``extract``'s flags that name one program's source or output, each with whether it
     is given (``--suite`` takes none of them)."""
-    return {
-        "--dump": args.dump is not None,
-        "--module": args.module is not None,
-        "--jax": args.jax is not None,
-        "--torch": args.torch is not None,
-        "--program": args.program is not None,
+    given = {
+        f"--{dest.replace('_', '-')}": getattr(args, dest) is not None
+        for dest in _ONE_PROGRAM_SETTINGS
+    }
+    return given | {
         "--train": args.train,
-        "--loss": args.loss is not None,
-        "--labels": args.labels is not None,
-        "--optimizer": args.optimizer is not None,
-        "--granularity": args.granularity != "tensor",
+        "--physical": args.physical,
         "--arg": bool(args.arg),
         "--donate": bool(args.donate),
-        "--preset": args.preset is not None,
-        "--capacity-fraction": args.capacity_fraction is not None,
-        "--physical": args.physical,
-        "--name": args.name is not None,
-        "--out": args.out is not None,
-        "--program-out": args.program_out is not None,
-        "--xla-solution": args.xla_solution is not None,
-        "--xla-fast-spaces": args.xla_fast_spaces is not None,
+        "--granularity": args.granularity != "tensor",
     }
 
 
