@@ -102,8 +102,9 @@ def compare_results(got: Any, reference: Any) -> tuple[bool, float]:
             x, y = (x.double(), y.double()) if x.is_floating_point() else (x, y)
             both_nan = x.isnan() & y.isnan()
             same = (x == y) | both_nan
-            diff = (x - y).abs().where(~same, 0.0)  # inf - inf, a NaN: not a number of
-            diff = diff.nan_to_num(nan=math.inf, posinf=math.inf)  # the two's difference
+            diff = (x - y).abs().where(~same, 0.0)
+            # what is left NaN has a NaN on one side only: infinitely far
+            diff = diff.nan_to_num(nan=math.inf, posinf=math.inf)
         else:
             same = x == y
             diff = (x.long() - y.long()).abs()
