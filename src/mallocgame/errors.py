@@ -21,6 +21,7 @@ __all__ = [
     "SolverError",
     "StaleRecordError",
     "ComparisonError",
+    "one_line",
 ]
 
 
@@ -81,3 +82,10 @@ class StaleRecordError(MallocGameError):
 class ComparisonError(MallocGameError):
     """Records cannot make the asked comparison (two records for one cell, a solver
     compared with itself)."""
+
+
+def one_line(exc: BaseException) -> str:
+    """``exc`` as one line of a message: its type and the first non-blank line of its text
+    (a compiler's or a framework's error can run to pages)."""
+    lines = [line.strip() for line in str(exc).strip().splitlines() if line.strip()]
+    return f"{type(exc).__name__}: {lines[0] if lines else ''}"

@@ -94,7 +94,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from mallocgame.errors import MallocGameError
+from mallocgame.errors import MallocGameError, one_line
 from mallocgame.frontends.xla import (
     _Tensor,
 )  # a tensor under construction: name, size, def_time, shape, reads
@@ -183,11 +183,6 @@ def torch_version() -> str | None:
         return version("torch")
     except Exception:
         return None
-
-
-def _one_line(exc: BaseException) -> str:
-    lines = [ln.strip() for ln in str(exc).strip().splitlines() if ln.strip()]
-    return f"{type(exc).__name__}: {lines[0] if lines else ''}"
 
 
 # ---------------------------------------------------------------------------------------
@@ -455,7 +450,7 @@ def _nbytes(value: Any, where: str) -> int:
         return int(value.numel()) * int(value.element_size())
     except (TypeError, ValueError, RuntimeError) as exc:  # a SymInt that is not a number
         raise TorchFrontendError(
-            f"{where}: size is not static ({_one_line(exc)}); export with static example inputs"
+            f"{where}: size is not static ({one_line(exc)}); export with static example inputs"
         ) from None
 
 
@@ -845,7 +840,7 @@ def extract_exported(
         raise
     except (KeyError, IndexError, TypeError, ValueError, AttributeError) as exc:
         raise TorchFrontendError(
-            f"{name}: cannot read the exported graph ({_one_line(exc)})"
+            f"{name}: cannot read the exported graph ({one_line(exc)})"
         ) from None
 
 
@@ -1008,7 +1003,7 @@ def _capture(
         raise ExportError(f"{label}: {exc}") from None
     except Exception as exc:
         raise ExportError(
-            f"{label}: torch.export could not capture it: {_one_line(exc)} ({_CAPTURE_HINT})"
+            f"{label}: torch.export could not capture it: {one_line(exc)} ({_CAPTURE_HINT})"
         ) from None
 
 
@@ -1027,7 +1022,7 @@ def _decomposed(exported: Any, step: TrainingStep | None, label: str) -> tuple[A
     try:
         return derive(None), None
     except Exception as exc:
-        failure = _one_line(exc)
+        failure = one_line(exc)
     try:
         return derive({}), failure
     except Exception as exc:
@@ -1038,7 +1033,7 @@ def _decomposed(exported: Any, step: TrainingStep | None, label: str) -> tuple[A
             else "the model may need a factory that fixes the failing layer"
         )
         raise ExportError(
-            f"{label}: torch.export could not {what}: {_one_line(exc)} ({hint})"
+            f"{label}: torch.export could not {what}: {one_line(exc)} ({hint})"
         ) from None
 
 
@@ -1184,7 +1179,7 @@ def resolve_factory(target: str, arg_specs: Sequence[str] = ()) -> TorchModel:
     except MallocGameError:
         raise
     except Exception as exc:
-        raise TorchFrontendError(f"{target}: the factory failed: {_one_line(exc)}") from None
+        raise TorchFrontendError(f"{target}: the factory failed: {one_line(exc)}") from None
     if isinstance(built, torch.nn.Module):
         if not arg_specs:
             raise TorchFrontendError(

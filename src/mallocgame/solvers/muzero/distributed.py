@@ -46,7 +46,7 @@ from typing import Any
 
 import numpy as np
 
-from mallocgame.errors import SolverError
+from mallocgame.errors import SolverError, one_line
 from mallocgame.instance import Instance
 from mallocgame.solvers.muzero.config import MuZeroConfig
 from mallocgame.solvers.muzero.reanalyse import Reanalyser
@@ -359,8 +359,7 @@ class SelfPlayActors:
             return self._ray.get(ref)
         except self._ray.exceptions.RayTaskError as exc:
             cause = exc.cause if exc.cause is not None else exc
-            first = str(cause).strip().splitlines()[:1] or [""]
-            raise SolverError(f"{who} failed: {type(cause).__name__}: {first[0]}") from exc
+            raise SolverError(f"{who} failed: {one_line(cause)}") from exc
 
     def close(self) -> None:
         """End the actors (their calls in flight are dropped)."""
