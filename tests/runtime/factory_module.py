@@ -3,46 +3,47 @@
 
 from __future__ import annotations
 
+import torch
+
 from tests.runtime.conftest import Block
 
 
-def block():
-    import torch
+class Accumulator(torch.nn.Module):
+    """Adds its input's column sums to a buffer (``acc``) that its result adds in."""
 
+    def __init__(self) -> None:
+        super().__init__()
+        self.lin = torch.nn.Linear(32, 32)
+        self.register_buffer("acc", torch.zeros(32))
+
+    def forward(self, x):
+        self.acc.add_(x.sum(0))
+        return self.lin(x) * 2 + self.acc
+
+
+class ScalesItsInput(torch.nn.Linear):
+    """Doubles its input in place, then applies its layer to it."""
+
+    def __init__(self) -> None:
+        super().__init__(32, 32)
+
+    def forward(self, x):
+        x.mul_(2)
+        return super().forward(x)
+
+
+def _seeded(make):
     torch.manual_seed(0)
-    return Block().eval()
+    return make().eval()
+
+
+def block():
+    return _seeded(Block)
 
 
 def accumulator():
-    """A module that adds its input's column sums to a buffer it returns with (``acc``)."""
-    import torch
-
-    class Accumulator(torch.nn.Module):
-        def __init__(self) -> None:
-            super().__init__()
-            self.lin = torch.nn.Linear(32, 32)
-            self.register_buffer("acc", torch.zeros(32))
-
-        def forward(self, x):
-            self.acc.add_(x.sum(0))
-            return self.lin(x) * 2 + self.acc
-
-    torch.manual_seed(0)
-    return Accumulator().eval()
+    return _seeded(Accumulator)
 
 
 def scales_its_input():
-    """A module that doubles its input in place before its layer reads it."""
-    import torch
-
-    class ScalesItsInput(torch.nn.Module):
-        def __init__(self) -> None:
-            super().__init__()
-            self.lin = torch.nn.Linear(32, 32)
-
-        def forward(self, x):
-            x.mul_(2)
-            return self.lin(x)
-
-    torch.manual_seed(0)
-    return ScalesItsInput().eval()
+    return _seeded(ScalesItsInput)
