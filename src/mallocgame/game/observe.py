@@ -242,6 +242,7 @@ def _sync(alloc, aligned, capacity, occ, rec, synced, current, verify):
     decisions are added. Returns the new synced count (``current``).
     """
     num_bins = occ.shape[1]
+    in_int64 = capacity <= _I64_MAX // num_bins  # offset x bins cannot wrap around
     keep = min(synced, current)
     if keep > 0 and (verify or not _row_matches(alloc, rec, keep - 1)):
         for b in range(keep):
@@ -263,7 +264,7 @@ def _sync(alloc, aligned, capacity, occ, rec, synced, current, verify):
         if (action == COPY or action == NOCOPY) and start >= 0 and size > 0:
             end = alloc[b, A_END]
             offset = alloc[b, A_OFFSET]
-            if capacity <= _I64_MAX // num_bins:
+            if in_int64:
                 p0 = offset * num_bins // capacity
                 p1 = min(((offset + size) * num_bins - 1) // capacity, num_bins - 1)
             else:  # C x P past int64 (petabytes): in floating point, within a bin
