@@ -42,23 +42,14 @@ def _relative_points(
     left_out: list[str] = []
     for program in programs:
         mine = [r for r in rows if r["program"] == program]
-        base = None
-        for label in ("hbm-resident", "eager"):
-            base = next(
-                (
-                    r
-                    for r in mine
-                    if r["placement"] == label and float(r.get("peak_hbm_bytes") or 0)
-                ),
-                None,
-            )
-            if base is not None:
-                if label == "eager":
-                    against_eager.append(program)
-                break
+        # the first row of each placement with a measured peak (reversed: the first wins)
+        peaked = {r["placement"]: r for r in reversed(mine) if float(r.get("peak_hbm_bytes") or 0)}
+        base = peaked.get("hbm-resident") or peaked.get("eager")
         if base is None:
             left_out.append(program)
             continue
+        if base["placement"] == "eager":
+            against_eager.append(program)
         t0, m0 = float(base["measured_median_s"]), float(base["peak_hbm_bytes"])
         for r in mine:
             x = float(r.get("peak_hbm_bytes") or 0) / m0
