@@ -12,19 +12,23 @@ from hypothesis import strategies as st
 from mallocgame.costmodel import derive_instance, peak_live_bytes
 from mallocgame.errors import InputFileError, InstanceError
 from mallocgame.hardware import get_preset
-from mallocgame.instance import Instance, load_instance, save_instance, validate
+from mallocgame.instance import Buffer, Instance, load_instance, save_instance, validate
 from mallocgame.latency import instruction_latency
 from mallocgame.program import validate_program
 from mallocgame.workloads import synthetic
 from mallocgame.workloads.synthetic import SYNTHETIC_NAMES, generate, named, program
 
 # sha256 of each named instance: a change of the generator or of the cost model that
-# changes them is a new version of the suite (synthetic-v2), not a silent edit of v1.
+# changes them is a new version of the suite (synthetic-v3), not a silent edit.
 PINNED_SHA256 = {
     "synthetic-v1/small": "ce0c8c23e5bec529da99cbf13eed9579c908301ef3cbfb02268099f902e9a1b2",
     "synthetic-v1/1k": "563d190e01d735c4ff01bcc85fc4d48cff8b627b07c0195370ef6f0dd49e8a25",
     "synthetic-v1/4k": "dc19920e820ca3716ee3cff7a701ae24b5d77a4695c86b597d887cdb67e10e58",
     "synthetic-v1/16k": "3599338c572d86d8b854c83e6ff9ef4de2652c1e756569965f4d8d9fb09eb70b",
+    "synthetic-v2/small": "03106872df5ef304c348606f82d16b6dfdea7181c39a79878392db32d1868aae",
+    "synthetic-v2/1k": "fb912b631df29df22ca54b0a5057104f1832b868e746800699943e3b8903abd7",
+    "synthetic-v2/4k": "b8d39ac0a40a577e90f81ded8d51b98a2d419f9438d6d6d47af7aaa122f1b5a1",
+    "synthetic-v2/16k": "512f90eb532a4149b2f0be5920478441e5c5ac7964ba76424599783276d50f30",
 }
 
 
@@ -58,6 +62,23 @@ def test_structure_rules(num_buffers: int, seed: int) -> None:
     _check_alias_groups(inst)
     _check_live_ranges(inst)
     _check_capacity(inst, 0.25)
+    _check_alias_groups(generate(num_buffers, seed, version=1), version=1)
+
+
+def test_versions_differ_in_the_alias_groups_alone() -> None:
+    v1, v2 = (program(2000, 5, loop=True, version=v) for v in (1, 2))
+    assert (v1.name, v2.name) == ("synthetic-v1/b2000-s5", "synthetic-v2/b2000-s5")
+    assert (v1.instructions, v1.tensors, v1.loops) == (v2.instructions, v2.tensors, v2.loops)
+    # chained in-place updates of one storage are one group in v2, a pair each in v1
+    assert 0 < len(v2.alias_groups) < len(v1.alias_groups)
+    # v2's groups hold more than the in-place pairs: the tensors' other reads and definitions
+    assert (
+        sum(map(len, v2.alias_groups)) > sum(map(len, v1.alias_groups)) == 2 * len(v1.alias_groups)
+    )
+    assert program(2000, 5, loop=True) == v2  # the newest version is the default
+    for version in (0, 3, True, "2"):
+        with pytest.raises(ValueError, match="version must be one of"):
+            program(10, 0, version=version)
 
 
 def _check_sizes_and_costs(inst: Instance) -> None:
@@ -77,22 +98,46 @@ def _check_sizes_and_costs(inst: Instance) -> None:
         assert ins.latency.compute_s >= 0
 
 
-def _check_alias_groups(inst: Instance) -> None:
+def _in_place_pairs(inst: Instance) -> list[tuple[Buffer, Buffer]]:
+    """(operand 0, first output) of every dynamic-update-slice: the in-place updates."""
+    pairs = []
+    for ins in inst.instructions:
+        if ins.opcode == "dynamic-update-slice":
+            buffers = [inst.buffers[i] for i in ins.buffers]
+            pairs.append((buffers[0], next(b for b in buffers if b.is_output)))
+    return pairs
+
+
+def _check_alias_groups(inst: Instance, version: int = synthetic.LATEST) -> None:
+    """The alias groups re-derived from the in-place updates: version 2, SPEC section 1
+    (every buffer of the tensors that share storage); version 1, each in-place operand
+    buffer with its output buffer alone."""
     groups: dict[int, list[int]] = defaultdict(list)
     for b in inst.buffers:
         groups[b.alias_id].append(b.id)
     assert sorted(groups) == list(range(len(groups)))  # compact, in game order
     reads = _reads(inst)
-    for members in groups.values():
-        if len(members) == 1:
-            continue
-        operand, output = (inst.buffers[i] for i in members)
-        assert len(members) == 2 and not operand.is_output and output.is_output
-        assert operand.instruction == output.instruction
-        assert operand.size == output.size
-        assert inst.instructions[output.instruction].buffers[0] == operand.id
+    pairs = _in_place_pairs(inst)
+    for operand, output in pairs:
+        assert not operand.is_output and operand.instruction == output.instruction
+        assert operand.size == output.size and operand.alias_id == output.alias_id
         # An in-place updated value is never read afterwards.
         assert max(reads[operand.tensor_id]) == operand.instruction
+    if version == 1:
+        expected = [{o.id, y.id} for o, y in pairs]
+    else:
+        storage = list(range(len(inst.tensors)))  # tensors sharing storage, merged naively
+        for operand, output in pairs:
+            old, new = storage[output.tensor_id], storage[operand.tensor_id]
+            storage = [new if s == old else s for s in storage]
+        joined = {b.tensor_id for pair in pairs for b in pair}
+        by_storage: dict[int, set[int]] = defaultdict(set)
+        for b in inst.buffers:
+            if b.tensor_id in joined:
+                by_storage[storage[b.tensor_id]].add(b.id)
+        expected = list(by_storage.values())
+    found = [set(m) for m in groups.values() if len(m) > 1]
+    assert sorted(map(sorted, found)) == sorted(map(sorted, expected))
 
 
 def _check_live_ranges(inst: Instance) -> None:
@@ -199,17 +244,14 @@ def test_program_looks_like_compiled_ml(big: Instance) -> None:
 
 
 def test_named_instances() -> None:
-    expected = {
-        "synthetic-v1/small": 60,
-        "synthetic-v1/1k": 1000,
-        "synthetic-v1/4k": 4000,
-        "synthetic-v1/16k": 16000,
-    }
+    sizes = {"small": 60, "1k": 1000, "4k": 4000, "16k": 16000}
+    expected = {f"synthetic-v{v}/{name}": (v, n) for v in (1, 2) for name, n in sizes.items()}
     assert set(expected) == set(SYNTHETIC_NAMES)
-    for name, size in expected.items():
+    for name, (version, size) in expected.items():
         inst = named(name)
         assert inst.name == name and inst.num_buffers == size
         assert inst.loops
+        _check_alias_groups(inst, version)
     with pytest.raises(InputFileError, match="unknown synthetic workload"):
         named("synthetic-v1/nope")
 

@@ -2,7 +2,7 @@
 
 Bundled names look like ``SUITE/NAME``: ``xla-v1/NAME`` for the frozen real programs
 of :mod:`mallocgame.workloads.suite` (on its default preset), and
-``synthetic-v1/SIZE`` for the seeded synthetic programs of
+``synthetic-vN/SIZE`` for the seeded synthetic programs of
 :mod:`mallocgame.workloads.synthetic`. A directory is read as an XLA dump
 (:func:`mallocgame.frontends.xla.extract_dump`): its one scheduled module, or where it
 holds several (a training script compiles many) the non-trivial one with the most

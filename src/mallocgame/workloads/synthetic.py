@@ -13,9 +13,13 @@ the requested number of buffers (exactly):
 - Program inputs (``def_time = -1``) are weights, biases and a few "hot" scalars;
   a weight is either fresh or a re-read of an earlier one (as a backward pass
   re-reads forward weights), hot scalars are read throughout the program.
-- ``dynamic-update-slice`` updates its first operand in place: that operand buffer
-  and the output buffer share one alias id and the operand's tensor is never read
-  again. Every other buffer is an alias group of its own.
+- ``dynamic-update-slice`` updates its first operand in place, and the operand's tensor
+  is never read again. The operand's tensor and the output tensor share one storage
+  location, so (``synthetic-v2``, SPEC section 1) every buffer of both, definitions and
+  reads, and of the tensors chained to them by further in-place updates, forms one
+  alias group. (``synthetic-v1`` grouped the in-place operand buffer and the output
+  buffer alone, and left the tensors' other buffers groups of their own: looser than
+  any real program.) Every other buffer is an alias group of its own.
 - Optionally a contiguous region is a flattened loop body: its instructions have
   ``count = trip_count`` and the program lists it in ``loops``; a value read inside
   the body lives until the body ends.
@@ -28,9 +32,11 @@ derives its instance on a hardware preset with :mod:`mallocgame.costmodel`, the 
 cost model of every frontend (default: ``tpu_v4i`` and a fast memory of a quarter of
 the peak live bytes, so it binds).
 
-The generator is versioned: the named workloads are ``synthetic-v1/SIZE``
-(:data:`SYNTHETIC_NAMES`), and a change of the program it draws for a seed is a new
-version (their hashes are pinned in the tests).
+The generator is versioned: the named workloads are ``synthetic-vN/SIZE``
+(:data:`SYNTHETIC_NAMES`, N in :data:`VERSIONS`), and a change of the program it draws
+for a seed is a new version (their hashes are pinned in the tests). The versions draw
+the same instructions, tensors and loops for a seed; they differ in the alias groups
+alone. ``version`` defaults to the newest (:data:`SUITE`).
 
 Everything is drawn from ``numpy.random.default_rng(seed)``: the same arguments give
 the same instance.
@@ -52,9 +58,12 @@ from mallocgame.hardware import DEFAULT_PRESET, HardwarePreset
 from mallocgame.instance import Instance
 from mallocgame.program import Program, ProgramInstruction, ProgramLoop, ProgramTensor
 
-__all__ = ["SUITE", "SYNTHETIC_NAMES", "program", "generate", "named"]
+__all__ = ["SUITE", "VERSIONS", "SYNTHETIC_NAMES", "program", "generate", "named"]
 
-SUITE = "synthetic-v1"
+VERSIONS = (1, 2)
+"""The generator's versions: 2 groups in-place chains as SPEC section 1 says, 1 as before."""
+LATEST = VERSIONS[-1]
+SUITE = f"synthetic-v{LATEST}"
 
 KIB = 1024
 MIB = 1024 * KIB
@@ -88,12 +97,13 @@ LOOP_START = (0.2, 0.6)  # uniform range of the body's start, fraction of the bu
 LOOP_LENGTH = (0.1, 0.3)  # uniform range of the body's length, fraction of the buffers
 TRIP_COUNT = (2, 8)  # inclusive range of the trip count
 
-# Fixed instances for the command line: name -> number of buffers (all seed 0, with a loop).
+# Fixed instances for the command line: name -> (version, number of buffers); all seed 0,
+# with a loop.
+_SIZES = {"small": 60, "1k": 1000, "4k": 4000, "16k": 16000}
 _NAMED = {
-    f"{SUITE}/small": 60,
-    f"{SUITE}/1k": 1000,
-    f"{SUITE}/4k": 4000,
-    f"{SUITE}/16k": 16000,
+    f"synthetic-v{version}/{size}": (version, buffers)
+    for version in VERSIONS
+    for size, buffers in _SIZES.items()
 }
 SYNTHETIC_NAMES: tuple[str, ...] = tuple(_NAMED)
 _NAMED_SEED = 0
@@ -217,8 +227,9 @@ class _Builder:
     buf_tensor: list[int] = field(default_factory=list)
     buf_instr: list[int] = field(default_factory=list)
     buf_output: list[bool] = field(default_factory=list)
-    buf_alias: list[int] = field(default_factory=list)
+    buf_alias: list[int] = field(default_factory=list)  # synthetic-v1's groups
     num_groups: int = 0
+    in_place: list[tuple[int, int]] = field(default_factory=list)  # (operand, output) tensors
     ins_opcode: list[str] = field(default_factory=list)
     ins_buffers: list[range] = field(default_factory=list)
     ins_intensity: list[float] = field(default_factory=list)  # flops per byte moved
@@ -368,6 +379,7 @@ class _Builder:
             self.unread.append(y)
             produced.append(y)
         if in_place:
+            self.in_place.append((operands[0], produced[0]))
             self.consumed.add(operands[0])
             if self.tensor_def[operands[0]] < 0 and self.draw.chance(RESULT_PROB_UPDATED_INPUT):
                 self.results.add(produced[0])
@@ -471,31 +483,57 @@ def _program_instructions(b: _Builder, count: list[int]) -> tuple[ProgramInstruc
     return tuple(out)
 
 
-def _alias_groups(b: _Builder) -> tuple[tuple[tuple[int, int], ...], ...]:
-    """The in-place pairs as ``(instruction, position)`` groups, in game order."""
+def _alias_groups(b: _Builder, version: int) -> tuple[tuple[tuple[int, int], ...], ...]:
+    """The alias groups as ``(instruction, position)`` buffers, each group and the groups
+    in game order: version 2, every buffer of the tensors an in-place chain joins; version
+    1, each in-place operand buffer with its output buffer."""
+    if version == 1:
+        key = b.buf_alias
+    else:
+        root = list(range(len(b.tensor_size)))  # union-find over tensors
+
+        def find(x: int) -> int:
+            while root[x] != x:
+                root[x] = root[root[x]]
+                x = root[x]
+            return x
+
+        for operand, output in b.in_place:
+            root[find(output)] = find(operand)
+        joined = {x for pair in b.in_place for x in pair}
+        # a buffer of a tensor no in-place update touches is a group of its own
+        key = [find(x) if x in joined else -1 - i for i, x in enumerate(b.buf_tensor)]
     members: dict[int, list[tuple[int, int]]] = {}
     for t, span in enumerate(b.ins_buffers):
         for i in span:
-            members.setdefault(b.buf_alias[i], []).append((t, i - span.start))
+            members.setdefault(key[i], []).append((t, i - span.start))
     return tuple(tuple(group) for group in members.values() if len(group) > 1)
 
 
 def program(
-    num_buffers: int, seed: int, *, name: str | None = None, loop: bool | None = None
+    num_buffers: int,
+    seed: int,
+    *,
+    name: str | None = None,
+    loop: bool | None = None,
+    version: int = LATEST,
 ) -> Program:
     """A random program shaped like a compiled ML program, with exactly ``num_buffers`` buffers.
 
     ``seed`` seeds :func:`numpy.random.default_rng`; equal arguments give equal
     programs. ``loop``: whether part of the program is a loop body (``None``: at
-    random; programs under LOOP_MIN_BUFFERS buffers never have one). ``name`` defaults
-    to ``synthetic-v1/b{num_buffers}-s{seed}``. Raises :class:`ValueError` for
-    ``num_buffers < 1`` or a seed that is not an integer from 0 (None would draw a new
-    program each call under one name).
+    random; programs under LOOP_MIN_BUFFERS buffers never have one). ``version`` (one of
+    :data:`VERSIONS`) fixes the alias groups. ``name`` defaults to
+    ``synthetic-v{version}/b{num_buffers}-s{seed}``. Raises :class:`ValueError` for
+    ``num_buffers < 1``, a seed that is not an integer from 0 (None would draw a new
+    program each call under one name) or an unknown version.
     """
     if isinstance(num_buffers, bool) or not isinstance(num_buffers, int) or num_buffers < 1:
         raise ValueError(f"num_buffers must be an integer >= 1, got {num_buffers!r}")
     if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
         raise ValueError(f"seed must be an integer >= 0, got {seed!r}")
+    if isinstance(version, bool) or version not in VERSIONS:
+        raise ValueError(f"version must be one of {VERSIONS}, got {version!r}")
     draw = _Draw(np.random.default_rng(seed))
     builder, body = _build_program(draw, num_buffers, loop)
     last_use, live_out = _live_ranges(builder, body, draw)
@@ -510,14 +548,14 @@ def program(
         )
     )
     return Program(
-        name=name or f"{SUITE}/b{num_buffers}-s{seed}",
+        name=name or f"synthetic-v{version}/b{num_buffers}-s{seed}",
         instructions=_program_instructions(builder, count),
         tensors=tensors,
-        alias_groups=_alias_groups(builder),
+        alias_groups=_alias_groups(builder, version),
         loops=() if body is None else (body,),
         source={
             "frontend": "synthetic",
-            "model": f"{__name__} ({SUITE})",
+            "model": f"{__name__} (synthetic-v{version})",
             "notes": f"seed={seed} num_buffers={num_buffers}",
         },
     )
@@ -531,17 +569,18 @@ def generate(
     capacity_fraction: float = DEFAULT_CAPACITY_FRACTION,
     loop: bool | None = None,
     preset: HardwarePreset | str = DEFAULT_PRESET,
+    version: int = LATEST,
 ) -> Instance:
     """The instance of :func:`program` on ``preset`` by :func:`mallocgame.costmodel.derive_instance`.
 
     The fast memory holds ``capacity_fraction`` of the program's peak live bytes (the
     cost model's capacity rule, capped by the preset's fast memory). Raises
-    :class:`ValueError` for ``num_buffers < 1`` and the cost model's
+    :class:`ValueError` where :func:`program` does and the cost model's
     :class:`~mallocgame.errors.InstanceError` for a ``capacity_fraction`` that is not a
     finite number > 0.
     """
     return derive_instance(
-        program(num_buffers, seed, name=name, loop=loop),
+        program(num_buffers, seed, name=name, loop=loop, version=version),
         preset,
         capacity_fraction=capacity_fraction,
     )
@@ -553,4 +592,5 @@ def named(name: str) -> Instance:
         raise InputFileError(
             f"unknown synthetic workload {name!r} (known: {', '.join(SYNTHETIC_NAMES)})"
         )
-    return generate(_NAMED[name], _NAMED_SEED, name=name, loop=True)
+    version, num_buffers = _NAMED[name]
+    return generate(num_buffers, _NAMED_SEED, name=name, loop=True, version=version)
