@@ -58,7 +58,7 @@ from mallocgame.hardware import DEFAULT_PRESET, HardwarePreset
 from mallocgame.instance import Instance
 from mallocgame.program import Program, ProgramInstruction, ProgramLoop, ProgramTensor
 
-__all__ = ["SUITE", "VERSIONS", "SYNTHETIC_NAMES", "program", "generate", "named"]
+__all__ = ["SUITE", "VERSIONS", "LATEST", "SYNTHETIC_NAMES", "program", "generate", "named"]
 
 VERSIONS = (1, 2)
 """The generator's versions: 2 groups in-place chains as SPEC section 1 says, 1 as before."""
