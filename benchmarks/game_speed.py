@@ -113,7 +113,8 @@ def main() -> None:
         f"{'undo 100 (us)':>14} {'clone (us)':>11} {'greedy reward':>14}"
     )
     for n in args.sizes:
-        inst = generate(n, seed=0)
+        # synthetic-v1's instances: those of the speeds recorded in docs/results.md
+        inst = generate(n, seed=0, version=1)
         game = Game(inst, build_tables(inst))
         rnd, _ = decisions_per_second(game, UniformPolicy(np.random.default_rng(0)), args.repeat)
         grd, reward = decisions_per_second(game, greedy, args.repeat)
