@@ -76,7 +76,7 @@ def test_versions_differ_in_the_alias_groups_alone() -> None:
         sum(map(len, v2.alias_groups)) > sum(map(len, v1.alias_groups)) == 2 * len(v1.alias_groups)
     )
     assert program(2000, 5, loop=True) == v2  # the newest version is the default
-    for version in (0, 3, True, "2"):
+    for version in (0, 3, True, "2", 2.0):
         with pytest.raises(ValueError, match="version must be one of"):
             program(10, 0, version=version)
 

@@ -532,7 +532,7 @@ def program(
         raise ValueError(f"num_buffers must be an integer >= 1, got {num_buffers!r}")
     if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
         raise ValueError(f"seed must be an integer >= 0, got {seed!r}")
-    if isinstance(version, bool) or version not in VERSIONS:
+    if isinstance(version, bool) or not isinstance(version, int) or version not in VERSIONS:
         raise ValueError(f"version must be one of {VERSIONS}, got {version!r}")
     draw = _Draw(np.random.default_rng(seed))
     builder, body = _build_program(draw, num_buffers, loop)
