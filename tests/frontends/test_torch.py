@@ -276,6 +276,39 @@ def test_node_granularity_merges_a_layers_weights_and_decides_activations_once()
     _plays(per_node)
 
 
+class SortScatter(nn.Module):
+    """One op (``scatter``) reading both outputs of another (``sort``), one of them twice."""
+
+    def forward(self, x):
+        values, order = torch.sort(x, dim=1)
+        return values.scatter(1, order, values)
+
+
+class SquaredWeight(nn.Module):
+    """One op (``mul``) reading a parameter twice, beside parameters it does not read."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.w = nn.Parameter(torch.ones(4, 8))
+        self.c = nn.Parameter(torch.ones(64, 8))
+
+    def forward(self, x):
+        return self.w * self.w + x + self.c.sum()
+
+
+def test_node_granularity_counts_each_part_an_op_reads_once() -> None:
+    x = torch.randn(4, 8)
+    program = extract_torch(SortScatter(), (x,), granularity="node")
+    scatter = next(i for i in program.instructions if i.opcode == "scatter")
+    merged = program.tensors[scatter.operands[0]]
+    # the sorted values (float32) and their order (int64), each counted once
+    assert merged.size == scatter.operand_bytes[0] == 4 * 8 * 4 + 4 * 8 * 8
+    program = extract_torch(SquaredWeight(), (x,), granularity="node")
+    square = program.instructions[0]
+    assert program.tensors[square.operands[0]].size == (4 * 8 + 64 * 8) * 4
+    assert square.operand_bytes == (4 * 8 * 4,)  # w once, not twice; c not at all
+
+
 def test_node_granularity_on_a_real_scale_model_costs_no_memory() -> None:
     with torch.device("meta"):
         model = nn.Sequential(nn.Linear(4096, 4096), nn.ReLU(), nn.Linear(4096, 4096)).eval()

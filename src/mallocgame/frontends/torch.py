@@ -68,9 +68,10 @@ Granularity
     parameters and buffers of one module (``conv.weight`` and ``conv.bias``; a
     batch norm's four) are merged into one program input of their summed size
     (an instruction reading some of them reads those parts: its operand bytes
-    are their sum), and all the buffers of that input form one alias group (one
-    decision, with the statistics it updates in place); every instruction's
-    outputs are merged into one tensor (a consumer reads the part it uses), and
+    are the sum of the distinct parts it reads), and all the buffers of that input form
+    one alias group (one decision, with the statistics it updates in place); every
+    instruction's outputs are merged into one tensor (a consumer reads the parts it
+    uses, their sum likewise), and
     all its buffers, the definition and every read, form one alias group (one
     decision for the activation's whole life). Both granularities of one module
     have the same instructions and flops; the peak live bytes can be higher per node,
@@ -428,10 +429,13 @@ def _op_name(target: Any) -> str:
 
 @dataclass(frozen=True)
 class _Ref:
-    """What a graph value refers to: a program tensor and the bytes of it that value is."""
+    """What a graph value refers to: a program tensor, the bytes of it that value is, and
+    which part of the tensor they are (node granularity merges parts into one tensor: a
+    module's parameters, an op's outputs; ``""``: the whole tensor)."""
 
     tensor: int
     nbytes: int
+    part: str = ""
 
 
 def _shape_str(value: Any) -> str:
@@ -575,7 +579,7 @@ class _Builder:
             else:
                 x = self.new_tensor(label, nbytes, -1, _shape_str(value))
             self.placeholder_tensor[label] = x
-            self.env[node.name] = _Ref(x, nbytes)
+            self.env[node.name] = _Ref(x, nbytes, label if self.node_level and owned else "")
 
     def refs(self, arg: Any) -> list[_Ref]:
         """The tensor refs an argument tree refers to, in order."""
@@ -611,16 +615,19 @@ class _Builder:
         t = len(self.instrs)
         operands: list[int] = []
         operand_bytes: list[int] = []
+        parts: list[set[str]] = []  # the parts of each operand read, each counted once
         for ref in self.refs((node.args, node.kwargs)):
             if ref.tensor in operands:
                 i = operands.index(ref.tensor)
-                if self.tensors[ref.tensor].def_time < 0 and self.node_level:
+                if ref.part not in parts[i]:
+                    parts[i].add(ref.part)
                     operand_bytes[i] = min(
                         operand_bytes[i] + ref.nbytes, self.tensors[ref.tensor].size
                     )
                 continue
             operands.append(ref.tensor)
             operand_bytes.append(ref.nbytes)
+            parts.append({ref.part})
         out_refs: list[_Ref | None] = []
         outputs: list[int] = []
         merged: int | None = None
@@ -638,7 +645,7 @@ class _Builder:
                 m = self.tensors[merged]
                 m.size += nbytes
                 m.shape = f"{m.shape} {_shape_str(v)}".strip()
-                out_refs.append(_Ref(merged, nbytes))
+                out_refs.append(_Ref(merged, nbytes, f"{node.name}:{i}"))
             else:
                 name = node.name if len(outs) == 1 else f"{node.name}{{{i}}}"
                 x = self.new_tensor(name, nbytes, t, _shape_str(v))
