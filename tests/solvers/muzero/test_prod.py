@@ -120,6 +120,51 @@ def test_a_wall_clock_budget_gives_the_order_search_its_share(lstm) -> None:
     assert check_solution(lstm, answer).ok
 
 
+def test_a_stalled_agent_hands_its_share_to_the_order_search(lstm) -> None:
+    # patience 1 % of 8 s: the agent stops at its first stretch of 0.08 s without a new
+    # best, long before its share (6 s) ends; the order search has the rest
+    options = {**ONE_GAME, "order_search_patience": 0.01}
+    answer = get_solver("muzero-prod").solve(
+        lstm, SolveRequest(seed=0, seconds=8.0, options=options)
+    )
+    assert answer.info["agent_ended_s"] < 0.75 * 8.0 - 1.0
+    assert set(answer.info["candidates"]) == {"heuristic", "muzero", "msa-search"}
+    assert answer.work["order_evaluations"] > 0 and check_solution(lstm, answer).ok
+    patient = get_solver("muzero-prod").solve(
+        lstm, SolveRequest(seed=0, seconds=4.0, options=ONE_GAME)
+    )
+    assert "agent_ended_s" not in patient.info  # off by default
+
+
+def test_the_patient_stopwatch_ends_at_a_stall_after_its_grace(monkeypatch) -> None:
+    import time
+
+    from mallocgame.solvers.base import Improvement, Stopwatch
+    from mallocgame.solvers.muzero.prod import PatientStopwatch
+
+    now = [100.0]
+    monkeypatch.setattr(time, "perf_counter", lambda: now[0])
+    clock = PatientStopwatch(Stopwatch(10.0), patience_s=2.0, grace_s=1.0)
+    seen: list = []
+    noted = clock.watching(seen.append)
+    now[0] = 102.9  # within the grace and the patience after it
+    assert not clock.expired()
+    now[0] = 103.5
+    noted(Improvement(None, 3.5, {}))  # type: ignore[arg-type]
+    now[0] = 105.4
+    assert not clock.expired() and len(seen) == 1 and clock.ended_s is None
+    now[0] = 105.5  # 2 s without an improvement
+    assert clock.expired() and clock.ended_s == 5.5
+    noted(Improvement(None, 5.6, {}))  # type: ignore[arg-type]
+    assert clock.expired() and clock.ended_s == 5.5  # ended for good
+    budget = PatientStopwatch(Stopwatch(10.0), patience_s=60.0)
+    now[0] = 115.4
+    assert not budget.expired()
+    now[0] = 115.5
+    assert budget.expired() and budget.ended_s == 10.0  # the budget ends it too
+    assert PatientStopwatch(Stopwatch(None), 1.0).watching(None)  # no callback to pass on
+
+
 def test_a_program_without_buffers_is_answered_without_training() -> None:
     empty = build([], [I()])
     for request in (SolveRequest(seed=0, work=3), SolveRequest(seed=0, seconds=5.0)):

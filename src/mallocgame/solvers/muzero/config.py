@@ -263,3 +263,10 @@ class MuZeroProdConfig(MuZeroConfig):
         "order-search evaluations after the agent when the run has no wall-clock budget (0: none)",
         within="[0, 1000000000]",
     )
+    order_search_patience: float = setting(
+        0.0,
+        "> 0: with a wall-clock budget, the agent hands the rest of its share to the order "
+        "search once its best answer has not improved for this share of the budget (0: the "
+        "agent keeps its whole share)",
+        within="[0, 1]",
+    )

@@ -29,6 +29,11 @@ names them (``heuristic``, ``muzero``, ``msa-search``). The answer's ``info`` ha
 simulated latency and validity) beside the chosen candidate's own ``info``; its ``work``
 is the agent's, with the order search's ``order_evaluations``.
 
+With ``order_search_patience`` above 0 and a wall-clock budget, the agent's share ends
+early once its best answer has gone that share of the budget without improving (counted
+from the end of the time its demonstrations may take: :class:`PatientStopwatch`),
+and the order search has the rest; ``info["agent_ended_s"]`` says when the agent stopped.
+
 A wall-clock budget is kept: the agent does not start where the heuristic has already
 taken its share of the budget (``order_search_share``'s complement), nor the order search
 where the whole budget is spent (``info["left_out"]`` names them; ``work`` then has
@@ -41,14 +46,14 @@ demonstration (projected) and its placement the one the order search reorders.
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 
 from mallocgame.check import check_solution
 from mallocgame.errors import SolverError
 from mallocgame.instance import Instance
 from mallocgame.solution import Solution
-from mallocgame.solvers.base import Run, SolveRequest, Stopwatch
+from mallocgame.solvers.base import Improvement, Run, SolveRequest, Stopwatch
 from mallocgame.solvers.heuristic import OrderedAssignment, heuristic_answer
 from mallocgame.solvers.hybrid import Judged, fastest, judge
 from mallocgame.solvers.muzero.config import MuZeroConfig, MuZeroProdConfig
@@ -63,12 +68,47 @@ from mallocgame.solvers.order_search import (
 )
 from mallocgame.solvers.xla_answer import frozen_xla_answer
 
-__all__ = ["MuZeroProdSolver", "AGENT", "BASELINE", "COMPILER", "ORDER_SEARCH"]
+__all__ = ["MuZeroProdSolver", "PatientStopwatch", "AGENT", "BASELINE", "COMPILER", "ORDER_SEARCH"]
 
 AGENT = "muzero"  # the candidates' solver names
 BASELINE = "heuristic"
 COMPILER = "xla"
 ORDER_SEARCH = "msa-search"
+
+
+class PatientStopwatch(Stopwatch):
+    """``clock``'s budget, which also ends once ``patience_s`` seconds have passed since
+    the last improvement :meth:`watching`'s callback saw, or since ``grace_s`` seconds
+    after this stopwatch was made (the time the agent's demonstrations take): the
+    agent's share, handed to the order search when the agent stalls."""
+
+    def __init__(self, clock: Stopwatch, patience_s: float, grace_s: float = 0.0) -> None:
+        super().__init__(clock.seconds)
+        self.start = clock.start
+        self.patience_s = patience_s
+        self.last_improvement_s = self.elapsed + grace_s
+        self.ended_s: float | None = None  # elapsed seconds when it first read as expired
+
+    def watching(
+        self, callback: Callable[[Improvement], None] | None
+    ) -> Callable[[Improvement], None]:
+        """``callback`` (may be None), noting the time of every improvement it is given."""
+
+        def noted(improvement: Improvement) -> None:
+            self.last_improvement_s = self.elapsed
+            if callback is not None:
+                callback(improvement)
+
+        return noted
+
+    def expired(self) -> bool:
+        """Whether the budget is spent or the agent has stalled; once true, true for good."""
+        if self.ended_s is not None:
+            return True
+        now = self.elapsed
+        if super().expired() or now - self.last_improvement_s >= self.patience_s:
+            self.ended_s = now
+        return self.ended_s is not None
 
 
 class MuZeroProdSolver(MuZeroSolver, name="muzero-prod", config=MuZeroProdConfig):
@@ -103,6 +143,20 @@ class MuZeroProdSolver(MuZeroSolver, name="muzero-prod", config=MuZeroProdConfig
             agent_request = replace(
                 run.request, demonstrations=(*run.request.demonstrations, baseline)
             )
+            budget_s = run.clock.seconds
+            patient = config.order_search_patience > 0
+            if patient and budget_s is not None and agent_clock.seconds is not None:
+                patience_s = config.order_search_patience * budget_s
+                # the demonstrations are not a stall: the heuristic's repair and es may take
+                # es_share of the agent's share each (Trainer.add_demonstrations), so
+                # patience counts from when both would be done
+                timed = [d for d in config.demonstration_sources if d in ("heuristic", "es")]
+                left_s = agent_clock.seconds - agent_clock.elapsed
+                grace_s = min(len(timed) * config.es_share * agent_clock.seconds, left_s)
+                agent_clock = PatientStopwatch(agent_clock, patience_s, grace_s)
+                agent_request = replace(
+                    agent_request, callback=agent_clock.watching(agent_request.callback)
+                )
             agent_run = Run(AGENT, instance, agent_request, agent_clock)
             agent = self.train(instance, config, agent_run, solver_name=AGENT)
             judged.append(judge(instance, agent))
@@ -125,6 +179,8 @@ class MuZeroProdSolver(MuZeroSolver, name="muzero-prod", config=MuZeroProdConfig
         if searched is not None:
             work["order_evaluations"] = searched.work["evaluations"]
         info = {**choice.info(), **({"left_out": left_out} if left_out else {})}
+        if isinstance(agent_clock, PatientStopwatch):
+            info["agent_ended_s"] = agent_clock.ended_s
         return replace(choice.solution, work=work, info=info)
 
     @staticmethod
