@@ -55,6 +55,14 @@ def test_a_record_replays_its_answer(tmp_path: Path, capsys) -> None:
     )  # another program: refused
 
 
+def test_a_cell_named_twice_is_one_job() -> None:
+    from mallocgame.bench.sweep import sweep_jobs
+
+    jobs = sweep_jobs([*PROGRAMS, PROGRAMS[0]], ["random", "random"], [0, 0, 1], work=2)
+    assert len(jobs) == len(set(jobs)) == 2 * len(PROGRAMS)
+    assert [j.program for j in jobs[: len(PROGRAMS)]] == PROGRAMS  # the first order kept
+
+
 def test_sweep_jobs_type_the_options_given_as_text() -> None:
     from mallocgame.bench.sweep import sweep_jobs
     from mallocgame.errors import SolverError
@@ -670,6 +678,13 @@ def test_a_file_at_a_records_path_that_is_not_its_record_stops_the_sweep_and_the
             job_records(tmp_path, jobs)
     second.write_text(kept)
     assert len(job_records(tmp_path, jobs)) == 2
+    # a document under another name that looks like a record but states no cell (a list
+    # where a name goes, text where a number goes) is no record of any job
+    doc = json.loads(kept)
+    for field, value in (("program", ["x"]), ("seed", [0]), ("budget", {"work": "2"})):
+        (tmp_path / "edited.json").write_text(json.dumps({**doc, field: value}))
+        assert len(job_records(tmp_path, jobs)) == 2
+    (tmp_path / "edited.json").unlink()
     # a copy of a record under a name no job has: two records of one cell
     (tmp_path / "copy.json").write_text(first.read_text())
     with pytest.raises(StaleRecordError, match="records of the same cell"):

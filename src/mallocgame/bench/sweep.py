@@ -101,7 +101,8 @@ def sweep_jobs(
 ) -> list[Job]:
     """Every (program, solver, seed) job with one budget; ``options`` by solver name.
     Jobs are ordered by seed, then program, then solver, so a sweep cut short leaves
-    whole (program, seed) cells. A bad solver name or option raises
+    whole (program, seed) cells; a program, solver or seed named twice makes its jobs once. A bad
+    solver name or option raises
     :class:`~mallocgame.errors.SolverError` before any job exists, and a seed that is not
     a whole number >= 0, a work budget below 1 or a wall-clock budget
     :func:`~mallocgame.bench.inputs.budget_seconds` refuses raises
@@ -109,7 +110,8 @@ def sweep_jobs(
     from mallocgame.bench.inputs import budget_seconds, work_budget
     from mallocgame.bench.inputs import seeds as checked_seeds
 
-    seeds = checked_seeds(seeds)
+    seeds = list(dict.fromkeys(checked_seeds(seeds)))  # a cell named twice runs once
+    programs, solvers = list(dict.fromkeys(programs)), list(dict.fromkeys(solvers))
     if seconds is not None:
         seconds = budget_seconds(seconds)
     if work is not None:
@@ -161,15 +163,14 @@ def _record_cell(doc: Any) -> tuple[Any, ...] | None:
     options = doc.get("options", {})
     if not isinstance(budget, dict) or not isinstance(options, dict):
         return None
+    program, solver, seed = doc.get("program"), doc.get("solver"), doc.get("seed")
+    seconds, work = budget.get("seconds"), budget.get("work")
+    if not (isinstance(program, str) and isinstance(solver, str) and isinstance(seed, int)):
+        return None  # an edited or foreign document states no cell (and could not hash)
+    if not all(v is None or isinstance(v, (int, float)) for v in (seconds, work)):
+        return None
     options_json = json.dumps(options, sort_keys=True, default=str)
-    return (
-        doc.get("program"),
-        doc.get("solver"),
-        doc.get("seed"),
-        budget.get("seconds"),
-        budget.get("work"),
-        options_json,
-    )
+    return (program, solver, seed, seconds, work, options_json)
 
 
 def _not_its_record(path: Path, job: Job) -> StaleRecordError:
