@@ -188,6 +188,12 @@ def test_speedup_table_arithmetic() -> None:
     assert rows["base"].mean == 1.0 and "| x | 2 | 1.2500" in format_table(
         list(rows.values()), "base"
     )
+    # the gap covers the row's programs only: a program the baseline has no valid answer
+    # of counts in no column of the row
+    records.append({**records[2], "program": "c", "seed": 0, "reward_s": 0.0, "bound_s": 1.0})
+    records.append({**records[0], "program": "c", "valid": False, "latency_s": None})
+    x = {r.solver: r for r in speedup_table(records, baseline="base")}["x"]
+    assert x.programs == 2 and x.bound_gap == pytest.approx(0.5)
 
 
 def test_cli_bench_speedups(tmp_path: Path, capsys) -> None:
