@@ -70,6 +70,20 @@ def test_a_program_whose_normalizer_is_negative_shows_no_minus_zero() -> None:
     assert "-0.0" not in text and " 0.0000 " in text
 
 
+def test_every_path_beside_the_answer_keeps_its_whole_name() -> None:
+    # a dotted name is no suffix to strip: two runs' files never meet
+    v1, v2 = output_paths("runs/study.v1"), output_paths("runs/study.v2")
+    assert v1.checkpoint == Path("runs/study.v1.checkpoint")
+    assert v1.steer == Path("runs/study.v1.steer.json")
+    assert v1.curve_csv == Path("runs/study.v1.curve.csv")
+    assert not {v1.checkpoint, v1.steer, *v1.files()} & {v2.checkpoint, v2.steer, *v2.files()}
+    json_out = output_paths("runs/answer.json")
+    assert (json_out.checkpoint, json_out.steer) == (
+        Path("runs/answer.checkpoint"),
+        Path("runs/answer.steer.json"),
+    )
+
+
 def test_the_files(outcome, tmp_path: Path) -> None:
     paths = write_outputs(outcome, tmp_path / "run" / "answer.json")
     assert paths == output_paths(tmp_path / "run" / "answer.json")

@@ -334,15 +334,14 @@ def _cmd_optimize(args: argparse.Namespace) -> int:
     compiled = _optimize_compiled(args)
     inst = compiled.instance if compiled is not None else load_workload(args.workload)
     out = Path(args.out) if args.out else _default_out(inst.name, "muzero-prod", args.seed)
-    for path in output_paths(out).files():  # each checked before the run, not after it
-        _output_file(path, args.workload)
+    paths = output_paths(out)
+    for path in (*paths.files(), *([paths.steer] if args.steer is not None else [])):
+        _output_file(path, args.workload)  # each checked before the run, not after it
     options = _options([*args.option, *_ray_options(args, "muzero-prod")])
     remedy = "delete it to start over, or give another --out"
     if "checkpoint_dir" in options:
         remedy = "delete it to start over, or give another checkpoint_dir"
-    options.setdefault(
-        "checkpoint_dir", str(output_paths(out).answer.with_suffix("")) + ".checkpoint"
-    )
+    options.setdefault("checkpoint_dir", str(paths.checkpoint))
     get_solver("muzero-prod").check_options(options)
     if _resumes("muzero-prod", inst, options, args.seed, remedy):
         print(
@@ -376,7 +375,7 @@ def _cmd_optimize(args: argparse.Namespace) -> int:
             compiler=None if compiled is None else compiled.xla.solution,
         )
         bar.update(status.played(outcome.agent.work.get("games")))  # the last line: every game
-    paths = write_outputs(outcome, out)
+    write_outputs(outcome, out)
     print(format_comparison(outcome))
     print(format_residency_comparison(compare_residency(inst, outcome.baseline, outcome.agent)))
     print(f"answer -> {paths.answer}; candidates -> {paths.baseline}, {paths.agent}")
@@ -385,7 +384,7 @@ def _cmd_optimize(args: argparse.Namespace) -> int:
     )
     if args.steer is not None:
         assert compiled is not None  # _optimize_compiled refused --steer without a TPU target
-        _steer(args, compiled, outcome.answer, paths.answer.with_suffix(".steer.json"))
+        _steer(args, compiled, outcome.answer, paths.steer)
     return EXIT_OK
 
 

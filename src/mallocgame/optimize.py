@@ -79,9 +79,11 @@ class OutputPaths:
     curve_csv: Path
     curve_png: Path
     layouts: Path
+    checkpoint: Path  # the agent's checkpoint folder (the command line's default)
+    steer: Path  # ``optimize --steer``'s flags
 
     def files(self) -> tuple[Path, ...]:
-        """Every file, the answer first."""
+        """Every file :func:`write_outputs` writes, the answer first."""
         return (
             self.answer,
             self.baseline,
@@ -256,9 +258,10 @@ def format_comparison(outcome: Outcome) -> str:
 
 
 def output_paths(out: str | Path) -> OutputPaths:
-    """The files :func:`write_outputs` writes for the answer file ``out`` (``X.json``):
-    ``X.heuristic.json``, ``X.muzero.json``, ``X.curve.csv``, ``X.curve.png`` and
-    ``X.layouts.png`` beside it."""
+    """The files :func:`write_outputs` writes for the answer file ``out`` (``X.json``, or
+    any other name ``X``): ``X.heuristic.json``, ``X.muzero.json``, ``X.curve.csv``,
+    ``X.curve.png`` and ``X.layouts.png`` beside it; and ``X.checkpoint`` and
+    ``X.steer.json``, for the command line."""
     out = Path(out)
     stem = out.with_suffix("") if out.suffix == ".json" else out
     beside = lambda suffix: stem.with_name(stem.name + suffix)  # noqa: E731
@@ -269,6 +272,8 @@ def output_paths(out: str | Path) -> OutputPaths:
         beside(".curve.csv"),
         beside(".curve.png"),
         beside(".layouts.png"),
+        beside(".checkpoint"),
+        beside(".steer.json"),
     )
 
 
