@@ -147,12 +147,14 @@ def test_the_patient_stopwatch_ends_at_a_stall_after_its_grace(monkeypatch) -> N
     clock = PatientStopwatch(Stopwatch(10.0), patience_s=2.0, grace_s=1.0)
     seen: list = []
     noted = clock.watching(seen.append)
+    now[0] = 100.5
+    noted(Improvement(None, 0.5, {}))  # type: ignore[arg-type]  # within the grace: no change
     now[0] = 102.9  # within the grace and the patience after it
     assert not clock.expired()
     now[0] = 103.5
     noted(Improvement(None, 3.5, {}))  # type: ignore[arg-type]
     now[0] = 105.4
-    assert not clock.expired() and len(seen) == 1 and clock.ended_s is None
+    assert not clock.expired() and len(seen) == 2 and clock.ended_s is None
     now[0] = 105.5  # 2 s without an improvement
     assert clock.expired() and clock.ended_s == 5.5
     noted(Improvement(None, 5.6, {}))  # type: ignore[arg-type]

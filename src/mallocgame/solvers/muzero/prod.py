@@ -95,7 +95,8 @@ class PatientStopwatch(Stopwatch):
         """``callback`` (may be None), noting the time of every improvement it is given."""
 
         def noted(improvement: Improvement) -> None:
-            self.last_improvement_s = self.elapsed
+            # an improvement within the grace (a demonstration's) does not shorten it
+            self.last_improvement_s = max(self.last_improvement_s, self.elapsed)
             if callback is not None:
                 callback(improvement)
 
