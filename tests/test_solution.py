@@ -69,6 +69,11 @@ def test_the_solution_of_a_sweep_record_loads(tmp_path: Path) -> None:
     path.write_text(json.dumps({"format": RECORD_FORMAT, "version": 1}))
     with pytest.raises(FormatError, match="without its solution"):
         load_solution(path)
+    for version in (99, None, True, "1", 1.0):  # a record this package does not read
+        doc = {"format": RECORD_FORMAT, "version": version, "solution": SOLUTION.to_dict()}
+        path.write_text(json.dumps(doc))
+        with pytest.raises(FormatError, match="a sweep record of version"):
+            load_solution(path)
 
 
 @pytest.mark.parametrize(

@@ -345,6 +345,18 @@ def solution_from_dict(doc: Any, *, where: str = "solution") -> Solution:
 
 RECORD_FORMAT = "mallocgame-result"
 """The format of a sweep record (:mod:`mallocgame.bench.sweep`), which keeps its solution."""
+RECORD_VERSION = 1
+"""The version of a sweep record this package writes and reads."""
+
+
+def check_record_version(doc: Mapping[str, Any]) -> None:
+    """Raise :class:`~mallocgame.errors.FormatError` unless the sweep record ``doc`` is of
+    :data:`RECORD_VERSION`."""
+    version = doc.get("version")
+    if isinstance(version, bool) or not isinstance(version, int) or version != RECORD_VERSION:
+        raise FormatError(
+            f"a sweep record of version {version!r}: this mallocgame reads version {RECORD_VERSION}"
+        )
 
 
 def load_solution(path: str | os.PathLike[str]) -> Solution:
@@ -355,6 +367,7 @@ def load_solution(path: str | os.PathLike[str]) -> Solution:
 
 def _solution_or_record(doc: Any) -> Solution:
     if isinstance(doc, Mapping) and doc.get("format") == RECORD_FORMAT:
+        check_record_version(doc)
         if not isinstance(doc.get("solution"), Mapping):
             raise FormatError(
                 "a sweep record without its solution (written before records kept it)"

@@ -36,6 +36,7 @@ def record(
 ) -> dict:
     return {
         "format": RECORD_FORMAT,
+        "version": 1,
         "program": program,
         "solver": solver,
         "seed": seed,

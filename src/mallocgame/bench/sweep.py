@@ -34,9 +34,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from mallocgame.errors import MallocGameError, StaleRecordError, WorkerError
+from mallocgame.errors import FormatError, MallocGameError, StaleRecordError, WorkerError
 from mallocgame.fileio import read_json, write_json
-from mallocgame.solution import RECORD_FORMAT
+from mallocgame.solution import RECORD_FORMAT, RECORD_VERSION, check_record_version
 from mallocgame.workers import process_pool
 
 __all__ = [
@@ -256,7 +256,7 @@ def run_job(job: Job, out_dir: str) -> dict[str, Any]:
         _BOUNDS[inst.sha256] = upper_bound(inst)
     record: dict[str, Any] = {
         "format": RECORD_FORMAT,
-        "version": 1,
+        "version": RECORD_VERSION,
         "program": job.program,
         "instance_sha256": inst.sha256,
         "solver": job.solver,
@@ -359,11 +359,16 @@ def run_sweep(
 
 def record_files(out_dir: Path) -> list[tuple[Path, dict[str, Any]]]:
     """Every result record in ``out_dir`` with its file, in file-name order (other
-    JSON files are skipped; a file that is not JSON raises ``InputFileError``)."""
+    JSON files are skipped; a file that is not JSON raises ``InputFileError``, a record of
+    another version ``FormatError``)."""
     records = []
     for path in sorted(out_dir.glob("*.json")):
         doc = read_json(path)
         if isinstance(doc, dict) and doc.get("format") == RECORD_FORMAT:
+            try:
+                check_record_version(doc)
+            except FormatError as exc:
+                raise FormatError(f"{path}: {exc}") from None
             records.append((path, doc))
     return records
 
