@@ -37,11 +37,14 @@ subset of the mapping's. Deterministic without a time limit (``seconds=None``): 
 same mapping and ``repairs`` give the same trajectory.
 
 The result is a complete legal trajectory (a :class:`~mallocgame.solution.Solution`
-with ``actions``) and ``kept_fraction`` = its reward / the mapping's reward
-(:func:`~mallocgame.latency.mapping_reward`; 1.0 when the mapping's reward is 0).
-For roofline latencies the projected fast set is a subset of the mapping's, so the
-fraction is at most 1. A game trajectory's own allocations project back onto the
-same trajectory (fraction 1).
+with ``actions``) and ``kept_fraction`` = its reward / the mapping's reward (both exact,
+:func:`~mallocgame.latency.mapping_reward`; 1.0 when the mapping's reward is 0). For a
+valid mapping (one :func:`~mallocgame.check.physical_check` accepts) and roofline
+latencies the projected fast set is a subset of the mapping's, so the fraction is at
+most 1; an invalid mapping (XLA's own splits alias groups) can project onto more fast
+buffers than it had, where a group or a resident tensor it left in part in slow memory
+is fast, and keep more than all. A game trajectory's own allocations project back onto
+the same trajectory (fraction 1 exactly).
 """
 
 from __future__ import annotations
@@ -49,7 +52,7 @@ from __future__ import annotations
 import hashlib
 import time
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -580,26 +583,26 @@ def project(
     def fraction(return_s: float) -> float:
         return return_s / target if target != 0 else 1.0
 
-    before = fraction(played.return_s)
+    before = None  # the plain replay's fraction, exact like the answer's
     wanted, spent, changes = mapped, 0, 0
     if repairs > 0:
+        before = fraction(mapping_reward(instance, [a.buffer for a in played.game.allocations()]))
         deadline = None if seconds is None else start + seconds
         wanted, played, spent, changes = _repair(
             instance, tables, mapped, played, repairs, deadline
         )
-    kept = fraction(played.return_s)
     solution = solution_from_game(
-        instance,
-        played.game,
-        solver=solver,
-        seed=seed,
-        wall_s=time.perf_counter() - start,
+        instance, played.game, solver=solver, seed=seed, wall_s=time.perf_counter() - start
+    )
+    kept = fraction(solution.reward_s)  # the exact reward, not the game's running sum
+    solution = replace(
+        solution,
         info={
             "projected_from": target,
             "kept_fraction": kept,
             "fallbacks": int(np.count_nonzero(played.actions != mapped)),
             "backups": played.backups,
-            "kept_before_repair": before,
+            "kept_before_repair": kept if before is None else before,
             "repair_replays": spent,
             "repairs_kept": changes,
             "repair_dropped": int(np.count_nonzero(wanted != mapped)),
