@@ -86,3 +86,25 @@ def test_judged_candidates_the_fastest_valid_first_of_a_tie_never_an_invalid_one
     assert choice.candidates == tuple(j.candidate for j in judged)
     with pytest.raises(SolverError, match=r"no candidate of \['broken'\] produced a valid"):
         fastest([judged[1]])
+
+
+def test_a_wall_clock_budget_is_split_as_the_candidates_spend_it(monkeypatch) -> None:
+    import mallocgame.solvers.hybrid as hybrid
+
+    shares: list = []
+    solve = hybrid.Solver.solve
+
+    def recording(self, instance, request):  # each candidate's share as it starts
+        if self.name != "best-of":
+            shares.append((self.name, request.seconds))
+        return solve(self, instance, request)
+
+    monkeypatch.setattr(hybrid.Solver, "solve", recording)
+    inst = load_workload("synthetic-v2/small")
+    request = SolveRequest(seed=0, seconds=0.6, options={"solvers": "drop,greedy,random"})
+    BestOfSolver().solve(inst, request)
+    (drop, first), (greedy, second), (rand, third) = shares
+    assert (drop, greedy, rand) == ("drop", "greedy", "random")
+    assert 0.19 < first <= 0.2  # a third of the budget
+    # drop and greedy answer at once: each later share is what is left, split evenly
+    assert first < second <= 0.3 and second < third <= 0.6

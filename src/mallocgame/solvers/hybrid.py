@@ -133,15 +133,23 @@ def choose_fastest(instance: Instance, solutions: Sequence[Solution]) -> Choice:
     return fastest([judge(instance, solution) for solution in solutions])
 
 
+MIN_SHARE_S = 1e-3
+"""The least wall-clock share a ``best-of`` candidate is given (seconds), where the
+candidates before it have spent the budget: it then answers with what it has at once."""
+
+
 class BestOfSolver(Solver, name="best-of", work_unit="per candidate", config=BestOfConfig):
     """Runs the ``solvers`` of its config and keeps the fastest valid answer.
 
-    A wall-clock budget is split evenly between the candidates; a work budget is passed
-    to each. ``info`` is :meth:`Choice.info`: ``candidates`` records every candidate's
-    reward, simulated latency and validity, ``chosen`` the winner. A candidate that
-    refuses (raises a :class:`~mallocgame.errors.MallocGameError`, as ``exhaustive`` does
-    on a program too large for it) is skipped, its reason kept in ``info["refused"]`` by
-    name; only when every candidate refuses is it a :class:`SolverError`.
+    A wall-clock budget is split between the candidates as they run: each has what is
+    left split evenly between it and those after it (at least ``MIN_SHARE_S``), so a
+    candidate that finishes early leaves its time to the others and one that overruns
+    takes it from them; a work budget is passed to each. ``info`` is
+    :meth:`Choice.info`: ``candidates`` records every candidate's reward, simulated
+    latency and validity, ``chosen`` the winner. A candidate that refuses (raises a
+    :class:`~mallocgame.errors.MallocGameError`, as ``exhaustive`` does on a program
+    too large for it) is skipped, its reason kept in ``info["refused"]`` by name; only
+    when every candidate refuses is it a :class:`SolverError`.
     """
 
     def settings(self, options: Mapping[str, Any]) -> dict[str, Any]:
@@ -154,10 +162,13 @@ class BestOfSolver(Solver, name="best-of", work_unit="per candidate", config=Bes
 
     def search(self, instance: Instance, config: BestOfConfig, run: Run) -> Solution:
         names = config.solvers
-        share = None if run.request.seconds is None else run.request.seconds / len(names)
+        seconds = run.request.seconds
         candidates: list[Solution] = []
         refused: dict[str, str] = {}
-        for name in names:
+        for i, name in enumerate(names):
+            share = None
+            if seconds is not None:  # what is left, split evenly between those left to run
+                share = max(MIN_SHARE_S, (seconds - run.clock.elapsed) / (len(names) - i))
             request = replace(run.request, seconds=share, callback=None, options={})
             try:
                 candidates.append(get_solver(name).solve(instance, request))
