@@ -45,6 +45,8 @@ def test_the_comparison_table(outcome) -> None:
     assert all(0.0 <= row.gap_to_bound < 1.0 for row in (heuristic, agent, searched, answer))
     text = format_comparison(outcome)
     assert text.splitlines()[0].startswith("xla-v1/gru_infer: 70 buffers")
+    played = outcome.agent.work["games"]  # the budget asked for, then what was played
+    assert f"; budget 4 games ({played} games played), seed 0," in text.splitlines()[0]
     assert (
         len(text.splitlines()) == 7
         and f"muzero-prod (answer: {outcome.answer.info['chosen']})" in text

@@ -56,6 +56,7 @@ class Outcome:
     bound_normalized: float  # the LP upper bound on the normalized reward
     seconds: float | None  # the wall-clock budget given
     wall_s: float  # seconds the run took
+    games: int | None = None  # the work budget given: the agent's self-play games
 
 
 @dataclass(frozen=True)
@@ -156,6 +157,7 @@ def optimize(
         normalized_upper_bound(instance),
         seconds,
         time.perf_counter() - start,
+        games,
     )
 
 
@@ -221,11 +223,13 @@ def _fixed(value: float, decimals: int) -> str:
 def format_comparison(outcome: Outcome) -> str:
     """:func:`comparison` as a text table, under a line naming the run."""
     inst = outcome.instance
-    budget = (
-        f"{outcome.seconds:g} s"
-        if outcome.seconds is not None
-        else f"{outcome.agent.work.get('games', 0)} games"
-    )
+    played = outcome.agent.work.get("games", 0)
+    parts = [f"{outcome.seconds:g} s"] if outcome.seconds is not None else []
+    if outcome.games is not None:
+        parts.append(f"{outcome.games} game{'s' if outcome.games != 1 else ''}")
+    # a batch of parallel games can end past a work budget
+    budget = " and ".join(parts) or "none"
+    budget += f" ({played} game{'s' if played != 1 else ''} played)"
     header = (
         "",
         "normalized reward",
