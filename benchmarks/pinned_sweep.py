@@ -50,6 +50,13 @@ def main() -> None:
     free = sorted(os.sched_getaffinity(0))
     if args.cores < 1:
         parser.error("--cores must be at least 1")
+    for item in args.option:  # a setting no job would take is refused, not dropped
+        solver, colon, setting = item.partition(":")
+        if not colon or solver not in args.solvers or "=" not in setting:
+            parser.error(f"--option {item!r} is not SOLVER:KEY=VALUE for one of --solvers")
+    args.programs = list(dict.fromkeys(args.programs))  # a job named twice runs once
+    args.solvers = list(dict.fromkeys(args.solvers))
+    args.seeds = list(dict.fromkeys(args.seeds))
     cores_per_job = min(args.cores, len(free))  # never wait for more cores than there are
     logs = Path(args.logs or Path(args.out) / "logs")
     logs.mkdir(parents=True, exist_ok=True)
