@@ -41,6 +41,7 @@ SPREAD = (
     "holdout-v1/decoder_lm_scan_train",
     "holdout-v1/moe_lm_train",
     "synthetic-v1/1k",
+    "synthetic-v2/small",
     "tpu-v1/gru_infer_b512-v5e",
     "hf-v1/gpt2_infer_b8_s1024",
 )
@@ -250,8 +251,13 @@ def test_muzero_settings_are_its_settings_with_restarts_on_and_the_order_search(
     search = {
         "order_search_share": prod.pop("order_search_share"),
         "order_search_evaluations": prod.pop("order_search_evaluations"),
+        "order_search_patience": prod.pop("order_search_patience"),
     }
-    assert search == {"order_search_share": 0.25, "order_search_evaluations": 200}
+    assert search == {
+        "order_search_share": 0.25,
+        "order_search_evaluations": 200,
+        "order_search_patience": 0.0,
+    }
     assert prod == get_solver("muzero").settings(
         {"num_simulations": "8", "restart_fraction": "0.5"}
     )

@@ -838,7 +838,7 @@ def checkpoint_fingerprint(
     return CHECKPOINT.fingerprint(instance, fingerprint_settings(config), seed, answer=answer)
 
 
-NEW_SETTINGS = {"init": None, "learning": True}
+NEW_SETTINGS = {"init": None, "learning": True, "order_search_patience": 0.0}
 """Settings newer than the checkpoint format, left out of a fingerprint at these values
 (their defaults), so that a checkpoint written before them still resumes."""
 
