@@ -585,7 +585,69 @@ def test_bench_suite_prints_the_hardness_table(capsys) -> None:
             "not a program of the bundled suites",
         ),
         (["extract", "--model", "xla-v2/nope", "--out", "x.json"], "unknown model 'xla-v2/nope'"),
+        (
+            ["extract", "--model", "gru_infer", "--model", "lstm_infer", "--out", "x.json"],
+            "--model takes one NAME",
+        ),
+        # a setting this source or output would ignore is refused before any work
+        (
+            ["extract", "--program", "xla-v1/lstm_infer", "--module", "m", "--out", "x.json"],
+            "--module goes with --dump DIR",
+        ),
+        (
+            ["extract", "--program", "xla-v1/lstm_infer", "--arg", "f32[2]", "--out", "x.json"],
+            "--arg goes with --jax or --torch",
+        ),
+        (
+            ["extract", "--program", "xla-v1/lstm_infer", "--donate", "0", "--out", "x.json"],
+            "--donate goes with --jax",
+        ),
+        (
+            ["extract", "--program", "xla-v1/lstm_infer", "--program-out", "p.json", "--physical"],
+            "--physical goes with --out FILE",
+        ),
+        (
+            ["extract", "--program", "xla-v1/lstm_infer", "--out-dir", "d", "--out", "x.json"],
+            "--out-dir goes with --suite",
+        ),
+        (
+            ["extract", "--program", "xla-v1/lstm_infer", "--physical", "--out", "x.json"]
+            + ["--capacity-fraction", "0.5"],
+            "drop --capacity-fraction",
+        ),
+        (
+            ["extract", "--program", "xla-v1/lstm_infer", "--capacity-fraction", "0"]
+            + ["--out", "x.json", "--program-out", "p.json"],
+            "--capacity-fraction must be a finite number above 0",
+        ),
+        (
+            ["extract", "--program", "xla-v1/lstm_infer", "--out", "x.json"]
+            + ["--program-out", "./x.json"],
+            "must be three different files",
+        ),
+        (["extract", "--program", "xla-v1/lstm_infer", "--out", "{empty}"], "a directory"),
         (["bench", "suite", "--suite", "xla-v9"], "unknown suite 'xla-v9'"),
+        (
+            ["optimize", "xla-v1/lstm_infer", "--work", "1", "--arg", "f32[2]"],
+            "--arg and --donate go with --jax",
+        ),
+        (
+            ["bench", "suite", "--programs", "xla-v1/lstm_infer", "--suite", "xla-v2"],
+            "give --programs or --suite, not both",
+        ),
+        (
+            ["bench", "speedups", "--programs", "xla-v1/lstm_infer", "--work", "1", "--out", ""],
+            "--out must name the records' folder",
+        ),
+        (
+            ["train", "xla-v1/lstm_infer", "--solver", "muzero", "--dir", "d"]
+            + ["--option", "progress=false"],
+            "train sets progress itself (--dir): drop --option progress",
+        ),
+        (
+            ["train-agent", "xla-v1/lstm_infer", "--dir", "d", "--option", "checkpoint_dir=e"],
+            "train-agent sets checkpoint_dir itself (--dir): drop --option checkpoint_dir",
+        ),
         (["bench", "suite", "--random-games", "0"], "--random-games"),
         (["bench", "suite", "--exact-seconds", "inf"], "--exact-seconds"),
         (["extract", "--out", "x.json"], "exactly one of"),
@@ -648,7 +710,7 @@ def test_extract_errors(tmp_path: Path, monkeypatch, capsys, argv: list[str], ne
     argv = [a.format(empty=empty) for a in argv]
     assert main(argv) == 2
     assert needle.format(empty=empty) in _one_line_error(capsys)
-    assert not (tmp_path / "x.json").exists()
+    assert not (tmp_path / "x.json").exists() and not (tmp_path / "p.json").exists()
 
 
 def test_simulate_reports_speedup_and_refuses_invalid(tmp_path: Path, capsys) -> None:

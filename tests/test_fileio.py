@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from mallocgame.errors import FormatError, InputFileError
+from mallocgame.errors import FormatError, InputFileError, OutputFileError
 from mallocgame.fileio import canonical_sha256, read_json, write_json
 
 
@@ -156,3 +156,16 @@ def test_a_document_json_cannot_hold_is_refused_and_nothing_is_written(
         write_json(path, {"reward_s": [1.0, value]})
     assert json.loads(path.read_text()) == {"old": True}  # the file there stays as it was
     assert sorted(p.name for p in tmp_path.iterdir()) == ["x.json"]
+
+
+def test_a_file_beside_an_output_keeps_the_whole_name() -> None:
+    from mallocgame.fileio import output_beside
+
+    assert output_beside("runs/study.v1", ".csv") == Path("runs/study.v1.csv")
+    assert output_beside("runs/study.v1", ".lock") == Path("runs/study.v1.lock")
+    assert output_beside("runs/curves", ".png") == Path("runs/curves.png")
+    for ending in (".csv", ".png", ".json"):  # an ending of its own files is replaced
+        assert output_beside(f"runs/curves{ending}", ".csv") == Path("runs/curves.csv")
+    for nameless in ("", " ", ".", "..", "/"):
+        with pytest.raises(OutputFileError, match="--out must name a file"):
+            output_beside(nameless, ".csv")

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
 from mallocgame.errors import MallocGameError
+from mallocgame.fileio import output_beside
 from mallocgame.hardware import DEFAULT_PRESET, preset_names
 from mallocgame.limits import MAX_SECONDS, MAX_SEED
 from mallocgame.units import format_bytes
@@ -188,12 +189,23 @@ def _cmd_train(args: argparse.Namespace) -> int:
     if args.solver not in ("muzero", "muzero-nosearch", "egrl"):
         raise UsageError(f"train runs muzero, muzero-nosearch or egrl, not {args.solver!r}")
     _check_dir_argument(args.dir)
+    _refuse_options_set_by(args.option, ("checkpoint_dir", "progress"), "train")
     args.option = [*args.option, f"checkpoint_dir={args.dir}", "progress=true"]
     args.option += _ray_options(args, args.solver)
     args.out = str(Path(args.dir) / "final.solution.json") if args.out is None else args.out
     inst = load_workload(args.workload)
     _resumes(args.solver, inst, _options(args.option), args.seed, "use another --dir or remove it")
     return _cmd_solve(args, inst)
+
+
+def _refuse_options_set_by(given: list[str], keys: tuple[str, ...], command: str) -> None:
+    """A ``--option KEY=VALUE`` of ``keys``, which ``command`` sets itself (the checkpoint
+    folder from ``--dir``, progress lines on), is refused: it would be overridden without
+    a word."""
+    for item in given:
+        key = item.partition("=")[0].strip()
+        if key in keys:
+            raise UsageError(f"{command} sets {key} itself (--dir): drop --option {key}")
 
 
 def _check_dir_argument(folder: str) -> None:
@@ -237,6 +249,7 @@ def _cmd_train_agent(args: argparse.Namespace) -> int:
     from mallocgame.workloads.suite import agent_split, suite_names
 
     _check_dir_argument(args.dir)
+    _refuse_options_set_by(args.option, ("checkpoint_dir",), "train-agent")
     names = list(args.programs)
     for suite in args.suite:
         names += agent_split(suite_names(suite), args.split)
@@ -402,6 +415,8 @@ class _Compiled:
 def _optimize_compiled(args: argparse.Namespace) -> _Compiled | None:
     """For ``optimize --target TPU`` (with ``--jax`` or a dump): the compiled program;
     ``None`` for a plain workload."""
+    if (args.arg or args.donate) and not args.jax:
+        raise UsageError("--arg and --donate go with --jax MODULE:FUNCTION")
     if args.target == "cpu":
         if args.jax or args.steer is not None:
             raise UsageError("--jax and --steer go with --target TPU (tpu-v4, tpu-v5e, ...)")
@@ -537,6 +552,8 @@ def _cmd_project(args: argparse.Namespace) -> int:
     from mallocgame.solution import save_solution
     from mallocgame.solvers.projection import DEFAULT_REPAIRS, project
 
+    if args.out is not None and not args.out.strip():
+        raise UsageError("--out must name a file")
     checked = _checked_solution(args, "projected")
     if checked is None:
         return EXIT_CHECK_FAILED
@@ -613,6 +630,8 @@ def _cmd_extract(args: argparse.Namespace) -> int:
         return _extract_suites(args)
     if args.model is not None and len(args.model) != 1:
         raise UsageError("--model takes one NAME (several: with --suite SUITE)")
+    if args.out_dir is not None:
+        raise UsageError("--out-dir goes with --suite and a TPU --target")
     sources = [args.dump, args.jax, args.torch, args.program, args.model and args.model[0]]
     if sum(1 for s in sources if s) != 1:
         raise UsageError(
@@ -633,6 +652,7 @@ def _cmd_extract(args: argparse.Namespace) -> int:
             "--xla-solution needs --dump DIR or --target TPU, and --out FILE (the instance it is "
             "a solution of)"
         )
+    _check_extract_outputs(args)
     fast_spaces = _memory_spaces(args.xla_fast_spaces, args.target)
     preset = get_preset(args.preset or _target_preset(args.target))
     placement = None
@@ -722,6 +742,38 @@ def _cmd_extract(args: argparse.Namespace) -> int:
         if args.xla_solution and placement is not None:
             _write_xla_solution(inst, placement, fast_spaces, args.xla_solution)
     return EXIT_OK
+
+
+def _check_extract_outputs(args: argparse.Namespace) -> None:
+    """``extract``'s settings that only some sources or outputs take, and its output files,
+    checked before any work: a setting that would be ignored is refused, and every output
+    is a file of its own that is not the program read (:func:`_output_file`)."""
+    for flag, given, needs, what in (
+        ("--module", args.module is not None, args.dump, "--dump DIR"),
+        ("--arg", bool(args.arg), args.jax or args.torch, "--jax or --torch"),
+        ("--donate", bool(args.donate), args.jax, "--jax MODULE:FUNCTION"),
+        (
+            "--xla-fast-spaces",
+            args.xla_fast_spaces is not None,
+            args.xla_solution,
+            "--xla-solution",
+        ),
+        ("--preset", args.preset is not None, args.out, "--out FILE (the instance)"),
+        ("--physical", args.physical, args.out, "--out FILE (the instance)"),
+        ("--capacity-fraction", args.capacity_fraction is not None, args.out, "--out FILE"),
+    ):
+        if given and not needs:
+            raise UsageError(f"{flag} goes with {what}")
+    if args.physical and args.capacity_fraction is not None:
+        raise UsageError("--physical is the whole fast memory: drop --capacity-fraction")
+    fraction = args.capacity_fraction
+    if fraction is not None and not (math.isfinite(fraction) and fraction > 0):
+        raise UsageError(f"--capacity-fraction must be a finite number above 0, not {fraction}")
+    outputs = [Path(p) for p in (args.out, args.program_out, args.xla_solution) if p]
+    for path in outputs:
+        _output_file(path, args.program)
+    if len({path.resolve() for path in outputs}) < len(outputs):
+        raise UsageError("--out, --program-out and --xla-solution must be three different files")
 
 
 _ONE_PROGRAM_SETTINGS = (
@@ -955,6 +1007,8 @@ def _cmd_bench_speedups(args: argparse.Namespace) -> int:
         work=args.work,
         options=_solver_options(args.option, solvers),
     )
+    if not args.out.strip():
+        raise UsageError("--out must name the records' folder")
     out = Path(args.out)
     if args.csv is not None and (not args.csv or Path(args.csv).is_dir()):
         raise UsageError(
@@ -1085,6 +1139,7 @@ def _bench_training_correlation(args: argparse.Namespace) -> int:
         raise UsageError("--training needs --programs")
     if not args.out:
         raise UsageError("--training needs --out (its CSV and PNG)")
+    output_beside(args.out, ".csv")  # an --out that names no file: refused before the training
     options = _options(args.option)
     get_solver("muzero").check_options(options)
     rows = []
@@ -1096,8 +1151,8 @@ def _bench_training_correlation(args: argparse.Namespace) -> int:
         rows.append(row)
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
-    correlation.write_training_csv(rows, out.with_suffix(".csv"))
-    correlation.plot_training_correlation(rows, out.with_suffix(".png"))
+    correlation.write_training_csv(rows, output_beside(out, ".csv"))
+    correlation.plot_training_correlation(rows, output_beside(out, ".png"))
     print(correlation.format_training_correlation(rows))
     return EXIT_OK
 
@@ -1109,6 +1164,8 @@ def _cmd_bench_suite(args: argparse.Namespace) -> int:
 
     if args.suite is not None and args.suite not in SUITES:
         raise UsageError(f"unknown suite '{args.suite}' (have: {', '.join(SUITES)})")
+    if args.programs and args.suite is not None:
+        raise UsageError("give --programs or --suite, not both")
     names = args.programs or (suite_names(args.suite) if args.suite else workload_names())
     rows = [
         suite_row(
@@ -1150,7 +1207,7 @@ def _cmd_bench_rewards(args: argparse.Namespace) -> int:
     for spec in args.solvers:
         solver_spec(spec)  # every spec checked before anything runs
     out = Path(args.out)
-    csv_path = out.with_suffix(".csv")
+    csv_path = output_beside(out, ".csv")
     points = read_csv(csv_path) if csv_path.exists() else []
     other = {p.budget_s for p in points} - {args.budget}
     if other:
@@ -1182,7 +1239,7 @@ def _cmd_bench_rewards(args: argparse.Namespace) -> int:
     bounds = {program: normalized_upper_bound(load_workload(program)) for program in args.programs}
     for program, bound in bounds.items():
         print(f"{program}: upper bound {bound:.4f}", file=sys.stderr)
-    plot_curves(points, out.with_suffix(".png"), bounds)
+    plot_curves(points, output_beside(out, ".png"), bounds)
     print(final_table(points))
     return EXIT_OK
 
@@ -1207,10 +1264,10 @@ def _cmd_bench_tasks(args: argparse.Namespace) -> int:
         out,
         progress=lambda msg: print(msg, file=sys.stderr),
     )
-    rows = [r for r in rows if r.tasks in args.tasks and r.placement in args.placements]
+    rows = tasks.rows_asked(rows, args.tasks, args.placements, args.seeds)
     alone = [r.latency_s for r in rows if r.tasks == 1 and r.placement == "fast-only"]
     limit_s = args.limit * alone[0] if alone else None
-    tasks.plot_tasks(rows, out.with_suffix(".png"), limit_s)
+    tasks.plot_tasks(rows, output_beside(out, ".png"), limit_s)
     print(tasks.latency_table(rows))
     print()
     print(tasks.fit_table(MARL_SOCKET, program))
@@ -1575,6 +1632,7 @@ def _add_extract_parser(sub: _SubParsers) -> None:
     p.add_argument(
         "--model",
         nargs="*",
+        action="extend",  # a repeated --model adds its names, refused outside --suite
         help="a model program defined in the package: an xla-v1 name, or SUITE/NAME",
     )
     p.add_argument(

@@ -26,6 +26,7 @@ from mallocgame.errors import (
 T = TypeVar("T")
 
 __all__ = [
+    "output_beside",
     "read_json",
     "write_json",
     "write_bytes_atomic",
@@ -42,6 +43,19 @@ def _read_umask() -> int:
 
 
 _UMASK = _read_umask()  # written files get the usual permissions, not mkstemp's 0600
+
+
+def output_beside(out: str | os.PathLike[str], suffix: str) -> Path:
+    """The file ``OUT{suffix}`` of a command's ``--out OUT`` (``.csv``, ``.png``,
+    ``.lock``): the whole name kept, so ``study.v1`` and ``study.v2`` never share a file;
+    where ``OUT`` already ends in ``.csv``, ``.png`` or ``.json``, that ending is replaced.
+    Raises :class:`~mallocgame.errors.OutputFileError` where ``out`` names no file."""
+    path = Path(out)
+    if not str(out).strip() or path.name in ("", ".", ".."):
+        raise OutputFileError(f"--out must name a file, not {str(out)!r}")
+    if path.suffix in (".csv", ".png", ".json"):
+        path = path.with_suffix("")
+    return path.with_name(path.name + suffix)
 
 
 def read_json(path: str | os.PathLike[str]) -> Any:

@@ -16,6 +16,7 @@ from mallocgame.bench.tasks import (
     max_tasks,
     plot_tasks,
     read_csv,
+    rows_asked,
     run_tasks_study,
     tasks_under_limit,
     write_csv,
@@ -236,6 +237,32 @@ def test_cli_blames_the_count_of_tasks(tmp_path: Path, capsys) -> None:
         5.0,
         tmp_path / "most",
     )  # the most tasks still make a machine
+
+
+def test_the_rows_a_run_tables_are_those_it_asked_for(tmp_path: Path) -> None:
+    rows = _study(tmp_path / "t", seeds=(0, 1, 2))
+    asked = rows_asked(rows, [4], ["all-slow", "first-touch"], [1])
+    # the reference at its one stored seed, the solver at the seed asked for
+    assert {(r.tasks, r.placement, r.seed) for r in asked} == {
+        (4, "all-slow", 0),
+        (4, "first-touch", 1),
+    }
+
+
+def test_cli_keeps_dotted_outs_apart_and_refuses_a_nameless_one(tmp_path: Path, capsys) -> None:
+    from mallocgame.cli import main
+
+    program = tmp_path / "tiny.program.json"
+    save_program(tiny_program(), program)
+    argv = ["bench", "tasks", "--program", str(program), "--tasks", "1", "4"]
+    argv += ["--placements", "fast-only", "random", "--budget", "1"]
+    assert main([*argv, "--seeds", "0", "--out", str(tmp_path / "study.v1")]) == 0
+    # another dotted name is another study: its own CSV and lock, not study.csv
+    assert main([*argv, "--seeds", "0", "--out", str(tmp_path / "study.v2")]) == 0
+    assert {p.name for p in tmp_path.glob("study*.csv")} == {"study.v1.csv", "study.v2.csv"}
+    for nameless in ("", "."):
+        assert main([*argv, "--seeds", "0", "--out", nameless]) == 2
+        assert "--out must name a file" in capsys.readouterr().err
 
 
 def _rows(latencies: dict[tuple[int, str], float]) -> list[TaskLatency]:

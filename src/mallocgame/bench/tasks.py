@@ -50,7 +50,7 @@ from mallocgame.bench.rewards import solver_spec
 from mallocgame.check import check_solution
 from mallocgame.costmodel import derive_instance, peak_live_bytes
 from mallocgame.errors import FormatError, SolverError, StaleRecordError
-from mallocgame.fileio import read_csv_rows, write_bytes_atomic, write_csv_atomic
+from mallocgame.fileio import output_beside, read_csv_rows, write_bytes_atomic, write_csv_atomic
 from mallocgame.instance import Instance
 from mallocgame.program import Program
 from mallocgame.sharing import (
@@ -66,6 +66,7 @@ from mallocgame.solvers import SolveRequest, get_solver
 
 __all__ = [
     "REFERENCES",
+    "rows_asked",
     "TaskLatency",
     "max_tasks",
     "run_tasks_study",
@@ -154,9 +155,9 @@ def run_tasks_study(
     specs = [p for p in placements if p not in REFERENCES]
     for spec in specs:
         solver_spec(spec)
+    csv_path = output_beside(out, ".csv")
     out.parent.mkdir(parents=True, exist_ok=True)
-    csv_path = out.with_suffix(".csv")
-    with _only_run(out.with_name(out.name + ".lock")):
+    with _only_run(output_beside(out, ".lock")):
         rows = read_csv(csv_path) if csv_path.exists() else []
         other = {(r.program, r.budget_s) for r in rows} - {(program.name, budget_s)}
         if other:
@@ -328,6 +329,24 @@ def _order(rows: Sequence[TaskLatency]) -> tuple[list[int], list[str]]:
     tasks = sorted({r.tasks for r in rows})
     placements = list(dict.fromkeys(r.placement for r in rows))
     return tasks, placements
+
+
+def rows_asked(
+    rows: Sequence[TaskLatency],
+    tasks: Sequence[int],
+    placements: Sequence[str],
+    seeds: Sequence[int],
+) -> list[TaskLatency]:
+    """The rows of a study's CSV (which may hold other runs' counts, placements and seeds)
+    that a run asking for ``tasks``, ``placements`` and ``seeds`` tables: the references
+    (stored at one seed, deterministic) at any seed, the solvers' at the seeds asked for."""
+    return [
+        r
+        for r in rows
+        if r.tasks in tasks
+        and r.placement in placements
+        and (r.placement in REFERENCES or r.seed in seeds)
+    ]
 
 
 def latency_table(rows: Sequence[TaskLatency]) -> str:
