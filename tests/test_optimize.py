@@ -9,6 +9,7 @@ import pytest
 
 from mallocgame.check import check_solution
 from mallocgame.cli import main
+from mallocgame.errors import OutputFileError
 from mallocgame.optimize import comparison, format_comparison, optimize, output_paths, write_outputs
 from mallocgame.solution import load_solution
 from mallocgame.workloads.registry import load_workload
@@ -79,6 +80,9 @@ def test_every_path_beside_the_answer_keeps_its_whole_name() -> None:
     assert v1.steer == Path("runs/study.v1.steer.json")
     assert v1.curve_csv == Path("runs/study.v1.curve.csv")
     assert not {v1.checkpoint, v1.steer, *v1.files()} & {v2.checkpoint, v2.steer, *v2.files()}
+    for nameless in ("", "."):  # names no file: refused, not written beside "."
+        with pytest.raises(OutputFileError, match="--out must name a file"):
+            output_paths(nameless)
     json_out = output_paths("runs/answer.json")
     assert (json_out.checkpoint, json_out.steer) == (
         Path("runs/answer.checkpoint"),

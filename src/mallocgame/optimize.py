@@ -25,6 +25,7 @@ from mallocgame.curves import (
     write_csv,
 )
 from mallocgame.errors import SolverError
+from mallocgame.fileio import output_beside
 from mallocgame.instance import Instance
 from mallocgame.solution import Solution, save_solution
 from mallocgame.solvers.base import Improvement, SolveRequest
@@ -265,12 +266,11 @@ def output_paths(out: str | Path) -> OutputPaths:
     """The files :func:`write_outputs` writes for the answer file ``out`` (``X.json``, or
     any other name ``X``): ``X.heuristic.json``, ``X.muzero.json``, ``X.curve.csv``,
     ``X.curve.png`` and ``X.layouts.png`` beside it; and ``X.checkpoint`` and
-    ``X.steer.json``, for the command line."""
-    out = Path(out)
-    stem = out.with_suffix("") if out.suffix == ".json" else out
-    beside = lambda suffix: stem.with_name(stem.name + suffix)  # noqa: E731
+    ``X.steer.json``, for the command line (:func:`~mallocgame.fileio.output_beside`,
+    which refuses an ``out`` that names no file)."""
+    beside = lambda suffix: output_beside(out, suffix)  # noqa: E731
     return OutputPaths(
-        out,
+        Path(out),
         beside(f".{BASELINE}.json"),
         beside(f".{AGENT}.json"),
         beside(".curve.csv"),
