@@ -386,6 +386,22 @@ def test_show_leaves_out_an_allocation_of_a_buffer_the_instance_lacks(
         assert code in (0, 1) and "Traceback" not in capsys.readouterr().err
 
 
+def test_show_refuses_an_out_that_is_an_input_or_a_directory(
+    tmp_path: Path, instance_file: Path, capsys
+) -> None:
+    answer = tmp_path / "answer.png"  # a solution's JSON under a picture's name
+    assert main(["solve", str(instance_file), "--solver", "greedy", "--out", str(answer)]) == 0
+    before = answer.read_bytes()
+    capsys.readouterr()
+    assert main(["show", str(instance_file), str(answer), "--out", str(answer)]) == 2
+    assert "is the file this command reads" in _one_line_error(capsys)
+    assert answer.read_bytes() == before
+    (tmp_path / "pictures.png").mkdir()
+    argv = ["show", str(instance_file), str(answer), "--out", str(tmp_path / "pictures.png")]
+    assert main(argv) == 2
+    assert "a directory, not a file" in _one_line_error(capsys)
+
+
 def test_solve_creates_out_dir_and_leaves_no_temp_files(
     tmp_path: Path, instance_file: Path
 ) -> None:

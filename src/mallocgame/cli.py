@@ -590,15 +590,15 @@ def _cmd_show(args: argparse.Namespace) -> int:
     from mallocgame.viz import draw_layout
     from mallocgame.workloads.registry import load_workload
 
-    inst = load_workload(args.instance)
     paths = [args.solution] + ([args.against] if args.against else [])
+    out = _output_file(Path(args.out), args.instance, *paths)
+    if out.suffix.lower() not in (".png", ".svg", ".pdf"):
+        raise UsageError(f"--out must end in .png, .svg or .pdf, got '{out.name}'")
+    inst = load_workload(args.instance)
     solutions = [load_solution(path) for path in paths]
     for path, solution in zip(paths, solutions):
         if solution.instance_sha256 != inst.sha256:
             raise UsageError(f"{path} is a solution of another instance ({solution.instance})")
-    out = Path(args.out)
-    if out.suffix.lower() not in (".png", ".svg", ".pdf"):
-        raise UsageError(f"--out must end in .png, .svg or .pdf, got '{out.name}'")
     from mallocgame.check import check_solution
 
     reports = [check_solution(inst, solution) for solution in solutions]
