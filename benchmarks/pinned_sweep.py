@@ -32,6 +32,9 @@ import sys
 import threading
 from pathlib import Path
 
+from mallocgame.errors import MallocGameError
+from mallocgame.workloads.registry import check_workload
+
 SINGLE_THREADED = ("random", "heuristic", "drop", "greedy")
 
 
@@ -55,6 +58,11 @@ def main() -> None:
         if not colon or solver not in args.solvers or "=" not in setting:
             parser.error(f"--option {item!r} is not SOLVER:KEY=VALUE for one of --solvers")
     args.programs = list(dict.fromkeys(args.programs))  # a job named twice runs once
+    for program in args.programs:  # a typo is refused before the first job, not after hours
+        try:
+            check_workload(program)
+        except MallocGameError as exc:
+            parser.error(str(exc))
     args.solvers = list(dict.fromkeys(args.solvers))
     args.seeds = list(dict.fromkeys(args.seeds))
     cores_per_job = min(args.cores, len(free))  # never wait for more cores than there are

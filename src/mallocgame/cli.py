@@ -85,15 +85,15 @@ def _cmd_list(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def _output_file(out: Path, *inputs: str | None) -> Path:
-    """``out`` as a file to write, checked before any work: not a directory, and not one of
-    the command's ``inputs`` (an instance or solution file it reads); :class:`UsageError`
-    otherwise."""
+def _output_file(out: Path, *inputs: str | None, flag: str = "--out") -> Path:
+    """``out`` (given as ``flag``) as a file to write, checked before any work: not a
+    directory, and not one of the command's ``inputs`` (an instance or solution file it
+    reads); :class:`UsageError` otherwise."""
     if out.is_dir():
-        raise UsageError(f"--out {out}: a directory, not a file")
+        raise UsageError(f"{flag} {out}: a directory, not a file")
     for given in inputs:
         if given is not None and Path(given).exists() and out.resolve() == Path(given).resolve():
-            raise UsageError(f"--out {out} is the file this command reads: give another")
+            raise UsageError(f"{flag} {out} is the file this command reads: give another")
     return out
 
 
@@ -1182,15 +1182,23 @@ def _cmd_bench_suite(args: argparse.Namespace) -> int:
 
 def _cmd_bench_xla(args: argparse.Namespace) -> int:
     from mallocgame.bench.xla_table import format_xla_table, write_xla_csv, xla_row
+    from mallocgame.workloads.registry import check_workload
     from mallocgame.workloads.suite import suite_names
 
+    names = list(dict.fromkeys(args.programs or suite_names("tpu-v1")))
+    for name in names:  # every name and the CSV checked before the first program's work
+        check_workload(name)
+    if args.csv is not None:
+        if not args.csv.strip():
+            raise UsageError("--csv must name a file")
+        _output_file(Path(args.csv), flag="--csv")
     rows = [
         xla_row(
             name,
             bound_seconds=args.bound_seconds,
             progress=lambda msg: print(msg, file=sys.stderr),
         )
-        for name in args.programs or suite_names("tpu-v1")
+        for name in names
     ]
     print(format_xla_table(rows))
     if args.csv:

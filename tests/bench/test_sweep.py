@@ -526,7 +526,7 @@ def test_solver_options_reach_the_solver_and_get_their_own_files(tmp_path: Path,
 
 def test_run_sweep_checks_every_job_before_running_one(tmp_path: Path) -> None:
     from mallocgame.bench.sweep import check_jobs
-    from mallocgame.errors import SolverError
+    from mallocgame.errors import InputFileError, SolverError
 
     good = [
         Job(PROGRAMS[0], "drop", 0, None, 1),
@@ -542,6 +542,10 @@ def test_run_sweep_checks_every_job_before_running_one(tmp_path: Path) -> None:
         with pytest.raises(SolverError, match=needle):
             run_sweep([*good, bad], out, workers=1)
         assert not out.exists()  # the good jobs did not run either
+    typo = PROGRAMS[0][:-1]
+    with pytest.raises(InputFileError, match=f"{typo}: neither a bundled workload"):
+        run_sweep([*good, Job(typo, "drop", 0, None, 1)], out, workers=1)
+    assert not out.exists()
 
 
 def test_settings_a_record_lacks_are_filled_from_the_defaults_nested_ones_too() -> None:

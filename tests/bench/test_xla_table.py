@@ -57,3 +57,22 @@ def test_a_program_without_xlas_placement_is_refused(capsys) -> None:
         xla_row("xla-v2/gru_infer_b512")
     assert main(["bench", "xla", "--programs", "xla-v2/gru_infer_b512"]) == 2
     assert "has no XLA placement" in capsys.readouterr().err
+
+
+def test_names_and_the_csv_are_checked_before_any_program(
+    tmp_path: Path, capsys, monkeypatch
+) -> None:
+    import mallocgame.bench.xla_table as xla_table
+
+    measured: list[str] = []
+    monkeypatch.setattr(xla_table, "xla_row", lambda name, **_: measured.append(name))
+    (tmp_path / "folder.csv").mkdir()
+    for argv, needle in [
+        (["--programs", PROGRAM, PROGRAM[:-1]], "neither a bundled workload"),
+        (["--programs", PROGRAM, "--csv", str(tmp_path / "folder.csv")], "a directory, not a file"),
+        (["--programs", PROGRAM, "--csv", ""], "--csv must name a file"),
+    ]:
+        assert main(["bench", "xla", *argv]) == 2
+        out, err = capsys.readouterr()
+        assert needle in err and "Traceback" not in err
+        assert out == "" and measured == []  # no program measured

@@ -8,7 +8,12 @@ from mallocgame.costmodel import derive_instance
 from mallocgame.errors import InputFileError
 from mallocgame.frontends.xla import extract_dump, extract_module
 from mallocgame.instance import save_instance
-from mallocgame.workloads.registry import DUMP_PRESET, load_workload, workload_names
+from mallocgame.workloads.registry import (
+    DUMP_PRESET,
+    check_workload,
+    load_workload,
+    workload_names,
+)
 from tests.frontends.test_xla import HANDMADE
 
 
@@ -65,8 +70,20 @@ def test_nothing_close_points_to_the_list() -> None:
     ],
 )
 def test_what_is_not_a_name_or_path_is_one_input_error(value, needle: str) -> None:
-    with pytest.raises(InputFileError, match=needle):
-        load_workload(value)
+    for refuse in (load_workload, check_workload):
+        with pytest.raises(InputFileError, match=needle):
+            refuse(value)
+
+
+def test_check_workload_reads_no_file_and_gives_the_name(tmp_path, monkeypatch) -> None:
+    import mallocgame.workloads.registry as registry
+
+    monkeypatch.setattr(registry, "load_instance", lambda path: pytest.fail("read a file"))
+    (tmp_path / "garbage.json").write_text("{")  # its faults are load_workload's to find
+    assert check_workload(tmp_path / "garbage.json") == str(tmp_path / "garbage.json")
+    assert check_workload("synthetic-v2/small") == "synthetic-v2/small"
+    with pytest.raises(InputFileError, match="did you mean xla-v1/gru_infer"):
+        check_workload("xla-v1/gru_infr")
 
 
 def test_a_path_object_is_read_like_its_string(tmp_path, small) -> None:

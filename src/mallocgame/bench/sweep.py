@@ -11,8 +11,9 @@ from before they were kept, counts as done); so does a file at a job's record pa
 is not that job's record (another cell's, or not a record at all), and the tables refuse
 two records of one cell. Jobs run in local processes by default, on
 a Ray cluster when asked (``ray_address``; needs ``pip install ray``). Every job's
-solver name and options are checked (:func:`check_jobs`) before any job runs, so a
-typo ends the sweep with one :class:`~mallocgame.errors.SolverError` and no work done.
+solver name and options, and its program, are checked (:func:`check_jobs`) before any
+job runs, so a typo ends the sweep with one :class:`~mallocgame.errors.SolverError` (or
+:class:`~mallocgame.errors.InputFileError`, a program's) and no work done.
 
 A record is replayable: it keeps the instance's sha256 and the solution itself, so
 ``mallocgame check PROGRAM RECORD.json`` re-checks any row of a table made from it;
@@ -139,9 +140,15 @@ def job_path(out_dir: Path, job: Job) -> Path:
 
 def check_jobs(jobs: Iterable[Job]) -> None:
     """Raise :class:`~mallocgame.errors.SolverError` for any job whose solver is
-    unknown or does not take its options; each (solver, options) is checked once."""
+    unknown or does not take its options, and :class:`~mallocgame.errors.InputFileError`
+    for one whose program is neither a bundled name nor an existing path; each (solver,
+    options) and each program is checked once."""
     from mallocgame.solvers import get_solver
+    from mallocgame.workloads.registry import check_workload
 
+    jobs = list(jobs)
+    for program in dict.fromkeys(job.program for job in jobs):
+        check_workload(program)
     checked: list[tuple[str, tuple[tuple[str, Any], ...]]] = []  # (option values need not hash)
     for job in jobs:
         if (job.solver, job.options) not in checked:

@@ -20,7 +20,7 @@ from mallocgame.hardware import DEFAULT_PRESET
 from mallocgame.instance import Instance, load_instance
 from mallocgame.workloads import suite, synthetic
 
-__all__ = ["DUMP_PRESET", "workload_names", "load_workload"]
+__all__ = ["DUMP_PRESET", "workload_names", "check_workload", "load_workload"]
 
 DUMP_PRESET = DEFAULT_PRESET
 
@@ -37,6 +37,21 @@ def load_workload(name_or_path: str | os.PathLike[str]) -> Instance:
     names when there are some) or when ``name_or_path`` is not a string or a path
     (``None``, a number, ``bytes``), and the XLA frontend's errors for a dump it cannot read.
     """
+    name_or_path = check_workload(name_or_path)
+    path = Path(name_or_path)
+    if name_or_path in synthetic.SYNTHETIC_NAMES:
+        return synthetic.named(name_or_path)
+    if name_or_path in suite.suite_names():  # first, as a synthetic name: a folder of that
+        return suite.suite_instance(name_or_path)  # name beside you does not shadow it
+    if path.is_dir():
+        return _dump_instance(path)
+    return load_instance(path)
+
+
+def check_workload(name_or_path: str | os.PathLike[str]) -> str:
+    """``name_or_path`` as a string, once it is a bundled name or an existing path: what
+    :func:`load_workload` refuses without reading a file, checked before long work (a sweep
+    over many programs). Raises :class:`InputFileError` otherwise, as :func:`load_workload`."""
     if isinstance(name_or_path, os.PathLike) and not isinstance(name_or_path, bytes):
         name_or_path = os.fspath(name_or_path)
     if not isinstance(name_or_path, str):
@@ -47,15 +62,10 @@ def load_workload(name_or_path: str | os.PathLike[str]) -> Instance:
         raise InputFileError(
             f"{name_or_path!r}: not a workload name or path (see 'mallocgame list')"
         )
-    path = Path(name_or_path)
-    if name_or_path in synthetic.SYNTHETIC_NAMES:
-        return synthetic.named(name_or_path)
-    if name_or_path in suite.suite_names():  # first, as a synthetic name: a folder of that
-        return suite.suite_instance(name_or_path)  # name beside you does not shadow it
-    if path.is_dir():
-        return _dump_instance(path)
-    if path.exists():
-        return load_instance(path)
+    if name_or_path in synthetic.SYNTHETIC_NAMES or name_or_path in suite.suite_names():
+        return name_or_path
+    if Path(name_or_path).exists():
+        return name_or_path
     close = difflib.get_close_matches(name_or_path, workload_names(), n=3, cutoff=0.6)
     hint = f"; did you mean {' or '.join(close)}?" if close else " (see 'mallocgame list')"
     raise InputFileError(
