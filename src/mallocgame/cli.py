@@ -1120,11 +1120,11 @@ def _cmd_bench_correlation(args: argparse.Namespace) -> int:
 
     if args.training is not None:
         return _bench_training_correlation(args)
-    if args.out or args.option:
-        raise UsageError("--out and --option go with --training")
+    if args.out or args.option or args.samples is not None or args.seed is not None:
+        raise UsageError("--out, --option, --samples and --seed go with --training")
     rows = []
     for program in args.programs or suite_names(SUITE):
-        rows.append(reward_latency_correlation(program, random_games=args.games))
+        rows.append(reward_latency_correlation(program, random_games=args.games or 40))
         print(f"{program}: Pearson {rows[-1].pearson:.3f}", file=sys.stderr)
     print(format_correlation(rows))
     return EXIT_OK
@@ -1137,6 +1137,8 @@ def _bench_training_correlation(args: argparse.Namespace) -> int:
 
     if not args.programs:
         raise UsageError("--training needs --programs")
+    if args.games is not None:
+        raise UsageError("--games is the random games' count: drop it with --training")
     if not args.out:
         raise UsageError("--training needs --out (its CSV and PNG)")
     output_beside(args.out, ".csv")  # an --out that names no file: refused before the training
@@ -1145,7 +1147,11 @@ def _bench_training_correlation(args: argparse.Namespace) -> int:
     rows = []
     for program in args.programs:
         row = correlation.training_correlation(
-            program, args.training, seed=args.seed, samples=args.samples, options=options
+            program,
+            args.training,
+            seed=args.seed or 0,
+            samples=args.samples or 10,
+            options=options,
         )
         print(f"{program}: {row.games} games, Pearson {row.pearson:.3f}", file=sys.stderr)
         rows.append(row)
@@ -1800,7 +1806,12 @@ def _add_correlation_parser(bench: _SubParsers) -> None:
         "correlation", help="Pearson correlation of reward and simulated latency (paper Table 5)"
     )
     q.add_argument("--programs", nargs="*", help="workloads (default: the xla-v1 suite)")
-    q.add_argument("--games", type=_whole_number(2), default=40, help="random games per program")
+    q.add_argument(
+        "--games",
+        type=_whole_number(2),
+        default=None,
+        help="random games per program (default 40; not with --training)",
+    )
     q.add_argument(
         "--training",
         type=_positive_seconds,
@@ -1809,9 +1820,14 @@ def _add_correlation_parser(bench: _SubParsers) -> None:
         "per program, as the paper did (needs --programs and --out)",
     )
     q.add_argument(
-        "--samples", type=_whole_number(2), default=10, help="--training: games sampled per run"
+        "--samples",
+        type=_whole_number(2),
+        default=None,
+        help="--training: games sampled per run (default 10)",
     )
-    q.add_argument("--seed", type=_seed, default=0, help="--training: the run's seed")
+    q.add_argument(
+        "--seed", type=_seed, default=None, help="--training: the run's seed (default 0)"
+    )
     _add_option_argument(q, "KEY=VALUE", "--training: a muzero setting (repeat)")
     q.add_argument("--out", help="--training: path of the CSV and PNG (suffixes replaced)")
     q.set_defaults(func=_cmd_bench_correlation)

@@ -73,7 +73,13 @@ def test_training_correlation_refuses_bad_settings(kwargs, message) -> None:
     [
         (["--training", "5", "--out", "x"], "--training needs --programs"),
         (["--training", "5", "--programs", "xla-v1/lstm_infer"], "--training needs --out"),
-        (["--out", "x"], "--out and --option go with --training"),
+        (["--out", "x"], "--out, --option, --samples and --seed go with --training"),
+        (["--seed", "3"], "--out, --option, --samples and --seed go with --training"),
+        (["--samples", "5"], "--out, --option, --samples and --seed go with --training"),
+        (
+            ["--training", "5", "--programs", "xla-v1/lstm_infer", "--out", "x", "--games", "9"],
+            "--games is the random games' count: drop it with --training",
+        ),
         (
             [
                 "--training",
