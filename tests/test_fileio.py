@@ -37,6 +37,8 @@ def test_the_canonical_hash_ignores_key_order_and_spacing() -> None:
         (b"\xff\xfe", "not valid JSON"),
         (b'{"a": NaN}', "NaN is not a JSON number"),
         (b'{"a": -Infinity}', "-Infinity is not a JSON number"),
+        (b'{"a": 1e400}', "1e400 is too large for a float"),
+        (b'{"a": [-2.5E+999]}', "-2.5E.999 is too large for a float"),
         (b"[" * 200_000 + b"]" * 200_000, "nested too deeply"),
         (b"\x1f\x8bnot gzip", "cannot read"),
     ],

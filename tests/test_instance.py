@@ -269,6 +269,12 @@ INVALID = [
     ),
     ("a demand of 10**400", _set(["buffers", 0, "demand_s"], 10**400), InstanceError, "demand_s"),
     (
+        "a table latency of 10**400",
+        _set(["instructions", 2, "latency", "latency_s"], [2.0, 10**400]),
+        InstanceError,
+        "'latency_s' holds a non-finite or non-number",
+    ),
+    (
         "sizes summing past 2**53",
         lambda d: [b.update(size=2**52) for b in d["buffers"]],
         InstanceError,
@@ -284,6 +290,36 @@ def test_validation_errors(what, mutate, error, word):
         instance_from_dict(doc)
     assert word in str(info.value)
     assert isinstance(info.value, MallocGameError)
+
+
+def test_the_instance_keeps_its_own_document():
+    doc = _doc()
+    inst = instance_from_dict(doc)
+    capacity = inst.hardware.fast_memory_bytes
+    doc["hardware"]["fast_memory_bytes"] = 1  # the caller's document, after the parse
+    inst.to_dict()["buffers"][0]["size"] = 999_999  # a copy the caller was given
+    assert inst.to_dict() == _doc() and inst.sha256 == spec_hash(_doc())
+    assert inst.hardware.fast_memory_bytes == capacity
+
+
+def test_an_alias_id_past_int64_checks_like_any_other():
+    from mallocgame.check import check_solution
+    from mallocgame.game import Game
+    from mallocgame.solvers.base import solution_from_game
+
+    doc = _doc()
+    for b in doc["buffers"]:
+        b["alias_id"] = 10**30 + b["alias_id"]
+    inst, plain = instance_from_dict(doc), instance_from_dict(_doc())
+    for action in (0, 1, 2):  # every buffer the action, where legal, else Drop
+        reports = []
+        for i in (inst, plain):
+            g = Game(i)
+            while not g.done:
+                g.step(action if g.legal_mask()[action] else 2)
+            answer = solution_from_game(i, g, solver="t", seed=0, wall_s=0.0)
+            reports.append(check_solution(i, answer).ok)
+        assert reports == [True, True]
 
 
 def test_not_an_object():

@@ -140,6 +140,10 @@ def test_a_missing_file_is_an_input_error(tmp_path: Path) -> None:
         ),
         ({"work": {"games": float("nan")}}, "'work' must map names to finite numbers"),
         ({"allocations": ({"buffer": 0},)}, "'allocations' must hold Allocation objects"),
+        ({"actions": (0.0, 1, 2)}, r"^solution: 'actions' holds 0\.0, not a whole number$"),
+        ({"actions": (True, 1, 2)}, "'actions' holds True, not a whole number"),
+        ({"actions": "012"}, "'actions' must be a sequence of integers, not '012'"),
+        ({"actions": 3}, "'actions' must be a sequence of integers, not 3"),
     ],
 )
 def test_a_solution_with_a_non_finite_number_is_refused_where_it_is_made(
@@ -150,6 +154,25 @@ def test_a_solution_with_a_non_finite_number_is_refused_where_it_is_made(
 
     with pytest.raises(SolutionError, match=needle):
         replace(SOLUTION, **change)
+
+
+def test_numpy_numbers_and_actions_are_kept_as_the_files_types() -> None:
+    from dataclasses import replace
+
+    import numpy as np
+
+    s = replace(
+        SOLUTION,
+        reward_s=np.float32(0.5),
+        normalized_reward=np.float64(0.25),
+        wall_s=np.int64(2),
+        bound_s=np.float32(1.0),
+        actions=np.array([0, 1, 2]),
+    )
+    numbers = (s.reward_s, s.normalized_reward, s.wall_s, s.bound_s)
+    assert numbers == (0.5, 0.25, 2.0, 1.0) and all(type(v) is float for v in numbers)
+    assert s.actions == (0, 1, 2) and all(type(a) is int for a in s.actions)
+    assert replace(SOLUTION, actions=[0, 1, 2]).actions == (0, 1, 2)
 
 
 @pytest.mark.parametrize(

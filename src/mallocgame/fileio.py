@@ -59,7 +59,8 @@ def output_beside(out: str | os.PathLike[str], suffix: str) -> Path:
 
 
 def read_json(path: str | os.PathLike[str]) -> Any:
-    """Parse a ``.json`` or ``.json.gz`` file; raise :class:`InputFileError` on any failure."""
+    """Parse a ``.json`` or ``.json.gz`` file; raise :class:`InputFileError` on any failure,
+    a number that is not finite as a float (``NaN``, ``Infinity``, ``1e400``) included."""
     path = Path(path)
     if path.is_dir():
         raise InputFileError(f"{path}: a directory, not a file")
@@ -69,7 +70,9 @@ def read_json(path: str | os.PathLike[str]) -> Any:
         raw = path.read_bytes()
         if raw[:2] == b"\x1f\x8b":
             raw = gzip.decompress(raw)
-        return json.loads(raw.decode("utf-8"), parse_constant=_refuse_constant)
+        return json.loads(
+            raw.decode("utf-8"), parse_constant=_refuse_constant, parse_float=_finite_float
+        )
     except (OSError, EOFError, gzip.BadGzipFile) as exc:
         raise InputFileError(f"{path}: cannot read: {exc}") from exc
     except (UnicodeDecodeError, ValueError) as exc:  # json.JSONDecodeError is a ValueError
@@ -98,6 +101,15 @@ def read_document(path: str | os.PathLike[str], parse: Callable[[Any], T]) -> T:
         return parse(doc)
     except (FormatError, InstanceError, SolutionError) as exc:
         raise type(exc)(f"{path}: {exc}") from None
+
+
+def _finite_float(text: str) -> float:
+    """A JSON number with a fraction or exponent as a float; one too large for a float
+    (``1e400``, which Python would read as infinity) is refused: JSON numbers are finite."""
+    value = float(text)
+    if not math.isfinite(value):
+        raise ValueError(f"{text[:40]} is too large for a float")
+    return value
 
 
 def _refuse_constant(name: str) -> Any:

@@ -174,15 +174,18 @@ class Instance:
         return len(self.buffers)
 
     def to_dict(self) -> dict[str, Any]:
-        """The SPEC section 7 document (the parsed file when loaded from one)."""
+        """The SPEC section 7 document (the parsed file when loaded from one), a copy of
+        its own: what the caller changes in it leaves the instance as it is."""
         if self.document is not None:
-            return dict(self.document)
+            return _json_copy(self.document)
         return _instance_to_dict(self)
 
     @cached_property
     def sha256(self) -> str:
         """The canonical instance hash of SPEC section 7."""
-        return canonical_sha256(self.to_dict())
+        if self.document is not None:
+            return canonical_sha256(self.document)
+        return canonical_sha256(_instance_to_dict(self))
 
     @cached_property
     def num_alias_groups(self) -> int:
@@ -190,6 +193,15 @@ class Instance:
 
 
 # ----------------------------------------------------------------------------- parsing
+
+
+def _json_copy(value: Any) -> Any:
+    """A parsed JSON value copied all the way down (objects and arrays new, scalars shared)."""
+    if isinstance(value, Mapping):
+        return {k: _json_copy(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_json_copy(v) for v in value]
+    return value
 
 
 def _require(cond: bool, message: str) -> None:
@@ -276,14 +288,24 @@ def _parse_latency(obj: Any, where: str) -> Latency:
             if not (isinstance(v, int) and not isinstance(v, bool)):
                 raise InstanceError(f"{where}: 'varied' holds a non-integer {v!r}")
         for v in values:
-            if not (isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)):
-                raise InstanceError(f"{where}: 'latency_s' holds a non-finite or non-number {v!r}")
+            if not is_finite_number(v):
+                raise InstanceError(
+                    f"{where}: 'latency_s' holds a non-finite or non-number {v!r:.80}"
+                )
         return TableLatency(varied=tuple(varied), latency_s=tuple(float(v) for v in values))
     raise InstanceError(f"{where}: unknown latency kind {kind!r} (expected 'roofline' or 'table')")
 
 
 def instance_from_dict(doc: Any, *, where: str = "instance") -> Instance:
-    """Build and validate an :class:`Instance` from a parsed SPEC section 7 document."""
+    """Build and validate an :class:`Instance` from a parsed SPEC section 7 document; the
+    instance keeps a copy of ``doc``, so the caller's later edits change neither its fields
+    nor its hash."""
+    return _instance_from_own_dict(_json_copy(doc), where=where)
+
+
+def _instance_from_own_dict(doc: Any, *, where: str = "instance") -> Instance:
+    """:func:`instance_from_dict` of a document nobody else holds (one just parsed): kept
+    as it is, not copied."""
     if not isinstance(doc, Mapping):
         raise FormatError(f"{where}: expected a JSON object, got {type(doc).__name__}")
     fmt = doc.get("format")
@@ -588,7 +610,7 @@ def load_instance(path: str | os.PathLike[str]) -> Instance:
     Raises :class:`~mallocgame.errors.InputFileError`, :class:`FormatError` or
     :class:`InstanceError`, each with the file name and the problem.
     """
-    return read_document(path, instance_from_dict)
+    return read_document(path, _instance_from_own_dict)
 
 
 def save_instance(inst: Instance, path: str | os.PathLike[str]) -> None:

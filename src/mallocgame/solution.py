@@ -18,6 +18,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
+
 from mallocgame.errors import FormatError, SolutionError
 from mallocgame.fileio import is_finite_number, read_document, write_json
 from mallocgame.limits import MAX_SEED
@@ -130,16 +132,26 @@ class Solution:
     def __post_init__(self) -> None:
         """A :class:`SolutionError` of one line for a non-finite (or non-number)
         ``reward_s``, ``normalized_reward``, ``wall_s`` or ``bound_s`` (SPEC section 7:
-        they are finite), an allocation that is not an :class:`Allocation`, or ``work``
-        that is not finite numbers by name: a solution is refused where it is made."""
+        they are finite), ``actions`` that are not whole numbers (a float, a bool), an
+        allocation that is not an :class:`Allocation`, or ``work`` that is not finite
+        numbers by name: a solution is refused where it is made. The four numbers are kept
+        as Python floats and the actions as a tuple of Python ints (a NumPy scalar or
+        array given is converted), so every reader sees the file's types."""
         for name in ("reward_s", "normalized_reward", "wall_s"):
             if not _is_finite(getattr(self, name)):
                 value = getattr(self, name)
                 raise SolutionError(f"solution: '{name}' must be a finite number, not {value!r}")
-        if self.bound_s is not None and not _is_finite(self.bound_s):
-            raise SolutionError(
-                f"solution: 'bound_s' must be a finite number or None, not {self.bound_s!r}"
-            )
+            if type(getattr(self, name)) is not float:
+                object.__setattr__(self, name, float(getattr(self, name)))
+        if self.bound_s is not None:
+            if not _is_finite(self.bound_s):
+                raise SolutionError(
+                    f"solution: 'bound_s' must be a finite number or None, not {self.bound_s!r}"
+                )
+            if type(self.bound_s) is not float:
+                object.__setattr__(self, "bound_s", float(self.bound_s))
+        if self.actions is not None:
+            object.__setattr__(self, "actions", _action_tuple(self.actions))
         if not all(isinstance(a, Allocation) for a in self.allocations):
             raise SolutionError("solution: 'allocations' must hold Allocation objects")
         if not isinstance(self.work, Mapping) or not all(_is_finite(v) for v in self.work.values()):
@@ -224,6 +236,22 @@ def _is_int(v: Any) -> bool:
         and not isinstance(v, bool)
         and -MAX_INT <= int(v) <= MAX_INT
     )
+
+
+def _action_tuple(actions: Any) -> tuple[int, ...]:
+    """``actions`` as a tuple of Python ints; :class:`SolutionError` unless it is a sequence
+    (a list, a tuple, a 1-D NumPy array) of whole numbers that are not booleans."""
+    if type(actions) is tuple and all(type(a) is int for a in actions):
+        return actions  # what the game gives: nothing to convert
+    if isinstance(actions, (str, bytes, Mapping)) or not hasattr(actions, "__iter__"):
+        raise SolutionError(
+            f"solution: 'actions' must be a sequence of integers, not {actions!r:.80}"
+        )
+    items = list(actions)
+    for a in items:
+        if isinstance(a, (bool, np.bool_)) or not isinstance(a, numbers.Integral):
+            raise SolutionError(f"solution: 'actions' holds {a!r:.80}, not a whole number")
+    return tuple(int(a) for a in items)
 
 
 def _is_finite(v: Any) -> bool:
