@@ -205,3 +205,11 @@ def test_cache_per_tables():
     del g2
     gc.collect()
     assert key not in _CACHE
+
+
+def test_a_subnormal_supply_reads_as_untouched_as_observe_reads_it():
+    from tests.builders import I, X, build
+
+    inst = build([X(100)], [I(writes=[0], supply=1e-310), I(reads=[0], supply=1e-310)])
+    features = decision_features(Game(inst))
+    assert features[IDX["supply_here"]] == 1.0  # nothing of it used up

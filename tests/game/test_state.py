@@ -28,6 +28,13 @@ def test_tables_of_another_instance_are_an_instance_error(small, lstm) -> None:
 
     with pytest.raises(InstanceError, match="the tables are not"):
         Game(small, build_tables(lstm))
+    from dataclasses import replace
+
+    twin = replace(small, buffers=tuple(replace(b, size=b.size // 2) for b in small.buffers))
+    assert (twin.num_buffers, twin.num_instructions) == (small.num_buffers, small.num_instructions)
+    with pytest.raises(InstanceError, match="the tables are not"):  # the same shape, not the same
+        Game(small, build_tables(twin))
+    Game(small, build_tables(small))
 
 
 def test_an_undo_the_game_cannot_make_is_an_undo_error_and_changes_nothing(small) -> None:
@@ -88,6 +95,38 @@ def test_the_state_views_are_read_only_and_follow_steps_undos_and_clones(small) 
     game.undo()
     assert views.supply_left.tolist() == supply.tolist()
     assert int(other.views.counters[K.C_CURRENT]) == 1 and other.views.alloc is not views.alloc
+
+
+@pytest.mark.parametrize("how", ["copy", "deepcopy", "pickle"])
+def test_a_copied_or_pickled_game_has_views_of_its_own_state(small, how: str) -> None:
+    import copy
+    import pickle
+
+    from mallocgame.game import replay
+    from mallocgame.game.features import decision_features
+
+    game = Game(small)
+    made = {
+        "copy": copy.copy,
+        "deepcopy": copy.deepcopy,
+        "pickle": lambda g: pickle.loads(pickle.dumps(g)),
+    }[how](game)
+    for _ in range(2):
+        made.step(int(np.flatnonzero(made.legal_mask())[0]))
+    assert game.current_buffer == 0  # the original did not move
+    assert int(made.views.counters[K.C_CURRENT]) == made.current_buffer == 2
+    fresh = replay(small, made.actions())
+    assert np.array_equal(decision_features(made), decision_features(fresh))
+
+
+def test_replay_refuses_what_is_not_an_action(small) -> None:
+    from mallocgame.game import replay
+
+    legal = int(np.flatnonzero(Game(small).legal_mask())[0])
+    for not_an_action in (legal + 0.7, float(legal), True):
+        with pytest.raises(IllegalActionError, match="^step 0: "):
+            replay(small, [not_an_action])
+    assert replay(small, [np.int64(legal)]).actions() == [legal]
 
 
 @pytest.mark.parametrize("k", [0, 1, 2, 31, 32, 33, 100, 1000])

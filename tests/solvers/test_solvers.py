@@ -84,6 +84,15 @@ def test_exhaustive_solver_is_optimal_and_valid() -> None:
     assert random.reward_s <= solution.reward_s * (1 + 1e-12)
 
 
+def test_exhaustive_answer_checks_where_the_running_sum_cancels() -> None:
+    from tests.test_check_exact import _cancelling_table_instance
+
+    inst = _cancelling_table_instance()
+    solution = get_solver("exhaustive").solve(inst)
+    assert check_solution(inst, solution).ok  # its bound too, the best game's own reward
+    assert solution.reward_s == solution.bound_s == 643286584.5
+
+
 def test_exhaustive_refuses_large_instances(program) -> None:
     with pytest.raises(SolverError, match="too large"):
         exhaustive_search(Game(program), max_nodes=1000)

@@ -11,6 +11,7 @@ import numpy as np
 from mallocgame.errors import SolverError
 from mallocgame.game import kernels as K
 from mallocgame.game.state import Game
+from mallocgame.game.tables import I_COUNT
 from mallocgame.jit import jit
 
 __all__ = ["exhaustive_search"]
@@ -25,6 +26,13 @@ def _search(
     max_nodes, best_actions,
 ):
     num_b = buf_int.shape[0]
+    num_t = ins_int.shape[0]
+    nothing_fast = np.full((max(num_b, 1), alloc.shape[1]), -1, dtype=np.int64)
+    empty_s = np.empty(num_t)  # L_t(empty) of every instruction
+    for t in range(num_t):
+        empty_s[t] = K._latency(
+            buf_int, ins_int, ins_float, ins_buf, table_s, nothing_fast, t, -1, fast_bw, slow_bw
+        )
     root = ctr[K.C_CURRENT]
     next_action = np.zeros(num_b + 1, dtype=np.int64)
     best = -np.inf
@@ -32,8 +40,17 @@ def _search(
     depth = root
     while True:
         if depth == num_b:
-            if ret[0] > best:
-                best = ret[0]
+            # scored instruction by instruction, not by the running sum ret[0], whose
+            # partial rewards can cancel far from the game's reward (SPEC section 7)
+            score = 0.0
+            for t in range(num_t):
+                gain = empty_s[t] - K._latency(
+                    buf_int, ins_int, ins_float, ins_buf, table_s, alloc, t, -1, fast_bw, slow_bw
+                )
+                if gain != 0.0:
+                    score += ins_float[t, I_COUNT] * gain
+            if score > best:
+                best = score
                 for b in range(num_b):
                     best_actions[b] = alloc[b, K.A_ACTION]
             action = 3
@@ -69,13 +86,18 @@ def _search(
 
 
 def exhaustive_search(game: Game, max_nodes: int = 20_000_000) -> tuple[float, list[int], int]:
-    """The best return over every complete legal continuation of ``game``.
+    """The best reward over every complete legal continuation of ``game``.
 
-    Returns ``(best_return_s, actions, nodes)``: ``actions`` is the first best game
+    Each complete game is scored as its mapping's reward, ``sum_t count_t * (L_t(empty) -
+    L_t(S_t))`` in float64 instruction by instruction, not as the game's running sum of
+    step rewards (which large cancelling latencies can leave far from it).
+    Returns ``(best_reward_s, actions, nodes)``: ``actions`` is the first best game
     (Copy before NoCopy before Drop), from the start. The game is left as it was.
-    Raises :class:`SolverError` past ``max_nodes`` actions tried or if no continuation
-    completes.
+    Raises :class:`SolverError` past ``max_nodes`` actions tried (a whole number of at
+    least 1) or if no continuation completes.
     """
+    if isinstance(max_nodes, bool) or not isinstance(max_nodes, (int, np.integer)) or max_nodes < 1:
+        raise SolverError(f"max_nodes must be a whole number of at least 1, not {max_nodes!r:.40}")
     best_actions = np.full(game.num_buffers, -1, dtype=np.int64)
     work = game.clone()
     best, nodes = _search(*work._apply_args, max_nodes, best_actions)

@@ -208,7 +208,8 @@ def _static_rows(instance: Instance, tb: GameTables) -> np.ndarray:
     mean_supply = float(supply.mean()) if num_t else 0.0
     demand = tb.buf_demand
     if mean_supply > 0.0:
-        rows[:, 6] = np.clip(demand / mean_supply, 0.0, 10.0)
+        with np.errstate(over="ignore"):  # a subnormal mean: the ratio's cap of 10 still holds
+            rows[:, 6] = np.clip(demand / mean_supply, 0.0, 10.0)
     else:
         rows[:, 6] = np.where(demand > 0.0, 10.0, 0.0)
 
@@ -281,7 +282,8 @@ class FeatureExtractor:
         self._def = tb.tensor_def[tb.buffer_tensor].tolist() if self.num_buffers else []
         supply = tb.supply_s
         self._inv_supply = finite_reciprocals(supply)
-        self._supply_zero = (supply <= 0.0).tolist()
+        # no supply to use up where its reciprocal is 0 (none, or subnormal), as observe.py
+        self._supply_zero = (self._inv_supply == 0.0).tolist()
         self._inv_supply_list = self._inv_supply.tolist()
         self._inv_t = 1.0 / max(self.num_steps, 1)
         self._inv_b = 1.0 / max(self.num_buffers, 1)

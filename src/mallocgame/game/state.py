@@ -50,7 +50,8 @@ def _read_only(array: np.ndarray) -> np.ndarray:
 
 
 class Game:
-    """One game of an instance; cheap to step, undo and clone.
+    """One game of an instance; cheap to step, undo and clone (``copy.copy`` and
+    ``copy.deepcopy`` clone too; a pickled game is rebound to its own arrays when loaded).
 
     Args:
         instance: the instance to play.
@@ -66,11 +67,7 @@ class Game:
             raise InstanceError(f"Game: expected an Instance, not {instance!r:.80}")
         if tables is not None and not isinstance(tables, GameTables):
             raise InstanceError(f"Game: tables must be GameTables or None, not {tables!r:.80}")
-        if tables is not None and (
-            tables.num_buffers,
-            tables.num_instructions,
-            tables.capacity,
-        ) != (instance.num_buffers, instance.num_instructions, instance.hardware.fast_memory_bytes):
+        if tables is not None and tables.instance_sha256 != instance.sha256:
             raise InstanceError(f"Game: the tables are not {instance.name}'s (build_tables)")
         self.instance = instance
         self.tables = tables if tables is not None else build_tables(instance)
@@ -176,6 +173,22 @@ class Game:
         self._ctr[:] = 0
         self._ret[0] = 0.0
         K.analyze(*self._analyze_args)
+
+    _DERIVED = ("views", "_apply_args", "_undo_args", "_analyze_args")
+    """What :meth:`_bind` makes from the state arrays: never pickled or copied, made again."""
+
+    def __getstate__(self) -> dict[str, object]:
+        return {k: v for k, v in vars(self).items() if k not in self._DERIVED}
+
+    def __setstate__(self, state: dict[str, object]) -> None:
+        vars(self).update(state)
+        self._bind()  # the views and the kernels' arguments of these arrays, not the pickled ones
+
+    def __copy__(self) -> Game:
+        return self.clone()  # a copy that shared the state arrays would step the original too
+
+    def __deepcopy__(self, memo: dict[int, object]) -> Game:
+        return self.clone()
 
     def clone(self) -> Game:
         """An independent copy of this game in its current state (tables shared)."""
@@ -389,7 +402,7 @@ def replay(
         if game.done:
             raise GameOverError(f"step {i}: the game is over, {len(actions) - i} actions left")
         try:
-            game.step(int(action))
+            game.step(int(action) if is_action(action) else action)  # 0.7 is no action
         except IllegalActionError as exc:
             raise IllegalActionError(f"step {i}: {exc}") from None
     return game

@@ -45,6 +45,7 @@ class GameTables:
     ``group_size`` [G] int64: buffers per alias group.
     ``hw``       [4] float64: capacity (bytes), alignment (bytes), fast/slow bandwidth (B/s).
     ``normalizer_s``: R of SPEC section 5 (seconds).
+    ``instance_sha256``: the instance's hash (SPEC section 7).
     """
 
     buf_int: np.ndarray
@@ -59,6 +60,7 @@ class GameTables:
     capacity: int
     alignment: int
     normalizer_s: float
+    instance_sha256: str  # whose tables these are: a game of another instance refuses them
 
     @property
     def num_buffers(self) -> int:
@@ -194,4 +196,5 @@ def build_tables(inst: Instance) -> GameTables:
         capacity=hw.fast_memory_bytes,
         alignment=align,
         normalizer_s=reward_normalizer(inst),
+        instance_sha256=inst.sha256,
     )

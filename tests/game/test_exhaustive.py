@@ -1,0 +1,46 @@
+"""The exhaustive search (mallocgame.game.exhaustive): games ranked by their reward, not by
+the running sum of their step rewards; its move budget checked."""
+
+from __future__ import annotations
+
+import pytest
+
+from mallocgame.errors import SolverError
+from mallocgame.game import Game, replay
+from mallocgame.game.exhaustive import exhaustive_search
+from mallocgame.latency import exact_mapping_reward
+from tests.builders import I, X, build, table
+
+
+def _fast(actions: list[int]) -> set[int]:
+    return {b for b, a in enumerate(actions) if a in (0, 1)}
+
+
+def test_games_are_ranked_by_their_reward_not_the_cancelling_running_sum() -> None:
+    # count * 953923248486.9957 is about 1.2e21: the running sum of [0, 0, 2, 2] cancels
+    # to 643039232.0, below [2, 2, 0, 2]'s 643093598.5, while its reward is 643286584.5.
+    inst = build(
+        [X(64), X(64), X(64), X(128)],
+        [
+            I(supply=1.0),
+            I(supply=1.0),
+            I(
+                reads=[0, 1, 3],
+                writes=[2],
+                count=1286573169,
+                supply=1.0,
+                latency=table([0, 1, 2], [1.0, 953923248486.9957, 1.0, 0.5, 0.50015, 1, 1, 1]),
+            ),
+        ],
+        capacity=128,
+    )
+    best, actions, _ = exhaustive_search(Game(inst))
+    assert replay(inst, [0, 0, 2, 2]).return_s == 643039232.0  # what the old ranking read
+    assert float(exact_mapping_reward(inst, _fast([0, 0, 2, 2]))) == 643286584.5
+    assert float(exact_mapping_reward(inst, _fast(actions))) == best == 643286584.5
+
+
+@pytest.mark.parametrize("max_nodes", [0, -1, 2.5, None, True, "10"])
+def test_a_move_budget_that_is_no_whole_number_is_refused(small, max_nodes) -> None:
+    with pytest.raises(SolverError, match="max_nodes must be a whole number of at least 1"):
+        exhaustive_search(Game(small), max_nodes=max_nodes)
