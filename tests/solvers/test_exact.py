@@ -79,6 +79,32 @@ def test_conformance_optima_are_reached_exactly() -> None:
         assert solution.reward_s == pytest.approx(optimal, rel=1e-9)
 
 
+@pytest.mark.parametrize("hints", [True, False])
+def test_fast_memory_slower_than_slow_keeps_the_model_exact(hints: bool) -> None:
+    from tests.builders import build_doc
+
+    # Three 3000-byte reads of a compute-bound instruction lose 27 s each when fast (fast
+    # 100 B/s, slow 1000 B/s); a 10-byte read of their alias group saves 10 s elsewhere.
+    group = [B(b, alias="g", demand=0.0) for b in range(3)]
+    doc = build_doc(
+        [X(3000), X(3000), X(3000), X(10)],
+        [
+            I(reads=group, latency=roofline(1e6)),
+            I(reads=[B(3, alias="g", demand=0.0)], latency=table([0], [10.0, 0.0])),
+        ],
+        capacity=4096,
+        alignment=1,
+    )
+    doc["hardware"].update(fast_bandwidth=100.0, slow_bandwidth=1000.0)
+    inst = instance_from_dict(doc)
+    assert exhaustive_search(Game(inst))[0] == 10.0
+    options = {} if hints else {"warm_start": False, "heuristic_start": False}
+    solution = ExactSolver().solve(inst, SolveRequest(seconds=10, options=options))
+    assert solution.info["status"] == "OPTIMAL" and solution.reward_s == 10.0
+    assert solution.bound_s >= 10.0 and solution.info["cp_bound_s"] >= 10.0
+    assert check_solution(inst, solution).ok
+
+
 @settings(
     max_examples=100,
     deadline=None,
@@ -389,3 +415,17 @@ def test_a_work_budget_completes_its_hint_in_deterministic_time(monkeypatch) -> 
     limits.clear()
     ExactSolver().solve(inst, SolveRequest(seed=0, seconds=20.0, work=200))
     assert limits and all(limit == (1.0, None) for limit in limits)  # a twentieth of 20 s
+
+
+def test_a_spent_budget_starts_no_game_and_a_short_one_skips_the_lp(lstm) -> None:
+    from mallocgame.solvers.exact import LP_S_PER_BUFFER, warm_start
+
+    reward, allocations, info = warm_start(lstm, 0.0, 0)
+    assert (reward, allocations, info["games"]) == (0.0, [], 0)
+    assert warm_start(lstm, None, 0)[2]["games"] == 3  # without a clock: the three games
+
+    short = 0.5 * 4 * LP_S_PER_BUFFER * lstm.num_buffers  # the LP would take over a quarter
+    solution = ExactSolver().solve(lstm, SolveRequest(seconds=short))
+    trivial, with_lp = bound_details(lstm, lp=False)["bound_s"], bound_details(lstm)["bound_s"]
+    assert with_lp < trivial and solution.info["upper_bound_s"] == trivial
+    assert check_solution(lstm, solution).ok

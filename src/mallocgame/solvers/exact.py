@@ -60,6 +60,9 @@ __all__ = ["ExactConfig", "ExactSolver", "MappingModel", "copy_in_start", "copy_
 
 DEFAULT_SECONDS = 60.0
 BUILD_S_PER_BUFFER = 1e-3  # model building, seconds per buffer (measured: ~0.75 ms)
+# the LP bound's building, seconds per buffer (measured: ~22 us on xla-v2/resnet152_train_b16,
+# 26,915 buffers, 2-core AMD EPYC): a wall-clock budget gives it at most a quarter
+LP_S_PER_BUFFER = 25e-6
 SCALE_EPS = 1e-6  # total rounding of the scaled objective, as a fraction of the trivial bound
 HINT_DETERMINISTIC_S = 5.0  # completing a warm start's hint without a wall clock: its limit
 # CP-SAT parameters for a second and third solve after a wrong INFEASIBLE (each adds to the
@@ -544,11 +547,11 @@ class MappingModel:
             return
         cap = 4.0 * self.units_per_trivial + 4.0  # no value that matters exceeds this
 
-        def up(v: float, count: int = 1) -> int:
+        def up(v: float, count: int = 1, limit: float | None = None) -> int:
             # One execution's value; ``count`` of them make at most ``cap`` units, so that
             # count * r stays inside int64 for CP-SAT (counts reach 2**31 - 1).
             q = (v / self.trivial) * self.units_per_trivial
-            limit = cap / count
+            limit = cap / count if limit is None else limit
             q = min(max(q, -limit), limit)  # also tames overflow for tiny (subnormal) bounds
             return math.ceil(q + abs(q) * 1e-12)
 
@@ -571,6 +574,12 @@ class MappingModel:
                     for b, d in zip(bufs, term.deltas)
                     if feasible[b] and d != 0
                 ]
+                neg = sum(c for c, _ in coefs if c < 0)
+                if neg < 0:  # fast memory slower than slow (SPEC allows it): B clamped to the
+                    # count's share of ``cap`` would make min(A, B + ...) fall below the
+                    # true gain; clamped instead at A - neg, past which the min is A for every
+                    # mapping, it stays exact
+                    bb = up(term.b, term.count, limit=a - neg)
                 lo = max(min(a, bb + sum(c for c, _ in coefs if c < 0)), -floor * (len(coefs) + 1))
                 r = m.new_int_var(min(lo, a), a, f"r_{term.t}")
                 # r = min(a, ...) exactly: a free r below both let CP-SAT's search raise
@@ -715,9 +724,10 @@ def warm_start(
 
     Plays one random game, two greedy policies (prefer NoCopy, prefer Copy; Drop
     buffers with no benefit) and then more random games, all with Drop-backup, until
-    ``seconds`` are spent (at least the first three games). Past the deadline, or past ``max_moves``
-    moves in one game (default 4 per buffer), a game is finished by preferring Drop,
-    which completes it quickly. Returns the best game's ``(reward_s, allocations,
+    ``seconds`` are spent (the first three games unless the deadline has passed; none
+    starts after it). Past the deadline, or past ``max_moves`` moves in one game
+    (default 4 per buffer), a game is finished by preferring Drop, which completes it
+    quickly. Returns the best game's ``(reward_s, allocations,
     info)``; without ``seconds`` only the first three games are played (reproducible).
     """
 
@@ -762,6 +772,8 @@ def warm_start(
     ]
     games = 0
     while games < len(policies) or (seconds is not None and not clock.expired()):
+        if seconds is not None and clock.expired():
+            break  # a game past the deadline is forced to Drop: it would gain next to nothing
         name, policy = policies[games] if games < len(policies) else ("random", random_policy)
         play(game, policy)
         games += 1
@@ -871,7 +883,12 @@ class _ExactRun:
         if seconds is None and self.request.work is None:
             seconds = DEFAULT_SECONDS
         self.seconds = seconds  # the wall-clock budget, seconds (None: work budget only)
-        self.bound_info = bound_details(instance)
+        # the LP bound where it takes at most a quarter of a wall-clock budget; else the
+        # trivial one (valid too, and CP-SAT's own bound may tighten it)
+        lp = seconds is None or seconds >= 4 * LP_S_PER_BUFFER * instance.num_buffers
+        self.bound_info = bound_details(
+            instance, lp=lp, time_limit=None if seconds is None else 0.25 * seconds
+        )
         self.found: list[tuple[float, list[Allocation]]] = []  # improving mappings
         self.best = 0.0  # dropping everything gains 0: report only what beats it
         self.starts: list[tuple[float, list[Allocation], str]] = []  # (reward_s, mapping, source)
@@ -1060,7 +1077,7 @@ class _ExactRun:
         extra["cp_bound_s"] = cp_bound
         lp_bound = self.bound_info["bound_s"]
         bound = lp_bound if cp_bound is None else min(cp_bound, lp_bound)
-        return max(bound, 0.0)
+        return bound if bound > 0.0 else 0.0  # never -0.0 (max(-0.0, 0.0) is -0.0)
 
     def choose(self, extra: dict[str, Any]) -> tuple[list[Allocation], float]:
         """The best mapping found that passes the physical check, and its reward (seconds);
