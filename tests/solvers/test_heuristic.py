@@ -127,6 +127,25 @@ def test_keeps_a_short_lived_value_resident_and_evicts_a_result() -> None:
     assert z_read in alloc
 
 
+def test_a_read_larger_than_its_tensor_is_kept_inside_the_fast_memory() -> None:
+    from mallocgame.check import physical_check
+    from mallocgame.solvers.heuristic import HeuristicConfig, _Msa
+
+    # Y (100 B) is produced at 0 and read at 1 through a 150-byte read (SPEC section 4 lets
+    # a read be larger than its tensor) and at 2 through a 10-byte one, in 128 bytes:
+    # resident, the large read would end past the memory; its first pass now leaves it
+    # slow instead of failing the check and losing the whole tensor to the retry.
+    inst = build(
+        tensors=[X(100)],
+        instructions=[I(writes=[0]), I(reads=[B(0, size=150)]), I(reads=[B(0, size=10)])],
+        capacity=128,
+    )
+    assert physical_check(inst, _Msa(inst, HeuristicConfig(), set()).run()) == []
+    solution = HeuristicSolver().solve(inst)
+    assert solution.work["verify_rounds"] == 1 and solution.reward_s > 0
+    assert 1 not in _by_buffer(solution)  # the large read is slow, the others fast
+
+
 def test_compute_bound_uses_stay_slow_unless_asked() -> None:
     # The reading instruction is compute bound (10 s >> 1 s of memory time).
     inst = build(tensors=[X(100)], instructions=[I(), I(), I(reads=[0], latency=roofline(10.0))])

@@ -445,13 +445,18 @@ class _Msa:
         if not all(self.no_copy_ok(d, a, b) for a, b in zip(times, times[1:])):
             return False
         offset = self.fit(start, end, d, offsets.pop() if offsets else -1)
-        if offset < 0:
-            return False
+        if offset < 0 or not all(self.inside(r, offset) for r in self.reads[x]):
+            return False  # a read larger than its tensor (SPEC section 4) must fit there too
         self.place(d, "NoCopy", offset, start, end)
         for r in self.reads[x]:
             self.place(r, "NoCopy", offset, None, None)
         self.stats["resident"] += 1
         return True
+
+    def inside(self, b: int, offset: int) -> bool:
+        """Whether buffer ``b`` at ``offset`` lies inside the fast memory (a read may be
+        larger than the tensor whose offset it shares)."""
+        return offset + self.zsize[b] <= self.capacity
 
     def copy_without_transfer(self, b: int, t: int, fixed: int, counter: str) -> _Chain | None:
         """A Copy of zero demand for buffer ``b``: fast memory at step ``t`` alone, no copy
@@ -581,7 +586,7 @@ class _Msa:
             fixed = self.fixed_offset(r) if required else -1
             if chain is not None and (fixed < 0 or fixed == chain.offset):
                 if use <= chain.end:
-                    if required or gain >= 0:
+                    if (required or gain >= 0) and self.inside(r, chain.offset):
                         self.place(r, "NoCopy", chain.offset, None, None)
                         chain.segment_start = use
                         self.stats["kept"] += 1
