@@ -17,16 +17,36 @@ interval of instructions:
 - An **output Copy** or **output NoCopy** of ``X`` starts a segment at ``X``'s defining
   instruction: the instruction writes ``X`` into HBM; after a Copy, ``X`` is also copied
   HBM -> host (issued right after the write; a host read of ``X`` waits for it).
-- An **operand NoCopy** reads the segment of ``X`` at the allocation's offset that is
-  alive at ``t`` (an in-place extension, SPEC section 4, lengthens it).
+- An **operand NoCopy** at instruction ``t`` reads a segment of ``X`` at the
+  allocation's offset that is alive at ``t`` and ready by ``t`` (an output written by
+  then, or a prefetch due by ``t``): of those, the latest-starting; an in-place extension
+  (SPEC section 4) lengthens the one ready by ``t`` that ends just before it (or covers
+  its start). Two segments of ``X`` at one offset can be alive together (one alias
+  group's location, filled again by a prefetch for a later read): a prefetch due only
+  after ``t`` is never read at ``t``, where the runtime would wait for its copy, a stall
+  the answer does not have; with no ready segment the plan is refused.
 - A buffer with no allocation (**Drop**) reads ``X``'s host copy directly (an operand) or
   is written straight into host memory (an output).
 
 A segment is freed after the last instruction of its memory intervals (not after the
 last instruction of the program: the runtime keeps those until the results are read).
+
 Program inputs start in host memory (SPEC section 1). :meth:`PlacementPlan.all_fast` is
 the framework's default, which is not a game answer: inputs resident in HBM for the whole
 run, every output written to HBM, no copies.
+
+**Two counts of fast memory.** :meth:`PlacementPlan.hbm_bytes` is the HBM the runtime
+holds as it follows the plan: every live segment at its tensor's full size, because the
+runtime copies whole tensors in and out and stores every segment as a tensor of its own
+(the exported graph is functional, so an in-place update writes a new tensor). It can
+exceed the fast memory of a checked answer, for two reasons: the game counts the
+buffers of one alias group as one location, so the two tensors of an in-place update
+(alive together at the update), or a tensor's output copy and a later prefetch of it into
+the same group's location, take the room of one there and of both here; and the game
+allocates a buffer at its own (aligned) size, which may be smaller than its tensor's.
+:meth:`PlacementPlan.game_fast_bytes` is the game's count, the union of the answer's
+allocated address ranges (:class:`Region`); it never exceeds the fast memory of an
+answer that passes the checker (SPEC section 7, physical rule 1).
 
 Units: instructions are indices ``0 .. T-1``; sizes in bytes.
 """
@@ -40,7 +60,7 @@ from mallocgame.instance import Instance
 from mallocgame.runtime.errors import AnswerMismatchError, PlanError
 from mallocgame.solution import Allocation, Solution
 
-__all__ = ["Segment", "Read", "Write", "Step", "PlacementPlan", "placement_plan"]
+__all__ = ["Segment", "Region", "Read", "Write", "Step", "PlacementPlan", "placement_plan"]
 
 
 @dataclass(frozen=True)
@@ -61,6 +81,19 @@ class Segment:
     source: str
     ready: int
     copy_out: bool = False
+
+
+@dataclass(frozen=True)
+class Region:
+    """A non-empty allocation of the answer as the game counts fast memory: buffer
+    ``buffer`` holds bytes ``[offset, offset + size)`` over instructions ``[start, end]``
+    (inclusive); ``size`` is the buffer's size rounded up to the alignment."""
+
+    buffer: int
+    offset: int
+    size: int
+    start: int
+    end: int
 
 
 @dataclass(frozen=True)
@@ -104,7 +137,8 @@ class PlacementPlan:
     ``resident``: program inputs placed in HBM before the run and kept there (only the
     framework default has any); ``host_tensors``: the tensors that have a host copy at
     some point (inputs in host memory, outputs written there or copied out);
-    ``sizes``: every tensor's size in bytes, by tensor id.
+    ``sizes``: every tensor's size in bytes, by tensor id; ``regions``: the answer's
+    non-empty allocations (None for the framework default, which is no game answer).
     """
 
     label: str
@@ -114,6 +148,7 @@ class PlacementPlan:
     resident: frozenset[int]
     host_tensors: frozenset[int]
     sizes: tuple[int, ...]
+    regions: tuple[Region, ...] | None = None
 
     @classmethod
     def all_fast(cls, instance: Instance, label: str = "hbm-resident") -> PlacementPlan:
@@ -154,13 +189,44 @@ class PlacementPlan:
         return self.segments[seg]
 
     def hbm_bytes(self) -> list[int]:
-        """Planned HBM bytes alive at each instruction: resident inputs plus live segments."""
+        """Planned HBM bytes alive at each instruction: resident inputs plus live segments,
+        each at its tensor's size: what the runtime holds there (kernel workspaces and
+        the allocator's rounding aside). It can exceed the fast memory of a checked answer
+        where the game shares room between the buffers of an alias group or allocates a
+        buffer smaller than its tensor (module docstring); :meth:`game_fast_bytes` is
+        the game's count."""
         resident = sum(self.sizes[x] for x in self.resident)
         live = [resident] * len(self.steps)
         for s in self.segments:
             for t in range(s.start, s.end + 1):
                 live[t] += self.sizes[s.tensor]
         return live
+
+    def game_fast_bytes(self) -> list[int]:
+        """Fast-memory bytes the answer occupies at each instruction as the game and the
+        checker count them: the size of the union of the address ranges of the
+        :attr:`regions` alive there (one alias group's buffers at one offset overlap: the
+        largest counts once; each buffer at its own aligned size). At most the fast
+        memory for an answer that passes the checker. Raises :class:`PlanError` for a plan
+        without regions (the framework default, no game answer)."""
+        if self.regions is None:
+            raise PlanError(
+                f"plan {self.label!r} is no game answer (the framework default): it has "
+                "no allocations to count as the game does"
+            )
+        alive: list[list[tuple[int, int]]] = [[] for _ in self.steps]
+        for r in self.regions:
+            for t in range(r.start, r.end + 1):
+                alive[t].append((r.offset, r.offset + r.size))
+        counts = []
+        for ranges in alive:
+            total, reach = 0, 0
+            for lo, hi in sorted(ranges):
+                if hi > reach:
+                    total += hi - max(lo, reach)
+                    reach = hi
+            counts.append(total)
+        return counts
 
     def host_bytes(self) -> int:
         """Bytes of the tensors that have a host copy."""
@@ -257,28 +323,44 @@ class _Planner:
         self.seg_of_buffer[a.buffer] = seg.id
 
     def _extend_segment(self, a: Allocation) -> None:
-        """Lengthen, for operand NoCopy ``a``, the segment that ends just before it."""
+        """Lengthen, for operand NoCopy ``a`` (read at instruction ``t``), the segment that
+        ends just before it (or covers its start) and is ready by ``t``, the latest-starting
+        of those; :class:`PlanError` if there is none (:meth:`_ready_at`)."""
         buf = self.instance.buffers[a.buffer]
         assert a.start is not None and a.end is not None
-        for sid in reversed(self.live[(buf.tensor_id, a.offset)]):
+        found = [
+            sid
+            for sid in self.live[(buf.tensor_id, a.offset)]
+            if self.segments[sid].start <= a.start <= self.segments[sid].end + 1
+        ]
+        if found:
+            sid = self._ready_at(found, buf.instruction, a.buffer, a.offset)
             s = self.segments[sid]
-            if s.end + 1 >= a.start and s.start <= a.start:
-                self.segments[sid] = Segment(
-                    s.id,
-                    s.tensor,
-                    s.offset,
-                    s.start,
-                    max(s.end, a.end),
-                    s.source,
-                    s.ready,
-                    s.copy_out,
-                )
-                self.seg_of_buffer[a.buffer] = sid
-                return
+            self.segments[sid] = Segment(
+                s.id,
+                s.tensor,
+                s.offset,
+                s.start,
+                max(s.end, a.end),
+                s.source,
+                s.ready,
+                s.copy_out,
+            )
+            self.seg_of_buffer[a.buffer] = sid
+            return
         raise PlanError(
             f"buffer {a.buffer} (instruction {buf.instruction}) extends tensor "
             f"{buf.tensor_id} in HBM "
             f"at offset {a.offset}, but no HBM copy of it ends just before step {a.start}"
+        )
+
+    def regions(self) -> tuple[Region, ...]:
+        """The answer's non-empty allocations (:class:`Region`), by buffer."""
+        hw = self.instance.hardware
+        return tuple(
+            Region(b, a.offset, hw.aligned(self.instance.buffers[b].size), a.start, a.end)
+            for b, a in sorted(self.by_buffer.items())
+            if a.start is not None and a.end is not None
         )
 
     def find_host(self) -> None:
@@ -310,9 +392,27 @@ class _Planner:
                 free_at[s.end].append(s.id)
         return prefetch_at, copy_out_at, free_at
 
+    def _ready_at(self, found: list[int], t: int, b: int, offset: int) -> int:
+        """The segment buffer ``b`` reads at instruction ``t`` among ``found`` (segments of
+        one tensor at ``offset``, in the order they were made): the latest-starting (of a
+        tie, the later made) of those ready by ``t``, an output written by then or a
+        prefetch due by ``t`` (one due later would make the runtime wait at ``t`` for its
+        copy, a stall the answer does not have). Raises :class:`PlanError` if none is."""
+        ready = [sid for sid in found if self.segments[sid].ready <= t]
+        if not ready:
+            s = self.segments[found[-1]]
+            raise PlanError(
+                f"buffer {b} (instruction {t}) reads tensor {s.tensor} from HBM at offset "
+                f"{offset}, but its copy there is not in HBM yet (copied in by step "
+                f"{s.ready})"
+            )
+        return max(ready, key=lambda sid: (self.segments[sid].start, sid))
+
     def _covering(self, x: int, offset: int, t: int, b: int) -> int:
-        """The latest-starting segment of tensor ``x`` at ``offset`` alive at instruction ``t``
-        (read by buffer ``b``)."""
+        """The segment of tensor ``x`` at ``offset`` alive at instruction ``t`` that buffer
+        ``b`` (an operand NoCopy with an empty interval) reads: the latest-starting of
+        those ready by ``t``; :class:`PlanError` if none is alive or ready
+        (:meth:`_ready_at`)."""
         found = [
             sid
             for sid in self.live[(x, offset)]
@@ -323,7 +423,7 @@ class _Planner:
                 f"buffer {b} (instruction {t}) reads tensor {x} from HBM at offset {offset}, "
                 "but no HBM copy of it is alive there"
             )
-        return max(found, key=lambda sid: self.segments[sid].start)
+        return self._ready_at(found, t, b, offset)
 
     def _segment_of(self, t: int, b: int) -> int | None:
         """The segment buffer ``b`` of instruction ``t`` reads or writes (None: host memory)."""
@@ -378,8 +478,8 @@ def placement_plan(
     Raises :class:`AnswerMismatchError` when the answer is for another instance (hash),
     :class:`PlanError` when it fails the checker (``check``, the default: SPEC section 7's
     physical rules, via :func:`mallocgame.check.check_solution`) or its allocations do not
-    describe a placement (a fast read with no HBM copy alive, a host read of a tensor that
-    never reaches host memory).
+    describe a placement (a fast read with no HBM copy alive, or only one whose copy in is
+    due after the read, a host read of a tensor that never reaches host memory).
     """
     _check_answer(instance, solution, check)
     planner = _Planner(instance, solution)
@@ -394,4 +494,5 @@ def placement_plan(
         resident=frozenset(),
         host_tensors=frozenset(planner.host),
         sizes=tuple(x.size for x in instance.tensors),
+        regions=planner.regions(),
     )
