@@ -691,32 +691,7 @@ def _cmd_extract(args: argparse.Namespace) -> int:
             else suite_program(args.program)
         )
     else:
-        from mallocgame.workloads.suite import extract_model, model_programs
-
-        suite, _, short = args.model[0].rpartition("/")
-        models = model_programs(suite or SUITE)
-        if short not in models:
-            raise UsageError(
-                f"unknown model '{args.model[0]}' of {suite or SUITE} (have: {', '.join(sorted(models))})"
-            )
-        name = args.name or args.model[0]
-        frontend = SUITES[suite or SUITE].frontend
-        if frontend == "tpu":
-            raise UsageError(
-                f"{suite}'s programs are frozen per target: --program {suite}/NAME-v4, or "
-                "--model xla-v2/NAME --target tpu-v4"
-            )
-        if tpu and frontend != "xla":
-            raise UsageError(f"--target {args.target}: {args.model[0]} is not a JAX program")
-        if tpu:
-            from mallocgame.frontends.tpu import extract_jax_tpu
-
-            fn, example, jit_kwargs = models[short].build()
-            program, placement = extract_jax_tpu(
-                fn, *example, target=args.target, name=name, **jit_kwargs
-            )
-        else:
-            program, _ = extract_model(frontend, models[short], name)
+        program, placement = _extract_model_program(args.model[0], args.name, args.target)
     notes = program.source.get("notes") if isinstance(program.source, dict) else None
     if notes:  # what the frontend assumed (a loop of unknown trip count counted once, ...)
         print(f"note: {notes}", file=sys.stderr)
@@ -742,6 +717,36 @@ def _cmd_extract(args: argparse.Namespace) -> int:
         if args.xla_solution and placement is not None:
             _write_xla_solution(inst, placement, fast_spaces, args.xla_solution)
     return EXIT_OK
+
+
+def _extract_model_program(
+    model: str, name: str | None, target: str
+) -> tuple[Program, XlaPlacement | None]:
+    """``extract --model SUITE/NAME``: the bundled model's program, compiled for ``target``
+    (``cpu``, or a TPU whose compile gives XLA's placement too, else ``None``)."""
+    from mallocgame.workloads.suite import extract_model, model_programs
+
+    suite, _, short = model.rpartition("/")
+    models = model_programs(suite or SUITE)
+    if short not in models:
+        raise UsageError(
+            f"unknown model '{model}' of {suite or SUITE} (have: {', '.join(sorted(models))})"
+        )
+    frontend = SUITES[suite or SUITE].frontend
+    if frontend == "tpu":
+        raise UsageError(
+            f"{suite}'s programs are frozen per target: --program {suite}/NAME-v4, or "
+            "--model xla-v2/NAME --target tpu-v4"
+        )
+    if target == "cpu":
+        program, _ = extract_model(frontend, models[short], name or model)
+        return program, None
+    if frontend != "xla":
+        raise UsageError(f"--target {target}: {model} is not a JAX program")
+    from mallocgame.frontends.tpu import extract_jax_tpu
+
+    fn, example, jit_kwargs = models[short].build()
+    return extract_jax_tpu(fn, *example, target=target, name=name or model, **jit_kwargs)
 
 
 def _check_extract_outputs(args: argparse.Namespace) -> None:
