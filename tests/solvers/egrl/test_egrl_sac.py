@@ -11,7 +11,7 @@ from mallocgame.game.tables import build_tables
 from mallocgame.solvers.egrl.graph import build_graph, pad_graph
 from mallocgame.solvers.egrl.networks import Actor, Critic, dummy_graph, init_params
 from mallocgame.solvers.egrl.replay import Replay
-from mallocgame.solvers.egrl.sac import NetShape, init_learner, learner_functions
+from mallocgame.solvers.egrl.sac import NetShape, init_learner, learner_alpha, learner_functions
 
 SHAPE = NetShape(
     hidden=8, layers=1, pool_levels=1, pool_ratio=0.5
@@ -119,6 +119,48 @@ def test_alpha_is_tuned_toward_the_target_entropy(graph) -> None:
 def test_fixed_alpha_stays(graph) -> None:
     _, _, alphas = _train(graph, 3, alpha=0.2)
     assert [a for a, _ in alphas] == pytest.approx([0.2] * 3)
+
+
+@pytest.mark.parametrize("alpha", [5.0, 1e3, 0.0, 2e-5])
+def test_a_fixed_alpha_is_exactly_what_was_asked_outside_the_tuned_range(graph, alpha) -> None:
+    """A fixed alpha is not held to the tuned one's bounds [1e-4, 1] nor passed through
+    log and exp: every update uses the float32 of the option, 0 none at all."""
+    fns = learner_functions(SHAPE)
+    state = init_learner(fns, np.random.default_rng(1), **{**LEARNER, "alpha": alpha})
+    units = graph["units"].shape[0]
+    rng = np.random.default_rng(2)
+    asked = float(np.float32(alpha))
+    for _ in range(4):
+        actions = rng.integers(0, 3, size=(8, units)).astype(np.int32)
+        targets = jnp.asarray(rng.normal(size=8), jnp.float32)
+        state, metrics = fns.update(state, graph, jnp.asarray(actions), targets)
+        assert float(metrics["alpha"]) == asked
+        assert all(bool(jnp.isfinite(v)) for v in metrics.values())
+        assert float(learner_alpha(state)) == asked
+    leaves = jax.tree_util.tree_leaves(state.actor)
+    assert all(bool(jnp.isfinite(leaf).all()) for leaf in leaves)
+
+
+def test_with_alpha_zero_the_actor_loss_has_no_entropy_term(graph) -> None:
+    """alpha=0: L_pi = mean_i sum_a pi_i(a) (-min_k Q_k,i(s, a)), no entropy term."""
+    fns = learner_functions(SHAPE)
+    state = init_learner(fns, np.random.default_rng(1), **{**LEARNER, "alpha": 0.0})
+    units = graph["units"].shape[0]
+    actions = jnp.zeros((8, units), jnp.int32)
+    for _ in range(2):  # the second update: its state has been through one
+        before = state
+        state, metrics = fns.update(state, graph, actions, jnp.ones(8, jnp.float32))
+    state = before
+    q = [
+        np.asarray(
+            fns.critic.apply(jax.tree_util.tree_map(lambda a, i=i: a[i], state.critics), graph)
+        )
+        for i in range(2)
+    ]
+    p = np.asarray(jax.nn.softmax(fns.logits(state.actor, graph)))
+    mask = np.asarray(graph["units"])
+    expected = ((p * -np.minimum(*q)).sum(-1) * mask).sum() / mask.sum()
+    assert float(metrics["actor_loss"]) == pytest.approx(expected, rel=1e-5, abs=1e-6)
 
 
 def test_replay_ring() -> None:

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import copy
 import dataclasses
+import re
 from pathlib import Path
 
 import jax
@@ -18,6 +20,7 @@ from mallocgame.solution import load_solution
 from mallocgame.solvers import SolveRequest, get_solver
 from mallocgame.solvers.checkpoint import BEST_NAME, CHECKPOINT_NAME
 from mallocgame.solvers.egrl import EgrlConfig
+from mallocgame.solvers.egrl.sac import learner_alpha
 from mallocgame.solvers.egrl.trainer import DEFAULT_GENERATIONS, EgrlTrainer
 from mallocgame.workloads.suite import suite_instance
 from tests.builders import reversed_normalizer_instances
@@ -275,6 +278,121 @@ def test_a_damaged_checkpoint_is_refused(lstm, tmp_path: Path) -> None:
         _solve(lstm, work=2, checkpoint_dir=str(tmp_path))
 
 
+@pytest.fixture(scope="module")
+def written_state(lstm, tmp_path_factory) -> dict:
+    """The checkpoint of a mode-both run stopped inside generation 1's evaluations (a
+    learner, policies and chromosomes, a replay, a best answer), as msgpack decodes it."""
+    folder = tmp_path_factory.mktemp("egrl-checkpoint")
+    EgrlTrainer(lstm, _config(folder)).run(proposals=7)
+    return serialization.msgpack_restore((folder / CHECKPOINT_NAME).read_bytes())
+
+
+def _slot(state: dict, kind: str) -> dict:
+    return next(e for e in state["population"].values() if e["kind"] == kind)
+
+
+def _grow_population(state: dict) -> None:
+    population, generation = state["population"], state["generation"]
+    population[str(len(population))] = dict(_slot(state, "chromosome"))
+    generation["fitness"] = np.append(generation["fitness"], np.nan)
+
+
+def _learner_leaf(state: dict) -> None:
+    actor = state["learner"]["actor"]["params"]["logits"]
+    actor["bias"] = np.zeros(5, np.float32)
+
+
+TAMPERED = {
+    "a chromosome's prior of another shape": lambda s: _slot(s, "chromosome").__setitem__(
+        "prior", np.zeros((5, 3), np.float32)
+    ),
+    "a chromosome's temperature of another shape": lambda s: _slot(s, "chromosome").__setitem__(
+        "temperature", np.ones((106, 2), np.float32)
+    ),
+    "a chromosome's temperature not positive": lambda s: _slot(s, "chromosome").__setitem__(
+        "temperature", np.zeros(106, np.float32)
+    ),
+    "a policy's parameters cut short": lambda s: _slot(s, "policy").__setitem__(
+        "theta", _slot(s, "policy")["theta"][:10]
+    ),
+    "an individual of an unknown kind": lambda s: _slot(s, "policy").__setitem__("kind", "mlp"),
+    "a population of another size": _grow_population,
+    "an unknown phase": lambda s: s["generation"].__setitem__("phase", "bogus"),
+    "an index past the generation": lambda s: s["generation"].__setitem__("index", 99),
+    "a negative index": lambda s: s["generation"].__setitem__("index", -1),
+    "a negative updates_left": lambda s: s["generation"].__setitem__("updates_left", -3),
+    "a reserved slot outside the population": lambda s: s["generation"].__setitem__("reserved", 50),
+    "more learner fitness than rollouts": lambda s: s["generation"].__setitem__(
+        "learner_fitness", np.zeros(4)
+    ),
+    "a counter missing": lambda s: s["counters"].pop("updates"),
+    "a negative counter": lambda s: s["counters"].__setitem__("proposals", -1),
+    "an infinite counter": lambda s: s["counters"].__setitem__("updates", float("inf")),
+    "replay proposals of another width": lambda s: s["replay"].__setitem__(
+        "actions", s["replay"]["actions"].reshape(-1, 53)
+    ),
+    "a replay action out of range": lambda s: s["replay"].__setitem__(
+        "actions", np.full_like(s["replay"]["actions"], 7)
+    ),
+    "a replay position out of range": lambda s: s["replay"].__setitem__("next", 10**6),
+    "a learner array of another shape": _learner_leaf,
+    "a learner array replaced by a mapping": lambda s: s["learner"].__setitem__(
+        "log_alpha", {"x": np.zeros(1, np.float32)}
+    ),
+    "a best answer of another length": lambda s: s["best"].__setitem__(
+        "actions", s["best"]["actions"][:5]
+    ),
+    "a best answer with an action out of range": lambda s: s["best"].__setitem__(
+        "actions", np.full_like(s["best"]["actions"], 7)
+    ),
+    "a best answer the game refuses": lambda s: s["best"].__setitem__(
+        "actions",
+        np.zeros_like(s["best"]["actions"]),  # buffer 0 allows Drop alone
+    ),
+    "metrics without the learner's": lambda s: s.__setitem__("metrics", {"alpha": 0.1}),
+}
+
+
+@pytest.mark.parametrize("case", list(TAMPERED))
+def test_a_tampered_checkpoint_is_refused_naming_it(
+    lstm, tmp_path: Path, written_state: dict, case: str
+) -> None:
+    """Every array and field a resumed run reads is checked: a checkpoint that decodes but
+    does not fit this run is a SolverError naming the file, never a numpy error then or
+    later."""
+    state = copy.deepcopy(written_state)
+    TAMPERED[case](state)
+    path = tmp_path / CHECKPOINT_NAME
+    path.write_bytes(serialization.msgpack_serialize(state))
+    with pytest.raises(SolverError, match=rf"^{re.escape(str(path))}: not a readable checkpoint"):
+        EgrlTrainer(lstm, _config(tmp_path)).run(proposals=14)
+
+
+def test_the_untampered_checkpoint_resumes(lstm, tmp_path: Path, written_state: dict) -> None:
+    (tmp_path / CHECKPOINT_NAME).write_bytes(serialization.msgpack_serialize(written_state))
+    trainer = EgrlTrainer(lstm, _config(tmp_path))
+    assert trainer.resumed and trainer.run(proposals=8).work["proposals"] == 8
+
+
+def test_a_checkpoint_written_before_fixed_alpha_resumes_with_the_setting(
+    lstm, tmp_path: Path
+) -> None:
+    """A learner state without ``fixed_alpha`` (checkpoints written before it) takes the
+    run's setting and continues as the uninterrupted run."""
+    options = {"mode": "pg", "alpha": 5.0, "learner_rollouts": 3}
+    EgrlTrainer(lstm, _config(tmp_path, **options)).run(proposals=6)
+    path = tmp_path / CHECKPOINT_NAME
+    state = serialization.msgpack_restore(path.read_bytes())
+    del state["learner"]["fixed_alpha"]
+    path.write_bytes(serialization.msgpack_serialize(state))
+    resumed = EgrlTrainer(lstm, _config(tmp_path, **options))
+    assert resumed.learner is not None and float(learner_alpha(resumed.learner)) == 5.0
+    full = EgrlTrainer(lstm, _config(**options))
+    full.run(proposals=12)
+    resumed.run(proposals=12)
+    _assert_same(full, resumed)
+
+
 # ---------------------------------------------------------------------- options
 
 
@@ -291,6 +409,8 @@ def test_a_damaged_checkpoint_is_refused(lstm, tmp_path: Path) -> None:
         ({"temperature": 0}, r"option temperature must be in \[1e-2, 1e2\], not 0.0"),
         ({"alpha": -0.1}, r"option alpha must be in \[0, 1e3\]"),
         ({"mode": "pg", "learner_rollouts": 0}, "needs learner_rollouts"),
+        ({"mode": "pg", "replay_size": 4, "min_replay": 8}, "min_replay 8 exceeds replay_size 4"),
+        ({"replay_size": 4, "min_replay": 5}, "min_replay 5 exceeds replay_size 4"),
         ({"crossover": 1.5}, "crossover must be in"),
         ({"target_entropy": 1.0}, "target_entropy"),
         ({"hidden": "wide"}, "option hidden must be a whole number"),
@@ -313,3 +433,21 @@ def test_settings_leave_out_where_a_run_keeps_its_files() -> None:
     )
     assert solver.settings({"mode": "pg"})["mode"] == "pg" and "checkpoint_dir" not in defaults
     assert get_solver("egrl").work_unit == "proposals"
+
+
+def test_settings_a_mode_does_not_use_are_not_checked(lstm) -> None:
+    """pg has no population: no policies, chromosomes or elites needed; evolution has no
+    learner: min_replay may exceed replay_size."""
+    config = parse_config(EgrlConfig, {"mode": "pg", "policies": 0, "chromosomes": 0}, "egrl")
+    assert config.population == 0 and config.elites == 2
+    options = {"mode": "pg", "policies": 0, "chromosomes": 0, "learner_rollouts": 2}
+    solution = _solve(lstm, work=4, **options)
+    assert check_solution(lstm, solution).ok and solution.work["updates"] > 0
+    evolution = {"mode": "evolution", "replay_size": 4, "min_replay": 8}
+    assert parse_config(EgrlConfig, evolution, "egrl").min_replay == 8
+
+
+@pytest.mark.parametrize("alpha", [5.0, 0.0])
+def test_a_fixed_alpha_is_the_one_the_learner_uses(lstm, alpha: float) -> None:
+    solution = _solve(lstm, work=6, mode="pg", learner_rollouts=3, alpha=alpha)
+    assert solution.work["updates"] > 0 and solution.info["alpha"] == alpha

@@ -41,7 +41,9 @@ class EgrlConfig:
         8, "Boltzmann-chromosome individuals in the population", within="[0, 1024]"
     )
     elites: int = setting(
-        2, "best individuals carried unchanged into the next generation", within="[0, 1024]"
+        2,
+        "best individuals carried unchanged into the next generation, fewer than the population",
+        within="[0, 1024]",
     )
     tournament: int = setting(
         3, "individuals drawn (with replacement) per tournament selection", within="[1, 1024]"
@@ -109,7 +111,9 @@ class EgrlConfig:
     )
     batch_size: int = setting(32, "proposals per SAC update", within="[1, 65536]")
     min_replay: int = setting(
-        8, "proposals in the replay buffer before the first SAC update", within="[1, 100000000]"
+        8,
+        "proposals in the replay buffer before the first SAC update, at most replay_size",
+        within="[1, 100000000]",
     )
     replay_size: int = setting(
         2000,
@@ -121,7 +125,8 @@ class EgrlConfig:
     )
     alpha: float | None = setting(
         None,
-        "entropy temperature; none: tuned automatically toward target_entropy",
+        "entropy temperature, fixed at this value (0: no entropy term); "
+        "none: tuned automatically toward target_entropy",
         within="[0, 1e3]",
     )
     target_entropy: float = setting(
@@ -140,15 +145,28 @@ class EgrlConfig:
     progress_seconds: float = setting(10.0, "seconds between progress lines", within="(0, 1e9]")
 
     def __post_init__(self) -> None:
+        """Check the ranges, then what a mode uses (and only that: ``pg`` has no
+        population, ``evolution`` no learner): a population of at least 1 with
+        ``elites`` fewer than it; ``learner_rollouts`` of at least 1 and ``min_replay``
+        at most ``replay_size`` (a replay that never holds ``min_replay`` would never
+        let the learner update). Raises ``ValueError`` (:func:`~mallocgame.options.parse_config`
+        makes it a :class:`~mallocgame.errors.SolverError`)."""
         check_ranges(self)
-        if self.mode != "pg" and self.policies + self.chromosomes < 1:
-            raise ValueError(
-                f"mode {self.mode} needs a population: policies + chromosomes must be at least 1"
-            )
-        if not self.elites < max(self.policies + self.chromosomes, 1):
-            raise ValueError("elites must be in [0, policies + chromosomes)")
-        if self.mode != "evolution" and self.learner_rollouts < 1:
-            raise ValueError(f"mode {self.mode} needs learner_rollouts of at least 1")
+        if self.evolves:
+            if self.policies + self.chromosomes < 1:
+                raise ValueError(
+                    f"mode {self.mode} needs a population: policies + chromosomes must be at least 1"
+                )
+            if not self.elites < self.policies + self.chromosomes:
+                raise ValueError("elites must be in [0, policies + chromosomes)")
+        if self.learns:
+            if self.learner_rollouts < 1:
+                raise ValueError(f"mode {self.mode} needs learner_rollouts of at least 1")
+            if self.min_replay > self.replay_size:
+                raise ValueError(
+                    f"min_replay {self.min_replay} exceeds replay_size {self.replay_size}: "
+                    f"the replay would never hold enough for mode {self.mode}'s learner to update"
+                )
 
     @property
     def evolves(self) -> bool:

@@ -87,10 +87,35 @@ class Replay:
         }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        actions = np.asarray(state["actions"], dtype=np.int8).reshape(-1, self.num_units)
-        fitness = np.asarray(state["fitness"], dtype=np.float64).reshape(-1)
-        if actions.shape[0] != fitness.shape[0] or actions.shape[0] > self.capacity:
+        """Take over :meth:`state_dict`'s ``state``, checked: proposals ``[n, U]`` of
+        actions 0-2 with ``n`` fitness values, ``n <= capacity``, and the ring position
+        and count :meth:`add` would have left (``next`` 0 and ``added == n`` until the
+        ring is full, then ``0 <= next < capacity`` and ``added >= n``); else ``ValueError``."""
+        actions = np.asarray(state["actions"])
+        fitness = np.asarray(state["fitness"], dtype=np.float64)
+        rows = actions.shape[0] if actions.ndim == 2 else -1
+        if (
+            actions.ndim != 2
+            or actions.shape[1] != self.num_units
+            or actions.dtype.kind not in "iu"
+        ):
+            raise ValueError(
+                f"replay proposals of shape {actions.shape} ({actions.dtype}), "
+                f"expected whole numbers [n, {self.num_units}]"
+            )
+        if fitness.shape != (rows,) or rows > self.capacity:
             raise ValueError("replay arrays of inconsistent sizes")
-        self._actions, self._fitness = actions.copy(), fitness.copy()
-        self.size = int(fitness.shape[0])
-        self.next, self.added = int(state["next"]), int(state["added"])
+        if rows and not ((actions >= 0) & (actions <= 2)).all():
+            raise ValueError("a replay proposal with an action outside 0-2")
+        position, added = int(state["next"]), int(state["added"])
+        full = rows == self.capacity
+        if not (0 <= position < self.capacity if full else position == 0) or not (
+            added >= rows if full else added == rows
+        ):
+            raise ValueError(
+                f"replay position {position} and count {added} do not fit {rows} proposals "
+                f"of capacity {self.capacity}"
+            )
+        self._actions, self._fitness = actions.astype(np.int8), fitness.copy()
+        self.size = rows
+        self.next, self.added = position, added

@@ -17,9 +17,11 @@ continuous actions) has no discrete counterpart and is left out.
   Christodoulou 2019: the expectation over the unit's three actions is exact). The
   state is the same in every transition, so ``L_π`` needs no batch; it uses the
   critics before this step's update.
-* **Entropy temperature** ``α``: fixed (``alpha``), or tuned (``alpha`` none) by
-  ``L_α = α (H̄ - H_target)`` on ``log α`` (kept in :data:`LOG_ALPHA_RANGE`), ``H̄``
-  the actor's mean entropy per unit, ``H_target = target_entropy · log 3``.
+* **Entropy temperature** ``α``: fixed (``alpha``: every update uses exactly that
+  value, its float32, whatever its size; 0 leaves the entropy term out), or tuned
+  (``alpha`` none) by ``L_α = α (H̄ - H_target)`` on ``log α`` (kept in
+  :data:`LOG_ALPHA_RANGE`, which bounds a tuned ``α`` alone), ``H̄`` the actor's mean
+  entropy per unit, ``H_target = target_entropy · log 3``.
 
 One Adam optimizer per part. :func:`learner_functions` builds the jitted functions
 once per network shape (:class:`NetShape`); the learning rate, ``α``, whether it is
@@ -53,6 +55,8 @@ __all__ = [
     "learner_functions",
     "init_learner",
     "init_actor_params",
+    "learner_alpha",
+    "LEARNER_METRICS",
 ]
 
 INITIAL_ALPHA = 0.05
@@ -65,7 +69,11 @@ LOG_ALPHA_RANGE = (math.log(1e-4), 0.0)
 """Bounds of a tuned ``log α``. The fitness is standardized, so per-unit Q gaps are at
 most a few units; past ``α = 1`` entropy would swamp them. Without the bound a tuned
 ``α`` keeps growing while a collapsed actor's entropy (its gradient vanishing at a
-near-deterministic softmax) stays under the target, then flattens the actor at once."""
+near-deterministic softmax) stays under the target, then flattens the actor at once.
+A fixed ``α`` is not bounded by it."""
+
+LEARNER_METRICS = ("critic_loss", "actor_loss", "entropy", "alpha")
+"""The metrics of an update (``α`` the one it used)."""
 
 
 @dataclass(frozen=True)
@@ -79,16 +87,27 @@ class NetShape:
 
 
 class LearnerState(NamedTuple):
-    """Parameters, optimizer states and settings of the learner (a pytree)."""
+    """Parameters, optimizer states and settings of the learner (a pytree).
+
+    The ``α`` an update uses is :func:`learner_alpha`: ``exp(log_alpha)`` when tuned,
+    ``fixed_alpha`` itself when fixed (no ``log``/``exp`` round trip, no bound; 0 is
+    exactly no entropy term).
+    """
 
     actor: Any
     critics: Any  # the twin critics' parameters, stacked: every leaf has a leading axis of 2
-    log_alpha: jnp.ndarray  # scalar
+    log_alpha: jnp.ndarray  # scalar: the tuned log α (when fixed: unused, never updated)
     actor_opt: Any  # the Adam states carry the learning rate (optax.inject_hyperparams)
     critic_opt: Any
     alpha_opt: Any
     tune_alpha: jnp.ndarray  # scalar: 1.0 tuned, 0.0 fixed
     target_entropy: jnp.ndarray  # scalar, nats per unit
+    fixed_alpha: jnp.ndarray  # scalar: α when fixed (tune_alpha 0); 0.0 and unused when tuned
+
+
+def learner_alpha(state: LearnerState) -> jnp.ndarray:
+    """The entropy temperature ``α`` the next update of ``state`` uses (a scalar)."""
+    return jnp.where(state.tune_alpha > 0, jnp.exp(state.log_alpha), state.fixed_alpha)
 
 
 @dataclass(frozen=True)
@@ -108,6 +127,7 @@ class LearnerFunctions:
     update: Callable[..., tuple[LearnerState, dict[str, jnp.ndarray]]]
     unravel: Callable[[Any], Any]
     optimizer: optax.GradientTransformation  # Adam, its learning rate a value of its state
+    num_params: int  # the actor's parameter count: the length of a flat ``theta``
 
     def ravel(self, params: Any) -> np.ndarray:
         return np.asarray(ravel_pytree(params)[0], dtype=np.float32)
@@ -127,7 +147,7 @@ def learner_functions(shape: NetShape) -> LearnerFunctions:
     )  # its bias: init_actor_params
     critic = Critic(shape.hidden, shape.layers, shape.pool_levels, shape.pool_ratio)
     optimizer = optax.inject_hyperparams(optax.adam)(learning_rate=1e-3)
-    _, unravel = ravel_pytree(init_params(actor, np.random.default_rng(0)))
+    flat, unravel = ravel_pytree(init_params(actor, np.random.default_rng(0)))
 
     def logits(params: Any, graph: Any) -> jnp.ndarray:
         return _apply(actor, params, graph)
@@ -155,7 +175,7 @@ def learner_functions(shape: NetShape) -> LearnerFunctions:
 
         (q_loss, (q1, q2)), q_grads = jax.value_and_grad(critic_loss, has_aux=True)(state.critics)
         q_min = jax.lax.stop_gradient(jnp.minimum(q1, q2))
-        alpha = jnp.exp(state.log_alpha)
+        alpha = learner_alpha(state)
 
         def actor_loss(params: Any) -> tuple[jnp.ndarray, jnp.ndarray]:
             logp = jax.nn.log_softmax(_apply(actor, params, graph))
@@ -172,8 +192,12 @@ def learner_functions(shape: NetShape) -> LearnerFunctions:
         # d/d log α of α (H̄ - H_target); zero when α is fixed (Adam then moves nothing).
         a_grad = state.tune_alpha * alpha * jax.lax.stop_gradient(entropy - state.target_entropy)
         updates, alpha_opt = optimizer.update(a_grad, state.alpha_opt, state.log_alpha)
-        log_alpha = jnp.clip(optax.apply_updates(state.log_alpha, updates), *LOG_ALPHA_RANGE)
-        metrics = {"critic_loss": q_loss, "actor_loss": pi_loss, "entropy": entropy, "alpha": alpha}
+        moved = optax.apply_updates(state.log_alpha, updates)
+        # the bound is a tuned α's: a fixed one's log α is unused and stays as it was
+        log_alpha = jnp.where(
+            state.tune_alpha > 0, jnp.clip(moved, *LOG_ALPHA_RANGE), state.log_alpha
+        )
+        metrics = dict(zip(LEARNER_METRICS, (q_loss, pi_loss, entropy, alpha), strict=True))
         new = LearnerState(
             actor_params,
             critics,
@@ -183,6 +207,7 @@ def learner_functions(shape: NetShape) -> LearnerFunctions:
             alpha_opt,
             state.tune_alpha,
             state.target_entropy,
+            state.fixed_alpha,
         )
         return new, metrics
 
@@ -194,6 +219,7 @@ def learner_functions(shape: NetShape) -> LearnerFunctions:
         update=jax.jit(update),
         unravel=unravel,
         optimizer=optimizer,
+        num_params=int(flat.size),
     )
 
 
@@ -211,8 +237,9 @@ def init_learner(
     alpha: float | None,
     target_entropy: float,
 ) -> LearnerState:
-    """A fresh learner: actor and twin critics drawn from ``rng``; ``alpha`` fixed, or
-    ``None`` to tune it from :data:`INITIAL_ALPHA` toward ``target_entropy · log 3``."""
+    """A fresh learner: actor and twin critics drawn from ``rng``; ``alpha`` fixed (every
+    update uses exactly its float32, 0 meaning no entropy term), or ``None`` to tune it
+    from :data:`INITIAL_ALPHA` toward ``target_entropy · log 3``."""
     actor = init_actor_params(fns, rng, prior_bias)
     twins = (init_params(fns.critic, rng), init_params(fns.critic, rng))
     critics = jax.tree_util.tree_map(lambda a, b: np.stack([a, b]), *twins)
@@ -234,4 +261,5 @@ def init_learner(
         adam(log_alpha, learning_rate * ALPHA_LR_FACTOR),
         jnp.asarray(1.0 if alpha is None else 0.0, jnp.float32),
         jnp.asarray(target_entropy * math.log(3.0), jnp.float32),
+        jnp.asarray(0.0 if alpha is None else alpha, jnp.float32),
     )

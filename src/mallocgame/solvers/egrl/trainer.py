@@ -36,7 +36,10 @@ the end, and ``best.solution.json`` at every improvement that beats the file on 
 resumed from an older checkpoint never makes it worse). A run on a folder with a
 checkpoint resumes from it if the checkpoint is of the same instance, seed and
 settings (the settings of :data:`~.config.WHERE_FIELDS` aside), and refuses with a
-:class:`~mallocgame.errors.SolverError` otherwise.
+:class:`~mallocgame.errors.SolverError` otherwise. So does a checkpoint that matches
+but does not fit the run (damaged, or edited): every field a resumed run reads is
+checked first (kinds, array shapes and ranges, the learner's arrays against a fresh
+learner's), and the :class:`~mallocgame.errors.SolverError` names the file.
 """
 
 from __future__ import annotations
@@ -52,7 +55,7 @@ import jax.numpy as jnp
 import numpy as np
 from flax import serialization
 
-from mallocgame.errors import SolverError
+from mallocgame.errors import GameOverError, IllegalActionError, SolverError
 from mallocgame.game.state import replay as replay_actions
 from mallocgame.game.tables import build_tables
 from mallocgame.instance import Instance
@@ -74,6 +77,7 @@ from mallocgame.solvers.egrl.population import (
 from mallocgame.solvers.egrl.proposals import FitnessFn, ProposalPlayer, reward_fitness
 from mallocgame.solvers.egrl.replay import Replay
 from mallocgame.solvers.egrl.sac import (
+    LEARNER_METRICS,
     LearnerState,
     NetShape,
     init_actor_params,
@@ -593,61 +597,200 @@ class EgrlTrainer:
         checkpoint.write_checkpoint(self.dir, self.state_dict())
 
     def _load(self) -> None:
+        """Resume from the checkpoint; a :class:`SolverError` naming it if it is another
+        run's (:meth:`CheckpointFormat.restore`) or does not fit this one (:meth:`_restore`)."""
         assert self.dir is not None
         state = CHECKPOINT.restore(self.dir, self._fingerprint())
         try:
             self._restore(state)
-        except (KeyError, ValueError, TypeError) as exc:
+        except (
+            KeyError,
+            ValueError,
+            TypeError,
+            AttributeError,
+            IndexError,
+            IllegalActionError,
+            GameOverError,
+        ) as exc:
             path = self.dir / checkpoint.CHECKPOINT_NAME
             raise SolverError(
                 f"{path}: not a readable checkpoint ({type(exc).__name__}: {exc})"
             ) from None
 
     def _restore(self, state: dict[str, Any]) -> None:
-        self.counters = Counters(**state["counters"])
+        """Take over ``state`` (:meth:`state_dict`'s), checking every field this run reads:
+        the counters (whole, not negative), the phase, the position in the generation
+        (``0 <= index <=`` its evaluations), the updates left, the reserved slot, this
+        generation's fitness (one per individual, at most ``learner_rollouts`` of the
+        learner), the population (``policies + chromosomes`` individuals in the modes
+        with one, none in ``pg``; a policy's ``theta`` of the actor's parameter count, a
+        chromosome's prior ``[U, 3]`` and temperatures ``[U]`` positive), the replay, the
+        metrics, the learner (in the modes that learn, every array of a fresh learner's
+        shape and type) and the best answer (``U`` actions the game plays). Raises
+        ``KeyError``, ``ValueError`` or ``TypeError`` (:meth:`_load` names the file), or
+        the game's error for a best answer it refuses."""
+        cfg = self.config
+        counters = state["counters"]
+        names = [f.name for f in dataclasses.fields(Counters)]
+        if sorted(counters) != sorted(names):
+            raise ValueError(f"counters {sorted(counters)}, expected {sorted(names)}")
+        self.counters = Counters(
+            **{k: _count(counters[k], f"counter {k}") for k in names if k != "seconds"},
+            seconds=_number(counters["seconds"], "counter seconds", low=0.0),
+        )
         gen = state["generation"]
-        self.phase, self.index = str(gen["phase"]), int(gen["index"])
-        self.updates_left = int(gen["updates_left"])
-        self.reserved = None if int(gen["reserved"]) < 0 else int(gen["reserved"])
+        self.phase = str(gen["phase"])
+        if self.phase not in ("evaluate", "learn"):
+            raise ValueError(f"phase {self.phase!r}, expected 'evaluate' or 'learn'")
+        self.updates_left = _count(gen["updates_left"], "updates_left")
+        if self.updates_left and not cfg.learns:
+            raise ValueError(f"{self.updates_left} updates left in mode {cfg.mode}")
         self.fitness = [
-            None if np.isnan(f) else float(f) for f in np.asarray(gen["fitness"]).reshape(-1)
+            None if np.isnan(f) else float(f)
+            for f in _array(gen["fitness"], np.float64, "fitness", ndim=1)
         ]
-        self.learner_fitness = [float(f) for f in np.asarray(gen["learner_fitness"]).reshape(-1)]
-        population: list[Individual | None] = []
-        for i in range(len(state["population"])):
-            entry = state["population"][str(i)]
-            if entry["kind"] == "policy":
-                population.append(PolicyGenes(np.asarray(entry["theta"], dtype=np.float32)))
-            elif entry["kind"] == "chromosome":
-                population.append(
-                    Chromosome(
-                        np.asarray(entry["prior"], dtype=np.float32),
-                        np.asarray(entry["temperature"], dtype=np.float32),
-                    )
-                )
-            else:
-                population.append(None)
-        self.population = population
-        if len(self.fitness) != len(population):
+        learner_fitness = _array(gen["learner_fitness"], np.float64, "learner fitness", ndim=1)
+        if learner_fitness.size > (cfg.learner_rollouts if cfg.learns else 0):
+            raise ValueError(f"{learner_fitness.size} learner rollouts' fitness in one generation")
+        self.learner_fitness = [float(f) for f in learner_fitness]
+        entries = state["population"]
+        if len(entries) != cfg.population:
+            raise ValueError(f"a population of {len(entries)}, expected {cfg.population}")
+        self.population = [self._individual(entries[str(i)], i) for i in range(len(entries))]
+        if len(self.fitness) != len(self.population):
             raise ValueError("fitness and population of different sizes")
+        reserved = int(gen["reserved"])
+        if not -1 <= reserved < len(self.population):
+            raise ValueError(f"reserved slot {reserved} of a population of {len(self.population)}")
+        self.reserved = None if reserved < 0 else reserved
+        self.index = int(gen["index"])
+        if not 0 <= self.index <= len(self.evaluation_order()):
+            raise ValueError(
+                f"index {self.index} in a generation of {len(self.evaluation_order())} evaluations"
+            )
         self.replay.load_state_dict(state["replay"])
-        self.metrics = {str(k): float(v) for k, v in state.get("metrics", {}).items()}
+        metrics = {str(k): float(v) for k, v in state.get("metrics", {}).items()}
+        if metrics and sorted(metrics) != sorted(LEARNER_METRICS):
+            raise ValueError(f"metrics {sorted(metrics)}, expected {sorted(LEARNER_METRICS)}")
+        self.metrics = metrics
         if "learner" in state:
+            if not cfg.learns:
+                raise ValueError(f"a learner in mode {cfg.mode}")
             self._ensure_jax()
             assert self.learner is not None
-            restored = serialization.from_state_dict(self.learner, state["learner"])
-            self.learner = jax.tree_util.tree_map(jnp.asarray, restored)
+            self.learner = self._restored_learner(state["learner"])
         best = state["best"]
-        actions = tuple(int(a) for a in np.asarray(best["actions"]).reshape(-1))
+        actions = tuple(
+            int(a) for a in _actions(best["actions"], "the best answer's actions").reshape(-1)
+        )
+        if actions and len(actions) != self.num_units:
+            raise ValueError(f"a best answer of {len(actions)} actions, expected {self.num_units}")
         if actions:
             self.best_from = str(best["from"])
-            self._improve(actions, float(best["fitness"]), Stopwatch(None), None)
+            fitness = _number(best["fitness"], "the best answer's fitness")
+            self._improve(actions, fitness, Stopwatch(None), None)
+
+    def _individual(self, entry: dict[str, Any], slot: int) -> Individual | None:
+        """Population ``slot`` of a checkpoint, checked (:meth:`_restore`)."""
+        kind = entry["kind"]
+        if kind == "policy":
+            theta = _array(entry["theta"], np.float32, f"slot {slot}'s theta", ndim=1)
+            expected = learner_functions(self.shape).num_params
+            if theta.size != expected:
+                raise ValueError(
+                    f"slot {slot}: {theta.size} policy parameters, expected {expected}"
+                )
+            return PolicyGenes(theta)
+        if kind == "chromosome":
+            units = self.num_units
+            prior = _array(entry["prior"], np.float32, f"slot {slot}'s prior", shape=(units, 3))
+            temperature = _array(
+                entry["temperature"], np.float32, f"slot {slot}'s temperature", shape=(units,)
+            )
+            if not (np.isfinite(prior).all() and np.isfinite(temperature).all()):
+                raise ValueError(f"slot {slot}: a chromosome that is not finite")
+            if not (temperature > 0).all():
+                raise ValueError(f"slot {slot}: a temperature that is not positive")
+            return Chromosome(prior, temperature)
+        if kind == "empty":
+            return None
+        raise ValueError(f"slot {slot} of an unknown kind {kind!r}")
+
+    def _restored_learner(self, saved: Any) -> LearnerState:
+        """The learner of a checkpoint (its layout, shapes and types those of this run's
+        fresh learner, :attr:`learner`). A checkpoint written before ``fixed_alpha``
+        existed gets the setting's (that run's fixed α was ``log_alpha``, clipped)."""
+        assert self.learner is not None
+        if isinstance(saved, dict) and "fixed_alpha" not in saved:
+            alpha = 0.0 if self.config.alpha is None else self.config.alpha
+            saved = {**saved, "fixed_alpha": np.asarray(alpha, np.float32)}
+        restored = serialization.from_state_dict(self.learner, saved)
+        fresh, layout = jax.tree_util.tree_flatten(self.learner)
+        leaves, theirs = jax.tree_util.tree_flatten(restored)
+        if str(theirs) != str(layout):
+            raise ValueError("a learner of another layout")
+        out = []
+        for i, (want, got) in enumerate(zip(fresh, leaves, strict=True)):
+            got = np.asarray(got)
+            if got.shape != want.shape or got.dtype != want.dtype:
+                raise ValueError(
+                    f"learner array {i}: {got.dtype}{list(got.shape)}, "
+                    f"expected {want.dtype}{list(want.shape)}"
+                )
+            out.append(jnp.asarray(got))
+        return jax.tree_util.tree_unflatten(layout, out)
 
 
 def checkpoint_fingerprint(instance: Instance, config: EgrlConfig, seed: int) -> dict[str, Any]:
     """What a checkpoint must match to be resumed by an :class:`EgrlTrainer` of
     ``instance``, ``config`` (its :data:`~.config.WHERE_FIELDS` aside) and ``seed``."""
     return CHECKPOINT.fingerprint(instance, json_settings(config), seed)
+
+
+def _count(value: Any, what: str) -> int:
+    """``value`` as a whole number >= 0 (a checkpoint's counter), else ``ValueError``."""
+    number = _number(value, what, low=0.0)
+    if not math.isfinite(number) or number != int(number):
+        raise ValueError(f"{what} {value!r} is not a whole number")
+    return int(number)
+
+
+def _number(value: Any, what: str, low: float | None = None) -> float:
+    """``value`` as a float, not NaN and ``>= low`` where given, else ``ValueError``."""
+    if isinstance(value, bool) or not isinstance(value, int | float | np.integer | np.floating):
+        raise TypeError(f"{what} {value!r} is not a number")
+    number = float(value)
+    if math.isnan(number) or (low is not None and not number >= low):
+        raise ValueError(f"{what} {value!r} is out of range")
+    return number
+
+
+def _array(
+    value: Any,
+    dtype: Any,
+    what: str,
+    *,
+    ndim: int | None = None,
+    shape: tuple[int, ...] | None = None,
+) -> np.ndarray:
+    """``value`` as a numpy array of ``dtype`` (a copy), of ``ndim`` dimensions or of
+    ``shape`` where given, else ``ValueError``."""
+    array = np.array(value, dtype=dtype)
+    if ndim is not None and array.ndim != ndim:
+        raise ValueError(f"{what}: {array.ndim} dimensions, expected {ndim}")
+    if shape is not None and array.shape != shape:
+        raise ValueError(f"{what}: shape {array.shape}, expected {shape}")
+    return array
+
+
+def _actions(value: Any, what: str) -> np.ndarray:
+    """``value`` as a 1-D int8 array of actions 0-2 (Copy, NoCopy, Drop), else ``ValueError``."""
+    actions = np.asarray(value)
+    if actions.ndim != 1 or actions.dtype.kind not in "iu":
+        raise ValueError(f"{what}: not a list of whole numbers")
+    if actions.size and not ((actions >= 0) & (actions <= 2)).all():
+        raise ValueError(f"{what}: an action outside 0-2")
+    return actions.astype(np.int8)
 
 
 def _softmax(logits: np.ndarray) -> np.ndarray:
