@@ -190,6 +190,19 @@ def test_refuses_ambiguous_comparisons() -> None:
         "b",
     )
     assert rows[0].cells == {0: (0.5, None), 1: (0.6, None)}
+    # every pair is compared, not each with the first only: r0 states neither value
+    with pytest.raises(
+        ComparisonError, match="a records disagree on imitation: 0.5 in r1.json, 0.9 in r2.json"
+    ):
+        head_to_head(
+            entries(
+                record("p", "a", 0, 0.5, settings={"restart_fraction": 0.0}),
+                record("p", "a", 1, 0.6, settings={"imitation": 0.5}),
+                record("p", "a", 2, 0.7, settings={"imitation": 0.9}),
+            ),
+            "a",
+            "b",
+        )
 
 
 def test_read_entries_checks_every_record(tmp_path: Path) -> None:

@@ -184,17 +184,22 @@ def _compare(a: float, b: float) -> int:
 
 
 def _check_settings(entries: list[Entry]) -> None:
-    first: dict[str, Entry] = {}
+    """:class:`ComparisonError` if two entries of one solver give one setting two values
+    (each setting's first value is kept, with its source, so that every pair is compared:
+    records that state different settings each still agree with one another)."""
+    seen: dict[str, dict[str, tuple[Any, str]]] = {}
     for entry in entries:
         if entry.settings is None:
             continue
-        earlier = first.setdefault(entry.solver, entry)
-        assert earlier.settings is not None
-        for key in sorted(set(earlier.settings) & set(entry.settings)):
-            if earlier.settings[key] != entry.settings[key]:
+        known = seen.setdefault(entry.solver, {})
+        for key in sorted(entry.settings):
+            value = entry.settings[key]
+            if key not in known:
+                known[key] = (value, entry.source)
+            elif known[key][0] != value:
                 raise ComparisonError(
-                    f"{entry.solver} records disagree on {key}: {earlier.settings[key]!r} in "
-                    f"{earlier.source}, {entry.settings[key]!r} in {entry.source}"
+                    f"{entry.solver} records disagree on {key}: {known[key][0]!r} in "
+                    f"{known[key][1]}, {value!r} in {entry.source}"
                 )
 
 
