@@ -1269,6 +1269,12 @@ def _cmd_bench_tasks(args: argparse.Namespace) -> int:
     from mallocgame.sharing import MARL_SOCKET
     from mallocgame.workloads.suite import suite_program
 
+    limited = 1 in args.tasks and "fast-only" in args.placements  # the limit's unit is there
+    if args.limit is not None and not limited:
+        raise UsageError(
+            "--limit is a multiple of one task alone in fast memory: give 1 among --tasks "
+            "and fast-only among --placements, or drop --limit"
+        )
     program = (
         load_program(args.program) if Path(args.program).exists() else suite_program(args.program)
     )
@@ -1285,14 +1291,15 @@ def _cmd_bench_tasks(args: argparse.Namespace) -> int:
     )
     rows = tasks.rows_asked(rows, args.tasks, args.placements, args.seeds)
     alone = [r.latency_s for r in rows if r.tasks == 1 and r.placement == "fast-only"]
-    limit_s = args.limit * alone[0] if alone else None
+    limit = 1.25 if args.limit is None else args.limit
+    limit_s = limit * alone[0] if limited and alone else None
     tasks.plot_tasks(rows, output_beside(out, ".png"), limit_s)
     print(tasks.latency_table(rows))
     print()
     print(tasks.fit_table(MARL_SOCKET, program))
     if limit_s is not None:
         print(
-            f"\nlatency limit: {args.limit:g} x one task alone with every buffer in fast memory"
+            f"\nlatency limit: {limit:g} x one task alone with every buffer in fast memory"
             f" = {limit_s:.2f} s\n"
         )
         print(tasks.limit_table(rows, limit_s, tasks.fit_counts(MARL_SOCKET, program)))
@@ -1911,8 +1918,9 @@ def _add_tasks_parser(bench: _SubParsers) -> None:
     q.add_argument(
         "--limit",
         type=_positive_multiple,
-        default=1.25,
-        help="the latency limit, as a multiple of one task alone with every buffer in fast memory",
+        default=None,
+        help="the latency limit, as a multiple of one task alone with every buffer in fast "
+        "memory (default 1.25; needs 1 among --tasks and fast-only among --placements)",
     )
     q.add_argument(
         "--out", default="results/tasks", help="writes OUT.csv, OUT.png and OUT.solutions/"

@@ -265,6 +265,27 @@ def test_cli_keeps_dotted_outs_apart_and_refuses_a_nameless_one(tmp_path: Path, 
         assert "--out must name a file" in capsys.readouterr().err
 
 
+def test_cli_refuses_a_limit_without_its_unit_and_tables_one_with_it(
+    tmp_path: Path, capsys
+) -> None:
+    from mallocgame.cli import main
+
+    program = tmp_path / "tiny.program.json"
+    save_program(tiny_program(), program)
+    argv = ["bench", "tasks", "--program", str(program), "--budget", "1", "--seeds", "0"]
+    for tasks, placements in (["4"], ["fast-only"]), (["1", "4"], ["all-slow"]):
+        run = [*argv, "--tasks", *tasks, "--placements", *placements, "--limit", "2"]
+        assert main([*run, "--out", str(tmp_path / "none")]) == 2
+        assert "--limit is a multiple of one task alone" in capsys.readouterr().err
+    assert not (tmp_path / "none.csv").exists()
+    run = [*argv, "--tasks", "4", "--placements", "fast-only", "--out", str(tmp_path / "t")]
+    assert main(run) == 0  # no --limit: no limit table, and nothing refused
+    assert "latency limit" not in capsys.readouterr().out
+    run = [*argv, "--tasks", "1", "4", "--placements", "fast-only", "--limit", "2"]
+    assert main([*run, "--out", str(tmp_path / "t")]) == 0
+    assert "latency limit: 2 x one task alone" in capsys.readouterr().out
+
+
 def _rows(latencies: dict[tuple[int, str], float]) -> list[TaskLatency]:
     return [TaskLatency("p", n, p, 0, 1.0, v, None, 0.0) for (n, p), v in latencies.items()]
 
