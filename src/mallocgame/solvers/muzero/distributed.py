@@ -52,6 +52,7 @@ from mallocgame.solvers.muzero.config import MuZeroConfig
 from mallocgame.solvers.muzero.reanalyse import Reanalyser
 from mallocgame.solvers.muzero.replay import GameRecord
 from mallocgame.solvers.muzero.selfplay import FinishedGame
+from mallocgame.solvers.muzero.streams import ACTOR, stream
 
 __all__ = [
     "ActorMoves",
@@ -179,7 +180,7 @@ class SelfPlayActor:
 
         selfplay = self._selfplay(program)
         rng = (
-            np.random.default_rng([self.seed, 3, self.index, os.getpid(), self.calls])
+            stream(self.seed, ACTOR, self.index, os.getpid(), self.calls)
             if self.config.restart_fraction > 0
             else None
         )

@@ -46,6 +46,7 @@ from mallocgame.solvers.muzero.distributed import ActorMoves, RayActorsOwner, Se
 from mallocgame.solvers.muzero.replay import GameRecord, Replay
 from mallocgame.solvers.muzero.search import fold_key
 from mallocgame.solvers.muzero.selfplay import FinishedGame
+from mallocgame.solvers.muzero.streams import LEARNER, SELFPLAY, stream
 from mallocgame.solvers.muzero.train import (
     RunPace,
     Trainer,
@@ -184,7 +185,7 @@ class SharedTrainer(RayActorsOwner):
                 trainer = self.trainers[p]
                 key = fold_key(trainer._play_key, trainer.counters.moves)
                 rng = (
-                    np.random.default_rng([self.seed, 1, p, trainer.counters.moves])
+                    stream(self.seed, SELFPLAY, p, trainer.counters.moves)
                     if cfg.restart_fraction > 0
                     else None
                 )
@@ -223,7 +224,7 @@ class SharedTrainer(RayActorsOwner):
 
     def _learn(self) -> None:
         c = self.counters
-        rng = np.random.default_rng([self.seed, c.learner_steps])
+        rng = stream(self.seed, LEARNER, c.learner_steps)
         keeping = [t.reanalyser for t in self.trainers if t.reanalyser and t.reanalyser.positions]
         kept: list[GameRecord] = []
         if keeping:

@@ -66,6 +66,7 @@ from mallocgame.solvers.muzero.reanalyse import Reanalyser, demonstration, traje
 from mallocgame.solvers.muzero.replay import Batch, GameRecord, Replay, draw
 from mallocgame.solvers.muzero.search import fold_key, make_policy, make_search
 from mallocgame.solvers.muzero.selfplay import FinishedGame, SelfPlay, play_policy
+from mallocgame.solvers.muzero.streams import LEARNER, RESTARTS, SELFPLAY, stream
 
 __all__ = [
     "Trainer",
@@ -460,11 +461,7 @@ class Trainer(RayActorsOwner):
                 pace.tick(clock, self.log)
                 continue
             key = fold_key(self._play_key, c.moves)
-            rng = (
-                np.random.default_rng([self.seed, 1, c.moves])
-                if self.config.restart_fraction > 0
-                else None
-            )
+            rng = stream(self.seed, SELFPLAY, c.moves) if self.config.restart_fraction > 0 else None
             finished = self.selfplay.step(self.params, key, self.temperature(), rng)
             self.take_move(finished, clock, callback, on_game, self.selfplay.played_out_steps)
             self.selfplay.played_out_steps = 0
@@ -496,7 +493,7 @@ class Trainer(RayActorsOwner):
             if demo is not None and demo[1] > self.restart_return:
                 _, self.restart_return, self.selfplay.restart_actions = demo
             if self.selfplay.restart_actions:
-                self.selfplay.restart_unplayed(np.random.default_rng([self.seed, 2]))
+                self.selfplay.restart_unplayed(stream(self.seed, RESTARTS))
         self._learned_through = c.moves - c.moves % cfg.train_every
         return RunPace(cfg, c, self.progress_line, self.save if self.dir is not None else None)
 
@@ -637,7 +634,7 @@ class Trainer(RayActorsOwner):
 
     def _learn(self) -> None:
         c = self.counters
-        rng = np.random.default_rng([self.seed, c.learner_steps])
+        rng = stream(self.seed, LEARNER, c.learner_steps)
         kept: list[GameRecord] = []
         if self.reanalyser is not None and self.reanalyser.positions > 0:
             if self.actors is not None:  # on the Reanalyse actor, not waited for
