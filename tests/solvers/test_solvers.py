@@ -74,6 +74,32 @@ def test_random_wall_clock_budget_records_work(program) -> None:
     assert 1 <= solution.work["games"] < 10**9
 
 
+def test_random_reports_only_exact_improvements_where_the_running_sum_cancels() -> None:
+    from tests.builders import B, I, X, build, table
+
+    # A and B (alias group g) cancel at 1e12 s: the float running sum of a game with both
+    # fast is off by about 1e-4, as large as the other two buffers' gains
+    inst = build(
+        [X(1), X(1), X(1)],
+        [
+            I(supply=1.0),
+            I(reads=[0], latency=table([0], [1e-4, 0.0])),
+            I(reads=[B(1, alias="g")], latency=table([0], [1e12, 0.0])),
+            I(reads=[2], latency=table([0], [0.9e-4, 0.0])),
+            I(reads=[B(1, alias="g")], latency=table([0], [0.0, 1e12])),
+        ],
+        capacity=1 << 20,
+    )
+    for seed in range(8):
+        seen: list = []
+        answer = get_solver("random").solve(
+            inst, SolveRequest(seed=seed, work=50, callback=seen.append)
+        )
+        rewards = [improvement.solution.reward_s for improvement in seen]
+        assert all(a < b for a, b in zip(rewards, rewards[1:])), (seed, rewards)
+        assert answer.reward_s == rewards[-1] and check_solution(inst, answer).ok
+
+
 def test_exhaustive_solver_is_optimal_and_valid() -> None:
     inst = _conformance("random104")
     solution = get_solver("exhaustive").solve(inst)
