@@ -57,6 +57,12 @@ def test_options_by_field_name() -> None:
         ),
         ({"es_workers": 0}, "es_workers"),
         ({"es_share": 0}, "es_share"),
+        ({"width": 1}, r"option width must be in \[2, 8192\], not 1"),
+        ({"demonstrations": "greedy,greedy"}, "demonstrations names one source twice"),
+        (
+            {"replay_size": 100, "min_replay": 200},
+            "min_replay 200 exceeds replay_size 100: the replay would never hold enough",
+        ),
     ],
 )
 def test_bad_options_are_solver_errors(options: dict, message: str) -> None:

@@ -122,7 +122,11 @@ class MuZeroConfig:
     )
     # --- networks (the representation of paper Figure 4, CPU-sized)
     latent_size: int = setting(64, "width of the latent state", within="[1, 4096]")
-    width: int = setting(128, "width of the hidden layers", within="[1, 8192]")
+    width: int = setting(
+        128,
+        "width of the hidden layers (half of it: the dynamics' inner layer)",
+        within="[2, 8192]",
+    )
     conv_channels: tuple[int, ...] = setting(
         (8, 16),
         "channels of the memory-map image's convolutions",
@@ -224,6 +228,15 @@ class MuZeroConfig:
                 raise ValueError(
                     f"unknown demonstration '{name}' (have: {', '.join(DEMONSTRATION_SOURCES)})"
                 )
+        if len(set(self.demonstration_sources)) < len(self.demonstration_sources):
+            raise ValueError(
+                f"demonstrations names one source twice: {','.join(self.demonstration_sources)}"
+            )
+        if self.min_replay > self.replay_size:
+            raise ValueError(
+                f"min_replay {self.min_replay} exceeds replay_size {self.replay_size}: the "
+                "replay would never hold enough positions for the learner to start"
+            )
 
     @property
     def demonstration_sources(self) -> tuple[str, ...]:
