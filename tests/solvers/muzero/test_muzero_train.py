@@ -702,6 +702,22 @@ def test_a_run_from_an_older_checkpoint_leaves_the_better_best_answer(
     assert check_solution(small, load_solution(tmp_path / BEST_NAME)).ok
 
 
+def test_a_resumed_run_takes_no_game_from_another_runs_best_file(tmp_path: Path, small) -> None:
+    # run A (a demonstration, stopped before any game) leaves its answer in the folder's
+    # best file; its checkpoint removed, run B of other settings starts there and resumes
+    a_config = MuZeroSolver().config({**TINY, "demonstrations": "heuristic"})
+    b_config = MuZeroSolver().config({**TINY, "demonstrations": "", "num_simulations": 2})
+    a = Trainer(small, a_config, seed=0, checkpoint_dir=tmp_path).run(clock=Stopwatch(1e-3))
+    assert a.info["fallback"] == "heuristic" and a.info["run"]
+    (tmp_path / CHECKPOINT_NAME).unlink()
+    b = Trainer(small, b_config, seed=0, checkpoint_dir=tmp_path).run(games=4)
+    assert b.info["run"] != a.info["run"]
+    resumed = Trainer(small, b_config, seed=0, checkpoint_dir=tmp_path)
+    assert resumed.best_return == pytest.approx(b.reward_s)  # its own best, not A's file
+    answer = resumed.run(games=4)
+    assert "fallback" not in answer.info and answer.info["run"] == b.info["run"]
+
+
 def test_a_resumed_fallback_answer_still_names_its_demonstration(tmp_path: Path, small) -> None:
     config = MuZeroSolver().config({**TINY, "demonstrations": "greedy"})
     first = Trainer(small, config, seed=0, checkpoint_dir=tmp_path).run(clock=Stopwatch(1e-3))

@@ -2,7 +2,9 @@
 
 ``muzero``: MMap-MuZero trained on the instance within the budget; the answer is the
 best complete self-play game (where none is complete when the budget ends, the best
-demonstration's game, ``info["fallback"]``). ``muzero-nosearch``: the same training, but the answer
+demonstration's game, ``info["fallback"]``; a run resumed from such an answer keeps it
+until a self-play game beats it, so resuming never makes the answer worse).
+``muzero-nosearch``: the same training, but the answer
 is the best game the policy network plays alone, without search (the paper's
 "learning only" ablation of section 5). Work unit: self-play games. Settings:
 :class:`~mallocgame.solvers.muzero.config.MuZeroConfig`; JAX is imported only when

@@ -50,6 +50,7 @@ import numpy as np
 from flax import serialization
 
 from mallocgame.errors import SolverError
+from mallocgame.fileio import canonical_sha256
 from mallocgame.game.observe import empty_batch
 from mallocgame.game.state import replay as replay_actions
 from mallocgame.game.tables import build_tables
@@ -438,7 +439,8 @@ class Trainer(RayActorsOwner):
         trainer, so the budget covers setup and compilation); ``seconds`` is ignored then.
         If the budget ends before any self-play game is complete, the answer is the best
         demonstration's game (``info["fallback"]`` names it), or without demonstrations
-        one no-search game of the current network, so there is always an answer. (A game
+        one no-search game of the current network, so there is always an answer; a run
+        resumed from a demonstration's answer keeps it until a self-play game beats it. (A game
         of a program with few backup points can take far longer than its buffers suggest:
         every Drop-backup replays the moves since the last one.)
         ``callback`` sees every new best answer; a resumed run's best is reported first.
@@ -709,8 +711,15 @@ class Trainer(RayActorsOwner):
                 "recent_mean": self.recent_mean(),
                 "demonstrations": dict(self.demonstration_rewards),
                 **({"fallback": self.fallback} if self.fallback else {}),
+                **({"run": self.run_id} if self.dir is not None else {}),
             },
         }
+
+    @property
+    def run_id(self) -> str:
+        """The hash of the run's checkpoint fingerprint (instance, settings, seed): in the
+        folder's best file, so that a resumed run takes only its own game from it."""
+        return canonical_sha256(self._fingerprint())[:16]
 
     def recent_mean(self) -> float | None:
         """Mean normalized reward of the last :data:`RECENT_GAMES` self-play games
@@ -778,10 +787,14 @@ class Trainer(RayActorsOwner):
 
     def _adopt_best_file(self) -> None:
         """Where the run was stopped after a new best game but before its next checkpoint,
-        that game (in the folder's best file, checked) is the best again, not lost."""
+        that game (in the folder's best file, checked) is the best again, not lost; a file
+        another run wrote (another ``run`` in its info: other settings, before this
+        checkpoint was started again) is left to that run."""
         assert self._answer.file is not None
         found = self._answer.file.solution_on_disk()
         if found is None or found.actions is None or found.seed != self.seed:
+            return
+        if found.info.get("run") != self.run_id:
             return
         if found.solver != self.solver_name or len(found.actions) != self.instance.num_buffers:
             return
