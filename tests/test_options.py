@@ -99,6 +99,7 @@ def test_values_from_json_and_the_library_are_typed() -> None:
         ({"count": True}, "option count must be a whole number"),
         ({"rate": "nan"}, "option rate must be a finite number"),
         ({"rate": float("inf")}, "option rate must be a finite number"),
+        ({"rate": 10**400}, "option rate must be a finite number"),  # JSON's int, past a float
         ({"on": "maybe"}, "option on must be true or false"),
         ({"on": 2}, "option on must be true or false"),
         ({"mode": "medium"}, "option mode must be one of 'fast', 'slow', not 'medium'"),

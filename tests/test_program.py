@@ -156,6 +156,9 @@ def _drop(*keys: Any) -> Callable[[dict], None]:
         lambda doc: doc["tensors"][0].update(live_out="false"),  # never taken for true
         lambda doc: doc["instructions"][0].update(count=True),
         lambda doc: doc["instructions"][0].update(flops="1e9"),
+        lambda doc: doc.update(alias_groups=[[[0, 1, 12345]]]),  # never cut to [0, 1]
+        lambda doc: doc.update(alias_groups=[[]]),
+        lambda doc: doc.update(alias_groups=[[0, 1]]),
     ],
     ids=[
         "name",
@@ -170,6 +173,9 @@ def _drop(*keys: Any) -> Callable[[dict], None]:
         "live-out-text",
         "count-bool",
         "flops-text",
+        "alias-member-of-three",
+        "alias-group-empty",
+        "alias-member-not-a-pair",
     ],
 )
 def test_a_malformed_document_is_a_program_error(mutate: Callable[[dict], None]) -> None:

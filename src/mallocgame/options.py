@@ -36,6 +36,7 @@ if TYPE_CHECKING:
     from _typeshed import DataclassInstance
 
 from mallocgame.errors import SolverError
+from mallocgame.fileio import is_finite_number
 
 __all__ = [
     "setting",
@@ -257,11 +258,7 @@ def _coerce(value: Any, hint: Any, where: str) -> Any:
                 number = float(text)
             except ValueError:
                 raise bad("a number") from None
-        if (
-            isinstance(number, bool)
-            or not isinstance(number, (int, float))
-            or not math.isfinite(number)
-        ):
+        if not is_finite_number(number):  # an int too large for a float is not finite
             raise bad("a finite number")
         return float(number)
     if inner is str:

@@ -279,6 +279,21 @@ def _flag(value: Any) -> bool:
     return value
 
 
+def _alias_group(group: Any, index: int) -> tuple[tuple[int, int], ...]:
+    """An alias group of a program document: a non-empty list of ``[instruction,
+    position]`` pairs; ``ValueError`` otherwise."""
+    if not isinstance(group, (list, tuple)) or not group:
+        raise ValueError(f"alias group {index} is not a non-empty list of members")
+    members = []
+    for m in group:
+        if not isinstance(m, (list, tuple)) or len(m) != 2:
+            raise ValueError(
+                f"alias group {index}: member {m!r:.40} is not [instruction, position]"
+            )
+        members.append((_whole(m[0]), _whole(m[1])))
+    return tuple(members)
+
+
 def program_from_dict(doc: Any, *, where: str = "program") -> Program:
     """Build and validate a :class:`Program` from its file document."""
     if not isinstance(doc, Mapping):
@@ -321,7 +336,7 @@ def program_from_dict(doc: Any, *, where: str = "program") -> Program:
                 for x in doc["tensors"]
             ),
             alias_groups=tuple(
-                tuple((_whole(m[0]), _whole(m[1])) for m in g) for g in doc.get("alias_groups", [])
+                _alias_group(g, i) for i, g in enumerate(doc.get("alias_groups", []))
             ),
             loops=tuple(
                 ProgramLoop(_whole(lp["first"]), _whole(lp["last"]), _whole(lp["trip_count"]))
