@@ -21,6 +21,7 @@ from mallocgame.game import replay
 from mallocgame.instance import Instance, instance_from_dict
 from mallocgame.latency import instruction_latency
 from mallocgame.simulate import (
+    SimulationError,
     baseline_latency,
     default_copy_share,
     execution_time,
@@ -373,8 +374,24 @@ def test_unroll_nested_loops_and_overlap_error() -> None:
 
 def test_unknown_buffer_is_an_error() -> None:
     inst, allocs = _copy_out_then_reuse(NOCOPY)
-    with pytest.raises(ValueError, match="unknown buffer"):
+    with pytest.raises(SimulationError, match="unknown buffer"):
         simulate(inst, [allocs[0].__class__(99, "Copy", 0, 0, 1, (1, 1))])
+
+
+def test_bad_arguments_are_simulation_errors() -> None:
+    inst, allocs = _copy_out_then_reuse(NOCOPY)
+    for share, needle in [(1.5, "copy_share must lie in"), ("abc", "copy_share must be a number")]:
+        with pytest.raises(SimulationError, match=needle):
+            simulate(inst, allocs, copy_share=share)
+    with pytest.raises(SimulationError, match="max_executions must be a whole number"):
+        simulate(inst, allocs, max_executions="x")
+    for t in (-1, inst.num_instructions, 10**6):
+        with pytest.raises(SimulationError, match="outside 0"):
+            execution_time(inst, t, ())
+    for scale in (-1.0, float("nan"), float("inf"), "2"):
+        with pytest.raises(SimulationError, match="scale must be a finite number"):
+            execution_time(inst, 0, (), scale=scale)
+    assert execution_time(inst, np.int64(0), ()) == execution_time(inst, 0, ())
 
 
 # ------------------------------------------------------------------------------ monotone

@@ -193,11 +193,16 @@ def _finish(
 
 
 def _copy_share(instance: Instance, copy_share: float | None) -> float:
-    """``copy_share``, or the instance's default where None; :class:`ValueError` outside
-    [0, 1) (at 1 the copies take all the bandwidth and no instruction ends)."""
-    gamma = default_copy_share(instance) if copy_share is None else float(copy_share)
+    """``copy_share``, or the instance's default where None; :class:`SimulationError`
+    for what is not a number in [0, 1) (at 1 the copies take all the bandwidth and no
+    instruction ends)."""
+    if copy_share is None:
+        return default_copy_share(instance)
+    if isinstance(copy_share, bool) or not isinstance(copy_share, (int, float)):
+        raise SimulationError(f"copy_share must be a number in [0, 1), not {copy_share!r:.40}")
+    gamma = float(copy_share)
     if not 0.0 <= gamma < 1.0:
-        raise ValueError(f"copy_share must lie in [0, 1), got {gamma}")
+        raise SimulationError(f"copy_share must lie in [0, 1), got {gamma}")
     return gamma
 
 
@@ -215,7 +220,19 @@ def execution_time(
     ``fast`` are in fast memory and the copy engine is busy during the ``busy``
     periods (sorted, disjoint ``(begin, end)`` pairs); ``scale`` executions' worth of
     work (see the module docstring). With no busy period this is ``scale * L_t(S)``.
+    Raises :class:`SimulationError` for an instruction ``t`` outside ``0 .. T-1`` or a
+    ``scale`` that is not a finite number at least 0.
     """
+    if isinstance(t, bool) or not isinstance(t, (int, np.integer)):
+        raise SimulationError(f"instruction {t!r:.40} is not a whole number")
+    if not 0 <= t < instance.num_instructions:
+        raise SimulationError(f"instruction {t} outside 0..{instance.num_instructions - 1}")
+    if (
+        isinstance(scale, bool)
+        or not isinstance(scale, (int, float))
+        or not 0 <= scale < float("inf")
+    ):
+        raise SimulationError(f"scale must be a finite number at least 0, not {scale!r:.40}")
     gamma = _copy_share(instance, copy_share)
     d, fixed, m, rho = _execution_params(instance, t, frozenset(fast), scale, gamma)
     pairs = sorted(busy)
@@ -686,18 +703,21 @@ def simulate(
     ``solution_or_allocations``: a :class:`Solution` or its allocations (buffers not
     listed are in slow memory). ``copy_share``: the copy's share of the slow-memory
     bandwidth while it runs, in ``[0, 1)`` (default :func:`default_copy_share`).
-    Raises :class:`ValueError` for allocations naming unknown buffers, loops that
-    overlap without nesting, or an unrolled program longer than ``max_executions``;
+    Raises :class:`SimulationError` (a :class:`ValueError`) for allocations naming
+    unknown buffers, loops that overlap without nesting, an unrolled program longer than
+    ``max_executions`` or a ``copy_share`` outside [0, 1);
     :class:`InstanceError` if ``instance`` is not an :class:`Instance` and
     :class:`SolutionError` if ``solution_or_allocations`` is not a solution or allocations.
     """
     if not isinstance(instance, Instance):
         raise InstanceError(f"simulate: expected an Instance, not {instance!r:.80}")
     gamma = _copy_share(instance, copy_share)
+    if isinstance(max_executions, bool) or not isinstance(max_executions, int):
+        raise SimulationError(f"max_executions must be a whole number, not {max_executions!r:.40}")
     allocs: dict[int, Allocation] = {}
     for a in _allocations(solution_or_allocations):
         if not 0 <= a.buffer < instance.num_buffers:
-            raise ValueError(f"allocation names unknown buffer {a.buffer}")
+            raise SimulationError(f"allocation names unknown buffer {a.buffer}")
         allocs[a.buffer] = a
 
     sim = _Simulation(instance, allocs, gamma, max_executions)
