@@ -8,6 +8,7 @@ import pytest
 
 from mallocgame.check import check_solution
 from mallocgame.errors import SolverError
+from mallocgame.instance import instance_from_dict
 from mallocgame.simulate import simulate
 from mallocgame.solvers import SolveRequest, get_solver
 from mallocgame.solvers.hybrid import BestOfSolver, fastest, judge
@@ -108,3 +109,52 @@ def test_a_wall_clock_budget_is_split_as_the_candidates_spend_it(monkeypatch) ->
     assert 0.19 < first <= 0.2  # a third of the budget
     # drop and greedy answer at once: each later share is what is left, split evenly
     assert first < second <= 0.3 and second < third <= 0.6
+
+
+def test_each_candidate_is_judged_as_it_returns_inside_the_budget(monkeypatch) -> None:
+    import mallocgame.solvers.hybrid as hybrid
+
+    events: list = []
+    solve, judge = hybrid.Solver.solve, hybrid.judge
+
+    def recording_solve(self, instance, request):
+        if self.name != "best-of":
+            events.append(("solve", self.name))
+        return solve(self, instance, request)
+
+    def recording_judge(instance, solution):
+        events.append(("judge", solution.solver))
+        return judge(instance, solution)
+
+    monkeypatch.setattr(hybrid.Solver, "solve", recording_solve)
+    monkeypatch.setattr(hybrid, "judge", recording_judge)
+    inst = load_workload("synthetic-v2/small")
+    BestOfSolver().solve(inst, SolveRequest(seed=0, options={"solvers": "drop,greedy"}))
+    assert events == [
+        ("solve", "drop"),
+        ("judge", "drop"),
+        ("solve", "greedy"),
+        ("judge", "greedy"),
+    ]
+
+
+def test_a_program_the_simulator_cannot_judge_is_refused_before_any_candidate(
+    monkeypatch,
+) -> None:
+    import mallocgame.solvers.hybrid as hybrid
+    from tests.builders import I, X, build_doc
+
+    doc = build_doc([X(8)], [I(writes=[0]), I(reads=[0]), I(), I()])
+    doc["loops"] = [
+        {"first": 0, "last": 1, "trip_count": 2},
+        {"first": 1, "last": 2, "trip_count": 2},
+    ]
+    inst = instance_from_dict(doc)  # loops that overlap without nesting: a valid instance
+    ran: list = []
+    solve = hybrid.Solver.solve
+    monkeypatch.setattr(
+        hybrid.Solver, "solve", lambda self, i, r: ran.append(self.name) or solve(self, i, r)
+    )
+    with pytest.raises(SolverError, match="best-of: the simulator cannot judge this program"):
+        BestOfSolver().solve(inst, SolveRequest(seed=0, seconds=1.0))
+    assert ran == ["best-of"]

@@ -16,7 +16,7 @@ from mallocgame.check import check_solution
 from mallocgame.errors import MallocGameError, SolverError
 from mallocgame.instance import Instance
 from mallocgame.options import check_ranges, setting
-from mallocgame.simulate import simulate
+from mallocgame.simulate import SimulationError, simulate, unroll
 from mallocgame.solution import Solution
 from mallocgame.solvers.base import Run, Solver
 from mallocgame.solvers.registry import get_solver, solver_names
@@ -144,7 +144,11 @@ class BestOfSolver(Solver, name="best-of", work_unit="per candidate", config=Bes
     A wall-clock budget is split between the candidates as they run: each has what is
     left split evenly between it and those after it (at least ``MIN_SHARE_S``), so a
     candidate that finishes early leaves its time to the others and one that overruns
-    takes it from them; a work budget is passed to each. ``info`` is
+    takes it from them; each is judged (checked and simulated) as soon as it returns,
+    inside the budget, and the shares keep back as long for each judging still to come
+    as the judgings so far took; a work budget is passed to each. A program the
+    simulator cannot judge (loops that overlap without nesting, too many executions
+    unrolled) is refused with a :class:`SolverError` before any candidate runs. ``info`` is
     :meth:`Choice.info`: ``candidates`` records every candidate's reward, simulated
     latency and validity, ``chosen`` the winner. A candidate that refuses (raises a
     :class:`~mallocgame.errors.MallocGameError`, as ``exhaustive`` does on a program
@@ -161,23 +165,35 @@ class BestOfSolver(Solver, name="best-of", work_unit="per candidate", config=Bes
         }
 
     def search(self, instance: Instance, config: BestOfConfig, run: Run) -> Solution:
+        try:  # what the judge needs, checked before any candidate spends the budget
+            unroll(instance)
+        except SimulationError as exc:
+            raise SolverError(f"best-of: the simulator cannot judge this program: {exc}") from None
         names = config.solvers
         seconds = run.request.seconds
-        candidates: list[Solution] = []
+        judged: list[Judged] = []
         refused: dict[str, str] = {}
+        judging_s = 0.0  # what judging the candidates so far took, seconds
         for i, name in enumerate(names):
             share = None
-            if seconds is not None:  # what is left, split evenly between those left to run
-                share = max(MIN_SHARE_S, (seconds - run.clock.elapsed) / (len(names) - i))
+            left = len(names) - i
+            if seconds is not None:  # what is left, less the judging still to come (as long
+                # as each judging so far), split evenly between those left to run
+                judge_s = judging_s / len(judged) if judged else 0.0
+                share = max(MIN_SHARE_S, (seconds - run.clock.elapsed - left * judge_s) / left)
             request = replace(run.request, seconds=share, callback=None, options={})
             try:
-                candidates.append(get_solver(name).solve(instance, request))
+                solution = get_solver(name).solve(instance, request)
             except MallocGameError as exc:
                 refused[name] = str(exc)
-        if not candidates:
+                continue
+            started = run.clock.elapsed
+            judged.append(judge(instance, solution))  # where it happens, inside the budget
+            judging_s += run.clock.elapsed - started
+        if not judged:
             reasons = "; ".join(f"{name}: {reason}" for name, reason in refused.items())
             raise SolverError(f"best-of: every candidate refused ({reasons})")
-        choice = choose_fastest(instance, candidates)
+        choice = fastest(judged)
         info = {**choice.info(), **({"refused": refused} if refused else {})}
         answer = replace(choice.solution, solver=self.name, info=info)
         run.improve(answer)
