@@ -99,6 +99,30 @@ def test_a_worker_that_dies_is_a_worker_error(lstm, monkeypatch) -> None:
         EsSolver().solve(lstm, SolveRequest(seed=0, work=8, options={**SMALL, "workers": 2}))
 
 
+def test_a_pool_that_answers_past_the_budget_is_not_waited_for(lstm, monkeypatch) -> None:
+    from concurrent.futures import Future
+
+    class SilentPool:  # a pool still starting up: its games never come back in time
+        ended = ""
+
+        def submit(self, *args, **kwargs) -> Future:
+            return Future()
+
+        def terminate(self) -> None:
+            self.ended = "terminated"
+
+        def shutdown(self, **kwargs) -> None:
+            self.ended = "waited for"
+
+    pool = SilentPool()
+    monkeypatch.setattr(es_module, "process_pool", lambda *args, **kwargs: pool)
+    monkeypatch.setattr(es_module, "POOL_GRACE_S", 0.0)
+    request = SolveRequest(seed=0, seconds=0.2, options={**SMALL, "workers": 2})
+    answer = EsSolver().solve(lstm, request)
+    assert answer.work["games"] == 1 and check_solution(lstm, answer).ok  # one game, here
+    assert pool.ended == "terminated"
+
+
 def test_the_preloaded_module_does_not_import_jax() -> None:
     # The fork server preloads the es module: that must not start JAX's threads there.
     code = "import sys, mallocgame.solvers.es; print('jax' in sys.modules)"

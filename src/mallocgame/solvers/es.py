@@ -21,8 +21,10 @@ Workers: with more than one, each generation's games are played in a process poo
 with ``forkserver`` on Linux and ``spawn`` elsewhere, never ``fork`` (a process that has
 imported JAX runs threads). A script that runs ``es`` with several workers must guard
 its entry point with ``if __name__ == "__main__":``. The pool's start-up (about half a
-second) counts against the wall-clock budget; one worker, in this process, is the
-default.
+second, seconds on a busy machine) counts against the wall-clock budget: games that
+come back later than :data:`POOL_GRACE_S` past the budget are not waited for (where
+none came back, one game is played in this process), and the pool is ended at once;
+one worker, in this process, is the default.
 
 The algorithm, the initializations and the pool in detail: docs/search-baselines.md.
 """
@@ -32,6 +34,7 @@ from __future__ import annotations
 import pickle
 import time
 from collections.abc import Sequence
+from concurrent.futures import TimeoutError as FuturesTimeout
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, replace
 from typing import Literal
@@ -266,6 +269,11 @@ def play_policy(instance: Instance, theta: np.ndarray, hidden: int = 0) -> Game:
 
 # ---------------------------------------------------------------------- the solver
 
+POOL_GRACE_S = 0.25
+"""How long past a wall-clock budget's end the pool's games are waited for (seconds):
+a game there ends at the deadline by its fallback; a pool still starting up does not
+answer in time, and then one game is played here instead, at once."""
+
 
 def centered_ranks(values: np.ndarray) -> np.ndarray:
     """Ranks of ``values`` scaled to ``[-0.5, 0.5]`` (ties by position; deterministic)."""
@@ -315,6 +323,7 @@ class _EsRun:
 
         self.player: _Player | None = None
         self.pool: WorkerPool | None = None
+        self.pool_late = False  # the pool answered past the budget's end (and its grace)
         if cfg.workers > 1:
             payload = pickle.dumps((instance, tables), protocol=pickle.HIGHEST_PROTOCOL)
             self.pool = process_pool(
@@ -393,11 +402,26 @@ class _EsRun:
         fitness = []
         try:
             for fut in futures:
-                for ret, raw, backups, _ in fut.result():
+                wait = None
+                if self.deadline is not None:
+                    wait = max(0.0, self.deadline - time.monotonic()) + POOL_GRACE_S
+                try:
+                    games = fut.result(timeout=wait)
+                except FuturesTimeout:
+                    # the pool's start-up or a game outlasted the budget: what came back counts
+                    self.pool_late = True
+                    break
+                for ret, raw, backups, _ in games:
                     self.record(ret, backups, None, np.frombuffer(raw, dtype=np.int8))
                     fitness.append(ret)
         except BrokenProcessPool as exc:
             raise WorkerError("es: a worker process ended before returning its games") from exc
+        if self.best is None and self.pool_late:  # no game came back: one here, at once
+            if self.player is None:
+                self.player = _Player(
+                    self.instance, self.tables, LinearPolicyShape(self.cfg.hidden)
+                )
+            return self._play_here(thetas[:1])
         return fitness
 
     # --------------------------------------------------------------- generations
@@ -457,6 +481,10 @@ class _EsRun:
             self.pool.terminate()
 
     def shutdown(self) -> None:
-        """End the worker pool (if any) once its work is done."""
+        """End the worker pool (if any) once its work is done; at once where it was late
+        (its games past the budget are not waited for)."""
         if self.pool is not None:
-            self.pool.shutdown(wait=True, cancel_futures=True)
+            if self.pool_late:
+                self.pool.terminate()
+            else:
+                self.pool.shutdown(wait=True, cancel_futures=True)
