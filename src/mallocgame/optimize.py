@@ -104,7 +104,7 @@ def optimize(
     seed: int = 0,
     options: Mapping[str, Any] | None = None,
     on_improvement: Callable[[Improvement], None] | None = None,
-    on_progress: Callable[[Mapping[str, int]], None] | None = None,
+    on_progress: Callable[[Mapping[str, int | float]], None] | None = None,
     compiler: Solution | None = None,
 ) -> Outcome:
     """Run ``muzero-prod`` on ``instance`` within ``seconds`` of wall-clock and/or

@@ -438,3 +438,21 @@ def test_a_spent_clock_spends_the_run_whatever_work_is_left() -> None:
 def test_with_no_budget_a_solver_does_its_default_work(name, games) -> None:
     answer = get_solver(name).solve(generate(40, seed=0), SolveRequest(seed=0))
     assert answer.work["games"] == games
+
+
+@pytest.mark.parametrize(
+    "name, work, unit", [("random", 5, "games"), ("es", 12, "games"), ("greedy", None, None)]
+)
+def test_progress_sees_the_work_as_it_grows_or_the_answers_work(
+    program, name: str, work: int | None, unit: str | None
+) -> None:
+    calls: list = []
+    request = SolveRequest(seed=0, work=work, progress=calls.append)
+    if name == "es":
+        request = SolveRequest(seed=0, work=work, progress=calls.append, options={"population": 4})
+    answer = get_solver(name).solve(program, request)
+    if unit is None:  # a solver that counts nothing as it goes: the answer's work, once
+        assert calls == [dict(answer.work)]
+    else:  # one that does: each count once, growing, up to the answer's
+        counts = [c[unit] for c in calls]
+        assert counts and counts == sorted(set(counts)) and counts[-1] <= answer.work[unit]

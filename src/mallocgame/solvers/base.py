@@ -68,8 +68,9 @@ class SolveRequest:
     seconds: float | None = None  # wall-clock budget, seconds
     work: int | None = None  # work budget in the solver's own unit (games, simulations, ...)
     callback: Callable[[Improvement], None] | None = None  # called on every new best answer
-    # called with the work done so far as it grows
-    progress: Callable[[Mapping[str, int]], None] | None = None
+    # called with the work done so far as it grows (:meth:`Run.spent`, in the solver's
+    # unit); by a solver that counts nothing as it goes, with its answer's ``work`` once
+    progress: Callable[[Mapping[str, int | float]], None] | None = None
     demonstrations: Sequence[Solution] = ()  # other solvers' answers (muzero-prod: XLA's)
     options: Mapping[str, Any] = field(default_factory=dict)  # the solver's settings by name
 
@@ -177,6 +178,19 @@ def solution_from_game(
     )
 
 
+class _CountedProgress:
+    """A request's ``progress``, counting its calls (:meth:`Solver.solve` reports the
+    answer's work to a ``progress`` the solver never called)."""
+
+    def __init__(self, progress: Callable[[Mapping[str, int | float]], None]) -> None:
+        self.progress = progress
+        self.calls = 0
+
+    def __call__(self, work: Mapping[str, int | float]) -> None:
+        self.calls += 1
+        self.progress(work)
+
+
 class Run:
     """One :meth:`Solver.solve` in progress: the request, its stopwatch, and answers."""
 
@@ -187,11 +201,14 @@ class Run:
         request: SolveRequest,
         clock: Stopwatch,
         default_work: int | None = None,
+        work_unit: str = "work",
     ) -> None:
         self.solver = solver
         self.instance = instance
         self.request = request
         self.clock = clock
+        self.work_unit = work_unit  # the key of the work :meth:`spent` reports to progress
+        self._reported = 0  # the work last reported to the request's progress
         self.work_budget: int | None = (
             request.work
             if request.work is not None
@@ -219,7 +236,11 @@ class Run:
         return None if self.work_budget is None else self.work_budget - done
 
     def spent(self, done: int) -> bool:
-        """Whether, after ``done`` units of work, the work or the wall-clock budget is spent."""
+        """Whether, after ``done`` units of work, the work or the wall-clock budget is spent;
+        ``done`` goes to the request's ``progress`` where it grew."""
+        if self.request.progress is not None and done > self._reported:
+            self._reported = done
+            self.request.progress({self.work_unit: done})
         left = self.work_left(done)
         return (left is not None and left <= 0) or self.clock.expired()
 
@@ -350,8 +371,18 @@ class Solver(abc.ABC):
             raise SolverError(f"{self.name}: expected a SolveRequest, not {request!r:.80}")
         clock = Stopwatch(request.seconds)
         config = self.config(request.options)
-        run = Run(self.name, instance, request, clock, self.default_work_for(config))
+        counted = None if request.progress is None else _CountedProgress(request.progress)
+        run = Run(
+            self.name,
+            instance,
+            request if counted is None else replace(request, progress=counted),
+            clock,
+            self.default_work_for(config),
+            self.work_unit,
+        )
         answer = self.search(instance, config, run)
+        if counted is not None and counted.calls == 0:  # a solver that said nothing of its
+            counted(dict(answer.work))  # work as it went: the work it did, once
         return replace(answer, solver=self.name, seed=request.seed, wall_s=clock.elapsed)
 
     @abc.abstractmethod
