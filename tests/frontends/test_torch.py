@@ -42,6 +42,14 @@ def _opcodes(program: Program) -> list[str]:
     return [ins.opcode for ins in program.instructions]
 
 
+def _group_tensor_ids(program: Program) -> list[set[int]]:
+    """Each alias group as the ids of the tensors its buffers belong to."""
+    return [
+        {(program.instructions[t].operands + program.instructions[t].outputs)[p] for t, p in group}
+        for group in program.alias_groups
+    ]
+
+
 def _group_tensors(program: Program) -> list[set[str]]:
     """Each alias group as the names of the tensors its buffers belong to."""
     out = []
@@ -177,6 +185,26 @@ def test_in_place_ops_and_a_mutated_input_alias_what_they_update() -> None:
     assert {"state", program.tensors[add.outputs[0]].name} in groups
     assert program.tensors[add.outputs[0]].live_out  # the new contents outlive the call
     assert relu.flops == mul.flops == 4 * 8 and total.flops == 4 * 8
+    _plays(program)
+
+
+class BufferNamedAsAnInput(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.register_buffer("x", torch.zeros(4))
+
+    def forward(self, x):
+        self.x.add_(x)
+        return x * 2
+
+
+def test_a_mutated_buffer_joins_its_own_input_not_an_argument_of_its_name() -> None:
+    program = extract_torch(BufferNamedAsAnInput(), (torch.zeros(4),))
+    buffer, argument = (x for x in range(len(program.tensors)) if program.tensors[x].name == "x")
+    (add,) = [i for i in program.instructions if i.opcode == "add"]
+    (group,) = _group_tensor_ids(program)
+    assert group == {buffer, add.outputs[0]}  # the argument is a storage of its own
+    assert argument not in group
     _plays(program)
 
 

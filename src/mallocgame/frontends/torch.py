@@ -522,7 +522,9 @@ class _Builder:
             set()
         )  # tensors whose buffers form a group on their own (node granularity)
         self.env: dict[str, Any] = {}  # fx node name -> _Ref, tuple of refs, or None
-        self.placeholder_tensor: dict[str, int] = {}  # input target or name -> tensor
+        # (owned by the module: a parameter, buffer or constant?, its target or name) ->
+        # tensor: a buffer ``x`` and a forward argument ``x`` are two inputs
+        self.placeholder_tensor: dict[tuple[bool, str], int] = {}
         self.notes: list[str] = []
         self.new_values = self._new_values()
 
@@ -578,7 +580,7 @@ class _Builder:
                 merged.shape = f"{merged.shape} {_shape_str(value)}".strip()
             else:
                 x = self.new_tensor(label, nbytes, -1, _shape_str(value))
-            self.placeholder_tensor[label] = x
+            self.placeholder_tensor[(owned, label)] = x
             self.env[node.name] = _Ref(x, nbytes, label if self.node_level and owned else "")
 
     def refs(self, arg: Any) -> list[_Ref]:
@@ -737,11 +739,12 @@ class _Builder:
         gradients: list[tuple[int, int]] = []  # (parameter, its gradient)
         for spec, refs in zip(self.ep.graph_signature.output_specs, result_refs):
             if spec.kind in (OutputKind.BUFFER_MUTATION, OutputKind.USER_INPUT_MUTATION) and refs:
-                updated = self.placeholder_tensor.get(spec.target)
+                owned = spec.kind == OutputKind.BUFFER_MUTATION
+                updated = self.placeholder_tensor.get((owned, spec.target))
                 if updated is not None:
                     self.aliases.append((updated, refs[0].tensor))
             if spec.kind == OutputKind.GRADIENT_TO_PARAMETER and refs:
-                parameter = self.placeholder_tensor.get(spec.target)
+                parameter = self.placeholder_tensor.get((True, spec.target))
                 if parameter is not None:
                     gradients.append((parameter, refs[0].tensor))
         if self.optimizer != "none":
