@@ -457,3 +457,9 @@ def test_slow_read_factors_follow_the_output_shape():
         "noshape", (ins,), tuple(dataclasses.replace(t, shape="") for t in program.tensors)
     )
     assert slow_read_factors(unknown, ins, 64) == (1, 1, 1, 1)
+    # an addmm whose operands the frontend merged or deduplicated (node granularity's
+    # weight with bias, addmm(b, x, x.t())): left and right unknown, no tile factors
+    merged = dataclasses.replace(
+        ins, operands=ins.operands[1:], operand_bytes=ins.operand_bytes[1:]
+    )
+    assert slow_read_factors(program, merged, 64) == (1, 1, 1)

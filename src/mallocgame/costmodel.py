@@ -179,6 +179,10 @@ def compute_seconds(flops: float, transcendentals: float, preset: HardwarePreset
 
 
 DOT_OPCODES = ("mm", "addmm", "bmm", "baddbmm")  # operands [..., bias], left, right
+DOT_OPERANDS = {"mm": 2, "addmm": 3, "bmm": 2, "baddbmm": 3}
+"""A matmul's distinct operands in argument order; fewer where the frontend merged or
+deduplicated some (a module's weight and bias at node granularity, ``addmm(b, x, x.t())``),
+and then which is left and which right is not known."""
 MAX_TABLE_BUFFERS = 8  # SPEC section 5: a table varies at most 8 buffers
 _SHAPE = re.compile(r"\[([0-9,\s]*)\]\s*$")
 
@@ -196,13 +200,14 @@ def slow_read_factors(program: Program, ins: ProgramInstruction, tile: int) -> t
     """How many times ``ins`` reads each of its buffers (operands, then outputs) when it is
     in slow memory, for matmul kernels of ``tile``-wide output tiles (module docstring).
 
-    For an opcode of :data:`DOT_OPCODES` whose first output has a shape ``[..., M, N]``:
-    ``ceil(N / tile)`` for the left operand (the second last), ``ceil(M / tile)`` for the
-    right one (the last), 1 for the rest; all 1 otherwise, or with ``tile <= 0``.
+    For an opcode of :data:`DOT_OPCODES` with its :data:`DOT_OPERANDS` operands whose
+    first output has a shape ``[..., M, N]``: ``ceil(N / tile)`` for the left operand (the
+    second last), ``ceil(M / tile)`` for the right one (the last), 1 for the rest; all 1
+    otherwise (operands merged or repeated: left and right unknown), or with ``tile <= 0``.
     """
     k = len(ins.operands) + len(ins.outputs)
     ones = (1,) * k
-    if tile <= 0 or ins.opcode not in DOT_OPCODES or len(ins.operands) < 2 or not ins.outputs:
+    if tile <= 0 or DOT_OPERANDS.get(ins.opcode) != len(ins.operands) or not ins.outputs:
         return ones
     dims = _dims(getattr(program.tensors[ins.outputs[0]], "shape", ""))
     if dims is None or len(dims) < 2 or min(dims) < 1:
