@@ -800,3 +800,13 @@ def test_learner_steps_are_due_one_per_train_every_moves_once_the_replay_is_full
     assert learner_steps_due(config, 40, 0, 100, at_most=1) == (1, 40)  # a distributed round
     off = MuZeroSolver().config({"train_every": 4, "learning": "false"})
     assert learner_steps_due(off, 40, 0, 10**6) == (0, 40)
+
+
+def test_a_policy_answer_plays_no_game_past_the_budget(small) -> None:
+    trainer = Trainer(small, MuZeroSolver().config(TINY), seed=0, answer="policy")
+    first = trainer.run(games=4)
+    evaluations = trainer.counters.eval_games
+    assert evaluations >= 1 and check_solution(small, first).ok
+    spent = Stopwatch(1e-9)  # spent at once: the answer stays, no final game is played
+    assert trainer.run(clock=spent).actions == first.actions
+    assert trainer.counters.eval_games == evaluations

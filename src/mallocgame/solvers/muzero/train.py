@@ -567,7 +567,9 @@ class Trainer(RayActorsOwner):
             )
             self._improve(actions, clock, callback, fallback=source)
         elif self.answer == "policy" or self.best is None:
-            self._evaluate(clock, callback)
+            # the final network's game; once there is an answer, not past the budget (a
+            # policy game of a large program takes seconds)
+            self._evaluate(clock, callback, None if self.best is None else clock.expired)
         pace.end(clock, self.log)
         assert self.best is not None
         return dataclasses.replace(self.best, wall_s=clock.elapsed, **self.work())
