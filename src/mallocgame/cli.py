@@ -1194,11 +1194,16 @@ def _cmd_bench_suite(args: argparse.Namespace) -> int:
 def _cmd_bench_xla(args: argparse.Namespace) -> int:
     from mallocgame.bench.xla_table import format_xla_table, write_xla_csv, xla_row
     from mallocgame.workloads.registry import check_workload
-    from mallocgame.workloads.suite import suite_names
+    from mallocgame.workloads.suite import suite_names, suite_placement
 
     names = list(dict.fromkeys(args.programs or suite_names("tpu-v1")))
     for name in names:  # every name and the CSV checked before the first program's work
         check_workload(name)
+        if name in suite_names() and suite_placement(name) is None:
+            raise UsageError(
+                f"{name} has no XLA placement: bench xla takes programs compiled for a TPU "
+                "(the tpu-v1 suite's)"
+            )
     if args.csv is not None:
         if not args.csv.strip():
             raise UsageError("--csv must name a file")

@@ -71,6 +71,7 @@ def test_names_and_the_csv_are_checked_before_any_program(
         (["--programs", PROGRAM, PROGRAM[:-1]], "neither a bundled workload"),
         (["--programs", PROGRAM, "--csv", str(tmp_path / "folder.csv")], "a directory, not a file"),
         (["--programs", PROGRAM, "--csv", ""], "--csv must name a file"),
+        (["--programs", PROGRAM, "xla-v1/alexnet_train_b32"], "has no XLA placement: bench xla"),
     ]:
         assert main(["bench", "xla", *argv]) == 2
         out, err = capsys.readouterr()
