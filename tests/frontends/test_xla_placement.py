@@ -86,3 +86,33 @@ def test_placement_of_another_program_is_refused() -> None:
     other, _ = extract_dump_with_placement(DATA / "gpu_step")
     with pytest.raises(PlacementError, match="does not match instance"):
         placement_solution(derive_instance(other, "tpu_v4i", capacity_fraction=None), placement)
+
+
+@pytest.mark.parametrize(
+    "mutate, needle",
+    [
+        (lambda d: d["buffers"][0].__setitem__(0, [0, 7]), "copy 7 of 1 copies"),
+        (lambda d: d["buffers"][0].__setitem__(0, [1.9, -1]), "1.9 is not a whole number"),
+        (lambda d: d["buffers"][0].__setitem__(0, [True, -1]), "True is not a whole number"),
+        (lambda d: d["copies"][0].__setitem__(3, 1.7), "1.7 is not a whole number"),
+        (lambda d: d["copies"][0].__setitem__(3, float("inf")), "inf is not a whole number"),
+    ],
+)
+def test_a_malformed_placement_is_a_format_error(mutate, needle: str) -> None:
+    from mallocgame.errors import FormatError
+    from mallocgame.frontends.xla_placement import (
+        BufferSpace,
+        XlaCopy,
+        XlaPlacement,
+        placement_from_dict,
+        placement_to_dict,
+    )
+
+    placement = XlaPlacement(
+        "p", ((BufferSpace(1, 0), BufferSpace(0, None)),), (XlaCopy(0, 0, 1, 0, 1),)
+    )
+    doc = placement_to_dict(placement)
+    assert placement_from_dict(doc) == placement
+    mutate(doc)
+    with pytest.raises(FormatError, match=f"a malformed XLA placement .*{needle}"):
+        placement_from_dict(doc)

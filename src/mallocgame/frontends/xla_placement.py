@@ -144,14 +144,30 @@ def placement_from_dict(doc: Any) -> XlaPlacement:
     if doc.get("version") != PLACEMENT_VERSION:
         raise FormatError(f"XLA placement version {doc.get('version')!r} (this build reads 1)")
     try:
+        copies = tuple(XlaCopy(*(_whole(v) for v in row)) for row in doc["copies"])
         buffers = tuple(
-            tuple(BufferSpace(int(space), None if copy < 0 else int(copy)) for space, copy in row)
+            tuple(_buffer_space(space, copy, len(copies)) for space, copy in row)
             for row in doc["buffers"]
         )
-        copies = tuple(XlaCopy(*(int(v) for v in row)) for row in doc["copies"])
         return XlaPlacement(str(doc["program"]), buffers, copies)
     except (KeyError, TypeError, ValueError) as exc:
         raise FormatError(f"a malformed XLA placement ({type(exc).__name__}: {exc})") from None
+
+
+def _whole(value: Any) -> int:
+    """A placement file's number: a whole number (not a bool, not 1.7), else ``ValueError``."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ValueError(f"{value!r:.40} is not a whole number")
+    return value
+
+
+def _buffer_space(space: Any, copy: Any, copies: int) -> BufferSpace:
+    """One ``[space, copy]`` pair of a placement file (``copy`` -1 for none, else the index
+    of one of its ``copies``), else ``ValueError``."""
+    index = _whole(copy)
+    if not -1 <= index < copies:
+        raise ValueError(f"copy {index} of {copies} copies")
+    return BufferSpace(_whole(space), None if index < 0 else index)
 
 
 def save_placement(placement: XlaPlacement, path: str | os.PathLike[str]) -> None:
