@@ -509,10 +509,7 @@ def test_extract_a_tpu_dump_with_xlas_own_solution(tmp_path: Path, capsys) -> No
     assert main(argv) == 0
     out = capsys.readouterr().out
     assert "solution xla: 3 allocations, 3 copies of XLA's" in out and "check: valid" in out
-    assert (
-        "not expressible in the game (left in slow memory): fusion.1: the prefetch of Arg_1.2"
-        in out
-    )
+    assert "not expressible in the game as XLA made it: fusion.1: the prefetch of Arg_1.2" in out
     assert json.loads(xla.read_text())["solver"] == "xla"
     assert main(["check", str(inst), str(xla)]) == 0
     assert main(["simulate", str(inst), str(xla)]) == 0
@@ -524,6 +521,22 @@ def test_extract_a_tpu_dump_with_xlas_own_solution(tmp_path: Path, capsys) -> No
     assert "breaks the game's rules (copy_supply x" in out and "check: valid" in out
     assert json.loads(xla.read_text())["info"]["raw_failures"]["copy_supply"] >= 1
     assert main(["check", str(inst), str(xla)]) == 0
+
+
+def test_a_tpu_dump_read_in_another_fast_space_names_the_spaces_it_uses(
+    tmp_path: Path, capsys
+) -> None:
+    """A TPU v4 module's fast memory is space 3: read in the default space 1, nothing of
+    XLA's is fast, and the note names the spaces the module uses."""
+    source = Path(__file__).parent / "frontends" / "data" / "libtpu" / "mlp_grad.tpu-v4.txt"
+    dump = tmp_path / "dump"
+    dump.mkdir()
+    (dump / "module_0001.jit_mlp_grad.tpu_after_optimizations.txt").write_text(source.read_text())
+    argv = ["extract", "--dump", str(dump), "--out", str(tmp_path / "x.json")]
+    assert main([*argv, "--xla-solution", str(tmp_path / "x.xla.json")]) == 0
+    out = capsys.readouterr().out
+    assert "no buffer or copy of the module is in memory space [1] (it uses memory spaces" in out
+    assert "--xla-fast-spaces" in out and "a CPU dump" not in out
 
 
 def test_extract_for_a_tpu_target_with_xlas_own_solution(tmp_path: Path, capsys) -> None:

@@ -972,10 +972,16 @@ def _write_xla_solution(
     if not report.ok:  # a projection is legal by construction: this is a bug, not input
         raise MallocGameError(f"XLA's projected placement fails the check: {report.summary()}")
     save_solution(solution, out)
-    if not placement.copies and not (set(placement.spaces) & fast_spaces):
+    used = set(placement.spaces) | {c.dest_space for c in placement.copies}
+    if not used & fast_spaces:  # nothing read as fast: say which spaces the module has
+        hint = (
+            "(a CPU dump?)"
+            if used <= {0}
+            else f"(it uses memory spaces {sorted(used)}: name the fast one with --xla-fast-spaces)"
+        )
         print(
-            f"note: the module names no memory space in {sorted(fast_spaces)} and no copy-start "
-            f"(a CPU dump?): XLA's placement keeps everything in slow memory"
+            f"note: no buffer or copy of the module is in memory space {sorted(fast_spaces)} "
+            f"{hint}: XLA's placement reads as everything in slow memory"
         )
     if answer.projected:
         broken = ", ".join(f"{kind} x{n}" for kind, n in answer.raw_failures.items())
@@ -990,7 +996,7 @@ def _write_xla_solution(
     )
     unexpressed = solution.info.get("unexpressed", [])
     for line in unexpressed[:5]:
-        print(f"  not expressible in the game (left in slow memory): {line}")
+        print(f"  not expressible in the game as XLA made it: {line}")
     if len(unexpressed) > 5:
         print(
             f"  ... and {len(unexpressed) - 5} more (the solution's info.unexpressed lists them all)"
