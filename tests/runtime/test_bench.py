@@ -136,6 +136,9 @@ def test_hbm_over_plan_is_each_steps_peak_beyond_the_plans_bytes(case):
 def test_calibration_needs_a_timed_run():
     with pytest.raises(ValueError, match="repeats must be at least 1"):
         calibrate(CpuMemory(), size_bytes=2**14, matmul_n=32, repeats=0)
+    for size in (0, 2, -8):  # no float32 moved: no bandwidth to measure
+        with pytest.raises(ValueError, match="size_bytes must be at least 4"):
+            calibrate(CpuMemory(), size_bytes=size, matmul_n=32, repeats=1)
 
 
 def test_calibration_on_the_cpu_gives_a_preset():

@@ -341,3 +341,36 @@ def test_an_earlier_steps_gradients_are_not_counted_as_the_base(training, monkey
     got = measure_framework(module, inputs, Recording(), reference, loss="mean", warmup=1, steps=1)
     assert seen and all(g is None for g in seen[0])
     assert got.differing == () or all(d < 1e-6 for _, d in got.differing)
+
+
+class DictInOut(torch.nn.Module):
+    """Takes a dict, updates one of its tensors in place and returns a dict."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc = torch.nn.Linear(3, 3)
+
+    def forward(self, x, extra):
+        extra["y"].add_(1.0)
+        return {"logits": self.fc(x) + extra["y"], "total": x.sum()}
+
+
+def test_the_eager_baseline_reads_dicts_as_the_capture_does() -> None:
+    from mallocgame.runtime.measure import check_runs, compare_results, flat_tensors
+
+    torch.manual_seed(0)
+    module = DictInOut().eval()
+    inputs = (torch.randn(4, 3), {"y": torch.randn(4, 3)})
+    assert len(flat_tensors(inputs)) == 2 and len(flat_tensors(module(*inputs))) == 2
+    y = inputs[1]["y"].clone()
+    with torch.no_grad():
+        reference = module(*copy.deepcopy(inputs))
+    measured = measure_framework(module, inputs, CpuMemory(), reference, warmup=1, steps=2)
+    assert measured.measurement.identical  # the dict's tensors compared, not none of them
+    assert torch.equal(inputs[1]["y"], y)  # the dict's input restored after the runs
+    assert compare_results({"a": torch.ones(2)}, {"a": torch.zeros(2)}) == (False, 1.0)
+    big = torch.tensor([2**62])
+    assert compare_results([big], [-big]) == (False, float(2**63))  # no int64 overflow
+    for steps, warmup in ((0, 1), (-1, 1), (2, -1)):
+        with pytest.raises(ValueError, match="must be a whole number"):
+            check_runs(warmup, steps)

@@ -65,9 +65,12 @@ def calibrate(
 
     if repeats < 1:  # no timed run: a best time of inf, a bandwidth of 0 that looks measured
         raise ValueError(f"repeats must be at least 1, got {repeats}")
+    if size_bytes < 4:  # no float32 element moved: a bandwidth of nothing over a time
+        raise ValueError(f"size_bytes must be at least 4 (one float32), got {size_bytes}")
     torch = _torch()
     dev = memory.device
     n = size_bytes // 4
+    size_bytes = 4 * n  # what is moved: whole float32 elements
     figures: list[Figure] = []
 
     def add(name: str, value: float, unit: str, method: str) -> None:

@@ -43,6 +43,7 @@ from typing import Any
 from mallocgame.runtime.errors import ApplyError
 from mallocgame.runtime.measure import (
     Measurement,
+    check_runs,
     compare_results,
     flat_tensors,
     warm_and_time,
@@ -146,6 +147,7 @@ def measure_framework(
     ``optimizer`` as in :func:`framework_step` (``eager-save-on-cpu`` needs a loss). Same
     stopping rules as :func:`~mallocgame.runtime.measure.measure`."""
 
+    check_runs(warmup, steps)
     if baseline not in FRAMEWORK_BASELINES:
         raise ApplyError(
             f"unknown framework baseline {baseline!r} (have: {', '.join(FRAMEWORK_BASELINES)})"

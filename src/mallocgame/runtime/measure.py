@@ -21,7 +21,6 @@ from typing import Any
 
 import numpy as np
 
-from mallocgame.nested import nested_leaves
 from mallocgame.runtime.memory import HostTensor, Memory
 from mallocgame.runtime.plan import PlacementPlan
 from mallocgame.runtime.torch_graph import BoundGraph
@@ -32,6 +31,7 @@ __all__ = [
     "measure",
     "hbm_over_plan",
     "warm_and_time",
+    "check_runs",
     "compare_results",
 ]
 
@@ -80,8 +80,13 @@ class Measurement:
 
 
 def flat_tensors(value: Any) -> list[Any]:
-    """The tensors of a nest of lists and tuples, in order."""
-    return nested_leaves(value, lambda v: hasattr(v, "dtype") and hasattr(v, "shape"))
+    """The tensors of a nest of lists, tuples and dicts (a dict's values in its order), in
+    order: what a module takes and returns, as the reference and the capture read it."""
+    if isinstance(value, dict):
+        return [t for v in value.values() for t in flat_tensors(v)]
+    if isinstance(value, (list, tuple)):
+        return [t for v in value for t in flat_tensors(v)]
+    return [value] if hasattr(value, "dtype") and hasattr(value, "shape") else []
 
 
 def compare_results(got: Any, reference: Any) -> tuple[bool, float]:
@@ -105,12 +110,20 @@ def compare_results(got: Any, reference: Any) -> tuple[bool, float]:
             diff = (x - y).abs().where(~same, 0.0)
             # what is left NaN has a NaN on one side only: infinitely far
             diff = diff.nan_to_num(nan=math.inf, posinf=math.inf)
-        else:
+        else:  # in float64: an int64 difference such as 2**62 - -2**62 would overflow
             same = x == y
-            diff = (x.long() - y.long()).abs()
+            diff = (x.double() - y.double()).abs()
         identical = identical and bool(same.all())
         worst = max(worst, float(diff.max()))
     return identical, worst
+
+
+def check_runs(warmup: int, steps: int) -> None:
+    """``ValueError`` unless ``steps >= 1`` timed runs and ``warmup >= 0`` warm-ups."""
+    if isinstance(steps, bool) or not isinstance(steps, int) or steps < 1:
+        raise ValueError(f"steps must be a whole number of at least 1, got {steps!r}")
+    if isinstance(warmup, bool) or not isinstance(warmup, int) or warmup < 0:
+        raise ValueError(f"warmup must be a whole number of at least 0, got {warmup!r}")
 
 
 def measure(
@@ -133,8 +146,10 @@ def measure(
     further warm-up or timed run starts (at least 1 run is timed); ``shared_host``: input
     host copies shared between the placements of one program (filled on first use);
     ``stage_dot_reads``: matmuls read their host operands through an HBM scratch copy
-    (:class:`~mallocgame.runtime.torch_run.PlacedRunner`).
+    (:class:`~mallocgame.runtime.torch_run.PlacedRunner`). ``ValueError`` for ``steps``
+    below 1 or ``warmup`` below 0 (nothing to time).
     """
+    check_runs(warmup, steps)
     memory.release_dead()
     base = memory.allocated()
     runner = PlacedRunner(graph, plan, memory, stage_dot_reads=stage_dot_reads)
