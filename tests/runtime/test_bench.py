@@ -619,6 +619,15 @@ def test_given_answers_come_from_files_or_an_earlier_runs_programs(tmp_path):
     skipped: list[str] = []
     assert [s.to_dict() for s in _given_answers(files, skipped.append)] == [greedy.to_dict()]
     assert len(skipped) == 1 and "broken.json skipped" in skipped[0]
+    # one solution file is that answer; a file of another kind is refused, not ignored
+    assert [s.to_dict() for s in _given_answers(files / "mine.json", skipped.append)] == [
+        greedy.to_dict()
+    ]
+    with pytest.raises(MallocGameError, match="broken.json: not a solution file"):
+        _given_answers(files / "broken.json", skipped.append)
+    (tmp_path / "notes.txt").write_text("answers")
+    with pytest.raises(MallocGameError, match="neither a folder of solution files"):
+        _given_answers(tmp_path / "notes.txt", skipped.append)
     # an earlier run's programs.json.gz gives the answers that run was given
     first["mlp"]["answers"]["given:greedy"] = greedy.to_dict()
     earlier = tmp_path / "earlier.json.gz"
@@ -642,3 +651,21 @@ def test_given_answers_come_from_files_or_an_earlier_runs_programs(tmp_path):
     (files / "broken.json").unlink()
     both = run(tmp_path / "fourth", files)
     assert {"given:random", "given:random:s1"} <= set(both["mlp"]["answers"])
+
+
+@pytest.mark.parametrize(
+    "change, needle",
+    [
+        ({"placements": ("drop", "bogus")}, "unknown solver 'bogus'"),
+        ({"placements": ("random:x",)}, "the seed after ':' must be a whole number"),
+        ({"profile": ("drop+staged-dots",)}, "staged reads are measured only with"),
+    ],
+)
+def test_a_placement_or_profile_it_cannot_run_is_refused_before_anything(tmp_path, change, needle):
+    from mallocgame.errors import MallocGameError
+    from mallocgame.runtime.bench import BenchConfig, run_real_bench
+
+    config = BenchConfig(out=tmp_path / "out", device="cpu", tiny=True, programs=("mlp",), **change)
+    with pytest.raises(MallocGameError, match=needle):
+        run_real_bench(config)
+    assert not (tmp_path / "out").exists()

@@ -642,12 +642,23 @@ def _setup(config: BenchConfig) -> dict[str, Any]:
 
 
 def _given_answers(directory: Path | None, log: Callable[[str], None]) -> list[Solution]:
-    """The solutions of ``directory``'s ``*.json`` files, or, where it is an earlier run's
-    ``programs.json.gz``, the answers that run was given (labelled ``given:...``)."""
+    """The solutions of ``directory``'s ``*.json`` files, or of the one solution file it
+    names, or, where it is an earlier run's ``programs.json.gz``, the answers that run
+    was given (labelled ``given:...``)."""
     if directory is None:
         return []
     if not directory.exists():
         raise MallocGameError(f"--answers {directory}: no such file or directory")
+    if directory.is_file() and directory.suffix == ".json":  # one solution file
+        try:
+            return [solution_from_dict(json.loads(directory.read_text()))]
+        except (OSError, ValueError, MallocGameError) as exc:
+            raise MallocGameError(f"--answers {directory}: not a solution file ({exc})") from None
+    if directory.is_file() and not directory.name.endswith(".json.gz"):
+        raise MallocGameError(
+            f"--answers {directory}: neither a folder of solution files, a solution file "
+            "nor an earlier run's programs.json.gz"
+        )
     found = []
     if directory.is_file() and directory.name.endswith(".json.gz"):
         try:
@@ -1419,7 +1430,25 @@ class _BenchRun:
 
 def run_real_bench(config: BenchConfig) -> dict[str, Any]:
     """Run the job of the module docstring; returns ``{"rows": [...], "summary": [...],
-    "calibration": [...]}``."""
+    "calibration": [...]}``. The placements and profiles are checked first
+    (:func:`check_placements`): a typo ends the job before anything runs."""
     import torch
 
+    check_placements(config)
     return _BenchRun(config, torch).run()
+
+
+def check_placements(config: BenchConfig) -> None:
+    """:class:`MallocGameError` for a placement that is no ``NAME`` or ``NAME:SEED`` of a
+    known solver (a whole-number seed), or a profile of staged reads
+    (``LABEL`` + :data:`STAGED_DOTS`) without ``stage_dot_reads``."""
+    for spec in config.placements:
+        name, colon, seed = spec.partition(":")
+        load_solver(name)  # SolverError (a MallocGameError) names the known solvers
+        if colon and not (seed.isdigit() and seed.isascii()):
+            raise MallocGameError(f"placement {spec!r}: the seed after ':' must be a whole number")
+    for label in config.profile:
+        if label.endswith(STAGED_DOTS) and not config.stage_dot_reads:
+            raise MallocGameError(
+                f"profile {label!r}: staged reads are measured only with --stage-dot-reads"
+            )
