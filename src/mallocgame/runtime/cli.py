@@ -314,8 +314,8 @@ def add_bench_real_parser(bench_subparsers: Any) -> argparse.ArgumentParser:
         "--answers",
         type=Path,
         default=None,
-        help="directory of extra solution files (*.json), or an earlier run's programs.json.gz "
-        "(the answers it was given)",
+        help="directory of extra solution files (*.json), one solution file, or an earlier "
+        "run's programs.json.gz (the answers it was given)",
     )
     p.add_argument(
         "--torch",
