@@ -72,6 +72,13 @@ def test_csv_rows_round_trip_and_bad_files(tmp_path: Path) -> None:
         (1, "x,y"),
         (2, ""),
     ]
+    odd = ["two\nlines", "cr\r\nlf", "sep\u2028arated", "form\x0cfeed", "next\x85line"]
+    write_csv_atomic(path, ["a", "b"], [[i, v] for i, v in enumerate(odd)])
+    assert read_csv_rows(path, ["a", "b"], lambda r: r[1], "table") == odd  # as written
+    long = tmp_path / ("L" * 245 + ".csv")  # a legal name: the temporary one must fit too
+    write_csv_atomic(long, ["a"], [[1]])
+    assert read_csv_rows(long, ["a"], tuple, "table") == [("1",)]
+    write_csv_atomic(path, ["a", "b"], [[1, "x,y"], [2, ""]])
     with pytest.raises(FormatError, match="not a table .its header is not a,c"):
         read_csv_rows(path, ["a", "c"], tuple, "table")
     with pytest.raises(FormatError, match="not a table"):

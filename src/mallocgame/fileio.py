@@ -143,7 +143,8 @@ def write_bytes_atomic(path: str | os.PathLike[str], data: bytes) -> None:
         raise OutputFileError(f"{path}: a special file (a block device or socket): not written")
     directory = path.parent if str(path.parent) else Path(".")
     try:
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=directory)
+        # the name's first 64 characters: a name near the system's limit must still fit
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name[:64]}.", suffix=".tmp", dir=directory)
     except OSError as exc:
         raise OutputFileError(f"{path}: cannot write: {exc}") from None
     try:
@@ -221,11 +222,11 @@ def read_csv_rows(
     ``IndexError``).
     """
     try:
-        text = Path(path).read_text()
+        text = Path(path).read_bytes().decode()
     except (OSError, UnicodeDecodeError) as exc:
         raise InputFileError(f"{path}: cannot read it ({exc})") from None
-    try:
-        rows = list(csv.reader(text.splitlines()))
+    try:  # the csv module's own line rules: a quoted field keeps its line breaks
+        rows = list(csv.reader(io.StringIO(text, newline="")))
         if not rows or rows[0] != list(header):
             raise ValueError(f"its header is not {','.join(header)}")
         return [parse(row) for row in rows[1:]]
