@@ -386,6 +386,20 @@ def test_show_leaves_out_an_allocation_of_a_buffer_the_instance_lacks(
         assert code in (0, 1) and "Traceback" not in capsys.readouterr().err
 
 
+def test_an_out_where_no_file_can_be_written_is_refused_before_the_work(
+    tmp_path: Path, instance_file: Path, capsys
+) -> None:
+    (tmp_path / "run.csv").write_text("a file where a folder goes")
+    out = str(tmp_path / "run.csv" / "x.json")
+    for argv in (
+        ["optimize", str(instance_file), "--work", "1", "--out", out],
+        ["solve", str(instance_file), "--solver", "greedy", "--out", out],
+    ):
+        assert main(argv) == 2
+        assert "run.csv is not a folder" in _one_line_error(capsys)
+    assert {p.name for p in tmp_path.iterdir()} == {"run.csv", instance_file.name}
+
+
 def test_show_refuses_an_out_that_is_an_input_or_a_directory(
     tmp_path: Path, instance_file: Path, capsys
 ) -> None:

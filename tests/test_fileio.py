@@ -178,3 +178,17 @@ def test_a_file_beside_an_output_keeps_the_whole_name() -> None:
     for nameless in ("", " ", ".", "..", "/"):
         with pytest.raises(OutputFileError, match="--out must name a file"):
             output_beside(nameless, ".csv")
+
+
+def test_check_writable_finds_a_place_that_takes_no_file(tmp_path: Path) -> None:
+    from mallocgame.errors import OutputFileError
+    from mallocgame.fileio import check_writable
+
+    check_writable(tmp_path / "new" / "deeper" / "x.json")  # folders still to make: fine
+    assert not (tmp_path / "new").exists() and list(tmp_path.iterdir()) == []  # probe gone
+    (tmp_path / "run.csv").write_text("a file")
+    with pytest.raises(OutputFileError, match="run.csv is not a folder"):
+        check_writable(tmp_path / "run.csv" / "x.json")
+    if Path("/proc/self").exists():  # a file system that takes no files, even as root
+        with pytest.raises(OutputFileError, match="cannot write in /proc"):
+            check_writable("/proc/x.json")

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
 from mallocgame.errors import MallocGameError
-from mallocgame.fileio import output_beside
+from mallocgame.fileio import check_writable, output_beside
 from mallocgame.hardware import DEFAULT_PRESET, preset_names
 from mallocgame.limits import MAX_SECONDS, MAX_SEED
 from mallocgame.units import format_bytes
@@ -87,13 +87,15 @@ def _cmd_list(args: argparse.Namespace) -> int:
 
 def _output_file(out: Path, *inputs: str | None, flag: str = "--out") -> Path:
     """``out`` (given as ``flag``) as a file to write, checked before any work: not a
-    directory, and not one of the command's ``inputs`` (an instance or solution file it
-    reads); :class:`UsageError` otherwise."""
+    directory, not one of the command's ``inputs`` (an instance or solution file it
+    reads), and in a place that takes files (:func:`~mallocgame.fileio.check_writable`);
+    :class:`UsageError`, or :class:`~mallocgame.errors.OutputFileError`, otherwise."""
     if out.is_dir():
         raise UsageError(f"{flag} {out}: a directory, not a file")
     for given in inputs:
         if given is not None and Path(given).exists() and out.resolve() == Path(given).resolve():
             raise UsageError(f"{flag} {out} is the file this command reads: give another")
+    check_writable(out)  # a read-only folder, or a file where a folder goes: found out now
     return out
 
 

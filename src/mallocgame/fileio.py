@@ -58,6 +58,24 @@ def output_beside(out: str | os.PathLike[str], suffix: str) -> Path:
     return path.with_name(path.name + suffix)
 
 
+def check_writable(path: str | os.PathLike[str]) -> None:
+    """:class:`~mallocgame.errors.OutputFileError` unless a file can be written at ``path``:
+    its nearest existing folder takes a file (one is made and removed again, so a read-only
+    folder, a file where a folder goes, or a file system that takes no files is found out
+    before the work, not after it). Folders still missing are not made here."""
+    folder = Path(path).parent
+    while not folder.exists() and folder != folder.parent:
+        folder = folder.parent
+    if not folder.is_dir():
+        raise OutputFileError(f"{path}: cannot write: {folder} is not a folder")
+    try:
+        fd, probe = tempfile.mkstemp(prefix=".mallocgame-probe.", suffix=".tmp", dir=folder)
+    except OSError as exc:
+        raise OutputFileError(f"{path}: cannot write in {folder}: {exc.strerror or exc}") from None
+    os.close(fd)
+    os.unlink(probe)
+
+
 def read_json(path: str | os.PathLike[str]) -> Any:
     """Parse a ``.json`` or ``.json.gz`` file; raise :class:`InputFileError` on any failure,
     a number that is not finite as a float (``NaN``, ``Infinity``, ``1e400``) included."""
