@@ -30,6 +30,17 @@ def test_png_of_a_trajectory(tmp_path: Path) -> None:
     assert_only_files(tmp_path, "layout.png")
 
 
+def test_names_with_dollars_are_drawn_as_written(tmp_path: Path) -> None:
+    import dataclasses
+
+    inst, solution = trajectory_solution("tiny_chain")
+    named = dataclasses.replace(inst, name=r"lstm $\alpha_$ cost")
+    odd = dataclasses.replace(solution, solver=r"my$\foo$solver")
+    draw_layout(named, odd, tmp_path / "a.png")  # unbalanced and unknown TeX: no error
+    draw_layouts(named, [odd, solution], tmp_path / "b.png")
+    assert (tmp_path / "a.png").read_bytes().startswith(PNG_SIGNATURE)
+
+
 def test_empty_solution_draws(tmp_path: Path) -> None:
     inst = conformance_instance("tiny_chain")
     path = tmp_path / "empty.png"

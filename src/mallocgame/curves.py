@@ -81,13 +81,15 @@ def plot_curves(
 
     ``bounds``: a normalized upper bound per program, drawn as a dashed line.
     """
-    import matplotlib
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    from mallocgame.viz import literal_text
 
     programs = list(dict.fromkeys(p.program for p in points))
-    fig, axes = plt.subplots(1, len(programs), figsize=(5 * len(programs), 4), squeeze=False)
+    fig = Figure(figsize=(5 * len(programs), 4))  # its own canvas: pyplot's backend untouched
+    FigureCanvasAgg(fig)
+    axes = fig.subplots(1, len(programs), squeeze=False)
     colours: dict[str, str] = {}  # solver -> matplotlib colour cycle entry
     for ax, program in zip(axes[0], programs):
         curves: dict[tuple[str, int], list[CurvePoint]] = {}
@@ -106,13 +108,13 @@ def plot_curves(
                 alpha=0.8,
                 marker="o",
                 markersize=4,
-                label=solver if seed == pts[0].seed else None,
+                label=literal_text(solver) if seed == pts[0].seed else None,
             )
         if bounds and program in bounds:
             ax.axhline(
                 bounds[program], color="black", linestyle="--", linewidth=1, label="upper bound"
             )
-        ax.set_title(program)
+        ax.set_title(literal_text(program))
         ax.set_xlabel("wall-clock seconds")
         ax.set_ylabel("best normalized reward")
         ax.grid(alpha=0.3)
@@ -120,9 +122,10 @@ def plot_curves(
     for ax in axes[0]:
         for handle, label in zip(*ax.get_legend_handles_labels()):
             legend.setdefault(label, handle)
-    fig.legend(legend.values(), legend.keys(), loc="lower center", ncol=len(legend), frameon=False)
-    fig.tight_layout(rect=(0, 0.1, 1, 1))
+    columns = min(len(legend), 3 * len(programs))  # at most three a panel: none cut off
+    rows = -(-len(legend) // max(columns, 1))
+    fig.legend(legend.values(), legend.keys(), loc="lower center", ncol=columns, frameon=False)
+    fig.tight_layout(rect=(0, 0.06 + 0.05 * rows, 1, 1))
     buffer = io.BytesIO()
     fig.savefig(buffer, format="png", dpi=100)
-    plt.close(fig)
     write_bytes_atomic(path, buffer.getvalue())

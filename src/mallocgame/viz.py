@@ -127,6 +127,12 @@ def _draw_rectangles(ax: Axes, instance: Instance, solution: Solution, unit: int
     return float(boxes[:, :, 1].max()) if len(boxes) else 0.0
 
 
+def literal_text(text: str) -> str:
+    """``text`` as matplotlib draws it letter for letter: its ``$`` escaped, so a name that
+    holds ``$...$`` is neither read as mathematics nor (where unbalanced) an error."""
+    return text.replace("$", r"\$")
+
+
 def _legend(ax: Axes, solution: Solution) -> None:
     handles = [
         Patch(
@@ -160,7 +166,7 @@ def _panel(ax: Axes, instance: Instance, solution: Solution, title: str | None) 
     ax.set_xlabel("logical time (instruction index)")
     ax.set_ylabel(f"fast memory address ({unit_name})")
     default_title = f"{instance.name}: {solution.solver or 'solution'}"
-    ax.set_title(default_title if title is None else title)
+    ax.set_title(literal_text(default_title if title is None else title))
     _legend(ax, solution)
     return top
 

@@ -1,0 +1,53 @@
+"""Reward-against-time pictures (mallocgame.curves): names drawn letter for letter, every
+legend entry inside the figure, pyplot's backend left as it was."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import matplotlib
+import numpy as np
+import pytest
+
+from mallocgame.curves import CurvePoint, plot_curves
+
+
+def _points(program: str, solvers: list[str]) -> list[CurvePoint]:
+    return [
+        CurvePoint(program, solver, 0, t, 0.1 * i + 0.01 * t, "games=1", 10.0)
+        for i, solver in enumerate(solvers)
+        for t in (0.0, 5.0)
+    ]
+
+
+def test_names_with_dollars_are_drawn_as_written(tmp_path: Path) -> None:
+    points = _points(r"lstm $\alpha_$ cost", [r"my$\foo$solver", "es", "heuristic"])
+    plot_curves(points, tmp_path / "c.png", {r"lstm $\alpha_$ cost": 0.9})
+    assert (tmp_path / "c.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_the_legend_fits_and_the_backend_stays(tmp_path: Path, monkeypatch) -> None:
+    from matplotlib.figure import Figure
+
+    backend = matplotlib.get_backend()
+    legends: list = []
+    saving = Figure.savefig
+
+    def measured(fig, *args, **kwargs):
+        saving(fig, *args, **kwargs)  # drawn: the legend's extent is known
+        legends.append((fig.legends[0].get_window_extent(), fig.bbox))
+
+    monkeypatch.setattr(Figure, "savefig", measured)
+    solvers = ["heuristic", "muzero", "muzero-prod", "order search", "xla"]
+    plot_curves(_points("p", solvers), tmp_path / "c.png", {"p": 0.9})
+    ((legend, figure),) = legends
+    assert figure.x0 <= legend.x0 and legend.x1 <= figure.x1  # no entry cut off
+    assert matplotlib.get_backend() == backend
+    assert np.isfinite(legend.width) and legend.width > 0
+
+
+@pytest.mark.parametrize("count", [1, 2])
+def test_one_panel_a_program(tmp_path: Path, count: int) -> None:
+    points = [p for i in range(count) for p in _points(f"p{i}", ["es"])]
+    plot_curves(points, tmp_path / "c.png")
+    assert (tmp_path / "c.png").stat().st_size > 0
