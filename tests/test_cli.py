@@ -400,6 +400,21 @@ def test_an_out_where_no_file_can_be_written_is_refused_before_the_work(
     assert {p.name for p in tmp_path.iterdir()} == {"run.csv", instance_file.name}
 
 
+def test_a_default_out_stays_in_out_whatever_the_solver_is_named(
+    tmp_path: Path, instance_file: Path, monkeypatch, capsys
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    answer = tmp_path / "answer.json"
+    assert main(["solve", str(instance_file), "--solver", "greedy", "--out", str(answer)]) == 0
+    doc = json.loads(answer.read_text())
+    doc["solver"] = "x/../../../escaped"
+    answer.write_text(json.dumps(doc))
+    assert main(["project", str(instance_file), str(answer)]) == 0
+    (written,) = (tmp_path / "out").iterdir()
+    assert written.is_file() and "escaped-projected" in written.name
+    assert not (tmp_path.parent / "escaped-projected.s0.json").exists()
+
+
 def test_show_refuses_an_out_that_is_an_input_or_a_directory(
     tmp_path: Path, instance_file: Path, capsys
 ) -> None:

@@ -9,6 +9,7 @@ import pytest
 
 from mallocgame.check import check_solution
 from mallocgame.cli import main
+from mallocgame.curves import work_text
 from mallocgame.errors import OutputFileError
 from mallocgame.optimize import comparison, format_comparison, optimize, output_paths, write_outputs
 from mallocgame.solution import load_solution
@@ -31,6 +32,8 @@ def test_both_candidates_and_the_answer(outcome) -> None:
     assert "order_evaluations" not in outcome.agent.work  # the order search's, not the agent's
     assert next(p.solver for p in outcome.curve) == "heuristic"
     assert [p.solver for p in outcome.curve][-3:] == ["heuristic", "muzero", "muzero-prod"]
+    # the agent's last point holds the work it did by the end, as its answer file does
+    assert outcome.curve[-2].work == work_text(outcome.agent.work)
     assert 0 < outcome.answer.normalized_reward <= outcome.bound_normalized
 
 

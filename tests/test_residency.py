@@ -165,3 +165,17 @@ def test_a_fetch_extended_by_later_reads_is_a_refetch_for_the_read_it_serves() -
     keeps_on = _solution(inst, [DROP, COPY, NOCOPY, NOCOPY, NOCOPY, NOCOPY], "keeps on")
     again = compare_residency(inst, keeps_on, b)  # the window ends at 3, not at 5
     assert [(r.evicted_after, r.needed_at) for r in again.refetched_by_b] == [(1, 3)]
+
+
+def test_an_allocation_of_a_buffer_the_instance_lacks_is_left_out() -> None:
+    import dataclasses
+
+    from mallocgame.solution import Allocation
+
+    inst = _program()
+    keeps = _solution(inst, [DROP, COPY, NOCOPY, NOCOPY], "keeps")
+    for buffer in (10**6, -1):  # the checker names it; the comparison leaves it out
+        stray = Allocation(buffer, "Copy", 0, 0, 1, (0, 0))
+        odd = dataclasses.replace(keeps, allocations=(*keeps.allocations, stray))
+        assert residency(inst, odd) == residency(inst, keeps)
+        assert compare_residency(inst, odd, keeps) == compare_residency(inst, keeps, keeps)

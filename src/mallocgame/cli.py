@@ -55,8 +55,10 @@ class _Parser(argparse.ArgumentParser):
 
 
 def _default_out(instance_name: str, solver: str, seed: int) -> Path:
-    """``out/NAME.SOLVER.sSEED.json`` with the instance name made file-safe."""
+    """``out/NAME.SOLVER.sSEED.json`` with the instance and solver names made file-safe
+    (a solver name read from a file, ``x/../..``, stays a name inside ``out/``)."""
     stem = re.sub(r"[^A-Za-z0-9_.-]+", "-", instance_name).strip("-") or "instance"
+    solver = re.sub(r"[^A-Za-z0-9_-]+", "-", solver).strip("-") or "solver"
     return Path("out") / f"{stem}.{solver}.s{seed}.json"
 
 

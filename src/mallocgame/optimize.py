@@ -143,12 +143,12 @@ def optimize(
     missing = [name for name in (BASELINE, AGENT) if name not in bests]
     if missing:
         raise SolverError(f"muzero-prod reported no answer of {', '.join(missing)}")
-    curve.extend(
-        _point(instance, s, answer.wall_s, seconds) for s in (bests[BASELINE], bests[AGENT], answer)
-    )
     # the agent's best game, with all the work the agent did (not the order search's)
     agent_work = {k: v for k, v in answer.work.items() if k != "order_evaluations"}
     agent = replace(bests[AGENT], work=agent_work)
+    curve.extend(  # each curve's last point: its best, with the work done by the end
+        _point(instance, s, answer.wall_s, seconds) for s in (bests[BASELINE], agent, answer)
+    )
     return Outcome(
         instance,
         answer,

@@ -91,6 +91,8 @@ def residency(instance: Instance, solution: Solution) -> dict[int, tuple[TensorR
     for allocation in solution.allocations:
         if allocation.start is None or allocation.end is None:
             continue  # an empty memory interval: a read of what is already resident
+        if not 0 <= allocation.buffer < instance.num_buffers:
+            continue  # a buffer the instance lacks: the checker names it, as the picture does
         buffer = instance.buffers[allocation.buffer]
         fetch = allocation.action == "Copy" and not buffer.is_output
         pieces.setdefault(buffer.tensor_id, []).append((allocation.start, allocation.end, fetch))
