@@ -1,5 +1,6 @@
 """Module factories for the ``apply`` command's tests (``tests.runtime.factory_module:block``;
-``accumulator`` and ``scales_its_input`` mutate a buffer and their input)."""
+``accumulator`` and ``scales_its_input`` mutate a buffer and their input; ``noisy``'s
+results differ run to run)."""
 
 from __future__ import annotations
 
@@ -32,6 +33,17 @@ class ScalesItsInput(torch.nn.Linear):
         return super().forward(x)
 
 
+class Noisy(torch.nn.Module):
+    """Adds fresh noise to its layer's output: no two runs give the same results."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.lin = torch.nn.Linear(32, 32)
+
+    def forward(self, x):
+        return self.lin(x) + torch.rand(x.shape[0], 32)
+
+
 def _seeded(make):
     torch.manual_seed(0)
     return make().eval()
@@ -47,3 +59,7 @@ def accumulator():
 
 def scales_its_input():
     return _seeded(ScalesItsInput)
+
+
+def noisy():
+    return _seeded(Noisy)

@@ -669,3 +669,14 @@ def test_a_placement_or_profile_it_cannot_run_is_refused_before_anything(tmp_pat
     with pytest.raises(MallocGameError, match=needle):
         run_real_bench(config)
     assert not (tmp_path / "out").exists()
+
+
+def test_placements_whose_results_differ_are_said_and_left_out_of_the_models(tmp_path):
+    from mallocgame.runtime.bench import factory_program
+
+    noisy = factory_program("tests.runtime.factory_module:noisy", ["f32[16,32]"])
+    done = _dry(tmp_path, [], extra=(noisy,), framework=False, calibrate=False)
+    game = [r for r in _table(tmp_path / "results.csv") if r["placement"] != "hbm-resident"]
+    assert game and all(r["identical"] == "False" for r in game)
+    assert all(s["placements"] == 0 for s in done["summary"])  # no time of other results
+    assert "results differ" in (tmp_path / "real.md").read_text()

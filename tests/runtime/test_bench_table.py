@@ -49,6 +49,21 @@ ROWS = [
 ]
 
 
+def test_a_row_whose_results_differ_says_so(tmp_path):
+    differing = {
+        **ROWS[1],
+        "placement": "drop",
+        "identical": False,
+        "max_abs_diff": 0.25,
+        "hbm_over_plan_bytes": "",
+        "hbm_limit_bytes": "",
+    }
+    write_results_csv(tmp_path / "results.csv", [differing, {**differing, "identical": True}])
+    lines = real_results_table(tmp_path / "results.csv").splitlines()
+    assert "210.6 ms (207.9–217.3), results differ (max \\|diff\\| 0.25) |" in lines[2]
+    assert "results differ" not in lines[3]
+
+
 def test_every_row_is_in_the_table_failures_said(tmp_path):
     write_results_csv(tmp_path / "results.csv", ROWS)
     lines = real_results_table(tmp_path / "results.csv").splitlines()

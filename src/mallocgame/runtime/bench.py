@@ -1385,12 +1385,20 @@ class _BenchRun:
     def _summarize(self, program: _Program, rows: list[dict[str, Any]]) -> None:
         """Per model (the preset, and the calibrated preset where there is one), the Spearman
         correlation and mean relative error of the simulated against the measured step times
-        over the game's placements (not the framework default); to ``summary.csv`` and the
-        log."""
+        over the game's placements (not the framework default, nor a placement whose results
+        differ from the reference: its time is not the program's); to ``summary.csv`` and
+        the log."""
         from mallocgame.costmodel import peak_live_bytes
 
         name, instance = program.name, program.instance
-        measured = [r for r in rows if r.get("measured_median_s") is not None]
+        differ = [r["placement"] for r in rows if r.get("identical") is False]
+        if differ:
+            self.log(f"{name}: left out of the models, results differ: {', '.join(differ)}")
+        measured = [
+            r
+            for r in rows
+            if r.get("measured_median_s") is not None and r.get("identical") is not False
+        ]
         models = (
             [("preset", "sim_latency_s", False)]
             + ([("calibrated", "sim_calibrated_s", False)] if program.cal_instance else [])

@@ -40,10 +40,13 @@ def _measured(row: dict[str, str]) -> str:
         return "out of memory" if "OutOfMemoryError" in error else f"failed: {error[:60]}"
     if not row.get("measured_median_s"):
         return "—"
-    return (
+    timed = (
         f"{_ms(row['measured_median_s'])} ms ({_ms(row['measured_p10_s'])}–"
         f"{_ms(row['measured_p90_s'])})"
     )
+    if row.get("identical") == "False":  # a time of a run whose results are not the reference's
+        return f"{timed}, results differ (max \\|diff\\| {float(row['max_abs_diff']):.3g})"
+    return timed
 
 
 def _row(row: dict[str, str]) -> str:
