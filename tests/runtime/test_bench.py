@@ -444,6 +444,21 @@ def test_resume_refuses_an_earlier_run_on_other_settings(tmp_path):
         _dry(tmp_path, ["mlp"], resume=True)
 
 
+def test_resume_refuses_a_program_of_yours_defined_otherwise(tmp_path):
+    from mallocgame.errors import MallocGameError
+    from mallocgame.runtime.bench import factory_program
+
+    def mine(*args, **kwargs):
+        return factory_program("tests.runtime.factory_module:block", *args, **kwargs)
+
+    _dry(tmp_path, [], extra=(mine(["f32[16,32]"]),), framework=False, calibrate=False)
+    for other in (mine(["f32[8,32]"]), mine(["f32[16,32]"], training=True)):
+        with pytest.raises(MallocGameError, match=r"block with other settings \(program\)"):
+            _dry(tmp_path, [], extra=(other,), framework=False, calibrate=False, resume=True)
+    again = _dry(tmp_path, [], extra=(mine(["f32[16,32]"]),), framework=False, resume=True)
+    assert again["rows"] == [] or all(r["program"] == "block" for r in again["rows"])
+
+
 def test_a_program_cut_short_has_no_summary_and_is_run_again(tmp_path, monkeypatch):
     from mallocgame.runtime import bench
 

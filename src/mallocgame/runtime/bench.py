@@ -619,8 +619,10 @@ def _read_earlier(out: Path, config: BenchConfig) -> _Earlier:
                 "give another --out, or the earlier settings"
             )
         setup = documents.get(name, {}).get("setup")  # None: a run from before it was kept
-        if setup is not None and setup != (now := _setup(config)):
-            changed = sorted(k for k in setup if setup.get(k) != now.get(k))
+        now = _setup(config, (PROGRAMS | {p.name: p for p in config.extra}).get(name))
+        # what the document kept (a key it lacks was not kept yet, by a run of before)
+        changed = sorted(k for k in (setup or {}) if k in now and setup[k] != now[k])
+        if changed:
             raise MallocGameError(
                 f"{out}: the earlier run measured {name} with other settings "
                 f"({', '.join(changed)}): give another --out, or the earlier settings"
@@ -628,9 +630,11 @@ def _read_earlier(out: Path, config: BenchConfig) -> _Earlier:
     return _Earlier(frozenset(done), rows, documents, figures)
 
 
-def _setup(config: BenchConfig) -> dict[str, Any]:
+def _setup(config: BenchConfig, spec: SizedProgram | None) -> dict[str, Any]:
     """What a finished program's rows depend on beside its preset and fast memory, as a
-    program's document keeps it: a resumed run with other settings would mix its rows."""
+    program's document keeps it: a resumed run with other settings would mix its rows.
+    ``spec``: the program (its definition: a user's factory, its inputs' shapes, its
+    training step and optimizer), ``None`` where this run does not have it."""
     return {
         "device": config.device,
         "tiny": config.tiny,
@@ -638,6 +642,7 @@ def _setup(config: BenchConfig) -> dict[str, Any]:
         "work": config.work,
         "hbm_limit": config.hbm_limit,
         "stage_dot_reads": config.stage_dot_reads,
+        **({"program": spec.what} if spec is not None else {}),
     }
 
 
@@ -930,7 +935,7 @@ class _BenchRun:
             "instance": instance.to_dict(),
             "answers": {},
             "program": captured.program.to_dict(),
-            "setup": _setup(config),
+            "setup": _setup(config, spec),
         }
         self.documents[name] = doc
         return _Program(
