@@ -38,6 +38,19 @@ def test_one_file_per_job_and_resume(tmp_path: Path) -> None:
     )
 
 
+def test_two_budgets_are_two_file_names() -> None:
+    tag = lambda seconds, work=None: Job("p", "drop", 0, seconds, work).budget_tag  # noqa: E731
+    assert [tag(60.0), tag(600), tag(0.5, 8), tag(None, 8), tag(None)] == [
+        "t60",
+        "t600",
+        "t0.5-w8",
+        "w8",
+        "default",
+    ]  # the names of the kept sweeps' records, as they were
+    assert tag(0.1) == "t0.1" and tag(0.1000001) == "t0.1000001"  # not both t0.1
+    assert tag(123456789.0) == "t123456789"  # where {:g} would round it: t1.23457e+08
+
+
 def test_a_record_replays_its_answer(tmp_path: Path, capsys) -> None:
     from mallocgame.solution import load_solution
     from mallocgame.workloads.registry import load_workload

@@ -69,9 +69,15 @@ class Job:
 
     @property
     def budget_tag(self) -> str:
+        """The budget in a record's file name: ``t60``, ``w40``, ``t60-w40`` (``default``:
+        none). Seconds are written as ``{:g}`` gives them where that is exact (every kept
+        sweep's), else in full (``t0.1000001``, not ``t0.1``): two budgets, two names."""
         parts = []
         if self.seconds is not None:
-            parts.append(f"t{self.seconds:g}")
+            short = f"{self.seconds:g}"
+            if float(short) != self.seconds:  # the shortest text of the float itself
+                short = repr(float(self.seconds)).removesuffix(".0")
+            parts.append(f"t{short}")
         if self.work is not None:
             parts.append(f"w{self.work}")
         return "-".join(parts) or "default"
