@@ -20,7 +20,13 @@ from mallocgame.errors import InstanceError
 from mallocgame.hardware import PRESETS, HardwarePreset, UnknownPresetError
 from mallocgame.instance import RooflineLatency, TableLatency, instance_from_dict, validate
 from mallocgame.latency import instruction_latency
-from mallocgame.program import Program, ProgramInstruction, ProgramLoop, ProgramTensor
+from mallocgame.program import (
+    Program,
+    ProgramError,
+    ProgramInstruction,
+    ProgramLoop,
+    ProgramTensor,
+)
 from mallocgame.solvers import get_solver
 from tests.builders import tiny_program
 
@@ -209,9 +215,15 @@ def test_preset_capacity_caps_a_large_program():
 def test_bad_arguments():
     with pytest.raises(UnknownPresetError):
         derive_instance(tiny_program(), "no_such_preset")
-    for bad in (0, -0.5, float("nan"), float("inf"), True):
+    for bad in (0, -0.5, float("nan"), float("inf"), True, 10**400):
         with pytest.raises(InstanceError):
             derive_instance(tiny_program(), TOY, capacity_fraction=bad)
+    inst = derive_instance(tiny_program(), TOY)
+    for not_a_program in (inst, None):  # an instance is not derived again
+        with pytest.raises(ProgramError, match="derive_instance: expected a Program"):
+            derive_instance(not_a_program, TOY)  # type: ignore[arg-type]
+    with pytest.raises(InstanceError, match="name must be a string"):
+        derive_instance(tiny_program(), TOY, name=5)  # type: ignore[arg-type]
 
 
 @pytest.mark.parametrize("preset", sorted(PRESETS))
@@ -330,6 +342,20 @@ def test_benefits_match_latency_module_where_fast_memory_is_the_slower() -> None
             benefits.append(inst.buffers[b].benefit_s)
             assert benefits[-1] == empty - instruction_latency(inst, t, frozenset({b}))
     assert min(benefits) < 0
+
+
+def test_a_wide_instructions_loss_is_kept_where_fast_memory_is_the_slower() -> None:
+    """Past 64 buffers the benefit is computed in one pass: a buffer that slows its
+    instruction (fast memory the slower) still has a negative benefit, not 0."""
+    slower = HardwarePreset(**{**TOY.__dict__, "name": "slower", "fast_bandwidth": 1.0})
+    inst = derive_instance(_chain_program(4, wide=100), slower, capacity_fraction=None)
+    wide = max(inst.instructions, key=lambda ins: len(ins.buffers))
+    assert len(wide.buffers) > 64
+    t = inst.instructions.index(wide)
+    empty = instruction_latency(inst, t, frozenset())
+    for b in wide.buffers[:5]:
+        exact = empty - instruction_latency(inst, t, frozenset({b}))
+        assert exact < 0 and inst.buffers[b].benefit_s == pytest.approx(exact, rel=1e-12)
 
 
 @pytest.mark.parametrize("seed", range(5))

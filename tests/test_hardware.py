@@ -117,6 +117,10 @@ def test_invalid_preset_is_rejected():
         ("alignment_bytes", 0),
         ("fast_memory_bytes", 0),
         ("fixed_s", -1e-6),
+        ("alignment_bytes", True),  # a file would hold true, which no loader takes
+        ("fast_memory_bytes", True),
+        ("fast_bandwidth", "1e9"),
+        ("fixed_s", None),
     ]:
         with pytest.raises(InstanceError):
             HardwarePreset(**{**good, key: bad})

@@ -60,7 +60,12 @@ Capacity rule
 
         fast_memory_bytes = min(preset.fast_memory_bytes,
                                 max(alignment,
-                                    floor_to_alignment(capacity_fraction * peak_live_bytes)))
+                                    floor_to_alignment(min(capacity_fraction * peak_live_bytes,
+                                                           preset.fast_memory_bytes))))
+
+    (:func:`capacity_bytes`; for a preset whose fast memory is a multiple of its alignment,
+    every bundled one, this is the :data:`CAPACITY_RULE` the instance records, kept as it
+    is so that every derived instance keeps its hash)
 
     with :func:`peak_live_bytes` = max over ``t`` of the summed sizes of the tensors
     live at ``t`` (live range ``[max(def_time, 0), last_use_time]`` inclusive, so a
@@ -83,6 +88,7 @@ from typing import Any
 import numpy as np
 
 from mallocgame.errors import InstanceError
+from mallocgame.fileio import is_finite_number
 from mallocgame.hardware import HardwarePreset, get_preset
 from mallocgame.instance import (
     MAX_BYTES,
@@ -96,7 +102,7 @@ from mallocgame.instance import (
     Tensor,
     validate,
 )
-from mallocgame.program import Program, ProgramInstruction, validate_program
+from mallocgame.program import Program, ProgramError, ProgramInstruction, validate_program
 
 __all__ = [
     "CAPACITY_RULE",
@@ -287,6 +293,10 @@ def derive_instance(
     :class:`~mallocgame.errors.InstanceError` for a ``capacity_fraction`` that is
     neither ``None`` (the physical fast memory) nor a finite number > 0.
     """
+    if not isinstance(program, Program):  # an Instance is not re-derived: its program is
+        raise ProgramError(f"derive_instance: expected a Program, not {program!r:.80}")
+    if name is not None and not isinstance(name, str):
+        raise InstanceError(f"derive_instance: name must be a string, not {name!r:.80}")
     hw_preset = _resolve(preset)
     _check_capacity_fraction(capacity_fraction)
     validate_program(program)
@@ -310,10 +320,7 @@ def derive_instance(
 def _check_capacity_fraction(capacity_fraction: float | None) -> None:
     """:class:`InstanceError` unless ``capacity_fraction`` is ``None`` or a finite number > 0."""
     if capacity_fraction is not None and (
-        isinstance(capacity_fraction, bool)
-        or not isinstance(capacity_fraction, (int, float))
-        or not math.isfinite(capacity_fraction)
-        or capacity_fraction <= 0
+        not is_finite_number(capacity_fraction) or capacity_fraction <= 0
     ):
         raise InstanceError(
             f"capacity_fraction must be a finite number > 0, got {capacity_fraction!r}"
@@ -379,7 +386,7 @@ class _Latency:
     ) -> None:
         sizes = ins.operand_bytes + ins.output_bytes
         fast_bw, slow_bw = hardware.fast_bandwidth, hardware.slow_bandwidth
-        self.fast_bw = fast_bw
+        self.fast_bw, self.slow_bw = fast_bw, slow_bw
         self.k = k = len(sizes)
         self.fixed = fixed = hw_preset.fixed_s
         self.compute = compute = compute_seconds(ins.flops, ins.transcendentals, hw_preset)
@@ -433,7 +440,10 @@ class _Latency:
                 mem_b += self.slow_terms[i]
             return self.lat_empty - count * (fixed + max(compute, mem_b))
         mem_b = self.mem_slow - self.slow_terms[p] + size / self.fast_bw
-        return max(0.0, self.lat_empty - count * (fixed + max(compute, mem_b)))
+        benefit = self.lat_empty - count * (fixed + max(compute, mem_b))
+        # rounding alone: no buffer slows its instruction where fast memory is the faster
+        # (where it is the slower, SPEC allows it, the loss is real and kept)
+        return max(0.0, benefit) if self.fast_bw >= self.slow_bw else benefit
 
     def model(self, buffers: tuple[int, ...]) -> RooflineLatency | TableLatency:
         """The instruction's latency model over its ``buffers`` (their ids)."""

@@ -33,11 +33,11 @@ Units: bytes, bytes/s, flop/s, transcendentals/s, seconds.
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, replace
 from typing import Any
 
 from mallocgame.errors import InstanceError
+from mallocgame.fileio import is_finite_number
 
 __all__ = [
     "HardwarePreset",
@@ -95,15 +95,15 @@ class HardwarePreset:
 
     def __post_init__(self) -> None:
         where = f"hardware preset {self.name!r}"
-        if not (isinstance(self.fast_memory_bytes, int) and self.fast_memory_bytes >= 1):
-            raise InstanceError(f"{where}: fast_memory_bytes must be a positive integer")
-        if not (isinstance(self.alignment_bytes, int) and self.alignment_bytes >= 1):
-            raise InstanceError(f"{where}: alignment_bytes must be a positive integer")
+        for key in ("fast_memory_bytes", "alignment_bytes"):  # true is no byte count
+            value = getattr(self, key)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise InstanceError(f"{where}: {key} must be a positive integer, got {value!r}")
         for key in _RATES:
             value = getattr(self, key)
-            if not (math.isfinite(value) and value > 0):
+            if not (is_finite_number(value) and value > 0):
                 raise InstanceError(f"{where}: {key} must be finite and > 0, got {value!r}")
-        if not (math.isfinite(self.fixed_s) and self.fixed_s >= 0):
+        if not (is_finite_number(self.fixed_s) and self.fixed_s >= 0):
             raise InstanceError(f"{where}: fixed_s must be finite and >= 0, got {self.fixed_s!r}")
         tile = self.slow_dot_tile
         if isinstance(tile, bool) or not isinstance(tile, int) or tile < 0:
