@@ -419,6 +419,19 @@ def test_tiled_slow_reads_of_a_matmul_by_hand():
     assert check_solution(inst, get_solver("random").solve(inst)).ok
 
 
+@pytest.mark.parametrize("count", [3, 7, 1000003])
+def test_a_tables_benefit_is_the_latency_modules_bit_for_bit(count: int) -> None:
+    tiled = HardwarePreset(**{**TOY.__dict__, "name": "tiled", "slow_dot_tile": 64})
+    program = _matmul_program()
+    counted = dataclasses.replace(
+        program, instructions=(dataclasses.replace(program.instructions[0], count=count),)
+    )
+    inst = derive_instance(counted, tiled)
+    for b in inst.instructions[0].buffers:
+        by_latency = instruction_latency(inst, 0, set()) - instruction_latency(inst, 0, {b})
+        assert inst.buffers[b].benefit_s == by_latency
+
+
 def test_tiled_slow_reads_are_opt_in():
     # Without the tile (every preset but gpu_h100_host), or for an opcode that is no matmul,
     # the roofline is unchanged and the source records nothing new.

@@ -430,8 +430,8 @@ class _Latency:
         """``benefit_s`` of the buffer at position ``p`` (``size`` bytes): seconds saved over
         all executions by that buffer alone in fast memory."""
         count, fixed, compute = self.count, self.fixed, self.compute
-        if self.table is not None:
-            return count * (self.table[0] - self.table[1 << p])
+        if self.table is not None:  # as latency.instruction_latency forms it, bit for bit
+            return count * self.table[0] - count * self.table[1 << p]
         if self.compute_bound:
             return 0.0
         if self.exact:
