@@ -67,7 +67,7 @@ def test_structure_rules(num_buffers: int, seed: int) -> None:
 
 def test_versions_differ_in_the_alias_groups_alone() -> None:
     v1, v2 = (program(2000, 5, loop=True, version=v) for v in (1, 2))
-    assert (v1.name, v2.name) == ("synthetic-v1/b2000-s5", "synthetic-v2/b2000-s5")
+    assert (v1.name, v2.name) == ("synthetic-v1/b2000-s5-loop", "synthetic-v2/b2000-s5-loop")
     assert (v1.instructions, v1.tensors, v1.loops) == (v2.instructions, v2.tensors, v2.loops)
     # chained in-place updates of one storage are one group in v2, a pair each in v1
     assert 0 < len(v2.alias_groups) < len(v1.alias_groups)
@@ -180,6 +180,12 @@ def test_deterministic_in_seed() -> None:
 
 def test_loop_argument_changes_only_the_loop() -> None:
     with_loop, without = generate(500, 4, loop=True), generate(500, 4, loop=False)
+    # two programs, two default names (an instance keyed by name is never the other)
+    assert (with_loop.name, without.name, generate(500, 4).name) == (
+        "synthetic-v2/b500-s4-loop",
+        "synthetic-v2/b500-s4-noloop",
+        "synthetic-v2/b500-s4",
+    )
     assert len(with_loop.loops) == 1 and without.loops == ()
     lp = with_loop.loops[0]
     assert 0 <= lp.first <= lp.last < with_loop.num_instructions and lp.trip_count >= 2

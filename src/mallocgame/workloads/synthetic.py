@@ -510,6 +510,13 @@ def _alias_groups(b: _Builder, version: int) -> tuple[tuple[tuple[int, int], ...
     return tuple(tuple(group) for group in members.values() if len(group) > 1)
 
 
+def _default_name(version: int, num_buffers: int, seed: int, loop: bool | None) -> str:
+    """``synthetic-vV/bB-sS``, and ``-loop`` or ``-noloop`` where ``loop`` was given: the
+    instances of one seed with and without a loop are two programs, and two names."""
+    choice = "" if loop is None else ("-loop" if loop else "-noloop")
+    return f"synthetic-v{version}/b{num_buffers}-s{seed}{choice}"
+
+
 def program(
     num_buffers: int,
     seed: int,
@@ -524,7 +531,8 @@ def program(
     programs. ``loop``: whether part of the program is a loop body (``None``: at
     random; programs under LOOP_MIN_BUFFERS buffers never have one). ``version`` (one of
     :data:`VERSIONS`) fixes the alias groups. ``name`` defaults to
-    ``synthetic-v{version}/b{num_buffers}-s{seed}``. Raises :class:`ValueError` for
+    ``synthetic-v{version}/b{num_buffers}-s{seed}``, with ``-loop`` or ``-noloop`` where
+    ``loop`` is given. Raises :class:`ValueError` for
     ``num_buffers < 1``, a seed that is not an integer from 0 (None would draw a new
     program each call under one name) or an unknown version.
     """
@@ -548,7 +556,7 @@ def program(
         )
     )
     return Program(
-        name=name or f"synthetic-v{version}/b{num_buffers}-s{seed}",
+        name=name or _default_name(version, num_buffers, seed, loop),
         instructions=_program_instructions(builder, count),
         tensors=tensors,
         alias_groups=_alias_groups(builder, version),
