@@ -21,12 +21,15 @@ from __future__ import annotations
 import multiprocessing
 import os
 import signal
+import socket
 import sys
 import threading
 from collections.abc import Callable, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from multiprocessing.context import BaseContext
 from typing import Any
+
+from mallocgame.errors import MallocGameError, WorkerError
 
 #: A worker's exit status when it ends because its parent ended.
 EXIT_PARENT_GONE = 1
@@ -100,3 +103,17 @@ def process_pool(
         initializer=_start_worker,
         initargs=(initializer, initargs),
     )
+
+
+def check_ray_address(
+    address: str, timeout_s: float = 10.0, error: type[MallocGameError] = WorkerError
+) -> None:
+    """Refuse, with ``error``, a Ray ``HOST:PORT`` that is malformed or where nothing
+    accepts a connection within ``timeout_s`` (Ray itself would wait on it for minutes)."""
+    host, sep, port = address.rpartition(":")
+    if not sep or not host or not port.isdigit():
+        raise error(f"ray {address!r}: give local, auto or HOST:PORT")
+    try:
+        socket.create_connection((host.strip("[]"), int(port)), timeout=timeout_s).close()
+    except OSError as exc:
+        raise error(f"ray {address}: no Ray cluster answers there ({exc})") from None

@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from mallocgame.bench.sweep import Job, load_records, run_sweep
+from mallocgame.errors import SolverError, WorkerError
 
 ray = pytest.importorskip("ray")
 
@@ -22,5 +23,22 @@ def test_sweep_runs_on_ray(tmp_path: Path) -> None:
         run_sweep(jobs, local, workers=1)
         by_seed = {r["seed"]: r["reward_s"] for r in load_records(local)}
         assert {r["seed"]: r["reward_s"] for r in load_records(tmp_path)} == by_seed
+        # a job's own error, as one line and its own type: not the Ray worker's traceback
+        too_large = [Job("xla-v1/lstm_infer", "exhaustive", 0, None, 10)]
+        with pytest.raises(SolverError) as raised:
+            run_sweep(too_large, tmp_path / "failed", ray_address=address)
+        assert "too large" in str(raised.value) and "\n" not in str(raised.value)
     finally:
         ray.shutdown()
+
+
+@pytest.mark.parametrize(
+    "address, needle",
+    [("nowhere", "give local, auto or HOST:PORT"), ("127.0.0.1:1", "no Ray cluster answers")],
+)
+def test_a_sweep_on_an_address_without_a_cluster_is_one_line_at_once(
+    tmp_path: Path, address: str, needle: str
+) -> None:
+    jobs = [Job("xla-v1/lstm_infer", "random", 0, None, 2)]
+    with pytest.raises(WorkerError, match=needle):
+        run_sweep(jobs, tmp_path, ray_address=address)

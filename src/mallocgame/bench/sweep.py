@@ -35,10 +35,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from mallocgame.errors import FormatError, MallocGameError, StaleRecordError, WorkerError
+from mallocgame.errors import FormatError, MallocGameError, StaleRecordError, WorkerError, one_line
 from mallocgame.fileio import read_json, write_json
 from mallocgame.solution import RECORD_FORMAT, RECORD_VERSION, check_record_version
-from mallocgame.workers import process_pool
+from mallocgame.workers import check_ray_address, process_pool
 
 __all__ = [
     "Job",
@@ -303,12 +303,23 @@ def _ray_map(jobs: list[Job], out_dir: Path, address: str) -> Iterable[dict[str,
         import ray
     except ImportError:
         raise MallocGameError("--ray needs Ray: pip install ray") from None
-    ray.init(address=address, ignore_reinit_error=True)
+    if address != "auto":  # malformed, or nothing there: one line now, not minutes of waiting
+        check_ray_address(address)
+    try:
+        ray.init(address=address, ignore_reinit_error=True)
+    except (ConnectionError, ValueError, RuntimeError) as exc:
+        raise WorkerError(f"ray {address}: cannot join the cluster ({one_line(exc)})") from None
     remote = ray.remote(run_job)
     pending = [remote.remote(job, str(out_dir)) for job in jobs]
     while pending:
         done, pending = ray.wait(pending, num_returns=1)
-        yield ray.get(done[0])
+        try:
+            yield ray.get(done[0])
+        except ray.exceptions.RayTaskError as exc:  # the job's own error, not the worker's trace
+            cause = exc.cause if isinstance(exc.cause, BaseException) else exc
+            if isinstance(cause, MallocGameError):
+                raise cause.with_traceback(None) from None
+            raise WorkerError(f"a sweep job failed on Ray: {one_line(cause)}") from None
 
 
 def run_sweep(

@@ -37,7 +37,6 @@ from __future__ import annotations
 
 import logging
 import os
-import socket
 import time
 import warnings
 from collections.abc import Callable, Sequence
@@ -53,6 +52,7 @@ from mallocgame.solvers.muzero.reanalyse import Reanalyser
 from mallocgame.solvers.muzero.replay import GameRecord
 from mallocgame.solvers.muzero.selfplay import FinishedGame
 from mallocgame.solvers.muzero.streams import ACTOR, stream
+from mallocgame.workers import check_ray_address
 
 __all__ = [
     "ActorMoves",
@@ -88,7 +88,7 @@ def connect(address: str, actors: int) -> None:
     # Ray starts its processes with fork and exec, which JAX's fork warning cannot tell apart
     warnings.filterwarnings("ignore", message="os.fork", category=RuntimeWarning)
     if address not in (LOCAL, "auto"):
-        _reachable(address)
+        check_ray_address(address, error=SolverError)
     if not ray.is_initialized():
         if address == LOCAL:
             ray.init(
@@ -110,18 +110,6 @@ def connect(address: str, actors: int) -> None:
             f"ray: the cluster has {cpus:g} CPUs, fewer than the {actors} actors of one CPU "
             "this run starts"
         )
-
-
-def _reachable(address: str, timeout_s: float = 10.0) -> None:
-    """Refuse ``HOST:PORT`` where nothing accepts a connection within ``timeout_s`` (Ray
-    itself would wait on it for minutes)."""
-    host, sep, port = address.rpartition(":")
-    if not sep or not host or not port.isdigit():
-        raise SolverError(f"ray {address!r}: give local, auto or HOST:PORT")
-    try:
-        socket.create_connection((host.strip("[]"), int(port)), timeout=timeout_s).close()
-    except OSError as exc:
-        raise SolverError(f"ray {address}: no Ray cluster answers there ({exc})") from None
 
 
 @dataclass(frozen=True)
