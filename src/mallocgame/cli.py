@@ -221,13 +221,20 @@ def _check_dir_argument(folder: str) -> None:
 
 
 def _ray_options(args: argparse.Namespace, solver: str) -> list[str]:
-    """``--ray``/``--actors`` as the muzero settings ``ray`` and ``actors``."""
+    """``--ray``/``--actors`` as the muzero settings ``ray`` and ``actors``; the same
+    settings given with ``--option`` too are refused (the flags would override them)."""
     if args.ray is None:
         if args.actors is not None:
             raise UsageError("--actors needs --ray (local, auto or HOST:PORT)")
         return []
     if not solver.startswith("muzero"):
         raise UsageError(f"--ray runs the muzero agents' self-play, not {solver}'s")
+    if not args.ray.strip() or args.ray.strip().lower() == "none":
+        raise UsageError("--ray needs local, auto or HOST:PORT (without --ray: one process)")
+    given = {item.partition("=")[0].strip() for item in args.option}
+    for key in ("ray", "actors"):
+        if key in given:
+            raise UsageError(f"give {key} once: --{key} or --option {key}=..., not both")
     return [f"ray={args.ray}", f"actors={args.actors if args.actors is not None else 2}"]
 
 

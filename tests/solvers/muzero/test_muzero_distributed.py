@@ -123,6 +123,26 @@ def test_an_address_without_a_cluster_is_one_line_at_once(
     assert not (tmp_path / CHECKPOINT_NAME).exists()  # refused before anything ran
 
 
+@pytest.mark.parametrize(
+    "extra, needle",
+    [
+        (["--ray", "local", "--option", "actors=5"], "give actors once"),
+        (["--ray", "local", "--option", "ray=auto"], "give ray once"),
+        (["--ray", "none", "--actors", "3"], "--ray needs local, auto or HOST:PORT"),
+        (["--ray", "", "--actors", "3"], "--ray needs local, auto or HOST:PORT"),
+    ],
+)
+def test_a_setting_the_ray_flags_would_override_is_refused(
+    tmp_path: Path, capsys, extra: list[str], needle: str
+) -> None:
+    for command in (["train", "synthetic-v1/small"], ["train-agent", "synthetic-v1/small"]):
+        argv = [*command, "--dir", str(tmp_path / command[0]), "--work", "1", *extra]
+        assert main(argv) == 2
+        err = capsys.readouterr().err
+        assert needle in err and "Traceback" not in err
+        assert not (tmp_path / command[0]).exists()
+
+
 def test_a_killed_distributed_run_resumes(cluster: str, tmp_path: Path, capsys) -> None:
     """The whole run (its driver, and with it its actors) is killed once its first
     checkpoint holds a game; the same command resumes and finishes (run here, a driver
