@@ -267,11 +267,24 @@ def _cmd_train_agent(args: argparse.Namespace) -> int:
     if args.split != "all" and not args.suite:
         raise UsageError("--split chooses among the programs of --suite; give one")
     names = list(dict.fromkeys(names))
+    if not names:
+        split = (
+            f" (--split {args.split} of {', '.join(args.suite)} leaves none)" if args.suite else ""
+        )
+        raise UsageError(f"no programs to train on: give workloads or --suite{split}")
     instances = [load_workload(name) for name in names]
     if args.max_buffers is not None:
-        instances = [i for i in instances if i.num_buffers <= args.max_buffers]
-    if not instances:
-        raise UsageError("no programs to train on (give workloads or --suite)")
+        kept = [i for i in instances if i.num_buffers <= args.max_buffers]
+        if not kept:
+            smallest = min(i.num_buffers for i in instances)
+            raise UsageError(
+                f"none of the {len(instances)} programs has at most {args.max_buffers} buffers "
+                f"(--max-buffers; the smallest has {smallest:,})"
+            )
+        instances = kept
+    empty = [i.name for i in instances if i.num_buffers == 0]
+    if empty:  # nothing to decide: no game to play, and no move for the shared agent
+        raise UsageError(f"{', '.join(empty)}: no buffers to place, nothing to train on")
     options = _options([*args.option, *_ray_options(args, "muzero")])
     config = get_solver("muzero").config({**options, "checkpoint_dir": args.dir})
     try:

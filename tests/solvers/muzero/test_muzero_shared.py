@@ -105,6 +105,10 @@ def test_train_agent_on_the_command_line(tmp_path: Path, capsys) -> None:
         (["--split", "train"], "--split chooses among the programs of --suite"),
         (["--actors", "2", "synthetic-v1/small"], "--actors needs --ray"),
         ([], "no programs to train on"),
+        (
+            ["synthetic-v1/small", "--max-buffers", "1"],
+            "none of the 1 programs has at most 1 buffers (--max-buffers; the smallest has 60)",
+        ),
     ],
 )
 def test_train_agent_refuses_bad_arguments_in_one_line(
@@ -113,3 +117,16 @@ def test_train_agent_refuses_bad_arguments_in_one_line(
     assert main(["train-agent", "--dir", str(tmp_path / "a"), *argv]) == 2
     err = capsys.readouterr().err
     assert message in err and "Traceback" not in err
+
+
+def test_train_agent_refuses_a_program_without_buffers(tmp_path: Path, capsys) -> None:
+    from mallocgame.instance import save_instance
+    from tests.builders import I, build
+
+    empty = tmp_path / "empty.json"
+    save_instance(build([], [I()]), empty)
+    argv = ["train-agent", str(empty), "synthetic-v1/small", "--dir", str(tmp_path / "a")]
+    assert main([*argv, "--work", "1"]) == 2
+    err = capsys.readouterr().err
+    assert "no buffers to place, nothing to train on" in err and "Traceback" not in err
+    assert not (tmp_path / "a").exists()
