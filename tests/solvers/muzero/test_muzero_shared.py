@@ -36,6 +36,9 @@ def test_one_network_learns_from_every_program_and_answers_each(programs) -> Non
     assert all(t.replay is trainer.replay for t in trainer.trainers)
     for inst, answer in zip(programs, answers):
         assert answer.instance == inst.name and check_solution(inst, answer).ok
+        # the network every program's answer comes from: the shared learner's steps
+        assert answer.work["learner_steps"] == trainer.counters.learner_steps
+    assert sum(a.work["games"] for a in answers) == trainer.counters.games
 
 
 def test_the_same_seed_and_work_give_the_same_answers(programs) -> None:

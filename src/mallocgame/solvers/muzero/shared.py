@@ -152,8 +152,10 @@ class SharedTrainer(RayActorsOwner):
         clock: Stopwatch | None = None,
     ) -> list[Solution]:
         """Train until ``games`` self-play games (over all programs, in total) are complete
-        or ``seconds`` pass; returns each program's best answer, in order. With neither
-        budget, plays until every program could have finished one game."""
+        or ``seconds`` pass; returns each program's best answer, in order, its ``work`` its
+        program's games and moves and the shared learner's steps (``info.train_seconds``:
+        the whole run's). With neither budget, plays until every program could have
+        finished one game."""
         clock = clock if clock is not None else Stopwatch(seconds)
         cfg, c = self.config, self.counters
         programs = len(self.trainers)
@@ -198,7 +200,9 @@ class SharedTrainer(RayActorsOwner):
         for trainer in self.trainers:
             trainer.params = self.params
             silent = RunPace(cfg, trainer.counters, _summary(trainer), None)
-            answers.append(trainer.finish(clock, None, silent))
+            answer = trainer.finish(clock, None, silent)
+            work = {**answer.work, "learner_steps": self.counters.learner_steps}  # all shared
+            answers.append(dataclasses.replace(answer, work=work))
         pace.end(clock, self.log)
         return answers
 
