@@ -432,6 +432,32 @@ def test_program_table_rewards_and_bound() -> None:
     assert table[3] == "| p | 1,200 | 0.5000 | 0.2500 | 0.6000 |"  # R = 4 s, tightest bound 2.4 s
 
 
+def test_a_bound_of_one_solvers_model_is_raised_to_the_best_valid_answer() -> None:
+    from mallocgame.bench.speedups import speedup_table, tightest_bounds
+
+    def record(solver: str, reward: float, **bound: float) -> dict:
+        return {
+            "program": "p",
+            "solver": solver,
+            "seed": 0,
+            "valid": True,
+            "normalized_reward": reward / 4,
+            "reward_s": reward,
+            "latency_s": 10.0 - reward,
+            **bound,
+        }
+
+    # exhaustive's bound is the game's optimum (2.0 s); exact's valid mapping beats it
+    records = [
+        record("heuristic", 1.5, upper_bound_s=3.0),
+        record("exhaustive", 2.0, bound_s=2.0, upper_bound_s=3.0),
+        record("exact", 2.2, bound_s=2.5, upper_bound_s=3.0),
+    ]
+    assert tightest_bounds(records) == {"p": 2.2}
+    gaps = {row.solver: row.bound_gap for row in speedup_table(records, "heuristic")}
+    assert gaps["exact"] == 0.0 and all(g is not None and g >= 0 for g in gaps.values())
+
+
 def test_a_hybrids_candidates_become_records_of_their_own() -> None:
     from mallocgame.bench.speedups import candidate_records, format_extremes, program_speedups
 

@@ -66,14 +66,20 @@ def _mean_by_program(records: list[dict[str, Any]], key: str) -> dict[tuple[str,
 
 
 def tightest_bounds(records: list[dict[str, Any]]) -> dict[str, float]:
-    """Per program, the smallest upper bound on the reward (seconds) any record carries."""
+    """Per program, the smallest upper bound on the reward (seconds) any record carries,
+    raised to the best valid reward among them: a solver's ``bound_s`` may bound only the
+    answers of its own model (``exhaustive``'s, the game's; ``exact``'s, its CP model's),
+    which another solver's valid mapping can beat; a gap to it is then never negative."""
     bounds: dict[str, float] = {}
+    best: dict[str, float] = {}
     for r in records:
         for key in ("upper_bound_s", "bound_s"):
             value = r.get(key)
             if value is not None and value > 0:
                 bounds[r["program"]] = min(bounds.get(r["program"], value), float(value))
-    return bounds
+        if r.get("valid") and r.get("reward_s") is not None:
+            best[r["program"]] = max(best.get(r["program"], float(r["reward_s"])), r["reward_s"])
+    return {p: max(bound, best.get(p, bound)) for p, bound in bounds.items()}
 
 
 def speedup_table(records: list[dict[str, Any]], baseline: str = "heuristic") -> list[SpeedupRow]:
