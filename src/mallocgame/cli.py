@@ -1260,6 +1260,8 @@ def _cmd_bench_rewards(args: argparse.Namespace) -> int:
 
     for spec in args.solvers:
         solver_spec(spec)  # every spec checked before anything runs
+    for name in ("programs", "solvers", "seeds"):  # one named twice is one curve, run once
+        setattr(args, name, list(dict.fromkeys(getattr(args, name))))
     out = Path(args.out)
     csv_path = output_beside(out, ".csv")
     points = read_csv(csv_path) if csv_path.exists() else []
@@ -1335,7 +1337,7 @@ def _cmd_bench_tasks(args: argparse.Namespace) -> int:
     if limit_s is not None:
         print(
             f"\nlatency limit: {limit:g} x one task alone with every buffer in fast memory"
-            f" = {limit_s:.2f} s\n"
+            f" = {limit_s:.4g} s\n"
         )
         print(tasks.limit_table(rows, limit_s, tasks.fit_counts(MARL_SOCKET, program)))
     return EXIT_OK

@@ -66,7 +66,7 @@ def write_csv(points: list[CurvePoint], path: Path) -> None:
                 p.seed,
                 "" if p.budget_s is None else repr(float(p.budget_s)),
                 f"{p.elapsed_s:.4f}",
-                f"{p.normalized_reward:.6f}",
+                repr(float(p.normalized_reward)),  # in full: a resumed table is the same
                 p.work,
             ]
             for p in points

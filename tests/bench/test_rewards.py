@@ -65,6 +65,20 @@ def test_cli_bench_rewards(tmp_path: Path, capsys) -> None:
     assert out.with_suffix(".csv").exists() and out.with_suffix(".png").exists()
 
 
+def test_a_curve_named_twice_runs_once_and_reads_back_as_printed(tmp_path: Path, capsys) -> None:
+    from mallocgame.bench.rewards import final_table, read_csv
+    from mallocgame.curves import CurvePoint, write_csv
+
+    out = tmp_path / "rw"
+    argv = ["bench", "rewards", "--programs", "xla-v1/lstm_infer", "xla-v1/lstm_infer"]
+    argv += ["--solvers", "greedy", "greedy", "--seeds", "0", "0", "--budget", "0.3"]
+    assert main([*argv, "--out", str(out)]) == 0
+    assert capsys.readouterr().err.count("greedy s0:") == 1
+    points = [CurvePoint("p", "greedy", 0, 1.0, 0.12344951, "games=1", 1.0)]
+    write_csv(points, tmp_path / "c.csv")  # a resumed table prints what the fresh one did
+    assert final_table(read_csv(tmp_path / "c.csv")) == final_table(points)
+
+
 def test_cli_bench_rewards_goes_on_with_the_cells_it_lacks(tmp_path: Path, capsys) -> None:
     out = tmp_path / "rw"
     argv = [

@@ -46,6 +46,36 @@ def test_every_cell_once_references_at_one_seed(tmp_path: Path) -> None:
     assert read_csv(tmp_path / "t.csv") == rows
 
 
+def test_a_cell_named_twice_runs_once_and_a_reference_once_a_count(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    rows = run_tasks_study(
+        tiny_program(),
+        MARL_SOCKET,
+        [1, 4, 4],
+        ["all-slow", "first-touch", "first-touch"],
+        [0, 0],
+        5.0,
+        tmp_path / "t",
+    )
+    assert sorted((r.tasks, r.placement, r.seed) for r in rows) == [
+        (1, "all-slow", 0),
+        (1, "first-touch", 0),
+        (4, "all-slow", 0),
+        (4, "first-touch", 0),
+    ]
+    import mallocgame.bench.tasks as tasks
+
+    def refuse(*_args, **_kwargs):
+        raise AssertionError("a reference was measured again")
+
+    monkeypatch.setattr(tasks, "_reference_latency", refuse)
+    again = run_tasks_study(
+        tiny_program(), MARL_SOCKET, [1], ["all-slow", "first-touch"], [1], 5.0, tmp_path / "t"
+    )
+    assert (1, "first-touch", 1) in {(r.tasks, r.placement, r.seed) for r in again}
+
+
 def test_reference_latencies_are_the_per_task_machines(tmp_path: Path) -> None:
     rows = {(r.tasks, r.placement): r for r in _study(tmp_path / "t")}
     for n in (1, 4):
@@ -305,7 +335,9 @@ def test_tables_and_the_tasks_under_a_limit() -> None:
         "fast-only": 4,
         "heuristic": 1,
     }  # every smaller count under it too
-    assert "| 2 | 10.00 (1.00×) | 13.00 (1.30×) |" in latency_table(rows)
+    assert "| 2 | 10 (1.00×) | 13 (1.30×) |" in latency_table(rows)
+    small = _rows({(1, "fast-only"): 0.0021, (1, "heuristic"): 0.0038})
+    assert "| 1 | 0.0021 (1.00×) | 0.0038 (1.81×) |" in latency_table(small)  # not 0.00
     table = limit_table(rows, 12.5, {"fast-only": 3, "both": 80})
     assert "| fast-only | 3 | 3 |" in table and "| heuristic | 1 | 80 |" in table
 

@@ -149,8 +149,10 @@ def run_tasks_study(
     most = max_tasks(machine)
     if not tasks:
         raise StudyInputError("no count of tasks given")
-    tasks = [whole_number(n, "the count of tasks", 1, most) for n in tasks]
-    seeds = list(checked_seeds(seeds))
+    # a count, placement or seed named twice is one cell, run once
+    tasks = list(dict.fromkeys(whole_number(n, "the count of tasks", 1, most) for n in tasks))
+    placements = list(dict.fromkeys(placements))
+    seeds = list(dict.fromkeys(checked_seeds(seeds)))
     budget_s = budget_seconds(budget_s)
     specs = [p for p in placements if p not in REFERENCES]
     for spec in specs:
@@ -166,13 +168,15 @@ def run_tasks_study(
                 f"{csv_path} holds rows of {held}, not {program.name} at {budget_s:g} s: give another --out"
             )
         done = {(r.tasks, r.placement, r.seed) for r in rows}
+        # a reference is measured once a count of tasks, at whatever seed it was
+        references = {(r.tasks, r.placement) for r in rows if r.placement in REFERENCES}
         for n in tasks:
             inst = derive_instance(program, task_preset(machine, n), capacity_fraction=None)
             cells = [
                 (p, seed) for p in placements for seed in (seeds[:1] if p in REFERENCES else seeds)
             ]
             for placement, seed in cells:
-                if (n, placement, seed) in done:
+                if (n, placement, seed) in done or (n, placement) in references:
                     continue
                 rows.append(_run_cell(program, machine, inst, n, placement, seed, budget_s, out))
                 write_csv(rows, csv_path)
@@ -362,10 +366,10 @@ def latency_table(rows: Sequence[TaskLatency]) -> str:
             value = mean.get((n, p))
             if value is None:
                 cells.append("—")
-            elif ideal:
-                cells.append(f"{value:.2f} ({value / ideal:.2f}×)")
+            elif ideal:  # :.4g: a program of milliseconds is not all 0.00
+                cells.append(f"{value:.4g} ({value / ideal:.2f}×)")
             else:
-                cells.append(f"{value:.2f}")
+                cells.append(f"{value:.4g}")
         lines.append(f"| {n} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
