@@ -920,6 +920,8 @@ def test_solvers_lists_every_option_with_its_default(capsys) -> None:
         and "exhaustive  (work unit: moves)" in out
     )
     assert '    optimizer = "adam"  [one of adam, sgd]' in out
+    (prod,) = [line for line in out.splitlines() if line.startswith("muzero-prod  ")]
+    assert prod.endswith(".")  # the docstring's first paragraph whole, not its first line
     assert "    observation.grid_steps = 32  [int in [1, 1024]]" in out
     assert main(["solvers", "mcts"]) == 0
     assert capsys.readouterr().out.startswith("mcts  (work unit: simulations)")

@@ -178,7 +178,9 @@ def _cmd_solvers(args: argparse.Namespace) -> int:
             get_solver(name)  # the error, with a suggestion
     for name in names:
         cls = SOLVERS[name]
-        doc = (cls.__doc__ or "").strip().splitlines()[0].replace("``", "")
+        # the docstring's first paragraph, one line however many it is written on
+        first = (cls.__doc__ or "").strip().split("\n\n")[0]
+        doc = " ".join(line.strip() for line in first.splitlines()).replace("``", "")
         print(f"{name}  (work unit: {cls.work_unit})  {doc}")
         for opt in option_docs(cls.Config):
             default = json.dumps(opt.default)
@@ -1612,7 +1614,7 @@ def _add_optimize_parser(sub: _SubParsers) -> None:
     _add_option_argument(
         p,
         "KEY=VALUE",
-        "an agent setting (repeat), e.g. num_simulations=32; see 'mallocgame solvers muzero'",
+        "an agent setting (repeat), e.g. num_simulations=32; see 'mallocgame solvers muzero-prod'",
     )
     _add_ray_arguments(p)
     p.set_defaults(func=_cmd_optimize)
