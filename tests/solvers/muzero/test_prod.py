@@ -166,6 +166,16 @@ def test_the_patient_stopwatch_ends_at_a_stall_after_its_grace(monkeypatch) -> N
     now[0] = 115.5
     assert budget.expired() and budget.ended_s == 10.0  # the budget ends it too
     assert PatientStopwatch(Stopwatch(None), 1.0).watching(None)  # no callback to pass on
+    silent = PatientStopwatch(Stopwatch(10.0), patience_s=0.5, grace_s=0.1)  # no report yet:
+    now[0] = 117.0  # 1.5 s: setup, compilation and first games are no stall
+    assert not silent.expired() and silent.ended_s is None
+
+
+def test_patience_without_an_order_search_to_hand_to_is_refused() -> None:
+    from mallocgame.errors import SolverError
+
+    with pytest.raises(SolverError, match="needs order_search_share > 0"):
+        get_solver("muzero-prod").config({"order_search_patience": 0.1, "order_search_share": 0})
 
 
 def test_a_program_without_buffers_is_answered_without_training() -> None:

@@ -280,6 +280,14 @@ class MuZeroProdConfig(MuZeroConfig):
         0.0,
         "> 0: with a wall-clock budget, the agent hands the rest of its share to the order "
         "search once its best answer has not improved for this share of the budget (0: the "
-        "agent keeps its whole share)",
+        "agent keeps its whole share; needs order_search_share > 0)",
         within="[0, 1]",
     )
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.order_search_patience > 0 and self.order_search_share == 0:
+            raise ValueError(
+                "order_search_patience hands the agent's rest to the order search: it needs "
+                "order_search_share > 0"
+            )

@@ -78,15 +78,18 @@ ORDER_SEARCH = "msa-search"
 
 class PatientStopwatch(Stopwatch):
     """``clock``'s budget, which also ends once ``patience_s`` seconds have passed since
-    the last improvement :meth:`watching`'s callback saw, or since ``grace_s`` seconds
-    after this stopwatch was made (the time the agent's demonstrations take): the
-    agent's share, handed to the order search when the agent stalls."""
+    the last improvement :meth:`watching`'s callback saw (the first counting from no
+    earlier than ``grace_s`` seconds after this stopwatch was made, the time the agent's
+    demonstrations take): the agent's share, handed to the order search when the agent
+    stalls. Before the agent's first report nothing stalls (its setup, compilation and
+    first games are no stall); only the budget ends it then."""
 
     def __init__(self, clock: Stopwatch, patience_s: float, grace_s: float = 0.0) -> None:
         super().__init__(clock.seconds)
         self.start = clock.start
         self.patience_s = patience_s
-        self.last_improvement_s = self.elapsed + grace_s
+        self.grace_end_s = self.elapsed + grace_s
+        self.last_improvement_s: float | None = None  # none reported yet
         self.ended_s: float | None = None  # elapsed seconds when it first read as expired
 
     def watching(
@@ -96,7 +99,8 @@ class PatientStopwatch(Stopwatch):
 
         def noted(improvement: Improvement) -> None:
             # an improvement within the grace (a demonstration's) does not shorten it
-            self.last_improvement_s = max(self.last_improvement_s, self.elapsed)
+            last = self.grace_end_s if self.last_improvement_s is None else self.last_improvement_s
+            self.last_improvement_s = max(last, self.elapsed)
             if callback is not None:
                 callback(improvement)
 
@@ -107,7 +111,10 @@ class PatientStopwatch(Stopwatch):
         if self.ended_s is not None:
             return True
         now = self.elapsed
-        if super().expired() or now - self.last_improvement_s >= self.patience_s:
+        stalled = (
+            self.last_improvement_s is not None and now - self.last_improvement_s >= self.patience_s
+        )
+        if super().expired() or stalled:
             self.ended_s = now
         return self.ended_s is not None
 
