@@ -345,3 +345,22 @@ def test_the_order_search_reports_its_mappings_where_no_candidate_is_valid(lstm)
     )
     assert searched is not None and check_solution(lstm, searched).ok
     assert seen  # an invalid candidate's latency (here 0) is no bar to beat
+
+
+def test_without_an_order_search_the_agent_leaves_time_to_judge_its_answer(
+    lstm, monkeypatch
+) -> None:
+    from mallocgame.solvers.muzero.prod import MuZeroProdSolver
+
+    budgets: list = []
+    train = MuZeroProdSolver.train
+
+    def recording(self, instance, config, run, **kwargs):
+        budgets.append(run.clock.seconds)
+        return train(self, instance, config, run, **kwargs)
+
+    monkeypatch.setattr(MuZeroProdSolver, "train", recording)
+    options = {**ONE_GAME, "order_search_share": 0}
+    get_solver("muzero-prod").solve(lstm, SolveRequest(seed=0, seconds=3.0, options=options))
+    (agent_budget,) = budgets
+    assert agent_budget < 3.0  # the judging of its answer kept back, inside the budget

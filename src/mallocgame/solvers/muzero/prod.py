@@ -142,7 +142,9 @@ class MuZeroProdSolver(MuZeroSolver, name="muzero-prod", config=MuZeroProdConfig
             run.improve(xla)
             judged.append(judge(instance, xla))
         left_out: list[str] = []
-        agent_clock = run.clock.until(1.0 - config.order_search_share)
+        # the agent's share; with no order search after it, less the judging of its answer
+        shared = run.clock if config.order_search_share > 0 else run.clock.less(check_s)
+        agent_clock = shared.until(1.0 - config.order_search_share)
         agent = None
         if agent_clock.expired():  # the heuristic took the agent's share of the budget
             left_out.append(AGENT)
