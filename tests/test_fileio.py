@@ -180,7 +180,10 @@ def test_a_file_beside_an_output_keeps_the_whole_name() -> None:
             output_beside(nameless, ".csv")
 
 
-def test_check_writable_finds_a_place_that_takes_no_file(tmp_path: Path) -> None:
+def test_check_writable_finds_a_place_that_takes_no_file(tmp_path: Path, monkeypatch) -> None:
+    import os
+    import tempfile
+
     from mallocgame.errors import OutputFileError
     from mallocgame.fileio import check_writable
 
@@ -189,6 +192,17 @@ def test_check_writable_finds_a_place_that_takes_no_file(tmp_path: Path) -> None
     (tmp_path / "run.csv").write_text("a file")
     with pytest.raises(OutputFileError, match="run.csv is not a folder"):
         check_writable(tmp_path / "run.csv" / "x.json")
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+
+    def read_only(*args, **kwargs):
+        raise PermissionError(13, "Permission denied")
+
+    monkeypatch.setattr(tempfile, "mkstemp", read_only)  # a folder that takes no file
+    with pytest.raises(OutputFileError, match="cannot write in .*Permission denied"):
+        check_writable(tmp_path / "x.json")
+    check_writable(fifo)  # a pipe or device is written through: its folder takes nothing
+    monkeypatch.undo()
     if Path("/proc/self").exists():  # a file system that takes no files, even as root
         with pytest.raises(OutputFileError, match="cannot write in /proc"):
             check_writable("/proc/x.json")
