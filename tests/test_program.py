@@ -227,15 +227,19 @@ RULES = {
     "count": (_set("instructions.2.count", 0), r"instruction 2 \(dus.2\): count must be >= 1"),
     "negative flops": (
         _set("instructions.1.flops", -1.0),
-        r"instruction 1 \(dot.1\): negative flops",
+        r"instruction 1 \(dot.1\): flops must be finite and >= 0, got -1.0",
     ),
     "flops not a number": (
         _set("instructions.1.flops", float("nan")),
-        r"instruction 1 \(dot.1\): negative flops",
+        r"instruction 1 \(dot.1\): flops must be finite and >= 0, got nan",
+    ),
+    "infinite flops": (
+        _set("instructions.1.flops", float("inf")),
+        r"instruction 1 \(dot.1\): flops must be finite and >= 0, got inf",
     ),
     "negative transcendentals": (
         _set("instructions.3.transcendentals", -1.0),
-        r"instruction 3 \(exp.3\): negative flops",
+        r"instruction 3 \(exp.3\): transcendentals must be finite and >= 0, got -1.0",
     ),
     "operand bytes": (_set("instructions.1.operand_bytes", [1000]), "operand_bytes length differs"),
     "output bytes": (_set("instructions.0.output_bytes", []), "output_bytes length differs"),
@@ -317,6 +321,46 @@ def test_validate_checks_a_program_built_in_code() -> None:
     )
     with pytest.raises(ProgramError, match="count must be >= 1"):
         validate_program(broken)
+    # what no file can hold, refused where it is made, not after a save and a load
+    import dataclasses
+
+    dot = program.instructions[1]
+    out = program.tensors[3]
+    for change, needle in [
+        (
+            {
+                "instructions": (
+                    *program.instructions[:1],
+                    dataclasses.replace(dot, count=1.5),
+                    *program.instructions[2:],
+                )
+            },
+            "count 1.5 is no integer",
+        ),
+        (
+            {
+                "instructions": (
+                    *program.instructions[:1],
+                    dataclasses.replace(dot, count=True),
+                    *program.instructions[2:],
+                )
+            },
+            "count True is no integer",
+        ),
+        (
+            {
+                "tensors": (
+                    *program.tensors[:3],
+                    dataclasses.replace(out, last_use_time=3.5),
+                    *program.tensors[4:],
+                )
+            },
+            "last_use_time 3.5 is no integer",
+        ),
+        ({"alias_groups": (((1, 2, 0),),)}, r"member \(1, 2, 0\) is no \(instruction, position\)"),
+    ]:
+        with pytest.raises(ProgramError, match=needle):
+            validate_program(dataclasses.replace(program, **change))
 
 
 def test_the_largest_sizes_and_counts_of_spec_are_valid() -> None:

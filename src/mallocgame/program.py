@@ -23,8 +23,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
+
 from mallocgame.errors import FormatError, InstanceError
-from mallocgame.fileio import read_document, write_json
+from mallocgame.fileio import is_finite_number, read_document, write_json
 from mallocgame.instance import MAX_BYTES, MAX_COUNT, Loop, Tensor, tensor_to_dict
 
 __all__ = [
@@ -162,6 +164,11 @@ def _validate_program_tensors(tensors: tuple[ProgramTensor, ...], num_t: int) ->
     for i, x in enumerate(tensors):
         if x.id != i:
             raise ProgramError(f"tensor {i}: id is {x.id}, expected its index")
+        for key in ("size", "def_time", "last_use_time"):  # 2.5 or true: no file holds them
+            if not _is_whole(getattr(x, key)):
+                raise ProgramError(
+                    f"tensor {i} ({x.name}): {key} {getattr(x, key)!r} is no integer"
+                )
         if x.size < 0:
             raise ProgramError(f"tensor {i} ({x.name}): negative size {x.size}")
         if x.size > MAX_BYTES:
@@ -185,8 +192,18 @@ def _validate_program_instructions(program: Program) -> list[int]:
     num_x = len(tensors)
     defined_by = [-1] * num_x
     for t, ins in enumerate(program.instructions):
-        if not (1 <= ins.count <= MAX_COUNT and ins.flops >= 0 and ins.transcendentals >= 0):
-            _raise_instruction_count(t, ins)  # (NaN flops break the rule too)
+        if not _is_whole(ins.count):
+            raise ProgramError(f"instruction {t} ({ins.name}): count {ins.count!r} is no integer")
+        if not all(_is_whole(b) for b in ins.operand_bytes + ins.output_bytes):
+            raise ProgramError(f"instruction {t} ({ins.name}): a byte count is no integer")
+        for key in ("flops", "transcendentals"):  # finite, at least 0 (NaN and inf are not)
+            value = getattr(ins, key)
+            if not (is_finite_number(value) and value >= 0):
+                raise ProgramError(
+                    f"instruction {t} ({ins.name}): {key} must be finite and >= 0, got {value!r}"
+                )
+        if not 1 <= ins.count <= MAX_COUNT:
+            _raise_instruction_count(t, ins)
         if len(ins.operand_bytes) != len(ins.operands):
             raise ProgramError(f"instruction {t} ({ins.name}): operand_bytes length differs")
         if len(ins.output_bytes) != len(ins.outputs):
@@ -224,13 +241,11 @@ def _validate_program_instructions(program: Program) -> list[int]:
 
 
 def _raise_instruction_count(t: int, ins: ProgramInstruction) -> None:
-    """The message of instruction ``t``'s broken count or flops rule."""
+    """The message of instruction ``t``'s broken count rule."""
     w = f"instruction {t} ({ins.name})"
     if not ins.count >= 1:
         raise ProgramError(f"{w}: count must be >= 1")
-    if ins.count > MAX_COUNT:
-        raise ProgramError(f"{w}: count {ins.count} is more than 2**31-1")
-    raise ProgramError(f"{w}: negative flops")
+    raise ProgramError(f"{w}: count {ins.count} is more than 2**31-1")
 
 
 def _validate_program_groups_and_loops(program: Program) -> None:
@@ -239,6 +254,10 @@ def _validate_program_groups_and_loops(program: Program) -> None:
     seen: set[tuple[int, int]] = set()
     for g, group in enumerate(program.alias_groups):
         for member in group:
+            if len(member) != 2 or not all(_is_whole(v) for v in member):
+                raise ProgramError(
+                    f"alias group {g}: member {member!r:.40} is no (instruction, position)"
+                )
             t, p = member
             buffer = (t, p)  # a plain tuple, whatever sequence the member was built as
             if not (0 <= t < num_t and 0 <= p < program.instructions[t].num_buffers):
@@ -249,10 +268,17 @@ def _validate_program_groups_and_loops(program: Program) -> None:
     for i, lp in enumerate(program.loops):
         if not 0 <= lp.first <= lp.last < num_t:
             raise ProgramError(f"loop {i}: body {lp.first}..{lp.last} out of range")
+        if not all(_is_whole(v) for v in (lp.first, lp.last, lp.trip_count)):
+            raise ProgramError(f"loop {i}: first, last and trip_count must be integers")
         if lp.trip_count < 1:
             raise ProgramError(f"loop {i}: trip_count must be >= 1")
         if lp.trip_count > MAX_COUNT:
             raise ProgramError(f"loop {i}: trip_count {lp.trip_count} is more than 2**31-1")
+
+
+def _is_whole(value: Any) -> bool:
+    """An integer (NumPy's too), not a bool: what a program's counts, sizes and times are."""
+    return isinstance(value, (int, np.integer)) and not isinstance(value, bool)
 
 
 def _whole(value: Any) -> int:
