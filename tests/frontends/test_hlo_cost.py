@@ -83,3 +83,24 @@ def test_a_loop_costs_its_trip_count_and_a_loop_of_0_its_condition_once(
     # condition: a sine (4 transcendentals); body: a multiply (4 flops) and an exponential (4)
     module = parse_module(LOOP.replace("CONFIG", f'{{"known_trip_count":{{"n":"{trip}"}}}}'))
     assert CostModel(module).cost(module.entry.by_name["loop"], module.entry) == work
+
+
+def test_an_asynchronous_all_reduce_costs_what_the_synchronous_one_does() -> None:
+    from mallocgame.frontends.xla import extract_module
+
+    text = """HloModule m, is_scheduled=true
+%sum (a: f32[], b: f32[]) -> f32[] {
+  %a = f32[] parameter(0)
+  %b = f32[] parameter(1)
+  ROOT %s = f32[] add(%a, %b)
+}
+ENTRY %main (x: f32[1024]) -> (f32[1024], f32[1024]) {
+  %x = f32[1024]{0} parameter(0)
+  %ar = f32[1024]{0} all-reduce(%x), replica_groups={}, to_apply=%sum
+  %ars = f32[1024]{0} all-reduce-start(%x), replica_groups={}, to_apply=%sum
+  %ard = f32[1024]{0} all-reduce-done(%ars)
+  ROOT %t = (f32[1024]{0}, f32[1024]{0}) tuple(%ar, %ard)
+}
+"""
+    flops = {i.opcode: i.flops for i in extract_module(text).instructions}
+    assert flops["all-reduce"] == flops["all-reduce-start"] == 1024

@@ -186,6 +186,8 @@ ENTRY %main (x: f32[4]) -> f32[4] {
         (0, 7, 1, "GT", False, 7),
         (5, 2, 1, "LT", True, 0),
         (0, 10, 3, "NE", True, None),  # never equal: not a counted loop
+        (5, 0, 1, "NE", True, None),  # a start past the bound: it runs, never 0 trips
+        (6, 5, 1, "NE", True, None),
         (0, 10, 1, "EQ", True, None),
         (0, 10, 0, "LT", True, None),
     ],
@@ -205,6 +207,39 @@ def test_counted_trip_count(
     module = parse_module(text)
     loop = module.entry.by_name["loop"]
     assert counted_trip_count(module, module.entry, loop) == trip
+
+
+def test_a_counted_loop_in_a_conditional_costs_its_trips() -> None:
+    """A TPU module states no trip count: a counted loop inside a conditional's branch
+    costs its counted trips, as the builder counts a loop at the entry."""
+    from mallocgame.frontends.hlo_cost import CostModel
+
+    loop = _LOOP.replace("BOUND", "5").replace("STEP", "1").replace("START", "0")
+    loop = loop.replace("DIR", "LT").replace("LHS", "%i").replace("RHS", "%n")
+    body = loop.split("ENTRY %main")[0]  # cond and body, an entry of its own below
+    text = body + (
+        "%branch (y: f32[4]) -> f32[4] {\n"
+        "  %y = f32[4] parameter(0)\n"
+        "  %zero = s32[] constant(0)\n"
+        "  %t = (s32[], f32[4]) tuple(%zero, %y)\n"
+        "  %loop = (s32[], f32[4]) while(%t), condition=%cond, body=%body\n"
+        "  ROOT %out = f32[4] get-tuple-element(%loop), index=1\n"
+        "}\n\n"
+        "ENTRY %main (x: f32[4], c: s32[]) -> f32[4] {\n"
+        "  %x = f32[4] parameter(0)\n"
+        "  %c = s32[] parameter(1)\n"
+        "  ROOT %r = f32[4] conditional(%c, %x), branch_computations={%branch}\n"
+        "}\n"
+    )
+    module = parse_module(text)
+    costs = CostModel(module)
+    in_branch = costs.cost(module.entry.by_name["r"], module.entry)
+    once = [
+        costs.computation_cost(c)
+        for c in (module.computations["cond"], module.computations["body"])
+    ]
+    trip = sum(f for f, _ in once)
+    assert trip > 0 and in_branch[0] == 5 * trip  # five trips, not one
 
 
 def test_unknown_target_is_refused() -> None:

@@ -126,6 +126,7 @@ _PER_ELEMENT = frozenset(
         "reduce-precision",
         "stochastic-convert",
         "all-reduce",
+        "all-reduce-start",  # a GPU dump's asynchronous all-reduce: the same work
         "reduce-scatter",
         "topk",
         "collective-reduce",
@@ -280,8 +281,8 @@ def counted_trip_count(
         trip = -(-span // step)
     elif direction == "LE":
         trip = span // step + 1
-    elif direction == "NE" and span % step == 0:
-        trip = span // step
+    elif direction == "NE" and span >= 0 and span % step == 0:  # a start past the bound
+        trip = span // step  # never equals it: no count, not 0
     else:
         return None
     return min(max(trip, 0), MAX_COUNT + 1)
@@ -354,6 +355,8 @@ class CostModel:
             f1, t1 = self._called_cost(ins, "condition")
             f2, t2 = self._called_cost(ins, "body")
             n = known_trip_count(ins)
+            if n is None:  # a TPU module states none: counted as the builder counts it
+                n = counted_trip_count(self.module, comp, ins)
             if n == 0:  # the condition runs once, the body never
                 return f1, t1
             n = 1 if n is None else n
