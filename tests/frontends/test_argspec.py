@@ -22,6 +22,16 @@ def test_parse_arg_spec() -> None:
     assert parse_arg_spec(" s32[ 3 ] ").dtype == jax.numpy.int32
 
 
+@pytest.mark.parametrize("wide", ["s64[2]", "u64[]", "f64[4]"])
+def test_a_64_bit_type_needs_jaxs_64_bit_mode(wide: str) -> None:
+    assert parse_spec(wide).nbytes in (8, 16, 32)  # the spec itself is fine: torch takes it
+    if jax.config.jax_enable_x64:
+        assert parse_arg_spec(wide).dtype.itemsize == 8
+        return
+    with pytest.raises(ArgSpecError, match="JAX lowers 64-bit types to 32 bits"):
+        parse_arg_spec(wide)  # else s64[2] would be lowered to s32[2], half its bytes
+
+
 @pytest.mark.parametrize("bad", ["f32", "q32[3]", "f32[a]", "f32[3"])
 def test_bad_arg_spec(bad: str) -> None:
     with pytest.raises(ArgSpecError, match="bad argument spec"):

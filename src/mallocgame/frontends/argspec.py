@@ -127,11 +127,19 @@ def parse_spec(spec: str) -> ArgSpec:
 
 def parse_arg_spec(spec: str) -> Any:
     """``"f32[8,64]"`` -> ``jax.ShapeDtypeStruct((8, 64), float32)`` (``"f32[]"`` is a scalar);
-    the spec is checked by :func:`parse_spec` before JAX sees it."""
+    the spec is checked by :func:`parse_spec` before JAX sees it. A 64-bit type (``s64``,
+    ``u64``, ``f64``) needs JAX's 64-bit mode (``JAX_ENABLE_X64=1``): without it JAX would
+    lower it to 32 bits, half the bytes the spec names, so it is refused instead."""
     parsed = parse_spec(spec)
     import jax
     import jax.numpy as jnp
 
+    if parsed.dtype in ("s64", "u64", "f64") and not jax.config.jax_enable_x64:
+        raise _bad(
+            spec,
+            "JAX lowers 64-bit types to 32 bits unless JAX_ENABLE_X64=1 is set; set it, or give "
+            f"the 32-bit type ({parsed.dtype[0]}32)",
+        )
     return jax.ShapeDtypeStruct(parsed.dims, jnp.dtype(DTYPES[parsed.dtype]))
 
 
