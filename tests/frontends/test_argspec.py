@@ -25,7 +25,7 @@ def test_parse_arg_spec() -> None:
 @pytest.mark.parametrize("wide", ["s64[2]", "u64[]", "f64[4]"])
 def test_a_64_bit_type_needs_jaxs_64_bit_mode(wide: str) -> None:
     assert parse_spec(wide).nbytes in (8, 16, 32)  # the spec itself is fine: torch takes it
-    if jax.config.jax_enable_x64:
+    if jax.config.read("jax_enable_x64"):
         assert parse_arg_spec(wide).dtype.itemsize == 8
         return
     with pytest.raises(ArgSpecError, match="JAX lowers 64-bit types to 32 bits"):

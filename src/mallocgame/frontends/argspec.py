@@ -134,7 +134,7 @@ def parse_arg_spec(spec: str) -> Any:
     import jax
     import jax.numpy as jnp
 
-    if parsed.dtype in ("s64", "u64", "f64") and not jax.config.jax_enable_x64:
+    if parsed.dtype in ("s64", "u64", "f64") and not jax.config.read("jax_enable_x64"):
         raise _bad(
             spec,
             "JAX lowers 64-bit types to 32 bits unless JAX_ENABLE_X64=1 is set; set it, or give "
