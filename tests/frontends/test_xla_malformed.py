@@ -150,6 +150,33 @@ def test_a_shape_of_more_than_2_53_bytes_is_refused_naming_it(tmp_path: Path) ->
 )
 def test_a_malformed_instruction_is_named(old: str, new: str, needle: str) -> None:
     _refused(_edit(old, new), XlaFrontendError, needle)
+    from mallocgame.frontends.hlo_parse import parse_module
+    from mallocgame.frontends.xla import entry_interface
+
+    with pytest.raises(XlaFrontendError, match=needle):  # the same refusal, not a bare error
+        entry_interface(parse_module(_edit(old, new)))
+
+
+@pytest.mark.parametrize(
+    "root",
+    [
+        "ROOT %d = f32[2,2]{1,0} dot(), lhs_contracting_dims={1}, rhs_contracting_dims={0}",
+        "ROOT %d = f32[2,2]{1,0} fusion(%x), kind=kLoop, calls=%nope",
+    ],
+)
+def test_the_entry_interface_of_a_malformed_module_is_one_frontend_error(root: str) -> None:
+    from mallocgame.frontends.hlo_parse import parse_module
+    from mallocgame.frontends.xla import entry_interface
+
+    text = (
+        "HloModule m, is_scheduled=true\n"
+        "ENTRY %main (x: f32[2,2]) -> f32[2,2] {\n"
+        "  %x = f32[2,2]{1,0} parameter(0)\n"
+        f"  {root}\n"
+        "}\n"
+    )
+    with pytest.raises(XlaFrontendError, match="module m: "):
+        entry_interface(parse_module(text))
 
 
 @pytest.mark.parametrize(

@@ -820,8 +820,32 @@ def entry_interface(module: HloModule) -> EntryInterface:
     """The :class:`EntryInterface` of a parsed, scheduled ``module`` (for code that binds a
     program's inputs and results to a function's arguments and outputs)."""
     builder = _Builder(module)
-    root = builder.run(module.entry, [], 1)
+    with _malformed_module(module, builder):
+        root = builder.run(module.entry, [], 1)
     return EntryInterface(params=dict(builder.entry_params), results=tuple(_leaves(root)))
+
+
+@contextlib.contextmanager
+def _malformed_module(module: HloModule, builder: _Builder) -> Iterator[None]:
+    """A malformed module's error while ``builder`` reads it, as one
+    :class:`XlaFrontendError` naming the instruction it was at."""
+    try:
+        yield
+    except HloParseError as exc:  # a malformed attribute (a trip count, a called computation)
+        raise XlaFrontendError(f"module {module.name}: {exc}") from None
+    except (KeyError, IndexError, TypeError, ValueError) as exc:
+        ins = builder.current
+        at = "" if ins is None else f" at {ins.opcode} {ins.name}"
+        raise XlaFrontendError(
+            f"module {module.name}: malformed HLO{at} ({type(exc).__name__}: {exc})"
+        ) from None
+    except RecursionError:
+        ins = builder.current
+        at = "" if ins is None else f" at {ins.opcode} {ins.name}"
+        raise XlaFrontendError(
+            f"module {module.name}: malformed HLO{at}: a computation calls itself, "
+            "directly or through others"
+        ) from None
 
 
 def extract_module_with_placement(
@@ -849,24 +873,9 @@ def extract_module_with_placement(
     src.update(source or {})
     src["bytes"] = "partial" if partial_bytes else "shape"
     builder = _Builder(module, partial_bytes)
-    try:
+    with _malformed_module(module, builder):
         program = builder.finish(name or module.name, src)
-        return program, builder.placement
-    except HloParseError as exc:  # a malformed attribute (a trip count, a called computation)
-        raise XlaFrontendError(f"module {module.name}: {exc}") from None
-    except (KeyError, IndexError, TypeError, ValueError) as exc:
-        ins = builder.current
-        at = "" if ins is None else f" at {ins.opcode} {ins.name}"
-        raise XlaFrontendError(
-            f"module {module.name}: malformed HLO{at} ({type(exc).__name__}: {exc})"
-        ) from None
-    except RecursionError:
-        ins = builder.current
-        at = "" if ins is None else f" at {ins.opcode} {ins.name}"
-        raise XlaFrontendError(
-            f"module {module.name}: malformed HLO{at}: a computation calls itself, "
-            "directly or through others"
-        ) from None
+    return program, builder.placement
 
 
 # ---------------------------------------------------------------------------------------
