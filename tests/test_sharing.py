@@ -66,6 +66,10 @@ def test_a_machine_with_impossible_figures_is_refused() -> None:
         SharedMachine(DRAM_PMEM, 4, 1.0, math.nan, 1.0, 16 * GIB, 128 * GIB, GIB)
     with pytest.raises(InstanceError, match="system_bytes"):
         SharedMachine(DRAM_PMEM, 4, 1.0, 1.0, 1.0, 16 * GIB, 128 * GIB, 16 * GIB)
+    with pytest.raises(InstanceError, match="below the slow memory's size"):
+        SharedMachine(DRAM_PMEM, 4, 1.0, 1.0, 1.0, 16 * GIB, 1, GIB)  # tasks would fit -14
+    with pytest.raises(InstanceError, match="cores"):
+        SharedMachine(DRAM_PMEM, True, 1.0, 1.0, 1.0, 16 * GIB, 128 * GIB, GIB)
 
 
 def _chain():
@@ -106,7 +110,12 @@ def test_hit_rates_follow_the_direct_mapped_cache_formula() -> None:
 def test_memory_mode_lies_between_all_slow_and_all_fast() -> None:
     inst = derive_instance(tiny_program(), task_preset(MARL_SOCKET, 2), capacity_fraction=None)
     slow, fast = baseline_latency(inst), dram_only_latency(inst)
-    assert memory_mode_latency(inst, 2, 64) == pytest.approx(slow)  # one line: nothing ever hits
+    assert memory_mode_latency(inst, 2, 63) == pytest.approx(slow)  # no line: nothing ever hits
+    # one line: only an access with nothing touched since its last one hits, (1 - 64/64)^0
+    rates = memory_mode_hit_rates(inst, 2, 64)
+    assert set(np.unique(rates)) <= {0.0, 1.0}
+    assert np.array_equal(rates == 1.0, reuse_distances(inst) == 0)
+    assert memory_mode_latency(inst, 2, 64) <= slow
     assert fast < memory_mode_latency(inst, 2, 1 << 20) < slow
     assert memory_mode_latency(inst, 2, 1 << 40) == pytest.approx(fast, rel=1e-6)
     ideal = sum(

@@ -17,6 +17,9 @@ from mallocgame.units import format_bytes
         (13_824, "13.5 KiB"),
         (128 << 20, "128.0 MiB"),
         (40 << 30, "40.0 GiB"),
+        ((1 << 20) - 1, "1.0 MiB"),  # not 1024.0 KiB
+        ((1 << 30) - 1, "1.0 GiB"),
+        (-2048, "-2.0 KiB"),
     ],
 )
 def test_format_bytes_picks_the_largest_binary_unit(n: int, text: str) -> None:

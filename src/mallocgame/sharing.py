@@ -89,7 +89,7 @@ class SharedMachine:
     assumptions: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
-        if not (isinstance(self.cores, int) and self.cores >= 1):
+        if isinstance(self.cores, bool) or not (isinstance(self.cores, int) and self.cores >= 1):
             raise InstanceError(
                 f"shared machine: cores must be a positive integer, got {self.cores!r}"
             )
@@ -99,6 +99,8 @@ class SharedMachine:
                 raise InstanceError(f"shared machine: {key} must be finite and > 0, got {value!r}")
         if not 0 <= self.system_bytes < self.fast_total_bytes:
             raise InstanceError("shared machine: system_bytes must be below the fast memory's size")
+        if not self.system_bytes < self.slow_total_bytes:  # else a negative count of tasks fits
+            raise InstanceError("shared machine: system_bytes must be below the slow memory's size")
 
 
 _IZRAELEVITZ = (
@@ -227,7 +229,9 @@ def memory_mode_hit_rates(instance: Instance, tasks: int, cache_bytes: int) -> n
     footprint = float(peak_live_bytes(instance))
     own = np.minimum(reuse_distances(instance), footprint)
     lines = tasks * own / _LINE
-    return np.power(1.0 - _LINE / cache_bytes, lines) if cache_bytes > _LINE else np.zeros_like(own)
+    if cache_bytes < _LINE:  # not one line of cache: nothing hits
+        return np.zeros_like(own)
+    return np.power(1.0 - _LINE / cache_bytes, lines)  # a cache of one line: reuse 0 hits
 
 
 def memory_mode_latency(instance: Instance, tasks: int, cache_bytes: int) -> float:
