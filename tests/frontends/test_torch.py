@@ -638,3 +638,26 @@ def test_training_step_options_are_checked() -> None:
             training_step=TrainingStep("model"),
             labels=torch.zeros(2, dtype=torch.int64),
         )
+
+
+class ReadsItsTiedHead(nn.Module):
+    """Reads the tied head's weight without calling the head (as Mamba reads
+    ``lm_head.weight.dtype``)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.emb = nn.Embedding(10, 8)
+        self.head = nn.Linear(8, 10, bias=False)
+        self.head.weight = self.emb.weight
+
+    def forward(self, i):
+        return (self.emb(i).to(self.head.weight.dtype) @ self.head.weight.T).sum()
+
+
+def test_a_tied_weight_read_without_its_module_is_captured() -> None:
+    module = ReadsItsTiedHead()
+    index = torch.zeros(3, dtype=torch.int64)
+    for step in (None, TrainingStep("output")):
+        program = extract_torch(module, (index,), training_step=step)
+        assert "head.weight is emb.weight" in program.source["notes"]
+    assert module.head.weight is module.emb.weight  # the module is as it was

@@ -229,20 +229,20 @@ def parameters_tied_once(module: Any) -> Iterator[list[str]]:
                 ties.append((sub, name, param, *owner))
     handles = []
     try:
+        looked_up = []  # (module, name, owner, owner's name): every tie, set at once
         for sub, name, _, owner_module, owner_name in ties:
-            owner = module.get_submodule(owner_module)
             del sub._parameters[name]
+            looked_up.append((sub, name, module.get_submodule(owner_module), owner_name))
 
-            def look_up(
-                mod: Any,
-                args: Any,
-                name: str = name,
-                owner: Any = owner,
-                owner_name: str = owner_name,
-            ) -> None:
-                object.__setattr__(mod, name, owner._parameters[owner_name])
+        def look_up(*_: Any) -> None:
+            # before the root's code runs, not only the tied module's own: code elsewhere
+            # may read a tied weight without calling its module (Mamba's lm_head.weight.dtype)
+            for sub, name, owner, owner_name in looked_up:
+                object.__setattr__(sub, name, owner._parameters[owner_name])
 
-            handles.append(sub.register_forward_pre_hook(look_up))
+        if looked_up:
+            handles.append(module.register_forward_pre_hook(look_up))
+            handles.extend(sub.register_forward_pre_hook(look_up) for sub, *_ in looked_up)
         yield [f"{_dotted(m, n, module)} is {_dotted_name(om, on)}" for m, n, _, om, on in ties]
     finally:
         for handle in handles:
