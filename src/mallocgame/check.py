@@ -680,11 +680,9 @@ def _relative_error(claim: float, exact: Fraction) -> Fraction | None:
 
 
 def _claim_failure(name: str, claim: object, exact: Fraction, what: str) -> list[Failure]:
-    """A ``reward_mismatch`` unless ``claim`` is within ``REWARD_RTOL`` of ``exact`` or is
-    ``exact`` correctly rounded to a float (which is all a float can say where ``exact``
-    is below the normal floats: there a relative 1e-9 may hold for no float at all)."""
+    """A ``reward_mismatch`` unless ``claim`` is within ``REWARD_RTOL`` of ``exact``."""
     error = _relative_error(claim, exact)  # type: ignore[arg-type]
-    if error is not None and (error <= REWARD_RTOL or claim == float(exact)):
+    if error is not None and error <= REWARD_RTOL:
         return []
     off = "is not a finite number" if error is None else f"is off by {float(error):.3g} (relative)"
     return [
