@@ -64,10 +64,11 @@ def check_writable(path: str | os.PathLike[str]) -> None:
     folder, a file where a folder goes, or a file system that takes no files is found out
     before the work, not after it). Folders still missing are not made here."""
     try:  # a device or pipe (/dev/stdout) is written through, not beside: no folder needed
-        if stat.S_ISCHR(os.stat(path).st_mode) or stat.S_ISFIFO(os.stat(path).st_mode):
-            return
+        mode = os.stat(path).st_mode
     except OSError:
-        pass  # not there yet: a file to make
+        mode = 0  # not there yet: a file to make
+    if stat.S_ISCHR(mode) or stat.S_ISFIFO(mode):
+        return
     folder = Path(path).parent
     while not folder.exists() and folder != folder.parent:
         folder = folder.parent

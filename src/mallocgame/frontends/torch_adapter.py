@@ -213,7 +213,8 @@ def _signature(module: Any, labels: bool) -> inspect.Signature:
 def parameters_tied_once(module: Any) -> Iterator[list[str]]:
     """While the block runs, a parameter registered under several names (tied weights: a
     language model's output layer and its embedding) is registered under its first name
-    only, and the other modules look it up there when they run; afterwards the module is
+    only, and the other names look it up there each time ``module`` is called (before
+    any of its code, which may read a tied weight without calling its module); afterwards the module is
     as it was. The capture then has one input for it, which receives one gradient (torch's
     joint graph refuses a parameter registered twice: one of its names gets no gradient).
     Yields ``"NAME is FIRST"`` for every tie."""
@@ -242,7 +243,6 @@ def parameters_tied_once(module: Any) -> Iterator[list[str]]:
 
         if looked_up:
             handles.append(module.register_forward_pre_hook(look_up))
-            handles.extend(sub.register_forward_pre_hook(look_up) for sub, *_ in looked_up)
         yield [f"{_dotted(m, n, module)} is {_dotted_name(om, on)}" for m, n, _, om, on in ties]
     finally:
         for handle in handles:
