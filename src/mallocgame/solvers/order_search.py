@@ -26,9 +26,8 @@ that puts first the candidates the agent's answer placed in fast memory
 Work unit: evaluations (one proposal placed and simulated). With a work budget the same
 seed gives the same answer; with neither budget, :data:`DEFAULT_EVALUATIONS`. A
 wall-clock budget is kept from the first evaluation on: the heuristic's own verified
-placement, the start of every proposal, runs first whatever the budget (0.3-0.8 s on
-programs of 3,000 to 27,000 buffers on the 2-core AMD EPYC, 2026-11-28, other work
-running), so a budget under a second can end after it.
+placement, the start of every proposal, runs first whatever the budget, so a budget
+shorter than it ends after it.
 Cost of one evaluation: the heuristic's placement from the first moved position on,
 plus one simulation (``O(instructions + copies)``): benchmarks/order_search_speed.py.
 """
