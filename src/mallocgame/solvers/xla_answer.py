@@ -9,8 +9,8 @@ XLA's). :func:`xla_answer` keeps the reading where it passes the checker; otherw
 projects it (:func:`~mallocgame.solvers.projection.project`) onto the closest legal game
 trajectory, whose fast set is XLA's but for what the game's rules add or take away: where
 XLA split an alias group, or kept a tensor resident, the game may place more of the group
-or of the tensor's reads in fast memory than XLA did (on five of the 48 ``tpu-v1``
-programs, 1 to 12 buffers). The result says both: the legal answer
+or of the tensor's reads in fast memory than XLA did (docs/tpu.md). The result says both:
+the legal answer
 (checked), and what the raw reading broke and how much of its reward the legal one keeps.
 
 The solver ``xla`` (:class:`XlaSolver`) answers with it for a program frozen with XLA's
