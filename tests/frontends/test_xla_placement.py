@@ -88,6 +88,27 @@ def test_placement_of_another_program_is_refused() -> None:
         placement_solution(derive_instance(other, "tpu_v4i", capacity_fraction=None), placement)
 
 
+def test_placement_of_a_program_with_the_same_counts_is_refused_by_its_structure() -> None:
+    """Counts alike (one tensor's size doubled): the recorded structure tells them apart."""
+    from dataclasses import replace
+
+    from mallocgame.frontends.xla_placement import (
+        instance_structure_sha256,
+        program_structure_sha256,
+    )
+
+    program, placement = extract_dump_with_placement(DATA / "tpu_mlp")
+    assert placement.structure_sha256 == program_structure_sha256(program)
+    inst = derive_instance(program, "tpu_v4i", capacity_fraction=None)
+    assert instance_structure_sha256(inst) == placement.structure_sha256
+    first = program.tensors[0]
+    other = replace(program, tensors=(replace(first, size=2 * first.size), *program.tensors[1:]))
+    with pytest.raises(PlacementError, match="another program's tensors or sizes"):
+        placement_solution(derive_instance(other, "tpu_v4i", capacity_fraction=None), placement)
+    unbound = replace(placement, structure_sha256=None)  # a file from before the field
+    placement_solution(derive_instance(other, "tpu_v4i", capacity_fraction=None), unbound)
+
+
 @pytest.mark.parametrize(
     "mutate, needle",
     [
@@ -96,6 +117,8 @@ def test_placement_of_another_program_is_refused() -> None:
         (lambda d: d["buffers"][0].__setitem__(0, [True, -1]), "True is not a whole number"),
         (lambda d: d["copies"][0].__setitem__(3, 1.7), "1.7 is not a whole number"),
         (lambda d: d["copies"][0].__setitem__(3, float("inf")), "inf is not a whole number"),
+        (lambda d: d.__setitem__("structure_sha256", "ab"), "'ab' is not a SHA-256 digest"),
+        (lambda d: d.__setitem__("structure_sha256", 7), "7 is not a SHA-256 digest"),
     ],
 )
 def test_a_malformed_placement_is_a_format_error(mutate, needle: str) -> None:
@@ -109,7 +132,7 @@ def test_a_malformed_placement_is_a_format_error(mutate, needle: str) -> None:
     )
 
     placement = XlaPlacement(
-        "p", ((BufferSpace(1, 0), BufferSpace(0, None)),), (XlaCopy(0, 0, 1, 0, 1),)
+        "p", ((BufferSpace(1, 0), BufferSpace(0, None)),), (XlaCopy(0, 0, 1, 0, 1),), "0" * 64
     )
     doc = placement_to_dict(placement)
     assert placement_from_dict(doc) == placement

@@ -13,7 +13,12 @@ import pytest
 
 from mallocgame.check import check_solution
 from mallocgame.errors import SolverError
-from mallocgame.frontends.xla_placement import placement_from_dict, placement_to_dict
+from mallocgame.frontends.xla_placement import (
+    instance_structure_sha256,
+    placement_from_dict,
+    placement_to_dict,
+    program_structure_sha256,
+)
 from mallocgame.solvers import SolveRequest, get_solver
 from mallocgame.workloads.registry import load_workload, workload_names
 from mallocgame.workloads.suite import (
@@ -50,6 +55,8 @@ def test_program_plays_and_its_placement_belongs_to_it(name: str) -> None:
     assert len(placement.buffers) == len(program.instructions)
     assert placement_from_dict(placement_to_dict(placement)) == placement
     assert all(c.tensor < len(program.tensors) for c in placement.copies)
+    assert placement.structure_sha256 == program_structure_sha256(program)
+    assert placement.structure_sha256 == instance_structure_sha256(load_workload(name))
 
 
 @pytest.mark.parametrize("name", SMALL, ids=[n.split("/", 1)[1] for n in SMALL])
@@ -78,7 +85,7 @@ def test_freeze_writes_the_program_and_its_placement(tmp_path) -> None:
     again = load_program(tmp_path / "gru_infer_b512-v5e.program.json.gz")
     assert again.tensors == frozen.tensors and again.instructions == frozen.instructions
     placement = load_placement(tmp_path / "gru_infer_b512-v5e.xla.json.gz")
-    assert placement.copies == suite_placement("tpu-v1/gru_infer_b512-v5e").copies
+    assert placement == suite_placement("tpu-v1/gru_infer_b512-v5e")
 
 
 def test_freeze_refuses_a_model_the_suite_does_not_have(tmp_path) -> None:

@@ -98,7 +98,12 @@ from mallocgame.frontends.hlo_parse import (
     parse_module,
     shape_leaves,
 )
-from mallocgame.frontends.xla_placement import BufferSpace, XlaCopy, XlaPlacement
+from mallocgame.frontends.xla_placement import (
+    BufferSpace,
+    XlaCopy,
+    XlaPlacement,
+    program_structure_sha256,
+)
 from mallocgame.instance import MAX_COUNT
 from mallocgame.program import (
     Program,
@@ -770,7 +775,10 @@ class _Builder:
         )
         validate_program(program)
         self.placement = XlaPlacement(
-            program=name, buffers=tuple(self.spaces), copies=tuple(XlaCopy(*c) for c in self.copies)
+            program=name,
+            buffers=tuple(self.spaces),
+            copies=tuple(XlaCopy(*c) for c in self.copies),
+            structure_sha256=program_structure_sha256(program),
         )
         return program
 

@@ -28,6 +28,12 @@ reads; chains of one alias group together) takes the lowest aligned offset free 
 its time span, chains taken in order of first step. XLA's own offsets are not used:
 its sizes and times are not the game's.
 
+A placement records its program's structure (:func:`program_structure_sha256`: the
+tensor of each instruction's buffers and each tensor's size), and
+:func:`placement_solution` refuses an instance of another structure, even one with the
+same counts of instructions and buffers. A placement file without it (written before
+the field existed) is held to the counts alone.
+
 Decisions the game cannot express are listed in the solution's ``info["unexpressed"]``
 (a value read from a fast space it never reached through a copy or an output, such as
 an entry parameter the caller placed there; a program result XLA leaves in a fast
@@ -40,9 +46,11 @@ fit the instance's fast memory (also listed).
 
 from __future__ import annotations
 
+import hashlib
+import json
 import os
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -50,6 +58,7 @@ from mallocgame.errors import FormatError, MallocGameError
 from mallocgame.fileio import read_document, write_json
 from mallocgame.instance import Instance
 from mallocgame.latency import mapping_reward, normalize
+from mallocgame.program import Program
 from mallocgame.solution import Allocation, Solution
 
 __all__ = [
@@ -58,6 +67,8 @@ __all__ = [
     "XlaCopy",
     "XlaPlacement",
     "placement_solution",
+    "program_structure_sha256",
+    "instance_structure_sha256",
     "placement_to_dict",
     "placement_from_dict",
     "save_placement",
@@ -105,12 +116,14 @@ class XlaPlacement:
     """XLA's memory-space decisions for a program extracted from its module.
 
     ``buffers[t][p]``: the space of buffer ``p`` (operands, then outputs) of program
-    instruction ``t``.
+    instruction ``t``. ``structure_sha256``: the program's
+    :func:`program_structure_sha256` (``None`` for a file written before it was recorded).
     """
 
     program: str
     buffers: tuple[tuple[BufferSpace, ...], ...]
     copies: tuple[XlaCopy, ...]
+    structure_sha256: str | None = None
 
     @property
     def spaces(self) -> frozenset[int]:
@@ -120,13 +133,48 @@ class XlaPlacement:
         return frozenset(found)
 
 
+def _structure_sha256(tensors_of: Sequence[Sequence[int]], sizes: Sequence[int]) -> str:
+    """SHA-256 of the JSON of ``[tensors_of, sizes]``: each instruction's buffers' tensor ids
+    (operands, then outputs) and each tensor's size in bytes."""
+    text = json.dumps([[list(row) for row in tensors_of], list(sizes)], separators=(",", ":"))
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def program_structure_sha256(program: Program) -> str:
+    """The digest of ``program``'s structure a placement is bound to: the tensor of each
+    buffer of each instruction (operands, then outputs) and each tensor's size in bytes. Any
+    instance derived from the program has the same :func:`instance_structure_sha256`,
+    whatever its hardware."""
+    return _structure_sha256(
+        [ins.operands + ins.outputs for ins in program.instructions],
+        [t.size for t in program.tensors],
+    )
+
+
+def instance_structure_sha256(instance: Instance) -> str:
+    """:func:`program_structure_sha256` of the program ``instance`` was derived from, read
+    from the instance itself."""
+    buffers = instance.buffers
+    return _structure_sha256(
+        [[buffers[b].tensor_id for b in ins.buffers] for ins in instance.instructions],
+        [t.size for t in instance.tensors],
+    )
+
+
 def placement_to_dict(placement: XlaPlacement) -> dict[str, Any]:
     """The placement's file object: ``buffers`` as ``[space, copy]`` pairs per instruction
-    (``copy`` -1 for none), ``copies`` as ``[tensor, source, dest, start, done]`` rows."""
+    (``copy`` -1 for none), ``copies`` as ``[tensor, source, dest, start, done]`` rows, and
+    the program's ``structure_sha256`` where known."""
+    structure = (
+        {}
+        if placement.structure_sha256 is None
+        else {"structure_sha256": placement.structure_sha256}
+    )
     return {
         "format": PLACEMENT_FORMAT,
         "version": PLACEMENT_VERSION,
         "program": placement.program,
+        **structure,
         "buffers": [
             [[b.space, -1 if b.copy is None else b.copy] for b in row] for row in placement.buffers
         ],
@@ -149,9 +197,19 @@ def placement_from_dict(doc: Any) -> XlaPlacement:
             tuple(_buffer_space(space, copy, len(copies)) for space, copy in row)
             for row in doc["buffers"]
         )
-        return XlaPlacement(str(doc["program"]), buffers, copies)
+        structure = doc.get("structure_sha256")
+        if structure is not None and not _is_sha256(structure):
+            raise ValueError(f"structure_sha256 {structure!r:.80} is not a SHA-256 digest")
+        return XlaPlacement(str(doc["program"]), buffers, copies, structure)
     except (KeyError, TypeError, ValueError) as exc:
         raise FormatError(f"a malformed XLA placement ({type(exc).__name__}: {exc})") from None
+
+
+def _is_sha256(value: Any) -> bool:
+    """``value`` is 64 lowercase hexadecimal digits."""
+    return (
+        isinstance(value, str) and len(value) == 64 and all(c in "0123456789abcdef" for c in value)
+    )
 
 
 def _whole(value: Any) -> int:
@@ -200,7 +258,7 @@ def placement_solution(
     was read with): XLA's decisions as allocations (see the module docstring).
 
     Raises :class:`PlacementError` when the instance's instructions or buffers are not
-    the placement's program's.
+    the placement's program's (its recorded structure, or else their counts).
     """
     started = time.perf_counter()
     fast = frozenset(fast_spaces)
@@ -211,6 +269,14 @@ def placement_solution(
         raise PlacementError(
             f"XLA's placement of {placement.program!r} does not match instance {instance.name!r} "
             "(another program's instructions or buffers)"
+        )
+    if (
+        placement.structure_sha256 is not None
+        and placement.structure_sha256 != instance_structure_sha256(instance)
+    ):
+        raise PlacementError(
+            f"XLA's placement of {placement.program!r} does not match instance {instance.name!r} "
+            "(another program's tensors or sizes)"
         )
     tensors = instance.tensors
     evicted: dict[int, int] = {}  # tensor -> the step its first eviction is done by
