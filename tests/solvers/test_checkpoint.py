@@ -275,3 +275,18 @@ def test_a_file_that_does_not_load_or_check_is_moved_aside(
     assert (tmp_path / "best.solution.aside-2.json").read_bytes() == data  # kept, not overwritten
     assert (tmp_path / "best.solution.aside.json").read_text() == "an earlier one"
     assert len(lines) == 1 and why in lines[0] and "moved to best.solution.aside-2.json" in lines[0]
+
+
+def test_device_arrays_are_jax_arrays_as_jnp_asarray_makes_them() -> None:
+    jax = pytest.importorskip("jax")
+    import jax.numpy as jnp
+    import numpy as np
+
+    from mallocgame.solvers.checkpoint import device_arrays
+
+    tree = {"w": np.linspace(0, 1, 6).reshape(2, 3), "n": np.int64(3), "s": [2.5, np.float32(1)]}
+    got, expected = device_arrays(tree), jax.tree_util.tree_map(jnp.asarray, tree)
+    assert jax.tree_util.tree_structure(got) == jax.tree_util.tree_structure(expected)
+    for a, b in zip(jax.tree_util.tree_leaves(got), jax.tree_util.tree_leaves(expected)):
+        assert isinstance(a, jax.Array) and a.dtype == b.dtype and a.weak_type == b.weak_type
+        assert np.array_equal(np.asarray(a), np.asarray(b))

@@ -46,6 +46,7 @@ import numpy as np
 import optax
 from jax.flatten_util import ravel_pytree
 
+from mallocgame.solvers.checkpoint import device_arrays
 from mallocgame.solvers.egrl.networks import Actor, Critic, init_params
 
 __all__ = [
@@ -245,7 +246,7 @@ def init_learner(
     critics = jax.tree_util.tree_map(lambda a, b: np.stack([a, b]), *twins)
     start = alpha if alpha is not None else INITIAL_ALPHA
     log_alpha = jnp.asarray(math.log(max(start, 1e-12)), jnp.float32)
-    actor, critics = jax.tree_util.tree_map(jnp.asarray, (actor, critics))
+    actor, critics = device_arrays((actor, critics))
 
     def adam(params: Any, rate: float) -> Any:
         state = fns.optimizer.init(params)

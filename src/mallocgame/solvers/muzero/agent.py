@@ -117,4 +117,4 @@ def load_agent_params(path: str | Path, config: MuZeroConfig, template: Any) -> 
     )
     if not shapes_ok:
         raise SolverError(f"init {file}: its network's arrays are other shapes than this run's")
-    return jax.tree_util.tree_map(jnp.asarray, params)
+    return checkpoint.device_arrays(params)

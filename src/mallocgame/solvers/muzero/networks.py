@@ -165,7 +165,9 @@ def init_params(net: MuZeroNet, seed: int, example_obs: Observation) -> dict:
     Flax's default initializers (LeCun-normal kernels, truncated at two standard
     deviations; zero biases), drawn with numpy from ``seed``: the shapes come from
     tracing ``net.init`` (no compilation), because compiling the initializers takes
-    tens of seconds on a small CPU, longer than the networks themselves. The policy
+    tens of seconds on a small CPU, longer than the networks themselves; the arrays are
+    made in numpy and put on the device as they are (``jnp.zeros`` or a ``jnp.asarray``
+    would compile a program for every shape). The policy
     head's bias is ``config.policy_init_bias`` times ``(1, 1/2, 0)`` for (Copy, NoCopy,
     Drop): 0 (the default) is flax's zero bias.
     """
@@ -179,16 +181,17 @@ def init_params(net: MuZeroNet, seed: int, example_obs: Observation) -> dict:
     def draw(path: tuple, leaf: jax.ShapeDtypeStruct) -> jnp.ndarray:
         name = getattr(path[-1], "key", "")
         if name != "kernel":
-            return jnp.zeros(leaf.shape, leaf.dtype)
+            return jax.device_put(np.zeros(leaf.shape, leaf.dtype))
         fan_in = int(np.prod(leaf.shape[:-1]))
         values = rng.normal(size=leaf.shape)
         while (bad := np.abs(values) > 2.0).any():
             values[bad] = rng.normal(size=int(bad.sum()))
-        return jnp.asarray(values * (np.sqrt(1.0 / fan_in) / std_of_truncated), leaf.dtype)
+        scaled = values * (np.sqrt(1.0 / fan_in) / std_of_truncated)
+        return jax.device_put(scaled.astype(leaf.dtype))
 
     params = jax.tree_util.tree_map_with_path(draw, shapes)
     bias = net.config.policy_init_bias
-    params["params"]["prediction"]["policy"]["bias"] = jnp.asarray(
-        [bias, bias / 2, 0.0], jnp.float32
+    params["params"]["prediction"]["policy"]["bias"] = jax.device_put(
+        np.asarray([bias, bias / 2, 0.0], np.float32)
     )
     return params

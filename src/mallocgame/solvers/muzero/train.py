@@ -45,7 +45,6 @@ from pathlib import Path
 from typing import Any
 
 import jax
-import jax.numpy as jnp
 import numpy as np
 from flax import serialization
 
@@ -337,7 +336,7 @@ class Trainer(RayActorsOwner):
         self.resumed = self.dir is not None and (self.dir / checkpoint.CHECKPOINT_NAME).exists()
         if config.init is not None and not self.resumed:
             self.params = load_agent_params(config.init, config, self.params)
-        self.opt_state = self.optimizer.init(self.params)
+        self.opt_state = jax.jit(self.optimizer.init)(self.params)  # one program, not one a leaf
         self.replay = Replay(config.replay_size, config.discount, config.td_steps)
         self.counters = Counters()
         self.best_actions: tuple[int, ...] = ()
@@ -812,8 +811,8 @@ class Trainer(RayActorsOwner):
         :func:`network_state` wrote them)."""
         self.params = serialization.from_state_dict(self.params, state["params"])
         self.opt_state = serialization.from_state_dict(self.opt_state, state["opt_state"])
-        self.params = jax.tree_util.tree_map(jnp.asarray, self.params)
-        self.opt_state = jax.tree_util.tree_map(jnp.asarray, self.opt_state)
+        self.params = checkpoint.device_arrays(self.params)
+        self.opt_state = checkpoint.device_arrays(self.opt_state)
 
     def load_program_state(self, state: dict[str, Any]) -> None:
         """What :meth:`program_state` wrote; the best answer is replayed and offered."""
@@ -850,7 +849,11 @@ def checkpoint_fingerprint(
     return CHECKPOINT.fingerprint(instance, fingerprint_settings(config), seed, answer=answer)
 
 
-NEW_SETTINGS = {"init": None, "learning": True, "order_search_patience": 0.0}
+NEW_SETTINGS = {
+    "init": None,
+    "learning": True,
+    "order_search_patience": 0.0,
+}
 """Settings newer than the checkpoint format, left out of a fingerprint at these values
 (their defaults), so that a checkpoint written before them still resumes."""
 
