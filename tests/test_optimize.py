@@ -168,13 +168,17 @@ def test_bad_input_is_one_line(args: list[str], message: str, tmp_path: Path, ca
     assert message in err and len(err.strip().splitlines()) == 1 and "Traceback" not in err
 
 
-def test_a_budget_the_heuristic_spends_is_one_line(tmp_path: Path, capsys) -> None:
+@pytest.mark.parametrize("budget", ["1e-9", "2"])  # spent by the heuristic; under 10 s
+def test_a_budget_too_short_for_the_agent_is_one_line(budget: str, tmp_path: Path, capsys) -> None:
     out = tmp_path / "answer.json"
-    assert main(["optimize", "xla-v1/gru_infer", "--budget", "1e-9", "--out", str(out)]) == 2
+    assert main(["optimize", "xla-v1/gru_infer", "--budget", budget, "--out", str(out)]) == 2
     err = capsys.readouterr().err
     *progress, last = err.strip().splitlines()  # the progress bar, then the error
-    assert last.startswith("mallocgame: error: the budget of 1e-09 s was spent before the agent")
-    assert len(progress) == 1 and "Traceback" not in err
+    assert last.startswith(
+        f"mallocgame: error: the budget of {float(budget):g} s left the agent no time to start"
+    )
+    assert "the agent needs 10 s of its share, agent_min_seconds" in last
+    assert len(progress) >= 1 and "Traceback" not in err
     assert list(tmp_path.iterdir()) == []  # nothing written
 
 

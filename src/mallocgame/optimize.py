@@ -136,9 +136,11 @@ def optimize(
     )
     answer = MuZeroProdSolver().solve(instance, request)
     if AGENT in answer.info.get("left_out", ()):
+        least = MuZeroProdSolver().config(request.options).agent_min_seconds
         raise SolverError(
-            f"the budget of {seconds:g} s was spent before the agent started (the heuristic "
-            f"took {bests[BASELINE].wall_s:.1f} s of it): give a larger budget"
+            f"the budget of {seconds:g} s left the agent no time to start (the heuristic "
+            f"took {bests[BASELINE].wall_s:.1f} s of it; the agent needs {least:g} s of its "
+            "share, agent_min_seconds): give a larger budget"
         )
     missing = [name for name in (BASELINE, AGENT) if name not in bests]
     if missing:

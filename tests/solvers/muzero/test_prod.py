@@ -23,9 +23,10 @@ ONE_GAME = {
     "parallel_games": 1,
     "greedy_games": 1,
     "num_simulations": 2,
+    "agent_min_seconds": 0,
 }
-"""The cheapest agent: one game of two simulations per move; the greedy game as its
-demonstration, which answers where the agent's game is not complete within the budget
+"""The cheapest agent: one game of two simulations per move, started in any budget; the
+greedy game as its demonstration, which answers where the agent's game is not complete within the budget
 (one game of synthetic-v1/16k takes far longer: docs/muzero-experiments.md). The test's
 3 s: the agent's game ends within them on the smaller programs (on the 2-core machine,
 loaded: torch-v1/wrn101_2_infer_b256's and holdout-v1/decoder_lm_scan_train's in under
@@ -91,6 +92,16 @@ def test_a_budget_the_heuristic_spends_is_kept(lstm) -> None:
     assert answer.info["left_out"] == ["muzero", "msa-search"]  # neither started
     assert set(answer.info["candidates"]) == {"heuristic"} and answer.work == {"games": 0}
     assert answer.info["chosen"] == "heuristic" and check_solution(lstm, answer).ok
+
+
+def test_a_share_shorter_than_the_agents_setup_goes_to_the_order_search(lstm) -> None:
+    """The default agent_min_seconds (10) is more than 0.75 of 4 s: the agent does not start
+    (its setup alone would take the budget), and the order search has its share too."""
+    answer = get_solver("muzero-prod").solve(lstm, SolveRequest(seed=0, seconds=4.0))
+    assert answer.info["left_out"] == ["muzero"] and answer.work["games"] == 0
+    assert set(answer.info["candidates"]) == {"heuristic", "msa-search"}
+    assert answer.work["order_evaluations"] > 0
+    assert check_solution(lstm, answer).ok
 
 
 def test_the_heuristic_runs_once_for_its_answer_the_agents_demonstration_and_the_search(
@@ -262,11 +273,13 @@ def test_muzero_settings_are_its_settings_with_restarts_on_and_the_order_search(
         "order_search_share": prod.pop("order_search_share"),
         "order_search_evaluations": prod.pop("order_search_evaluations"),
         "order_search_patience": prod.pop("order_search_patience"),
+        "agent_min_seconds": prod.pop("agent_min_seconds"),
     }
     assert search == {
         "order_search_share": 0.25,
         "order_search_evaluations": 200,
         "order_search_patience": 0.0,
+        "agent_min_seconds": 10.0,
     }
     assert prod == get_solver("muzero").settings(
         {"num_simulations": "8", "restart_fraction": "0.5"}

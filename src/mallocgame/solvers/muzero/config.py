@@ -271,6 +271,13 @@ class MuZeroProdConfig(MuZeroConfig):
         "placement order from its own and the agent's (msa-search; 0: none)",
         within="[0, 1)",
     )
+    agent_min_seconds: float = setting(
+        10.0,
+        "with a wall-clock budget, the agent runs only where its share has this many seconds "
+        "left (its setup, importing JAX and loading its compiled networks, takes seconds, and "
+        "tens where they are compiled first): else the order search has its share (0: always)",
+        within="[0, 1e6]",
+    )
     order_search_evaluations: int = setting(
         200,
         "order-search evaluations after the agent when the run has no wall-clock budget (0: none)",

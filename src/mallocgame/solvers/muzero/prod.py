@@ -35,7 +35,9 @@ from the end of the time its demonstrations may take: :class:`PatientStopwatch`)
 and the order search has the rest; ``info["agent_ended_s"]`` says when the agent stopped.
 
 A wall-clock budget is kept: the agent does not start where the heuristic has already
-taken its share of the budget (``order_search_share``'s complement), nor the order search
+taken its share of the budget (``order_search_share``'s complement) or left it less than
+``agent_min_seconds`` (the agent's setup would overrun it; the order search then has
+the agent's share), nor the order search
 where the whole budget is spent (``info["left_out"]`` names them; ``work`` then has
 ``games`` 0); the order search stops as long before the end as checking the heuristic's
 answer took, the time its own answer's check will take, and does not start where that
@@ -146,7 +148,10 @@ class MuZeroProdSolver(MuZeroSolver, name="muzero-prod", config=MuZeroProdConfig
         shared = run.clock if config.order_search_share > 0 else run.clock.less(check_s)
         agent_clock = shared.until(1.0 - config.order_search_share)
         agent = None
-        if agent_clock.expired():  # the heuristic took the agent's share of the budget
+        short = agent_clock.seconds is not None and (
+            agent_clock.seconds - agent_clock.elapsed < config.agent_min_seconds
+        )
+        if agent_clock.expired() or short:  # its share is spent, or shorter than its setup
             left_out.append(AGENT)
         else:
             # the heuristic's answer is the agent's heuristic demonstration, not solved again

@@ -853,6 +853,7 @@ NEW_SETTINGS = {
     "init": None,
     "learning": True,
     "order_search_patience": 0.0,
+    "agent_min_seconds": 10.0,
 }
 """Settings newer than the checkpoint format, left out of a fingerprint at these values
 (their defaults), so that a checkpoint written before them still resumes."""
