@@ -29,6 +29,13 @@ def test_the_canonical_hash_ignores_key_order_and_spacing() -> None:
     assert canonical_sha256({"a": 1}) != canonical_sha256({"a": 2})
 
 
+def _corrupt_gzip() -> bytes:
+    """A gzip stream of a JSON document with 50 bytes of its body zeroed."""
+    raw = bytearray(gzip.compress(json.dumps(list(range(2000))).encode(), mtime=0))
+    raw[40:90] = bytes(50)
+    return bytes(raw)
+
+
 @pytest.mark.parametrize(
     "content, needle",
     [
@@ -41,6 +48,7 @@ def test_the_canonical_hash_ignores_key_order_and_spacing() -> None:
         (b'{"a": [-2.5E+999]}', "-2.5E.999 is too large for a float"),
         (b"[" * 200_000 + b"]" * 200_000, "nested too deeply"),
         (b"\x1f\x8bnot gzip", "cannot read"),
+        (_corrupt_gzip(), "cannot read: Error -3 while decompressing"),  # zlib.error
     ],
 )
 def test_an_unreadable_file_is_one_input_error(
@@ -51,6 +59,11 @@ def test_an_unreadable_file_is_one_input_error(
         path.write_bytes(content)
     with pytest.raises(InputFileError, match=needle):
         read_json(path)
+
+
+def test_a_name_too_long_for_the_file_system_is_one_input_error() -> None:
+    with pytest.raises(InputFileError, match="cannot read: File name too long"):
+        read_json("a" * 300 + ".json")
 
 
 def test_a_directory_is_not_a_file(tmp_path: Path) -> None:

@@ -11,6 +11,7 @@ import math
 import os
 import stat
 import tempfile
+import zlib
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
@@ -86,9 +87,13 @@ def read_json(path: str | os.PathLike[str]) -> Any:
     """Parse a ``.json`` or ``.json.gz`` file; raise :class:`InputFileError` on any failure,
     a number that is not finite as a float (``NaN``, ``Infinity``, ``1e400``) included."""
     path = Path(path)
-    if path.is_dir():
+    try:
+        is_dir, is_file = path.is_dir(), path.is_file()
+    except OSError as exc:  # a name too long for the file system
+        raise InputFileError(f"{path}: cannot read: {exc.strerror or exc}") from None
+    if is_dir:
         raise InputFileError(f"{path}: a directory, not a file")
-    if not path.is_file():
+    if not is_file:
         raise InputFileError(f"{path}: no such file")
     try:
         raw = path.read_bytes()
@@ -97,7 +102,7 @@ def read_json(path: str | os.PathLike[str]) -> Any:
         return json.loads(
             raw.decode("utf-8"), parse_constant=_refuse_constant, parse_float=_finite_float
         )
-    except (OSError, EOFError, gzip.BadGzipFile) as exc:
+    except (OSError, EOFError, gzip.BadGzipFile, zlib.error) as exc:
         raise InputFileError(f"{path}: cannot read: {exc}") from exc
     except (UnicodeDecodeError, ValueError) as exc:  # json.JSONDecodeError is a ValueError
         raise InputFileError(f"{path}: not valid JSON: {exc}") from exc

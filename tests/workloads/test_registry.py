@@ -67,6 +67,7 @@ def test_nothing_close_points_to_the_list() -> None:
         ),
         ("", r"^'': not a workload name or path"),
         ("a\0b", r"^'a\\x00b': not a workload name or path"),
+        ("a" * 300, r"^a{300}: cannot read: File name too long$"),
     ],
 )
 def test_what_is_not_a_name_or_path_is_one_input_error(value, needle: str) -> None:

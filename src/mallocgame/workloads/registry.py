@@ -64,8 +64,11 @@ def check_workload(name_or_path: str | os.PathLike[str]) -> str:
         )
     if name_or_path in synthetic.SYNTHETIC_NAMES or name_or_path in suite.suite_names():
         return name_or_path
-    if Path(name_or_path).exists():
-        return name_or_path
+    try:
+        if Path(name_or_path).exists():
+            return name_or_path
+    except OSError as exc:  # a name too long for the file system
+        raise InputFileError(f"{name_or_path}: cannot read: {exc.strerror or exc}") from None
     close = difflib.get_close_matches(name_or_path, workload_names(), n=3, cutoff=0.6)
     hint = f"; did you mean {' or '.join(close)}?" if close else " (see 'mallocgame list')"
     raise InputFileError(
