@@ -144,6 +144,13 @@ def test_a_missing_file_is_an_input_error(tmp_path: Path) -> None:
         ({"actions": (True, 1, 2)}, "'actions' holds True, not a whole number"),
         ({"actions": "012"}, "'actions' must be a sequence of integers, not '012'"),
         ({"actions": 3}, "'actions' must be a sequence of integers, not 3"),
+        ({"seed": "zero"}, r"^solution: 'seed' must be a whole number, not 'zero'$"),
+        ({"seed": 1.0}, "'seed' must be a whole number, not 1.0"),
+        ({"seed": True}, "'seed' must be a whole number, not True"),
+        ({"seed": 2**64}, "'seed' must be a whole number of at most 64 bits"),
+        ({"instance_sha256": 5}, r"^solution: 'instance_sha256' must be a string, not 5$"),
+        ({"instance": None}, "'instance' must be a string, not None"),
+        ({"solver": b"es"}, "'solver' must be a string, not b'es'"),
     ],
 )
 def test_a_solution_with_a_non_finite_number_is_refused_where_it_is_made(
@@ -173,6 +180,18 @@ def test_numpy_numbers_and_actions_are_kept_as_the_files_types() -> None:
     assert numbers == (0.5, 0.25, 2.0, 1.0) and all(type(v) is float for v in numbers)
     assert s.actions == (0, 1, 2) and all(type(a) is int for a in s.actions)
     assert replace(SOLUTION, actions=[0, 1, 2]).actions == (0, 1, 2)
+
+
+def test_a_solution_made_with_numpy_seed_and_work_saves_and_loads(tmp_path) -> None:
+    from dataclasses import replace
+
+    import numpy as np
+
+    s = replace(SOLUTION, seed=np.int64(7), work={"games": np.int64(3), "rate": np.float32(0.5)})
+    assert type(s.seed) is int and s.work == {"games": 3, "rate": 0.5}
+    assert type(s.work["games"]) is int and type(s.work["rate"]) is float
+    save_solution(s, tmp_path / "s.json")
+    assert load_solution(tmp_path / "s.json") == s
 
 
 @pytest.mark.parametrize(

@@ -133,10 +133,26 @@ class Solution:
         """A :class:`SolutionError` of one line for a non-finite (or non-number)
         ``reward_s``, ``normalized_reward``, ``wall_s`` or ``bound_s`` (SPEC section 7:
         they are finite), ``actions`` that are not whole numbers (a float, a bool), an
-        allocation that is not an :class:`Allocation`, or ``work`` that is not finite
-        numbers by name: a solution is refused where it is made. The four numbers are kept
-        as Python floats and the actions as a tuple of Python ints (a NumPy scalar or
-        array given is converted), so every reader sees the file's types."""
+        allocation that is not an :class:`Allocation`, ``work`` that is not finite
+        numbers by name, a ``seed`` that is not a whole number of 64 bits, or an
+        ``instance``, ``instance_sha256`` or ``solver`` that is not a string: a solution is
+        refused where it is made, as its file would be. The four numbers are kept as Python
+        floats, the seed as a Python int, ``work``'s numbers as Python numbers and the
+        actions as a tuple of Python ints (a NumPy scalar or array given is converted), so
+        every reader sees the file's types and every solution made can be saved."""
+        for name in ("instance", "instance_sha256", "solver"):
+            if not isinstance(getattr(self, name), str):
+                value = getattr(self, name)
+                raise SolutionError(f"solution: '{name}' must be a string, not {value!r:.80}")
+        if type(self.seed) is not int:
+            seed = self.seed
+            if isinstance(seed, (bool, np.bool_)) or not isinstance(seed, numbers.Integral):
+                raise SolutionError(f"solution: 'seed' must be a whole number, not {seed!r:.80}")
+            object.__setattr__(self, "seed", int(seed))
+        if not _is_seed(self.seed):
+            raise SolutionError(
+                f"solution: 'seed' must be a whole number of at most 64 bits, not {self.seed}"
+            )
         for name in ("reward_s", "normalized_reward", "wall_s"):
             if not _is_finite(getattr(self, name)):
                 value = getattr(self, name)
@@ -158,6 +174,9 @@ class Solution:
             raise SolutionError(
                 f"solution: 'work' must map names to finite numbers, not {self.work!r}"
             )
+        if any(isinstance(v, np.generic) for v in self.work.values()):
+            plain = {k: v.item() if isinstance(v, np.generic) else v for k, v in self.work.items()}
+            object.__setattr__(self, "work", plain)
 
     def to_dict(self) -> dict[str, Any]:
         """The SPEC section 7 document; ``info``'s non-finite numbers (diagnostics such
