@@ -7,11 +7,14 @@ import copy
 import gzip
 import hashlib
 import json
+import re
+from dataclasses import replace
 
+import numpy as np
 import pytest
 
 from mallocgame.errors import FormatError, InputFileError, InstanceError, MallocGameError
-from mallocgame.instance import instance_from_dict, load_instance, save_instance
+from mallocgame.instance import instance_from_dict, load_instance, save_instance, validate
 from tests.builders import (
     CONFORMANCE_NAMES,
     B,
@@ -290,6 +293,44 @@ def test_validation_errors(what, mutate, error, word):
         instance_from_dict(doc)
     assert word in str(info.value)
     assert isinstance(info.value, MallocGameError)
+
+
+@pytest.mark.parametrize(
+    "change, needle",
+    [
+        (
+            lambda i: {"buffers": (replace(i.buffers[0], size=4.5), *i.buffers[1:])},
+            "buffer 0: size must be an int, got 4.5 (float)",
+        ),
+        (
+            lambda i: {"hardware": replace(i.hardware, fast_memory_bytes=1024.5)},
+            "hardware: fast_memory_bytes must be an int",
+        ),
+        (
+            lambda i: {"buffers": (replace(i.buffers[0], is_output=0), *i.buffers[1:])},
+            "buffer 0: is_output must be a bool, got 0 (int)",
+        ),
+        (
+            lambda i: {"tensors": (replace(i.tensors[0], size=np.int64(100)), *i.tensors[1:])},
+            "tensor 0: size must be an int, got np.int64(100) (int64)",
+        ),
+        (
+            lambda i: {"hardware": replace(i.hardware, copy_bandwidth=np.float32(1e9))},
+            "copy_bandwidth must be a float",
+        ),
+        (
+            lambda i: {"tensors": (replace(i.tensors[0], name=7), *i.tensors[1:])},
+            "tensor 0: name must be a str, got 7 (int)",
+        ),
+    ],
+)
+def test_an_instance_made_in_code_is_held_to_the_file_types(change, needle):
+    """What the loader refuses, validate refuses in an instance made in code; an int where
+    a float goes is a JSON number like any other."""
+    inst = instance_from_dict(_doc())
+    with pytest.raises(InstanceError, match=re.escape(needle)):
+        validate(replace(inst, **change(inst)))
+    validate(replace(inst, hardware=replace(inst.hardware, copy_bandwidth=10**9)))
 
 
 def test_the_instance_keeps_its_own_document():

@@ -440,6 +440,7 @@ def validate(inst: Instance) -> None:
 
     Raises :class:`InstanceError` naming the first broken rule and the object involved.
     """
+    _validate_field_types(inst)
     _validate_hardware(inst.hardware)
     if not inst.instructions:
         raise InstanceError("instance has no instructions")
@@ -448,6 +449,39 @@ def validate(inst: Instance) -> None:
     _validate_buffers(inst, owner)
     _validate_game_order(inst)
     _validate_loops_and_total(inst)
+
+
+def _is_file_type(value: Any, kind: str) -> bool:
+    """``value`` is of the file field type ``kind`` as JSON writes it: a Python ``int`` (not
+    a bool, not NumPy's), a ``bool``, a ``str``, or for ``float`` an int or a float (NumPy's
+    float64 is one; its float32 is not)."""
+    if kind == "int":
+        return type(value) is int
+    if kind == "float":
+        return type(value) is int or isinstance(value, float)
+    return type(value) is bool if kind == "bool" else isinstance(value, str)
+
+
+def _validate_field_types(inst: Instance) -> None:
+    """Every field of the hardware, tensors, instructions, buffers and loops is of its file
+    type (:func:`_is_file_type`): what the loader refuses, an instance made in code (a
+    float size, a NumPy integer) is refused too, so every valid instance can be saved."""
+    groups: list[tuple[str, Any]] = [("hardware", (inst.hardware,))]
+    groups += [("tensor", inst.tensors), ("instruction", inst.instructions)]
+    groups += [("buffer", inst.buffers), ("loop", inst.loops)]
+    for what, records in groups:
+        if not records:
+            continue
+        typed = [(f.name, str(f.type)) for f in fields(records[0]) if str(f.type) in _READERS]
+        for i, record in enumerate(records):
+            for name, kind in typed:
+                value = getattr(record, name)
+                if not _is_file_type(value, kind):
+                    where = what if what == "hardware" else f"{what} {i}"
+                    raise InstanceError(
+                        f"{where}: {name} must be {'a' if kind != 'int' else 'an'} {kind}, "
+                        f"got {value!r:.40} ({type(value).__name__})"
+                    )
 
 
 def _validate_hardware(hw: Hardware) -> None:
