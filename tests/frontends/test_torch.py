@@ -10,6 +10,8 @@ MARL's node granularity.
 
 from __future__ import annotations
 
+import dataclasses
+import re
 import sys
 
 import pytest
@@ -480,6 +482,54 @@ def test_outputs_in_containers_and_caches_are_read_for_their_tensors() -> None:
         "x",
     ]  # the module's own names: the capture's adapter adds no prefix
     _plays(program)
+
+
+@dataclasses.dataclass(slots=True)
+class _SlotsCache:
+    """An output container without a ``__dict__`` (a dataclass with slots)."""
+
+    keys: torch.Tensor
+    values: torch.Tensor
+
+
+class SlotsHead(nn.Module):
+    def forward(self, x):
+        h = x * 2
+        return h, _SlotsCache(h.sin(), h.cos())
+
+
+def test_outputs_in_slots_are_read_for_their_tensors() -> None:
+    program = extract_torch(SlotsHead().eval(), (torch.zeros(2, 4),))
+    assert sorted(x.name for x in program.tensors if x.live_out) == ["cos", "mul", "sin"]
+    assert "outputs read for their tensors: _SlotsCache" in program.source["notes"]
+
+
+@pytest.mark.parametrize(
+    ("call", "needle"),
+    [
+        (
+            lambda: extract_torch(nn.Linear(2, 2), None),
+            "a tuple or list of the module's positional inputs, not a NoneType",
+        ),
+        (lambda: extract_torch(nn.Linear(2, 2), torch.ones(1, 2)), "not a Tensor"),
+        (
+            lambda: extract_torch(nn.Linear(2, 2), (torch.ones(1, 2),), training_step="sgd"),
+            "training_step is True, False or a TrainingStep, not 'sgd'",
+        ),
+        (lambda: extract_torch(nn.Linear(2, 2), (torch.ones(1, 2),), training_step=1), "not 1"),
+    ],
+)
+def test_wrong_argument_types_are_one_typed_error(call, needle: str) -> None:
+    with pytest.raises(TorchFrontendError, match=re.escape(needle)):
+        call()
+
+
+def test_the_capture_adapter_says_a_loss_needs_labels() -> None:
+    from mallocgame.frontends.torch_adapter import AdapterError, CaptureAdapter
+
+    adapter = CaptureAdapter(nn.Linear(4, 3), "cross-entropy")
+    with pytest.raises(AdapterError, match="the loss 'cross-entropy' needs labels="):
+        adapter(torch.zeros(2, 4))
 
 
 @pytest.mark.parametrize(

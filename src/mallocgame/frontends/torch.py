@@ -1094,6 +1094,15 @@ def extract_torch(
         raise TorchFrontendError(
             f"unknown granularity {granularity!r} (have: {', '.join(GRANULARITIES)})"
         )
+    if not isinstance(example_inputs, (list, tuple)):
+        raise TorchFrontendError(
+            "example_inputs is a tuple or list of the module's positional inputs, not a "
+            f"{type(example_inputs).__name__}"
+        )
+    if not isinstance(training_step, (bool, TrainingStep)) and training_step is not None:
+        raise TorchFrontendError(
+            f"training_step is True, False or a TrainingStep, not {training_step!r:.60}"
+        )
     step = TrainingStep() if training_step is True else (training_step or None)
     label = name or type(module).__name__
     if step is None and labels is not None:

@@ -74,8 +74,11 @@ def output_tensors(value: Any, found: list[str] | None = None) -> list[Any]:
             items = list(v)
         elif isinstance(v, dict):
             items = list(v.values())
-        elif hasattr(v, "__dict__") and not isinstance(v, (type, torch.nn.Module)):
-            items = list(vars(v).values())
+        elif isinstance(v, (type, torch.nn.Module)):
+            return []
+        elif hasattr(v, "__dict__") or _slot_names(v):
+            items = list(getattr(v, "__dict__", {}).values())
+            items += [getattr(v, n) for n in _slot_names(v) if hasattr(v, n)]
         else:
             return []
         tensors = [t for item in items for t in visit(item)]
@@ -90,6 +93,18 @@ def output_tensors(value: Any, found: list[str] | None = None) -> list[Any]:
         return tensors
 
     return visit(value)
+
+
+def _slot_names(value: Any) -> list[str]:
+    """The ``__slots__`` attribute names of ``value``'s class and its bases (a
+    ``dataclass(slots=True)``'s fields), ``__dict__`` and ``__weakref__`` aside."""
+    names: list[str] = []
+    for cls in type(value).__mro__:
+        slots = cls.__dict__.get("__slots__", ())
+        for name in (slots,) if isinstance(slots, str) else slots:
+            if name not in ("__dict__", "__weakref__") and name not in names:
+                names.append(name)
+    return names
 
 
 def _first_output(value: Any) -> Any:
@@ -125,6 +140,8 @@ def _make_class() -> type:
             if self.loss_kind is None:
                 return tuple(output_tensors(self._inner(*args, **kwargs), self.found))
             labels = kwargs.pop("labels", None) if self.loss_kind in NEEDS_LABELS else None
+            if self.loss_kind in NEEDS_LABELS and labels is None:
+                raise AdapterError(f"the loss {self.loss_kind!r} needs labels=")
             return (self._loss(args, kwargs, labels),)
 
         def _loss(self, args: tuple[Any, ...], kwargs: dict[str, Any], labels: Any) -> Any:
