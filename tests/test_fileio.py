@@ -66,14 +66,20 @@ def test_a_name_too_long_for_the_file_system_is_one_input_error() -> None:
         read_json("a" * 300 + ".json")
 
 
+def test_a_write_makes_the_missing_folders(tmp_path: Path) -> None:
+    write_json(tmp_path / "a" / "b" / "doc.json", {"x": 1})
+    assert read_json(tmp_path / "a" / "b" / "doc.json") == {"x": 1}
+
+
 def test_a_directory_is_not_a_file(tmp_path: Path) -> None:
     with pytest.raises(InputFileError, match="a directory, not a file"):
         read_json(tmp_path)
 
 
 def test_an_unwritable_place_is_an_input_error(tmp_path: Path) -> None:
-    with pytest.raises(InputFileError, match="cannot write"):
-        write_json(tmp_path / "missing" / "x.json", {})
+    (tmp_path / "file").write_text("")
+    with pytest.raises(InputFileError, match="cannot write"):  # a file where a folder goes
+        write_json(tmp_path / "file" / "x.json", {})
 
 
 def test_csv_rows_round_trip_and_bad_files(tmp_path: Path) -> None:

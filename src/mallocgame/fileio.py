@@ -63,7 +63,8 @@ def check_writable(path: str | os.PathLike[str]) -> None:
     """:class:`~mallocgame.errors.OutputFileError` unless a file can be written at ``path``:
     its nearest existing folder takes a file (one is made and removed again, so a read-only
     folder, a file where a folder goes, or a file system that takes no files is found out
-    before the work, not after it). Folders still missing are not made here."""
+    before the work, not after it). Folders still missing are not made here, but by the
+    write (:func:`write_bytes_atomic`)."""
     try:  # a device or pipe (/dev/stdout) is written through, not beside: no folder needed
         mode = os.stat(path).st_mode
     except OSError:
@@ -147,7 +148,8 @@ def _refuse_constant(name: str) -> Any:
 
 
 def write_bytes_atomic(path: str | os.PathLike[str], data: bytes) -> None:
-    """Write ``data`` to a temporary file beside ``path`` and rename it into place.
+    """Write ``data`` to a temporary file beside ``path`` and rename it into place (the
+    folders to ``path`` made where missing).
 
     A reader never sees a partially written file, and a failure leaves no file behind
     (the file that was at ``path`` stays as it was). A character device or a FIFO at
@@ -172,6 +174,7 @@ def write_bytes_atomic(path: str | os.PathLike[str], data: bytes) -> None:
         raise OutputFileError(f"{path}: a special file (a block device or socket): not written")
     directory = path.parent if str(path.parent) else Path(".")
     try:
+        directory.mkdir(parents=True, exist_ok=True)
         # the name's first 64 characters: a name near the system's limit must still fit
         fd, tmp = tempfile.mkstemp(prefix=f".{path.name[:64]}.", suffix=".tmp", dir=directory)
     except OSError as exc:
