@@ -1111,12 +1111,12 @@ def _cmd_bench_speedups(args: argparse.Namespace) -> int:
 
 
 def _cmd_bench_versus(args: argparse.Namespace) -> int:
+    from mallocgame.bench.sweep import job_options
     from mallocgame.bench.versus import format_versus, head_to_head, read_entries, summarize
 
     a, b = args.solvers
     if a == b:
         raise UsageError(f"compare two different solvers, not {a!r} with itself")
-    from mallocgame.bench.sweep import job_options
 
     settings = {s: dict(job_options(s, o)) for s, o in _solver_options(args.option, [a, b]).items()}
     budget = {"seconds": args.budget, "work": args.work}
@@ -1128,17 +1128,18 @@ def _cmd_bench_versus(args: argparse.Namespace) -> int:
         programs=args.programs,
         seeds=args.seeds,
     )
-    if not entries:
+    rows = head_to_head(entries, a, b)  # a cell recorded twice: refused first
+    missing = [s for s in (a, b) if not any(e.solver == s for e in entries)]
+    if missing:  # a misspelt name, or a budget or setting not swept: not an empty comparison
         wanted = " and ".join(
             x
             for x in (args.budget and f"{args.budget:g} s", args.work and f"work {args.work}")
             if x
         )
         raise UsageError(
-            f"no records of {a} or {b} with budget {wanted or 'none'} "
+            f"no records of {' or '.join(missing)} with budget {wanted or 'none'} "
             f"and these settings in {' '.join(args.out)}"
         )
-    rows = head_to_head(entries, a, b)
     for entry in entries:
         if entry.reward is None:
             print(
@@ -1178,7 +1179,9 @@ def _bench_training_correlation(args: argparse.Namespace) -> int:
         raise UsageError("--games is the random games' count: drop it with --training")
     if not args.out:
         raise UsageError("--training needs --out (its CSV and PNG)")
-    output_beside(args.out, ".csv")  # an --out that names no file: refused before the training
+    out = Path(args.out)  # its CSV and PNG checked before the training, as any output
+    csv_path = _output_file(output_beside(out, ".csv"))
+    png_path = _output_file(output_beside(out, ".png"))
     options = _options(args.option)
     get_solver("muzero").check_options(options)
     rows = []
@@ -1192,17 +1195,15 @@ def _bench_training_correlation(args: argparse.Namespace) -> int:
         )
         print(f"{program}: {row.games} games, Pearson {row.pearson:.3f}", file=sys.stderr)
         rows.append(row)
-    out = Path(args.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    correlation.write_training_csv(rows, output_beside(out, ".csv"))
-    correlation.plot_training_correlation(rows, output_beside(out, ".png"))
+    correlation.write_training_csv(rows, csv_path)
+    correlation.plot_training_correlation(rows, png_path)
     print(correlation.format_training_correlation(rows))
     return EXIT_OK
 
 
 def _cmd_bench_suite(args: argparse.Namespace) -> int:
     from mallocgame.bench.suite_table import format_suite_table, suite_row
-    from mallocgame.workloads.registry import workload_names
+    from mallocgame.workloads.registry import check_workload, workload_names
     from mallocgame.workloads.suite import suite_names
 
     if args.suite is not None and args.suite not in SUITES:
@@ -1210,6 +1211,8 @@ def _cmd_bench_suite(args: argparse.Namespace) -> int:
     if args.programs and args.suite is not None:
         raise UsageError("give --programs or --suite, not both")
     names = args.programs or (suite_names(args.suite) if args.suite else workload_names())
+    for name in names:  # every name checked before the first program's work
+        check_workload(name)
     rows = [
         suite_row(
             name,
@@ -1225,13 +1228,14 @@ def _cmd_bench_suite(args: argparse.Namespace) -> int:
 
 def _cmd_bench_xla(args: argparse.Namespace) -> int:
     from mallocgame.bench.xla_table import format_xla_table, write_xla_csv, xla_row
-    from mallocgame.workloads.registry import check_workload
+    from mallocgame.workloads.registry import check_workload, load_workload
     from mallocgame.workloads.suite import suite_names, suite_placement
 
     names = list(dict.fromkeys(args.programs or suite_names("tpu-v1")))
     for name in names:  # every name and the CSV checked before the first program's work
         check_workload(name)
-        if name in suite_names() and suite_placement(name) is None:
+        placed = name if name in suite_names() else load_workload(name).name  # a file's own
+        if suite_placement(placed) is None:
             raise UsageError(
                 f"{name} has no XLA placement: bench xla takes programs compiled for a TPU "
                 "(the tpu-v1 suite's)"
@@ -1265,7 +1269,8 @@ def _cmd_bench_rewards(args: argparse.Namespace) -> int:
     for name in ("programs", "solvers", "seeds"):  # one named twice is one curve, run once
         setattr(args, name, list(dict.fromkeys(getattr(args, name))))
     out = Path(args.out)
-    csv_path = output_beside(out, ".csv")
+    csv_path = _output_file(output_beside(out, ".csv"))
+    _output_file(output_beside(out, ".png"))  # the picture's place too, before the curves
     points = read_csv(csv_path) if csv_path.exists() else []
     other = {p.budget_s for p in points} - {args.budget}
     if other:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from mallocgame.bench.correlation import (
@@ -15,7 +16,7 @@ from mallocgame.bench.correlation import (
     write_training_csv,
 )
 from mallocgame.cli import main
-from mallocgame.errors import SolverError
+from mallocgame.errors import MallocGameError
 
 
 def test_reward_and_latency_are_negatively_correlated() -> None:
@@ -61,11 +62,47 @@ def test_training_correlation_samples_games_across_one_run(tmp_path: Path) -> No
     [
         ({"games": 4, "samples": 1}, "samples must be at least 2"),
         ({}, "needs a budget"),
+        ({"seconds": float("nan"), "games": 4}, "seconds must be a finite number of seconds"),
+        ({"seconds": -1.0}, "seconds must be a finite number of seconds"),
     ],
 )
 def test_training_correlation_refuses_bad_settings(kwargs, message) -> None:
-    with pytest.raises(SolverError, match=message):
+    with pytest.raises(MallocGameError, match=message):
         training_correlation("xla-v1/lstm_infer", **kwargs)
+
+
+def test_a_correlation_of_equal_latencies_is_not_available(tmp_path: Path) -> None:
+    """No fast memory: every answer is all-slow, so Pearson is undefined (no warning)."""
+    import warnings
+
+    with pytest.raises(MallocGameError, match="random_games must be"):
+        reward_latency_correlation("xla-v1/lstm_infer", random_games=0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        row = reward_latency_correlation(str(_no_fast_memory(tmp_path)), random_games=2)
+    assert np.isnan(row.pearson) and row.solutions == 4
+    assert "| 4 | n/a | 1.000 – 1.000 |" in format_correlation([row])
+
+
+def _no_fast_memory(folder: Path) -> Path:
+    """xla-v1/lstm_infer with a fast memory of 0 bytes, as a file in ``folder``."""
+    import dataclasses
+
+    from mallocgame.instance import save_instance
+    from mallocgame.workloads.registry import load_workload
+
+    inst = load_workload("xla-v1/lstm_infer")
+    hardware = dataclasses.replace(inst.hardware, fast_memory_bytes=0)
+    save_instance(dataclasses.replace(inst, hardware=hardware, document=None), folder / "0.json")
+    return folder / "0.json"
+
+
+def test_cli_training_correlation_checks_its_outputs_before_training(tmp_path, capsys) -> None:
+    (tmp_path / "afile").write_text("")
+    argv = ["--training", "5", "--programs", "xla-v1/lstm_infer"]
+    assert main(["bench", "correlation", *argv, "--out", str(tmp_path / "afile" / "t")]) == 2
+    err = capsys.readouterr().err
+    assert "cannot write" in err and "games" not in err  # no training ran
 
 
 @pytest.mark.parametrize(

@@ -226,3 +226,12 @@ def test_bad_solver_specs_are_refused(spec, message, capsys) -> None:
         == 2
     )
     assert "Traceback" not in capsys.readouterr().err
+
+
+def test_cli_bench_rewards_checks_its_picture_before_any_cell(tmp_path: Path, capsys) -> None:
+    (tmp_path / "r.png").mkdir()  # a folder where the picture goes
+    argv = ["bench", "rewards", "--programs", "synthetic-v1/small", "--solvers", "greedy"]
+    assert main([*argv, "--budget", "1", "--out", str(tmp_path / "r")]) == 2
+    err = capsys.readouterr().err
+    assert "r.png: a directory, not a file" in err and "greedy s0" not in err  # no cell ran
+    assert not (tmp_path / "r.csv").exists()

@@ -7,7 +7,7 @@ import dataclasses
 import pytest
 
 from mallocgame.bench.suite_table import format_suite_table, suite_row
-from mallocgame.errors import SolverError
+from mallocgame.errors import MallocGameError, SolverError
 from mallocgame.solvers import get_solver
 
 
@@ -28,6 +28,23 @@ def test_exact_left_out() -> None:
     assert row.larger_than_fast > 0  # a buffer of the GRU's output sequence exceeds the CMEM
     cells = format_suite_table([row]).splitlines()[-1].split("|")
     assert cells[13].strip() == ""  # the exact column
+
+
+@pytest.mark.parametrize("seconds", [float("nan"), -5.0])
+def test_an_exact_budget_that_is_not_a_time_is_refused(seconds: float) -> None:
+    with pytest.raises(MallocGameError, match="exact_seconds must be a finite number"):
+        suite_row("xla-v1/lstm_infer", random_games=1, exact_seconds=seconds)
+
+
+def test_the_cli_checks_every_name_before_the_first_program(monkeypatch, capsys) -> None:
+    import mallocgame.bench.suite_table as suite_table
+    from mallocgame.cli import main
+
+    measured: list[str] = []
+    monkeypatch.setattr(suite_table, "suite_row", lambda name, **_: measured.append(name))
+    assert main(["bench", "suite", "--programs", "xla-v1/lstm_infer", "nosuch/x"]) == 2
+    assert "nosuch/x: neither a bundled workload" in capsys.readouterr().err
+    assert measured == []
 
 
 def test_an_answer_that_fails_check_makes_no_row(monkeypatch) -> None:

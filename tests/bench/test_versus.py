@@ -316,6 +316,10 @@ def test_cli_errors_and_invalid_answers(tmp_path: Path, capsys) -> None:
     assert f"two records for {P} a seed 0" in capsys.readouterr().err
     assert main(["bench", "versus", "a", "a", "--out", str(tmp_path), "--budget", "60"]) == 2
     assert "itself" in capsys.readouterr().err
+    _write(tmp_path / "one", [kept(P, "a", 0, "greedy")])
+    argv = ["bench", "versus", "a", "nosuch", "--out", str(tmp_path / "one"), "--budget", "60"]
+    assert main(argv) == 2
+    assert "no records of nosuch with budget 60 s" in capsys.readouterr().err  # not 0-0-0
     assert (
         main(
             [

@@ -10,7 +10,7 @@ import pytest
 from mallocgame.bench.xla_table import format_xla_table, write_xla_csv, xla_row
 from mallocgame.check import check_solution
 from mallocgame.cli import main
-from mallocgame.errors import SolverError
+from mallocgame.errors import MallocGameError, SolverError
 from mallocgame.residency import compare_residency
 from mallocgame.simulate import simulate
 from mallocgame.solvers import SolveRequest, get_solver
@@ -72,8 +72,30 @@ def test_names_and_the_csv_are_checked_before_any_program(
         (["--programs", PROGRAM, "--csv", str(tmp_path / "folder.csv")], "a directory, not a file"),
         (["--programs", PROGRAM, "--csv", ""], "--csv must name a file"),
         (["--programs", PROGRAM, "xla-v1/alexnet_train_b32"], "has no XLA placement: bench xla"),
+        (["--programs", PROGRAM, str(_instance_file(tmp_path))], "has no XLA placement: bench xla"),
     ]:
         assert main(["bench", "xla", *argv]) == 2
         out, err = capsys.readouterr()
         assert needle in err and "Traceback" not in err
         assert out == "" and measured == []  # no program measured
+
+
+def _instance_file(folder: Path) -> Path:
+    """A program without XLA's placement, as an instance file."""
+    from mallocgame.instance import save_instance
+    from mallocgame.workloads.registry import load_workload
+
+    save_instance(load_workload("xla-v1/lstm_infer"), folder / "lstm.json")
+    return folder / "lstm.json"
+
+
+@pytest.mark.parametrize("seconds", [float("nan"), -1.0, 0.0])
+def test_a_bound_budget_that_is_not_a_time_is_refused(seconds: float) -> None:
+    with pytest.raises(MallocGameError, match="bound_seconds must be a finite number"):
+        xla_row(PROGRAM, bound_seconds=seconds)
+
+
+def test_the_csv_goes_into_a_folder_made_for_it(tmp_path: Path, capsys) -> None:
+    out = tmp_path / "new" / "x.csv"
+    argv = ["bench", "xla", "--programs", PROGRAM, "--bound-seconds", "1", "--csv", str(out)]
+    assert main(argv) == 0 and out.exists()

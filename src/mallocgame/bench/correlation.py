@@ -21,6 +21,7 @@ from typing import Any
 
 import numpy as np
 
+from mallocgame.bench.inputs import budget_seconds, whole_number
 from mallocgame.bench.markdown import markdown_table
 from mallocgame.check import check_solution
 from mallocgame.errors import SolverError
@@ -55,7 +56,9 @@ class CorrelationRow:
 
 
 def reward_latency_correlation(program: str, random_games: int = 40) -> CorrelationRow:
-    """Pearson(reward, latency) over ``random_games`` random games, the heuristic and its projection."""
+    """Pearson(reward, latency) over ``random_games`` (at least 1) random games, the
+    heuristic and its projection; NaN where every reward or every latency is the same."""
+    whole_number(random_games, "random_games", 1)
     inst = load_workload(program)
     solutions = [
         get_solver("random").solve(inst, SolveRequest(seed=seed)) for seed in range(random_games)
@@ -68,7 +71,7 @@ def reward_latency_correlation(program: str, random_games: int = 40) -> Correlat
     rewards = [solution.reward_s for solution in solutions]
     latencies = [_checked_latency(inst, solution, program) for solution in solutions]
     base = baseline_latency(inst)
-    pearson = float(np.corrcoef(rewards, latencies)[0, 1])
+    pearson = _pearson(rewards, latencies)
     return CorrelationRow(
         program, len(solutions), pearson, base / max(latencies), base / min(latencies)
     )
@@ -81,7 +84,8 @@ def format_correlation(rows: list[CorrelationRow]) -> str:
     ]
     for r in rows:
         lines.append(
-            f"| {r.program} | {r.solutions} | {r.pearson:.3f} | {r.min_speedup:.3f} – {r.max_speedup:.3f} |"
+            f"| {r.program} | {r.solutions} | {_shown(r.pearson)} | "
+            f"{r.min_speedup:.3f} – {r.max_speedup:.3f} |"
         )
     return "\n".join(lines)
 
@@ -114,6 +118,11 @@ class TrainingCorrelation:
     @property
     def distinct_rewards(self) -> int:
         return len({round(s.normalized_reward, 9) for s in self.samples})
+
+
+def _shown(pearson: float) -> str:
+    """A Pearson correlation as a table shows it: ``n/a`` where it is undefined (NaN)."""
+    return "n/a" if np.isnan(pearson) else f"{pearson:.3f}"
 
 
 def _pearson(xs: list[float], ys: list[float]) -> float:
@@ -151,6 +160,8 @@ def training_correlation(
 
     if samples < 2:
         raise SolverError(f"samples must be at least 2, not {samples}")
+    if seconds is not None:
+        budget_seconds(seconds, "seconds")  # NaN would never end the run
     if seconds is None and games is None:
         raise SolverError("the training run needs a budget: seconds, games or both")
     try:
@@ -223,7 +234,7 @@ def format_training_correlation(rows: list[TrainingCorrelation]) -> str:
                 f"{r.games:,}",
                 f"{len(r.samples)} ({r.distinct_rewards})",
                 f"{r.answer_speedup:.4f}",
-                "n/a" if np.isnan(r.pearson) else f"{r.pearson:.3f}",
+                _shown(r.pearson),
             ]
             for r in rows
         ],
@@ -270,7 +281,7 @@ def plot_training_correlation(rows: list[TrainingCorrelation], path: Path) -> No
         points = ax.scatter(
             rewards, latencies_ms, c=[s.elapsed_s for s in row.samples], cmap="viridis", s=28
         )
-        pearson = "n/a" if np.isnan(row.pearson) else f"{row.pearson:.3f}"
+        pearson = _shown(row.pearson)
         ax.set_title(f"{row.program.split('/')[-1]}\nPearson {pearson}", fontsize=9)
         ax.set_xlabel("normalized reward")
         ax.set_ylabel("simulated latency (ms)")

@@ -25,6 +25,7 @@ from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from mallocgame.bench.inputs import budget_seconds
 from mallocgame.bench.markdown import markdown_table
 from mallocgame.check import check_solution
 from mallocgame.errors import SolverError
@@ -85,6 +86,9 @@ def suite_row(
     """Measure one workload (module docstring); ``exact_seconds`` 0 leaves ``exact`` out."""
     from mallocgame.costmodel import peak_live_bytes
     from mallocgame.solvers.bound import bound_details
+
+    if exact_seconds != 0:
+        budget_seconds(exact_seconds, "exact_seconds")
 
     inst = load_workload(name)
 

@@ -18,6 +18,7 @@ import os
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, fields
 
+from mallocgame.bench.inputs import budget_seconds
 from mallocgame.bench.markdown import markdown_table
 from mallocgame.check import check_solution
 from mallocgame.errors import ComparisonError
@@ -75,6 +76,7 @@ def xla_row(
     """Measure one workload (module docstring); the solver ``xla`` must answer for it."""
     from mallocgame.solvers.bound import bound_details
 
+    budget_seconds(bound_seconds, "bound_seconds")
     inst = load_workload(name)
     xla = _checked(name, inst, get_solver("xla").solve(inst, SolveRequest(seed=0)))
     heuristic = _checked(name, inst, get_solver("heuristic").solve(inst, SolveRequest(seed=0)))
