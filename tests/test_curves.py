@@ -51,3 +51,19 @@ def test_one_panel_a_program(tmp_path: Path, count: int) -> None:
     points = [p for i in range(count) for p in _points(f"p{i}", ["es"])]
     plot_curves(points, tmp_path / "c.png")
     assert (tmp_path / "c.png").stat().st_size > 0
+
+
+def test_no_points_is_a_typed_error(tmp_path: Path) -> None:
+    from mallocgame.errors import ComparisonError
+
+    with pytest.raises(ComparisonError, match="no reward curves to draw"):
+        plot_curves([], tmp_path / "c.png")
+    assert not (tmp_path / "c.png").exists()
+
+
+def test_forty_solvers_look_forty_ways(tmp_path: Path) -> None:
+    from mallocgame.curves import _style
+
+    assert len({_style(k) for k in range(40)}) == 40 and _style(0)[0] == _style(10)[0]
+    plot_curves(_points("p", [f"es[sigma={k}]" for k in range(25)]), tmp_path / "c.png")
+    assert (tmp_path / "c.png").stat().st_size > 0

@@ -143,7 +143,25 @@ def test_cli_show_against_itself_reports_no_refetch(tmp_path, capsys) -> None:
     ]
     assert main(argv) == 0
     out = capsys.readouterr().out
-    assert out.count("re-fetched by heuristic where heuristic keeps them resident: none") == 2
+    named = f"heuristic ({tmp_path / 'h.json'})"  # one solver's two answers: named by file
+    assert out.count(f"re-fetched by {named} where {named} keeps them resident: none") == 2
+    assert f"tensors in fast memory: {named} " in out
+
+
+def test_an_interval_past_the_programs_end_is_compared_within_it() -> None:
+    """An invalid answer's memory interval to step 10**9 (a legal file) is counted to the
+    program's last step, not listed step by step."""
+    import dataclasses
+
+    inst = _program()
+    keeps = _solution(inst, [DROP, COPY, NOCOPY, NOCOPY], "keeps")
+    last = keeps.allocations[-1]
+    far = dataclasses.replace(
+        keeps, allocations=(*keeps.allocations[:-1], dataclasses.replace(last, end=10**9))
+    )
+    c = compare_residency(inst, keeps, far)
+    assert c.fast_byte_steps_b == c.fast_byte_steps_a == c.fast_byte_steps_common
+    assert c.agreement == 1.0
 
 
 def test_a_fetch_extended_by_later_reads_is_a_refetch_for_the_read_it_serves() -> None:

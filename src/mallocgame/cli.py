@@ -635,9 +635,13 @@ def _cmd_show(args: argparse.Namespace) -> int:
         from mallocgame.residency import compare_residency, format_residency_comparison
         from mallocgame.viz import draw_layouts
 
-        draw_layouts(inst, solutions, out)
-        print(f"layouts of {inst.name}: {solutions[0].solver} above {solutions[1].solver} -> {out}")
-        print(format_residency_comparison(compare_residency(inst, *solutions)))
+        names = [s.solver for s in solutions]
+        if names[0] == names[1]:  # two answers of one solver: told apart by their files
+            names = [f"{s.solver} ({path})" for s, path in zip(solutions, paths)]
+        draw_layouts(inst, solutions, out, titles=[f"{inst.name}: {n}" for n in names])
+        print(f"layouts of {inst.name}: {names[0]} above {names[1]} -> {out}")
+        comparison = compare_residency(inst, solutions[0], solutions[1], (names[0], names[1]))
+        print(format_residency_comparison(comparison))
     status = EXIT_OK
     for path, report in zip(paths, reports):
         if not report.ok:  # drawn all the same: a picture helps to see what is wrong

@@ -14,6 +14,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from mallocgame.errors import ComparisonError
 from mallocgame.fileio import write_bytes_atomic, write_csv_atomic
 from mallocgame.instance import Instance
 
@@ -74,30 +75,41 @@ def write_csv(points: list[CurvePoint], path: Path) -> None:
     )
 
 
+def _style(k: int) -> tuple[str, str, str]:
+    """The ``k``-th solver's colour, line style and marker: ten colours, then again with
+    the next style, so no two of forty solvers look alike."""
+    lines, markers = ("-", "--", ":", "-."), ("o", "s", "^", "D")
+    return f"C{k % 10}", lines[k // 10 % 4], markers[k // 10 % 4]
+
+
 def plot_curves(
     points: list[CurvePoint], path: Path, bounds: dict[str, float] | None = None
 ) -> None:
     """One panel per program: best-so-far normalized reward against seconds, per solver and seed.
 
-    ``bounds``: a normalized upper bound per program, drawn as a dashed line.
+    ``bounds``: a normalized upper bound per program, drawn as a dashed line. Solvers
+    past matplotlib's ten colours take them again with another line style and marker.
+    No points: a :class:`~mallocgame.errors.ComparisonError`.
     """
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
     from mallocgame.viz import literal_text
 
+    if not points:
+        raise ComparisonError(f"no reward curves to draw in {path}")
     programs = list(dict.fromkeys(p.program for p in points))
     fig = Figure(figsize=(5 * len(programs), 4))  # its own canvas: pyplot's backend untouched
     FigureCanvasAgg(fig)
     axes = fig.subplots(1, len(programs), squeeze=False)
-    colours: dict[str, str] = {}  # solver -> matplotlib colour cycle entry
+    styles: dict[str, tuple[str, str, str]] = {}  # solver -> colour, line style, marker
     for ax, program in zip(axes[0], programs):
         curves: dict[tuple[str, int], list[CurvePoint]] = {}
         for p in points:
             if p.program == program:
                 curves.setdefault((p.solver, p.seed), []).append(p)
         for (solver, seed), pts in curves.items():
-            colour = colours.setdefault(solver, f"C{len(colours)}")
+            colour, line, marker = styles.setdefault(solver, _style(len(styles)))
             xs = [p.elapsed_s for p in pts]
             ys = [p.normalized_reward for p in pts]
             ax.step(
@@ -105,8 +117,9 @@ def plot_curves(
                 ys,
                 where="post",
                 color=colour,
+                linestyle=line,
                 alpha=0.8,
-                marker="o",
+                marker=marker,
                 markersize=4,
                 label=literal_text(solver) if seed == pts[0].seed else None,
             )

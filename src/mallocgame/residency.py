@@ -65,7 +65,7 @@ class Refetch:
 class ResidencyComparison:
     """Solutions ``a`` and ``b`` of one instance, tensor by tensor."""
 
-    a: str  # the solvers' names
+    a: str  # their names (the solvers', unless named otherwise)
     b: str
     fast_in_a: int  # tensors with at least one step in fast memory
     fast_in_b: int
@@ -153,13 +153,41 @@ def _refetches(
     return tuple(sorted(found, key=lambda r: (-r.size, r.tensor, r.evicted_after)))
 
 
-def _steps(runs: tuple[TensorRun, ...]) -> set[int]:
-    return {step for r in runs for step in range(r.first, r.last + 1)}
+def _spans(runs: tuple[TensorRun, ...], num_steps: int) -> list[tuple[int, int]]:
+    """The steps of ``runs`` within the program's ``0 .. num_steps - 1``, as disjoint
+    ``(first, last)`` spans in order (an invalid answer's runs may reach past its end)."""
+    clipped = sorted((max(r.first, 0), min(r.last, num_steps - 1)) for r in runs if r.last >= 0)
+    spans: list[tuple[int, int]] = []
+    for first, last in clipped:
+        if first > last:
+            continue
+        if spans and first <= spans[-1][1] + 1:
+            spans[-1] = (spans[-1][0], max(spans[-1][1], last))
+        else:
+            spans.append((first, last))
+    return spans
+
+
+def _count(spans: list[tuple[int, int]]) -> int:
+    return sum(last - first + 1 for first, last in spans)
+
+
+def _common(a: list[tuple[int, int]], b: list[tuple[int, int]]) -> int:
+    """Steps in both of two lists of disjoint spans in order."""
+    i = j = common = 0
+    while i < len(a) and j < len(b):
+        common += max(0, min(a[i][1], b[j][1]) - max(a[i][0], b[j][0]) + 1)
+        if a[i][1] < b[j][1]:
+            i += 1
+        else:
+            j += 1
+    return common
 
 
 def _byte_steps(instance: Instance, runs: dict[int, tuple[TensorRun, ...]]) -> int:
     """Sum over tensors of bytes times the steps at which they are in fast memory."""
-    return sum(instance.tensors[t].size * len(_steps(rs)) for t, rs in runs.items())
+    steps = len(instance.instructions)
+    return sum(instance.tensors[t].size * _count(_spans(rs, steps)) for t, rs in runs.items())
 
 
 def _common_byte_steps(
@@ -168,20 +196,32 @@ def _common_byte_steps(
     b: dict[int, tuple[TensorRun, ...]],
 ) -> int:
     """Sum over tensors of bytes times the steps at which both keep them in fast memory."""
-    return sum(instance.tensors[t].size * len(_steps(a[t]) & _steps(b[t])) for t in set(a) & set(b))
+    steps = len(instance.instructions)
+    return sum(
+        instance.tensors[t].size * _common(_spans(a[t], steps), _spans(b[t], steps))
+        for t in set(a) & set(b)
+    )
 
 
-def compare_residency(instance: Instance, a: Solution, b: Solution) -> ResidencyComparison:
-    """Compare where ``a`` and ``b`` (solutions of ``instance``) keep each tensor."""
+def compare_residency(
+    instance: Instance,
+    a: Solution,
+    b: Solution,
+    names: tuple[str, str] | None = None,
+) -> ResidencyComparison:
+    """Compare where ``a`` and ``b`` (solutions of ``instance``) keep each tensor; ``names``
+    (default: their solvers') name them in the comparison. Steps are counted within the
+    program, so an invalid answer's intervals past its end are compared as far as it goes."""
     runs_a, runs_b = residency(instance, a), residency(instance, b)
+    name_a, name_b = names if names is not None else (a.solver, b.solver)
 
     def only(mine: dict, theirs: dict) -> tuple[tuple[str, int], ...]:
         tensors = sorted(set(mine) - set(theirs), key=lambda t: (-instance.tensors[t].size, t))
         return tuple((instance.tensors[t].name, instance.tensors[t].size) for t in tensors)
 
     return ResidencyComparison(
-        a.solver,
-        b.solver,
+        name_a,
+        name_b,
         len(runs_a),
         len(runs_b),
         only(runs_a, runs_b),
