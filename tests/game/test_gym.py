@@ -130,6 +130,29 @@ def test_reward_matches_game_and_raw_seconds():
     assert info["normalized_return"] == pytest.approx(traj["normalized_reward"], rel=1e-9)
 
 
+def _episode_return(env: MallocGameEnv, actions: tuple[int, ...]) -> float:
+    env.reset()
+    return sum(float(env.step(a)[1]) for a in actions)
+
+
+@pytest.mark.parametrize(
+    "which, worse, better",
+    [
+        ("negative", (0, 1, 0, 1), (2, 2, 2, 2)),  # -4 s and 0 s: all slow is best
+        ("zero", (0, 1), (0, 2)),  # 0 s and 1 s
+    ],
+)
+def test_more_seconds_saved_is_more_return_whatever_the_sign_of_r(which, worse, better):
+    """R < 0 (fast memory slower) must not reverse the objective, nor R = 0 erase it."""
+    from tests.builders import reversed_normalizer_instances
+
+    env = MallocGameEnv(reversed_normalizer_instances()[which])
+    low = _episode_return(env, worse)
+    low_s = env.game.return_s
+    high = _episode_return(env, better)
+    assert env.game.return_s > low_s and high > low
+
+
 def test_illegal_action_terminates():
     env = MallocGameEnv(conformance_instance("random101"))
     _, info = env.reset()

@@ -47,10 +47,13 @@ class MallocGameEnv(gymnasium.Env):
       ``info["action_mask"]`` (int8 ``[3]``, 1 = legal) and :meth:`action_masks`
       (bool ``[3]``).
     - **reward**: ``float``: the game's reward of the action (seconds saved, SPEC
-      section 5) divided by the instance's reward normalizer ``R``
-      (``tables.normalizer_s``; the reward is 0 when ``R`` is 0), so that the return of
-      a complete game is its normalized reward (at most 1 with roofline latencies).
-      ``info["reward_s"]`` holds the raw seconds. No penalty is added for an infeasible
+      section 5) divided by ``|R|``, the magnitude of the instance's reward normalizer
+      (``tables.normalizer_s``), so that the return of a complete game is its normalized
+      reward where ``R > 0`` (at most 1 with roofline latencies), and more seconds saved
+      is more return whatever the sign of ``R`` (table latencies may make it negative;
+      where ``R`` is 0, or too small to divide by, the reward is the raw seconds).
+      ``info["reward_s"]`` holds the raw seconds, ``info["normalized_return"]`` the
+      game's return over ``R``. No penalty is added for an infeasible
       or illegal end: the return is then the partial return so far.
     - **termination**: ``terminated=True`` when the game is complete (every buffer
       decided, ``info["complete"]``), when it is infeasible (no legal action for the
@@ -85,7 +88,9 @@ class MallocGameEnv(gymnasium.Env):
         self.render_mode = render_mode
         self.game = Game(instance)
         self._features = FeatureExtractor(self.game)
-        self._inv_r = finite_reciprocal(self.game.tables.normalizer_s)
+        # |R|: R < 0 must not reverse the objective nor R = 0 erase it
+        inverse = finite_reciprocal(abs(self.game.tables.normalizer_s))
+        self._reward_scale = inverse if inverse > 0 else 1.0
         self.observation_space = spaces.Box(
             low=FEATURE_LOW, high=FEATURE_HIGH, shape=(NUM_FEATURES,), dtype=np.float32
         )
@@ -128,7 +133,7 @@ class MallocGameEnv(gymnasium.Env):
         self._last_action = a
         terminated = game.done
         self._needs_reset = terminated
-        return self._observation(), reward_s * self._inv_r, terminated, False, self._info()
+        return self._observation(), reward_s * self._reward_scale, terminated, False, self._info()
 
     def render(self) -> str | None:
         if self.render_mode != "ansi":
