@@ -31,6 +31,30 @@ def test_first_touch_keeps_what_came_first_and_never_moves_it() -> None:
     assert check_solution(inst, answer).ok
 
 
+def test_a_tensor_first_touched_in_slow_memory_stays_there() -> None:
+    """a fills the fast memory; b is produced slow; once a is dead, b's read would fit a
+    Copy in, but first-touch never moves a page."""
+    inst = build(
+        [X(100), X(100)],
+        [I(writes=[0]), I(writes=[1]), I(reads=[0]), I(), I(reads=[1])],
+        capacity=100,
+    )
+    answer = get_solver("first-touch").solve(inst, SolveRequest(seed=0))
+    assert answer.actions == (1, 2, 1, 2)  # a NoCopy, b Drop, a's read NoCopy, b's read Drop
+    assert check_solution(inst, answer).ok
+
+
+@pytest.mark.parametrize("name", ["xla-v1/alexnet_train_b32", "xla-v1/dlrm_train"])
+def test_no_bundled_tensor_first_touched_slow_is_copied_in_later(name: str) -> None:
+    inst = suite_instance(name)
+    for solver, options in (("first-touch", {}), ("agnostic", {"fast_share": 0.5})):
+        actions = get_solver(solver).solve(inst, SolveRequest(seed=0, options=options)).actions
+        first: dict[int, int] = {}
+        for b in inst.buffers:  # game order
+            first.setdefault(b.tensor_id, actions[b.id])
+            assert not (first[b.tensor_id] == 2 and actions[b.id] == 0), (solver, b.id)
+
+
 def test_first_touch_brings_a_program_input_in_at_its_first_read() -> None:
     inst = build(
         tensors=[X(50), X(10, live_out=True), X(10, live_out=True)],

@@ -9,10 +9,11 @@ sections 2.2 and 6.1). Neither plans ahead; each is one game played with Drop-ba
     first touched, and is never moved after. In the game: an activation goes to fast
     memory where it is produced (output NoCopy: its whole live range), a program input
     at its first read (Copy: the game brings an input in just before it is read; then
-    NoCopy reads keep it); a tensor first placed in slow memory stays there (Drop).
-    That is the first legal action in the order NoCopy, Copy, Drop: the rules make a
-    tensor already in fast memory NoCopy or Copy at its offset, and one in slow memory
-    Drop. (A read whose in-place extension no longer fits may be a Copy at the same
+    NoCopy reads keep it); a tensor first placed in slow memory stays there (Drop): at
+    its first touch the first legal action in the order NoCopy, Copy, Drop, and later
+    the same order while the tensor has a place in fast memory, Drop first where all its
+    touches so far were Drop (the game would let a later read Copy it in; an OS does not
+    move it). (A read whose in-place extension no longer fits may be a Copy at the same
     offset, which an OS would not do; Drop-backup drops the group where neither fits.)
 ``agnostic``
     The OS's memory-agnostic allocation as MARL ran it: "we randomly allocated objects
@@ -40,6 +41,7 @@ from mallocgame.solution import Solution
 from mallocgame.solvers.base import NoConfig, Run, Solver
 
 __all__ = [
+    "FirstTouchPolicy",
     "FirstTouchSolver",
     "AgnosticSolver",
     "AgnosticConfig",
@@ -56,20 +58,38 @@ def _first_allowed(order: tuple[int, int, int], allowed: np.ndarray) -> int:
     raise ValueError("no allowed action")
 
 
-def first_touch_policy(game: Game, allowed: np.ndarray) -> int:
-    """The first allowed action in the order NoCopy, Copy, Drop."""
-    return _first_allowed(_FIRST_TOUCH_ORDER, allowed)
+class FirstTouchPolicy:
+    """First-touch on ``game``'s instance: at a tensor's first buffer in game order the first
+    allowed action in the order NoCopy, Copy, Drop; at a later one the same order while the
+    tensor has a non-empty allocation, else (every touch so far was Drop) Drop first."""
+
+    def __init__(self, game: Game) -> None:
+        tensors = game.tables.buffer_tensor
+        self.tensor = tensors.tolist()
+        first = np.zeros(len(tensors), dtype=bool)
+        first[np.unique(tensors, return_index=True)[1]] = True  # buffer ids are game order
+        self.first_touch = first.tolist()
+
+    def order(self, game: Game) -> tuple[int, int, int]:
+        b = game.current_buffer
+        if not self.first_touch[b] and game.latest_allocation(self.tensor[b]) < 0:
+            return _SLOW_ORDER  # first touched in slow memory: it stays there
+        return _FIRST_TOUCH_ORDER
+
+    def __call__(self, game: Game, allowed: np.ndarray) -> int:
+        return _first_allowed(self.order(game), allowed)
 
 
-class _GroupCoinPolicy:
+class _GroupCoinPolicy(FirstTouchPolicy):
     """First-touch for the alias groups drawn fast, Drop first for the others."""
 
-    def __init__(self, fast: np.ndarray) -> None:
+    def __init__(self, game: Game, fast: np.ndarray) -> None:
+        super().__init__(game)
         self.fast = fast  # bool [groups]
 
     def __call__(self, game: Game, allowed: np.ndarray) -> int:
         drawn_fast = self.fast[game.group_of(game.current_buffer)]
-        return _first_allowed(_FIRST_TOUCH_ORDER if drawn_fast else _SLOW_ORDER, allowed)
+        return _first_allowed(self.order(game) if drawn_fast else _SLOW_ORDER, allowed)
 
 
 def _play_once(
@@ -87,7 +107,8 @@ class FirstTouchSolver(Solver, name="first-touch", work_unit="placements"):
     """Fast memory for whatever is touched first while there is room; nothing ever moves."""
 
     def search(self, instance: Instance, config: NoConfig, run: Run) -> Solution:
-        return _play_once(Game(instance), run, first_touch_policy, {})
+        game = Game(instance)
+        return _play_once(game, run, FirstTouchPolicy(game), {})
 
 
 @dataclass(frozen=True)
@@ -109,4 +130,4 @@ class AgnosticSolver(Solver, name="agnostic", work_unit="placements", config=Agn
         game = Game(instance)
         fast = np.random.default_rng(run.seed).random(game.tables.num_groups) < config.fast_share
         info = {"fast_share": config.fast_share, "groups_drawn_fast": int(fast.sum())}
-        return _play_once(game, run, _GroupCoinPolicy(fast), info)
+        return _play_once(game, run, _GroupCoinPolicy(game, fast), info)
