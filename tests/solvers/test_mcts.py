@@ -108,6 +108,17 @@ def test_a_normalizer_that_is_not_positive_leaves_the_objective_as_it_is(kind: s
     assert answer.reward_s == best and check_solution(inst, answer).ok
 
 
+def test_moves_without_time_to_search_play_the_default_policy_within_the_budget() -> None:
+    """A reserve of 99.9 % of 5 s: every move is a finishing move, and with the budget
+    far from spent they play the default policy (the game of 0 simulations), not Drop."""
+    inst = load_workload("xla-v1/inplace_update_loop")
+    options = {"reserve": 0.999}
+    finished = get_solver("mcts").solve(inst, SolveRequest(seed=0, seconds=5.0, options=options))
+    default = get_solver("mcts").solve(inst, SolveRequest(seed=0, options={"simulations": 0}))
+    assert finished.work["fallback_moves"] > 0 and finished.work["simulations"] == 0
+    assert finished.actions == default.actions and finished.normalized_reward > 0.4
+
+
 def test_bad_options_are_rejected(lstm) -> None:
     with pytest.raises(SolverError, match="unknown option"):
         MctsSolver().solve(lstm, SolveRequest(work=1, options={"sims": 4}))

@@ -309,7 +309,13 @@ class MctsSolver(Solver, name="mcts", work_unit="simulations", config=MctsConfig
                 action = actions[0]
                 counts["forced_moves"] += 1
             elif finishing:
-                action = DROP if DROP in actions else actions[0]
+                # the default policy (as cheap a move as Drop) until the whole budget is
+                # spent, Drop after: a Drop-backup late in the game then replays its moves
+                # as well as the default policy plays them, not all as Drop
+                if budget_s is not None and clock.elapsed >= budget_s:
+                    action = DROP if DROP in actions else actions[0]
+                else:
+                    action = search.default_action(actions)
                 counts["fallback_moves"] += 1
             else:
                 # Decisions still to come, estimated from the share of them with a
