@@ -3,6 +3,10 @@
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
+import textwrap
 from pathlib import Path
 
 import pytest
@@ -757,3 +761,49 @@ def test_a_record_written_after_the_folder_was_read_is_taken(tmp_path: Path, mon
     listed = sweep.record_files(tmp_path)
     monkeypatch.setattr(sweep, "record_files", lambda _: listed[:1])  # the second not yet
     assert sweep.job_records(tmp_path, jobs) == everything and len(everything) == 2
+
+
+# A fresh process runs one job; the solver notes, as it starts, which of the game's
+# kernels are loaded (numba keeps a signature per loaded kernel).
+FRESH_JOB = textwrap.dedent(
+    """
+    import json, sys
+    from mallocgame.bench.sweep import Job, run_job
+    from mallocgame.game import kernels as K
+    from mallocgame.solvers.random import RandomSolver
+
+    KERNELS = ("analyze", "apply", "apply_forced", "undo_to")
+    loaded = {}
+    search = RandomSolver.search
+
+    def noting(self, instance, config, run):
+        loaded.update({name: len(getattr(K, name).signatures) for name in KERNELS})
+        return search(self, instance, config, run)
+
+    RandomSolver.search = noting
+    run_job(Job("xla-v1/lstm_infer", "random", 0, 0.5), sys.argv[1])
+    print(json.dumps(loaded))
+    """
+)
+
+
+def test_a_job_in_a_fresh_process_loads_the_game_kernels_before_its_clock_starts(
+    tmp_path: Path,
+) -> None:
+    """A pool worker's first job had its wall-clock budget spent loading the kernels
+    (about a second): with --workers 2 its seed played one game where the others played
+    hundreds. They are loaded before the solver starts."""
+    script = tmp_path / "job.py"
+    script.write_text(FRESH_JOB)
+    src = str(Path(__file__).parents[2] / "src")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([src, os.environ.get("PYTHONPATH", "")])}
+    done = subprocess.run(
+        [sys.executable, str(script), str(tmp_path)],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr
+    loaded = json.loads(done.stdout.strip().splitlines()[-1])
+    assert [name for name, signatures in loaded.items() if not signatures] == []
