@@ -807,3 +807,33 @@ def test_a_job_in_a_fresh_process_loads_the_game_kernels_before_its_clock_starts
     assert done.returncode == 0, done.stderr
     loaded = json.loads(done.stdout.strip().splitlines()[-1])
     assert [name for name, signatures in loaded.items() if not signatures] == []
+
+
+def test_two_programs_never_share_a_record_file(tmp_path: Path, monkeypatch) -> None:
+    """``d/a.json`` and ``d-a.json`` were both made ``d-a.json``: the sweep ran both,
+    the second overwrote the first, and every later run refused the survivor."""
+    from mallocgame.bench.inputs import StudyInputError
+    from mallocgame.bench.sweep import check_jobs
+    from mallocgame.instance import save_instance
+    from mallocgame.workloads.registry import load_workload
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "d").mkdir()
+    save_instance(load_workload(PROGRAMS[0]), "d/a.json")
+    save_instance(load_workload(PROGRAMS[1]), "d-a.json")
+    jobs = [Job(p, "random", 0, None, 2) for p in ("d/a.json", "d-a.json", PROGRAMS[0])]
+    names = [job_path(tmp_path, job).name for job in jobs]
+    assert names[1:] == ["d-a.json.random.s0.w2.json", "xla-v1-lstm_infer.random.s0.w2.json"]
+    assert names[0].startswith("d-a.json-") and len(set(names)) == 3  # a hash of d/a.json
+    out = tmp_path / "out"
+    assert run_sweep(jobs, out, workers=1) == (3, 0)
+    assert {r["program"] for r in load_records(out)} == {j.program for j in jobs}
+    assert run_sweep(jobs, out, workers=1) == (0, 3)
+    # a file named as a bundled program's records are: refused before any job runs
+    save_instance(load_workload(PROGRAMS[1]), "xla-v1-lstm_infer")
+    clash = [*jobs, Job("xla-v1-lstm_infer", "random", 0, None, 2)]
+    with pytest.raises(StudyInputError, match="would share the record file xla-v1-lstm_infer"):
+        check_jobs(clash)
+    with pytest.raises(StudyInputError, match="would share the record file"):
+        run_sweep(clash, tmp_path / "other", workers=1)
+    assert not (tmp_path / "other").exists()

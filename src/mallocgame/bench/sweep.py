@@ -23,6 +23,7 @@ recomputes its numbers from its solution (:mod:`mallocgame.bench.recheck`).
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import os
@@ -138,11 +139,32 @@ def sweep_jobs(
     ]
 
 
+def _program_stem(program: str) -> str:
+    """A program's part of its records' file names: the program made file-safe (each run
+    of characters other than letters, digits, ``_``, ``.`` and ``-`` made one ``-``, none
+    at either end), as every record has been named, for a bundled workload
+    (``xla-v1/gru_infer``: ``xla-v1-gru_infer``) or a path that is file-safe already. Any
+    other path gets ``-`` and 8 hex digits of its sha256 too: two of them can be made the
+    same (``d/a.json`` and ``d-a.json``)."""
+    stem = re.sub(r"[^A-Za-z0-9_.-]+", "-", program).strip("-")
+    if stem == program or program in _bundled_names():
+        return stem
+    return f"{stem}-{hashlib.sha256(program.encode()).hexdigest()[:8]}"
+
+
+@functools.cache
+def _bundled_names() -> frozenset[str]:
+    from mallocgame.workloads.registry import workload_names
+
+    return frozenset(workload_names())
+
+
 def job_path(out_dir: Path, job: Job) -> Path:
-    """``out_dir/PROGRAM.SOLVER.sSEED.BUDGET.json`` (the program name made file-safe);
-    a job with solver options gets ``.oHASH`` before ``.json`` (8 hex digits of their
-    JSON), so runs with other settings never skip it."""
-    program = re.sub(r"[^A-Za-z0-9_.-]+", "-", job.program).strip("-")
+    """``out_dir/PROGRAM.SOLVER.sSEED.BUDGET.json``, PROGRAM the program made file-safe
+    (:func:`_program_stem`: a path that is not file-safe as it is, and is no bundled name,
+    with a hash of it as well); a job with solver options gets ``.oHASH`` before ``.json``
+    (8 hex digits of their JSON), so runs with other settings never skip it."""
+    program = _program_stem(job.program)
     tag = ""
     if job.options:
         digest = hashlib.sha256(json.dumps(job.options_dict, sort_keys=True).encode()).hexdigest()
@@ -152,15 +174,28 @@ def job_path(out_dir: Path, job: Job) -> Path:
 
 def check_jobs(jobs: Iterable[Job]) -> None:
     """Raise :class:`~mallocgame.errors.SolverError` for any job whose solver is
-    unknown or does not take its options, and :class:`~mallocgame.errors.InputFileError`
-    for one whose program is neither a bundled name nor an existing path; each (solver,
-    options) and each program is checked once."""
+    unknown or does not take its options, :class:`~mallocgame.errors.InputFileError`
+    for one whose program is neither a bundled name nor an existing path, and
+    :class:`~mallocgame.bench.inputs.StudyInputError` for two jobs whose records would
+    share a file name (:func:`job_path`); each (solver, options) and each program is
+    checked once."""
+    from mallocgame.bench.inputs import StudyInputError
     from mallocgame.solvers import get_solver
     from mallocgame.workloads.registry import check_workload
 
     jobs = list(jobs)
     for program in dict.fromkeys(job.program for job in jobs):
         check_workload(program)
+    names: dict[str, Job] = {}
+    for job in jobs:
+        name = job_path(Path(), job).name
+        other = names.setdefault(name, job)
+        if other != job:
+            raise StudyInputError(
+                f"{other.program} {other.solver} and {job.program} {job.solver} (seed "
+                f"{job.seed}, {job.budget_tag}) would share the record file {name}; "
+                "sweep them apart or rename one program"
+            )
     checked: list[tuple[str, tuple[tuple[str, Any], ...]]] = []  # (option values need not hash)
     for job in jobs:
         if (job.solver, job.options) not in checked:
