@@ -837,3 +837,28 @@ def test_two_programs_never_share_a_record_file(tmp_path: Path, monkeypatch) -> 
     with pytest.raises(StudyInputError, match="would share the record file"):
         run_sweep(clash, tmp_path / "other", workers=1)
     assert not (tmp_path / "other").exists()
+
+
+def test_a_record_of_a_program_that_changed_since_stops_the_sweep(
+    tmp_path: Path, monkeypatch, capsys
+) -> None:
+    """A record of the program as it was was skipped as done, and the table of the new
+    program was then all INVALID, for good."""
+    from mallocgame.errors import StaleRecordError
+    from mallocgame.instance import save_instance
+    from mallocgame.workloads.registry import load_workload
+
+    monkeypatch.chdir(tmp_path)
+    save_instance(load_workload(PROGRAMS[0]), "p.json")
+    jobs = [Job("p.json", "random", 0, None, 2), Job(PROGRAMS[1], "random", 0, None, 2)]
+    assert run_sweep(jobs[:1], tmp_path / "out", workers=1) == (1, 0)
+    assert run_sweep(jobs[:1], tmp_path / "out", workers=1) == (0, 1)  # the same program: done
+    save_instance(load_workload(PROGRAMS[1]), "p.json")  # the program changed
+    with pytest.raises(StaleRecordError, match="was written for another instance of p.json"):
+        run_sweep(jobs, tmp_path / "out", workers=1)
+    assert not job_path(tmp_path / "out", jobs[1]).exists()  # nothing ran
+    argv = ["bench", "speedups", "--programs", "p.json", "--baseline", "random"]
+    argv += ["--work", "2", "--out", "out", "--workers", "1"]
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "another instance of p.json" in err[0] and "remove it" in err[0]

@@ -237,14 +237,18 @@ def _not_its_record(path: Path, job: Job) -> StaleRecordError:
 def check_records(jobs: Iterable[Job], out_dir: Path) -> None:
     """Raise :class:`~mallocgame.errors.StaleRecordError` if a file stands at a job's
     record path in ``out_dir`` that is not a record of that job (program, solver, seed,
-    budget and options), or a record written with other settings than the job's solver
-    uses now. A setting the record lacks (one added to the solver after it was written)
-    counts as the setting's default: a new setting's default keeps the solver's old
-    behaviour."""
+    budget and options), a record written for another instance than the program is now
+    (its ``instance_sha256``: the program's file or the bundled workload changed since;
+    each program with a record is loaded once), or a record written with other settings
+    than the job's solver uses now. A setting the record lacks (one added to the solver
+    after it was written) counts as the setting's default: a new setting's default keeps
+    the solver's old behaviour."""
     from mallocgame.solvers import get_solver
+    from mallocgame.workloads.registry import load_workload
 
     current: dict[tuple[str, str], dict[str, Any]] = {}
     defaults: dict[str, dict[str, Any]] = {}
+    instances: dict[str, str] = {}  # program -> its instance's sha256 now
     for job in jobs:
         path = job_path(out_dir, job)
         if not path.exists():
@@ -252,6 +256,14 @@ def check_records(jobs: Iterable[Job], out_dir: Path) -> None:
         doc = read_json(path)
         if _record_cell(doc) != _cell(job):
             raise _not_its_record(path, job)
+        if job.program not in instances:
+            instances[job.program] = load_workload(job.program).sha256
+        if doc.get("instance_sha256") != instances[job.program]:
+            raise StaleRecordError(
+                f"{path} was written for another instance of {job.program} than this run's "
+                f"(instance_sha256 {str(doc.get('instance_sha256'))[:12]} -> "
+                f"{instances[job.program][:12]}); remove it or use another --out"
+            )
         stored = doc.get("settings")
         if stored is None:
             continue
