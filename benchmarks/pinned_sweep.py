@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -65,6 +66,8 @@ def main() -> None:
             parser.error(str(exc))
     args.solvers = list(dict.fromkeys(args.solvers))
     args.seeds = list(dict.fromkeys(args.seeds))
+    if shutil.which("taskset") is None:  # every job would fail to start
+        parser.error("taskset not found: install util-linux (Linux only)")
     cores_per_job = min(args.cores, len(free))  # never wait for more cores than there are
     logs = Path(args.logs or Path(args.out) / "logs")
     logs.mkdir(parents=True, exist_ok=True)
@@ -125,20 +128,29 @@ def main() -> None:
             *options,
         ]
         name = f"{program.replace('/', '-')}.{solver}.s{seed}.log"
+        proc: subprocess.Popen | None = None
         with lock:
             if stopped:
                 return
-            with open(logs / name, "w") as log:
-                proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT)
-            running.add(proc)
-        rc = proc.wait()
+            try:
+                with open(logs / name, "w") as log:
+                    proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT)
+            except Exception as exc:  # the job's cores go back and the sweep says it failed
+                status, failed = f"could not start: {exc}", True
+            else:
+                running.add(proc)
+        if proc is not None:
+            rc = proc.wait()
+            status, failed = f"exit {rc}", rc != 0
+            if failed:
+                status += f", see {logs / name}"
         with lock:
             running.discard(proc)
             free.extend(cores)
             free.sort()
-            if rc != 0:
-                failures.append(f"{program} {solver} seed {seed}: exit {rc} (see {logs / name})")
-            print(f"done {program} {solver} seed {seed} (exit {rc})", flush=True)
+            if failed:
+                failures.append(f"{program} {solver} seed {seed}: {status}")
+            print(f"done {program} {solver} seed {seed} ({status})", flush=True)
             lock.notify_all()
 
     threads = []

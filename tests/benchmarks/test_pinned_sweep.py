@@ -37,3 +37,47 @@ def test_a_program_that_is_no_workload_is_refused(tmp_path: Path, monkeypatch, c
     assert exit_info.value.code == 2
     assert "did you mean xla-v1/lstm_infer" in capsys.readouterr().err
     assert not (tmp_path / "out").exists()
+
+
+def _quiet_signals(monkeypatch) -> None:
+    """main() takes SIGTERM and SIGINT for itself: not in the test process."""
+    monkeypatch.setattr(pinned_sweep.signal, "signal", lambda *_args: None)
+
+
+def test_a_machine_without_taskset_is_refused_before_any_job(
+    tmp_path: Path, monkeypatch, capsys
+) -> None:
+    argv = ["pinned_sweep.py", "--programs", "xla-v1/lstm_infer", "--solvers", "random"]
+    argv += ["--budget", "1", "--out", str(tmp_path / "out")]
+    monkeypatch.setattr(sys, "argv", argv)
+    monkeypatch.setenv("PATH", str(tmp_path))  # no taskset on it
+    _quiet_signals(monkeypatch)
+    with pytest.raises(SystemExit) as exit_info:
+        pinned_sweep.main()
+    assert exit_info.value.code == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert "taskset not found" in err[-1]
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_job_that_cannot_start_gives_its_cores_back_and_fails_the_sweep(
+    tmp_path: Path, monkeypatch, capsys
+) -> None:
+    """A job whose process could not start ended its thread: its cores never came back
+    (the next job waited for them for ever) and the sweep said it succeeded."""
+
+    def no_process(*_args, **_kwargs):
+        raise FileNotFoundError("[Errno 2] No such file or directory: 'taskset'")
+
+    argv = ["pinned_sweep.py", "--programs", "xla-v1/lstm_infer", "--solvers", "random"]
+    argv += ["--seeds", "0", "1", "--budget", "1", "--out", str(tmp_path / "out")]
+    monkeypatch.setattr(sys, "argv", argv)
+    monkeypatch.setattr(pinned_sweep.os, "sched_getaffinity", lambda _pid: {0})  # one core
+    monkeypatch.setattr(pinned_sweep.subprocess, "Popen", no_process)
+    _quiet_signals(monkeypatch)
+    with pytest.raises(SystemExit) as exit_info:
+        pinned_sweep.main()
+    assert exit_info.value.code == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 2 and all("could not start" in line for line in err)
+    assert err[1].startswith("xla-v1/lstm_infer random seed 1:")
