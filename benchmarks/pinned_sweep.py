@@ -33,8 +33,8 @@ import sys
 import threading
 from pathlib import Path
 
+from mallocgame.bench.sweep import check_jobs, sweep_jobs
 from mallocgame.errors import MallocGameError
-from mallocgame.workloads.registry import check_workload
 
 SINGLE_THREADED = ("random", "heuristic", "drop", "greedy")
 
@@ -58,27 +58,29 @@ def main() -> None:
         solver, colon, setting = item.partition(":")
         if not colon or solver not in args.solvers or "=" not in setting:
             parser.error(f"--option {item!r} is not SOLVER:KEY=VALUE for one of --solvers")
-    args.programs = list(dict.fromkeys(args.programs))  # a job named twice runs once
-    for program in args.programs:  # a typo is refused before the first job, not after hours
-        try:
-            check_workload(program)
-        except MallocGameError as exc:
-            parser.error(str(exc))
-    args.solvers = list(dict.fromkeys(args.solvers))
-    args.seeds = list(dict.fromkeys(args.seeds))
+    options: dict[str, dict[str, str]] = {}
+    for item in args.option:
+        solver, _, setting = item.partition(":")
+        key, _, value = setting.partition("=")
+        options.setdefault(solver, {})[key.strip()] = value.strip()
+    # A program, solver, option, seed or budget that no job could run with is refused here,
+    # as bench speedups refuses it, before the first job, not once per job after hours.
+    # Seed, then program, then solver (sweep_jobs' order): a (program, seed) cell's solvers
+    # start side by side, so a sweep cut short leaves whole cells to compare rather than
+    # one solver's column; a job named twice runs once.
+    try:
+        checked = sweep_jobs(
+            args.programs, args.solvers, args.seeds, seconds=args.budget, options=options
+        )
+        check_jobs(checked)
+    except MallocGameError as exc:
+        parser.error(str(exc))
     if shutil.which("taskset") is None:  # every job would fail to start
         parser.error("taskset not found: install util-linux (Linux only)")
     cores_per_job = min(args.cores, len(free))  # never wait for more cores than there are
     logs = Path(args.logs or Path(args.out) / "logs")
     logs.mkdir(parents=True, exist_ok=True)
-    # Seed, then program, then solver: a (program, seed) cell's solvers start side by side, so a
-    # sweep cut short leaves whole cells to compare rather than one solver's column.
-    jobs = [
-        (program, solver, seed)
-        for seed in args.seeds
-        for program in args.programs
-        for solver in args.solvers
-    ]
+    jobs = [(job.program, job.solver, job.seed) for job in checked]
     lock = threading.Condition()
     failures: list[str] = []
     running: set[subprocess.Popen] = set()

@@ -81,3 +81,30 @@ def test_a_job_that_cannot_start_gives_its_cores_back_and_fails_the_sweep(
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 2 and all("could not start" in line for line in err)
     assert err[1].startswith("xla-v1/lstm_infer random seed 1:")
+
+
+@pytest.mark.parametrize(
+    "extra, needle",
+    [
+        (["--solvers", "nosuch"], "unknown solver"),
+        (["--solvers", "es", "--option", "es:workers=two"], "es: option workers"),
+        (["--solvers", "es", "--option", "es:nosuch=1"], "es: unknown option 'nosuch'"),
+        (["--solvers", "random", "--seeds", "-1"], "a seed must be from 0"),
+        (["--solvers", "random", "--budget", "-1"], "budget must be a finite number"),
+        (["--solvers", "random", "--budget", "nan"], "budget must be a finite number"),
+    ],
+)
+def test_a_sweep_no_job_could_run_is_refused_before_any_job(
+    extra: list[str], needle: str, tmp_path: Path, monkeypatch, capsys
+) -> None:
+    """Every job started and failed, one after the other."""
+    argv = ["pinned_sweep.py", "--programs", "xla-v1/lstm_infer", "--out", str(tmp_path / "out")]
+    argv += ["--budget", "1", *extra]  # a second --budget wins
+    monkeypatch.setattr(sys, "argv", argv)
+    _quiet_signals(monkeypatch)
+    with pytest.raises(SystemExit) as exit_info:
+        pinned_sweep.main()
+    assert exit_info.value.code == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert needle in err[-1] and "Traceback" not in "".join(err)
+    assert not (tmp_path / "out").exists()
