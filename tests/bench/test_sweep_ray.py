@@ -40,5 +40,20 @@ def test_a_sweep_on_an_address_without_a_cluster_is_one_line_at_once(
     tmp_path: Path, address: str, needle: str
 ) -> None:
     jobs = [Job("xla-v1/lstm_infer", "random", 0, None, 2)]
+    said: list[str] = []
     with pytest.raises(WorkerError, match=needle):
-        run_sweep(jobs, tmp_path, ray_address=address)
+        run_sweep(jobs, tmp_path / "out", ray_address=address, progress=said.append)
+    assert not (tmp_path / "out").exists() and said == []  # before the folder and the jobs line
+
+
+def test_a_sweep_on_a_local_cluster_started_for_it(tmp_path: Path) -> None:
+    """``--ray local`` was refused by a message that offered it ("give local, auto or
+    HOST:PORT"); it starts a one-node cluster here, as muzero's ``--ray local`` does,
+    and shuts it down after the jobs."""
+    jobs = [Job("xla-v1/lstm_infer", "random", seed, None, 2) for seed in (0, 1)]
+    assert run_sweep(jobs, tmp_path, workers=1, ray_address="local") == (2, 0)
+    assert not ray.is_initialized()
+    run_sweep(jobs, tmp_path / "one", workers=1)
+    by_seed = {r["seed"]: r["reward_s"] for r in load_records(tmp_path / "one")}
+    assert {r["seed"]: r["reward_s"] for r in load_records(tmp_path)} == by_seed
+    assert run_sweep(jobs, tmp_path, ray_address="local") == (0, 2)  # nothing started

@@ -26,6 +26,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import json
+import logging
 import os
 import re
 import time
@@ -373,28 +374,57 @@ def run_job(job: Job, out_dir: str) -> dict[str, Any]:
     return record
 
 
-def _ray_map(jobs: list[Job], out_dir: Path, address: str) -> Iterable[dict[str, Any]]:
+def _check_ray(address: str) -> None:
+    """Refuse, before any work, a Ray address the sweep cannot use: Ray not installed, or
+    a ``HOST:PORT`` that is malformed or where nothing answers (``local`` and ``auto``
+    are taken as they are)."""
     try:
-        import ray
+        import ray  # noqa: F401
     except ImportError:
         raise MallocGameError("--ray needs Ray: pip install ray") from None
-    if address != "auto":  # malformed, or nothing there: one line now, not minutes of waiting
+    if address not in ("local", "auto"):  # one line now, not minutes of waiting
         check_ray_address(address)
+
+
+def _ray_map(
+    jobs: list[Job], out_dir: Path, address: str, workers: int
+) -> Iterable[dict[str, Any]]:
+    """Each job's record as it is done, the jobs run on the Ray cluster ``address``
+    (``local``: one started in this process, on the loopback address, with ``workers``
+    CPUs, and shut down after the jobs, as muzero's ``--ray local`` starts one)."""
+    import ray
+
+    started = False
     try:
-        ray.init(address=address, ignore_reinit_error=True)
+        if address == "local":
+            if not ray.is_initialized():
+                ray.init(
+                    num_cpus=workers,
+                    include_dashboard=False,
+                    _node_ip_address="127.0.0.1",
+                    logging_level=logging.ERROR,
+                    log_to_driver=False,
+                )
+                started = True
+        else:
+            ray.init(address=address, ignore_reinit_error=True)
     except (ConnectionError, ValueError, RuntimeError) as exc:
         raise WorkerError(f"ray {address}: cannot join the cluster ({one_line(exc)})") from None
-    remote = ray.remote(run_job)
-    pending = [remote.remote(job, str(out_dir)) for job in jobs]
-    while pending:
-        done, pending = ray.wait(pending, num_returns=1)
-        try:
-            yield ray.get(done[0])
-        except ray.exceptions.RayTaskError as exc:  # the job's own error, not the worker's trace
-            cause = exc.cause if isinstance(exc.cause, BaseException) else exc
-            if isinstance(cause, MallocGameError):
-                raise cause.with_traceback(None) from None
-            raise WorkerError(f"a sweep job failed on Ray: {one_line(cause)}") from None
+    try:
+        remote = ray.remote(run_job)
+        pending = [remote.remote(job, str(out_dir)) for job in jobs]
+        while pending:
+            done, pending = ray.wait(pending, num_returns=1)
+            try:
+                yield ray.get(done[0])
+            except ray.exceptions.RayTaskError as exc:  # the job's error, not the worker's trace
+                cause = exc.cause if isinstance(exc.cause, BaseException) else exc
+                if isinstance(cause, MallocGameError):
+                    raise cause.with_traceback(None) from None
+                raise WorkerError(f"a sweep job failed on Ray: {one_line(cause)}") from None
+    finally:
+        if started:
+            ray.shutdown()
 
 
 def run_sweep(
@@ -407,7 +437,10 @@ def run_sweep(
 ) -> tuple[int, int]:
     """Run every job whose record is missing; returns (run, skipped).
 
-    ``workers`` local processes (default: the number of cores; 1 runs in-process).
+    ``workers`` local processes (default: the number of cores; 1 runs in-process), or
+    the Ray cluster at ``ray_address``: ``HOST:PORT``, ``auto`` (the running cluster) or
+    ``local`` (one started here with ``workers`` CPUs, shut down after the jobs); an
+    address the sweep cannot use raises before anything is written.
     Every job is checked with :func:`check_jobs` first (a bad solver name or option
     raises before anything is run or written), then its record, if there is one, with
     :func:`check_records` (a record written under other settings raises).
@@ -415,6 +448,8 @@ def run_sweep(
     jobs = list(jobs)
     check_jobs(jobs)
     check_records(jobs, out_dir)
+    if ray_address:
+        _check_ray(ray_address)
     out_dir.mkdir(parents=True, exist_ok=True)
     todo = [job for job in jobs if not job_path(out_dir, job).exists()]
     skipped = len(jobs) - len(todo)
@@ -433,10 +468,10 @@ def run_sweep(
             + (f", latency {latency * 1e3:.4f} ms" if latency else ", INVALID")
         )
 
-    if ray_address:
-        for record in _ray_map(todo, out_dir, ray_address):
+    if ray_address and todo:  # (nothing to run: no cluster to join or start)
+        for record in _ray_map(todo, out_dir, ray_address, workers):
             note(record)
-    elif workers == 1 or len(todo) <= 1:
+    elif ray_address or workers == 1 or len(todo) <= 1:
         for job in todo:
             note(run_job(job, str(out_dir)))
     else:
