@@ -862,3 +862,32 @@ def test_a_record_of_a_program_that_changed_since_stops_the_sweep(
     assert main(argv) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "another instance of p.json" in err[0] and "remove it" in err[0]
+
+
+@pytest.mark.parametrize(
+    "stray, needle",
+    [("garbage", "zz.json"), (None, "zz.json: .*version")],
+)
+def test_a_file_the_table_cannot_read_stops_the_sweep_before_any_job(
+    tmp_path: Path, capsys, stray: str | None, needle: str
+) -> None:
+    """A ``*.json`` in --out that is not JSON (or a record of another version) was found
+    by the table, after every job had run."""
+    from mallocgame.errors import MallocGameError
+
+    jobs = [Job(PROGRAMS[0], "random", 0, None, 2)]
+    run_sweep(jobs, tmp_path / "made", workers=1)
+    record = json.loads(job_path(tmp_path / "made", jobs[0]).read_text())
+    out = tmp_path / "out"
+    out.mkdir()
+    text = stray if stray is not None else json.dumps({**record, "version": 999})
+    (out / "zz.json").write_text(text)
+    with pytest.raises(MallocGameError, match=needle):
+        run_sweep(jobs, out, workers=1)
+    assert [p.name for p in out.iterdir()] == ["zz.json"]  # no job ran
+    argv = ["bench", "speedups", "--programs", PROGRAMS[0], "--baseline", "random"]
+    argv += ["--work", "2", "--out", str(out), "--workers", "1"]
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "zz.json" in err[0]
+    assert [p.name for p in out.iterdir()] == ["zz.json"]

@@ -443,11 +443,15 @@ def run_sweep(
     address the sweep cannot use raises before anything is written.
     Every job is checked with :func:`check_jobs` first (a bad solver name or option
     raises before anything is run or written), then its record, if there is one, with
-    :func:`check_records` (a record written under other settings raises).
+    :func:`check_records` (a record written under other settings raises), and every
+    ``*.json`` in ``out_dir`` as :func:`record_files` reads them for the table (one that
+    is not JSON raises ``InputFileError``, a record of another version ``FormatError``).
     """
     jobs = list(jobs)
     check_jobs(jobs)
     check_records(jobs, out_dir)
+    if out_dir.is_dir():  # what the table reads after the jobs (job_records), read now
+        record_files(out_dir)
     if ray_address:
         _check_ray(ray_address)
     out_dir.mkdir(parents=True, exist_ok=True)
