@@ -604,6 +604,13 @@ def test_settings_a_record_lacks_are_filled_from_the_defaults_nested_ones_too() 
         "observation": {"x": 3, "y": 4},
         "c": 7,
     }
+    # keyed by name (best-of's candidates): a name is never made up, a name's settings are
+    named = {"solvers": {"heuristic": {"h": 1}, "random": {}}}
+    run = {"solvers": {"greedy": {}, "es": {"lr": 0.1, "sigma": 0.1}}}
+    assert _with_defaults({"solvers": {"greedy": {}, "es": {"sigma": 0.1}}}, named, run) == run
+    assert _with_defaults({"solvers": {"es": {}}}, named, run) == {
+        "solvers": {"es": {"lr": 0.1, "sigma": 0.1}}
+    }
 
 
 def test_a_record_keeps_the_full_settings_and_a_stale_one_stops_the_sweep(
@@ -891,3 +898,38 @@ def test_a_file_the_table_cannot_read_stops_the_sweep_before_any_job(
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "zz.json" in err[0]
     assert [p.name for p in out.iterdir()] == ["zz.json"]
+
+
+def test_a_best_of_record_with_its_own_candidates_is_done_and_another_list_is_not(
+    tmp_path: Path, capsys
+) -> None:
+    """The record of ``best-of:solvers=greedy,es`` was filled with the default candidates'
+    settings (heuristic, random) before it was compared, so the sweep refused its own
+    record on every rerun."""
+    from mallocgame.bench.sweep import job_options
+    from mallocgame.errors import StaleRecordError
+
+    options = job_options("best-of", {"solvers": "greedy,es"})
+    job = Job(PROGRAMS[0], "best-of", 0, None, 1, options)
+    assert run_sweep([job], tmp_path, workers=1) == (1, 0)
+    assert run_sweep([job], tmp_path, workers=1) == (0, 1)
+    path = job_path(tmp_path, job)
+    record = json.loads(path.read_text())
+    kept = record["settings"]
+    assert set(kept["solvers"]) == {"greedy", "es"}
+    # a setting a candidate gained since (es's lr, say) ran as its default: done
+    del record["settings"]["solvers"]["es"]["lr"]
+    path.write_text(json.dumps(record))
+    assert run_sweep([job], tmp_path, workers=1) == (0, 1)
+    # but a record of other candidates is not this job's
+    for candidates in ({"greedy": {}}, {**kept["solvers"], "random": {}}):
+        path.write_text(json.dumps({**record, "settings": {"solvers": candidates}}))
+        with pytest.raises(StaleRecordError, match="other best-of settings"):
+            run_sweep([job], tmp_path, workers=1)
+    path.write_text(json.dumps({**record, "settings": kept}))
+    argv = ["bench", "speedups", "--programs", PROGRAMS[0], "--solvers", "best-of"]
+    argv += ["--baseline", "drop", "--work", "1", "--workers", "1", "--out", str(tmp_path)]
+    argv += ["--option", "best-of:solvers=greedy,es"]
+    for _ in range(2):  # the first runs the baseline, the second runs nothing
+        assert main(argv) == 0
+    assert "other best-of settings" not in capsys.readouterr().err

@@ -243,7 +243,8 @@ def check_records(jobs: Iterable[Job], out_dir: Path) -> None:
     each program with a record is loaded once), or a record written with other settings
     than the job's solver uses now. A setting the record lacks (one added to the solver
     after it was written) counts as the setting's default: a new setting's default keeps
-    the solver's old behaviour."""
+    the solver's old behaviour (:func:`_with_defaults`; a ``best-of`` candidate the record
+    lacks is no setting, and its record is refused)."""
     from mallocgame.solvers import get_solver
     from mallocgame.workloads.registry import load_workload
 
@@ -273,7 +274,7 @@ def check_records(jobs: Iterable[Job], out_dir: Path) -> None:
             current[key] = get_solver(job.solver).settings(job.options_dict)
         if job.solver not in defaults:
             defaults[job.solver] = get_solver(job.solver).settings({})
-        stored = _with_defaults(stored, defaults[job.solver])
+        stored = _with_defaults(stored, defaults[job.solver], current[key])
         if stored != current[key]:
             changed = _differences(stored, current[key])
             raise StaleRecordError(
@@ -282,13 +283,23 @@ def check_records(jobs: Iterable[Job], out_dir: Path) -> None:
             )
 
 
-def _with_defaults(stored: Any, defaults: Any) -> Any:
-    """``stored`` settings (a JSON object) with every setting it lacks taken from
-    ``defaults``, nested objects included."""
-    if not isinstance(stored, dict) or not isinstance(defaults, dict):
+def _with_defaults(stored: Any, defaults: Any, current: Any = None) -> Any:
+    """``stored`` settings (a JSON object) with every setting it lacks filled in, nested
+    objects included: each key of ``defaults`` (the solver's settings with no options)
+    that ``stored`` lacks, with its value in ``current`` (this run's settings; the
+    ``defaults`` when not given). A key of ``current`` alone is never made up: under
+    ``best-of``'s ``solvers`` the keys are the candidates' names, and a candidate the
+    record does not have is another candidate list, not a new setting; below a key that
+    ``defaults`` lacks (a candidate other than the default ones) ``current``'s keys are
+    the settings."""
+    if current is None:
+        current = defaults
+    if not all(isinstance(x, dict) for x in (stored, defaults, current)):
         return stored
-    filled = {key: value for key, value in defaults.items() if key not in stored}
-    filled.update({key: _with_defaults(value, defaults.get(key)) for key, value in stored.items()})
+    filled = {key: current[key] for key in defaults if key not in stored and key in current}
+    for key, value in stored.items():
+        below = defaults[key] if key in defaults else current.get(key)
+        filled[key] = _with_defaults(value, below, current.get(key))
     return filled
 
 
