@@ -933,3 +933,27 @@ def test_a_best_of_record_with_its_own_candidates_is_done_and_another_list_is_no
     for _ in range(2):  # the first runs the baseline, the second runs nothing
         assert main(argv) == 0
     assert "other best-of settings" not in capsys.readouterr().err
+
+
+def test_a_program_whose_record_name_would_be_too_long_gets_a_short_one(tmp_path: Path) -> None:
+    """The record of a program at a long path was named longer than a file system takes
+    (255 bytes): the sweep ended with [Errno 36] File name too long, every time."""
+    from mallocgame.instance import save_instance
+    from mallocgame.workloads.registry import load_workload
+
+    folder = tmp_path / ("d" * 120) / ("e" * 120)
+    folder.mkdir(parents=True)
+    programs = [str(folder / "prog.json"), str(folder / "prog2.json")]
+    for program in programs:
+        save_instance(load_workload(PROGRAMS[0]), program)
+    jobs = [Job(p, "random", 0, None, 2) for p in programs]
+    names = [job_path(tmp_path, job).name for job in jobs]
+    assert all(len(name) == 255 and name.endswith(".random.s0.w2.json") for name in names)
+    assert names[0] != names[1]  # the same first characters, two hashes
+    out = tmp_path / "out"
+    assert run_sweep(jobs, out, workers=1) == (2, 0)
+    assert run_sweep(jobs, out, workers=1) == (0, 2)
+    # a name that fits is kept as it was
+    assert (
+        job_path(out, Job("d" * 200, "random", 0, None, 2)).name == "d" * 200 + ".random.s0.w2.json"
+    )

@@ -140,17 +140,26 @@ def sweep_jobs(
     ]
 
 
-def _program_stem(program: str) -> str:
+NAME_MAX = 255
+"""The longest file name, in bytes, that Linux and macOS file systems take."""
+
+
+def _program_stem(program: str, room: int = NAME_MAX) -> str:
     """A program's part of its records' file names: the program made file-safe (each run
     of characters other than letters, digits, ``_``, ``.`` and ``-`` made one ``-``, none
     at either end), as every record has been named, for a bundled workload
     (``xla-v1/gru_infer``: ``xla-v1-gru_infer``) or a path that is file-safe already. Any
     other path gets ``-`` and 8 hex digits of its sha256 too: two of them can be made the
-    same (``d/a.json`` and ``d-a.json``)."""
-    stem = re.sub(r"[^A-Za-z0-9_.-]+", "-", program).strip("-")
-    if stem == program or program in _bundled_names():
-        return stem
-    return f"{stem}-{hashlib.sha256(program.encode()).hexdigest()[:8]}"
+    same (``d/a.json`` and ``d-a.json``). A stem longer than ``room`` (what is left of
+    :data:`NAME_MAX` beside the rest of the name: a file system refuses it) is cut to
+    its first ``room - 9`` characters, then ``-`` and that hash."""
+    stem = re.sub(r"[^A-Za-z0-9_.-]+", "-", program).strip("-")  # ASCII: a byte a character
+    digest = hashlib.sha256(program.encode()).hexdigest()[:8]
+    if stem != program and program not in _bundled_names():
+        stem = f"{stem}-{digest}"
+    if len(stem) > room:
+        stem = f"{stem[: max(room - 9, 0)]}-{digest}"
+    return stem
 
 
 @functools.cache
@@ -163,14 +172,15 @@ def _bundled_names() -> frozenset[str]:
 def job_path(out_dir: Path, job: Job) -> Path:
     """``out_dir/PROGRAM.SOLVER.sSEED.BUDGET.json``, PROGRAM the program made file-safe
     (:func:`_program_stem`: a path that is not file-safe as it is, and is no bundled name,
-    with a hash of it as well); a job with solver options gets ``.oHASH`` before ``.json``
-    (8 hex digits of their JSON), so runs with other settings never skip it."""
-    program = _program_stem(job.program)
+    with a hash of it as well; one that would make the name longer than :data:`NAME_MAX`
+    cut short, with that hash); a job with solver options gets ``.oHASH`` before
+    ``.json`` (8 hex digits of their JSON), so runs with other settings never skip it."""
     tag = ""
     if job.options:
         digest = hashlib.sha256(json.dumps(job.options_dict, sort_keys=True).encode()).hexdigest()
         tag = f".o{digest[:8]}"
-    return out_dir / f"{program}.{job.solver}.s{job.seed}.{job.budget_tag}{tag}.json"
+    rest = f".{job.solver}.s{job.seed}.{job.budget_tag}{tag}.json"
+    return out_dir / f"{_program_stem(job.program, NAME_MAX - len(rest.encode()))}{rest}"
 
 
 def check_jobs(jobs: Iterable[Job]) -> None:
