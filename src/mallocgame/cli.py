@@ -1805,7 +1805,11 @@ def _add_speedups_parser(bench: _SubParsers) -> None:
         help="local processes (default: all cores)",
     )
     q.add_argument(
-        "--ray", default=None, metavar="ADDRESS", help="run the jobs on this Ray cluster"
+        "--ray",
+        default=None,
+        metavar="ADDRESS",
+        help="run the jobs on Ray: local (a cluster of --workers CPUs started here), auto "
+        "(the running cluster) or HOST:PORT (needs mallocgame[ray])",
     )
     q.add_argument(
         "--per-program",
