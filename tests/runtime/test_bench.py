@@ -673,6 +673,9 @@ def test_given_answers_come_from_files_or_an_earlier_runs_programs(tmp_path):
     [
         ({"placements": ("drop", "bogus")}, "unknown solver 'bogus'"),
         ({"placements": ("random:x",)}, "the seed after ':' must be a whole number"),
+        ({"placements": ("drop", "drop")}, "'drop' and 'drop' are one answer"),
+        ({"placements": ("random:1", "random:01")}, r"one answer \(random with seed 1\)"),
+        ({"placements": ("drop", "heuristic", "drop:0")}, "'drop' and 'drop:0' are one answer"),
         ({"profile": ("drop+staged-dots",)}, "staged reads are measured only with"),
     ],
 )

@@ -390,3 +390,15 @@ def test_bench_real_runs_a_module_that_mutates_its_buffer_or_input(tmp_path, fac
     rows = list(__import__("csv").DictReader((tmp_path / "results.csv").open()))
     assert [r["placement"] for r in rows] == ["eager", "hbm-resident", "heuristic"]
     assert all(r["error"] == "" and r["identical"] == "True" for r in rows)
+
+
+def test_bench_real_refuses_a_placement_given_twice_in_one_line(tmp_path, capsys):
+    """``random:01`` is ``random:1``: two rows of one answer would count twice in the
+    summary, so the command stops before it runs anything."""
+    from mallocgame.cli import main
+
+    argv = ["bench", "real", "--dry-run", "--out", str(tmp_path / "out"), "--programs", "mlp"]
+    assert main([*argv, "--placements", "drop", "random:1", "random:01"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "'random:1' and 'random:01' are one answer" in err
+    assert not (tmp_path / "out").exists()

@@ -1453,13 +1453,23 @@ def run_real_bench(config: BenchConfig) -> dict[str, Any]:
 
 def check_placements(config: BenchConfig) -> None:
     """:class:`MallocGameError` for a placement that is no ``NAME`` or ``NAME:SEED`` of a
-    known solver (a whole-number seed), or a profile of staged reads
+    known solver (a whole-number seed), for two placements that are one answer (the same
+    solver and seed: ``random:01`` is ``random:1``, ``drop`` is ``drop:0``; each would be a
+    row of its own and count twice in the summary), or a profile of staged reads
     (``LABEL`` + :data:`STAGED_DOTS`) without ``stage_dot_reads``."""
+    seen: dict[tuple[str, int], str] = {}  # (solver, seed) -> the spec that asked for it
     for spec in config.placements:
         name, colon, seed = spec.partition(":")
         load_solver(name)  # SolverError (a MallocGameError) names the known solvers
         if colon and not (seed.isdigit() and seed.isascii()):
             raise MallocGameError(f"placement {spec!r}: the seed after ':' must be a whole number")
+        key = (name, int(seed or 0))  # the seed solve_spec solves with
+        if key in seen:
+            raise MallocGameError(
+                f"placements {seen[key]!r} and {spec!r} are one answer ({name} with seed "
+                f"{key[1]}): give it once"
+            )
+        seen[key] = spec
     for label in config.profile:
         if label.endswith(STAGED_DOTS) and not config.stage_dot_reads:
             raise MallocGameError(
