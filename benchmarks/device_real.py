@@ -87,7 +87,8 @@ def main(argv: list[str] | None = None) -> int:
         "--profile",
         nargs="*",
         default=None,
-        help="placements profiled per op (default: hbm-resident drop; none: no profile)",
+        help="placements profiled per op, by their labels (default: hbm-resident, and drop "
+        "where --placements has it; --profile alone: none)",
     )
     parser.add_argument("--profile-repeats", type=int, default=3, help="marked runs per profile")
     parser.add_argument("--no-plot", action="store_true", help="draw no real.png at the end")

@@ -677,6 +677,15 @@ def test_given_answers_come_from_files_or_an_earlier_runs_programs(tmp_path):
         ({"placements": ("random:1", "random:01")}, r"one answer \(random with seed 1\)"),
         ({"placements": ("drop", "heuristic", "drop:0")}, "'drop' and 'drop:0' are one answer"),
         ({"profile": ("drop+staged-dots",)}, "staged reads are measured only with"),
+        ({"profile": ("hbm-resident", "dorp")}, "profile 'dorp': no placement of this run"),
+        (
+            {"placements": ("random:01",), "profile": ("random:1",)},
+            r"'random:1': no placement .*\(have: hbm-resident, random:01\)",
+        ),
+        (
+            {"placements": ("drop",), "profile": ("greedy+staged-dots",), "stage_dot_reads": True},
+            r"'greedy\+staged-dots': no placement .*drop; each also LABEL\+staged-dots\)",
+        ),
     ],
 )
 def test_a_placement_or_profile_it_cannot_run_is_refused_before_anything(tmp_path, change, needle):
@@ -698,3 +707,26 @@ def test_placements_whose_results_differ_are_said_and_left_out_of_the_models(tmp
     assert game and all(r["identical"] == "False" for r in game)
     assert all(s["placements"] == 0 for s in done["summary"])  # no time of other results
     assert "results differ" in (tmp_path / "real.md").read_text()
+
+
+def test_a_profile_names_a_placement_of_the_run_or_a_given_answer(tmp_path):
+    """A label is checked against what the run can have: the framework default, the
+    placements as written and the labels of the given answers (a typo would profile
+    nothing, silently); by default ``drop`` only where the run solves it."""
+    from mallocgame.errors import MallocGameError
+    from mallocgame.runtime.bench import BenchConfig, _profiled, check_profile
+    from tests.builders import conformance_instance
+
+    greedy = load_solver("greedy").solve(conformance_instance("tiny_alias"), SolveRequest(seed=3))
+    config = BenchConfig(
+        out=tmp_path,
+        placements=("drop",),
+        profile=("hbm-resident", "drop", "given:greedy", "given:greedy:s3"),
+    )
+    check_profile(config, [greedy])
+    with pytest.raises(MallocGameError, match="'given:greedy': no placement"):
+        check_profile(config)  # no such answer given
+    default = BenchConfig(out=tmp_path, placements=("heuristic",))
+    check_profile(default)
+    assert _profiled(default) == ("hbm-resident",)
+    assert _profiled(BenchConfig(out=tmp_path)) == ("hbm-resident", "drop")

@@ -402,3 +402,13 @@ def test_bench_real_refuses_a_placement_given_twice_in_one_line(tmp_path, capsys
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "'random:1' and 'random:01' are one answer" in err
     assert not (tmp_path / "out").exists()
+
+
+def test_bench_real_refuses_a_mistyped_profile_in_one_line(tmp_path, capsys):
+    from mallocgame.cli import main
+
+    argv = ["bench", "real", "--dry-run", "--out", str(tmp_path / "out"), "--programs", "mlp"]
+    assert main([*argv, "--placements", "drop", "--profile", "hbm-resident", "dorp"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "profile 'dorp': no placement of this run" in err
+    assert not (tmp_path / "out").exists()

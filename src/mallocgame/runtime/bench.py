@@ -449,7 +449,9 @@ class BenchConfig:
     with an out-of-memory error: :func:`hbm_limit_fraction`);
     ``profile``: the placements
     whose per-instruction times are measured (:mod:`mallocgame.runtime.op_profile`, over
-    ``profile_repeats`` runs; empty: none); ``stage_dot_reads``: measure each answer a
+    ``profile_repeats`` runs; empty: none; ``None``: ``hbm-resident``, and ``drop`` where
+    ``placements`` has it), each the label of a placement the run has
+    (:func:`check_profile`); ``stage_dot_reads``: measure each answer a
     second time with its matmuls reading their host operands through an HBM scratch copy
     (:class:`~mallocgame.runtime.torch_run.PlacedRunner`), a row labelled
     ``LABEL`` + :data:`STAGED_DOTS`, simulated on the preset's
@@ -483,7 +485,7 @@ class BenchConfig:
     plot: bool = True
     resume: bool = False
     hbm_limit: float | None = None
-    profile: tuple[str, ...] = ("hbm-resident", "drop")
+    profile: tuple[str, ...] | None = None
     profile_repeats: int = 3
     answers: Path | None = None
     extra: tuple[SizedProgram, ...] = ()
@@ -742,6 +744,7 @@ class _BenchRun:
             raise MallocGameError("an HBM limit caps PyTorch's CUDA allocator: it needs a GPU")
         skipped: list[str] = []  # answer files that do not read, logged once there is a log
         self.given = _given_answers(config.answers, skipped.append)  # bad --answers: no files
+        check_profile(config, self.given)  # a given answer's label is known once it is read
         self.out = Path(config.out)
         self.out.mkdir(parents=True, exist_ok=True)
         self.earlier = (
@@ -1133,7 +1136,7 @@ class _BenchRun:
 
         config, name = self.config, program.name
         layouts = [matmul_layout(op.node) for op in program.graph.ops]  # the graph's, once
-        for label in config.profile:
+        for label in _profiled(config):
             stage = label.endswith(STAGED_DOTS)
             base = label[: -len(STAGED_DOTS)] if stage else label
             if base not in solutions or (solutions[base] is None and base != "hbm-resident"):
@@ -1444,7 +1447,8 @@ class _BenchRun:
 def run_real_bench(config: BenchConfig) -> dict[str, Any]:
     """Run the job of the module docstring; returns ``{"rows": [...], "summary": [...],
     "calibration": [...]}``. The placements and profiles are checked first
-    (:func:`check_placements`): a typo ends the job before anything runs."""
+    (:func:`check_placements`, :func:`check_profile`): a typo ends the job before anything
+    runs."""
     import torch
 
     check_placements(config)
@@ -1453,10 +1457,9 @@ def run_real_bench(config: BenchConfig) -> dict[str, Any]:
 
 def check_placements(config: BenchConfig) -> None:
     """:class:`MallocGameError` for a placement that is no ``NAME`` or ``NAME:SEED`` of a
-    known solver (a whole-number seed), for two placements that are one answer (the same
+    known solver (a whole-number seed), or for two placements that are one answer (the same
     solver and seed: ``random:01`` is ``random:1``, ``drop`` is ``drop:0``; each would be a
-    row of its own and count twice in the summary), or a profile of staged reads
-    (``LABEL`` + :data:`STAGED_DOTS`) without ``stage_dot_reads``."""
+    row of its own and count twice in the summary)."""
     seen: dict[tuple[str, int], str] = {}  # (solver, seed) -> the spec that asked for it
     for spec in config.placements:
         name, colon, seed = spec.partition(":")
@@ -1470,8 +1473,37 @@ def check_placements(config: BenchConfig) -> None:
                 f"{key[1]}): give it once"
             )
         seen[key] = spec
-    for label in config.profile:
-        if label.endswith(STAGED_DOTS) and not config.stage_dot_reads:
+
+
+def _profiled(config: BenchConfig) -> tuple[str, ...]:
+    """The labels ``config`` profiles: its ``profile``, or by default ``hbm-resident`` and
+    ``drop`` where ``placements`` has it."""
+    if config.profile is not None:
+        return config.profile
+    return ("hbm-resident",) + (("drop",) if "drop" in config.placements else ())
+
+
+def check_profile(config: BenchConfig, given: Sequence[Solution] = ()) -> None:
+    """:class:`MallocGameError` for a label of ``profile`` that names no placement the run
+    can have: ``hbm-resident``, a spec of ``placements`` as written (``random:1``; a spec is
+    its row's label), or the label of one of the ``given`` answers (``given:SOLVER``, or
+    ``given:SOLVER:sSEED`` where a program matches two of one solver); each also as
+    ``LABEL`` + :data:`STAGED_DOTS`, with ``stage_dot_reads`` only (the framework
+    default's staged label is accepted and profiles nothing: it has no host operand). A
+    label that names a placement is profiled for the programs that have its answer."""
+    labels = ["hbm-resident", *config.placements]
+    for solution in given:
+        labels += [f"given:{solution.solver}", f"given:{solution.solver}:s{solution.seed}"]
+    for label in _profiled(config):
+        stage = label.endswith(STAGED_DOTS)
+        if stage and not config.stage_dot_reads:
             raise MallocGameError(
                 f"profile {label!r}: staged reads are measured only with --stage-dot-reads"
+            )
+        if (label[: -len(STAGED_DOTS)] if stage else label) not in labels:
+            raise MallocGameError(
+                f"profile {label!r}: no placement of this run has that label (have: "
+                f"{', '.join(dict.fromkeys(labels))}"
+                + (f"; each also LABEL{STAGED_DOTS}" if config.stage_dot_reads else "")
+                + ")"
             )
