@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+from pathlib import Path
+
 import pytest
 
 from mallocgame.errors import MallocGameError
@@ -83,23 +88,18 @@ def test_a_program_whose_framework_default_ran_out_of_memory_is_drawn_against_ea
     from mallocgame.runtime.bench_plot import _relative_points
 
     rows = [
-        {
-            "program": "p",
-            "placement": "eager",
-            "measured_median_s": "0.01",
-            "peak_hbm_bytes": "100",
-        },
+        {"program": "p", "placement": "eager", "measured_median_s": 0.01, "peak_hbm_bytes": 100.0},
         {
             "program": "p",
             "placement": "heuristic",
-            "measured_median_s": "0.02",
-            "peak_hbm_bytes": "25",
+            "measured_median_s": 0.02,
+            "peak_hbm_bytes": 25.0,
         },
         {
             "program": "q",
             "placement": "heuristic",
-            "measured_median_s": "0.02",
-            "peak_hbm_bytes": "25",
+            "measured_median_s": 0.02,
+            "peak_hbm_bytes": 25.0,
         },
     ]
     points, against_eager, left_out = _relative_points(rows, ["p", "q"])
@@ -108,3 +108,51 @@ def test_a_program_whose_framework_default_ran_out_of_memory_is_drawn_against_ea
         ("heuristic", 0.25, 2.0),
     ]
     assert against_eager == ["p"] and left_out == ["q"]
+
+
+def test_a_reference_measured_at_zero_seconds_is_no_reference(tmp_path):
+    """A step time of 0 (or less) cannot be divided by: such an ``hbm-resident`` row is
+    passed over for ``eager``, and a program with no other reference is left out."""
+    from mallocgame.runtime.bench_plot import _relative_points
+
+    def row(program, placement, seconds, peak=100.0):
+        return {
+            "program": program,
+            "placement": placement,
+            "measured_median_s": seconds,
+            "peak_hbm_bytes": peak,
+        }
+
+    rows = [
+        row("p", "hbm-resident", 0.0),
+        row("p", "eager", 0.01),
+        row("p", "heuristic", 0.02, 25.0),
+        row("q", "hbm-resident", -1.0),
+        row("q", "heuristic", 0.02, 25.0),
+    ]
+    points, against_eager, left_out = _relative_points(rows, ["p", "q"])
+    assert [(r["placement"], x, y) for r, x, y in points] == [
+        ("hbm-resident", 1.0, 0.0),
+        ("eager", 1.0, 1.0),
+        ("heuristic", 0.25, 2.0),
+    ]
+    assert against_eager == ["p"] and left_out == ["q"]
+    write_results_csv(tmp_path / "results.csv", rows)
+    plot_real_results(tmp_path / "results.csv", tmp_path / "real.png")
+    assert (tmp_path / "real.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_a_cell_that_is_not_a_number_is_a_typed_error(tmp_path):
+    rows = [{"program": "p", "placement": "drop", "measured_median_s": 0.01, "sim_latency_s": "x"}]
+    write_results_csv(tmp_path / "results.csv", rows)
+    with pytest.raises(MallocGameError, match="line 2, column sim_latency_s: 'x' is not a"):
+        plot_real_results(tmp_path / "results.csv", tmp_path / "real.png")
+    root = Path(__file__).resolve().parents[2]
+    env = dict(os.environ, PYTHONPATH=str(root / "src"), JAX_PLATFORMS="cpu")
+    script = [sys.executable, str(root / "benchmarks" / "device_real.py"), "--plot-only"]
+    done = subprocess.run(
+        [*script, "--out", str(tmp_path)], capture_output=True, text=True, env=env, timeout=120
+    )
+    assert done.returncode == 2
+    assert done.stderr.count("\n") == 1 and "column sim_latency_s: 'x'" in done.stderr
+    assert not (tmp_path / "real.png").exists()

@@ -107,3 +107,25 @@ def test_the_device_script_prints_an_earlier_runs_table_or_says_why_not(tmp_path
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout == real_results_table(tmp_path / "results.csv")
+
+
+def test_a_cell_that_is_not_a_number_is_a_typed_error_naming_its_line_and_column(tmp_path):
+    write_results_csv(tmp_path / "results.csv", [ROWS[1], {**ROWS[1], "measured_p10_s": "fast"}])
+    with pytest.raises(MallocGameError, match="line 3, column measured_p10_s: 'fast' is not a"):
+        real_results_table(tmp_path / "results.csv")
+    env = dict(os.environ, PYTHONPATH=str(ROOT / "src"), JAX_PLATFORMS="cpu")
+    script = [sys.executable, str(ROOT / "benchmarks" / "device_real.py"), "--table-only"]
+    done = subprocess.run(
+        [*script, "--out", str(tmp_path)], capture_output=True, text=True, env=env, timeout=120
+    )
+    assert done.returncode == 2 and done.stdout == ""
+    assert done.stderr.count("\n") == 1 and "column measured_p10_s" in done.stderr
+
+
+def test_the_numbers_are_read_once_as_floats(tmp_path):
+    from mallocgame.runtime.bench import read_results_csv
+
+    write_results_csv(tmp_path / "results.csv", ROWS[:2])
+    eager, heuristic = read_results_csv(tmp_path / "results.csv")
+    assert eager["measured_median_s"] is None and eager["hbm_limit_bytes"] == 1553 * MiB
+    assert heuristic["normalized_reward"] == 0.80104 and heuristic["placement"] == "heuristic"

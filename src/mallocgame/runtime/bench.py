@@ -566,19 +566,55 @@ class _Earlier:
     figures: list[Any]
 
 
-def read_results_csv(path: Path) -> list[dict[str, str]]:
-    """The rows of a ``results.csv`` this job wrote (its figure and its table read it); a
-    file that cannot be read, or whose header is not this job's, is a
-    :class:`MallocGameError`."""
+RESULT_NUMBERS = (
+    "normalized_reward",
+    "sim_latency_s",
+    "sim_calibrated_s",
+    "measured_median_s",
+    "measured_p10_s",
+    "measured_p90_s",
+    "steps",
+    "peak_hbm_bytes",
+    "planned_hbm_peak_bytes",
+    "capacity_bytes",
+    "host_bytes",
+    "copy_in_bytes",
+    "copy_out_bytes",
+    "max_abs_diff",
+    "hbm_limit_bytes",
+    "hbm_over_plan_bytes",
+    "dot_staged_bytes",
+)
+"""The columns of :data:`RESULT_COLUMNS` that :func:`read_results_csv` reads as numbers."""
+
+
+def read_results_csv(path: Path) -> list[dict[str, Any]]:
+    """The rows of a ``results.csv`` this job wrote (its figure and its table read it), each
+    column of :data:`RESULT_NUMBERS` a float (``None`` where the cell is empty or missing),
+    the others strings as written. A file that cannot be read, whose header is not this
+    job's, or with a cell of :data:`RESULT_NUMBERS` that is not a number (the message names
+    its line and column) is a :class:`MallocGameError`."""
+    rows: list[dict[str, Any]] = []
     try:
         with Path(path).open(newline="") as f:
             reader = csv.DictReader(f)
-            rows = list(reader)
+            if "measured_median_s" not in (reader.fieldnames or ()):
+                raise MallocGameError(f"{path}: not a bench real results.csv")
+            for row in reader:
+                parsed: dict[str, Any] = dict(row)
+                for column in RESULT_NUMBERS:
+                    text = row.get(column)
+                    try:
+                        parsed[column] = float(text) if text else None
+                    except ValueError:
+                        raise MallocGameError(
+                            f"{path}: line {reader.line_num}, column {column}: {text!r} is not "
+                            "a number"
+                        ) from None
+                rows.append(parsed)
     except (OSError, UnicodeDecodeError, csv.Error) as exc:
         why = exc.strerror if isinstance(exc, OSError) else exc
         raise MallocGameError(f"{path}: cannot read ({why})") from None
-    if "measured_median_s" not in (reader.fieldnames or ()):
-        raise MallocGameError(f"{path}: not a bench real results.csv")
     return rows
 
 

@@ -8,13 +8,15 @@ where that did not run, out of memory under an HBM cap, said in the panel's titl
 PyTorch's own baselines (``eager``, ``eager-save-on-cpu``) marked apart: what each way of
 running the program costs in time for the HBM it saves. An answer run with staged matmul reads
 (a ``+staged-dots`` row) is a hollow marker in both panels. Rows with an error or no
-measurement are left out. Reads no GPU and runs no model.
+measurement are left out, and a reference row whose step time is not above 0 is no
+reference. Reads no GPU and runs no model.
 """
 
 from __future__ import annotations
 
 import io
 from pathlib import Path
+from typing import Any
 
 from mallocgame.errors import MallocGameError
 from mallocgame.fileio import write_bytes_atomic
@@ -24,40 +26,48 @@ __all__ = ["plot_real_results"]
 _FRAMEWORK_MARKERS = {"eager": "s", "eager-save-on-cpu": "D", "hbm-resident": "*"}
 
 
-def _rows(results_csv: Path) -> list[dict[str, str]]:
+def _rows(results_csv: Path) -> list[dict[str, Any]]:
+    """The measured rows without an error (:func:`~mallocgame.runtime.bench.read_results_csv`:
+    numbers parsed, a bad one a :class:`MallocGameError`)."""
     from mallocgame.runtime.bench import read_results_csv
 
     rows = read_results_csv(results_csv)
-    return [r for r in rows if not r.get("error") and r.get("measured_median_s")]
+    return [r for r in rows if not r.get("error") and r.get("measured_median_s") is not None]
 
 
 def _relative_points(
-    rows: list[dict[str, str]], programs: list[str]
-) -> tuple[list[tuple[dict[str, str], float, float]], list[str], list[str]]:
-    """The right panel's points: each measured row with its peak HBM and step time over its
-    program's reference row's (``hbm-resident``, else ``eager``); the programs measured
-    against ``eager``; the programs with neither (left out)."""
-    points: list[tuple[dict[str, str], float, float]] = []
+    rows: list[dict[str, Any]], programs: list[str]
+) -> tuple[list[tuple[dict[str, Any], float, float]], list[str], list[str]]:
+    """The right panel's points: each measured row (numbers as
+    :func:`~mallocgame.runtime.bench.read_results_csv` gives them) with its peak HBM and
+    step time over its program's reference row's (``hbm-resident``, else ``eager``: the
+    first row of that placement with a peak and a step time above 0); the programs
+    measured against ``eager``; the programs with neither (left out)."""
+    points: list[tuple[dict[str, Any], float, float]] = []
     against_eager: list[str] = []
     left_out: list[str] = []
     for program in programs:
         mine = [r for r in rows if r["program"] == program]
-        # the first row of each placement with a measured peak (reversed: the first wins)
-        peaked = {r["placement"]: r for r in reversed(mine) if float(r.get("peak_hbm_bytes") or 0)}
-        base = peaked.get("hbm-resident") or peaked.get("eager")
+        # the first row of each placement that can be a reference (reversed: the first wins)
+        usable = {
+            r["placement"]: r
+            for r in reversed(mine)
+            if (r.get("peak_hbm_bytes") or 0) > 0 and r["measured_median_s"] > 0
+        }
+        base = usable.get("hbm-resident") or usable.get("eager")
         if base is None:
             left_out.append(program)
             continue
         if base["placement"] == "eager":
             against_eager.append(program)
-        t0, m0 = float(base["measured_median_s"]), float(base["peak_hbm_bytes"])
+        t0, m0 = base["measured_median_s"], base["peak_hbm_bytes"]
         for r in mine:
-            x = float(r.get("peak_hbm_bytes") or 0) / m0
-            points.append((r, x, float(r["measured_median_s"]) / t0))
+            x = (r.get("peak_hbm_bytes") or 0) / m0
+            points.append((r, x, r["measured_median_s"] / t0))
     return points, against_eager, left_out
 
 
-def _fill(row: dict[str, str], colour: object) -> dict[str, object]:
+def _fill(row: dict[str, Any], colour: object) -> dict[str, object]:
     """A scatter point's colours: hollow for a row run with staged matmul reads."""
     from mallocgame.runtime.bench import STAGED_DOTS
 
@@ -85,9 +95,9 @@ def plot_real_results(results_csv: Path, path: Path, *, model: str = "sim_latenc
 
     lo, hi = float("inf"), 0.0
     for r in rows:
-        if not r.get(model) or r["placement"] in _FRAMEWORK_MARKERS:
+        if r.get(model) is None or r["placement"] in _FRAMEWORK_MARKERS:
             continue
-        sim, meas = float(r[model]) * 1e3, float(r["measured_median_s"]) * 1e3
+        sim, meas = r[model] * 1e3, r["measured_median_s"] * 1e3
         lo, hi = min(lo, sim, meas), max(hi, sim, meas)
         left.scatter(meas, sim, s=26, **_fill(r, colours[r["program"]]))
     if hi > 0:

@@ -13,6 +13,7 @@ model.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from mallocgame.errors import MallocGameError
 
@@ -25,53 +26,57 @@ _HEADER = (
 )
 
 
-def _ms(seconds: str) -> str:
-    value = float(seconds) * 1e3
+def _ms(seconds: float) -> str:
+    value = seconds * 1e3
     return f"{value:,.1f}" if value >= 10 else f"{value:.2f}"
 
 
-def _mib(nbytes: str) -> str:
-    return f"{float(nbytes) / 2**20:,.0f} MiB"
+def _mib(nbytes: float) -> str:
+    return f"{nbytes / 2**20:,.0f} MiB"
 
 
-def _measured(row: dict[str, str]) -> str:
+def _measured(row: dict[str, Any]) -> str:
     error = row.get("error") or ""
     if error:
         return "out of memory" if "OutOfMemoryError" in error else f"failed: {error[:60]}"
-    if not row.get("measured_median_s"):
+    median, p10, p90 = (row.get(f"measured_{k}_s") for k in ("median", "p10", "p90"))
+    if median is None:
         return "—"
-    timed = (
-        f"{_ms(row['measured_median_s'])} ms ({_ms(row['measured_p10_s'])}–"
-        f"{_ms(row['measured_p90_s'])})"
+    timed = f"{_ms(median)} ms" + (
+        f" ({_ms(p10)}–{_ms(p90)})" if p10 is not None and p90 is not None else ""
     )
     if row.get("identical") == "False":  # a time of a run whose results are not the reference's
-        return f"{timed}, results differ (max \\|diff\\| {float(row['max_abs_diff']):.3g})"
+        diff = row.get("max_abs_diff")
+        return f"{timed}, results differ" + (
+            f" (max \\|diff\\| {diff:.3g})" if diff is not None else ""
+        )
     return timed
 
 
-def _row(row: dict[str, str]) -> str:
-    reward = row.get("normalized_reward") or ""
-    simulated = row.get("sim_latency_s") or ""
-    peak = _mib(row["peak_hbm_bytes"]) if row.get("peak_hbm_bytes") else "—"
-    plan = row.get("planned_hbm_peak_bytes") or ""
-    over = row.get("hbm_over_plan_bytes") or ""
-    cap = row.get("hbm_limit_bytes") or ""
+def _row(row: dict[str, Any]) -> str:
+    reward, simulated = row.get("normalized_reward"), row.get("sim_latency_s")
+    peak = _mib(row["peak_hbm_bytes"]) if row.get("peak_hbm_bytes") is not None else "—"
+    plan, over, cap = (
+        row.get(k) for k in ("planned_hbm_peak_bytes", "hbm_over_plan_bytes", "hbm_limit_bytes")
+    )
     cells = [
         row["program"],
         f"`{row['placement']}`",
-        f"{float(reward):.4f}" if reward else "—",
-        f"{_ms(simulated)} ms" if simulated else "—",
+        f"{reward:.4f}" if reward is not None else "—",
+        f"{_ms(simulated)} ms" if simulated is not None else "—",
         _measured(row),
-        f"{peak} ({_mib(plan)})" if plan else peak,
-        _mib(over) if over else "—",
-        _mib(cap) if cap else "—",
+        f"{peak} ({_mib(plan)})" if plan is not None else peak,
+        _mib(over) if over is not None else "—",
+        _mib(cap) if cap is not None else "—",
     ]
     return "| " + " | ".join(cells) + " |"
 
 
 def real_results_table(results_csv: Path) -> str:
     """The Markdown table of the module docstring for ``results_csv``; a file that cannot
-    be read or is not a ``bench real`` results.csv is a :class:`MallocGameError`."""
+    be read, is not a ``bench real`` results.csv or holds a cell that should be a number
+    and is not (:func:`~mallocgame.runtime.bench.read_results_csv`) is a
+    :class:`MallocGameError`."""
     from mallocgame.runtime.bench import read_results_csv
 
     rows = read_results_csv(results_csv)
