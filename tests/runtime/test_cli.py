@@ -412,3 +412,52 @@ def test_bench_real_refuses_a_mistyped_profile_in_one_line(tmp_path, capsys):
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "profile 'dorp': no placement of this run" in err
     assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize(
+    "source, given, needle",
+    [
+        ("jax", ["--preset", "nosuch"], "--preset goes with --torch"),
+        ("jax", ["--capacity-fraction", "0.25"], "--capacity-fraction goes with --torch"),
+        ("torch", ["--instance", "{instance}"], "--instance goes with --jax"),
+    ],
+)
+def test_apply_refuses_an_option_of_the_other_source(tmp_path, capsys, source, given, needle):
+    """An option the source does not read is refused in one line, not ignored (before,
+    each of these ran the answer as if the option were not there)."""
+    from mallocgame.cli import main
+
+    path, instance = jax_answer(tmp_path)
+    if source == "jax":
+        argv = ["apply", str(path), "--jax", JAX_FUNCTION, *JAX_ARGS, *instance]
+    else:
+        path, _ = heuristic_answer(tmp_path)
+        argv = ["apply", str(path), "--torch", FACTORY, "--arg", "f32[16,32]"]
+    given = [g.format(instance=instance[1]) for g in given]
+    assert main([*argv, *given, "--device", "cpu", "--steps", "1", "--warmup", "1"]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == "" and captured.err.count("\n") == 1 and needle in captured.err
+
+
+def test_apply_torch_reads_the_derivation_options_it_is_given(tmp_path, capsys):
+    path, _ = heuristic_answer(tmp_path, fraction=0.5)
+    argv = ["apply", str(path), "--torch", FACTORY, "--arg", "f32[16,32]", "--device", "cpu"]
+    given = ["--preset", "gpu_hbm_host", "--capacity-fraction", "0.5", "--steps", "1"]
+    args = parser().parse_args([*argv, *given])
+    assert args.func(args) == 0
+    assert capsys.readouterr().out.strip().endswith("results identical: True")
+
+
+def test_bench_real_derives_on_the_defaults_unless_told(tmp_path, monkeypatch):
+    from mallocgame.runtime import bench
+
+    seen = []
+    monkeypatch.setattr(bench, "run_real_bench", seen.append)
+    argv = ["bench", "real", "--dry-run", "--out", str(tmp_path)]
+    for extra in ([], ["--preset", "gpu_h100_host", "--capacity-fraction", "0.5"]):
+        args = parser().parse_args([*argv, *extra])
+        assert args.func(args) == 0
+    assert [(c.preset, c.capacity_fraction) for c in seen] == [
+        ("gpu_hbm_host", 0.25),
+        ("gpu_h100_host", 0.5),
+    ]

@@ -9,7 +9,10 @@
 which captures the module, derives its instance (the answer must be for exactly that
 instance: its hash), runs the program with the answer's placement and prints one line:
 measured and simulated step time, peak HBM, host bytes, and whether the results are
-identical to the module's own (exit 1 if not). ``add_bench_real_parser(bench_subparsers)``
+identical to the module's own (exit 1 if not). With ``--jax MODULE:FUNCTION --instance
+FILE`` it runs a JAX function instead (:func:`_apply_jax`); an option of the other source
+(``--preset``, ``--capacity-fraction`` or ``--stage-dot-reads`` with ``--jax``,
+``--instance`` with ``--torch``) is refused, not ignored. ``add_bench_real_parser(bench_subparsers)``
 adds ``mallocgame bench real`` (the job of ``benchmarks/device_real.py``,
 :func:`mallocgame.runtime.bench.run_real_bench`). Errors are
 :class:`~mallocgame.errors.MallocGameError`\\ s for the command line's one-line exit 2.
@@ -41,19 +44,26 @@ def _number(low: float, high: float, kind: type = float) -> Any:
     return parse
 
 
+_PRESET = "gpu_hbm_host"
+_CAPACITY_FRACTION = 0.25
+"""The defaults of ``--preset`` and ``--capacity-fraction`` (``BenchConfig``'s too)."""
+
+
 def _add_derivation_options(p: argparse.ArgumentParser) -> None:
     """``--preset`` and ``--capacity-fraction``: how a PyTorch program's instance is derived
-    (``apply --torch`` and ``bench real``)."""
+    (``apply --torch`` and ``bench real``); ``None`` where not given (:data:`_PRESET` and
+    :data:`_CAPACITY_FRACTION` then), so that ``apply --jax`` can refuse them."""
     p.add_argument(
         "--preset",
-        default="gpu_hbm_host",
-        help="the preset the instance is derived on (gpu_h100_host: an H100's measured one)",
+        default=None,
+        help=f"the preset the instance is derived on (default: {_PRESET}; gpu_h100_host: an "
+        "H100's measured one)",
     )
     p.add_argument(
         "--capacity-fraction",
         type=_number(1e-6, 1.0),
-        default=0.25,
-        help="fast memory / peak live bytes",
+        default=None,
+        help=f"fast memory / peak live bytes (default: {_CAPACITY_FRACTION:g})",
     )
 
 
@@ -81,7 +91,8 @@ def add_apply_parser(subparsers: Any) -> argparse.ArgumentParser:
         "--instance",
         metavar="FILE",
         help="with --jax: the instance the answer was solved on (extract --jax ... --out FILE); "
-        "the function must compile to its program",
+        "the function must compile to its program (--preset and --capacity-fraction go with "
+        "--torch)",
     )
     p.add_argument(
         "--arg",
@@ -138,7 +149,17 @@ def cmd_apply(args: argparse.Namespace) -> int:
     if args.jax:
         if args.stage_dot_reads:
             raise ApplyError("--stage-dot-reads goes with --torch (XLA places its own copies)")
+        for option, value in (
+            ("--preset", args.preset),
+            ("--capacity-fraction", args.capacity_fraction),
+        ):
+            if value is not None:
+                raise ApplyError(
+                    f"{option} goes with --torch (apply --jax reads its instance from --instance)"
+                )
         return _apply_jax(args)
+    if args.instance:
+        raise ApplyError("--instance goes with --jax (apply --torch derives its instance)")
     torch = _torch()
     memory = make_memory(args.device)
     solution = load_solution(args.solution)
@@ -147,7 +168,11 @@ def cmd_apply(args: argparse.Namespace) -> int:
     inputs = _real_inputs(torch, model.inputs, memory.device)
     captured = capture_torch(module, inputs, name=solution.instance)
     instance = derive_instance(
-        captured.program, args.preset, capacity_fraction=args.capacity_fraction
+        captured.program,
+        _PRESET if args.preset is None else args.preset,
+        capacity_fraction=(
+            _CAPACITY_FRACTION if args.capacity_fraction is None else args.capacity_fraction
+        ),
     )
     plan = placement_plan(instance, solution)
     graph = bind(captured, instance)
@@ -403,6 +428,10 @@ def cmd_bench_real(args: argparse.Namespace) -> int:
         given["placements"] = tuple(args.placements)
     if args.profile is not None:
         given["profile"] = tuple(args.profile)
+    if args.preset is not None:
+        given["preset"] = args.preset
+    if args.capacity_fraction is not None:
+        given["capacity_fraction"] = args.capacity_fraction
     if args.dry_run:
         given.update(work=8, warmup=1, steps=3)
     config = BenchConfig(
@@ -411,8 +440,6 @@ def cmd_bench_real(args: argparse.Namespace) -> int:
         tiny=args.dry_run,
         programs=tuple(args.programs or default),
         extra=extra,
-        preset=args.preset,
-        capacity_fraction=args.capacity_fraction,
         seconds=args.seconds,
         answers=args.answers,
         framework=not args.no_framework,
