@@ -214,6 +214,65 @@ def test_host_memory_is_told_apart_from_hbm():
     assert host.nbytes % 512 == 0 and host.nbytes >= 128
 
 
+class _AtAddress:
+    """A tensor as :meth:`~CpuMemory.is_host` reads it: a storage at ``ptr`` (an address
+    the allocator reused for a fast tensor, made deterministic)."""
+
+    def __init__(self, ptr: int) -> None:
+        self.ptr = ptr
+
+    def untyped_storage(self) -> _AtAddress:
+        return self
+
+    def data_ptr(self) -> int:
+        return self.ptr
+
+
+def test_a_freed_host_allocation_is_host_memory_no_more():
+    """Before, every host pointer stayed registered: a fast tensor the allocator put where
+    a freed host allocation was host memory to ``is_host`` (the runner's trace, which
+    checks where each argument really is, said ``host`` for it)."""
+    import gc
+
+    mem = CpuMemory()
+    host = mem.host_empty((4, 8), (8, 1), torch.float32)
+    ptr = host.kernel.untyped_storage().data_ptr()
+    view = host.kernel.t()
+    del host
+    gc.collect()
+    assert mem.is_host(view) and mem.is_host(_AtAddress(ptr))  # a view keeps it alive
+    del view
+    gc.collect()
+    assert ptr not in mem._host_ptrs and not mem.is_host(_AtAddress(ptr))
+
+
+def test_a_host_allocation_seen_as_two_storages_is_host_while_either_lives():
+    """On a GPU the kernel and dma views of one host allocation are two storages at one
+    address (torch's pinned memory under unified addressing): the dma view stays host
+    memory once the kernel view is gone."""
+    import gc
+
+    import numpy as np
+
+    class TwoStorages(CpuMemory):
+        def _host_bytes(self, nbytes):
+            raw = np.zeros(nbytes, dtype=np.uint8)
+            return torch.from_numpy(raw), torch.from_numpy(raw)
+
+    mem = TwoStorages()
+    host = mem.host_empty((4, 8), (8, 1), torch.float32)
+    assert host.kernel.untyped_storage() is not host.dma.untyped_storage()
+    ptr = host.dma.untyped_storage().data_ptr()
+    assert host.kernel.untyped_storage().data_ptr() == ptr
+    dma = host.dma
+    del host
+    gc.collect()
+    assert mem.is_host(dma)
+    del dma
+    gc.collect()
+    assert not mem.is_host(_AtAddress(ptr))
+
+
 @pytest.mark.parametrize("solver", ["heuristic", "drop", "es"])
 def test_a_run_holds_no_more_hbm_than_its_plan_at_any_instruction(case, solver):
     """After each instruction the run references exactly the HBM the plan holds there:

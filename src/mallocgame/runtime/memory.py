@@ -23,7 +23,8 @@ whose pointer is the device pointer under unified addressing; either is wrapped 
 tensor through ``__cuda_array_interface__`` that keeps the allocation alive.
 
 :class:`CpuMemory` is the stand-in for tests: both kinds are CPU tensors, host tensors
-are registered so :meth:`Memory.is_host` tells them apart, copies are synchronous.
+are registered (while they live) so :meth:`Memory.is_host` tells them apart, copies are
+synchronous.
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ from __future__ import annotations
 import ctypes
 import gc
 import time
+import weakref
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -72,7 +74,10 @@ class Memory:
     device: Any = None  # the torch device kernels run on
 
     def __init__(self) -> None:
-        self._host_ptrs: set[int] = set()
+        # data pointer -> storages of live host allocations there (a host allocation's
+        # kernel and dma views may be two storages at one address); an entry goes with the
+        # last of them, so an address the allocator reuses afterwards is not host memory
+        self._host_ptrs: dict[int, int] = {}
         self.host_allocated = 0  # bytes of host memory allocated so far
 
     # -- storage
@@ -87,8 +92,8 @@ class Memory:
         nbytes = -(-nbytes // _ALIGN) * _ALIGN
         kernel_bytes, dma_bytes = self._host_bytes(nbytes)
         self.host_allocated += nbytes
-        self._host_ptrs.add(kernel_bytes.untyped_storage().data_ptr())
-        self._host_ptrs.add(dma_bytes.untyped_storage().data_ptr())
+        self._register_host(kernel_bytes.untyped_storage())
+        self._register_host(dma_bytes.untyped_storage())
         kernel = kernel_bytes.view(dtype).as_strided(tuple(shape), tuple(stride))
         dma = dma_bytes.view(dtype).as_strided(tuple(shape), tuple(stride))
         return HostTensor(kernel, dma, nbytes)
@@ -96,8 +101,24 @@ class Memory:
     def _host_bytes(self, nbytes: int) -> tuple[Any, Any]:
         raise NotImplementedError
 
+    def _register_host(self, storage: Any) -> None:
+        """Count ``storage`` as host memory at its address until it is freed (torch keeps a
+        storage's Python object as long as the storage lives: the finalizer runs when the
+        last tensor on it is gone, before its address can be reused)."""
+        ptr = storage.data_ptr()
+        self._host_ptrs[ptr] = self._host_ptrs.get(ptr, 0) + 1
+        weakref.finalize(storage, self._forget_host, ptr).atexit = False
+
+    def _forget_host(self, ptr: int) -> None:
+        left = self._host_ptrs.get(ptr, 0) - 1
+        if left > 0:
+            self._host_ptrs[ptr] = left
+        else:
+            self._host_ptrs.pop(ptr, None)
+
     def is_host(self, tensor: Any) -> bool:
-        """Whether ``tensor``'s storage is a host allocation of this backend."""
+        """Whether ``tensor``'s storage is a live host allocation of this backend (one that
+        was freed is not, though another allocation may now have its address)."""
         return tensor.untyped_storage().data_ptr() in self._host_ptrs
 
     # -- copies and ordering
