@@ -43,6 +43,17 @@ import time
 from pathlib import Path
 
 
+def _at_least_one(text: str) -> int:
+    """An argparse type: a whole number of at least 1, else one line (exit 2)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{text} is below 1")
+    return value
+
+
 def main(argv: list[str] | None = None) -> int:
     started = time.perf_counter()
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -62,8 +73,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--seconds", type=float, default=330.0, help="stop measuring after this (s)"
     )
-    parser.add_argument("--steps", type=int, default=15, help="timed runs per placement")
-    parser.add_argument("--warmup", type=int, default=3, help="untimed runs per placement")
+    parser.add_argument("--steps", type=_at_least_one, default=15, help="timed runs per placement")
+    parser.add_argument(
+        "--warmup",
+        type=_at_least_one,
+        default=3,
+        help="untimed runs per placement (the first, whose results are checked, included)",
+    )
     parser.add_argument("--work", type=int, default=64, help="games for es and random")
     parser.add_argument(
         "--capacity-fraction", type=float, default=0.25, help="fast memory / peak live bytes"

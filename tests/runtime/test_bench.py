@@ -68,6 +68,16 @@ def test_measure_times_and_checks_a_placement(case):
     assert not identical and worst == pytest.approx(1.0, rel=1e-6)
 
 
+def test_measure_takes_at_least_one_warmup_run(case):
+    """The first untimed run is the checked one, so it always happens: ``warmup=0`` would
+    run as ``warmup=1`` does, and is refused."""
+    plan = placement_plan(case.instance, load_solver("drop").solve(case.instance, SolveRequest()))
+    with torch.no_grad():
+        reference = case.module(*case.inputs)
+    with pytest.raises(ValueError, match="warmup must be a whole number of at least 1"):
+        measure(case.graph, plan, CpuMemory(), reference, warmup=0, steps=1)
+
+
 def test_results_with_nan_where_the_reference_has_it_are_identical() -> None:
     nan, inf = float("nan"), float("inf")
     reference = (torch.tensor([nan, 1.0, inf, -0.0]), torch.tensor([3, 4]))
@@ -96,9 +106,9 @@ def test_measure_releases_the_dead_only_where_allocation_is_read(case, monkeypat
     monkeypatch.setattr(gc, "collect", lambda *args: collections.append(1) or 0)
 
     counting = ReleaseCounting()
-    measure(case.graph, plan, counting, reference, warmup=0, steps=1)
+    measure(case.graph, plan, counting, reference, warmup=1, steps=1)
     assert counting.released == 1
-    measure(case.graph, plan, CpuMemory(), reference, warmup=0, steps=1)
+    measure(case.graph, plan, CpuMemory(), reference, warmup=1, steps=1)
     assert collections == []
 
 
@@ -282,6 +292,22 @@ def test_the_device_script_without_a_gpu_says_so(tmp_path):
     assert done.stderr.strip().splitlines() == [
         "device_real: no CUDA device: running an answer on HBM and host memory needs a GPU"
     ]
+
+
+def test_the_device_script_takes_at_least_one_warmup_run(tmp_path):
+    """Its first untimed run is the checked one: ``--warmup 0`` is refused by the parser,
+    not met by a ValueError in every measurement."""
+    env = dict(os.environ, PYTHONPATH=str(ROOT / "src"), JAX_PLATFORMS="cpu")
+    script = [sys.executable, str(ROOT / "benchmarks" / "device_real.py"), "--dry-run"]
+    done = subprocess.run(
+        [*script, "--warmup", "0", "--out", str(tmp_path / "out")],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+    )
+    assert done.returncode == 2 and "argument --warmup: 0 is below 1" in done.stderr
+    assert not (tmp_path / "out").exists()
 
 
 @pytest.mark.parametrize(

@@ -461,3 +461,11 @@ def test_bench_real_derives_on_the_defaults_unless_told(tmp_path, monkeypatch):
         ("gpu_hbm_host", 0.25),
         ("gpu_h100_host", 0.5),
     ]
+
+
+def test_apply_states_that_warmup_counts_from_one(tmp_path, capsys):
+    """The first untimed run is the checked one: ``--warmup 0`` would run it anyway (as
+    ``--warmup 1``), so the parser's range starts at 1."""
+    with pytest.raises(SystemExit) as stop:
+        parser().parse_args(["apply", "a.json", "--torch", FACTORY, "--warmup", "0"])
+    assert stop.value.code == 2 and "argument --warmup: 0 is not in [1," in capsys.readouterr().err

@@ -148,7 +148,7 @@ def test_the_framework_step_releases_the_dead_through_its_backend(case):
     memory = ReleaseCounting()
     with torch.no_grad():
         reference = case.module(*case.inputs)
-    measure_framework(case.module, case.inputs, memory, reference, warmup=0, steps=1)
+    measure_framework(case.module, case.inputs, memory, reference, warmup=1, steps=1)
     assert memory.released == 1  # once, before the allocation the step starts from
 
 
@@ -371,6 +371,6 @@ def test_the_eager_baseline_reads_dicts_as_the_capture_does() -> None:
     assert compare_results({"a": torch.ones(2)}, {"a": torch.zeros(2)}) == (False, 1.0)
     big = torch.tensor([2**62])
     assert compare_results([big], [-big]) == (False, float(2**63))  # no int64 overflow
-    for steps, warmup in ((0, 1), (-1, 1), (2, -1)):
+    for steps, warmup in ((0, 1), (-1, 1), (2, -1), (2, 0)):
         with pytest.raises(ValueError, match="must be a whole number"):
             check_runs(warmup, steps)

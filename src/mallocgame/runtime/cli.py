@@ -107,7 +107,10 @@ def add_apply_parser(subparsers: Any) -> argparse.ArgumentParser:
     )
     p.add_argument("--steps", type=_number(1, 10**6, int), default=10, help="timed runs")
     p.add_argument(
-        "--warmup", type=_number(0, 10**6, int), default=3, help="untimed runs before them"
+        "--warmup",
+        type=_number(1, 10**6, int),
+        default=3,
+        help="untimed runs before them (the first, whose results are checked, included)",
     )
     p.add_argument(
         "--stage-dot-reads",

@@ -145,7 +145,8 @@ def measure_framework(
 ) -> FrameworkMeasurement:
     """Time ``baseline`` (one of :data:`FRAMEWORK_BASELINES`) on ``module``; ``loss`` and
     ``optimizer`` as in :func:`framework_step` (``eager-save-on-cpu`` needs a loss). Same
-    stopping rules as :func:`~mallocgame.runtime.measure.measure`."""
+    stopping rules as :func:`~mallocgame.runtime.measure.measure` (``warmup`` runs, the
+    first the checked one, so at least 1; ``ValueError`` below)."""
 
     check_runs(warmup, steps)
     if baseline not in FRAMEWORK_BASELINES:

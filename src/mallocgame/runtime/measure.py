@@ -1,8 +1,9 @@
 """Time a placed program: median step time, spread, peak HBM, and whether results match.
 
 :func:`measure` prepares a :class:`~mallocgame.runtime.torch_run.PlacedRunner` (inputs
-where the plan starts them, outside the timing), runs it ``warmup`` times (the first run's
-results are compared with ``reference``, exactly), then times ``steps`` runs one by one
+where the plan starts them, outside the timing), runs it ``warmup`` times, at least once
+(the first run is the checked one: its results are compared with ``reference``, exactly),
+then times ``steps`` runs one by one
 (each run issued, then waited for: CUDA events on a GPU, the wall clock on the CPU) and
 reports the median and the 10th / 90th percentiles in seconds, and the peak fast-memory
 bytes allocated during the timed runs above what was allocated before the runner was
@@ -119,11 +120,14 @@ def compare_results(got: Any, reference: Any) -> tuple[bool, float]:
 
 
 def check_runs(warmup: int, steps: int) -> None:
-    """``ValueError`` unless ``steps >= 1`` timed runs and ``warmup >= 0`` warm-ups."""
+    """``ValueError`` unless ``steps >= 1`` timed runs and ``warmup >= 1`` untimed ones (the
+    first untimed run is the one whose results are checked: there is always one)."""
     if isinstance(steps, bool) or not isinstance(steps, int) or steps < 1:
         raise ValueError(f"steps must be a whole number of at least 1, got {steps!r}")
-    if isinstance(warmup, bool) or not isinstance(warmup, int) or warmup < 0:
-        raise ValueError(f"warmup must be a whole number of at least 0, got {warmup!r}")
+    if isinstance(warmup, bool) or not isinstance(warmup, int) or warmup < 1:
+        raise ValueError(
+            f"warmup must be a whole number of at least 1 (the checked first run), got {warmup!r}"
+        )
 
 
 def measure(
@@ -147,7 +151,7 @@ def measure(
     host copies shared between the placements of one program (filled on first use);
     ``stage_dot_reads``: matmuls read their host operands through an HBM scratch copy
     (:class:`~mallocgame.runtime.torch_run.PlacedRunner`). ``ValueError`` for ``steps``
-    below 1 or ``warmup`` below 0 (nothing to time).
+    below 1 (nothing to time) or ``warmup`` below 1 (its first run is the checked one).
     """
     check_runs(warmup, steps)
     memory.release_dead()
@@ -224,7 +228,7 @@ def warm_and_time(
     def late() -> bool:
         return deadline is not None and time.perf_counter() > deadline
 
-    for _ in range(max(warmup - 1, 0)):
+    for _ in range(warmup - 1):
         if late():
             break
         run()
