@@ -566,26 +566,19 @@ class _Earlier:
     figures: list[Any]
 
 
-RESULT_NUMBERS = (
-    "normalized_reward",
-    "sim_latency_s",
-    "sim_calibrated_s",
-    "measured_median_s",
-    "measured_p10_s",
-    "measured_p90_s",
-    "steps",
-    "peak_hbm_bytes",
-    "planned_hbm_peak_bytes",
-    "capacity_bytes",
-    "host_bytes",
-    "copy_in_bytes",
-    "copy_out_bytes",
-    "max_abs_diff",
-    "hbm_limit_bytes",
-    "hbm_over_plan_bytes",
-    "dot_staged_bytes",
+RESULT_TEXT = (
+    "program",
+    "placement",
+    "solver",
+    "seed",
+    "check_ok",
+    "identical",
+    "staged_nodes",
+    "error",
 )
-"""The columns of :data:`RESULT_COLUMNS` that :func:`read_results_csv` reads as numbers."""
+RESULT_NUMBERS = tuple(c for c in RESULT_COLUMNS if c not in RESULT_TEXT)
+"""The columns of :data:`RESULT_COLUMNS` that :func:`read_results_csv` reads as numbers:
+all but :data:`RESULT_TEXT`."""
 
 
 def read_results_csv(path: Path) -> list[dict[str, Any]]:
