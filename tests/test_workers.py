@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import os
+import socket
 import subprocess
 import sys
 import textwrap
+import threading
 import time
 from pathlib import Path
 
@@ -90,3 +92,48 @@ def test_workers_end_when_their_parent_is_killed(tmp_path: Path, signal_name: st
     for pid in left:  # do not leave them behind when the test fails
         os.kill(pid, 9)
     assert not left, f"workers {left} outlived their parent"
+
+
+def _server(reply: bytes | None) -> tuple[str, threading.Thread]:
+    """A one-connection server on the loopback address that reads what it is sent and
+    answers ``reply`` (``None``: says nothing and holds the connection a while)."""
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen()
+
+    def serve() -> None:
+        connection, _ = listener.accept()
+        connection.recv(64)
+        if reply is not None:
+            connection.sendall(reply)
+        else:
+            time.sleep(1.0)
+        connection.close()
+        listener.close()
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    return f"127.0.0.1:{listener.getsockname()[1]}", thread
+
+
+@pytest.mark.parametrize(
+    "reply",
+    [b"HTTP/1.0 505 Invalid HTTP version\r\n\r\n", None, b""],
+    ids=["http1", "silent", "closes"],
+)
+def test_a_port_that_speaks_no_grpc_is_no_ray_cluster(reply: bytes | None) -> None:
+    from mallocgame.errors import WorkerError
+    from mallocgame.workers import check_ray_address
+
+    address, thread = _server(reply)
+    with pytest.raises(WorkerError, match="is not a Ray cluster"):
+        check_ray_address(address, timeout_s=0.3)
+    thread.join()
+
+
+def test_a_port_that_answers_http2s_settings_passes() -> None:
+    from mallocgame.workers import check_ray_address
+
+    address, thread = _server(bytes([0, 0, 0, 4, 0, 0, 0, 0, 0]))  # an empty SETTINGS frame
+    check_ray_address(address, timeout_s=2.0)
+    thread.join()

@@ -108,12 +108,39 @@ def process_pool(
 def check_ray_address(
     address: str, timeout_s: float = 10.0, error: type[MallocGameError] = WorkerError
 ) -> None:
-    """Refuse, with ``error``, a Ray ``HOST:PORT`` that is malformed or where nothing
-    accepts a connection within ``timeout_s`` (Ray itself would wait on it for minutes)."""
+    """Refuse, with ``error``, a Ray ``HOST:PORT`` that is malformed, where nothing
+    accepts a connection within ``timeout_s``, or where what answers does not speak gRPC
+    (HTTP/2), as a Ray cluster's address does: Ray itself would wait on any of them for
+    minutes."""
     host, sep, port = address.rpartition(":")
     if not sep or not host or not port.isdigit():
         raise error(f"ray {address!r}: give local, auto or HOST:PORT")
     try:
-        socket.create_connection((host.strip("[]"), int(port)), timeout=timeout_s).close()
+        with socket.create_connection((host.strip("[]"), int(port)), timeout=timeout_s) as s:
+            grpc = _answers_http2(s, timeout_s)
     except OSError as exc:
         raise error(f"ray {address}: no Ray cluster answers there ({exc})") from None
+    if not grpc:
+        raise error(f"ray {address}: what answers there is not a Ray cluster (it speaks no gRPC)")
+
+
+_HTTP2_PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + bytes([0, 0, 0, 4, 0, 0, 0, 0, 0])
+"""HTTP/2's client connection preface and an empty SETTINGS frame (RFC 9113, 3.4)."""
+
+
+def _answers_http2(connection: socket.socket, timeout_s: float) -> bool:
+    """Whether the server at ``connection`` answers HTTP/2's preface with a frame of type
+    SETTINGS (4) within ``timeout_s``, as every gRPC server, a Ray cluster's included, does
+    first; another server answers otherwise, closes, or says nothing."""
+    connection.settimeout(timeout_s)
+    try:
+        connection.sendall(_HTTP2_PREFACE)
+        head = b""
+        while len(head) < 9:
+            chunk = connection.recv(9 - len(head))
+            if not chunk:
+                return False
+            head += chunk
+    except (TimeoutError, OSError):
+        return False
+    return head[3] == 4
