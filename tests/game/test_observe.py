@@ -436,6 +436,17 @@ def test_batch_errors():
     uneven = dict(batch, grid=np.zeros((2, *batch["grid"].shape[1:]), dtype=np.float32))
     with pytest.raises(ValueError, match="batch size"):
         observer.observe(0, out=uneven, index=0)
+    # a grid of another pooling, or a decision row of another batch or length, is refused
+    # too, before any array is written
+    steps, addr = batch["grid"].shape[1:]
+    for key, shape in (
+        ("grid", (3, max(steps // 2, 1), max(addr // 2, 1))),
+        ("decision", (2, batch["decision"].shape[1])),
+        ("decision", (3, batch["decision"].shape[1] + 1)),
+    ):
+        odd = dict(batch, **{key: np.zeros(shape, dtype=np.float32)})
+        with pytest.raises(ValueError, match="shape|batch size"):
+            observer.observe(0, out=odd, index=1)
     assert not any(batch[k].any() for k in OBSERVATION_KEYS)
 
 

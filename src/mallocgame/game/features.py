@@ -61,12 +61,14 @@ Actions (dynamic; Drop places nothing, so it has only a legal flag):
 16. ``legal_copy``, 17. ``legal_nocopy``, 18. ``legal_drop``: 1 if legal, else 0
     (equal to :meth:`Game.legal_mask`).
 19. ``copy_interval``: Copy's memory interval length / ``T``, in [0, 1]; 0 if illegal.
-20. ``copy_offset``: Copy's offset / ``C``, in [0, 1); 0 if illegal.
+20. ``copy_offset``: Copy's offset / ``C``, in [0, 1] (below 1 but as float32 rounds it);
+    0 if illegal.
 21. ``copy_span``: Copy's copy-interval length / ``T`` (the steps the prefetch or the
     write-back overlaps), in [0, 1]; 0 if illegal or no copy (zero demand).
 22. ``nocopy_interval``: NoCopy's memory interval length / ``T``, in [0, 1]; 0 if
     illegal or empty (tensor already resident up to ``τ``).
-23. ``nocopy_offset``: NoCopy's offset / ``C``, in [0, 1); 0 if illegal or empty.
+23. ``nocopy_offset``: NoCopy's offset / ``C``, in [0, 1] (as ``copy_offset``); 0 if
+    illegal or empty.
 
 Global progress (dynamic):
 

@@ -588,6 +588,13 @@ class Observer:
         st = self._static
         cfg = self.config
         views = game.views
+        decision, shapes = out["decision"], self._shapes  # (the kernel checks the others)
+        if (
+            out["grid"].shape[1:] != shapes["grid"]
+            or decision.shape[1:] != shapes["decision"]
+            or decision.shape[0] != out["buffers"].shape[0]
+        ):
+            self._raise_bad_out(out, index)
         synced = _observe(
             views.alloc,
             views.analysis,
