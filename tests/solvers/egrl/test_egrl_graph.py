@@ -10,6 +10,7 @@ from mallocgame.solvers.egrl.graph import (
     BUF_GRP,
     BUF_INS,
     BUF_TEN,
+    BUFFER_FEATURES,
     GRP_BUF,
     INS_BUF,
     NEXT,
@@ -106,3 +107,42 @@ def test_padding() -> None:
 )
 def test_bucket(n: int, expected: int) -> None:
     assert bucket(n) == expected
+
+
+def test_a_column_that_varies_at_any_scale_is_standardized() -> None:
+    """Sizes over a 2**50-byte capacity differ by 1e-12: still z-scores, not zeros."""
+    from tests.builders import I, X, build
+
+    inst = build(
+        [X(1000), X(2000), X(4000)],
+        [I(writes=[0]), I(reads=[0], writes=[1]), I(reads=[1], writes=[2]), I(reads=[2])],
+        capacity=2**50,
+    )
+    graph = build_graph(inst, build_tables(inst))
+    column = graph.features[: inst.num_buffers, BUFFER_FEATURES.index("size_over_capacity")]
+    assert np.ptp(column) > 1.0
+
+
+def test_a_subnormal_copy_supply_gives_finite_ordered_demands() -> None:
+    import warnings
+
+    from mallocgame.instance import instance_from_dict
+    from tests.builders import I, X, build_doc
+
+    tiny = 5e-324
+    doc = build_doc(
+        [X(100), X(300)],
+        [
+            I(writes=[0], supply=tiny),
+            I(reads=[0], writes=[1], supply=tiny),
+            I(reads=[1], supply=tiny),
+        ],
+    )
+    inst = instance_from_dict(doc)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        graph = build_graph(inst, build_tables(inst))
+    demand = graph.features[: inst.num_buffers, BUFFER_FEATURES.index("log_demand")]
+    sizes = [b.size for b in inst.buffers]
+    assert np.isfinite(demand).all() and np.ptp(demand) > 0
+    assert np.argsort(demand, kind="stable").tolist() == np.argsort(sizes, kind="stable").tolist()

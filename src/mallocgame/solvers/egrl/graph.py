@@ -171,12 +171,14 @@ def _log1p_rel(values: np.ndarray) -> np.ndarray:
 
 
 def _standardize(block: np.ndarray) -> np.ndarray:
-    """Column z-scores clipped to [-5, 5]; a constant column becomes 0."""
+    """Column z-scores clipped to [-5, 5]; a constant column (its spread below 1e-9 of its
+    largest magnitude: rounding) becomes 0, whatever the column's scale."""
     if block.shape[0] == 0:
         return block.astype(np.float32)
     mean = block.mean(axis=0)
     std = block.std(axis=0)
-    out = np.where(std > 1e-9, (block - mean) / np.where(std > 1e-9, std, 1.0), 0.0)
+    varies = std > 1e-9 * np.abs(block).max(axis=0)
+    out = np.where(varies, (block - mean) / np.where(varies, std, 1.0), 0.0)
     return np.clip(out, -5.0, 5.0).astype(np.float32)
 
 
@@ -231,6 +233,8 @@ def node_features(instance: Instance, tables: GameTables, groups: np.ndarray) ->
     reads = np.bincount(tensor[~is_out], minlength=num_x).astype(np.float64)
     supply = tb.supply_s
     mean_supply = float(supply.mean()) if num_t else 0.0
+    # a mean supply to divide by: above 0 and not so small (subnormal) that ratios overflow
+    per_supply = mean_supply > 0 and math.isfinite(1.0 / mean_supply)
     norm = tb.normalizer_s
     benefit = np.nan_to_num(
         np.fromiter((b.benefit_s for b in instance.buffers), dtype=np.float64, count=num_b)
@@ -247,7 +251,7 @@ def node_features(instance: Instance, tables: GameTables, groups: np.ndarray) ->
         buf[:, 5] = last_use[tensor] * inv_t
         buf[:, 6] = (last_use[tensor] - def_time[tensor]) * inv_t
         demand = tb.buf_demand
-        buf[:, 7] = np.log1p(demand / mean_supply) if mean_supply > 0 else _log1p_rel(demand)
+        buf[:, 7] = np.log1p(demand / mean_supply) if per_supply else _log1p_rel(demand)
         if norm != 0.0 and math.isfinite(norm):
             buf[:, 8] = np.clip(benefit * (num_b / norm), -1.0, 10.0)
         top = float(np.abs(benefit).max())
@@ -258,7 +262,7 @@ def node_features(instance: Instance, tables: GameTables, groups: np.ndarray) ->
         buf[:, 12] = def_time[tensor] < 0
         buf[:, 13] = np.log1p(reads[tensor])
         buf[:, 14] = tb.buffer_has_bit
-        buf[:, 15] = np.log1p(supply[target_time] / mean_supply) if mean_supply > 0 else 0.0
+        buf[:, 15] = np.log1p(supply[target_time] / mean_supply) if per_supply else 0.0
 
     slow, fast, flops, nbytes = _instruction_latencies(instance)
     ins = np.zeros((num_t, len(INSTRUCTION_FEATURES)))
