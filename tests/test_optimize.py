@@ -168,18 +168,37 @@ def test_bad_input_is_one_line(args: list[str], message: str, tmp_path: Path, ca
     assert message in err and len(err.strip().splitlines()) == 1 and "Traceback" not in err
 
 
-@pytest.mark.parametrize("budget", ["1e-9", "2"])  # spent by the heuristic; under 10 s
-def test_a_budget_too_short_for_the_agent_is_one_line(budget: str, tmp_path: Path, capsys) -> None:
+@pytest.mark.parametrize("budget", ["1e-9", "2", "13"])  # 13 s: 9.75 s for the agent
+def test_a_budget_too_short_for_the_agent_is_one_line_before_the_run(
+    budget: str, tmp_path: Path, capsys, monkeypatch
+) -> None:
+    from mallocgame.solvers.muzero.prod import MuZeroProdSolver
+
+    monkeypatch.setattr(MuZeroProdSolver, "search", lambda *_: pytest.fail("it ran"))
     out = tmp_path / "answer.json"
     assert main(["optimize", "xla-v1/gru_infer", "--budget", budget, "--out", str(out)]) == 2
     err = capsys.readouterr().err
-    *progress, last = err.strip().splitlines()  # the progress bar, then the error
-    assert last.startswith(
-        f"mallocgame: error: the budget of {float(budget):g} s left the agent no time to start"
-    )
-    assert "the agent needs 10 s of its share, agent_min_seconds" in last
-    assert len(progress) >= 1 and "Traceback" not in err
-    assert list(tmp_path.iterdir()) == []  # nothing written
+    assert err.startswith(f"mallocgame: error: a budget of {float(budget):g} s gives the agent")
+    assert "less than the 10 s it needs to start (agent_min_seconds)" in err
+    assert len(err.strip().splitlines()) == 1 and list(tmp_path.iterdir()) == []
+
+
+def test_a_budget_the_heuristic_spends_is_one_line(tmp_path: Path, capsys, monkeypatch) -> None:
+    """The heuristic may still take the agent's share of a budget that was long enough."""
+    from mallocgame.solvers.muzero.prod import MuZeroProdSolver
+
+    search = MuZeroProdSolver.search
+
+    def slow_heuristic(self, instance, config, run):  # the heuristic took 11 of its 15 s
+        run.clock.start -= 11.0
+        return search(self, instance, config, run)
+
+    monkeypatch.setattr(MuZeroProdSolver, "search", slow_heuristic)
+    out = tmp_path / "answer.json"
+    assert main(["optimize", "xla-v1/gru_infer", "--budget", "15", "--out", str(out)]) == 2
+    last = capsys.readouterr().err.strip().splitlines()[-1]
+    assert last.startswith("mallocgame: error: the budget of 15 s left the agent no time to start")
+    assert list(tmp_path.iterdir()) == []
 
 
 def test_an_unknown_workload(capsys) -> None:

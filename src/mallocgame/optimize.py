@@ -37,6 +37,7 @@ __all__ = [
     "Row",
     "OutputPaths",
     "optimize",
+    "check_budget",
     "comparison",
     "format_comparison",
     "write_outputs",
@@ -96,6 +97,22 @@ class OutputPaths:
         )
 
 
+def check_budget(seconds: float | None, options: Mapping[str, Any] | None = None) -> None:
+    """A :class:`SolverError` where a wall-clock budget of ``seconds`` gives the agent less
+    than its ``agent_min_seconds`` (``options``: muzero-prod's settings): its share, the
+    budget less the order search's, would leave it out before anything runs."""
+    if seconds is None:
+        return
+    config = MuZeroProdSolver().config(dict(options or {}))
+    share_s = seconds * (1.0 - config.order_search_share)
+    if share_s < config.agent_min_seconds:
+        raise SolverError(
+            f"a budget of {seconds:g} s gives the agent {share_s:g} s, less than the "
+            f"{config.agent_min_seconds:g} s it needs to start (agent_min_seconds): give a "
+            "larger budget"
+        )
+
+
 def optimize(
     instance: Instance,
     *,
@@ -114,6 +131,7 @@ def optimize(
     played so far after each one (``{"games": n}``). ``compiler``: XLA's own answer (the
     solver ``xla``'s, passing the checker) where the caller has it, a candidate beside the
     heuristic's (suite programs frozen with XLA's placement have theirs already)."""
+    check_budget(seconds, options)
     start = time.perf_counter()
     bests: dict[str, Solution] = {}
     curve: list[CurvePoint] = []
