@@ -404,6 +404,28 @@ def test_bench_real_refuses_a_placement_given_twice_in_one_line(tmp_path, capsys
     assert not (tmp_path / "out").exists()
 
 
+@pytest.mark.parametrize("out", ["", ".", "file"])
+def test_bench_real_refuses_an_out_that_is_no_folder_of_its_own(out, tmp_path, capsys, monkeypatch):
+    from mallocgame.cli import main
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "file").write_text("")
+    argv = ["bench", "real", "--dry-run", "--out", out, "--programs", "mlp", "--placements", "drop"]
+    assert main(argv) == 2
+    assert "give a folder of the run's own" in capsys.readouterr().err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["file"]  # nothing written
+
+
+def test_a_refused_bench_real_leaves_the_last_runs_log_as_it_was(tmp_path, capsys):
+    from mallocgame.cli import main
+
+    (tmp_path / "run.log").write_text("the last run\n")
+    argv = ["bench", "real", "--dry-run", "--out", str(tmp_path), "--programs", "mlp"]
+    assert main([*argv, "--placements", "drop", "--preset", "nosuch"]) == 2
+    assert "nosuch" in capsys.readouterr().err
+    assert (tmp_path / "run.log").read_text() == "the last run\n"
+
+
 def test_bench_real_refuses_a_mistyped_profile_in_one_line(tmp_path, capsys):
     from mallocgame.cli import main
 

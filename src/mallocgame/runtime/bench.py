@@ -775,6 +775,17 @@ class _BenchRun:
         self.given = _given_answers(config.answers, skipped.append)  # bad --answers: no files
         check_profile(config, self.given)  # a given answer's label is known once it is read
         self.out = Path(config.out)
+        if self.out == Path(".") or (self.out.exists() and not self.out.is_dir()):
+            raise MallocGameError(
+                f"--out {str(config.out)!r}: give a folder of the run's own (its ten files go "
+                "there)"
+            )
+        # the device and the preset before anything is written (or an earlier log replaced)
+        from mallocgame.hardware import get_preset
+        from mallocgame.runtime.memory import make_memory
+
+        self.preset = get_preset(config.preset)
+        self.memory = make_memory(config.device, config.host_alloc)
         self.out.mkdir(parents=True, exist_ok=True)
         self.earlier = (
             _read_earlier(self.out, config) if config.resume else _Earlier(frozenset(), {}, {}, [])
@@ -846,19 +857,14 @@ class _BenchRun:
         return {"rows": self.all_rows, "summary": self.summaries, "calibration": self.figures}
 
     def _open_memory(self) -> None:
-        """Open the device's memory (HBM and host memory), log the machine, load the preset."""
-        from mallocgame.hardware import get_preset
-        from mallocgame.runtime.memory import make_memory
-
+        """Log the machine whose memory (HBM and host memory) :meth:`__init__` opened."""
         config, torch = self.config, self.torch
-        self.memory = make_memory(config.device, config.host_alloc)
         self.log(
             f"device {config.device}: "
             f"{torch.cuda.get_device_name() if config.device == 'cuda' else 'cpu'}; "
             f"torch {torch.__version__}; host memory {getattr(self.memory, 'host_alloc', 'cpu')}; "
             f"budget {config.seconds:g} s"
         )
-        self.preset = get_preset(config.preset)
 
     def _calibrate(self) -> None:
         """Measure the machine's figures into ``calibration.csv`` (unless ``calibrate`` is
