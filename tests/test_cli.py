@@ -1248,3 +1248,155 @@ def test_extract_says_what_the_frontend_assumed(tmp_path: Path, capsys) -> None:
     dump.write_text(unknown)
     assert main(["extract", "--dump", str(dump), "--out", str(tmp_path / "x.json")]) == 0
     assert "note: while loop: trip count unknown, counted once" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    "argv, needle",
+    [
+        (
+            [
+                "train",
+                "synthetic-v1/small",
+                "--dir",
+                "{tmp}/run",
+                "--out",
+                "{tmp}/run",
+                "--work",
+                "1",
+            ],
+            "--out {tmp}/run is --dir: give a file",
+        ),
+        (
+            [
+                "train",
+                "synthetic-v1/small",
+                "--dir",
+                "{tmp}/run",
+                "--work",
+                "1",
+                "--out",
+                "{tmp}/run/checkpoint.msgpack",
+            ],
+            "is a file the run keeps in --dir",
+        ),
+        (
+            [
+                "bench",
+                "speedups",
+                "--programs",
+                "xla-v1/lstm_infer",
+                "--solvers",
+                "random",
+                "--work",
+                "1",
+                "--out",
+                "{tmp}/sw",
+                "--csv",
+                "{tmp}/file/x.csv",
+            ],
+            "is not a folder",
+        ),
+        (
+            [
+                "bench",
+                "speedups",
+                "--programs",
+                "xla-v1/lstm_infer",
+                "--solvers",
+                "random",
+                "--work",
+                "1",
+                "--out",
+                "{tmp}/sw",
+                "--ray",
+                "",
+            ],
+            "--ray needs local, auto or HOST:PORT",
+        ),
+        (
+            ["bench", "correlation", "--programs", "xla-v1/lstm_infer", "xla-v1/nosuch"],
+            "xla-v1/nosuch: neither",
+        ),
+        (
+            [
+                "bench",
+                "rewards",
+                "--programs",
+                "xla-v1/lstm_infer",
+                "xla-v1/nosuch",
+                "--solvers",
+                "random",
+                "--budget",
+                "1",
+                "--out",
+                "{tmp}/rw",
+            ],
+            "xla-v1/nosuch: neither",
+        ),
+        (
+            [
+                "extract",
+                "--jax",
+                "jax.numpy:add",
+                "--arg",
+                "f32[4]",
+                "--arg",
+                "f32[4]",
+                "--donate",
+                "-1",
+                "--out",
+                "{tmp}/i.json",
+            ],
+            "argument --donate: must be at least 0",
+        ),
+        (
+            [
+                "extract",
+                "--program",
+                "xla-v1/lstm_infer",
+                "--out",
+                "",
+                "--program-out",
+                "{tmp}/p.json",
+            ],
+            "--out must name a file",
+        ),
+        (
+            ["show", "xla-v1/lstm_infer", "{tmp}/file", "--against", "", "--out", "{tmp}/z.png"],
+            "--against must name a solution file",
+        ),
+        (
+            ["bench", "suite", "--programs", "xla-v1/lstm_infer", "--exact-seconds", "-1"],
+            "must be 0 or a positive, finite number of seconds",
+        ),
+    ],
+)
+def test_what_can_be_refused_before_the_work_is(argv, needle, tmp_path: Path, capsys) -> None:
+    """Each refused in one line before any program, sweep, training or file is touched."""
+    (tmp_path / "file").write_text("")
+    argv = [a.format(tmp=tmp_path) for a in argv]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert needle.format(tmp=tmp_path) in err and len(err.strip().splitlines()) == 1
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["file"]  # nothing written
+
+
+def test_exact_seconds_takes_zero_written_any_way() -> None:
+    from mallocgame.cli import _seconds_or_zero
+
+    assert [_seconds_or_zero(t) for t in ("0", "-0", "0e0", "0.0", "2.5")] == [0, 0, 0, 0, 2.5]
+
+
+def test_project_checks_its_output_before_projecting(tmp_path: Path, capsys, monkeypatch) -> None:
+    import mallocgame.solvers.projection as projection
+    from mallocgame.solution import save_solution
+    from mallocgame.solvers import get_solver
+    from mallocgame.workloads.registry import load_workload
+
+    inst = load_workload("xla-v1/lstm_infer")
+    save_solution(get_solver("heuristic").solve(inst), tmp_path / "h.json")
+    monkeypatch.setattr(projection, "project", lambda *_a, **_k: pytest.fail("it projected"))
+    (tmp_path / "adir").mkdir()
+    argv = ["project", inst.name, str(tmp_path / "h.json"), "--out", str(tmp_path / "adir")]
+    assert main(argv) == 2
+    assert "a directory, not a file" in capsys.readouterr().err

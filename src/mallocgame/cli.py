@@ -199,9 +199,21 @@ def _cmd_train(args: argparse.Namespace) -> int:
     args.option = [*args.option, f"checkpoint_dir={args.dir}", "progress=true"]
     args.option += _ray_options(args, args.solver)
     args.out = str(Path(args.dir) / "final.solution.json") if args.out is None else args.out
+    _refuse_the_runs_own_file(Path(args.out), Path(args.dir))
     inst = load_workload(args.workload)
     _resumes(args.solver, inst, _options(args.option), args.seed, "use another --dir or remove it")
     return _cmd_solve(args, inst)
+
+
+def _refuse_the_runs_own_file(out: Path, folder: Path) -> None:
+    """``--out`` is not ``--dir`` itself nor a file the run keeps there (its checkpoint, its
+    best answer): the answer would replace it, and the run could not resume."""
+    from mallocgame.solvers.checkpoint import BEST_NAME, CHECKPOINT_NAME
+
+    if out.resolve() == folder.resolve():
+        raise UsageError(f"--out {out} is --dir: give a file")
+    if out.resolve() in (folder.resolve() / CHECKPOINT_NAME, folder.resolve() / BEST_NAME):
+        raise UsageError(f"--out {out} is a file the run keeps in --dir: give another")
 
 
 def _refuse_options_set_by(given: list[str], keys: tuple[str, ...], command: str) -> None:
@@ -360,7 +372,13 @@ def _resumes(
 
 def _cmd_optimize(args: argparse.Namespace) -> int:
     """The main job: muzero-prod, a progress bar, the files, and the comparison table."""
-    from mallocgame.optimize import format_comparison, optimize, output_paths, write_outputs
+    from mallocgame.optimize import (
+        check_budget,
+        format_comparison,
+        optimize,
+        output_paths,
+        write_outputs,
+    )
     from mallocgame.progress import BestSoFar, ProgressBar
     from mallocgame.residency import compare_residency, format_residency_comparison
     from mallocgame.solvers import get_solver
@@ -382,6 +400,7 @@ def _cmd_optimize(args: argparse.Namespace) -> int:
         remedy = "delete it to start over, or give another checkpoint_dir"
     options.setdefault("checkpoint_dir", str(paths.checkpoint))
     get_solver("muzero-prod").check_options(options)
+    check_budget(args.budget, options)  # a budget too short for the agent: before the run
     if _resumes("muzero-prod", inst, options, args.seed, remedy):
         print(
             f"resuming the agent from {options['checkpoint_dir']} (delete it to start over)",
@@ -585,14 +604,13 @@ def _cmd_project(args: argparse.Namespace) -> int:
         return EXIT_CHECK_FAILED
     inst, mapping = checked
     repairs = DEFAULT_REPAIRS if args.repairs is None else args.repairs
-    projected, kept = project(inst, mapping, repairs=repairs)
     out = (
         Path(args.out)
         if args.out
         else _default_out(inst.name, f"{mapping.solver}-projected", mapping.seed)
     )
-    _output_file(out, args.instance, args.solution)
-    out.parent.mkdir(parents=True, exist_ok=True)
+    _output_file(out, args.instance, args.solution)  # before the projection's replays
+    projected, kept = project(inst, mapping, repairs=repairs)
     save_solution(projected, out)
     info = projected.info
     repaired = (
@@ -616,6 +634,8 @@ def _cmd_show(args: argparse.Namespace) -> int:
     from mallocgame.viz import draw_layout
     from mallocgame.workloads.registry import load_workload
 
+    if args.against is not None and not args.against.strip():
+        raise UsageError("--against must name a solution file")
     paths = [args.solution] + ([args.against] if args.against else [])
     out = _output_file(Path(args.out), args.instance, *paths)
     if out.suffix.lower() not in (".png", ".svg", ".pdf"):
@@ -672,6 +692,9 @@ def _cmd_extract(args: argparse.Namespace) -> int:
         raise UsageError("--train and --granularity go with --torch MODULE:FACTORY")
     if (args.loss or args.labels or args.optimizer) and not args.train:
         raise UsageError("--loss, --labels and --optimizer go with --train")
+    for flag, value in (("--out", args.out), ("--program-out", args.program_out)):
+        if value is not None and not value.strip():
+            raise UsageError(f"{flag} must name a file")
     if not args.out and not args.program_out:
         raise UsageError("give --out FILE (the instance) and/or --program-out FILE")
     tpu = args.target != "cpu"
@@ -1050,11 +1073,13 @@ def _cmd_bench_speedups(args: argparse.Namespace) -> int:
     )
     if not args.out.strip():
         raise UsageError("--out must name the records' folder")
+    if args.ray is not None and not args.ray.strip():
+        raise UsageError("--ray needs local, auto or HOST:PORT")
     out = Path(args.out)
-    if args.csv is not None and (not args.csv or Path(args.csv).is_dir()):
-        raise UsageError(
-            f"--csv must name a file, got '{args.csv}'"
-        )  # refused before the sweep, not after it
+    if args.csv is not None:  # refused before the sweep, not after it
+        if not args.csv.strip():
+            raise UsageError("--csv must name a file")
+        _output_file(Path(args.csv), flag="--csv")
     if (
         args.existing
     ):  # a sweep under way elsewhere (pinned_sweep.py): its complete programs, nothing run
@@ -1106,7 +1131,6 @@ def _cmd_bench_speedups(args: argparse.Namespace) -> int:
             print()
             print(speedups.format_extremes(records + derived, solver, args.baseline))
     if args.csv:
-        Path(args.csv).parent.mkdir(parents=True, exist_ok=True)
         speedups.write_program_csv(
             args.csv, speedups.program_results(records + derived, args.baseline), args.baseline
         )
@@ -1158,8 +1182,11 @@ def _cmd_bench_versus(args: argparse.Namespace) -> int:
 
 def _cmd_bench_correlation(args: argparse.Namespace) -> int:
     from mallocgame.bench.correlation import format_correlation, reward_latency_correlation
+    from mallocgame.workloads.registry import check_workload
     from mallocgame.workloads.suite import suite_names
 
+    for program in args.programs or ():  # every name checked before the first program's work
+        check_workload(program)
     if args.training is not None:
         return _bench_training_correlation(args)
     if args.out or args.option or args.samples is not None or args.seed is not None:
@@ -1266,10 +1293,12 @@ def _cmd_bench_xla(args: argparse.Namespace) -> int:
 def _cmd_bench_rewards(args: argparse.Namespace) -> int:
     from mallocgame.bench.rewards import final_table, read_csv, reward_curve, solver_spec
     from mallocgame.curves import normalized_upper_bound, plot_curves, write_csv
-    from mallocgame.workloads.registry import load_workload
+    from mallocgame.workloads.registry import check_workload, load_workload
 
     for spec in args.solvers:
-        solver_spec(spec)  # every spec checked before anything runs
+        solver_spec(spec)  # every spec and program checked before anything runs
+    for program in args.programs:
+        check_workload(program)
     for name in ("programs", "solvers", "seeds"):  # one named twice is one curve, run once
         setattr(args, name, list(dict.fromkeys(getattr(args, name))))
     out = Path(args.out)
@@ -1397,8 +1426,21 @@ def _positive_multiple(text: str) -> float:
 
 
 def _seconds_or_zero(text: str) -> float:
-    """An argparse type: 0, or a finite number of seconds above 0."""
-    return 0.0 if text.strip() in ("0", "0.0") else _positive_seconds(text)
+    """An argparse type: 0 (written any way: ``-0``, ``0e0``), or a finite number of
+    seconds above 0."""
+    try:
+        if float(text) == 0.0:
+            return 0.0
+    except ValueError:
+        pass
+    try:
+        return _positive_seconds(text)
+    except argparse.ArgumentTypeError as exc:
+        if str(exc).startswith("must be a positive"):
+            raise argparse.ArgumentTypeError(
+                f"must be 0 or a positive, finite number of seconds, not {text!r}"
+            ) from None
+        raise
 
 
 def _whole_number(minimum: int) -> Callable[[str], int]:
@@ -1582,7 +1624,11 @@ def _add_optimize_parser(sub: _SubParsers) -> None:
         help="an example argument of --jax, e.g. f32[8,64] (repeat)",
     )
     p.add_argument(
-        "--donate", type=int, action="append", default=[], help="a donated argument index of --jax"
+        "--donate",
+        type=_whole_number(0),
+        action="append",
+        default=[],
+        help="a donated argument index of --jax",
     )
     p.add_argument(
         "--target",
@@ -1697,7 +1743,7 @@ def _add_extract_parser(sub: _SubParsers) -> None:
     )
     p.add_argument(
         "--donate",
-        type=int,
+        type=_whole_number(0),
         action="append",
         default=[],
         help="a donated argument index of --jax (repeat)",
