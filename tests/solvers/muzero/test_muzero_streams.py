@@ -6,6 +6,7 @@ from __future__ import annotations
 import itertools
 
 import numpy as np
+import pytest
 
 from mallocgame.solvers.muzero.streams import ACTOR, LEARNER, RESTARTS, SELFPLAY, stream
 
@@ -47,3 +48,13 @@ def test_seed_lists_would_have_repeated_one_another() -> None:
     assert firsts["restarts"] == firsts["learner step 2"]
     pairs = itertools.combinations([(SELFPLAY, 0), (LEARNER, 1), (RESTARTS,), (LEARNER, 2)], 2)
     assert all(_first(stream(7, *a)) != _first(stream(7, *b)) for a, b in pairs)
+
+
+def test_jax_keys_keep_every_bit_of_the_seed_and_the_old_keys_below_2_32() -> None:
+    jax = pytest.importorskip("jax")
+    from mallocgame.solvers.muzero.streams import jax_key
+
+    keys = {s: np.asarray(jax_key(s)).tolist() for s in (0, 1, 2**32, 2**32 + 1, 2**63 - 1)}
+    assert len({tuple(k) for k in keys.values()}) == len(keys)  # PRNGKey alone: 0 is 2**32
+    for s in (0, 1, 2**31, 2**32 - 1):  # seeds below 2**32: the keys every run had
+        assert np.asarray(jax_key(s)).tolist() == np.asarray(jax.random.PRNGKey(s)).tolist()

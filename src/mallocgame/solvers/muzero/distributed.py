@@ -51,7 +51,7 @@ from mallocgame.solvers.muzero.config import MuZeroConfig
 from mallocgame.solvers.muzero.reanalyse import Reanalyser
 from mallocgame.solvers.muzero.replay import GameRecord
 from mallocgame.solvers.muzero.selfplay import FinishedGame
-from mallocgame.solvers.muzero.streams import ACTOR, stream
+from mallocgame.solvers.muzero.streams import ACTOR, jax_key, stream
 from mallocgame.workers import check_ray_address
 
 __all__ = [
@@ -136,7 +136,7 @@ class SelfPlayActor:
         self.seed = seed
         self.index = index
         # a restarted actor draws other keys than the one it replaces: the pid is in them
-        base = jax.random.fold_in(jax.random.PRNGKey(seed), 1 + index)
+        base = jax.random.fold_in(jax_key(seed), 1 + index)
         self.key = jax.random.fold_in(base, os.getpid())
         self.calls = 0
         self.selfplay: dict[int, Any] = {}

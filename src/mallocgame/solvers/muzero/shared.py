@@ -46,7 +46,7 @@ from mallocgame.solvers.muzero.distributed import ActorMoves, RayActorsOwner, Se
 from mallocgame.solvers.muzero.replay import GameRecord, Replay
 from mallocgame.solvers.muzero.search import fold_key
 from mallocgame.solvers.muzero.selfplay import FinishedGame
-from mallocgame.solvers.muzero.streams import LEARNER, SELFPLAY, stream
+from mallocgame.solvers.muzero.streams import LEARNER, SELFPLAY, jax_key, stream
 from mallocgame.solvers.muzero.train import (
     RunPace,
     Trainer,
@@ -124,7 +124,7 @@ class SharedTrainer(RayActorsOwner):
             for p, inst in enumerate(self.instances)
         ]
         for p, trainer in enumerate(self.trainers):  # each program its own stream of keys
-            trainer._play_key = jax.random.fold_in(jax.random.PRNGKey(seed), p)
+            trainer._play_key = jax.random.fold_in(jax_key(seed), p)
         lead = self.trainers[0]
         self.params, self.opt_state = lead.params, lead.opt_state
         self._train_step = lead._train_step

@@ -13,8 +13,10 @@ positions again (:mod:`~mallocgame.solvers.muzero.reanalyse`: demonstrations and
 best self-play game) and draws that fraction of its batch from them.
 
 Budgets: a work budget counts completed self-play games (over all runs resumed from
-one checkpoint), a wall-clock budget counts this call's seconds (compilation
-included). With a work budget and no wall-clock budget the same seed gives the same
+one checkpoint), checked after each move of the ``parallel_games`` games played side by
+side, so every game that completes on the move that reaches it counts (and may be the
+answer): up to ``parallel_games - 1`` more than the budget. A wall-clock budget counts
+this call's seconds (compilation included). With a work budget and no wall-clock budget the same seed gives the same
 run: every random draw is keyed by the seed and a counter (self-play: the move
 counter; replay sampling: the learner-step counter), never by time.
 
@@ -66,7 +68,7 @@ from mallocgame.solvers.muzero.reanalyse import Reanalyser, demonstration, traje
 from mallocgame.solvers.muzero.replay import Batch, GameRecord, Replay, draw
 from mallocgame.solvers.muzero.search import fold_key, make_policy, make_search
 from mallocgame.solvers.muzero.selfplay import FinishedGame, SelfPlay, play_policy
-from mallocgame.solvers.muzero.streams import LEARNER, RESTARTS, SELFPLAY, stream
+from mallocgame.solvers.muzero.streams import LEARNER, RESTARTS, SELFPLAY, jax_key, stream
 
 __all__ = [
     "Trainer",
@@ -331,7 +333,7 @@ class Trainer(RayActorsOwner):
         self.net, self.optimizer, self._search, self._policy, self._train_step = compiled_functions(
             config
         )
-        self._play_key = jax.random.PRNGKey(seed)
+        self._play_key = jax_key(seed)
         self.params = init_params(self.net, seed, empty_batch(config.observation, 1))
         self.resumed = self.dir is not None and (self.dir / checkpoint.CHECKPOINT_NAME).exists()
         if config.init is not None and not self.resumed:
@@ -361,9 +363,7 @@ class Trainer(RayActorsOwner):
         self._learned_through = 0  # moves the learner's steps so far account for
         self.actors: SelfPlayActors | None = None  # with config.ray: the self-play actors
         if config.reanalyse_fraction > 0:
-            reanalyse_key = jax.random.split(jax.random.PRNGKey(seed))[
-                1
-            ]  # a stream apart from self-play's
+            reanalyse_key = jax.random.split(jax_key(seed))[1]  # a stream apart from self-play's
             self.reanalyser = Reanalyser(config, self._search, self.selfplay.q_scale, reanalyse_key)
         if self.resumed:
             self._load()
