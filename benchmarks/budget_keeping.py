@@ -23,7 +23,8 @@ from pathlib import Path
 WARM_UP = "synthetic-v1/small"
 
 _CHILD = """
-import json, sys, time
+import json, os, sys, time
+import mallocgame
 from mallocgame.solvers import SolveRequest, get_solver
 from mallocgame.workloads.registry import load_workload
 if __name__ == "__main__":
@@ -34,6 +35,7 @@ if __name__ == "__main__":
     answer = get_solver(solver).solve(inst, SolveRequest(seed=0, seconds=seconds))
     wall_s = time.perf_counter() - start
     print(json.dumps({
+        "src": os.path.dirname(os.path.dirname(mallocgame.__file__)),
         "buffers": inst.num_buffers,
         "wall_s": wall_s,
         "chosen": answer.info.get("chosen", solver),
@@ -45,7 +47,9 @@ if __name__ == "__main__":
 
 def run_child(src: Path | None, solver: str, program: str, seconds: float) -> dict:
     """One child process that solves ``program`` with ``solver`` in ``seconds`` (after the
-    warm-up): ``{"buffers", "wall_s", "chosen", "left_out", "games"}``."""
+    warm-up): ``{"src", "buffers", "wall_s", "chosen", "left_out", "games"}``, ``src`` the
+    folder it imported mallocgame from. Exits (one line) where ``src`` is given and the
+    child imported mallocgame from elsewhere."""
     env = {**os.environ, "JAX_PLATFORMS": "cpu"}
     if src is not None:
         env["PYTHONPATH"] = str(src)
@@ -56,7 +60,10 @@ def run_child(src: Path | None, solver: str, program: str, seconds: float) -> di
         text=True,
         check=True,
     )
-    return json.loads(done.stdout.strip().splitlines()[-1])
+    got = json.loads(done.stdout.strip().splitlines()[-1])
+    if src is not None and Path(got["src"]).resolve() != src.resolve():
+        raise SystemExit(f"--src {src}: the child imported mallocgame from {got['src']}")
+    return got
 
 
 def parse_job(text: str) -> tuple[str, float]:
@@ -79,6 +86,9 @@ def main(argv: list[str] | None = None) -> None:
         help="a src folder to compare (repeat; default: the installed package)",
     )
     args = parser.parse_intermixed_args(argv)
+    for src in args.src:
+        if not (src / "mallocgame").is_dir():
+            parser.error(f"--src {src}: no mallocgame package there")
     sources: list[Path | None] = list(args.src) or [None]
     print(f"{args.solver}, seed 0; wall-clock seconds of the solve against its budget")
     print(f"{'program':<40} {'buffers':>7} {'budget':>7} {'wall':>7} {'over':>6}  source: chosen")

@@ -28,7 +28,8 @@ PROGRAM = "xla-v1/lstm_infer"
 SOLVERS = ("heuristic", "greedy", "es")
 
 _CHILD = """
-import json, sys, time
+import json, os, sys, time
+import mallocgame
 from numba.core import event
 recorder = event.RecordingListener()
 event.register("numba:compile", recorder)
@@ -47,13 +48,16 @@ for stamp, ev in recorder.buffer:
     else:
         name = ev.data["dispatcher"].py_func.__qualname__
         kernels[name] = max(kernels.get(name, 0.0), stamp - opened.pop(key, stamp))
-print(json.dumps({"solve_s": solve_s, "kernels": kernels}))
+src = os.path.dirname(os.path.dirname(mallocgame.__file__))
+print(json.dumps({"src": src, "solve_s": solve_s, "kernels": kernels}))
 """
 
 
 def run_cold(src: Path | None, program: str = PROGRAM, solvers: tuple[str, ...] = SOLVERS) -> dict:
     """One child process with an empty numba cache that solves ``program`` with each of
-    ``solvers``: ``{"solve_s": seconds, "kernels": {name: compile seconds}}``."""
+    ``solvers``: ``{"src": the folder it imported mallocgame from, "solve_s": seconds,
+    "kernels": {name: compile seconds}}``. Exits (one line) where ``src`` is given and
+    the child imported mallocgame from elsewhere."""
     with tempfile.TemporaryDirectory(prefix="numba-cold-") as cache:
         env = {**os.environ, "NUMBA_CACHE_DIR": cache, "JAX_PLATFORMS": "cpu"}
         if src is not None:
@@ -65,7 +69,10 @@ def run_cold(src: Path | None, program: str = PROGRAM, solvers: tuple[str, ...] 
             text=True,
             check=True,
         )
-    return json.loads(done.stdout.strip().splitlines()[-1])
+    got = json.loads(done.stdout.strip().splitlines()[-1])
+    if src is not None and Path(got["src"]).resolve() != src.resolve():
+        raise SystemExit(f"--src {src}: the child imported mallocgame from {got['src']}")
+    return got
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -76,6 +83,9 @@ def main(argv: list[str] | None = None) -> None:
     )
     parser.add_argument("--top", type=int, default=8, help="kernels listed per source")
     args = parser.parse_args(argv)
+    for src in args.src:
+        if not (src / "mallocgame").is_dir():
+            parser.error(f"--src {src}: no mallocgame package there")
     sources: list[Path | None] = list(args.src) or [None]
     results: dict[str, list[dict]] = {str(s or "installed"): [] for s in sources}
     for _ in range(args.runs):

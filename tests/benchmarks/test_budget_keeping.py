@@ -4,21 +4,32 @@ and the table has a line per program and source, the sources alternating."""
 from __future__ import annotations
 
 import argparse
+import json
+import subprocess
+from pathlib import Path
 
 import pytest
 
+import mallocgame
 from tests.benchmarks import load_benchmark
 
 budget_keeping = load_benchmark("budget_keeping")
 
 
+SRC = Path(mallocgame.__file__).parents[1]  # the src folder these tests import
+
+
 def test_a_child_reports_its_solve() -> None:
-    got = budget_keeping.run_child(None, "greedy", "xla-v1/lstm_infer", 0.5)
+    got = budget_keeping.run_child(SRC, "greedy", "xla-v1/lstm_infer", 0.5)
+    assert Path(got["src"]) == SRC  # the source asked for, checked
     assert got["buffers"] == 106 and got["chosen"] == "greedy" and got["left_out"] == []
     assert got["wall_s"] > 0 and got["games"] == 1
 
 
-def test_the_table_alternates_the_sources_for_each_program(monkeypatch, capsys) -> None:
+def test_the_table_alternates_the_sources_for_each_program(tmp_path, monkeypatch, capsys) -> None:
+    monkeypatch.chdir(tmp_path)
+    for src in ("s1", "s2"):
+        (tmp_path / src / "mallocgame").mkdir(parents=True)
     seen: list = []
 
     def fake(src, solver, program, seconds):
@@ -38,3 +49,18 @@ def test_a_job_is_program_at_seconds() -> None:
     assert budget_keeping.parse_job("xla-v2/a@b@60") == ("xla-v2/a@b", 60.0)
     with pytest.raises(argparse.ArgumentTypeError, match="PROGRAM@SECONDS"):
         budget_keeping.parse_job("xla-v2/a")
+
+
+def test_a_src_without_mallocgame_is_a_usage_error(tmp_path, capsys) -> None:
+    with pytest.raises(SystemExit) as stop:
+        budget_keeping.main(["--src", str(tmp_path), "a/x@2"])
+    assert stop.value.code == 2
+    assert f"--src {tmp_path}: no mallocgame package there" in capsys.readouterr().err
+
+
+def test_a_child_that_imported_another_mallocgame_stops_the_run(tmp_path, monkeypatch) -> None:
+    report = {"src": str(SRC), "buffers": 7, "wall_s": 1.0, "chosen": "greedy", "left_out": []}
+    done = subprocess.CompletedProcess([], 0, json.dumps(report) + "\n", "")
+    monkeypatch.setattr(budget_keeping.subprocess, "run", lambda *a, **k: done)
+    with pytest.raises(SystemExit, match=f"imported mallocgame from {SRC}"):
+        budget_keeping.run_child(tmp_path, "greedy", "a/x", 1.0)
