@@ -86,6 +86,8 @@ def main() -> None:
     )
     args = parser.parse_args()
     root = Path(args.root)
+    if not root.is_dir():
+        parser.error(f"--root {root}: not a directory")
     variants = VARIANTS
     if args.columns:
         unknown = sorted(set(args.columns) - {v.column for v in VARIANTS})
@@ -117,6 +119,8 @@ def main() -> None:
                     "record": str(path),
                 }
             )
+    if not rows:
+        parser.error(f"no record of these programs and columns under --root {root}")
     columns = [v.column for v in variants]
     print("normalized reward (higher is better); `muzero-prod`: speedup over the heuristic\n")
     print("| program | " + " | ".join(columns) + " |")
@@ -138,7 +142,7 @@ def main() -> None:
     if args.csv:
         Path(args.csv).parent.mkdir(parents=True, exist_ok=True)
         with open(args.csv, "w", newline="") as handle:
-            writer = csv.DictWriter(handle, fieldnames=list(rows[0]) if rows else ["program"])
+            writer = csv.DictWriter(handle, fieldnames=list(rows[0]))
             writer.writeheader()
             writer.writerows(rows)
 

@@ -62,3 +62,20 @@ def test_an_unknown_column_is_a_usage_error(root: Path, monkeypatch, capsys) -> 
         _table(monkeypatch, capsys, "--root", str(root), "--columns", "heuristic", "nope")
     assert stop.value.code == 2
     assert "unknown columns ['nope']" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("where", ["missing", "empty"])
+def test_a_root_without_records_is_a_usage_error_and_writes_nothing(
+    where: str, tmp_path: Path, monkeypatch, capsys
+) -> None:
+    root = tmp_path / where
+    if where == "empty":
+        (root / "scratch-60").mkdir(parents=True)
+    table = tmp_path / "table.csv"
+    table.write_text("kept\n")
+    with pytest.raises(SystemExit) as stop:
+        _table(monkeypatch, capsys, "--root", str(root), "--csv", str(table))
+    assert stop.value.code == 2
+    said = {"missing": f"--root {root}: not a directory", "empty": "no record of these programs"}
+    assert said[where] in capsys.readouterr().err
+    assert table.read_text() == "kept\n"  # the CSV asked for is not overwritten
