@@ -106,7 +106,9 @@ def main() -> None:
         "--targets", nargs="+", default=list(TPU_TARGETS), choices=list(TPU_TARGETS)
     )
     parser.add_argument(
-        "--models", nargs="*", help="model names (default: every tpu-sized xla-v2 model)"
+        "--models",
+        nargs="*",
+        help="model names of the tpu-v1 suite, sized for its preset (default: every one)",
     )
     parser.add_argument("--out", type=Path, required=True, help="JSON-lines records (appended)")
     parser.add_argument("--summary", action="store_true", help="print the table of --out and stop")
@@ -118,12 +120,18 @@ def main() -> None:
     if args.summary:
         print(_summary(done))
         return
+    from mallocgame.errors import MallocGameError
     from mallocgame.workloads.suite import SUITES, model_programs
 
     suite = SUITES["tpu-v1"]
-    models = {
-        m: p for m, p in model_programs(suite.name).items() if p.preset in (None, suite.preset)
-    }
+    try:
+        programs = model_programs(suite.name)
+    except MallocGameError as exc:  # the models' packages missing
+        parser.error(str(exc))
+    models = {m: p for m, p in programs.items() if p.preset in (None, suite.preset)}
+    unknown = sorted(set(args.models or ()) - set(models))
+    if unknown:
+        parser.error(f"--models {' '.join(unknown)}: not in the tpu-v1 suite ({', '.join(models)})")
     seen = {(r["model"], r["target"]) for r in done if "error" not in r}
     args.out.parent.mkdir(parents=True, exist_ok=True)
     for target in args.targets:
