@@ -7,12 +7,13 @@ run). Throughput is counted after warm-up: from the first completed game (every 
 has compiled its search by then) to the end, as game steps (moves of one game) and
 games per second. Then the learner alone: ``--learner-steps`` steps on batches of the
 replay the one-process run filled, on each device JAX has (the CPU, and the GPU where
-one is seen). One JSON line per measurement goes to ``--out`` (and stdout).
+one is seen). One JSON line per measurement goes to ``--out`` (and stdout) as soon as it
+is measured.
 
 Usage::
 
-    python benchmarks/distributed_selfplay.py --program xla-v2/wavenet_infer --seconds 60 \\
-        --actors 1 2 4 8 --out docs/results/distributed/selfplay-2core.jsonl
+    python benchmarks/distributed_selfplay.py --program xla-v1/wavenet_infer --seconds 60 \\
+        --actors 1 2 --out docs/results/distributed/selfplay-2core.jsonl
 
 ``--actors`` with no count measures the one-process trainer and the learner without
 starting Ray (a machine without it).
@@ -98,7 +99,7 @@ def _learner(trainer: Any, steps: int, device: Any) -> dict[str, Any]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--program", default="xla-v2/wavenet_infer")
+    parser.add_argument("--program", default="xla-v1/wavenet_infer")
     parser.add_argument("--seconds", type=float, default=60.0)
     parser.add_argument(
         "--actors",
@@ -119,28 +120,29 @@ def main() -> None:
         "machine": platform.processor() or platform.machine(),
         "jax_backend": jax.default_backend(),  # where the one-process trainer's JAX runs
     }
-    if args.actors:
-        connect("local", max(args.actors) + 1)  # and the Reanalyse actor
-    rows = []
-    baseline = _selfplay(args.program, args.seconds, None, args.seed)
-    trainer = baseline.pop("trainer")
-    rows.append(baseline)
-    for actors in args.actors:
-        row = _selfplay(args.program, args.seconds, actors, args.seed)
-        row.pop("trainer")
-        row["speedup"] = round(row["steps_per_s"] / baseline["steps_per_s"], 3)
-        rows.append(row)
-    for device in {d.platform: d for d in jax.devices() + jax.devices("cpu")}.values():
-        rows.append(_learner(trainer, args.learner_steps, device))
     out = Path(args.out) if args.out else None
     if out is not None:
         out.parent.mkdir(parents=True, exist_ok=True)
-    for row in rows:
+
+    def emit(row: dict[str, Any]) -> None:
         line = json.dumps({**row, **machine})
         print(line, flush=True)
         if out is not None:
             with out.open("a") as handle:
                 handle.write(line + "\n")
+
+    if args.actors:
+        connect("local", max(args.actors) + 1)  # and the Reanalyse actor
+    baseline = _selfplay(args.program, args.seconds, None, args.seed)
+    trainer = baseline.pop("trainer")
+    emit(baseline)
+    for actors in args.actors:
+        row = _selfplay(args.program, args.seconds, actors, args.seed)
+        row.pop("trainer")
+        row["speedup"] = round(row["steps_per_s"] / baseline["steps_per_s"], 3)
+        emit(row)
+    for device in {d.platform: d for d in jax.devices() + jax.devices("cpu")}.values():
+        emit(_learner(trainer, args.learner_steps, device))
 
 
 if __name__ == "__main__":

@@ -1,0 +1,43 @@
+"""The self-play throughput benchmark: each measurement is printed and written as soon as
+it is made, and the default program is the one of the committed results."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import mallocgame.solvers.muzero.distributed as distributed
+from tests.benchmarks import BENCHMARKS, load_benchmark
+
+distributed_selfplay = load_benchmark("distributed_selfplay")
+
+COMMITTED = BENCHMARKS.parent / "docs" / "results" / "distributed" / "selfplay-2core.jsonl"
+
+
+def test_each_row_is_out_as_soon_as_it_is_measured(tmp_path: Path, monkeypatch, capsys) -> None:
+    out = tmp_path / "runs" / "selfplay.jsonl"
+    programs, seen = [], []
+
+    def written() -> list[str]:
+        return [json.loads(line)["measure"] for line in out.read_text().splitlines()]
+
+    def selfplay(program, seconds, actors, seed):
+        programs.append(program)
+        seen.append(written() if out.exists() else [])
+        assert len(capsys.readouterr().out.splitlines()) == (1 if actors else 0)
+        return {"measure": "selfplay", "actors": actors or 0, "steps_per_s": 10.0, "trainer": 0}
+
+    def learner(trainer, steps, device):
+        seen.append(written())
+        return {"measure": "learner", "device": str(device)}
+
+    monkeypatch.setattr(distributed_selfplay, "_selfplay", selfplay)
+    monkeypatch.setattr(distributed_selfplay, "_learner", learner)
+    monkeypatch.setattr(distributed, "connect", lambda *args: None)  # no Ray
+    argv = ["distributed_selfplay.py", "--actors", "1", "--out", str(out)]
+    monkeypatch.setattr(sys, "argv", argv)
+    distributed_selfplay.main()
+    assert seen[:3] == [[], ["selfplay"], ["selfplay", "selfplay"]]
+    committed = json.loads(COMMITTED.read_text().splitlines()[0])
+    assert programs == [committed["program"]] * 2  # the default: what was run
