@@ -15,10 +15,15 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import subprocess
 import sys
 from pathlib import Path
+
+from mallocgame.errors import MallocGameError
+from mallocgame.solvers import get_solver
+from mallocgame.workloads.registry import check_workload
 
 WARM_UP = "synthetic-v1/small"
 
@@ -48,8 +53,9 @@ if __name__ == "__main__":
 def run_child(src: Path | None, solver: str, program: str, seconds: float) -> dict:
     """One child process that solves ``program`` with ``solver`` in ``seconds`` (after the
     warm-up): ``{"src", "buffers", "wall_s", "chosen", "left_out", "games"}``, ``src`` the
-    folder it imported mallocgame from. Exits (one line) where ``src`` is given and the
-    child imported mallocgame from elsewhere."""
+    folder it imported mallocgame from. Exits with one line (the child's last error line)
+    where the child fails, or where ``src`` is given and the child imported mallocgame from
+    elsewhere."""
     env = {**os.environ, "JAX_PLATFORMS": "cpu"}
     if src is not None:
         env["PYTHONPATH"] = str(src)
@@ -58,8 +64,10 @@ def run_child(src: Path | None, solver: str, program: str, seconds: float) -> di
         env=env,
         capture_output=True,
         text=True,
-        check=True,
     )
+    if done.returncode != 0:
+        said = done.stderr.strip().splitlines() or [f"exit status {done.returncode}"]
+        raise SystemExit(f"{src or 'installed'}: {solver} on {program} failed: {said[-1]}")
     got = json.loads(done.stdout.strip().splitlines()[-1])
     if src is not None and Path(got["src"]).resolve() != src.resolve():
         raise SystemExit(f"--src {src}: the child imported mallocgame from {got['src']}")
@@ -71,7 +79,13 @@ def parse_job(text: str) -> tuple[str, float]:
     program, _, seconds = text.rpartition("@")
     if not program or not seconds:
         raise argparse.ArgumentTypeError(f"expected PROGRAM@SECONDS, not {text!r}")
-    return program, float(seconds)
+    try:
+        budget = float(seconds)
+    except ValueError:
+        budget = math.nan
+    if not 0 < budget < math.inf:
+        raise argparse.ArgumentTypeError(f"{text}: SECONDS must be a number above 0")
+    return program, budget
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -89,6 +103,12 @@ def main(argv: list[str] | None = None) -> None:
     for src in args.src:
         if not (src / "mallocgame").is_dir():
             parser.error(f"--src {src}: no mallocgame package there")
+    try:  # what the children would refuse after their warm-up
+        get_solver(args.solver)
+        for program, _ in args.jobs:
+            check_workload(program)
+    except MallocGameError as exc:
+        parser.error(str(exc))
     sources: list[Path | None] = list(args.src) or [None]
     print(f"{args.solver}, seed 0; wall-clock seconds of the solve against its budget")
     print(f"{'program':<40} {'buffers':>7} {'budget':>7} {'wall':>7} {'over':>6}  source: chosen")

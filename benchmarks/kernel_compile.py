@@ -56,8 +56,9 @@ print(json.dumps({"src": src, "solve_s": solve_s, "kernels": kernels}))
 def run_cold(src: Path | None, program: str = PROGRAM, solvers: tuple[str, ...] = SOLVERS) -> dict:
     """One child process with an empty numba cache that solves ``program`` with each of
     ``solvers``: ``{"src": the folder it imported mallocgame from, "solve_s": seconds,
-    "kernels": {name: compile seconds}}``. Exits (one line) where ``src`` is given and
-    the child imported mallocgame from elsewhere."""
+    "kernels": {name: compile seconds}}``. Exits with one line (the child's last error
+    line) where the child fails, or where ``src`` is given and the child imported
+    mallocgame from elsewhere."""
     with tempfile.TemporaryDirectory(prefix="numba-cold-") as cache:
         env = {**os.environ, "NUMBA_CACHE_DIR": cache, "JAX_PLATFORMS": "cpu"}
         if src is not None:
@@ -67,8 +68,10 @@ def run_cold(src: Path | None, program: str = PROGRAM, solvers: tuple[str, ...] 
             env=env,
             capture_output=True,
             text=True,
-            check=True,
         )
+    if done.returncode != 0:
+        said = done.stderr.strip().splitlines() or [f"exit status {done.returncode}"]
+        raise SystemExit(f"{src or 'installed'}: the cold run failed: {said[-1]}")
     got = json.loads(done.stdout.strip().splitlines()[-1])
     if src is not None and Path(got["src"]).resolve() != src.resolve():
         raise SystemExit(f"--src {src}: the child imported mallocgame from {got['src']}")

@@ -37,11 +37,12 @@ def test_the_table_alternates_the_sources_for_each_program(tmp_path, monkeypatch
         return {"buffers": 7, "wall_s": 2.5, "chosen": "heuristic", "left_out": ["muzero"]}
 
     monkeypatch.setattr(budget_keeping, "run_child", fake)
-    budget_keeping.main(["--src", "s1", "a/x@2", "--src", "s2", "b/y@5"])
-    assert seen == [("s1", "a/x", 2.0), ("s2", "a/x", 2.0), ("s1", "b/y", 5.0), ("s2", "b/y", 5.0)]
+    a, b = "xla-v1/lstm_infer", "xla-v1/gru_infer"
+    budget_keeping.main(["--src", "s1", f"{a}@2", "--src", "s2", f"{b}@5"])
+    assert seen == [("s1", a, 2.0), ("s2", a, 2.0), ("s1", b, 5.0), ("s2", b, 5.0)]
     lines = capsys.readouterr().out.splitlines()
     assert len(lines) == 6 and lines[2].split() == [
-        "a/x", "7", "2", "2.5", "1.25", "s1:", "heuristic", "(left", "out:", "muzero)"
+        a, "7", "2", "2.5", "1.25", "s1:", "heuristic", "(left", "out:", "muzero)"
     ]  # fmt: skip
 
 
@@ -49,6 +50,29 @@ def test_a_job_is_program_at_seconds() -> None:
     assert budget_keeping.parse_job("xla-v2/a@b@60") == ("xla-v2/a@b", 60.0)
     with pytest.raises(argparse.ArgumentTypeError, match="PROGRAM@SECONDS"):
         budget_keeping.parse_job("xla-v2/a")
+    for seconds in ("0", "-1", "x", "nan", "inf"):
+        with pytest.raises(argparse.ArgumentTypeError, match="SECONDS must be a number above 0"):
+            budget_keeping.parse_job(f"xla-v2/a@{seconds}")
+
+
+@pytest.mark.parametrize(
+    ("argv", "said"),
+    [
+        (["--solver", "nosuch", "xla-v1/lstm_infer@2"], "unknown solver 'nosuch'"),
+        (["xla-v1/lstm_infer@2", "xla-v1/nosuch@2"], "xla-v1/nosuch: neither a bundled"),
+        (["xla-v1/lstm_infer@0"], "xla-v1/lstm_infer@0: SECONDS must be a number above 0"),
+    ],
+)
+def test_what_a_child_would_refuse_is_a_usage_error(argv, said, monkeypatch, capsys) -> None:
+    monkeypatch.setattr(budget_keeping, "run_child", lambda *args: pytest.fail("ran"))
+    with pytest.raises(SystemExit) as stop:
+        budget_keeping.main(argv)
+    assert stop.value.code == 2 and said in capsys.readouterr().err
+
+
+def test_a_failing_child_stops_the_run_with_its_error() -> None:
+    with pytest.raises(SystemExit, match=r"^installed: nosuch on a/x failed: .*unknown solver"):
+        budget_keeping.run_child(None, "nosuch", "a/x", 1.0)
 
 
 def test_a_src_without_mallocgame_is_a_usage_error(tmp_path, capsys) -> None:

@@ -60,3 +60,8 @@ def test_a_child_that_imported_another_mallocgame_stops_the_run(tmp_path, monkey
     monkeypatch.setattr(kernel_compile.subprocess, "run", lambda *a, **k: done)
     with pytest.raises(SystemExit, match=f"imported mallocgame from {SRC}"):
         kernel_compile.run_cold(tmp_path)
+
+
+def test_a_failing_child_stops_the_run_with_its_error() -> None:
+    with pytest.raises(SystemExit, match=r"^installed: the cold run failed: .*a/x: neither"):
+        kernel_compile.run_cold(None, "a/x", ("random",))
