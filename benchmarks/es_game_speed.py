@@ -54,10 +54,21 @@ def _play(player: _Player, theta: np.ndarray, way: str) -> tuple[float, tuple]:
         es_module.DropBackup = short
 
 
+def _at_least_one(text: str) -> int:
+    """An argparse type: a whole number of at least 1, else one line (exit 2)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{text} is below 1")
+    return value
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--programs", nargs="+", default=list(PROGRAMS))
-    parser.add_argument("--repeat", type=int, default=2)
+    parser.add_argument("--repeat", type=_at_least_one, default=2, help="games each (default 2)")
     args = parser.parse_args()
     print(f"machine: {platform.machine()}, {platform.processor() or 'cpu'}")
     ways = ("full replay", "one by one", "forced loop")

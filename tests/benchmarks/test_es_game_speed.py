@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import sys
 
+import pytest
+
 from tests.benchmarks import load_benchmark
 
 es_game_speed = load_benchmark("es_game_speed")
@@ -26,3 +28,13 @@ def test_the_full_replay_is_put_back() -> None:
     theta = shape.initial(bench.EsConfig(), bench.np.random.default_rng(0))
     bench._play(bench._Player(inst, None, shape), theta, "full replay")
     assert bench.es_module.DropBackup is short
+
+
+@pytest.mark.parametrize("repeat", ["0", "-1", "1.5"])
+def test_repeat_is_a_whole_number_of_at_least_one(repeat: str, monkeypatch, capsys) -> None:
+    argv = ["es_game_speed.py", "--programs", "xla-v1/gru_infer", "--repeat", repeat]
+    monkeypatch.setattr(sys, "argv", argv)
+    monkeypatch.setattr(es_game_speed, "load_workload", lambda name: pytest.fail("played"))
+    with pytest.raises(SystemExit) as stop:
+        es_game_speed.main()
+    assert stop.value.code == 2 and "argument --repeat" in capsys.readouterr().err
