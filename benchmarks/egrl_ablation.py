@@ -23,6 +23,7 @@ from pathlib import Path
 
 from mallocgame.bench.rewards import read_csv
 from mallocgame.curves import CurvePoint
+from mallocgame.errors import MallocGameError
 
 Curve = list[tuple[float, float, float]]  # (proposals, seconds, best normalized reward so far)
 
@@ -119,7 +120,10 @@ def main() -> None:
         "--out", type=Path, default=Path("egrl_ablation.png"), help="the PNG to write"
     )
     args = parser.parse_args()
-    points = [p for path in args.csv for p in read_csv(path)]
+    try:
+        points = [p for path in args.csv for p in read_csv(path)]
+    except MallocGameError as exc:  # a CSV missing or not `bench rewards`'s
+        parser.error(str(exc))
     data = curves(points)
     if not data:
         raise SystemExit("no egrl rows in the CSVs")

@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import platform
 import time
+from collections.abc import Callable
 
 import numpy as np
 
@@ -95,10 +96,31 @@ def go_back_cost(game: Game, depth: int = 100, trials: int = 200) -> tuple[float
     return float(np.median(undo_times)), float(np.median(clone_times))
 
 
+def _at_least(low: int) -> Callable[[str], int]:
+    """An argparse type: a whole number of at least ``low``, else one line (exit 2)."""
+
+    def whole(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+        if value < low:
+            raise argparse.ArgumentTypeError(f"{text} is below {low}")
+        return value
+
+    return whole
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--sizes", type=int, nargs="+", default=[1000, 4000, 16000])
-    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument(
+        "--sizes",
+        type=_at_least(200),  # going back undoes 100 decisions from the middle of a game
+        nargs="+",
+        default=[1000, 4000, 16000],
+        help="buffers, at least 200 each (default 1000 4000 16000)",
+    )
+    parser.add_argument("--repeat", type=_at_least(1), default=3, help="best of (default 3)")
     args = parser.parse_args()
 
     print(

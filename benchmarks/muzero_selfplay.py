@@ -26,25 +26,33 @@ import time
 
 import jax
 
+from mallocgame.errors import MallocGameError
 from mallocgame.solvers.base import Stopwatch
 from mallocgame.solvers.muzero.solver import MuZeroSolver
 from mallocgame.solvers.muzero.train import Trainer
 from mallocgame.workloads.registry import load_workload
 
 
-def _options(items: list[str]) -> dict[str, str]:
-    return dict(item.split("=", 1) for item in items)
+def _option(text: str) -> tuple[str, str]:
+    """An argparse type: ``KEY=VALUE`` as ``(key, value)``, else one line (exit 2)."""
+    key, equals, value = text.partition("=")
+    if not key or not equals:
+        raise argparse.ArgumentTypeError(f"expected KEY=VALUE, not {text!r}")
+    return key, value
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--program", default="xla-v1/bert_train")
     parser.add_argument("--seconds", type=float, default=20.0, help="timed seconds per phase")
-    parser.add_argument("--option", action="append", default=[], metavar="KEY=VALUE")
+    parser.add_argument("--option", type=_option, action="append", default=[], metavar="KEY=VALUE")
     args = parser.parse_args()
 
-    inst = load_workload(args.program)
-    config = MuZeroSolver().config(_options(args.option))
+    try:
+        inst = load_workload(args.program)
+        config = MuZeroSolver().config(dict(args.option))
+    except MallocGameError as exc:
+        parser.error(str(exc))
     trainer = Trainer(inst, config, seed=0)
     print(
         f"{inst.name}: {inst.num_buffers} buffers; {config.parallel_games} games x "

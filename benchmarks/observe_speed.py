@@ -19,12 +19,13 @@ import time
 
 import numpy as np
 
+from mallocgame.errors import MallocGameError
 from mallocgame.game import Game
 from mallocgame.game.backup import DropBackup
 from mallocgame.game.features import feature_extractor
 from mallocgame.game.observe import ObservationConfig, Observer, empty_batch
 from mallocgame.solvers.random import UniformPolicy
-from mallocgame.workloads.registry import load_workload
+from mallocgame.workloads.registry import check_workload, load_workload
 
 BATCH = 16
 
@@ -67,11 +68,27 @@ def play_and_observe(
     }
 
 
+def _at_least_one(text: str) -> int:
+    """An argparse type: a whole number of at least 1, else one line (exit 2)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{text} is below 1")
+    return value
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--workloads", nargs="+", default=["xla-v1/bert_train"])
-    parser.add_argument("--games", type=int, default=3)
+    parser.add_argument("--games", type=_at_least_one, default=3, help="games each (default 3)")
     args = parser.parse_args()
+    try:
+        for name in args.workloads:
+            check_workload(name)
+    except MallocGameError as exc:
+        parser.error(str(exc))
 
     print(
         f"machine: {platform.machine()}, {platform.processor() or 'cpu'}, "

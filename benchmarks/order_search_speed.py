@@ -16,9 +16,10 @@ import time
 
 import numpy as np
 
+from mallocgame.errors import MallocGameError
 from mallocgame.solvers.heuristic import OrderedAssignment
 from mallocgame.solvers.order_search import OrderSearchConfig, _propose, search_order
-from mallocgame.workloads.registry import load_workload
+from mallocgame.workloads.registry import check_workload, load_workload
 
 PROPOSALS = 60
 
@@ -36,6 +37,11 @@ def main() -> None:
         ],
     )
     args = parser.parse_args()
+    try:
+        for name in args.programs:
+            check_workload(name)
+    except MallocGameError as exc:
+        parser.error(str(exc))
     print(
         f"{'program':<36} {'candidates':>10} {'incremental (ms)':>17} {'scratch (ms)':>13} "
         f"{'ratio':>6} {'search evals/s':>15}"

@@ -6,15 +6,18 @@ program is derived as its bundled name is (its suite's preset and capacity rule)
 
 from __future__ import annotations
 
-import sys
+import argparse
 import time
 
 from mallocgame.costmodel import derive_instance
 from mallocgame.program import load_program
-from mallocgame.workloads.suite import program_path, suite_names, suite_of, suite_preset
+from mallocgame.workloads.suite import SUITES, program_path, suite_names, suite_of, suite_preset
 
 
-def main(suite: str | None = None) -> None:
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("suite", nargs="?", choices=list(SUITES), help="default: every suite")
+    suite = parser.parse_args(argv).suite
     print(f"{'program':<40} {'buffers':>8} {'load (s)':>9} {'derive (s)':>11} {'total (s)':>10}")
     worst = total = 0.0
     for name in suite_names(suite):
@@ -34,4 +37,4 @@ def main(suite: str | None = None) -> None:
 
 
 if __name__ == "__main__":
-    main(sys.argv[1] if len(sys.argv) > 1 else None)
+    main()

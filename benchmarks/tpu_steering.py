@@ -112,10 +112,24 @@ def main() -> None:
     )
     args = parser.parse_args()
     if args.figure is not None:
-        records = [json.loads(line) for line in args.out.read_text().splitlines() if line]
+        try:
+            records = [json.loads(line) for line in args.out.read_text().splitlines() if line]
+        except OSError as exc:
+            parser.error(f"--out {args.out}: {exc.strerror or exc}")
+        args.figure.parent.mkdir(parents=True, exist_ok=True)
         _draw([r for r in records if r["mode"] == "diff"], args.figure)
         return
+    from mallocgame.errors import MallocGameError
+    from mallocgame.solvers import get_solver
     from mallocgame.workloads.suite import suite_names
+
+    unknown = sorted(set(args.programs or ()) - set(suite_names("tpu-v1")))
+    if unknown:
+        parser.error(f"--programs {' '.join(unknown)}: not tpu-v1 programs (see 'mallocgame list')")
+    try:
+        get_solver(args.solver)
+    except MallocGameError as exc:
+        parser.error(str(exc))
 
     done = set()
     if args.out.is_file():

@@ -65,3 +65,10 @@ def test_a_child_that_imported_another_mallocgame_stops_the_run(tmp_path, monkey
 def test_a_failing_child_stops_the_run_with_its_error() -> None:
     with pytest.raises(SystemExit, match=r"^installed: the cold run failed: .*a/x: neither"):
         kernel_compile.run_cold(None, "a/x", ("random",))
+
+
+def test_runs_below_one_is_a_usage_error(monkeypatch, capsys) -> None:
+    monkeypatch.setattr(kernel_compile, "run_cold", lambda src: pytest.fail("ran"))
+    with pytest.raises(SystemExit) as stop:
+        kernel_compile.main(["--runs", "0"])
+    assert stop.value.code == 2 and "argument --runs: 0 is below 1" in capsys.readouterr().err
