@@ -10,7 +10,7 @@ compilation).
 
 Usage: ``python benchmarks/kernel_compile.py [--runs N] [--src SRC ...]``: with several
 ``--src`` folders (checkouts' ``src``), their runs alternate, so that a slower spell of a
-shared machine falls on both.
+shared machine falls on both. A line per run as it ends, then a summary per source.
 """
 
 from __future__ import annotations
@@ -104,10 +104,14 @@ def main(argv: list[str] | None = None) -> None:
             parser.error(f"--src {src}: no mallocgame package there")
     sources: list[Path | None] = list(args.src) or [None]
     results: dict[str, list[dict]] = {str(s or "installed"): [] for s in sources}
-    for _ in range(args.runs):
-        for src in sources:
-            results[str(src or "installed")].append(run_cold(src))
     print(f"{PROGRAM}, {' + '.join(SOLVERS)}, empty numba cache, {args.runs} runs each")
+    for run in range(1, args.runs + 1):
+        for src in sources:
+            got = run_cold(src)
+            results[str(src or "installed")].append(got)
+            print(
+                f"run {run}/{args.runs}, {src or 'installed'}: {got['solve_s']:.1f} s", flush=True
+            )
     for name, runs in results.items():
         seconds = [r["solve_s"] for r in runs]
         print(

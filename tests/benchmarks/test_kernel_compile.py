@@ -34,17 +34,20 @@ def test_the_table_has_a_line_per_source_and_its_slowest_kernels(
         (tmp_path / src / "mallocgame").mkdir(parents=True)
     runs = iter([{"solve_s": 3.0, "kernels": {"apply": 2.0, "analyze": 1.0}}] * 4)
     seen: list = []
+    printed: list[str] = []
 
     def fake(src):
         seen.append(src)
+        printed.extend(capsys.readouterr().out.splitlines())
         return next(runs)
 
     monkeypatch.setattr(kernel_compile, "run_cold", fake)
     kernel_compile.main(["--runs", "2", "--src", "a/src", "b/src", "--top", "1"])
-    out = capsys.readouterr().out.splitlines()
+    out = printed + capsys.readouterr().out.splitlines()
     assert [str(s) for s in seen] == ["a/src", "b/src", "a/src", "b/src"]  # alternating
-    assert out[1] == "a/src: first solve 3.0 s (median; runs 3.0, 3.0)"
-    assert out[2].split() == ["2.00", "s", "apply"] and out[3].startswith("b/src")
+    assert len(printed) == 4 and printed[3] == "run 2/2, a/src: 3.0 s"  # each as it ended
+    assert out[5] == "a/src: first solve 3.0 s (median; runs 3.0, 3.0)"
+    assert out[6].split() == ["2.00", "s", "apply"] and out[7].startswith("b/src")
 
 
 def test_a_src_without_mallocgame_is_a_usage_error(tmp_path, capsys) -> None:
