@@ -96,6 +96,16 @@ def go_back_cost(game: Game, depth: int = 100, trials: int = 200) -> tuple[float
     return float(np.median(undo_times)), float(np.median(clone_times))
 
 
+def warm_up() -> None:
+    """Compile (or load from numba's cache) every kernel the timings call, outside them:
+    the game's, the Drop-backup's and the forced loop's (``play_forced``,
+    ``step_to_choice``), which would otherwise weigh on the first size's ``forced loop``."""
+    warm = Game(generate(200, seed=1))
+    DropBackup(warm).play(greedy)
+    warm.undo_to(0)
+    greedy_game_seconds(warm, 1, forced_loop=True)
+
+
 def _at_least(low: int) -> Callable[[str], int]:
     """An argparse type: a whole number of at least ``low``, else one line (exit 2)."""
 
@@ -127,9 +137,7 @@ def main() -> None:
         f"machine: {platform.machine()}, {platform.processor() or 'cpu'}, "
         f"python {platform.python_version()}, numpy {np.__version__}"
     )
-    warm = Game(generate(200, seed=1))  # compile (or load the compiled cache) outside timing
-    DropBackup(warm).play(greedy)
-    warm.undo_to(0)
+    warm_up()
     print(
         f"{'buffers':>8} {'random dec/s':>13} {'greedy dec/s':>13} {'forced loop':>12} "
         f"{'undo 100 (us)':>14} {'clone (us)':>11} {'greedy reward':>14}"
