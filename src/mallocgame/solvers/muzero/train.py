@@ -16,8 +16,8 @@ Budgets: a work budget counts completed self-play games (over all runs resumed f
 one checkpoint), checked after each move of the ``parallel_games`` games played side by
 side, so every game that completes on the move that reaches it counts (and may be the
 answer): up to ``parallel_games - 1`` more than the budget. A wall-clock budget counts
-this call's seconds (compilation included). With a work budget and no wall-clock budget the same seed gives the same
-run: every random draw is keyed by the seed and a counter (self-play: the move
+this call's seconds (compilation included). With a work budget and no wall-clock budget
+the same seed gives the same run: every random draw is keyed by the seed and a counter (self-play: the move
 counter; replay sampling: the learner-step counter), never by time.
 
 Answers: ``answer="search"`` keeps the best complete self-play game (the ``muzero``
