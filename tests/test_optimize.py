@@ -189,15 +189,16 @@ def test_a_budget_the_heuristic_spends_is_one_line(tmp_path: Path, capsys, monke
 
     search = MuZeroProdSolver.search
 
-    def slow_heuristic(self, instance, config, run):  # the heuristic took 11 of its 15 s
-        run.clock.start -= 11.0
+    def slow_heuristic(self, instance, config, run):  # as if it took 1.2 of the 2 s
+        run.clock.start -= 1.2
         return search(self, instance, config, run)
 
     monkeypatch.setattr(MuZeroProdSolver, "search", slow_heuristic)
     out = tmp_path / "answer.json"
-    assert main(["optimize", "xla-v1/gru_infer", "--budget", "15", "--out", str(out)]) == 2
+    argv = ["optimize", "xla-v1/gru_infer", "--budget", "2", "--out", str(out)]
+    assert main([*argv, "--option", "agent_min_seconds=1"]) == 2  # 1.5 s the agent's
     last = capsys.readouterr().err.strip().splitlines()[-1]
-    assert last.startswith("mallocgame: error: the budget of 15 s left the agent no time to start")
+    assert last.startswith("mallocgame: error: the budget of 2 s left the agent no time to start")
     assert list(tmp_path.iterdir()) == []
 
 
