@@ -33,7 +33,7 @@ import sys
 import threading
 from pathlib import Path
 
-from mallocgame.bench.sweep import check_jobs, sweep_jobs
+from mallocgame.bench.sweep import check_jobs, job_path, sweep_jobs
 from mallocgame.errors import MallocGameError
 
 SINGLE_THREADED = ("random", "heuristic", "drop", "greedy")
@@ -81,6 +81,11 @@ def main() -> None:
     logs = Path(args.logs or Path(args.out) / "logs")
     logs.mkdir(parents=True, exist_ok=True)
     jobs = [(job.program, job.solver, job.seed) for job in checked]
+    # each job's log is named as its record (unique, within the file-name limit)
+    log_names = {
+        (job.program, job.solver, job.seed): job_path(logs, job).with_suffix(".log").name
+        for job in checked
+    }
     lock = threading.Condition()
     failures: list[str] = []
     running: set[subprocess.Popen] = set()
@@ -129,7 +134,7 @@ def main() -> None:
             args.out,
             *options,
         ]
-        name = f"{program.replace('/', '-')}.{solver}.s{seed}.log"
+        name = log_names[(program, solver, seed)]
         proc: subprocess.Popen | None = None
         with lock:
             if stopped:

@@ -108,3 +108,35 @@ def test_a_sweep_no_job_could_run_is_refused_before_any_job(
     err = capsys.readouterr().err.strip().splitlines()
     assert needle in err[-1] and "Traceback" not in "".join(err)
     assert not (tmp_path / "out").exists()
+
+
+def test_each_jobs_log_is_named_as_its_record(tmp_path: Path, monkeypatch) -> None:
+    """Two programs whose names are alike once made file-safe (d/a.json, d-a.json) kept one
+    log between them; a job's log is named as its record, which the sweep keeps unique."""
+    from mallocgame.instance import save_instance
+    from mallocgame.workloads.registry import load_workload
+
+    for name in ("d/a.json", "d-a.json"):
+        save_instance(load_workload("xla-v1/lstm_infer"), tmp_path / name)
+    opened: list[str] = []
+
+    class Finished:
+        def __init__(self, *_args, stdout, **_kwargs) -> None:
+            opened.append(Path(stdout.name).name)
+
+        def wait(self) -> int:
+            return 0
+
+        def terminate(self) -> None:
+            pass
+
+    monkeypatch.chdir(tmp_path)
+    argv = ["pinned_sweep.py", "--programs", "d/a.json", "d-a.json", "--solvers", "drop"]
+    monkeypatch.setattr(sys, "argv", [*argv, "--budget", "1", "--out", "out"])
+    monkeypatch.setattr(pinned_sweep.shutil, "which", lambda _name: "/usr/bin/taskset")
+    monkeypatch.setattr(pinned_sweep.subprocess, "Popen", Finished)
+    _quiet_signals(monkeypatch)
+    with pytest.raises(SystemExit) as exit_info:
+        pinned_sweep.main()
+    assert exit_info.value.code == 0
+    assert len(set(opened)) == 2 and all(name.endswith(".log") for name in opened)
