@@ -8,25 +8,15 @@ from __future__ import annotations
 import argparse
 import time
 
+from mallocgame.bench.inputs import at_least
 from mallocgame.check import check_solution, physical_check
 from mallocgame.solvers import SolveRequest, get_solver
 from mallocgame.workloads.synthetic import generate
 
 
-def _at_least_one(text: str) -> int:
-    """An argparse type: a whole number of at least 1, else one line (exit 2)."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"{text} is below 1")
-    return value
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--sizes", type=_at_least_one, nargs="+", default=[1000, 4000, 16000])
+    parser.add_argument("--sizes", type=at_least(1), nargs="+", default=[1000, 4000, 16000])
     args = parser.parse_args()
     print(f"{'buffers':>8} {'allocations':>12} {'physical (s)':>13} {'full check (s)':>15}")
     for n in args.sizes:

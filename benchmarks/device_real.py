@@ -42,16 +42,7 @@ import sys
 import time
 from pathlib import Path
 
-
-def _at_least_one(text: str) -> int:
-    """An argparse type: a whole number of at least 1, else one line (exit 2)."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"{text} is below 1")
-    return value
+from mallocgame.bench.inputs import at_least
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -73,10 +64,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--seconds", type=float, default=330.0, help="stop measuring after this (s)"
     )
-    parser.add_argument("--steps", type=_at_least_one, default=15, help="timed runs per placement")
+    parser.add_argument("--steps", type=at_least(1), default=15, help="timed runs per placement")
     parser.add_argument(
         "--warmup",
-        type=_at_least_one,
+        type=at_least(1),
         default=3,
         help="untimed runs per placement (the first, whose results are checked, included)",
     )

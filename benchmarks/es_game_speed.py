@@ -21,6 +21,7 @@ import time
 
 import numpy as np
 
+from mallocgame.bench.inputs import at_least
 from mallocgame.solvers import es as es_module
 from mallocgame.solvers.es import EsConfig, LinearPolicyShape, _Player
 from mallocgame.workloads.registry import load_workload
@@ -54,21 +55,10 @@ def _play(player: _Player, theta: np.ndarray, way: str) -> tuple[float, tuple]:
         es_module.DropBackup = short
 
 
-def _at_least_one(text: str) -> int:
-    """An argparse type: a whole number of at least 1, else one line (exit 2)."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"{text} is below 1")
-    return value
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--programs", nargs="+", default=list(PROGRAMS))
-    parser.add_argument("--repeat", type=_at_least_one, default=2, help="games each (default 2)")
+    parser.add_argument("--repeat", type=at_least(1), default=2, help="games each (default 2)")
     args = parser.parse_args()
     print(f"machine: {platform.machine()}, {platform.processor() or 'cpu'}")
     ways = ("full replay", "one by one", "forced loop")

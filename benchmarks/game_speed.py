@@ -17,10 +17,10 @@ from __future__ import annotations
 import argparse
 import platform
 import time
-from collections.abc import Callable
 
 import numpy as np
 
+from mallocgame.bench.inputs import at_least
 from mallocgame.game import Game, build_tables
 from mallocgame.game.backup import DropBackup
 from mallocgame.solvers.random import UniformPolicy
@@ -106,31 +106,16 @@ def warm_up() -> None:
     greedy_game_seconds(warm, 1, forced_loop=True)
 
 
-def _at_least(low: int) -> Callable[[str], int]:
-    """An argparse type: a whole number of at least ``low``, else one line (exit 2)."""
-
-    def whole(text: str) -> int:
-        try:
-            value = int(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
-        if value < low:
-            raise argparse.ArgumentTypeError(f"{text} is below {low}")
-        return value
-
-    return whole
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument(
         "--sizes",
-        type=_at_least(200),  # going back undoes 100 decisions from the middle of a game
+        type=at_least(200),  # going back undoes 100 decisions from the middle of a game
         nargs="+",
         default=[1000, 4000, 16000],
         help="buffers, at least 200 each (default 1000 4000 16000)",
     )
-    parser.add_argument("--repeat", type=_at_least(1), default=3, help="best of (default 3)")
+    parser.add_argument("--repeat", type=at_least(1), default=3, help="best of (default 3)")
     args = parser.parse_args()
 
     print(

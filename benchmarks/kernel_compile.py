@@ -24,6 +24,8 @@ import sys
 import tempfile
 from pathlib import Path
 
+from mallocgame.bench.inputs import at_least
+
 PROGRAM = "xla-v1/lstm_infer"
 SOLVERS = ("heuristic", "greedy", "es")
 
@@ -78,21 +80,10 @@ def run_cold(src: Path | None, program: str = PROGRAM, solvers: tuple[str, ...] 
     return got
 
 
-def _at_least_one(text: str) -> int:
-    """An argparse type: a whole number of at least 1, else one line (exit 2)."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"{text} is below 1")
-    return value
-
-
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument(
-        "--runs", type=_at_least_one, default=2, help="cold runs per source (default 2)"
+        "--runs", type=at_least(1), default=2, help="cold runs per source (default 2)"
     )
     parser.add_argument(
         "--src", type=Path, nargs="*", default=[], help="src folders to compare (default: this)"

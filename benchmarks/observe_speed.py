@@ -19,6 +19,7 @@ import time
 
 import numpy as np
 
+from mallocgame.bench.inputs import at_least
 from mallocgame.errors import MallocGameError
 from mallocgame.game import Game
 from mallocgame.game.backup import DropBackup
@@ -68,21 +69,10 @@ def play_and_observe(
     }
 
 
-def _at_least_one(text: str) -> int:
-    """An argparse type: a whole number of at least 1, else one line (exit 2)."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"{text} is below 1")
-    return value
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--workloads", nargs="+", default=["xla-v1/bert_train"])
-    parser.add_argument("--games", type=_at_least_one, default=3, help="games each (default 3)")
+    parser.add_argument("--games", type=at_least(1), default=3, help="games each (default 3)")
     args = parser.parse_args()
     try:
         for name in args.workloads:

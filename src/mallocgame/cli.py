@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
+from mallocgame.bench.inputs import at_least
 from mallocgame.errors import MallocGameError
 from mallocgame.fileio import check_writable, output_beside
 from mallocgame.hardware import DEFAULT_PRESET, preset_names
@@ -1443,19 +1444,8 @@ def _seconds_or_zero(text: str) -> float:
         raise
 
 
-def _whole_number(minimum: int) -> Callable[[str], int]:
-    """An argparse type: a whole number of at least ``minimum``."""
-
-    def parse(text: str) -> int:
-        try:
-            value = int(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
-        if value < minimum:
-            raise argparse.ArgumentTypeError(f"must be at least {minimum}, not {value}")
-        return value
-
-    return parse
+_whole_number = at_least
+"""An argparse type: a whole number of at least its bound (:func:`~mallocgame.bench.inputs.at_least`)."""
 
 
 def _add_run_arguments(p: argparse.ArgumentParser, *, work: str, out: str, option: str) -> None:

@@ -15,9 +15,9 @@ game_speed = load_benchmark("game_speed")
 @pytest.mark.parametrize(
     ("argv", "said"),
     [
-        (["--sizes", "199"], "argument --sizes: 199 is below 200"),
-        (["--sizes", "1000", "-5"], "argument --sizes: -5 is below 200"),
-        (["--repeat", "0"], "argument --repeat: 0 is below 1"),
+        (["--sizes", "199"], "argument --sizes: must be at least 200, not 199"),
+        (["--sizes", "1000", "-5"], "argument --sizes: must be at least 200, not -5"),
+        (["--repeat", "0"], "argument --repeat: must be at least 1, not 0"),
     ],
 )
 def test_a_bad_argument_is_a_usage_error(argv, said, monkeypatch, capsys) -> None:

@@ -74,4 +74,7 @@ def test_runs_below_one_is_a_usage_error(monkeypatch, capsys) -> None:
     monkeypatch.setattr(kernel_compile, "run_cold", lambda src: pytest.fail("ran"))
     with pytest.raises(SystemExit) as stop:
         kernel_compile.main(["--runs", "0"])
-    assert stop.value.code == 2 and "argument --runs: 0 is below 1" in capsys.readouterr().err
+    assert (
+        stop.value.code == 2
+        and "argument --runs: must be at least 1, not 0" in capsys.readouterr().err
+    )

@@ -15,7 +15,7 @@ observe_speed = load_benchmark("observe_speed")
 @pytest.mark.parametrize(
     ("argv", "said"),
     [
-        (["--games", "0"], "argument --games: 0 is below 1"),
+        (["--games", "0"], "argument --games: must be at least 1, not 0"),
         (["--workloads", "xla-v1/nosuch"], "xla-v1/nosuch: neither a bundled workload"),
     ],
 )

@@ -306,7 +306,7 @@ def test_the_device_script_takes_at_least_one_warmup_run(tmp_path):
         env=env,
         timeout=120,
     )
-    assert done.returncode == 2 and "argument --warmup: 0 is below 1" in done.stderr
+    assert done.returncode == 2 and "argument --warmup: must be at least 1, not 0" in done.stderr
     assert not (tmp_path / "out").exists()
 
 

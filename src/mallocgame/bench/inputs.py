@@ -8,8 +8,9 @@ CSV that no run could have written (:func:`finite`, :func:`within`). Units: seco
 
 from __future__ import annotations
 
+import argparse
 import math
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from numbers import Integral, Real
 
 from mallocgame.errors import MallocGameError
@@ -22,6 +23,7 @@ __all__ = [
     "seeds",
     "work_budget",
     "whole_number",
+    "at_least",
     "finite",
     "within",
 ]
@@ -58,6 +60,22 @@ def whole_number(value: object, what: str, least: int, most: int | None = None) 
         limits = f"at least {least}" if most is None else f"from {least} to {most:,}"
         raise StudyInputError(f"{what} must be {limits}, not {number}")
     return number
+
+
+def at_least(least: int) -> Callable[[str], int]:
+    """An argparse type (the command line's and the benchmark scripts' counts): a whole
+    number of at least ``least``, else argparse's one line (exit 2) naming the value."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
+        if value < least:
+            raise argparse.ArgumentTypeError(f"must be at least {least}, not {value}")
+        return value
+
+    return parse
 
 
 def seed(value: object, what: str = "seed") -> int:
