@@ -361,3 +361,52 @@ def test_a_second_root_or_an_unknown_element_type_is_named_with_its_line() -> No
     _refused(_edit(root, root + "  ROOT %x2 = f32[4]{0} negate(%xl)\n"), DumpError, "second ROOT")
     unknown = _edit("%c = f32[4]{0} negate(%x0)", "%c = q7[4]{0} negate(%x0)")
     _refused(unknown, DumpError, r"HLO:\d+: instruction %c: unknown element type 'q7'")
+
+
+def _doubling(levels: int) -> str:
+    """A module of ``levels`` computations each calling the one before twice: inlined, the
+    first one's negate runs ``2**levels`` times."""
+    lines = [
+        "HloModule doubling, is_scheduled=true",
+        "%c0 (p: f32[8]) -> f32[8] {",
+        "  %p = f32[8]{0} parameter(0)",
+        "  ROOT %n = f32[8]{0} negate(%p)",
+        "}",
+    ]
+    for k in range(1, levels + 1):
+        lines += [
+            f"%c{k} (p: f32[8]) -> f32[8] {{",
+            "  %p = f32[8]{0} parameter(0)",
+            f"  %a = f32[8]{{0}} call(%p), to_apply=%c{k - 1}",
+            f"  ROOT %b = f32[8]{{0}} call(%a), to_apply=%c{k - 1}",
+            "}",
+        ]
+    lines += [
+        "ENTRY %main (x: f32[8]) -> f32[8] {",
+        "  %x = f32[8]{0} parameter(0)",
+        f"  ROOT %c = f32[8]{{0}} call(%x), to_apply=%c{levels}",
+        "}",
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def test_calls_that_inline_too_many_instructions_are_refused_before_reading(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # It used to inline every call site, so 24 levels (2**24 negates) ran out of memory.
+    from mallocgame.frontends import xla
+
+    text = _doubling(3)  # reads 2 + (3 + 2 * (3 + 2 * (3 + 2 * 2))) = 39 instructions
+    assert [i.name for i in extract_module(text).instructions] == ["n"] * 8
+    monkeypatch.setattr(xla, "MAX_INLINED_INSTRUCTIONS", 39)
+    assert len(extract_module(text).instructions) == 8
+    monkeypatch.setattr(xla, "MAX_INLINED_INSTRUCTIONS", 38)
+    needle = r"^module doubling: its calls and loop bodies, inlined, make more than 38 instructions"
+    _refused(text, XlaFrontendError, needle)
+    from mallocgame.frontends.hlo_parse import parse_module
+    from mallocgame.frontends.xla import entry_interface
+
+    with pytest.raises(XlaFrontendError, match=needle):
+        entry_interface(parse_module(text))
+    monkeypatch.undo()
+    _refused(_doubling(40), XlaFrontendError, needle.replace("38", "10000000"))

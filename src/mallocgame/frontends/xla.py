@@ -72,7 +72,10 @@ name defined twice, an empty computation or a shape of more than ``2**53`` bytes
 (:class:`DumpError`, from :func:`~mallocgame.frontends.hlo_parse.parse_module`); an
 operand not defined before its reader, a tuple index out of range, a parameter its
 computation is not given, an ``input_output_alias`` naming what the module does not
-have (:class:`XlaFrontendError`, naming the instruction).
+have (:class:`XlaFrontendError`, naming the instruction); a computation that calls itself,
+and calls and loop bodies that inlined make more than
+:data:`MAX_INLINED_INSTRUCTIONS` instructions (:class:`XlaFrontendError`, before any
+instruction is read).
 """
 
 from __future__ import annotations
@@ -89,6 +92,7 @@ from typing import Any
 from mallocgame.errors import InputFileError, MallocGameError
 from mallocgame.frontends.hlo_cost import CostModel, counted_trip_count, known_trip_count
 from mallocgame.frontends.hlo_parse import (
+    _CALL_KEYS,
     HloComputation,
     HloInstruction,
     HloModule,
@@ -334,6 +338,59 @@ _FIRST_OPERAND = (
 )
 
 Tree = Any  # a tensor id (int), None (a token) or a tuple of trees
+
+# The most instructions the builder reads, calls and loop bodies inlined (once per call
+# site): past it a module is refused before any is read (a chain of computations each
+# calling the next twice would otherwise inline exponentially many).
+MAX_INLINED_INSTRUCTIONS = 10_000_000
+
+
+def _check_call_graph(module: HloModule) -> None:
+    """Refuse a computation that calls itself (directly or through others, by any called
+    computation attribute) and a module whose calls and loops, inlined, make more than
+    :data:`MAX_INLINED_INSTRUCTIONS` instructions to read. One pass over the computations
+    the entry reaches (each once); names of computations the module lacks are passed over
+    here (the builder names them where it reads them)."""
+    cap = MAX_INLINED_INSTRUCTIONS
+    inlined = {"call": ("to_apply",), "while": ("condition", "body")}
+    size: dict[str, int] = {}  # inlined instructions of each computation done (at most cap + 1)
+    in_progress: set[str] = set()
+
+    def edges(comp: HloComputation) -> Iterator[tuple[str, bool]]:
+        for ins in comp.instructions:
+            for key in _CALL_KEYS:
+                if key in ins.attrs:
+                    for callee in ins.called(key):
+                        if callee in module.computations:
+                            yield callee, key in inlined.get(ins.opcode, ())
+
+    stack = [(module.entry, edges(module.entry))]
+    in_progress.add(module.entry.name)
+    while stack:
+        comp, pending = stack[-1]
+        for callee, _ in pending:
+            if callee in in_progress:
+                raise XlaFrontendError(
+                    f"module {module.name}: computation {callee} calls itself, directly or "
+                    "through others"
+                )
+            if callee not in size:
+                callee_comp = module.computations[callee]
+                in_progress.add(callee)
+                stack.append((callee_comp, edges(callee_comp)))
+                break
+        else:
+            stack.pop()
+            in_progress.discard(comp.name)
+            total = len(comp.instructions)
+            for callee, counts in edges(comp):
+                total = min(total + size[callee], cap + 1) if counts else total
+            size[comp.name] = total
+    if size[module.entry.name] > cap:
+        raise XlaFrontendError(
+            f"module {module.name}: its calls and loop bodies, inlined, make more than {cap} "
+            "instructions to read (the most this reader takes)"
+        )
 
 
 def _leaves(tree: Tree) -> list[int]:
@@ -713,6 +770,7 @@ class _Builder:
         return out_tree
 
     def finish(self, name: str, source: dict[str, Any]) -> Program:
+        _check_call_graph(self.module)
         root = self.run(self.module.entry, [], 1)
         self.current = None
         num_t = len(self.instrs)
@@ -829,6 +887,7 @@ def entry_interface(module: HloModule) -> EntryInterface:
     program's inputs and results to a function's arguments and outputs)."""
     builder = _Builder(module)
     with _malformed_module(module, builder):
+        _check_call_graph(module)
         root = builder.run(module.entry, [], 1)
     return EntryInterface(params=dict(builder.entry_params), results=tuple(_leaves(root)))
 
