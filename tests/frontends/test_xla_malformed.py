@@ -410,3 +410,19 @@ def test_calls_that_inline_too_many_instructions_are_refused_before_reading(
         entry_interface(parse_module(text))
     monkeypatch.undo()
     _refused(_doubling(40), XlaFrontendError, needle.replace("38", "10000000"))
+
+
+def test_calls_nested_past_the_stack_are_not_said_to_call_themselves() -> None:
+    # A chain of nested calls used to be refused as "a computation calls itself".
+    levels = 3000
+    lines = ["HloModule chain, is_scheduled=true"]
+    lines += ["%c0 (p: f32[8]) -> f32[8] {", "  %p = f32[8]{0} parameter(0)"]
+    lines += ["  ROOT %n = f32[8]{0} negate(%p)", "}"]
+    for k in range(1, levels + 1):
+        lines += [f"%c{k} (p: f32[8]) -> f32[8] {{", "  %p = f32[8]{0} parameter(0)"]
+        lines += [f"  ROOT %a = f32[8]{{0}} call(%p), to_apply=%c{k - 1}", "}"]
+    lines += ["ENTRY %main (x: f32[8]) -> f32[8] {", "  %x = f32[8]{0} parameter(0)"]
+    lines += [f"  ROOT %c = f32[8]{{0}} call(%x), to_apply=%c{levels}", "}"]
+    message = _refused("\n".join(lines) + "\n", XlaFrontendError, r"^module chain at ")
+    assert "calls or tuples nest deeper than this reader follows" in message
+    assert "calls itself" not in message

@@ -83,6 +83,7 @@ from __future__ import annotations
 import contextlib
 import os
 import re
+import sys
 import tempfile
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, replace
@@ -906,12 +907,12 @@ def _malformed_module(module: HloModule, builder: _Builder) -> Iterator[None]:
         raise XlaFrontendError(
             f"module {module.name}: malformed HLO{at} ({type(exc).__name__}: {exc})"
         ) from None
-    except RecursionError:
+    except RecursionError:  # no cycle (_check_call_graph): nesting past Python's stack
         ins = builder.current
         at = "" if ins is None else f" at {ins.opcode} {ins.name}"
         raise XlaFrontendError(
-            f"module {module.name}: malformed HLO{at}: a computation calls itself, "
-            "directly or through others"
+            f"module {module.name}{at}: calls or tuples nest deeper than this reader follows "
+            f"(Python's recursion limit, {sys.getrecursionlimit()})"
         ) from None
 
 
