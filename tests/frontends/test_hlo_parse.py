@@ -197,3 +197,34 @@ def test_the_largest_shape_of_spec_is_read() -> None:
 def test_a_malformed_module_is_one_line_naming_the_problem(text: str, needle: str) -> None:
     with pytest.raises(HloParseError, match=needle):
         parse_module(text)
+
+
+@pytest.mark.parametrize(
+    ("text", "layout"),
+    [
+        ("1,0:T(8,128)(2,1)S(1)", Layout((1, 0), ((8, 128), (2, 1)), 0, 1)),
+        ("0: T(128) E(4)\tS(2) ", Layout((0,), ((128,),), 4, 2)),  # whitespace between items
+        ("1,0:L(1024)D(D,C)T(*,2)#(3)", Layout((1, 0), ((None, 2),))),  # others read past
+        ("0:", Layout((0,))),
+    ],
+)
+def test_layout_items_are_read_one_after_another(text: str, layout: Layout) -> None:
+    assert parse_layout(text) == layout
+
+
+@pytest.mark.parametrize(
+    ("text", "shown"),
+    [
+        ("0:" + "T" * 2000, "'" + "T" * 40 + "...'"),  # no parentheses: was quadratic
+        ("0:T(8)" + "T" * 2000 + "(", "'" + "T" * 40 + "...'"),
+        ("0:T(8)x", "'x'"),
+        ("0:T(8) (2)", "'(2)'"),
+        ("0:T((8))", "'T((8))'"),
+        ("0:" + "T(" * 1000, "'" + "T(" * 20 + "...'"),
+    ],
+    ids=["letters", "letters-after-a-tile", "junk", "a-tile-without-item", "nested", "opened"],
+)
+def test_an_unreadable_layout_item_is_shown_cut_short(text: str, shown: str) -> None:
+    with pytest.raises(ValueError) as err:
+        parse_layout(text)
+    assert str(err.value) == f"cannot read layout item {shown}"

@@ -255,6 +255,23 @@ _ARRAY_RE = re.compile(r"([a-z][a-z0-9]*)\[([^\]]*)\]")
 _LAYOUT_ITEM_RE = re.compile(r"([A-Z#*]+)((?:\([^()]*\))+)")
 
 
+def _layout_items(rest: str) -> Iterator[re.Match[str]]:
+    """The items of a layout after its ``:`` (``T(8,128)(2,1)``, ``S(1)``...), each
+    matched where the one before (and any whitespace) ends, so every character is read
+    once; :class:`ValueError` (showing at most 40 characters) where no item is."""
+    position = 0
+    while position < len(rest):
+        if rest[position].isspace():
+            position += 1
+            continue
+        m = _LAYOUT_ITEM_RE.match(rest, position)
+        if m is None:
+            shown = rest[position : position + 40] + ("..." if len(rest) > position + 40 else "")
+            raise ValueError(f"cannot read layout item {shown!r}")
+        yield m
+        position = m.end()
+
+
 def parse_layout(text: str) -> Layout:
     """Parse the inside of a layout's braces: ``1,0``, ``1,0:T(8,128)(2,1)S(1)``, ``:T(256)``.
 
@@ -265,11 +282,7 @@ def parse_layout(text: str) -> Layout:
     minor_to_major = tuple(int(v) for v in order.split(",") if v.strip())
     tiles: list[tuple[int | None, ...]] = []
     bits = space = 0
-    position = 0
-    for m in _LAYOUT_ITEM_RE.finditer(rest):
-        if rest[position : m.start()].strip():
-            raise ValueError(f"cannot read layout item {rest[position : m.start()]!r}")
-        position = m.end()
+    for m in _layout_items(rest):
         groups = re.findall(r"\(([^()]*)\)", m.group(2))
         if m.group(1) == "T":
             for g in groups:
@@ -285,8 +298,6 @@ def parse_layout(text: str) -> Layout:
                 raise ValueError(f"an element width E(n) is at least 1 bit, not {bits}")
         elif m.group(1) == "S":
             space = int(groups[0])
-    if rest[position:].strip():
-        raise ValueError(f"cannot read layout item {rest[position:]!r}")
     return Layout(minor_to_major, tuple(tiles), bits, space)
 
 
