@@ -8,6 +8,7 @@ from mallocgame.frontends.hlo_parse import (
     ArrayShape,
     HloParseError,
     Layout,
+    _strip_comments,
     parse_layout,
     parse_module,
     parse_shape,
@@ -228,3 +229,20 @@ def test_an_unreadable_layout_item_is_shown_cut_short(text: str, shown: str) -> 
     with pytest.raises(ValueError) as err:
         parse_layout(text)
     assert str(err.value) == f"cannot read layout item {shown}"
+
+
+@pytest.mark.parametrize(
+    ("line", "stripped"),
+    [
+        ("(f32[], /*index=5*/f32[8]{0})", "(f32[], f32[8]{0})"),
+        ("a/*1*/b/*2*/c", "abc"),
+        ("/* a /* b */ c */", " c */"),  # a comment ends at the first */
+        ("/**/x/*/y", "x/*/y"),  # '/*/' opens and does not close
+        ("/* " * 1000 + "x", "/* " * 1000 + "x"),  # no */: kept (was quadratic)
+        ("/* " * 1000 + "*/x", "x"),
+        ("*/ a */", "*/ a */"),
+    ],
+    ids=["index", "two", "nested", "unclosed-slash", "many-unclosed", "many-closed", "no-open"],
+)
+def test_comments_are_stripped_in_one_pass(line: str, stripped: str) -> None:
+    assert _strip_comments(line) == stripped

@@ -421,7 +421,24 @@ class HloModule:
         return self.computations[names[0]]
 
 
-_COMMENT_RE = re.compile(r"/\*.*?\*/")
+def _strip_comments(line: str) -> str:
+    """``line`` without its ``/* ... */`` comments (each from a ``/*`` to the first ``*/``
+    after it; an unclosed one is kept), read once left to right."""
+    start = line.find("/*")
+    if start < 0:
+        return line
+    parts, kept = [], 0
+    while start >= 0:
+        end = line.find("*/", start + 2)
+        if end < 0:
+            break
+        parts.append(line[kept:start])
+        kept = end + 2
+        start = line.find("/*", kept)
+    parts.append(line[kept:])
+    return "".join(parts)
+
+
 _INSTR_HEAD_RE = re.compile(r"\s*(ROOT\s+)?%?([^\s=]+)\s*=\s*")
 _COMP_HEAD_RE = re.compile(r"^(ENTRY\s+)?%?([^\s(]+)\s*\(.*\{\s*$")
 _NO_OPERANDS = frozenset({"parameter", "constant"})
@@ -495,7 +512,7 @@ def parse_module(text: str, *, where: str = "HLO") -> HloModule:
     entry: HloComputation | None = None
     current: HloComputation | None = None
     for lineno, raw in enumerate(text.splitlines(), 1):
-        line = _COMMENT_RE.sub("", raw).rstrip()
+        line = _strip_comments(raw).rstrip()
         try:
             if current is not None:
                 if line.strip() == "}" or line.startswith("}, "):  # "}, execution_thread=..."
