@@ -241,8 +241,26 @@ def test_an_unreadable_layout_item_is_shown_cut_short(text: str, shown: str) -> 
         ("/* " * 1000 + "x", "/* " * 1000 + "x"),  # no */: kept (was quadratic)
         ("/* " * 1000 + "*/x", "x"),
         ("*/ a */", "*/ a */"),
+        ('op_name="f/*b", x={"n":"3","m":"x*/y"}', 'op_name="f/*b", x={"n":"3","m":"x*/y"}'),
+        ('"a\\"/*b*/" /*c*/ "/*"/**/', '"a\\"/*b*/"  "/*"'),  # an escaped quote stays in
+        ('"\\\\"/*c*/x', '"\\\\"x'),  # an escaped backslash ends nothing
+        ('/*"*/x"/*"', 'x"/*"'),  # a quote in a comment opens no string
+        ('"/* ' * 1000, '"/* ' * 1000),
     ],
-    ids=["index", "two", "nested", "unclosed-slash", "many-unclosed", "many-closed", "no-open"],
+    ids=[
+        "index",
+        "two",
+        "nested",
+        "unclosed-slash",
+        "many-unclosed",
+        "many-closed",
+        "no-open",
+        "in-strings",
+        "escaped-quote",
+        "escaped-backslash",
+        "quote-in-comment",
+        "many-in-strings",
+    ],
 )
 def test_comments_are_stripped_in_one_pass(line: str, stripped: str) -> None:
     assert _strip_comments(line) == stripped

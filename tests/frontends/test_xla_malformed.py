@@ -356,6 +356,16 @@ def test_the_older_escaped_backend_config_states_a_trip_count() -> None:
     assert [lp.trip_count for lp in program.loops] == [3] and not program.source["notes"]
 
 
+def test_comment_marks_inside_strings_are_not_comments() -> None:
+    # "/*" in one string and "*/" in the next used to be stripped with all between them,
+    # the loop's trip count with it (counted once, with a note).
+    stated = 'metadata={op_name="jit(f)/a/*b"}, backend_config={"known_trip_count":{"n":"3"}'
+    text = _edit("backend_config=" + _trip("3"), stated + ',"note":"x*/y"}')
+    text = _edit("compare(%i.1, %n)", "compare(%i.1, %i.1)", text)  # no count to derive
+    program = extract_module(text)
+    assert [lp.trip_count for lp in program.loops] == [3] and not program.source["notes"]
+
+
 def test_a_second_root_or_an_unknown_element_type_is_named_with_its_line() -> None:
     root = "  ROOT %xl = f32[4]{0} get-tuple-element(%loop), index=1\n"
     _refused(_edit(root, root + "  ROOT %x2 = f32[4]{0} negate(%xl)\n"), DumpError, "second ROOT")

@@ -421,20 +421,34 @@ class HloModule:
         return self.computations[names[0]]
 
 
+_COMMENT_TOKEN_RE = re.compile(r'["\\]|/\*')
+
+
 def _strip_comments(line: str) -> str:
-    """``line`` without its ``/* ... */`` comments (each from a ``/*`` to the first ``*/``
-    after it; an unclosed one is kept), read once left to right."""
-    start = line.find("/*")
-    if start < 0:
+    """``line`` without its ``/* ... */`` comments outside double-quoted strings (in which
+    a backslash escapes the next character): each from a ``/*`` to the first ``*/``
+    after it; an unclosed one is kept. Read once left to right."""
+    if "/*" not in line:
         return line
-    parts, kept = [], 0
-    while start >= 0:
-        end = line.find("*/", start + 2)
-        if end < 0:
-            break
-        parts.append(line[kept:start])
-        kept = end + 2
-        start = line.find("/*", kept)
+    parts, kept, quote = [], 0, False
+    m = _COMMENT_TOKEN_RE.search(line)
+    while m is not None:
+        at, token = m.start(), m.group()
+        resume = m.end()
+        if quote:
+            if token == "\\":
+                resume = at + 2
+            elif token == '"':
+                quote = False
+        elif token == '"':
+            quote = True
+        elif token == "/*":
+            close = line.find("*/", at + 2)
+            if close < 0:
+                break
+            parts.append(line[kept:at])
+            kept = resume = close + 2
+        m = _COMMENT_TOKEN_RE.search(line, resume)
     parts.append(line[kept:])
     return "".join(parts)
 
