@@ -202,6 +202,46 @@ def test_an_alias_of_what_the_module_does_not_have_is_named(alias: str, needle: 
     _refused(text, XlaFrontendError, r"^module m: " + needle)
 
 
+DONATED = """\
+HloModule m, is_scheduled=true, input_output_alias=ALIAS
+
+ENTRY %main (x: f32[8], y: f32[8]) -> (f32[8], f32[8], f32[1024]) {
+  %x = f32[8]{0} parameter(0)
+  %y = f32[8]{0} parameter(1)
+  %a = f32[8]{0} add(%x, %y)
+  %n = f32[8]{0} negate(%a)
+  %b = f32[1024]{0} broadcast(%a), dimensions={}
+  ROOT %t = (f32[8]{0}, f32[8]{0}, f32[1024]{0}) tuple(%a, %n, %b)
+}
+"""
+
+
+@pytest.mark.parametrize(
+    ("alias", "needle"),
+    [
+        (
+            "{ {0}: (0, {}, may-alias), {0}: (1, {}, may-alias) }",
+            r"input_output_alias aliases the output at \{0\} twice$",
+        ),
+        (
+            "{ {0}: (0, {}, may-alias), {1}: (0, {}, may-alias) }",
+            r"input_output_alias aliases parameter 0 at \{\} twice$",
+        ),
+        (
+            "{ {2}: (0, {}, may-alias) }",
+            r"input_output_alias aliases parameter 0 at \{\} \(32 bytes\) with the output at "
+            r"\{2\} \(4096 bytes\)$",
+        ),
+    ],
+    ids=["output-twice", "parameter-twice", "sizes-differ"],
+)
+def test_an_alias_that_xla_would_not_verify_is_refused(alias: str, needle: str) -> None:
+    # These used to be accepted, joining buffers of different sizes into one group.
+    program = extract_module(DONATED.replace("ALIAS", "{ {0}: (0, {}), {1}: (1, {}) }"))
+    assert len(program.alias_groups) == 2
+    _refused(DONATED.replace("ALIAS", alias), XlaFrontendError, r"^module m: " + needle)
+
+
 # --------------------------------------------------------------------------- trip counts
 
 

@@ -72,7 +72,8 @@ name defined twice, an empty computation or a shape of more than ``2**53`` bytes
 (:class:`DumpError`, from :func:`~mallocgame.frontends.hlo_parse.parse_module`); an
 operand not defined before its reader, a tuple index out of range, a parameter its
 computation is not given, an ``input_output_alias`` naming what the module does not
-have (:class:`XlaFrontendError`, naming the instruction); a computation that calls itself,
+have, aliasing an output or a parameter leaf twice or leaves of different sizes
+(:class:`XlaFrontendError`, naming the instruction); a computation that calls itself,
 and calls and loop bodies that inlined make more than
 :data:`MAX_INLINED_INSTRUCTIONS` instructions (:class:`XlaFrontendError`, before any
 instruction is read).
@@ -781,6 +782,8 @@ class _Builder:
             )
         for x in _leaves(root):
             self.tensors[x].live_out = True
+        outputs_aliased: set[tuple[int, ...]] = set()
+        params_aliased: set[tuple[int, tuple[int, ...]]] = set()
         for out_index, param, param_index, _ in parse_alias_list(
             self.module.attrs.get("input_output_alias", "")
         ):
@@ -791,7 +794,24 @@ class _Builder:
                 )
             a = self.alias_end(self.entry_params[param], param_index, f"parameter {param}")
             b = self.alias_end(root, out_index, "the output")
+            at_param = f"parameter {param} at {{{','.join(map(str, param_index))}}}"
+            at_out = f"the output at {{{','.join(map(str, out_index))}}}"
+            twice = (out_index in outputs_aliased and at_out) or (
+                (param, param_index) in params_aliased and at_param
+            )
+            if twice:
+                raise XlaFrontendError(
+                    f"module {self.module.name}: input_output_alias aliases {twice} twice"
+                )
+            outputs_aliased.add(out_index)
+            params_aliased.add((param, param_index))
             if isinstance(a, int) and isinstance(b, int):
+                if self.tensors[a].size != self.tensors[b].size:
+                    raise XlaFrontendError(
+                        f"module {self.module.name}: input_output_alias aliases {at_param} "
+                        f"({self.tensors[a].size} bytes) with {at_out} "
+                        f"({self.tensors[b].size} bytes)"
+                    )
                 self.union(a, b)
         tensors = []
         for i, tensor in enumerate(self.tensors):
