@@ -258,6 +258,27 @@ def test_a_malformed_or_too_large_trip_count_names_the_loop(stated: str, needle:
     _refused(_edit('"n":"3"', stated), XlaFrontendError, r"^module m: while loop: " + needle)
 
 
+@pytest.mark.parametrize(
+    ("root", "gte", "needle"),
+    [
+        (
+            "tuple(%x2, %i2)",
+            "index=1",
+            r"its body returns %x2 \(16 bytes\) where it is given %zero \(4 bytes\)$",
+        ),
+        ("tuple(%i2)", "index=0", r"its operand has 2 array leaves, its body's result 1$"),
+    ],
+    ids=["swapped", "short"],
+)
+def test_a_body_result_that_does_not_fit_the_loop_state_is_refused(
+    root: str, gte: str, needle: str
+) -> None:
+    # These used to be accepted, joining the 4-byte counter with the 16-byte array.
+    text = _edit("tuple(%i2, %x2)", root)
+    text = _edit("get-tuple-element(%loop), index=1", f"get-tuple-element(%loop), {gte}", text)
+    _refused(text, XlaFrontendError, r"^module m: while loop: " + needle)
+
+
 def test_a_loop_of_0_trips_runs_its_condition_once_and_never_its_body() -> None:
     p = extract_module(_edit('"n":"3"', '"n":"0"'))
     assert [(i.name, i.count) for i in p.instructions] == [("c", 1), ("lt", 1)]

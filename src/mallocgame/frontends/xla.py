@@ -72,7 +72,8 @@ name defined twice, an empty computation or a shape of more than ``2**53`` bytes
 (:class:`DumpError`, from :func:`~mallocgame.frontends.hlo_parse.parse_module`); an
 operand not defined before its reader, a tuple index out of range, a parameter its
 computation is not given, an ``input_output_alias`` naming what the module does not
-have, aliasing an output or a parameter leaf twice or leaves of different sizes
+have, aliasing an output or a parameter leaf twice or leaves of different sizes, a
+while body whose result does not match its operand leaf for leaf (count and bytes)
 (:class:`XlaFrontendError`, naming the instruction); a computation that calls itself,
 and calls and loop bodies that inlined make more than
 :data:`MAX_INLINED_INSTRUCTIONS` instructions (:class:`XlaFrontendError`, before any
@@ -617,8 +618,21 @@ class _Builder:
         last = len(self.instrs) - 1
         if last >= first:
             self.loops.append(ProgramLoop(first, last, trip))
-        for x, r in zip(_leaves(init), _leaves(result)):
+        carried, returned = _leaves(init), _leaves(result)
+        if len(carried) != len(returned):
+            raise self.malformed(
+                ins,
+                f"its operand has {len(carried)} array leaves, its body's result {len(returned)}",
+            )
+        for x, r in zip(carried, returned):
             if x != r:
+                if self.tensors[x].size != self.tensors[r].size:
+                    tx, tr = self.tensors[x], self.tensors[r]
+                    raise self.malformed(
+                        ins,
+                        f"its body returns %{tr.name} ({tr.size} bytes) where it is given "
+                        f"%{tx.name} ({tx.size} bytes)",
+                    )
                 self.union(x, r)
                 self.tensors[r].min_end = max(self.tensors[r].min_end, last)
         return result
