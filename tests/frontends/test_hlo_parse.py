@@ -264,3 +264,32 @@ def test_an_unreadable_layout_item_is_shown_cut_short(text: str, shown: str) -> 
 )
 def test_comments_are_stripped_in_one_pass(line: str, stripped: str) -> None:
     assert _strip_comments(line) == stripped
+
+
+def test_operands_are_names_after_at_most_a_shape() -> None:
+    older = (
+        "  %p = f32[4]{0} parameter(0)\n"
+        "  %t = (f32[4]{0}, token[]) tuple(f32[4]{0} %p, token[] %k)\n"
+        "  %g = f32[4]{0} get-tuple-element((f32[4]{0}, token[]) %t), index=0\n"
+        "  ROOT %n = f32[4]{0} add(f32[4]{1,0:T(8)} %g, p)\n"
+    )
+    module = parse_module(_module(older))
+    assert [ins.operands for ins in module.entry.instructions] == [
+        (),
+        ("p", "k"),
+        ("t",),
+        ("g", "p"),
+    ]
+
+
+@pytest.mark.parametrize(
+    "operands",
+    ["%p %p", "f32[4]{0} %p %p", "f32[4]x %p", "f32[4]{0}{0} %p", "f32 %p", "%p, %p p"],
+)
+def test_an_operand_that_is_not_one_name_is_refused(operands: str) -> None:
+    # The words before the last used to be dropped: add(%x %y) read as add(%y).
+    text = _module(f"  %p = f32[4]{{0}} parameter(0)\n  ROOT %n = f32[4]{{0}} add({operands})\n")
+    with pytest.raises(
+        HloParseError, match=r"^HLO:5: cannot parse .*is not one name, after at most a shape"
+    ):
+        parse_module(text)

@@ -458,6 +458,33 @@ _COMP_HEAD_RE = re.compile(r"^(ENTRY\s+)?%?([^\s(]+)\s*\(.*\{\s*$")
 _NO_OPERANDS = frozenset({"parameter", "constant"})
 
 
+def _is_shape_text(text: str) -> bool:
+    """Whether ``text`` is all one shape's text: ``f32[8]``, ``f32[8]{0}``, ``(s32[], f32[8])``."""
+    rest = text
+    if not text.startswith("("):
+        m = _ARRAY_RE.match(text)
+        if m is None:
+            return False
+        rest = text[m.end() :]  # the layout, if any
+        if not rest:
+            return True
+        if not rest.startswith("{"):
+            return False
+    try:
+        return _close(rest, 0) == len(rest) - 1
+    except ValueError:
+        return False
+
+
+def _operand_name(piece: str) -> str:
+    """The instruction name of one operand, ``%x`` or (older dumps) ``f32[8]{0} %x``."""
+    parts = piece.rsplit(maxsplit=1)
+    if len(parts) == 2 and not _is_shape_text(parts[0]):
+        shown = piece[:60] + ("..." if len(piece) > 60 else "")
+        raise ValueError(f"operand {shown!r} is not one name, after at most a shape")
+    return parts[-1].lstrip("%")
+
+
 def _parse_instruction(line: str) -> HloInstruction:
     m = _INSTR_HEAD_RE.match(line)
     if not m:
@@ -483,7 +510,7 @@ def _parse_instruction(line: str) -> HloInstruction:
             attrs[key.strip()] = value.strip()
     operands: tuple[str, ...] = ()
     if opcode not in _NO_OPERANDS:
-        operands = tuple(p.split()[-1].lstrip("%") for p in split_top(inside))
+        operands = tuple(_operand_name(p) for p in split_top(inside))
     return HloInstruction(
         name=m.group(2).lstrip("%"),
         opcode=opcode,
