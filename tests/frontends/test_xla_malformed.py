@@ -242,6 +242,39 @@ def test_an_alias_that_xla_would_not_verify_is_refused(alias: str, needle: str) 
     _refused(DONATED.replace("ALIAS", alias), XlaFrontendError, r"^module m: " + needle)
 
 
+@pytest.mark.parametrize(
+    ("update", "needle"),
+    [
+        (
+            'f32[1024]{0} custom-call(%s), custom_call_target="foo", '
+            "output_to_operand_aliasing={{}: (0, {})}",
+            r"custom-call u: writes its output %u \(4096 bytes\) in place of its operand %s "
+            r"\(32 bytes\)$",
+        ),
+        (
+            "f32[1024]{0} dynamic-update-slice(%s, %x, %i)",
+            r"dynamic-update-slice u: writes its output %u \(4096 bytes\) in place of its "
+            r"operand %s \(32 bytes\)$",
+        ),
+    ],
+    ids=["output-to-operand", "dynamic-update-slice"],
+)
+def test_an_in_place_update_of_another_size_is_refused(update: str, needle: str) -> None:
+    # These used to be accepted, joining a 32-byte buffer with a 4096-byte one.
+    text = (
+        "HloModule m, is_scheduled=true\n\n"
+        "ENTRY %main (x: f32[8], i: s32[]) -> f32[1024] {\n"
+        "  %x = f32[8]{0} parameter(0)\n"
+        "  %i = s32[] parameter(1)\n"
+        "  %s = f32[8]{0} negate(%x)\n"
+        f"  ROOT %u = {update}\n"
+        "}\n"
+    )
+    same = text.replace("f32[1024]{0} ", "f32[8]{0} ").replace("-> f32[1024]", "-> f32[8]")
+    assert len(extract_module(same).alias_groups) == 1
+    _refused(text, XlaFrontendError, r"^module m: " + needle)
+
+
 # --------------------------------------------------------------------------- trip counts
 
 

@@ -73,7 +73,8 @@ name defined twice, an empty computation or a shape of more than ``2**53`` bytes
 operand not defined before its reader, a tuple index out of range, a parameter its
 computation is not given, an ``input_output_alias`` naming what the module does not
 have, aliasing an output or a parameter leaf twice or leaves of different sizes, a
-while body whose result does not match its operand leaf for leaf (count and bytes)
+while body whose result does not match its operand leaf for leaf (count and bytes), an
+in-place update whose output and updated operand differ in bytes
 (:class:`XlaFrontendError`, naming the instruction); a computation that calls itself,
 and calls and loop bodies that inlined make more than
 :data:`MAX_INLINED_INSTRUCTIONS` instructions (:class:`XlaFrontendError`, before any
@@ -766,6 +767,13 @@ class _Builder:
         ):
             a, b = _subtree(args[opnum], op_index), _subtree(out_tree, result_index)
             if isinstance(a, int) and isinstance(b, int):
+                ta, tb = self.tensors[a], self.tensors[b]
+                if ta.size != tb.size:
+                    raise self.malformed(
+                        ins,
+                        f"writes its output %{tb.name} ({tb.size} bytes) in place of its "
+                        f"operand %{ta.name} ({ta.size} bytes)",
+                    )
                 self.union(a, b)
         for x in operands:
             self.tensors[x].reads.append(t)
