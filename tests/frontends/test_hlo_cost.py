@@ -104,3 +104,38 @@ ENTRY %main (x: f32[1024]) -> (f32[1024], f32[1024]) {
 """
     flops = {i.opcode: i.flops for i in extract_module(text).instructions}
     assert flops["all-reduce"] == flops["all-reduce-start"] == 1024
+
+
+FUSION_OFF_ROOT = """HloModule m, is_scheduled=true
+%fc (p: f32[8]) -> f32[8] {
+  %p = f32[8]{0} parameter(0)
+  %inner = f32[8]{0} fusion(%p), kind=kLoop, calls=%fc
+  ROOT %e = f32[8]{0} exponential(%inner)
+}
+ENTRY %main (x: f32[8]) -> f32[8] {
+  %x = f32[8]{0} parameter(0)
+  ROOT %f = f32[8]{0} fusion(%x), kind=kLoop, calls=%fc
+}
+"""
+
+FUSION_AT_ROOT = """HloModule m, is_scheduled=true
+%fs (p0: f32[8]) -> f32[8] {
+  %p0 = f32[8]{0} parameter(0)
+  %d = f32[8]{0} dynamic-update-slice(%p0, %p0)
+  ROOT %g = f32[8]{0} fusion(%d), kind=kLoop, calls=%fs
+}
+ENTRY %main (x: f32[8]) -> f32[8] {
+  %x = f32[8]{0} parameter(0)
+  ROOT %f = f32[8]{0} fusion(%x), kind=kLoop, calls=%fs
+}
+"""
+
+
+def test_a_fusion_that_calls_itself_is_refused_not_costed_0() -> None:
+    # Its cost used to be taken as 0 where it met itself (8 transcendentals in all).
+    module = parse_module(FUSION_OFF_ROOT)
+    with pytest.raises(HloParseError, match=r"^computation fc calls itself, directly or through"):
+        CostModel(module).cost(module.entry.root, module.entry)
+    module = parse_module(FUSION_AT_ROOT)  # its in-place pairs followed it for ever
+    with pytest.raises(HloParseError, match=r"^computation fs calls itself, directly or through"):
+        CostModel(module).in_place_pairs(module.entry.root)

@@ -297,25 +297,37 @@ def _log2(n: int) -> float:
     return math.log2(n) if n > 1 else 1.0
 
 
+def _calls_itself(name: str) -> str:
+    return f"computation {name} calls itself, directly or through others"
+
+
 class CostModel:
     """Flops, bytes and in-place pairs of the instructions of one module (memoized)."""
 
     def __init__(self, module: HloModule):
         self.module = module
         self._comp_cost: dict[str, tuple[float, float]] = {}
+        self._in_progress: set[str] = set()  # computations whose cost is being summed
         self._users: dict[str, dict[str, list[tuple[HloInstruction, int]]]] = {}
-        self._pairs: dict[int, list[tuple[int, tuple[int, ...], tuple[int, ...]]]] = {}
+        self._pairs: dict[int, list[tuple[int, tuple[int, ...], tuple[int, ...]]] | None] = {}
         self.unknown_custom_calls: set[str] = set()
 
     # -- flops ---------------------------------------------------------------------------
 
     def computation_cost(self, comp: HloComputation) -> tuple[float, float]:
+        """(flops, transcendentals) of one execution of ``comp`` (:class:`HloParseError`
+        if it calls itself, directly or through others)."""
         if comp.name not in self._comp_cost:
-            self._comp_cost[comp.name] = (0.0, 0.0)  # recursion guard
-            f = t = 0.0
-            for ins in comp.instructions:
-                a, b = self.cost(ins, comp)
-                f, t = f + a, t + b
+            if comp.name in self._in_progress:
+                raise HloParseError(_calls_itself(comp.name))
+            self._in_progress.add(comp.name)
+            try:
+                f = t = 0.0
+                for ins in comp.instructions:
+                    a, b = self.cost(ins, comp)
+                    f, t = f + a, t + b
+            finally:
+                self._in_progress.discard(comp.name)
             self._comp_cost[comp.name] = (f, t)
         return self._comp_cost[comp.name]
 
@@ -465,8 +477,16 @@ class CostModel:
         custom calls and fusions is honoured.
         """
         if id(ins) not in self._pairs:
-            self._pairs[id(ins)] = self._in_place_pairs(ins)
-        return self._pairs[id(ins)]
+            self._pairs[id(ins)] = None  # being found: met again, a fusion reaches itself
+            try:
+                self._pairs[id(ins)] = self._in_place_pairs(ins)
+            except BaseException:
+                del self._pairs[id(ins)]
+                raise
+        pairs = self._pairs[id(ins)]
+        if pairs is None:
+            raise HloParseError(_calls_itself(self.module.computation(ins, "calls").name))
+        return pairs
 
     def _in_place_pairs(
         self, ins: HloInstruction
