@@ -137,6 +137,17 @@ def test_a_shape_of_more_than_2_53_bytes_is_refused_naming_it(tmp_path: Path) ->
             "  %x0 = f32[4]{0} parameter(x)",
             r"^module m: parameter x0: parameter number 'x' is not a whole number$",
         ),
+        (
+            "  %x0 = f32[4]{0} parameter(0)",
+            "  %x0 = f32[4]{0} parameter(0)\n  %x1 = f32[4]{0} parameter(0)",
+            r"^module m: parameter x1: parameter 0 of the entry computation is defined twice$",
+        ),
+        (
+            "  %x0 = f32[4]{0} parameter(0)",
+            "  %x0 = f32[4]{0} parameter(0)\n  %x2 = f32[4]{0} parameter(2)",
+            r"^module m: the entry computation has 2 parameters, none numbered 1 "
+            r"\(they are numbered 0 to 1\)$",
+        ),
     ],
     ids=[
         "gte-out-of-range",
@@ -146,6 +157,8 @@ def test_a_shape_of_more_than_2_53_bytes_is_refused_naming_it(tmp_path: Path) ->
         "view-without-operand",
         "parameter-not-given",
         "parameter-number-text",
+        "entry-parameter-twice",  # these two used to be accepted
+        "entry-parameter-missing",
     ],
 )
 def test_a_malformed_instruction_is_named(old: str, new: str, needle: str) -> None:

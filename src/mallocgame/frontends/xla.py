@@ -74,9 +74,9 @@ operand not defined before its reader, a tuple index out of range, a parameter i
 computation is not given, an ``input_output_alias`` naming what the module does not
 have, aliasing an output or a parameter leaf twice or leaves of different sizes, a
 while body whose result does not match its operand leaf for leaf (count and bytes), an
-in-place update whose output and updated operand differ in bytes
-(:class:`XlaFrontendError`, naming the instruction); a computation that calls itself,
-and calls and loop bodies that inlined make more than
+in-place update whose output and updated operand differ in bytes, entry parameters
+numbered twice or not 0 to n-1 (:class:`XlaFrontendError`, naming the instruction); a
+computation that calls itself, and calls and loop bodies that inlined make more than
 :data:`MAX_INLINED_INSTRUCTIONS` instructions (:class:`XlaFrontendError`, before any
 instruction is read).
 """
@@ -499,6 +499,10 @@ class _Builder:
             if op == "parameter":
                 number = self.parameter_number(ins)
                 if comp.is_entry:
+                    if number in self.entry_params:
+                        raise self.malformed(
+                            ins, f"parameter {number} of the entry computation is defined twice"
+                        )
                     env[ins.name] = self.entry_params[number] = self.new_tree(ins, ins.shape, -1)
                 elif number >= len(params):
                     raise self.malformed(
@@ -552,6 +556,13 @@ class _Builder:
                 )
             else:
                 env[ins.name] = self.emit(ins, comp, args, count)
+        if comp.is_entry and max(self.entry_params, default=-1) >= len(self.entry_params):
+            n = len(self.entry_params)
+            missing = min(set(range(n)) - set(self.entry_params))
+            raise XlaFrontendError(
+                f"module {self.module.name}: the entry computation has {n} parameters, none "
+                f"numbered {missing} (they are numbered 0 to {n - 1})"
+            )
         return env[comp.root.name]
 
     def malformed(self, ins: HloInstruction, problem: str) -> XlaFrontendError:
