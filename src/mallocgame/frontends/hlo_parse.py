@@ -202,11 +202,14 @@ _OPEN = {"(": ")", "{": "}", "[": "]"}
 _SPECIAL_RE = re.compile(r'[(){}\[\]",\\]')
 
 
-def _unquoted(text: str, start: int = 0) -> Iterator[tuple[int, str]]:
-    """``(index, character)`` of each bracket and comma of ``text[start:]`` outside
-    double-quoted strings (in which a backslash escapes the next character)."""
+def _unquoted(
+    text: str, start: int = 0, tokens: re.Pattern[str] = _SPECIAL_RE
+) -> Iterator[tuple[int, str]]:
+    """``(index, token)`` of each match of ``tokens`` in ``text[start:]`` outside
+    double-quoted strings (in which a backslash escapes the next character); ``tokens``
+    must match ``"`` and ``\\`` too: by default the brackets and commas."""
     quote, skip = False, -1
-    for m in _SPECIAL_RE.finditer(text, start):
+    for m in tokens.finditer(text, start):
         j, c = m.start(), m.group()
         if j == skip:
             continue
@@ -430,25 +433,14 @@ def _strip_comments(line: str) -> str:
     after it; an unclosed one is kept. Read once left to right."""
     if "/*" not in line:
         return line
-    parts, kept, quote = [], 0, False
-    m = _COMMENT_TOKEN_RE.search(line)
-    while m is not None:
-        at, token = m.start(), m.group()
-        resume = m.end()
-        if quote:
-            if token == "\\":
-                resume = at + 2
-            elif token == '"':
-                quote = False
-        elif token == '"':
-            quote = True
-        elif token == "/*":
-            close = line.find("*/", at + 2)
-            if close < 0:
-                break
-            parts.append(line[kept:at])
-            kept = resume = close + 2
-        m = _COMMENT_TOKEN_RE.search(line, resume)
+    parts, kept = [], 0
+    # a comment ends outside any string: the scan starts again after it, unquoted
+    while (opened := next(_unquoted(line, kept, _COMMENT_TOKEN_RE), None)) is not None:
+        close = line.find("*/", opened[0] + 2)
+        if close < 0:
+            break
+        parts.append(line[kept : opened[0]])
+        kept = close + 2
     parts.append(line[kept:])
     return "".join(parts)
 
