@@ -32,6 +32,8 @@ from typing import Any
 import jax
 import numpy as np
 
+from mallocgame.bench.inputs import at_least, seconds_arg
+
 
 def _selfplay(program: str, seconds: float, actors: int | None, seed: int) -> dict[str, Any]:
     from mallocgame.solvers.muzero.solver import MuZeroSolver
@@ -100,17 +102,17 @@ def _learner(trainer: Any, steps: int, device: Any) -> dict[str, Any]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--program", default="xla-v1/wavenet_infer")
-    parser.add_argument("--seconds", type=float, default=60.0)
+    parser.add_argument("--seconds", type=seconds_arg, default=60.0)
     parser.add_argument(
         "--actors",
-        type=int,
+        type=at_least(1),
         nargs="*",
         default=[1, 2, 4, 8],
         help="actor counts to measure (none: the one-process trainer and the learner alone, "
         "without Ray)",
     )
-    parser.add_argument("--learner-steps", type=int, default=200)
-    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--learner-steps", type=at_least(1), default=200)
+    parser.add_argument("--seed", type=at_least(0), default=0)
     parser.add_argument("--out", default=None)
     args = parser.parse_args()
     from mallocgame.solvers.muzero.distributed import connect

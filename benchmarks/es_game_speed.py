@@ -22,9 +22,10 @@ import time
 import numpy as np
 
 from mallocgame.bench.inputs import at_least
+from mallocgame.errors import MallocGameError
 from mallocgame.solvers import es as es_module
 from mallocgame.solvers.es import EsConfig, LinearPolicyShape, _Player
-from mallocgame.workloads.registry import load_workload
+from mallocgame.workloads.registry import check_workload, load_workload
 
 PROGRAMS = (
     "xla-v1/lstm_lm_train",
@@ -60,6 +61,11 @@ def main() -> None:
     parser.add_argument("--programs", nargs="+", default=list(PROGRAMS))
     parser.add_argument("--repeat", type=at_least(1), default=2, help="games each (default 2)")
     args = parser.parse_args()
+    for name in args.programs:  # every name before the first program's games
+        try:
+            check_workload(name)
+        except MallocGameError as exc:
+            parser.error(str(exc))
     print(f"machine: {platform.machine()}, {platform.processor() or 'cpu'}")
     ways = ("full replay", "one by one", "forced loop")
     print(f"{'program':34} {'buffers':>8} {'backups':>8} " + " ".join(f"{w:>12}" for w in ways))

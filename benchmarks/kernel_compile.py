@@ -88,7 +88,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument(
         "--src", type=Path, nargs="*", default=[], help="src folders to compare (default: this)"
     )
-    parser.add_argument("--top", type=int, default=8, help="kernels listed per source")
+    parser.add_argument("--top", type=at_least(0), default=8, help="kernels listed per source")
     args = parser.parse_args(argv)
     for src in args.src:
         if not (src / "mallocgame").is_dir():

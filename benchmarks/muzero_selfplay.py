@@ -26,6 +26,7 @@ import time
 
 import jax
 
+from mallocgame.bench.inputs import seconds_arg
 from mallocgame.errors import MallocGameError
 from mallocgame.solvers.base import Stopwatch
 from mallocgame.solvers.muzero.solver import MuZeroSolver
@@ -44,7 +45,7 @@ def _option(text: str) -> tuple[str, str]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--program", default="xla-v1/bert_train")
-    parser.add_argument("--seconds", type=float, default=20.0, help="timed seconds per phase")
+    parser.add_argument("--seconds", type=seconds_arg, default=20.0, help="timed seconds per phase")
     parser.add_argument("--option", type=_option, action="append", default=[], metavar="KEY=VALUE")
     args = parser.parse_args()
 

@@ -29,3 +29,12 @@ def test_at_least_refuses_in_argparses_one_line(least: int, text: str, needle: s
     assert exit_info.value.code == 2
     with pytest.raises(argparse.ArgumentTypeError, match=needle):
         at_least(least)(text)
+
+
+def test_seconds_arg_is_a_budget_or_argparses_one_line() -> None:
+    from mallocgame.bench.inputs import seconds_arg
+
+    assert seconds_arg("2.5") == 2.5
+    for text in ("0", "-1", "nan", "inf", "soon"):
+        with pytest.raises(argparse.ArgumentTypeError):
+            seconds_arg(text)

@@ -7,6 +7,8 @@ import json
 import sys
 from pathlib import Path
 
+import pytest
+
 import mallocgame.solvers.muzero.distributed as distributed
 from tests.benchmarks import BENCHMARKS, load_benchmark
 
@@ -41,3 +43,19 @@ def test_each_row_is_out_as_soon_as_it_is_measured(tmp_path: Path, monkeypatch, 
     assert seen[:3] == [[], ["selfplay"], ["selfplay", "selfplay"]]
     committed = json.loads(COMMITTED.read_text().splitlines()[0])
     assert programs == [committed["program"]] * 2  # the default: what was run
+
+
+@pytest.mark.parametrize(
+    ("argv", "said"),
+    [
+        (["--seconds", "-1"], "argument --seconds: seconds must be a finite number"),
+        (["--actors", "0"], "argument --actors: must be at least 1, not 0"),
+        (["--learner-steps", "0"], "argument --learner-steps: must be at least 1, not 0"),
+        (["--seed", "-2"], "argument --seed: must be at least 0, not -2"),
+    ],
+)
+def test_a_bad_argument_is_a_usage_error(argv, said, monkeypatch, capsys) -> None:
+    monkeypatch.setattr(sys, "argv", ["distributed_selfplay.py", *argv])
+    with pytest.raises(SystemExit) as stop:
+        distributed_selfplay.main()
+    assert stop.value.code == 2 and said in capsys.readouterr().err

@@ -38,3 +38,12 @@ def test_repeat_is_a_whole_number_of_at_least_one(repeat: str, monkeypatch, caps
     with pytest.raises(SystemExit) as stop:
         es_game_speed.main()
     assert stop.value.code == 2 and "argument --repeat" in capsys.readouterr().err
+
+
+def test_an_unknown_program_is_a_usage_error_before_any_game(monkeypatch, capsys) -> None:
+    argv = ["es_game_speed.py", "--programs", "xla-v1/gru_infer", "xla-v1/nosuch"]
+    monkeypatch.setattr(sys, "argv", argv)
+    monkeypatch.setattr(es_game_speed, "load_workload", lambda name: pytest.fail("played"))
+    with pytest.raises(SystemExit) as stop:
+        es_game_speed.main()
+    assert stop.value.code == 2 and "xla-v1/nosuch: neither" in capsys.readouterr().err

@@ -78,3 +78,12 @@ def test_runs_below_one_is_a_usage_error(monkeypatch, capsys) -> None:
         stop.value.code == 2
         and "argument --runs: must be at least 1, not 0" in capsys.readouterr().err
     )
+
+
+def test_a_negative_top_is_a_usage_error(monkeypatch, capsys) -> None:
+    monkeypatch.setattr(kernel_compile, "run_cold", lambda src: pytest.fail("ran"))
+    with pytest.raises(SystemExit) as stop:
+        kernel_compile.main(["--top", "-1"])
+    assert stop.value.code == 2 and "argument --top: must be at least 0, not -1" in (
+        capsys.readouterr().err
+    )

@@ -18,6 +18,8 @@ muzero_selfplay = load_benchmark("muzero_selfplay")
         (["--option", "foo"], "argument --option: expected KEY=VALUE, not 'foo'"),
         (["--option", "nosuch=1"], "muzero: unknown option 'nosuch'"),
         (["--program", "xla-v1/nosuch"], "xla-v1/nosuch: neither a bundled workload"),
+        (["--seconds", "nan"], "argument --seconds: seconds must be a finite number"),
+        (["--seconds", "0"], "argument --seconds: seconds must be a finite number"),
     ],
 )
 def test_a_bad_argument_is_a_usage_error(argv, said, monkeypatch, capsys) -> None:

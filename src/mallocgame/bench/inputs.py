@@ -24,6 +24,7 @@ __all__ = [
     "work_budget",
     "whole_number",
     "at_least",
+    "seconds_arg",
     "finite",
     "within",
 ]
@@ -76,6 +77,19 @@ def at_least(least: int) -> Callable[[str], int]:
         return value
 
     return parse
+
+
+def seconds_arg(text: str) -> float:
+    """An argparse type (the benchmark scripts' budgets): :func:`budget_seconds` of
+    ``text``, else argparse's one line (exit 2)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number of seconds: {text!r}") from None
+    try:
+        return budget_seconds(value, "seconds")
+    except StudyInputError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def seed(value: object, what: str = "seed") -> int:
