@@ -407,14 +407,20 @@ class HloModule:
     def is_scheduled(self) -> bool:
         return self.attrs.get("is_scheduled", "false") == "true"
 
+    def callees(self, ins: HloInstruction) -> Iterator[tuple[str, str]]:
+        """``(attribute, computation name)`` of each computation ``ins`` names (``calls``,
+        ``to_apply``, ``body``...), whether the module has it or not."""
+        for key in _CALL_KEYS:
+            for name in ins.called(key) if key in ins.attrs else ():
+                yield key, name
+
     def calls(self, ins: HloInstruction) -> list[HloComputation]:
         """The computations ``ins`` calls (fused, loop, branch, reducer...)."""
         out = []
-        for key in _CALL_KEYS:
-            for name in ins.called(key) if key in ins.attrs else ():
-                if name not in self.computations:
-                    raise HloParseError(f"{ins.name}: calls unknown computation {name!r}")
-                out.append(self.computations[name])
+        for _, name in self.callees(ins):
+            if name not in self.computations:
+                raise HloParseError(f"{ins.name}: calls unknown computation {name!r}")
+            out.append(self.computations[name])
         return out
 
     def computation(self, ins: HloInstruction, key: str) -> HloComputation:

@@ -96,7 +96,6 @@ from typing import Any
 from mallocgame.errors import InputFileError, MallocGameError
 from mallocgame.frontends.hlo_cost import CostModel, counted_trip_count, known_trip_count
 from mallocgame.frontends.hlo_parse import (
-    _CALL_KEYS,
     HloComputation,
     HloInstruction,
     HloModule,
@@ -362,11 +361,9 @@ def _check_call_graph(module: HloModule) -> None:
 
     def edges(comp: HloComputation) -> Iterator[tuple[str, bool]]:
         for ins in comp.instructions:
-            for key in _CALL_KEYS:
-                if key in ins.attrs:
-                    for callee in ins.called(key):
-                        if callee in module.computations:
-                            yield callee, key in inlined.get(ins.opcode, ())
+            for key, callee in module.callees(ins):
+                if callee in module.computations:
+                    yield callee, key in inlined.get(ins.opcode, ())
 
     stack = [(module.entry, edges(module.entry))]
     in_progress.add(module.entry.name)
