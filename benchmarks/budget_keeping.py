@@ -15,12 +15,12 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import os
 import subprocess
 import sys
 from pathlib import Path
 
+from mallocgame.bench.inputs import seconds_arg
 from mallocgame.errors import MallocGameError
 from mallocgame.solvers import get_solver
 from mallocgame.workloads.registry import check_workload
@@ -80,12 +80,9 @@ def parse_job(text: str) -> tuple[str, float]:
     if not program or not seconds:
         raise argparse.ArgumentTypeError(f"expected PROGRAM@SECONDS, not {text!r}")
     try:
-        budget = float(seconds)
-    except ValueError:
-        budget = math.nan
-    if not 0 < budget < math.inf:
-        raise argparse.ArgumentTypeError(f"{text}: SECONDS must be a number above 0")
-    return program, budget
+        return program, seconds_arg(seconds)
+    except argparse.ArgumentTypeError as exc:
+        raise argparse.ArgumentTypeError(f"{text}: SECONDS: {exc}") from None
 
 
 def main(argv: list[str] | None = None) -> None:

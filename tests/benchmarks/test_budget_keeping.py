@@ -51,7 +51,10 @@ def test_a_job_is_program_at_seconds() -> None:
     with pytest.raises(argparse.ArgumentTypeError, match="PROGRAM@SECONDS"):
         budget_keeping.parse_job("xla-v2/a")
     for seconds in ("0", "-1", "x", "nan", "inf"):
-        with pytest.raises(argparse.ArgumentTypeError, match="SECONDS must be a number above 0"):
+        with pytest.raises(
+            argparse.ArgumentTypeError,
+            match="SECONDS: (not a number of seconds|seconds must be a finite number)",
+        ):
             budget_keeping.parse_job(f"xla-v2/a@{seconds}")
 
 
@@ -60,7 +63,7 @@ def test_a_job_is_program_at_seconds() -> None:
     [
         (["--solver", "nosuch", "xla-v1/lstm_infer@2"], "unknown solver 'nosuch'"),
         (["xla-v1/lstm_infer@2", "xla-v1/nosuch@2"], "xla-v1/nosuch: neither a bundled"),
-        (["xla-v1/lstm_infer@0"], "xla-v1/lstm_infer@0: SECONDS must be a number above 0"),
+        (["xla-v1/lstm_infer@0"], "xla-v1/lstm_infer@0: SECONDS: seconds must be a finite number"),
     ],
 )
 def test_what_a_child_would_refuse_is_a_usage_error(argv, said, monkeypatch, capsys) -> None:
