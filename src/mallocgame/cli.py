@@ -131,8 +131,7 @@ def _cmd_solve(args: argparse.Namespace, inst: Instance | None = None) -> int:
         options=_options(args.option),
     )
     solution = solver.solve(inst, request)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    save_solution(solution, out)
+    save_solution(solution, out)  # (the write makes the folders to it)
     print(
         f"{inst.name}: {solver.name} normalized reward {solution.normalized_reward:.6f} "
         f"(reward {solution.reward_s:.6g} s) -> {out}"
@@ -1312,7 +1311,6 @@ def _cmd_bench_rewards(args: argparse.Namespace) -> int:
         raise UsageError(
             f"{csv_path} holds curves at {held}, not {args.budget:g} s: give another --out"
         )
-    out.parent.mkdir(parents=True, exist_ok=True)  # once nothing is refused
     done = {(p.program, p.solver, p.seed) for p in points}
     for program in args.programs:
         for solver in args.solvers:

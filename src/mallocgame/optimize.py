@@ -306,7 +306,6 @@ def write_outputs(outcome: Outcome, out: str | Path) -> OutputPaths:
     answer last (a write that fails leaves the answer file as it was). The layouts are the
     heuristic's above the agent's."""
     paths = output_paths(out)
-    paths.answer.parent.mkdir(parents=True, exist_ok=True)
     save_solution(outcome.baseline, paths.baseline)
     save_solution(outcome.agent, paths.agent)
     write_csv(list(outcome.curve), paths.curve_csv)

@@ -217,7 +217,6 @@ def _run_cell(
             f"{placement} on {tasks} tasks: its answer fails the check: {report.summary()}"
         )
     path = _solution_path(out, tasks, placement, seed)
-    path.parent.mkdir(parents=True, exist_ok=True)
     save_solution(answer, path)
     latency = simulate(inst, answer).latency_s
     return TaskLatency(
@@ -260,7 +259,6 @@ def _still_at(path: Path, fd: int) -> bool:
 
 
 def write_csv(rows: list[TaskLatency], path: Path) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
     write_csv_atomic(
         path,
         CSV_HEADER,

@@ -259,7 +259,6 @@ class BestAnswerFile:
         theirs = self.on_disk()
         if theirs is not None and not mine > theirs:
             return False
-        self.path.parent.mkdir(parents=True, exist_ok=True)
         save_solution(solution, self.path)
         self._known = (_stat(self.path), mine)
         return True
