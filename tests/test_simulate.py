@@ -361,6 +361,32 @@ def test_copy_out_blocks_the_reuse_of_its_memory_in_the_next_iteration() -> None
     _consistent(r)
 
 
+def test_a_copy_out_in_a_loop_ends_before_the_next_iteration_writes_the_tensor_again() -> None:
+    # loop body (3 iterations): i0 writes X0 (copied out during i1, 1 s), i1 (0.1 s);
+    # i2 reads X0 after the loop. Each iteration's i0 writes a new X0 into the bytes the
+    # last copy-out reads: it waits for that copy-out.
+    doc = build_doc(
+        [X(100)],
+        [
+            I(writes=[0], count=3, latency=roofline(compute_s=0.1)),
+            I(count=3, latency=roofline(compute_s=0.1)),
+            I(reads=[0], latency=roofline(compute_s=0.1)),
+        ],
+    )
+    inst = _with_loops(doc, [(0, 1, 3)])
+    allocs = _play(inst, [COPY, DROP])
+    assert [(a.start, a.end, a.copy) for a in allocs if a.action == "Copy"] == [(0, 1, (1, 1))]
+    r = simulate(inst, allocs)
+    # iteration k (k = 0, 1, 2): i0 starts when the copy-out of iteration k - 1 is done;
+    # i2 reads X0 from slow memory once the last copy-out is done, 1 s
+    assert r.exec_step.tolist() == [0, 1, 0, 1, 0, 1, 2]
+    assert r.exec_start.tolist() == pytest.approx([0, 0.1, 1.1, 1.2, 2.2, 2.3, 3.3])
+    assert r.copy_start.tolist() == pytest.approx([0.1, 1.2, 2.3])
+    assert r.stall_s == pytest.approx(3 * 0.9)
+    assert r.latency_s == pytest.approx(4.3)
+    _consistent(r)
+
+
 def test_unroll_nested_loops_and_overlap_error() -> None:
     doc = build_doc([X(1)], [I(count=1), I(count=6), I(count=6), I(count=2), I(count=1)])
     inst = _with_loops(doc, [(1, 3, 2), (1, 2, 3)])

@@ -56,6 +56,7 @@ class SimulationError(MallocGameError, ValueError):
 
 
 _SCAN = 64  # allocations scanned one by one before a vectorized search (reuse after copy-out)
+_ANY_TENSOR = -1  # first_overlap's x that excludes no tensor
 
 
 @dataclass(frozen=True, eq=False)
@@ -371,7 +372,7 @@ class _Footprints:
 
     def first_overlap(self, k0: int, k1: int, lo: int, hi: int, x: int) -> int | None:
         """The smallest start among rows ``k0 .. k1-1`` overlapping ``[lo, hi)`` (bytes)
-        with a tensor other than ``x``; ``None`` for none."""
+        with a tensor other than ``x`` (any tensor for ``_ANY_TENSOR``); ``None`` for none."""
         rows = self.rows
         k = k0
         stop = min(k1, k0 + _SCAN)
@@ -568,8 +569,10 @@ class _Simulation:
     def wait_for_reuse(self) -> None:
         """Reuse of a copy-out's memory: the step where the first later allocation of
         another tensor over the copy-out's bytes starts waits for the copy-out, and so, in
-        each loop whose body holds the copy's span, does the step where the first such
-        allocation in the body before the copy starts (reuse in the next iteration)."""
+        each loop whose body holds the copy's span, does the step where the first
+        allocation in the body up to the copied-out tensor's definition starts over those
+        bytes, its own allocation included (reuse in the next iteration, where the body
+        defines the tensor anew)."""
         inst = self.inst
         align = inst.hardware.aligned
         rows = _Footprints(inst, self.allocs)
@@ -590,9 +593,11 @@ class _Simulation:
                 while lp >= 0:
                     first, last, _trip, parent = tree[lp]
                     if first <= tau and a.copy[1] <= last:
+                        # up to tau itself, the tensor's own rows included: the next
+                        # iteration writes a new value into the copy-out's bytes at tau
                         k0 = bisect.bisect_left(starts, first)
-                        k1 = bisect.bisect_left(starts, tau)
-                        w = rows.first_overlap(k0, k1, lo, hi, buf.tensor_id)
+                        k1 = bisect.bisect_right(starts, tau)
+                        w = rows.first_overlap(k0, k1, lo, hi, _ANY_TENSOR)
                         if w is not None:
                             steps.add(w)
                     lp = parent
