@@ -502,3 +502,21 @@ def test_slow_read_factors_follow_the_output_shape():
         ins, operands=ins.operands[1:], operand_bytes=ins.operand_bytes[1:]
     )
     assert slow_read_factors(program, merged, 64) == (1, 1, 1)
+
+
+@pytest.mark.parametrize(
+    "shape",
+    ["float32[128,100000000000]", "float32[128," + "9" * 400 + "]", "f32[" + "9" * 5000 + "]"],
+)
+def test_a_matmul_shape_its_bytes_cannot_hold_is_refused(shape: str) -> None:
+    """A shape that does not describe its tensor set read factors of 10**8 (a latency 10**7
+    times too slow) or raised OverflowError from the table."""
+    program = _matmul_program()
+    out = dataclasses.replace(program.tensors[3], shape=shape)
+    bad = dataclasses.replace(program, tensors=(*program.tensors[:3], out))
+    with pytest.raises(ProgramError, match="holds more elements than its 131072 bytes can"):
+        slow_read_factors(bad, bad.instructions[0], 64)
+    tiled = HardwarePreset(**{**TOY.__dict__, "name": "tiled", "slow_dot_tile": 64})
+    with pytest.raises(ProgramError, match="mm.0"):
+        derive_instance(bad, tiled)
+    assert derive_instance(bad, TOY).num_buffers == 4  # untiled presets do not read shapes

@@ -193,12 +193,19 @@ MAX_TABLE_BUFFERS = 8  # SPEC section 5: a table varies at most 8 buffers
 _SHAPE = re.compile(r"\[([0-9,\s]*)\]\s*$")
 
 
+_MAX_DIM_DIGITS = 20  # a dimension past 10**20 elements describes no tensor of <= 2**53 bytes
+_ELEMENTS_PER_BYTE = 8  # the most elements a byte holds (one bit each)
+
+
 def _dims(shape: str) -> tuple[int, ...] | None:
-    """``(8, 64)`` from a shape string such as ``"float32[8,64]"``; ``None`` if unreadable."""
+    """``(8, 64)`` from a shape string such as ``"float32[8,64]"``; ``None`` if unreadable
+    (no trailing ``[...]`` of whole numbers, or a dimension of more than 20 digits)."""
     m = _SHAPE.search(shape)
     if m is None:
         return None
     parts = [p for p in m.group(1).replace(" ", "").split(",") if p]
+    if any(len(p) > _MAX_DIM_DIGITS for p in parts):
+        return None
     return tuple(int(p) for p in parts)
 
 
@@ -210,12 +217,23 @@ def slow_read_factors(program: Program, ins: ProgramInstruction, tile: int) -> t
     first output has a shape ``[..., M, N]``: ``ceil(N / tile)`` for the left operand (the
     second last), ``ceil(M / tile)`` for the right one (the last), 1 for the rest; all 1
     otherwise (operands merged or repeated: left and right unknown), or with ``tile <= 0``.
+    Raises :class:`~mallocgame.program.ProgramError` where that shape holds more elements
+    than its tensor's bytes can (more than 8 a byte): the shape does not describe it.
     """
     k = len(ins.operands) + len(ins.outputs)
     ones = (1,) * k
     if tile <= 0 or DOT_OPERANDS.get(ins.opcode) != len(ins.operands) or not ins.outputs:
         return ones
-    dims = _dims(getattr(program.tensors[ins.outputs[0]], "shape", ""))
+    out = program.tensors[ins.outputs[0]]
+    shape = getattr(out, "shape", "")
+    dims = _dims(shape)
+    if _SHAPE.search(shape) is not None and (
+        dims is None or math.prod(dims) > _ELEMENTS_PER_BYTE * out.size
+    ):
+        raise ProgramError(
+            f"instruction {ins.name}: the shape {shape:.80} of its output {out.name} holds "
+            f"more elements than its {out.size} bytes can"
+        )
     if dims is None or len(dims) < 2 or min(dims) < 1:
         return ones
     m, n = dims[-2], dims[-1]
