@@ -418,6 +418,27 @@ def test_bad_arguments_are_simulation_errors() -> None:
         with pytest.raises(SimulationError, match="scale must be a finite number"):
             execution_time(inst, 0, (), scale=scale)
     assert execution_time(inst, np.int64(0), ()) == execution_time(inst, 0, ())
+    # a NaN or infinite start returned NaN; bad fast sets and periods raised TypeError or
+    # were used as they were (a reversed period ignored)
+    for start in (float("nan"), float("inf"), "0", True):
+        with pytest.raises(SimulationError, match="start must be a finite number"):
+            execution_time(inst, 0, (), start=start)
+    with pytest.raises(SimulationError, match="fast must be a collection"):
+        execution_time(inst, 0, None)
+    for busy, needle in [
+        ([("a", "b")], "is not a pair of finite numbers"),
+        ([(0.0, float("nan"))], "is not a pair of finite numbers"),
+        ([(0.5, 0.2)], "is not a pair of finite numbers"),
+        ([(0.0, 1.0, 2.0)], "is not a pair of finite numbers"),
+        ([(0.0, 0.5), (0.2, 0.6)], "overlap"),
+        ([1.0], "busy must be"),
+    ]:
+        with pytest.raises(SimulationError, match=needle):
+            execution_time(inst, 0, (), busy=busy)
+    touching = [(0.0, 0.5), (0.5, 1.0)]
+    assert execution_time(inst, 0, (), busy=iter(touching)) == execution_time(
+        inst, 0, (), busy=[(0.0, 1.0)]
+    )
 
 
 # ------------------------------------------------------------------------------ monotone

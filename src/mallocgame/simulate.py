@@ -26,6 +26,7 @@ docs/simulator.md.
 from __future__ import annotations
 
 import bisect
+import math
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -221,8 +222,10 @@ def execution_time(
     ``fast`` are in fast memory and the copy engine is busy during the ``busy``
     periods (sorted, disjoint ``(begin, end)`` pairs); ``scale`` executions' worth of
     work (see the module docstring). With no busy period this is ``scale * L_t(S)``.
-    Raises :class:`SimulationError` for an instruction ``t`` outside ``0 .. T-1`` or a
-    ``scale`` that is not a finite number at least 0.
+    Raises :class:`SimulationError` for an instruction ``t`` outside ``0 .. T-1``, a
+    ``scale`` that is not a finite number at least 0, a ``start`` that is not a finite
+    number, ``fast`` that is no collection of buffer ids, or ``busy`` periods that are not
+    pairs of finite numbers ``begin <= end``, disjoint.
     """
     if isinstance(t, bool) or not isinstance(t, (int, np.integer)):
         raise SimulationError(f"instruction {t!r:.40} is not a whole number")
@@ -234,13 +237,51 @@ def execution_time(
         or not 0 <= scale < float("inf")
     ):
         raise SimulationError(f"scale must be a finite number at least 0, not {scale!r:.40}")
+    if not _is_finite(start):
+        raise SimulationError(f"start must be a finite number of seconds, not {start!r:.40}")
+    try:
+        fast_set = frozenset(fast)
+    except TypeError:
+        raise SimulationError(
+            f"fast must be a collection of buffer ids, not {fast!r:.40}"
+        ) from None
     gamma = _copy_share(instance, copy_share)
-    d, fixed, m, rho = _execution_params(instance, t, frozenset(fast), scale, gamma)
-    pairs = sorted(busy)
+    d, fixed, m, rho = _execution_params(instance, t, fast_set, scale, gamma)
+    pairs = _busy_periods(busy)
     bs = [p[0] for p in pairs]
     bf = [p[1] for p in pairs]
     k = bisect.bisect_right(bf, start)
     return _finish(start, d, fixed, m, rho, bs, bf, k) - start
+
+
+def _is_finite(x: object) -> bool:
+    """Whether ``x`` is a finite real number (not a bool)."""
+    return (
+        not isinstance(x, bool)
+        and isinstance(x, (int, float, np.integer, np.floating))
+        and math.isfinite(x)
+    )
+
+
+def _busy_periods(busy: Iterable[tuple[float, float]]) -> list[tuple[float, float]]:
+    """``busy`` sorted, as floats; :class:`SimulationError` unless every period is a pair
+    of finite numbers ``begin <= end`` and no two overlap."""
+    try:
+        periods = [tuple(p) for p in busy]
+    except TypeError:
+        raise SimulationError(f"busy must be (begin, end) pairs, not {busy!r:.40}") from None
+    pairs = []
+    for p in periods:
+        if len(p) != 2 or not (_is_finite(p[0]) and _is_finite(p[1])) or p[0] > p[1]:
+            raise SimulationError(
+                f"busy period {p!r:.60} is not a pair of finite numbers begin <= end"
+            )
+        pairs.append((float(p[0]), float(p[1])))
+    pairs.sort()
+    for (b0, e0), (b1, e1) in zip(pairs, pairs[1:]):
+        if b1 < e0:
+            raise SimulationError(f"busy periods ({b0}, {e0}) and ({b1}, {e1}) overlap")
+    return pairs
 
 
 # --------------------------------------------------------------------------- loops
