@@ -643,6 +643,17 @@ def test_a_resumed_run_keeps_its_best_demonstration(tmp_path: Path, small) -> No
     assert resumed.resumed and resumed.best_demonstration == first.best_demonstration
 
 
+def test_a_resumed_run_keeps_the_mean_of_its_last_games(tmp_path: Path, small) -> None:
+    """A resumed run's info["recent_mean"] was None (no new game) or covered only the games
+    played since the resume."""
+    config = MuZeroSolver().config(TINY)
+    first = Trainer(small, config, seed=0, checkpoint_dir=tmp_path).run(games=8)
+    assert first.info["recent_mean"] is not None
+    resumed = Trainer(small, config, seed=0, checkpoint_dir=tmp_path)
+    assert resumed.resumed
+    assert resumed.run(games=8).info["recent_mean"] == first.info["recent_mean"]
+
+
 def test_the_first_complete_game_is_checkpointed_at_once(
     tmp_path: Path, small, monkeypatch
 ) -> None:

@@ -758,11 +758,13 @@ class Trainer(RayActorsOwner):
 
     def program_state(self) -> dict[str, Any]:
         """What a checkpoint holds of this program's run beside the network, its
-        optimizer and the replay: counters, the best answer, Reanalyse's kept games,
-        the demonstrations."""
+        optimizer and the replay: counters, the best answer, the normalized rewards of the
+        last self-play games (``info["recent_mean"]``), Reanalyse's kept games, the
+        demonstrations."""
         state: dict[str, Any] = {
             "counters": dataclasses.asdict(self.counters),
             "best_actions": np.asarray(self.best_actions, dtype=np.int8),
+            "recent_returns": np.asarray(self.recent_returns, dtype=np.float64),
         }
         if self.fallback is not None:  # the best answer is this demonstration's game
             state["fallback"] = self.fallback
@@ -823,6 +825,10 @@ class Trainer(RayActorsOwner):
             }
             self._demonstrations_pending = False
         self.counters = Counters(**state["counters"])
+        # (absent from checkpoints written before it was kept: the mean restarts)
+        recent = np.asarray(state.get("recent_returns", ()), dtype=np.float64).ravel()
+        self.recent_returns.clear()
+        self.recent_returns.extend(float(r) for r in recent)
         if "best_demonstration" in state:
             kept = state["best_demonstration"]
             self.best_demonstration = (
