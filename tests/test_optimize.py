@@ -34,6 +34,11 @@ def test_both_candidates_and_the_answer(outcome) -> None:
     assert [p.solver for p in outcome.curve][-3:] == ["heuristic", "muzero", "muzero-prod"]
     # the agent's last point holds the work it did by the end, as its answer file does
     assert outcome.curve[-2].work == work_text(outcome.agent.work)
+    # ... and the info of its run as it ended: train_seconds and recent_mean were those of
+    # the moment its best game was found (0.0 and None where a demonstration's game won)
+    assert outcome.agent.info == outcome.answer.info["agent_info"]
+    assert outcome.agent.info["train_seconds"] > 0
+    assert outcome.agent.info["recent_mean"] is not None
     assert 0 < outcome.answer.normalized_reward <= outcome.bound_normalized
 
 

@@ -163,9 +163,11 @@ def optimize(
     missing = [name for name in (BASELINE, AGENT) if name not in bests]
     if missing:
         raise SolverError(f"muzero-prod reported no answer of {', '.join(missing)}")
-    # the agent's best game, with all the work the agent did (not the order search's)
+    # the agent's best game, with all the work the agent did (not the order search's) and
+    # its info as the run ended (not as it was when that game was found)
     agent_work = {k: v for k, v in answer.work.items() if k != "order_evaluations"}
-    agent = replace(bests[AGENT], work=agent_work)
+    agent_info = answer.info.get("agent_info", bests[AGENT].info)
+    agent = replace(bests[AGENT], work=agent_work, info=dict(agent_info))
     curve.extend(  # each curve's last point: its best, with the work done by the end
         _point(instance, s, answer.wall_s, seconds) for s in (bests[BASELINE], agent, answer)
     )

@@ -26,7 +26,8 @@ answer first, then each new best game of the agent, then each mapping of the ord
 that is faster in simulation than every valid candidate before it; their ``solver``
 names them (``heuristic``, ``muzero``, ``msa-search``). The answer's ``info`` has
 ``chosen``, ``latency_s`` and ``candidates`` (each candidate's reward, normalized reward,
-simulated latency and validity) beside the chosen candidate's own ``info``; its ``work``
+simulated latency and validity) beside the chosen candidate's own ``info``, and, where
+the agent ran, ``agent_info``: the agent's own ``info`` as its run ended; its ``work``
 is the agent's, with the order search's ``order_evaluations``.
 
 With ``order_search_patience`` above 0 and a wall-clock budget, the agent's share ends
@@ -194,6 +195,8 @@ class MuZeroProdSolver(MuZeroSolver, name="muzero-prod", config=MuZeroProdConfig
         if searched is not None:
             work["order_evaluations"] = searched.work["evaluations"]
         info = {**choice.info(), **({"left_out": left_out} if left_out else {})}
+        if agent is not None:  # the agent's own account of its run, as it ended
+            info["agent_info"] = dict(agent.info)
         if isinstance(agent_clock, PatientStopwatch):
             info["agent_ended_s"] = agent_clock.ended_s
         return replace(choice.solution, work=work, info=info)
