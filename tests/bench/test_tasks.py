@@ -223,6 +223,7 @@ def test_a_resumed_row_no_study_writes_is_refused(
         ([], [0], 5.0, "no count of tasks"),
         ([1], [-3], 5.0, "a seed must be from 0 to 9,223,372,036,854,775,807, not -3"),
         ([1], [], 5.0, "no seed"),
+        ([1], [0], 5.0, "no placement"),
         ([1], [0], 0.0, "budget must be a finite number of seconds above 0"),
         ([1], [0], float("nan"), "budget must be a finite number of seconds above 0"),
         ([1], [0], 1e9, "at most 604800"),
@@ -231,9 +232,10 @@ def test_a_resumed_row_no_study_writes_is_refused(
 def test_a_study_it_cannot_run_is_refused_before_anything_is_written(
     tmp_path: Path, tasks, seeds, budget, message
 ) -> None:
+    placements = [] if message == "no placement" else ["all-slow"]
     with pytest.raises(StudyInputError, match=message):
         run_tasks_study(
-            tiny_program(), MARL_SOCKET, tasks, ["all-slow"], seeds, budget, tmp_path / "t"
+            tiny_program(), MARL_SOCKET, tasks, placements, seeds, budget, tmp_path / "t"
         )
     assert not any(tmp_path.iterdir())
 

@@ -136,9 +136,10 @@ def run_tasks_study(
     """Run every missing (tasks, placement, seed) cell; every row of ``out.csv`` for this study.
 
     ``placements``: references and solver specs. Raises, before anything runs or is
-    written, :class:`~mallocgame.bench.inputs.StudyInputError` for a count of tasks that
-    is not a whole number from 1 to :func:`max_tasks`, a seed that is not a whole number
-    >= 0, or a budget :func:`~mallocgame.bench.inputs.budget_seconds` refuses, and
+    written, :class:`~mallocgame.bench.inputs.StudyInputError` for no count of tasks, no
+    placement or no seed, a count of tasks that is not a whole number from 1 to
+    :func:`max_tasks`, a seed that is not a whole number >= 0, or a budget
+    :func:`~mallocgame.bench.inputs.budget_seconds` refuses, and
     :class:`~mallocgame.errors.SolverError` for a bad spec; then
     :class:`~mallocgame.errors.StaleRecordError` when ``out.csv`` holds another program's
     or budget's rows, or another run of the study is writing them (it holds
@@ -149,6 +150,8 @@ def run_tasks_study(
     most = max_tasks(machine)
     if not tasks:
         raise StudyInputError("no count of tasks given")
+    if not placements:
+        raise StudyInputError("no placement given")
     # a count, placement or seed named twice is one cell, run once
     tasks = list(dict.fromkeys(whole_number(n, "the count of tasks", 1, most) for n in tasks))
     placements = list(dict.fromkeys(placements))
