@@ -151,6 +151,26 @@ def test_a_file_that_is_not_a_study_csv(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize(
+    "row, again",
+    [
+        ("p,2,heuristic,0,30.0,1.5,0.5,0.1", "p,2,heuristic,0,30.0,9.0,0.5,0.1"),
+        ("p,2,all-slow,0,30.0,1.5,,0.0", "p,2,all-slow,3,30.0,1.5,,0.0"),
+    ],
+)
+def test_a_second_row_of_one_cell_is_refused_not_averaged(
+    tmp_path: Path, row: str, again: str
+) -> None:
+    path = tmp_path / "t.csv"
+    header = "program,tasks,placement,seed,budget_s,latency_s,normalized_reward,wall_s"
+    other = "p,2,heuristic,1,30.0,2.5,0.5,0.1"  # another seed: a row of its own
+    path.write_text("\n".join([header, row, other, again]) + "\n")
+    with pytest.raises(FormatError, match=r"t.csv, line 4: a second row of 2 tasks, .*line 2"):
+        read_csv(path)
+    path.write_text("\n".join([header, row, other]) + "\n")
+    assert len(read_csv(path)) == 2
+
+
+@pytest.mark.parametrize(
     "column, value, message",
     [
         (5, "nan", "latency_s nan is not a finite number above 0"),

@@ -287,13 +287,27 @@ def read_csv(path: Path) -> list[TaskLatency]:
     row no study writes (it names the file and line): a count of tasks below 1, a
     negative seed, a budget :func:`~mallocgame.bench.inputs.budget_seconds` refuses, a
     latency that is not finite and above 0, a normalized reward outside ``[0, 1]``
-    (the roofline's bound, give or take ``REWARD_SLACK``) or a wall time below 0."""
+    (the roofline's bound, give or take ``REWARD_SLACK``) or a wall time below 0; and a
+    second row of one cell (tasks, placement, seed), or of one reference at one count
+    of tasks at another seed: a study writes each once, and the tables would average
+    them."""
     rows = []
+    seen: dict[tuple[int, str, int], int] = {}  # a cell -> the line of its row
     for line, cells in enumerate(read_csv_rows(path, CSV_HEADER, list, "tasks-study CSV"), start=2):
         try:
-            rows.append(_parse_row(cells))
+            row = _parse_row(cells)
         except (ValueError, IndexError) as exc:
             raise FormatError(f"{path}, line {line}: not a row of a tasks study ({exc})") from None
+        # a reference is measured once a count of tasks, at one seed
+        cell = (row.tasks, row.placement, -1 if row.placement in REFERENCES else row.seed)
+        if cell in seen:
+            raise FormatError(
+                f"{path}, line {line}: a second row of {row.tasks} tasks, {row.placement}"
+                + ("" if row.placement in REFERENCES else f" s{row.seed}")
+                + f" (the first is line {seen[cell]}): remove one"
+            )
+        seen[cell] = line
+        rows.append(row)
     return rows
 
 
