@@ -260,6 +260,23 @@ def test_a_study_it_cannot_run_is_refused_before_anything_is_written(
     assert not any(tmp_path.iterdir())
 
 
+def test_a_program_of_no_bytes_is_refused_before_any_work(tmp_path: Path, capsys) -> None:
+    from mallocgame.cli import main
+    from mallocgame.program import Program, ProgramInstruction, ProgramTensor
+
+    tensors = (ProgramTensor(0, "w", 0, -1, 0), ProgramTensor(1, "a", 0, 0, 0, live_out=True))
+    empty = Program("empty", (ProgramInstruction("i0", "add", (0,), (1,), (0,), (0,)),), tensors)
+    with pytest.raises(StudyInputError, match="empty has no live bytes at its peak"):
+        run_tasks_study(empty, MARL_SOCKET, [1], ["fast-only"], [0], 5.0, tmp_path / "t")
+    assert not any(tmp_path.iterdir())
+    save_program(empty, tmp_path / "empty.json")
+    argv = ["bench", "tasks", "--program", str(tmp_path / "empty.json"), "--tasks", "1"]
+    assert main([*argv, "--placements", "fast-only", "--out", str(tmp_path / "t")]) == 2
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1 and "empty has no live bytes" in err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["empty.json"]
+
+
 def test_cli_blames_the_count_of_tasks(tmp_path: Path, capsys) -> None:
     from mallocgame.cli import main
 

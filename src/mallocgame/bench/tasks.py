@@ -139,7 +139,9 @@ def run_tasks_study(
     written, :class:`~mallocgame.bench.inputs.StudyInputError` for no count of tasks, no
     placement or no seed, a count of tasks that is not a whole number from 1 to
     :func:`max_tasks`, a seed that is not a whole number >= 0, or a budget
-    :func:`~mallocgame.bench.inputs.budget_seconds` refuses, and
+    :func:`~mallocgame.bench.inputs.budget_seconds` refuses, or a program with no live
+    bytes at its peak (:func:`~mallocgame.costmodel.peak_live_bytes`: how many of its
+    tasks fit has no answer), and
     :class:`~mallocgame.errors.SolverError` for a bad spec; then
     :class:`~mallocgame.errors.StaleRecordError` when ``out.csv`` holds another program's
     or budget's rows, or another run of the study is writing them (it holds
@@ -160,6 +162,11 @@ def run_tasks_study(
     specs = [p for p in placements if p not in REFERENCES]
     for spec in specs:
         solver_spec(spec)
+    if peak_live_bytes(program) <= 0:  # the tables count the tasks of its bytes that fit
+        raise StudyInputError(
+            f"{program.name} has no live bytes at its peak (0 B): a study of how many of its "
+            "tasks share a machine needs a program that holds memory"
+        )
     csv_path = output_beside(out, ".csv")
     out.parent.mkdir(parents=True, exist_ok=True)
     with _only_run(output_beside(out, ".lock")):
