@@ -53,7 +53,7 @@ def test_more_tasks_than_cores_time_share_them() -> None:
     assert hw.fast_memory_bytes % DRAM_PMEM.alignment_bytes == 0
 
 
-@pytest.mark.parametrize("tasks", [0, -1, 2.5, True])
+@pytest.mark.parametrize("tasks", [0, -1, 2.5, True, 2.0, math.nan, math.inf, "2"])
 def test_a_bad_number_of_tasks_is_refused(tasks: object) -> None:
     with pytest.raises(InstanceError, match="number of tasks"):
         task_preset(MARL_SOCKET, tasks)  # type: ignore[arg-type]
@@ -125,17 +125,37 @@ def test_memory_mode_lies_between_all_slow_and_all_fast() -> None:
     assert fast == pytest.approx(ideal)
 
 
-def test_memory_mode_refuses_a_cache_of_no_bytes() -> None:
+@pytest.mark.parametrize("cache_bytes", [0, -64, math.nan, math.inf, 2.0**30, True])
+def test_memory_mode_refuses_a_cache_that_is_no_whole_number_of_bytes(cache_bytes) -> None:
+    with pytest.raises(InstanceError, match="cache_bytes must be a whole number >= 1"):
+        memory_mode_hit_rates(_chain(), 1, cache_bytes)
     with pytest.raises(InstanceError, match="cache_bytes"):
-        memory_mode_hit_rates(_chain(), 1, 0)
+        memory_mode_latency(_chain(), 2, cache_bytes)
+    with pytest.raises(InstanceError, match="number of tasks"):
+        memory_mode_latency(_chain(), math.nan, 64)  # type: ignore[arg-type]
+    assert memory_mode_latency(_chain(), np.int64(2), np.int64(2**30)) == memory_mode_latency(
+        _chain(), 2, 2**30
+    )
 
 
 def test_tasks_that_fit_each_mode() -> None:
     # MARL: a 1.5 GB task; 2 GB of DRAM left; 128 GB of PM; 14 GB for the system
     fit = tasks_that_fit(MARL_SOCKET, 3 * GIB // 2)
     assert fit == {"app-direct": 1, "memory-mode": (114 * 2) // 3, "both": (130 * 2) // 3}
-    with pytest.raises(InstanceError):
-        tasks_that_fit(MARL_SOCKET, 0)
+    for bad in (0, -1, math.nan, math.inf, 0.5, 3.0 * GIB, True):
+        with pytest.raises(InstanceError, match="task_bytes must be a whole number >= 1"):
+            tasks_that_fit(MARL_SOCKET, bad)
+    assert tasks_that_fit(MARL_SOCKET, np.int64(3 * GIB // 2)) == fit
+
+
+def test_a_machine_of_no_whole_number_of_bytes_is_refused() -> None:
+    for bad in (math.inf, math.nan, 16.0 * GIB, True):
+        with pytest.raises(InstanceError, match="fast_total_bytes must be a whole number"):
+            SharedMachine(DRAM_PMEM, 4, 1.0, 1.0, 1.0, bad, 128 * GIB, GIB)
+        with pytest.raises(InstanceError, match="slow_total_bytes must be a whole number"):
+            SharedMachine(DRAM_PMEM, 4, 1.0, 1.0, 1.0, 16 * GIB, bad, GIB)
+    with pytest.raises(InstanceError, match="core_fast_bandwidth"):
+        SharedMachine(DRAM_PMEM, 4, True, 1.0, 1.0, 16 * GIB, 128 * GIB, GIB)
 
 
 def test_the_machine_cites_its_figures() -> None:

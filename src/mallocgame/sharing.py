@@ -45,6 +45,7 @@ Units: bytes, bytes/s, flop/s, seconds.
 from __future__ import annotations
 
 import math
+import numbers
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 
@@ -67,6 +68,20 @@ __all__ = [
 ]
 
 _LINE = 64  # bytes of a Memory Mode cache line
+
+
+def _is_real(value: object) -> bool:
+    """Whether ``value`` is a real number and not a bool (``True`` is no bandwidth)."""
+    return isinstance(value, numbers.Real) and not isinstance(value, bool)
+
+
+def _whole(value: object, what: str, least: int) -> int:
+    """``value`` as an ``int`` if it is a whole number (an integer type, numpy's
+    included; not a bool, not a float, so never NaN or an infinity) of at least
+    ``least``; :class:`~mallocgame.errors.InstanceError` naming ``what`` otherwise."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < least:
+        raise InstanceError(f"{what} must be a whole number >= {least}, got {value!r}")
+    return int(value)
 
 
 @dataclass(frozen=True)
@@ -95,8 +110,10 @@ class SharedMachine:
             )
         for key in ("core_fast_bandwidth", "core_slow_bandwidth", "core_copy_bandwidth"):
             value = getattr(self, key)
-            if not (math.isfinite(value) and value > 0):
+            if not (_is_real(value) and math.isfinite(value) and value > 0):
                 raise InstanceError(f"shared machine: {key} must be finite and > 0, got {value!r}")
+        for key in ("fast_total_bytes", "slow_total_bytes", "system_bytes"):
+            _whole(getattr(self, key), f"shared machine: {key}", 0 if key == "system_bytes" else 1)
         if not 0 <= self.system_bytes < self.fast_total_bytes:
             raise InstanceError("shared machine: system_bytes must be below the fast memory's size")
         if not self.system_bytes < self.slow_total_bytes:  # else a negative count of tasks fits
@@ -148,15 +165,15 @@ MARL_SOCKET = SharedMachine(
 """MARL's machine: one 32-core Xeon socket, 16 GB DRAM, 128 GB Optane DC (App Direct)."""
 
 
-def _check_tasks(tasks: int) -> None:
-    if isinstance(tasks, bool) or not isinstance(tasks, int) or tasks < 1:
-        raise InstanceError(f"the number of tasks must be a whole number >= 1, got {tasks!r}")
+def _check_tasks(tasks: object) -> int:
+    return _whole(tasks, "the number of tasks", 1)
 
 
 def task_preset(machine: SharedMachine, tasks: int) -> HardwarePreset:
     """The machine one of ``tasks`` identical tasks sees (module docstring), named
-    ``"{preset}/{tasks}tasks"``; :class:`~mallocgame.errors.InstanceError` if ``tasks < 1``."""
-    _check_tasks(tasks)
+    ``"{preset}/{tasks}tasks"``; :class:`~mallocgame.errors.InstanceError` unless ``tasks``
+    is a whole number >= 1."""
+    tasks = _check_tasks(tasks)
     hw = machine.preset
     share = min(1.0, machine.cores / tasks)  # of one core
     align = hw.alignment_bytes
@@ -222,10 +239,11 @@ def reuse_distances(instance: Instance) -> np.ndarray:
 
 def memory_mode_hit_rates(instance: Instance, tasks: int, cache_bytes: int) -> np.ndarray:
     """Per buffer, the probability that its access hits the DRAM cache when ``tasks``
-    copies of ``instance`` share ``cache_bytes`` of it (float [B]; module docstring)."""
-    _check_tasks(tasks)
-    if cache_bytes <= 0:
-        raise InstanceError(f"cache_bytes must be > 0, got {cache_bytes!r}")
+    copies of ``instance`` share ``cache_bytes`` of it (float [B]; module docstring).
+    :class:`~mallocgame.errors.InstanceError` unless ``tasks`` and ``cache_bytes`` are
+    whole numbers >= 1 (not a bool, a float, NaN or an infinity)."""
+    tasks = _check_tasks(tasks)
+    cache_bytes = _whole(cache_bytes, "cache_bytes", 1)
     footprint = float(peak_live_bytes(instance))
     own = np.minimum(reuse_distances(instance), footprint)
     lines = tasks * own / _LINE
@@ -236,7 +254,8 @@ def memory_mode_hit_rates(instance: Instance, tasks: int, cache_bytes: int) -> n
 
 def memory_mode_latency(instance: Instance, tasks: int, cache_bytes: int) -> float:
     """One task's latency in Memory Mode (seconds): each buffer's bytes at the fast
-    bandwidth with its hit rate, at the slow bandwidth otherwise; no copies."""
+    bandwidth with its hit rate, at the slow bandwidth otherwise; no copies.
+    :class:`~mallocgame.errors.InstanceError` as :func:`memory_mode_hit_rates`."""
     return _latency(instance, memory_mode_hit_rates(instance, tasks, cache_bytes))
 
 
@@ -270,9 +289,11 @@ def tasks_that_fit(machine: SharedMachine, task_bytes: int) -> Mapping[str, int]
     - ``"memory-mode"``: the persistent memory is main memory, the DRAM its cache;
     - ``"both"``: DRAM and persistent memory are both main memory (MARL, and every
       placement of this project).
+
+    :class:`~mallocgame.errors.InstanceError` unless ``task_bytes`` is a whole number
+    >= 1 (not a bool, a float, NaN or an infinity): each count is a whole number.
     """
-    if task_bytes <= 0:
-        raise InstanceError(f"task_bytes must be > 0, got {task_bytes!r}")
+    task_bytes = _whole(task_bytes, "task_bytes", 1)
     left = machine.fast_total_bytes - machine.system_bytes
     return {
         "app-direct": left // task_bytes,
