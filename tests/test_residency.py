@@ -197,3 +197,26 @@ def test_an_allocation_of_a_buffer_the_instance_lacks_is_left_out() -> None:
         odd = dataclasses.replace(keeps, allocations=(*keeps.allocations, stray))
         assert residency(inst, odd) == residency(inst, keeps)
         assert compare_residency(inst, odd, keeps) == compare_residency(inst, keeps, keeps)
+
+
+def test_a_solution_of_another_instance_is_refused_not_compared() -> None:
+    import dataclasses
+
+    from mallocgame.errors import SolutionError
+
+    inst = _program()
+    keeps = _solution(inst, [DROP, COPY, NOCOPY, NOCOPY], "keeps")
+    other = build(
+        tensors=[X(100), X(60)],
+        instructions=[I(writes=[1]), I(reads=[0]), I(reads=[0])],
+        capacity=4096,
+        alignment=1,
+    )
+    theirs = _solution(other, [DROP, COPY, NOCOPY], "theirs")
+    with pytest.raises(SolutionError, match=r"b \(theirs\) is a solution of another instance"):
+        compare_residency(inst, keeps, theirs)
+    with pytest.raises(SolutionError, match=r"a \(theirs\) is a solution of another instance"):
+        compare_residency(inst, theirs, keeps)
+    edited = dataclasses.replace(keeps, instance_sha256="0" * 64)  # its name is this one's
+    with pytest.raises(SolutionError, match="instance_sha256 000000000000"):
+        compare_residency(inst, keeps, edited)

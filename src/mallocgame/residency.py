@@ -22,6 +22,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from mallocgame.errors import SolutionError
 from mallocgame.instance import Instance
 from mallocgame.solution import Solution
 from mallocgame.units import format_bytes
@@ -211,7 +212,18 @@ def compare_residency(
 ) -> ResidencyComparison:
     """Compare where ``a`` and ``b`` (solutions of ``instance``) keep each tensor; ``names``
     (default: their solvers') name them in the comparison. Steps are counted within the
-    program, so an invalid answer's intervals past its end are compared as far as it goes."""
+    program, so an invalid answer's intervals past its end are compared as far as it goes.
+    Raises :class:`~mallocgame.errors.SolutionError` (before any work) when ``a`` or ``b``
+    is a solution of another instance (its ``instance_sha256`` is not ``instance``'s), as
+    ``check`` fails it and ``show`` refuses it: its buffers are not this program's."""
+    for which, solution in (("a", a), ("b", b)):
+        if solution.instance_sha256 != instance.sha256:
+            raise SolutionError(
+                f"compare_residency: {which} ({solution.solver}) is a solution of another "
+                f"instance ({solution.instance!r}, instance_sha256 "
+                f"{solution.instance_sha256[:12]}...), not of {instance.name!r} "
+                f"({instance.sha256[:12]}...)"
+            )
     runs_a, runs_b = residency(instance, a), residency(instance, b)
     name_a, name_b = names if names is not None else (a.solver, b.solver)
 
