@@ -94,6 +94,12 @@ def test_a_solver_row_replays_from_its_kept_solution(tmp_path: Path) -> None:
     assert answer.instance_sha256 == inst.sha256
 
 
+def test_an_out_ending_in_csv_keeps_its_answers_beside_the_csv(tmp_path: Path) -> None:
+    _study(tmp_path / "x.csv", placements=["first-touch"], seeds=[0])
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["x.csv", "x.solutions"]
+    assert (tmp_path / "x.solutions" / "4-first-touch-s0.solution.json").exists()
+
+
 def test_a_rerun_skips_what_exists(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     first = _study(tmp_path / "t")
     import mallocgame.bench.tasks as tasks

@@ -70,6 +70,7 @@ __all__ = [
     "TaskLatency",
     "max_tasks",
     "run_tasks_study",
+    "solutions_folder",
     "write_csv",
     "read_csv",
     "latency_table",
@@ -118,9 +119,16 @@ def _reference_latency(placement: str, inst: Instance, machine: SharedMachine, t
     return memory_mode_latency(inst, tasks, machine.fast_total_bytes)
 
 
+def solutions_folder(out: str | os.PathLike[str]) -> Path:
+    """The folder of a study's kept answers: ``OUT.solutions`` beside ``OUT.csv``
+    (:func:`~mallocgame.fileio.output_beside`: ``--out x.csv`` keeps them in
+    ``x.solutions``, not ``x.csv.solutions``)."""
+    return output_beside(out, ".solutions")
+
+
 def _solution_path(out: Path, tasks: int, spec: str, seed: int) -> Path:
     safe = re.sub(r"[^A-Za-z0-9_.=-]+", "_", spec)
-    return out.with_name(out.name + ".solutions") / f"{tasks}-{safe}-s{seed}.solution.json"
+    return solutions_folder(out) / f"{tasks}-{safe}-s{seed}.solution.json"
 
 
 def run_tasks_study(
