@@ -1355,6 +1355,10 @@ def _cmd_bench_tasks(args: argparse.Namespace) -> int:
         load_program(args.program) if Path(args.program).exists() else suite_program(args.program)
     )
     out = Path(args.out)
+    # every place the study writes, found wanting before any cell runs
+    _output_file(output_beside(out, ".csv"))
+    png = _output_file(output_beside(out, ".png"))
+    check_writable(tasks.solutions_folder(out) / "answer.solution.json")
     rows = tasks.run_tasks_study(
         program,
         MARL_SOCKET,
@@ -1369,7 +1373,7 @@ def _cmd_bench_tasks(args: argparse.Namespace) -> int:
     alone = [r.latency_s for r in rows if r.tasks == 1 and r.placement == "fast-only"]
     limit = 1.25 if args.limit is None else args.limit
     limit_s = limit * alone[0] if limited and alone else None
-    tasks.plot_tasks(rows, output_beside(out, ".png"), limit_s)
+    tasks.plot_tasks(rows, png, limit_s)
     print(tasks.latency_table(rows))
     print()
     print(tasks.fit_table(MARL_SOCKET, program))

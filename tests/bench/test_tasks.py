@@ -22,7 +22,13 @@ from mallocgame.bench.tasks import (
     write_csv,
 )
 from mallocgame.costmodel import derive_instance
-from mallocgame.errors import FormatError, InputFileError, SolverError, StaleRecordError
+from mallocgame.errors import (
+    FormatError,
+    InputFileError,
+    OutputFileError,
+    SolverError,
+    StaleRecordError,
+)
 from mallocgame.program import save_program
 from mallocgame.sharing import MARL_SOCKET, dram_only_latency, task_preset
 from mallocgame.simulate import baseline_latency, simulate
@@ -281,6 +287,36 @@ def test_a_program_of_no_bytes_is_refused_before_any_work(tmp_path: Path, capsys
     err = capsys.readouterr().err
     assert len(err.strip().splitlines()) == 1 and "empty has no live bytes" in err
     assert sorted(p.name for p in tmp_path.iterdir()) == ["empty.json"]
+
+
+@pytest.mark.parametrize("blocked", ["t.png", "t.solutions", "t.csv"])
+def test_cli_refuses_a_place_it_cannot_write_before_any_cell_runs(
+    tmp_path: Path, capsys, monkeypatch: pytest.MonkeyPatch, blocked: str
+) -> None:
+    """The figure's place a folder, the answers' folder a file, the CSV's a folder: one
+    line and exit 2 before anything runs, not a traceback after the whole study."""
+    import mallocgame.bench.tasks as tasks
+    from mallocgame.cli import main
+
+    def refuse(*_args, **_kwargs):
+        raise AssertionError("a cell ran")
+
+    monkeypatch.setattr(tasks, "_run_cell", refuse)
+    save_program(tiny_program(), tmp_path / "tiny.json")
+    if blocked == "t.solutions":
+        (tmp_path / blocked).write_text("not a folder")
+    else:
+        (tmp_path / blocked).mkdir()
+    argv = ["bench", "tasks", "--program", str(tmp_path / "tiny.json"), "--tasks", "1"]
+    argv += ["--placements", "fast-only", "first-touch", "--out", str(tmp_path / "t")]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1 and blocked in err
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted([blocked, "tiny.json"])
+    if blocked == "t.solutions":  # the library finds it before any cell runs too
+        with pytest.raises(OutputFileError, match="t.solutions is not a folder"):
+            _study(tmp_path / "t")
+        assert not (tmp_path / "t.csv").exists()
 
 
 def test_cli_blames_the_count_of_tasks(tmp_path: Path, capsys) -> None:

@@ -50,7 +50,13 @@ from mallocgame.bench.rewards import solver_spec
 from mallocgame.check import check_solution
 from mallocgame.costmodel import derive_instance, peak_live_bytes
 from mallocgame.errors import FormatError, SolverError, StaleRecordError
-from mallocgame.fileio import output_beside, read_csv_rows, write_bytes_atomic, write_csv_atomic
+from mallocgame.fileio import (
+    check_writable,
+    output_beside,
+    read_csv_rows,
+    write_bytes_atomic,
+    write_csv_atomic,
+)
 from mallocgame.instance import Instance
 from mallocgame.program import Program
 from mallocgame.sharing import (
@@ -150,7 +156,10 @@ def run_tasks_study(
     :func:`~mallocgame.bench.inputs.budget_seconds` refuses, or a program with no live
     bytes at its peak (:func:`~mallocgame.costmodel.peak_live_bytes`: how many of its
     tasks fit has no answer), and
-    :class:`~mallocgame.errors.SolverError` for a bad spec; then
+    :class:`~mallocgame.errors.SolverError` for a bad spec, and
+    :class:`~mallocgame.errors.OutputFileError` where ``OUT.csv``, ``OUT.lock`` or the
+    answers' folder (:func:`solutions_folder`) cannot be written (a file where a folder
+    goes, a read-only folder); then
     :class:`~mallocgame.errors.StaleRecordError` when ``out.csv`` holds another program's
     or budget's rows, or another run of the study is writing them (it holds
     ``OUT.lock``); :class:`~mallocgame.errors.FormatError` for a row of ``out.csv`` no
@@ -176,8 +185,12 @@ def run_tasks_study(
             "tasks share a machine needs a program that holds memory"
         )
     csv_path = output_beside(out, ".csv")
+    lock = output_beside(out, ".lock")
+    # a file where a folder goes, or a folder that takes no file: found before any cell runs
+    for path in (csv_path, lock, solutions_folder(out) / "answer.solution.json"):
+        check_writable(path)
     out.parent.mkdir(parents=True, exist_ok=True)
-    with _only_run(output_beside(out, ".lock")):
+    with _only_run(lock):
         rows = read_csv(csv_path) if csv_path.exists() else []
         other = {(r.program, r.budget_s) for r in rows} - {(program.name, budget_s)}
         if other:
