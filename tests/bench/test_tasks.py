@@ -100,6 +100,23 @@ def test_a_solver_row_replays_from_its_kept_solution(tmp_path: Path) -> None:
     assert answer.instance_sha256 == inst.sha256
 
 
+def test_a_kept_answer_is_checked_against_the_instance_kept_beside_it(
+    tmp_path: Path, capsys
+) -> None:
+    from mallocgame.cli import main
+    from mallocgame.instance import load_instance
+
+    _study(tmp_path / "t", placements=["first-touch", "agnostic"], seeds=[0])
+    kept = tmp_path / "t.solutions"
+    for n in (1, 4):
+        inst = load_instance(kept / f"{n}.instance.json.gz")
+        assert inst.hardware.name == f"{MARL_SOCKET.preset.name}/{n}tasks"
+        for spec in ("first-touch", "agnostic"):
+            answer = kept / f"{n}-{spec}-s0.solution.json"
+            assert main(["check", str(kept / f"{n}.instance.json.gz"), str(answer)]) == 0
+            assert capsys.readouterr().out.startswith("valid: ")
+
+
 def test_an_out_ending_in_csv_keeps_its_answers_beside_the_csv(tmp_path: Path) -> None:
     _study(tmp_path / "x.csv", placements=["first-touch"], seeds=[0])
     assert sorted(p.name for p in tmp_path.iterdir()) == ["x.csv", "x.solutions"]

@@ -17,9 +17,11 @@ share of each memory's bandwidth, ``1/N`` of the DRAM left to the tasks) and pla
 Records: one CSV row per (tasks, placement, seed) (references at the first seed
 only), written after each, so a stopped run goes on with the cells it lacks; a CSV of
 another program or budget is refused. Solvers' answers are kept beside it
-(``OUT.solutions/N-SPEC-sSEED.solution.json``) to replay. :func:`latency_table`,
-:func:`limit_table` and :func:`plot_tasks` turn the rows into the study's tables and
-figure. Units: seconds, bytes.
+(``OUT.solutions/N-SPEC-sSEED.solution.json``), with the instance each answers, the
+program on one of ``N`` tasks' machine (``OUT.solutions/N.instance.json.gz``,
+:func:`instance_path`), so that ``mallocgame check`` takes the two files and replays it.
+:func:`latency_table`, :func:`limit_table` and :func:`plot_tasks` turn the rows into the
+study's tables and figure. Units: seconds, bytes.
 """
 
 from __future__ import annotations
@@ -57,7 +59,7 @@ from mallocgame.fileio import (
     write_bytes_atomic,
     write_csv_atomic,
 )
-from mallocgame.instance import Instance
+from mallocgame.instance import Instance, save_instance
 from mallocgame.program import Program
 from mallocgame.sharing import (
     SharedMachine,
@@ -77,6 +79,7 @@ __all__ = [
     "max_tasks",
     "run_tasks_study",
     "solutions_folder",
+    "instance_path",
     "write_csv",
     "read_csv",
     "latency_table",
@@ -130,6 +133,13 @@ def solutions_folder(out: str | os.PathLike[str]) -> Path:
     (:func:`~mallocgame.fileio.output_beside`: ``--out x.csv`` keeps them in
     ``x.solutions``, not ``x.csv.solutions``)."""
     return output_beside(out, ".solutions")
+
+
+def instance_path(out: str | os.PathLike[str], tasks: int) -> Path:
+    """Where a study keeps the instance its answers at ``tasks`` tasks are of (the
+    program derived on the machine one of ``tasks`` tasks sees), written atomically
+    beside them: ``mallocgame check OUT.solutions/N.instance.json.gz ANSWER`` checks one."""
+    return solutions_folder(out) / f"{tasks}.instance.json.gz"
 
 
 def _solution_path(out: Path, tasks: int, spec: str, seed: int) -> Path:
@@ -234,7 +244,8 @@ def _run_cell(
     out: Path,
 ) -> TaskLatency:
     """One task's latency under ``placement`` when ``tasks`` tasks share ``machine``
-    (``inst``: the program on one task's machine); a solver's answer is checked and kept."""
+    (``inst``: the program on one task's machine); a solver's answer is checked and kept,
+    with ``inst`` (:func:`instance_path`)."""
     if placement in REFERENCES:
         latency = _reference_latency(placement, inst, machine, tasks)
         return TaskLatency(program.name, tasks, placement, seed, budget_s, latency, None, 0.0)
@@ -247,8 +258,8 @@ def _run_cell(
         raise SolverError(
             f"{placement} on {tasks} tasks: its answer fails the check: {report.summary()}"
         )
-    path = _solution_path(out, tasks, placement, seed)
-    save_solution(answer, path)
+    save_instance(inst, instance_path(out, tasks))  # what the answer is of, to check it
+    save_solution(answer, _solution_path(out, tasks, placement, seed))
     latency = simulate(inst, answer).latency_s
     return TaskLatency(
         program.name,
