@@ -367,14 +367,53 @@ def test_cli_blames_the_count_of_tasks(tmp_path: Path, capsys) -> None:
     )  # the most tasks still make a machine
 
 
-def test_the_rows_a_run_tables_are_those_it_asked_for(tmp_path: Path) -> None:
+def test_the_rows_a_run_tables_are_those_it_asked_for_at_every_seed(tmp_path: Path) -> None:
     rows = _study(tmp_path / "t", seeds=(0, 1, 2))
-    asked = rows_asked(rows, [4], ["all-slow", "first-touch"], [1])
-    # the reference at its one stored seed, the solver at the seed asked for
+    asked = rows_asked(rows, [4], ["all-slow", "first-touch"])
+    # the reference at its one stored seed, the solver at every seed the records hold
     assert {(r.tasks, r.placement, r.seed) for r in asked} == {
         (4, "all-slow", 0),
+        (4, "first-touch", 0),
         (4, "first-touch", 1),
+        (4, "first-touch", 2),
     }
+
+
+def test_cli_tables_the_mean_of_every_seed_held_not_only_those_asked(
+    tmp_path: Path, capsys
+) -> None:
+    """The published study: every placement at seed 0, then agnostic's seeds 1-4 added by
+    a second run; the first command, run again, tables agnostic's mean over all five."""
+    from mallocgame.cli import main
+
+    save_program(tiny_program(), tmp_path / "tiny.json")
+    argv = ["bench", "tasks", "--program", str(tmp_path / "tiny.json"), "--tasks", "1", "4"]
+    argv += ["--budget", "1", "--out", str(tmp_path / "t")]
+    first = [*argv, "--placements", "fast-only", "agnostic", "--seeds", "0"]
+    assert main(first) == 0
+    assert main([*argv, "--placements", "agnostic", "--seeds", "1", "2", "3", "4"]) == 0
+    capsys.readouterr()
+    import dataclasses
+
+    # seeds of distinct latencies (this tiny program's draws may all come out the same)
+    rows = read_csv(tmp_path / "t.csv")
+    spread = [
+        dataclasses.replace(r, latency_s=r.latency_s * (1 + r.seed / 10))
+        if r.placement == "agnostic"
+        else r
+        for r in rows
+    ]
+    write_csv(spread, tmp_path / "t.csv")
+    assert main(first) == 0  # every cell held: nothing runs
+    printed = capsys.readouterr()
+    assert "agnostic s" not in printed.err
+    rows = read_csv(tmp_path / "t.csv")
+    for n in (1, 4):
+        seeds = [r.latency_s for r in rows if r.tasks == n and r.placement == "agnostic"]
+        ideal = next(r.latency_s for r in rows if r.tasks == n and r.placement == "fast-only")
+        mean = sum(seeds) / len(seeds)
+        assert len(seeds) == 5
+        assert f"| {n} | {ideal:.4g} (1.00×) | {mean:.4g} ({mean / ideal:.2f}×) |" in printed.out
 
 
 def test_cli_keeps_dotted_outs_apart_and_refuses_a_nameless_one(tmp_path: Path, capsys) -> None:

@@ -390,21 +390,13 @@ def _order(rows: Sequence[TaskLatency]) -> tuple[list[int], list[str]]:
 
 
 def rows_asked(
-    rows: Sequence[TaskLatency],
-    tasks: Sequence[int],
-    placements: Sequence[str],
-    seeds: Sequence[int],
+    rows: Sequence[TaskLatency], tasks: Sequence[int], placements: Sequence[str]
 ) -> list[TaskLatency]:
-    """The rows of a study's CSV (which may hold other runs' counts, placements and seeds)
-    that a run asking for ``tasks``, ``placements`` and ``seeds`` tables: the references
-    (stored at one seed, deterministic) at any seed, the solvers' at the seeds asked for."""
-    return [
-        r
-        for r in rows
-        if r.tasks in tasks
-        and r.placement in placements
-        and (r.placement in REFERENCES or r.seed in seeds)
-    ]
+    """The rows of a study's CSV (which may hold other runs' counts and placements) that
+    a run asking for ``tasks`` and ``placements`` tables: every seed the records hold for
+    them, not only the seeds the run asked for (a run adding seeds 1-4 of one placement
+    and a run of every placement at seed 0 table the same means)."""
+    return [r for r in rows if r.tasks in tasks and r.placement in placements]
 
 
 def latency_table(rows: Sequence[TaskLatency]) -> str:
