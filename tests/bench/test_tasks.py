@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import csv
+import dataclasses
 from pathlib import Path
 
 import pytest
@@ -130,8 +132,7 @@ def test_a_rerun_skips_what_exists(tmp_path: Path, monkeypatch: pytest.MonkeyPat
     def refuse(*_args, **_kwargs):
         raise AssertionError("a cell was run again")
 
-    monkeypatch.setattr(tasks, "get_solver", refuse)
-    monkeypatch.setattr(tasks, "_reference_latency", refuse)
+    monkeypatch.setattr(tasks, "_run_cell", refuse)
     assert _study(tmp_path / "t") == first
 
 
@@ -139,6 +140,88 @@ def test_another_budget_or_program_in_the_csv_is_refused(tmp_path: Path) -> None
     _study(tmp_path / "t", placements=["all-slow"])
     with pytest.raises(StaleRecordError, match="at 5 s"):
         run_tasks_study(tiny_program(), MARL_SOCKET, [1], ["all-slow"], [0], 9.0, tmp_path / "t")
+
+
+def test_a_row_of_a_changed_program_is_refused_not_reused(tmp_path: Path, capsys) -> None:
+    import dataclasses
+
+    from mallocgame.cli import main
+
+    _study(tmp_path / "t", placements=["all-slow", "first-touch"], seeds=[0])
+    program = tiny_program()
+    grown = dataclasses.replace(program.tensors[0], size=program.tensors[0].size + 8)
+    changed = dataclasses.replace(program, tensors=(grown, *program.tensors[1:]))
+    for placements in (["all-slow"], ["first-touch"]):  # a reference's row, a solver's
+        with pytest.raises(StaleRecordError, match="run on another instance than this run's"):
+            run_tasks_study(changed, MARL_SOCKET, [1, 4], placements, [0], 5.0, tmp_path / "t")
+    save_program(changed, tmp_path / "tiny.json")
+    argv = ["bench", "tasks", "--program", str(tmp_path / "tiny.json"), "--tasks", "4"]
+    argv += ["--placements", "first-touch", "--budget", "5", "--out", str(tmp_path / "t")]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1
+    assert "4 tasks, first-touch s0 was run on another instance" in err
+
+
+def test_a_row_of_other_solver_settings_is_refused_a_setting_it_lacks_is_its_default(
+    tmp_path: Path,
+) -> None:
+    import dataclasses
+    import json
+
+    rows = _study(tmp_path / "t", placements=["agnostic"], seeds=[0])
+    assert json.loads(rows[0].settings or "") == {"fast_share": 0.5}
+
+    def rewrite(settings: str) -> None:
+        write_csv([dataclasses.replace(r, settings=settings) for r in rows], tmp_path / "t.csv")
+
+    rewrite('{"fast_share": 0.25}')  # a default changed since
+    with pytest.raises(StaleRecordError, match=r"agnostic s0 was run with other settings .*0.25"):
+        _study(tmp_path / "t", placements=["agnostic"], seeds=[0])
+    rewrite("{}")  # written before fast_share was a setting: its default then as now
+    assert _study(tmp_path / "t", placements=["agnostic"], seeds=[0]) == read_csv(
+        tmp_path / "t.csv"
+    )
+
+
+def test_a_csv_written_before_rows_kept_their_input_is_read_and_resumed(tmp_path: Path) -> None:
+    """The published CSV's 8 columns: its rows are reused as they stand, and written back
+    with the identity cells empty beside the new rows, which have them."""
+    published = Path(__file__).parents[2] / "docs/results/tasks-wrn101-b128-60s.csv"
+    rows = read_csv(published)
+    assert len(rows) == 117 and all(r.instance_sha256 is r.settings is None for r in rows)
+    first = _study(tmp_path / "t", placements=["all-slow", "first-touch"], seeds=[0])
+    lines = (tmp_path / "t.csv").read_text().splitlines()
+    old = [",".join(next(csv.reader([line]))[:8]) for line in lines]
+    (tmp_path / "t.csv").write_text("\n".join(old) + "\n")
+    assert lines[0].endswith(",instance_sha256,settings") and old[0].endswith(",wall_s")
+    again = _study(tmp_path / "t", placements=["all-slow", "first-touch"], seeds=[0, 1])
+    assert [dataclasses.replace(r, instance_sha256=None, settings=None) for r in first] == [
+        r for r in again if r.seed == 0 or r.placement == "all-slow"
+    ]
+    added = [r for r in again if r.seed == 1]
+    assert len(added) == 2 and all(r.instance_sha256 and r.settings == "{}" for r in added)
+    assert read_csv(tmp_path / "t.csv") == again
+
+
+@pytest.mark.parametrize(
+    "cells, message",
+    [
+        (["abc", "{}"], "instance_sha256 'abc' is not a sha256"),
+        (["0" * 64, "[1]"], "settings '\\[1\\]' are not a JSON object"),
+        (["0" * 64, "{"], "are not a JSON object"),
+        (["", "{}"], "instance_sha256 '' is not a sha256"),
+    ],
+)
+def test_a_row_with_a_bad_identity_is_refused(tmp_path: Path, cells: list[str], message) -> None:
+    _study(tmp_path / "t", placements=["all-slow"], seeds=[0])
+    with open(tmp_path / "t.csv", newline="") as handle:
+        table = list(csv.reader(handle))
+    table[1][8:] = cells
+    with open(tmp_path / "t.csv", "w", newline="") as handle:
+        csv.writer(handle).writerows(table)
+    with pytest.raises(FormatError, match=f"t.csv, line 2: .*{message}"):
+        read_csv(tmp_path / "t.csv")
 
 
 def test_a_second_run_on_the_same_records_is_refused_while_one_runs(tmp_path: Path) -> None:

@@ -16,10 +16,18 @@ share of each memory's bandwidth, ``1/N`` of the DRAM left to the tasks) and pla
 
 Records: one CSV row per (tasks, placement, seed) (references at the first seed
 only), written after each, so a stopped run goes on with the cells it lacks; a CSV of
-another program or budget is refused. Solvers' answers are kept beside it
-(``OUT.solutions/N-SPEC-sSEED.solution.json``), with the instance each answers, the
-program on one of ``N`` tasks' machine (``OUT.solutions/N.instance.json.gz``,
-:func:`instance_path`), so that ``mallocgame check`` takes the two files and replays it.
+another program or budget is refused. Each row keeps what identifies its input: the
+``instance_sha256`` of the program on one of ``N`` tasks' machine, and the solver's
+settings (:meth:`~mallocgame.solvers.base.Solver.settings`, defaults filled in; ``{}``
+for a reference); a row of another instance (the program or the machine model changed
+since) or of other settings (a default changed since) is refused, not reused
+(:class:`~mallocgame.errors.StaleRecordError`). A row without them, written before they
+were kept (the CSV's first 8 columns only, as ``docs/results/tasks-wrn101-b128-60s.csv``),
+is read and reused as it stands, and written back with the two cells empty. Solvers'
+answers are kept beside it (``OUT.solutions/N-SPEC-sSEED.solution.json``), with the
+instance each answers, the program on one of ``N`` tasks' machine
+(``OUT.solutions/N.instance.json.gz``, :func:`instance_path`), so that ``mallocgame
+check`` takes the two files and replays it.
 :func:`latency_table`, :func:`limit_table` and :func:`plot_tasks` turn the rows into the
 study's tables and figure. Units: seconds, bytes.
 """
@@ -28,11 +36,12 @@ from __future__ import annotations
 
 import fcntl
 import io
+import json
 import os
 import re
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from mallocgame.bench.inputs import (
@@ -49,6 +58,7 @@ from mallocgame.bench.inputs import (
     seeds as checked_seeds,
 )
 from mallocgame.bench.rewards import solver_spec
+from mallocgame.bench.sweep import _differences, _with_defaults
 from mallocgame.check import check_solution
 from mallocgame.costmodel import derive_instance, peak_live_bytes
 from mallocgame.errors import FormatError, SolverError, StaleRecordError
@@ -93,7 +103,7 @@ __all__ = [
 REFERENCES = ("all-slow", "fast-only", "memory-mode")
 """The placements that need no solver (module docstring)."""
 
-CSV_HEADER = [
+CSV_HEADER_V1 = [
     "program",
     "tasks",
     "placement",
@@ -103,6 +113,9 @@ CSV_HEADER = [
     "normalized_reward",
     "wall_s",
 ]
+"""The columns of a CSV written before rows kept their input's identity (still read)."""
+
+CSV_HEADER = [*CSV_HEADER_V1, "instance_sha256", "settings"]
 
 
 @dataclass(frozen=True)
@@ -117,6 +130,9 @@ class TaskLatency:
     latency_s: float  # one task's latency, seconds
     normalized_reward: float | None  # the solver's answer's (None for a reference)
     wall_s: float  # seconds the placement took
+    # what identifies the cell's input; None in a row written before they were kept:
+    instance_sha256: str | None = None  # the program on one of ``tasks`` tasks' machine
+    settings: str | None = None  # the solver's settings as JSON (sorted keys); "{}": a reference
 
 
 def _reference_latency(placement: str, inst: Instance, machine: SharedMachine, tasks: int) -> float:
@@ -171,10 +187,11 @@ def run_tasks_study(
     answers' folder (:func:`solutions_folder`) cannot be written (a file where a folder
     goes, a read-only folder); then
     :class:`~mallocgame.errors.StaleRecordError` when ``out.csv`` holds another program's
-    or budget's rows, or another run of the study is writing them (it holds
-    ``OUT.lock``); :class:`~mallocgame.errors.FormatError` for a row of ``out.csv`` no
-    study writes (:func:`read_csv`); :class:`~mallocgame.errors.SolverError` if an
-    answer fails the check.
+    or budget's rows, a row of the counts and placements asked written for another
+    instance or under other solver settings (module docstring), or another run of the
+    study is writing them (it holds ``OUT.lock``); :class:`~mallocgame.errors.FormatError`
+    for a row of ``out.csv`` no study writes (:func:`read_csv`);
+    :class:`~mallocgame.errors.SolverError` if an answer fails the check.
     """
     most = max_tasks(machine)
     if not tasks:
@@ -208,22 +225,77 @@ def run_tasks_study(
             raise StaleRecordError(
                 f"{csv_path} holds rows of {held}, not {program.name} at {budget_s:g} s: give another --out"
             )
+        instances = {
+            n: derive_instance(program, task_preset(machine, n), capacity_fraction=None)
+            for n in tasks
+        }
+        settings = {p: _settings(p) for p in placements}
+        _refuse_stale(rows, instances, settings, csv_path)
         done = {(r.tasks, r.placement, r.seed) for r in rows}
         # a reference is measured once a count of tasks, at whatever seed it was
         references = {(r.tasks, r.placement) for r in rows if r.placement in REFERENCES}
         for n in tasks:
-            inst = derive_instance(program, task_preset(machine, n), capacity_fraction=None)
+            inst = instances[n]
             cells = [
                 (p, seed) for p in placements for seed in (seeds[:1] if p in REFERENCES else seeds)
             ]
             for placement, seed in cells:
                 if (n, placement, seed) in done or (n, placement) in references:
                     continue
-                rows.append(_run_cell(program, machine, inst, n, placement, seed, budget_s, out))
+                row = _run_cell(program, machine, inst, n, placement, seed, budget_s, out)
+                rows.append(replace(row, settings=settings[placement]))
                 write_csv(rows, csv_path)
                 if progress is not None:
                     progress(f"{n} tasks, {placement} s{seed}: {rows[-1].latency_s:.3f} s a task")
         return rows
+
+
+def _settings(placement: str) -> str:
+    """A placement's settings as stored in a row: a solver's
+    (:meth:`~mallocgame.solvers.base.Solver.settings` of its spec's options) as JSON with
+    sorted keys, ``"{}"`` for a reference."""
+    if placement in REFERENCES:
+        return "{}"
+    name, options = solver_spec(placement)
+    return json.dumps(get_solver(name).settings(options), sort_keys=True, default=str)
+
+
+def _refuse_stale(
+    rows: Sequence[TaskLatency],
+    instances: dict[int, Instance],
+    settings: dict[str, str],
+    csv_path: Path,
+) -> None:
+    """:class:`~mallocgame.errors.StaleRecordError` for a row of the counts and placements
+    asked (one a run would skip or table) whose input is not this run's: another
+    instance, or other settings. A setting a row lacks (added to the solver after it was
+    written) counts as its default, as in a sweep's records
+    (:func:`mallocgame.bench.sweep.check_records`); a row without them is taken as it is."""
+    defaults: dict[str, object] = {}
+    for r in rows:
+        if r.tasks not in instances or r.placement not in settings:
+            continue
+        cell = f"{r.tasks} tasks, {r.placement} s{r.seed}"
+        sha = instances[r.tasks].sha256
+        if r.instance_sha256 is not None and r.instance_sha256 != sha:
+            raise StaleRecordError(
+                f"{csv_path}: {cell} was run on another instance than this run's "
+                f"(instance_sha256 {r.instance_sha256[:12]} -> {sha[:12]}: the program or the "
+                "machine model changed since); remove its rows or give another --out"
+            )
+        if r.settings is None or r.settings == settings[r.placement]:
+            continue
+        current = json.loads(settings[r.placement])
+        if r.placement not in defaults:
+            name, _ = solver_spec(r.placement)
+            defaults[r.placement] = json.loads(_settings(name))
+        stored = _with_defaults(json.loads(r.settings), defaults[r.placement], current)
+        if stored != current:
+            changed = "; ".join(_differences(stored, current)[:3])
+            raise StaleRecordError(
+                f"{csv_path}: {cell} was run with other settings than this run's ({changed}); "
+                "remove its rows or give another --out"
+            )
 
 
 def max_tasks(machine: SharedMachine) -> int:
@@ -248,7 +320,9 @@ def _run_cell(
     with ``inst`` (:func:`instance_path`)."""
     if placement in REFERENCES:
         latency = _reference_latency(placement, inst, machine, tasks)
-        return TaskLatency(program.name, tasks, placement, seed, budget_s, latency, None, 0.0)
+        return TaskLatency(
+            program.name, tasks, placement, seed, budget_s, latency, None, 0.0, inst.sha256
+        )
     name, options = solver_spec(placement)
     answer = get_solver(name).solve(
         inst, SolveRequest(seed=seed, seconds=budget_s, options=options)
@@ -270,6 +344,7 @@ def _run_cell(
         latency,
         answer.normalized_reward,
         answer.wall_s,
+        inst.sha256,
     )
 
 
@@ -301,6 +376,8 @@ def _still_at(path: Path, fd: int) -> bool:
 
 
 def write_csv(rows: list[TaskLatency], path: Path) -> None:
+    """Atomically write ``rows`` under :data:`CSV_HEADER` (a row without its input's
+    identity: the last two cells empty)."""
     write_csv_atomic(
         path,
         CSV_HEADER,
@@ -314,6 +391,8 @@ def write_csv(rows: list[TaskLatency], path: Path) -> None:
                 repr(float(r.latency_s)),
                 "" if r.normalized_reward is None else repr(float(r.normalized_reward)),
                 repr(float(r.wall_s)),
+                r.instance_sha256 or "",
+                "" if r.settings is None else r.settings,
             ]
             for r in rows
         ),
@@ -321,7 +400,9 @@ def write_csv(rows: list[TaskLatency], path: Path) -> None:
 
 
 def read_csv(path: Path) -> list[TaskLatency]:
-    """The rows :func:`write_csv` wrote; :class:`~mallocgame.errors.InputFileError` for a
+    """The rows :func:`write_csv` wrote (or, under :data:`CSV_HEADER_V1`, a study wrote
+    before rows kept their input's identity: read without it);
+    :class:`~mallocgame.errors.InputFileError` for a
     file it cannot read, :class:`~mallocgame.errors.FormatError` for another format or a
     row no study writes (it names the file and line): a count of tasks below 1, a
     negative seed, a budget :func:`~mallocgame.bench.inputs.budget_seconds` refuses, a
@@ -330,11 +411,12 @@ def read_csv(path: Path) -> list[TaskLatency]:
     second row of one cell (tasks, placement, seed), or of one reference at one count
     of tasks at another seed: a study writes each once, and the tables would average
     them."""
+    header = CSV_HEADER_V1 if _first_line(path) == ",".join(CSV_HEADER_V1) else CSV_HEADER
     rows = []
     seen: dict[tuple[int, str, int], int] = {}  # a cell -> the line of its row
-    for line, cells in enumerate(read_csv_rows(path, CSV_HEADER, list, "tasks-study CSV"), start=2):
+    for line, cells in enumerate(read_csv_rows(path, header, list, "tasks-study CSV"), start=2):
         try:
-            row = _parse_row(cells)
+            row = _parse_row(cells, len(header))
         except (ValueError, IndexError) as exc:
             raise FormatError(f"{path}, line {line}: not a row of a tasks study ({exc})") from None
         # a reference is measured once a count of tasks, at one seed
@@ -354,10 +436,24 @@ REWARD_SLACK = 1e-9
 """How far past ``[0, 1]`` a normalized reward read back may be: the rounding of sums."""
 
 
-def _parse_row(r: list[str]) -> TaskLatency:
-    """One CSV row as :func:`write_csv` writes it; :class:`ValueError` names a bad cell."""
-    if len(r) != len(CSV_HEADER):
-        raise ValueError(f"{len(r)} cells, not {len(CSV_HEADER)}")
+def _first_line(path: Path) -> str:
+    """The first line of ``path`` without its line break ('' if it cannot be read: the
+    reader says why)."""
+    try:
+        with open(path, encoding="utf-8", newline="") as handle:
+            return handle.readline().rstrip("\r\n")
+    except (OSError, UnicodeDecodeError):
+        return ""
+
+
+_SHA256 = re.compile(r"[0-9a-f]{64}")
+
+
+def _parse_row(r: list[str], columns: int = len(CSV_HEADER)) -> TaskLatency:
+    """One CSV row as :func:`write_csv` writes it (``columns``: 8 in a CSV written before
+    rows kept their input's identity); :class:`ValueError` names a bad cell."""
+    if len(r) != columns:
+        raise ValueError(f"{len(r)} cells, not {columns}")
     if not r[0] or not r[2]:
         raise ValueError("no program" if not r[0] else "no placement")
     reward = None
@@ -372,7 +468,26 @@ def _parse_row(r: list[str]) -> TaskLatency:
         latency_s=finite(float(r[5]), "latency_s", 0.0, above=True),
         normalized_reward=reward,
         wall_s=finite(float(r[7]), "wall_s", 0.0),
+        **_identity(r[8:]),
     )
+
+
+def _identity(cells: list[str]) -> dict[str, str | None]:
+    """A row's ``instance_sha256`` and ``settings`` cells (none, or both empty: a row
+    written before they were kept); :class:`ValueError` for a hash that is no sha256 or
+    settings that are not a JSON object."""
+    if not cells or cells == ["", ""]:
+        return {"instance_sha256": None, "settings": None}
+    sha, settings = cells
+    if not _SHA256.fullmatch(sha):
+        raise ValueError(f"instance_sha256 {sha[:80]!r} is not a sha256 in hex")
+    try:
+        parsed = json.loads(settings)
+    except json.JSONDecodeError:
+        parsed = None
+    if not isinstance(parsed, dict):
+        raise ValueError(f"settings {settings[:80]!r} are not a JSON object")
+    return {"instance_sha256": sha, "settings": settings}
 
 
 def _mean_latency(rows: Sequence[TaskLatency]) -> dict[tuple[int, str], float]:
