@@ -29,6 +29,24 @@ def test_best_of_keeps_the_fastest_valid_candidate() -> None:
     assert simulate(inst, solution).latency_s == record["random"]["latency_s"]
 
 
+def test_best_of_work_and_progress_count_its_candidates() -> None:
+    """Progress heard each candidate's own counts (games 1..4, then games 1..4 again, then
+    the heuristic's counters), and the answer's work was the winner's alone."""
+    inst = load_workload("xla-v1/lstm_infer")
+    heard: list[dict] = []
+    solution = BestOfSolver().solve(
+        inst,
+        SolveRequest(
+            seed=0, work=4, progress=heard.append, options={"solvers": "es,random,heuristic"}
+        ),
+    )
+    assert heard == [{"candidates": 1}, {"candidates": 2}, {"candidates": 3}]
+    work = solution.work
+    assert work["candidates"] == 3
+    assert work["es.games"] == work["random.games"] == 4
+    assert work["heuristic.passes"] >= 1
+
+
 def test_best_of_options_name_known_solvers() -> None:
     solver = BestOfSolver()
     solver.check_options({})

@@ -146,9 +146,12 @@ class BestOfSolver(Solver, name="best-of", work_unit="per candidate", config=Bes
     candidate that finishes early leaves its time to the others and one that overruns
     takes it from them; each is judged (checked and simulated) as soon as it returns,
     inside the budget, and the shares keep back as long for each judging still to come
-    as the judgings so far took; a work budget is passed to each. A program the
-    simulator cannot judge (loops that overlap without nesting, too many executions
-    unrolled) is refused with a :class:`SolverError` before any candidate runs. ``info`` is
+    as the judgings so far took; a work budget is passed to each. The answer's ``work``
+    holds ``candidates`` (how many ran, refusals included) and each candidate's own
+    counters as ``NAME.KEY``; the request's ``progress`` hears ``{"candidates": n}`` as
+    each ends (the candidates' own counts, in their own units, are not passed on). A
+    program the simulator cannot judge (loops that overlap without nesting, too many
+    executions unrolled) is refused with a :class:`SolverError` before any candidate runs. ``info`` is
     :meth:`Choice.info`: ``candidates`` records every candidate's reward, simulated
     latency and validity, ``chosen`` the winner. A candidate that refuses (raises a
     :class:`~mallocgame.errors.MallocGameError`, as ``exhaustive`` does on a program
@@ -174,6 +177,7 @@ class BestOfSolver(Solver, name="best-of", work_unit="per candidate", config=Bes
         judged: list[Judged] = []
         refused: dict[str, str] = {}
         judging_s = 0.0  # what judging the candidates so far took, seconds
+        work: dict[str, int | float] = {"candidates": 0}
         for i, name in enumerate(names):
             share = None
             left = len(names) - i
@@ -181,20 +185,24 @@ class BestOfSolver(Solver, name="best-of", work_unit="per candidate", config=Bes
                 # as each judging so far), split evenly between those left to run
                 judge_s = judging_s / len(judged) if judged else 0.0
                 share = max(MIN_SHARE_S, (seconds - run.clock.elapsed - left * judge_s) / left)
-            request = replace(run.request, seconds=share, callback=None, options={})
+            request = replace(run.request, seconds=share, callback=None, progress=None, options={})
             try:
                 solution = get_solver(name).solve(instance, request)
             except MallocGameError as exc:
                 refused[name] = str(exc)
-                continue
-            started = run.clock.elapsed
-            judged.append(judge(instance, solution))  # where it happens, inside the budget
-            judging_s += run.clock.elapsed - started
+            else:
+                work.update({f"{name}.{k}": v for k, v in solution.work.items()})
+                started = run.clock.elapsed
+                judged.append(judge(instance, solution))  # where it happens, inside the budget
+                judging_s += run.clock.elapsed - started
+            work["candidates"] = i + 1
+            if run.request.progress is not None:
+                run.request.progress({"candidates": i + 1})
         if not judged:
             reasons = "; ".join(f"{name}: {reason}" for name, reason in refused.items())
             raise SolverError(f"best-of: every candidate refused ({reasons})")
         choice = fastest(judged)
         info = {**choice.info(), **({"refused": refused} if refused else {})}
-        answer = replace(choice.solution, solver=self.name, info=info)
+        answer = replace(choice.solution, solver=self.name, info=info, work=work)
         run.improve(answer)
         return answer
