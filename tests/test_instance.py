@@ -408,3 +408,40 @@ def test_conformance_instances_load(tmp_path):
         out = tmp_path / f"{name}.json.gz"
         save_instance(instance_from_dict(doc), out)
         assert load_instance(out).sha256 == spec_hash(doc)
+
+
+def test_a_shared_instance_s_source_cannot_be_changed_by_one_holder() -> None:
+    """load_workload hands out one instance per name: a caller that changed its source
+    (a dict) changed every later load's, under the file's hash."""
+    import pickle
+
+    from mallocgame.workloads.registry import load_workload
+
+    inst = load_workload("xla-v1/gru_infer")
+    assert inst.source  # the frontend's and the cost model's account
+    nested = next(k for k, v in inst.source.items() if isinstance(v, dict))
+    for change in (
+        lambda s: s.__setitem__("model", "mine"),
+        lambda s: s.update(model="mine"),
+        lambda s: s.pop(next(iter(s))),
+        lambda s: s.clear(),
+        lambda s: s[nested].__setitem__("x", 1),
+    ):
+        with pytest.raises(TypeError, match="read-only"):
+            change(inst.source)
+    listed = replace(inst, source={"notes": ["a"]})
+    with pytest.raises(TypeError, match="read-only"):
+        listed.source["notes"].append("b")
+    assert listed.source == {"notes": ["a"]}  # still equal to the plain values
+    mine = dict(inst.source)  # a copy is the caller's to change
+    mine["model"] = "mine"
+    assert load_workload("xla-v1/gru_infer").source == inst.source != mine
+    # it travels (pickled to workers, copied) and serializes as the plain values do
+    assert pickle.loads(pickle.dumps(inst)).source == inst.source
+    assert copy.deepcopy(inst).source == inst.source
+    assert json.loads(json.dumps(inst.source)) == json.loads(json.dumps(dict(inst.source)))
+    built = replace(inst, document=None, source={"notes": ["a"], "cost": {"x": 1}})
+    doc = built.to_dict()  # the caller's own copy, changeable all the way down
+    doc["source"]["notes"].append("b")
+    doc["source"]["cost"]["x"] = 2
+    assert built.source == {"notes": ["a"], "cost": {"x": 1}}

@@ -148,12 +148,55 @@ class Loop:
     trip_count: int
 
 
+class ReadOnlyDict(dict):
+    """A ``dict`` that refuses every change (``TypeError``): an :class:`Instance`'s
+    ``source``, so that an instance shared (``load_workload`` hands out one per name) is
+    the same for every holder. Copy it to change it: ``dict(instance.source)``."""
+
+    __slots__ = ()
+
+    def _read_only(self, *args: Any, **kwargs: Any) -> Any:
+        raise TypeError("an Instance's source is read-only: change a copy, dict(instance.source)")
+
+    __setitem__ = __delitem__ = __ior__ = _read_only
+    clear = pop = popitem = setdefault = update = _read_only
+
+    def __reduce__(self) -> tuple[Any, ...]:  # pickled and copied by its items
+        return (type(self), (dict(self),))
+
+
+class ReadOnlyList(list):
+    """A ``list`` that refuses every change (``TypeError``): a list inside an
+    :class:`Instance`'s ``source``."""
+
+    __slots__ = ()
+
+    def _read_only(self, *args: Any, **kwargs: Any) -> Any:
+        raise TypeError("an Instance's source is read-only: change a copy, dict(instance.source)")
+
+    __setitem__ = __delitem__ = __iadd__ = __imul__ = _read_only
+    append = extend = insert = pop = remove = clear = sort = reverse = _read_only
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (type(self), (list(self),))
+
+
+def _read_only(value: Any) -> Any:
+    """A JSON-like value whose objects and arrays refuse changes, all the way down."""
+    if isinstance(value, Mapping):
+        return ReadOnlyDict({k: _read_only(v) for k, v in value.items()})
+    if isinstance(value, (list, tuple)):
+        return ReadOnlyList(_read_only(v) for v in value)
+    return value
+
+
 @dataclass(frozen=True)
 class Instance:
     """A memory mapping problem: SPEC section 1, file format of section 7.
 
     ``document`` holds the parsed file (unknown keys included) that the hash covers;
     it is ``None`` for instances built in code, whose document is :meth:`to_dict`.
+    ``source`` is read-only (:class:`ReadOnlyDict`, its objects and arrays too).
     """
 
     name: str
@@ -164,6 +207,10 @@ class Instance:
     loops: tuple[Loop, ...] = ()
     source: Mapping[str, Any] = field(default_factory=dict)
     document: Mapping[str, Any] | None = field(default=None, compare=False, repr=False)
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.source, ReadOnlyDict):
+            object.__setattr__(self, "source", _read_only(self.source))
 
     @property
     def num_instructions(self) -> int:
@@ -385,7 +432,7 @@ def _instance_to_dict(inst: Instance) -> dict[str, Any]:
         "format": INSTANCE_FORMAT,
         "version": INSTANCE_VERSION,
         "name": inst.name,
-        "source": dict(inst.source),
+        "source": _json_copy(inst.source),
         "hardware": {
             "name": hw.name,
             "fast_memory_bytes": hw.fast_memory_bytes,
