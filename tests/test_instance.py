@@ -445,3 +445,80 @@ def test_a_shared_instance_s_source_cannot_be_changed_by_one_holder() -> None:
     doc["source"]["notes"].append("b")
     doc["source"]["cost"]["x"] = 2
     assert built.source == {"notes": ["a"], "cost": {"x": 1}}
+
+
+@pytest.mark.parametrize(
+    "value",
+    [{1, 2}, b"raw", float("nan"), float("inf"), np.int64(3), {"k": {1: "a"}}, [object()]],
+    ids=["set", "bytes", "nan", "inf", "numpy int", "int key", "object"],
+)
+def test_a_value_no_json_file_holds_is_refused_when_the_instance_is_made(value) -> None:
+    """Unknown keys were kept unchecked: the hash then raised a bare TypeError (a set,
+    bytes) or hashed a NaN no file can hold."""
+    doc = _doc()
+    doc["extra"] = value
+    with pytest.raises(InstanceError, match=r"instance\.extra.*is no JSON value|is not a string"):
+        instance_from_dict(doc)
+
+
+def test_a_version_that_is_no_whole_number_is_refused() -> None:
+    """ "version": 1.0 was read as 1 (a solution's 1.0 is refused)."""
+    for version in (1.0, True, "1"):
+        doc = _doc()
+        doc["version"] = version
+        with pytest.raises(FormatError, match="unsupported instance version"):
+            instance_from_dict(doc)
+
+
+def test_an_instance_made_in_code_with_nested_numbers_of_no_file_type_is_refused() -> None:
+    """validate() checked the records' own fields only: NumPy numbers in an instruction's
+    buffers or latency passed, then hashing or saving the instance failed (and a string
+    compute_s raised TypeError)."""
+    from mallocgame.instance import RooflineLatency, TableLatency
+
+    inst = instance_from_dict(_doc())
+    t_table = next(
+        t for t, i in enumerate(inst.instructions) if isinstance(i.latency, TableLatency)
+    )
+    t_roof = next(
+        t for t, i in enumerate(inst.instructions) if isinstance(i.latency, RooflineLatency)
+    )
+    t_read = next(t for t, i in enumerate(inst.instructions) if i.buffers)
+
+    def changed(t: int, **fields) -> object:
+        instructions = list(inst.instructions)
+        instructions[t] = replace(instructions[t], **fields)
+        return replace(inst, instructions=tuple(instructions), document=None)
+
+    table_lat = inst.instructions[t_table].latency
+    roof = inst.instructions[t_roof].latency
+    cases = [
+        (
+            changed(t_read, buffers=tuple(np.int64(b) for b in inst.instructions[t_read].buffers)),
+            "buffers",
+        ),
+        (
+            changed(
+                t_table,
+                latency=replace(table_lat, varied=tuple(np.int64(v) for v in table_lat.varied)),
+            ),
+            "latency varied",
+        ),
+        (
+            changed(
+                t_table,
+                latency=replace(
+                    table_lat, latency_s=tuple(np.float32(v) for v in table_lat.latency_s)
+                ),
+            ),
+            "latency latency_s",
+        ),
+        (
+            changed(t_roof, latency=replace(roof, compute_s=np.float32(roof.compute_s))),
+            "latency compute_s",
+        ),
+        (changed(t_roof, latency=replace(roof, fixed_s="0")), "latency fixed_s"),
+    ]
+    for bad, needle in cases:
+        with pytest.raises(InstanceError, match=needle):
+            validate(bad)

@@ -346,8 +346,28 @@ def _parse_latency(obj: Any, where: str) -> Latency:
 def instance_from_dict(doc: Any, *, where: str = "instance") -> Instance:
     """Build and validate an :class:`Instance` from a parsed SPEC section 7 document; the
     instance keeps a copy of ``doc``, so the caller's later edits change neither its fields
-    nor its hash."""
-    return _instance_from_own_dict(_json_copy(doc), where=where)
+    nor its hash. A value no JSON file holds, anywhere in ``doc`` (a set, bytes, a NaN, a
+    key that is not a string), is an :class:`InstanceError`: the hash is of the JSON."""
+    return _instance_from_own_dict(_json_value_copy(doc, where), where=where)
+
+
+def _json_value_copy(value: Any, where: str) -> Any:
+    """:func:`_json_copy` of a value made in code, refusing what no JSON file holds."""
+    if isinstance(value, Mapping):
+        bad = next((k for k in value if not isinstance(k, str)), None)
+        if bad is not None:
+            raise InstanceError(f"{where}: the key {bad!r:.40} is not a string")
+        return {k: _json_value_copy(v, f"{where}.{k}") for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_json_value_copy(v, f"{where}[{i}]") for i, v in enumerate(value)]
+    if value is None or isinstance(value, (bool, str)) or type(value) is int:
+        return value
+    if isinstance(value, float) and math.isfinite(value):
+        return value
+    raise InstanceError(
+        f"{where}: {value!r:.40} ({type(value).__name__}) is no JSON value (a finite "
+        "number, a string, true, false, null, an array or an object)"
+    )
 
 
 def _instance_from_own_dict(doc: Any, *, where: str = "instance") -> Instance:
@@ -359,7 +379,7 @@ def _instance_from_own_dict(doc: Any, *, where: str = "instance") -> Instance:
     if fmt != INSTANCE_FORMAT:
         raise FormatError(f"{where}: format is {fmt!r}, expected '{INSTANCE_FORMAT}'")
     version = doc.get("version")
-    if isinstance(version, bool) or version != INSTANCE_VERSION:  # true == 1, but is not a version
+    if type(version) is not int or version != INSTANCE_VERSION:  # true and 1.0 == 1, but are not
         raise FormatError(
             f"{where}: unsupported instance version {version!r} (this build reads {INSTANCE_VERSION})"
         )
@@ -529,6 +549,30 @@ def _validate_field_types(inst: Instance) -> None:
                         f"{where}: {name} must be {'a' if kind != 'int' else 'an'} {kind}, "
                         f"got {value!r:.40} ({type(value).__name__})"
                     )
+    for t, ins in enumerate(inst.instructions):
+        _validate_nested_types(f"instruction {t}", ins)
+
+
+def _validate_nested_types(where: str, ins: Instruction) -> None:
+    """An instruction's buffer ids and its latency's numbers are of their file types."""
+    lat = ins.latency
+    if isinstance(lat, RooflineLatency):
+        numbers: list[tuple[str, Any, str]] = [
+            ("latency compute_s", lat.compute_s, "float"),
+            ("latency fixed_s", lat.fixed_s, "float"),
+        ]
+    elif isinstance(lat, TableLatency):
+        numbers = [("latency varied", v, "int") for v in lat.varied]
+        numbers += [("latency latency_s", v, "float") for v in lat.latency_s]
+    else:
+        raise InstanceError(f"{where}: latency must be a RooflineLatency or a TableLatency")
+    numbers += [("buffers", b, "int") for b in ins.buffers]
+    for name, value, kind in numbers:
+        if not _is_file_type(value, kind):
+            raise InstanceError(
+                f"{where}: {name} holds {value!r:.40} ({type(value).__name__}), "
+                f"not {'a' if kind != 'int' else 'an'} {kind}"
+            )
 
 
 def _validate_hardware(hw: Hardware) -> None:
