@@ -47,6 +47,7 @@ from mallocgame.solution import Allocation, Solution
 from mallocgame.solvers.base import Run, Solver, SolveRequest, Stopwatch
 from mallocgame.solvers.bound import (
     RooflineTerm,
+    TableTerm,
     bound_details,
     instruction_gains,
     reach,
@@ -64,6 +65,9 @@ BUILD_S_PER_BUFFER = 1e-3  # model building, seconds per buffer (measured: ~0.75
 # 26,915 buffers, 2-core AMD EPYC): a wall-clock budget gives it at most a quarter
 LP_S_PER_BUFFER = 25e-6
 SCALE_EPS = 1e-6  # total rounding of the scaled objective, as a fraction of the trivial bound
+# the most units the objective's terms may span (their counts times their largest magnitudes):
+# CP-SAT's objective and bound pass through doubles, exact on integers only up to 2**53
+OBJECTIVE_SPAN = 2**40
 HINT_DETERMINISTIC_S = 5.0  # completing a warm start's hint without a wall clock: its limit
 # CP-SAT parameters for a second and third solve after a wrong INFEASIBLE (each adds to the
 # previous): without presolve probing, then without presolve
@@ -533,73 +537,53 @@ class MappingModel:
     # ------------------------------------------------------------------ objective
 
     def _add_objective(self) -> None:
+        """The objective (docs/exact-model.md, Objective and Scaling): each instruction's
+        term (:func:`_scale_terms`), in integer units of ``trivial / units_per_trivial``
+        seconds. ``units_per_trivial`` is ``max(W, 1) / SCALE_EPS`` (``W`` the rounding
+        weight), lowered where the terms would span more than :data:`OBJECTIVE_SPAN` units
+        (huge counts): ``objective_span`` is the span used."""
         m = self.model
         inst = self.inst
         terms = instruction_gains(inst)
         self.trivial = trivial_bound(inst, self.reach)
-        self.units_per_trivial = 1.0
         weight = sum(t.count * (len(inst.instructions[t.t].buffers) + 2) for t in terms)
         # integer units per trivial bound: one unit is SCALE_EPS * trivial / weight seconds
         self.units_per_trivial = max(weight, 1) / SCALE_EPS
-        objective = []
+        self.objective_span = 0
         if not self.trivial > 0:
             m.maximize(0)
             return
-        cap = 4.0 * self.units_per_trivial + 4.0  # no value that matters exceeds this
-
-        def up(v: float, count: int = 1, limit: float | None = None) -> int:
-            # One execution's value; ``count`` of them make at most ``cap`` units, so that
-            # count * r stays inside int64 for CP-SAT (counts reach 2**31 - 1).
-            q = (v / self.trivial) * self.units_per_trivial
-            limit = cap / count if limit is None else limit
-            q = min(max(q, -limit), limit)  # also tames overflow for tiny (subnormal) bounds
-            return math.ceil(q + abs(q) * 1e-12)
-
-        # Values are rounded up (so the scaled objective bounds the reward) and clamped:
-        # buffers that cannot be fast are left out, and losses below -floor are raised
-        # to -floor (a mapping with such a loss scores below 0, worse than dropping
-        # everything, and raising a value keeps the bound valid).
-        total_floor = 2 * (up(self.trivial) + 1)
         feasible = self.reach.feasible
-        for term in terms:
-            bufs = inst.instructions[term.t].buffers
-            floor = -(-total_floor // term.count)  # count * floor units of loss: below 0
-            if isinstance(term, RooflineTerm):
-                if term.a <= 0 and all(d >= 0 for d in term.deltas):
-                    continue
-                pos = sum(d for b, d in zip(bufs, term.deltas) if feasible[b] and d > 0)
-                a, bb = up(min(term.a, term.b + pos), term.count), up(term.b, term.count)
-                coefs = [
-                    (max(up(d, term.count), -floor), self.fast[self.gof[b]])
-                    for b, d in zip(bufs, term.deltas)
-                    if feasible[b] and d != 0
-                ]
-                neg = sum(c for c, _ in coefs if c < 0)
-                if neg < 0:  # fast memory slower than slow (SPEC allows it): B clamped to the
-                    # count's share of ``cap`` would make min(A, B + ...) fall below the
-                    # true gain; clamped instead at A - neg, past which the min is A for every
-                    # mapping, it stays exact
-                    bb = up(term.b, term.count, limit=a - neg)
-                lo = max(min(a, bb + sum(c for c, _ in coefs if c < 0)), -floor * (len(coefs) + 1))
-                r = m.new_int_var(min(lo, a), a, f"r_{term.t}")
-                # r = min(a, ...) exactly: a free r below both let CP-SAT's search raise
-                # the objective a unit per solution (10 s, no proof, on 10 buffers)
-                m.add_min_equality(r, [a, bb + sum(c * f for c, f in coefs)])
-            else:
+        units = self.units_per_trivial
+        scaled = _scale_terms(inst, terms, feasible, self.trivial, units)
+        span = _span(scaled)
+        for _ in range(8):
+            # CP-SAT holds the objective and its bound in doubles too: past 2**53 units they
+            # round, and its bound (even an OPTIMAL) can be false. Fewer units per trivial
+            # bound only coarsen the rounding up, which keeps the bound valid.
+            if span <= OBJECTIVE_SPAN:
+                break
+            units *= 0.5 * OBJECTIVE_SPAN / span
+            scaled = _scale_terms(inst, terms, feasible, self.trivial, units)
+            span = _span(scaled)
+        self.units_per_trivial, self.objective_span = units, span
+        objective = []
+        for term in scaled:
+            if term.vals:
                 k = len(term.varied)
-                blocked = sum(1 << i for i, b in enumerate(term.varied) if not feasible[b])
-                vals = [
-                    0 if mask & blocked else max(up(g, term.count), -floor)
-                    for mask, g in enumerate(term.gains)
-                ]
-                if max(vals) <= 0 and min(vals) >= 0:
-                    continue
                 idx = m.new_int_var(0, (1 << k) - 1, f"mask_{term.t}")
                 m.add(
                     idx == sum((1 << i) * self.fast[self.gof[b]] for i, b in enumerate(term.varied))
                 )
-                r = m.new_int_var(min(vals), max(vals), f"r_{term.t}")
-                m.add_element(idx, vals, r)
+                r = m.new_int_var(term.lo, term.hi, f"r_{term.t}")
+                m.add_element(idx, list(term.vals), r)
+            else:
+                r = m.new_int_var(term.lo, term.hi, f"r_{term.t}")
+                # r = min(a, ...) exactly: a free r below both let CP-SAT's search raise
+                # the objective a unit per solution (10 s, no proof, on 10 buffers)
+                m.add_min_equality(
+                    r, [term.a, term.bb + sum(c * self.fast[self.gof[b]] for c, b in term.coefs)]
+                )
             objective.append(term.count * r)
         m.maximize(sum(objective))
 
@@ -712,6 +696,90 @@ class MappingModel:
                     held[b.tensor_id].append((rd.tau, b.id, b.id))
             for key, lit in rd.att.items():
                 m.add_hint(lit, key == chain)
+
+
+@dataclass(frozen=True)
+class _ScaledTerm:
+    """One instruction's term of the objective, integer units per execution: ``r`` in
+    ``[lo, hi]``, counted ``count`` times. Roofline: ``r = min(a, bb + sum_b c [b fast])``
+    (``coefs``: pairs ``(c, b)``); table (``vals`` not empty): ``r = vals[mask]`` over the
+    fast ``varied`` buffers."""
+
+    t: int
+    count: int
+    lo: int
+    hi: int
+    a: int = 0
+    bb: int = 0
+    coefs: tuple[tuple[int, int], ...] = ()
+    varied: tuple[int, ...] = ()
+    vals: tuple[int, ...] = ()
+
+
+def _scale_terms(
+    inst: Instance,
+    terms: list[RooflineTerm | TableTerm],
+    feasible: np.ndarray,
+    trivial: float,
+    units: float,
+) -> list[_ScaledTerm]:
+    """The objective's terms at ``units`` integer units per ``trivial`` seconds (> 0),
+    every value rounded up (so the scaled objective bounds the reward) and clamped.
+
+    Left out: terms whose float value is 0 for every mapping and buffers that cannot be
+    fast. Losses below ``-floor`` are raised to ``-floor``
+    (a mapping with such a loss scores below 0, worse than dropping everything, and
+    raising a value keeps the bound valid)."""
+    cap = 4.0 * units + 4.0  # no value that matters exceeds this
+
+    def up(v: float, count: int = 1, limit: float | None = None) -> int:
+        # One execution's value; ``count`` of them make at most ``cap`` units, so that
+        # count * r stays inside int64 for CP-SAT (counts reach 2**31 - 1).
+        q = (v / trivial) * units
+        limit = cap / count if limit is None else limit
+        q = min(max(q, -limit), limit)  # also tames overflow for tiny (subnormal) bounds
+        return math.ceil(q + abs(q) * 1e-12)
+
+    total_floor = 2 * (up(trivial) + 1)
+    out: list[_ScaledTerm] = []
+    for term in terms:
+        bufs = inst.instructions[term.t].buffers
+        floor = -(-total_floor // term.count)  # count * floor units of loss: below 0
+        if isinstance(term, RooflineTerm):
+            if term.a <= 0 and all(d >= 0 for d in term.deltas):
+                continue  # min(0, B + D) with B, D >= 0: 0 for every mapping
+            pos = sum(d for b, d in zip(bufs, term.deltas) if feasible[b] and d > 0)
+            a, bb = up(min(term.a, term.b + pos), term.count), up(term.b, term.count)
+            coefs = [
+                (max(up(d, term.count), -floor), b)
+                for b, d in zip(bufs, term.deltas)
+                if feasible[b] and d != 0
+            ]
+            neg = sum(c for c, _ in coefs if c < 0)
+            if neg < 0:  # fast memory slower than slow (SPEC allows it): B clamped to the
+                # count's share of ``cap`` would make min(A, B + ...) fall below the
+                # true gain; clamped instead at A - neg, past which the min is A for every
+                # mapping, it stays exact
+                bb = up(term.b, term.count, limit=a - neg)
+            lo = max(min(a, bb + neg), -floor * (len(coefs) + 1))
+            out.append(_ScaledTerm(term.t, term.count, min(lo, a), a, a, bb, tuple(coefs)))
+        else:
+            blocked = sum(1 << i for i, b in enumerate(term.varied) if not feasible[b])
+            vals = tuple(
+                0 if mask & blocked else max(up(g, term.count), -floor)
+                for mask, g in enumerate(term.gains)
+            )
+            if max(vals) <= 0 and min(vals) >= 0:
+                continue
+            out.append(
+                _ScaledTerm(term.t, term.count, min(vals), max(vals), varied=term.varied, vals=vals)
+            )
+    return out
+
+
+def _span(terms: list[_ScaledTerm]) -> int:
+    """The most units any partial sum of the objective's terms can reach in magnitude."""
+    return sum(t.count * max(-t.lo, t.hi) for t in terms)
 
 
 # ------------------------------------------------------------------------ the solver
@@ -1007,11 +1075,12 @@ class _ExactRun:
         }
         if retries:
             extra["presolve_retries"] = retries
-        bound_s = self.bound(model, solver, status, extra)
+        self.cp_bound(model, solver, status, extra)
         if _found_solution(status):  # the final solution too
             allocs = model.allocations(solver.value)
             self.found.append((mapping_reward(self.instance, [a.buffer for a in allocs]), allocs))
         chosen, reward = self.choose(extra)
+        bound_s = self.bound(reward, extra)
         return self.run.mapping_answer(chosen, reward, work, bound_s=bound_s, info=extra)
 
     def search_with_retries(
@@ -1059,11 +1128,10 @@ class _ExactRun:
             work["conflicts"] += int(solver.num_conflicts)
         return status, work, retries
 
-    def bound(
+    def cp_bound(
         self, model: MappingModel, solver: CpSolver, status: Any, extra: dict[str, Any]
-    ) -> float:
-        """The answer's bound (seconds): the smaller of CP-SAT's (kept in
-        ``extra["cp_bound_s"]``, ``None`` without one) and the LP bound, at least 0."""
+    ) -> None:
+        """CP-SAT's bound in seconds into ``extra["cp_bound_s"]`` (``None`` without one)."""
         from ortools.sat.python import cp_model
 
         cp_bound = None
@@ -1075,6 +1143,39 @@ class _ExactRun:
         if cp_bound is not None and not math.isfinite(cp_bound):
             cp_bound = None
         extra["cp_bound_s"] = cp_bound
+
+    def bound(self, reward: float, extra: dict[str, Any]) -> float:
+        """The answer's bound (seconds): the smaller of CP-SAT's and the LP bound, at least 0
+        and never below ``reward``, the answer's.
+
+        A safety net: where a mapping of the model (a CP-SAT solution or a game's) beats
+        CP-SAT's bound, that bound is false; it is dropped (``extra["cp_bound_s"] = None``)
+        and an OPTIMAL status becomes FEASIBLE. Where only the heuristic's mapping (which
+        the model may not hold) beats it, ``bound_s`` is the LP bound. Both are noted in
+        ``extra["note"]``."""
+        cp_bound = extra["cp_bound_s"]
+        if cp_bound is not None:
+            heuristic = [allocs for _, allocs, source in self.starts if source == "heuristic"]
+            in_model = max(
+                (r for r, allocs in self.found if not any(allocs is h for h in heuristic)),
+                default=0.0,
+            )
+            if in_model > cp_bound:
+                _note(
+                    extra,
+                    f"CP-SAT's bound {cp_bound!r} s is below the reward {in_model!r} s of a "
+                    "mapping in its model: dropped",
+                )
+                if extra["status"] == "OPTIMAL":
+                    extra["status"] = "FEASIBLE"
+                extra["cp_bound_s"] = cp_bound = None
+            elif reward > cp_bound:
+                _note(
+                    extra,
+                    f"the heuristic's mapping ({reward!r} s) beats CP-SAT's bound "
+                    f"{cp_bound!r} s of the model: bound_s is the LP bound",
+                )
+                cp_bound = None
         lp_bound = self.bound_info["bound_s"]
         bound = lp_bound if cp_bound is None else min(cp_bound, lp_bound)
         return bound if bound > 0.0 else 0.0  # never -0.0 (max(-0.0, 0.0) is -0.0)
@@ -1106,6 +1207,12 @@ class _ExactRun:
             else "drop"
         )
         return chosen, reward
+
+
+def _note(extra: dict[str, Any], text: str) -> None:
+    """Add ``text`` to ``extra["note"]`` (notes are separated by semicolons)."""
+    before = extra.get("note", "").rstrip("; ")
+    extra["note"] = f"{before}; {text}" if before else text
 
 
 def _found_solution(status: Any) -> bool:

@@ -1,0 +1,64 @@
+"""``exact``'s bound and status where CP-SAT's doubles fall short: huge counts (the
+objective's scale), and the safety net that drops a CP-SAT bound a mapping of the model
+beats."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from mallocgame.check import check_solution
+from mallocgame.game import Game
+from mallocgame.game.exhaustive import exhaustive_search
+from mallocgame.instance import Instance, load_instance
+from mallocgame.solvers.base import SolveRequest
+from mallocgame.solvers.exact import OBJECTIVE_SPAN, ExactSolver, MappingModel
+
+DATA = Path(__file__).parents[1] / "data"
+NO_HINTS = {"warm_start": False, "heuristic_start": False}
+
+
+def _exact(inst: Instance, **options: object):
+    return ExactSolver().solve(inst, SolveRequest(seed=0, seconds=10, options=options))
+
+
+@pytest.mark.parametrize(
+    "name, game_optimum",
+    [
+        # an instruction run 2**31 - 1 times gains nothing (compute-bound, left out of the
+        # objective) but its count made 6.4e15 units per trivial bound: CP-SAT answered
+        # OPTIMAL at 100.05 s (bound 100.05 s) beside the game optimum 100.13 s
+        ("exact_skipped_huge_count", 100.13),
+        # a table run 2**31 - 1 times spans 2.1e16 units: CP-SAT's objective lost 3 units,
+        # and its bound fell below the answer's reward (false_bound)
+        ("exact_huge_count_table", 3.4),
+    ],
+)
+def test_huge_counts_keep_cp_sat_bound_and_optimum_true(name: str, game_optimum: float) -> None:
+    inst = load_instance(DATA / f"{name}.json")
+    assert exhaustive_search(Game(inst), max_nodes=300_000)[0] == pytest.approx(game_optimum)
+    assert MappingModel(inst).objective_span <= OBJECTIVE_SPAN
+    for options in ({}, NO_HINTS):
+        solution = _exact(inst, **options)
+        report = check_solution(inst, solution)
+        assert report.ok, report.summary()
+        assert solution.info["status"] == "OPTIMAL", options
+        assert solution.reward_s >= game_optimum * (1 - 1e-9), options  # no false OPTIMAL
+        assert solution.info["cp_bound_s"] >= solution.reward_s
+        assert solution.bound_s >= solution.reward_s
+
+
+def test_a_false_cp_sat_bound_is_dropped(monkeypatch) -> None:
+    """The safety net: a CP-SAT bound below the reward of a mapping of its model (faked
+    here by halving the conversion to seconds) is dropped; OPTIMAL becomes FEASIBLE, and
+    the bound is the LP bound."""
+    inst = load_instance(DATA / "exact_skipped_huge_count.json")
+    seconds = MappingModel.seconds
+    monkeypatch.setattr(MappingModel, "seconds", lambda self, v: 0.5 * seconds(self, v))
+    solution = _exact(inst)
+    assert solution.info["cp_bound_s"] is None
+    assert solution.info["status"] == "FEASIBLE"
+    assert "CP-SAT's bound" in solution.info["note"]
+    assert solution.bound_s == solution.info["upper_bound_s"] >= solution.reward_s
+    assert check_solution(inst, solution).ok
