@@ -1,9 +1,11 @@
-"""``exact``'s bound and status where CP-SAT's doubles fall short: huge counts (the
-objective's scale), and the safety net that drops a CP-SAT bound a mapping of the model
-beats."""
+"""``exact``'s bound and status where float64 and CP-SAT's doubles fall short: huge
+counts (the objective's scale), float terms below the exact reward (the rounding margin),
+and the safety net that drops a CP-SAT bound a mapping of the model beats."""
 
 from __future__ import annotations
 
+import math
+from fractions import Fraction
 from pathlib import Path
 
 import pytest
@@ -11,9 +13,11 @@ import pytest
 from mallocgame.check import check_solution
 from mallocgame.game import Game
 from mallocgame.game.exhaustive import exhaustive_search
-from mallocgame.instance import Instance, load_instance
+from mallocgame.instance import Instance, instance_from_dict, load_instance
+from mallocgame.latency import exact_mapping_reward
 from mallocgame.solvers.base import SolveRequest
 from mallocgame.solvers.exact import OBJECTIVE_SPAN, ExactSolver, MappingModel
+from tests.builders import I, X, build_doc, roofline
 
 DATA = Path(__file__).parents[1] / "data"
 NO_HINTS = {"warm_start": False, "heuristic_start": False}
@@ -47,6 +51,45 @@ def test_huge_counts_keep_cp_sat_bound_and_optimum_true(name: str, game_optimum:
         assert solution.reward_s >= game_optimum * (1 - 1e-9), options  # no false OPTIMAL
         assert solution.info["cp_bound_s"] >= solution.reward_s
         assert solution.bound_s >= solution.reward_s
+
+
+def _one_read(compute_s: float, slow_bw: float, fast_bw: float, size: int) -> Instance:
+    """One tensor read by a roofline instruction, copied in first."""
+    doc = build_doc(
+        [X(size)],
+        [I(supply=100.0), I(reads=[0], latency=roofline(compute_s), supply=1.0)],
+        capacity=4096,
+        alignment=1,
+        slow_bw=slow_bw,
+        fast_bw=fast_bw,
+        copy_bw=1000.0,
+    )
+    return instance_from_dict(doc)
+
+
+@pytest.mark.parametrize(
+    "compute_s, slow_bw, fast_bw, size",
+    [
+        # fast and slow bandwidths 3e-13 apart: the float delta is 6e-16 s short
+        (0.0, 100.0, 100.0 * (1 + 3e-13), 1000),
+        # A = M0 - c cancels: float 5.55e-17 s, exact 7.40e-17 s
+        (math.nextafter(1 / 3, 0.0), 3.0, 1000.0, 1),
+        # float A is 0 (c is float(1/3)), so the term is left out; exact A is 1.85e-17 s
+        (1 / 3, 3.0, 1000.0, 1),
+    ],
+)
+def test_cp_sat_bound_covers_float_rounding(
+    compute_s: float, slow_bw: float, fast_bw: float, size: int
+) -> None:
+    inst = _one_read(compute_s, slow_bw, fast_bw, size)
+    best = exact_mapping_reward(inst, [0])  # the read copied in: every game's best
+    assert best > 0
+    solution = _exact(inst)
+    report = check_solution(inst, solution)
+    assert report.ok, report.summary()
+    assert solution.info["status"] == "OPTIMAL"
+    for bound in (solution.info["cp_bound_s"], solution.bound_s):
+        assert Fraction(bound) >= best
 
 
 def test_a_false_cp_sat_bound_is_dropped(monkeypatch) -> None:

@@ -51,6 +51,7 @@ from mallocgame.solvers.bound import (
     bound_details,
     instruction_gains,
     reach,
+    rounding_margin,
     trivial_bound,
 )
 
@@ -726,8 +727,9 @@ def _scale_terms(
     """The objective's terms at ``units`` integer units per ``trivial`` seconds (> 0),
     every value rounded up (so the scaled objective bounds the reward) and clamped.
 
-    Left out: terms whose float value is 0 for every mapping and buffers that cannot be
-    fast. Losses below ``-floor`` are raised to ``-floor``
+    Left out: terms whose float value is 0 for every mapping (their exact value is at most
+    their instruction's :func:`~mallocgame.solvers.bound.rounding_margin`, which the bound
+    adds) and buffers that cannot be fast. Losses below ``-floor`` are raised to ``-floor``
     (a mapping with such a loss scores below 0, worse than dropping everything, and
     raising a value keeps the bound valid)."""
     cap = 4.0 * units + 4.0  # no value that matters exceeds this
@@ -1131,15 +1133,19 @@ class _ExactRun:
     def cp_bound(
         self, model: MappingModel, solver: CpSolver, status: Any, extra: dict[str, Any]
     ) -> None:
-        """CP-SAT's bound in seconds into ``extra["cp_bound_s"]`` (``None`` without one)."""
+        """CP-SAT's bound in seconds into ``extra["cp_bound_s"]`` (``None`` without one),
+        raised by the instance's :func:`~mallocgame.solvers.bound.rounding_margin` like the
+        LP and trivial bounds: the model's terms are float64 values, which may fall short of
+        the exact reward they stand for."""
         from ortools.sat.python import cp_model
 
         cp_bound = None
         if _found_solution(status):  # (UNKNOWN reports no bound)
+            margin = rounding_margin(self.instance, model.reach)
             if model.trivial > 0:
-                cp_bound = model.seconds(solver.best_objective_bound) * (1 + 1e-12)
+                cp_bound = model.seconds(solver.best_objective_bound) * (1 + 1e-12) + margin
             elif status == cp_model.OPTIMAL:
-                cp_bound = 0.0
+                cp_bound = margin
         if cp_bound is not None and not math.isfinite(cp_bound):
             cp_bound = None
         extra["cp_bound_s"] = cp_bound
