@@ -429,3 +429,14 @@ def test_a_spent_budget_starts_no_game_and_a_short_one_skips_the_lp(lstm) -> Non
     trivial, with_lp = bound_details(lstm, lp=False)["bound_s"], bound_details(lstm)["bound_s"]
     assert with_lp < trivial and solution.info["upper_bound_s"] == trivial
     assert check_solution(lstm, solution).ok
+
+
+def test_warm_start_seconds_stay_inside_a_wall_clock_budget() -> None:
+    """``warm_start_s=20`` under a 2 s budget took 21.5 s: the games now get at most what
+    the budget leaves after building the model and half a second of search."""
+    inst = load_workload("xla-v1/gru_infer")
+    options = {"warm_start_s": 20}
+    solution = ExactSolver().solve(inst, SolveRequest(seed=0, seconds=2.0, options=options))
+    assert solution.wall_s < 4.0, solution.wall_s
+    assert solution.info["status"] != "NOT_RUN" and solution.info["warm_start"]["games"] > 0
+    assert check_solution(inst, solution).ok

@@ -89,7 +89,8 @@ class ExactConfig:
     warm_start: bool = setting(True, "play a few games first, as a hint and a fallback answer")
     warm_start_s: float | None = setting(
         None,
-        "seconds of warm-start games (none: a small share of the budget)",
+        "seconds of warm-start games (none: a small share of the budget; under a wall-clock "
+        "budget at most what it leaves after building the model and 0.5 s of search)",
         within="[0, 604800]",
     )
     heuristic_start: bool = setting(True, "hint CP-SAT with the heuristic's mapping")
@@ -1007,6 +1008,11 @@ class _ExactRun:
                     min(2.0, 0.05 * seconds, 0.002 * instance.num_buffers) if seconds else None
                 )
                 share = cfg.warm_start_s if cfg.warm_start_s is not None else default
+                if seconds is not None and cfg.warm_start_s is not None:
+                    # a wall-clock budget covers everything: the games get at most what it
+                    # leaves after building the model and half a second of search
+                    left = seconds - clock.elapsed - 3 * BUILD_S_PER_BUFFER * instance.num_buffers
+                    share = min(cfg.warm_start_s, max(0.0, left - 0.5))
             w_reward, w_allocs, info = warm_start(instance, share, self.request.seed)
             self.starts.append((w_reward, w_allocs, "game"))
             self.warm_info.update(
