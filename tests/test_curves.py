@@ -67,3 +67,21 @@ def test_forty_solvers_look_forty_ways(tmp_path: Path) -> None:
     assert len({_style(k) for k in range(40)}) == 40 and _style(0)[0] == _style(10)[0]
     plot_curves(_points("p", [f"es[sigma={k}]" for k in range(25)]), tmp_path / "c.png")
     assert (tmp_path / "c.png").stat().st_size > 0
+
+
+def test_the_normalized_bound_is_none_where_it_bounds_nothing() -> None:
+    """Divided by a negative normalizer the LP bound is a lower limit of the normalized
+    reward (it was returned as the upper bound); with R = 0 every normalized reward is 0."""
+    from mallocgame.curves import normalized_upper_bound
+    from mallocgame.latency import reward_normalizer
+    from mallocgame.solvers.bound import upper_bound
+    from mallocgame.workloads.registry import load_workload
+    from tests.builders import reversed_normalizer_instances
+
+    reversed_r = reversed_normalizer_instances()
+    assert reward_normalizer(reversed_r["negative"]) < 0 < upper_bound(reversed_r["negative"])
+    assert normalized_upper_bound(reversed_r["negative"]) is None
+    assert normalized_upper_bound(reversed_r["zero"]) is None
+    inst = load_workload("xla-v1/gru_infer")
+    bound = upper_bound(inst) / reward_normalizer(inst)
+    assert normalized_upper_bound(inst) == normalized_upper_bound(inst, upper_bound(inst)) == bound

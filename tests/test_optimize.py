@@ -3,16 +3,29 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
 from mallocgame.check import check_solution
 from mallocgame.cli import main
-from mallocgame.curves import work_text
+from mallocgame.curves import normalized_upper_bound, work_text
 from mallocgame.errors import OutputFileError
-from mallocgame.optimize import comparison, format_comparison, optimize, output_paths, write_outputs
+from mallocgame.instance import Instance, load_instance
+from mallocgame.latency import reward_normalizer
+from mallocgame.optimize import (
+    Outcome,
+    comparison,
+    format_comparison,
+    optimize,
+    output_paths,
+    write_outputs,
+)
 from mallocgame.solution import load_solution
+from mallocgame.solvers import SolveRequest, get_solver
+from mallocgame.solvers.bound import upper_bound
+from mallocgame.solvers.heuristic import HeuristicSolver
 from mallocgame.workloads.registry import load_workload
 from tests.solvers.muzero.test_muzero_train import TINY, TINY_ARGS
 
@@ -76,9 +89,57 @@ def test_a_program_whose_normalizer_is_negative_shows_no_minus_zero() -> None:
 
     found = optimize(reversed_normalizer_instances()["negative"], games=1, seed=0, options=TINY)
     assert found.answer.normalized_reward == 0.0  # 0 s over -4 s: -0.0
-    assert -1e-12 < found.bound_normalized <= 0.0  # its rounding margin over -4 s
+    # its rounding margin over -4 s would be a lower limit, not an upper bound: none shown
+    assert found.bound_normalized is None and found.upper_bound_s is not None
     text = format_comparison(found)
     assert "-0.0" not in text and " 0.0000 " in text
+    assert "%" not in text  # no gap to a bound that bounds nothing (it read 0.0% on each row)
+    assert all(row.gap_to_bound is None for row in comparison(found))
+
+
+def _outcome_of_the_heuristic(inst: Instance) -> Outcome:
+    """An :class:`Outcome` without the agent's run: the heuristic's answer is the answer,
+    dropping everything the agent's game."""
+    heuristic = HeuristicSolver().solve(inst, SolveRequest(seed=0))
+    drop = get_solver("drop").solve(inst, SolveRequest(seed=0))
+    candidates = {
+        s.solver if s is heuristic else "muzero": {
+            "reward_s": s.reward_s,
+            "normalized_reward": s.normalized_reward,
+            "latency_s": 1e-3,
+        }
+        for s in (heuristic, drop)
+    }
+    info = {"candidates": candidates, "chosen": "heuristic", "latency_s": 1e-3}
+    answer = replace(heuristic, solver="muzero-prod", info=info)
+    bound_s = upper_bound(inst)
+    bound = normalized_upper_bound(inst, bound_s)
+    return Outcome(inst, answer, heuristic, drop, (), bound, None, 0.0, None, bound_s)
+
+
+def test_the_gap_is_in_seconds_and_shown_only_under_a_positive_normalizer() -> None:
+    """A table latency program of R = -13.8 s (tests/data): the heuristic's reward, 4.59 s,
+    is 0.33 of R below zero and the LP bound over R is -3.9e8, a lower limit; every row
+    read gap 0.0% (1 - reward / bound was taken only where bound > 0). Now no gap and no
+    normalized bound are shown; under R > 0 the gap is 1 - reward_s / bound_s."""
+    data = Path(__file__).parent / "data"
+    negative = _outcome_of_the_heuristic(load_instance(data / "exact_huge_count_table.json"))
+    assert reward_normalizer(negative.instance) < 0 and negative.baseline.reward_s > 0
+    rows = comparison(negative)
+    assert [r.gap_to_bound for r in rows] == [None] * 4
+    assert rows[-1].normalized_reward is None
+    text = format_comparison(negative)
+    assert "%" not in text and text.splitlines()[-1].split()[-3:] == ["—"] * 3
+
+    positive = _outcome_of_the_heuristic(load_workload("xla-v1/lstm_infer"))
+    bound_s = positive.upper_bound_s
+    assert bound_s is not None and bound_s > 0
+    heuristic, agent, answer, bound = comparison(positive)
+    gap = 1 - positive.baseline.reward_s / bound_s
+    assert 0 < gap < 1 and heuristic.gap_to_bound == answer.gap_to_bound == gap
+    assert agent.gap_to_bound == 1.0 and bound.gap_to_bound == 0.0
+    assert bound.normalized_reward == bound_s / reward_normalizer(positive.instance)
+    assert "%" in format_comparison(positive)
 
 
 def test_every_path_beside_the_answer_keeps_its_whole_name() -> None:

@@ -1332,9 +1332,11 @@ def _cmd_bench_rewards(args: argparse.Namespace) -> int:
         if p.program in args.programs and p.solver in args.solvers and p.seed in args.seeds
     ]
     bounds = {program: normalized_upper_bound(load_workload(program)) for program in args.programs}
-    for program, bound in bounds.items():
-        print(f"{program}: upper bound {bound:.4f}", file=sys.stderr)
-    plot_curves(points, output_beside(out, ".png"), bounds)
+    for program, bound in bounds.items():  # None: the normalizer is not positive, no bound
+        text = "— (normalizer not positive)" if bound is None else f"{bound:.4f}"
+        print(f"{program}: upper bound {text}", file=sys.stderr)
+    drawn = {program: bound for program, bound in bounds.items() if bound is not None}
+    plot_curves(points, output_beside(out, ".png"), drawn)
     print(final_table(points))
     return EXIT_OK
 

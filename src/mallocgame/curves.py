@@ -46,14 +46,19 @@ def work_text(work: Mapping[str, int | float]) -> str:
     return ";".join(f"{k}={v}" for k, v in work.items())
 
 
-def normalized_upper_bound(inst: Instance) -> float:
-    """The LP upper bound on ``inst``'s reward (:func:`mallocgame.solvers.bound.upper_bound`),
-    normalized like a reward (0 where the normalizer is 0)."""
+def normalized_upper_bound(inst: Instance, bound_s: float | None = None) -> float | None:
+    """The LP upper bound on ``inst``'s reward (:func:`mallocgame.solvers.bound.upper_bound`,
+    or ``bound_s`` where the caller has it, seconds), normalized like a reward; ``None`` where
+    the normalizer ``R`` is not positive: divided by a negative ``R`` the bound is a lower
+    limit of the normalized reward, not an upper one, and with ``R = 0`` every normalized
+    reward is 0 (SPEC section 7)."""
     from mallocgame.latency import reward_normalizer
     from mallocgame.solvers.bound import upper_bound
 
     normalizer = reward_normalizer(inst)
-    return upper_bound(inst) / normalizer if normalizer else 0.0
+    if not normalizer > 0:
+        return None
+    return (upper_bound(inst) if bound_s is None else bound_s) / normalizer
 
 
 def write_csv(points: list[CurvePoint], path: Path) -> None:

@@ -29,6 +29,7 @@ from mallocgame.fileio import output_beside
 from mallocgame.instance import Instance
 from mallocgame.solution import Solution, save_solution
 from mallocgame.solvers.base import Improvement, SolveRequest
+from mallocgame.solvers.bound import upper_bound
 from mallocgame.solvers.muzero.prod import AGENT, BASELINE, COMPILER, ORDER_SEARCH, MuZeroProdSolver
 from mallocgame.viz import draw_layouts
 
@@ -55,10 +56,13 @@ class Outcome:
     curve: tuple[
         CurvePoint, ...
     ]  # every new best of either candidate in time order; at the end both again and the answer
-    bound_normalized: float  # the LP upper bound on the normalized reward
+    # the LP upper bound on the normalized reward; None where the normalizer is not positive
+    # (:func:`~mallocgame.curves.normalized_upper_bound`)
+    bound_normalized: float | None
     seconds: float | None  # the wall-clock budget given
     wall_s: float  # seconds the run took
     games: int | None = None  # the work budget given: the agent's self-play games
+    upper_bound_s: float | None = None  # the LP upper bound on the reward, seconds
 
 
 @dataclass(frozen=True)
@@ -66,10 +70,12 @@ class Row:
     """One line of the comparison table."""
 
     name: str  # heuristic, xla (where it answers), muzero, msa-search, muzero-prod, bound
-    normalized_reward: float
+    normalized_reward: float | None  # None: the bound's, where it bounds no normalized reward
     latency_s: float | None  # simulated, seconds (None for the bound)
     speedup: float | None  # the heuristic's simulated latency over this one's
-    gap_to_bound: float  # 1 - normalized reward / bound (0: the bound is reached)
+    # 1 - reward / bound, both in seconds (0: the bound is reached); None where it means
+    # nothing: the normalizer or the bound is not positive
+    gap_to_bound: float | None
 
 
 @dataclass(frozen=True)
@@ -171,16 +177,18 @@ def optimize(
     curve.extend(  # each curve's last point: its best, with the work done by the end
         _point(instance, s, answer.wall_s, seconds) for s in (bests[BASELINE], agent, answer)
     )
+    bound_s = upper_bound(instance)
     return Outcome(
         instance,
         answer,
         bests[BASELINE],
         agent,
         tuple(curve),
-        normalized_upper_bound(instance),
+        normalized_upper_bound(instance, bound_s),
         seconds,
         time.perf_counter() - start,
         games,
+        bound_s,
     )
 
 
@@ -201,38 +209,40 @@ def _point(
 def comparison(outcome: Outcome) -> list[Row]:
     """The heuristic, the agent, the order search (where it ran), the answer and the
     bound, each with its normalized reward, simulated latency, speedup over the heuristic
-    and gap to the bound."""
+    and gap to the bound: ``1 - reward_s / upper_bound_s`` in seconds. Where the normalizer
+    is not positive (a negative one makes the normalized bound a lower limit) or the bound
+    is 0, every gap and the bound's normalized reward are ``None``."""
     latencies = {c: v["latency_s"] for c, v in outcome.answer.info["candidates"].items()}
     base = latencies[BASELINE]
     bound = outcome.bound_normalized
+    bound_s = outcome.upper_bound_s
+    gaps = bound is not None and bound_s is not None and bound_s > 0
 
-    def row(name: str, reward: float, latency: float | None) -> Row:
+    def row(name: str, reward: float, reward_s: float | None, latency: float | None) -> Row:
         speedup = base / latency if latency and base is not None else None
-        gap = 1.0 - reward / bound if bound > 0 else 0.0
+        gap = 1.0 - reward_s / bound_s if gaps and reward_s is not None and bound_s else None
         return Row(name, reward, latency, speedup, gap)
 
     chosen = outcome.answer.info["chosen"]
     searched = outcome.answer.info["candidates"].get(ORDER_SEARCH)
     compiler = outcome.answer.info["candidates"].get(COMPILER)
+
+    def candidate(name: str, found: dict[str, Any]) -> Row:
+        return row(name, found["normalized_reward"], found.get("reward_s"), found["latency_s"])
+
+    answer = outcome.answer
     return [
-        row(BASELINE, outcome.baseline.normalized_reward, base),
-        *(
-            [row(f"{COMPILER} (XLA's own)", compiler["normalized_reward"], compiler["latency_s"])]
-            if compiler
-            else []
-        ),
-        row(AGENT, outcome.agent.normalized_reward, latencies[AGENT]),
-        *(
-            [row(ORDER_SEARCH, searched["normalized_reward"], searched["latency_s"])]
-            if searched
-            else []
-        ),
+        row(BASELINE, outcome.baseline.normalized_reward, outcome.baseline.reward_s, base),
+        *([candidate(f"{COMPILER} (XLA's own)", compiler)] if compiler else []),
+        row(AGENT, outcome.agent.normalized_reward, outcome.agent.reward_s, latencies[AGENT]),
+        *([candidate(ORDER_SEARCH, searched)] if searched else []),
         row(
             f"muzero-prod (answer: {chosen})",
-            outcome.answer.normalized_reward,
-            outcome.answer.info["latency_s"],
+            answer.normalized_reward,
+            answer.reward_s,
+            answer.info["latency_s"],
         ),
-        row("bound (LP)", bound, None),
+        Row("bound (LP)", bound, None, None, 0.0 if gaps else None),
     ]
 
 
@@ -263,10 +273,10 @@ def format_comparison(outcome: Outcome) -> str:
     rows = [
         (
             r.name,
-            _fixed(r.normalized_reward, 4),
+            "—" if r.normalized_reward is None else _fixed(r.normalized_reward, 4),
             "—" if r.latency_s is None else f"{r.latency_s * 1e3:.4f} ms",
             "—" if r.speedup is None else f"{r.speedup:.4f}",
-            f"{_fixed(r.gap_to_bound * 100, 1)}%",
+            "—" if r.gap_to_bound is None else f"{_fixed(r.gap_to_bound * 100, 1)}%",
         )
         for r in comparison(outcome)
     ]
@@ -311,8 +321,11 @@ def write_outputs(outcome: Outcome, out: str | Path) -> OutputPaths:
     save_solution(outcome.baseline, paths.baseline)
     save_solution(outcome.agent, paths.agent)
     write_csv(list(outcome.curve), paths.curve_csv)
+    bound = outcome.bound_normalized
     plot_curves(
-        list(outcome.curve), paths.curve_png, {outcome.instance.name: outcome.bound_normalized}
+        list(outcome.curve),
+        paths.curve_png,
+        {} if bound is None else {outcome.instance.name: bound},
     )
     info = outcome.answer.info
     titles = []
