@@ -105,3 +105,29 @@ def test_a_false_cp_sat_bound_is_dropped(monkeypatch) -> None:
     assert "CP-SAT's bound" in solution.info["note"]
     assert solution.bound_s == solution.info["upper_bound_s"] >= solution.reward_s
     assert check_solution(inst, solution).ok
+
+
+def test_an_objective_past_the_span_cp_sat_holds_exactly_proves_nothing(monkeypatch) -> None:
+    """Where the counts alone span more units than the limit (hundreds of instructions
+    run 2**31 - 1 times; faked here by a limit of 1 unit), CP-SAT's bound and OPTIMAL were
+    reported as they came: now neither is used, and the bound is the LP bound."""
+    import mallocgame.solvers.exact as exact
+
+    doc = build_doc(
+        [X(1000)],
+        [I(supply=100.0), I(reads=[0], latency=roofline(0.0), supply=1.0, count=2**31 - 1)],
+        capacity=4096,
+        alignment=1,
+        slow_bw=3.0,
+        copy_bw=1000.0,
+    )
+    inst = instance_from_dict(doc)
+    assert _exact(inst).info["status"] == "OPTIMAL"
+    # each execution's gain rounds up to at least one unit: 2**31 - 1 units at least
+    monkeypatch.setattr(exact, "OBJECTIVE_SPAN", 2**20)
+    solution = _exact(inst)
+    assert solution.info["status"] == "FEASIBLE"
+    assert solution.info["cp_bound_s"] is None
+    assert "more than CP-SAT's doubles hold exactly" in solution.info["note"]
+    assert solution.bound_s == solution.info["upper_bound_s"] >= solution.reward_s
+    assert check_solution(inst, solution).ok

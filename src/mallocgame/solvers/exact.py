@@ -1154,6 +1154,18 @@ class _ExactRun:
                 cp_bound = margin
         if cp_bound is not None and not math.isfinite(cp_bound):
             cp_bound = None
+        if model.objective_span > OBJECTIVE_SPAN:  # its counts alone span more units
+            # (hundreds of instructions run 2**31 - 1 times): CP-SAT's doubles round, so
+            # neither its bound nor its proof of optimality stands
+            if cp_bound is not None or extra["status"] == "OPTIMAL":
+                _note(
+                    extra,
+                    f"the objective spans {model.objective_span} units, more than CP-SAT's "
+                    "doubles hold exactly: its bound and proof are not used",
+                )
+            if extra["status"] == "OPTIMAL":
+                extra["status"] = "FEASIBLE"
+            cp_bound = None
         extra["cp_bound_s"] = cp_bound
 
     def bound(self, reward: float, extra: dict[str, Any]) -> float:
