@@ -238,6 +238,14 @@ class Instance:
     def num_alias_groups(self) -> int:
         return len({b.alias_id for b in self.buffers})
 
+    @cached_property
+    def group_ids(self) -> tuple[int, ...]:
+        """Each buffer's alias group as a dense index ``0 .. num_alias_groups - 1``, in the
+        order the groups first appear: an ``alias_id`` is a label (any whole number >= 0,
+        2**63 included), an index into nothing; code that sizes arrays by group uses these."""
+        ranks: dict[int, int] = {}
+        return tuple(ranks.setdefault(b.alias_id, len(ranks)) for b in self.buffers)
+
 
 # ----------------------------------------------------------------------------- parsing
 

@@ -456,3 +456,20 @@ def test_progress_sees_the_work_as_it_grows_or_the_answers_work(
     else:  # one that does: each count once, growing, up to the answer's
         counts = [c[unit] for c in calls]
         assert counts and counts == sorted(set(counts)) and counts[-1] <= answer.work[unit]
+
+
+@pytest.mark.parametrize("solver", ["exact", "heuristic", "msa-search", "random", "es"])
+def test_an_alias_id_is_a_label_not_an_index(solver: str) -> None:
+    """Relabelling one shared alias group (tiny_alias's buffers 6 and 7) changes no answer:
+    ids of 1e9, 2**40 and 2**63 sized arrays by the largest id in the bound (exact answered
+    0 at 2 GB, or ran out of memory) and overflowed int64 in exact and the heuristic."""
+    doc = json.loads((CONFORMANCE / "tiny_alias.json").read_text())["instance"]
+    answers = []
+    for label in (6, 10**9, 2**40, 2**63):
+        doc["buffers"][6]["alias_id"] = doc["buffers"][7]["alias_id"] = label
+        inst = instance_from_dict(doc)
+        assert inst.group_ids[6] == inst.group_ids[7] < inst.num_alias_groups
+        solution = get_solver(solver).solve(inst, SolveRequest(seed=0, work=20))
+        assert check_solution(inst, solution).ok
+        answers.append((solution.reward_s, solution.allocations))
+    assert all(a == answers[0] for a in answers)

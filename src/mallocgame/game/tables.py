@@ -137,7 +137,7 @@ def build_tables(inst: Instance) -> GameTables:
     hw = inst.hardware
     align = hw.alignment_bytes
 
-    group_ids: dict[int, int] = {}
+    groups = inst.group_ids
     buf_int = np.zeros((num_b, 7), dtype=np.int64)
     buf_demand = np.zeros(num_b, dtype=np.float64)
     for b in inst.buffers:
@@ -145,12 +145,12 @@ def build_tables(inst: Instance) -> GameTables:
         row[B_TIME] = b.instruction
         row[B_IS_OUT] = int(b.is_output)
         row[B_TENSOR] = b.tensor_id
-        row[B_GROUP] = group_ids.setdefault(b.alias_id, len(group_ids))
+        row[B_GROUP] = groups[b.id]
         row[B_SIZE] = b.size
         row[B_ALIGNED] = -(-b.size // align) * align
         row[B_BIT] = -1
         buf_demand[b.id] = b.demand_s
-    group_size = np.bincount(buf_int[:, B_GROUP], minlength=len(group_ids)).astype(np.int64)
+    group_size = np.bincount(buf_int[:, B_GROUP], minlength=inst.num_alias_groups).astype(np.int64)
 
     ins_int = np.zeros((num_t, 4), dtype=np.int64)
     ins_float = np.zeros((num_t, 4), dtype=np.float64)

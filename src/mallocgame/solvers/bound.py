@@ -188,7 +188,7 @@ def reach(inst: Instance) -> Reach:
     tau = np.array([b.instruction for b in inst.buffers], np.int64)
     is_out = np.array([b.is_output for b in inst.buffers], bool)
     tid = np.array([b.tensor_id for b in inst.buffers], np.int64)
-    gid = np.array([b.alias_id for b in inst.buffers], np.int64)
+    gid = np.array(inst.group_ids, np.int64)
     demand = np.array([b.demand_s for b in inst.buffers], np.float64)
     def_time = np.array([x.def_time for x in inst.tensors], np.int64)
     live_out = np.array([x.live_out for x in inst.tensors], bool)
@@ -398,7 +398,7 @@ def _memory_items(inst: Instance, r: Reach) -> list[tuple[int, int, int, int, in
 def _lp_bound(inst: Instance, r: Reach, scale: float, time_limit: float | None) -> float | None:
     """The LP relaxation's optimum in seconds (``None`` if the LP solver failed)."""
     lp = _LP()
-    gid = [b.alias_id for b in inst.buffers]
+    gid = inst.group_ids
     gvar: dict[int, int] = {}
 
     def x(b: int) -> int | None:

@@ -199,9 +199,9 @@ class MappingModel:
         """Per alias group ``g``: ``fast[g]`` (in fast memory) and ``k[g]``, its offset in
         alignment units (0 when slow); a group that cannot be fast is fixed slow."""
         m = self.model
-        groups: dict[int, list[int]] = defaultdict(list)
-        for b in self.inst.buffers:
-            groups[b.alias_id].append(b.id)
+        groups: dict[int, list[int]] = defaultdict(list)  # by Instance.group_ids
+        for b, g in enumerate(self.inst.group_ids):
+            groups[g].append(b)
         self.groups = groups
         self.fast: dict[int, Any] = {}
         self.k: dict[int, Any] = {}
@@ -213,7 +213,7 @@ class MappingModel:
                 m.add(self.fast[g] == 0)
             self.k[g] = m.new_int_var(0, max(0, self.capu - zmax) if ok else 0, f"k_g{g}")
             m.add(self.k[g] == 0).only_enforce_if(~self.fast[g])
-        self.gof = [b.alias_id for b in self.inst.buffers]
+        self.gof = list(self.inst.group_ids)
 
     def _fast_b(self, b: int) -> Any:
         """The literal of buffer ``b``'s group being in fast memory."""
@@ -601,7 +601,7 @@ class MappingModel:
         out: list[Allocation] = []
         fast_g = {g: bool(value(v)) for g, v in self.fast.items()}
         for b in inst.buffers:
-            g = b.alias_id
+            g = self.gof[b.id]
             if not fast_g[g]:
                 continue
             offset = int(value(self.k[g])) * self.align

@@ -202,7 +202,7 @@ class _Msa:
         self.capacity = hw.fast_memory_bytes
         bufs = inst.buffers
         self.time = [b.instruction for b in bufs]
-        self.group = [b.alias_id for b in bufs]
+        self.group = list(inst.group_ids)  # dense: an alias id may be any label
         self.zsize = [hw.aligned(b.size) for b in bufs]
         self.demand = [b.demand_s for b in bufs]
         group_size: dict[int, int] = {}
@@ -684,13 +684,14 @@ def _verified_run(
         rounds += 1
         if not failures:
             break
-        bad = {instance.buffers[b].alias_id for f in failures for b in f.buffers}
+        group = instance.group_ids
+        bad = {group[b] for f in failures for b in f.buffers}
         if not bad or rounds >= MAX_VERIFY_ROUNDS:
             allocations = []
             break
         # Groups of the buffers involved, and of every buffer of their tensors.
         tensors = {instance.buffers[b].tensor_id for f in failures for b in f.buffers}
-        bad |= {b.alias_id for b in instance.buffers if b.tensor_id in tensors}
+        bad |= {group[b.id] for b in instance.buffers if b.tensor_id in tensors}
         forced |= bad
     stats = dict(msa.stats)
     stats["verify_rounds"] = rounds
