@@ -151,6 +151,11 @@ def test_a_missing_file_is_an_input_error(tmp_path: Path) -> None:
         ({"instance_sha256": 5}, r"^solution: 'instance_sha256' must be a string, not 5$"),
         ({"instance": None}, "'instance' must be a string, not None"),
         ({"solver": b"es"}, "'solver' must be a string, not b'es'"),
+        # a None allocations raised a bare TypeError; an info of 3 or with a non-string key
+        # was kept, then saving raised TypeError or wrote a duplicate key
+        ({"allocations": None}, "'allocations' must be Allocation objects, not None"),
+        ({"info": 3}, "'info' must map names"),
+        ({"info": {1: 2, "1": 3}}, "'info' must map names"),
     ],
 )
 def test_a_solution_with_a_non_finite_number_is_refused_where_it_is_made(
@@ -161,6 +166,23 @@ def test_a_solution_with_a_non_finite_number_is_refused_where_it_is_made(
 
     with pytest.raises(SolutionError, match=needle):
         replace(SOLUTION, **change)
+
+
+def test_allocations_given_as_an_iterator_are_kept(tmp_path: Path) -> None:
+    """A generator's allocations were used up by the type check: the solution kept none,
+    and saved "allocations": []."""
+    from dataclasses import replace
+
+    from mallocgame.solution import load_solution, save_solution
+
+    assert SOLUTION.allocations
+    again = replace(SOLUTION, allocations=(a for a in SOLUTION.allocations))
+    assert again.allocations == SOLUTION.allocations and isinstance(again.allocations, tuple)
+    assert (
+        replace(SOLUTION, allocations=list(SOLUTION.allocations)).allocations == again.allocations
+    )
+    save_solution(again, tmp_path / "s.json")
+    assert load_solution(tmp_path / "s.json").allocations == SOLUTION.allocations
 
 
 def test_numpy_numbers_and_actions_are_kept_as_the_files_types() -> None:

@@ -133,8 +133,9 @@ class Solution:
         """A :class:`SolutionError` of one line for a non-finite (or non-number)
         ``reward_s``, ``normalized_reward``, ``wall_s`` or ``bound_s`` (SPEC section 7:
         they are finite), ``actions`` that are not whole numbers (a float, a bool), an
-        allocation that is not an :class:`Allocation`, ``work`` that is not finite
-        numbers by name, a ``seed`` that is not a whole number of 64 bits, or an
+        allocation that is not an :class:`Allocation` (the allocations are kept as a
+        tuple), ``work`` that is not finite numbers by name, ``info`` that is not a mapping
+        of strings, a ``seed`` that is not a whole number of 64 bits, or an
         ``instance``, ``instance_sha256`` or ``solver`` that is not a string: a solution is
         refused where it is made, as its file would be. The four numbers are kept as Python
         floats, the seed as a Python int, ``work``'s numbers as Python numbers and the
@@ -168,8 +169,20 @@ class Solution:
                 object.__setattr__(self, "bound_s", float(self.bound_s))
         if self.actions is not None:
             object.__setattr__(self, "actions", _action_tuple(self.actions))
+        if not isinstance(self.allocations, tuple):  # kept as given once: an iterator's
+            # items were used up by the check below, and the solution saved without them
+            try:
+                object.__setattr__(self, "allocations", tuple(self.allocations))
+            except TypeError:
+                raise SolutionError(
+                    f"solution: 'allocations' must be Allocation objects, not {self.allocations!r:.80}"
+                ) from None
         if not all(isinstance(a, Allocation) for a in self.allocations):
             raise SolutionError("solution: 'allocations' must hold Allocation objects")
+        if not isinstance(self.info, Mapping) or not all(isinstance(k, str) for k in self.info):
+            raise SolutionError(
+                f"solution: 'info' must map names (strings) to values, not {self.info!r:.80}"
+            )
         if not isinstance(self.work, Mapping) or not all(_is_finite(v) for v in self.work.values()):
             raise SolutionError(
                 f"solution: 'work' must map names to finite numbers, not {self.work!r}"
