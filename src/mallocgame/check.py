@@ -325,10 +325,11 @@ def _meeting_pairs(
 
     Row ``r`` says box ``idx[r]`` (``[lo, hi)`` in the second dimension, alias
     ``group``) is live at ``event[r]``. At each event the boxes of one group are
-    merged into disjoint blocks; then any overlap among the blocks shows up between a
-    block and the one with the largest end among those sorted before it, and every
-    block that overlaps another is found so. Returns ``(i, j)`` arrays: the boxes of
-    such block pairs that meet.
+    merged into disjoint blocks; then a block overlaps some block sorted before it iff it
+    overlaps the one with the largest end among them, which finds every such block at
+    once (none, for a valid mapping); for each, every earlier block of its event whose end
+    passes its start is one it overlaps. Returns ``(i, j)`` arrays: the boxes of every
+    such block pair that meet.
     """
     order = np.lexsort((lo[idx], group[idx], event))
     event, idx = event[order], idx[order]
@@ -340,9 +341,14 @@ def _meeting_pairs(
     b_event, b_lo, b_hi = event[first], row_lo[first], np.maximum.reduceat(row_hi, first)
 
     order = np.lexsort((b_lo, b_event))
-    partner = _running_argmax(b_hi[order], np.r_[True, b_event[order][1:] != b_event[order][:-1]])
-    hit = (partner >= 0) & (b_hi[order][partner] > b_lo[order])
-    p, j = order[partner[hit]], order[hit]
+    seg_start = np.r_[True, b_event[order][1:] != b_event[order][:-1]]
+    s_lo, s_hi = b_lo[order], b_hi[order]
+    partner = _running_argmax(s_hi, seg_start)
+    hit = np.flatnonzero((partner >= 0) & (s_hi[partner] > s_lo))
+    seg_first = np.maximum.accumulate(np.where(seg_start, np.arange(len(order)), 0))
+    earlier = [seg_first[q] + np.flatnonzero(s_hi[seg_first[q] : q] > s_lo[q]) for q in hit]
+    p = order[np.concatenate(earlier)] if len(hit) else np.empty(0, np.int64)
+    j = np.repeat(order[hit], [len(e) for e in earlier])
     # every member of block p against every member of block j
     k, pair = _expand(np.zeros_like(p), size[p] * size[j])
     x = first[p][pair] + k // size[j][pair]
