@@ -23,7 +23,7 @@ from mallocgame.solvers.egrl import EgrlConfig
 from mallocgame.solvers.egrl.sac import learner_alpha
 from mallocgame.solvers.egrl.trainer import DEFAULT_GENERATIONS, EgrlTrainer
 from mallocgame.workloads.suite import suite_instance
-from tests.builders import reversed_normalizer_instances
+from tests.builders import I, build, reversed_normalizer_instances
 
 # Tiny networks and population (a generation of mode both: 3 chromosomes, 2 policies,
 # 1 learner rollout). The networks compile once per process for xla-v1/lstm_infer's graph.
@@ -350,6 +350,12 @@ TAMPERED = {
         np.zeros_like(s["best"]["actions"]),  # buffer 0 allows Drop alone
     ),
     "metrics without the learner's": lambda s: s.__setitem__("metrics", {"alpha": 0.1}),
+    "a best answer without actions": lambda s: s["best"].__setitem__(
+        "actions", np.zeros(0, np.int8)
+    ),
+    "best actions without a best fitness": lambda s: s["best"].__setitem__(
+        "fitness", float("-inf")
+    ),
 }
 
 
@@ -372,6 +378,24 @@ def test_the_untampered_checkpoint_resumes(lstm, tmp_path: Path, written_state: 
     (tmp_path / CHECKPOINT_NAME).write_bytes(serialization.msgpack_serialize(written_state))
     trainer = EgrlTrainer(lstm, _config(tmp_path))
     assert trainer.resumed and trainer.run(proposals=8).work["proposals"] == 8
+
+
+def test_a_finished_run_on_a_program_without_buffers_resumes(tmp_path: Path) -> None:
+    """A program of no buffers has one game, of no actions: a checkpoint's empty best
+    actions are that answer, restored (not taken for "no answer yet")."""
+    inst = build(tensors=[], instructions=[I(supply=1.0)], capacity=100)
+    options = {
+        "mode": "evolution",
+        "policies": 0,
+        "chromosomes": 2,
+        "checkpoint_dir": str(tmp_path),
+    }
+    first = _solve(inst, work=3, **options)
+    seen: list = []
+    resumed = _solve(inst, work=3, callback=seen.append, **options)  # at its budget already
+    assert resumed.actions == first.actions == () and check_solution(inst, resumed).ok
+    assert resumed.work["proposals"] == 3 and resumed.reward_s == first.reward_s
+    assert [i.solution.actions for i in seen] == [()]  # the restored answer, reported
 
 
 def test_a_checkpoint_written_before_fixed_alpha_resumes_with_the_setting(

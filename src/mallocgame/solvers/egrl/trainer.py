@@ -582,7 +582,7 @@ class EgrlTrainer:
             "replay": self.replay.state_dict(),
             "best": {
                 "actions": np.asarray(self.best_actions, dtype=np.int8),
-                "fitness": float(self.best_fitness),
+                "fitness": float(self.best_fitness),  # -inf: no answer yet
                 "from": self.best_from,
             },
             "metrics": dict(self.metrics),
@@ -626,7 +626,10 @@ class EgrlTrainer:
         with one, none in ``pg``; a policy's ``theta`` of the actor's parameter count, a
         chromosome's prior ``[U, 3]`` and temperatures ``[U]`` positive), the replay, the
         metrics, the learner (in the modes that learn, every array of a fresh learner's
-        shape and type) and the best answer (``U`` actions the game plays). Raises
+        shape and type) and the best answer: one exists where its fitness is above
+        ``-inf`` (:meth:`state_dict`'s mark for none, which takes no actions and no
+        proposals evaluated), and then it has ``U`` actions (none only where ``U`` is 0)
+        that the game plays. Raises
         ``KeyError``, ``ValueError`` or ``TypeError`` (:meth:`_load` names the file), or
         the game's error for a best answer it refuses."""
         cfg = self.config
@@ -680,15 +683,19 @@ class EgrlTrainer:
             assert self.learner is not None
             self.learner = self._restored_learner(state["learner"])
         best = state["best"]
-        actions = tuple(
-            int(a) for a in _actions(best["actions"], "the best answer's actions").reshape(-1)
-        )
-        if actions and len(actions) != self.num_units:
+        actions = tuple(int(a) for a in _actions(best["actions"], "the best answer's actions"))
+        fitness = _number(best["fitness"], "the best answer's fitness")
+        if fitness == -math.inf:  # what state_dict writes before the first answer
+            if actions or self.counters.proposals:
+                raise ValueError(
+                    f"no best answer (fitness -inf) but {len(actions)} best actions "
+                    f"after {self.counters.proposals} proposals"
+                )
+            return
+        if len(actions) != self.num_units:  # none (and no other count) fits a program of units
             raise ValueError(f"a best answer of {len(actions)} actions, expected {self.num_units}")
-        if actions:
-            self.best_from = str(best["from"])
-            fitness = _number(best["fitness"], "the best answer's fitness")
-            self._improve(actions, fitness, Stopwatch(None), None)
+        self.best_from = str(best["from"])
+        self._improve(actions, fitness, Stopwatch(None), None)
 
     def _individual(self, entry: dict[str, Any], slot: int) -> Individual | None:
         """Population ``slot`` of a checkpoint, checked (:meth:`_restore`)."""
