@@ -374,6 +374,32 @@ def test_a_tampered_checkpoint_is_refused_naming_it(
         EgrlTrainer(lstm, _config(tmp_path)).run(proposals=14)
 
 
+@pytest.mark.parametrize(
+    "field, value",
+    [
+        (field, value)
+        for field in ("generation.reserved", "generation.index", "replay.next", "replay.added")
+        for value in (float("inf"), 2.5)
+    ]
+    + [("generation.reserved", -0.5), ("replay.next", 0.5), ("replay.added", 7.5)],
+)
+def test_a_position_that_is_not_a_whole_number_is_refused(
+    lstm, tmp_path: Path, written_state: dict, field: str, value: float
+) -> None:
+    """The generation's position and reserved slot and the replay's ring position and
+    count are whole numbers: infinity is the SolverError naming the file (not an
+    OverflowError), and a fraction is refused, not rounded (7.5 and 0.5 would round to
+    the values the written checkpoint holds)."""
+    state = copy.deepcopy(written_state)
+    assert (state["replay"]["next"], state["replay"]["added"]) == (0, 7)
+    part, key = field.split(".")
+    state[part][key] = value
+    path = tmp_path / CHECKPOINT_NAME
+    path.write_bytes(serialization.msgpack_serialize(state))
+    with pytest.raises(SolverError, match=rf"^{re.escape(str(path))}: .* is not a whole number"):
+        EgrlTrainer(lstm, _config(tmp_path)).run(proposals=14)
+
+
 def test_the_untampered_checkpoint_resumes(lstm, tmp_path: Path, written_state: dict) -> None:
     (tmp_path / CHECKPOINT_NAME).write_bytes(serialization.msgpack_serialize(written_state))
     trainer = EgrlTrainer(lstm, _config(tmp_path))

@@ -8,6 +8,7 @@ is a ring of ``capacity`` of them, the oldest replaced first.
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
@@ -90,7 +91,8 @@ class Replay:
         """Take over :meth:`state_dict`'s ``state``, checked: proposals ``[n, U]`` of
         actions 0-2 with ``n`` fitness values, ``n <= capacity``, and the ring position
         and count :meth:`add` would have left (``next`` 0 and ``added == n`` until the
-        ring is full, then ``0 <= next < capacity`` and ``added >= n``); else ``ValueError``."""
+        ring is full, then ``0 <= next < capacity`` and ``added >= n``), the two whole
+        numbers (never rounded); else ``ValueError``."""
         actions = np.asarray(state["actions"])
         fitness = np.asarray(state["fitness"], dtype=np.float64)
         rows = actions.shape[0] if actions.ndim == 2 else -1
@@ -107,7 +109,7 @@ class Replay:
             raise ValueError("replay arrays of inconsistent sizes")
         if rows and not ((actions >= 0) & (actions <= 2)).all():
             raise ValueError("a replay proposal with an action outside 0-2")
-        position, added = int(state["next"]), int(state["added"])
+        position, added = _whole(state["next"], "position"), _whole(state["added"], "count")
         full = rows == self.capacity
         if not (0 <= position < self.capacity if full else position == 0) or not (
             added >= rows if full else added == rows
@@ -119,3 +121,13 @@ class Replay:
         self._actions, self._fitness = actions.astype(np.int8), fitness.copy()
         self.size = rows
         self.next, self.added = position, added
+
+
+def _whole(value: Any, what: str) -> int:
+    """``value`` (a checkpoint's) as a whole number: an integer, or a float without a
+    fraction; else ``ValueError`` (a bool, infinity, NaN, 2.5, a string)."""
+    if isinstance(value, int | np.integer) and not isinstance(value, bool):
+        return int(value)
+    if isinstance(value, float | np.floating) and math.isfinite(value) and float(value) % 1 == 0:
+        return int(value)
+    raise ValueError(f"replay {what} {value!r} is not a whole number")

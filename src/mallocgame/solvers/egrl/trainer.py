@@ -609,6 +609,7 @@ class EgrlTrainer:
             TypeError,
             AttributeError,
             IndexError,
+            OverflowError,
             IllegalActionError,
             GameOverError,
         ) as exc:
@@ -620,7 +621,8 @@ class EgrlTrainer:
     def _restore(self, state: dict[str, Any]) -> None:
         """Take over ``state`` (:meth:`state_dict`'s), checking every field this run reads:
         the counters (whole, not negative), the phase, the position in the generation
-        (``0 <= index <=`` its evaluations), the updates left, the reserved slot, this
+        (whole, ``0 <= index <=`` its evaluations), the updates left, the reserved slot
+        (whole, ``-1`` for none), this
         generation's fitness (one per individual, at most ``learner_rollouts`` of the
         learner), the population (``policies + chromosomes`` individuals in the modes
         with one, none in ``pg``; a policy's ``theta`` of the actor's parameter count, a
@@ -629,9 +631,8 @@ class EgrlTrainer:
         shape and type) and the best answer: one exists where its fitness is above
         ``-inf`` (:meth:`state_dict`'s mark for none, which takes no actions and no
         proposals evaluated), and then it has ``U`` actions (none only where ``U`` is 0)
-        that the game plays. Raises
-        ``KeyError``, ``ValueError`` or ``TypeError`` (:meth:`_load` names the file), or
-        the game's error for a best answer it refuses."""
+        that the game plays. Raises ``KeyError``, ``ValueError``, ``TypeError`` or
+        ``OverflowError`` (:meth:`_load` names the file), or the game's error for a best answer it refuses."""
         cfg = self.config
         counters = state["counters"]
         names = [f.name for f in dataclasses.fields(Counters)]
@@ -662,11 +663,11 @@ class EgrlTrainer:
         self.population = [self._individual(entries[str(i)], i) for i in range(len(entries))]
         if len(self.fitness) != len(self.population):
             raise ValueError("fitness and population of different sizes")
-        reserved = int(gen["reserved"])
+        reserved = _count(gen["reserved"], "reserved slot", low=-1)  # -1: none
         if not -1 <= reserved < len(self.population):
             raise ValueError(f"reserved slot {reserved} of a population of {len(self.population)}")
         self.reserved = None if reserved < 0 else reserved
-        self.index = int(gen["index"])
+        self.index = _count(gen["index"], "index")
         if not 0 <= self.index <= len(self.evaluation_order()):
             raise ValueError(
                 f"index {self.index} in a generation of {len(self.evaluation_order())} evaluations"
@@ -754,9 +755,10 @@ def checkpoint_fingerprint(instance: Instance, config: EgrlConfig, seed: int) ->
     return CHECKPOINT.fingerprint(instance, json_settings(config), seed)
 
 
-def _count(value: Any, what: str) -> int:
-    """``value`` as a whole number >= 0 (a checkpoint's counter), else ``ValueError``."""
-    number = _number(value, what, low=0.0)
+def _count(value: Any, what: str, low: int = 0) -> int:
+    """``value`` as a whole number ``>= low`` (a checkpoint's counter or position), else
+    ``ValueError`` (also for an infinite one or one with a fraction, never rounded)."""
+    number = _number(value, what, low=float(low))
     if not math.isfinite(number) or number != int(number):
         raise ValueError(f"{what} {value!r} is not a whole number")
     return int(number)
