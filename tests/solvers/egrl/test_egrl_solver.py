@@ -152,6 +152,60 @@ def test_a_demonstration_seeds_a_chromosome(lstm) -> None:
     assert first[0].solution.actions == demo.actions
 
 
+@pytest.fixture(scope="module")
+def es_demo(lstm):
+    """A demonstration better than any answer the tiny runs below find (0.651 against
+    0.642, the all-Copy one)."""
+    return get_solver("es").solve(lstm, SolveRequest(seed=0, work=50))
+
+
+def _search(solution) -> tuple:
+    """What a run's search did, its answer aside: the work and the learner's metrics."""
+    info = {k: v for k, v in solution.info.items() if k not in ("train_seconds", "best_fitness")}
+    info.pop("best_from")
+    return solution.work, info
+
+
+@pytest.mark.parametrize(
+    "options", [{"mode": "pg"}, {"chromosomes": 0}], ids=["pg", "no chromosomes"]
+)
+def test_a_demonstration_no_chromosome_can_take_is_a_candidate_answer(
+    lstm, es_demo, options
+) -> None:
+    """Without a chromosome to seed, the demonstration is played once as a candidate
+    answer: the answer is never worse than it, and the search is the run's without it
+    (not an evaluation: not counted, not replayed)."""
+    demo = es_demo
+    plain = _solve(lstm, work=4, **options)
+    assert plain.reward_s < demo.reward_s  # the run alone does not find as good an answer
+    seen: list = []
+    answer = _solve(lstm, work=4, demonstrations=(demo,), callback=seen.append, **options)
+    assert answer.actions == demo.actions and answer.info["best_from"] == "demonstration"
+    assert seen[0].solution.actions == demo.actions and seen[0].work["proposals"] == 0
+    assert _search(answer) == _search(plain) and answer.work["proposals"] == 4
+    drop = get_solver("drop").solve(lstm, SolveRequest())  # one the run beats
+    beaten = _solve(lstm, work=4, demonstrations=(drop,), **options)
+    assert beaten.actions == plain.actions and beaten.info == {
+        **plain.info,
+        "train_seconds": beaten.info["train_seconds"],
+    }
+
+
+def test_a_resumed_run_plays_its_demonstration_as_a_candidate_answer(
+    lstm, es_demo, tmp_path
+) -> None:
+    """A resumed run's population comes from the checkpoint, so no chromosome can be
+    seeded: the demonstration is played once as a candidate answer."""
+    demo = es_demo
+    options = {"mode": "evolution", "checkpoint_dir": str(tmp_path)}
+    _solve(lstm, work=1, **options)
+    answer = _solve(lstm, work=4, demonstrations=(demo,), **options)
+    plain = _solve(lstm, work=4, mode="evolution")  # the uninterrupted run, no demonstration
+    assert plain.reward_s < demo.reward_s
+    assert answer.actions == demo.actions and answer.info["best_from"] == "demonstration"
+    assert _search(answer) == _search(plain)
+
+
 def test_the_largest_bundled_program_runs_through_the_networks() -> None:
     inst = suite_instance("xla-v2/resnet152_train_b16")  # 26,915 buffers
     solution = _solve(

@@ -130,8 +130,11 @@ class EgrlTrainer:
         config: the settings.
         seed: every random draw derives from it.
         solver_name: the name the answers carry.
-        demonstrations: solutions of this instance; the best one with actions seeds a
-            chromosome (modes with a population and chromosomes only).
+        demonstrations: solutions of this instance; the best one with actions (by
+            reward) seeds a chromosome of a new run's first generation where the mode
+            has chromosomes. Where it cannot (a resumed run, mode ``pg``, no
+            chromosomes), :meth:`run` plays it once as a candidate answer instead
+            (:meth:`_offer_demonstration`), so the answer is never worse than it.
         log: where progress lines go (``None``: silent).
     """
 
@@ -188,17 +191,22 @@ class EgrlTrainer:
         self.learner: LearnerState | None = None
         # the actor's logits, cached for a generation
         self._learner_logits: np.ndarray | None = None
-        self.population: list[Individual | None] = self._initial_population(demonstrations)
+        demonstration = self._best_demonstration(demonstrations)
+        self.population: list[Individual | None] = self._initial_population(demonstration)
         self.fitness = [None] * len(self.population)
         self.resumed = self.dir is not None and (self.dir / checkpoint.CHECKPOINT_NAME).exists()
         if self.resumed:
             self._load()
+        seeded = config.evolves and config.chromosomes > 0 and not self.resumed
+        # the demonstration run() plays once as a candidate answer (where none was seeded)
+        self._demonstration = None if seeded else demonstration
 
     # ------------------------------------------------------------- the population
 
-    def _initial_population(self, demonstrations: Sequence[Solution]) -> list[Individual | None]:
-        """Chromosomes drawn now; graph-policy slots (``None``) are drawn with JAX when
-        first needed (their keys depend only on the seed and the slot)."""
+    def _initial_population(self, demo: tuple[int, ...] | None) -> list[Individual | None]:
+        """Chromosomes drawn now, the first one seeded from ``demo`` (actions) where given;
+        graph-policy slots (``None``) are drawn with JAX when first needed (their keys
+        depend only on the seed and the slot)."""
         cfg = self.config
         if not cfg.evolves:
             return []
@@ -210,7 +218,6 @@ class EgrlTrainer:
                     self.num_units, cfg.prior_bias, cfg.init_scale, cfg.temperature, rng
                 )
             )
-        demo = self._best_demonstration(demonstrations)
         if demo is not None and cfg.chromosomes > 0:
             prior = np.zeros((self.num_units, 3), dtype=np.float32)
             prior[np.arange(self.num_units), np.asarray(demo, dtype=np.int64)] = DEMONSTRATION_PRIOR
@@ -219,12 +226,15 @@ class EgrlTrainer:
         return population
 
     def _best_demonstration(self, demonstrations: Sequence[Solution]) -> tuple[int, ...] | None:
+        """The actions of the best (by ``reward_s``) of ``demonstrations`` that answer this
+        instance with one action 0-2 per unit; ``None`` where none does."""
         usable = [
             d
             for d in demonstrations
             if d.actions is not None
             and len(d.actions) == self.num_units
             and d.instance_sha256 == self.instance.sha256
+            and all(0 <= a <= 2 for a in d.actions)
         ]
         if not usable:
             return None
@@ -310,6 +320,9 @@ class EgrlTrainer:
             self._answer.report(clock.elapsed, callback)
         elif self.dir is not None:
             self.log(f"no checkpoint in {self.dir}: a new run")
+        if self._demonstration is not None:
+            self._offer_demonstration(self._demonstration, clock, callback)
+            self._demonstration = None
         while True:
             if proposals is not None and c.proposals >= proposals:
                 break
@@ -401,6 +414,26 @@ class EgrlTrainer:
                 game=self.player.game,
             )
         return True
+
+    def _offer_demonstration(
+        self,
+        demo: tuple[int, ...],
+        clock: Stopwatch,
+        callback: Callable[[Improvement], None] | None,
+    ) -> None:
+        """Play the demonstration ``demo`` once, as a proposal (nearest-allowed rule and
+        Drop-backup: the demonstration's own game where it is legal), and make its game the
+        best answer (``best_from`` ``"demonstration"``) where it beats the best so far or
+        there is none. A candidate answer, not an evaluation: no fitness in the
+        generation, no replay entry, not counted as work, no random draw; so the search
+        (population, replay, learner) is the one the run makes without it."""
+        played = self.player.play(np.asarray(demo, dtype=np.int8))
+        fitness = self.fitness_fn(played, self.player.game)
+        self.log(f"the demonstration, played as a candidate answer: fitness {fitness:.4f}")
+        if fitness > self.best_fitness or self.best is None:
+            self.best_from = "demonstration"
+            actions = tuple(int(a) for a in played.actions)
+            self._improve(actions, fitness, clock, callback, game=self.player.game)
 
     def _evolve(self, evaluated: int) -> None:
         cfg = self.config
