@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from mallocgame.bench.speedups import format_table, speedup_table
-from mallocgame.bench.sweep import Job, _with_defaults, job_path, load_records, run_sweep
+from mallocgame.bench.sweep import Job, job_path, load_records, run_sweep, settings_with_defaults
 from mallocgame.cli import main
 
 PROGRAMS = ["xla-v1/lstm_infer", "xla-v1/resnet_infer"]
@@ -593,12 +593,12 @@ def test_run_sweep_checks_every_job_before_running_one(tmp_path: Path) -> None:
 
 def test_settings_a_record_lacks_are_filled_from_the_defaults_nested_ones_too() -> None:
     defaults = {"a": 1, "b": 2, "observation": {"x": 3, "y": 4}}
-    assert _with_defaults({"b": 5, "observation": {"y": 6}}, defaults) == {
+    assert settings_with_defaults({"b": 5, "observation": {"y": 6}}, defaults) == {
         "a": 1,
         "b": 5,
         "observation": {"x": 3, "y": 6},
     }
-    assert _with_defaults({"c": 7}, defaults) == {
+    assert settings_with_defaults({"c": 7}, defaults) == {
         "a": 1,
         "b": 2,
         "observation": {"x": 3, "y": 4},
@@ -607,8 +607,10 @@ def test_settings_a_record_lacks_are_filled_from_the_defaults_nested_ones_too() 
     # keyed by name (best-of's candidates): a name is never made up, a name's settings are
     named = {"solvers": {"heuristic": {"h": 1}, "random": {}}}
     run = {"solvers": {"greedy": {}, "es": {"lr": 0.1, "sigma": 0.1}}}
-    assert _with_defaults({"solvers": {"greedy": {}, "es": {"sigma": 0.1}}}, named, run) == run
-    assert _with_defaults({"solvers": {"es": {}}}, named, run) == {
+    assert (
+        settings_with_defaults({"solvers": {"greedy": {}, "es": {"sigma": 0.1}}}, named, run) == run
+    )
+    assert settings_with_defaults({"solvers": {"es": {}}}, named, run) == {
         "solvers": {"es": {"lr": 0.1, "sigma": 0.1}}
     }
 

@@ -58,6 +58,8 @@ __all__ = [
     "record_files",
     "load_records",
     "job_records",
+    "settings_with_defaults",
+    "setting_differences",
 ]
 
 _BOUNDS: dict[str, float] = {}  # LP upper bound by instance hash: once per program per process
@@ -253,7 +255,7 @@ def check_records(jobs: Iterable[Job], out_dir: Path) -> None:
     each program with a record is loaded once), or a record written with other settings
     than the job's solver uses now. A setting the record lacks (one added to the solver
     after it was written) counts as the setting's default: a new setting's default keeps
-    the solver's old behaviour (:func:`_with_defaults`; a ``best-of`` candidate the record
+    the solver's old behaviour (:func:`settings_with_defaults`; a ``best-of`` candidate the record
     lacks is no setting, and its record is refused)."""
     from mallocgame.solvers import get_solver
     from mallocgame.workloads.registry import load_workload
@@ -284,16 +286,16 @@ def check_records(jobs: Iterable[Job], out_dir: Path) -> None:
             current[key] = get_solver(job.solver).settings(job.options_dict)
         if job.solver not in defaults:
             defaults[job.solver] = get_solver(job.solver).settings({})
-        stored = _with_defaults(stored, defaults[job.solver], current[key])
+        stored = settings_with_defaults(stored, defaults[job.solver], current[key])
         if stored != current[key]:
-            changed = _differences(stored, current[key])
+            changed = setting_differences(stored, current[key])
             raise StaleRecordError(
                 f"{path} was written with other {job.solver} settings than this run's "
                 f"({'; '.join(changed[:3])}); remove it or use another --out"
             )
 
 
-def _with_defaults(stored: Any, defaults: Any, current: Any = None) -> Any:
+def settings_with_defaults(stored: Any, defaults: Any, current: Any = None) -> Any:
     """``stored`` settings (a JSON object) with every setting it lacks filled in, nested
     objects included: each key of ``defaults`` (the solver's settings with no options)
     that ``stored`` lacks, with its value in ``current`` (this run's settings; the
@@ -309,16 +311,18 @@ def _with_defaults(stored: Any, defaults: Any, current: Any = None) -> Any:
     filled = {key: current[key] for key in defaults if key not in stored and key in current}
     for key, value in stored.items():
         below = defaults[key] if key in defaults else current.get(key)
-        filled[key] = _with_defaults(value, below, current.get(key))
+        filled[key] = settings_with_defaults(value, below, current.get(key))
     return filled
 
 
-def _differences(old: Any, new: Any, prefix: str = "") -> list[str]:
+def setting_differences(old: Any, new: Any, prefix: str = "") -> list[str]:
     """``"key: old -> new"`` for every leaf that differs between two JSON objects."""
     if isinstance(old, dict) and isinstance(new, dict):
         out = []
         for key in sorted(set(old) | set(new)):
-            out += _differences(old.get(key, "(unset)"), new.get(key, "(unset)"), f"{prefix}{key}.")
+            out += setting_differences(
+                old.get(key, "(unset)"), new.get(key, "(unset)"), f"{prefix}{key}."
+            )
         return out
     return [] if old == new else [f"{prefix.rstrip('.')}: {old!r} -> {new!r}"]
 

@@ -58,7 +58,7 @@ from mallocgame.bench.inputs import (
     seeds as checked_seeds,
 )
 from mallocgame.bench.rewards import solver_spec
-from mallocgame.bench.sweep import _differences, _with_defaults
+from mallocgame.bench.sweep import setting_differences, settings_with_defaults
 from mallocgame.check import check_solution
 from mallocgame.costmodel import derive_instance, peak_live_bytes
 from mallocgame.errors import FormatError, SolverError, StaleRecordError
@@ -289,9 +289,9 @@ def _refuse_stale(
         if r.placement not in defaults:
             name, _ = solver_spec(r.placement)
             defaults[r.placement] = json.loads(_settings(name))
-        stored = _with_defaults(json.loads(r.settings), defaults[r.placement], current)
+        stored = settings_with_defaults(json.loads(r.settings), defaults[r.placement], current)
         if stored != current:
-            changed = "; ".join(_differences(stored, current)[:3])
+            changed = "; ".join(setting_differences(stored, current)[:3])
             raise StaleRecordError(
                 f"{csv_path}: {cell} was run with other settings than this run's ({changed}); "
                 "remove its rows or give another --out"
