@@ -377,6 +377,19 @@ def test_errors_are_typed_one_liners(monkeypatch) -> None:
         extract_torch(nn.Linear(2, 2), (torch.ones(1, 2),))
 
 
+class NonZero(nn.Module):
+    def forward(self, x):
+        return torch.nonzero(x).float() * 2  # as many rows as x has non-zero values
+
+
+def test_a_data_dependent_size_is_refused_naming_the_op() -> None:
+    with pytest.raises(
+        TorchFrontendError, match=r"NZ: nonzero \(nonzero\) .* depends on tensor"
+    ) as info:
+        extract_torch(NonZero(), (torch.ones(3),), name="NZ")
+    assert "\n" not in str(info.value) and "int64[u0,1]" in str(info.value)
+
+
 def test_factories() -> None:
     model = resolve_factory(f"{__name__}:linear_factory", ["f32[5,4]"])
     assert isinstance(model.module, nn.Linear) and model.inputs[0].shape == (5, 4)

@@ -80,7 +80,8 @@ Granularity
 
 Errors: :class:`TorchMissingError` (torch not installed), :class:`ExportError` (the
 module cannot be captured), :class:`TorchFrontendError` (anything else the frontend
-cannot model, e.g. dynamic shapes); all :class:`~mallocgame.errors.MallocGameError`.
+cannot model, e.g. dynamic shapes, an op whose output size depends on tensor values such
+as ``nonzero``); all :class:`~mallocgame.errors.MallocGameError`.
 """
 
 from __future__ import annotations
@@ -443,6 +444,12 @@ def _shape_str(value: Any) -> str:
     return f"{dtype}[{','.join(str(int(d)) for d in value.shape)}]"
 
 
+def _symbolic_shape(value: Any) -> str:
+    """``dtype[d0,d1,...]`` of a tensor whose dimensions may be symbols (``float32[u0,1]``)."""
+    dtype = str(value.dtype).removeprefix("torch.")
+    return f"{dtype}[{','.join(str(d) for d in value.shape)}]"
+
+
 def _shape_elements(shape: str) -> int:
     """The number of elements of a shape string ``dtype[d0,d1,...]`` (:func:`_shape_str`)."""
     dims = shape.partition("[")[2].rstrip("]")
@@ -456,6 +463,14 @@ def _nbytes(value: Any, where: str) -> int:
         raise TorchFrontendError(
             f"{where}: size is not static ({one_line(exc)}); export with static example inputs"
         ) from None
+
+
+def _data_dependent(value: Any) -> bool:
+    """Whether the shape of ``value`` (a FakeTensor) has a size known only when the op runs: an
+    unbacked symbol (``nonzero``, ``unique``, ``masked_select``: ``[u0, 1]``)."""
+    from torch.fx.experimental.symbolic_shapes import free_unbacked_symbols
+
+    return bool(free_unbacked_symbols(value))
 
 
 def _is_view(target: Any) -> bool:
@@ -510,8 +525,11 @@ def _updates_in_place(node: Any) -> bool:
 class _Builder:
     """Walks an exported graph in order; see the module docstring for what becomes what."""
 
-    def __init__(self, torch: Any, ep: Any, granularity: str, optimizer: str = "none"):
+    def __init__(
+        self, torch: Any, ep: Any, granularity: str, optimizer: str = "none", name: str = ""
+    ):
         self.torch = torch
+        self.name = name  # the program's, for messages
         self.ep = ep
         self.node_level = granularity == "node"
         self.optimizer = optimizer
@@ -614,6 +632,13 @@ class _Builder:
         if not any(hasattr(v, "numel") for v in outs):
             self.env[node.name] = None  # assertions, symbolic sizes: no data
             return
+        for v in outs:
+            if hasattr(v, "numel") and _data_dependent(v):
+                raise TorchFrontendError(
+                    f"{self.name}: {_op_name(target)} ({node.name}) makes a tensor whose size "
+                    f"depends on tensor values ({_symbolic_shape(v)}): a program's sizes are "
+                    "static, data-dependent sizes are not modelled"
+                )
         t = len(self.instrs)
         operands: list[int] = []
         operand_bytes: list[int] = []
@@ -841,14 +866,14 @@ def extract_exported(
     src = {"frontend": "torch", "torch": torch_version(), "granularity": granularity}
     src.update(source or {})
     notes = [str(n) for n in src.pop("notes", []) or []]
-    builder = _Builder(torch, exported, granularity, optimizer)
+    builder = _Builder(torch, exported, granularity, optimizer, name)
     builder.notes.extend(notes)
     try:
         builder.inputs()
         return builder.finish(name, src)
     except MallocGameError:
         raise
-    except (KeyError, IndexError, TypeError, ValueError, AttributeError) as exc:
+    except (KeyError, IndexError, TypeError, ValueError, AttributeError, RuntimeError) as exc:
         raise TorchFrontendError(
             f"{name}: cannot read the exported graph ({one_line(exc)})"
         ) from None
