@@ -390,6 +390,18 @@ def test_a_data_dependent_size_is_refused_naming_the_op() -> None:
     assert "\n" not in str(info.value) and "int64[u0,1]" in str(info.value)
 
 
+@pytest.mark.filterwarnings("ignore::FutureWarning")  # torch's own, from dynamic_shapes
+def test_dynamic_shapes_are_refused_not_fixed_at_the_example_size() -> None:
+    from mallocgame.frontends.torch import extract_exported
+
+    batch = torch.export.Dim("B", min=2, max=1024)
+    exported = torch.export.export(
+        nn.Linear(8, 8).eval(), (torch.zeros(16, 8),), dynamic_shapes=({0: batch},)
+    ).run_decompositions()
+    with pytest.raises(TorchFrontendError, match=r"dyn: the input input has a dynamic shape"):
+        extract_exported(exported, name="dyn")
+
+
 def test_factories() -> None:
     model = resolve_factory(f"{__name__}:linear_factory", ["f32[5,4]"])
     assert isinstance(model.module, nn.Linear) and model.inputs[0].shape == (5, 4)

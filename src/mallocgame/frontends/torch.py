@@ -473,6 +473,24 @@ def _data_dependent(value: Any) -> bool:
     return bool(free_unbacked_symbols(value))
 
 
+def _dynamic(value: Any) -> bool:
+    """Whether a dimension of ``value`` (a FakeTensor) is a symbol that is not a constant: a
+    dynamic shape (``torch.export.Dim``: ``[s77, 8]``) or a data-dependent size."""
+    from torch.fx.experimental.symbolic_shapes import is_concrete_int
+
+    return not all(is_concrete_int(d) for d in value.shape)
+
+
+def _refuse_dynamic(label: str, where: str, value: Any) -> None:
+    """A :class:`TorchFrontendError` where ``value`` (of the node ``where``) has a dynamic shape:
+    its size in the program would be the example's, silently."""
+    if _dynamic(value):
+        raise TorchFrontendError(
+            f"{label}: {where} has a dynamic shape ({_symbolic_shape(value)}): a program's sizes "
+            "are static, dynamic shapes are not modelled; export without dynamic_shapes"
+        )
+
+
 def _is_view(target: Any) -> bool:
     """An ATen op whose result aliases its first argument without writing it."""
     schema = getattr(target, "_schema", None)
@@ -580,6 +598,7 @@ class _Builder:
             if not hasattr(value, "numel"):
                 self.env[node.name] = None
                 continue
+            _refuse_dynamic(self.name, f"the input {node.name}", value)
             nbytes = _nbytes(value, node.name)
             label = (spec.target if spec is not None and spec.target else None) or node.name
             owned = spec is not None and spec.kind in (
@@ -639,6 +658,8 @@ class _Builder:
                     f"depends on tensor values ({_symbolic_shape(v)}): a program's sizes are "
                     "static, data-dependent sizes are not modelled"
                 )
+            if hasattr(v, "numel"):
+                _refuse_dynamic(self.name, f"{_op_name(target)} ({node.name})", v)
         t = len(self.instrs)
         operands: list[int] = []
         operand_bytes: list[int] = []
@@ -851,7 +872,9 @@ def extract_exported(
 ) -> Program:
     """The program of a ``torch.export.ExportedProgram`` that is already functional (core ATen,
     after ``run_decompositions()``, or a joint forward-backward graph); see the module docstring.
-    ``optimizer`` (:data:`OPTIMIZERS`; a joint graph's) appends the parameters' update."""
+    ``optimizer`` (:data:`OPTIMIZERS`; a joint graph's) appends the parameters' update.
+    A graph whose sizes are not static (exported with ``dynamic_shapes``; an op whose output
+    size depends on tensor values) is refused: :class:`TorchFrontendError`."""
     torch = _torch()
     if granularity not in GRANULARITIES:
         raise TorchFrontendError(
