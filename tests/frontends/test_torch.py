@@ -402,6 +402,24 @@ def test_dynamic_shapes_are_refused_not_fixed_at_the_example_size() -> None:
         extract_exported(exported, name="dyn")
 
 
+class InPlaceOnly(nn.Module):
+    def forward(self, x):
+        y = x * 2
+        y.relu_()
+        return (y,)
+
+
+@pytest.mark.filterwarnings("ignore::FutureWarning")  # torch.export's own
+def test_a_graph_with_in_place_ops_is_refused_until_decomposed() -> None:
+    from mallocgame.frontends.torch import extract_exported
+
+    exported = torch.export.export(InPlaceOnly(), (torch.zeros(4),))
+    with pytest.raises(TorchFrontendError, match=r"raw: relu_ .* run_decompositions\(\)"):
+        extract_exported(exported, name="raw")
+    program = extract_exported(exported.run_decompositions(), name="ok")
+    assert _opcodes(program) == ["mul", "relu"] and program.alias_groups
+
+
 def test_factories() -> None:
     model = resolve_factory(f"{__name__}:linear_factory", ["f32[5,4]"])
     assert isinstance(model.module, nn.Linear) and model.inputs[0].shape == (5, 4)

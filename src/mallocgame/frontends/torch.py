@@ -491,6 +491,15 @@ def _refuse_dynamic(label: str, where: str, value: Any) -> None:
         )
 
 
+def _writes_in_place(target: Any) -> bool:
+    """An ATen op that writes one of its arguments (``relu_``, ``add_``, ``copy_``, an ``out=``
+    variant): its schema marks the argument as written (``Tensor(a!)``)."""
+    schema = getattr(target, "_schema", None)
+    return schema is not None and any(
+        a.alias_info is not None and a.alias_info.is_write for a in schema.arguments
+    )
+
+
 def _is_view(target: Any) -> bool:
     """An ATen op whose result aliases its first argument without writing it."""
     schema = getattr(target, "_schema", None)
@@ -639,6 +648,12 @@ class _Builder:
             base = self.env.get(node.args[0].name)
             self.env[node.name] = base[node.args[1]] if isinstance(base, tuple) else base
             return
+        if _writes_in_place(target):
+            raise TorchFrontendError(
+                f"{self.name}: {_op_name(target)} ({node.name}) writes its input in place: the "
+                "graph is not functional; call run_decompositions() on the exported program "
+                "first"
+            )
         value = node.meta.get("val")
         outs = [v for v in (value if isinstance(value, (list, tuple)) else [value])]
         if _is_view(target):
@@ -872,6 +887,9 @@ def extract_exported(
 ) -> Program:
     """The program of a ``torch.export.ExportedProgram`` that is already functional (core ATen,
     after ``run_decompositions()``, or a joint forward-backward graph); see the module docstring.
+    A graph with an in-place op (``relu_``, ``add_``: ``torch.export.export``'s graph before
+    ``run_decompositions()``) is refused (:class:`TorchFrontendError`): its writes would be
+    read as fresh tensors, without the alias groups they make.
     ``optimizer`` (:data:`OPTIMIZERS`; a joint graph's) appends the parameters' update.
     A graph whose sizes are not static (exported with ``dynamic_shapes``; an op whose output
     size depends on tensor values) is refused: :class:`TorchFrontendError`."""
