@@ -420,6 +420,17 @@ def test_a_graph_with_in_place_ops_is_refused_until_decomposed() -> None:
     assert _opcodes(program) == ["mul", "relu"] and program.alias_groups
 
 
+class Branches(nn.Module):
+    def forward(self, x, flag):
+        return (torch.cond(flag.sum() > 0, lambda x: x.relu() * 2, lambda x: x.sigmoid(), (x,)),)
+
+
+def test_control_flow_is_refused_naming_the_operator() -> None:
+    with pytest.raises(TorchFrontendError, match=r"cond: cond \(cond\) .* not modelled") as info:
+        extract_torch(Branches(), (torch.zeros(4), torch.ones(1)), name="cond")
+    assert "\n" not in str(info.value)
+
+
 def test_factories() -> None:
     model = resolve_factory(f"{__name__}:linear_factory", ["f32[5,4]"])
     assert isinstance(model.module, nn.Linear) and model.inputs[0].shape == (5, 4)

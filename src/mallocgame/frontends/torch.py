@@ -81,7 +81,8 @@ Granularity
 Errors: :class:`TorchMissingError` (torch not installed), :class:`ExportError` (the
 module cannot be captured), :class:`TorchFrontendError` (anything else the frontend
 cannot model, e.g. dynamic shapes, an op whose output size depends on tensor values such
-as ``nonzero``); all :class:`~mallocgame.errors.MallocGameError`.
+as ``nonzero``, control flow: ``torch.cond``, ``scan``, ``while_loop``); all
+:class:`~mallocgame.errors.MallocGameError`.
 """
 
 from __future__ import annotations
@@ -648,6 +649,12 @@ class _Builder:
             base = self.env.get(node.args[0].name)
             self.env[node.name] = base[node.args[1]] if isinstance(base, tuple) else base
             return
+        if isinstance(target, self.torch._ops.HigherOrderOperator):
+            raise TorchFrontendError(
+                f"{self.name}: {target.name()} ({node.name}) runs subgraphs (torch.cond, scan, "
+                "while_loop, map): control flow is not modelled; capture one branch or an "
+                "unrolled loop instead"
+            )
         if _writes_in_place(target):
             raise TorchFrontendError(
                 f"{self.name}: {_op_name(target)} ({node.name}) writes its input in place: the "
