@@ -518,6 +518,37 @@ class Tied(nn.Module):
         }
 
 
+class SharedBlocks(nn.Module):
+    """One layer used under several names: an attribute and a list of the same block."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.a = nn.Linear(4, 4)
+        self.b = self.a
+        self.layers = nn.ModuleList([self.a] * 2)
+
+    def forward(self, x):
+        for layer in self.layers:
+            x = layer(x).relu()
+        return self.b(self.a(x)).sum()
+
+
+def test_a_module_used_under_several_names_is_one_set_of_inputs() -> None:
+    from mallocgame.frontends.torch_adapter import parameters_tied_once
+
+    module, x = SharedBlocks(), (torch.zeros(2, 4),)
+    with parameters_tied_once(module) as ties:  # one slot reached through three paths: no tie
+        assert ties == [] and list(module.a._parameters) == ["weight", "bias"]
+    for step in (False, TrainingStep(optimizer="sgd")):
+        program = extract_torch(module.train(bool(step)), x, training_step=step)
+        inputs = [t.name for t in program.tensors if t.def_time < 0]
+        assert inputs == ["a.weight", "a.bias", "x"], step
+        assert "b is a, layers.0 is a, layers.1 is a" in program.source["notes"]
+        assert _opcodes(program).count("addmm") == 4
+    assert [n for n, _ in module.named_parameters()] == ["a.weight", "a.bias"]
+    assert module.layers[1] is module.a and module.b is module.a  # as it was
+
+
 class NoLoss(CachedHead):
     def forward(self, x, labels=None):
         return super().forward(x)

@@ -12,10 +12,11 @@ Capture
     batch-norm statistics updates). Modules and inputs on the ``meta`` device cost no
     memory, so models are captured at their real sizes. What is captured is
     :mod:`mallocgame.frontends.torch_adapter`'s adapter around the module: every tensor
-    of its outputs (dataclasses and caches included), its tied parameters as one input
-    each. Where the core ATen decomposition fails, the functional ATen graph without
-    decompositions is taken (``source["capture"] = "aten"``, the failure in
-    ``source["notes"]``). A :class:`TrainingStep` captures a training step instead:
+    of its outputs (dataclasses and caches included), its tied parameters and the
+    parameters of a module used under several names as one input each. Where the core
+    ATen decomposition fails, the functional ATen graph without decompositions is taken
+    (``source["capture"] = "aten"``, the failure in ``source["notes"]``). A
+    :class:`TrainingStep` captures a training step instead:
     ``torch.export.experimental._export_forward_backward`` (AOT autograd's joint graph)
     gives the forward pass, the loss (the module's first output, a scalar, or one the
     step names) and the backward pass with the parameters' gradients as outputs; the
@@ -1040,6 +1041,7 @@ def _export(
     from mallocgame.frontends.torch_adapter import (
         AdapterError,
         CaptureAdapter,
+        modules_shared_once,
         parameters_tied_once,
     )
 
@@ -1047,7 +1049,7 @@ def _export(
         adapter = CaptureAdapter(module, None if step is None else step.loss)
     except AdapterError as exc:
         raise ExportError(f"{label}: {exc}") from None
-    with parameters_tied_once(module) as ties:
+    with modules_shared_once(module) as shared, parameters_tied_once(module) as ties:
         exported = _capture(torch, adapter, args, kwargs, label)
         unused = _unused_parameters(exported) if step is not None else []
         with _without_gradient(module, unused):
@@ -1055,6 +1057,8 @@ def _export(
                 exported = _capture(torch, adapter, args, kwargs, label)
             graph, failure = _decomposed(exported, step, label)
     notes: list[str] = []
+    if shared:
+        notes.append(f"modules under several names, one input per parameter: {', '.join(shared)}")
     if ties:
         notes.append(f"tied parameters, one input each: {', '.join(ties)}")
     if adapter.found:

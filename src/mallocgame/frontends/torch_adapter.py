@@ -13,7 +13,9 @@ For a training step it also computes the loss (:data:`LOSSES`) from the module's
 outputs, so that a model needs no hand-written wrapper.
 
 The adapter shares the module's parameter, buffer and submodule dictionaries: the
-captured graph names every weight exactly as ``module.named_parameters()`` does.
+captured graph names every weight exactly as ``module.named_parameters()`` does (a tied
+parameter and a module used under several names: under their first name,
+:func:`parameters_tied_once`, :func:`modules_shared_once`).
 Errors raised while the module runs (a missing ``labels``, logits and labels of
 different shapes) are :class:`AdapterError` s, so the frontend can name the stage.
 """
@@ -32,6 +34,7 @@ __all__ = [
     "NEEDS_LABELS",
     "AdapterError",
     "CaptureAdapter",
+    "modules_shared_once",
     "output_tensors",
     "parameters_tied_once",
 ]
@@ -227,6 +230,56 @@ def _signature(module: Any, labels: bool) -> inspect.Signature:
 
 
 @contextlib.contextmanager
+def modules_shared_once(module: Any) -> Iterator[list[str]]:
+    """While the block runs, a submodule reached under several names (``self.b = self.a``,
+    ``nn.ModuleList([block] * 3)``) is registered under its first name only: every later name
+    holds a stand-in without parameters that calls the module and reads its attributes. The
+    capture then has one input per parameter, under its first name (``torch.export`` would lift
+    it once per name, all reads on one of them, the others unread; a training step's joint
+    graph would refuse the unread ones); afterwards the module is as it was. Yields
+    ``"NAME is FIRST"`` for every later name."""
+    import torch
+
+    class _SharedModule(torch.nn.Module):
+        """A later name of a module used under several: calls it, reads its attributes."""
+
+        def __init__(self, target: Any) -> None:
+            super().__init__()
+            object.__setattr__(self, "_target", target)  # not a submodule: no parameters
+            self.training = target.training
+
+        def forward(self, *args: Any, **kwargs: Any) -> Any:
+            return self._target(*args, **kwargs)
+
+        def __getattr__(self, name: str) -> Any:
+            return getattr(self.__dict__["_target"], name)
+
+    first: dict[int, str] = {id(module): ""}
+    shared: list[tuple[Any, str, Any, str, str]] = []  # (parent, key, module, name, first name)
+    stack: list[tuple[Any, str]] = [(module, "")]
+    while stack:
+        parent, path = stack.pop()
+        children = []
+        for key, child in parent._modules.items():
+            if child is None:
+                continue
+            name = _dotted_name(path, key)
+            if id(child) in first:
+                shared.append((parent, key, child, name, first[id(child)]))
+            else:
+                first[id(child)] = name
+                children.append((child, name))
+        stack.extend(reversed(children))  # depth first, in registration order
+    try:
+        for parent, key, child, _, _ in shared:
+            parent._modules[key] = _SharedModule(child)
+        yield [f"{name} is {first_name or '<root>'}" for _, _, _, name, first_name in shared]
+    finally:
+        for parent, key, child, _, _ in shared:
+            parent._modules[key] = child
+
+
+@contextlib.contextmanager
 def parameters_tied_once(module: Any) -> Iterator[list[str]]:
     """While the block runs, a parameter registered under several names (tied weights: a
     language model's output layer and its embedding) is registered under its first name
@@ -234,17 +287,20 @@ def parameters_tied_once(module: Any) -> Iterator[list[str]]:
     any of its code, which may read a tied weight without calling its module); afterwards the module is
     as it was. The capture then has one input for it, which receives one gradient (torch's
     joint graph refuses a parameter registered twice: one of its names gets no gradient).
-    Yields ``"NAME is FIRST"`` for every tie."""
-    first: dict[int, tuple[str, str]] = {}
+    Yields ``"NAME is FIRST"`` for every tie. A module used under several names
+    (``self.b = self.a``, ``nn.ModuleList([block] * 3)``) ties nothing: its parameters sit in one
+    slot, reached through several paths, and are one input each (under their first name)."""
+    first: dict[int, tuple[Any, str, str]] = {}  # parameter -> (its module, name, module's name)
     ties: list[tuple[Any, str, Any, str, str]] = []
     for module_name, sub in module.named_modules(remove_duplicate=False):
         for name, param in list(sub._parameters.items()):
             if param is None:
                 continue
-            here = (module_name, name)
-            owner = first.setdefault(id(param), here)
-            if owner != here and not any(t[0] is sub and t[1] == name for t in ties):
-                ties.append((sub, name, param, *owner))
+            owner, owner_name, owner_path = first.setdefault(id(param), (sub, name, module_name))
+            if owner is sub and owner_name == name:
+                continue  # its own slot, reached again through a module used under two names
+            if not any(t[0] is sub and t[1] == name for t in ties):
+                ties.append((sub, name, param, owner_path, owner_name))
     handles = []
     try:
         looked_up = []  # (module, name, owner, owner's name): every tie, set at once
