@@ -210,6 +210,38 @@ def test_a_mutated_buffer_joins_its_own_input_not_an_argument_of_its_name() -> N
     _plays(program)
 
 
+class BufferCopiedFromInputs(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.register_buffer("buf", torch.zeros(4))
+        self.register_buffer("acc", torch.zeros(4))
+        self.register_buffer("one", torch.ones(1))
+        self.w = nn.Parameter(torch.ones(4))
+
+    def forward(self, x):
+        y = (x + self.buf + self.acc) * self.w
+        self.buf.copy_(self.w)  # overwritten by another input: two storages
+        self.acc.copy_(self.one)  # broadcast from a smaller one
+        return (y,)
+
+
+def test_a_buffer_overwritten_by_another_input_is_a_copy_not_a_shared_storage() -> None:
+    program = extract_torch(BufferCopiedFromInputs().eval(), (torch.zeros(4),))
+    ids = {x.name: x.id for x in program.tensors}
+    copies = program.instructions[-2:]
+    assert [(i.opcode, i.operands) for i in copies] == [
+        ("copy_", (ids["w"],)),
+        ("copy_", (ids["one"],)),
+    ]
+    assert [i.output_bytes for i in copies] == [(16,), (16,)]  # the buffers' sizes
+    assert sorted(map(sorted, _group_tensor_ids(program))) == [
+        [ids["buf"], ids["buf'"]],
+        [ids["acc"], ids["acc'"]],
+    ]
+    assert program.tensors[ids["buf'"]].live_out and not program.tensors[ids["w"]].live_out
+    _plays(program)
+
+
 class InPlaceOnViews(nn.Module):
     def forward(self, x, z):
         y = torch.relu(x)

@@ -55,7 +55,10 @@ Alias groups (unions of tensors whose buffers, definitions and reads, form one g
     - a **mutated buffer or input** (the graph signature's ``BUFFER_MUTATION`` /
       ``USER_INPUT_MUTATION``: batch-norm running statistics in training mode, an
       input updated in place) with the output holding its new value: PyTorch writes
-      it into the input's storage;
+      it into the input's storage. Where that value is another input's storage
+      (``buf.copy_(w)``), a ``copy_`` instruction is appended instead (after the graph's
+      operations, where the functional program writes it back): it reads the value and
+      writes a new tensor of the input's size, which joins the input;
     - an **in-place op** (``relu_``, ``add_``, ``x.mul_(2)``; functionalized by the
       capture into ``relu``, ``add``, ...; recognized by the node's provenance,
       ``meta["from_node"]``) with the tensor it updated; on a view (``x[:, :2].mul_(2)``:
@@ -572,6 +575,7 @@ class _Builder:
         # (owned by the module: a parameter, buffer or constant?, its target or name) ->
         # tensor: a buffer ``x`` and a forward argument ``x`` are two inputs
         self.placeholder_tensor: dict[tuple[bool, str], int] = {}
+        self.placeholder_value: dict[tuple[bool, str], Any] = {}  # the same keys -> FakeTensor
         self.notes: list[str] = []
         self.new_values = self._new_values()
 
@@ -629,6 +633,7 @@ class _Builder:
             else:
                 x = self.new_tensor(label, nbytes, -1, _shape_str(value))
             self.placeholder_tensor[(owned, label)] = x
+            self.placeholder_value[(owned, label)] = value
             self.env[node.name] = _Ref(x, nbytes, label if self.node_level and owned else "")
 
     def refs(self, arg: Any) -> list[_Ref]:
@@ -783,6 +788,32 @@ class _Builder:
                 )
             )
 
+    def copy_into(self, target: str, updated: int, source: _Ref, value: Any) -> None:
+        """Append the copy of ``source`` (another input's storage: ``buf.copy_(w)``) into the
+        mutated buffer or input ``updated`` (named ``target``), where the functional graph
+        writes it back, after its last operation: an instruction reading ``source`` and writing
+        a new tensor of ``value``'s size (``updated``'s: the new contents, a broadcast source
+        included), live out, in ``updated``'s alias group. Joining ``source`` itself to
+        ``updated`` would put two storages at one place."""
+        t = len(self.instrs)
+        nbytes = _nbytes(value, target)
+        new = self.new_tensor(f"{target}'", nbytes, t, _shape_str(value))
+        self.tensors[new].live_out = True
+        self.tensors[source.tensor].reads.append(t)
+        self.aliases.append((updated, new))
+        self.instrs.append(
+            ProgramInstruction(
+                name=f"copy_.{target}",
+                opcode="copy_",
+                operands=(source.tensor,),
+                outputs=(new,),
+                operand_bytes=(source.nbytes,),
+                output_bytes=(nbytes,),
+                flops=0.0,
+                transcendentals=0.0,
+            )
+        )
+
     def finish(self, name: str, source: dict[str, Any]) -> Program:
         from torch.export.graph_signature import OutputKind
 
@@ -795,23 +826,37 @@ class _Builder:
                 results = node.args[0]
             elif node.op != "get_attr":
                 raise TorchFrontendError(f"{name}: unsupported graph node {node.op} ({node.name})")
+        result_refs = [
+            _flat_refs(self.env.get(r.name)) if hasattr(r, "name") else [] for r in results
+        ]
+        specs = self.ep.graph_signature.output_specs
+        storage = _storages(len(self.tensors), self.aliases)
+        inputs = {storage[i] for i, x in enumerate(self.tensors) if x.def_time < 0}
+        copies: list[tuple[Any, int, _Ref, Any]] = []  # (spec, input, new value, input's val)
+        for spec, refs in zip(specs, result_refs):
+            if spec.kind in (OutputKind.BUFFER_MUTATION, OutputKind.USER_INPUT_MUTATION) and refs:
+                owned = spec.kind == OutputKind.BUFFER_MUTATION
+                updated = self.placeholder_tensor.get((owned, spec.target))
+                if updated is None:
+                    continue
+                new = refs[0].tensor
+                if storage[new] in inputs and storage[new] != storage[updated]:
+                    value = self.placeholder_value[(owned, spec.target)]
+                    copies.append((spec, updated, refs[0], value))  # another input's storage
+                else:
+                    self.aliases.append((updated, new))
+        copied = {id(spec) for spec, _, _, _ in copies}
+        for spec, refs in zip(specs, result_refs):
+            for ref in refs if id(spec) not in copied else ():
+                self.tensors[ref.tensor].live_out = True
+        for spec, updated, ref, value in copies:
+            self.copy_into(spec.target, updated, ref, value)
         if not self.instrs:
             raise TorchFrontendError(
                 f"{name}: the graph has no operation that makes a tensor (nothing to decide)"
             )
-        result_refs = [
-            _flat_refs(self.env.get(r.name)) if hasattr(r, "name") else [] for r in results
-        ]
-        for refs in result_refs:
-            for ref in refs:
-                self.tensors[ref.tensor].live_out = True
         gradients: list[tuple[int, int]] = []  # (parameter, its gradient)
-        for spec, refs in zip(self.ep.graph_signature.output_specs, result_refs):
-            if spec.kind in (OutputKind.BUFFER_MUTATION, OutputKind.USER_INPUT_MUTATION) and refs:
-                owned = spec.kind == OutputKind.BUFFER_MUTATION
-                updated = self.placeholder_tensor.get((owned, spec.target))
-                if updated is not None:
-                    self.aliases.append((updated, refs[0].tensor))
+        for spec, refs in zip(specs, result_refs):
             if spec.kind == OutputKind.GRADIENT_TO_PARAMETER and refs:
                 parameter = self.placeholder_tensor.get((True, spec.target))
                 if parameter is not None:
