@@ -770,6 +770,37 @@ def test_attention_backward_flops_are_its_five_matmuls() -> None:
     assert backward.transcendentals == rows * keys
 
 
+class Detached(nn.Module):
+    """Parameters the loss reads without a gradient: through detach() and under no_grad."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.l = nn.Linear(4, 4)
+        self.k = nn.Linear(4, 4)
+        self.scale = nn.Parameter(torch.ones(4))
+
+    def forward(self, x):
+        with torch.no_grad():
+            z = self.k(x)
+        return (self.l(x) * z * self.scale.detach()).sum()
+
+
+class NoParameters(nn.Module):
+    def forward(self, x):
+        return (x * x).sum()
+
+
+def test_a_parameter_read_without_a_gradient_is_frozen_and_noted() -> None:
+    program = extract_torch(Detached().train(), (torch.zeros(2, 4),), training_step=True)
+    head, _, frozen = program.source["notes"].partition(": ")
+    assert head == "parameters the loss does not depend on, no gradient"
+    assert sorted(frozen.split(", ")) == ["k.bias", "k.weight", "scale"]
+    assert "mm" in _opcodes(program)  # the backward pass, to l's gradients
+    with pytest.raises(ExportError, match="depends on no trainable parameter") as info:
+        extract_torch(NoParameters(), (torch.ones(3),), training_step=True)
+    assert "scalar" not in str(info.value)
+
+
 def test_training_step_options_are_checked() -> None:
     module, args = Tied().train(), (torch.zeros(2, 3, dtype=torch.int64),)
     labels = torch.zeros(2, 3, dtype=torch.int64)

@@ -997,10 +997,28 @@ class _Captured:
     capture: str  # "core-aten" (decomposed) or "aten" (not decomposed: the fallback)
 
 
+def _cuts_gradient(node: Any) -> bool:
+    """Whether ``node`` (of ``torch.export.export``'s graph) passes no gradient to its inputs:
+    ``detach()`` (``p.detach()``, ``p.data``) or a block under ``torch.no_grad()``
+    (``wrap_with_set_grad_enabled(False, ...)``)."""
+    target = node.target
+    if getattr(target, "overloadpacket", None) is not None:
+        return _op_name(target) == "detach"
+    name = getattr(target, "name", None)
+    return (
+        callable(name)
+        and name() == "wrap_with_set_grad_enabled"
+        and bool(node.args)
+        and node.args[0] is False
+    )
+
+
 def _unused_parameters(exported: Any) -> list[str]:
     """The parameters of ``exported`` (a training step's capture, its first user output the
-    loss) that the loss does not depend on (a pooler that a loss of the hidden states does
-    not use): they get no gradient, so the joint graph is derived with them frozen."""
+    loss) that the loss does not depend on through a gradient (a pooler that a loss of the
+    hidden states does not use; a parameter read only through ``detach()`` or under
+    ``torch.no_grad()``): they get no gradient, so the joint graph is derived with them
+    frozen."""
     from torch.export.graph_signature import InputKind, OutputKind
 
     nodes = {n.name: n for n in exported.graph.nodes}
@@ -1016,7 +1034,10 @@ def _unused_parameters(exported: Any) -> list[str]:
         return []
     reached, stack = {loss}, [nodes[loss]]
     while stack:
-        for source in stack.pop().all_input_nodes:
+        node = stack.pop()
+        if _cuts_gradient(node):
+            continue  # its inputs get no gradient through it
+        for source in node.all_input_nodes:
             if source.name not in reached:
                 reached.add(source.name)
                 stack.append(source)
@@ -1159,14 +1180,19 @@ def _decomposed(exported: Any, step: TrainingStep | None, label: str) -> tuple[A
         return derive({}), failure
     except Exception as exc:
         what = "derive its training step" if step is not None else "decompose it"
-        hint = (
-            "the loss must be a scalar: name one with --loss"
-            if step is not None and step.loss == "output"
-            else "the model may need a factory that fixes the failing layer"
-        )
-        raise ExportError(
-            f"{label}: torch.export could not {what}: {one_line(exc)} ({hint})"
-        ) from None
+        reason = one_line(exc)
+        if step is not None and "did not receive a gradient" in reason:
+            hint = (
+                "a parameter the loss reads gets no gradient in a way the frontend does not "
+                "see: freeze it in the factory, p.requires_grad_(False)"
+            )
+        elif step is not None and "does not require gradients" in reason:
+            hint = (
+                "the loss depends on no trainable parameter: a training step has nothing to train"
+            )
+        else:
+            hint = "the model may need a factory that fixes the failing layer"
+        raise ExportError(f"{label}: torch.export could not {what}: {reason} ({hint})") from None
 
 
 def _source_of(module: Any, step: TrainingStep | None, captured: _Captured) -> dict[str, Any]:
