@@ -4,12 +4,17 @@
 target, ``gru_infer_b512`` of ``xla-v2`` (sliced prefetches, a counted loop) for
 ``tpu-v5e`` and :func:`segment_sum` for ``tpu-v5p`` (a scatter offloaded to the
 SparseCore: ``call-start`` / ``call-done``), and writes their scheduled modules to
-``data/libtpu/`` (no TPU needed).
+``data/libtpu/`` (no TPU needed). :func:`three_layers` (a sliced prefetch) for ``tpu-v5e``
+is written twice: the compiled module's text, and the module of the dump the same compile
+writes (``xla_dump_to``), which spells the sliced prefetch ``async-start`` /
+``async-done`` around a ``slice`` computation (:data:`SLICED_DUMP`, its source-file
+tables cut).
 """
 
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -20,6 +25,9 @@ import jax.numpy as jnp
 DATA = Path(__file__).parent / "data" / "libtpu"
 MLP_ARGS = ("f32[512,1024]", "f32[1024,512]", "f32[256,512]")
 SEGMENT_SUM_ARGS = ("s32[65536]", "f32[65536]")
+SLICED_ARGS = ("f32[512,1024]", "f32[1024,1024]", "f32[1024,1024]")
+SLICED_DUMP = DATA / "three_layers.tpu-v5e.dump"
+_TABLES = re.compile(r"^(?:FileNames|FunctionNames|FileLocations|StackFrames)\n(?:.+\n)*\n", re.M)
 
 
 def mlp_grad(w1: jax.Array, w2: jax.Array, x: jax.Array) -> tuple[jax.Array, jax.Array]:
@@ -29,6 +37,34 @@ def mlp_grad(w1: jax.Array, w2: jax.Array, x: jax.Array) -> tuple[jax.Array, jax
         return jnp.sum(jnp.tanh(jnp.tanh(x @ w1) @ w2) ** 2)
 
     return jax.grad(loss, argnums=(0, 1))(w1, w2)
+
+
+def three_layers(a: jax.Array, b: jax.Array, c: jax.Array) -> jax.Array:
+    """Three tanh layers and a sum: on v5e, libtpu prefetches ``b`` in four slices."""
+    x = jnp.tanh(a @ b)
+    y = jnp.tanh(x @ c)
+    z = jnp.tanh(y @ b.T)
+    return (z @ c).sum()
+
+
+def write_sliced_prefetch() -> None:
+    """:func:`three_layers` for ``tpu-v5e``: the compiled module's text, and the dump's
+    module (its source-file tables cut) in :data:`SLICED_DUMP`."""
+    import shutil
+    import tempfile
+
+    from mallocgame.frontends.argspec import parse_arg_spec
+    from mallocgame.frontends.tpu import compile_for_tpu
+
+    args = [parse_arg_spec(a) for a in SLICED_ARGS]
+    with tempfile.TemporaryDirectory() as dump:
+        options = {"xla_dump_to": dump}
+        text = compile_for_tpu(three_layers, *args, target="tpu-v5e", compiler_options=options)
+        (module,) = Path(dump).glob("module_*.after_optimizations.txt")
+        shutil.rmtree(SLICED_DUMP, ignore_errors=True)
+        SLICED_DUMP.mkdir(parents=True)
+        (SLICED_DUMP / module.name).write_text(_TABLES.sub("", module.read_text()))
+    (DATA / "three_layers.tpu-v5e.txt").write_text(text)
 
 
 def segment_sum(ids: jax.Array, values: jax.Array) -> jax.Array:
@@ -71,6 +107,7 @@ def main() -> None:
     args = [parse_arg_spec(a) for a in SEGMENT_SUM_ARGS]
     text = compile_for_tpu(segment_sum, *args, target="tpu-v5p")
     (DATA / "segment_sum.tpu-v5p.txt").write_text(text)
+    write_sliced_prefetch()
     print(f"wrote {len(os.listdir(DATA))} modules to {DATA}")
 
 

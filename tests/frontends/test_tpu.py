@@ -10,6 +10,7 @@ import os
 import re
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -18,9 +19,14 @@ from mallocgame.frontends import tpu
 from mallocgame.frontends.argspec import parse_arg_spec
 from mallocgame.frontends.hlo_cost import counted_trip_count
 from mallocgame.frontends.hlo_parse import parse_module
-from mallocgame.frontends.xla import CompileError, XlaFrontendError, extract_module_with_placement
+from mallocgame.frontends.xla import (
+    CompileError,
+    XlaFrontendError,
+    extract_dump_with_placement,
+    extract_module_with_placement,
+)
 from mallocgame.hardware import get_preset
-from tests.frontends.libtpu_fixtures import MLP_ARGS, mlp_grad, vmem_hog
+from tests.frontends.libtpu_fixtures import MLP_ARGS, SLICED_DUMP, mlp_grad, vmem_hog
 
 DATA = Path(__file__).parent / "data" / "libtpu"
 ROOT = Path(__file__).parents[2]
@@ -91,6 +97,48 @@ def test_sliced_prefetches_are_one_copy_of_the_whole_tensor() -> None:
     assert len(sliced) == 1
     copies = [c for c in placement.copies if c.tensor == sliced[0].id]
     assert len(copies) == 1 and copies[0].dest_space == 1 and copies[0].start < copies[0].done
+
+
+def test_a_dumps_sliced_prefetch_reads_as_the_compiled_module_does() -> None:
+    """A dump file writes each slice as ``async-start`` around a ``slice`` computation and
+    ``async-done``, where the compiled module's text has ``slice-start`` / ``slice-done``:
+    both read as one prefetch of the whole tensor (before, the dump's slices and their
+    ``ConcatBitcast`` were instructions and the prefetch of ``b`` was lost)."""
+    (dump_file,) = SLICED_DUMP.iterdir()
+    dump_text = dump_file.read_text()
+    assert dump_text.count(" async-start(%b.1), calls=%async_computation") == 4
+    assert " slice-start(" not in dump_text
+    text = (DATA / "three_layers.tpu-v5e.txt").read_text()
+    assert text.count(" slice-start(%b.1)") == 4
+    program, placement = extract_module_with_placement(text, name="h")
+    from_dump, dump_placement = extract_dump_with_placement(SLICED_DUMP, name="h")
+    assert replace(from_dump, source={}) == replace(program, source={})
+    assert dump_placement == placement
+    assert [i.opcode for i in from_dump.instructions] == ["fusion"] * 3
+    (b,) = [x.id for x in from_dump.tensors if x.name == "b.1"]
+    (copy,) = [c for c in dump_placement.copies if c.tensor == b]
+    assert copy.dest_space == 1 and copy.start < copy.done
+
+
+def test_an_async_slice_into_the_default_memory_is_an_instruction() -> None:
+    """Only a slice into a memory space other than 0 is a sliced prefetch; an
+    ``async-start`` of any other slice is an asynchronous instruction, as before."""
+    text = """HloModule m, is_scheduled=true
+
+%async_computation (p: f32[1024,128]) -> f32[256,128] {
+  %p = f32[1024,128]{1,0} parameter(0)
+  ROOT %s = f32[256,128]{1,0} slice(%p), slice={[0:256], [0:128]}
+}
+
+ENTRY %main (a: f32[1024,128]) -> f32[256,128] {
+  %a = f32[1024,128]{1,0} parameter(0)
+  %st = ((f32[1024,128]{1,0}), f32[256,128]{1,0}, s32[]) async-start(%a), calls=%async_computation
+  ROOT %d = f32[256,128]{1,0} async-done(%st)
+}
+"""
+    program, placement = extract_module_with_placement(text, name="m")
+    assert [i.name for i in program.instructions] == ["st"]
+    assert placement.copies == ()
 
 
 def test_the_counted_loop_of_a_tpu_module_gets_its_trip_count() -> None:

@@ -30,7 +30,10 @@ What becomes what:
   ``recv``) is the instruction: it reads the operands and writes the result; the tuple
   it returns echoes its operands (element 0), holds the result (element 1) and
   synchronization scalars (no buffers). ``*-done`` and ``async-update`` make no
-  instruction: ``*-done``'s result *is* the start's result.
+  instruction: ``*-done``'s result *is* the start's result. An ``async-start`` whose
+  computation's root is a ``slice`` of its parameter into a memory space other than 0 is
+  a TPU's sliced prefetch as a dump file writes it, read as ``slice-start`` (its
+  ``async-done`` as ``slice-done``).
 - **Calls** are inlined: the callee's parameters are the call's operand tensors, its
   root is the call's result.
 - **While loops** are flattened: the condition's instructions, then the body's, each
@@ -423,6 +426,16 @@ class _Placed(int):
         return obj
 
 
+def _ends_slice(started: Tree) -> bool:
+    """Whether ``started`` (an ``async-done``'s operand) is the tuple of a slice of a sliced
+    prefetch: its element 1 is a copy in flight, which only :meth:`_Builder.slice_start`
+    makes (another asynchronous start's element 1 is the result it writes)."""
+    if not isinstance(started, tuple) or len(started) < 2:
+        return False
+    dest = started[1]
+    return isinstance(dest, _Placed) and dest.copy is not None
+
+
 def _buffer_space(x: int) -> BufferSpace:
     return BufferSpace(getattr(x, "space", 0), getattr(x, "copy", None))
 
@@ -526,11 +539,11 @@ class _Builder:
             elif op == "copy-start":
                 env[ins.name] = self.copy_start(ins, args[0])
             elif op == "copy-done":
-                env[ins.name] = self.copy_done(ins, args[0])
-            elif op == "slice-start":
+                env[ins.name] = self.copy_done(ins, args[0], element=0)
+            elif op == "slice-start" or self.is_sliced_prefetch(ins):
                 env[ins.name] = self.slice_start(ins, args[0])
-            elif op == "slice-done":
-                env[ins.name] = self.copy_done(ins, args[0])
+            elif op == "slice-done" or (op == "async-done" and _ends_slice(args[0])):
+                env[ins.name] = self.copy_done(ins, args[0], element=1)
             elif op in ("all-reduce-done", "async-update") or self.joins_slices(ins, args):
                 env[ins.name] = args[0]
             elif op in _TUPLE_DONES:
@@ -688,6 +701,31 @@ class _Builder:
         placed = _Placed(int(source), dest_space, self.open_slices[key])
         return ((source,), placed) + (None,) * (len(shape) - 2)
 
+    def is_sliced_prefetch(self, ins: HloInstruction) -> bool:
+        """Whether ``ins`` is a slice of a sliced prefetch as a dump file writes it: an
+        ``async-start`` of one operand whose called computation's root is a ``slice`` of
+        its parameter into a memory space other than 0 (``calls=%async_computation``, the
+        long form of ``slice-start``, which the compiled module's text prints instead)."""
+        if ins.opcode != "async-start" or len(ins.operands) != 1:
+            return False
+        try:
+            called = self.module.computation(ins, "calls")
+        except HloParseError:
+            return False
+        root = called.root
+        if root.opcode != "slice" or isinstance(root.shape, tuple) or len(root.operands) != 1:
+            return False
+        source = called.by_name.get(root.operands[0])
+        return (
+            root.shape.memory_space != 0
+            and source is not None
+            and source.opcode == "parameter"
+            and isinstance(ins.shape, tuple)
+            and len(ins.shape) >= 2
+            and not isinstance(ins.shape[1], tuple)
+            and ins.shape[1].memory_space == root.shape.memory_space
+        )
+
     def joins_slices(self, ins: HloInstruction, args: list[Tree]) -> bool:
         """Whether ``ins`` is the ``ConcatBitcast`` custom call joining the slices of one
         sliced prefetch (its result is then the prefetched tensor: no instruction)."""
@@ -701,10 +739,10 @@ class _Builder:
         self.open_slices.pop((int(first), first.space), None)
         return True
 
-    def copy_done(self, ins: HloInstruction, started: Tree) -> Tree:
-        """The end of a ``copy-start`` (its result is element 0) or a ``slice-start``
-        (element 1): the copy ends here."""
-        element = 1 if ins.opcode == "slice-done" else 0
+    def copy_done(self, ins: HloInstruction, started: Tree, element: int) -> Tree:
+        """The end of a ``copy-start`` (its result is ``element`` 0) or a ``slice-start``
+        (element 1; also an ``async-done`` of a sliced prefetch's ``async-start``): the copy
+        ends here."""
         dest = started[element] if isinstance(started, tuple) and len(started) > element else None
         if not isinstance(dest, _Placed) or dest.copy is None:
             start = ins.opcode.replace("done", "start")
