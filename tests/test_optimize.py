@@ -27,6 +27,7 @@ from mallocgame.solvers import SolveRequest, get_solver
 from mallocgame.solvers.bound import upper_bound
 from mallocgame.solvers.heuristic import HeuristicSolver
 from mallocgame.workloads.registry import load_workload
+from tests.frontends.libtpu_fixtures import SLICED_DUMP
 from tests.solvers.muzero.test_muzero_train import TINY, TINY_ARGS
 
 
@@ -302,9 +303,26 @@ def test_optimize_a_jax_function_for_a_tpu_and_steer_xla(tmp_path: Path, capsys)
         (["--target", "tpu-v4"], "give --jax MODULE:FUNCTION (compiled for it) or an XLA dump"),
         (["xla-v1/gru_infer", "--target", "tpu-v4"], "is not an XLA dump directory"),
         (["--steer", "all"], "argument --steer: invalid choice: 'all'"),
+        (
+            [str(SLICED_DUMP), "--target", "tpu-v4"],
+            "--target tpu-v4: no buffer or copy of the dump's module is in memory space [3], "
+            "tpu-v4's fast memory (it uses memory spaces [0, 1]: a dump of another "
+            "generation?)",
+        ),
     ],
 )
 def test_bad_target_input_is_one_line(argv: list[str], message: str, capsys) -> None:
     assert main(["optimize", "--work", "1", *argv]) == 2
     err = capsys.readouterr().err
     assert message in err and len(err.strip().splitlines()) == 1 and "Traceback" not in err
+
+
+def test_a_dump_is_optimized_for_its_own_generation(tmp_path: Path, capsys) -> None:
+    """A v5e dump with ``--target tpu-v5e`` has XLA's own answer in the table, read in the
+    v5e's fast space (with ``--target tpu-v4`` it is refused: the bad-input test above)."""
+    out = tmp_path / "dump.json"
+    argv = ["optimize", str(SLICED_DUMP), "--target", "tpu-v5e", "--work", "1"]
+    assert main([*argv, "--out", str(out), *TINY_ARGS]) == 0
+    printed = capsys.readouterr().out
+    (row,) = [line for line in printed.splitlines() if "xla (XLA's own)" in line]
+    assert float(row.split("xla (XLA's own)")[1].split()[0]) > 0

@@ -495,9 +495,30 @@ def _optimize_compiled(args: argparse.Namespace) -> _Compiled | None:
                 f"--target {args.target}: {args.workload} is not an XLA dump directory"
             )
         program, placement = extract_dump_with_placement(args.workload)
+        _check_dump_target(placement, args.target, fast_spaces_of(args.target))
     inst = derive_instance(program, tpu_target(args.target).preset, capacity_fraction=None)
     answer = xla_answer(inst, placement, fast_spaces_of(args.target))
     return _Compiled(inst, placement, answer, build)
+
+
+def _check_dump_target(placement: XlaPlacement, target: str, fast_spaces: frozenset[int]) -> None:
+    """Refuse (:class:`UsageError`) a dump none of whose buffers or copies is in ``target``'s
+    fast ``fast_spaces``, the test :func:`_write_xla_solution` notes: XLA's answer would read
+    as everything in slow memory (a dump of another TPU generation, of a CPU or GPU, or one
+    whose module XLA placed nothing of in that memory)."""
+    used = set(placement.spaces) | {c.dest_space for c in placement.copies}
+    if used & fast_spaces:
+        return
+    hint = (
+        "a CPU dump, or one XLA placed nothing of in fast memory?"
+        if used <= {0}
+        else f"it uses memory spaces {sorted(used)}: a dump of another generation?"
+    )
+    raise UsageError(
+        f"--target {target}: no buffer or copy of the dump's module is in memory space "
+        f"{sorted(fast_spaces)}, {target}'s fast memory ({hint}); XLA's answer would read as "
+        "everything in slow memory"
+    )
 
 
 def _steer(args: argparse.Namespace, compiled: _Compiled, answer: Solution, out: Path) -> None:
