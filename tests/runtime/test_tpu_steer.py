@@ -71,6 +71,15 @@ def test_a_bad_mode_or_an_answer_of_another_program_is_refused(lstm_v4) -> None:
         steering_flags(instance, other, placement, fast_spaces=fast)
 
 
+def test_an_answer_that_names_no_instance_is_refused(lstm_v4) -> None:
+    """An empty ``instance_sha256`` is a mismatch, as ``check`` and ``plan`` have it: before,
+    it was let through, and an answer of another program steered this one."""
+    instance, placement, answer = lstm_v4
+    nameless = replace(answer, instance_sha256="")
+    with pytest.raises(SteeringError, match="not a solution of .*none recorded"):
+        steering_flags(instance, nameless, placement, fast_spaces=fast_spaces_of("tpu-v4"))
+
+
 def test_libtpu_follows_the_answer_much_more_with_the_flag(lstm_v4) -> None:
     """Measured with libtpu 0.0.42.1: XLA alone has 27 % of the answer's fast byte-steps,
     steered 81 %, and its legal answer simulates faster."""

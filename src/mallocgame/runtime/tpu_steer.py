@@ -145,11 +145,20 @@ def steering_flags(
     mode: str = "diff",
 ) -> SteeringFlags:
     """The flag that steers MSA towards ``answer`` (a solution of ``instance``, the
-    program XLA placed as ``placement``), in ``mode`` (module docstring)."""
+    program XLA placed as ``placement``), in ``mode`` (module docstring).
+
+    Raises :class:`SteeringError` for an unknown ``mode`` and for an answer whose
+    ``instance_sha256`` is not ``instance``'s: an empty one too (as ``check`` refuses it),
+    since an answer that names no instance cannot be known to be one of this program.
+    """
     if mode not in MODES:
         raise SteeringError(f"unknown steering mode {mode!r} (have: {', '.join(MODES)})")
-    if answer.instance_sha256 and answer.instance_sha256 != instance.sha256:
-        raise SteeringError(f"the answer is not a solution of {instance.name}")
+    if answer.instance_sha256 != instance.sha256:
+        recorded = answer.instance_sha256 or "none recorded"
+        raise SteeringError(
+            f"the answer is not a solution of {instance.name} (its instance_sha256: "
+            f"{recorded}; the instance's: {instance.sha256})"
+        )
     ours = _fast_tensors(instance, answer)
     xla = _fast_tensors(instance, placement_solution(instance, placement, fast_spaces=fast_spaces))
     promote, demote = (ours, set()) if mode == "first" else (ours - xla, xla - ours)
