@@ -298,6 +298,18 @@ def test_unknown_target_is_refused() -> None:
         tpu.tpu_target("cpu")
 
 
+@pytest.mark.parametrize("target", [["tpu-v4"], None, 4, {"tpu-v4": 1}])
+def test_a_target_that_is_no_name_is_refused_before_the_device(target: object) -> None:
+    """Before, ``compile_for_tpu(..., target=["tpu-v4"])`` raised a bare ``TypeError`` (the
+    device cache hashes the target); now every target not named in TPU_TARGETS is the
+    one-line XlaFrontendError an unknown name gets, before libtpu is asked for a device."""
+    with pytest.raises(XlaFrontendError, match="unknown TPU target .* \\(a "):
+        tpu.tpu_target(target)  # type: ignore[arg-type]
+    args = [parse_arg_spec(a) for a in MLP_ARGS]
+    with pytest.raises(XlaFrontendError, match="unknown TPU target .* \\(a "):
+        tpu.compile_for_tpu(mlp_grad, *args, target=target)  # type: ignore[arg-type]
+
+
 def test_a_target_that_is_no_name_has_the_default_fast_space() -> None:
     from mallocgame.frontends.xla_placement import DEFAULT_FAST_SPACES
 

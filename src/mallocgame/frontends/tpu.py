@@ -96,14 +96,14 @@ class TpuUnavailableError(XlaFrontendError):
 
 
 def tpu_target(name: str) -> TpuTarget:
-    """The target named ``name`` (one of :data:`TPU_TARGETS`)."""
-    try:
+    """The target named ``name`` (one of :data:`TPU_TARGETS`); anything else, a name not
+    among them or not a string at all (a list, ``None``), raises :class:`XlaFrontendError`."""
+    if isinstance(name, str) and name in TPU_TARGETS:  # first: a list is unhashable
         return TPU_TARGETS[name]
-    except KeyError:
-        raise XlaFrontendError(
-            f"unknown TPU target '{name}' (have: {', '.join(TPU_TARGETS)}; for the CPU, "
-            "extract_jax)"
-        ) from None
+    shown = f"'{name}'" if isinstance(name, str) else f"{name!r} (a {type(name).__name__})"
+    raise XlaFrontendError(
+        f"unknown TPU target {shown} (have: {', '.join(TPU_TARGETS)}; for the CPU, extract_jax)"
+    )
 
 
 def fast_spaces_of(target: object) -> frozenset[int]:
@@ -185,12 +185,14 @@ def compile_for_tpu(
 
     ``example_args`` as for :func:`~mallocgame.frontends.xla.extract_jax` (only their
     shapes and dtypes are used); ``compiler_options`` are passed to XLA as they are
-    (libtpu's flags, e.g. its MSA settings). Raises :class:`TpuUnavailableError` or
-    :class:`~mallocgame.frontends.xla.CompileError`.
+    (libtpu's flags, e.g. its MSA settings). Raises :class:`XlaFrontendError` for a
+    ``target`` not named in :data:`TPU_TARGETS` (a string that is none of them, or not a
+    string), :class:`TpuUnavailableError` or :class:`~mallocgame.frontends.xla.CompileError`.
     """
     import jax
     from jax.sharding import SingleDeviceSharding
 
+    tpu_target(target)  # first: _device is cached, and a list (unhashable) fails its cache
     device = _device(target)
     label = name or getattr(fn, "__name__", "function")
     static = {static_argnums} if isinstance(static_argnums, int) else set(static_argnums)
