@@ -501,12 +501,17 @@ def _optimize_compiled(args: argparse.Namespace) -> _Compiled | None:
     return _Compiled(inst, placement, answer, build)
 
 
+def _spaces_used(placement: XlaPlacement) -> set[int]:
+    """The memory spaces XLA put a buffer or a copy of ``placement``'s module in."""
+    return set(placement.spaces) | {c.dest_space for c in placement.copies}
+
+
 def _check_dump_target(placement: XlaPlacement, target: str, fast_spaces: frozenset[int]) -> None:
     """Refuse (:class:`UsageError`) a dump none of whose buffers or copies is in ``target``'s
     fast ``fast_spaces``, the test :func:`_write_xla_solution` notes: XLA's answer would read
     as everything in slow memory (a dump of another TPU generation, of a CPU or GPU, or one
     whose module XLA placed nothing of in that memory)."""
-    used = set(placement.spaces) | {c.dest_space for c in placement.copies}
+    used = _spaces_used(placement)
     if used & fast_spaces:
         return
     hint = (
@@ -1046,7 +1051,7 @@ def _write_xla_solution(
     if not report.ok:  # a projection is legal by construction: this is a bug, not input
         raise MallocGameError(f"XLA's projected placement fails the check: {report.summary()}")
     save_solution(solution, out)
-    used = set(placement.spaces) | {c.dest_space for c in placement.copies}
+    used = _spaces_used(placement)
     if not used & fast_spaces:  # nothing read as fast: say which spaces the module has
         hint = (
             "(a CPU dump?)"
