@@ -3,6 +3,8 @@ loop states, and what a loop costs, on hand-written instructions."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from mallocgame.frontends.hlo_cost import CostModel, known_trip_count
@@ -139,3 +141,86 @@ def test_a_fusion_that_calls_itself_is_refused_not_costed_0() -> None:
     module = parse_module(FUSION_AT_ROOT)  # its in-place pairs followed it for ever
     with pytest.raises(HloParseError, match=r"^computation fs calls itself, directly or through"):
         CostModel(module).in_place_pairs(module.entry.root)
+
+
+IN_PLACE = """HloModule m, is_scheduled=true
+%sum (a: f32[], b: f32[]) -> f32[] {
+  %a = f32[] parameter(0)
+  %b = f32[] parameter(1)
+  ROOT %s = f32[] add(%a, %b)
+}
+%wrapped (w0: f32[8], w1: f32[8]) -> f32[8] {
+  %w0 = f32[8]{0} parameter(0)
+  %w1 = f32[8]{0} parameter(1)
+  ROOT %cc = f32[8]{0} custom-call(%w0, %w1), custom_call_target="x"
+}
+ENTRY %main (x: f32[8], y: f32[8], i: s32[4], j: s32[4]) -> f32[8] {
+  %x = f32[8]{0} parameter(0)
+  %y = f32[8]{0} parameter(1)
+  %i = s32[4]{0} parameter(2)
+  %j = s32[4]{0} parameter(3)
+  %n = s32[] constant(4)
+  %t = (f32[8]{0}, f32[8]{0}) tuple(%x, %y)
+  %ars1 = f32[8]{0} all-reduce-start(%x), replica_groups={}, to_apply=%sum
+  %ars2 = (f32[8]{0}, f32[8]{0}) all-reduce-start(%x, %y), replica_groups={}, to_apply=%sum
+  %ars_nvshmem = f32[8]{0} all-reduce-start(%x), to_apply=%sum, backend_config={"backend":"NVSHMEM"}
+  %rag = f32[8]{0} ragged-all-to-all(%x, %y, %i, %j, %i, %j), replica_groups={{0,1}}
+  %sds = f32[<=8]{0} set-dimension-size(%x, %n), dimensions={0}
+  %cp = f32[8]{0} collective-permute(%x, %y, %i, %j), slice_sizes={{4}}
+  %cp_tuple = (f32[8]{0}, f32[8]{0}) collective-permute(%x, %t, %i, %j), slice_sizes={{4},{4}}
+  %cps = (f32[8], f32[8], u32[], u32[]) collective-permute-start(%x, %y, %i, %j), slice_sizes={{4}}
+  %cp_plain = f32[8]{0} collective-permute(%x), source_target_pairs={{0,1}}
+  %as = ((f32[8], f32[8]), f32[8], s32[]) async-start(%x, %y), calls=%wrapped,\
+ output_to_operand_aliasing={{1}: (1, {})}
+  ROOT %z = f32[8]{0} add(%x, %y)
+}
+"""
+
+
+@pytest.mark.parametrize(
+    ("name", "pairs"),
+    [
+        ("ars1", [(0, (), ())]),
+        ("ars2", [(0, (), (0,)), (1, (), (1,))]),
+        ("ars_nvshmem", []),  # XLA's one-shot NVSHMEM all-reduce needs separate buffers
+        ("rag", [(1, (), ())]),
+        ("sds", [(0, (), ())]),
+        ("cp", [(1, (), ())]),
+        ("cp_tuple", [(1, (), ()), (1, (0,), (0,)), (1, (1,), (1,))]),
+        ("cps", [(1, (), (1,))]),
+        ("cp_plain", []),
+        ("as", [(1, (), (1,))]),
+    ],
+)
+def test_what_xla_updates_in_place_by_default_has_its_pairs(
+    name: str, pairs: list[tuple[int, tuple[int, ...], tuple[int, ...]]]
+) -> None:
+    # Before, only dynamic-update-slice, scatter and output_to_operand_aliasing of
+    # custom calls and fusions had pairs: each of these had none.
+    module = parse_module(IN_PLACE)
+    assert CostModel(module).in_place_pairs(module.entry.by_name[name]) == pairs
+
+
+RAGGED = """HloModule m, is_scheduled=true
+ENTRY %main (x: f32[8], y: f32[8], i: s32[4], j: s32[4]) -> f32[8] {
+  %x = f32[8]{0} parameter(0)
+  %y = f32[8]{0} parameter(1)
+  %i = s32[4]{0} parameter(2)
+  %j = s32[4]{0} parameter(3)
+  %out = f32[8]{0} negate(%y)
+  ROOT %rag = f32[8]{0} ragged-all-to-all(%x, %out, %i, %j, %i, %j), replica_groups={{0,1}}
+}
+"""
+
+
+def test_an_in_place_collective_puts_its_buffer_and_result_in_one_alias_group() -> None:
+    from mallocgame.frontends.xla import extract_dump, extract_module
+
+    program = extract_module(RAGGED)
+    t = next(t for t, i in enumerate(program.instructions) if i.opcode == "ragged-all-to-all")
+    assert any({(t, 1), (t, 6)} <= set(g) for g in program.alias_groups)  # operand 1, output
+    # the bundled dumps' asynchronous all-reduces: operand and result in one group
+    for dump in ("tpu_mlp", "gpu_step"):
+        program = extract_dump(Path(__file__).parent / "data" / dump)
+        t = next(t for t, i in enumerate(program.instructions) if i.opcode == "all-reduce-start")
+        assert any({(t, 0), (t, 1)} <= set(g) for g in program.alias_groups), dump

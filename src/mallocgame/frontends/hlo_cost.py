@@ -297,6 +297,23 @@ def _log2(n: int) -> float:
     return math.log2(n) if n > 1 else 1.0
 
 
+def _permute_pairs(
+    shape: Shape, at: tuple[int, ...]
+) -> list[tuple[int, tuple[int, ...], tuple[int, ...]]]:
+    """The in-place pairs of an in-place ``collective-permute`` (``at`` ``()``) or
+    ``-start`` (``at`` ``(1,)``, where its result lies in its tuple): operand 1 is the
+    result, and where the result is a tuple, each of its elements operand 1's element."""
+    result: Shape | None = shape
+    for i in at:
+        result = result[i] if isinstance(result, tuple) and i < len(result) else None
+    if result is None:
+        return []
+    pairs: list[tuple[int, tuple[int, ...], tuple[int, ...]]] = [(1, (), at)]
+    if isinstance(result, tuple):
+        pairs += [(1, (i,), at + (i,)) for i in range(len(result))]
+    return pairs
+
+
 def _calls_itself(name: str) -> str:
     return f"computation {name} calls itself, directly or through others"
 
@@ -471,10 +488,20 @@ class CostModel:
     ) -> list[tuple[int, tuple[int, ...], tuple[int, ...]]]:
         """(operand number, operand shape index, output shape index) that must share storage.
 
-        ``dynamic-update-slice`` and ``scatter`` update operand 0 (each scatter operand
-        its output element); a fusion whose output comes from such an update of a
-        fused parameter updates that operand; ``output_to_operand_aliasing`` of
-        custom calls and fusions is honoured.
+        XLA's table of what it updates in place by default (``AliasInfo::
+        GetInPlaceInputOutputPairs``); output indices are into ``ins``'s whole shape:
+
+        - ``dynamic-update-slice``, ``scatter`` and ``all-reduce-start`` update operand 0
+          (with several operands, operand ``i`` is output element ``i``); an
+          ``all-reduce-start`` whose ``backend_config`` names ``nvshmem`` updates none;
+        - ``ragged-all-to-all`` writes into operand 1 (its output buffer);
+        - the in-place ``collective-permute`` (4 operands and ``slice_sizes``) writes
+          into operand 1, a ``collective-permute-start`` of that form into operand 1 as
+          its output element 1 (each element of a tuple operand 1 as well);
+        - ``set-dimension-size`` is operand 0;
+        - ``output_to_operand_aliasing`` of custom calls, fusions and ``async-start`` is
+          honoured; a fusion whose output comes from an in-place update of a fused
+          parameter updates that operand.
         """
         if id(ins) not in self._pairs:
             self._pairs[id(ins)] = None  # being found: met again, a fusion reaches itself
@@ -494,11 +521,29 @@ class CostModel:
         op = ins.opcode
         if op == "dynamic-update-slice":
             return [(0, (), ())]
-        if op == "scatter":
-            n = (len(ins.operands) - 1) // 2
+        if op in ("scatter", "all-reduce-start"):
+            if (
+                op == "all-reduce-start"
+                and "nvshmem" in ins.attrs.get("backend_config", "").lower()
+            ):
+                return []  # XLA's one-shot NVSHMEM all-reduce needs separate buffers
+            n = (len(ins.operands) - 1) // 2 if op == "scatter" else len(ins.operands)
             return [(0, (), ())] if n == 1 else [(k, (), (k,)) for k in range(n)]
+        if op == "ragged-all-to-all" and len(ins.operands) > 1:
+            return [(1, (), ())]
+        if op == "set-dimension-size" and ins.operands:
+            return [(0, (), ())]
+        if (
+            op in ("collective-permute", "collective-permute-start")
+            and len(ins.operands) == 4
+            and "slice_sizes" in ins.attrs
+        ):
+            return _permute_pairs(ins.shape, (1,) if op == "collective-permute-start" else ())
         pairs = []
-        if op in ("custom-call", "fusion") and "output_to_operand_aliasing" in ins.attrs:
+        if (
+            op in ("custom-call", "fusion", "async-start")
+            and "output_to_operand_aliasing" in ins.attrs
+        ):
             for out_idx, opnum, op_idx, _ in parse_alias_list(
                 ins.attrs["output_to_operand_aliasing"]
             ):
