@@ -224,3 +224,43 @@ def test_an_in_place_collective_puts_its_buffer_and_result_in_one_alias_group() 
         program = extract_dump(Path(__file__).parent / "data" / dump)
         t = next(t for t, i in enumerate(program.instructions) if i.opcode == "all-reduce-start")
         assert any({(t, 0), (t, 1)} <= set(g) for g in program.alias_groups), dump
+
+
+GEMM = """HloModule m, is_scheduled=true
+ENTRY %main (p0: f32[64,1024], p1: f32[64,32]) -> f32[1024,32] {
+  %p0 = f32[64,1024]{1,0} parameter(0)
+  %p1 = f32[64,32]{1,0} parameter(1)
+  %gemm = (f32[1024,32]{1,0}, s8[4194304]{0}) custom-call(%p0, %p1), \
+custom_call_target="__cublas$gemm", backend_config=CONFIG
+  ROOT %r = f32[1024,32]{1,0} get-tuple-element(%gemm), index=0
+}
+"""
+
+
+def _gemm_config(lhs: str) -> str:
+    dims = f'"lhs_contracting_dimensions":[{lhs}],"rhs_contracting_dimensions":["0"]'
+    return f'{{"gemm_backend_config":{{"alpha_real":1,"dot_dimension_numbers":{{{dims}}}}}}}'
+
+
+@pytest.mark.parametrize(
+    ("config", "k"),
+    [
+        # the lhs f32[64,1024] contracts its dimension 0: K = 64, not its last (1024)
+        (_gemm_config('"0"'), 64),
+        ('"' + _gemm_config("0").replace('"', '\\"') + '"', 64),  # the older, escaped form
+        (_gemm_config(""), 1),
+        ('{"operation_queue_id":"0"}', 1024),  # none stated: the lhs's last dimension
+    ],
+)
+def test_a_gemm_contracts_the_lhs_dimensions_its_config_states(config: str, k: int) -> None:
+    # Before, every gemm contracted its lhs's last dimension: 16x the work here.
+    module = parse_module(GEMM.replace("CONFIG", config))
+    gemm = module.entry.by_name["gemm"]
+    assert CostModel(module).cost(gemm, module.entry) == (2.0 * 1024 * 32 * k, 0.0)
+
+
+@pytest.mark.parametrize("lhs", ['"2"', '"x"', '"-1"'])
+def test_a_gemm_contracting_no_dimension_of_its_lhs_is_refused(lhs: str) -> None:
+    module = parse_module(GEMM.replace("CONFIG", _gemm_config(lhs)))
+    with pytest.raises(HloParseError, match=r"^custom-call gemm: lhs_contracting_dimensions "):
+        CostModel(module).cost(module.entry.by_name["gemm"], module.entry)

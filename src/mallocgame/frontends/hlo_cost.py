@@ -21,9 +21,12 @@ instruction from the HLO itself, in the spirit of XLA's ``HloCostAnalysis``:
   included); ``while``: trip count × (condition + body), the condition alone for a
   trip count of 0; ``conditional``: the most expensive branch.
 - ``custom-call``: the sum over its called computations if it has any; else a
-  best-effort formula from the shapes for matmul/gemm (``2 × out × K``), LAPACK
-  trsm (``out × m``), getrf (``2/3 n³``) and potrf (``1/3 n³``) targets; else 0 (the
-  extraction notes name such calls).
+  best-effort formula from the shapes for matmul/gemm (``2 × out × K``: ``K`` the
+  product of the lhs contracting dimensions its ``backend_config``'s
+  ``gemm_backend_config.dot_dimension_numbers`` states, as cuBLAS gemms on a GPU do;
+  the lhs's last dimension where none is stated), LAPACK trsm (``out × m``), getrf
+  (``2/3 n³``) and potrf (``1/3 n³``) targets; else 0 (the extraction notes name such
+  calls).
 
 Partial bytes (used by the frontend only when asked, ``partial_bytes=True``; by
 default every buffer moves its tensor's full size): an operand or output moves its
@@ -314,6 +317,35 @@ def _permute_pairs(
     return pairs
 
 
+_LHS_CONTRACTING_RE = re.compile(r'"lhs_contracting_dimensions"\s*:\s*\[([^\]]*)\]')
+
+
+def _gemm_contraction(ins: HloInstruction, lhs: ArrayShape) -> int | None:
+    """The contraction size of a gemm custom call: the product of the lhs dimensions its
+    ``backend_config`` names in ``"lhs_contracting_dimensions":["0"]`` (cuBLAS gemms'
+    ``gemm_backend_config.dot_dimension_numbers``; also in the older, escaped form), or
+    ``None`` where the config names none.
+
+    Raises :class:`~mallocgame.frontends.hlo_parse.HloParseError` naming the call where a
+    named dimension is not a whole number or not one of the lhs's.
+    """
+    config = ins.attrs.get("backend_config", "")
+    if len(config) > 1 and config[0] == config[-1] == '"':  # the older, escaped form
+        config = config[1:-1].replace('\\"', '"')
+    m = _LHS_CONTRACTING_RE.search(config)
+    if m is None:
+        return None
+    k = 1
+    for raw in (v.strip().strip('"') for v in m.group(1).split(",") if v.strip()):
+        if not re.fullmatch(r"[0-9]+", raw) or int(raw) >= len(lhs.dims):
+            raise HloParseError(
+                f"custom-call {ins.name}: lhs_contracting_dimensions names {raw!r}, which is "
+                f"not a dimension of its lhs {lhs.dtype}{list(lhs.dims)}"
+            )
+        k *= lhs.dims[int(raw)]
+    return k
+
+
 def _calls_itself(name: str) -> str:
     return f"computation {name} calls itself, directly or through others"
 
@@ -454,7 +486,8 @@ class CostModel:
         first = shapes[0] if shapes else ArrayShape("token", ())
         n = first.dims[-1] if first.dims else 1
         if ("matmul" in target or "gemm" in target) and shapes:
-            return 2.0 * _array(ins.shape).elements * n, 0.0
+            k = _gemm_contraction(ins, first)
+            return 2.0 * _array(ins.shape).elements * (n if k is None else k), 0.0
         if "trsm" in target and shapes:
             return float(_array(ins.shape).elements * n), 0.0
         if "getrf" in target:
