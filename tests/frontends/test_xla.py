@@ -476,3 +476,29 @@ def test_the_same_function_extracts_to_the_same_instance_whatever_compiled_befor
     second = extract_jax(f, *avals)
     assert first.source["dump_module"] == "jit_f"
     assert first.to_dict() == second.to_dict()
+
+
+ASYNC_IN_PLACE = """HloModule m, is_scheduled=true
+
+%wrapped (p: f32[8]) -> f32[8] {
+  %p = f32[8]{0} parameter(0)
+  ROOT %cc = f32[8]{0} custom-call(%p), custom_call_target="update", output_to_operand_aliasing={{}: (0, {})}
+}
+
+ENTRY %main (x: f32[8]) -> f32[8] {
+  %x = f32[8]{0} parameter(0)
+  %y = f32[8]{0} negate(%x)
+  %s = ((f32[8]{0}), f32[8]{0}, u32[]) async-start(%y), calls=%wrapped, output_to_operand_aliasing={{1}: (0, {})}
+  %d = f32[8]{0} async-done(%s)
+  ROOT %r = f32[8]{0} negate(%d)
+}
+"""
+
+
+def test_a_tuple_shaped_start_writing_in_place_shares_its_operand_s_storage() -> None:
+    """An async-start whose output_to_operand_aliasing puts its result (element 1) in its
+    operand's storage: the pair was found but not applied (the start's result emitted
+    is element 1 of its shape, and pairs were applied for the whole shape only)."""
+    program = extract_module(ASYNC_IN_PLACE)
+    t = next(t for t, i in enumerate(program.instructions) if i.opcode == "async-start")
+    assert any({(t, 0), (t, 1)} <= set(g) for g in program.alias_groups)

@@ -808,10 +808,17 @@ class _Builder:
                 else:
                     output_bytes.append(full)
         flops, trans = self.costs.cost(ins, comp)
+        # the pairs' output indices are into the whole shape; the output emitted is the
+        # part at out_index (a tuple-shaped start's element 1): a pair elsewhere in the shape
+        # makes no buffer here
+        emitted = () if out_index is None else out_index
         for opnum, op_index, result_index in (
-            self.costs.in_place_pairs(ins) if out_index == () else ()
+            self.costs.in_place_pairs(ins) if out_index is not None else ()
         ):
-            a, b = _subtree(args[opnum], op_index), _subtree(out_tree, result_index)
+            if result_index[: len(emitted)] != emitted:
+                continue
+            a = _subtree(args[opnum], op_index)
+            b = _subtree(out_tree, result_index[len(emitted) :])
             if isinstance(a, int) and isinstance(b, int):
                 ta, tb = self.tensors[a], self.tensors[b]
                 if ta.size != tb.size:
