@@ -264,3 +264,70 @@ def test_a_gemm_contracting_no_dimension_of_its_lhs_is_refused(lhs: str) -> None
     module = parse_module(GEMM.replace("CONFIG", _gemm_config(lhs)))
     with pytest.raises(HloParseError, match=r"^custom-call gemm: lhs_contracting_dimensions "):
         CostModel(module).cost(module.entry.by_name["gemm"], module.entry)
+
+
+CONV = """HloModule m, is_scheduled=true
+ENTRY %main (x: f32[LHS], k: f32[KERNEL]) -> f32[OUT] {
+  %x = f32[LHS]{LL} parameter(0)
+  %k = f32[KERNEL]{KL} parameter(1)
+  ROOT %c = f32[OUT]{OL} convolution(%x, %k), ATTRS
+}
+"""
+
+
+def _conv_flops(lhs: str, kernel: str, out: str, attrs: str) -> float:
+    def layout(dims: str) -> str:
+        return ",".join(str(d) for d in reversed(range(dims.count(",") + 1)))
+
+    text = CONV.replace("LHS", lhs).replace("KERNEL", kernel).replace("OUT", out)
+    text = text.replace("LL", layout(lhs)).replace("KL", layout(kernel))
+    module = parse_module(text.replace("OL", layout(out)).replace("ATTRS", attrs))
+    return CostModel(module).cost(module.entry.root, module.entry)[0]
+
+
+@pytest.mark.parametrize(
+    ("lhs", "kernel", "out", "attrs", "flops"),
+    [
+        # libtpu's batched matmul 8 x (128x256 . 256x64): the batch is a spatial dimension
+        # dilated by 8 and strided by 7, so that each output reads one batch (8x before)
+        (
+            "8,128,256",
+            "8,256,64",
+            "8,128,64",
+            "window={size=8 stride=7 lhs_dilate=8}, dim_labels=0bf_0io->0bf",
+            2.0 * 8 * 128 * 256 * 64,
+        ),
+        # libtpu's grouped 3x3 convolution of 4 groups: the groups a dilated dimension
+        # (4x before); the SAME padding's positions outside the input are not work either
+        (
+            "2,16,16,4,16",
+            "3,3,16,4,16",
+            "2,16,16,4,16",
+            "window={size=3x3x4 stride=1x1x3 pad=1_1x1_1x0_0 lhs_dilate=1x1x4}, "
+            "dim_labels=b012f_01i2o->b012f",
+            2.0 * 2 * 16 * 16 * (16 * 3 - 2) ** 2 * 4,
+        ),
+        # a 1-D convolution of 5 elements by 3, padded 1 each side: 13 of the 15 positions
+        ("1,5,1", "3,1,1", "1,5,1", "window={size=3 pad=1_1}, dim_labels=b0f_0io->b0f", 2.0 * 13),
+        # no window: every kernel element, as before
+        ("4,8", "8,16", "4,16", "dim_labels=bf_io->bf", 2.0 * 4 * 16 * 8),
+    ],
+)
+def test_a_convolution_counts_only_the_positions_that_read_its_input(
+    lhs: str, kernel: str, out: str, attrs: str, flops: float
+) -> None:
+    assert _conv_flops(lhs, kernel, out, attrs) == flops
+
+
+def test_valid_positions_are_the_pairs_that_land_on_an_input_element() -> None:
+    import itertools
+
+    from mallocgame.frontends.hlo_cost import _valid_positions
+
+    for size, out, window, stride, pad, lhs_dil, rhs_dil in itertools.product(
+        (1, 3, 7), (1, 4, 9), (1, 2, 5), (1, 2, 3), (-2, 0, 1, 4), (1, 2, 3), (1, 2)
+    ):
+        every = [o * stride - pad + k * rhs_dil for o in range(out) for k in range(window)]
+        brute = sum(x % lhs_dil == 0 and 0 <= x // lhs_dil < size for x in every)
+        got = _valid_positions(size, out, window, stride, pad, lhs_dil, rhs_dil)
+        assert got == brute, (size, out, window, stride, pad, lhs_dil, rhs_dil)

@@ -255,7 +255,8 @@ def test_convolution_flops():
         )
 
     p = extract_jax(conv, S((2, 8, 8, 4), f32), S((3, 3, 2, 6), f32))
-    assert sum(i.flops for i in p.instructions) == 2 * (2 * 8 * 8 * 6) * (3 * 3 * 2)
+    # SAME padding: per spatial dimension 8 x 3 window positions, 2 of them off the input
+    assert sum(i.flops for i in p.instructions) == 2 * (2 * 6) * (8 * 3 - 2) ** 2 * 2
 
 
 def test_live_ranges_and_sizes_agree_with_xla(tmp_path):

@@ -5,9 +5,15 @@ instruction from the HLO itself, in the spirit of XLA's ``HloCostAnalysis``:
 
 - ``dot``: ``2 × output elements × contraction size`` (product of the lhs
   contracting dimensions); ``ragged-dot`` / ``scaled-dot`` likewise.
-- ``convolution``: ``2 × output elements × kernel spatial elements × kernel input
-  features`` (the kernel's ``i`` dimension, which is ``input features /
-  feature_group_count``). Padding and dilation holes are counted as work.
+- ``convolution``: ``2 × (batch × output features) × kernel input features × valid
+  positions`` (the kernel's ``i`` dimension, which is ``input features /
+  feature_group_count``), as ``HloCostAnalysis::GetConvolutionFlops`` counts: the valid
+  positions are the (output position, window position) pairs that read an input
+  element, not padding nor a hole of the lhs (base) dilation, multiplied over the
+  spatial dimensions. So libtpu's batched matmuls and grouped convolutions, rewritten
+  as convolutions over an lhs-dilated dimension, cost what the matmul does. Where the
+  dimension labels or the window cannot be read, every output element × window
+  position counts.
 - elementwise arithmetic (add, multiply, compare, select, bitwise, ...): 1 flop per
   output element; ``convert`` and pure data movement (copy, transpose, slice,
   broadcast, gather, pad, concatenate, ...): 0.
@@ -296,6 +302,97 @@ def _window_size(ins: HloInstruction) -> int:
     return math.prod(int(v) for v in m.group(1).split("x")) if m else 1
 
 
+_WINDOW_KEYS = ("size", "stride", "pad", "lhs_dilate", "rhs_dilate")
+
+
+def _window(ins: HloInstruction, n: int) -> list[tuple[int, int, int, int]] | None:
+    """(stride, low padding, lhs dilation, rhs dilation) of each of a convolution's ``n``
+    spatial dimensions, from ``window={size=3x3 stride=2x2 pad=1_1x1_1 lhs_dilate=...}``
+    (absent entries: 1, 0, 1, 1); ``None`` where the window does not have ``n``."""
+    fields = dict(re.findall(r"(\w+)=([-\d_x]+)", ins.attrs.get("window", "").strip("{}")))
+    parts = {k: fields[k].split("x") for k in _WINDOW_KEYS if k in fields}
+    if any(len(v) != n for v in parts.values()):
+        return None
+    try:
+        return [
+            (
+                int(parts["stride"][d]) if "stride" in parts else 1,
+                int(parts["pad"][d].split("_")[0]) if "pad" in parts else 0,
+                int(parts["lhs_dilate"][d]) if "lhs_dilate" in parts else 1,
+                int(parts["rhs_dilate"][d]) if "rhs_dilate" in parts else 1,
+            )
+            for d in range(n)
+        ]
+    except ValueError:
+        return None
+
+
+def _in_progression(lo: int, hi: int, step: int, offset: int, dilation: int) -> int:
+    """How many ``t`` in ``[lo, hi]`` have ``t * step + offset`` divisible by
+    ``dilation`` (both positive)."""
+    if hi < lo:
+        return 0
+    g = math.gcd(step, dilation)
+    if offset % g:
+        return 0
+    period = dilation // g
+    first = (-offset // g) * pow(step // g, -1, period) % period if period > 1 else 0
+    start = lo + (first - lo) % period  # the first such t at or after lo
+    return 0 if start > hi else (hi - start) // period + 1
+
+
+def _valid_positions(
+    size: int, out: int, window: int, stride: int, pad_low: int, lhs_dil: int, rhs_dil: int
+) -> int:
+    """How many (output position, window position) pairs of one spatial dimension of a
+    convolution read an input element: not padding, not a hole of the lhs dilation (as
+    XLA's ``HloCostAnalysis::GetConvolutionFlops`` counts them)."""
+    if size <= 0 or out <= 0 or window <= 0 or min(stride, lhs_dil, rhs_dil) <= 0:
+        return 0
+    last = (size - 1) * lhs_dil  # the last input element in the dilated input
+    # one of the two loops, over the shorter: x = o * stride + k * rhs_dil - pad_low
+    outer, inner, inner_step, outer_step = (
+        (window, out, stride, rhs_dil) if window <= out else (out, window, rhs_dil, stride)
+    )
+    count = 0
+    for a in range(outer):
+        base = a * outer_step - pad_low  # x = b * inner_step + base, 0 <= x <= last
+        lo = max(0, -(base // inner_step)) if base < 0 else 0
+        hi = min(inner - 1, (last - base) // inner_step) if last >= base else -1
+        count += _in_progression(lo, hi, inner_step, base, lhs_dil)
+    return count
+
+
+def _convolution_flops(
+    ins: HloInstruction, lhs: ArrayShape, kernel: ArrayShape, result: ArrayShape
+) -> float:
+    """``2 × (batch × output features) × kernel input features × valid positions``: the
+    product over spatial dimensions of :func:`_valid_positions`; where the dimension
+    labels or the window cannot be read, every output element × window position."""
+    m = re.fullmatch(r"([^_]+)_([^-]+)->(.+)", ins.attrs.get("dim_labels", "").strip())
+    labels = m.groups() if m else ("", "", "")
+    shapes = (lhs, kernel, result)
+    kernel_labels = labels[1] if len(labels[1]) == len(kernel.dims) else ""
+    # the kernel's input features (input features / feature_group_count)
+    per = math.prod(k for lab, k in zip(kernel_labels, kernel.dims) if lab == "i")
+    every = 2.0 * result.elements * per  # × the window's size: every position counted
+    every *= math.prod(k for lab, k in zip(kernel_labels, kernel.dims) if lab.isdigit())
+    n = sum(c.isdigit() for c in kernel_labels)
+    window = _window(ins, n)
+    if window is None or any(
+        len(lab) != len(x.dims)
+        or sorted(c for c in lab if c.isdigit()) != sorted(map(str, range(n)))
+        for lab, x in zip(labels, shapes)
+    ):
+        return every
+    sizes = [[x.dims[lab.index(str(d))] for lab, x in zip(labels, shapes)] for d in range(n)]
+    valid = 1
+    for (size, k, o), (stride, pad_low, lhs_dil, rhs_dil) in zip(sizes, window):
+        valid *= _valid_positions(size, o, k, stride, pad_low, lhs_dil, rhs_dil)
+    rest = result.elements // max(1, math.prod(o for _, _, o in sizes))  # batch × features
+    return 2.0 * rest * per * valid
+
+
 def _log2(n: int) -> float:
     return math.log2(n) if n > 1 else 1.0
 
@@ -402,14 +499,7 @@ class CostModel:
             k = math.prod(lhs.dims[d] for d in ins.attr_ints("lhs_contracting_dims"))
             return 2.0 * out * k, 0.0
         if op == "convolution":
-            kernel = operand(1)
-            m = re.match(r"[^_]+_([^-]+)->", ins.attrs.get("dim_labels", ""))
-            labels = m.group(1) if m and len(m.group(1)) == len(kernel.dims) else ""
-            per = 1
-            for label, size in zip(labels, kernel.dims):
-                if label.isdigit() or label == "i":
-                    per *= size
-            return 2.0 * out * per, 0.0
+            return _convolution_flops(ins, operand(0), operand(1), _array(ins.shape)), 0.0
         if op in ("fusion", "call", "async-start", "call-start"):
             return self._called_cost(ins, "to_apply" if op in ("call", "call-start") else "calls")
         if op == "while":
