@@ -522,3 +522,23 @@ def test_an_instance_made_in_code_with_nested_numbers_of_no_file_type_is_refused
     for bad, needle in cases:
         with pytest.raises(InstanceError, match=needle):
             validate(bad)
+
+
+@pytest.mark.parametrize(
+    "source, needle",
+    [
+        (None, "source must be an object"),
+        ([("a", 1)], "source must be an object"),
+        ({"n": np.int64(3)}, r"source\.n: .*3\)? \(int64\) is no JSON value"),
+        ({"s": {"t": {1, 2}}}, r"source\.s\.t: .* is no JSON value"),
+        ({1: "a", "1": "b"}, "the key 1 is not a string"),
+        ({"x": float("nan")}, r"source\.x: nan"),
+    ],
+)
+def test_an_instance_made_in_code_refuses_a_source_no_file_holds(source, needle) -> None:
+    """A source that is not a JSON object was kept: the instance then saved a file the
+    loader refuses (None, a list), or its hash raised a bare TypeError (NumPy numbers,
+    sets, mixed keys) or covered a NaN."""
+    inst = instance_from_dict(_doc())
+    with pytest.raises(InstanceError, match=needle):
+        replace(inst, source=source)

@@ -209,8 +209,13 @@ class Instance:
     document: Mapping[str, Any] | None = field(default=None, compare=False, repr=False)
 
     def __post_init__(self) -> None:
+        """``source`` made read-only; :class:`InstanceError` where it is not a JSON object
+        (a key that is not a string, a set, bytes, a NaN, a NumPy number at any depth):
+        every instance made can be hashed and saved."""
         if not isinstance(self.source, ReadOnlyDict):
-            object.__setattr__(self, "source", _read_only(self.source))
+            if not isinstance(self.source, Mapping):
+                raise InstanceError(f"source must be an object, not {self.source!r:.40}")
+            object.__setattr__(self, "source", _read_only(_json_value_copy(self.source, "source")))
 
     @property
     def num_instructions(self) -> int:
