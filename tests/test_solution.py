@@ -155,7 +155,10 @@ def test_a_missing_file_is_an_input_error(tmp_path: Path) -> None:
         # was kept, then saving raised TypeError or wrote a duplicate key
         ({"allocations": None}, "'allocations' must be Allocation objects, not None"),
         ({"info": 3}, "'info' must map names"),
-        ({"info": {1: 2, "1": 3}}, "'info' must map names"),
+        ({"info": {1: 2, "1": 3}}, "info has the key 1, not a string"),
+        # ... at any depth: a nested {1: 'a', '1': 'b'} was saved with a duplicate key
+        ({"info": {"x": {1: "a", "1": "b"}}}, r"info\.x has the key 1, not a string"),
+        ({"info": {"x": [{2, 3}]}}, r"info\.x\[0\] is \{2, 3\} \(set\), no JSON value"),
     ],
 )
 def test_a_solution_with_a_non_finite_number_is_refused_where_it_is_made(
@@ -166,6 +169,16 @@ def test_a_solution_with_a_non_finite_number_is_refused_where_it_is_made(
 
     with pytest.raises(SolutionError, match=needle):
         replace(SOLUTION, **change)
+
+
+def test_numpy_numbers_in_info_are_kept_as_python_s() -> None:
+    from dataclasses import replace
+
+    import numpy as np
+
+    s = replace(SOLUTION, info={"loss": np.float32(0.5), "n": [np.int64(3), (np.bool_(True),)]})
+    assert s.info == {"loss": 0.5, "n": [3, (True,)]}
+    assert type(s.info["loss"]) is float and type(s.info["n"][0]) is int
 
 
 def test_allocations_given_as_an_iterator_are_kept(tmp_path: Path) -> None:

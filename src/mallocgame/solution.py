@@ -134,8 +134,9 @@ class Solution:
         ``reward_s``, ``normalized_reward``, ``wall_s`` or ``bound_s`` (SPEC section 7:
         they are finite), ``actions`` that are not whole numbers (a float, a bool), an
         allocation that is not an :class:`Allocation` (the allocations are kept as a
-        tuple), ``work`` that is not finite numbers by name, ``info`` that is not a mapping
-        of strings, a ``seed`` that is not a whole number of 64 bits, or an
+        tuple), ``work`` that is not finite numbers by name, ``info`` that is not JSON (a
+        key that is not a string, or a set, bytes or another object at any depth; its
+        NumPy numbers are kept as Python's), a ``seed`` that is not a whole number of 64 bits, or an
         ``instance``, ``instance_sha256`` or ``solver`` that is not a string: a solution is
         refused where it is made, as its file would be. The four numbers are kept as Python
         floats, the seed as a Python int, ``work``'s numbers as Python numbers and the
@@ -179,10 +180,12 @@ class Solution:
                 ) from None
         if not all(isinstance(a, Allocation) for a in self.allocations):
             raise SolutionError("solution: 'allocations' must hold Allocation objects")
-        if not isinstance(self.info, Mapping) or not all(isinstance(k, str) for k in self.info):
+        if not isinstance(self.info, Mapping):
             raise SolutionError(
                 f"solution: 'info' must map names (strings) to values, not {self.info!r:.80}"
             )
+        if _has_numpy(self.info, "info"):  # checked all the way down on the way
+            object.__setattr__(self, "info", _plain_json(self.info))
         if not isinstance(self.work, Mapping) or not all(_is_finite(v) for v in self.work.values()):
             raise SolutionError(
                 f"solution: 'work' must map names to finite numbers, not {self.work!r}"
@@ -215,6 +218,40 @@ class Solution:
         if self.info:
             doc["info"] = _finite_json(dict(self.info))
         return doc
+
+
+def _has_numpy(value: Any, where: str) -> bool:
+    """Whether ``value`` (a solution's ``info``) holds a NumPy number; a
+    :class:`SolutionError` naming the place for a key that is not a string or a value no
+    JSON file holds (a set, bytes, an object), at any depth."""
+    if isinstance(value, Mapping):
+        found = False
+        for k, v in value.items():
+            if not isinstance(k, str):
+                raise SolutionError(f"solution: {where} has the key {k!r:.40}, not a string")
+            found = _has_numpy(v, f"{where}.{k}") or found
+        return found
+    if isinstance(value, (list, tuple)):
+        found = False
+        for i, v in enumerate(value):
+            found = _has_numpy(v, f"{where}[{i}]") or found
+        return found
+    if value is None or isinstance(value, (bool, str, int, float)):
+        return isinstance(value, np.generic)  # NumPy's float64 is a float
+    if isinstance(value, (np.integer, np.floating, np.bool_)):
+        return True
+    raise SolutionError(
+        f"solution: {where} is {value!r:.40} ({type(value).__name__}), no JSON value"
+    )
+
+
+def _plain_json(value: Any) -> Any:
+    """``value`` with its NumPy numbers as Python's (containers kept as their kind)."""
+    if isinstance(value, Mapping):
+        return {k: _plain_json(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return type(value)(_plain_json(v) for v in value)
+    return value.item() if isinstance(value, np.generic) else value
 
 
 def _finite_json(value: Any) -> Any:
