@@ -425,6 +425,15 @@ def test_bad_arguments_are_simulation_errors() -> None:
             execution_time(inst, 0, (), start=start)
     with pytest.raises(SimulationError, match="fast must be a collection"):
         execution_time(inst, 0, None)
+    # ids that are not buffers were left out without a word (all slow)
+    for fast in ({"0"}, "01", {0.5}, {True}, {inst.num_buffers}, {-1}):
+        with pytest.raises(SimulationError, match="not a buffer id"):
+            execution_time(inst, 0, fast)
+    # an int past a float's range raised OverflowError
+    with pytest.raises(SimulationError, match="start must be a finite number"):
+        execution_time(inst, 0, (), start=10**400)
+    with pytest.raises(SimulationError, match="is not a pair of finite numbers"):
+        execution_time(inst, 0, (), busy=[(0, 10**400)])
     for busy, needle in [
         ([("a", "b")], "is not a pair of finite numbers"),
         ([(0.0, float("nan"))], "is not a pair of finite numbers"),

@@ -241,10 +241,24 @@ def execution_time(
         raise SimulationError(f"start must be a finite number of seconds, not {start!r:.40}")
     try:
         fast_set = frozenset(fast)
+        bad = next(
+            (
+                b
+                for b in fast_set
+                if isinstance(b, (bool, np.bool_))
+                or not isinstance(b, (int, np.integer))
+                or not 0 <= b < instance.num_buffers
+            ),
+            None,
+        )
     except TypeError:
         raise SimulationError(
             f"fast must be a collection of buffer ids, not {fast!r:.40}"
         ) from None
+    if bad is not None:
+        raise SimulationError(
+            f"fast holds {bad!r:.40}, not a buffer id in 0..{instance.num_buffers - 1}"
+        )
     gamma = _copy_share(instance, copy_share)
     d, fixed, m, rho = _execution_params(instance, t, fast_set, scale, gamma)
     pairs = _busy_periods(busy)
@@ -255,12 +269,13 @@ def execution_time(
 
 
 def _is_finite(x: object) -> bool:
-    """Whether ``x`` is a finite real number (not a bool)."""
-    return (
-        not isinstance(x, bool)
-        and isinstance(x, (int, float, np.integer, np.floating))
-        and math.isfinite(x)
-    )
+    """Whether ``x`` is a finite real number (not a bool) of a float's range."""
+    if isinstance(x, bool) or not isinstance(x, (int, float, np.integer, np.floating)):
+        return False
+    try:
+        return math.isfinite(x)
+    except OverflowError:  # an int past a float's range
+        return False
 
 
 def _busy_periods(busy: Iterable[tuple[float, float]]) -> list[tuple[float, float]]:
