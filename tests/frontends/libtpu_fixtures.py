@@ -8,7 +8,8 @@ SparseCore: ``call-start`` / ``call-done``), and writes their scheduled modules 
 is written twice: the compiled module's text, and the module of the dump the same compile
 writes (``xla_dump_to``), which spells the sliced prefetch ``async-start`` /
 ``async-done`` around a ``slice`` computation (:data:`SLICED_DUMP`, its source-file
-tables cut).
+tables cut). :func:`loop_over_input` for ``tpu-v5e``: a loop started from an asynchronous
+copy of a value read again after it.
 """
 
 from __future__ import annotations
@@ -67,6 +68,17 @@ def write_sliced_prefetch() -> None:
     (DATA / "three_layers.tpu-v5e.txt").write_text(text)
 
 
+LOOP_ARGS = ("f32[256,256]", "f32[256,256]")
+
+
+def loop_over_input(x: jax.Array, w: jax.Array) -> jax.Array:
+    """Seven tanh layers in a loop started from ``x``, then ``x`` read again: libtpu starts
+    the loop from an asynchronous copy of ``x`` (``copy-start`` / ``copy-done``) and
+    copies it again for the read after the loop."""
+    y = jax.lax.fori_loop(0, 7, lambda i, c: jnp.tanh(c @ w), x)
+    return y * 3 + x
+
+
 def segment_sum(ids: jax.Array, values: jax.Array) -> jax.Array:
     """The sums of ``values`` over 64 segments (``ids``): a scatter-add."""
     return jax.ops.segment_sum(values, ids, num_segments=64)
@@ -108,6 +120,9 @@ def main() -> None:
     text = compile_for_tpu(segment_sum, *args, target="tpu-v5p")
     (DATA / "segment_sum.tpu-v5p.txt").write_text(text)
     write_sliced_prefetch()
+    args = [parse_arg_spec(a) for a in LOOP_ARGS]
+    text = compile_for_tpu(loop_over_input, *args, target="tpu-v5e")
+    (DATA / "loop_over_input.tpu-v5e.txt").write_text(text)
     print(f"wrote {len(os.listdir(DATA))} modules to {DATA}")
 
 

@@ -99,6 +99,27 @@ def test_sliced_prefetches_are_one_copy_of_the_whole_tensor() -> None:
     assert len(copies) == 1 and copies[0].dest_space == 1 and copies[0].start < copies[0].done
 
 
+def test_a_value_copied_before_a_loop_overwrites_it_and_read_after_is_its_own_storage() -> None:
+    """libtpu starts a loop from an asynchronous copy of ``x`` (copy-start / copy-done, which
+    the frontend strips) and reads ``x`` again after the loop: ``x`` was joined to the
+    loop's carried value, one "storage" holding two values live at once, both read by one
+    instruction, where XLA's buffer assignment keeps them apart."""
+    program, _ = extract_module_with_placement((DATA / "loop_over_input.tpu-v5e.txt").read_text())
+    (x,) = [t for t in program.tensors if t.name.startswith("x")]
+    last = program.instructions[-1]
+    (loop,) = program.loops
+    assert x.id in last.operands and loop.last < len(program.instructions) - 1  # read after
+    for group in program.alias_groups:  # no group holds x
+        tensors = {
+            (program.instructions[t].operands + program.instructions[t].outputs)[p]
+            for t, p in group
+        }
+        assert x.id not in tensors
+    assert "kept apart: " + x.name in program.source["notes"]
+    # the loop-carried counter, overwritten in place and never read after, is one storage still
+    assert len(program.alias_groups) == 1
+
+
 def test_a_dumps_sliced_prefetch_reads_as_the_compiled_module_does() -> None:
     """A dump file writes each slice as ``async-start`` around a ``slice`` computation and
     ``async-done``, where the compiled module's text has ``slice-start`` / ``slice-done``:

@@ -473,6 +473,11 @@ class _Builder:
         self.copies: list[list[int]] = []
         # (tensor, dest space) -> its sliced prefetch's copy, until the slices are joined
         self.open_slices: dict[tuple[int, int], int] = {}
+        # (old value, new value, step): the new value is written into the old one's storage
+        # (a loop-carried value, an in-place update) at or before step; joined in finish()
+        # unless the old value is read after step or is a result (XLA copied it: a copy
+        # XLA's memory-space assignment made asynchronous, stripped as its prefetches are)
+        self.overwrites: list[tuple[int, int, int]] = []
         self.current: HloInstruction | None = None  # the instruction being read, for errors
 
     def union(self, a: int, b: int) -> None:
@@ -655,7 +660,7 @@ class _Builder:
                         f"its body returns %{tr.name} ({tr.size} bytes) where it is given "
                         f"%{tx.name} ({tx.size} bytes)",
                     )
-                self.union(x, r)
+                self.overwrites.append((x, r, last))
                 self.tensors[r].min_end = max(self.tensors[r].min_end, last)
         return result
 
@@ -827,7 +832,7 @@ class _Builder:
                         f"writes its output %{tb.name} ({tb.size} bytes) in place of its "
                         f"operand %{ta.name} ({ta.size} bytes)",
                     )
-                self.union(a, b)
+                self.overwrites.append((a, b, t))
         for x in operands:
             self.tensors[x].reads.append(t)
         self.spaces.append(tuple(spaces))
@@ -846,6 +851,25 @@ class _Builder:
         )
         return out_tree
 
+    def join_overwrites(self) -> None:
+        """One storage for each value and the value written over it (``overwrites``), except
+        where the old value is still read after it is overwritten, or is a result: then XLA
+        kept it apart, with a copy its memory-space assignment made an asynchronous
+        ``copy-start`` / ``copy-done`` (a loop started from a copy of a parameter read again
+        after the loop), and the two are separate storages (noted)."""
+        kept_apart = []
+        for old, new, step in self.overwrites:
+            x = self.tensors[old]
+            if x.live_out or any(r > step for r in x.reads):
+                kept_apart.append(x.name)
+            else:
+                self.union(old, new)
+        if kept_apart:
+            self.notes.append(
+                "read after being overwritten in place, so copied first by XLA and kept apart: "
+                + ", ".join(sorted(set(kept_apart)))
+            )
+
     def finish(self, name: str, source: dict[str, Any]) -> Program:
         _check_call_graph(self.module)
         root = self.run(self.module.entry, [], 1)
@@ -857,6 +881,7 @@ class _Builder:
             )
         for x in _leaves(root):
             self.tensors[x].live_out = True
+        self.join_overwrites()
         outputs_aliased: set[tuple[int, ...]] = set()
         params_aliased: set[tuple[int, tuple[int, ...]]] = set()
         for out_index, param, param_index, _ in parse_alias_list(
