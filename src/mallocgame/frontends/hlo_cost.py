@@ -160,6 +160,15 @@ _TRIP_RE = re.compile(r'"known_trip_count"\s*:\s*(\{[^{}]*\}|[^,{}]*)')
 _TRIP_N_RE = re.compile(r'\{\s*"n"\s*:\s*(?:"([^"]*)"|([^\s,}]+))\s*\}')
 
 
+def _backend_config(ins: HloInstruction) -> str:
+    """``ins``'s ``backend_config`` as JSON text: the older, escaped form
+    (``backend_config="{\\"k\\":...}"``) unescaped."""
+    config = ins.attrs.get("backend_config", "")
+    if len(config) > 1 and config[0] == config[-1] == '"':
+        config = config[1:-1].replace('\\"', '"')
+    return config
+
+
 def known_trip_count(ins: HloInstruction) -> int | None:
     """The trip count XLA states for a ``while``: its ``backend_config``'s
     ``"known_trip_count":{"n":"3"}``, also in the older escaped form
@@ -170,9 +179,7 @@ def known_trip_count(ins: HloInstruction) -> int | None:
     the stated count is not a whole number (``"abc"``, ``-3``) or is more than
     ``2**31 - 1``, the largest count of SPEC section 1.
     """
-    config = ins.attrs.get("backend_config", "")
-    if len(config) > 1 and config[0] == config[-1] == '"':  # the older, escaped form
-        config = config[1:-1].replace('\\"', '"')
+    config = _backend_config(ins)
     m = _TRIP_RE.search(config)
     if m is None:
         return None
@@ -426,9 +433,7 @@ def _gemm_contraction(ins: HloInstruction, lhs: ArrayShape) -> int | None:
     Raises :class:`~mallocgame.frontends.hlo_parse.HloParseError` naming the call where a
     named dimension is not a whole number or not one of the lhs's.
     """
-    config = ins.attrs.get("backend_config", "")
-    if len(config) > 1 and config[0] == config[-1] == '"':  # the older, escaped form
-        config = config[1:-1].replace('\\"', '"')
+    config = _backend_config(ins)
     m = _LHS_CONTRACTING_RE.search(config)
     if m is None:
         return None
