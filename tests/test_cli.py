@@ -1400,3 +1400,22 @@ def test_project_checks_its_output_before_projecting(tmp_path: Path, capsys, mon
     argv = ["project", inst.name, str(tmp_path / "h.json"), "--out", str(tmp_path / "adir")]
     assert main(argv) == 2
     assert "a directory, not a file" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["solve", "xla-v1/gru_infer", "--solver", "greedy", "--out", "OUT/"],
+        ["bench", "rewards", "--programs", "xla-v1/gru_infer", "--out", "OUT/"],
+        ["extract", "--suite", "xla-v1", "--model", "gru_infer", "--out", "OUT/"],
+    ],
+)
+def test_an_out_ending_in_a_separator_names_a_folder_and_is_refused(
+    argv: list[str], tmp_path: Path, capsys
+) -> None:
+    """--out newdir/ wrote a file called newdir (Path drops the slash)."""
+    argv = [str(tmp_path / "newdir") + "/" if a == "OUT/" else a for a in argv]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert "it names a folder, give a file" in err and len(err.strip().splitlines()) == 1
+    assert not (tmp_path / "newdir").exists()

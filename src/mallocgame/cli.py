@@ -1105,7 +1105,9 @@ def _cmd_bench_speedups(args: argparse.Namespace) -> int:
     if args.csv is not None:  # refused before the sweep, not after it
         if not args.csv.strip():
             raise UsageError("--csv must name a file")
-        _output_file(Path(args.csv), flag="--csv")
+        _output_file(Path(args.csv), *programs, flag="--csv")  # not a program file it reads
+        if Path(args.csv).resolve() == out.resolve():
+            raise UsageError(f"--csv {args.csv} is the records' folder (--out): give another")
     if (
         args.existing
     ):  # a sweep under way elsewhere (pinned_sweep.py): its complete programs, nothing run
@@ -1300,7 +1302,7 @@ def _cmd_bench_xla(args: argparse.Namespace) -> int:
     if args.csv is not None:
         if not args.csv.strip():
             raise UsageError("--csv must name a file")
-        _output_file(Path(args.csv), flag="--csv")
+        _output_file(Path(args.csv), *names, flag="--csv")  # not a program file it reads
     rows = [
         xla_row(
             name,
@@ -1440,6 +1442,16 @@ def _positive_seconds(text: str) -> float:
     return seconds
 
 
+def _file_arg(text: str) -> str:
+    """An ``--out`` (or ``--csv``) that names a file or a stem: one that ends in a path
+    separator names a folder, which would be written as a file of that name."""
+    if text.endswith(("/", os.sep)):
+        raise argparse.ArgumentTypeError(
+            f"{text!r} ends in {text[-1]}: it names a folder, give a file"
+        )
+    return text
+
+
 def _seed(text: str) -> int:
     """An argparse type: a seed, a whole number in 0 .. :data:`MAX_SEED` (2**63 - 1)."""
     try:
@@ -1491,7 +1503,7 @@ def _add_run_arguments(p: argparse.ArgumentParser, *, work: str, out: str, optio
         help="wall-clock budget, seconds (at most 7 days)",
     )
     p.add_argument("--work", type=_whole_number(1), default=None, help=work)
-    p.add_argument("--out", default=None, help=out)
+    p.add_argument("--out", type=_file_arg, default=None, help=out)
     p.add_argument("--progress", action="store_true", help="print every new best solution")
     _add_option_argument(p, "KEY=VALUE", option)
 
@@ -1528,7 +1540,10 @@ def _parser() -> _Parser:
     )
     _add_instance_and_solution(p, "a valid solution, e.g. the heuristic's")
     p.add_argument(
-        "--out", default=None, help="the trajectory (default out/NAME.SOLVER-projected.sSEED.json)"
+        "--out",
+        type=_file_arg,
+        default=None,
+        help="the trajectory (default out/NAME.SOLVER-projected.sSEED.json)",
     )
     p.add_argument(
         "--repairs",
@@ -1560,7 +1575,7 @@ def _parser() -> _Parser:
         help="a second solution: both layouts, one above the other, and which tensors each keeps "
         "in fast memory, evicts and fetches again",
     )
-    p.add_argument("--out", required=True, help="picture file (.png, .svg or .pdf)")
+    p.add_argument("--out", type=_file_arg, required=True, help="picture file (.png, .svg or .pdf)")
     p.set_defaults(func=_cmd_show)
     return parser
 
@@ -1682,6 +1697,7 @@ def _add_optimize_parser(sub: _SubParsers) -> None:
     p.add_argument("--seed", type=_seed, default=0)
     p.add_argument(
         "--out",
+        type=_file_arg,
         default=None,
         help="the answer (default out/NAME.muzero-prod.sSEED.json); the candidates, the reward curve "
         "and the layouts go beside it, the agent's checkpoint to OUT.checkpoint/ (resumes)",
@@ -1807,8 +1823,8 @@ def _add_extract_parser(sub: _SubParsers) -> None:
         "the instances and XLA's answers go",
     )
     p.add_argument("--name", help="the program/instance name")
-    p.add_argument("--out", help="the instance file to write (.json or .json.gz)")
-    p.add_argument("--program-out", help="also write the extracted program file")
+    p.add_argument("--out", type=_file_arg, help="the instance file to write (.json or .json.gz)")
+    p.add_argument("--program-out", type=_file_arg, help="also write the extracted program file")
     p.add_argument(
         "--xla-solution",
         metavar="FILE",
@@ -1884,6 +1900,7 @@ def _add_speedups_parser(bench: _SubParsers) -> None:
     )
     q.add_argument(
         "--csv",
+        type=_file_arg,
         default=None,
         metavar="FILE",
         help="also write one CSV row per program and solver (means over seeds; a hybrid's candidates too)",
@@ -1959,7 +1976,9 @@ def _add_correlation_parser(bench: _SubParsers) -> None:
         "--seed", type=_seed, default=None, help="--training: the run's seed (default 0)"
     )
     _add_option_argument(q, "KEY=VALUE", "--training: a muzero setting (repeat)")
-    q.add_argument("--out", help="--training: path of the CSV and PNG (suffixes replaced)")
+    q.add_argument(
+        "--out", type=_file_arg, help="--training: path of the CSV and PNG (suffixes replaced)"
+    )
     q.set_defaults(func=_cmd_bench_correlation)
 
 
@@ -1979,7 +1998,9 @@ def _add_rewards_parser(bench: _SubParsers) -> None:
     q.add_argument(
         "--budget", type=_positive_seconds, default=60.0, help="wall-clock seconds per run"
     )
-    q.add_argument("--out", default="results/rewards", help="writes OUT.csv and OUT.png")
+    q.add_argument(
+        "--out", type=_file_arg, default="results/rewards", help="writes OUT.csv and OUT.png"
+    )
     q.set_defaults(func=_cmd_bench_rewards)
 
 
@@ -1997,7 +2018,7 @@ def _add_xla_parser(bench: _SubParsers) -> None:
         default=60.0,
         help="seconds the bound's LP is given per program",
     )
-    q.add_argument("--csv", help="also write the rows to this CSV file")
+    q.add_argument("--csv", type=_file_arg, help="also write the rows to this CSV file")
     q.set_defaults(func=_cmd_bench_xla)
 
 
@@ -2041,7 +2062,10 @@ def _add_tasks_parser(bench: _SubParsers) -> None:
         "memory (default 1.25; needs 1 among --tasks and fast-only among --placements)",
     )
     q.add_argument(
-        "--out", default="results/tasks", help="writes OUT.csv, OUT.png and OUT.solutions/"
+        "--out",
+        type=_file_arg,
+        default="results/tasks",
+        help="writes OUT.csv, OUT.png and OUT.solutions/",
     )
     q.set_defaults(func=_cmd_bench_tasks)
 

@@ -304,6 +304,26 @@ def test_existing_refuses_what_it_cannot_tabulate(tmp_path: Path, capsys) -> Non
     assert "--csv must name a file" in capsys.readouterr().err
 
 
+def test_the_csv_is_neither_a_program_read_nor_the_records_folder(tmp_path: Path, capsys) -> None:
+    """--csv over an instance file of --programs overwrote it after the sweep (the records
+    then named a program file no longer there); over a records folder still to make, the
+    whole sweep ran, then the CSV failed."""
+    from mallocgame.instance import save_instance
+    from mallocgame.workloads.registry import load_workload
+
+    program = tmp_path / "gru.json"
+    save_instance(load_workload(PROGRAMS[0]), program)
+    before = program.read_bytes()
+    argv = ["bench", "speedups", "--programs", str(program), "--baseline", "drop"]
+    argv += ["--solvers", "random", "--work", "2"]
+    assert main([*argv, "--out", str(tmp_path / "recs"), "--csv", str(program)]) == 2
+    assert "is the file this command reads" in capsys.readouterr().err
+    assert program.read_bytes() == before
+    assert main([*argv, "--out", str(tmp_path / "recs2"), "--csv", str(tmp_path / "recs2")]) == 2
+    assert "is the records' folder" in capsys.readouterr().err
+    assert not (tmp_path / "recs").exists() and not (tmp_path / "recs2").exists()  # no job ran
+
+
 def test_complete_programs_need_every_solver_at_every_seed() -> None:
     from mallocgame.bench.speedups import complete_programs
 
