@@ -104,6 +104,10 @@ def test_csv_rows_round_trip_and_bad_files(tmp_path: Path) -> None:
         read_csv_rows(path, ["a", "b"], lambda r: int(r[1]), "table")
     with pytest.raises(InputFileError, match="cannot read it"):
         read_csv_rows(tmp_path / "missing.csv", ["a"], tuple, "table")
+    # a field past the csv module's limit raised csv.Error (a traceback on the CLI)
+    path.write_text('a,b\n"' + "x" * 140_000 + "\n")
+    with pytest.raises(FormatError, match="not a table .field larger than field limit"):
+        read_csv_rows(path, ["a", "b"], tuple, "table")
 
 
 # ------------------------------------------------------------- special files and bad documents
@@ -211,6 +215,13 @@ def test_check_writable_finds_a_place_that_takes_no_file(tmp_path: Path, monkeyp
     (tmp_path / "run.csv").write_text("a file")
     with pytest.raises(OutputFileError, match="run.csv is not a folder"):
         check_writable(tmp_path / "run.csv" / "x.json")
+    # a link to nothing where a folder goes passed, and the write after the work failed
+    (tmp_path / "dangling").symlink_to(tmp_path / "nowhere")
+    with pytest.raises(OutputFileError, match="dangling is not a folder"):
+        check_writable(tmp_path / "dangling" / "x.json")
+    (tmp_path / "linked").symlink_to(tmp_path / "new-folder")
+    (tmp_path / "new-folder").mkdir()
+    check_writable(tmp_path / "linked" / "x.json")  # a link to a folder: fine
     fifo = tmp_path / "pipe"
     os.mkfifo(fifo)
 

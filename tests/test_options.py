@@ -69,6 +69,16 @@ def test_values_from_the_command_line_are_typed() -> None:
     assert cfg == Demo(3, 1e-3, False, "slow", ("c", "d"), (2, 3), None, "7", Inner(8))
 
 
+def test_a_negative_zero_is_zero() -> None:
+    """-0 kept its sign: the same setting written -0 hashed to another sweep cell."""
+    import math
+
+    for text in ("-0", "-0.0", "0", "0e5"):
+        rate = parse_config(Demo, {"rate": text}, "demo").rate
+        assert rate == 0.0 and math.copysign(1.0, rate) == 1.0, text
+    assert math.copysign(1.0, parse_config(Demo, {"rate": -0.0}, "demo").rate) == 1.0
+
+
 def test_an_optional_setting_given_empty_is_unset() -> None:
     # ``--option checkpoint_dir=`` leaves the setting unset (no folder), not the path ""
     for empty in ("", "  ", "null"):

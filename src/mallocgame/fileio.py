@@ -72,9 +72,9 @@ def check_writable(path: str | os.PathLike[str]) -> None:
     if stat.S_ISCHR(mode) or stat.S_ISFIFO(mode):
         return
     folder = Path(path).parent
-    while not folder.exists() and folder != folder.parent:
+    while not os.path.lexists(folder) and folder != folder.parent:  # a dangling link is there
         folder = folder.parent
-    if not folder.is_dir():
+    if not folder.is_dir():  # a file, or a link to nothing, where a folder goes
         raise OutputFileError(f"{path}: cannot write: {folder} is not a folder")
     try:
         fd, probe = tempfile.mkstemp(prefix=".mallocgame-probe.", suffix=".tmp", dir=folder)
@@ -262,5 +262,5 @@ def read_csv_rows(
         if not rows or rows[0] != list(header):
             raise ValueError(f"its header is not {','.join(header)}")
         return [parse(row) for row in rows[1:]]
-    except (ValueError, IndexError) as exc:
+    except (ValueError, IndexError, csv.Error) as exc:  # csv.Error: a field past its limit
         raise FormatError(f"{path}: not a {what} ({exc})") from None

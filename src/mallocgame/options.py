@@ -260,7 +260,7 @@ def _coerce(value: Any, hint: Any, where: str) -> Any:
                 raise bad("a number") from None
         if not is_finite_number(number):  # an int too large for a float is not finite
             raise bad("a finite number")
-        return float(number)
+        return float(number) + 0.0  # -0 is 0: one setting, one sweep cell
     if inner is str:
         if isinstance(value, str):
             return value
