@@ -1106,8 +1106,13 @@ def _cmd_bench_speedups(args: argparse.Namespace) -> int:
         if not args.csv.strip():
             raise UsageError("--csv must name a file")
         _output_file(Path(args.csv), *programs, flag="--csv")  # not a program file it reads
-        if Path(args.csv).resolve() == out.resolve():
-            raise UsageError(f"--csv {args.csv} is the records' folder (--out): give another")
+        csv_path = Path(args.csv).resolve()
+        if csv_path == out.resolve() or (
+            csv_path.parent == out.resolve() and args.csv.endswith(".json")
+        ):
+            raise UsageError(
+                f"--csv {args.csv} is the records' folder (--out) or a record in it: give another"
+            )
     if (
         args.existing
     ):  # a sweep under way elsewhere (pinned_sweep.py): its complete programs, nothing run
