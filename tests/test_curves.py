@@ -46,6 +46,29 @@ def test_the_legend_fits_and_the_backend_stays(tmp_path: Path, monkeypatch) -> N
     assert np.isfinite(legend.width) and legend.width > 0
 
 
+@pytest.mark.parametrize("solvers", [5, 40, 100])
+def test_the_panel_keeps_its_height_whatever_the_legend(
+    tmp_path: Path, monkeypatch, solvers: int
+) -> None:
+    """From about 40 solvers the legend's rows took the panel's whole height (its axes had
+    none left), and from 45 tight_layout gave up and the legend covered the panel."""
+    from matplotlib.figure import Figure
+
+    drawn: list = []
+    saving = Figure.savefig
+
+    def measured(fig, *args, **kwargs):
+        saving(fig, *args, **kwargs)
+        drawn.append((fig.axes[0].get_window_extent(), fig.legends[0].get_window_extent(), fig))
+
+    monkeypatch.setattr(Figure, "savefig", measured)
+    plot_curves(_points("p", [f"solver{k}" for k in range(solvers)]), tmp_path / "c.png")
+    ((panel, legend, fig),) = drawn
+    assert panel.height >= 0.6 * 4 * fig.dpi  # most of its 4 inches
+    assert legend.y1 <= panel.y0  # below the panel, covering none of it
+    assert legend.y0 >= 0  # no entry cut off
+
+
 @pytest.mark.parametrize("count", [1, 2])
 def test_one_panel_a_program(tmp_path: Path, count: int) -> None:
     points = [p for i in range(count) for p in _points(f"p{i}", ["es"])]

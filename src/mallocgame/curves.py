@@ -104,7 +104,13 @@ def plot_curves(
     if not points:
         raise ComparisonError(f"no reward curves to draw in {path}")
     programs = list(dict.fromkeys(p.program for p in points))
-    fig = Figure(figsize=(5 * len(programs), 4))  # its own canvas: pyplot's backend untouched
+    # one legend for every panel, below them (it hides no curve), at most three entries a
+    # panel to a row (none cut off); the figure grows by its rows, the panels keep 4 inches
+    entries = len({p.solver for p in points}) + bool(bounds and set(bounds) & set(programs))
+    columns = min(entries, 3 * len(programs))
+    rows = -(-entries // max(columns, 1))
+    legend_in = 0.3 + 0.25 * rows  # inches
+    fig = Figure(figsize=(5 * len(programs), 4 + legend_in))  # its own canvas, not pyplot's
     FigureCanvasAgg(fig)
     axes = fig.subplots(1, len(programs), squeeze=False)
     styles: dict[str, tuple[str, str, str]] = {}  # solver -> colour, line style, marker
@@ -136,14 +142,12 @@ def plot_curves(
         ax.set_xlabel("wall-clock seconds")
         ax.set_ylabel("best normalized reward")
         ax.grid(alpha=0.3)
-    legend: dict = {}  # one legend for every panel, below them: it hides no curve
+    legend: dict = {}
     for ax in axes[0]:
         for handle, label in zip(*ax.get_legend_handles_labels()):
             legend.setdefault(label, handle)
-    columns = min(len(legend), 3 * len(programs))  # at most three a panel: none cut off
-    rows = -(-len(legend) // max(columns, 1))
     fig.legend(legend.values(), legend.keys(), loc="lower center", ncol=columns, frameon=False)
-    fig.tight_layout(rect=(0, 0.06 + 0.05 * rows, 1, 1))
+    fig.tight_layout(rect=(0, legend_in / (4 + legend_in), 1, 1))
     buffer = io.BytesIO()
     fig.savefig(buffer, format="png", dpi=100)
     write_bytes_atomic(path, buffer.getvalue())
