@@ -62,7 +62,11 @@ def main() -> None:
     for item in args.option:
         solver, _, setting = item.partition(":")
         key, _, value = setting.partition("=")
-        options.setdefault(solver, {})[key.strip()] = value.strip()
+        key, value = key.strip(), value.strip()
+        given = options.setdefault(solver, {})
+        if given.get(key, value) != value:  # each job's bench speedups would refuse it
+            parser.error(f"--option {solver}:{key} given twice, as {given[key]!r} and {value!r}")
+        given[key] = value
     # A program, solver, option, seed or budget that no job could run with is refused here,
     # as bench speedups refuses it, before the first job, not once per job after hours.
     # Seed, then program, then solver (sweep_jobs' order): a (program, seed) cell's solvers

@@ -899,6 +899,29 @@ def test_a_sweep_checks_every_solvers_options_before_any_job(
     assert not out.exists()  # nothing run, nothing written
 
 
+def test_an_option_given_twice_with_two_values_is_refused(
+    tmp_path: Path, instance_file: Path, capsys
+) -> None:
+    """--option es:workers=1 --option es:workers=2 ran the jobs with workers=2, the last
+    silently winning over the first; the same value twice is one setting."""
+    from mallocgame.cli import _options, _solver_options
+
+    out = tmp_path / "results"
+    argv = ["bench", "speedups", "--programs", str(instance_file), "--solvers", "es"]
+    argv += ["--work", "1", "--workers", "1", "--out", str(out)]
+    assert main([*argv, "--option", "es:workers=1", "--option", "es:workers=2"]) == 2
+    err = _one_line_error(capsys)
+    assert "--option es:workers given twice, as '1' and '2'" in err
+    assert not out.exists()  # nothing run, nothing written
+    solve = ["solve", str(instance_file), "--solver", "es", "--work", "1"]
+    solve += ["--out", str(tmp_path / "a.json"), "--option", "workers=1"]
+    assert main([*solve, "--option", "workers= 2"]) == 2
+    assert "--option workers given twice" in _one_line_error(capsys)
+    assert not (tmp_path / "a.json").exists()
+    assert _options(["workers=2", " workers = 2"]) == {"workers": "2"}
+    assert _solver_options(["es:workers=2", "es:workers=2"], ["es"]) == {"es": {"workers": "2"}}
+
+
 def test_a_closed_pipe_ends_quietly(monkeypatch, capsys) -> None:
     import mallocgame.cli as cli
 

@@ -151,18 +151,26 @@ def _solver_options(items: Sequence[str], solvers: Sequence[str]) -> dict[str, d
                 f"--option {item!r}: solver {solver!r} is not one of {', '.join(solvers)}"
             )
         per_solver.setdefault(solver, []).append(setting)
-    return {solver: _options(settings) for solver, settings in per_solver.items()}
+    return {solver: _options(settings, f"{solver}:") for solver, settings in per_solver.items()}
 
 
-def _options(items: Sequence[str]) -> dict[str, str]:
+def _options(items: Sequence[str], solver: str = "") -> dict[str, str]:
     """``KEY=VALUE`` strings → a dict of strings; the solver's ``Config`` types them
-    (:func:`mallocgame.options.parse_config`)."""
+    (:func:`mallocgame.options.parse_config`). A key given twice with the same value is
+    one setting; with two values :class:`UsageError` (neither is taken over the other);
+    ``solver`` (``"es:"``) prefixes the key in that message."""
     options: dict[str, str] = {}
     for item in items:
         key, sep, value = item.partition("=")
         if not sep or not key.strip():
             raise UsageError(f"--option expects KEY=VALUE, not {item!r}")
-        options[key.strip()] = value.strip()
+        key, value = key.strip(), value.strip()
+        if options.get(key, value) != value:
+            raise UsageError(
+                f"--option {solver}{key} given twice, as {options[key]!r} and {value!r}: "
+                "give one value"
+            )
+        options[key] = value
     return options
 
 

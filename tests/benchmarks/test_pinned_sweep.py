@@ -28,6 +28,21 @@ def test_an_option_for_no_solver_of_the_sweep_is_refused(
     assert not (tmp_path / "out").exists()  # refused before anything was written
 
 
+def test_an_option_given_twice_with_two_values_is_refused(
+    tmp_path: Path, monkeypatch, capsys
+) -> None:
+    """The last value was taken for the check, and every job's bench speedups got both."""
+    argv = ["pinned_sweep.py", "--programs", "xla-v1/lstm_infer", "--solvers", "es"]
+    argv += ["--budget", "1", "--out", str(tmp_path / "out")]
+    argv += ["--option", "es:workers=1", "--option", "es:workers=2"]
+    monkeypatch.setattr(sys, "argv", argv)
+    with pytest.raises(SystemExit) as exit_info:
+        pinned_sweep.main()
+    assert exit_info.value.code == 2
+    assert "--option es:workers given twice, as '1' and '2'" in capsys.readouterr().err
+    assert not (tmp_path / "out").exists()
+
+
 def test_a_program_that_is_no_workload_is_refused(tmp_path: Path, monkeypatch, capsys) -> None:
     argv = ["pinned_sweep.py", "--programs", "xla-v1/lstm_infer", "xla-v1/lstm_infr"]
     argv += ["--solvers", "drop", "--budget", "1", "--out", str(tmp_path / "out")]
