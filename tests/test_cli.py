@@ -922,6 +922,36 @@ def test_an_option_given_twice_with_two_values_is_refused(
     assert _solver_options(["es:workers=2", "es:workers=2"], ["es"]) == {"es": {"workers": "2"}}
 
 
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["bench", "speedups", "--programs"],
+        ["bench", "speedups", "--programs", "--solvers", "random"],
+        ["bench", "correlation", "--programs"],
+        ["bench", "suite", "--programs"],
+        ["bench", "xla", "--programs"],
+        ["bench", "versus", "a", "b", "--out", ".", "--programs"],
+        ["bench", "versus", "a", "b", "--out", ".", "--seeds"],
+    ],
+)
+def test_an_empty_list_given_explicitly_is_refused_not_read_as_everything(
+    argv: list[str], tmp_path: Path, monkeypatch, capsys
+) -> None:
+    """bench speedups --programs with nothing after it ran the whole xla-v1 suite; now
+    one line, exit 2, and the default is only for a flag not given."""
+    import mallocgame.workloads.registry as registry
+    import mallocgame.workloads.suite as suite
+
+    def everything(*_args: object) -> list[str]:
+        raise AssertionError("an empty --programs read as every program")
+
+    monkeypatch.setattr(suite, "suite_names", everything)
+    monkeypatch.setattr(registry, "workload_names", everything)
+    monkeypatch.chdir(tmp_path)
+    assert main(argv) == 2
+    assert "expected at least one argument" in _one_line_error(capsys)
+
+
 def test_a_closed_pipe_ends_quietly(monkeypatch, capsys) -> None:
     import mallocgame.cli as cli
 

@@ -1878,7 +1878,7 @@ def _add_speedups_parser(bench: _SubParsers) -> None:
     q = bench.add_parser(
         "speedups", help="simulated speedup of each solver over a baseline (paper Table 3)"
     )
-    q.add_argument("--programs", nargs="*", help="workloads (default: the xla-v1 suite)")
+    q.add_argument("--programs", nargs="+", help="workloads (default: the xla-v1 suite)")
     q.add_argument("--solvers", nargs="+", default=["random"], help="solvers to compare")
     q.add_argument(
         "--baseline", default="heuristic", help="the solver speedups are measured against"
@@ -1951,9 +1951,9 @@ def _add_versus_parser(bench: _SubParsers) -> None:
         "--work", type=_whole_number(1), default=None, help="the records' work budget per job"
     )
     q.add_argument(
-        "--programs", nargs="*", help="only these programs (default: every one with records)"
+        "--programs", nargs="+", help="only these programs (default: every one with records)"
     )
-    q.add_argument("--seeds", type=_seed, nargs="*", help="only these seeds (default: every one)")
+    q.add_argument("--seeds", type=_seed, nargs="+", help="only these seeds (default: every one)")
     _add_option_argument(
         q, "SOLVER:KEY=VALUE", "only records made with this setting (repeat), as given to the sweep"
     )
@@ -1965,7 +1965,7 @@ def _add_correlation_parser(bench: _SubParsers) -> None:
     q = bench.add_parser(
         "correlation", help="Pearson correlation of reward and simulated latency (paper Table 5)"
     )
-    q.add_argument("--programs", nargs="*", help="workloads (default: the xla-v1 suite)")
+    q.add_argument("--programs", nargs="+", help="workloads (default: the xla-v1 suite)")
     q.add_argument(
         "--games",
         type=_whole_number(2),
@@ -2024,7 +2024,7 @@ def _add_xla_parser(bench: _SubParsers) -> None:
         help="XLA's own placement (as it is, and as a legal answer) against the heuristic's, "
         "their agreement and the bound, per program compiled for a TPU",
     )
-    q.add_argument("--programs", nargs="*", help="workloads (default: the tpu-v1 suite)")
+    q.add_argument("--programs", nargs="+", help="workloads (default: the tpu-v1 suite)")
     q.add_argument(
         "--bound-seconds",
         type=_positive_seconds,
@@ -2089,7 +2089,7 @@ def _add_suite_parser(bench: _SubParsers) -> None:
         "suite", help="the hardness table: sizes and random/greedy/heuristic/exact/bound rewards"
     )
     q.add_argument(
-        "--programs", nargs="*", help="workloads (default: every bundled one, or --suite's)"
+        "--programs", nargs="+", help="workloads (default: every bundled one, or --suite's)"
     )
     q.add_argument("--suite", help=f"the programs of one bundled suite ({', '.join(SUITES)})")
     q.add_argument(

@@ -250,6 +250,16 @@ def test_read_entries_checks_every_record(tmp_path: Path) -> None:
     assert "cannot load its program" in bare[1].failures
 
 
+def test_read_entries_refuses_an_empty_list_of_programs_or_seeds(tmp_path: Path) -> None:
+    """An empty list given meant every program (or seed), as if none had been given."""
+    _write(tmp_path / "ok", [kept(P, "a", 0, "greedy")])
+    budget = {"seconds": 60.0, "work": None}
+    for given in ({"programs": []}, {"seeds": []}):
+        with pytest.raises(ComparisonError, match="no (programs|seeds) given to compare"):
+            read_entries([tmp_path / "ok"], ("a", "b"), budget=budget, options={}, **given)
+    assert len(read_entries([tmp_path / "ok"], ("a", "b"), budget=budget, options={})) == 1
+
+
 def _write(folder: Path, records: list[dict]) -> None:
     folder.mkdir(parents=True, exist_ok=True)
     for i, r in enumerate(records):

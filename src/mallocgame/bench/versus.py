@@ -108,14 +108,18 @@ def read_entries(
 ) -> list[Entry]:
     """The records of ``solvers`` in ``folders`` made with ``budget`` (a record's
     ``{"seconds": S, "work": N}``) and each solver's ``options`` (``{}``: the
-    defaults), for ``programs`` and ``seeds`` if given (else all). A folder given
+    defaults), for ``programs`` and ``seeds`` if given (``None``: all; an empty list
+    given raises :class:`ComparisonError`, as no record could be of it). A folder given
     twice is read once; a missing folder or a malformed record raises
     :class:`ComparisonError`. Each record is re-checked
     (:class:`~mallocgame.bench.recheck.Rechecker`): its entry's reward and size are its
     solution's, and a record whose solution fails the check is an invalid entry whose
     ``failures`` is one line naming the record's file and why."""
-    wanted_programs = set(programs) if programs else None
-    wanted_seeds = set(seeds) if seeds else None
+    wanted_programs = None if programs is None else set(programs)
+    wanted_seeds = None if seeds is None else set(seeds)
+    for what, wanted in (("programs", wanted_programs), ("seeds", wanted_seeds)):
+        if wanted is not None and not wanted:  # not "every one": the caller named none
+            raise ComparisonError(f"no {what} given to compare (None: every one)")
     rechecker = Rechecker()
     entries, seen = [], set()
     for folder in folders:
