@@ -952,6 +952,39 @@ def test_an_empty_list_given_explicitly_is_refused_not_read_as_everything(
     assert "expected at least one argument" in _one_line_error(capsys)
 
 
+@pytest.mark.parametrize(
+    "argv, module, work",
+    [
+        (["suite"], "suite_table", "suite_row"),
+        (["correlation"], "correlation", "reward_latency_correlation"),
+        (["correlation", "--training", "1", "--out", "OUT"], "correlation", "training_correlation"),
+    ],
+)
+def test_a_program_named_twice_is_run_once(
+    argv: list[str], module: str, work: str, tmp_path: Path, monkeypatch, capsys
+) -> None:
+    """bench suite and bench correlation ran (and tabled) a program named twice twice."""
+    import importlib
+    import types
+
+    bench = importlib.import_module(f"mallocgame.bench.{module}")
+    ran: list[str] = []
+
+    def fake(program: str, *_args: object, **_kwargs: object) -> types.SimpleNamespace:
+        ran.append(program)
+        return types.SimpleNamespace(pearson=0.5, games=2)
+
+    monkeypatch.setattr(bench, work, fake)
+    for name in ("format_suite_table", "format_correlation", "format_training_correlation"):
+        monkeypatch.setattr(bench, name, lambda rows: "table", raising=False)
+    for name in ("write_training_csv", "plot_training_correlation"):
+        monkeypatch.setattr(bench, name, lambda rows, path: None, raising=False)
+    argv = [a.replace("OUT", str(tmp_path / "c")) for a in argv]
+    programs = ["synthetic-v1/small", "xla-v1/lstm_infer", "synthetic-v1/small"]
+    assert main(["bench", *argv, "--programs", *programs]) == 0
+    assert ran == ["synthetic-v1/small", "xla-v1/lstm_infer"]
+
+
 def test_a_closed_pipe_ends_quietly(monkeypatch, capsys) -> None:
     import mallocgame.cli as cli
 

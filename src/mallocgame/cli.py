@@ -1226,6 +1226,8 @@ def _cmd_bench_correlation(args: argparse.Namespace) -> int:
     from mallocgame.workloads.registry import check_workload
     from mallocgame.workloads.suite import suite_names
 
+    if args.programs:  # a program named twice is one row, run once
+        args.programs = list(dict.fromkeys(args.programs))
     for program in args.programs or ():  # every name checked before the first program's work
         check_workload(program)
     if args.training is not None:
@@ -1282,7 +1284,11 @@ def _cmd_bench_suite(args: argparse.Namespace) -> int:
         raise UsageError(f"unknown suite '{args.suite}' (have: {', '.join(SUITES)})")
     if args.programs and args.suite is not None:
         raise UsageError("give --programs or --suite, not both")
-    names = args.programs or (suite_names(args.suite) if args.suite else workload_names())
+    names = list(  # a program named twice is one row, run once
+        dict.fromkeys(
+            args.programs or (suite_names(args.suite) if args.suite else workload_names())
+        )
+    )
     for name in names:  # every name checked before the first program's work
         check_workload(name)
     rows = [

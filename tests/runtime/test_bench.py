@@ -485,6 +485,21 @@ def test_resume_refuses_a_program_of_yours_defined_otherwise(tmp_path):
     assert again["rows"] == [] or all(r["program"] == "block" for r in again["rows"])
 
 
+def test_a_program_named_twice_is_run_once(tmp_path, monkeypatch):
+    """bench real --programs mlp mlp built, measured and tabled mlp twice."""
+    from mallocgame.runtime import bench
+
+    prepared: list[str] = []
+
+    def prepare(self, name):
+        prepared.append(name)
+        return None  # as a program whose build failed: nothing measured
+
+    monkeypatch.setattr(bench._BenchRun, "_prepare_program", prepare)
+    _dry(tmp_path, ["mlp", "ffn", "mlp"], calibrate=False, framework=False)
+    assert prepared == ["mlp", "ffn"]
+
+
 def test_a_program_cut_short_has_no_summary_and_is_run_again(tmp_path, monkeypatch):
     from mallocgame.runtime import bench
 

@@ -433,6 +433,7 @@ def mean_relative_error(predicted: Sequence[float], measured: Sequence[float]) -
 class BenchConfig:
     """What :func:`run_real_bench` does (see its module docstring).
 
+    ``programs``: names of :data:`PROGRAMS`, each run once however often it is named;
     ``placements``: solver specs, ``NAME`` or ``NAME:SEED`` (``es`` and ``random`` with
     ``work`` games); ``answers``: a directory of solution files (any name, ``*.json``), or
     an earlier run's ``programs.json.gz`` (the answers it was given), used where their
@@ -823,7 +824,8 @@ class _BenchRun:
         )
         self.device = torch.device(config.device)
         self.by_name = PROGRAMS | {p.name: p for p in config.extra}
-        for name in (*config.programs, *(p.name for p in config.extra)):
+        # a program named twice is one program, run once (its rows would be repeated)
+        for name in dict.fromkeys((*config.programs, *(p.name for p in config.extra))):
             if name in self.earlier.programs:
                 self.log(f"{name}: finished by the earlier run, kept")
                 continue
