@@ -41,6 +41,25 @@ def test_an_answer_that_fails_the_check_gives_no_curve(monkeypatch) -> None:
         reward_curve("xla-v1/lstm_infer", "heuristic", seconds=5.0, seed=0)
 
 
+def test_the_game_kernels_are_loaded_before_the_solvers_clock(monkeypatch) -> None:
+    """The first cell of a process was charged for loading the game's compiled kernels
+    (about a second): the same cell gave another curve when it ran first."""
+    import mallocgame.bench.rewards as rewards
+    from mallocgame.solvers.heuristic import HeuristicSolver
+
+    calls: list[str] = []
+    solve = HeuristicSolver.solve
+    monkeypatch.setattr(rewards, "warm_game_kernels", lambda inst: calls.append(inst.name))
+
+    def solving(self, instance, request):
+        calls.append("solve")
+        return solve(self, instance, request)
+
+    monkeypatch.setattr(HeuristicSolver, "solve", solving)
+    reward_curve("xla-v1/lstm_infer", "heuristic", seconds=5.0, seed=0)
+    assert calls == ["xla-v1/lstm_infer", "solve"]
+
+
 def test_cli_bench_rewards(tmp_path: Path, capsys) -> None:
     out = tmp_path / "rw"
     assert (

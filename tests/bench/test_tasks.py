@@ -84,6 +84,27 @@ def test_a_cell_named_twice_runs_once_and_a_reference_once_a_count(
     assert (1, "first-touch", 1) in {(r.tasks, r.placement, r.seed) for r in again}
 
 
+def test_the_game_kernels_are_loaded_before_each_solvers_clock(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The first solver cell was charged for loading the game's compiled kernels: the
+    same cell's wall time (and answer, under a wall-clock budget) hung on its order."""
+    import mallocgame.bench.tasks as tasks
+    from mallocgame.solvers.os_placement import FirstTouchSolver
+
+    calls: list[str] = []
+    solve = FirstTouchSolver.solve
+    monkeypatch.setattr(tasks, "warm_game_kernels", lambda inst: calls.append("warm"))
+
+    def solving(self, instance, request):
+        calls.append("solve")
+        return solve(self, instance, request)
+
+    monkeypatch.setattr(FirstTouchSolver, "solve", solving)
+    _study(tmp_path / "t", placements=("all-slow", "first-touch"), seeds=(0,))
+    assert calls == ["warm", "solve"] * 2  # at 1 and at 4 tasks; a reference solves nothing
+
+
 def test_reference_latencies_are_the_per_task_machines(tmp_path: Path) -> None:
     rows = {(r.tasks, r.placement): r for r in _study(tmp_path / "t")}
     for n in (1, 4):

@@ -13,6 +13,7 @@ from pathlib import Path
 
 from mallocgame.bench.inputs import budget_seconds, finite
 from mallocgame.bench.inputs import seed as checked_seed
+from mallocgame.bench.sweep import warm_game_kernels
 from mallocgame.check import check_solution
 from mallocgame.curves import (
     CSV_HEADER,
@@ -51,7 +52,10 @@ def reward_curve(program: str, solver: str, seconds: float, seed: int = 0) -> li
     """Every new best of ``solver`` (a name or a spec with settings, :func:`solver_spec`)
     on ``program`` within ``seconds``, plus the final answer, which must pass
     :func:`~mallocgame.check.check_solution` (:class:`SolverError` otherwise, no curve:
-    a table's final reward is a checked answer's). Before anything runs,
+    a table's final reward is a checked answer's). The game's compiled kernels are
+    loaded before the solver's clock starts
+    (:func:`~mallocgame.bench.sweep.warm_game_kernels`), so that the first cell a
+    process runs is not charged for them. Before anything runs,
     :class:`~mallocgame.bench.inputs.StudyInputError` refuses a budget
     :func:`~mallocgame.bench.inputs.budget_seconds` refuses (0, negative, ``nan``,
     ``inf``, over 7 days) and a seed that is not a whole number >= 0."""
@@ -74,7 +78,9 @@ def reward_curve(program: str, solver: str, seconds: float, seed: int = 0) -> li
             )
         )
 
-    final = get_solver(name).solve(
+    chosen = get_solver(name)
+    warm_game_kernels(inst)  # outside the budget, as a sweep's job does
+    final = chosen.solve(
         inst, SolveRequest(seed=seed, seconds=seconds, callback=record, options=options)
     )
     report = check_solution(inst, final)
