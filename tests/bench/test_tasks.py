@@ -576,11 +576,22 @@ def test_tables_and_the_tasks_under_a_limit() -> None:
         "fast-only": 4,
         "heuristic": 1,
     }  # every smaller count under it too
-    assert "| 2 | 10 (1.00×) | 13 (1.30×) |" in latency_table(rows)
+    assert "| 2 | 10.00 (1.00×) | 13.00 (1.30×) |" in latency_table(rows)
     small = _rows({(1, "fast-only"): 0.0021, (1, "heuristic"): 0.0038})
     assert "| 1 | 0.0021 (1.00×) | 0.0038 (1.81×) |" in latency_table(small)  # not 0.00
     table = limit_table(rows, 12.5, {"fast-only": 3, "both": 80})
     assert "| fast-only | 3 | 3 |" in table and "| heuristic | 1 | 80 |" in table
+
+
+def test_the_published_latency_table_prints_from_the_published_csv() -> None:
+    """Latencies of 100 s and more were printed to four digits (105.5, 253.7) where the
+    published table, as docs/results.md shows it, has two decimals (105.50, 253.71)."""
+    docs = Path(__file__).parents[2] / "docs" / "results"
+    rows = read_csv(docs / "tasks-wrn101-b128-60s.csv")
+    published = (docs / "tasks-wrn101-b128-60s.md").read_text().split("\n\n")[0]
+    placements = published.splitlines()[0].strip("| ").split(" | ")[1:]
+    tasks = [int(line.split(" | ")[0].strip("| ")) for line in published.splitlines()[2:]]
+    assert latency_table(rows_asked(rows, tasks, placements)) == published.strip()
 
 
 def test_fit_counts_use_the_programs_peak() -> None:

@@ -518,7 +518,9 @@ def rows_asked(
 
 def latency_table(rows: Sequence[TaskLatency]) -> str:
     """Markdown: one task's latency (seconds, mean over seeds) per number of tasks and
-    placement, and below each the ratio to ``fast-only`` where it was run."""
+    placement, and below each the ratio to ``fast-only`` where it was run. Seconds are
+    given to two decimals from 1 s up (as ``docs/results.md`` shows them), below that to
+    four significant digits (a program of milliseconds is not all 0.00)."""
     mean = _mean_latency(rows)
     tasks, placements = _order(rows)
     lines = ["| tasks | " + " | ".join(placements) + " |", "| ---: |" + " ---: |" * len(placements)]
@@ -529,12 +531,17 @@ def latency_table(rows: Sequence[TaskLatency]) -> str:
             value = mean.get((n, p))
             if value is None:
                 cells.append("—")
-            elif ideal:  # :.4g: a program of milliseconds is not all 0.00
-                cells.append(f"{value:.4g} ({value / ideal:.2f}×)")
+            elif ideal:
+                cells.append(f"{_seconds(value)} ({value / ideal:.2f}×)")
             else:
-                cells.append(f"{value:.4g}")
+                cells.append(_seconds(value))
         lines.append(f"| {n} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
+
+
+def _seconds(value: float) -> str:
+    """A latency in a table: two decimals from 1 s up, else four significant digits."""
+    return f"{value:.2f}" if value >= 1 else f"{value:.4g}"
 
 
 def tasks_under_limit(rows: Sequence[TaskLatency], limit_s: float) -> dict[str, int]:
