@@ -7,6 +7,13 @@ say over which cores each job uses, so a multi-threaded solver (``muzero``'s XLA
 ``taskset``, on a fixed set of cores no other job uses: ``--cores`` per job (2: the
 2-core machine the agent is sized for), and one core for single-threaded solvers
 (``random``, ``heuristic``), which cannot use a second. Jobs start as cores free up.
+Each job's ``bench speedups`` also runs its baseline, ``heuristic`` at the job's program,
+seed and budget (a record of it is skipped as any other; a job of ``heuristic`` itself is
+its own baseline). Before the first job starts, every job's and every baseline's record
+already in ``--out`` is checked as ``bench speedups`` checks it (``check_records``: another
+cell's, another instance's or other settings' record is refused), and every ``*.json``
+there read as its table reads them, so that a stale record stops the sweep at once rather
+than failing jobs hours into it.
 Records go to ``--out`` as in any sweep (existing ones are skipped), so the table is
 then ``mallocgame bench speedups --solvers ... --budget B --out OUT --per-program``
 with the same ``--option`` values. ``SIGTERM`` or ``SIGINT`` (Ctrl-C) stops the sweep:
@@ -33,10 +40,12 @@ import sys
 import threading
 from pathlib import Path
 
-from mallocgame.bench.sweep import check_jobs, job_path, sweep_jobs
+from mallocgame.bench.sweep import check_jobs, check_records, job_path, record_files, sweep_jobs
 from mallocgame.errors import MallocGameError
 
 SINGLE_THREADED = ("random", "heuristic", "drop", "greedy")
+BASELINE = "heuristic"
+"""The baseline each job's ``bench speedups`` runs beside its solver (its default)."""
 
 
 def main() -> None:
@@ -77,6 +86,18 @@ def main() -> None:
             args.programs, args.solvers, args.seeds, seconds=args.budget, options=options
         )
         check_jobs(checked)
+        # each job's bench speedups runs its baseline too, at its defaults: the options
+        # passed to a job are its own solver's only
+        others = [s for s in dict.fromkeys(args.solvers) if s != BASELINE]
+        baselines = (
+            sweep_jobs(args.programs, [BASELINE], args.seeds, seconds=args.budget) if others else []
+        )
+        every = list(dict.fromkeys([*checked, *baselines]))
+        check_jobs(every)
+        out = Path(args.out)
+        check_records(every, out)  # a stale record fails here, not a job hours in
+        if out.is_dir():
+            record_files(out)  # what each job's bench speedups reads before it runs
     except MallocGameError as exc:
         parser.error(str(exc))
     if shutil.which("taskset") is None:  # every job would fail to start

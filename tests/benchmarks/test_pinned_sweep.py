@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import sys
 from pathlib import Path
 
@@ -155,3 +156,30 @@ def test_each_jobs_log_is_named_as_its_record(tmp_path: Path, monkeypatch) -> No
         pinned_sweep.main()
     assert exit_info.value.code == 0
     assert len(set(opened)) == 2 and all(name.endswith(".log") for name in opened)
+
+
+@pytest.mark.parametrize("solver", ["random", "heuristic"])
+def test_a_stale_record_of_a_job_or_of_its_baseline_is_refused_before_any_job(
+    solver: str, tmp_path: Path, monkeypatch, capsys
+) -> None:
+    """A stale record (here a file at a record's path that is another cell's) was found by
+    each job's own bench speedups: the jobs failed one after the other, hours in. Each
+    job's bench speedups runs the heuristic baseline too: its records are checked as well."""
+    from mallocgame.bench.sweep import Job, job_path
+
+    started: list[object] = []
+    out = tmp_path / "out"
+    out.mkdir()
+    stale = Job("xla-v1/lstm_infer", solver, 0, 1.0)
+    job_path(out, stale).write_text(json.dumps({"note": "another cell's"}))
+    argv = ["pinned_sweep.py", "--programs", "xla-v1/lstm_infer", "--solvers", "random"]
+    monkeypatch.setattr(sys, "argv", [*argv, "--budget", "1", "--out", str(out)])
+    monkeypatch.setattr(pinned_sweep.shutil, "which", lambda _name: "/usr/bin/taskset")
+    monkeypatch.setattr(pinned_sweep.subprocess, "Popen", lambda *a, **k: started.append(a))
+    _quiet_signals(monkeypatch)
+    with pytest.raises(SystemExit) as exit_info:
+        pinned_sweep.main()
+    assert exit_info.value.code == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert f"is not the record of xla-v1/lstm_infer {solver} seed 0" in err[-1]
+    assert not started and not (out / "logs").exists()
