@@ -260,6 +260,52 @@ def test_read_entries_refuses_an_empty_list_of_programs_or_seeds(tmp_path: Path)
     assert len(read_entries([tmp_path / "ok"], ("a", "b"), budget=budget, options={})) == 1
 
 
+def test_a_malformed_record_is_refused_not_skipped(tmp_path: Path) -> None:
+    """A record whose budget lacked seconds, or whose options were not an object, matched
+    no budget or setting asked and was left out of the comparison without a word."""
+    good = kept(P, "a", 0, "greedy")
+    budget = {"seconds": 60.0, "work": None}
+    for broken, message in [
+        ({"budget": {"work": None}}, "budget {'work': None} is not"),
+        ({"budget": {"seconds": 60.0, "work": None, "games": 1}}, "is not"),
+        ({"budget": [60.0]}, r"budget \[60.0\] is not"),
+        ({"budget": {"seconds": "60", "work": None}}, "budget seconds '60' is not a number"),
+        ({"budget": {"seconds": 60.0, "work": True}}, "budget work True is not a number"),
+        ({"options": ["workers=2"]}, r"options \['workers=2'\] are not a JSON object"),
+    ]:
+        folder = tmp_path / f"bad{len(message)}{sorted(broken)[0]}{len(str(broken))}"
+        _write(folder, [{**good, **broken}])
+        with pytest.raises(ComparisonError, match=message):
+            read_entries([folder], ("a", "b"), budget=budget, options={})
+    # another solver's record is not read at all, malformed or not
+    _write(tmp_path / "other", [good, {**good, "solver": "c", "budget": None}])
+    assert len(read_entries([tmp_path / "other"], ("a", "b"), budget=budget, options={})) == 1
+
+
+def test_a_program_or_seed_asked_for_with_no_record_is_refused(tmp_path: Path, capsys) -> None:
+    """--programs and --seeds that matched no record (a typo, a seed not swept) were
+    silently left out of the table."""
+    from mallocgame.errors import InputFileError
+
+    _write(tmp_path / "one", [kept(P, "a", 0, "greedy"), kept(P, "b", 0, "random")])
+    budget = {"seconds": 60.0, "work": None}
+    read = functools.partial(
+        read_entries, [tmp_path / "one"], ("a", "b"), budget=budget, options={}
+    )
+    assert len(read(programs=[P], seeds=[0])) == 2
+    with pytest.raises(ComparisonError, match=f"no record of a or b for program {Q} with"):
+        read(programs=[P, Q])
+    with pytest.raises(ComparisonError, match="no record of a or b for seed 1, 2 with"):
+        read(seeds=[0, 1, 2])
+    with pytest.raises(InputFileError, match="did you mean xla-v1/lstm_infer"):
+        read(programs=["xla-v1/lstm_infr"])
+    argv = ["bench", "versus", "a", "b", "--out", str(tmp_path / "one"), "--budget", "60"]
+    assert main([*argv, "--programs", P, Q]) == 2
+    assert f"for program {Q} with this budget" in capsys.readouterr().err
+    assert main([*argv, "--seeds", "0", "1"]) == 2
+    assert "for seed 1 with this budget" in capsys.readouterr().err
+
+
 def _write(folder: Path, records: list[dict]) -> None:
     folder.mkdir(parents=True, exist_ok=True)
     for i, r in enumerate(records):
@@ -309,7 +355,7 @@ def test_cli_selects_budget_settings_programs_and_seeds(tmp_path: Path, capsys) 
     assert main([*argv, "--programs", Q]) == 0
     assert f"| {P} |" not in capsys.readouterr().out
     assert main([*argv, "--seeds", "3"]) == 2  # nothing left
-    assert "no records of muzero or es with budget 60 s" in capsys.readouterr().err
+    assert "no record of muzero or es for seed 3 with this budget" in capsys.readouterr().err
     # without the es setting, es's other record meets muzero's
     assert main(argv[:-2]) == 0
     out = capsys.readouterr().out

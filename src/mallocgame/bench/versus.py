@@ -16,8 +16,10 @@ re-checked (:mod:`mallocgame.bench.recheck`); a record whose solution fails the 
 counts as no answer, and the command says which record and why.
 
 A comparison is refused (:class:`~mallocgame.errors.ComparisonError`) rather than
-guessed when two records fill one cell, or when two records of one solver disagree
-on a setting both record (a default changed between the sweeps). A setting only one
+guessed when two records fill one cell, when two records of one solver disagree
+on a setting both record (a default changed between the sweeps), when a record of
+either solver is malformed (never skipped as another budget's or setting's), or when a
+program or seed asked for has no record. A setting only one
 of them records is not a disagreement: options are added with the old behaviour as
 their default, so a record older than an option simply lacks it.
 """
@@ -109,19 +111,32 @@ def read_entries(
     """The records of ``solvers`` in ``folders`` made with ``budget`` (a record's
     ``{"seconds": S, "work": N}``) and each solver's ``options`` (``{}``: the
     defaults), for ``programs`` and ``seeds`` if given (``None``: all; an empty list
-    given raises :class:`ComparisonError`, as no record could be of it). A folder given
-    twice is read once; a missing folder or a malformed record raises
-    :class:`ComparisonError`. Each record is re-checked
+    given raises :class:`ComparisonError`, as no record could be of it). Each of
+    ``programs`` is checked as a workload first
+    (:func:`~mallocgame.workloads.registry.check_workload`: a misspelt name raises
+    :class:`~mallocgame.errors.InputFileError`, with a suggestion), and one of
+    ``programs`` or ``seeds`` that no record read has raises :class:`ComparisonError`
+    rather than leaving it out of the table unsaid. A folder given twice is read once; a
+    missing folder raises :class:`ComparisonError`, and so does a malformed record of
+    either solver: one whose ``budget`` is not ``{"seconds": S, "work": N}`` (each a
+    number or null), whose ``options`` are not a JSON object, or whose fields
+    :func:`_entry` refuses (it is never skipped as another budget's or setting's). Each
+    record is re-checked
     (:class:`~mallocgame.bench.recheck.Rechecker`): its entry's reward and size are its
     solution's, and a record whose solution fails the check is an invalid entry whose
     ``failures`` is one line naming the record's file and why."""
-    wanted_programs = None if programs is None else set(programs)
-    wanted_seeds = None if seeds is None else set(seeds)
+    from mallocgame.workloads.registry import check_workload
+
+    wanted_programs = None if programs is None else list(dict.fromkeys(programs))
+    wanted_seeds = None if seeds is None else list(dict.fromkeys(seeds))
     for what, wanted in (("programs", wanted_programs), ("seeds", wanted_seeds)):
         if wanted is not None and not wanted:  # not "every one": the caller named none
             raise ComparisonError(f"no {what} given to compare (None: every one)")
+    for program in wanted_programs or ():
+        check_workload(program)
     rechecker = Rechecker()
     entries, seen = [], set()
+    folders = list(folders)
     for folder in folders:
         if not folder.is_dir():
             raise ComparisonError(f"no records folder {folder}")
@@ -129,7 +144,10 @@ def read_entries(
             continue
         seen.add(folder.resolve())
         for path, doc in record_files(folder):
-            if doc.get("solver") not in solvers or doc.get("budget") != budget:
+            if doc.get("solver") not in solvers:
+                continue
+            _check_shape(str(path), doc)
+            if doc["budget"] != budget:
                 continue
             if doc.get("options", {}) != options.get(doc["solver"], {}):
                 continue
@@ -139,7 +157,34 @@ def read_entries(
             if wanted_seeds is not None and entry.seed not in wanted_seeds:
                 continue
             entries.append(_entry(str(path), rechecker.record(path, doc)))
+    where = " ".join(str(folder) for folder in folders)
+    for what, wanted, held in (
+        ("program", wanted_programs, {e.program for e in entries}),
+        ("seed", wanted_seeds, {e.seed for e in entries}),
+    ):
+        missing = [x for x in wanted or () if x not in held]
+        if missing:
+            raise ComparisonError(
+                f"no record of {' or '.join(solvers)} for {what} "
+                f"{', '.join(map(str, missing))} with this budget and these settings in {where}"
+            )
     return entries
+
+
+def _check_shape(source: str, doc: dict[str, Any]) -> None:
+    """:class:`ComparisonError` for a record whose ``budget`` is not ``{"seconds": S,
+    "work": N}`` (each a number or null: what a sweep writes) or whose ``options`` are not
+    a JSON object: compared with the budget and settings asked, such a record matched
+    none, and was left out unsaid."""
+    budget = doc.get("budget")
+    if not isinstance(budget, dict) or set(budget) != {"seconds", "work"}:
+        raise ComparisonError(f'{source}: budget {budget!r} is not {{"seconds": S, "work": N}}')
+    for key in ("seconds", "work"):
+        value = budget[key]
+        if value is not None and (isinstance(value, bool) or not isinstance(value, Real)):
+            raise ComparisonError(f"{source}: budget {key} {value!r} is not a number or null")
+    if not isinstance(doc.get("options", {}), dict):
+        raise ComparisonError(f"{source}: options {doc['options']!r} are not a JSON object")
 
 
 @dataclass(frozen=True)
