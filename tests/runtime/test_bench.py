@@ -485,6 +485,35 @@ def test_resume_refuses_a_program_of_yours_defined_otherwise(tmp_path):
     assert again["rows"] == [] or all(r["program"] == "block" for r in again["rows"])
 
 
+def test_resume_refuses_a_finished_program_measured_with_other_given_answers(tmp_path):
+    """--resume kept a program finished with other --answers (or none) than the run's: its
+    rows of the earlier answers stood for this run's, and the new answers were never run."""
+    from mallocgame.errors import MallocGameError
+
+    quick = {"placements": ("drop",), "calibrate": False, "framework": False, "profile": ()}
+    _dry(tmp_path / "first", ["mlp"], **quick)
+    docs = json.loads(gzip.decompress((tmp_path / "first" / "programs.json.gz").read_bytes()))
+    mlp = instance_from_dict(docs["mlp"]["instance"])
+    folders = {}
+    for solver in ("greedy", "heuristic"):
+        folders[solver] = tmp_path / solver
+        folders[solver].mkdir()
+        answer = load_solver(solver).solve(mlp, SolveRequest())
+        (folders[solver] / "answer.json").write_text(json.dumps(answer.to_dict()))
+    out = tmp_path / "out"
+    _dry(out, ["mlp"], answers=folders["greedy"], **quick)
+    kept = _dry(out, ["mlp"], answers=folders["greedy"], resume=True, **quick)
+    assert "mlp: finished by the earlier run, kept" in (out / "run.log").read_text()
+    assert "given:greedy" in {r["placement"] for r in kept["rows"]}
+    for answers in (folders["heuristic"], None):
+        with pytest.raises(MallocGameError, match=r"mlp with other settings \(answers\)"):
+            _dry(out, ["mlp"], answers=answers, resume=True, **quick)
+    # an earlier run without answers, resumed with some that are the program's
+    _dry(tmp_path / "none", ["mlp"], **quick)
+    with pytest.raises(MallocGameError, match=r"mlp with other settings \(answers\)"):
+        _dry(tmp_path / "none", ["mlp"], answers=folders["greedy"], resume=True, **quick)
+
+
 def test_a_program_named_twice_is_run_once(tmp_path, monkeypatch):
     """bench real --programs mlp mlp built, measured and tabled mlp twice."""
     from mallocgame.runtime import bench

@@ -619,10 +619,14 @@ def _read_csv(path: Path) -> list[dict[str, str]]:
         return list(csv.DictReader(f))
 
 
-def _read_earlier(out: Path, config: BenchConfig) -> _Earlier:
+def _read_earlier(out: Path, config: BenchConfig, given: Sequence[Solution] = ()) -> _Earlier:
     """The finished part of the run in ``out`` (nothing where there is none). An earlier
     run on another preset or fast-memory fraction is a :class:`MallocGameError`: its rows
-    cannot sit beside this run's."""
+    cannot sit beside this run's; so is one that measured a finished program with other
+    settings (:func:`_setup`), ``given`` (this run's ``--answers``) included: the given
+    answers of the program's instance, as the earlier run kept it, by label and instance
+    hash."""
+    from mallocgame.fileio import canonical_sha256
     from mallocgame.runtime.calibrate import Figure
 
     try:
@@ -651,7 +655,10 @@ def _read_earlier(out: Path, config: BenchConfig) -> _Earlier:
                 "give another --out, or the earlier settings"
             )
         setup = documents.get(name, {}).get("setup")  # None: a run from before it was kept
-        now = _setup(config, (PROGRAMS | {p.name: p for p in config.extra}).get(name))
+        instance = documents.get(name, {}).get("instance")
+        sha = canonical_sha256(instance) if isinstance(instance, dict) else None
+        spec = (PROGRAMS | {p.name: p for p in config.extra}).get(name)
+        now = _setup(config, spec, _answer_labels(given, sha))
         # what the document kept (a key it lacks was not kept yet, by a run of before)
         changed = sorted(k for k in (setup or {}) if k in now and setup[k] != now[k])
         if changed:
@@ -662,11 +669,15 @@ def _read_earlier(out: Path, config: BenchConfig) -> _Earlier:
     return _Earlier(frozenset(done), rows, documents, figures)
 
 
-def _setup(config: BenchConfig, spec: SizedProgram | None) -> dict[str, Any]:
+def _setup(
+    config: BenchConfig, spec: SizedProgram | None, answers: list[list[str]] | None = None
+) -> dict[str, Any]:
     """What a finished program's rows depend on beside its preset and fast memory, as a
     program's document keeps it: a resumed run with other settings would mix its rows.
     ``spec``: the program (its definition: a user's factory, its inputs' shapes, its
-    training step and optimizer), ``None`` where this run does not have it."""
+    training step and optimizer), ``None`` where this run does not have it; ``answers``:
+    the given answers (``--answers``) of the program's instance, :func:`_answer_labels`
+    (a row each), ``None`` where its instance is not known."""
     return {
         "device": config.device,
         "tiny": config.tiny,
@@ -675,7 +686,21 @@ def _setup(config: BenchConfig, spec: SizedProgram | None) -> dict[str, Any]:
         "hbm_limit": config.hbm_limit,
         "stage_dot_reads": config.stage_dot_reads,
         **({"program": spec.what} if spec is not None else {}),
+        **({"answers": answers} if answers is not None else {}),
     }
+
+
+def _answer_labels(given: Sequence[Solution], sha256: str | None) -> list[list[str]] | None:
+    """``[LABEL, INSTANCE_SHA256]`` of each of ``given`` whose instance is ``sha256`` (the
+    program's: the answers it is measured with), sorted, ``LABEL`` as
+    ``given:SOLVER:sSEED``; ``None`` where ``sha256`` is."""
+    if sha256 is None:
+        return None
+    return sorted(
+        [f"given:{s.solver}:s{s.seed}", s.instance_sha256]
+        for s in given
+        if s.instance_sha256 == sha256
+    )
 
 
 def _given_answers(directory: Path | None, log: Callable[[str], None]) -> list[Solution]:
@@ -789,7 +814,9 @@ class _BenchRun:
         self.memory = make_memory(config.device, config.host_alloc)
         self.out.mkdir(parents=True, exist_ok=True)
         self.earlier = (
-            _read_earlier(self.out, config) if config.resume else _Earlier(frozenset(), {}, {}, [])
+            _read_earlier(self.out, config, self.given)
+            if config.resume
+            else _Earlier(frozenset(), {}, {}, [])
         )
         self.log = _Log(self.out / "run.log", config.started, append=config.resume)
         for line in skipped:
@@ -975,7 +1002,7 @@ class _BenchRun:
             "instance": instance.to_dict(),
             "answers": {},
             "program": captured.program.to_dict(),
-            "setup": _setup(config, spec),
+            "setup": _setup(config, spec, _answer_labels(self.given, instance.sha256)),
         }
         self.documents[name] = doc
         return _Program(
