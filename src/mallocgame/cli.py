@@ -1338,8 +1338,8 @@ def _cmd_bench_xla(args: argparse.Namespace) -> int:
 
 
 def _cmd_bench_rewards(args: argparse.Namespace) -> int:
-    from mallocgame.bench.rewards import final_table, read_csv, reward_curve, solver_spec
-    from mallocgame.curves import normalized_upper_bound, plot_curves, write_csv
+    from mallocgame.bench.rewards import final_table, run_reward_curves, solver_spec
+    from mallocgame.curves import normalized_upper_bound, plot_curves
     from mallocgame.workloads.registry import check_workload, load_workload
 
     for spec in args.solvers:
@@ -1351,28 +1351,16 @@ def _cmd_bench_rewards(args: argparse.Namespace) -> int:
     out = Path(args.out)
     csv_path = _output_file(output_beside(out, ".csv"))
     _output_file(output_beside(out, ".png"))  # the picture's place too, before the curves
-    points = read_csv(csv_path) if csv_path.exists() else []
-    other = {p.budget_s for p in points} - {args.budget}
-    if other:
-        held = ", ".join(sorted("no wall-clock budget" if b is None else f"{b:g} s" for b in other))
-        raise UsageError(
-            f"{csv_path} holds curves at {held}, not {args.budget:g} s: give another --out"
-        )
-    done = {(p.program, p.solver, p.seed) for p in points}
-    for program in args.programs:
-        for solver in args.solvers:
-            for seed in args.seeds:
-                if (program, solver, seed) in done:
-                    print(f"{program} {solver} s{seed}: in {csv_path} already", file=sys.stderr)
-                    continue
-                curve = reward_curve(program, solver, args.budget, seed)
-                print(
-                    f"{program} {solver} s{seed}: {curve[-1].normalized_reward:.4f} after "
-                    f"{curve[-1].elapsed_s:.1f} s ({curve[-1].work})",
-                    file=sys.stderr,
-                )
-                points += curve
-                write_csv(points, csv_path)  # after every cell: a stopped run goes on from here
+    # the CSV written after every cell, a stopped run going on from there; a stale cell or
+    # another budget refused before any runs
+    points = run_reward_curves(
+        args.programs,
+        args.solvers,
+        args.seeds,
+        args.budget,
+        csv_path,
+        progress=lambda msg: print(msg, file=sys.stderr),
+    )
     points = [
         p
         for p in points

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import csv
+import functools
 from pathlib import Path
 
 import pytest
@@ -254,3 +256,174 @@ def test_cli_bench_rewards_checks_its_picture_before_any_cell(tmp_path: Path, ca
     err = capsys.readouterr().err
     assert "r.png: a directory, not a file" in err and "greedy s0" not in err  # no cell ran
     assert not (tmp_path / "r.csv").exists()
+
+
+def _published_curves() -> list[Path]:
+    """Every reward-curve CSV under docs/ (bench rewards', optimize's), each written
+    before rows kept their cell's input (docs/figures' have no budget_s column: no run of
+    bench rewards ever read them)."""
+    from mallocgame.bench.rewards import CSV_HEADER_V1
+
+    docs = Path(__file__).parents[2] / "docs"
+    found = []
+    for path in sorted(docs.rglob("*.csv")):
+        with path.open(newline="") as handle:
+            if handle.readline().rstrip("\r\n") == ",".join(CSV_HEADER_V1):
+                found.append(path)
+    return found
+
+
+def _no_cell_runs(monkeypatch) -> None:
+    import mallocgame.bench.rewards as rewards
+
+    def refuse(*_args, **_kwargs):
+        raise AssertionError("a cell the CSV holds was run again")
+
+    monkeypatch.setattr(rewards, "reward_curve", refuse)
+
+
+def test_every_published_curve_csv_is_read_and_resumes_with_nothing_run(
+    tmp_path: Path, monkeypatch
+) -> None:
+    import shutil
+
+    from mallocgame.bench.rewards import read_records, run_reward_curves
+
+    published = _published_curves()
+    assert len(published) >= 13 and any(p.name == "egrl-ablation-120s.csv" for p in published)
+    _no_cell_runs(monkeypatch)
+    for path in published:
+        points, identities = read_records(path)
+        assert points == read_csv(path) and set(identities.values()) == {None}
+        copy = tmp_path / path.name
+        shutil.copyfile(path, copy)
+        cells = list(identities)
+        again = run_reward_curves(
+            list(dict.fromkeys(c[0] for c in cells)),
+            list(dict.fromkeys(c[1] for c in cells)),
+            sorted({c[2] for c in cells}),
+            points[0].budget_s,
+            copy,
+        )
+        assert again == points and copy.read_bytes() == path.read_bytes()  # not rewritten
+
+
+def test_cli_resumes_the_published_egrl_ablation_with_nothing_run(
+    tmp_path: Path, monkeypatch, capsys
+) -> None:
+    import shutil
+
+    import mallocgame.curves as curves
+
+    docs = Path(__file__).parents[2] / "docs" / "results"
+    shutil.copyfile(docs / "egrl-ablation-120s.csv", tmp_path / "e.csv")
+    _no_cell_runs(monkeypatch)
+    monkeypatch.setattr(curves, "normalized_upper_bound", lambda inst: 1.0)  # no LP: quick
+    monkeypatch.setattr(curves, "plot_curves", lambda points, path, bounds: None)
+    argv = ["bench", "rewards", "--programs", "torch-v1/bert_base_infer_b128_s512"]
+    argv += ["xla-v2/alphatensor_matmul_4096", "--solvers", "egrl", "egrl[mode=evolution]"]
+    argv += ["egrl[mode=pg]", "--seeds", "0", "1", "--budget", "120", "--out", str(tmp_path / "e")]
+    assert main(argv) == 0
+    assert capsys.readouterr().err.count("already") == 12
+    assert (tmp_path / "e.csv").read_bytes() == (docs / "egrl-ablation-120s.csv").read_bytes()
+
+
+def test_a_cell_of_a_changed_program_is_refused_not_reused(tmp_path: Path, capsys) -> None:
+    """The CSV kept no instance hash: a program file changed since its curves were run had
+    them reused as the new program's."""
+    from mallocgame.bench.rewards import REWARDS_HEADER, read_records
+    from mallocgame.instance import save_instance
+    from mallocgame.workloads.registry import load_workload
+
+    program = tmp_path / "p.json"
+    save_instance(load_workload("synthetic-v1/small"), program)
+    argv = ["bench", "rewards", "--programs", str(program), "--solvers", "greedy"]
+    argv += ["--budget", "0.2", "--out", str(tmp_path / "r")]
+    assert main(argv) == 0
+    lines = (tmp_path / "r.csv").read_text().splitlines()
+    assert lines[0] == ",".join(REWARDS_HEADER)
+    [identity] = read_records(tmp_path / "r.csv")[1].values()
+    assert identity is not None and identity.instance_sha256 == load_workload(str(program)).sha256
+    before = (tmp_path / "r.csv").read_bytes()
+    save_instance(load_workload("xla-v1/lstm_infer"), program)  # the program changed
+    capsys.readouterr()
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "greedy s0 was run on another instance" in err
+    assert (tmp_path / "r.csv").read_bytes() == before  # nothing run, nothing written
+
+
+def test_a_cell_of_other_settings_is_refused_a_setting_it_lacks_is_its_default(
+    tmp_path: Path, monkeypatch
+) -> None:
+    import json
+
+    from mallocgame.bench.rewards import Identity, run_reward_curves, write_rewards_csv
+    from mallocgame.curves import CurvePoint
+    from mallocgame.errors import StaleRecordError
+    from mallocgame.solvers import get_solver
+    from mallocgame.workloads.registry import load_workload
+
+    sha = load_workload("synthetic-v1/small").sha256
+    now = get_solver("es").settings({"sigma": "0.2"})
+    cell = ("synthetic-v1/small", "es[sigma=0.2]", 0)
+    point = CurvePoint(*cell, 0.5, 0.25, "games=3", 1.0)
+    _no_cell_runs(monkeypatch)
+    path = tmp_path / "r.csv"
+    older = {k: v for k, v in now.items() if k != "workers"}  # written before workers was
+    for settings, stale in ((now, False), (older, False), ({**now, "sigma": 0.1}, True)):
+        write_rewards_csv([point], {cell: Identity(sha, json.dumps(settings))}, path)
+        run = functools.partial(run_reward_curves, [cell[0]], [cell[1]], [0], 1.0, path)
+        if stale:
+            with pytest.raises(StaleRecordError, match=r"other settings than this run's \(sigma"):
+                run()
+        else:
+            assert run() == [point]
+    # another solver's cell is not this run's to judge: kept as it is
+    assert run_reward_curves([cell[0]], ["es"], [], 1.0, path) == [point]
+
+
+def test_an_old_csv_goes_on_in_the_new_format_its_rows_as_they_stand(tmp_path: Path) -> None:
+    from mallocgame.bench.rewards import read_records, run_reward_curves
+    from mallocgame.curves import CurvePoint
+
+    old = [CurvePoint("synthetic-v1/small", "random", 0, 0.1, 0.2, "games=1", 0.2)]
+    write_csv(old, tmp_path / "r.csv")  # 7 columns, as the published ones
+    points = run_reward_curves(
+        ["synthetic-v1/small"], ["random", "greedy"], [0], 0.2, tmp_path / "r.csv"
+    )
+    assert points[:1] == old
+    _, identities = read_records(tmp_path / "r.csv")
+    assert identities[("synthetic-v1/small", "random", 0)] is None
+    assert identities[("synthetic-v1/small", "greedy", 0)] is not None
+
+
+@pytest.mark.parametrize(
+    "cells, message",
+    [
+        (["abc", "{}"], "instance_sha256 'abc' is not a sha256"),
+        (["a" * 64, "[1]"], r"settings '\[1\]' are not a JSON object"),
+        (["a" * 64, ""], "settings '' are not a JSON object"),
+    ],
+)
+def test_a_row_with_a_bad_identity_is_refused(tmp_path: Path, cells, message) -> None:
+    from mallocgame.bench.rewards import REWARDS_HEADER
+
+    row = ["synthetic-v1/small", "random", "0", "1.0", "0.5", "0.25", "games=1", *cells]
+    with (tmp_path / "r.csv").open("w", newline="") as handle:
+        csv.writer(handle).writerows([REWARDS_HEADER, row])
+    with pytest.raises(FormatError, match=f"line 2: .*{message}"):
+        read_csv(tmp_path / "r.csv")
+
+
+def test_a_cell_whose_rows_state_two_identities_is_refused(tmp_path: Path) -> None:
+    from mallocgame.bench.rewards import REWARDS_HEADER
+
+    rows = [
+        ["synthetic-v1/small", "random", "0", "1.0", f"0.{i}", "0.25", "games=1", "a" * 64, s]
+        for i, s in enumerate(['{"x": 1}', '{"x": 2}'])
+    ]
+    with (tmp_path / "r.csv").open("w", newline="") as handle:
+        csv.writer(handle).writerows([REWARDS_HEADER, *rows])
+    with pytest.raises(FormatError, match="line 3: synthetic-v1/small random s0 has rows of two"):
+        read_csv(tmp_path / "r.csv")

@@ -2,30 +2,74 @@
 
 Each solver runs on each program with the same wall-clock budget; its best-so-far
 callback gives a step curve of normalized reward against time. The curves go to a
-CSV (one row per improvement) and a PNG (one panel per program), both written by
-:mod:`mallocgame.curves`. The CSV is also the sweep's record: :func:`read_csv` reads it
-back, so a run that stopped goes on with the (program, solver, seed) cells it lacks.
+CSV (one row per improvement, :func:`write_rewards_csv`) and a PNG (one panel per
+program, :func:`mallocgame.curves.plot_curves`). The CSV is also the sweep's record:
+:func:`run_reward_curves` reads it back (:func:`read_records`), so a run that stopped
+goes on with the (program, solver, seed) cells it lacks. Each row keeps what identifies
+its cell's input: the program's ``instance_sha256`` and the solver's settings
+(:meth:`~mallocgame.solvers.base.Solver.settings`, defaults filled in); a cell of another
+instance (the program's file or the bundled workload changed since) or of other
+settings (a default changed since) is refused, not reused
+(:class:`~mallocgame.errors.StaleRecordError`), a setting it lacks counting as its
+default, as in a sweep's records. A CSV written before rows kept them
+(:data:`CSV_HEADER_V1`, 7 columns, as the published ones under ``docs/results/``) is
+read and its cells reused as they stand, and written back, when a cell is added, with
+the two cells empty.
 """
 
 from __future__ import annotations
 
+import functools
+import json
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 from mallocgame.bench.inputs import budget_seconds, finite
 from mallocgame.bench.inputs import seed as checked_seed
-from mallocgame.bench.sweep import warm_game_kernels
+from mallocgame.bench.sweep import setting_differences, settings_with_defaults, warm_game_kernels
 from mallocgame.check import check_solution
 from mallocgame.curves import (
     CSV_HEADER,
     CurvePoint,
     work_text,
 )
-from mallocgame.errors import FormatError, SolverError
-from mallocgame.fileio import read_csv_rows
+from mallocgame.errors import FormatError, SolverError, StaleRecordError
+from mallocgame.fileio import read_csv_rows, write_csv_atomic
 from mallocgame.solvers import Improvement, SolveRequest, get_solver
 from mallocgame.workloads.registry import load_workload
 
-__all__ = ["solver_spec", "reward_curve", "read_csv", "final_table"]
+__all__ = [
+    "CSV_HEADER_V1",
+    "REWARDS_HEADER",
+    "Identity",
+    "solver_spec",
+    "reward_curve",
+    "read_csv",
+    "read_records",
+    "write_rewards_csv",
+    "run_reward_curves",
+    "final_table",
+]
+
+CSV_HEADER_V1 = list(CSV_HEADER)
+"""The columns of a CSV written before rows kept their cell's input (still read), and of
+:func:`mallocgame.curves.write_csv`'s."""
+
+REWARDS_HEADER = [*CSV_HEADER_V1, "instance_sha256", "settings"]
+"""The columns :func:`write_rewards_csv` writes."""
+
+Cell = tuple[str, str, int]
+"""A (program, solver spec, seed) cell of the study."""
+
+
+@dataclass(frozen=True)
+class Identity:
+    """What a cell's rows keep of its input: the program's instance hash and the solver's
+    settings as JSON with sorted keys."""
+
+    instance_sha256: str
+    settings: str
 
 
 def solver_spec(spec: str) -> tuple[str, dict[str, str]]:
@@ -102,26 +146,185 @@ def reward_curve(program: str, solver: str, seconds: float, seed: int = 0) -> li
 
 
 def read_csv(path: Path) -> list[CurvePoint]:
-    """The points :func:`write_csv` wrote to ``path``; raises
+    """The points of a reward-curve CSV (:func:`read_records` without the identities)."""
+    return read_records(path)[0]
+
+
+def read_records(path: Path) -> tuple[list[CurvePoint], dict[Cell, Identity | None]]:
+    """The points :func:`write_rewards_csv` wrote to ``path`` (or, under
+    :data:`CSV_HEADER_V1`, a run before rows kept their input, or
+    :func:`mallocgame.curves.write_csv`), and each (program, solver, seed) cell's
+    :class:`Identity` (``None``: a row without one). Raises
     :class:`~mallocgame.errors.InputFileError` for a file it cannot read and
     :class:`~mallocgame.errors.FormatError` for one in another format, or with a row no
     run writes (it names the file and line): a negative seed, a budget
     :func:`~mallocgame.bench.inputs.budget_seconds` refuses, a time that is not finite
-    and >= 0, a reward that is not finite."""
+    and >= 0, a reward that is not finite, a hash that is no sha256, settings that are
+    not a JSON object, a cell whose rows state two identities."""
+    header = CSV_HEADER_V1 if _first_line(path) == ",".join(CSV_HEADER_V1) else REWARDS_HEADER
     points = []
-    rows = read_csv_rows(path, CSV_HEADER, list, "reward-curve CSV")
+    identities: dict[Cell, Identity | None] = {}
+    rows = read_csv_rows(path, header, list, "reward-curve CSV")
     for line, cells in enumerate(rows, start=2):
         try:
-            points.append(_parse_point(cells))
+            if len(cells) != len(header):
+                raise ValueError(f"{len(cells)} cells, not {len(header)}")
+            point = _parse_point(cells[: len(CSV_HEADER_V1)])
+            identity = _identity(cells[len(CSV_HEADER_V1) :])
         except (ValueError, IndexError) as exc:
             raise FormatError(
                 f"{path}, line {line}: not a point of a reward curve ({exc})"
             ) from None
+        cell = (point.program, point.solver, point.seed)
+        if identities.setdefault(cell, identity) != identity:
+            raise FormatError(
+                f"{path}, line {line}: {point.program} {point.solver} s{point.seed} has rows "
+                "of two instances or settings: a run writes one"
+            )
+        points.append(point)
+    return points, identities
+
+
+def _first_line(path: Path) -> str:
+    """The first line of ``path`` without its line break ('' if it cannot be read: the
+    reader says why)."""
+    try:
+        with open(path, encoding="utf-8", newline="") as handle:
+            return handle.readline().rstrip("\r\n")
+    except (OSError, UnicodeDecodeError):
+        return ""
+
+
+def _identity(cells: list[str]) -> Identity | None:
+    """A row's ``instance_sha256`` and ``settings`` cells (none, or both empty: a row
+    written before they were kept); :class:`ValueError` for a hash that is no sha256 or
+    settings that are not a JSON object."""
+    if not cells or cells == ["", ""]:
+        return None
+    sha, settings = cells
+    if len(sha) != 64 or any(c not in "0123456789abcdef" for c in sha):
+        raise ValueError(f"instance_sha256 {sha[:80]!r} is not a sha256 in hex")
+    try:
+        parsed = json.loads(settings)
+    except json.JSONDecodeError:
+        parsed = None
+    if not isinstance(parsed, dict):
+        raise ValueError(f"settings {settings[:80]!r} are not a JSON object")
+    return Identity(sha, settings)
+
+
+def write_rewards_csv(
+    points: Sequence[CurvePoint], identities: dict[Cell, Identity | None], path: Path
+) -> None:
+    """Atomically write ``points`` under :data:`REWARDS_HEADER`, each row with its cell's
+    identity (the last two cells empty for a cell of ``identities`` without one: a row of
+    a CSV written before they were kept). The first seven cells are as
+    :func:`mallocgame.curves.write_csv` writes them."""
+    rows = []
+    for p in points:
+        identity = identities.get((p.program, p.solver, p.seed))
+        rows.append(
+            [
+                p.program,
+                p.solver,
+                p.seed,
+                "" if p.budget_s is None else repr(float(p.budget_s)),
+                f"{p.elapsed_s:.4f}",
+                repr(float(p.normalized_reward)),  # in full: a resumed table is the same
+                p.work,
+                "" if identity is None else identity.instance_sha256,
+                "" if identity is None else identity.settings,
+            ]
+        )
+    write_csv_atomic(path, REWARDS_HEADER, rows)
+
+
+def _settings(spec: str) -> str:
+    """A solver spec's settings as a row keeps them: its solver's
+    :meth:`~mallocgame.solvers.base.Solver.settings` under the spec's options, as JSON
+    with sorted keys."""
+    name, options = solver_spec(spec)
+    return json.dumps(get_solver(name).settings(options), sort_keys=True, default=str)
+
+
+def run_reward_curves(
+    programs: Sequence[str],
+    solvers: Sequence[str],
+    seeds: Sequence[int],
+    budget_s: float,
+    csv_path: Path,
+    progress: Callable[[str], None] | None = None,
+) -> list[CurvePoint]:
+    """Run every (program, solver, seed) cell that ``csv_path`` lacks
+    (:func:`reward_curve`), rewriting it after each (:func:`write_rewards_csv`), and
+    return every point it holds (other cells' too). Before any cell runs,
+    :class:`~mallocgame.errors.StaleRecordError` refuses a CSV holding curves at another
+    budget, and a cell of the programs and solvers asked whose rows keep another
+    instance than the program is now or other settings than its solver's now (a setting
+    they lack counts as its default: :func:`~mallocgame.bench.sweep.settings_with_defaults`);
+    a cell without them (a CSV from before they were kept) is reused as it stands."""
+    say = progress or (lambda _msg: None)
+    points, identities = read_records(csv_path) if csv_path.exists() else ([], {})
+    other = {p.budget_s for p in points} - {budget_s}
+    if other:
+        held = ", ".join(sorted("no wall-clock budget" if b is None else f"{b:g} s" for b in other))
+        raise StaleRecordError(
+            f"{csv_path} holds curves at {held}, not {budget_s:g} s: give another --out"
+        )
+    instance_sha256 = functools.cache(lambda program: load_workload(program).sha256)
+    settings = functools.cache(_settings)
+    for (program, solver, seed), identity in identities.items():
+        if identity is None or program not in programs or solver not in solvers:
+            continue
+        cell = f"{program} {solver} s{seed}"
+        sha = instance_sha256(program)
+        if identity.instance_sha256 != sha:
+            raise StaleRecordError(
+                f"{csv_path}: {cell} was run on another instance than this run's "
+                f"(instance_sha256 {identity.instance_sha256[:12]} -> {sha[:12]}: the program "
+                "changed since); remove its rows or give another --out"
+            )
+        changed = _stale_settings(identity.settings, solver, settings)
+        if changed:
+            raise StaleRecordError(
+                f"{csv_path}: {cell} was run with other settings than this run's "
+                f"({'; '.join(changed[:3])}); remove its rows or give another --out"
+            )
+    points = list(points)
+    for program in programs:
+        for solver in solvers:
+            for seed in seeds:
+                if (program, solver, seed) in identities:
+                    say(f"{program} {solver} s{seed}: in {csv_path} already")
+                    continue
+                identity = Identity(instance_sha256(program), settings(solver))
+                curve = reward_curve(program, solver, budget_s, seed)
+                say(
+                    f"{program} {solver} s{seed}: {curve[-1].normalized_reward:.4f} after "
+                    f"{curve[-1].elapsed_s:.1f} s ({curve[-1].work})"
+                )
+                points += curve
+                identities[(program, solver, seed)] = identity
+                write_rewards_csv(points, identities, csv_path)  # a stopped run goes on here
     return points
 
 
+def _stale_settings(stored: str, spec: str, settings: Callable[[str], str]) -> list[str]:
+    """``"key: old -> new"`` for each setting of ``stored`` (a row's) that is not
+    ``spec``'s now (``settings``: a spec's settings as JSON), one ``stored`` lacks
+    counting as its solver's default."""
+    if stored == settings(spec):
+        return []
+    current = json.loads(settings(spec))
+    name, _ = solver_spec(spec)
+    defaults = json.loads(settings(name))
+    filled = settings_with_defaults(json.loads(stored), defaults, current)
+    return [] if filled == current else setting_differences(filled, current)
+
+
 def _parse_point(r: list[str]) -> CurvePoint:
-    """One CSV row as :func:`write_csv` writes it; :class:`ValueError` names a bad cell."""
+    """One CSV row's first seven cells as :func:`write_rewards_csv` writes them;
+    :class:`ValueError` names a bad cell."""
     if len(r) != len(CSV_HEADER):
         raise ValueError(f"{len(r)} cells, not {len(CSV_HEADER)}")
     if not r[0] or not r[1]:
