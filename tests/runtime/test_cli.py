@@ -364,6 +364,19 @@ def test_bench_real_refuses_a_factory_that_does_not_import(tmp_path):
     assert not (tmp_path / "results.csv").exists()
 
 
+def test_bench_real_that_could_not_build_a_program_says_so_and_exits_1(tmp_path, capsys):
+    """A factory that gives no example inputs, without --arg: the build failed (logged),
+    and the command said "done" with exit 0."""
+    args = parser().parse_args(
+        ["bench", "real", "--dry-run", "--no-framework", "--out", str(tmp_path)]
+        + ["--torch", FACTORY, "--placements", "drop"]
+    )
+    assert args.func(args) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == [f"mallocgame: 1 program(s) could not be built: block (why: {tmp_path}/run.log)"]
+    assert "give them with --arg" in (tmp_path / "run.log").read_text()
+
+
 @pytest.mark.parametrize("factory", ["accumulator", "scales_its_input"])
 def test_apply_a_module_that_mutates_its_buffer_or_input(tmp_path, capsys, factory):
     """Its mutations are results of the graph: the placed run computes them as the module
@@ -474,7 +487,7 @@ def test_bench_real_derives_on_the_defaults_unless_told(tmp_path, monkeypatch):
     from mallocgame.runtime import bench
 
     seen = []
-    monkeypatch.setattr(bench, "run_real_bench", seen.append)
+    monkeypatch.setattr(bench, "run_real_bench", lambda c: seen.append(c) or {"unbuilt": []})
     argv = ["bench", "real", "--dry-run", "--out", str(tmp_path)]
     for extra in ([], ["--preset", "gpu_h100_host", "--capacity-fraction", "0.5"]):
         args = parser().parse_args([*argv, *extra])

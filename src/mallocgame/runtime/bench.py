@@ -833,7 +833,8 @@ class _BenchRun:
 
     def run(self) -> dict[str, Any]:
         """The whole job; returns :func:`run_real_bench`'s ``{"rows", "summary",
-        "calibration"}``."""
+        "calibration", "unbuilt"}`` (``unbuilt``: the programs whose build and capture
+        failed, logged)."""
         config, torch = self.config, self.torch
         self._open_memory()
         self._calibrate()
@@ -851,6 +852,7 @@ class _BenchRun:
         )
         self.device = torch.device(config.device)
         self.by_name = PROGRAMS | {p.name: p for p in config.extra}
+        self.unbuilt: list[str] = []  # programs whose build and capture failed
         # a program named twice is one program, run once (its rows would be repeated)
         for name in dict.fromkeys((*config.programs, *(p.name for p in config.extra))):
             if name in self.earlier.programs:
@@ -883,7 +885,12 @@ class _BenchRun:
             except Exception:
                 self.log.failure("the figure")
         self.log(f"done in {time.perf_counter() - config.started:.1f} s")
-        return {"rows": self.all_rows, "summary": self.summaries, "calibration": self.figures}
+        return {
+            "rows": self.all_rows,
+            "summary": self.summaries,
+            "calibration": self.figures,
+            "unbuilt": self.unbuilt,
+        }
 
     def _open_memory(self) -> None:
         """Log the machine whose memory (HBM and host memory) :meth:`__init__` opened."""
@@ -997,6 +1004,7 @@ class _BenchRun:
             )
         except Exception:
             self.log.failure(f"{name}: build and capture")
+            self.unbuilt.append(name)
             return None
         doc: dict[str, Any] = {
             "instance": instance.to_dict(),
@@ -1510,7 +1518,8 @@ class _BenchRun:
 
 def run_real_bench(config: BenchConfig) -> dict[str, Any]:
     """Run the job of the module docstring; returns ``{"rows": [...], "summary": [...],
-    "calibration": [...]}``. The placements and profiles are checked first
+    "calibration": [...], "unbuilt": [...]}`` (``unbuilt``: the programs whose build and
+    capture failed, each logged; the others are measured). The placements and profiles are checked first
     (:func:`check_placements`, :func:`check_profile`): a typo ends the job before anything
     runs."""
     import torch

@@ -21,6 +21,7 @@ adds ``mallocgame bench real`` (the job of ``benchmarks/device_real.py``,
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -451,5 +452,12 @@ def cmd_bench_real(args: argparse.Namespace) -> int:
         stage_dot_reads=args.stage_dot_reads,
         **given,
     )
-    run_real_bench(config)
+    unbuilt = run_real_bench(config)["unbuilt"]
+    if unbuilt:  # the others measured and written; the run says it is not whole
+        print(
+            f"mallocgame: {len(unbuilt)} program(s) could not be built: {', '.join(unbuilt)} "
+            f"(why: {Path(args.out) / 'run.log'})",
+            file=sys.stderr,
+        )
+        return 1
     return 0
