@@ -18,6 +18,7 @@ __all__ = [
     "IllegalActionError",
     "GameOverError",
     "UndoError",
+    "NoSuchIdError",
     "SolverError",
     "StaleRecordError",
     "ComparisonError",
@@ -63,6 +64,11 @@ class GameOverError(MallocGameError):
 class UndoError(MallocGameError, ValueError):
     """An undo past the start of the game, or to a mark ahead of the current state (a
     ``ValueError`` too, as it was before it had a type of its own)."""
+
+
+class NoSuchIdError(MallocGameError, IndexError):
+    """A game asked about a buffer, tensor or alias group it does not have (an
+    ``IndexError`` too: a negative id used to answer for the last one)."""
 
 
 class SolverError(MallocGameError):

@@ -316,6 +316,9 @@ def test_a_driver_goes_on_from_a_given_backup_mark():
         DropBackup(game, backup_mark=3)
     with pytest.raises(ValueError, match="current state, which is not a backup point"):
         DropBackup(game, backup_mark=2)
+    for mark in (0.5, True, "1"):  # passed, then the first back-up raised UndoError/TypeError
+        with pytest.raises(ValueError, match="not among the 2 decisions"):
+            DropBackup(game, backup_mark=mark)
     driver = DropBackup(game, backup_mark=1)
     driver.play(greedy)
     assert driver.backups == 1 and game.actions() == [C, D, D, C, D]

@@ -44,3 +44,11 @@ def test_games_are_ranked_by_their_reward_not_the_cancelling_running_sum() -> No
 def test_a_move_budget_that_is_no_whole_number_is_refused(small, max_nodes) -> None:
     with pytest.raises(SolverError, match="max_nodes must be a whole number of at least 1"):
         exhaustive_search(Game(small), max_nodes=max_nodes)
+
+
+def test_a_move_budget_past_int64_is_no_limit() -> None:
+    """2**64 reached the compiled search as a Python object: numba's TypingError."""
+    from tests.builders import conformance_instance
+
+    inst = conformance_instance("tiny_alias")
+    assert exhaustive_search(Game(inst), max_nodes=2**64) == exhaustive_search(Game(inst))

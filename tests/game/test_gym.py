@@ -222,3 +222,11 @@ def test_registration_is_idempotent():
 
     importlib.reload(module)
     assert ENV_ID in gymnasium.registry
+
+
+def test_an_env_of_neither_an_instance_nor_a_file_is_an_instance_error() -> None:
+    from mallocgame.errors import InstanceError
+
+    for given in (42, None, [1]):  # 42 raised TypeError from the file loader
+        with pytest.raises(InstanceError, match="expected an Instance or a file"):
+            MallocGameEnv(given)

@@ -140,3 +140,26 @@ def test_sort_ranges_orders_the_first_k_ranges_by_start_and_keeps_each_pair(k: i
     assert np.all(np.diff(lo[:k]) >= 0)
     assert sorted(zip(lo[:k].tolist(), hi[:k].tolist())) == before
     assert np.array_equal(lo[k:], tail[0]) and np.array_equal(hi[k:], tail[1])
+
+
+def test_a_query_about_an_id_the_game_does_not_have_is_refused() -> None:
+    """A negative id answered for the last buffer, tensor or group; one too large raised
+    NumPy's IndexError."""
+    from mallocgame.errors import NoSuchIdError
+    from tests.builders import I, X, build
+
+    game = Game(build([X(64)], [I(writes=[0]), I(reads=[0])]))
+    game.step(1)  # buffer 0 NoCopy: tensor 0 fast-resident
+    assert game.group_of(1) >= 0 and game.reads_fast_resident(1) == 0
+    assert game.latest_allocation(0) == 0 and game.group_offset(game.group_of(0)) >= 0
+    for query, count in (
+        (game.group_of, 2),
+        (game.reads_fast_resident, 2),
+        (game.latest_allocation, 1),
+        (game.group_offset, 2),
+    ):
+        for bad in (-1, count, 10**6, 0.0, True):
+            with pytest.raises(NoSuchIdError, match="is not a"):
+                query(bad)
+    with pytest.raises(ValueError, match="drop_only must be bool"):
+        game.step_forced([False, False, False])  # AttributeError: 'list' has no dtype

@@ -55,7 +55,11 @@ class DropBackup:
         """
         if backup_mark is None and not game.is_backup_point:
             raise ValueError("Drop-backup must start at a backup point (e.g. a fresh game)")
-        if backup_mark is not None and not 0 <= backup_mark <= game.mark():
+        if backup_mark is not None and not (
+            isinstance(backup_mark, (int, np.integer))
+            and not isinstance(backup_mark, bool)
+            and 0 <= backup_mark <= game.mark()
+        ):
             raise ValueError(
                 f"backup mark {backup_mark} is not among the {game.mark()} decisions made"
             )
@@ -67,7 +71,7 @@ class DropBackup:
         self.forced_drop = np.zeros(game.tables.num_groups, dtype=bool)
         self._buffer_group = game.tables.buf_int[:, B_GROUP]
         self._forced_buffer = np.zeros(game.num_buffers + 1, dtype=bool)  # by buffer id
-        self.backup_mark = game.mark() if backup_mark is None else backup_mark
+        self.backup_mark = game.mark() if backup_mark is None else int(backup_mark)
         self.backups = 0
         self.deterministic = deterministic
         self.on_back_up = on_back_up

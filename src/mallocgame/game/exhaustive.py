@@ -100,7 +100,8 @@ def exhaustive_search(game: Game, max_nodes: int = 20_000_000) -> tuple[float, l
         raise SolverError(f"max_nodes must be a whole number of at least 1, not {max_nodes!r:.40}")
     best_actions = np.full(game.num_buffers, -1, dtype=np.int64)
     work = game.clone()
-    best, nodes = _search(*work._apply_args, max_nodes, best_actions)
+    # (an int64 to the compiled search: past it, as good as no limit)
+    best, nodes = _search(*work._apply_args, min(int(max_nodes), 2**63 - 1), best_actions)
     if nodes > max_nodes:
         raise SolverError(
             f"exhaustive search gave up after {max_nodes} moves; the instance is too large"

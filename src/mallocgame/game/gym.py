@@ -18,6 +18,7 @@ import numpy as np
 from gymnasium import spaces
 from gymnasium.error import ResetNeeded
 
+from mallocgame.errors import InstanceError
 from mallocgame.game.features import (
     FEATURE_HIGH,
     FEATURE_LOW,
@@ -81,6 +82,10 @@ class MallocGameEnv(gymnasium.Env):
         self, instance: Instance | str | os.PathLike[str], render_mode: str | None = None
     ) -> None:
         if not isinstance(instance, Instance):
+            if not isinstance(instance, (str, os.PathLike)):
+                raise InstanceError(
+                    f"MallocGameEnv: expected an Instance or a file, not {instance!r:.40}"
+                )
             instance = load_instance(instance)
         if render_mode is not None and render_mode not in self.metadata["render_modes"]:
             raise ValueError(f"render_mode must be None or one of {self.metadata['render_modes']}")

@@ -17,7 +17,13 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from mallocgame.errors import GameOverError, IllegalActionError, InstanceError, UndoError
+from mallocgame.errors import (
+    GameOverError,
+    IllegalActionError,
+    InstanceError,
+    NoSuchIdError,
+    UndoError,
+)
 from mallocgame.game import kernels as K
 from mallocgame.game.tables import B_GROUP, B_IS_OUT, B_TENSOR, I_SUPPLY, GameTables, build_tables
 from mallocgame.instance import Instance
@@ -255,13 +261,22 @@ class Game:
             return None
         return tuple(int(v) for v in row[1:])  # type: ignore[return-value]
 
+    def _id(self, value: int, count: int, what: str) -> int:
+        """``value`` as one of ``count`` ids of ``what``; :class:`NoSuchIdError` otherwise."""
+        if not (_whole(value) and 0 <= value < count):
+            raise NoSuchIdError(f"{value!r:.40} is not a {what} id (0..{count - 1})")
+        return int(value)
+
     def group_of(self, buffer: int) -> int:
-        """Dense alias-group index of ``buffer``."""
+        """Dense alias-group index of ``buffer`` (:class:`NoSuchIdError` for no buffer's
+        id; so for the three queries below)."""
+        buffer = self._id(buffer, self.num_buffers, "buffer")
         return int(self.tables.buf_int[buffer, B_GROUP])
 
     def reads_fast_resident(self, buffer: int) -> int:
         """The tensor ``buffer`` reads if that tensor is fast-resident, else -1."""
         tb = self.tables
+        buffer = self._id(buffer, self.num_buffers, "buffer")
         if tb.buf_int[buffer, B_IS_OUT]:
             return -1
         x = int(tb.buf_int[buffer, B_TENSOR])
@@ -286,11 +301,13 @@ class Game:
 
     def group_offset(self, group: int) -> int:
         """Alias group ``group``'s state: its fast offset (bytes), -1 slow, -2 undecided."""
+        group = self._id(group, len(self._group_state), "alias group")
         return int(self._group_state[group])
 
     def latest_allocation(self, tensor: int) -> int:
         """The buffer holding ``tensor``'s non-empty allocation with the latest end (the one
         an operand NoCopy extends), or -1 if none."""
+        tensor = self._id(tensor, len(self._ten_state), "tensor")
         return int(self._ten_state[tensor, K.T_LATEST])
 
     def actions(self) -> list[int]:
@@ -348,7 +365,11 @@ class Game:
             (decisions played, :meth:`mark` of the latest backup point reached after one
             of them, or -1 where none was).
         """
-        if drop_only.dtype != np.bool_ or drop_only.shape != (self.num_buffers + 1,):
+        if (
+            not isinstance(drop_only, np.ndarray)
+            or drop_only.dtype != np.bool_
+            or drop_only.shape != (self.num_buffers + 1,)
+        ):
             raise ValueError(f"drop_only must be bool [{self.num_buffers + 1}]")
         played, mark = K.apply_forced(*self._apply_args, drop_only)
         return int(played), int(mark)
