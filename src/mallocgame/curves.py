@@ -23,6 +23,7 @@ __all__ = [
     "CurvePoint",
     "work_text",
     "normalized_upper_bound",
+    "csv_row",
     "write_csv",
     "plot_curves",
 ]
@@ -61,23 +62,21 @@ def normalized_upper_bound(inst: Instance, bound_s: float | None = None) -> floa
     return (upper_bound(inst) if bound_s is None else bound_s) / normalizer
 
 
+def csv_row(p: CurvePoint) -> list[object]:
+    """``p``'s cells under :data:`CSV_HEADER`."""
+    return [
+        p.program,
+        p.solver,
+        p.seed,
+        "" if p.budget_s is None else repr(float(p.budget_s)),
+        f"{p.elapsed_s:.4f}",
+        repr(float(p.normalized_reward)),  # in full: a resumed table is the same
+        p.work,
+    ]
+
+
 def write_csv(points: list[CurvePoint], path: Path) -> None:
-    write_csv_atomic(
-        path,
-        CSV_HEADER,
-        (
-            [
-                p.program,
-                p.solver,
-                p.seed,
-                "" if p.budget_s is None else repr(float(p.budget_s)),
-                f"{p.elapsed_s:.4f}",
-                repr(float(p.normalized_reward)),  # in full: a resumed table is the same
-                p.work,
-            ]
-            for p in points
-        ),
-    )
+    write_csv_atomic(path, CSV_HEADER, (csv_row(p) for p in points))
 
 
 def _style(k: int) -> tuple[str, str, str]:

@@ -244,6 +244,16 @@ def write_csv_atomic(
     write_bytes_atomic(path, buffer.getvalue().encode())
 
 
+def first_line(path: str | os.PathLike[str]) -> str:
+    """The first line of ``path`` without its line break (``""`` where it cannot be read:
+    the reader that follows says why); tells a file's header, hence its version."""
+    try:
+        with open(path, encoding="utf-8", newline="") as handle:
+            return handle.readline().rstrip("\r\n")
+    except (OSError, UnicodeDecodeError):
+        return ""
+
+
 def read_csv_rows(
     path: str | os.PathLike[str], header: Sequence[str], parse: Callable[[list[str]], T], what: str
 ) -> list[T]:

@@ -27,15 +27,21 @@ from pathlib import Path
 
 from mallocgame.bench.inputs import budget_seconds, finite
 from mallocgame.bench.inputs import seed as checked_seed
-from mallocgame.bench.sweep import setting_differences, settings_with_defaults, warm_game_kernels
+from mallocgame.bench.sweep import (
+    identity_cells,
+    setting_differences,
+    settings_with_defaults,
+    warm_game_kernels,
+)
 from mallocgame.check import check_solution
 from mallocgame.curves import (
     CSV_HEADER,
     CurvePoint,
+    csv_row,
     work_text,
 )
 from mallocgame.errors import FormatError, SolverError, StaleRecordError
-from mallocgame.fileio import read_csv_rows, write_csv_atomic
+from mallocgame.fileio import first_line, read_csv_rows, write_csv_atomic
 from mallocgame.solvers import Improvement, SolveRequest, get_solver
 from mallocgame.workloads.registry import load_workload
 
@@ -161,7 +167,7 @@ def read_records(path: Path) -> tuple[list[CurvePoint], dict[Cell, Identity | No
     :func:`~mallocgame.bench.inputs.budget_seconds` refuses, a time that is not finite
     and >= 0, a reward that is not finite, a hash that is no sha256, settings that are
     not a JSON object, a cell whose rows state two identities."""
-    header = CSV_HEADER_V1 if _first_line(path) == ",".join(CSV_HEADER_V1) else REWARDS_HEADER
+    header = CSV_HEADER_V1 if first_line(path) == ",".join(CSV_HEADER_V1) else REWARDS_HEADER
     points = []
     identities: dict[Cell, Identity | None] = {}
     rows = read_csv_rows(path, header, list, "reward-curve CSV")
@@ -170,7 +176,8 @@ def read_records(path: Path) -> tuple[list[CurvePoint], dict[Cell, Identity | No
             if len(cells) != len(header):
                 raise ValueError(f"{len(cells)} cells, not {len(header)}")
             point = _parse_point(cells[: len(CSV_HEADER_V1)])
-            identity = _identity(cells[len(CSV_HEADER_V1) :])
+            found = identity_cells(cells[len(CSV_HEADER_V1) :])
+            identity = None if found is None else Identity(*found)
         except (ValueError, IndexError) as exc:
             raise FormatError(
                 f"{path}, line {line}: not a point of a reward curve ({exc})"
@@ -185,34 +192,6 @@ def read_records(path: Path) -> tuple[list[CurvePoint], dict[Cell, Identity | No
     return points, identities
 
 
-def _first_line(path: Path) -> str:
-    """The first line of ``path`` without its line break ('' if it cannot be read: the
-    reader says why)."""
-    try:
-        with open(path, encoding="utf-8", newline="") as handle:
-            return handle.readline().rstrip("\r\n")
-    except (OSError, UnicodeDecodeError):
-        return ""
-
-
-def _identity(cells: list[str]) -> Identity | None:
-    """A row's ``instance_sha256`` and ``settings`` cells (none, or both empty: a row
-    written before they were kept); :class:`ValueError` for a hash that is no sha256 or
-    settings that are not a JSON object."""
-    if not cells or cells == ["", ""]:
-        return None
-    sha, settings = cells
-    if len(sha) != 64 or any(c not in "0123456789abcdef" for c in sha):
-        raise ValueError(f"instance_sha256 {sha[:80]!r} is not a sha256 in hex")
-    try:
-        parsed = json.loads(settings)
-    except json.JSONDecodeError:
-        parsed = None
-    if not isinstance(parsed, dict):
-        raise ValueError(f"settings {settings[:80]!r} are not a JSON object")
-    return Identity(sha, settings)
-
-
 def write_rewards_csv(
     points: Sequence[CurvePoint], identities: dict[Cell, Identity | None], path: Path
 ) -> None:
@@ -225,13 +204,7 @@ def write_rewards_csv(
         identity = identities.get((p.program, p.solver, p.seed))
         rows.append(
             [
-                p.program,
-                p.solver,
-                p.seed,
-                "" if p.budget_s is None else repr(float(p.budget_s)),
-                f"{p.elapsed_s:.4f}",
-                repr(float(p.normalized_reward)),  # in full: a resumed table is the same
-                p.work,
+                *csv_row(p),
                 "" if identity is None else identity.instance_sha256,
                 "" if identity is None else identity.settings,
             ]

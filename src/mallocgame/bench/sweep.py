@@ -60,6 +60,7 @@ __all__ = [
     "job_records",
     "settings_with_defaults",
     "setting_differences",
+    "identity_cells",
 ]
 
 _BOUNDS: dict[str, float] = {}  # LP upper bound by instance hash: once per program per process
@@ -313,6 +314,25 @@ def settings_with_defaults(stored: Any, defaults: Any, current: Any = None) -> A
         below = defaults[key] if key in defaults else current.get(key)
         filled[key] = settings_with_defaults(value, below, current.get(key))
     return filled
+
+
+def identity_cells(cells: Sequence[str]) -> tuple[str, str] | None:
+    """A CSV row's ``instance_sha256`` and ``settings`` cells (a study's record of what
+    its cell ran on): ``None`` for none, or both empty (a row written before they were
+    kept); :class:`ValueError` for a hash that is no sha256 in hex or settings that are
+    not a JSON object."""
+    if not cells or list(cells) == ["", ""]:
+        return None
+    sha, settings = cells
+    if len(sha) != 64 or any(c not in "0123456789abcdef" for c in sha):
+        raise ValueError(f"instance_sha256 {sha[:80]!r} is not a sha256 in hex")
+    try:
+        parsed = json.loads(settings)
+    except json.JSONDecodeError:
+        parsed = None
+    if not isinstance(parsed, dict):
+        raise ValueError(f"settings {settings[:80]!r} are not a JSON object")
+    return sha, settings
 
 
 def setting_differences(old: Any, new: Any, prefix: str = "") -> list[str]:

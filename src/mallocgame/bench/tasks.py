@@ -58,12 +58,18 @@ from mallocgame.bench.inputs import (
     seeds as checked_seeds,
 )
 from mallocgame.bench.rewards import solver_spec
-from mallocgame.bench.sweep import setting_differences, settings_with_defaults, warm_game_kernels
+from mallocgame.bench.sweep import (
+    identity_cells,
+    setting_differences,
+    settings_with_defaults,
+    warm_game_kernels,
+)
 from mallocgame.check import check_solution
 from mallocgame.costmodel import derive_instance, peak_live_bytes
 from mallocgame.errors import FormatError, SolverError, StaleRecordError
 from mallocgame.fileio import (
     check_writable,
+    first_line,
     output_beside,
     read_csv_rows,
     write_bytes_atomic,
@@ -413,7 +419,7 @@ def read_csv(path: Path) -> list[TaskLatency]:
     second row of one cell (tasks, placement, seed), or of one reference at one count
     of tasks at another seed: a study writes each once, and the tables would average
     them."""
-    header = CSV_HEADER_V1 if _first_line(path) == ",".join(CSV_HEADER_V1) else CSV_HEADER
+    header = CSV_HEADER_V1 if first_line(path) == ",".join(CSV_HEADER_V1) else CSV_HEADER
     rows = []
     seen: dict[tuple[int, str, int], int] = {}  # a cell -> the line of its row
     for line, cells in enumerate(read_csv_rows(path, header, list, "tasks-study CSV"), start=2):
@@ -438,19 +444,6 @@ REWARD_SLACK = 1e-9
 """How far past ``[0, 1]`` a normalized reward read back may be: the rounding of sums."""
 
 
-def _first_line(path: Path) -> str:
-    """The first line of ``path`` without its line break ('' if it cannot be read: the
-    reader says why)."""
-    try:
-        with open(path, encoding="utf-8", newline="") as handle:
-            return handle.readline().rstrip("\r\n")
-    except (OSError, UnicodeDecodeError):
-        return ""
-
-
-_SHA256 = re.compile(r"[0-9a-f]{64}")
-
-
 def _parse_row(r: list[str], columns: int = len(CSV_HEADER)) -> TaskLatency:
     """One CSV row as :func:`write_csv` writes it (``columns``: 8 in a CSV written before
     rows kept their input's identity); :class:`ValueError` names a bad cell."""
@@ -470,26 +463,8 @@ def _parse_row(r: list[str], columns: int = len(CSV_HEADER)) -> TaskLatency:
         latency_s=finite(float(r[5]), "latency_s", 0.0, above=True),
         normalized_reward=reward,
         wall_s=finite(float(r[7]), "wall_s", 0.0),
-        **_identity(r[8:]),
+        **dict(zip(("instance_sha256", "settings"), identity_cells(r[8:]) or (None, None))),
     )
-
-
-def _identity(cells: list[str]) -> dict[str, str | None]:
-    """A row's ``instance_sha256`` and ``settings`` cells (none, or both empty: a row
-    written before they were kept); :class:`ValueError` for a hash that is no sha256 or
-    settings that are not a JSON object."""
-    if not cells or cells == ["", ""]:
-        return {"instance_sha256": None, "settings": None}
-    sha, settings = cells
-    if not _SHA256.fullmatch(sha):
-        raise ValueError(f"instance_sha256 {sha[:80]!r} is not a sha256 in hex")
-    try:
-        parsed = json.loads(settings)
-    except json.JSONDecodeError:
-        parsed = None
-    if not isinstance(parsed, dict):
-        raise ValueError(f"settings {settings[:80]!r} are not a JSON object")
-    return {"instance_sha256": sha, "settings": settings}
 
 
 def _mean_latency(rows: Sequence[TaskLatency]) -> dict[tuple[int, str], float]:
