@@ -1110,6 +1110,8 @@ def _cmd_bench_speedups(args: argparse.Namespace) -> int:
     if args.ray is not None and not args.ray.strip():
         raise UsageError("--ray needs local, auto or HOST:PORT")
     out = Path(args.out)
+    if out.exists() and not out.is_dir():
+        raise UsageError(f"--out {args.out}: a file, not the records' folder")
     if args.csv is not None:  # refused before the sweep, not after it
         if not args.csv.strip():
             raise UsageError("--csv must name a file")

@@ -322,6 +322,9 @@ def test_the_csv_is_neither_a_program_read_nor_the_records_folder(tmp_path: Path
     assert main([*argv, "--out", str(tmp_path / "recs2"), "--csv", str(tmp_path / "recs2")]) == 2
     assert "is the records' folder" in capsys.readouterr().err
     assert not (tmp_path / "recs").exists() and not (tmp_path / "recs2").exists()  # no job ran
+    # a file where the records' folder goes: one line in words (it was a raw [Errno 17])
+    assert main([*argv, "--out", str(program)]) == 2
+    assert "a file, not the records' folder" in capsys.readouterr().err
     record = str(tmp_path / "recs" / "gru.random.s0.w2.json")  # (a record's name or not)
     assert main([*argv, "--out", str(tmp_path / "recs"), "--csv", record]) == 2
     assert "or a record in it" in capsys.readouterr().err
