@@ -8,6 +8,7 @@ import hashlib
 import io
 import json
 import math
+import numbers
 import os
 import stat
 import tempfile
@@ -109,6 +110,17 @@ def read_json(path: str | os.PathLike[str]) -> Any:
         raise InputFileError(f"{path}: not valid JSON: {exc}") from exc
     except RecursionError:
         raise InputFileError(f"{path}: not valid JSON: nested too deeply") from None
+
+
+def is_finite_real(value: Any) -> bool:
+    """A real number (NumPy's too, not a ``bool``) that is finite as a float (an integer
+    too large for a float is not): what a number given in code may be."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        return False
+    try:
+        return math.isfinite(value)
+    except OverflowError:
+        return False
 
 
 def is_finite_number(value: Any) -> bool:

@@ -26,7 +26,6 @@ docs/simulator.md.
 from __future__ import annotations
 
 import bisect
-import math
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -34,6 +33,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from mallocgame.errors import InstanceError, MallocGameError, SolutionError
+from mallocgame.fileio import is_finite_real
 from mallocgame.instance import Instance, RooflineLatency
 from mallocgame.solution import Allocation, Solution
 
@@ -237,7 +237,7 @@ def execution_time(
         or not 0 <= scale < float("inf")
     ):
         raise SimulationError(f"scale must be a finite number at least 0, not {scale!r:.40}")
-    if not _is_finite(start):
+    if not is_finite_real(start):
         raise SimulationError(f"start must be a finite number of seconds, not {start!r:.40}")
     try:
         fast_set = frozenset(fast)
@@ -268,16 +268,6 @@ def execution_time(
     return _finish(start, d, fixed, m, rho, bs, bf, k) - start
 
 
-def _is_finite(x: object) -> bool:
-    """Whether ``x`` is a finite real number (not a bool) of a float's range."""
-    if isinstance(x, bool) or not isinstance(x, (int, float, np.integer, np.floating)):
-        return False
-    try:
-        return math.isfinite(x)
-    except OverflowError:  # an int past a float's range
-        return False
-
-
 def _busy_periods(busy: Iterable[tuple[float, float]]) -> list[tuple[float, float]]:
     """``busy`` sorted, as floats; :class:`SimulationError` unless every period is a pair
     of finite numbers ``begin <= end`` and no two overlap."""
@@ -287,7 +277,7 @@ def _busy_periods(busy: Iterable[tuple[float, float]]) -> list[tuple[float, floa
         raise SimulationError(f"busy must be (begin, end) pairs, not {busy!r:.40}") from None
     pairs = []
     for p in periods:
-        if len(p) != 2 or not (_is_finite(p[0]) and _is_finite(p[1])) or p[0] > p[1]:
+        if len(p) != 2 or not (is_finite_real(p[0]) and is_finite_real(p[1])) or p[0] > p[1]:
             raise SimulationError(
                 f"busy period {p!r:.60} is not a pair of finite numbers begin <= end"
             )

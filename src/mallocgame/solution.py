@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 
 from mallocgame.errors import FormatError, SolutionError
-from mallocgame.fileio import is_finite_number, read_document, write_json
+from mallocgame.fileio import is_finite_number, is_finite_real, read_document, write_json
 from mallocgame.limits import MAX_SEED
 
 MAX_INT = 2**53  # the largest magnitude of an integer of a solution file
@@ -156,13 +156,13 @@ class Solution:
                 f"solution: 'seed' must be a whole number of at most 64 bits, not {self.seed}"
             )
         for name in ("reward_s", "normalized_reward", "wall_s"):
-            if not _is_finite(getattr(self, name)):
+            if not is_finite_real(getattr(self, name)):
                 value = getattr(self, name)
                 raise SolutionError(f"solution: '{name}' must be a finite number, not {value!r}")
             if type(getattr(self, name)) is not float:
                 object.__setattr__(self, name, float(getattr(self, name)))
         if self.bound_s is not None:
-            if not _is_finite(self.bound_s):
+            if not is_finite_real(self.bound_s):
                 raise SolutionError(
                     f"solution: 'bound_s' must be a finite number or None, not {self.bound_s!r}"
                 )
@@ -186,7 +186,9 @@ class Solution:
             )
         if _has_numpy(self.info, "info"):  # checked all the way down on the way
             object.__setattr__(self, "info", _plain_json(self.info))
-        if not isinstance(self.work, Mapping) or not all(_is_finite(v) for v in self.work.values()):
+        if not isinstance(self.work, Mapping) or not all(
+            is_finite_real(v) for v in self.work.values()
+        ):
             raise SolutionError(
                 f"solution: 'work' must map names to finite numbers, not {self.work!r}"
             )
@@ -321,16 +323,6 @@ def _action_tuple(actions: Any) -> tuple[int, ...]:
         if isinstance(a, (bool, np.bool_)) or not isinstance(a, numbers.Integral):
             raise SolutionError(f"solution: 'actions' holds {a!r:.80}, not a whole number")
     return tuple(int(a) for a in items)
-
-
-def _is_finite(v: Any) -> bool:
-    """A real number (NumPy's too, not ``bool``) that is finite as a float."""
-    if isinstance(v, bool) or not isinstance(v, numbers.Real):
-        return False
-    try:
-        return math.isfinite(v)
-    except OverflowError:  # an integer too large for a float
-        return False
 
 
 def _is_seed(v: Any) -> bool:
