@@ -50,6 +50,8 @@ __all__ = [
     "REWARDS_HEADER",
     "Identity",
     "solver_spec",
+    "spec_settings",
+    "stale_settings",
     "reward_curve",
     "read_csv",
     "read_records",
@@ -212,8 +214,8 @@ def write_rewards_csv(
     write_csv_atomic(path, REWARDS_HEADER, rows)
 
 
-def _settings(spec: str) -> str:
-    """A solver spec's settings as a row keeps them: its solver's
+def spec_settings(spec: str) -> str:
+    """A solver spec's settings as a study's row keeps them: its solver's
     :meth:`~mallocgame.solvers.base.Solver.settings` under the spec's options, as JSON
     with sorted keys."""
     name, options = solver_spec(spec)
@@ -245,7 +247,7 @@ def run_reward_curves(
             f"{csv_path} holds curves at {held}, not {budget_s:g} s: give another --out"
         )
     instance_sha256 = functools.cache(lambda program: load_workload(program).sha256)
-    settings = functools.cache(_settings)
+    settings = functools.cache(spec_settings)
     for (program, solver, seed), identity in identities.items():
         if identity is None or program not in programs or solver not in solvers:
             continue
@@ -257,7 +259,7 @@ def run_reward_curves(
                 f"(instance_sha256 {identity.instance_sha256[:12]} -> {sha[:12]}: the program "
                 "changed since); remove its rows or give another --out"
             )
-        changed = _stale_settings(identity.settings, solver, settings)
+        changed = stale_settings(identity.settings, solver, settings)
         if changed:
             raise StaleRecordError(
                 f"{csv_path}: {cell} was run with other settings than this run's "
@@ -282,10 +284,13 @@ def run_reward_curves(
     return points
 
 
-def _stale_settings(stored: str, spec: str, settings: Callable[[str], str]) -> list[str]:
-    """``"key: old -> new"`` for each setting of ``stored`` (a row's) that is not
-    ``spec``'s now (``settings``: a spec's settings as JSON), one ``stored`` lacks
-    counting as its solver's default."""
+def stale_settings(
+    stored: str, spec: str, settings: Callable[[str], str] = spec_settings
+) -> list[str]:
+    """``"key: old -> new"`` for each setting of ``stored`` (a study row's) that is not
+    ``spec``'s now (``settings``: a spec's settings as JSON, :func:`spec_settings` or a
+    cache of it), one ``stored`` lacks counting as its solver's default (added since, as
+    in a sweep's records: :func:`mallocgame.bench.sweep.check_records`)."""
     if stored == settings(spec):
         return []
     current = json.loads(settings(spec))

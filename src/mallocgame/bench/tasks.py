@@ -35,8 +35,8 @@ study's tables and figure. Units: seconds, bytes.
 from __future__ import annotations
 
 import fcntl
+import functools
 import io
-import json
 import os
 import re
 from collections.abc import Callable, Iterator, Sequence
@@ -57,11 +57,9 @@ from mallocgame.bench.inputs import (
 from mallocgame.bench.inputs import (
     seeds as checked_seeds,
 )
-from mallocgame.bench.rewards import solver_spec
+from mallocgame.bench.rewards import solver_spec, spec_settings, stale_settings
 from mallocgame.bench.sweep import (
     identity_cells,
-    setting_differences,
-    settings_with_defaults,
     warm_game_kernels,
 )
 from mallocgame.check import check_solution
@@ -260,10 +258,7 @@ def _settings(placement: str) -> str:
     """A placement's settings as stored in a row: a solver's
     (:meth:`~mallocgame.solvers.base.Solver.settings` of its spec's options) as JSON with
     sorted keys, ``"{}"`` for a reference."""
-    if placement in REFERENCES:
-        return "{}"
-    name, options = solver_spec(placement)
-    return json.dumps(get_solver(name).settings(options), sort_keys=True, default=str)
+    return "{}" if placement in REFERENCES else spec_settings(placement)
 
 
 def _refuse_stale(
@@ -277,7 +272,7 @@ def _refuse_stale(
     instance, or other settings. A setting a row lacks (added to the solver after it was
     written) counts as its default, as in a sweep's records
     (:func:`mallocgame.bench.sweep.check_records`); a row without them is taken as it is."""
-    defaults: dict[str, object] = {}
+    spec_settings_now = functools.cache(spec_settings)
     for r in rows:
         if r.tasks not in instances or r.placement not in settings:
             continue
@@ -291,13 +286,8 @@ def _refuse_stale(
             )
         if r.settings is None or r.settings == settings[r.placement]:
             continue
-        current = json.loads(settings[r.placement])
-        if r.placement not in defaults:
-            name, _ = solver_spec(r.placement)
-            defaults[r.placement] = json.loads(_settings(name))
-        stored = settings_with_defaults(json.loads(r.settings), defaults[r.placement], current)
-        if stored != current:
-            changed = "; ".join(setting_differences(stored, current)[:3])
+        changed = "; ".join(stale_settings(r.settings, r.placement, spec_settings_now)[:3])
+        if changed:
             raise StaleRecordError(
                 f"{csv_path}: {cell} was run with other settings than this run's ({changed}); "
                 "remove its rows or give another --out"
@@ -454,6 +444,7 @@ def _parse_row(r: list[str], columns: int = len(CSV_HEADER)) -> TaskLatency:
     reward = None
     if r[6]:
         reward = within(float(r[6]), "normalized_reward", -REWARD_SLACK, 1.0 + REWARD_SLACK)
+    sha, settings = identity_cells(r[8:]) or (None, None)
     return TaskLatency(
         program=r[0],
         tasks=whole_number(int(r[1]), "tasks", 1),
@@ -463,7 +454,8 @@ def _parse_row(r: list[str], columns: int = len(CSV_HEADER)) -> TaskLatency:
         latency_s=finite(float(r[5]), "latency_s", 0.0, above=True),
         normalized_reward=reward,
         wall_s=finite(float(r[7]), "wall_s", 0.0),
-        **dict(zip(("instance_sha256", "settings"), identity_cells(r[8:]) or (None, None))),
+        instance_sha256=sha,
+        settings=settings,
     )
 
 
