@@ -364,22 +364,54 @@ def instance_from_dict(doc: Any, *, where: str = "instance") -> Instance:
     return _instance_from_own_dict(_json_value_copy(doc, where), where=where)
 
 
+class _NotJson(Exception):
+    """A value (or a key) no JSON file holds, met :attr:`path` (``.key``, ``[i]`` parts,
+    innermost first) below the value copied."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+        self.path: list[str] = []
+
+
 def _json_value_copy(value: Any, where: str) -> Any:
-    """:func:`_json_copy` of a value made in code, refusing what no JSON file holds."""
+    """:func:`_json_copy` of a value made in code, refusing what no JSON file holds
+    (:class:`InstanceError` naming its place below ``where``)."""
+    try:
+        return _checked_json_copy(value)
+    except _NotJson as exc:
+        raise InstanceError(f"{where}{''.join(reversed(exc.path))}: {exc.message}") from None
+
+
+def _checked_json_copy(value: Any) -> Any:
+    """:func:`_json_value_copy`'s walk; its place named only when it fails."""
     if isinstance(value, Mapping):
-        bad = next((k for k in value if not isinstance(k, str)), None)
-        if bad is not None:
-            raise InstanceError(f"{where}: the key {bad!r:.40} is not a string")
-        return {k: _json_value_copy(v, f"{where}.{k}") for k, v in value.items()}
+        out = {}
+        for k, v in value.items():
+            if not isinstance(k, str):
+                raise _NotJson(f"the key {k!r:.40} is not a string")
+            try:
+                out[k] = _checked_json_copy(v)
+            except _NotJson as exc:
+                exc.path.append(f".{k}")
+                raise
+        return out
     if isinstance(value, (list, tuple)):
-        return [_json_value_copy(v, f"{where}[{i}]") for i, v in enumerate(value)]
+        items = []
+        for i, v in enumerate(value):
+            try:
+                items.append(_checked_json_copy(v))
+            except _NotJson as exc:
+                exc.path.append(f"[{i}]")
+                raise
+        return items
     if value is None or isinstance(value, (bool, str)) or type(value) is int:
         return value
     if isinstance(value, float) and math.isfinite(value):
         return value
-    raise InstanceError(
-        f"{where}: {value!r:.40} ({type(value).__name__}) is no JSON value (a finite "
-        "number, a string, true, false, null, an array or an object)"
+    raise _NotJson(
+        f"{value!r:.40} ({type(value).__name__}) is no JSON value (a finite number, a "
+        "string, true, false, null, an array or an object)"
     )
 
 
