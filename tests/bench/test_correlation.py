@@ -71,6 +71,19 @@ def test_training_correlation_refuses_bad_settings(kwargs, message) -> None:
         training_correlation("xla-v1/lstm_infer", **kwargs)
 
 
+def test_a_program_name_with_dollars_is_drawn_as_written(tmp_path: Path) -> None:
+    """The program's name (a panel's title) holding ``$...$`` is drawn letter for letter,
+    not read as mathematics (an error where it is not TeX)."""
+    from mallocgame.bench.correlation import TrainingCorrelation, TrainingSample
+
+    samples = tuple(
+        TrainingSample("d/gru$x^$", float(i), i + 1, 0.1 * i, 1e-3 * (5 - i), 1.0) for i in range(3)
+    )
+    row = TrainingCorrelation("d/gru$x^$", 1.0, 0, 3, samples, -1.0, 1.0)
+    plot_training_correlation([row], tmp_path / "t.png")
+    assert (tmp_path / "t.png").read_bytes()[:4] == b"\x89PNG"
+
+
 def test_a_correlation_of_equal_latencies_is_not_available(tmp_path: Path) -> None:
     """No fast memory: every answer is all-slow, so Pearson is undefined (no warning)."""
     import warnings

@@ -614,6 +614,22 @@ def test_the_figure_is_written(tmp_path: Path) -> None:
     assert read_csv(tmp_path / "r.csv") == rows
 
 
+@pytest.mark.parametrize(
+    ("program", "placement"), [("gru$x^$", "heuristic"), ("p", r"my$\foo$solver")]
+)
+def test_names_with_dollars_are_drawn_as_written(
+    tmp_path: Path, program: str, placement: str
+) -> None:
+    """A program's name (the title) or a placement (a legend entry) holding ``$...$`` is
+    drawn letter for letter, not read as mathematics (an error where it is not TeX)."""
+    rows = [
+        TaskLatency(program, n, p, 0, 1.0, v, None, 0.0)
+        for (n, p), v in {(1, "fast-only"): 10.0, (1, placement): 20.0}.items()
+    ]
+    plot_tasks(rows, tmp_path / "f.png", 12.0)
+    assert (tmp_path / "f.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
 def test_still_at_tells_a_removed_or_replaced_lock_file(tmp_path: Path) -> None:
     from mallocgame.bench.tasks import _still_at
 

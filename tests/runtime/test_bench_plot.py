@@ -58,6 +58,37 @@ def test_a_figure_from_measured_rows(tmp_path):
     assert (tmp_path / "real.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
+@pytest.mark.parametrize(
+    ("program", "solver", "reference"),
+    [
+        ("gru$x^$", "muzero", "hbm-resident"),  # a legend entry
+        ("gru$x^$", "muzero", "eager"),  # and the title's note, relative to eager
+        ("p", r"my$\foo$solver", "hbm-resident"),  # an annotation
+    ],
+)
+def test_names_with_dollars_are_drawn_as_written(tmp_path, program, solver, reference):
+    """A program's name or a given answer's solver holding ``$...$`` is drawn letter for
+    letter, not read as mathematics (an error where it is not TeX)."""
+    rows = [
+        {
+            "program": program,
+            "placement": reference,
+            "measured_median_s": 0.01,
+            "peak_hbm_bytes": 100,
+        },
+        {
+            "program": program,
+            "placement": f"given:{solver}",
+            "measured_median_s": 0.02,
+            "sim_latency_s": 0.02,
+            "peak_hbm_bytes": 25,
+        },
+    ]
+    write_results_csv(tmp_path / "results.csv", rows)
+    plot_real_results(tmp_path / "results.csv", tmp_path / "real.png")
+    assert (tmp_path / "real.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
 def test_a_staged_row_is_a_hollow_marker():
     from mallocgame.runtime.bench_plot import _fill
 

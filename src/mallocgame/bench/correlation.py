@@ -272,6 +272,8 @@ def plot_training_correlation(rows: list[TrainingCorrelation], path: Path) -> No
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    from mallocgame.viz import literal_text
+
     cols = min(3, len(rows))
     nrows = -(-len(rows) // cols)
     fig, axes = plt.subplots(nrows, cols, figsize=(4.2 * cols, 3.4 * nrows), squeeze=False)
@@ -282,7 +284,7 @@ def plot_training_correlation(rows: list[TrainingCorrelation], path: Path) -> No
             rewards, latencies_ms, c=[s.elapsed_s for s in row.samples], cmap="viridis", s=28
         )
         pearson = _shown(row.pearson)
-        ax.set_title(f"{row.program.split('/')[-1]}\nPearson {pearson}", fontsize=9)
+        ax.set_title(f"{literal_text(row.program.split('/')[-1])}\nPearson {pearson}", fontsize=9)
         ax.set_xlabel("normalized reward")
         ax.set_ylabel("simulated latency (ms)")
         fig.colorbar(points, ax=ax, label="seconds into training")

@@ -581,13 +581,17 @@ def plot_tasks(rows: Sequence[TaskLatency], path: Path, limit_s: float | None = 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    from mallocgame.viz import literal_text
+
     mean = _mean_latency(rows)
     tasks, placements = _order(rows)
     fig, (left, right) = plt.subplots(1, 2, figsize=(12, 4.5))
     for i, p in enumerate(placements):
         xs = [n for n in tasks if (n, p) in mean]
         style = "--" if p in REFERENCES else "-"
-        left.plot(xs, [mean[(n, p)] for n in xs], style, marker="o", color=f"C{i}", label=p)
+        left.plot(
+            xs, [mean[(n, p)] for n in xs], style, marker="o", color=f"C{i}", label=literal_text(p)
+        )
         ratio = [n for n in xs if (n, "fast-only") in mean]
         right.plot(
             ratio,
@@ -605,7 +609,7 @@ def plot_tasks(rows: Sequence[TaskLatency], path: Path, limit_s: float | None = 
         ax.grid(alpha=0.3)
     left.set_yscale("log")
     left.set_ylabel("one task's latency, s")
-    left.set_title(program)
+    left.set_title(literal_text(program))
     right.set_ylabel("latency / fast-only latency")
     right.set_title("relative to every buffer in fast memory")
     handles, labels = left.get_legend_handles_labels()

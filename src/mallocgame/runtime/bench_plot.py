@@ -86,6 +86,8 @@ def plot_real_results(results_csv: Path, path: Path, *, model: str = "sim_latenc
     import matplotlib.pyplot as plt
     from matplotlib.lines import Line2D
 
+    from mallocgame.viz import literal_text
+
     rows = _rows(Path(results_csv))
     if not rows:
         raise MallocGameError(f"{results_csv}: no measured row to draw")
@@ -116,7 +118,7 @@ def plot_real_results(results_csv: Path, path: Path, *, model: str = "sim_latenc
             r["placement"] in _FRAMEWORK_MARKERS or r["placement"].startswith("given:")
         ):
             right.annotate(
-                r["placement"].replace("given:", ""),
+                literal_text(r["placement"].replace("given:", "")),
                 (x, y),
                 fontsize=7,
                 xytext=(3, 3),
@@ -127,12 +129,15 @@ def plot_real_results(results_csv: Path, path: Path, *, model: str = "sim_latenc
     right.set_ylabel("measured step time / framework default's")
     notes = [f"relative to eager: {', '.join(against_eager)}"] if against_eager else []
     notes += [f"no reference row, left out: {', '.join(left_out)}"] if left_out else []
+    notes = [literal_text(n) for n in notes]
     right.set_title(
         "time paid for HBM saved\n(square: eager, diamond: save_on_cpu, hollow: staged matmul "
         "reads)" + "".join(f"\n{n}" for n in notes),
         fontsize=9,
     )
-    handles = [Line2D([], [], color=colours[p], marker="o", ls="", label=p) for p in programs]
+    handles = [
+        Line2D([], [], color=colours[p], marker="o", ls="", label=literal_text(p)) for p in programs
+    ]
     right.legend(handles=handles, fontsize=8, loc="upper right")
     fig.tight_layout()
     buffer = io.BytesIO()
