@@ -771,6 +771,51 @@ def test_extract_errors(tmp_path: Path, monkeypatch, capsys, argv: list[str], ne
     assert not (tmp_path / "x.json").exists() and not (tmp_path / "p.json").exists()
 
 
+def test_extract_writes_no_file_when_the_instance_cannot_be_derived(tmp_path: Path, capsys) -> None:
+    """The instance is derived (and so checked) before any output is written: a program
+    whose step times are out of range leaves an existing --program-out as it was."""
+    from mallocgame.program import save_program
+    from tests.builders import tiny_program
+
+    program = tmp_path / "p.json"
+    save_program(tiny_program(), program)
+    doc = json.loads(program.read_text())
+    doc["instructions"][0]["flops"] = 1e30
+    program.write_text(json.dumps(doc))
+    pout, iout = tmp_path / "pout.json", tmp_path / "iout.json"
+    pout.write_bytes(b"the file before")
+    argv = ["extract", "--program", str(program), "--program-out", str(pout), "--out", str(iout)]
+    assert main(argv) == 2
+    assert "supply_s must be in 0..1e12 seconds" in _one_line_error(capsys)
+    assert pout.read_bytes() == b"the file before" and not iout.exists()
+
+
+def test_extract_writes_no_file_when_xlas_solution_cannot_be_made(
+    tmp_path: Path, monkeypatch, capsys
+) -> None:
+    """XLA's answer is made before any output is written: where it fails, neither the
+    program nor the instance is written."""
+    import mallocgame.solvers.xla_answer
+    from mallocgame.frontends.xla_placement import PlacementError
+
+    def refused(*args, **kwargs):
+        raise PlacementError("XLA's placement does not match")
+
+    monkeypatch.setattr(mallocgame.solvers.xla_answer, "xla_answer", refused)
+    dump = Path(__file__).parent / "frontends" / "data" / "tpu_mlp"
+    pout, iout, xla = tmp_path / "p.json", tmp_path / "i.json", tmp_path / "x.json"
+    pout.write_bytes(b"the file before")
+    argv = ["extract", "--dump", str(dump), "--preset", "tpu_v4i", "--physical"]
+    argv += ["--program-out", str(pout), "--out", str(iout), "--xla-solution", str(xla)]
+    assert main(argv) == 2
+    note, error = capsys.readouterr().err.splitlines()  # what the frontend assumed, the error
+    assert (
+        note.startswith("note: ") and error == "mallocgame: error: XLA's placement does not match"
+    )
+    assert pout.read_bytes() == b"the file before"
+    assert not iout.exists() and not xla.exists()
+
+
 def test_simulate_reports_speedup_and_refuses_invalid(tmp_path: Path, capsys) -> None:
     sol = tmp_path / "sol.json"
     assert main(["solve", "xla-v1/resnet_infer", "--solver", "random", "--out", str(sol)]) == 0

@@ -782,12 +782,10 @@ def _cmd_extract(args: argparse.Namespace) -> int:
     notes = program.source.get("notes") if isinstance(program.source, dict) else None
     if notes:  # what the frontend assumed (a loop of unknown trip count counted once, ...)
         print(f"note: {notes}", file=sys.stderr)
-    if args.program_out:
-        save_program(program, args.program_out)
-        print(
-            f"program {program.name}: {len(program.instructions)} instructions, "
-            f"{program.num_buffers} buffers -> {args.program_out}"
-        )
+    # every output is made (and so checked) before any is written: a program whose
+    # instance cannot be derived leaves --program-out as it was
+    inst: Instance | None = None
+    answer: XlaAnswer | None = None
     if args.out:
         fraction = args.capacity_fraction
         if fraction is None:  # a TPU compile's assignment had the whole fast memory
@@ -795,14 +793,23 @@ def _cmd_extract(args: argparse.Namespace) -> int:
         if args.physical:
             fraction = None
         inst = derive_instance(program, preset, capacity_fraction=fraction, name=args.name)
+        if args.xla_solution and placement is not None:
+            answer = _xla_solution(inst, placement, fast_spaces)
+    if args.program_out:
+        save_program(program, args.program_out)
+        print(
+            f"program {program.name}: {len(program.instructions)} instructions, "
+            f"{program.num_buffers} buffers -> {args.program_out}"
+        )
+    if inst is not None:
         save_instance(inst, args.out)
         print(
             f"instance {inst.name} on {inst.hardware.name}: {inst.num_instructions} instructions, "
             f"{inst.num_buffers} buffers, fast memory {format_bytes(inst.hardware.fast_memory_bytes)} "
             f"-> {args.out}"
         )
-        if args.xla_solution and placement is not None:
-            _write_xla_solution(inst, placement, fast_spaces, args.xla_solution)
+    if answer is not None and placement is not None:
+        _write_xla_solution(answer, placement, fast_spaces, args.xla_solution)
     return EXIT_OK
 
 
@@ -1042,22 +1049,30 @@ def _memory_spaces(text: str | None, target: str) -> frozenset[int]:
     return spaces
 
 
-def _write_xla_solution(
-    inst: Instance, placement: XlaPlacement, fast_spaces: frozenset[int], out: str
-) -> None:
+def _xla_solution(
+    inst: Instance, placement: XlaPlacement, fast_spaces: frozenset[int]
+) -> XlaAnswer:
     """XLA's own placement as the solution ``xla``: as XLA made it where that passes the
     checker, else projected onto the closest legal game trajectory
-    (:func:`~mallocgame.solvers.xla_answer.xla_answer`); written, and what the raw reading
-    broke said."""
+    (:func:`~mallocgame.solvers.xla_answer.xla_answer`), checked; nothing is written."""
     from mallocgame.check import check_solution
-    from mallocgame.solution import save_solution
     from mallocgame.solvers.xla_answer import xla_answer
 
     answer = xla_answer(inst, placement, fast_spaces)
-    solution = answer.solution
-    report = check_solution(inst, solution)
+    report = check_solution(inst, answer.solution)
     if not report.ok:  # a projection is legal by construction: this is a bug, not input
         raise MallocGameError(f"XLA's projected placement fails the check: {report.summary()}")
+    return answer
+
+
+def _write_xla_solution(
+    answer: XlaAnswer, placement: XlaPlacement, fast_spaces: frozenset[int], out: str
+) -> None:
+    """``answer`` (:func:`_xla_solution`, of ``placement``) written to ``out``, and what the
+    raw reading broke said."""
+    from mallocgame.solution import save_solution
+
+    solution = answer.solution
     save_solution(solution, out)
     used = _spaces_used(placement)
     if not used & fast_spaces:  # nothing read as fast: say which spaces the module has
