@@ -57,3 +57,25 @@ def test_a_sweep_on_a_local_cluster_started_for_it(tmp_path: Path) -> None:
     by_seed = {r["seed"]: r["reward_s"] for r in load_records(tmp_path / "one")}
     assert {r["seed"]: r["reward_s"] for r in load_records(tmp_path)} == by_seed
     assert run_sweep(jobs, tmp_path, ray_address="local") == (0, 2)  # nothing started
+
+
+def test_a_sweep_on_ray_local_starts_its_cluster_even_where_ray_address_names_one(
+    tmp_path: Path, monkeypatch
+) -> None:
+    """``local`` is a cluster started for the sweep: Ray is told so, for without an
+    address it joins the cluster ``RAY_ADDRESS`` names and refuses the CPU count there.
+    (``ray.init`` is a stand-in that fails: no cluster starts.)"""
+    calls: list[dict] = []
+
+    def init(**kwargs) -> None:
+        calls.append(kwargs)
+        raise RuntimeError("no cluster in this test")
+
+    monkeypatch.setenv("RAY_ADDRESS", "127.0.0.1:6379")
+    monkeypatch.setattr(ray, "is_initialized", lambda: False)
+    monkeypatch.setattr(ray, "init", init)
+    jobs = [Job("xla-v1/lstm_infer", "random", 0, None, 2)]
+    with pytest.raises(WorkerError, match="no cluster in this test"):
+        run_sweep(jobs, tmp_path, workers=1, ray_address="local")
+    assert [call.get("address") for call in calls] == ["local"]
+    assert calls[0]["num_cpus"] == 1

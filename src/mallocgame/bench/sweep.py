@@ -444,6 +444,7 @@ def _ray_map(
         if address == "local":
             if not ray.is_initialized():
                 ray.init(
+                    address="local",  # a new cluster, even where RAY_ADDRESS names a running one
                     num_cpus=workers,
                     include_dashboard=False,
                     _node_ip_address="127.0.0.1",

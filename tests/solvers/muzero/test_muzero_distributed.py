@@ -109,6 +109,31 @@ def test_a_cluster_with_fewer_cpus_than_actors_is_refused(cluster) -> None:
         connect("local", 4096)
 
 
+def test_local_starts_a_cluster_here_even_where_ray_address_names_one(monkeypatch) -> None:
+    """``local`` is a cluster started in this process: Ray is told so, for without an
+    address it joins the cluster ``RAY_ADDRESS`` (or the last ``ray start``) names and
+    refuses the CPU count there; a cluster Ray cannot start is one line. (``ray.init`` is
+    a stand-in: no cluster starts.)"""
+    calls: list[dict] = []
+    failure: list[Exception] = []
+
+    def init(**kwargs) -> None:
+        calls.append(kwargs)
+        if failure:
+            raise failure[0]
+
+    monkeypatch.setenv("RAY_ADDRESS", "127.0.0.1:6379")
+    monkeypatch.setattr(ray, "is_initialized", lambda: False)
+    monkeypatch.setattr(ray, "init", init)
+    monkeypatch.setattr(ray, "cluster_resources", lambda: {"CPU": 4.0})
+    connect("local", 3)
+    assert calls[0]["address"] == "local" and calls[0]["num_cpus"] >= 3
+    assert calls[0]["_node_ip_address"] == "127.0.0.1"
+    failure.append(RuntimeError("the raylet died\nmore of its log"))
+    with pytest.raises(SolverError, match=r"^ray local: .*RuntimeError: the raylet died\)$"):
+        connect("local", 3)
+
+
 @pytest.mark.parametrize(
     ("address", "message"),
     [("127.0.0.1:1", "no Ray cluster answers there"), ("nowhere", "give local, auto or HOST:PORT")],

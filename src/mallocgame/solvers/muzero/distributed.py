@@ -79,8 +79,9 @@ LOCAL = "local"
 
 def connect(address: str, actors: int) -> None:
     """Join the Ray cluster ``address`` (``local``: start one here, on the loopback
-    address, with at least ``actors`` CPUs) unless this process is in one already;
-    refuses a cluster with fewer CPUs than ``actors`` (the actors of one CPU to start)."""
+    address, with at least ``actors`` CPUs, whatever cluster ``RAY_ADDRESS`` names) unless
+    this process is in one already; a cluster Ray cannot start or join, and one with fewer
+    CPUs than ``actors`` (the actors of one CPU to start), are a :class:`SolverError`."""
     try:
         import ray
     except ImportError:
@@ -90,20 +91,22 @@ def connect(address: str, actors: int) -> None:
     if address not in (LOCAL, "auto"):
         check_ray_address(address, error=SolverError)
     if not ray.is_initialized():
-        if address == LOCAL:
-            ray.init(
-                num_cpus=max(actors, os.cpu_count() or 1),
-                include_dashboard=False,
-                _node_ip_address="127.0.0.1",
-                logging_level=logging.ERROR,
-                log_to_driver=False,
-                object_store_memory=256 * 2**20,
-            )
-        else:
-            try:
+        try:
+            if address == LOCAL:  # a new cluster, even where RAY_ADDRESS names a running one
+                ray.init(
+                    address=LOCAL,
+                    num_cpus=max(actors, os.cpu_count() or 1),
+                    include_dashboard=False,
+                    _node_ip_address="127.0.0.1",
+                    logging_level=logging.ERROR,
+                    log_to_driver=False,
+                    object_store_memory=256 * 2**20,
+                )
+            else:
                 ray.init(address=address, logging_level=logging.ERROR, log_to_driver=False)
-            except (ConnectionError, ValueError, RuntimeError) as exc:
-                raise SolverError(f"ray {address}: cannot join the cluster ({exc})") from None
+        except (ConnectionError, ValueError, RuntimeError) as exc:
+            what = "cannot start a cluster here" if address == LOCAL else "cannot join the cluster"
+            raise SolverError(f"ray {address}: {what} ({one_line(exc)})") from None
     cpus = ray.cluster_resources().get("CPU", 0)
     if cpus < actors:
         raise SolverError(
