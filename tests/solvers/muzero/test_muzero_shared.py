@@ -68,6 +68,34 @@ def test_a_shared_run_resumes_and_starts_a_run_on_another_program(tmp_path: Path
     assert all(jax.tree_util.tree_leaves(same))
 
 
+def test_a_killed_shared_run_resumes_with_its_whole_training_time(tmp_path: Path, programs) -> None:
+    """Each answer's info["train_seconds"] is the whole run's: after a kill, a resumed
+    run's answers counted only the seconds since the resume (a program's seconds were
+    left at 0 in the checkpoints written during a run)."""
+
+    class Killed(Exception):
+        pass
+
+    config = MuZeroSolver().config(CONFIG)
+    first = SharedTrainer(programs, config, seed=0, checkpoint_dir=tmp_path)
+    write = first.save
+
+    def save_and_die() -> None:  # the checkpoint at the first complete game, then a kill
+        write()
+        raise Killed
+
+    first.save = save_and_die  # type: ignore[method-assign]
+    with pytest.raises(Killed):
+        first.run(games=100)
+    resumed = SharedTrainer(programs, config, seed=0, checkpoint_dir=tmp_path)
+    before = resumed.counters.seconds
+    assert resumed.resumed and before > 0
+    assert [t.counters.seconds for t in resumed.trainers] == [before, before]
+    answers = resumed.run(games=resumed.counters.games + 2)
+    assert resumed.counters.seconds > before
+    assert [a.info["train_seconds"] for a in answers] == [round(resumed.counters.seconds, 3)] * 2
+
+
 def test_a_shared_run_started_from_an_agent_resumes_without_it(tmp_path: Path, programs) -> None:
     import shutil
 

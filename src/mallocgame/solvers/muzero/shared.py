@@ -200,11 +200,17 @@ class SharedTrainer(RayActorsOwner):
         for trainer in self.trainers:
             trainer.params = self.params
             silent = RunPace(cfg, trainer.counters, _summary(trainer), None)
-            answer = trainer.finish(clock, None, silent)
-            work = {**answer.work, "learner_steps": self.counters.learner_steps}  # all shared
-            answers.append(dataclasses.replace(answer, work=work))
+            answers.append(trainer.finish(clock, None, silent))
         pace.end(clock, self.log)
-        return answers
+        # the network every answer comes from, and its training time: the shared run's
+        return [
+            dataclasses.replace(
+                answer,
+                work={**answer.work, "learner_steps": c.learner_steps},
+                info={**answer.info, "train_seconds": round(c.seconds, 3)},
+            )
+            for answer in answers
+        ]
 
     def _take(self, moves: ActorMoves, clock: Stopwatch) -> None:
         trainer = self.trainers[moves.program]
@@ -277,6 +283,8 @@ class SharedTrainer(RayActorsOwner):
     def save(self) -> None:
         """Write the checkpoint atomically."""
         assert self.dir is not None
+        for trainer in self.trainers:  # a program's seconds are the whole shared run's
+            trainer.counters.seconds = self.counters.seconds
         state = {
             "fingerprint": SHARED_CHECKPOINT.written(self._fingerprint()),
             **network_state(self.params, self.opt_state),
