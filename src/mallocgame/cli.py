@@ -304,18 +304,16 @@ def _cmd_train_agent(args: argparse.Namespace) -> int:
                 f"(--max-buffers; the smallest has {smallest:,})"
             )
         instances = kept
-    empty = [i.name for i in instances if i.num_buffers == 0]
-    if empty:  # nothing to decide: no game to play, and no move for the shared agent
-        raise UsageError(f"{', '.join(empty)}: no buffers to place, nothing to train on")
     options = _options([*args.option, *_ray_options(args, "muzero")])
     config = get_solver("muzero").config({**options, "checkpoint_dir": args.dir})
     try:
         from mallocgame.solvers.muzero.agent import AGENT_NAME
-        from mallocgame.solvers.muzero.shared import SharedTrainer
+        from mallocgame.solvers.muzero.shared import SharedTrainer, check_programs
     except ImportError as exc:
         raise UsageError(
             f"train-agent needs JAX, flax, optax and mctx (pip install 'mallocgame[muzero]'): {exc}"
         ) from None
+    check_programs(instances)  # (one without buffers, say) refused before the line below
     print(
         f"training one agent on {len(instances)} programs "
         f"({min(i.num_buffers for i in instances)} to {max(i.num_buffers for i in instances)} "

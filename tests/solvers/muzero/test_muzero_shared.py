@@ -120,6 +120,16 @@ def test_no_program_or_one_given_twice_is_refused(programs) -> None:
         SharedTrainer([programs[0], programs[0]], MuZeroSolver().config(CONFIG))
 
 
+def test_a_program_without_buffers_is_refused_by_name(programs) -> None:
+    """Refused when the trainer is made, by its name, not at the run's first move ("search
+    chose action 0, not allowed at buffer 0")."""
+    from tests.builders import I, build
+
+    empty = build([], [I()], name="empty")
+    with pytest.raises(SolverError, match="^empty: no buffers to place, nothing to train on$"):
+        SharedTrainer([programs[0], empty], MuZeroSolver().config(CONFIG))
+
+
 def test_train_agent_on_the_command_line(tmp_path: Path, capsys) -> None:
     argv = ["train-agent", *PROGRAMS, "--dir", str(tmp_path / "agent"), "--work", "8"]
     assert main(argv + [*TINY_ARGS, "--option", "demonstrations=heuristic"]) == 0

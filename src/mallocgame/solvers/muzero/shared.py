@@ -58,7 +58,13 @@ from mallocgame.solvers.muzero.train import (
     visit_temperature,
 )
 
-__all__ = ["SharedTrainer", "SHARED_TRAINER", "SHARED_CHECKPOINT", "SharedCounters"]
+__all__ = [
+    "SharedTrainer",
+    "SHARED_TRAINER",
+    "SHARED_CHECKPOINT",
+    "SharedCounters",
+    "check_programs",
+]
 
 SHARED_TRAINER = "muzero-shared"
 SHARED_CHECKPOINT = checkpoint.CheckpointFormat(SHARED_TRAINER, 1, "config", WHERE_FIELDS)
@@ -79,7 +85,8 @@ class SharedTrainer(RayActorsOwner):
     """Trains one MMap-MuZero agent on ``instances`` and keeps each one's best answer.
 
     Args:
-        instances: the programs (at least one, no two the same).
+        instances: the programs (at least one, no two the same, each with a buffer:
+            :func:`check_programs`).
         config: hyperparameters (one network for all).
         seed: every random draw derives from it.
         checkpoint_dir: where to checkpoint and resume (``None``: no checkpoints).
@@ -95,11 +102,7 @@ class SharedTrainer(RayActorsOwner):
         checkpoint_dir: str | Path | None = None,
         log: Callable[[str], None] | None = None,
     ) -> None:
-        if not instances:
-            raise SolverError("a shared agent needs at least one program")
-        hashes = [inst.sha256 for inst in instances]
-        if len(set(hashes)) != len(hashes):
-            raise SolverError("a shared agent's programs must differ (one is given twice)")
+        check_programs(instances)
         self.instances = list(instances)
         self.config = config
         self.seed = seed
@@ -306,6 +309,19 @@ class SharedTrainer(RayActorsOwner):
         for p, trainer in enumerate(self.trainers):
             trainer.params = self.params
             trainer.load_program_state(state["programs"][str(p)])
+
+
+def check_programs(instances: Sequence[Instance]) -> None:
+    """Refuse, with a :class:`SolverError`, programs a shared agent cannot train on: none,
+    one given twice, or one without buffers (no move to decide, no game to play)."""
+    if not instances:
+        raise SolverError("a shared agent needs at least one program")
+    hashes = [inst.sha256 for inst in instances]
+    if len(set(hashes)) != len(hashes):
+        raise SolverError("a shared agent's programs must differ (one is given twice)")
+    empty = [inst.name for inst in instances if inst.num_buffers == 0]
+    if empty:
+        raise SolverError(f"{', '.join(empty)}: no buffers to place, nothing to train on")
 
 
 def _summary(trainer: Trainer) -> Callable[[], str]:
