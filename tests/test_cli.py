@@ -816,6 +816,25 @@ def test_extract_writes_no_file_when_xlas_solution_cannot_be_made(
     assert not iout.exists() and not xla.exists()
 
 
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["train", "xla-v1/lstm_infer", "--dir", "d"],
+        ["train-agent", "xla-v1/lstm_infer", "--dir", "d"],
+        ["optimize", "xla-v1/lstm_infer", "--out", "x.json"],
+    ],
+)
+@pytest.mark.parametrize("ray", [[], ["--option", "ray=none"]])
+def test_actors_without_ray_are_refused_as_an_option_too(
+    tmp_path: Path, monkeypatch, capsys, command: list[str], ray: list[str]
+) -> None:
+    """``--option actors=N`` without Ray would be ignored: refused, as ``--actors N`` is."""
+    monkeypatch.chdir(tmp_path)
+    assert main([*command, "--work", "1", "--option", "actors=3", *ray]) == 2
+    assert "--option actors needs --ray (local, auto or HOST:PORT)" in _one_line_error(capsys)
+    assert not (tmp_path / "d").exists() and not (tmp_path / "x.json").exists()
+
+
 def test_simulate_reports_speedup_and_refuses_invalid(tmp_path: Path, capsys) -> None:
     sol = tmp_path / "sol.json"
     assert main(["solve", "xla-v1/resnet_infer", "--solver", "random", "--out", str(sol)]) == 0

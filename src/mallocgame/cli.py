@@ -244,10 +244,14 @@ def _check_dir_argument(folder: str) -> None:
 
 def _ray_options(args: argparse.Namespace, solver: str) -> list[str]:
     """``--ray``/``--actors`` as the muzero settings ``ray`` and ``actors``; the same
-    settings given with ``--option`` too are refused (the flags would override them)."""
+    settings given with ``--option`` too are refused (the flags would override them), and
+    so are actors without Ray (``--ray`` or ``--option ray``: they would be ignored)."""
     if args.ray is None:
         if args.actors is not None:
             raise UsageError("--actors needs --ray (local, auto or HOST:PORT)")
+        given = {k.strip(): v.strip() for k, _, v in (item.partition("=") for item in args.option)}
+        if "actors" in given and given.get("ray", "").lower() in ("", "none", "null"):
+            raise UsageError("--option actors needs --ray (local, auto or HOST:PORT)")
         return []
     if not solver.startswith("muzero"):
         raise UsageError(f"--ray runs the muzero agents' self-play, not {solver}'s")
