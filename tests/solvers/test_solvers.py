@@ -309,6 +309,19 @@ def test_a_solver_without_a_name_or_with_a_mutable_config_is_refused_where_defin
         ({"options": "a=1"}, "options must be a mapping of option names to values"),
         ({"callback": 3}, "callback must be callable or None"),
         ({"progress": "games"}, "progress must be callable or None"),
+        (
+            {"demonstrations": 5},
+            r"^demonstrations must be a sequence of Solution objects \(other solvers' "
+            r"answers\), not int$",
+        ),
+        ({"demonstrations": "heuristic"}, r"demonstrations must be a sequence .*, not str$"),
+        ({"demonstrations": {"a": 1}}, r"demonstrations must be a sequence .*, not dict$"),
+        (
+            {"demonstrations": ("heuristic",)},
+            r"^demonstrations\[0\] must be a Solution \(another solver's answer\), not str "
+            r"\(solver names go in muzero's option demonstrations\)$",
+        ),
+        ({"demonstrations": [None]}, r"^demonstrations\[0\] must be a Solution .*, not NoneType$"),
     ],
 )
 def test_a_bad_request_is_refused_where_it_is_made(kwargs: dict, needle: str) -> None:
@@ -324,6 +337,13 @@ def test_a_request_keeps_its_values_as_plain_numbers() -> None:
     assert [type(v) for v in (request.seed, request.seconds, request.work)] == [int, float, int]
     largest = SolveRequest(seed=2**63 - 1, seconds=7 * 24 * 3600, work=2**53)
     assert largest.seed == 2**63 - 1 and largest.seconds == 604800.0
+
+
+def test_a_request_keeps_its_demonstrations_as_a_tuple(program) -> None:
+    answer = get_solver("drop").solve(program)
+    request = SolveRequest(work=1, demonstrations=[answer])
+    assert request.demonstrations == (answer,)
+    assert SolveRequest().demonstrations == ()
 
 
 def test_solve_and_get_solver_refuse_what_is_not_an_instance_request_or_name(program) -> None:

@@ -60,8 +60,9 @@ class SolveRequest:
 
     ``seed`` is a whole number in ``0 .. MAX_SEED``, ``seconds`` a finite number in
     ``(0, MAX_SECONDS]``, ``work`` a whole number in ``1 .. MAX_WORK`` (``bool`` is not a
-    number here); anything else is a :class:`~mallocgame.errors.SolverError` of one line,
-    raised where the request is made, before any solver runs.
+    number here), ``demonstrations`` a sequence of :class:`~mallocgame.solution.Solution`
+    objects (kept as a tuple); anything else is a :class:`~mallocgame.errors.SolverError`
+    of one line, raised where the request is made, before any solver runs.
     """
 
     seed: int = 0
@@ -100,6 +101,26 @@ class SolveRequest:
             raise SolverError(f"callback must be callable or None, not {self.callback!r}")
         if self.progress is not None and not callable(self.progress):
             raise SolverError(f"progress must be callable or None, not {self.progress!r}")
+        demonstrations = self.demonstrations
+        if isinstance(demonstrations, (str, bytes, Mapping)) or not isinstance(
+            demonstrations, Sequence
+        ):
+            raise SolverError(
+                f"demonstrations must be a sequence of Solution objects (other solvers' "
+                f"answers), not {type(demonstrations).__name__}"
+            )
+        for i, demonstration in enumerate(demonstrations):
+            if not isinstance(demonstration, Solution):
+                hint = (
+                    " (solver names go in muzero's option demonstrations)"
+                    if isinstance(demonstration, str)
+                    else ""
+                )
+                raise SolverError(
+                    f"demonstrations[{i}] must be a Solution (another solver's answer), "
+                    f"not {type(demonstration).__name__}{hint}"
+                )
+        object.__setattr__(self, "demonstrations", tuple(demonstrations))
         if not isinstance(self.options, Mapping):
             raise SolverError(
                 f"options must be a mapping of option names to values, not {self.options!r}"
