@@ -117,6 +117,29 @@ def test_solve_bundled_default_out(tmp_path: Path, monkeypatch, capsys) -> None:
     assert main(["check", "synthetic-v1/small", str(written[0])]) == 0
 
 
+def test_solve_with_a_budget_loads_the_game_kernels_before_the_solvers_clock(
+    tmp_path: Path, instance_file: Path, monkeypatch
+) -> None:
+    """A fresh process loads the game's kernels in about half a second: with --budget
+    they load before the solver starts, not on its clock; without one, not at all."""
+    import mallocgame.game.state as state
+    from mallocgame.solvers.base import Solver
+
+    calls: list[str] = []
+    solve = Solver.solve
+    monkeypatch.setattr(state, "warm_game_kernels", lambda inst: calls.append("warm"))
+    monkeypatch.setattr(
+        Solver, "solve", lambda self, *a, **k: calls.append("solve") or solve(self, *a, **k)
+    )
+    out = str(tmp_path / "sol.json")
+    argv = ["solve", str(instance_file), "--solver", "random", "--out", out]
+    assert main([*argv, "--budget", "0.05"]) == 0
+    assert calls == ["warm", "solve"]
+    calls.clear()
+    assert main([*argv, "--work", "2"]) == 0
+    assert calls == ["solve"]
+
+
 def test_solve_and_check_an_xla_dump_directory(tmp_path: Path, capsys) -> None:
     from tests.frontends.test_xla import HANDMADE
 

@@ -269,6 +269,33 @@ def test_a_budget_the_heuristic_spends_is_one_line(tmp_path: Path, capsys, monke
     assert list(tmp_path.iterdir()) == []
 
 
+def test_a_budget_is_given_after_the_game_kernels_are_loaded(monkeypatch) -> None:
+    """With a wall-clock budget the game's kernels load before muzero-prod's clock starts
+    (a fresh process takes about half a second for them); with games only, not at all."""
+    import mallocgame.optimize as optimize_module
+    from mallocgame.solvers.muzero.prod import MuZeroProdSolver
+
+    class Stop(Exception):
+        pass
+
+    calls: list[str] = []
+
+    def solve(*_):
+        calls.append("solve")
+        raise Stop
+
+    monkeypatch.setattr(optimize_module, "warm_game_kernels", lambda inst: calls.append("warm"))
+    monkeypatch.setattr(MuZeroProdSolver, "solve", solve)
+    gru = load_workload("xla-v1/gru_infer")
+    with pytest.raises(Stop):
+        optimize(gru, seconds=60)
+    assert calls == ["warm", "solve"]
+    calls.clear()
+    with pytest.raises(Stop):
+        optimize(gru, games=1)
+    assert calls == ["solve"]
+
+
 def test_an_unknown_workload(capsys) -> None:
     assert main(["optimize", "xla-v2/gru_infer"]) == 2
     assert "did you mean" in capsys.readouterr().err

@@ -26,6 +26,7 @@ from mallocgame.curves import (
 )
 from mallocgame.errors import SolverError
 from mallocgame.fileio import output_beside
+from mallocgame.game.state import warm_game_kernels
 from mallocgame.instance import Instance
 from mallocgame.solution import Solution, save_solution
 from mallocgame.solvers.base import Improvement, SolveRequest
@@ -136,8 +137,12 @@ def optimize(
     candidate as it comes (the heuristic's first), ``on_progress`` the agent's games
     played so far after each one (``{"games": n}``). ``compiler``: XLA's own answer (the
     solver ``xla``'s, passing the checker) where the caller has it, a candidate beside the
-    heuristic's (suite programs frozen with XLA's placement have theirs already)."""
+    heuristic's (suite programs frozen with XLA's placement have theirs already). With a
+    wall-clock budget, the game's compiled kernels are loaded before the clock starts
+    (:func:`~mallocgame.game.state.warm_game_kernels`)."""
     check_budget(seconds, options)
+    if seconds is not None:  # the game's kernels load outside the budget
+        warm_game_kernels(instance)
     start = time.perf_counter()
     bests: dict[str, Solution] = {}
     curve: list[CurvePoint] = []

@@ -37,8 +37,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import numpy as np
-
 from mallocgame.errors import FormatError, MallocGameError, StaleRecordError, WorkerError, one_line
 from mallocgame.fileio import read_json, write_json
 from mallocgame.solution import RECORD_FORMAT, RECORD_VERSION, check_record_version
@@ -64,7 +62,6 @@ __all__ = [
 ]
 
 _BOUNDS: dict[str, float] = {}  # LP upper bound by instance hash: once per program per process
-_warm = False  # the game's compiled kernels loaded in this process
 
 
 @dataclass(frozen=True)
@@ -348,23 +345,13 @@ def setting_differences(old: Any, new: Any, prefix: str = "") -> list[str]:
 
 
 def warm_game_kernels(inst: Instance) -> None:
-    """Load the game's compiled kernels (numba's cache) in this process, once: a game of
-    ``inst`` made, one move played, undone, the forced moves played. Loading them takes
-    about a second in a fresh process (a pool worker); :func:`run_job` calls this before
-    its solver's clock starts, so that a wall-clock budget is the solver's alone and a
-    job's result does not depend on which process runs it first."""
-    from mallocgame.game.state import Game
+    """:func:`mallocgame.game.state.warm_game_kernels`: the game's compiled kernels loaded
+    in this process, once (the game is imported only when called). :func:`run_job` calls
+    this before its solver's clock starts, so that a job's result does not depend on which
+    process runs it first."""
+    from mallocgame.game.state import warm_game_kernels as warm
 
-    global _warm
-    if _warm:
-        return
-    game = Game(inst)  # analyze
-    legal = np.flatnonzero(game.legal_mask())
-    if legal.size:
-        game.step(int(legal[0]))  # apply
-        game.undo_to(0)  # undo_to
-        game.step_forced(np.zeros(game.num_buffers + 1, dtype=bool))  # apply_forced
-    _warm = True
+    warm(inst)
 
 
 def run_job(job: Job, out_dir: str) -> dict[str, Any]:
