@@ -305,6 +305,29 @@ def test_every_default_is_in_range_and_every_value_out_of_range_is_refused(name:
                 solver.check_options({option: list(value) if isinstance(value, tuple) else value})
 
 
+def _configs(cls: type):
+    """``cls`` and every settings dataclass nested in it."""
+    yield cls
+    hints = typing.get_type_hints(cls)
+    for f in fields(cls):
+        if is_dataclass(hints[f.name]):
+            yield from _configs(hints[f.name])
+
+
+@pytest.mark.parametrize("name", list(SOLVERS))
+def test_every_config_made_directly_refuses_a_value_out_of_range(name: str) -> None:
+    """A ``Config`` (or a settings dataclass nested in one) made in code checks the ranges
+    its fields declare, as the coercer does: ``ValueError`` naming the field."""
+    for cls in _configs(SOLVERS[name].Config):
+        for f in fields(cls):
+            if "within" not in f.metadata and "length" not in f.metadata:
+                continue
+            for value in _outside(f.metadata):
+                needle = rf"^option {re.escape(f.name)} (items )?must "
+                with pytest.raises(ValueError, match=needle):
+                    cls(**{f.name: value})
+
+
 @pytest.mark.parametrize(
     "options, message",
     [

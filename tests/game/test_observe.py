@@ -15,6 +15,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from mallocgame.errors import SolverError
 from mallocgame.game import Game
 from mallocgame.game.backup import DropBackup
 from mallocgame.game.features import FeatureExtractor, decision_features
@@ -30,6 +31,7 @@ from mallocgame.game.observe import (
     observation_shapes,
 )
 from mallocgame.game.state import COPY, DROP, NOCOPY
+from mallocgame.options import parse_config
 from mallocgame.workloads.registry import load_workload
 from mallocgame.workloads.synthetic import generate
 from tests.builders import B as Buf
@@ -184,8 +186,36 @@ def test_shapes():
     ],
 )
 def test_config_rejects_nonsense(kwargs):
-    with pytest.raises(ValueError, match="ObservationConfig"):
+    with pytest.raises(ValueError, match="ObservationConfig|must be in"):
         ObservationConfig(**kwargs)
+
+
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        {"future_buffers": 65},
+        {"same_tensor_buffers": 65},
+        {"grid_steps": 2048, "grid_window": 4096},
+        {"grid_window": 131072},
+        {"grid_addr": 2048, "profile_bins": 4096},
+        {"profile_bins": 100000, "grid_addr": 1},
+        {"supply_window": 1000000},
+    ],
+)
+def test_config_checks_declared_ranges(kwargs):
+    """Made in code, a config checks each field's ``within=`` range as the CLI does."""
+    (name, value), *_ = kwargs.items()
+    with pytest.raises(ValueError, match=rf"option {name} must be in \[\d+, \d+\], not {value}"):
+        ObservationConfig(**kwargs)
+    with pytest.raises(SolverError, match=rf"{name} must be in"):  # the CLI's coercer
+        parse_config(ObservationConfig, kwargs, "muzero")
+
+
+def test_config_accepts_range_ends():
+    ObservationConfig(future_buffers=64, same_tensor_buffers=64, grid_steps=1024, grid_window=65536)
+    ObservationConfig(grid_addr=1024, profile_bins=4096, supply_window=65536)
+    ObservationConfig(future_buffers=0, same_tensor_buffers=0, grid_steps=1, grid_window=1)
+    ObservationConfig(grid_addr=1, profile_bins=1, supply_window=1)
 
 
 def test_config_accepts_numpy_ints():

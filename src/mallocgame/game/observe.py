@@ -100,7 +100,7 @@ from mallocgame.game.kernels import (
 from mallocgame.game.state import Game
 from mallocgame.game.tables import B_ALIGNED, B_GROUP, B_TENSOR, B_TIME, I_SUPPLY, GameTables
 from mallocgame.jit import jit as _jit  # numba.njit(cache=True, nogil=True)
-from mallocgame.options import setting
+from mallocgame.options import check_ranges, setting
 
 __all__ = [
     "ObservationConfig",
@@ -131,9 +131,10 @@ _SEEN = A_END + 1
 @dataclass(frozen=True)
 class ObservationConfig:
     """Sizes of the observation (paper section 4.3.1; the paper uses k = 5, a 128 x 128
-    memory-map image and the full-resolution profile). ``grid_steps`` divides
-    ``grid_window`` (each image row max-pools a whole number of steps) and ``grid_addr``
-    divides ``profile_bins``; ``profile_bins`` is also the address resolution of the
+    memory-map image and the full-resolution profile). Each field lies in its declared
+    range, ``grid_steps`` divides ``grid_window`` (each image row max-pools a whole
+    number of steps) and ``grid_addr`` divides ``profile_bins`` (``ValueError``
+    otherwise); ``profile_bins`` is also the address resolution of the
     maintained occupancy counts."""
 
     future_buffers: int = setting(
@@ -164,16 +165,7 @@ class ObservationConfig:
             if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
                 raise ValueError(f"ObservationConfig.{f.name} must be an int, got {value!r}")
             object.__setattr__(self, f.name, int(value))
-        for name in ("future_buffers", "same_tensor_buffers"):
-            if getattr(self, name) < 0:
-                raise ValueError(
-                    f"ObservationConfig.{name} must be >= 0, got {getattr(self, name)}"
-                )
-        for name in ("grid_steps", "grid_window", "grid_addr", "profile_bins", "supply_window"):
-            if getattr(self, name) < 1:
-                raise ValueError(
-                    f"ObservationConfig.{name} must be >= 1, got {getattr(self, name)}"
-                )
+        check_ranges(self)
         if self.grid_window % self.grid_steps != 0:
             raise ValueError(
                 f"ObservationConfig.grid_window ({self.grid_window}) must be a multiple of "
