@@ -97,6 +97,61 @@ def test_the_state_views_are_read_only_and_follow_steps_undos_and_clones(small) 
     assert int(other.views.counters[K.C_CURRENT]) == 1 and other.views.alloc is not views.alloc
 
 
+TABLE_ARRAYS = (
+    "buf_int",
+    "buf_demand",
+    "ins_int",
+    "ins_float",
+    "ins_buf",
+    "table_s",
+    "ten_int",
+    "group_size",
+    "hw",
+)
+TABLE_VIEWS = (
+    "buffer_time",
+    "buffer_tensor",
+    "buffer_group",
+    "buffer_aligned",
+    "tensor_def",
+    "tensor_last_use",
+    "supply_s",
+)
+
+
+@pytest.mark.parametrize("how", ["built", "pickled"])
+def test_the_tables_games_share_are_read_only(lstm, how: str) -> None:
+    import dataclasses
+    import pickle
+
+    from mallocgame.game.tables import build_tables
+
+    tables = build_tables(lstm)
+    if how == "pickled":  # as a worker process receives them
+        tables = pickle.loads(pickle.dumps(tables))
+    arrays = [
+        f.name
+        for f in dataclasses.fields(tables)
+        if isinstance(getattr(tables, f.name), np.ndarray)
+    ]
+    assert sorted(arrays) == sorted(TABLE_ARRAYS)
+    game = Game(lstm, tables)
+    for name in TABLE_ARRAYS + TABLE_VIEWS:
+        array = getattr(tables, name)
+        assert array.size > 0, name
+        with pytest.raises(ValueError, match="read-only"):
+            array[(0,) * array.ndim] = 0
+        with pytest.raises(ValueError, match="read-only"):
+            array[...] = 0
+    for name in ("buffer_is_out", "buffer_has_bit", "tensor_live_out"):  # new arrays
+        computed = getattr(tables, name)
+        computed[:] = ~computed
+        assert not np.array_equal(computed, getattr(tables, name)), name
+    while not game.done:  # the tables still play
+        game.step(int(np.flatnonzero(game.legal_mask())[-1]))
+    assert game.current_buffer == lstm.num_buffers
+
+
 @pytest.mark.parametrize("how", ["copy", "deepcopy", "pickle"])
 def test_a_copied_or_pickled_game_has_views_of_its_own_state(small, how: str) -> None:
     import copy

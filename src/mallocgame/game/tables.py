@@ -7,7 +7,7 @@ kernels and the Python side agree.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 
 import numpy as np
 
@@ -46,6 +46,10 @@ class GameTables:
     ``hw``       [4] float64: capacity (bytes), alignment (bytes), fast/slow bandwidth (B/s).
     ``normalizer_s``: R of SPEC section 5 (seconds).
     ``instance_sha256``: the instance's hash (SPEC section 7).
+
+    Every array is read-only (made so when the tables are made or unpickled; writing
+    into one raises ``ValueError``): many games share one instance's tables. The named
+    columns below are read-only views of these arrays, or new arrays.
     """
 
     buf_int: np.ndarray
@@ -61,6 +65,16 @@ class GameTables:
     alignment: int
     normalizer_s: float
     instance_sha256: str  # whose tables these are: a game of another instance refuses them
+
+    def __post_init__(self) -> None:
+        for f in fields(self):
+            value = getattr(self, f.name)
+            if isinstance(value, np.ndarray):
+                value.flags.writeable = False
+
+    def __setstate__(self, state: dict[str, object]) -> None:
+        vars(self).update(state)
+        self.__post_init__()  # unpickled arrays are writable again
 
     @property
     def num_buffers(self) -> int:
