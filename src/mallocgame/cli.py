@@ -254,8 +254,8 @@ def _ray_options(args: argparse.Namespace, solver: str) -> list[str]:
     if args.ray is None:
         if args.actors is not None:
             raise UsageError("--actors needs --ray (local, auto or HOST:PORT)")
-        given = {k.strip(): v.strip() for k, _, v in (item.partition("=") for item in args.option)}
-        if "actors" in given and given.get("ray", "").lower() in ("", "none", "null"):
+        values = {k.strip(): v.strip() for k, _, v in (item.partition("=") for item in args.option)}
+        if "actors" in values and values.get("ray", "").lower() in ("", "none", "null"):
             raise UsageError("--option actors needs --ray (local, auto or HOST:PORT)")
         return []
     if not solver.startswith("muzero"):
