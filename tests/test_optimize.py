@@ -11,7 +11,7 @@ import pytest
 from mallocgame.check import check_solution
 from mallocgame.cli import main
 from mallocgame.curves import normalized_upper_bound, work_text
-from mallocgame.errors import OutputFileError
+from mallocgame.errors import OutputFileError, SolverError
 from mallocgame.instance import Instance, load_instance
 from mallocgame.latency import reward_normalizer
 from mallocgame.optimize import (
@@ -250,23 +250,47 @@ def test_a_budget_too_short_for_the_agent_is_one_line_before_the_run(
     assert len(err.strip().splitlines()) == 1 and list(tmp_path.iterdir()) == []
 
 
-def test_a_budget_the_heuristic_spends_is_one_line(tmp_path: Path, capsys, monkeypatch) -> None:
-    """The heuristic may still take the agent's share of a budget that was long enough."""
-    from mallocgame.solvers.muzero.prod import MuZeroProdSolver
+def test_a_budget_the_heuristic_spends_is_refused_before_the_order_search(
+    tmp_path: Path, capsys, monkeypatch
+) -> None:
+    """The heuristic may still take the agent's share of a budget that was long enough:
+    refused, one line, as soon as its answer is in, not after the order search has had the
+    budget (neither it nor the agent runs)."""
+    import mallocgame.solvers.muzero.prod as prod
 
-    search = MuZeroProdSolver.search
+    search = prod.MuZeroProdSolver.search
+    ran: list[str] = []
 
     def slow_heuristic(self, instance, config, run):  # as if it took 1.2 of the 2 s
         run.clock.start -= 1.2
         return search(self, instance, config, run)
 
-    monkeypatch.setattr(MuZeroProdSolver, "search", slow_heuristic)
+    def refused(name: str):
+        def run(*_, **__):
+            ran.append(name)
+            raise AssertionError(f"{name} ran")
+
+        return run
+
+    monkeypatch.setattr(prod.MuZeroProdSolver, "search", slow_heuristic)
+    monkeypatch.setattr(prod, "search_order", refused("the order search"))
+    monkeypatch.setattr(prod.MuZeroProdSolver, "train", refused("the agent"))
     out = tmp_path / "answer.json"
     argv = ["optimize", "xla-v1/gru_infer", "--budget", "2", "--out", str(out)]
     assert main([*argv, "--option", "agent_min_seconds=1"]) == 2  # 1.5 s the agent's
+    assert ran == []
     last = capsys.readouterr().err.strip().splitlines()[-1]
     assert last.startswith("mallocgame: error: the budget of 2 s left the agent no time to start")
-    assert list(tmp_path.iterdir()) == []
+    assert "give a larger budget" in last and list(tmp_path.iterdir()) == []
+    seen: list[str] = []  # the library's: a SolverError, the heuristic's answer seen
+    with pytest.raises(SolverError, match="left the agent no time to start"):
+        optimize(
+            load_workload("xla-v1/gru_infer"),
+            seconds=2,
+            options={"agent_min_seconds": 1},
+            on_improvement=lambda improvement: seen.append(improvement.solution.solver),
+        )
+    assert seen == ["heuristic"] and ran == []
 
 
 def test_a_budget_is_given_after_the_game_kernels_are_loaded(monkeypatch) -> None:

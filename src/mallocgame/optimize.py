@@ -139,7 +139,14 @@ def optimize(
     solver ``xla``'s, passing the checker) where the caller has it, a candidate beside the
     heuristic's (suite programs frozen with XLA's placement have theirs already). With a
     wall-clock budget, the game's compiled kernels are loaded before the clock starts
-    (:func:`~mallocgame.game.state.warm_game_kernels`)."""
+    (:func:`~mallocgame.game.state.warm_game_kernels`).
+
+    A budget that gives the agent less than ``agent_min_seconds`` of its share is a
+    :class:`SolverError` before the run (:func:`check_budget`), and so is one the heuristic
+    spends down to less than that, as soon as the heuristic's answer is in, before the
+    agent or the order search runs
+    (:class:`~mallocgame.solvers.muzero.prod.AgentLeftOutError`; ``on_improvement`` has
+    then seen the heuristic's answer, and XLA's where there is one)."""
     check_budget(seconds, options)
     if seconds is not None:  # the game's kernels load outside the budget
         warm_game_kernels(instance)
@@ -163,14 +170,8 @@ def optimize(
         demonstrations=() if compiler is None else (compiler,),
         options=dict(options or {}),
     )
-    answer = MuZeroProdSolver().solve(instance, request)
-    if AGENT in answer.info.get("left_out", ()):
-        least = MuZeroProdSolver().config(request.options).agent_min_seconds
-        raise SolverError(
-            f"the budget of {seconds:g} s left the agent no time to start (the heuristic "
-            f"took {bests[BASELINE].wall_s:.1f} s of it; the agent needs {least:g} s of its "
-            "share, agent_min_seconds): give a larger budget"
-        )
+    # a budget the heuristic spends down is refused before the agent or order search runs
+    answer = MuZeroProdSolver(agent_required=True).solve(instance, request)
     missing = [name for name in (BASELINE, AGENT) if name not in bests]
     if missing:
         raise SolverError(f"muzero-prod reported no answer of {', '.join(missing)}")

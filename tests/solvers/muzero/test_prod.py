@@ -104,6 +104,27 @@ def test_a_share_shorter_than_the_agents_setup_goes_to_the_order_search(lstm) ->
     assert check_solution(lstm, answer).ok
 
 
+def test_a_solver_that_requires_the_agent_refuses_before_the_order_search(
+    lstm, monkeypatch
+) -> None:
+    """agent_required: where the agent would be left out (4 s: 3 of them its share, less
+    than agent_min_seconds), AgentLeftOutError as soon as the heuristic has answered."""
+    import mallocgame.solvers.muzero.prod as prod
+
+    monkeypatch.setattr(prod, "search_order", lambda *a, **k: pytest.fail("the search ran"))
+    monkeypatch.setattr(prod.MuZeroProdSolver, "train", lambda *a, **k: pytest.fail("trained"))
+    seen: list[str] = []
+    request = SolveRequest(
+        seed=0, seconds=4.0, callback=lambda improvement: seen.append(improvement.solution.solver)
+    )
+    with pytest.raises(prod.AgentLeftOutError) as refused:
+        prod.MuZeroProdSolver(agent_required=True).solve(lstm, request)
+    assert isinstance(refused.value, SolverError) and seen == ["heuristic"]
+    assert (refused.value.budget_s, refused.value.agent_min_seconds) == (4.0, 10.0)
+    assert str(refused.value).startswith("the budget of 4 s left the agent no time to start")
+    assert get_solver("muzero-prod").agent_required is False  # the registry's leaves it out
+
+
 def test_the_heuristic_runs_once_for_its_answer_the_agents_demonstration_and_the_search(
     lstm, monkeypatch
 ) -> None:

@@ -42,8 +42,12 @@ the agent's share), nor the order search
 where the whole budget is spent (``info["left_out"]`` names them; ``work`` then has
 ``games`` 0); the order search stops as long before the end as checking the heuristic's
 answer took, the time its own answer's check will take, and does not start where that
-time is all that is left. The heuristic runs once: its answer is the agent's heuristic
-demonstration (projected) and its placement the one the order search reorders.
+time is all that is left. A solver made with ``agent_required=True`` (as
+:func:`mallocgame.optimize.optimize` makes it) refuses instead of leaving the agent out:
+:class:`AgentLeftOutError`, raised as soon as the heuristic's answer (and XLA's) is in,
+before the agent or the order search spends anything. The heuristic runs once: its
+answer is the agent's heuristic demonstration (projected) and its placement the one the
+order search reorders.
 """
 
 from __future__ import annotations
@@ -71,12 +75,36 @@ from mallocgame.solvers.order_search import (
 )
 from mallocgame.solvers.xla_answer import frozen_xla_answer
 
-__all__ = ["MuZeroProdSolver", "PatientStopwatch", "AGENT", "BASELINE", "COMPILER", "ORDER_SEARCH"]
+__all__ = [
+    "MuZeroProdSolver",
+    "PatientStopwatch",
+    "AgentLeftOutError",
+    "AGENT",
+    "BASELINE",
+    "COMPILER",
+    "ORDER_SEARCH",
+]
 
 AGENT = "muzero"  # the candidates' solver names
 BASELINE = "heuristic"
 COMPILER = "xla"
 ORDER_SEARCH = "msa-search"
+
+
+class AgentLeftOutError(SolverError):
+    """A wall-clock budget of ``budget_s`` seconds that leaves the agent no time to start
+    (less than ``agent_min_seconds`` of its share, after the heuristic took
+    ``heuristic_s``), from a :class:`MuZeroProdSolver` made with ``agent_required=True``."""
+
+    def __init__(self, budget_s: float, heuristic_s: float, agent_min_seconds: float) -> None:
+        super().__init__(
+            f"the budget of {budget_s:g} s left the agent no time to start (the heuristic "
+            f"took {heuristic_s:.1f} s of it; the agent needs {agent_min_seconds:g} s of its "
+            "share, agent_min_seconds): give a larger budget"
+        )
+        self.budget_s = budget_s
+        self.heuristic_s = heuristic_s
+        self.agent_min_seconds = agent_min_seconds
 
 
 class PatientStopwatch(Stopwatch):
@@ -128,6 +156,13 @@ class MuZeroProdSolver(MuZeroSolver, name="muzero-prod", config=MuZeroProdConfig
 
     answer = "both"  # the agent's candidate: its best game, with search or its policy's alone
 
+    def __init__(self, *, agent_required: bool = False) -> None:
+        """``agent_required``: raise :class:`AgentLeftOutError` where the budget would leave
+        the agent out, before the agent or the order search runs (else the order search
+        has its share, and ``info["left_out"]`` says so); an answer given is the same
+        either way."""
+        self.agent_required = agent_required
+
     def search(self, instance: Instance, config: MuZeroConfig, run: Run) -> Solution:
         assert isinstance(config, MuZeroProdConfig)
         # the heuristic runs once: its answer, and the placement the order search reorders
@@ -153,6 +188,11 @@ class MuZeroProdSolver(MuZeroSolver, name="muzero-prod", config=MuZeroProdConfig
             agent_clock.seconds - agent_clock.elapsed < config.agent_min_seconds
         )
         if agent_clock.expired() or short:  # its share is spent, or shorter than its setup
+            if self.agent_required:
+                assert run.request.seconds is not None  # only a wall-clock budget runs out
+                raise AgentLeftOutError(
+                    run.request.seconds, baseline.wall_s, config.agent_min_seconds
+                )
             left_out.append(AGENT)
         else:
             # the heuristic's answer is the agent's heuristic demonstration, not solved again
