@@ -157,3 +157,13 @@ def test_slow_dot_tile_must_be_a_non_negative_integer(bad):
     fields = {**get_preset("gpu_h100_host").__dict__, "slow_dot_tile": bad}
     with pytest.raises(InstanceError, match="slow_dot_tile"):
         HardwarePreset(**fields)
+
+
+def test_every_preset_has_a_row_in_the_cli_docs_table():
+    """docs/cli.md's table of presets lists every one the tool takes, in PRESETS' order."""
+    from pathlib import Path
+
+    text = (Path(__file__).parents[1] / "docs" / "cli.md").read_text()
+    table = text.split("| preset | fast memory |", 1)[1].split("\n\n", 1)[0]
+    rows = [line.split("`")[1] for line in table.splitlines() if line.startswith("| `")]
+    assert rows == list(PRESETS)
