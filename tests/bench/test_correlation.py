@@ -27,6 +27,14 @@ def test_reward_and_latency_are_negatively_correlated() -> None:
     assert "xla-v1/resnet_infer | 10 |" in format_correlation([row])
 
 
+def test_the_cli_docs_name_every_solution_scored() -> None:
+    """docs/cli.md's ``bench correlation`` says what the --games + 2 solutions are: the
+    random games, the heuristic's mapping and its projection onto a game."""
+    docs = (Path(__file__).parents[2] / "docs" / "cli.md").read_text()
+    line = " ".join(docs.split("- `bench correlation`:", 1)[1].split(";", 1)[0].split())
+    assert "random games, the heuristic's mapping and its projection onto a game" in line
+
+
 def test_training_correlation_samples_games_across_one_run(tmp_path: Path) -> None:
     from tests.solvers.muzero.test_muzero_train import TINY
 
