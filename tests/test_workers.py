@@ -65,6 +65,18 @@ def test_a_pool_runs_its_tasks_and_the_initializer_in_other_processes(tmp_path: 
     assert os.getcwd() == here
 
 
+def test_a_pool_is_returned_with_every_worker_started() -> None:
+    """No worker starts later, inside a submit that Ctrl-C may interrupt (it would be out
+    of the pool's reach, and print multiprocessing's own traceback as the parent goes):
+    every worker is started, and so ended by terminate(), when the pool is returned."""
+    with process_pool(3) as pool:
+        processes = dict(pool._processes)  # (concurrent.futures' own table of its workers)
+        assert len(processes) == 3 and all(p.is_alive() for p in processes.values())
+        pids = {pool.submit(os.getpid).result() for _ in range(12)}
+        assert pids <= set(processes)
+        assert dict(pool._processes) == processes  # no worker started since
+
+
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
 @pytest.mark.parametrize("signal_name", ["SIGTERM", "SIGKILL"])
 def test_workers_end_when_their_parent_is_killed(tmp_path: Path, signal_name: str) -> None:

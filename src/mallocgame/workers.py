@@ -11,6 +11,9 @@ also under ``forkserver``) and ends the worker with ``os._exit`` the moment it g
 
 Ctrl-C reaches the parent alone (workers ignore SIGINT, so none prints a traceback);
 a parent interrupted while its pool works ends the workers with :meth:`WorkerPool.terminate`.
+:func:`process_pool` starts every worker at once (a pool would start them one task at a
+time): a worker started later, inside a ``submit`` that Ctrl-C interrupts, would be out of
+the pool's reach, and print multiprocessing's own traceback as the parent goes.
 Workers start with ``forkserver`` on Linux and ``spawn`` elsewhere, never ``fork``:
 a parent that has imported JAX (or any threaded library) must not fork its threads
 into the workers.
@@ -75,7 +78,15 @@ def _start_worker(initializer: Callable[..., None] | None, initargs: tuple[Any, 
 
 
 class WorkerPool(ProcessPoolExecutor):
-    """A process pool that can also be ended at once."""
+    """A process pool that can also be started and ended at once."""
+
+    def start_all(self, workers: int) -> None:
+        """Start the pool's ``workers`` processes now, without waiting for them: each
+        ``submit`` to a pool with no idle worker starts one, so a trivial task each."""
+        for _ in range(workers):
+            if len(getattr(self, "_processes", None) or {}) >= workers:
+                break
+            self.submit(int)
 
     def terminate(self) -> None:
         """End every worker now (their running tasks are lost) and shut the pool down."""
@@ -95,14 +106,17 @@ def process_pool(
     initializer: Callable[..., None] | None = None,
     initargs: tuple[Any, ...] = (),
 ) -> WorkerPool:
-    """A pool of ``workers`` processes (see :func:`pool_context`) that each end with
-    this process; ``initializer(*initargs)`` runs in each worker as it starts."""
-    return WorkerPool(
+    """A pool of ``workers`` processes (see :func:`pool_context`), all started (not
+    waited for), that each end with this process; ``initializer(*initargs)`` runs in
+    each worker as it starts."""
+    pool = WorkerPool(
         max_workers=workers,
         mp_context=pool_context(preload),
         initializer=_start_worker,
         initargs=(initializer, initargs),
     )
+    pool.start_all(workers)
+    return pool
 
 
 def check_ray_address(
