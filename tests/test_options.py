@@ -328,6 +328,53 @@ def test_every_config_made_directly_refuses_a_value_out_of_range(name: str) -> N
                     cls(**{f.name: value})
 
 
+def _strip_none(hint):
+    """``X`` for ``X | None``, else ``hint``."""
+    args = [a for a in typing.get_args(hint) if a is not type(None)]
+    return args[0] if len(args) == 1 and len(typing.get_args(hint)) == 2 else hint
+
+
+@pytest.mark.parametrize("name", list(SOLVERS))
+def test_every_config_made_directly_refuses_a_bad_choice_or_a_non_bool_switch(name: str) -> None:
+    """A ``Config`` (or a settings dataclass nested in one) made in code holds each
+    ``Literal`` setting to its choices and each ``bool`` setting to a bool, as the coercer
+    does: ``ValueError`` naming the field, never a value that runs as another one."""
+    for cls in _configs(SOLVERS[name].Config):
+        hints = typing.get_type_hints(cls)
+        for f in fields(cls):
+            inner = _strip_none(hints[f.name])
+            if typing.get_origin(inner) is Literal:
+                bad: list = [str(typing.get_args(inner)[0]) + "s", 0]
+                expected = "one of " + ", ".join(map(repr, typing.get_args(inner)))
+            elif inner is bool:
+                bad, expected = ["false", "true", 0, 1, None], "true or false"
+            else:
+                continue
+            for value in bad:
+                needle = rf"^option {re.escape(f.name)} must be {re.escape(expected)}, not "
+                with pytest.raises(ValueError, match=needle):
+                    cls(**{f.name: value})
+
+
+def test_a_heuristic_config_refuses_what_it_would_have_run_as_another_setting() -> None:
+    """``max_overlap_basis="buffers"`` ran as "memory" and ``skip_unprofitable="false"``
+    as True; both are refused, in the coercer's words."""
+    from mallocgame.solvers.heuristic import HeuristicConfig
+
+    with pytest.raises(
+        ValueError,
+        match=r"^option max_overlap_basis must be one of 'memory', 'buffer', not 'buffers'$",
+    ):
+        HeuristicConfig(max_overlap_basis="buffers")
+    with pytest.raises(
+        ValueError, match=r"^option skip_unprofitable must be true or false, not 'false'$"
+    ):
+        HeuristicConfig(skip_unprofitable="false")
+    assert HeuristicConfig(max_overlap_basis="buffer", skip_unprofitable=False) == parse_config(
+        HeuristicConfig, {"max_overlap_basis": "buffer", "skip_unprofitable": "false"}, "h"
+    )
+
+
 @pytest.mark.parametrize(
     "options, message",
     [

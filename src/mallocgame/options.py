@@ -11,8 +11,9 @@ Ranges: every number setting declares the interval its values lie in
 every list setting how many items it holds (``length=(1, 8)``) and, for a list of
 numbers, the interval of each item; :func:`unranged_options` names a ``Config``'s
 settings that declare none. The coercer checks the declared ranges, and a ``Config``
-made directly checks them by calling :func:`check_ranges` in its ``__post_init__``;
-what no single range says (one setting against another) lives in ``__post_init__``
+made directly checks them, and that each choice is one of its ``Literal``'s and each
+``bool`` a bool, by calling :func:`check_ranges` in its ``__post_init__``; what no
+single range says (one setting against another) lives in ``__post_init__``
 too, which raises ``ValueError`` with what is wrong.
 
 :func:`parse_config` turns options (from the command line: strings; from the library
@@ -24,6 +25,7 @@ line that names the solver and lists the valid names or values, or the option's 
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import math
 import types
@@ -136,6 +138,7 @@ class OptionDoc:
     doc: str
 
 
+@functools.cache
 def _hints(cls: type) -> dict[str, Any]:
     return typing.get_type_hints(cls)
 
@@ -190,12 +193,31 @@ def _range_problem(value: Any, metadata: Mapping[str, Any]) -> str | None:
     return None
 
 
+def _type_problem(value: Any, hint: Any) -> str | None:
+    """What is wrong with ``value`` against its field's type where that is a choice
+    (``Literal[...]``: one of its values) or a switch (``bool``: a bool, not a string
+    or a number), as "must be ..." in the coercer's words, or ``None`` if nothing."""
+    inner, optional = _strip_optional(hint)
+    if value is None and optional:
+        return None
+    if typing.get_origin(inner) is Literal:
+        choices = typing.get_args(inner)
+        if not any(isinstance(value, type(c)) and value == c for c in choices):
+            return "must be one of " + ", ".join(repr(c) for c in choices) + f", not {value!r}"
+    elif inner is bool and not isinstance(value, bool):
+        return f"must be true or false, not {value!r}"
+    return None
+
+
 def check_ranges(config: Any) -> None:
     """``ValueError`` naming the first setting of ``config`` (a ``Config`` made directly,
-    not by :func:`parse_config`) outside its declared range. A ``Config`` calls it first
-    in its ``__post_init__``; nested settings check their own."""
+    not by :func:`parse_config`) that is not one of its ``Literal``'s choices, not a bool
+    where a ``bool`` is declared, or outside its declared range. A ``Config`` calls it
+    first in its ``__post_init__``; nested settings check their own."""
+    hints = _hints(type(config))
     for f in fields(config):
-        problem = _range_problem(getattr(config, f.name), f.metadata)
+        value = getattr(config, f.name)
+        problem = _type_problem(value, hints[f.name]) or _range_problem(value, f.metadata)
         if problem is not None:
             raise ValueError(f"option {f.name} {problem}")
 

@@ -210,8 +210,6 @@ class MuZeroConfig:
     progress: bool = setting(False, "print progress lines on stderr")
 
     def __post_init__(self) -> None:
-        if self.search not in ("gumbel", "muzero"):
-            raise ValueError(f"search must be 'gumbel' or 'muzero', not {self.search!r}")
         check_ranges(self)
         if self.greedy_games > self.parallel_games:
             raise ValueError(
