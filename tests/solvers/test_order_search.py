@@ -85,6 +85,21 @@ def test_an_order_must_be_a_permutation(alexnet) -> None:
             assignment.assign(bad)
 
 
+def test_an_order_of_fractions_is_refused_not_truncated(alexnet) -> None:
+    """``[0.7, 1.0, 2.0, ...]`` was placed as ``[0, 1, 2, ...]``: an order whose values
+    are not whole numbers (or not numbers) is refused; whole floats are their numbers."""
+    assignment = OrderedAssignment(alexnet)
+    n = assignment.num_candidates
+    fraction = np.arange(n, dtype=float)
+    fraction[0] += 0.7
+    for bad in (fraction, [0.5, *range(1, n)], [str(i) for i in range(n)], [np.nan] * n):
+        with pytest.raises(ValueError, match="permutation"):
+            assignment.assign(bad)
+    default = assignment.assign(assignment.default_order)
+    assert assignment.assign(np.arange(n, dtype=float)) == default
+    assert assignment.assign(np.arange(n, dtype=np.uint32)) == default
+
+
 def test_order_from_mapping_puts_the_mappings_fast_candidates_first(alexnet) -> None:
     assignment = OrderedAssignment(alexnet)
     drop = get_solver("drop").solve(alexnet)

@@ -754,10 +754,16 @@ class OrderedAssignment:
 
     def assign(self, order: Sequence[int] | np.ndarray) -> list[Allocation]:
         """The allocations of placing the candidates in ``order`` (a permutation of
-        ``0 .. num_candidates-1``; :class:`ValueError` otherwise), sorted by buffer."""
-        new = np.asarray(order, dtype=np.int64)
+        ``0 .. num_candidates-1``, whole numbers, never rounded; :class:`ValueError`
+        otherwise), sorted by buffer."""
+        given = np.asarray(order)
         n = self.num_candidates
-        if new.shape != (n,) or not np.array_equal(np.sort(new), np.arange(n)):
+        whole = given.dtype.kind in "biu" or (
+            given.dtype.kind == "f"
+            and bool(np.all((given >= 0) & (given < n) & (given == np.floor(given))))
+        )
+        new = given.astype(np.int64) if whole else given
+        if not whole or new.shape != (n,) or not np.array_equal(np.sort(new), np.arange(n)):
             raise ValueError(f"an order is a permutation of the {n} candidates")
         differ = np.flatnonzero(new[: len(self._marks)] != self._order[: len(self._marks)])
         keep = int(differ[0]) if differ.size else len(self._marks)
