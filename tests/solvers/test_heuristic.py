@@ -146,6 +146,32 @@ def test_a_read_larger_than_its_tensor_is_kept_inside_the_fast_memory() -> None:
     assert 1 not in _by_buffer(solution)  # the large read is slow, the others fast
 
 
+def _heuristic_doc() -> str:
+    """docs/heuristic.md, its whitespace collapsed (so a test reads sentences, not lines)."""
+    return " ".join((Path(__file__).parents[2] / "docs" / "heuristic.md").read_text().split())
+
+
+def test_a_definition_stays_resident_while_each_gap_between_uses_is_short() -> None:
+    """The NoCopy limit (10 x the 1 s copy of the whole 100-byte memory: 10 s, steps of
+    1 s) holds each gap between consecutive uses, not the live range (as XLA, and as
+    docs/heuristic.md step 3 says): read every 5 steps for 20 steps, the definition stays
+    resident; a first read 12 steps after it (11 s between) is not kept without a copy."""
+
+    def solve(reads: set[int]):
+        steps = [I(reads=[0]) if t in reads else I() for t in range(1, 21)]
+        inst = build(tensors=[X(100)], instructions=[I(writes=[0]), *steps], capacity=100)
+        return HeuristicSolver().solve(inst)
+
+    every_5 = solve({5, 10, 15, 20})
+    assert every_5.work["resident"] == 1
+    assert (_by_buffer(every_5)[0].action, _by_buffer(every_5)[0].end) == ("NoCopy", 20)
+    assert solve({12, 16, 20}).work["resident"] == 0
+    assert (
+        "when no gap between consecutive uses (definition to first read, read to read, "
+        'last read to the end of the live range) is "too long"' in _heuristic_doc()
+    )
+
+
 def test_compute_bound_uses_stay_slow_unless_asked() -> None:
     # The reading instruction is compute bound (10 s >> 1 s of memory time).
     inst = build(tensors=[X(100)], instructions=[I(), I(), I(reads=[0], latency=roofline(10.0))])
