@@ -172,6 +172,39 @@ def test_a_definition_stays_resident_while_each_gap_between_uses_is_short() -> N
     )
 
 
+def test_an_alias_group_goes_to_fast_memory_profitable_or_not() -> None:
+    """Every buffer of an alias group of more than one buffer skips the profitability test
+    (docs/heuristic.md, "Beyond XLA"): A's two reads (group g; the first compute bound,
+    the second not memory bound once V is fast) lower no latency, yet they are placed
+    (the copy supply they take leaves T, whose read would gain, slow)."""
+    from mallocgame.solvers.heuristic import OrderedAssignment
+
+    a, v, t = 0, 1, 2  # tensors: A (100 B, read through group g), V (121 B), T (81 B)
+    inst = build(
+        tensors=[X(100), X(121), X(81)],
+        instructions=[
+            *(I(supply=5) for _ in range(3)),
+            I(reads=[B(a, alias="g")], latency=roofline(10.0), supply=5),
+            I(reads=[B(a, alias="g"), v], latency=roofline(1.5), supply=5),
+            I(reads=[t], supply=5),
+        ],
+        capacity=250,
+    )
+    group, v_read, t_read = {0, 1}, 2, 3
+    placed = {x.buffer for x in HeuristicSolver().solve(inst).allocations}
+    assert group <= placed and v_read in placed and t_read not in placed
+    assert mapping_reward(inst, list(placed)) == mapping_reward(inst, list(placed - group))
+    group_slow = {x.buffer for x in OrderedAssignment(inst).assign([0, 2, 1])}
+    assert group_slow == {v_read, t_read}
+    assert mapping_reward(inst, list(group_slow)) > mapping_reward(inst, list(placed))
+    assert (
+        "The test is skipped for every buffer of an alias group of more than one buffer, "
+        "and for the residency of a tensor with any such buffer: the group is placed as its "
+        "all-or-nothing rule (step 6) requires, profitable or not" in _heuristic_doc()
+    )
+    assert "unless their alias group requires them" not in _heuristic_doc()
+
+
 def test_compute_bound_uses_stay_slow_unless_asked() -> None:
     # The reading instruction is compute bound (10 s >> 1 s of memory time).
     inst = build(tensors=[X(100)], instructions=[I(), I(), I(reads=[0], latency=roofline(10.0))])
