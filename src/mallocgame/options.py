@@ -214,7 +214,8 @@ def check_ranges(config: Any) -> None:
     not by :func:`parse_config`) that is not one of its ``Literal``'s choices, not a bool
     where a ``bool`` is declared, or outside its declared range. A ``Config`` calls it
     first in its ``__post_init__``; nested settings check their own."""
-    hints = _hints(type(config))
+    kind: type = type(config)
+    hints = _hints(kind)
     for f in fields(config):
         value = getattr(config, f.name)
         problem = _type_problem(value, hints[f.name]) or _range_problem(value, f.metadata)
