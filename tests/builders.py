@@ -407,10 +407,15 @@ def heuristic_answer(name: str) -> tuple[Any, Any]:
     return inst, HeuristicSolver().solve(inst)
 
 
-TPU_SAMPLE = ("tpu-v1/gru_infer_b512-v5e", "tpu-v1/mixer_b16_infer_b64-v4")
-"""The tpu-v1 programs the suite-wide solver tests take: the suite repeats xla-v2's models
-compiled otherwise, so two (one a target, small) stand for it there;
-``tests/workloads/test_suite_tpu.py`` checks every one of its programs."""
+TPU_SAMPLE = (
+    "tpu-v1/gru_infer_b512-v5e",
+    "tpu-v2/gru_infer_b512-v5e",
+    "tpu-v2/mixer_b16_infer_b64-v4",
+)
+"""The tpu-v1 and tpu-v2 programs the suite-wide solver tests take: the suites repeat
+xla-v2's models compiled otherwise (tpu-v2 is tpu-v1 with convolution flops counted
+again), so three (each target, small) stand for them there;
+``tests/workloads/test_suite_tpu.py`` checks every program of tpu-v2."""
 
 
 HF_SAMPLE = ("hf-v1/distilbert_infer_b64_s512", "hf-v1/gpt2_infer_b8_s1024")
@@ -422,12 +427,12 @@ stand for it there; ``tests/workloads/test_suite_hf.py`` has ``heuristic``, ``es
 
 
 def suite_wide(names: Iterable[str]) -> list[str]:
-    """``names`` with tpu-v1 cut to :data:`TPU_SAMPLE` and hf-v1 to :data:`HF_SAMPLE` (the
-    suite-wide solver tests)."""
+    """``names`` with tpu-v1 and tpu-v2 cut to :data:`TPU_SAMPLE` and hf-v1 to
+    :data:`HF_SAMPLE` (the suite-wide solver tests)."""
     return [
         n
         for n in names
-        if not n.startswith(("tpu-v1/", "hf-v1/")) or n in TPU_SAMPLE or n in HF_SAMPLE
+        if not n.startswith(("tpu-v1/", "tpu-v2/", "hf-v1/")) or n in TPU_SAMPLE or n in HF_SAMPLE
     ]
 
 

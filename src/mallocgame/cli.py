@@ -1333,14 +1333,14 @@ def _cmd_bench_xla(args: argparse.Namespace) -> int:
     from mallocgame.workloads.registry import check_workload, load_workload
     from mallocgame.workloads.suite import suite_names, suite_placement
 
-    names = list(dict.fromkeys(args.programs or suite_names("tpu-v1")))
+    names = list(dict.fromkeys(args.programs or suite_names("tpu-v2")))
     for name in names:  # every name and the CSV checked before the first program's work
         check_workload(name)
         placed = name if name in suite_names() else load_workload(name).name  # a file's own
         if suite_placement(placed) is None:
             raise UsageError(
                 f"{name} has no XLA placement: bench xla takes programs compiled for a TPU "
-                "(the tpu-v1 suite's)"
+                "(those of the tpu-v1 and tpu-v2 suites)"
             )
     if args.csv is not None:
         if not args.csv.strip():
@@ -2042,7 +2042,7 @@ def _add_xla_parser(bench: _SubParsers) -> None:
         help="XLA's own placement (as it is, and as a legal answer) against the heuristic's, "
         "their agreement and the bound, per program compiled for a TPU",
     )
-    q.add_argument("--programs", nargs="+", help="workloads (default: the tpu-v1 suite)")
+    q.add_argument("--programs", nargs="+", help="workloads (default: the tpu-v2 suite)")
     q.add_argument(
         "--bound-seconds",
         type=_positive_seconds,

@@ -99,7 +99,7 @@ preset). A program costs 0.3 to 17 s of the three solvers and checks here; the o
 
 NAMES = [
     name
-    for name in suite_wide(suite_names())  # every suite (tpu-v1: a sample)
+    for name in suite_wide(suite_names())  # every suite (tpu-v1, tpu-v2: a sample)
     if name.split("/")[0] not in SPREAD or name in SPREAD[name.split("/")[0]]
 ]
 SOLVERS = ("es", "mcts", "exact")

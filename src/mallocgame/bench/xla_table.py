@@ -1,8 +1,8 @@
 """Our heuristic against XLA's own memory-space assignment (``mallocgame bench xla``).
 
-Per program compiled for a TPU (a ``tpu-v1`` program, or any workload the solver ``xla``
-answers for): XLA's placement as it is (its normalized reward, and the kinds of the
-game's rules it breaks, with counts), XLA's legal answer (the solver ``xla``: the raw
+Per program compiled for a TPU (a ``tpu-v2`` or ``tpu-v1`` program, or any workload the
+solver ``xla`` answers for): XLA's placement as it is (its normalized reward, and the kinds
+of the game's rules it breaks, with counts), XLA's legal answer (the solver ``xla``: the raw
 reading, projected onto the closest legal trajectory where it breaks a rule, and the
 share of the raw reward it keeps), the ``heuristic``'s answer, the simulated speedup of
 the heuristic over XLA's legal answer (:func:`mallocgame.simulate.simulate`'s step

@@ -14,7 +14,8 @@ the legal answer
 (checked), and what the raw reading broke and how much of its reward the legal one keeps.
 
 The solver ``xla`` (:class:`XlaSolver`) answers with it for a program frozen with XLA's
-placement (the ``tpu-v1`` suite, :func:`~mallocgame.workloads.suite.suite_placement`),
+placement (the ``tpu-v1`` and ``tpu-v2`` suites,
+:func:`~mallocgame.workloads.suite.suite_placement`),
 read in the fast memory space of the TPU target it was compiled for; one pass, no search,
 no budget needed. Any other instance is a :class:`~mallocgame.errors.SolverError`. The
 projection with its whole repair takes minutes on the largest programs, so
@@ -139,7 +140,7 @@ class XlaSolver(Solver, name="xla", work_unit="passes"):
         if found is None:
             raise SolverError(
                 f"xla: {instance.name} has no XLA placement (the solver answers for programs "
-                "frozen with one: the tpu-v1 suite; for your own, extract --target TPU "
+                "frozen with one: the tpu-v1 and tpu-v2 suites; for your own, extract --target TPU "
                 "--xla-solution FILE)"
             )
         answer = replace(

@@ -44,6 +44,12 @@ Suites (:data:`SUITES`):
     placement in its module (``NAME.xla.json.gz``, :func:`suite_placement`; the solver
     ``xla`` answers with it), each on its generation's preset (``tpu_v4``: 64 MiB of CMEM;
     ``tpu_v5e``: 128 MiB of VMEM) with its physical fast memory, as XLA had it.
+``tpu-v2``
+    ``tpu-v1`` extracted again (the same libtpu, the same compiles and placements) with a
+    convolution's flops counted over the window positions that read an input element, as
+    XLA's ``HloCostAnalysis`` counts them: libtpu writes batched matmuls as dilated
+    convolutions, whose every position ``tpu-v1`` counted. The suite the TPU comparisons
+    of ``docs/results.md`` run on from 2026-11-29.
 ``holdout-v1`` (held out)
     Models no other suite has (:mod:`mallocgame.workloads.models_holdout`), each on the
     physical fast memory of its preset (``tpu_v4i``, ``gpu_hbm_host`` or ``dram_pmem``;
@@ -166,6 +172,16 @@ SUITES: dict[str, Suite] = {
             "tpu-v1",
             "the xla-v2 models compiled by libtpu for a TPU v4 and a TPU v5e, with XLA's own "
             "placement",
+            None,
+            "tpu_v4i",
+            "mallocgame.workloads.models_v2:V2_PROGRAMS",
+            frontend="tpu",
+            targets=("tpu-v4", "tpu-v5e"),
+        ),
+        Suite(
+            "tpu-v2",
+            "tpu-v1 extracted again: a convolution's flops counted over the positions that "
+            "read an input element",
             None,
             "tpu_v4i",
             "mallocgame.workloads.models_v2:V2_PROGRAMS",

@@ -1,8 +1,8 @@
 """Bundled suite programs: ``egrl``'s answer passes check, and its graph is well formed.
 
 Each program of :func:`mallocgame.workloads.suite.suite_names` (xla-v1, xla-v2,
-torch-v1, holdout-v1: 70 programs, 67 to 26,915 buffers; tpu-v1 as
-:func:`tests.builders.suite_wide` samples it) but the larger ones of
+torch-v1, holdout-v1: 70 programs, 67 to 26,915 buffers; tpu-v1 and tpu-v2 as
+:func:`tests.builders.suite_wide` samples them) but the larger ones of
 :data:`tests.builders.LARGE_LEFT_OUT` (nine of the thirteen of 5,000 buffers or more)
 is solved by ``egrl`` with a work budget
 of one proposal, and :func:`mallocgame.check.check_solution` must accept the answer

@@ -10,8 +10,8 @@ starting from the heuristic's own order and from one that puts first the candida
 agent's answer placed in fast memory. For a program compiled for a TPU, XLA's legal
 answer is a candidate too, answering second: the request's demonstration by the solver
 ``xla`` where the caller gives one (:func:`mallocgame.optimize.optimize` does for
-``optimize --target``), else the one frozen with a suite program (``tpu-v1``). The
-answer is whichever candidate has the lowest simulated latency
+``optimize --target``), else the one frozen with a suite program (``tpu-v1``,
+``tpu-v2``). The answer is whichever candidate has the lowest simulated latency
 (:func:`~mallocgame.solvers.hybrid.fastest`; on a tie the earlier of heuristic,
 xla, agent, order search), each candidate checked and simulated as it comes. So a
 ``muzero-prod`` answer is never slower in simulation than ``heuristic``'s, nor than
