@@ -133,6 +133,16 @@ class Suite:
         return Path(__file__).parent / "data" / self.name
 
 
+_TPU_V1 = Suite(
+    "tpu-v1",
+    "the xla-v2 models compiled by libtpu for a TPU v4 and a TPU v5e, with XLA's own placement",
+    None,
+    "tpu_v4i",
+    "mallocgame.workloads.models_v2:V2_PROGRAMS",
+    frontend="tpu",
+    targets=("tpu-v4", "tpu-v5e"),
+)
+
 SUITES: dict[str, Suite] = {
     s.name: s
     for s in (
@@ -168,25 +178,12 @@ SUITES: dict[str, Suite] = {
             frontend="torch",
             needs="hf",
         ),
-        Suite(
-            "tpu-v1",
-            "the xla-v2 models compiled by libtpu for a TPU v4 and a TPU v5e, with XLA's own "
-            "placement",
-            None,
-            "tpu_v4i",
-            "mallocgame.workloads.models_v2:V2_PROGRAMS",
-            frontend="tpu",
-            targets=("tpu-v4", "tpu-v5e"),
-        ),
-        Suite(
-            "tpu-v2",
-            "tpu-v1 extracted again: a convolution's flops counted over the positions that "
-            "read an input element",
-            None,
-            "tpu_v4i",
-            "mallocgame.workloads.models_v2:V2_PROGRAMS",
-            frontend="tpu",
-            targets=("tpu-v4", "tpu-v5e"),
+        _TPU_V1,
+        replace(
+            _TPU_V1,
+            name="tpu-v2",
+            description="tpu-v1 extracted again: a convolution's flops counted over the "
+            "positions that read an input element",
         ),
         Suite(
             "holdout-v1",
