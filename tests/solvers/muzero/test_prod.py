@@ -3,6 +3,7 @@ the heuristic in simulation, on programs of every bundled suite."""
 
 from __future__ import annotations
 
+import pickle
 from dataclasses import replace
 
 import pytest
@@ -124,6 +125,9 @@ def test_a_solver_that_requires_the_agent_refuses_before_the_order_search(
     assert (refused.value.budget_s, refused.value.agent_min_seconds) == (4.0, 10.0)
     assert str(refused.value).startswith("the budget of 4 s left the agent no time to start")
     assert get_solver("muzero-prod").agent_required is False  # the registry's leaves it out
+    again = pickle.loads(pickle.dumps(refused.value))  # as a pool's worker raises it
+    assert type(again) is prod.AgentLeftOutError and str(again) == str(refused.value)
+    assert (again.budget_s, again.heuristic_s) == (4.0, refused.value.heuristic_s)
 
 
 def test_the_heuristic_runs_once_for_its_answer_the_agents_demonstration_and_the_search(

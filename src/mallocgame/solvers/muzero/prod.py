@@ -106,6 +106,10 @@ class AgentLeftOutError(SolverError):
         self.heuristic_s = heuristic_s
         self.agent_min_seconds = agent_min_seconds
 
+    def __reduce__(self) -> tuple[type, tuple[float, float, float]]:
+        """Pickled with its three numbers (a pool's worker raises it to its parent)."""
+        return type(self), (self.budget_s, self.heuristic_s, self.agent_min_seconds)
+
 
 class PatientStopwatch(Stopwatch):
     """``clock``'s budget, which also ends once ``patience_s`` seconds have passed since
