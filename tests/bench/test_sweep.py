@@ -549,9 +549,17 @@ def test_a_hybrids_candidates_become_records_of_their_own() -> None:
     assert table[2] == "| p | 2.0000 | q | 0.5000 |" and table[3] == "| r | 1.2500 | r | 1.2500 |"
 
 
-def test_local_pool_gives_the_same_records(tmp_path: Path) -> None:
+def test_local_pool_gives_the_same_records(tmp_path: Path, monkeypatch) -> None:
+    import mallocgame.bench.sweep as sweep_module
+
+    started: list[int] = []
+    real_pool = sweep_module.process_pool
+    monkeypatch.setattr(
+        sweep_module, "process_pool", lambda n, **kw: started.append(n) or real_pool(n, **kw)
+    )
     jobs = [Job(p, "random", 0, None, 2) for p in PROGRAMS]
-    assert run_sweep(jobs, tmp_path / "pool", workers=2) == (2, 0)
+    assert run_sweep(jobs, tmp_path / "pool", workers=8) == (2, 0)
+    assert started == [2]  # a worker a job at most: each starts with the pool
     run_sweep(jobs, tmp_path / "one", workers=1)
     pooled = {r["program"]: r["reward_s"] for r in load_records(tmp_path / "pool")}
     assert pooled == {r["program"]: r["reward_s"] for r in load_records(tmp_path / "one")}

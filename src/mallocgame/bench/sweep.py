@@ -513,7 +513,7 @@ def run_sweep(
             note(run_job(job, str(out_dir)))
     else:
         # forkserver/spawn, never fork; the workers end if this process is killed.
-        pool = process_pool(workers)
+        pool = process_pool(min(workers, len(todo)))  # each worker starts at once
         futures = [pool.submit(run_job, job, str(out_dir)) for job in todo]
         try:
             for future in as_completed(futures):
