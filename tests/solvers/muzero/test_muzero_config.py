@@ -56,6 +56,8 @@ def test_options_by_field_name() -> None:
             "window_records trains on windowed restarts: it needs restart_window > 0",
         ),
         ({"es_workers": 0}, "es_workers"),
+        ({"actors": 3}, "actors=3 counts Ray's self-play actors: it needs ray"),
+        ({"actors": 3, "ray": "none"}, "actors=3 counts Ray's self-play actors: it needs ray"),
         ({"es_share": 0}, "es_share"),
         ({"width": 1}, r"option width must be in \[2, 8192\], not 1"),
         ({"demonstrations": "greedy,greedy"}, "demonstrations names one source twice"),

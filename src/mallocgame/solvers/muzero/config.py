@@ -211,6 +211,11 @@ class MuZeroConfig:
 
     def __post_init__(self) -> None:
         check_ranges(self)
+        if self.ray is None and self.actors != type(self).__dataclass_fields__["actors"].default:
+            raise ValueError(
+                f"actors={self.actors} counts Ray's self-play actors: it needs ray (local, auto "
+                "or HOST:PORT)"
+            )
         if self.greedy_games > self.parallel_games:
             raise ValueError(
                 f"greedy_games must be in [0, parallel_games], not {self.greedy_games}"
