@@ -112,7 +112,9 @@ class SharedTrainer(RayActorsOwner):
         )
         resumed = self.dir is not None and (self.dir / checkpoint.CHECKPOINT_NAME).exists()
         # the programs' trainers never write, report or start actors: the shared run does
-        own = dataclasses.replace(config, checkpoint_dir=None, progress=False, ray=None)
+        own = dataclasses.replace(
+            config, checkpoint_dir=None, progress=False, ray=None, actors=MuZeroConfig().actors
+        )
         rest = dataclasses.replace(own, init=None)  # the agent is read once, by the first
         if resumed:  # the network is the checkpoint's: the agent it started from is not read
             own = rest
