@@ -13,6 +13,13 @@ from tests.benchmarks import load_benchmark
 pinned_sweep = load_benchmark("pinned_sweep")
 
 
+def _exit_code() -> int:
+    """The exit status of the sweep's main() on this test's sys.argv (it always exits)."""
+    with pytest.raises(SystemExit) as exit_info:
+        pinned_sweep.main()
+    return exit_info.value.code
+
+
 @pytest.mark.parametrize(
     "option", ["workers=2", "ES:workers=2", "random:workers=2", "es:workers", "es"]
 )
@@ -22,9 +29,7 @@ def test_an_option_for_no_solver_of_the_sweep_is_refused(
     argv = ["pinned_sweep.py", "--programs", "xla-v1/lstm_infer", "--solvers", "es"]
     argv += ["--budget", "1", "--out", str(tmp_path / "out"), "--option", option]
     monkeypatch.setattr(sys, "argv", argv)
-    with pytest.raises(SystemExit) as exit_info:
-        pinned_sweep.main()
-    assert exit_info.value.code == 2
+    assert _exit_code() == 2
     assert "is not SOLVER:KEY=VALUE for one of --solvers" in capsys.readouterr().err
     assert not (tmp_path / "out").exists()  # refused before anything was written
 
@@ -37,9 +42,7 @@ def test_an_option_given_twice_with_two_values_is_refused(
     argv += ["--budget", "1", "--out", str(tmp_path / "out")]
     argv += ["--option", "es:workers=1", "--option", "es:workers=2"]
     monkeypatch.setattr(sys, "argv", argv)
-    with pytest.raises(SystemExit) as exit_info:
-        pinned_sweep.main()
-    assert exit_info.value.code == 2
+    assert _exit_code() == 2
     assert "--option es:workers given twice, as '1' and '2'" in capsys.readouterr().err
     assert not (tmp_path / "out").exists()
 
@@ -48,9 +51,7 @@ def test_a_program_that_is_no_workload_is_refused(tmp_path: Path, monkeypatch, c
     argv = ["pinned_sweep.py", "--programs", "xla-v1/lstm_infer", "xla-v1/lstm_infr"]
     argv += ["--solvers", "drop", "--budget", "1", "--out", str(tmp_path / "out")]
     monkeypatch.setattr(sys, "argv", argv)
-    with pytest.raises(SystemExit) as exit_info:
-        pinned_sweep.main()
-    assert exit_info.value.code == 2
+    assert _exit_code() == 2
     assert "did you mean xla-v1/lstm_infer" in capsys.readouterr().err
     assert not (tmp_path / "out").exists()
 
@@ -68,9 +69,7 @@ def test_a_machine_without_taskset_is_refused_before_any_job(
     monkeypatch.setattr(sys, "argv", argv)
     monkeypatch.setenv("PATH", str(tmp_path))  # no taskset on it
     _quiet_signals(monkeypatch)
-    with pytest.raises(SystemExit) as exit_info:
-        pinned_sweep.main()
-    assert exit_info.value.code == 2
+    assert _exit_code() == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert "taskset not found" in err[-1]
     assert not (tmp_path / "out").exists()
@@ -91,9 +90,7 @@ def test_a_job_that_cannot_start_gives_its_cores_back_and_fails_the_sweep(
     monkeypatch.setattr(pinned_sweep.os, "sched_getaffinity", lambda _pid: {0})  # one core
     monkeypatch.setattr(pinned_sweep.subprocess, "Popen", no_process)
     _quiet_signals(monkeypatch)
-    with pytest.raises(SystemExit) as exit_info:
-        pinned_sweep.main()
-    assert exit_info.value.code == 1
+    assert _exit_code() == 1
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 2 and all("could not start" in line for line in err)
     assert err[1].startswith("xla-v1/lstm_infer random seed 1:")
@@ -118,9 +115,7 @@ def test_a_sweep_no_job_could_run_is_refused_before_any_job(
     argv += ["--budget", "1", *extra]  # a second --budget wins
     monkeypatch.setattr(sys, "argv", argv)
     _quiet_signals(monkeypatch)
-    with pytest.raises(SystemExit) as exit_info:
-        pinned_sweep.main()
-    assert exit_info.value.code == 2
+    assert _exit_code() == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert needle in err[-1] and "Traceback" not in "".join(err)
     assert not (tmp_path / "out").exists()
@@ -152,9 +147,7 @@ def test_each_jobs_log_is_named_as_its_record(tmp_path: Path, monkeypatch) -> No
     monkeypatch.setattr(pinned_sweep.shutil, "which", lambda _name: "/usr/bin/taskset")
     monkeypatch.setattr(pinned_sweep.subprocess, "Popen", Finished)
     _quiet_signals(monkeypatch)
-    with pytest.raises(SystemExit) as exit_info:
-        pinned_sweep.main()
-    assert exit_info.value.code == 0
+    assert _exit_code() == 0
     assert len(set(opened)) == 2 and all(name.endswith(".log") for name in opened)
 
 
@@ -177,9 +170,7 @@ def test_a_stale_record_of_a_job_or_of_its_baseline_is_refused_before_any_job(
     monkeypatch.setattr(pinned_sweep.shutil, "which", lambda _name: "/usr/bin/taskset")
     monkeypatch.setattr(pinned_sweep.subprocess, "Popen", lambda *a, **k: started.append(a))
     _quiet_signals(monkeypatch)
-    with pytest.raises(SystemExit) as exit_info:
-        pinned_sweep.main()
-    assert exit_info.value.code == 2
+    assert _exit_code() == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert f"is not the record of xla-v1/lstm_infer {solver} seed 0" in err[-1]
     assert not started and not (out / "logs").exists()
