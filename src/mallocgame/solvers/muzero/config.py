@@ -22,7 +22,13 @@ from typing import Literal
 from mallocgame.game.observe import ObservationConfig
 from mallocgame.options import check_ranges, setting
 
-__all__ = ["MuZeroConfig", "MuZeroProdConfig", "DEMONSTRATION_SOURCES", "WHERE_FIELDS"]
+__all__ = [
+    "MuZeroConfig",
+    "MuZeroProdConfig",
+    "DEFAULT_ACTORS",
+    "DEMONSTRATION_SOURCES",
+    "WHERE_FIELDS",
+]
 
 DEMONSTRATION_SOURCES = ("heuristic", "greedy", "es")
 """Solvers whose trajectories can be demonstrations (see ``reanalyse.py``)."""
@@ -38,6 +44,10 @@ WHERE_FIELDS = (
 """Settings of where and how a run saves, reports and plays, not of what it learns: a
 checkpoint resumes under other values of these (a one-process run's on a Ray cluster,
 and back), and a sweep record leaves them out."""
+
+
+DEFAULT_ACTORS = 2
+"""Ray self-play actors when ``actors`` is not given (without ``ray``: the only value taken)."""
 
 
 @dataclass(frozen=True)
@@ -194,7 +204,9 @@ class MuZeroConfig:
         "(a cluster started here, loopback only), auto (the running cluster) or "
         "HOST:PORT; none: one process",
     )
-    actors: int = setting(2, "with ray: self-play actors, one CPU each", within="[1, 1024]")
+    actors: int = setting(
+        DEFAULT_ACTORS, "with ray: self-play actors, one CPU each", within="[1, 1024]"
+    )
     checkpoint_seconds: float = setting(
         60.0, "seconds between checkpoints (and one at the end)", within="(0, 1e9]"
     )
@@ -211,7 +223,7 @@ class MuZeroConfig:
 
     def __post_init__(self) -> None:
         check_ranges(self)
-        if self.ray is None and self.actors != type(self).__dataclass_fields__["actors"].default:
+        if self.ray is None and self.actors != DEFAULT_ACTORS:
             raise ValueError(
                 f"actors={self.actors} counts Ray's self-play actors: it needs ray (local, auto "
                 "or HOST:PORT)"

@@ -41,7 +41,7 @@ from mallocgame.solution import Solution
 from mallocgame.solvers import checkpoint
 from mallocgame.solvers.base import Stopwatch
 from mallocgame.solvers.muzero.agent import write_agent
-from mallocgame.solvers.muzero.config import WHERE_FIELDS, MuZeroConfig
+from mallocgame.solvers.muzero.config import DEFAULT_ACTORS, WHERE_FIELDS, MuZeroConfig
 from mallocgame.solvers.muzero.distributed import ActorMoves, RayActorsOwner, SelfPlayActors
 from mallocgame.solvers.muzero.replay import GameRecord, Replay
 from mallocgame.solvers.muzero.search import fold_key
@@ -113,7 +113,7 @@ class SharedTrainer(RayActorsOwner):
         resumed = self.dir is not None and (self.dir / checkpoint.CHECKPOINT_NAME).exists()
         # the programs' trainers never write, report or start actors: the shared run does
         own = dataclasses.replace(
-            config, checkpoint_dir=None, progress=False, ray=None, actors=MuZeroConfig().actors
+            config, checkpoint_dir=None, progress=False, ray=None, actors=DEFAULT_ACTORS
         )
         rest = dataclasses.replace(own, init=None)  # the agent is read once, by the first
         if resumed:  # the network is the checkpoint's: the agent it started from is not read
