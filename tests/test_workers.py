@@ -10,10 +10,11 @@ import textwrap
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from mallocgame.workers import pool_context, process_pool
+from mallocgame.workers import WorkerPool, pool_context, process_pool
 
 # A parent that starts a pool of two workers, prints their process ids once both
 # have run a task, and then kills itself as a stopped sweep or the out-of-memory
@@ -75,6 +76,24 @@ def test_a_pool_is_returned_with_every_worker_started() -> None:
         pids = {pool.submit(os.getpid).result() for _ in range(12)}
         assert pids <= set(processes)
         assert dict(pool._processes) == processes  # no worker started since
+
+
+def test_every_worker_starts_even_when_the_parent_is_slow_between_submits(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A parent held up between two submits (a busy machine) lets the first worker finish
+    its task and turn idle; a start task that could finish then would be taken by that
+    worker, and the pool would be returned one worker short."""
+    submit = WorkerPool.submit
+
+    def slow_submit(self: WorkerPool, fn: Any, /, *args: Any, **kwargs: Any) -> Any:
+        future = submit(self, fn, *args, **kwargs)
+        time.sleep(0.5)
+        return future
+
+    monkeypatch.setattr(WorkerPool, "submit", slow_submit)
+    with process_pool(3) as pool:
+        assert len(pool._processes) == 3
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")

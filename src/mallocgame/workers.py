@@ -13,7 +13,9 @@ Ctrl-C reaches the parent alone (workers ignore SIGINT, so none prints a traceba
 a parent interrupted while its pool works ends the workers with :meth:`WorkerPool.terminate`.
 :func:`process_pool` starts every worker at once (a pool would start them one task at a
 time): a worker started later, inside a ``submit`` that Ctrl-C interrupts, would be out of
-the pool's reach, and print multiprocessing's own traceback as the parent goes.
+the pool's reach, and print multiprocessing's own traceback as the parent goes. It does so
+through the public API: a pool starts a worker for each ``submit`` that finds none idle,
+so it submits one task per worker that waits on a gate opened only after the last submit.
 Workers start with ``forkserver`` on Linux and ``spawn`` elsewhere, never ``fork``:
 a parent that has imported JAX (or any threaded library) must not fork its threads
 into the workers.
@@ -70,23 +72,51 @@ def exit_with_parent() -> None:
     threading.Thread(target=wait_then_exit, name="exit-with-parent", daemon=True).start()
 
 
-def _start_worker(initializer: Callable[..., None] | None, initargs: tuple[Any, ...]) -> None:
+_start_gate: Any = None
+"""In a worker: the pool's start gate (a :class:`multiprocessing.Event`)."""
+
+
+def _start_worker(
+    gate: Any, initializer: Callable[..., None] | None, initargs: tuple[Any, ...]
+) -> None:
+    global _start_gate
+    _start_gate = gate
     exit_with_parent()
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle
     if initializer is not None:
         initializer(*initargs)
 
 
+def _pass_start_gate() -> None:
+    _start_gate.wait()
+
+
 class WorkerPool(ProcessPoolExecutor):
     """A process pool that can also be started and ended at once."""
 
-    def start_all(self, workers: int) -> None:
-        """Start the pool's ``workers`` processes now, without waiting for them: each
-        ``submit`` to a pool with no idle worker starts one, so a trivial task each."""
-        for _ in range(workers):
-            if len(getattr(self, "_processes", None) or {}) >= workers:
-                break
-            self.submit(int)
+    def __init__(
+        self,
+        workers: int,
+        mp_context: BaseContext,
+        initializer: Callable[..., None] | None = None,
+        initargs: tuple[Any, ...] = (),
+    ) -> None:
+        self._start_gate = mp_context.Event()
+        self._workers = workers
+        super().__init__(
+            max_workers=workers,
+            mp_context=mp_context,
+            initializer=_start_worker,
+            initargs=(self._start_gate, initializer, initargs),
+        )
+
+    def start_all(self) -> None:
+        """Start every worker now, without waiting for them. A ``submit`` that finds no
+        idle worker starts one; no worker is idle while each waits on the closed gate, so
+        one such task per worker starts them all, and the gate then opens."""
+        for _ in range(self._workers):
+            self.submit(_pass_start_gate)
+        self._start_gate.set()
 
     def terminate(self) -> None:
         """End every worker now (their running tasks are lost) and shut the pool down."""
@@ -109,13 +139,8 @@ def process_pool(
     """A pool of ``workers`` processes (see :func:`pool_context`), all started (not
     waited for), that each end with this process; ``initializer(*initargs)`` runs in
     each worker as it starts."""
-    pool = WorkerPool(
-        max_workers=workers,
-        mp_context=pool_context(preload),
-        initializer=_start_worker,
-        initargs=(initializer, initargs),
-    )
-    pool.start_all(workers)
+    pool = WorkerPool(workers, pool_context(preload), initializer, initargs)
+    pool.start_all()
     return pool
 
 
