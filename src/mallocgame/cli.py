@@ -274,7 +274,7 @@ def _add_ray_arguments(p: argparse.ArgumentParser) -> None:
         "--ray",
         default=None,
         metavar="ADDRESS",
-        help="self-play on Ray actors: local (a cluster started here, loopback only), "
+        help="self-play on Ray actors: local (a one-node cluster started here), "
         "auto (the running cluster) or HOST:PORT (needs mallocgame[ray])",
     )
     p.add_argument(

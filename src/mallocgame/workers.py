@@ -23,6 +23,7 @@ into the workers.
 
 from __future__ import annotations
 
+import logging
 import multiprocessing
 import os
 import signal
@@ -142,6 +143,25 @@ def process_pool(
     pool = WorkerPool(workers, pool_context(preload), initializer, initargs)
     pool.start_all()
     return pool
+
+
+def start_local_ray(cpus: int, object_store_bytes: int | None = None) -> None:
+    """Start a new one-node Ray cluster in this process (``address="local"``, even where
+    ``RAY_ADDRESS`` names a running one) with ``cpus`` CPUs, no dashboard and Ray's log
+    lines at ERROR. Its servers listen where Ray's always do (on Linux, every interface
+    of the machine, behind Ray's token authentication), so other drivers on the machine
+    can join it at its ``gcs_address``. Ray's own errors pass through
+    (``ConnectionError``, ``ValueError``, ``RuntimeError``)."""
+    import ray
+
+    ray.init(
+        address="local",
+        num_cpus=cpus,
+        include_dashboard=False,
+        logging_level=logging.ERROR,
+        log_to_driver=False,
+        object_store_memory=object_store_bytes,
+    )
 
 
 def check_ray_address(

@@ -1,4 +1,4 @@
-"""The sweep on a Ray cluster (a one-node cluster on the loopback address)."""
+"""The sweep on a Ray cluster (a one-node cluster on this machine)."""
 
 from __future__ import annotations
 
@@ -8,12 +8,13 @@ import pytest
 
 from mallocgame.bench.sweep import Job, load_records, run_sweep
 from mallocgame.errors import SolverError, WorkerError
+from mallocgame.workers import start_local_ray
 
 ray = pytest.importorskip("ray")
 
 
 def test_sweep_runs_on_ray(tmp_path: Path) -> None:
-    ray.init(num_cpus=1, include_dashboard=False, log_to_driver=False, _node_ip_address="127.0.0.1")
+    start_local_ray(1)
     try:
         address = ray.get_runtime_context().gcs_address
         jobs = [Job("xla-v1/lstm_infer", "random", seed, None, 2) for seed in (0, 1)]

@@ -26,7 +26,6 @@ from __future__ import annotations
 import functools
 import hashlib
 import json
-import logging
 import os
 import re
 import time
@@ -40,7 +39,7 @@ from typing import TYPE_CHECKING, Any
 from mallocgame.errors import FormatError, MallocGameError, StaleRecordError, WorkerError, one_line
 from mallocgame.fileio import read_json, write_json
 from mallocgame.solution import RECORD_FORMAT, RECORD_VERSION, check_record_version
-from mallocgame.workers import check_ray_address, process_pool
+from mallocgame.workers import check_ray_address, process_pool, start_local_ray
 
 if TYPE_CHECKING:
     from mallocgame.instance import Instance
@@ -422,7 +421,7 @@ def _ray_map(
     jobs: list[Job], out_dir: Path, address: str, workers: int
 ) -> Iterable[dict[str, Any]]:
     """Each job's record as it is done, the jobs run on the Ray cluster ``address``
-    (``local``: one started in this process, on the loopback address, with ``workers``
+    (``local``: one started in this process by :func:`start_local_ray`, with ``workers``
     CPUs, and shut down after the jobs, as muzero's ``--ray local`` starts one)."""
     import ray
 
@@ -430,14 +429,7 @@ def _ray_map(
     try:
         if address == "local":
             if not ray.is_initialized():
-                ray.init(
-                    address="local",  # a new cluster, even where RAY_ADDRESS names a running one
-                    num_cpus=workers,
-                    include_dashboard=False,
-                    _node_ip_address="127.0.0.1",
-                    logging_level=logging.ERROR,
-                    log_to_driver=False,
-                )
+                start_local_ray(workers)
                 started = True
         else:
             ray.init(address=address, ignore_reinit_error=True)

@@ -1,4 +1,4 @@
-"""Distributed MMap-MuZero on a local Ray cluster the tests start (loopback only): two
+"""Distributed MMap-MuZero on a local Ray cluster the tests start: two
 self-play actors train, checkpoint, survive the kill of one actor, resume after the
 whole run is killed, and give answers that the checker accepts.
 
@@ -34,7 +34,7 @@ DISTRIBUTED = {**TINY, "demonstrations": "heuristic", "ray": "local", "actors": 
 
 @pytest.fixture(scope="module")
 def cluster() -> Iterator[str]:
-    """A Ray cluster of this process on 127.0.0.1 with 3 CPUs (two self-play actors and
+    """A one-node Ray cluster of this process with 3 CPUs (two self-play actors and
     the Reanalyse actor), ended after; its address, for other drivers."""
     connect("local", 3)
     yield ray.get_runtime_context().gcs_address
@@ -128,7 +128,6 @@ def test_local_starts_a_cluster_here_even_where_ray_address_names_one(monkeypatc
     monkeypatch.setattr(ray, "cluster_resources", lambda: {"CPU": 4.0})
     connect("local", 3)
     assert calls[0]["address"] == "local" and calls[0]["num_cpus"] >= 3
-    assert calls[0]["_node_ip_address"] == "127.0.0.1"
     failure.append(RuntimeError("the raylet died\nmore of its log"))
     with pytest.raises(SolverError, match=r"^ray local: .*RuntimeError: the raylet died\)$"):
         connect("local", 3)

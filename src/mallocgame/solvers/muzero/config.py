@@ -201,7 +201,7 @@ class MuZeroConfig:
     ray: str | None = setting(
         None,
         "self-play on Ray actors (docs/muzero.md, 'Distributed training'): local "
-        "(a cluster started here, loopback only), auto (the running cluster) or "
+        "(a one-node cluster started here), auto (the running cluster) or "
         "HOST:PORT; none: one process",
     )
     actors: int = setting(

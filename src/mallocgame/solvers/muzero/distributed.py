@@ -1,10 +1,10 @@
 """Self-play on Ray actors: the moves of a distributed MMap-MuZero run.
 
-A run with ``ray`` set (``local``: a cluster started in this process, bound to the
-loopback address; ``auto``: the cluster already running; ``HOST:PORT``: that cluster's
-head) plays its self-play games on ``actors`` Ray actors of one CPU each, and keeps
-everything else where the one-process trainer keeps it: the learner (on the GPU when
-JAX sees one), the replay, Reanalyse, the answers and the checkpoints stay in the
+A run with ``ray`` set (``local``: a one-node cluster started in this process, see
+:func:`mallocgame.workers.start_local_ray`; ``auto``: the cluster already running;
+``HOST:PORT``: that cluster's head) plays its self-play games on ``actors`` Ray actors
+of one CPU each, and keeps everything else where the one-process trainer keeps it: the
+learner (on the GPU when JAX sees one), the replay, Reanalyse, the answers and the checkpoints stay in the
 driver, so a distributed run writes the one-process trainer's checkpoint and either
 resumes the other's.
 
@@ -52,7 +52,7 @@ from mallocgame.solvers.muzero.reanalyse import Reanalyser
 from mallocgame.solvers.muzero.replay import GameRecord
 from mallocgame.solvers.muzero.selfplay import FinishedGame
 from mallocgame.solvers.muzero.streams import ACTOR, jax_key, stream
-from mallocgame.workers import check_ray_address
+from mallocgame.workers import check_ray_address, start_local_ray
 
 __all__ = [
     "ActorMoves",
@@ -78,10 +78,11 @@ LOCAL = "local"
 
 
 def connect(address: str, actors: int) -> None:
-    """Join the Ray cluster ``address`` (``local``: start one here, on the loopback
-    address, with at least ``actors`` CPUs, whatever cluster ``RAY_ADDRESS`` names) unless
-    this process is in one already; a cluster Ray cannot start or join, and one with fewer
-    CPUs than ``actors`` (the actors of one CPU to start), are a :class:`SolverError`."""
+    """Join the Ray cluster ``address`` (``local``: start one here with at least ``actors``
+    CPUs, :func:`~mallocgame.workers.start_local_ray`, whatever cluster ``RAY_ADDRESS``
+    names) unless this process is in one already; a cluster Ray cannot start or join,
+    and one with fewer CPUs than ``actors`` (the actors of one CPU to start), are a
+    :class:`SolverError`."""
     try:
         import ray
     except ImportError:
@@ -92,16 +93,8 @@ def connect(address: str, actors: int) -> None:
         check_ray_address(address, error=SolverError)
     if not ray.is_initialized():
         try:
-            if address == LOCAL:  # a new cluster, even where RAY_ADDRESS names a running one
-                ray.init(
-                    address=LOCAL,
-                    num_cpus=max(actors, os.cpu_count() or 1),
-                    include_dashboard=False,
-                    _node_ip_address="127.0.0.1",
-                    logging_level=logging.ERROR,
-                    log_to_driver=False,
-                    object_store_memory=256 * 2**20,
-                )
+            if address == LOCAL:
+                start_local_ray(max(actors, os.cpu_count() or 1), object_store_bytes=256 * 2**20)
             else:
                 ray.init(address=address, logging_level=logging.ERROR, log_to_driver=False)
         except (ConnectionError, ValueError, RuntimeError) as exc:
