@@ -307,6 +307,8 @@ def test_check_rejects_corruptions(tmp_path: Path, instance_file: Path, capsys) 
         (["check", "{malformed}", "{inst}"], "not valid JSON"),
         (["check", "{wrongversion}", "{inst}"], "unsupported instance version"),
         (["check", "{impossible}", "{inst}"], "size -5 outside 0..2**53"),
+        (["solve", "{deep}", "--solver", "drop"], "nested more than 100 deep"),  # RecursionError
+        (["solve", "{surrogate}", "--solver", "drop"], "unpaired surrogate"),  # UnicodeEncodeError
         (["show", "{inst}", "{inst}", "--out", "x.png"], "format is"),
         (["bench", "tasks", "--tasks", "0"], "argument --tasks: must be at least 1"),
         (["bench", "tasks", "--program", "{missing}"], "not a program of the bundled suites"),
@@ -357,12 +359,17 @@ def test_bad_input_exits_2_with_one_line(
     impossible = tmp_path / "impossible.json"
     doc["tensors"][0]["size"] = -5
     impossible.write_text(json.dumps(doc))
+    deep, surrogate = tmp_path / "deep.json", tmp_path / "surrogate.json"
+    deep.write_text(json.dumps({**doc, "source": {"x": json.loads("[" * 330 + "]" * 330)}}))
+    surrogate.write_text(json.dumps({**doc, "name": "\ud800bad"}))
     paths = {
         "missing": str(tmp_path / "nope.json"),
         "inst": str(instance_file),
         "malformed": str(malformed),
         "wrongversion": str(wrong),
         "impossible": str(impossible),
+        "deep": str(deep),
+        "surrogate": str(surrogate),
     }
     argv = [a.format(**paths) for a in argv_tail]
     assert main(argv) == 2

@@ -47,6 +47,11 @@ def _corrupt_gzip() -> bytes:
         (b'{"a": 1e400}', "1e400 is too large for a float"),
         (b'{"a": [-2.5E+999]}', "-2.5E.999 is too large for a float"),
         (b"[" * 200_000 + b"]" * 200_000, "nested too deeply"),
+        (b'{"a": ' + b"[" * 330 + b"]" * 330 + b"}", "nested more than 100 deep"),
+        (b"[" * 101 + b"]" * 101, "nested more than 100 deep"),
+        (b'{"name": "\\ud800bad"}', r"'\\ud800bad' holds an unpaired surrogate"),
+        (b'{"\\udfff": 1}', "unpaired surrogate"),
+        (b'[["\\ude00\\ud83d"]]', "unpaired surrogate"),  # a pair the wrong way round
         (b"\x1f\x8bnot gzip", "cannot read"),
         (_corrupt_gzip(), "cannot read: Error -3 while decompressing"),  # zlib.error
     ],
@@ -59,6 +64,19 @@ def test_an_unreadable_file_is_one_input_error(
         path.write_bytes(content)
     with pytest.raises(InputFileError, match=needle):
         read_json(path)
+
+
+def test_nesting_to_the_limit_and_paired_surrogates_are_read(tmp_path: Path) -> None:
+    """Documents nested a few hundred deep were read, and crashed (RecursionError) the
+    walks that copy and save them; a lone surrogate crashed printing (UnicodeEncodeError)."""
+    path = tmp_path / "doc.json"
+    path.write_bytes(b"[" * 100 + b"]" * 100)
+    hundred_deep: list = []
+    for _ in range(99):
+        hundred_deep = [hundred_deep]
+    assert read_json(path) == hundred_deep
+    path.write_bytes(b'{"name": "\\ud83d\\ude00 and \\u00e9", "deep": [[[[]]]]}')
+    assert read_json(path) == {"name": "\U0001f600 and \u00e9", "deep": [[[[]]]]}
 
 
 def test_a_name_too_long_for_the_file_system_is_one_input_error() -> None:

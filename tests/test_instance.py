@@ -9,6 +9,7 @@ import hashlib
 import json
 import re
 from dataclasses import replace
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -31,6 +32,29 @@ def spec_hash(doc) -> str:
     """SPEC section 7, literally."""
     text = json.dumps(doc, sort_keys=True, separators=(",", ":"), ensure_ascii=True)
     return hashlib.sha256(text.encode("ascii")).hexdigest()
+
+
+def _nested(depth: int) -> list:
+    """An array ``depth`` arrays deep."""
+    value: list = []
+    for _ in range(depth - 1):
+        value = [value]
+    return value
+
+
+def test_a_document_nested_too_deep_is_refused_not_a_recursion_error(tmp_path: Path) -> None:
+    """A source nested 330 deep crashed loading with RecursionError (and 600 deep under an
+    unknown key, saving), inside the depth the JSON parser itself takes."""
+    doc = _doc() | {"source": {"x": _nested(330)}}
+    with pytest.raises(InstanceError, match="nested more than 100 deep"):
+        instance_from_dict(doc)
+    path = tmp_path / "deep.json"
+    path.write_text(json.dumps(_doc() | {"own key": _nested(600)}))
+    with pytest.raises(InputFileError, match="nested more than 100 deep"):
+        load_instance(path)
+    doc = _doc() | {"source": {"x": _nested(98)}}  # the source's object and x: 100 deep
+    save_instance(instance_from_dict(doc), path)
+    assert load_instance(path).source["x"] == _nested(98)
 
 
 def _doc():
@@ -533,6 +557,7 @@ def test_an_instance_made_in_code_with_nested_numbers_of_no_file_type_is_refused
         ({"s": {"t": {1, 2}}}, r"source\.s\.t: .* is no JSON value"),
         ({1: "a", "1": "b"}, "the key 1 is not a string"),
         ({"x": float("nan")}, r"source\.x: nan"),
+        ({"deep": _nested(330)}, "source: objects and arrays nested more than 100 deep"),
     ],
 )
 def test_an_instance_made_in_code_refuses_a_source_no_file_holds(source, needle) -> None:

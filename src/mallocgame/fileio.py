@@ -10,6 +10,7 @@ import json
 import math
 import numbers
 import os
+import re
 import stat
 import tempfile
 import zlib
@@ -85,9 +86,58 @@ def check_writable(path: str | os.PathLike[str]) -> None:
     os.unlink(probe)
 
 
+MAX_JSON_DEPTH = 100
+"""The deepest a JSON document may nest objects and arrays (SPEC "Ranges"): far beyond
+the project's own files (an instance nests 4 deep), and well inside what copying, saving
+and printing a document in Python take."""
+
+_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
+"""The text of a JSON escape of a UTF-16 surrogate, paired (an emoji) or not."""
+
+
+def nested_deeper_than(value: Any, depth: int) -> bool:
+    """Whether ``value`` (a parsed JSON value: dicts, lists, scalars) nests objects and
+    arrays more than ``depth`` levels deep; a walk level by level, no recursion."""
+    level = [value] if isinstance(value, (dict, list, tuple)) else []
+    for _ in range(depth):
+        below: list[Any] = []
+        for item in level:
+            children = item.values() if isinstance(item, dict) else item
+            below += [c for c in children if isinstance(c, (dict, list, tuple))]
+        if not below:
+            return False
+        level = below
+    return bool(level)
+
+
+def unpaired_surrogate(value: Any) -> str | None:
+    """A string (a key or a value) of the parsed JSON ``value`` holding a UTF-16 surrogate
+    that pairs with none (JSON's ``"\\ud800"``): no UTF-8 text holds it, so it can be
+    neither printed nor written as such; ``None`` where there is none."""
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        strings: list[Any] = []
+        if isinstance(item, dict):
+            strings, stack = list(item), stack + list(item.values())
+        elif isinstance(item, (list, tuple)):
+            stack += item
+        else:
+            strings = [item]
+        for text in strings:
+            if isinstance(text, str):
+                try:
+                    text.encode("utf-8")
+                except UnicodeEncodeError:
+                    return text
+    return None
+
+
 def read_json(path: str | os.PathLike[str]) -> Any:
     """Parse a ``.json`` or ``.json.gz`` file; raise :class:`InputFileError` on any failure,
-    a number that is not finite as a float (``NaN``, ``Infinity``, ``1e400``) included."""
+    a number that is not finite as a float (``NaN``, ``Infinity``, ``1e400``), objects and
+    arrays nested more than :data:`MAX_JSON_DEPTH` deep, and a string holding an unpaired
+    surrogate (``"\\ud800"``) included."""
     path = Path(path)
     try:
         is_dir, is_file = path.is_dir(), path.is_file()
@@ -101,15 +151,24 @@ def read_json(path: str | os.PathLike[str]) -> Any:
         raw = path.read_bytes()
         if raw[:2] == b"\x1f\x8b":
             raw = gzip.decompress(raw)
-        return json.loads(
-            raw.decode("utf-8"), parse_constant=_refuse_constant, parse_float=_finite_float
-        )
+        text = raw.decode("utf-8")
+        document = json.loads(text, parse_constant=_refuse_constant, parse_float=_finite_float)
     except (OSError, EOFError, gzip.BadGzipFile, zlib.error) as exc:
         raise InputFileError(f"{path}: cannot read: {exc}") from exc
     except (UnicodeDecodeError, ValueError) as exc:  # json.JSONDecodeError is a ValueError
         raise InputFileError(f"{path}: not valid JSON: {exc}") from exc
     except RecursionError:
         raise InputFileError(f"{path}: not valid JSON: nested too deeply") from None
+    if nested_deeper_than(document, MAX_JSON_DEPTH):
+        raise InputFileError(f"{path}: objects and arrays nested more than {MAX_JSON_DEPTH} deep")
+    if _SURROGATE_ESCAPE.search(text):
+        lone = unpaired_surrogate(document)
+        if lone is not None:
+            raise InputFileError(
+                f"{path}: the string {lone!a:.60} holds an unpaired surrogate, "
+                "which no UTF-8 text can"
+            )
+    return document
 
 
 def is_finite_real(value: Any) -> bool:

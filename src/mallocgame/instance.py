@@ -21,7 +21,14 @@ from functools import cached_property
 from typing import Any, TypeVar
 
 from mallocgame.errors import FormatError, InstanceError
-from mallocgame.fileio import canonical_sha256, is_finite_number, read_document, write_json
+from mallocgame.fileio import (
+    MAX_JSON_DEPTH,
+    canonical_sha256,
+    is_finite_number,
+    nested_deeper_than,
+    read_document,
+    write_json,
+)
 
 __all__ = [
     "INSTANCE_FORMAT",
@@ -376,7 +383,10 @@ class _NotJson(Exception):
 
 def _json_value_copy(value: Any, where: str) -> Any:
     """:func:`_json_copy` of a value made in code, refusing what no JSON file holds
-    (:class:`InstanceError` naming its place below ``where``)."""
+    (:class:`InstanceError` naming its place below ``where``), nesting included: at most
+    :data:`~mallocgame.fileio.MAX_JSON_DEPTH` deep, as in a file."""
+    if nested_deeper_than(value, MAX_JSON_DEPTH):
+        raise InstanceError(f"{where}: objects and arrays nested more than {MAX_JSON_DEPTH} deep")
     try:
         return _checked_json_copy(value)
     except _NotJson as exc:
