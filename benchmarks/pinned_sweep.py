@@ -10,8 +10,9 @@ say over which cores each job uses, so a multi-threaded solver (``muzero``'s XLA
 Each job's ``bench speedups`` also runs its baseline, ``heuristic`` at the job's program,
 seed and budget (a record of it is skipped as any other; a job of ``heuristic`` itself is
 its own baseline). Before the first job starts, every job's and every baseline's record
-already in ``--out`` is checked as ``bench speedups`` checks it (``check_records``: another
-cell's, another instance's or other settings' record is refused), and every ``*.json``
+already in ``--out`` (under the job's file name or another) is checked as ``bench
+speedups`` checks it (``check_records``: another cell's, another instance's or other
+settings' record is refused, and so are two records of one cell), and every ``*.json``
 there read as its table reads them, so that a stale record stops the sweep at once rather
 than failing jobs hours into it.
 Records go to ``--out`` as in any sweep (existing ones are skipped), so the table is
@@ -40,7 +41,7 @@ import sys
 import threading
 from pathlib import Path
 
-from mallocgame.bench.sweep import check_jobs, check_records, job_path, record_files, sweep_jobs
+from mallocgame.bench.sweep import check_jobs, check_records, job_path, sweep_jobs
 from mallocgame.errors import MallocGameError
 
 SINGLE_THREADED = ("random", "heuristic", "drop", "greedy")
@@ -94,10 +95,9 @@ def main() -> None:
         )
         every = list(dict.fromkeys([*checked, *baselines]))
         check_jobs(every)
-        out = Path(args.out)
-        check_records(every, out)  # a stale record fails here, not a job hours in
-        if out.is_dir():
-            record_files(out)  # what each job's bench speedups reads before it runs
+        # a stale record fails here, not a job hours in; so does a file that each job's
+        # bench speedups cannot read (check_records reads the folder as it does)
+        check_records(every, Path(args.out))
     except MallocGameError as exc:
         parser.error(str(exc))
     if shutil.which("taskset") is None:  # every job would fail to start

@@ -788,7 +788,7 @@ def test_a_file_at_a_records_path_that_is_not_its_record_stops_the_sweep_and_the
     argv = ["bench", "speedups", "--programs", *PROGRAMS, "--baseline", "drop"]
     argv += ["--solvers", "random", "--work", "2", "--out", str(tmp_path), "--workers", "1"]
     assert main(argv) == 2
-    err = capsys.readouterr().err  # the baseline's jobs ran; then one line
+    err = capsys.readouterr().err  # refused before the baseline's jobs run: one line
     assert "records of the same cell" in err.strip().splitlines()[-1]
     assert "Traceback" not in err
 
@@ -880,6 +880,49 @@ def test_two_programs_never_share_a_record_file(tmp_path: Path, monkeypatch) -> 
     with pytest.raises(StudyInputError, match="would share the record file"):
         run_sweep(clash, tmp_path / "other", workers=1)
     assert not (tmp_path / "other").exists()
+
+
+def test_a_record_of_a_cell_under_another_file_name_is_the_jobs_record(
+    tmp_path: Path, monkeypatch, capsys
+) -> None:
+    """A record kept under another name (one of a program in a folder, named before such
+    programs' names got a hash, or renamed) was not seen: the sweep ran the job again,
+    and its table then refused the two records of the cell."""
+    from mallocgame.bench.sweep import job_records
+    from mallocgame.errors import StaleRecordError
+    from mallocgame.instance import save_instance
+    from mallocgame.workloads.registry import load_workload
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "progs").mkdir()
+    save_instance(load_workload(PROGRAMS[0]), "progs/small.json")
+    jobs = [Job("progs/small.json", s, 0, None, 2) for s in ("drop", "random")]
+    out = tmp_path / "out"
+    assert run_sweep(jobs, out, workers=1) == (2, 0)
+    for job in jobs:  # the names these records had before
+        path = job_path(out, job)
+        path.rename(out / f"progs-small.json.{job.solver}.s0.w2.json")
+    stamp = {p.name: p.stat().st_mtime_ns for p in out.iterdir()}
+    assert run_sweep(jobs, out, workers=1) == (0, 2)
+    assert {p.name: p.stat().st_mtime_ns for p in out.iterdir()} == stamp  # nothing ran
+    assert len(job_records(out, jobs)) == 2
+    argv = ["bench", "speedups", "--programs", "progs/small.json", "--baseline", "drop"]
+    argv += ["--solvers", "random", "--work", "2", "--out", "out", "--workers", "1"]
+    assert main(argv) == 0
+    assert "0 jobs to run, 2 already done" in capsys.readouterr().err
+    # such a record is checked as one at the job's path: another instance's is refused
+    old = out / "progs-small.json.random.s0.w2.json"
+    record = json.loads(old.read_text())
+    old.write_text(json.dumps({**record, "instance_sha256": "0" * 64}))
+    with pytest.raises(StaleRecordError, match="progs-small.json.random.s0.w2.json was written"):
+        run_sweep(jobs, out, workers=1)
+    old.write_text(json.dumps(record))
+    # and two records of one job's cell are refused before any job runs
+    (out / "copy.json").write_text(old.read_text())
+    more = [*jobs, Job("progs/small.json", "random", 1, None, 2)]
+    with pytest.raises(StaleRecordError, match="records of the same cell"):
+        run_sweep(more, out, workers=1)
+    assert not job_path(out, more[2]).exists()
 
 
 def test_a_record_of_a_program_that_changed_since_stops_the_sweep(

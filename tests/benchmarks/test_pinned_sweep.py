@@ -174,3 +174,28 @@ def test_a_stale_record_of_a_job_or_of_its_baseline_is_refused_before_any_job(
     err = capsys.readouterr().err.strip().splitlines()
     assert f"is not the record of xla-v1/lstm_infer {solver} seed 0" in err[-1]
     assert not started and not (out / "logs").exists()
+
+
+def test_a_stale_record_under_another_file_name_is_refused_before_any_job(
+    tmp_path: Path, monkeypatch, capsys
+) -> None:
+    """A record of a job's cell under another name (renamed, or named as records were
+    before) was not checked: each job's bench speedups found it, hours in."""
+    from mallocgame.bench.sweep import Job, job_path, run_sweep
+
+    started: list[object] = []
+    out = tmp_path / "out"
+    job = Job("xla-v1/lstm_infer", "random", 0, 1.0)
+    run_sweep([job], out, workers=1)
+    record = json.loads(job_path(out, job).read_text())
+    job_path(out, job).unlink()
+    (out / "renamed.json").write_text(json.dumps({**record, "instance_sha256": "0" * 64}))
+    argv = ["pinned_sweep.py", "--programs", "xla-v1/lstm_infer", "--solvers", "random"]
+    monkeypatch.setattr(sys, "argv", [*argv, "--budget", "1", "--out", str(out)])
+    monkeypatch.setattr(pinned_sweep.shutil, "which", lambda _name: "/usr/bin/taskset")
+    monkeypatch.setattr(pinned_sweep.subprocess, "Popen", lambda *a, **k: started.append(a))
+    _quiet_signals(monkeypatch)
+    assert _exit_code() == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert "renamed.json was written for another instance of xla-v1/lstm_infer" in err[-1]
+    assert not started and not (out / "logs").exists()

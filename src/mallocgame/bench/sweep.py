@@ -1,16 +1,17 @@
 """Resumable sweeps: one result file per (program, solver, seed, budget[, options]).
 
 A job solves one program with one solver, checks the answer, simulates its latency
-and writes a small JSON record atomically. A job whose record exists is skipped, so
-a killed sweep resumes where it stopped; each record keeps its solver's full
+and writes a small JSON record atomically. A job whose cell has a record is skipped
+(the record under any file name: the job's, or one renamed, or named as records were
+before), so a killed sweep resumes where it stopped; each record keeps its solver's full
 settings (:meth:`~mallocgame.solvers.base.Solver.settings`, defaults filled in), and
 a record whose settings differ from the job's (a default changed since it was
 written) stops the sweep with :class:`~mallocgame.errors.StaleRecordError` before
 anything runs, rather than being taken for the job's (a record without settings,
 from before they were kept, counts as done); so does a file at a job's record path that
-is not that job's record (another cell's, or not a record at all), and the tables refuse
-two records of one cell. Jobs run in local processes by default, on
-a Ray cluster when asked (``ray_address``; needs ``pip install ray``). Every job's
+is not that job's record (another cell's, or not a record at all), and so do two
+records of one job's cell, as the tables refuse them. Jobs run in local processes by
+default, on a Ray cluster when asked (``ray_address``; needs ``pip install ray``). Every job's
 solver name and options, and its program, are checked (:func:`check_jobs`) before any
 job runs, so a typo ends the sweep with one :class:`~mallocgame.errors.SolverError` (or
 :class:`~mallocgame.errors.InputFileError`, a program's) and no work done.
@@ -247,26 +248,54 @@ def _not_its_record(path: Path, job: Job) -> StaleRecordError:
 def check_records(jobs: Iterable[Job], out_dir: Path) -> None:
     """Raise :class:`~mallocgame.errors.StaleRecordError` if a file stands at a job's
     record path in ``out_dir`` that is not a record of that job (program, solver, seed,
-    budget and options), a record written for another instance than the program is now
-    (its ``instance_sha256``: the program's file or the bundled workload changed since;
-    each program with a record is loaded once), or a record written with other settings
-    than the job's solver uses now. A setting the record lacks (one added to the solver
-    after it was written) counts as the setting's default: a new setting's default keeps
-    the solver's old behaviour (:func:`settings_with_defaults`; a ``best-of`` candidate the record
-    lacks is no setting, and its record is refused)."""
+    budget and options), if two records in ``out_dir`` state one job's cell, or if a
+    job's record (the one at its path, else one of its cell under another file name: a
+    record renamed, or named as records were before) was written for another instance
+    than the program is now (its ``instance_sha256``: the program's file or the bundled
+    workload changed since; each program with a record is loaded once), or with other
+    settings than the job's solver uses now. A setting the record lacks (one added to the
+    solver after it was written) counts as the setting's default: a new setting's default
+    keeps the solver's old behaviour (:func:`settings_with_defaults`; a ``best-of``
+    candidate the record lacks is no setting, and its record is refused). Every
+    ``*.json`` in ``out_dir`` is read as :func:`record_files` reads it (one that is not
+    JSON raises ``InputFileError``, a record of another version ``FormatError``)."""
+    _checked_records(list(jobs), out_dir)
+
+
+def _checked_records(
+    jobs: Sequence[Job], out_dir: Path
+) -> dict[tuple[Any, ...], tuple[Path, dict[str, Any]]]:
+    """:func:`check_records`; returns each job's record with its file by the job's
+    :func:`_cell` (a job with none is not there)."""
     from mallocgame.solvers import get_solver
     from mallocgame.workloads.registry import load_workload
 
     current: dict[tuple[str, str], dict[str, Any]] = {}
     defaults: dict[str, dict[str, Any]] = {}
     instances: dict[str, str] = {}  # program -> its instance's sha256 now
-    for job in jobs:
+    by_cell: dict[tuple[Any, ...], list[tuple[Path, dict[str, Any]]]] = {}
+    if out_dir.is_dir():
+        for path, doc in record_files(out_dir):
+            by_cell.setdefault(_record_cell(doc), []).append((path, doc))
+    at_path: dict[tuple[Any, ...], tuple[Path, dict[str, Any]]] = {}
+    for job in jobs:  # (read now: written since the folder was read, perhaps)
         path = job_path(out_dir, job)
-        if not path.exists():
+        if path.exists():
+            doc = read_json(path)
+            if _record_cell(doc) != _cell(job):
+                raise _not_its_record(path, job)
+            at_path[_cell(job)] = (path, doc)
+    found: dict[tuple[Any, ...], tuple[Path, dict[str, Any]]] = {}
+    for job in jobs:
+        cell = _cell(job)
+        records = by_cell.get(cell, [])
+        if len(records) > 1:
+            raise StaleRecordError(
+                f"{records[0][0]} and {records[1][0]} are records of the same cell; remove one"
+            )
+        if cell not in at_path and not records:
             continue
-        doc = read_json(path)
-        if _record_cell(doc) != _cell(job):
-            raise _not_its_record(path, job)
+        path, doc = found[cell] = at_path.get(cell) or records[0]  # renamed, or an old name
         if job.program not in instances:
             instances[job.program] = load_workload(job.program).sha256
         if doc.get("instance_sha256") != instances[job.program]:
@@ -290,6 +319,7 @@ def check_records(jobs: Iterable[Job], out_dir: Path) -> None:
                 f"{path} was written with other {job.solver} settings than this run's "
                 f"({'; '.join(changed[:3])}); remove it or use another --out"
             )
+    return found
 
 
 def settings_with_defaults(stored: Any, defaults: Any, current: Any = None) -> Any:
@@ -460,7 +490,9 @@ def run_sweep(
     ray_address: str | None = None,
     progress: Callable[[str], None] | None = None,
 ) -> tuple[int, int]:
-    """Run every job whose record is missing; returns (run, skipped).
+    """Run every job whose cell has no record in ``out_dir`` (under any file name: one at
+    its :func:`job_path`, or one renamed, or named as records were before); returns (run,
+    skipped).
 
     ``workers`` local processes (default: the number of cores; 1 runs in-process), or
     the Ray cluster at ``ray_address``: ``HOST:PORT``, ``auto`` (the running cluster) or
@@ -468,19 +500,18 @@ def run_sweep(
     address the sweep cannot use raises before anything is written.
     Every job is checked with :func:`check_jobs` first (a bad solver name or option
     raises before anything is run or written), then its record, if there is one, with
-    :func:`check_records` (a record written under other settings raises), and every
-    ``*.json`` in ``out_dir`` as :func:`record_files` reads them for the table (one that
-    is not JSON raises ``InputFileError``, a record of another version ``FormatError``).
+    :func:`check_records` (a record written under other settings raises, and so do two
+    records of one cell), which reads every ``*.json`` in ``out_dir`` as
+    :func:`record_files` reads them for the table (one that is not JSON raises
+    ``InputFileError``, a record of another version ``FormatError``).
     """
     jobs = list(jobs)
     check_jobs(jobs)
-    check_records(jobs, out_dir)
-    if out_dir.is_dir():  # what the table reads after the jobs (job_records), read now
-        record_files(out_dir)
+    done_cells = _checked_records(jobs, out_dir)  # reads what the table reads after the jobs
     if ray_address:
         _check_ray(ray_address)
     out_dir.mkdir(parents=True, exist_ok=True)
-    todo = [job for job in jobs if not job_path(out_dir, job).exists()]
+    todo = [job for job in jobs if _cell(job) not in done_cells]
     skipped = len(jobs) - len(todo)
     say = progress or (lambda _msg: None)
     say(f"{len(todo)} jobs to run, {skipped} already done, results in {out_dir}")
