@@ -1177,11 +1177,7 @@ def _cmd_bench_speedups(args: argparse.Namespace) -> int:
         print(
             f"INVALID: {r['program']} {r['solver']} s{r['seed']}: {r['failures']}", file=sys.stderr
         )
-    derived = [
-        r
-        for r in speedups.candidate_records(records)
-        if not r["solver"].endswith(f":{args.baseline}")
-    ]
+    derived = speedups.candidate_records(records, args.baseline)  # not the baseline's answer
     table = speedups.speedup_table(records + derived, args.baseline)
     print(speedups.format_table(table, args.baseline))
     if args.per_program:

@@ -549,6 +549,44 @@ def test_a_hybrids_candidates_become_records_of_their_own() -> None:
     assert table[2] == "| p | 2.0000 | q | 0.5000 |" and table[3] == "| r | 1.2500 | r | 1.2500 |"
 
 
+def test_a_candidate_is_left_out_only_where_it_is_the_baselines_own_answer(
+    tmp_path: Path, capsys
+) -> None:
+    """Every candidate of the baseline's name was left out: under ``--baseline muzero``
+    the row of ``muzero-prod:muzero`` (another run than the baseline's) was lost. Only
+    a one-pass solver's candidate (heuristic, xla) is the baseline's own answer."""
+    from mallocgame.bench.speedups import candidate_records
+
+    record = {
+        "program": "p",
+        "solver": "muzero-prod",
+        "seed": 0,
+        "valid": True,
+        "latency_s": 1.0,
+        "solution": {"info": {"chosen": "muzero", "candidates": {}}},
+    }
+    for name in ("heuristic", "muzero", "xla"):
+        record["solution"]["info"]["candidates"][name] = {
+            "valid": True,
+            "latency_s": 1.0,
+            "reward_s": 1.0,
+            "normalized_reward": 0.5,
+        }
+    every = {"muzero-prod:heuristic", "muzero-prod:muzero", "muzero-prod:xla"}
+    for baseline, dropped in (("muzero", None), ("heuristic", "muzero-prod:heuristic")):
+        kept = {r["solver"] for r in candidate_records([record], baseline)}
+        assert kept == every - {dropped}
+    assert {r["solver"] for r in candidate_records([record], "xla")} == every - {"muzero-prod:xla"}
+    argv = ["bench", "speedups", "--programs", PROGRAMS[0], "--solvers", "best-of"]
+    argv += ["--work", "1", "--workers", "1", "--out", str(tmp_path)]
+    assert main([*argv, "--baseline", "random"]) == 0  # best-of's random: another run
+    out = capsys.readouterr().out
+    assert "| best-of:random | 1 |" in out and "| best-of:heuristic | 1 |" in out
+    assert main([*argv, "--baseline", "heuristic"]) == 0  # best-of's heuristic: the baseline's
+    out = capsys.readouterr().out
+    assert "| best-of:random | 1 |" in out and "| best-of:heuristic |" not in out
+
+
 def test_local_pool_gives_the_same_records(tmp_path: Path, monkeypatch) -> None:
     import mallocgame.bench.sweep as sweep_module
 

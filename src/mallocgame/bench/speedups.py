@@ -32,6 +32,7 @@ __all__ = [
     "speedup_table",
     "format_table",
     "format_program_table",
+    "ONE_ANSWER",
     "candidate_records",
     "program_speedups",
     "format_extremes",
@@ -181,16 +182,29 @@ def format_program_table(records: list[dict[str, Any]], solvers: list[str]) -> s
     return "\n".join(lines)
 
 
-def candidate_records(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
+ONE_ANSWER = ("heuristic", "xla")
+"""Solvers with one answer per program (one pass: neither the seed nor the budget
+changes it): a hybrid's candidate of one of them is that solver's own answer."""
+
+
+def candidate_records(
+    records: list[dict[str, Any]], baseline: str | None = None
+) -> list[dict[str, Any]]:
     """A record for each candidate a hybrid's re-checked record holds (``best-of``,
     ``muzero-prod``: its solution's ``info["candidates"]``), named ``SOLVER:CANDIDATE``
     (e.g. ``muzero-prod:muzero``, the agent inside ``muzero-prod``), with the candidate's
     validity, rewards and simulated latency as
     :func:`~mallocgame.bench.recheck.checked_candidates` gives them (the chosen one's
-    recomputed from the record's solution) and the record's program, seed and bound."""
+    recomputed from the record's solution) and the record's program, seed and bound.
+    A candidate that is the ``baseline``'s own answer (the baseline is one of
+    :data:`ONE_ANSWER` and the candidate is it: ``muzero-prod:heuristic`` under
+    ``heuristic``) is left out; any other candidate of the baseline's name
+    (``muzero-prod:muzero`` under ``muzero``: another run) is kept."""
     derived = []
     for r in records:
         for name, c in checked_candidates(r).items():
+            if name == baseline and baseline in ONE_ANSWER:
+                continue
             derived.append(
                 {
                     "program": r["program"],
