@@ -64,6 +64,14 @@ def main() -> None:
     free = sorted(os.sched_getaffinity(0))
     if args.cores < 1:
         parser.error("--cores must be at least 1")
+    logs = Path(args.logs or Path(args.out) / "logs")
+    for flag, folder in (("--out", Path(args.out)), ("--logs", logs)):
+        # a file where a folder goes: refused here, not a traceback or every job failing
+        for path in (folder, *folder.parents):
+            if path.exists():
+                if not path.is_dir():
+                    parser.error(f"{flag} {folder}: {path} is a file, not a folder")
+                break
     for item in args.option:  # a setting no job would take is refused, not dropped
         solver, colon, setting = item.partition(":")
         if not colon or solver not in args.solvers or "=" not in setting:
@@ -103,8 +111,10 @@ def main() -> None:
     if shutil.which("taskset") is None:  # every job would fail to start
         parser.error("taskset not found: install util-linux (Linux only)")
     cores_per_job = min(args.cores, len(free))  # never wait for more cores than there are
-    logs = Path(args.logs or Path(args.out) / "logs")
-    logs.mkdir(parents=True, exist_ok=True)
+    try:
+        logs.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:  # (not writable, say)
+        parser.error(f"--logs {logs}: cannot make the folder ({exc.strerror or exc})")
     jobs = [(job.program, job.solver, job.seed) for job in checked]
     # each job's log is named as its record (unique, within the file-name limit)
     log_names = {

@@ -199,3 +199,32 @@ def test_a_stale_record_under_another_file_name_is_refused_before_any_job(
     err = capsys.readouterr().err.strip().splitlines()
     assert "renamed.json was written for another instance of xla-v1/lstm_infer" in err[-1]
     assert not started and not (out / "logs").exists()
+
+
+@pytest.mark.parametrize(
+    "out, logs, needle",
+    [
+        ("afile", None, "--out afile: afile is a file"),
+        ("afile/sub", "lg", "--out afile/sub: afile is a file"),
+        ("out", "afile", "--logs afile: afile is a file"),
+        ("out", "afile/sub", "--logs afile/sub: afile is a file"),
+    ],
+)
+def test_a_file_given_as_the_records_or_logs_folder_is_refused_before_any_job(
+    out: str, logs: str | None, needle: str, tmp_path: Path, monkeypatch, capsys
+) -> None:
+    """A regular file as --out or --logs (or on their way) gave a traceback
+    (NotADirectoryError, FileExistsError), or started jobs that each failed."""
+    started: list[object] = []
+    monkeypatch.chdir(tmp_path)
+    Path("afile").write_text("x")
+    argv = ["pinned_sweep.py", "--programs", "xla-v1/lstm_infer", "--solvers", "random"]
+    argv += ["--budget", "1", "--out", out, *(["--logs", logs] if logs else [])]
+    monkeypatch.setattr(sys, "argv", argv)
+    monkeypatch.setattr(pinned_sweep.shutil, "which", lambda _name: "/usr/bin/taskset")
+    monkeypatch.setattr(pinned_sweep.subprocess, "Popen", lambda *a, **k: started.append(a))
+    _quiet_signals(monkeypatch)
+    assert _exit_code() == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert needle in err[-1] and "not a folder" in err[-1]
+    assert not started and sorted(p.name for p in tmp_path.iterdir()) == ["afile"]
