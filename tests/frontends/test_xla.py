@@ -438,6 +438,61 @@ def test_several_modules_must_be_picked(tmp_path):
         extract_dump(tmp_path, module="jit_missing")
 
 
+ONLY_A_LOOP = """\
+HloModule jit_loop, is_scheduled=true
+
+%body (t: (s32[], f32[4])) -> (s32[], f32[4]) {
+  %t = (s32[], f32[4]{0}) parameter(0)
+  %i = s32[] get-tuple-element(%t), index=0
+  %x = f32[4]{0} get-tuple-element(%t), index=1
+  %one = s32[] constant(1)
+  %i2 = s32[] add(%i, %one)
+  %x2 = f32[4]{0} multiply(%x, %x)
+  ROOT %r = (s32[], f32[4]{0}) tuple(%i2, %x2)
+}
+
+%cond (t.1: (s32[], f32[4])) -> pred[] {
+  %t.1 = (s32[], f32[4]{0}) parameter(0)
+  %i.1 = s32[] get-tuple-element(%t.1), index=0
+  %n = s32[] constant(3)
+  ROOT %lt = pred[] compare(%i.1, %n), direction=LT
+}
+
+ENTRY %main (init: (s32[], f32[4])) -> (s32[], f32[4]) {
+  %init = (s32[], f32[4]{0}) parameter(0)
+  ROOT %loop = (s32[], f32[4]{0}) while(%init), condition=%cond, body=%body, backend_config={"known_trip_count":{"n":"TRIP"}}
+}
+"""
+
+
+def test_the_largest_module_counts_its_loop_bodies(tmp_path: Path) -> None:
+    """Modules were ranked by the lines of their entry computation: a training step
+    written as one fori_loop (a while line) lost to a helper with a few more top-level
+    ops, and a module whose entry is only a while was called trivial."""
+
+    def train(w, x):
+        def body(_, w):
+            return w - 0.01 * (x.T @ jnp.tanh(x @ w))
+
+        return lax.fori_loop(0, 100, body, w)
+
+    def helper(a):
+        return jnp.sort(a), jnp.sort(a.T), jnp.sort(a * a), jnp.sort(a + 1)
+
+    dump_jax(train, S((16, 16), f32), S((8, 16), f32), dump_dir=tmp_path)
+    dump_jax(helper, S((8, 8), f32), dump_dir=tmp_path)
+    for trip in ("3", "0"):  # a loop that never runs: its condition alone
+        path = tmp_path / f"module_9{trip}.jit_loop{trip}.cpu_after_optimizations.txt"
+        path.write_text(ONLY_A_LOOP.replace("TRIP", trip))
+    sizes = {m.name: m.num_instructions for m in list_modules(tmp_path)}
+    for m in list_modules(tmp_path):  # the count shown is what extracting it makes
+        assert m.num_instructions == len(extract_dump(m.path).instructions), m.name
+    assert sizes["jit_train"] > sizes["jit_helper"]
+    assert (sizes["jit_loop3"], sizes["jit_loop0"]) == (3, 1)
+    assert extract_dump(tmp_path, largest=True).source["module"] == "jit_train"
+    assert not next(m for m in list_modules(tmp_path) if m.name == "jit_loop3").trivial
+
+
 def test_function_that_does_not_compile():
     with pytest.raises(CompileError, match="JAX could not compile") as err:
         extract_jax(lambda x: x @ x, S((3, 4), f32))

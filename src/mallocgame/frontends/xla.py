@@ -354,25 +354,53 @@ MAX_INLINED_INSTRUCTIONS = 10_000_000
 def _check_call_graph(module: HloModule) -> None:
     """Refuse a computation that calls itself (directly or through others, by any called
     computation attribute) and a module whose calls and loops, inlined, make more than
-    :data:`MAX_INLINED_INSTRUCTIONS` instructions to read. One pass over the computations
-    the entry reaches (each once); names of computations the module lacks are passed over
-    here (the builder names them where it reads them)."""
+    :data:`MAX_INLINED_INSTRUCTIONS` instructions to read (:func:`_call_graph_sizes`)."""
+    if _call_graph_sizes(module)[0] > MAX_INLINED_INSTRUCTIONS:
+        raise XlaFrontendError(
+            f"module {module.name}: its calls and loop bodies, inlined, make more than "
+            f"{MAX_INLINED_INSTRUCTIONS} instructions to read (the most this reader takes)"
+        )
+
+
+def _runs_body(module: HloModule, caller: HloComputation, ins: HloInstruction) -> bool:
+    """Whether the builder reads the body of ``while`` ``ins``: not where its trip count,
+    stated or counted, is 0 (a count it refuses, or a loop too malformed to count, is left
+    to it to name)."""
+    try:
+        stated = known_trip_count(ins)
+        if stated is None:
+            stated = counted_trip_count(module, caller, ins)
+    except (HloParseError, KeyError, IndexError, TypeError, ValueError):
+        return True
+    return stated != 0
+
+
+def _call_graph_sizes(module: HloModule) -> tuple[int, int]:
+    """The instructions the builder reads in ``module``, and the program instructions it
+    makes of them: calls and loop bodies inlined, once per call site (a loop's body once,
+    whatever its trip count; none where it is 0), each at most
+    :data:`MAX_INLINED_INSTRUCTIONS` + 1. Raises :class:`XlaFrontendError` for a
+    computation that calls itself (directly or through others, by any called computation
+    attribute). One pass over the computations the entry reaches (each once); names of
+    computations the module lacks are passed over here (the builder names them where it
+    reads them)."""
     cap = MAX_INLINED_INSTRUCTIONS
     inlined = {"call": ("to_apply",), "while": ("condition", "body")}
     size: dict[str, int] = {}  # inlined instructions of each computation done (at most cap + 1)
+    made: dict[str, int] = {}  # the program instructions they make (at most cap + 1)
     in_progress: set[str] = set()
 
-    def edges(comp: HloComputation) -> Iterator[tuple[str, bool]]:
+    def edges(comp: HloComputation) -> Iterator[tuple[HloInstruction, str, str, bool]]:
         for ins in comp.instructions:
             for key, callee in module.callees(ins):
                 if callee in module.computations:
-                    yield callee, key in inlined.get(ins.opcode, ())
+                    yield ins, key, callee, key in inlined.get(ins.opcode, ())
 
     stack = [(module.entry, edges(module.entry))]
     in_progress.add(module.entry.name)
     while stack:
         comp, pending = stack[-1]
-        for callee, _ in pending:
+        for _, _, callee, _ in pending:
             if callee in in_progress:
                 raise XlaFrontendError(
                     f"module {module.name}: computation {callee} calls itself, directly or "
@@ -387,14 +415,19 @@ def _check_call_graph(module: HloModule) -> None:
             stack.pop()
             in_progress.discard(comp.name)
             total = len(comp.instructions)
-            for callee, counts in edges(comp):
-                total = min(total + size[callee], cap + 1) if counts else total
-            size[comp.name] = total
-    if size[module.entry.name] > cap:
-        raise XlaFrontendError(
-            f"module {module.name}: its calls and loop bodies, inlined, make more than {cap} "
-            "instructions to read (the most this reader takes)"
-        )
+            emitted = sum(
+                1
+                for ins in comp.instructions
+                if ins.opcode not in _NO_INSTRUCTION and ins.opcode not in inlined
+            )
+            for ins, key, callee, counts in edges(comp):
+                if not counts:
+                    continue
+                total = min(total + size[callee], cap + 1)
+                if key != "body" or _runs_body(module, comp, ins):
+                    emitted = min(emitted + made[callee], cap + 1)
+            size[comp.name], made[comp.name] = total, emitted
+    return size[module.entry.name], made[module.entry.name]
 
 
 def _leaves(tree: Tree) -> list[int]:
@@ -1085,7 +1118,7 @@ class DumpModule:
     prefix: str
     name: str
     id: str
-    num_instructions: int  # instructions of the entry computation that make program instructions
+    num_instructions: int  # the program instructions it makes (calls and loop bodies inlined)
 
     @property
     def trivial(self) -> bool:
@@ -1096,8 +1129,29 @@ class DumpModule:
         return f"{self.prefix} ({self.num_instructions} instructions{', trivial' if self.trivial else ''})"
 
 
+def _module_size(text: str) -> int:
+    """The program instructions the builder makes of the module ``text``, its calls and
+    loop bodies inlined (:func:`_call_graph_sizes`); for a module it cannot read (whose
+    extraction names what is wrong), the lines of its entry computation that would make
+    one."""
+    try:
+        return _call_graph_sizes(parse_module(text))[1]
+    except (HloParseError, XlaFrontendError, RecursionError):
+        pass
+    entry = re.search(r"^ENTRY .*?^\}", text, re.M | re.S)
+    body = entry.group(0).splitlines()[1:-1] if entry else []
+    return sum(
+        1
+        for line in body
+        if (om := re.search(r"\s([a-z][a-z0-9\-]*)\(", line.split("=", 1)[-1]))
+        and om.group(1) not in _NO_INSTRUCTION
+    )
+
+
 def list_modules(dump_dir: str | os.PathLike[str]) -> list[DumpModule]:
-    """The optimized modules of an XLA dump directory, by module id."""
+    """The optimized modules of an XLA dump directory, by module id, each with the number
+    of program instructions it makes (calls and loop bodies inlined: a training step
+    written as one loop counts its body), by which ``largest`` ranks them."""
     root = Path(dump_dir)
     if not root.is_dir():
         raise DumpError(f"{root}: not a directory (expected an XLA dump made with --xla_dump_to)")
@@ -1112,16 +1166,10 @@ def list_modules(dump_dir: str | os.PathLike[str]) -> list[DumpModule]:
             raise DumpError(f"{path}: cannot read ({exc.strerror or exc})") from None
         except UnicodeDecodeError:
             raise DumpError(f"{path}: not HLO text (not UTF-8)") from None
-        entry = re.search(r"^ENTRY .*?^\}", text, re.M | re.S)
-        body = entry.group(0).splitlines()[1:-1] if entry else []
-        count = sum(
-            1
-            for line in body
-            if (om := re.search(r"\s([a-z][a-z0-9\-]*)\(", line.split("=", 1)[-1]))
-            and om.group(1) not in _NO_INSTRUCTION
-        )
         found.append(
-            DumpModule(path, m.group("prefix"), m.group("name"), m.group("id") or "", count)
+            DumpModule(
+                path, m.group("prefix"), m.group("name"), m.group("id") or "", _module_size(text)
+            )
         )
     return found
 
@@ -1169,10 +1217,11 @@ def extract_dump(
     ``module`` picks a module by name (``jit_mm``), prefix (``module_0008.jit_mm``), id
     (``0008``) or a substring of the prefix; where several match and exactly one is
     non-trivial (more than one instruction), that one. Without ``module`` the dump
-    must hold a single module, or with ``largest=True`` the non-trivial module with
-    the most instructions is taken (a training script's step). ``dump_dir`` may also be the module's
-    ``*_after_optimizations.txt`` file itself. ``name`` names the program (default:
-    the module's name).
+    must hold a single module, or with ``largest=True`` the non-trivial module that
+    makes the most program instructions, calls and loop bodies inlined, is taken (a
+    training script's step, a loop's body counted; :func:`list_modules`). ``dump_dir``
+    may also be the module's ``*_after_optimizations.txt`` file itself. ``name`` names
+    the program (default: the module's name).
 
     Bytes: every operand and output moves its tensor's full size (shape bytes), so
     each buffer is as large as its tensor. ``partial_bytes=True`` counts instead what
