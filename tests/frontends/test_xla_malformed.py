@@ -170,6 +170,25 @@ def test_a_malformed_instruction_is_named(old: str, new: str, needle: str) -> No
         entry_interface(parse_module(_edit(old, new)))
 
 
+def test_a_conditional_without_branches_is_refused_as_a_while_without_body() -> None:
+    """A conditional naming no branch computation was read as an instruction that costs
+    nothing (the most expensive of no branches: 0 flops)."""
+    text = (
+        "HloModule m, is_scheduled=true\n"
+        "ENTRY %main (p: pred[], x: f32[4]) -> f32[4] {\n"
+        "  %p = pred[] parameter(0)\n"
+        "  %x = f32[4]{0} parameter(1)\n"
+        "  ROOT %c = f32[4]{0} conditional(%p, %x, %x)\n"
+        "}\n"
+    )
+    _refused(text, XlaFrontendError, r"^module m: c: conditional names no branch computation")
+    _refused(
+        _edit("condition=%cond, body=%body, ", "condition=%cond, "),
+        XlaFrontendError,
+        r"^module m: loop: attribute 'body' names no computation$",
+    )
+
+
 @pytest.mark.parametrize(
     "root",
     [

@@ -25,7 +25,8 @@ instruction from the HLO itself, in the spirit of XLA's ``HloCostAnalysis``:
   ``sort``: elements × ceil(log2 n) × comparator flops; ``fft``: 5 N log2 N.
 - ``fusion`` / ``call``: the sum over the called computation (nested fusions
   included); ``while``: trip count × (condition + body), the condition alone for a
-  trip count of 0; ``conditional``: the most expensive branch.
+  trip count of 0; ``conditional``: the most expensive branch (one with no branch
+  computation is malformed: :class:`~mallocgame.frontends.hlo_parse.HloParseError`).
 - ``custom-call``: the sum over its called computations if it has any; else a
   best-effort formula from the shapes for matmul/gemm (``2 × out × K``: ``K`` the
   product of the lhs contracting dimensions its ``backend_config``'s
@@ -519,7 +520,12 @@ class CostModel:
             return n * (f1 + f2), n * (t1 + t2)
         if op == "conditional":
             branches = self.module.calls(ins)
-            return max((self.computation_cost(b) for b in branches), default=(0.0, 0.0))
+            if not branches:  # as a while without a body, malformed: not a free instruction
+                raise HloParseError(
+                    f"{ins.name}: conditional names no branch computation (branch_computations, "
+                    "or true_computation and false_computation)"
+                )
+            return max(self.computation_cost(b) for b in branches)
         if op == "reduce":
             n = elements(comp.by_name[ins.operands[0]].shape)
             f, t = self._called_cost(ins, "to_apply")

@@ -73,7 +73,8 @@ partial bytes: :mod:`mallocgame.frontends.hlo_cost`.
 Malformed modules are refused with one line naming what is wrong: unreadable text, a
 name defined twice, an empty computation or a shape of more than ``2**53`` bytes
 (:class:`DumpError`, from :func:`~mallocgame.frontends.hlo_parse.parse_module`); an
-operand not defined before its reader, a tuple index out of range, a parameter its
+operand not defined before its reader, a while without its condition or body, a
+conditional without a branch computation, a tuple index out of range, a parameter its
 computation is not given, an ``input_output_alias`` naming what the module does not
 have, aliasing an output or a parameter leaf twice or leaves of different sizes, a
 while body whose result does not match its operand leaf for leaf (count and bytes), an
