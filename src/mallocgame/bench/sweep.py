@@ -276,7 +276,8 @@ def _checked_records(
     by_cell: dict[tuple[Any, ...], list[tuple[Path, dict[str, Any]]]] = {}
     if out_dir.is_dir():
         for path, doc in record_files(out_dir):
-            by_cell.setdefault(_record_cell(doc), []).append((path, doc))
+            if (stated := _record_cell(doc)) is not None:  # (a document of no cell: no job's)
+                by_cell.setdefault(stated, []).append((path, doc))
     at_path: dict[tuple[Any, ...], tuple[Path, dict[str, Any]]] = {}
     for job in jobs:  # (read now: written since the folder was read, perhaps)
         path = job_path(out_dir, job)
