@@ -470,6 +470,30 @@ def test_resume_refuses_an_earlier_run_on_other_settings(tmp_path):
         _dry(tmp_path, ["mlp"], resume=True)
 
 
+def test_resume_refuses_kept_rows_of_another_column_and_leaves_the_files_as_they_were(tmp_path):
+    """A kept row with a column this job does not write was a ValueError once results.csv
+    was opened, which left it a header alone (and the next resume kept the loss)."""
+    from mallocgame.errors import MallocGameError
+    from mallocgame.runtime.bench import _Csv
+
+    quick = {"placements": ("drop",), "calibrate": False, "framework": False, "profile": ()}
+    _dry(tmp_path, ["mlp"], **quick)
+    rows = _table(tmp_path / "results.csv")
+    with (tmp_path / "results.csv").open("w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=[*rows[0], "old_column"])
+        writer.writeheader()
+        writer.writerows(r | {"old_column": "x"} for r in rows)
+    before = {p.name: p.read_bytes() for p in tmp_path.iterdir()}
+    with pytest.raises(MallocGameError, match=r"results.csv has columns .*: old_column\)"):
+        _dry(tmp_path, ["mlp"], resume=True, **quick)
+    assert {p.name: p.read_bytes() for p in tmp_path.iterdir()} == before
+    # the file is replaced once its first rows are written, not before
+    path = tmp_path / "summary.csv"
+    with pytest.raises(ValueError, match="not in fieldnames"):
+        _Csv(path, ("program",), [{"program": "mlp"}, {"other": 1}])
+    assert path.read_bytes() == before["summary.csv"]
+
+
 def test_resume_refuses_a_program_of_yours_defined_otherwise(tmp_path):
     from mallocgame.errors import MallocGameError
     from mallocgame.runtime.bench import factory_program

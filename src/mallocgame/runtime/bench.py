@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import csv
 import gzip
+import io
 import json
 import math
 import time
@@ -506,15 +507,17 @@ def hbm_limit_fraction(held_bytes: int, capacity_bytes: int, multiple: float, to
 
 class _Csv:
     """A CSV file written a row at a time, flushed after each; ``kept``: rows of an earlier
-    run written first."""
+    run written first. The header and ``kept`` replace the file at once: a row of another
+    column is a ValueError that leaves the file as it was."""
 
     def __init__(self, path: Path, columns: Sequence[str], kept: Sequence[dict[str, Any]] = ()):
-        self.file = path.open("w", newline="")
+        start = io.StringIO()
+        writer = csv.DictWriter(start, fieldnames=list(columns))
+        writer.writeheader()
+        writer.writerows(kept)
+        write_bytes_atomic(path, start.getvalue().encode())
+        self.file = path.open("a", newline="", encoding="utf-8")
         self.writer = csv.DictWriter(self.file, fieldnames=list(columns))
-        self.writer.writeheader()
-        for row in kept:
-            self.writer.writerow(row)
-        self.file.flush()
 
     def row(self, values: dict[str, Any]) -> None:
         self.writer.writerow(values)
@@ -622,10 +625,11 @@ def _read_csv(path: Path) -> list[dict[str, str]]:
 def _read_earlier(out: Path, config: BenchConfig, given: Sequence[Solution] = ()) -> _Earlier:
     """The finished part of the run in ``out`` (nothing where there is none). An earlier
     run on another preset or fast-memory fraction is a :class:`MallocGameError`: its rows
-    cannot sit beside this run's; so is one that measured a finished program with other
-    settings (:func:`_setup`), ``given`` (this run's ``--answers``) included: the given
-    answers of the program's instance, as the earlier run kept it, by label and instance
-    hash."""
+    cannot sit beside this run's; so is one whose kept rows have a column this job does not
+    write (they could not be written back), and one that measured a finished program with
+    other settings (:func:`_setup`), ``given`` (this run's ``--answers``) included: the
+    given answers of the program's instance, as the earlier run kept it, by label and
+    instance hash."""
     from mallocgame.fileio import canonical_sha256
     from mallocgame.runtime.calibrate import Figure
 
@@ -645,6 +649,13 @@ def _read_earlier(out: Path, config: BenchConfig, given: Sequence[Solution] = ()
         ]
     except (OSError, ValueError, KeyError, EOFError) as exc:
         raise MallocGameError(f"{out}: cannot resume the earlier run ({exc})") from None
+    for name, columns in _CSV_FILES.items():  # kept rows are written back under columns
+        other = {str(k) for row in rows[name] for k in row if k not in columns}
+        if other:  # (a key None: cells beyond the header)
+            raise MallocGameError(
+                f"{out}: cannot resume the earlier run ({name} has columns this job does not "
+                f"write: {', '.join(sorted(other))}): give another --out"
+            )
     for name in sorted(done):
         source = documents.get(name, {}).get("instance", {}).get("source", {})
         earlier = (source.get("preset"), source.get("capacity_fraction"))
