@@ -1,6 +1,6 @@
 """Module factories for the ``apply`` command's tests (``tests.runtime.factory_module:block``;
 ``accumulator`` and ``scales_its_input`` mutate a buffer and their input; ``noisy``'s
-results differ run to run)."""
+results differ run to run; ``on_meta``'s block has no values)."""
 
 from __future__ import annotations
 
@@ -63,3 +63,9 @@ def scales_its_input():
 
 def noisy():
     return _seeded(Noisy)
+
+
+def on_meta():
+    """A block on the meta device: shapes and no values."""
+    with torch.device("meta"):
+        return Block()

@@ -792,6 +792,18 @@ def test_a_placement_or_profile_it_cannot_run_is_refused_before_anything(tmp_pat
     assert not (tmp_path / "out").exists()
 
 
+def test_your_module_on_the_meta_device_is_logged_as_such(tmp_path):
+    from mallocgame.runtime.bench import factory_program
+
+    meta = factory_program("tests.runtime.factory_module:on_meta", ["f32[16,32]"])
+    done = _dry(tmp_path, [], extra=(meta,), framework=False, calibrate=False)
+    assert done["unbuilt"] == ["on_meta"]
+    assert (
+        "ApplyError: tests.runtime.factory_module:on_meta: a module or input on the meta "
+        in (tmp_path / "run.log").read_text()
+    )
+
+
 def test_placements_whose_results_differ_are_said_and_left_out_of_the_models(tmp_path):
     from mallocgame.runtime.bench import factory_program
 

@@ -107,6 +107,18 @@ def test_apply_refuses_an_answer_for_another_program(tmp_path):
         args.func(args)
 
 
+def test_apply_refuses_a_module_on_the_meta_device(tmp_path):
+    """Moving it to the device was a NotImplementedError traceback (exit 1), before the
+    capture's own check of the meta device."""
+    path, _ = heuristic_answer(tmp_path)
+    meta = "tests.runtime.factory_module:on_meta"
+    args = parser().parse_args(
+        ["apply", str(path), "--torch", meta, "--arg", "f32[16,32]", "--device", "cpu"]
+    )
+    with pytest.raises(ApplyError, match="on_meta: a module or input on the meta device"):
+        args.func(args)
+
+
 @pytest.mark.skipif(torch.cuda.is_available(), reason="a GPU is present")
 def test_apply_on_cuda_without_a_gpu_is_a_typed_error(tmp_path):
     path, _ = heuristic_answer(tmp_path)

@@ -361,8 +361,10 @@ def factory_program(
 
         from mallocgame.frontends.torch import resolve_factory
         from mallocgame.runtime.cli import _real_inputs
+        from mallocgame.runtime.torch_graph import refuse_meta
 
         model = resolve_factory(target, list(arg_specs))
+        refuse_meta(model.module, (), target)  # before it is moved (its inputs: shapes alone)
         return model.module.to(device).eval(), _real_inputs(torch, model.inputs, device)
 
     what = f"{target}({', '.join(arg_specs)})" + (", its training step" if training else "")

@@ -144,7 +144,7 @@ def cmd_apply(args: argparse.Namespace) -> int:
     from mallocgame.runtime.measure import measure
     from mallocgame.runtime.memory import make_memory
     from mallocgame.runtime.plan import placement_plan
-    from mallocgame.runtime.torch_graph import bind, capture_torch, eager_results
+    from mallocgame.runtime.torch_graph import bind, capture_torch, eager_results, refuse_meta
     from mallocgame.simulate import simulate
     from mallocgame.solution import load_solution
 
@@ -168,6 +168,7 @@ def cmd_apply(args: argparse.Namespace) -> int:
     memory = make_memory(args.device)
     solution = load_solution(args.solution)
     model = resolve_factory(args.torch, args.arg)
+    refuse_meta(model.module, (), args.torch)  # before it is moved (its inputs: shapes alone)
     module = model.module.to(memory.device).eval()
     inputs = _real_inputs(torch, model.inputs, memory.device)
     captured = capture_torch(module, inputs, name=solution.instance)

@@ -46,6 +46,7 @@ __all__ = [
     "OPTIMIZER_SETTINGS",
     "MATMUL_OPCODES",
     "capture_torch",
+    "refuse_meta",
     "bind",
     "matmul_layout",
     "EagerResults",
@@ -168,6 +169,18 @@ class BoundGraph:
         return ep.constants[key]
 
 
+def refuse_meta(module: Any, inputs: Sequence[Any], label: str) -> None:
+    """:class:`ApplyError` where a parameter or buffer of ``module`` or one of ``inputs`` is
+    on the meta device (it has no values to run, nor to move to a device)."""
+    if any(t.is_meta for t in [*module.parameters(), *module.buffers()]) or any(
+        getattr(x, "is_meta", False) for x in inputs
+    ):
+        raise ApplyError(
+            f"{label}: a module or input on the meta device cannot be run: build it on a real "
+            f"device"
+        )
+
+
 def capture_torch(
     module: Any,
     inputs: Sequence[Any],
@@ -194,13 +207,7 @@ def capture_torch(
     if not isinstance(module, torch.nn.Module):
         raise TorchFrontendError(f"expected a torch.nn.Module, got {type(module).__name__}")
     label = name or type(module).__name__
-    if any(t.is_meta for t in [*module.parameters(), *module.buffers()]) or any(
-        getattr(x, "is_meta", False) for x in inputs
-    ):
-        raise ApplyError(
-            f"{label}: a module or input on the meta device cannot be run: build it on a real "
-            f"device"
-        )
+    refuse_meta(module, inputs, label)
     with _quiet_capture():  # torch's own warnings (a deprecation inside export), as extract's
         captured = _export(torch, module, tuple(inputs), {}, training_step, label)
     source = _source_of(module, training_step, captured)
