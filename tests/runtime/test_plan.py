@@ -58,6 +58,28 @@ def test_reads_and_writes_follow_the_allocations(case, solver):
     assert sorted(plan.segments[sid].tensor for s in plan.steps for sid in s.copy_out) == copies_out
 
 
+def test_a_copy_in_is_issued_at_its_copy_intervals_start_not_its_memory_intervals():
+    """The copy was issued at the memory interval's start, before the answer's copy."""
+    inst = build(
+        [X(100), X(10), X(10)],
+        [I(writes=[1]), I(reads=[1], writes=[2]), I(reads=[0, 2])],
+        capacity=200,
+    )
+    (b,) = [b.id for b in inst.buffers if b.tensor_id == 0]
+    early = Allocation(b, "Copy", 0, 0, 2, copy=(1, 1))  # held from step 0, copied in step 1
+    sol = solve(inst, "heuristic")
+    others = [a for a in sol.allocations if a.buffer != b]
+    sol = dataclasses.replace(
+        sol, allocations=tuple(sorted([*others, early], key=lambda a: a.buffer))
+    )
+    assert check_solution(inst, sol).ok
+    plan = placement_plan(inst, sol)
+    (seg,) = [s for s in plan.segments if s.source == "prefetch"]
+    assert (seg.tensor, seg.start, seg.end, seg.ready) == (0, 0, 2, 2)
+    assert [s.prefetch for s in plan.steps] == [(), (seg.id,), ()]
+    assert plan.hbm_bytes()[0] >= 100  # its room is held from the memory interval's start
+
+
 def test_drop_puts_everything_in_host_memory(case):
     plan = placement_plan(case.instance, solve(case.instance, "drop"))
     assert plan.segments == () and max(plan.hbm_bytes()) == 0

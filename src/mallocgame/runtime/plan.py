@@ -13,7 +13,8 @@ interval of instructions:
 - An **operand Copy** of tensor ``X`` at instruction ``t`` with copy interval
   ``[s, t-1]`` starts a segment: its copy host -> HBM is issued before instruction ``s``
   runs (``s = t`` when the copy interval is empty, a zero-byte buffer) and must be
-  complete before ``t`` runs.
+  complete before ``t`` runs; the segment is alive from its memory interval's start,
+  which may come before ``s``.
 - An **output Copy** or **output NoCopy** of ``X`` starts a segment at ``X``'s defining
   instruction: the instruction writes ``X`` into HBM; after a Copy, ``X`` is also copied
   HBM -> host (issued right after the write; a host read of ``X`` waits for it).
@@ -68,9 +69,11 @@ class Segment:
     """One HBM copy of tensor ``tensor``, alive over instructions ``[start, end]`` (inclusive).
 
     ``source`` is ``"prefetch"`` (copied in from host memory; the copy is issued before
-    instruction ``start`` and must be done before ``ready``) or ``"output"`` (written by
-    instruction ``start == ready``, the tensor's definition); ``copy_out``: the tensor is
-    copied to host memory after that write. ``offset`` is the answer's offset (bytes).
+    the first instruction of the answer's copy interval, at or after ``start``, in that
+    step's :attr:`Step.prefetch`, and must be done before ``ready``) or ``"output"``
+    (written by instruction ``start == ready``, the tensor's definition); ``copy_out``:
+    the tensor is copied to host memory after that write. ``offset`` is the answer's
+    offset (bytes).
     """
 
     id: int
@@ -288,6 +291,7 @@ class _Planner:
         self.segments: list[Segment] = []
         self.live: dict[tuple[int, int], list[int]] = defaultdict(list)  # -> segment ids
         self.seg_of_buffer: dict[int, int] = {}
+        self.issue: dict[int, int] = {}  # prefetch segment id -> the step its copy is issued
         self.host: set[int] = set()
 
     def build_segments(self) -> None:
@@ -321,6 +325,8 @@ class _Planner:
         self.segments.append(seg)
         self.live[(buf.tensor_id, a.offset)].append(seg.id)
         self.seg_of_buffer[a.buffer] = seg.id
+        if not buf.is_output:  # at the copy interval's start (none: the read's own step)
+            self.issue[seg.id] = a.copy[0] if a.copy is not None else buf.instruction
 
     def _extend_segment(self, a: Allocation) -> None:
         """Lengthen, for operand NoCopy ``a`` (read at instruction ``t``), the segment that
@@ -372,8 +378,8 @@ class _Planner:
         }
 
     def copies(self) -> tuple[dict[int, list[int]], dict[int, list[int]], dict[int, list[int]]]:
-        """By instruction, the segments copied in before it, copied out after it and freed
-        after it (after :meth:`find_host`)."""
+        """By instruction, the segments copied in before it (at their copy interval's
+        start), copied out after it and freed after it (after :meth:`find_host`)."""
         prefetch_at: dict[int, list[int]] = defaultdict(list)
         copy_out_at: dict[int, list[int]] = defaultdict(list)
         for s in self.segments:
@@ -383,7 +389,7 @@ class _Planner:
                         f"tensor {s.tensor} is copied into HBM at step {s.ready} but never "
                         f"reaches host memory"
                     )
-                prefetch_at[s.start].append(s.id)
+                prefetch_at[self.issue[s.id]].append(s.id)
             elif s.copy_out:
                 copy_out_at[s.ready].append(s.id)
         free_at: dict[int, list[int]] = defaultdict(list)
