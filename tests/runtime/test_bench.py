@@ -804,6 +804,26 @@ def test_your_module_on_the_meta_device_is_logged_as_such(tmp_path):
     )
 
 
+def test_a_run_that_measures_nothing_leaves_no_table_figure_or_programs_of_another(tmp_path):
+    """An earlier run's real.md, real.png and programs.json.gz stood beside this run's
+    files when this one measured nothing (here: its one program cannot be built)."""
+    from mallocgame.runtime.bench import factory_program
+
+    earlier = {
+        "real.md": b"| earlier |",
+        "real.png": b"png",
+        "programs.json.gz": gzip.compress(b"{}"),
+    }
+    for name, data in earlier.items():
+        (tmp_path / name).write_bytes(data)
+    meta = factory_program("tests.runtime.factory_module:on_meta", ["f32[16,32]"])
+    quick = {"framework": False, "calibrate": False, "plot": True}
+    _dry(tmp_path, [], extra=(meta,), resume=True, **quick)  # resumed: the earlier run's
+    assert {name: (tmp_path / name).read_bytes() for name in earlier} == earlier
+    assert _dry(tmp_path, [], extra=(meta,), **quick)["unbuilt"] == ["on_meta"]
+    assert not any((tmp_path / name).exists() for name in earlier)
+
+
 def test_placements_whose_results_differ_are_said_and_left_out_of_the_models(tmp_path):
     from mallocgame.runtime.bench import factory_program
 

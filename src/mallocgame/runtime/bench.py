@@ -25,6 +25,8 @@ or derive on another preset), ``hbm_steps.csv`` (per program, measured placement
 instruction: the HBM the plan holds and what a run held beyond it, where the backend
 counts HBM), ``run.log`` (progress and each failure's traceback). A failure of one measurement is
 logged and the rest go on; past ``seconds`` the job stops measuring and finishes its files.
+A run that does not resume first removes an earlier run's ``real.md``, ``real.png`` and
+``programs.json.gz`` from ``out``: one that measures nothing leaves none of them.
 """
 
 from __future__ import annotations
@@ -849,6 +851,11 @@ class _BenchRun:
         "calibration", "unbuilt"}`` (``unbuilt``: the programs whose build and capture
         failed, logged)."""
         config, torch = self.config, self.torch
+        if not config.resume:  # the earlier run's: none of them would be this run's
+            for name in ("real.md", "real.png", "programs.json.gz"):
+                path = self.out / name
+                if path.is_file() or path.is_symlink():
+                    path.unlink()
         self._open_memory()
         self._calibrate()
         kept = self.earlier.rows
