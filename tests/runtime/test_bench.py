@@ -835,6 +835,27 @@ def test_placements_whose_results_differ_are_said_and_left_out_of_the_models(tmp
     assert "results differ" in (tmp_path / "real.md").read_text()
 
 
+def test_a_profile_of_a_given_answer_by_its_seed_profiles_its_row(tmp_path):
+    """given:SOLVER:sSEED was accepted and profiled nothing where the answer's row is
+    given:SOLVER (the program's only answer of that solver)."""
+    quick = {"placements": ("drop",), "calibrate": False, "framework": False, "profile": ()}
+    _dry(tmp_path / "first", ["mlp"], **quick)
+    docs = json.loads(gzip.decompress((tmp_path / "first" / "programs.json.gz").read_bytes()))
+    answer = load_solver("random").solve(
+        instance_from_dict(docs["mlp"]["instance"]), SolveRequest(seed=1, work=2)
+    )
+    answers = tmp_path / "answers"
+    answers.mkdir()
+    (answers / "random1.json").write_text(json.dumps(answer.to_dict()))
+    for profile in (("given:random:s1",), ("given:random", "given:random:s1")):
+        out = tmp_path / str(len(profile))
+        _dry(out, ["mlp"], answers=answers, **(quick | {"profile": profile}))
+        assert "given:random" in {r["placement"] for r in _table(out / "results.csv")}
+        ops = _table(out / "ops.csv")
+        assert ops and {o["placement"] for o in ops} == {"given:random"}
+        assert [r["placement"] for r in _table(out / "op_summary.csv")] == ["given:random"]
+
+
 def test_a_profile_names_a_placement_of_the_run_or_a_given_answer(tmp_path):
     """A label is checked against what the run can have: the framework default, the
     placements as written and the labels of the given answers (a typo would profile

@@ -1216,7 +1216,9 @@ class _BenchRun:
         framework default's answer is None), measured and simulated on each model, to
         ``ops.csv``, condensed in ``op_summary.csv``. A label ``LABEL`` + :data:`STAGED_DOTS`
         profiles answer ``LABEL`` run with staged matmul reads, simulated on the staged
-        instance (with ``stage_dot_reads``; skipped without it)."""
+        instance (with ``stage_dot_reads``; skipped without it). ``given:SOLVER:sSEED``
+        profiles that given answer under its row's label (``given:SOLVER`` where it is the
+        program's first of that solver), each row's profile once."""
         from mallocgame.runtime.op_profile import (
             op_rows,
             op_summary,
@@ -1228,9 +1230,20 @@ class _BenchRun:
 
         config, name = self.config, program.name
         layouts = [matmul_layout(op.node) for op in program.graph.ops]  # the graph's, once
-        for label in _profiled(config):
-            stage = label.endswith(STAGED_DOTS)
-            base = label[: -len(STAGED_DOTS)] if stage else label
+        row_of = {  # a given answer by solver and seed -> its row's label
+            f"given:{s.solver}:s{s.seed}": label
+            for label, s in solutions.items()
+            if s is not None and label.startswith("given:")
+        }
+        profiled: set[str] = set()
+        for asked in _profiled(config):
+            stage = asked.endswith(STAGED_DOTS)
+            base = asked[: -len(STAGED_DOTS)] if stage else asked
+            base = row_of.get(base, base)
+            label = base + STAGED_DOTS if stage else base
+            if label in profiled:
+                continue
+            profiled.add(label)
             if base not in solutions or (solutions[base] is None and base != "hbm-resident"):
                 continue
             if stage and (solutions[base] is None or program.staged_instance is None):
@@ -1579,8 +1592,9 @@ def _profiled(config: BenchConfig) -> tuple[str, ...]:
 def check_profile(config: BenchConfig, given: Sequence[Solution] = ()) -> None:
     """:class:`MallocGameError` for a label of ``profile`` that names no placement the run
     can have: ``hbm-resident``, a spec of ``placements`` as written (``random:1``; a spec is
-    its row's label), or the label of one of the ``given`` answers (``given:SOLVER``, or
-    ``given:SOLVER:sSEED`` where a program matches two of one solver); each also as
+    its row's label), or one of the ``given`` answers (``given:SOLVER``, the label of a
+    program's first answer of that solver, or ``given:SOLVER:sSEED``, that answer whatever
+    its row's label: ``given:SOLVER`` where it is the first); each also as
     ``LABEL`` + :data:`STAGED_DOTS`, with ``stage_dot_reads`` only (the framework
     default's staged label is accepted and profiles nothing: it has no host operand). A
     label that names a placement is profiled for the programs that have its answer."""

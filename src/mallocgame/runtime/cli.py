@@ -396,8 +396,9 @@ def add_bench_real_parser(bench_subparsers: Any) -> argparse.ArgumentParser:
         default=None,
         metavar="PLACEMENT",
         help="placements whose per-op times are measured, by their labels: hbm-resident, a "
-        "--placements spec as written, given:SOLVER of --answers, LABEL+staged-dots (default: "
-        "hbm-resident, and drop where --placements has it; --profile alone: none)",
+        "--placements spec as written, given:SOLVER (or given:SOLVER:sSEED) of --answers, "
+        "LABEL+staged-dots (default: hbm-resident, and drop where --placements has it; "
+        "--profile alone: none)",
     )
     p.add_argument(
         "--stage-dot-reads",
