@@ -113,6 +113,22 @@ def test_bad_inputs_are_typed_errors(tmp_path):
     assert not (tmp_path / "real.png").exists()
 
 
+def test_a_file_without_the_columns_the_figure_reads_is_a_typed_error(tmp_path):
+    """A header of measured_median_s alone passed the check and was a KeyError traceback."""
+    (tmp_path / "results.csv").write_text("measured_median_s,placement\n0.5,drop\n")
+    with pytest.raises(MallocGameError, match=r"not a bench real .*\(no column program\)"):
+        plot_real_results(tmp_path / "results.csv", tmp_path / "real.png")
+    root = Path(__file__).resolve().parents[2]
+    env = dict(os.environ, PYTHONPATH=str(root / "src"), JAX_PLATFORMS="cpu")
+    script = [sys.executable, str(root / "benchmarks" / "device_real.py"), "--plot-only"]
+    done = subprocess.run(
+        [*script, "--out", str(tmp_path)], capture_output=True, text=True, env=env, timeout=120
+    )
+    assert done.returncode == 2
+    assert done.stderr.count("\n") == 1 and "(no column program)" in done.stderr
+    assert not (tmp_path / "real.png").exists()
+
+
 def test_a_program_whose_framework_default_ran_out_of_memory_is_drawn_against_eager():
     """Under an HBM cap ``hbm-resident`` runs out of memory: its program's answers are drawn
     relative to ``eager``, and a program with neither is named as left out."""

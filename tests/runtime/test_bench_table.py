@@ -93,6 +93,23 @@ def test_a_file_that_is_not_a_results_csv_is_a_typed_error(tmp_path):
         real_results_table(tmp_path / "empty.csv")
 
 
+def test_a_file_without_the_columns_the_table_reads_is_a_typed_error(tmp_path):
+    """A header of measured_median_s alone passed the check and was a KeyError traceback."""
+    (tmp_path / "results.csv").write_text("measured_median_s\n0.5\n")
+    with pytest.raises(MallocGameError, match=r"not a bench real .*no column program, placement"):
+        real_results_table(tmp_path / "results.csv")
+    env = dict(os.environ, PYTHONPATH=str(ROOT / "src"), JAX_PLATFORMS="cpu")
+    script = [sys.executable, str(ROOT / "benchmarks" / "device_real.py"), "--table-only"]
+    done = subprocess.run(
+        [*script, "--out", str(tmp_path)], capture_output=True, text=True, env=env, timeout=120
+    )
+    assert done.returncode == 2 and done.stdout == ""
+    assert done.stderr.count("\n") == 1 and "no column program, placement" in done.stderr
+    (tmp_path / "short.csv").write_text("program,measured_median_s,placement\nmlp,0.5\n")
+    with pytest.raises(MallocGameError, match="line 2: no cell of column placement"):
+        real_results_table(tmp_path / "short.csv")
+
+
 def test_the_device_script_prints_an_earlier_runs_table_or_says_why_not(tmp_path):
     env = dict(os.environ, PYTHONPATH=str(ROOT / "src"), JAX_PLATFORMS="cpu")
     script = [sys.executable, str(ROOT / "benchmarks" / "device_real.py"), "--table-only"]

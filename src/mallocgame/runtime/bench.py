@@ -589,19 +589,33 @@ RESULT_NUMBERS = tuple(c for c in RESULT_COLUMNS if c not in RESULT_TEXT)
 all but :data:`RESULT_TEXT`."""
 
 
+RESULT_READ = ("program", "placement", "measured_median_s")
+"""The columns of ``results.csv`` that its figure and its table need in every row (the
+others they read where present)."""
+
+
 def read_results_csv(path: Path) -> list[dict[str, Any]]:
     """The rows of a ``results.csv`` this job wrote (its figure and its table read it), each
     column of :data:`RESULT_NUMBERS` a float (``None`` where the cell is empty or missing),
-    the others strings as written. A file that cannot be read, whose header is not this
-    job's, or with a cell of :data:`RESULT_NUMBERS` that is not a number (the message names
-    its line and column) is a :class:`MallocGameError`."""
+    the others strings as written. A file that cannot be read, whose header lacks a column
+    of :data:`RESULT_READ`, with a row too short to have one, or with a cell of
+    :data:`RESULT_NUMBERS` that is not a number (the message names its line and column) is
+    a :class:`MallocGameError`."""
     rows: list[dict[str, Any]] = []
     try:
         with Path(path).open(newline="") as f:
             reader = csv.DictReader(f)
-            if "measured_median_s" not in (reader.fieldnames or ()):
-                raise MallocGameError(f"{path}: not a bench real results.csv")
+            missing = [c for c in RESULT_READ if c not in (reader.fieldnames or ())]
+            if missing:
+                raise MallocGameError(
+                    f"{path}: not a bench real results.csv (no column {', '.join(missing)})"
+                )
             for row in reader:
+                short = [c for c in RESULT_READ if row[c] is None]  # (None: past the row's end)
+                if short:
+                    raise MallocGameError(
+                        f"{path}: line {reader.line_num}: no cell of column {short[0]}"
+                    )
                 parsed: dict[str, Any] = dict(row)
                 for column in RESULT_NUMBERS:
                     text = row.get(column)
