@@ -43,6 +43,8 @@ import time
 from pathlib import Path
 
 from mallocgame.bench.inputs import at_least
+from mallocgame.limits import MAX_SECONDS
+from mallocgame.runtime.cli import _number  # bench real's ranges, the same here
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -62,7 +64,10 @@ def main(argv: list[str] | None = None) -> int:
         "--placements", nargs="+", default=None, help="solver specs NAME or NAME:SEED"
     )
     parser.add_argument(
-        "--seconds", type=float, default=330.0, help="stop measuring after this (s)"
+        "--seconds",
+        type=_number(1.0, MAX_SECONDS),
+        default=330.0,
+        help="stop measuring after this (s)",
     )
     parser.add_argument("--steps", type=at_least(1), default=15, help="timed runs per placement")
     parser.add_argument(
@@ -71,9 +76,12 @@ def main(argv: list[str] | None = None) -> int:
         default=3,
         help="untimed runs per placement (the first, whose results are checked, included)",
     )
-    parser.add_argument("--work", type=int, default=64, help="games for es and random")
+    parser.add_argument("--work", type=at_least(1), default=64, help="games for es and random")
     parser.add_argument(
-        "--capacity-fraction", type=float, default=0.25, help="fast memory / peak live bytes"
+        "--capacity-fraction",
+        type=_number(1e-6, 1.0),
+        default=0.25,
+        help="fast memory / peak live bytes",
     )
     parser.add_argument(
         "--answers",
@@ -97,11 +105,13 @@ def main(argv: list[str] | None = None) -> int:
         help="placements profiled per op, by their labels (default: hbm-resident, and drop "
         "where --placements has it; --profile alone: none)",
     )
-    parser.add_argument("--profile-repeats", type=int, default=3, help="marked runs per profile")
+    parser.add_argument(
+        "--profile-repeats", type=at_least(1), default=3, help="marked runs per profile"
+    )
     parser.add_argument("--no-plot", action="store_true", help="draw no real.png at the end")
     parser.add_argument(
         "--hbm-limit",
-        type=float,
+        type=_number(1e-3, 1e3),
         default=None,
         metavar="MULTIPLE",
         help="cap the allocator per program at what it holds plus MULTIPLE x the fast memory",
