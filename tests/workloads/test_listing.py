@@ -44,3 +44,22 @@ def test_written_and_read_back_and_a_missing_row_is_derived(tmp_path: Path, monk
     assert [row.name for row in got] == [*names, "synthetic-v1/1k"]
     assert loaded == ["synthetic-v1/1k"] and got[2] == listing.summarize("synthetic-v1/1k")
     assert listing.read_index(tmp_path / "missing.json") == {}
+
+
+def test_the_command_takes_one_path_and_refuses_an_option_it_does_not_know(
+    tmp_path: Path, monkeypatch, capsys
+) -> None:
+    """``--help`` was taken for the index's path: after deriving every workload (12 s)
+    the index was written to a file named ``--help``, exit 0."""
+    written: list[Path] = []
+    monkeypatch.setattr(listing, "write_index", written.append)
+    monkeypatch.chdir(tmp_path)
+    for argv, code in ((["--help"], 0), (["--bogus"], 2), ([str(tmp_path)], 2)):
+        with pytest.raises(SystemExit) as ended:
+            listing.main(argv)
+        assert ended.value.code == code
+    assert "is a folder" in capsys.readouterr().err
+    assert written == [] and list(tmp_path.iterdir()) == []
+    listing.main([str(tmp_path / "index.json")])
+    listing.main([])
+    assert written == [tmp_path / "index.json", listing.INDEX_PATH]

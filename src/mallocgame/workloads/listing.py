@@ -11,12 +11,13 @@ workload the index lacks is derived when it is listed.
 
 from __future__ import annotations
 
+import argparse
 import json
-import sys
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from mallocgame.errors import MallocGameError
 from mallocgame.fileio import write_json
 from mallocgame.workloads.registry import load_workload, workload_names
 
@@ -65,5 +66,24 @@ def write_index(path: Path = INDEX_PATH) -> None:
     write_json(path, rows, indent=1)
 
 
+def main(argv: list[str] | None = None) -> None:
+    """``python -m mallocgame.workloads.listing [PATH]``: :func:`write_index` at ``PATH``
+    (default: the bundled index); a bad argument is one line and exit 2."""
+    parser = argparse.ArgumentParser(
+        prog="python -m mallocgame.workloads.listing",
+        description="Derive every bundled workload and write the index of their sizes.",
+    )
+    parser.add_argument(
+        "path", nargs="?", type=Path, default=INDEX_PATH, help=f"the index (default: {INDEX_PATH})"
+    )
+    args = parser.parse_args(argv)
+    if args.path.is_dir():
+        parser.error(f"{args.path} is a folder: give the index file's path")
+    try:
+        write_index(args.path)
+    except MallocGameError as exc:
+        parser.error(str(exc))
+
+
 if __name__ == "__main__":
-    write_index(Path(sys.argv[1]) if len(sys.argv) > 1 else INDEX_PATH)
+    main()
