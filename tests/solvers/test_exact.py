@@ -277,10 +277,17 @@ def test_large_program_honours_a_short_budget() -> None:
     inst = load_workload("synthetic-v1/4k")
     solution = ExactSolver().solve(inst, SolveRequest(seed=0, seconds=3.0))
     # building the model of 4,000 buffers would take longer than the budget: it is
-    # skipped, and the best warm-start game is the answer
+    # skipped, and the best warm start is the answer
     assert solution.info["status"] == "NOT_RUN" and solution.work["dtime_ms"] == 0
     assert check_solution(inst, solution).ok
     assert solution.bound_s >= solution.reward_s
+    # named as the warm start it is (the heuristic's mapping was called a game's)
+    warm = solution.info["warm_start"]
+    expected = "heuristic" if warm.get("heuristic_reward_s") == solution.reward_s else "game"
+    assert solution.info["source"] == expected
+    assert solution.info["note"].endswith(f"the best warm start returned ({expected})")
+    if expected == "game":
+        assert solution.reward_s == warm["game_reward_s"]
 
 
 def test_work_budget_is_reproducible() -> None:
@@ -440,3 +447,15 @@ def test_warm_start_seconds_stay_inside_a_wall_clock_budget() -> None:
     assert solution.wall_s < 4.0, solution.wall_s
     assert solution.info["status"] != "NOT_RUN" and solution.info["warm_start"]["games"] > 0
     assert check_solution(inst, solution).ok
+
+
+def test_workers_with_a_work_budget_alone_are_refused() -> None:
+    """workers=2 with --work was taken: CP-SAT's workers raced, and three runs of one seed
+    gave two answers (and spent more deterministic time than the budget)."""
+    inst, _ = _load("random105")
+    with pytest.raises(SolverError, match="workers=2 with a work budget alone"):
+        ExactSolver().solve(inst, SolveRequest(seed=0, work=50, options={"workers": 2}))
+    both = ExactSolver().solve(
+        inst, SolveRequest(seed=0, work=50, seconds=5, options={"workers": 2})
+    )
+    assert check_solution(inst, both).ok

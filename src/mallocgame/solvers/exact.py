@@ -13,15 +13,16 @@ reward of every game: the smaller of CP-SAT's bound and the LP bound of
 :mod:`mallocgame.solvers.bound`; only the LP bound (``info["upper_bound_s"]``) bounds
 every physically valid mapping. ``info["status"]`` is CP-SAT's (OPTIMAL, FEASIBLE,
 UNKNOWN; INFEASIBLE only as below), or NOT_RUN when the wall-clock budget cannot cover
-building the model (the best warm-start game is then the answer). The model always has a
-solution (drop every buffer), so a CP-SAT INFEASIBLE is a presolve bug: the model is
-solved again with less presolve (``PRESOLVE_RETRIES``, listed in
+building the model (the best warm start, the heuristic's or a game's, is then the answer).
+The model always has a solution (drop every buffer), so a CP-SAT INFEASIBLE is a presolve
+bug: the model is solved again with less presolve (``PRESOLVE_RETRIES``, listed in
 ``info["presolve_retries"]``); the status stays INFEASIBLE only if the budget ran out
 first or every retry said it again.
 
 Budgets: wall clock (everything included) and/or work in CP-SAT deterministic time,
 milliseconds (``work_unit = "dtime_ms"``); with a work budget and no wall-clock budget
-the answer is reproducible from the seed. With neither, at most ``DEFAULT_SECONDS``.
+the answer is reproducible from the seed (``workers`` more than 1 is refused there: CP-SAT's
+workers race). With neither, at most ``DEFAULT_SECONDS``.
 
 The model, the proof that it holds every game mapping, what is exact and what is
 relaxed, and the CP-SAT 9.12-9.15 ``AddNoOverlap2D`` bug it avoids: docs/exact-model.md.
@@ -39,6 +40,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from mallocgame.check import physical_check
+from mallocgame.errors import SolverError
 from mallocgame.game.kernels import walk_back, walk_forward
 from mallocgame.instance import Instance, Tensor
 from mallocgame.latency import mapping_reward
@@ -83,7 +85,7 @@ class ExactConfig:
     """The settings of ``exact``."""
 
     workers: int = setting(
-        1, "CP-SAT search workers (1 with a work budget: reproducible)", within="[1, 256]"
+        1, "CP-SAT search workers (1 with a work budget alone: reproducible)", within="[1, 256]"
     )
     cumulative: bool = setting(True, "add the redundant cumulative (capacity over time) constraint")
     warm_start: bool = setting(True, "play a few games first, as a hint and a fallback answer")
@@ -909,38 +911,41 @@ class ExactSolver(Solver, name="exact", work_unit="dtime_ms", config=ExactConfig
     """CP-SAT over the mapping model; optimal or the best found within the budget."""
 
     def search(self, instance: Instance, cfg: ExactConfig, run: Run) -> Solution:
+        if cfg.workers > 1 and run.request.work is not None and run.request.seconds is None:
+            raise SolverError(
+                f"exact: workers={cfg.workers} with a work budget alone: CP-SAT's workers "
+                "race, so the answer would not follow from the seed; give workers=1, or a "
+                "budget in seconds"
+            )
         ex = _ExactRun(instance, cfg, run)
         # Building the model costs about BUILD_S_PER_BUFFER per buffer (Python); skip
         # CP-SAT when that would not leave it time to search (the warm start stands).
         use_model = ex.model_fits()
         ex.add_warm_starts(use_model)
         if not use_model:
-            return self._without_model(instance, run, ex.found, ex.warm_info, ex.bound_info)
+            return self._without_model(ex)
         return ex.solve_model()
 
-    def _without_model(
-        self,
-        instance: Instance,
-        run: Run,
-        found: list[tuple[float, list[Allocation]]],
-        warm_info: dict[str, Any] | None,
-        bound_info: dict[str, Any],
-    ) -> Solution:
-        """The answer when the budget is too small to build and search the model."""
-        reward, allocs = max(found, key=lambda item: item[0]) if found else (0.0, [])
-        if allocs and physical_check(instance, allocs):
+    def _without_model(self, ex: _ExactRun) -> Solution:
+        """The answer when the budget is too small to build and search the model: the best
+        warm start, its ``source`` the one it came from (``heuristic`` or ``game``)."""
+        reward, allocs = max(ex.found, key=lambda item: item[0]) if ex.found else (0.0, [])
+        if allocs and physical_check(ex.instance, allocs):
             reward, allocs = 0.0, []
+        source = next((name for _, a, name in ex.starts if a is allocs), "drop")
         info = {
             "status": "NOT_RUN",
-            "note": "budget too small to build the CP-SAT model; best warm-start game returned",
+            "note": f"budget too small to build the CP-SAT model; the best warm start returned "
+            f"({source})",
             "build_s": 0.0,
-            "upper_bound_s": bound_info["bound_s"],
-            "warm_start": warm_info,
+            "upper_bound_s": ex.bound_info["bound_s"],
+            "warm_start": ex.warm_info,
             "cp_bound_s": None,
-            "source": "warm_start" if allocs else "drop",
+            "source": source,
         }
         work = {"dtime_ms": 0, "branches": 0, "conflicts": 0}
-        return run.mapping_answer(allocs, reward, work, bound_s=bound_info["bound_s"], info=info)
+        bound_s = ex.bound_info["bound_s"]
+        return ex.run.mapping_answer(allocs, reward, work, bound_s=bound_s, info=info)
 
 
 class _ExactRun:
