@@ -72,6 +72,19 @@ def test_an_ambiguous_dump_names_the_module_flag(tmp_path: Path, capsys) -> None
     assert not (tmp_path / "x.json").exists()
 
 
+def test_extract_a_program_whose_flops_no_float_holds(tmp_path: Path, capsys) -> None:
+    from tests.builders import tiny_program
+
+    doc = tiny_program().to_dict()
+    doc["instructions"][1]["flops"] = 10**400
+    program = tmp_path / "big.program.json"
+    program.write_text(json.dumps(doc))
+    out = tmp_path / "x.json"
+    assert main(["extract", "--program", str(program), "--out", str(out)]) == 2
+    assert "an integer too large for a float" in _one_line_error(capsys)
+    assert not out.exists()
+
+
 def test_solve_check_show_roundtrip(tmp_path: Path, instance_file: Path, capsys) -> None:
     out = tmp_path / "sol.json"
     assert (

@@ -185,6 +185,14 @@ def test_a_malformed_document_is_a_program_error(mutate: Callable[[dict], None])
         program_from_dict(doc)
 
 
+@pytest.mark.parametrize("key", ["flops", "transcendentals"])
+def test_a_number_too_large_for_a_float_is_a_program_error(key: str) -> None:
+    doc = tiny_program().to_dict()
+    doc["instructions"][1][key] = 10**400  # JSON holds it; no float does
+    with pytest.raises(ProgramError, match="an integer too large for a float"):
+        program_from_dict(doc)
+
+
 def _set(where: str, value: Any) -> Callable[[dict], None]:
     """Set one field: ``where`` is ``"section.index.key"`` or ``"section.index"``."""
 

@@ -290,11 +290,15 @@ def _whole(value: Any) -> int:
 
 
 def _number(value: Any) -> float:
-    """``value`` where it is a JSON number (:class:`TypeError` otherwise: a string or a
-    bool is not taken for one); :func:`validate_program` judges its value."""
+    """``value`` as a float where it is a JSON number (:class:`TypeError` otherwise: a
+    string or a bool is not taken for one; :class:`ValueError` for an integer too large
+    for a float); :func:`validate_program` judges its value."""
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise TypeError(f"expected a number, got {value!r}")
-    return float(value)
+    try:
+        return float(value)
+    except OverflowError:
+        raise ValueError("expected a number, got an integer too large for a float") from None
 
 
 def _flag(value: Any) -> bool:
