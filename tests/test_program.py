@@ -3,21 +3,26 @@ rule, each broken on :func:`tests.builders.tiny_program` and named by a typed er
 
 from __future__ import annotations
 
+import dataclasses
 import gzip
 import json
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 
+from mallocgame.costmodel import derive_instance
 from mallocgame.errors import FormatError, InputFileError, InstanceError, MallocGameError
+from mallocgame.instance import save_instance
 from mallocgame.program import (
     PROGRAM_FORMAT,
     PROGRAM_VERSION,
     Program,
     ProgramError,
     ProgramInstruction,
+    ProgramLoop,
     load_program,
     program_from_dict,
     save_program,
@@ -369,6 +374,94 @@ def test_validate_checks_a_program_built_in_code() -> None:
     ]:
         with pytest.raises(ProgramError, match=needle):
             validate_program(dataclasses.replace(program, **change))
+
+
+def _with_instruction(t: int, **change: Any) -> Program:
+    program = tiny_program()
+    ins = list(program.instructions)
+    ins[t] = dataclasses.replace(ins[t], **change)
+    return dataclasses.replace(program, instructions=tuple(ins))
+
+
+def _with_tensor(i: int, **change: Any) -> Program:
+    program = tiny_program()
+    tensors = list(program.tensors)
+    tensors[i] = dataclasses.replace(tensors[i], **change)
+    return dataclasses.replace(program, tensors=tuple(tensors))
+
+
+# Programs made in code with what no file holds: validate_program names each, so that
+# derive_instance never refuses (a NumPy integer) or crashes on (None, a float id, a shape
+# that is no string) a program it passed, and save_program never meets a NumPy integer.
+NOT_OF_THEIR_FILE_TYPE = {
+    "numpy size": (
+        _with_tensor(1, size=np.int64(400)),
+        r"tensor 1 \(x\): size \S*400\S* is no integer",
+    ),
+    "numpy tensor id": (
+        _with_tensor(1, id=np.int64(1)),
+        r"tensor 1 \(x\): id \S*1\S* is no integer",
+    ),
+    "numpy bytes": (
+        _with_instruction(1, operand_bytes=(np.int64(1000), 400)),
+        r"instruction 1 \(dot.1\): a byte count is no integer",
+    ),
+    "numpy count": (
+        _with_instruction(1, count=np.int64(3)),
+        r"instruction 1 \(dot.1\): count \S*3\S* is no integer",
+    ),
+    "numpy operand": (
+        _with_instruction(1, operands=(np.int64(0), 1)),
+        r"instruction 1 \(dot.1\): a tensor id is no integer",
+    ),
+    "none operand": (
+        _with_instruction(1, operands=(None, 1)),
+        r"instruction 1 \(dot.1\): a tensor id is no integer",
+    ),
+    "float output": (
+        _with_instruction(0, outputs=(1.0,)),
+        r"instruction 0 \(iota.0\): a tensor id is no integer",
+    ),
+    "numpy loop bound": (
+        dataclasses.replace(tiny_program(), loops=(ProgramLoop(np.int64(1), 2, 3),)),
+        "loop 0: first, last and trip_count must be integers",
+    ),
+    "none loop bound": (
+        dataclasses.replace(tiny_program(), loops=(ProgramLoop(None, 0, 1),)),
+        "loop 0: first, last and trip_count must be integers",
+    ),
+    "numpy alias member": (
+        dataclasses.replace(tiny_program(), alias_groups=(((np.int64(1), 2),),)),
+        r"alias group 0: member .* is no \(instruction, position\)",
+    ),
+    "alias member no pair": (
+        dataclasses.replace(tiny_program(), alias_groups=((5,),)),
+        r"alias group 0: member 5 is no \(instruction, position\)",
+    ),
+    "tensor name": (_with_tensor(1, name=5), "tensor 1: name 5 is no string"),
+    "live_out": (_with_tensor(4, live_out="no"), r"tensor 4 \(out\): live_out 'no' is no bool"),
+    "shape none": (_with_tensor(2, shape=None), r"tensor 2 \(y\): shape None is no string"),
+    "shape int": (_with_tensor(2, shape=5), r"tensor 2 \(y\): shape 5 is no string"),
+    "instruction name": (_with_instruction(3, name=3), "instruction 3: name 3 or opcode"),
+    "opcode": (_with_instruction(3, opcode=None), "instruction 3: name 'exp.3' or opcode None"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(NOT_OF_THEIR_FILE_TYPE))
+def test_validate_refuses_what_no_file_holds(case: str) -> None:
+    program, needle = NOT_OF_THEIR_FILE_TYPE[case]
+    with pytest.raises(ProgramError, match=needle):
+        validate_program(program)
+    with pytest.raises(ProgramError, match=needle):
+        derive_instance(program, "gpu_h100_host")
+
+
+def test_a_valid_program_derives_and_saves(tmp_path: Path) -> None:
+    program = _with_tensor(2, shape="f32[10,15]")  # the dot's output: a shape the cost model reads
+    validate_program(program)
+    save_instance(derive_instance(program, "gpu_h100_host"), tmp_path / "i.json")
+    save_program(program, tmp_path / "p.json")
+    assert load_program(tmp_path / "p.json") == program
 
 
 def test_the_largest_sizes_and_counts_of_spec_are_valid() -> None:

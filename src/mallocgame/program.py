@@ -23,8 +23,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-import numpy as np
-
 from mallocgame.errors import FormatError, InstanceError
 from mallocgame.fileio import is_finite_number, read_document, write_json
 from mallocgame.instance import MAX_BYTES, MAX_COUNT, Loop, Tensor, tensor_to_dict
@@ -139,7 +137,10 @@ class Program:
 def validate_program(program: Program) -> None:
     """Check the structural rules; raise :class:`ProgramError` naming the first broken one.
 
-    Rules: tensor ids are their indices; sizes and bytes in ``0 .. 2**53``; each
+    Rules: every field is of its file type (ids, sizes, bytes, times, counts, loop bounds
+    and alias members plain ``int``, not a bool or NumPy's; names, opcodes and shapes
+    ``str``; ``live_out`` a bool), so that every valid program derives and saves; tensor
+    ids are their indices; sizes and bytes in ``0 .. 2**53``; each
     instruction's byte lists match its operand/output lists; every tensor with
     ``def_time >= 0`` is the output of exactly that instruction and of no other; every
     read happens inside the tensor's live range, after its definition; counts and trip
@@ -163,12 +164,18 @@ def _validate_program_tensors(tensors: tuple[ProgramTensor, ...], num_t: int) ->
     """Ids, sizes and live ranges of every tensor of a program of ``num_t`` steps."""
     for i, x in enumerate(tensors):
         if x.id != i:
-            raise ProgramError(f"tensor {i}: id is {x.id}, expected its index")
-        for key in ("size", "def_time", "last_use_time"):  # 2.5 or true: no file holds them
+            raise ProgramError(f"tensor {i}: id is {x.id!r:.40}, expected its index")
+        if not isinstance(x.name, str):
+            raise ProgramError(f"tensor {i}: name {x.name!r:.40} is no string")
+        for key in ("id", "size", "def_time", "last_use_time"):  # 2.5, true: no file holds them
             if not _is_whole(getattr(x, key)):
                 raise ProgramError(
-                    f"tensor {i} ({x.name}): {key} {getattr(x, key)!r} is no integer"
+                    f"tensor {i} ({x.name}): {key} {getattr(x, key)!r:.40} is no integer"
                 )
+        if not isinstance(x.live_out, bool):
+            raise ProgramError(f"tensor {i} ({x.name}): live_out {x.live_out!r:.40} is no bool")
+        if not isinstance(getattr(x, "shape", ""), str):
+            raise ProgramError(f"tensor {i} ({x.name}): shape {x.shape!r:.40} is no string")
         if x.size < 0:
             raise ProgramError(f"tensor {i} ({x.name}): negative size {x.size}")
         if x.size > MAX_BYTES:
@@ -192,10 +199,18 @@ def _validate_program_instructions(program: Program) -> list[int]:
     num_x = len(tensors)
     defined_by = [-1] * num_x
     for t, ins in enumerate(program.instructions):
+        if not (isinstance(ins.name, str) and isinstance(ins.opcode, str)):
+            raise ProgramError(
+                f"instruction {t}: name {ins.name!r:.40} or opcode {ins.opcode!r:.40} is no string"
+            )
         if not _is_whole(ins.count):
-            raise ProgramError(f"instruction {t} ({ins.name}): count {ins.count!r} is no integer")
+            raise ProgramError(
+                f"instruction {t} ({ins.name}): count {ins.count!r:.40} is no integer"
+            )
         if not all(_is_whole(b) for b in ins.operand_bytes + ins.output_bytes):
             raise ProgramError(f"instruction {t} ({ins.name}): a byte count is no integer")
+        if not all(_is_whole(x) for x in ins.operands + ins.outputs):
+            raise ProgramError(f"instruction {t} ({ins.name}): a tensor id is no integer")
         for key in ("flops", "transcendentals"):  # finite, at least 0 (NaN and inf are not)
             value = getattr(ins, key)
             if not (is_finite_number(value) and value >= 0):
@@ -254,7 +269,11 @@ def _validate_program_groups_and_loops(program: Program) -> None:
     seen: set[tuple[int, int]] = set()
     for g, group in enumerate(program.alias_groups):
         for member in group:
-            if len(member) != 2 or not all(_is_whole(v) for v in member):
+            if (
+                not isinstance(member, (tuple, list))
+                or len(member) != 2
+                or not all(_is_whole(v) for v in member)
+            ):
                 raise ProgramError(
                     f"alias group {g}: member {member!r:.40} is no (instruction, position)"
                 )
@@ -266,10 +285,10 @@ def _validate_program_groups_and_loops(program: Program) -> None:
                 raise ProgramError(f"alias group {g}: buffer {buffer} is in two groups")
             seen.add(buffer)
     for i, lp in enumerate(program.loops):
-        if not 0 <= lp.first <= lp.last < num_t:
-            raise ProgramError(f"loop {i}: body {lp.first}..{lp.last} out of range")
         if not all(_is_whole(v) for v in (lp.first, lp.last, lp.trip_count)):
             raise ProgramError(f"loop {i}: first, last and trip_count must be integers")
+        if not 0 <= lp.first <= lp.last < num_t:
+            raise ProgramError(f"loop {i}: body {lp.first}..{lp.last} out of range")
         if lp.trip_count < 1:
             raise ProgramError(f"loop {i}: trip_count must be >= 1")
         if lp.trip_count > MAX_COUNT:
@@ -277,8 +296,9 @@ def _validate_program_groups_and_loops(program: Program) -> None:
 
 
 def _is_whole(value: Any) -> bool:
-    """An integer (NumPy's too), not a bool: what a program's counts, sizes and times are."""
-    return isinstance(value, (int, np.integer)) and not isinstance(value, bool)
+    """A plain ``int`` (not a bool, not NumPy's, which no file holds and JSON cannot
+    write): what a program's counts, sizes, times and ids are."""
+    return type(value) is int
 
 
 def _whole(value: Any) -> int:
