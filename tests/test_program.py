@@ -444,6 +444,7 @@ NOT_OF_THEIR_FILE_TYPE = {
     "shape int": (_with_tensor(2, shape=5), r"tensor 2 \(y\): shape 5 is no string"),
     "instruction name": (_with_instruction(3, name=3), "instruction 3: name 3 or opcode"),
     "opcode": (_with_instruction(3, opcode=None), "instruction 3: name 'exp.3' or opcode None"),
+    "program name": (dataclasses.replace(tiny_program(), name=None), "program: name None is no"),
 }
 
 

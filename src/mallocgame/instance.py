@@ -587,7 +587,12 @@ def _is_file_type(value: Any, kind: str) -> bool:
 def _validate_field_types(inst: Instance) -> None:
     """Every field of the hardware, tensors, instructions, buffers and loops is of its file
     type (:func:`_is_file_type`): what the loader refuses, an instance made in code (a
-    float size, a NumPy integer) is refused too, so every valid instance can be saved."""
+    float size, a NumPy integer, a name that is no string) is refused too, so every valid
+    instance can be saved and loaded again."""
+    if not isinstance(inst.name, str):
+        raise InstanceError(
+            f"instance: name must be a str, got {inst.name!r:.40} ({type(inst.name).__name__})"
+        )
     groups: list[tuple[str, Any]] = [("hardware", (inst.hardware,))]
     groups += [("tensor", inst.tensors), ("instruction", inst.instructions)]
     groups += [("buffer", inst.buffers), ("loop", inst.loops)]

@@ -138,17 +138,19 @@ def validate_program(program: Program) -> None:
     """Check the structural rules; raise :class:`ProgramError` naming the first broken one.
 
     Rules: every field is of its file type (ids, sizes, bytes, times, counts, loop bounds
-    and alias members plain ``int``, not a bool or NumPy's; names, opcodes and shapes
-    ``str``; ``live_out`` a bool), so that every valid program derives and saves; tensor
-    ids are their indices; sizes and bytes in ``0 .. 2**53``; each
-    instruction's byte lists match its operand/output lists; every tensor with
-    ``def_time >= 0`` is the output of exactly that instruction and of no other; every
-    read happens inside the tensor's live range, after its definition; counts and trip
-    counts in ``1 .. 2**31 - 1``; alias group members name existing buffers, each at
-    most once over all groups. (The ranges are SPEC section 1's: a program outside them
+    and alias members plain ``int``, not a bool or NumPy's; the program's, tensors' and
+    instructions' names, opcodes and shapes ``str``; ``live_out`` a bool), so that every
+    valid program derives and saves; tensor ids are their indices; sizes and bytes in
+    ``0 .. 2**53``; each instruction's byte lists match its operand/output lists; every
+    tensor with ``def_time >= 0`` is the output of exactly that instruction and of no
+    other; every read happens inside the tensor's live range, after its definition; counts
+    and trip counts in ``1 .. 2**31 - 1``; alias group members name existing buffers, each
+    at most once over all groups. (The ranges are SPEC section 1's: a program outside them
     could never become an instance.) A message is written only for the rule that
     breaks, so a valid program costs its comparisons alone.
     """
+    if not isinstance(program.name, str):
+        raise ProgramError(f"program: name {program.name!r:.40} is no string")
     num_t = len(program.instructions)
     if num_t < 1:
         raise ProgramError("program has no instructions")
