@@ -398,6 +398,31 @@ def test_unroll_nested_loops_and_overlap_error() -> None:
         simulate(bad, [])
 
 
+def test_a_program_past_max_executions_is_refused_with_its_true_count() -> None:
+    doc = build_doc([X(100), X(100, live_out=True)], [I(reads=[0], writes=[1], count=2**31 - 1)])
+    inst = _with_loops(doc, [(0, 0, 2**31 - 1)])
+    with pytest.raises(SimulationError, match=r"has 2147483647 executions \(more than 20000000\)$"):
+        unroll(inst)
+    nested = _with_loops(doc, [(0, 0, 2**31 - 1)] * 2)  # (2**31 - 1)**2 executions
+    with pytest.raises(SimulationError, match=rf"has {(2**31 - 1) ** 2} executions"):
+        simulate(nested, [])
+    deep = _with_loops(doc, [(0, 0, 2**31 - 1)] * 5)
+    with pytest.raises(
+        SimulationError, match=rf"has more than 2\*\*64 executions \(more than {2**70}\)"
+    ):
+        simulate(deep, [], max_executions=2**70)  # an int64 overflow was an OverflowError
+    for limit, needle in [(-5, "max_executions must be >= 0, not -5"), (2.0, "whole number")]:
+        with pytest.raises(SimulationError, match=needle):
+            simulate(inst, [], max_executions=limit)
+        with pytest.raises(SimulationError, match=needle):
+            unroll(inst, limit)
+    small = _with_loops(build_doc([X(1)], [I(count=3)]), [(0, 0, 3)])
+    assert unroll(small, 3)[0].tolist() == [0, 0, 0]
+    with pytest.raises(SimulationError, match=r"has 3 executions \(more than 2\)"):
+        unroll(small, 2)
+    assert simulate(small, [], max_executions=2**70).num_executions == 3
+
+
 def test_unknown_buffer_is_an_error() -> None:
     inst, allocs = _copy_out_then_reuse(NOCOPY)
     with pytest.raises(SimulationError, match="unknown buffer"):

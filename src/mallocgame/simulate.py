@@ -29,6 +29,7 @@ import bisect
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -313,6 +314,14 @@ def _loop_tree(instance: Instance) -> list[tuple[int, int, int, int]]:
     return out
 
 
+def _check_max_executions(max_executions: Any) -> None:
+    """:class:`SimulationError` unless ``max_executions`` is a whole number >= 0."""
+    if isinstance(max_executions, bool) or not isinstance(max_executions, int):
+        raise SimulationError(f"max_executions must be a whole number, not {max_executions!r:.40}")
+    if max_executions < 0:
+        raise SimulationError(f"max_executions must be >= 0, not {max_executions}")
+
+
 def unroll(
     instance: Instance, max_executions: int = MAX_EXECUTIONS
 ) -> tuple[np.ndarray, np.ndarray]:
@@ -321,19 +330,25 @@ def unroll(
     ``exec_step`` lists the instruction of each execution in run order (loop bodies
     repeated ``trip_count`` times); ``innermost[t]`` is the index (in
     :func:`_loop_tree` order) of the innermost loop around ``t``, -1 for none.
+    Raises :class:`SimulationError` where ``max_executions`` is no whole number >= 0 or
+    the unrolled program holds more executions than it (the message gives their exact
+    number, or says more than 2**64).
     """
+    _check_max_executions(max_executions)
     num_t = instance.num_instructions
     tree = _loop_tree(instance)
     innermost = np.full(num_t, -1, np.int64)
-    mult = np.ones(num_t, np.int64)
-    for i, (first, last, trip, _parent) in enumerate(tree):  # outer before inner
+    runs = [1] * len(tree)  # how often each loop's body runs: Python ints, exact, unbounded
+    total = num_t
+    for i, (first, last, trip, parent) in enumerate(tree):  # outer before inner
         innermost[first : last + 1] = i
-        # Capped past the limit, so that nested trip counts cannot overflow int64.
-        mult[first : last + 1] = np.minimum(mult[first : last + 1] * trip, max_executions + 1)
-    total = int(mult.sum())
+        outer = runs[parent] if parent >= 0 else 1
+        runs[i] = outer * trip
+        total += (runs[i] - outer) * (last - first + 1)  # its body: `outer` runs become runs[i]
     if total > max_executions:
+        count = str(total) if total <= 2**64 else "more than 2**64"
         raise SimulationError(
-            f"the unrolled program has {total} executions (more than {max_executions})"
+            f"the unrolled program has {count} executions (more than {max_executions})"
         )
     children: dict[int, list[int]] = defaultdict(list)
     for i, (_f, _l, _t, parent) in enumerate(tree):
@@ -755,16 +770,16 @@ def simulate(
     listed are in slow memory). ``copy_share``: the copy's share of the slow-memory
     bandwidth while it runs, in ``[0, 1)`` (default :func:`default_copy_share`).
     Raises :class:`SimulationError` (a :class:`ValueError`) for allocations naming
-    unknown buffers, loops that overlap without nesting, an unrolled program longer than
-    ``max_executions`` or a ``copy_share`` outside [0, 1);
+    unknown buffers, loops that overlap without nesting, a ``max_executions`` that is no
+    whole number >= 0, an unrolled program longer than it or a ``copy_share`` outside
+    [0, 1);
     :class:`InstanceError` if ``instance`` is not an :class:`Instance` and
     :class:`SolutionError` if ``solution_or_allocations`` is not a solution or allocations.
     """
     if not isinstance(instance, Instance):
         raise InstanceError(f"simulate: expected an Instance, not {instance!r:.80}")
     gamma = _copy_share(instance, copy_share)
-    if isinstance(max_executions, bool) or not isinstance(max_executions, int):
-        raise SimulationError(f"max_executions must be a whole number, not {max_executions!r:.40}")
+    _check_max_executions(max_executions)
     allocs: dict[int, Allocation] = {}
     for a in _allocations(solution_or_allocations):
         if not 0 <= a.buffer < instance.num_buffers:
