@@ -533,6 +533,18 @@ def test_speedup_of_drop_is_one(name: str) -> None:
     assert speedup(inst, sol) == 1.0
 
 
+def test_speedup_of_a_zero_latency_mapping() -> None:
+    # each instruction takes 1 s with its buffer slow, 0 s with it fast
+    zero_fast = table([0], [1.0, 0.0])
+    inst = build([X(100)], [I(writes=[0], latency=zero_fast), I(reads=[0], latency=zero_fast)])
+    allocs = _play(inst, [NOCOPY, NOCOPY])
+    assert simulate(inst, allocs).latency_s == 0.0 and baseline_latency(inst) == 2.0
+    assert speedup(inst, allocs) == math.inf  # not 1.0: the mapping saved all 2 s
+    free = table([0], [0.0, 0.0])
+    inst = build([X(100)], [I(writes=[0], latency=free), I(reads=[0], latency=free)])
+    assert speedup(inst, _play(inst, [NOCOPY, NOCOPY])) == 1.0  # 0 s against 0 s
+
+
 def test_random_solutions_speed_up_most_suite_programs() -> None:
     names = suite_names(SUITE)
     speedups = []

@@ -26,6 +26,7 @@ docs/simulator.md.
 from __future__ import annotations
 
 import bisect
+import math
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -803,7 +804,12 @@ def baseline_latency(instance: Instance, **kwargs: object) -> float:
 def speedup(
     instance: Instance, solution_or_allocations: Solution | Iterable[Allocation], **kwargs: object
 ) -> float:
-    """The paper's ``latency_baseline / latency`` (section 5.1); above 1 is faster."""
+    """The paper's ``latency_baseline / latency`` (section 5.1); above 1 is faster.
+
+    Where the mapping's latency is 0: ``inf`` if the baseline's is not, 1.0 if both are.
+    """
     lat = simulate(instance, solution_or_allocations, **kwargs).latency_s  # type: ignore[arg-type]
     base = baseline_latency(instance, **kwargs)
-    return base / lat if lat > 0 else 1.0
+    if lat > 0:
+        return base / lat
+    return math.inf if base > 0 else 1.0
