@@ -141,6 +141,18 @@ def test_prefetch_slows_the_slow_traffic_it_overlaps() -> None:
     assert default_copy_share(inst) == 0.5
 
 
+def test_default_copy_share_of_huge_bandwidths() -> None:
+    # copy + slow overflowed to inf, and the share to 0.0 (copies taking no bandwidth)
+    for bw, half in [(1e308, 0.5), (1.7e308, 0.5), (1e308 / 3, 0.5)]:
+        inst = build([X(100)], [I(writes=[0])], slow_bw=bw, copy_bw=bw, fast_bw=bw)
+        assert default_copy_share(inst) == half
+        assert simulate(inst, ()).copy_share == half
+    inst = build([X(100)], [I(writes=[0])], slow_bw=1e308, copy_bw=1.5e308, fast_bw=1.7e308)
+    assert default_copy_share(inst) == pytest.approx(0.6)
+    inst = build([X(100)], [I(writes=[0])], slow_bw=1.0, copy_bw=1e308)  # rounds to 1: kept below
+    assert default_copy_share(inst) == float(np.nextafter(1.0, 0.0))
+
+
 def test_instruction_ending_under_a_copy() -> None:
     # i0 reads 40 B slow (0.4 s) entirely under the 1 s prefetch: at half speed, 0.8 s;
     # i1 then waits 0.2 s for the prefetch

@@ -106,11 +106,11 @@ class SimulationResult:
 
 def default_copy_share(instance: Instance) -> float:
     """``copy_bandwidth / (copy_bandwidth + slow_bandwidth)``: the copy's share of slow
-    bandwidth, below 1 also where a copy bandwidth far above the slow one rounds it to 1."""
+    bandwidth, below 1 also where a copy bandwidth far above the slow one rounds it to 1.
+    Computed as ``1 / (1 + slow_bandwidth / copy_bandwidth)``, whose sum cannot overflow
+    (one half for two equal bandwidths near 1e308 too)."""
     hw = instance.hardware
-    return min(
-        hw.copy_bandwidth / (hw.copy_bandwidth + hw.slow_bandwidth), float(np.nextafter(1.0, 0.0))
-    )
+    return min(1.0 / (1.0 + hw.slow_bandwidth / hw.copy_bandwidth), float(np.nextafter(1.0, 0.0)))
 
 
 def _execution_params(
