@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+from types import SimpleNamespace
 
 import pytest
 
@@ -108,25 +109,48 @@ def test_judged_candidates_the_fastest_valid_first_of_a_tie_never_an_invalid_one
 
 
 def test_a_wall_clock_budget_is_split_as_the_candidates_spend_it(monkeypatch) -> None:
+    """Each candidate's share is what is left of the budget, less as long for each judging
+    still to come as the judgings so far took, split evenly between it and those after it:
+    on a fake clock, with each candidate (its answer made beforehand) and each judging
+    taking the time given here, the shares are exact."""
+    import mallocgame.solvers.base as base
     import mallocgame.solvers.hybrid as hybrid
 
-    shares: list = []
-    solve = hybrid.Solver.solve
-
-    def recording(self, instance, request):  # each candidate's share as it starts
-        if self.name != "best-of":
-            shares.append((self.name, request.seconds))
-        return solve(self, instance, request)
-
-    monkeypatch.setattr(hybrid.Solver, "solve", recording)
     inst = load_workload("synthetic-v2/small")
-    request = SolveRequest(seed=0, seconds=0.6, options={"solvers": "drop,greedy,random"})
-    BestOfSolver().solve(inst, request)
-    (drop, first), (greedy, second), (rand, third) = shares
-    assert (drop, greedy, rand) == ("drop", "greedy", "random")
-    assert 0.19 < first <= 0.2  # a third of the budget
-    # drop and greedy answer at once: each later share is what is left, split evenly
-    assert first < second <= 0.3 and second < third <= 0.6
+    names = ("drop", "greedy", "random")
+    answers = {n: get_solver(n).solve(inst, SolveRequest(seed=0, work=1)) for n in names}
+    now = [0.0]  # the clock every stopwatch reads, seconds
+    monkeypatch.setattr(base, "time", SimpleNamespace(perf_counter=lambda: now[0]))
+    spent = {"drop": 0.3, "greedy": 0.01}  # seconds; random spends all its share
+    shares: list = []
+    solve, judge = hybrid.Solver.solve, hybrid.judge
+
+    def candidate(self, instance, request):  # each candidate's share as it starts
+        if self.name == "best-of":
+            return solve(self, instance, request)
+        shares.append((self.name, request.seconds))
+        now[0] += spent.get(self.name, request.seconds)
+        return answers[self.name]
+
+    def judging(instance, solution):  # each judging takes 0.01 s
+        now[0] += 0.01
+        return judge(instance, solution)
+
+    monkeypatch.setattr(hybrid.Solver, "solve", candidate)
+    monkeypatch.setattr(hybrid, "judge", judging)
+    request = SolveRequest(seed=0, seconds=0.6, options={"solvers": ",".join(names)})
+    solution = BestOfSolver().solve(inst, request)
+    assert [name for name, _ in shares] == list(names)
+    first, second, third = (share for _, share in shares)
+    assert first == pytest.approx(0.6 / 3)  # a third of the budget, no judging timed yet
+    # drop overran its share (0.3 s, judged in 0.01 s): greedy's is what is left, less a
+    # judging for each of the two still to come, split evenly
+    assert second == pytest.approx((0.6 - 0.31 - 2 * 0.01) / 2)
+    # greedy answered at once (0.01 s, judged in 0.01 s) and left its time to random, which
+    # has all that is left but the time of its own judging
+    assert third == pytest.approx(0.6 - (0.31 + 0.02) - 0.01)
+    assert solution.wall_s == pytest.approx(0.6)  # random spent its share: the budget, judged
+    assert solution.info["chosen"] in names and check_solution(inst, solution).ok
 
 
 def test_each_candidate_is_judged_as_it_returns_inside_the_budget(monkeypatch) -> None:
