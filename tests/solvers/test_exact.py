@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import math
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -438,14 +439,37 @@ def test_a_spent_budget_starts_no_game_and_a_short_one_skips_the_lp(lstm) -> Non
     assert check_solution(lstm, solution).ok
 
 
-def test_warm_start_seconds_stay_inside_a_wall_clock_budget() -> None:
+def test_warm_start_seconds_stay_inside_a_wall_clock_budget(monkeypatch) -> None:
     """``warm_start_s=20`` under a 2 s budget took 21.5 s: the games now get at most what
-    the budget leaves after building the model and half a second of search."""
+    the budget leaves after building the model and half a second of search. On a fake
+    clock (the heuristic taking 0.25 s; the games, the three played without a clock,
+    taking their share) that share is exact, and the model is still built and searched."""
+    from mallocgame.solvers import base, exact
+
+    now = [0.0]  # the clock every stopwatch reads, seconds
+    monkeypatch.setattr(base, "time", SimpleNamespace(perf_counter=lambda: now[0]))
+    heuristic, games = exact._heuristic_mapping, exact.warm_start
+    shares: list = []
+
+    def timed_heuristic(instance, seed):
+        now[0] += 0.25
+        return heuristic(instance, seed)
+
+    def timed_games(instance, seconds, seed, **kwargs):  # the games spend their share
+        shares.append(seconds)
+        played = games(instance, None, seed, **kwargs)
+        now[0] += seconds
+        return played
+
+    monkeypatch.setattr(exact, "_heuristic_mapping", timed_heuristic)
+    monkeypatch.setattr(exact, "warm_start", timed_games)
     inst = load_workload("xla-v1/gru_infer")
     options = {"warm_start_s": 20}
     solution = ExactSolver().solve(inst, SolveRequest(seed=0, seconds=2.0, options=options))
-    assert solution.wall_s < 4.0, solution.wall_s
-    assert solution.info["status"] != "NOT_RUN" and solution.info["warm_start"]["games"] > 0
+    build_s = 3 * exact.BUILD_S_PER_BUFFER * inst.num_buffers
+    assert shares == [pytest.approx(2.0 - 0.25 - build_s - 0.5)] and shares[0] > 0
+    assert solution.wall_s == pytest.approx(2.0 - build_s - 0.5)  # left: model and search
+    assert solution.info["status"] != "NOT_RUN" and solution.info["warm_start"]["games"] == 3
     assert check_solution(inst, solution).ok
 
 
