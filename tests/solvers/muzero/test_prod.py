@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pickle
 from dataclasses import replace
+from types import SimpleNamespace
 
 import pytest
 
@@ -149,11 +150,51 @@ def test_the_heuristic_runs_once_for_its_answer_the_agents_demonstration_and_the
     assert answer.info["candidates"]["heuristic"]["reward_s"] == alone.reward_s
 
 
-def test_a_wall_clock_budget_gives_the_order_search_its_share(lstm) -> None:
+def test_a_wall_clock_budget_gives_the_order_search_its_share(lstm, monkeypatch) -> None:
+    """The agent has the budget but its last order_search_share (3 of 4 s); the order
+    search has the rest, less the time judging its answer will take (as long as judging
+    the heuristic's took). On a fake clock, with each judging taking 1/16 s, the agent (a
+    stand-in answer) its whole share and each evaluation of the search 1/8 s, the search
+    makes exactly the evaluations its share holds and the answer is judged as it ends."""
+    import mallocgame.solvers.base as base
+    import mallocgame.solvers.muzero.prod as prod
+
+    now = [0.0]  # the clock every stopwatch reads, seconds
+    fake = SimpleNamespace(perf_counter=lambda: now[0])
+    monkeypatch.setattr(base, "time", fake)
+    monkeypatch.setattr(prod, "time", fake)
+    stand_in = replace(get_solver("greedy").solve(lstm, SolveRequest(seed=0)), solver="muzero")
+    agent_shares: list = []
+    judge, search_order = prod.judge, prod.search_order
+
+    def judging(instance, solution):
+        now[0] += 1 / 16
+        return judge(instance, solution)
+
+    def train(self, instance, config, run, solver_name):  # spends its whole share
+        agent_shares.append(run.clock.seconds)
+        now[0] = run.clock.start + run.clock.seconds
+        return stand_in
+
+    def timed_search(assignment, *, stop, **kwargs):  # each evaluation takes 1/8 s
+        started = now[0]
+
+        def timed_stop(evaluations: int) -> bool:
+            now[0] = started + evaluations / 8
+            return stop(evaluations)
+
+        return search_order(assignment, stop=timed_stop, **kwargs)
+
+    monkeypatch.setattr(prod, "judge", judging)
+    monkeypatch.setattr(prod.MuZeroProdSolver, "train", train)
+    monkeypatch.setattr(prod, "search_order", timed_search)
     answer = get_solver("muzero-prod").solve(
         lstm, SolveRequest(seed=0, seconds=4.0, options=ONE_GAME)
     )
-    assert "left_out" not in answer.info and answer.work["order_evaluations"] > 0
+    assert agent_shares == [3.0]  # the budget but its last quarter
+    assert "left_out" not in answer.info
+    # from 3 + 1/16 s (the agent's answer judged) to 4 - 1/16 s: 7 evaluations
+    assert answer.work["order_evaluations"] == 7 and answer.wall_s == 4.0
     assert set(answer.info["candidates"]) == {"heuristic", "muzero", "msa-search"}
     assert check_solution(lstm, answer).ok
 
