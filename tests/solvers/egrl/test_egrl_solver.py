@@ -6,6 +6,7 @@ import copy
 import dataclasses
 import re
 from pathlib import Path
+from types import SimpleNamespace
 
 import jax
 import numpy as np
@@ -120,10 +121,25 @@ def test_without_a_budget_it_runs_the_default_generations(lstm) -> None:
     assert solution.work["proposals"] == DEFAULT_GENERATIONS * 5
 
 
-def test_wall_clock_budget_stops_promptly(lstm) -> None:
+def test_wall_clock_budget_stops_promptly(lstm, monkeypatch) -> None:
+    """The budget is checked between steps: on a fake clock, with each game taking 1/8 s
+    of a 0.3 s budget, the run stops after the step that spends it (the third game),
+    before a fourth, and answers with what it found."""
+    import mallocgame.solvers.base as base
+
+    now = [0.0]  # the clock every stopwatch reads, seconds
+    monkeypatch.setattr(base, "time", SimpleNamespace(perf_counter=lambda: now[0]))
+    evaluate = EgrlTrainer._evaluate
+
+    def timed(self, slot, clock, callback):  # each game takes 1/8 s
+        evaluated = evaluate(self, slot, clock, callback)
+        now[0] += 1 / 8
+        return evaluated
+
+    monkeypatch.setattr(EgrlTrainer, "_evaluate", timed)
     solution = _solve(lstm, seconds=0.3, mode="evolution", policies=0, chromosomes=4)
     assert check_solution(lstm, solution).ok
-    assert solution.work["proposals"] >= 1 and solution.wall_s < 2.0
+    assert solution.work["proposals"] == 3 and solution.wall_s == 3 / 8
 
 
 def test_a_game_the_budget_ends_in_is_an_answer_not_an_evaluation(lstm) -> None:
