@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from dataclasses import replace
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -88,7 +89,29 @@ def test_search_beats_its_default_policy(lstm) -> None:
 
 
 @pytest.mark.parametrize("seconds", [1.0])
-def test_wall_clock_budget_is_honoured(seconds: float) -> None:
+def test_wall_clock_budget_is_honoured(seconds: float, monkeypatch) -> None:
+    """On a fake clock (each simulation 4 ms, each move of the real game 50 us, the
+    solver's first estimate) the budget, not the billion simulations, ends the search:
+    some moves searched, the rest played by the default policy or the finishing rule."""
+    import mallocgame.solvers.base as base
+    import mallocgame.solvers.mcts as mcts
+
+    now = [0.0]  # the clock every stopwatch reads, seconds
+    monkeypatch.setattr(base, "time", SimpleNamespace(perf_counter=lambda: now[0]))
+    simulate, step = mcts._Search.simulate, DropBackup.step
+
+    def timed_simulate(self, *args):
+        value = simulate(self, *args)
+        now[0] += 4e-3
+        return value
+
+    def timed_step(self, action):
+        stepped = step(self, action)
+        now[0] += 50e-6
+        return stepped
+
+    monkeypatch.setattr(mcts._Search, "simulate", timed_simulate)
+    monkeypatch.setattr(DropBackup, "step", timed_step)
     inst = load_workload("synthetic-v1/4k")
     # a billion simulations would search every move; the clock leaves moves unsearched
     solution = MctsSolver().solve(inst, SolveRequest(seed=0, seconds=seconds, work=10**9))
