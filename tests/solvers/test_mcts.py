@@ -97,7 +97,12 @@ def test_wall_clock_budget_is_honoured(seconds: float, monkeypatch) -> None:
     import mallocgame.solvers.mcts as mcts
 
     now = [0.0]  # the clock every stopwatch reads, seconds
-    monkeypatch.setattr(base, "time", SimpleNamespace(perf_counter=lambda: now[0]))
+
+    def read() -> float:  # a microsecond a read besides: ends the search if no stub runs
+        now[0] += 1e-6
+        return now[0]
+
+    monkeypatch.setattr(base, "time", SimpleNamespace(perf_counter=read))
     simulate, step = mcts._Search.simulate, DropBackup.step
 
     def timed_simulate(self, *args):
