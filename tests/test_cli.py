@@ -134,23 +134,25 @@ def test_solve_with_a_budget_loads_the_game_kernels_before_the_solvers_clock(
     tmp_path: Path, instance_file: Path, monkeypatch
 ) -> None:
     """A fresh process loads the game's kernels in about half a second: with --budget
-    they load before the solver starts, not on its clock; without one, not at all."""
+    they load before the solver's clock starts (Solver.solve does it), not on it; without
+    one, not at all; and bad options are refused before the loading."""
     import mallocgame.game.state as state
-    from mallocgame.solvers.base import Solver
+    import mallocgame.solvers.base as base
 
     calls: list[str] = []
-    solve = Solver.solve
+    stopwatch = base.Stopwatch
     monkeypatch.setattr(state, "warm_game_kernels", lambda inst: calls.append("warm"))
-    monkeypatch.setattr(
-        Solver, "solve", lambda self, *a, **k: calls.append("solve") or solve(self, *a, **k)
-    )
+    monkeypatch.setattr(base, "Stopwatch", lambda s: calls.append("clock") or stopwatch(s))
     out = str(tmp_path / "sol.json")
     argv = ["solve", str(instance_file), "--solver", "random", "--out", out]
     assert main([*argv, "--budget", "0.05"]) == 0
-    assert calls == ["warm", "solve"]
+    assert calls == ["warm", "clock"]
     calls.clear()
     assert main([*argv, "--work", "2"]) == 0
-    assert calls == ["solve"]
+    assert calls == ["clock"]
+    calls.clear()
+    assert main([*argv, "--budget", "0.05", "--option", "bogus=1"]) == 2
+    assert calls == []
 
 
 def test_solve_and_check_an_xla_dump_directory(tmp_path: Path, capsys) -> None:

@@ -130,12 +130,7 @@ def _cmd_solve(args: argparse.Namespace, inst: Instance | None = None) -> int:
         callback=progress if args.progress else None,
         options=_options(args.option),
     )
-    if args.budget is not None:  # the game's kernels load outside the solver's budget
-        from mallocgame.game.state import warm_game_kernels
-
-        solver.check_options(request.options)  # bad options: refused before the loading
-        warm_game_kernels(inst)
-    solution = solver.solve(inst, request)
+    solution = solver.solve(inst, request)  # (the game's kernels load outside its budget)
     save_solution(solution, out)  # (the write makes the folders to it)
     print(
         f"{inst.name}: {solver.name} normalized reward {solution.normalized_reward:.6f} "

@@ -493,3 +493,26 @@ def test_an_alias_id_is_a_label_not_an_index(solver: str) -> None:
         assert check_solution(inst, solution).ok
         answers.append((solution.reward_s, solution.allocations))
     assert all(a == answers[0] for a in answers)
+
+
+def test_a_wall_clock_budget_starts_after_the_game_kernels_are_loaded(program, monkeypatch) -> None:
+    """A fresh process loads the game's kernels in about half a second; solve() called
+    from the library (not the command line, which loaded them itself) spent that on the
+    solver's clock. Without a wall-clock budget nothing is loaded; bad options are refused
+    before the loading."""
+    import mallocgame.game.state as state
+    import mallocgame.solvers.base as base
+
+    calls: list[str] = []
+    stopwatch = base.Stopwatch
+    monkeypatch.setattr(state, "warm_game_kernels", lambda inst: calls.append("warm"))
+    monkeypatch.setattr(base, "Stopwatch", lambda s: calls.append("clock") or stopwatch(s))
+    get_solver("random").solve(program, SolveRequest(seed=0, seconds=0.05))
+    assert calls == ["warm", "clock"]
+    calls.clear()
+    get_solver("random").solve(program, SolveRequest(seed=0, work=2))
+    assert calls == ["clock"]
+    calls.clear()
+    with pytest.raises(SolverError, match="bogus"):
+        get_solver("es").solve(program, SolveRequest(seed=0, seconds=0.05, options={"bogus": 1}))
+    assert calls == []
