@@ -652,6 +652,8 @@ def test_run_sweep_checks_every_job_before_running_one(tmp_path: Path) -> None:
     for bad, needle in [
         (Job(PROGRAMS[0], "random", 0, None, 1, (("foo", 1),)), "random: unknown option 'foo'"),
         (Job(PROGRAMS[0], "exact", 0, None, 1, (("worker", 2),)), "exact: unknown option 'worker'"),
+        # refused by the solver only as its job started, after the jobs before it
+        (Job(PROGRAMS[0], "exact", 0, None, 1, (("workers", 2),)), "workers=2 with a work budget"),
         (Job(PROGRAMS[0], "nope", 0, None, 1), "unknown solver"),
     ]:
         with pytest.raises(SolverError, match=needle):

@@ -479,6 +479,10 @@ def test_workers_with_a_work_budget_alone_are_refused() -> None:
     inst, _ = _load("random105")
     with pytest.raises(SolverError, match="workers=2 with a work budget alone"):
         ExactSolver().solve(inst, SolveRequest(seed=0, work=50, options={"workers": 2}))
+    with pytest.raises(SolverError, match="workers=2 with a work budget alone"):  # a sweep's
+        ExactSolver().check_options({"workers": 2}, work=50)
+    ExactSolver().check_options({"workers": 2}, seconds=5.0, work=50)
+    ExactSolver().check_options({"workers": 2})  # no budget named: none to refuse
     both = ExactSolver().solve(
         inst, SolveRequest(seed=0, work=50, seconds=5, options={"workers": 2})
     )

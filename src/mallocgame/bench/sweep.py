@@ -185,11 +185,11 @@ def job_path(out_dir: Path, job: Job) -> Path:
 
 def check_jobs(jobs: Iterable[Job]) -> None:
     """Raise :class:`~mallocgame.errors.SolverError` for any job whose solver is
-    unknown or does not take its options, :class:`~mallocgame.errors.InputFileError`
-    for one whose program is neither a bundled name nor an existing path, and
-    :class:`~mallocgame.bench.inputs.StudyInputError` for two jobs whose records would
-    share a file name (:func:`job_path`); each (solver, options) and each program is
-    checked once."""
+    unknown or does not take its options (under the job's budget: ``check_options``),
+    :class:`~mallocgame.errors.InputFileError` for one whose program is neither a bundled
+    name nor an existing path, and :class:`~mallocgame.bench.inputs.StudyInputError` for
+    two jobs whose records would share a file name (:func:`job_path`); each (solver,
+    options, budget) and each program is checked once."""
     from mallocgame.bench.inputs import StudyInputError
     from mallocgame.solvers import get_solver
     from mallocgame.workloads.registry import check_workload
@@ -207,11 +207,12 @@ def check_jobs(jobs: Iterable[Job]) -> None:
                 f"{job.seed}, {job.budget_tag}) would share the record file {name}; "
                 "sweep them apart or rename one program"
             )
-    checked: list[tuple[str, tuple[tuple[str, Any], ...]]] = []  # (option values need not hash)
+    checked: list[tuple[Any, ...]] = []  # (option values need not hash)
     for job in jobs:
-        if (job.solver, job.options) not in checked:
-            get_solver(job.solver).check_options(job.options_dict)
-            checked.append((job.solver, job.options))
+        if (job.solver, job.options, job.seconds, job.work) not in checked:
+            solver = get_solver(job.solver)
+            solver.check_options(job.options_dict, seconds=job.seconds, work=job.work)
+            checked.append((job.solver, job.options, job.seconds, job.work))
 
 
 def _cell(job: Job) -> tuple[Any, ...]:

@@ -368,9 +368,20 @@ class Solver(abc.ABC):
         """:attr:`default_work`, or a default that depends on the settings (override)."""
         return self.default_work
 
-    def check_options(self, options: Mapping[str, Any]) -> None:
-        """Raise :class:`~mallocgame.errors.SolverError` for a bad option name or value."""
-        self.config(options)
+    def check_options(
+        self, options: Mapping[str, Any], *, seconds: float | None = None, work: int | None = None
+    ) -> None:
+        """Raise :class:`~mallocgame.errors.SolverError` for a bad option name or value, and
+        for options the solver cannot honour under a budget of ``seconds`` (wall clock)
+        and ``work`` where they are given (:meth:`check_budget`)."""
+        self.check_budget(self.config(options), seconds, work)
+
+    def check_budget(self, config: Any, seconds: float | None, work: int | None) -> None:
+        """Raise :class:`~mallocgame.errors.SolverError` where ``config`` cannot be honoured
+        under a budget of ``seconds`` and ``work`` (``None``: no such budget); checked by
+        :meth:`solve` before any work. Every budget suits every setting, unless a solver
+        says otherwise."""
+        return None
 
     def settings(self, options: Mapping[str, Any]) -> dict[str, Any]:
         """Every setting a run with ``options`` uses, defaults filled in (JSON values),
@@ -394,6 +405,7 @@ class Solver(abc.ABC):
         if not isinstance(request, SolveRequest):
             raise SolverError(f"{self.name}: expected a SolveRequest, not {request!r:.80}")
         config = self.config(request.options)
+        self.check_budget(config, request.seconds, request.work)
         if request.seconds is not None:
             from mallocgame.game.state import warm_game_kernels
 

@@ -910,13 +910,16 @@ def _recorder(on_solution: Callable[[Any], None]) -> Any:
 class ExactSolver(Solver, name="exact", work_unit="dtime_ms", config=ExactConfig):
     """CP-SAT over the mapping model; optimal or the best found within the budget."""
 
-    def search(self, instance: Instance, cfg: ExactConfig, run: Run) -> Solution:
-        if cfg.workers > 1 and run.request.work is not None and run.request.seconds is None:
+    def check_budget(self, config: ExactConfig, seconds: float | None, work: int | None) -> None:
+        """A work budget alone promises an answer that follows from the seed: one worker."""
+        if config.workers > 1 and work is not None and seconds is None:
             raise SolverError(
-                f"exact: workers={cfg.workers} with a work budget alone: CP-SAT's workers "
+                f"exact: workers={config.workers} with a work budget alone: CP-SAT's workers "
                 "race, so the answer would not follow from the seed; give workers=1, or a "
                 "budget in seconds"
             )
+
+    def search(self, instance: Instance, cfg: ExactConfig, run: Run) -> Solution:
         ex = _ExactRun(instance, cfg, run)
         # Building the model costs about BUILD_S_PER_BUFFER per buffer (Python); skip
         # CP-SAT when that would not leave it time to search (the warm start stands).
