@@ -96,6 +96,45 @@ def test_every_worker_starts_even_when_the_parent_is_slow_between_submits(
         assert len(pool._processes) == 3
 
 
+# A parent interrupted (Ctrl-C) in the second of the three submits that start its pool.
+INTERRUPTED_START = textwrap.dedent(
+    """
+    import time
+    from mallocgame.workers import WorkerPool, process_pool
+
+    submit, calls = WorkerPool.submit, []
+
+    def interrupted(self, fn, *args, **kwargs):
+        future = submit(self, fn, *args, **kwargs)
+        calls.append(fn)
+        if len(calls) == 2:
+            raise KeyboardInterrupt
+        return future
+
+    if __name__ == "__main__":
+        WorkerPool.submit = interrupted
+        try:
+            process_pool(3)
+        except KeyboardInterrupt:
+            time.sleep(2)  # the workers started take their start tasks meanwhile
+            print("interrupted", flush=True)
+    """
+)
+
+
+def test_a_parent_interrupted_while_its_pool_starts_exits(tmp_path: Path) -> None:
+    """The start tasks given before the interrupt waited on a gate no one would open, and
+    the parent's exit waited on them: it hung for good (two more Ctrl-C did nothing)."""
+    script = tmp_path / "parent.py"
+    script.write_text(INTERRUPTED_START)
+    src = str(Path(__file__).parents[1] / "src")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([src, os.environ.get("PYTHONPATH", "")])}
+    done = subprocess.run(
+        [sys.executable, str(script)], capture_output=True, text=True, env=env, timeout=60
+    )
+    assert done.returncode == 0 and done.stdout == "interrupted\n", done.stderr
+
+
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
 @pytest.mark.parametrize("signal_name", ["SIGTERM", "SIGKILL"])
 def test_workers_end_when_their_parent_is_killed(tmp_path: Path, signal_name: str) -> None:

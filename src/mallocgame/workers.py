@@ -114,9 +114,15 @@ class WorkerPool(ProcessPoolExecutor):
     def start_all(self) -> None:
         """Start every worker now, without waiting for them. A ``submit`` that finds no
         idle worker starts one; no worker is idle while each waits on the closed gate, so
-        one such task per worker starts them all, and the gate then opens."""
-        for _ in range(self._workers):
-            self.submit(_pass_start_gate)
+        one such task per worker starts them all, and the gate then opens. Interrupted
+        (Ctrl-C in a ``submit``), it opens the gate and ends the workers started so far."""
+        try:
+            for _ in range(self._workers):
+                self.submit(_pass_start_gate)
+        except BaseException:
+            self._start_gate.set()  # else the tasks given wait, and the exit on them
+            self.terminate()
+            raise
         self._start_gate.set()
 
     def terminate(self) -> None:
