@@ -254,3 +254,23 @@ def test_check_writable_finds_a_place_that_takes_no_file(tmp_path: Path, monkeyp
     if Path("/proc/self").exists():  # a file system that takes no files, even as root
         with pytest.raises(OutputFileError, match="cannot write in /proc"):
             check_writable("/proc/x.json")
+
+
+def test_what_the_reader_refuses_is_not_written(tmp_path: Path) -> None:
+    """A document nested 101 deep, or holding a lone surrogate, was written, and then
+    refused by read_json: a file the project could not read back."""
+    path = tmp_path / "doc.json"
+    deep: list = []
+    for _ in range(100):
+        deep = [deep]
+    for document, needle in (
+        (deep, "nested more than 100 deep"),
+        ({"name": "bad\udcff"}, r"'bad\\udcff' holds an unpaired surrogate"),
+    ):
+        with pytest.raises(OutputFileError, match=needle):
+            write_json(path, document)
+        assert not path.exists()
+    write_json(path, deep[0])  # 100 deep
+    write_json(tmp_path / "pair.json", {"name": "\U0001f600"})
+    assert read_json(path) == deep[0]
+    assert read_json(tmp_path / "pair.json") == {"name": "\U0001f600"}

@@ -55,6 +55,27 @@ def test_a_document_nested_too_deep_is_refused_not_a_recursion_error(tmp_path: P
     doc = _doc() | {"source": {"x": _nested(98)}}  # the source's object and x: 100 deep
     save_instance(instance_from_dict(doc), path)
     assert load_instance(path).source["x"] == _nested(98)
+    # a source made in code 100 deep is 101 in the document: it was saved, then refused
+    inst = instance_from_dict(_doc())
+    with pytest.raises(InstanceError, match="source: objects and arrays nested more than 99"):
+        replace(inst, source={"x": _nested(99)})
+
+
+@pytest.mark.parametrize(
+    "change, needle",
+    [
+        ({"name": "bad\ud800"}, r"instance\.name: the string 'bad\\ud800' holds an unpaired"),
+        ({"source": {"note": "\udcff"}}, r"source\.note: the string .* unpaired surrogate"),
+        ({"source": {"\udcff": 1}}, r"the key .* is not a string \(UTF-8 text\)"),
+    ],
+)
+def test_a_string_no_utf8_holds_is_refused_as_the_loader_refuses_it(change, needle) -> None:
+    """An instance named "bad\\ud800" (or with such a source string) made in code was
+    valid and saved, and its file then refused by load_instance."""
+    with pytest.raises(InstanceError, match=needle):
+        instance_from_dict(_doc() | change)
+    with pytest.raises(InstanceError, match=r"instance: name 'bad\\ud800' holds an unpaired"):
+        validate(replace(instance_from_dict(_doc()), name="bad\ud800"))
 
 
 def _doc():
@@ -558,7 +579,7 @@ def test_an_instance_made_in_code_with_nested_numbers_of_no_file_type_is_refused
         ({"s": {"t": {1, 2}}}, r"source\.s\.t: .* is no JSON value"),
         ({1: "a", "1": "b"}, "the key 1 is not a string"),
         ({"x": float("nan")}, r"source\.x: nan"),
-        ({"deep": _nested(330)}, "source: objects and arrays nested more than 100 deep"),
+        ({"deep": _nested(330)}, "source: objects and arrays nested more than 99 deep"),
     ],
 )
 def test_an_instance_made_in_code_refuses_a_source_no_file_holds(source, needle) -> None:

@@ -285,13 +285,23 @@ def _write_through(path: Path, data: bytes) -> None:
 def write_json(path: str | os.PathLike[str], obj: Any, *, indent: int | None = None) -> None:
     """Atomically write ``obj`` as JSON; gzip-compressed when ``path`` ends in ``.gz``.
 
-    JSON has no NaN or infinity: ``obj`` holding one (or a value that is not JSON) is an
-    :class:`OutputFileError`, and nothing is written."""
+    JSON has no NaN or infinity: ``obj`` holding one (or a value that is not JSON), or
+    what :func:`read_json` refuses (nesting deeper than :data:`MAX_JSON_DEPTH`, a string
+    holding an unpaired surrogate), is an :class:`OutputFileError`, and nothing is written:
+    what is written can be read back."""
     try:
         separators = None if indent else (",", ":")
         text = json.dumps(obj, indent=indent, separators=separators, allow_nan=False)
-    except (ValueError, TypeError) as exc:  # a non-finite float; an object JSON cannot hold
+    except (ValueError, TypeError, RecursionError) as exc:  # NaN; no JSON; nested too deep
         raise OutputFileError(f"{path}: not written: the document is not JSON ({exc})") from None
+    if nested_deeper_than(obj, MAX_JSON_DEPTH):
+        raise OutputFileError(
+            f"{path}: not written: objects and arrays nested more than {MAX_JSON_DEPTH} deep"
+        )
+    if _SURROGATE_ESCAPE.search(text) and (lone := unpaired_surrogate(obj)) is not None:
+        raise OutputFileError(
+            f"{path}: not written: the string {lone!a:.60} holds an unpaired surrogate"
+        )
     data = (text + "\n").encode("utf-8")
     if str(path).endswith(".gz"):
         data = gzip.compress(data, mtime=0)

@@ -222,7 +222,8 @@ class Instance:
         if not isinstance(self.source, ReadOnlyDict):
             if not isinstance(self.source, Mapping):
                 raise InstanceError(f"source must be an object, not {self.source!r:.40}")
-            object.__setattr__(self, "source", _read_only(_json_value_copy(self.source, "source")))
+            source = _json_value_copy(self.source, "source", MAX_JSON_DEPTH - 1)  # in a document
+            object.__setattr__(self, "source", _read_only(source))
 
     @property
     def num_instructions(self) -> int:
@@ -381,12 +382,12 @@ class _NotJson(Exception):
         self.path: list[str] = []
 
 
-def _json_value_copy(value: Any, where: str) -> Any:
+def _json_value_copy(value: Any, where: str, depth: int = MAX_JSON_DEPTH) -> Any:
     """:func:`_json_copy` of a value made in code, refusing what no JSON file holds
     (:class:`InstanceError` naming its place below ``where``), nesting included: at most
-    :data:`~mallocgame.fileio.MAX_JSON_DEPTH` deep, as in a file."""
-    if nested_deeper_than(value, MAX_JSON_DEPTH):
-        raise InstanceError(f"{where}: objects and arrays nested more than {MAX_JSON_DEPTH} deep")
+    ``depth`` deep (a document: :data:`~mallocgame.fileio.MAX_JSON_DEPTH`, as in a file)."""
+    if nested_deeper_than(value, depth):
+        raise InstanceError(f"{where}: objects and arrays nested more than {depth} deep")
     try:
         return _checked_json_copy(value)
     except _NotJson as exc:
@@ -398,8 +399,8 @@ def _checked_json_copy(value: Any) -> Any:
     if isinstance(value, Mapping):
         out = {}
         for k, v in value.items():
-            if not isinstance(k, str):
-                raise _NotJson(f"the key {k!r:.40} is not a string")
+            if not _is_text(k):
+                raise _NotJson(f"the key {k!r:.40} is not a string (UTF-8 text)")
             try:
                 out[k] = _checked_json_copy(v)
             except _NotJson as exc:
@@ -415,10 +416,12 @@ def _checked_json_copy(value: Any) -> Any:
                 exc.path.append(f"[{i}]")
                 raise
         return items
-    if value is None or isinstance(value, (bool, str)) or type(value) is int:
+    if value is None or isinstance(value, bool) or type(value) is int or _is_text(value):
         return value
     if isinstance(value, float) and math.isfinite(value):
         return value
+    if isinstance(value, str):
+        raise _NotJson(f"the string {value!a:.40} holds an unpaired surrogate (no UTF-8 text)")
     raise _NotJson(
         f"{value!r:.40} ({type(value).__name__}) is no JSON value (a finite number, a "
         "string, true, false, null, an array or an object)"
@@ -581,7 +584,18 @@ def _is_file_type(value: Any, kind: str) -> bool:
         return type(value) is int
     if kind == "float":
         return type(value) is int or isinstance(value, float)
-    return type(value) is bool if kind == "bool" else isinstance(value, str)
+    return type(value) is bool if kind == "bool" else _is_text(value)
+
+
+def _is_text(value: Any) -> bool:
+    """``value`` is a ``str`` that UTF-8 holds (no unpaired surrogate), as a file's string."""
+    if not isinstance(value, str):
+        return False
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def _validate_field_types(inst: Instance) -> None:
@@ -593,6 +607,8 @@ def _validate_field_types(inst: Instance) -> None:
         raise InstanceError(
             f"instance: name must be a str, got {inst.name!r:.40} ({type(inst.name).__name__})"
         )
+    if not _is_text(inst.name):
+        raise InstanceError(f"instance: name {inst.name!a:.40} holds an unpaired surrogate")
     groups: list[tuple[str, Any]] = [("hardware", (inst.hardware,))]
     groups += [("tensor", inst.tensors), ("instruction", inst.instructions)]
     groups += [("buffer", inst.buffers), ("loop", inst.loops)]
