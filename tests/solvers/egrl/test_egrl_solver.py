@@ -24,7 +24,7 @@ from mallocgame.solvers.egrl import EgrlConfig
 from mallocgame.solvers.egrl.sac import learner_alpha
 from mallocgame.solvers.egrl.trainer import DEFAULT_GENERATIONS, EgrlTrainer
 from mallocgame.workloads.suite import suite_instance
-from tests.builders import I, build, reversed_normalizer_instances
+from tests.builders import I, X, build, reversed_normalizer_instances, table
 
 # Tiny networks and population (a generation of mode both: 3 chromosomes, 2 policies,
 # 1 learner rollout). The networks compile once per process for xla-v1/lstm_infer's graph.
@@ -571,3 +571,19 @@ def test_settings_a_mode_does_not_use_are_not_checked(lstm) -> None:
 def test_a_fixed_alpha_is_the_one_the_learner_uses(lstm, alpha: float) -> None:
     solution = _solve(lstm, work=6, mode="pg", learner_rollouts=3, alpha=alpha)
     assert solution.work["updates"] > 0 and solution.info["alpha"] == alpha
+
+
+def test_a_mapping_of_zero_latency_has_a_finite_speedup_fitness() -> None:
+    """Table latencies may be 0: speedup() of such a mapping is inf, and the learner's
+    targets ((fitness - mean) / std) were NaN, its losses too."""
+    from mallocgame.solvers.egrl.proposals import MAX_SPEEDUP_FITNESS
+
+    zero_when_fast = table([0], [1.0, 0.0])
+    inst = build(
+        [X(100)], [I(writes=[0], latency=zero_when_fast), I(reads=[0], latency=zero_when_fast)]
+    )
+    options = {"fitness": "speedup", "progress": False}
+    solution = get_solver("egrl").solve(inst, SolveRequest(seed=0, work=60, options=options))
+    assert check_solution(inst, solution).ok and solution.normalized_reward == 1.0
+    assert solution.info["best_fitness"] == MAX_SPEEDUP_FITNESS
+    assert np.isfinite(solution.info["actor_loss"]) and np.isfinite(solution.info["critic_loss"])

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -36,7 +37,15 @@ from mallocgame.game.state import Game
 from mallocgame.game.tables import GameTables
 from mallocgame.instance import Instance
 
-__all__ = ["NEAREST", "nearest_allowed", "Played", "ProposalPlayer", "FitnessFn"]
+__all__ = [
+    "NEAREST",
+    "nearest_allowed",
+    "Played",
+    "ProposalPlayer",
+    "FitnessFn",
+    "MAX_SPEEDUP_FITNESS",
+    "speedup_fitness",
+]
 
 NEAREST = ((0, 1, 2), (1, 0, 2), (2, 1, 0))
 """For each proposed action, the actions tried in order."""
@@ -116,6 +125,19 @@ def reward_fitness(normalized: float, return_s: float, normalizer_s: float) -> f
     return -normalized if normalizer_s < 0 else return_s
 
 
+MAX_SPEEDUP_FITNESS = 1e12
+"""The ``speedup`` fitness of a mapping whose simulated latency is 0 (table latencies may
+be): finite, so that the learner's normalized targets are, and above any real speedup."""
+
+
+def speedup_fitness(instance: Instance, allocations: Any) -> float:
+    """``fitness="speedup"``: :func:`mallocgame.simulate.speedup` of ``allocations`` (a
+    solution or allocations), at most :data:`MAX_SPEEDUP_FITNESS`."""
+    from mallocgame.simulate import speedup
+
+    return min(float(speedup(instance, allocations)), MAX_SPEEDUP_FITNESS)
+
+
 class FitnessFn:
     """A proposal's fitness: ``"reward"`` (:func:`reward_fitness` of the game's return)
     or ``"speedup"`` (the simulated baseline latency over the latency under the game's
@@ -131,6 +153,4 @@ class FitnessFn:
         """The fitness of ``played``; ``game`` is the complete game it was played in."""
         if self.kind == "reward":
             return reward_fitness(played.normalized, played.return_s, game.tables.normalizer_s)
-        from mallocgame.simulate import speedup
-
-        return float(speedup(self.instance, game.allocations()))
+        return speedup_fitness(self.instance, game.allocations())

@@ -74,7 +74,12 @@ from mallocgame.solvers.egrl.population import (
     sample_chromosome,
     seed_chromosome,
 )
-from mallocgame.solvers.egrl.proposals import FitnessFn, ProposalPlayer, reward_fitness
+from mallocgame.solvers.egrl.proposals import (
+    FitnessFn,
+    ProposalPlayer,
+    reward_fitness,
+    speedup_fitness,
+)
 from mallocgame.solvers.egrl.replay import Replay
 from mallocgame.solvers.egrl.sac import (
     LEARNER_METRICS,
@@ -580,9 +585,7 @@ class EgrlTrainer:
             return reward_fitness(
                 solution.normalized_reward, solution.reward_s, self.tables.normalizer_s
             )
-        from mallocgame.simulate import speedup
-
-        return float(speedup(self.instance, solution))
+        return speedup_fitness(self.instance, solution)
 
     def state_dict(self) -> dict[str, Any]:
         """Everything a resumed run needs (JSON-like, numpy arrays inside)."""
