@@ -111,3 +111,31 @@ def test_a_steered_compile_of_another_program_is_refused(lstm_v4) -> None:
             answer=answer,
             placement=placement,
         )
+
+
+def test_a_steered_compile_with_other_sizes_is_refused_as_another_program(
+    lstm_v4, monkeypatch
+) -> None:
+    """A compile of the same instructions with other tensor sizes passed the name check
+    and failed later as a PlacementError, not the SteeringError the docs give; and a
+    compile of as many instructions named otherwise was said to differ in their count."""
+    import mallocgame.runtime.tpu_steer as tpu_steer
+    from mallocgame.workloads.suite import suite_program
+
+    instance, placement, answer = lstm_v4
+    program = suite_program(LSTM)
+    bigger = replace(program.tensors[0], size=program.tensors[0].size * 2)
+    resized = replace(program, tensors=(bigger, *program.tensors[1:]))
+    first = replace(program.instructions[0], name="renamed")
+    renamed = replace(program, instructions=(first, *program.instructions[1:]))
+    for compiled, needle in (
+        (resized, "other tensors or sizes"),
+        (renamed, f"instruction 0 is renamed, not {instance.instructions[0].name}"),
+    ):
+        monkeypatch.setattr(
+            tpu_steer, "extract_jax_tpu", lambda *a, c=compiled, **k: (c, placement)
+        )
+        with pytest.raises(SteeringError, match=f"not the same program \\({needle}\\)"):
+            steer_jax_tpu(
+                mlp_grad, target="tpu-v4", instance=instance, answer=answer, placement=placement
+            )

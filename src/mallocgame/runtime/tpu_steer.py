@@ -39,7 +39,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from mallocgame.frontends.tpu import extract_jax_tpu, fast_spaces_of
-from mallocgame.frontends.xla_placement import XlaPlacement, placement_solution
+from mallocgame.frontends.xla_placement import (
+    XlaPlacement,
+    instance_structure_sha256,
+    placement_solution,
+    program_structure_sha256,
+)
 from mallocgame.instance import Instance
 from mallocgame.residency import compare_residency, residency
 from mallocgame.runtime.errors import ApplyError
@@ -203,13 +208,18 @@ def steer_jax_tpu(
         **jit_kwargs,
     )
     names = [i.name for i in program.instructions]
-    if len(names) != len(instance.instructions) or any(
-        n != i.name for n, i in zip(names, instance.instructions)
-    ):
-        raise SteeringError(
-            f"{instance.name}: the steered compile is not the same program "
-            f"({len(names)} instructions against {len(instance.instructions)})"
-        )
+    ours = [i.name for i in instance.instructions]
+    if len(names) != len(ours):
+        why = f"{len(names)} instructions against {len(ours)}"
+    elif names != ours:
+        t = next(t for t, (a, b) in enumerate(zip(names, ours)) if a != b)
+        why = f"instruction {t} is {names[t]}, not {ours[t]}"
+    elif program_structure_sha256(program) != instance_structure_sha256(instance):
+        why = "other tensors or sizes"
+    else:
+        why = ""
+    if why:
+        raise SteeringError(f"{instance.name}: the steered compile is not the same program ({why})")
     before = xla_answer(instance, placement, fast) if unsteered is None else unsteered
     after = xla_answer(instance, steered, fast)
     return SteeringReport(
