@@ -814,6 +814,7 @@ def test_extract_errors(tmp_path: Path, monkeypatch, capsys, argv: list[str], ne
     assert main(argv) == 2
     assert needle.format(empty=empty) in _one_line_error(capsys)
     assert not (tmp_path / "x.json").exists() and not (tmp_path / "p.json").exists()
+    assert not (tmp_path / "d").exists()  # (--out-dir d was made before --model was checked)
 
 
 def test_extract_writes_no_file_when_the_instance_cannot_be_derived(tmp_path: Path, capsys) -> None:

@@ -359,9 +359,10 @@ def freeze(
         chosen = replace(chosen, frontend="tpu", targets=(target,))
     models = model_programs(suite)
     out_dir = chosen.data_dir if out_dir is None else out_dir
+    jobs = _freeze_jobs(chosen, names, models)  # (names checked before the folder is made)
     out_dir.mkdir(parents=True, exist_ok=True)
     durations: dict[str, float] = {}
-    for frozen, short, job_target in _freeze_jobs(chosen, names, models):
+    for frozen, short, job_target in jobs:
         model = models[short]
         start = time.perf_counter()
         program, placement = extract_model(chosen.frontend, model, f"{suite}/{frozen}", job_target)
