@@ -272,6 +272,8 @@ def test_a_malformed_record_is_refused_not_skipped(tmp_path: Path) -> None:
         ({"budget": {"seconds": "60", "work": None}}, "budget seconds '60' is not a number"),
         ({"budget": {"seconds": 60.0, "work": True}}, "budget work True is not a number"),
         ({"options": ["workers=2"]}, r"options \['workers=2'\] are not a JSON object"),
+        # a malformed field in a record of another budget: refused, not skipped as its budget
+        ({"seed": "zero", "budget": {"seconds": None, "work": 3}}, "seed 'zero' is not an"),
     ]:
         folder = tmp_path / f"bad{len(message)}{sorted(broken)[0]}{len(str(broken))}"
         _write(folder, [{**good, **broken}])

@@ -147,11 +147,11 @@ def read_entries(
             if doc.get("solver") not in solvers:
                 continue
             _check_shape(str(path), doc)
+            entry = _entry(str(path), doc)  # (a malformed record: refused, not skipped)
             if doc["budget"] != budget:
                 continue
             if doc.get("options", {}) != options.get(doc["solver"], {}):
                 continue
-            entry = _entry(str(path), doc)
             if wanted_programs is not None and entry.program not in wanted_programs:
                 continue
             if wanted_seeds is not None and entry.seed not in wanted_seeds:
