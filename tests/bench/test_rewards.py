@@ -351,6 +351,9 @@ def test_a_cell_of_a_changed_program_is_refused_not_reused(tmp_path: Path, capsy
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and "greedy s0 was run on another instance" in err
     assert (tmp_path / "r.csv").read_bytes() == before  # nothing run, nothing written
+    # a stale cell of a seed not asked is neither run nor tabulated: not refused
+    assert main([*argv, "--seeds", "1"]) == 0
+    assert "greedy s1" in capsys.readouterr().err
 
 
 def test_a_cell_of_other_settings_is_refused_a_setting_it_lacks_is_its_default(

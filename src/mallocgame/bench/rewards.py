@@ -234,7 +234,7 @@ def run_reward_curves(
     (:func:`reward_curve`), rewriting it after each (:func:`write_rewards_csv`), and
     return every point it holds (other cells' too). Before any cell runs,
     :class:`~mallocgame.errors.StaleRecordError` refuses a CSV holding curves at another
-    budget, and a cell of the programs and solvers asked whose rows keep another
+    budget, and a cell asked (program, solver and seed) whose rows keep another
     instance than the program is now or other settings than its solver's now (a setting
     they lack counts as its default: :func:`~mallocgame.bench.sweep.settings_with_defaults`);
     a cell without them (a CSV from before they were kept) is reused as it stands."""
@@ -250,6 +250,8 @@ def run_reward_curves(
     settings = functools.cache(spec_settings)
     for (program, solver, seed), identity in identities.items():
         if identity is None or program not in programs or solver not in solvers:
+            continue
+        if seed not in seeds:  # (a cell not asked: not run, not tabulated)
             continue
         cell = f"{program} {solver} s{seed}"
         sha = instance_sha256(program)
