@@ -640,3 +640,16 @@ def test_still_at_tells_a_removed_or_replaced_lock_file(tmp_path: Path) -> None:
         assert not _still_at(lock, held.fileno())  # removed by the run that ended
         lock.write_text("")
         assert not _still_at(lock, held.fileno())  # a new one made by another run
+
+
+def test_two_placements_made_alike_in_a_file_name_keep_two_answers(tmp_path: Path) -> None:
+    """``es[population=4;sigma=0.2]`` and ``es[population=4; sigma=0.2]`` were both kept as
+    ``1-es_population=4_sigma=0.2_-s0.solution.json``: the second answer replaced the first."""
+    from mallocgame.bench.tasks import _solution_path
+
+    one = _solution_path(tmp_path / "t", 1, "es[population=4;sigma=0.2]", 0)
+    other = _solution_path(tmp_path / "t", 1, "es[population=4; sigma=0.2]", 0)
+    assert one != other and one.parent == other.parent
+    assert (
+        _solution_path(tmp_path / "t", 4, "first-touch", 0).name == "4-first-touch-s0.solution.json"
+    )
