@@ -1247,7 +1247,7 @@ def _cmd_bench_correlation(args: argparse.Namespace) -> int:
         check_workload(program)
     if args.training is not None:
         return _bench_training_correlation(args)
-    if args.out or args.option or args.samples is not None or args.seed is not None:
+    if args.out is not None or args.option or args.samples is not None or args.seed is not None:
         raise UsageError("--out, --option, --samples and --seed go with --training")
     rows = []
     for program in args.programs or suite_names(SUITE):

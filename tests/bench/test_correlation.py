@@ -132,6 +132,7 @@ def test_cli_training_correlation_checks_its_outputs_before_training(tmp_path, c
         (["--training", "5", "--out", "x"], "--training needs --programs"),
         (["--training", "5", "--programs", "xla-v1/lstm_infer"], "--training needs --out"),
         (["--out", "x"], "--out, --option, --samples and --seed go with --training"),
+        (["--out", ""], "--out, --option, --samples and --seed go with --training"),  # was taken
         (["--seed", "3"], "--out, --option, --samples and --seed go with --training"),
         (["--samples", "5"], "--out, --option, --samples and --seed go with --training"),
         (
