@@ -368,6 +368,10 @@ def test_validation_errors(what, mutate, error, word):
             "tensor 0: name must be a str, got 7 (int)",
         ),
         (lambda i: {"name": None}, "instance: name must be a str, got None (NoneType)"),
+        (  # (was "name must be a str, got 't\\ud800' (str)")
+            lambda i: {"tensors": (replace(i.tensors[0], name="t\ud800"), *i.tensors[1:])},
+            "tensor 0: name 't\\ud800' holds an unpaired surrogate",
+        ),
     ],
 )
 def test_an_instance_made_in_code_is_held_to_the_file_types(change, needle):

@@ -445,6 +445,39 @@ NOT_OF_THEIR_FILE_TYPE = {
     "instruction name": (_with_instruction(3, name=3), "instruction 3: name 3 or opcode"),
     "opcode": (_with_instruction(3, opcode=None), "instruction 3: name 'exp.3' or opcode None"),
     "program name": (dataclasses.replace(tiny_program(), name=None), "program: name None is no"),
+    # passed validation, then failed to derive or to save (or a bare TypeError)
+    "program name no text": (
+        dataclasses.replace(tiny_program(), name="bad\ud800"),
+        "program: name .* is no string \\(UTF-8 text\\)",
+    ),
+    "tensor name no text": (_with_tensor(1, name="t\ud800"), "tensor 1: name .*UTF-8 text"),
+    "opcode no text": (_with_instruction(3, opcode="op\udcff"), "instruction 3: name .*UTF-8"),
+    "operands a list": (
+        _with_instruction(1, operands=[0, 1]),
+        r"instruction 1: operands \[0, 1\] is no tuple",
+    ),
+    "loops none": (dataclasses.replace(tiny_program(), loops=None), "loops must be a tuple of"),
+    "loop a tuple": (
+        dataclasses.replace(tiny_program(), loops=((1, 2, 3),)),
+        "loops must be a tuple of",
+    ),
+    "alias groups none": (
+        dataclasses.replace(tiny_program(), alias_groups=None),
+        "alias_groups must be a tuple of groups",
+    ),
+    "source none": (dataclasses.replace(tiny_program(), source=None), "source None is no object"),
+    "source nan": (
+        dataclasses.replace(tiny_program(), source={"x": float("nan")}),
+        r"program: source\.x: nan",
+    ),
+    "source numpy": (
+        dataclasses.replace(tiny_program(), source={"x": np.int64(3)}),
+        r"program: source\.x: .* is no JSON value",
+    ),
+    "source too deep": (
+        dataclasses.replace(tiny_program(), source={"x": json.loads("[" * 99 + "]" * 99)}),
+        "program: source: objects and arrays nested more than 99 deep",
+    ),
 }
 
 

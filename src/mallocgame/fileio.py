@@ -95,6 +95,17 @@ _SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
 """The text of a JSON escape of a UTF-16 surrogate, paired (an emoji) or not."""
 
 
+def is_text(value: Any) -> bool:
+    """``value`` is a ``str`` that UTF-8 holds (no unpaired surrogate), as a file's string."""
+    if not isinstance(value, str):
+        return False
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
 def nested_deeper_than(value: Any, depth: int) -> bool:
     """Whether ``value`` (a parsed JSON value: dicts, lists, scalars) nests objects and
     arrays more than ``depth`` levels deep; a walk level by level, no recursion."""
@@ -119,7 +130,8 @@ def unpaired_surrogate(value: Any) -> str | None:
         item = stack.pop()
         strings: list[Any] = []
         if isinstance(item, dict):
-            strings, stack = list(item), stack + list(item.values())
+            strings = list(item)
+            stack += item.values()
         elif isinstance(item, (list, tuple)):
             stack += item
         else:

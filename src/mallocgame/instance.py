@@ -25,6 +25,7 @@ from mallocgame.fileio import (
     MAX_JSON_DEPTH,
     canonical_sha256,
     is_finite_number,
+    is_text,
     nested_deeper_than,
     read_document,
     write_json,
@@ -51,6 +52,7 @@ __all__ = [
     "MAX_BYTES",
     "MAX_SECONDS",
     "MAX_COUNT",
+    "json_value_copy",
 ]
 
 INSTANCE_FORMAT = "mallocgame-instance"
@@ -222,7 +224,7 @@ class Instance:
         if not isinstance(self.source, ReadOnlyDict):
             if not isinstance(self.source, Mapping):
                 raise InstanceError(f"source must be an object, not {self.source!r:.40}")
-            source = _json_value_copy(self.source, "source", MAX_JSON_DEPTH - 1)  # in a document
+            source = json_value_copy(self.source, "source", MAX_JSON_DEPTH - 1)  # in a document
             object.__setattr__(self, "source", _read_only(source))
 
     @property
@@ -369,7 +371,7 @@ def instance_from_dict(doc: Any, *, where: str = "instance") -> Instance:
     instance keeps a copy of ``doc``, so the caller's later edits change neither its fields
     nor its hash. A value no JSON file holds, anywhere in ``doc`` (a set, bytes, a NaN, a
     key that is not a string), is an :class:`InstanceError`: the hash is of the JSON."""
-    return _instance_from_own_dict(_json_value_copy(doc, where), where=where)
+    return _instance_from_own_dict(json_value_copy(doc, where), where=where)
 
 
 class _NotJson(Exception):
@@ -382,7 +384,7 @@ class _NotJson(Exception):
         self.path: list[str] = []
 
 
-def _json_value_copy(value: Any, where: str, depth: int = MAX_JSON_DEPTH) -> Any:
+def json_value_copy(value: Any, where: str, depth: int = MAX_JSON_DEPTH) -> Any:
     """:func:`_json_copy` of a value made in code, refusing what no JSON file holds
     (:class:`InstanceError` naming its place below ``where``), nesting included: at most
     ``depth`` deep (a document: :data:`~mallocgame.fileio.MAX_JSON_DEPTH`, as in a file)."""
@@ -395,11 +397,11 @@ def _json_value_copy(value: Any, where: str, depth: int = MAX_JSON_DEPTH) -> Any
 
 
 def _checked_json_copy(value: Any) -> Any:
-    """:func:`_json_value_copy`'s walk; its place named only when it fails."""
+    """:func:`json_value_copy`'s walk; its place named only when it fails."""
     if isinstance(value, Mapping):
         out = {}
         for k, v in value.items():
-            if not _is_text(k):
+            if not is_text(k):
                 raise _NotJson(f"the key {k!r:.40} is not a string (UTF-8 text)")
             try:
                 out[k] = _checked_json_copy(v)
@@ -416,7 +418,7 @@ def _checked_json_copy(value: Any) -> Any:
                 exc.path.append(f"[{i}]")
                 raise
         return items
-    if value is None or isinstance(value, bool) or type(value) is int or _is_text(value):
+    if value is None or isinstance(value, bool) or type(value) is int or is_text(value):
         return value
     if isinstance(value, float) and math.isfinite(value):
         return value
@@ -584,18 +586,7 @@ def _is_file_type(value: Any, kind: str) -> bool:
         return type(value) is int
     if kind == "float":
         return type(value) is int or isinstance(value, float)
-    return type(value) is bool if kind == "bool" else _is_text(value)
-
-
-def _is_text(value: Any) -> bool:
-    """``value`` is a ``str`` that UTF-8 holds (no unpaired surrogate), as a file's string."""
-    if not isinstance(value, str):
-        return False
-    try:
-        value.encode("utf-8")
-    except UnicodeEncodeError:
-        return False
-    return True
+    return type(value) is bool if kind == "bool" else is_text(value)
 
 
 def _validate_field_types(inst: Instance) -> None:
@@ -607,7 +598,7 @@ def _validate_field_types(inst: Instance) -> None:
         raise InstanceError(
             f"instance: name must be a str, got {inst.name!r:.40} ({type(inst.name).__name__})"
         )
-    if not _is_text(inst.name):
+    if not is_text(inst.name):
         raise InstanceError(f"instance: name {inst.name!a:.40} holds an unpaired surrogate")
     groups: list[tuple[str, Any]] = [("hardware", (inst.hardware,))]
     groups += [("tensor", inst.tensors), ("instruction", inst.instructions)]
@@ -621,6 +612,10 @@ def _validate_field_types(inst: Instance) -> None:
                 value = getattr(record, name)
                 if not _is_file_type(value, kind):
                     where = what if what == "hardware" else f"{what} {i}"
+                    if isinstance(value, str):  # not text: a lone surrogate
+                        raise InstanceError(
+                            f"{where}: {name} {value!a:.40} holds an unpaired surrogate"
+                        )
                     raise InstanceError(
                         f"{where}: {name} must be {'a' if kind != 'int' else 'an'} {kind}, "
                         f"got {value!r:.40} ({type(value).__name__})"

@@ -24,8 +24,21 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from mallocgame.errors import FormatError, InstanceError
-from mallocgame.fileio import is_finite_number, read_document, write_json
-from mallocgame.instance import MAX_BYTES, MAX_COUNT, Loop, Tensor, tensor_to_dict
+from mallocgame.fileio import (
+    MAX_JSON_DEPTH,
+    is_finite_number,
+    is_text,
+    read_document,
+    write_json,
+)
+from mallocgame.instance import (
+    MAX_BYTES,
+    MAX_COUNT,
+    Loop,
+    Tensor,
+    json_value_copy,
+    tensor_to_dict,
+)
 
 __all__ = [
     "PROGRAM_FORMAT",
@@ -139,18 +152,26 @@ def validate_program(program: Program) -> None:
 
     Rules: every field is of its file type (ids, sizes, bytes, times, counts, loop bounds
     and alias members plain ``int``, not a bool or NumPy's; the program's, tensors' and
-    instructions' names, opcodes and shapes ``str``; ``live_out`` a bool), so that every
-    valid program derives and saves; tensor ids are their indices; sizes and bytes in
-    ``0 .. 2**53``; each instruction's byte lists match its operand/output lists; every
-    tensor with ``def_time >= 0`` is the output of exactly that instruction and of no
-    other; every read happens inside the tensor's live range, after its definition; counts
-    and trip counts in ``1 .. 2**31 - 1``; alias group members name existing buffers, each
-    at most once over all groups. (The ranges are SPEC section 1's: a program outside them
-    could never become an instance.) A message is written only for the rule that
-    breaks, so a valid program costs its comparisons alone.
+    instructions' names, opcodes and shapes ``str`` that UTF-8 holds; ``live_out`` a bool;
+    the records and an instruction's id and byte lists tuples; ``source`` a JSON object,
+    at most 99 deep), so that every valid program derives and saves; tensor ids are their
+    indices; sizes and bytes in ``0 .. 2**53``; each instruction's byte lists match its
+    operand/output lists; every tensor with ``def_time >= 0`` is the output of exactly that
+    instruction and of no other; every read happens inside the tensor's live range, after
+    its definition; counts and trip counts in ``1 .. 2**31 - 1``; alias group members name
+    existing buffers, each at most once over all groups. (The ranges are SPEC section 1's:
+    a program outside them could never become an instance.) A message is written only for
+    the rule that breaks, so a valid program costs its comparisons alone.
     """
-    if not isinstance(program.name, str):
-        raise ProgramError(f"program: name {program.name!r:.40} is no string")
+    if not is_text(program.name):
+        raise ProgramError(f"program: name {program.name!r:.40} is no string (UTF-8 text)")
+    _validate_program_containers(program)
+    if not isinstance(program.source, Mapping):
+        raise ProgramError(f"program: source {program.source!r:.40} is no object")
+    try:  # a JSON object, as in a file: one level below the document
+        json_value_copy(program.source, "program: source", MAX_JSON_DEPTH - 1)
+    except InstanceError as exc:
+        raise ProgramError(str(exc)) from None
     num_t = len(program.instructions)
     if num_t < 1:
         raise ProgramError("program has no instructions")
@@ -162,13 +183,34 @@ def validate_program(program: Program) -> None:
     _validate_program_groups_and_loops(program)
 
 
+def _validate_program_containers(program: Program) -> None:
+    """The program's records are tuples (or lists) of their types, an instruction's
+    operands, outputs and byte counts tuples: what the other rules walk and join."""
+    sequences = (tuple, list)
+    for what, records, kind in (
+        ("tensors", program.tensors, ProgramTensor),
+        ("instructions", program.instructions, ProgramInstruction),
+        ("loops", program.loops, ProgramLoop),
+    ):
+        if not isinstance(records, sequences) or not all(isinstance(r, kind) for r in records):
+            raise ProgramError(f"program: {what} must be a tuple of {kind.__name__}")
+    if not isinstance(program.alias_groups, sequences) or not all(
+        isinstance(group, sequences) for group in program.alias_groups
+    ):
+        raise ProgramError("program: alias_groups must be a tuple of groups (tuples)")
+    for t, ins in enumerate(program.instructions):
+        for key in ("operands", "outputs", "operand_bytes", "output_bytes"):
+            if not isinstance(getattr(ins, key), tuple):
+                raise ProgramError(f"instruction {t}: {key} {getattr(ins, key)!r:.40} is no tuple")
+
+
 def _validate_program_tensors(tensors: tuple[ProgramTensor, ...], num_t: int) -> None:
     """Ids, sizes and live ranges of every tensor of a program of ``num_t`` steps."""
     for i, x in enumerate(tensors):
         if x.id != i:
             raise ProgramError(f"tensor {i}: id is {x.id!r:.40}, expected its index")
-        if not isinstance(x.name, str):
-            raise ProgramError(f"tensor {i}: name {x.name!r:.40} is no string")
+        if not is_text(x.name):
+            raise ProgramError(f"tensor {i}: name {x.name!r:.40} is no string (UTF-8 text)")
         for key in ("id", "size", "def_time", "last_use_time"):  # 2.5, true: no file holds them
             if not _is_whole(getattr(x, key)):
                 raise ProgramError(
@@ -176,8 +218,10 @@ def _validate_program_tensors(tensors: tuple[ProgramTensor, ...], num_t: int) ->
                 )
         if not isinstance(x.live_out, bool):
             raise ProgramError(f"tensor {i} ({x.name}): live_out {x.live_out!r:.40} is no bool")
-        if not isinstance(getattr(x, "shape", ""), str):
-            raise ProgramError(f"tensor {i} ({x.name}): shape {x.shape!r:.40} is no string")
+        if not is_text(getattr(x, "shape", "")):
+            raise ProgramError(
+                f"tensor {i} ({x.name}): shape {x.shape!r:.40} is no string (UTF-8 text)"
+            )
         if x.size < 0:
             raise ProgramError(f"tensor {i} ({x.name}): negative size {x.size}")
         if x.size > MAX_BYTES:
@@ -201,17 +245,18 @@ def _validate_program_instructions(program: Program) -> list[int]:
     num_x = len(tensors)
     defined_by = [-1] * num_x
     for t, ins in enumerate(program.instructions):
-        if not (isinstance(ins.name, str) and isinstance(ins.opcode, str)):
+        if not (is_text(ins.name) and is_text(ins.opcode)):
             raise ProgramError(
-                f"instruction {t}: name {ins.name!r:.40} or opcode {ins.opcode!r:.40} is no string"
+                f"instruction {t}: name {ins.name!r:.40} or opcode {ins.opcode!r:.40} is no "
+                "string (UTF-8 text)"
             )
         if not _is_whole(ins.count):
             raise ProgramError(
                 f"instruction {t} ({ins.name}): count {ins.count!r:.40} is no integer"
             )
-        if not all(_is_whole(b) for b in ins.operand_bytes + ins.output_bytes):
+        if not all(_is_whole(b) for b in [*ins.operand_bytes, *ins.output_bytes]):
             raise ProgramError(f"instruction {t} ({ins.name}): a byte count is no integer")
-        if not all(_is_whole(x) for x in ins.operands + ins.outputs):
+        if not all(_is_whole(x) for x in [*ins.operands, *ins.outputs]):
             raise ProgramError(f"instruction {t} ({ins.name}): a tensor id is no integer")
         for key in ("flops", "transcendentals"):  # finite, at least 0 (NaN and inf are not)
             value = getattr(ins, key)
@@ -225,7 +270,7 @@ def _validate_program_instructions(program: Program) -> list[int]:
             raise ProgramError(f"instruction {t} ({ins.name}): operand_bytes length differs")
         if len(ins.output_bytes) != len(ins.outputs):
             raise ProgramError(f"instruction {t} ({ins.name}): output_bytes length differs")
-        moved = ins.operand_bytes + ins.output_bytes
+        moved = [*ins.operand_bytes, *ins.output_bytes]
         if moved and (min(moved) < 0 or max(moved) > MAX_BYTES):
             kind = (
                 "negative bytes" if min(moved) < 0 else "moves more than 2**53 bytes for one buffer"
