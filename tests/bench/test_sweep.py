@@ -663,6 +663,11 @@ def test_run_sweep_checks_every_job_before_running_one(tmp_path: Path) -> None:
     with pytest.raises(InputFileError, match=f"{typo}: neither a bundled workload"):
         run_sweep([*good, Job(typo, "drop", 0, None, 1)], out, workers=1)
     assert not out.exists()
+    # a path of bytes no UTF-8 holds (os.fsdecode's surrogates): was a UnicodeEncodeError
+    undecodable = str(tmp_path / "gru\udcff.json")
+    with pytest.raises(InputFileError, match="must be UTF-8 text"):
+        run_sweep([*good, Job(undecodable, "drop", 0, None, 1)], out, workers=1)
+    assert not out.exists()
 
 
 def test_settings_a_record_lacks_are_filled_from_the_defaults_nested_ones_too() -> None:

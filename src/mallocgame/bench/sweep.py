@@ -37,8 +37,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from mallocgame.errors import FormatError, MallocGameError, StaleRecordError, WorkerError, one_line
-from mallocgame.fileio import read_json, write_json
+from mallocgame.errors import (
+    FormatError,
+    InputFileError,
+    MallocGameError,
+    StaleRecordError,
+    WorkerError,
+    one_line,
+)
+from mallocgame.fileio import is_text, read_json, write_json
 from mallocgame.solution import RECORD_FORMAT, RECORD_VERSION, check_record_version
 from mallocgame.workers import check_ray_address, process_pool, start_local_ray
 
@@ -196,6 +203,10 @@ def check_jobs(jobs: Iterable[Job]) -> None:
 
     jobs = list(jobs)
     for program in dict.fromkeys(job.program for job in jobs):
+        if not is_text(program):  # (its record names it, in JSON: UTF-8 text)
+            raise InputFileError(
+                f"{program!a}: a program's path in a sweep must be UTF-8 text; rename the file"
+            )
         check_workload(program)
     names: dict[str, Job] = {}
     for job in jobs:
