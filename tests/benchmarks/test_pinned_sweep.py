@@ -61,6 +61,18 @@ def _quiet_signals(monkeypatch) -> None:
     monkeypatch.setattr(pinned_sweep.signal, "signal", lambda *_args: None)
 
 
+def _no_job_started(monkeypatch, argv: list[str]) -> list[object]:
+    """Run main() on ``argv`` where taskset is there and a job's start is recorded, not made;
+    returns the (empty, if none started) list of the jobs' starts after asserting exit 2."""
+    started: list[object] = []
+    monkeypatch.setattr(sys, "argv", argv)
+    monkeypatch.setattr(pinned_sweep.shutil, "which", lambda _name: "/usr/bin/taskset")
+    monkeypatch.setattr(pinned_sweep.subprocess, "Popen", lambda *a, **k: started.append(a))
+    _quiet_signals(monkeypatch)
+    assert _exit_code() == 2
+    return started
+
+
 def test_a_machine_without_taskset_is_refused_before_any_job(
     tmp_path: Path, monkeypatch, capsys
 ) -> None:
@@ -160,17 +172,12 @@ def test_a_stale_record_of_a_job_or_of_its_baseline_is_refused_before_any_job(
     job's bench speedups runs the heuristic baseline too: its records are checked as well."""
     from mallocgame.bench.sweep import Job, job_path
 
-    started: list[object] = []
     out = tmp_path / "out"
     out.mkdir()
     stale = Job("xla-v1/lstm_infer", solver, 0, 1.0)
     job_path(out, stale).write_text(json.dumps({"note": "another cell's"}))
     argv = ["pinned_sweep.py", "--programs", "xla-v1/lstm_infer", "--solvers", "random"]
-    monkeypatch.setattr(sys, "argv", [*argv, "--budget", "1", "--out", str(out)])
-    monkeypatch.setattr(pinned_sweep.shutil, "which", lambda _name: "/usr/bin/taskset")
-    monkeypatch.setattr(pinned_sweep.subprocess, "Popen", lambda *a, **k: started.append(a))
-    _quiet_signals(monkeypatch)
-    assert _exit_code() == 2
+    started = _no_job_started(monkeypatch, [*argv, "--budget", "1", "--out", str(out)])
     err = capsys.readouterr().err.strip().splitlines()
     assert f"is not the record of xla-v1/lstm_infer {solver} seed 0" in err[-1]
     assert not started and not (out / "logs").exists()
@@ -183,7 +190,6 @@ def test_a_stale_record_under_another_file_name_is_refused_before_any_job(
     before) was not checked: each job's bench speedups found it, hours in."""
     from mallocgame.bench.sweep import Job, job_path, run_sweep
 
-    started: list[object] = []
     out = tmp_path / "out"
     job = Job("xla-v1/lstm_infer", "random", 0, 1.0)
     run_sweep([job], out, workers=1)
@@ -191,11 +197,7 @@ def test_a_stale_record_under_another_file_name_is_refused_before_any_job(
     job_path(out, job).unlink()
     (out / "renamed.json").write_text(json.dumps({**record, "instance_sha256": "0" * 64}))
     argv = ["pinned_sweep.py", "--programs", "xla-v1/lstm_infer", "--solvers", "random"]
-    monkeypatch.setattr(sys, "argv", [*argv, "--budget", "1", "--out", str(out)])
-    monkeypatch.setattr(pinned_sweep.shutil, "which", lambda _name: "/usr/bin/taskset")
-    monkeypatch.setattr(pinned_sweep.subprocess, "Popen", lambda *a, **k: started.append(a))
-    _quiet_signals(monkeypatch)
-    assert _exit_code() == 2
+    started = _no_job_started(monkeypatch, [*argv, "--budget", "1", "--out", str(out)])
     err = capsys.readouterr().err.strip().splitlines()
     assert "renamed.json was written for another instance of xla-v1/lstm_infer" in err[-1]
     assert not started and not (out / "logs").exists()
@@ -215,16 +217,11 @@ def test_a_file_given_as_the_records_or_logs_folder_is_refused_before_any_job(
 ) -> None:
     """A regular file as --out or --logs (or on their way) gave a traceback
     (NotADirectoryError, FileExistsError), or started jobs that each failed."""
-    started: list[object] = []
     monkeypatch.chdir(tmp_path)
     Path("afile").write_text("x")
     argv = ["pinned_sweep.py", "--programs", "xla-v1/lstm_infer", "--solvers", "random"]
     argv += ["--budget", "1", "--out", out, *(["--logs", logs] if logs else [])]
-    monkeypatch.setattr(sys, "argv", argv)
-    monkeypatch.setattr(pinned_sweep.shutil, "which", lambda _name: "/usr/bin/taskset")
-    monkeypatch.setattr(pinned_sweep.subprocess, "Popen", lambda *a, **k: started.append(a))
-    _quiet_signals(monkeypatch)
-    assert _exit_code() == 2
+    started = _no_job_started(monkeypatch, argv)
     err = capsys.readouterr().err.strip().splitlines()
     assert needle in err[-1] and "not a folder" in err[-1]
     assert not started and sorted(p.name for p in tmp_path.iterdir()) == ["afile"]

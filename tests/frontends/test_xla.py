@@ -30,6 +30,7 @@ from mallocgame.frontends.xla import (
     list_modules,
 )
 from mallocgame.program import Program, program_from_dict, validate_program
+from tests.frontends.test_xla_malformed import LOOP
 
 jax = pytest.importorskip("jax")
 jnp = jax.numpy
@@ -438,31 +439,16 @@ def test_several_modules_must_be_picked(tmp_path):
         extract_dump(tmp_path, module="jit_missing")
 
 
-ONLY_A_LOOP = """\
-HloModule jit_loop, is_scheduled=true
-
-%body (t: (s32[], f32[4])) -> (s32[], f32[4]) {
-  %t = (s32[], f32[4]{0}) parameter(0)
-  %i = s32[] get-tuple-element(%t), index=0
-  %x = f32[4]{0} get-tuple-element(%t), index=1
-  %one = s32[] constant(1)
-  %i2 = s32[] add(%i, %one)
-  %x2 = f32[4]{0} multiply(%x, %x)
-  ROOT %r = (s32[], f32[4]{0}) tuple(%i2, %x2)
-}
-
-%cond (t.1: (s32[], f32[4])) -> pred[] {
-  %t.1 = (s32[], f32[4]{0}) parameter(0)
-  %i.1 = s32[] get-tuple-element(%t.1), index=0
-  %n = s32[] constant(3)
-  ROOT %lt = pred[] compare(%i.1, %n), direction=LT
-}
-
+# test_xla_malformed's loop of 3 over (counter, x), started from the entry's parameter
+ONLY_A_LOOP = (
+    LOOP[: LOOP.index("ENTRY")]
+    + """\
 ENTRY %main (init: (s32[], f32[4])) -> (s32[], f32[4]) {
   %init = (s32[], f32[4]{0}) parameter(0)
   ROOT %loop = (s32[], f32[4]{0}) while(%init), condition=%cond, body=%body, backend_config={"known_trip_count":{"n":"TRIP"}}
 }
 """
+)
 
 
 def test_the_largest_module_counts_its_loop_bodies(tmp_path: Path) -> None:

@@ -113,17 +113,22 @@ def test_bad_inputs_are_typed_errors(tmp_path):
     assert not (tmp_path / "real.png").exists()
 
 
+def _plot_only(out: Path) -> subprocess.CompletedProcess:
+    """``benchmarks/device_real.py --plot-only --out OUT``, run as a user runs it."""
+    root = Path(__file__).resolve().parents[2]
+    env = dict(os.environ, PYTHONPATH=str(root / "src"), JAX_PLATFORMS="cpu")
+    script = [sys.executable, str(root / "benchmarks" / "device_real.py"), "--plot-only"]
+    return subprocess.run(
+        [*script, "--out", str(out)], capture_output=True, text=True, env=env, timeout=120
+    )
+
+
 def test_a_file_without_the_columns_the_figure_reads_is_a_typed_error(tmp_path):
     """A header of measured_median_s alone passed the check and was a KeyError traceback."""
     (tmp_path / "results.csv").write_text("measured_median_s,placement\n0.5,drop\n")
     with pytest.raises(MallocGameError, match=r"not a bench real .*\(no column program\)"):
         plot_real_results(tmp_path / "results.csv", tmp_path / "real.png")
-    root = Path(__file__).resolve().parents[2]
-    env = dict(os.environ, PYTHONPATH=str(root / "src"), JAX_PLATFORMS="cpu")
-    script = [sys.executable, str(root / "benchmarks" / "device_real.py"), "--plot-only"]
-    done = subprocess.run(
-        [*script, "--out", str(tmp_path)], capture_output=True, text=True, env=env, timeout=120
-    )
+    done = _plot_only(tmp_path)
     assert done.returncode == 2
     assert done.stderr.count("\n") == 1 and "(no column program)" in done.stderr
     assert not (tmp_path / "real.png").exists()
@@ -194,12 +199,7 @@ def test_a_cell_that_is_not_a_number_is_a_typed_error(tmp_path):
     write_results_csv(tmp_path / "results.csv", rows)
     with pytest.raises(MallocGameError, match="line 2, column sim_latency_s: 'x' is not a"):
         plot_real_results(tmp_path / "results.csv", tmp_path / "real.png")
-    root = Path(__file__).resolve().parents[2]
-    env = dict(os.environ, PYTHONPATH=str(root / "src"), JAX_PLATFORMS="cpu")
-    script = [sys.executable, str(root / "benchmarks" / "device_real.py"), "--plot-only"]
-    done = subprocess.run(
-        [*script, "--out", str(tmp_path)], capture_output=True, text=True, env=env, timeout=120
-    )
+    done = _plot_only(tmp_path)
     assert done.returncode == 2
     assert done.stderr.count("\n") == 1 and "column sim_latency_s: 'x'" in done.stderr
     assert not (tmp_path / "real.png").exists()

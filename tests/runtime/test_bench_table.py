@@ -98,11 +98,7 @@ def test_a_file_without_the_columns_the_table_reads_is_a_typed_error(tmp_path):
     (tmp_path / "results.csv").write_text("measured_median_s\n0.5\n")
     with pytest.raises(MallocGameError, match=r"not a bench real .*no column program, placement"):
         real_results_table(tmp_path / "results.csv")
-    env = dict(os.environ, PYTHONPATH=str(ROOT / "src"), JAX_PLATFORMS="cpu")
-    script = [sys.executable, str(ROOT / "benchmarks" / "device_real.py"), "--table-only"]
-    done = subprocess.run(
-        [*script, "--out", str(tmp_path)], capture_output=True, text=True, env=env, timeout=120
-    )
+    done = _table_only(tmp_path)
     assert done.returncode == 2 and done.stdout == ""
     assert done.stderr.count("\n") == 1 and "no column program, placement" in done.stderr
     (tmp_path / "short.csv").write_text("program,measured_median_s,placement\nmlp,0.5\n")
@@ -110,18 +106,21 @@ def test_a_file_without_the_columns_the_table_reads_is_a_typed_error(tmp_path):
         real_results_table(tmp_path / "short.csv")
 
 
-def test_the_device_script_prints_an_earlier_runs_table_or_says_why_not(tmp_path):
+def _table_only(out: Path) -> subprocess.CompletedProcess:
+    """``benchmarks/device_real.py --table-only --out OUT``, run as a user runs it."""
     env = dict(os.environ, PYTHONPATH=str(ROOT / "src"), JAX_PLATFORMS="cpu")
     script = [sys.executable, str(ROOT / "benchmarks" / "device_real.py"), "--table-only"]
-    missing = subprocess.run(
-        [*script, "--out", str(tmp_path)], capture_output=True, text=True, env=env, timeout=120
+    return subprocess.run(
+        [*script, "--out", str(out)], capture_output=True, text=True, env=env, timeout=120
     )
+
+
+def test_the_device_script_prints_an_earlier_runs_table_or_says_why_not(tmp_path):
+    missing = _table_only(tmp_path)
     assert missing.returncode == 2 and missing.stdout == ""
     assert missing.stderr.count("\n") == 1 and "cannot read" in missing.stderr
     write_results_csv(tmp_path / "results.csv", ROWS)
-    done = subprocess.run(
-        [*script, "--out", str(tmp_path)], capture_output=True, text=True, env=env, timeout=120
-    )
+    done = _table_only(tmp_path)
     assert done.returncode == 0, done.stderr
     assert done.stdout == real_results_table(tmp_path / "results.csv")
 
@@ -130,11 +129,7 @@ def test_a_cell_that_is_not_a_number_is_a_typed_error_naming_its_line_and_column
     write_results_csv(tmp_path / "results.csv", [ROWS[1], {**ROWS[1], "measured_p10_s": "fast"}])
     with pytest.raises(MallocGameError, match="line 3, column measured_p10_s: 'fast' is not a"):
         real_results_table(tmp_path / "results.csv")
-    env = dict(os.environ, PYTHONPATH=str(ROOT / "src"), JAX_PLATFORMS="cpu")
-    script = [sys.executable, str(ROOT / "benchmarks" / "device_real.py"), "--table-only"]
-    done = subprocess.run(
-        [*script, "--out", str(tmp_path)], capture_output=True, text=True, env=env, timeout=120
-    )
+    done = _table_only(tmp_path)
     assert done.returncode == 2 and done.stdout == ""
     assert done.stderr.count("\n") == 1 and "column measured_p10_s" in done.stderr
 
