@@ -368,6 +368,10 @@ def test_validation_errors(what, mutate, error, word):
             "tensor 0: name must be a str, got 7 (int)",
         ),
         (lambda i: {"name": None}, "instance: name must be a str, got None (NoneType)"),
+        (  # a str where an int goes is no surrogate
+            lambda i: {"tensors": (replace(i.tensors[0], size="100"), *i.tensors[1:])},
+            "tensor 0: size must be an int, got '100' (str)",
+        ),
         (  # (was "name must be a str, got 't\\ud800' (str)")
             lambda i: {"tensors": (replace(i.tensors[0], name="t\ud800"), *i.tensors[1:])},
             "tensor 0: name 't\\ud800' holds an unpaired surrogate",

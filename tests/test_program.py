@@ -8,6 +8,7 @@ import gzip
 import json
 from collections.abc import Callable
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any
 
 import numpy as np
@@ -496,6 +497,11 @@ def test_a_valid_program_derives_and_saves(tmp_path: Path) -> None:
     save_instance(derive_instance(program, "gpu_h100_host"), tmp_path / "i.json")
     save_program(program, tmp_path / "p.json")
     assert load_program(tmp_path / "p.json") == program
+    # a source of other Mappings, deep down: it was copied one level, and json.dumps refused
+    proxy = dataclasses.replace(program, source={"x": MappingProxyType({"y": (1, 2)})})
+    validate_program(proxy)
+    save_program(proxy, tmp_path / "proxy.json")
+    assert dict(load_program(tmp_path / "proxy.json").source) == {"x": {"y": [1, 2]}}
 
 
 def test_the_largest_sizes_and_counts_of_spec_are_valid() -> None:

@@ -52,6 +52,7 @@ __all__ = [
     "MAX_BYTES",
     "MAX_SECONDS",
     "MAX_COUNT",
+    "json_copy",
     "json_value_copy",
 ]
 
@@ -239,7 +240,7 @@ class Instance:
         """The SPEC section 7 document (the parsed file when loaded from one), a copy of
         its own: what the caller changes in it leaves the instance as it is."""
         if self.document is not None:
-            return _json_copy(self.document)
+            return json_copy(self.document)
         return _instance_to_dict(self)
 
     @cached_property
@@ -265,12 +266,12 @@ class Instance:
 # ----------------------------------------------------------------------------- parsing
 
 
-def _json_copy(value: Any) -> Any:
+def json_copy(value: Any) -> Any:
     """A parsed JSON value copied all the way down (objects and arrays new, scalars shared)."""
     if isinstance(value, Mapping):
-        return {k: _json_copy(v) for k, v in value.items()}
+        return {k: json_copy(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
-        return [_json_copy(v) for v in value]
+        return [json_copy(v) for v in value]
     return value
 
 
@@ -385,15 +386,21 @@ class _NotJson(Exception):
 
 
 def json_value_copy(value: Any, where: str, depth: int = MAX_JSON_DEPTH) -> Any:
-    """:func:`_json_copy` of a value made in code, refusing what no JSON file holds
+    """:func:`json_copy` of a value made in code, refusing what no JSON file holds
     (:class:`InstanceError` naming its place below ``where``), nesting included: at most
     ``depth`` deep (a document: :data:`~mallocgame.fileio.MAX_JSON_DEPTH`, as in a file)."""
-    if nested_deeper_than(value, depth):
-        raise InstanceError(f"{where}: objects and arrays nested more than {depth} deep")
+    too_deep = InstanceError(f"{where}: objects and arrays nested more than {depth} deep")
+    if nested_deeper_than(value, depth):  # (dicts, lists and tuples: before a deep copy)
+        raise too_deep
     try:
-        return _checked_json_copy(value)
+        copy = _checked_json_copy(value)
     except _NotJson as exc:
         raise InstanceError(f"{where}{''.join(reversed(exc.path))}: {exc.message}") from None
+    except RecursionError:  # through Mappings of other kinds
+        raise too_deep from None
+    if nested_deeper_than(copy, depth):  # (every Mapping now a dict)
+        raise too_deep
+    return copy
 
 
 def _checked_json_copy(value: Any) -> Any:
@@ -512,7 +519,7 @@ def _instance_to_dict(inst: Instance) -> dict[str, Any]:
         "format": INSTANCE_FORMAT,
         "version": INSTANCE_VERSION,
         "name": inst.name,
-        "source": _json_copy(inst.source),
+        "source": json_copy(inst.source),
         "hardware": {
             "name": hw.name,
             "fast_memory_bytes": hw.fast_memory_bytes,
@@ -612,7 +619,7 @@ def _validate_field_types(inst: Instance) -> None:
                 value = getattr(record, name)
                 if not _is_file_type(value, kind):
                     where = what if what == "hardware" else f"{what} {i}"
-                    if isinstance(value, str):  # not text: a lone surrogate
+                    if kind == "str" and isinstance(value, str):  # not text: a lone surrogate
                         raise InstanceError(
                             f"{where}: {name} {value!a:.40} holds an unpaired surrogate"
                         )

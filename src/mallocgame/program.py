@@ -36,6 +36,7 @@ from mallocgame.instance import (
     MAX_COUNT,
     Loop,
     Tensor,
+    json_copy,
     json_value_copy,
     tensor_to_dict,
 )
@@ -123,7 +124,7 @@ class Program:
             "format": PROGRAM_FORMAT,
             "version": PROGRAM_VERSION,
             "name": self.name,
-            "source": dict(self.source),
+            "source": json_copy(self.source),
             "instructions": [
                 {
                     "name": i.name,
@@ -168,7 +169,7 @@ def validate_program(program: Program) -> None:
     _validate_program_containers(program)
     if not isinstance(program.source, Mapping):
         raise ProgramError(f"program: source {program.source!r:.40} is no object")
-    try:  # a JSON object, as in a file: one level below the document
+    try:  # a JSON object, as in a file (one level below the document), that to_dict copies
         json_value_copy(program.source, "program: source", MAX_JSON_DEPTH - 1)
     except InstanceError as exc:
         raise ProgramError(str(exc)) from None
