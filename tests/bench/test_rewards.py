@@ -351,6 +351,9 @@ def test_a_cell_of_a_changed_program_is_refused_not_reused(tmp_path: Path, capsy
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and "greedy s0 was run on another instance" in err
     assert (tmp_path / "r.csv").read_bytes() == before  # nothing run, nothing written
+    # a path of bytes no UTF-8 holds: the cell ran, then the CSV's write was a traceback
+    assert main([*argv[:3], str(tmp_path / "p\udcff.json"), *argv[4:]]) == 2
+    assert "must be UTF-8 text" in capsys.readouterr().err
     # a stale cell of a seed not asked is neither run nor tabulated: not refused
     assert main([*argv, "--seeds", "1"]) == 0
     assert "greedy s1" in capsys.readouterr().err
