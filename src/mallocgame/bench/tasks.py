@@ -165,8 +165,9 @@ def instance_path(out: str | os.PathLike[str], tasks: int) -> Path:
 
 def _solution_path(out: Path, tasks: int, spec: str, seed: int) -> Path:
     """Where a study keeps the answer of placement ``spec`` at ``tasks`` tasks and
-    ``seed``: the spec's characters a file name cannot hold each made ``_``, and then a
-    short hash of the spec itself, so that two specs made alike never share a file."""
+    ``seed``: each run of the spec's characters a file name cannot hold made one ``_``,
+    and then a short hash of the spec itself, so that two specs made alike never share a
+    file."""
     safe = re.sub(r"[^A-Za-z0-9_.=-]+", "_", spec)
     if safe != spec:
         safe += "-" + hashlib.sha256(spec.encode()).hexdigest()[:8]
