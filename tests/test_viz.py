@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from mallocgame.errors import InputFileError
+from mallocgame.errors import InputFileError, SolutionError
 from mallocgame.instance import Instance
 from mallocgame.solution import Allocation, Solution
 from mallocgame.viz import draw_layout, draw_layouts
@@ -143,4 +143,16 @@ def test_layouts_refuse_a_bad_call(tmp_path: Path, solutions: int, titles, messa
         draw_layouts(inst, [solution] * solutions, tmp_path / "x.png", titles=titles)
     with pytest.raises(InputFileError, match="unsupported picture format"):
         draw_layouts(inst, [solution], tmp_path / "x.gif")
+    assert_only_files(tmp_path)
+
+
+def test_a_solution_of_another_instance_is_refused_and_nothing_drawn(tmp_path: Path) -> None:
+    """The library drew it (show refused it, by a check of its own): another program's
+    offsets and intervals over this one's buffers, past the capacity line."""
+    inst, solution = trajectory_solution("tiny_chain")
+    other, _ = trajectory_solution("random105")
+    with pytest.raises(SolutionError, match="a solution of another instance"):
+        draw_layout(other, solution, tmp_path / "a.png")
+    with pytest.raises(SolutionError, match="a solution of another instance"):
+        draw_layouts(inst, [solution, _empty_solution(other)], tmp_path / "b.png")
     assert_only_files(tmp_path)

@@ -27,7 +27,7 @@ from matplotlib.patches import Patch, PathPatch
 from matplotlib.path import Path as MplPath
 from matplotlib.ticker import MaxNLocator
 
-from mallocgame.errors import InputFileError
+from mallocgame.errors import InputFileError, SolutionError
 from mallocgame.fileio import write_bytes_atomic
 from mallocgame.instance import Instance
 from mallocgame.solution import Allocation, Solution
@@ -218,7 +218,8 @@ def draw_layout(
     """Draw the fast memory layout of ``solution`` to ``path`` (``.png``, ``.svg`` or ``.pdf``).
 
     The file is written atomically (a temporary file beside it, then renamed).
-    Raises :class:`InputFileError` for another suffix or an unwritable place.
+    Raises :class:`InputFileError` for another suffix or an unwritable place, and
+    :class:`SolutionError` for a solution of another instance.
     """
     draw_layouts(instance, [solution], path, titles=[title])
 
@@ -232,9 +233,17 @@ def draw_layouts(
 ) -> None:
     """Draw the layouts of several ``solutions`` of ``instance`` one above the other, on
     the same time and address axes, to ``path`` (as :func:`draw_layout`); ``titles``
-    (default: each solution's instance and solver) names the panels."""
+    (default: each solution's instance and solver) names the panels. A solution of another
+    instance (its ``instance_sha256`` is not ``instance``'s: its buffers are not this
+    program's) is a :class:`SolutionError`, before anything is drawn."""
     if not solutions:
         raise ValueError("draw_layouts needs at least one solution")
+    for solution in solutions:
+        if solution.instance_sha256 != instance.sha256:
+            raise SolutionError(
+                f"draw_layouts: {solution.solver}'s answer is a solution of another instance "
+                f"({solution.instance!r}), not of {instance.name!r}"
+            )
     titles = list(titles) if titles is not None else [None] * len(solutions)
     if len(titles) != len(solutions):
         raise ValueError(f"{len(titles)} titles for {len(solutions)} solutions")
