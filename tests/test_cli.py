@@ -155,6 +155,22 @@ def test_solve_with_a_budget_loads_the_game_kernels_before_the_solvers_clock(
     assert calls == []
 
 
+def test_solve_never_writes_its_answer_over_the_runs_own_files(tmp_path: Path, capsys) -> None:
+    """solve --option checkpoint_dir=D --out D/checkpoint.msgpack replaced the checkpoint it
+    had resumed from with a solution (the run could not resume again), and --out
+    D/best.solution.json a better answer with a worse one; train refused both."""
+    run = tmp_path / "run"
+    for name in ("checkpoint.msgpack", "best.solution.json"):
+        argv = ["solve", "synthetic-v1/small", "--solver", "muzero", "--work", "1"]
+        argv += ["--option", f"checkpoint_dir={run}", "--out", str(run / name)]
+        assert main(argv) == 2
+        assert "is a file the run keeps in checkpoint_dir" in _one_line_error(capsys)
+    assert not run.exists()
+    argv = ["solve", "synthetic-v1/small", "--solver", "random", "--work", "1"]
+    assert main([*argv, "--option", f"checkpoint_dir={run}"]) == 2  # not random's option
+    assert "unknown option 'checkpoint_dir'" in _one_line_error(capsys)
+
+
 def test_solve_and_check_an_xla_dump_directory(tmp_path: Path, capsys) -> None:
     from tests.frontends.test_xla import HANDMADE
 
@@ -358,6 +374,10 @@ def test_check_rejects_corruptions(tmp_path: Path, instance_file: Path, capsys) 
         (["bench", "speedups", "--workers", "-3"], "argument --workers: must be at least 1"),
         (["bench", "speedups", "--workers", "0"], "argument --workers: must be at least 1"),
         (["bench", "speedups", "--work", "0"], "argument --work: must be at least 1"),
+        (  # was taken, and the agent trained until killed
+            ["train-agent", "synthetic-v1/small", "--dir", "d", "--work", str(2**53 + 1)],
+            f"argument --work: must be at most {2**53}",
+        ),
         (["bench", "correlation", "--games", "0"], "argument --games: must be at least 2"),
         (["solve", "{inst}", "--solver", "drop", "--out", "{inst}"], "is the file this command"),
         (["bogus"], "invalid choice"),
@@ -1596,6 +1616,12 @@ def test_project_checks_its_output_before_projecting(tmp_path: Path, capsys, mon
     argv = ["project", inst.name, str(tmp_path / "h.json"), "--out", str(tmp_path / "adir")]
     assert main(argv) == 2
     assert "a directory, not a file" in capsys.readouterr().err
+    # projecting its own default output again: that default is the input; no --out was given
+    monkeypatch.chdir(tmp_path)
+    default = Path("out") / f"{inst.name.replace('/', '-')}.heuristic-projected.s0.json"
+    save_solution(get_solver("heuristic").solve(inst), default)
+    assert main(["project", inst.name, str(default)]) == 2
+    assert "the default output (give --out)" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize(

@@ -22,7 +22,7 @@ from mallocgame.bench.inputs import at_least
 from mallocgame.errors import MallocGameError
 from mallocgame.fileio import check_writable, output_beside
 from mallocgame.hardware import DEFAULT_PRESET, preset_names
-from mallocgame.limits import MAX_SECONDS, MAX_SEED
+from mallocgame.limits import MAX_SECONDS, MAX_SEED, MAX_WORK
 from mallocgame.units import format_bytes
 from mallocgame.workloads.suite import SUITE, SUITES
 
@@ -114,6 +114,10 @@ def _cmd_solve(args: argparse.Namespace, inst: Instance | None = None) -> int:
     inst = inst if inst is not None else load_workload(args.workload)
     out = Path(args.out) if args.out else _default_out(inst.name, args.solver, args.seed)
     _output_file(out, args.workload)
+    options = _options(args.option)
+    solver.check_options(options)  # (a bad option: named before the folder it would name)
+    if options.get("checkpoint_dir"):  # a trainer's folder: its checkpoint and best answer
+        _refuse_the_runs_own_file(out, Path(options["checkpoint_dir"]), "checkpoint_dir")
 
     def progress(improvement: Improvement) -> None:
         work = ", ".join(f"{k} {v}" for k, v in improvement.work.items())
@@ -128,7 +132,7 @@ def _cmd_solve(args: argparse.Namespace, inst: Instance | None = None) -> int:
         seconds=args.budget,
         work=args.work,
         callback=progress if args.progress else None,
-        options=_options(args.option),
+        options=options,
     )
     solution = solver.solve(inst, request)  # (the game's kernels load outside its budget)
     save_solution(solution, out)  # (the write makes the folders to it)
@@ -213,15 +217,16 @@ def _cmd_train(args: argparse.Namespace) -> int:
     return _cmd_solve(args, inst)
 
 
-def _refuse_the_runs_own_file(out: Path, folder: Path) -> None:
-    """``--out`` is not ``--dir`` itself nor a file the run keeps there (its checkpoint, its
-    best answer): the answer would replace it, and the run could not resume."""
+def _refuse_the_runs_own_file(out: Path, folder: Path, named: str = "--dir") -> None:
+    """``--out`` is not the run's folder (``--dir``, or ``named``) itself nor a file the run
+    keeps there (its checkpoint, its best answer): the answer would replace it, and the
+    run could not resume (or its best answer would be replaced by a worse one)."""
     from mallocgame.solvers.checkpoint import BEST_NAME, CHECKPOINT_NAME
 
     if out.resolve() == folder.resolve():
-        raise UsageError(f"--out {out} is --dir: give a file")
+        raise UsageError(f"--out {out} is {named}: give a file")
     if out.resolve() in (folder.resolve() / CHECKPOINT_NAME, folder.resolve() / BEST_NAME):
-        raise UsageError(f"--out {out} is a file the run keeps in --dir: give another")
+        raise UsageError(f"--out {out} is a file the run keeps in {named}: give another")
 
 
 def _refuse_options_set_by(given: list[str], keys: tuple[str, ...], command: str) -> None:
@@ -645,7 +650,8 @@ def _cmd_project(args: argparse.Namespace) -> int:
         if args.out
         else _default_out(inst.name, f"{mapping.solver}-projected", mapping.seed)
     )
-    _output_file(out, args.instance, args.solution)  # before the projection's replays
+    flag = "--out" if args.out else "the default output (give --out)"
+    _output_file(out, args.instance, args.solution, flag=flag)  # before the projection's replays
     projected, kept = project(inst, mapping, repairs=repairs)
     save_solution(projected, out)
     info = projected.info
@@ -1512,6 +1518,7 @@ def _seconds_or_zero(text: str) -> float:
 
 
 _whole_number = at_least
+_work = at_least(1, MAX_WORK)  # a work budget, as SolveRequest holds it
 """An argparse type: a whole number of at least its bound (:func:`~mallocgame.bench.inputs.at_least`)."""
 
 
@@ -1527,7 +1534,7 @@ def _add_run_arguments(p: argparse.ArgumentParser, *, work: str, out: str, optio
         default=None,
         help="wall-clock budget, seconds (at most 7 days)",
     )
-    p.add_argument("--work", type=_whole_number(1), default=None, help=work)
+    p.add_argument("--work", type=_work, default=None, help=work)
     p.add_argument("--out", type=_file_arg, default=None, help=out)
     p.add_argument("--progress", action="store_true", help="print every new best solution")
     _add_option_argument(p, "KEY=VALUE", option)
@@ -1657,7 +1664,7 @@ def _add_solve_parsers(sub: _SubParsers) -> None:
     p.add_argument("--dir", required=True, help="the agent's checkpoint; resumes from it")
     p.add_argument("--seed", type=_seed, default=0)
     p.add_argument("--budget", type=_positive_seconds, default=None, help="wall-clock seconds")
-    p.add_argument("--work", type=_whole_number(1), default=None, help="games, all programs")
+    p.add_argument("--work", type=_work, default=None, help="games, all programs")
     _add_option_argument(
         p, "KEY=VALUE", "an agent setting (repeat); see 'mallocgame solvers muzero'"
     )
@@ -1715,7 +1722,7 @@ def _add_optimize_parser(sub: _SubParsers) -> None:
     )
     p.add_argument(
         "--work",
-        type=_whole_number(1),
+        type=_work,
         default=None,
         help="the agent's self-play games (in total, over resumed runs)",
     )
@@ -1899,7 +1906,7 @@ def _add_speedups_parser(bench: _SubParsers) -> None:
     q.add_argument(
         "--budget", type=_positive_seconds, default=None, help="wall-clock seconds per job"
     )
-    q.add_argument("--work", type=_whole_number(1), default=None, help="work budget per job")
+    q.add_argument("--work", type=_work, default=None, help="work budget per job")
     q.add_argument(
         "--out",
         default="results/speedups",
@@ -1959,9 +1966,7 @@ def _add_versus_parser(bench: _SubParsers) -> None:
         default=None,
         help="the records' wall-clock seconds per job",
     )
-    q.add_argument(
-        "--work", type=_whole_number(1), default=None, help="the records' work budget per job"
-    )
+    q.add_argument("--work", type=_work, default=None, help="the records' work budget per job")
     q.add_argument(
         "--programs", nargs="+", help="only these programs (default: every one with records)"
     )

@@ -63,9 +63,10 @@ def whole_number(value: object, what: str, least: int, most: int | None = None) 
     return number
 
 
-def at_least(least: int) -> Callable[[str], int]:
+def at_least(least: int, most: int | None = None) -> Callable[[str], int]:
     """An argparse type (the command line's and the benchmark scripts' counts): a whole
-    number of at least ``least``, else argparse's one line (exit 2) naming the value."""
+    number of at least ``least`` (and at most ``most``, where given), else argparse's one
+    line (exit 2) naming the value."""
 
     def parse(text: str) -> int:
         try:
@@ -74,6 +75,8 @@ def at_least(least: int) -> Callable[[str], int]:
             raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
         if value < least:
             raise argparse.ArgumentTypeError(f"must be at least {least}, not {value}")
+        if most is not None and value > most:
+            raise argparse.ArgumentTypeError(f"must be at most {most}, not {value}")
         return value
 
     return parse
