@@ -46,20 +46,15 @@ def test_an_answer_that_fails_the_check_gives_no_curve(monkeypatch) -> None:
 def test_the_game_kernels_are_loaded_before_the_solvers_clock(monkeypatch) -> None:
     """The first cell of a process was charged for loading the game's compiled kernels
     (about a second): the same cell gave another curve when it ran first."""
-    import mallocgame.bench.rewards as rewards
-    from mallocgame.solvers.heuristic import HeuristicSolver
+    import mallocgame.game.state as state
+    import mallocgame.solvers.base as base
 
     calls: list[str] = []
-    solve = HeuristicSolver.solve
-    monkeypatch.setattr(rewards, "warm_game_kernels", lambda inst: calls.append(inst.name))
-
-    def solving(self, instance, request):
-        calls.append("solve")
-        return solve(self, instance, request)
-
-    monkeypatch.setattr(HeuristicSolver, "solve", solving)
+    stopwatch = base.Stopwatch
+    monkeypatch.setattr(state, "warm_game_kernels", lambda inst: calls.append(inst.name))
+    monkeypatch.setattr(base, "Stopwatch", lambda s: calls.append("clock") or stopwatch(s))
     reward_curve("xla-v1/lstm_infer", "heuristic", seconds=5.0, seed=0)
-    assert calls == ["xla-v1/lstm_infer", "solve"]
+    assert calls == ["xla-v1/lstm_infer", "clock"]
 
 
 def test_cli_bench_rewards(tmp_path: Path, capsys) -> None:

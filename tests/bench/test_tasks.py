@@ -89,20 +89,15 @@ def test_the_game_kernels_are_loaded_before_each_solvers_clock(
 ) -> None:
     """The first solver cell was charged for loading the game's compiled kernels: the
     same cell's wall time (and answer, under a wall-clock budget) hung on its order."""
-    import mallocgame.bench.tasks as tasks
-    from mallocgame.solvers.os_placement import FirstTouchSolver
+    import mallocgame.game.state as state
+    import mallocgame.solvers.base as base
 
     calls: list[str] = []
-    solve = FirstTouchSolver.solve
-    monkeypatch.setattr(tasks, "warm_game_kernels", lambda inst: calls.append("warm"))
-
-    def solving(self, instance, request):
-        calls.append("solve")
-        return solve(self, instance, request)
-
-    monkeypatch.setattr(FirstTouchSolver, "solve", solving)
+    stopwatch = base.Stopwatch
+    monkeypatch.setattr(state, "warm_game_kernels", lambda inst: calls.append("warm"))
+    monkeypatch.setattr(base, "Stopwatch", lambda s: calls.append("clock") or stopwatch(s))
     _study(tmp_path / "t", placements=("all-slow", "first-touch"), seeds=(0,))
-    assert calls == ["warm", "solve"] * 2  # at 1 and at 4 tasks; a reference solves nothing
+    assert calls == ["warm", "clock"] * 2  # at 1 and at 4 tasks; a reference solves nothing
 
 
 def test_reference_latencies_are_the_per_task_machines(tmp_path: Path) -> None:

@@ -31,7 +31,6 @@ from mallocgame.bench.sweep import (
     identity_cells,
     setting_differences,
     settings_with_defaults,
-    warm_game_kernels,
 )
 from mallocgame.check import check_solution
 from mallocgame.curves import (
@@ -105,9 +104,8 @@ def reward_curve(program: str, solver: str, seconds: float, seed: int = 0) -> li
     on ``program`` within ``seconds``, plus the final answer, which must pass
     :func:`~mallocgame.check.check_solution` (:class:`SolverError` otherwise, no curve:
     a table's final reward is a checked answer's). The game's compiled kernels are
-    loaded before the solver's clock starts
-    (:func:`~mallocgame.bench.sweep.warm_game_kernels`), so that the first cell a
-    process runs is not charged for them. Before anything runs,
+    loaded before the solver's clock starts (by :meth:`~mallocgame.solvers.base.Solver.solve`),
+    so that the first cell a process runs is not charged for them. Before anything runs,
     :class:`~mallocgame.bench.inputs.StudyInputError` refuses a budget
     :func:`~mallocgame.bench.inputs.budget_seconds` refuses (0, negative, ``nan``,
     ``inf``, over 7 days) and a seed that is not a whole number >= 0."""
@@ -131,8 +129,7 @@ def reward_curve(program: str, solver: str, seconds: float, seed: int = 0) -> li
         )
 
     chosen = get_solver(name)
-    warm_game_kernels(inst)  # outside the budget, as a sweep's job does
-    final = chosen.solve(
+    final = chosen.solve(  # (the game's kernels loaded outside the budget: Solver.solve)
         inst, SolveRequest(seed=seed, seconds=seconds, callback=record, options=options)
     )
     report = check_solution(inst, final)

@@ -59,10 +59,7 @@ from mallocgame.bench.inputs import (
     seeds as checked_seeds,
 )
 from mallocgame.bench.rewards import solver_spec, spec_settings, stale_settings
-from mallocgame.bench.sweep import (
-    identity_cells,
-    warm_game_kernels,
-)
+from mallocgame.bench.sweep import identity_cells
 from mallocgame.check import check_solution
 from mallocgame.costmodel import derive_instance, peak_live_bytes
 from mallocgame.errors import FormatError, SolverError, StaleRecordError
@@ -321,7 +318,7 @@ def _run_cell(
     """One task's latency under ``placement`` when ``tasks`` tasks share ``machine``
     (``inst``: the program on one task's machine); a solver's answer is checked and kept,
     with ``inst`` (:func:`instance_path`). The game's compiled kernels are loaded before
-    the solver's clock starts (:func:`~mallocgame.bench.sweep.warm_game_kernels`): the
+    the solver's clock starts (by :meth:`~mallocgame.solvers.base.Solver.solve`): the
     first cell is not charged for them."""
     if placement in REFERENCES:
         latency = _reference_latency(placement, inst, machine, tasks)
@@ -329,8 +326,7 @@ def _run_cell(
             program.name, tasks, placement, seed, budget_s, latency, None, 0.0, inst.sha256
         )
     name, options = solver_spec(placement)
-    solver = get_solver(name)
-    warm_game_kernels(inst)  # outside the budget, as a sweep's job does
+    solver = get_solver(name)  # (it loads the game's kernels outside the budget)
     answer = solver.solve(inst, SolveRequest(seed=seed, seconds=budget_s, options=options))
     report = check_solution(inst, answer)
     if not report.ok:
