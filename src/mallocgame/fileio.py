@@ -137,11 +137,8 @@ def unpaired_surrogate(value: Any) -> str | None:
         else:
             strings = [item]
         for text in strings:
-            if isinstance(text, str):
-                try:
-                    text.encode("utf-8")
-                except UnicodeEncodeError:
-                    return text
+            if isinstance(text, str) and not is_text(text):
+                return text
     return None
 
 

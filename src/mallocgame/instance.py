@@ -390,15 +390,13 @@ def json_value_copy(value: Any, where: str, depth: int = MAX_JSON_DEPTH) -> Any:
     (:class:`InstanceError` naming its place below ``where``), nesting included: at most
     ``depth`` deep (a document: :data:`~mallocgame.fileio.MAX_JSON_DEPTH`, as in a file)."""
     too_deep = InstanceError(f"{where}: objects and arrays nested more than {depth} deep")
-    if nested_deeper_than(value, depth):  # (dicts, lists and tuples: before a deep copy)
-        raise too_deep
     try:
         copy = _checked_json_copy(value)
     except _NotJson as exc:
         raise InstanceError(f"{where}{''.join(reversed(exc.path))}: {exc.message}") from None
-    except RecursionError:  # through Mappings of other kinds
+    except RecursionError:  # nested far deeper than any file may be
         raise too_deep from None
-    if nested_deeper_than(copy, depth):  # (every Mapping now a dict)
+    if nested_deeper_than(copy, depth):  # (every Mapping now a dict, every tuple a list)
         raise too_deep
     return copy
 
