@@ -1518,8 +1518,10 @@ def _seconds_or_zero(text: str) -> float:
 
 
 _whole_number = at_least
-_work = at_least(1, MAX_WORK)  # a work budget, as SolveRequest holds it
 """An argparse type: a whole number of at least its bound (:func:`~mallocgame.bench.inputs.at_least`)."""
+
+_work = at_least(1, MAX_WORK)
+"""An argparse type: a work budget, a whole number in ``1 .. MAX_WORK`` as SolveRequest holds it."""
 
 
 def _add_run_arguments(p: argparse.ArgumentParser, *, work: str, out: str, option: str) -> None:
