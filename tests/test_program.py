@@ -98,6 +98,25 @@ def test_optional_keys_take_their_defaults() -> None:
     )
 
 
+def test_save_refuses_a_program_load_would_refuse(tmp_path: Path) -> None:
+    """save_program wrote a program of flops 10**400 that load_program then refused; now
+    it is refused before a byte is written, and a file already there is kept."""
+    program = tiny_program()
+    big = dataclasses.replace(program.instructions[1], flops=10**400)
+    broken = dataclasses.replace(
+        program, instructions=(program.instructions[0], big, *program.instructions[2:])
+    )
+    path = tmp_path / "p.json"
+    with pytest.raises(ProgramError, match="flops must be finite"):
+        save_program(broken, path)
+    assert_only_files(tmp_path)
+    save_program(program, path)
+    with pytest.raises(ProgramError):
+        save_program(broken, path)
+    assert load_program(path) == program
+    assert_only_files(tmp_path, path.name)
+
+
 @pytest.mark.parametrize("suffix", [".json", ".json.gz"])
 def test_file_round_trip(tmp_path: Path, suffix: str) -> None:
     program = tiny_program()

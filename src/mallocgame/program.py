@@ -455,5 +455,10 @@ def load_program(path: str | os.PathLike[str]) -> Program:
 
 
 def save_program(program: Program, path: str | os.PathLike[str]) -> None:
-    """Atomically write ``program`` (gzip-compressed when ``path`` ends in ``.gz``)."""
+    """Atomically write ``program`` (gzip-compressed when ``path`` ends in ``.gz``).
+
+    Raises :class:`ProgramError` before anything is written for a program that
+    :func:`validate_program` refuses (a file :func:`load_program` would not read back).
+    """
+    validate_program(program)
     write_json(path, program.to_dict())
