@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from mallocgame.cli import main
+from mallocgame.cli import UsageError, main
 
 CONFORMANCE = Path(__file__).parent / "data" / "conformance"
 
@@ -1033,7 +1033,8 @@ def test_an_option_given_twice_with_two_values_is_refused(
     tmp_path: Path, instance_file: Path, capsys
 ) -> None:
     """--option es:workers=1 --option es:workers=2 ran the jobs with workers=2, the last
-    silently winning over the first; the same value twice is one setting."""
+    silently winning over the first; the same text twice is one setting, two texts of one
+    value (0.2 and 0.20) are refused like two values (docs/cli.md)."""
     from mallocgame.cli import _options, _solver_options
 
     out = tmp_path / "results"
@@ -1050,6 +1051,8 @@ def test_an_option_given_twice_with_two_values_is_refused(
     assert not (tmp_path / "a.json").exists()
     assert _options(["workers=2", " workers = 2"]) == {"workers": "2"}
     assert _solver_options(["es:workers=2", "es:workers=2"], ["es"]) == {"es": {"workers": "2"}}
+    with pytest.raises(UsageError, match="given twice, as '0.2' and '0.20'"):
+        _options(["sigma=0.2", "sigma=0.20"])
 
 
 @pytest.mark.parametrize(

@@ -160,8 +160,9 @@ def _solver_options(items: Sequence[str], solvers: Sequence[str]) -> dict[str, d
 
 def _options(items: Sequence[str], solver: str = "") -> dict[str, str]:
     """``KEY=VALUE`` strings → a dict of strings; the solver's ``Config`` types them
-    (:func:`mallocgame.options.parse_config`). A key given twice with the same value is
-    one setting; with two values :class:`UsageError` (neither is taken over the other);
+    (:func:`mallocgame.options.parse_config`). A key given twice with the same text is
+    one setting; with two texts :class:`UsageError` (neither is taken over the other,
+    even where both mean one value: ``0.2`` and ``0.20``);
     ``solver`` (``"es:"``) prefixes the key in that message."""
     options: dict[str, str] = {}
     for item in items:
