@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import warnings
 from pathlib import Path
 
@@ -230,3 +231,20 @@ def test_an_env_of_neither_an_instance_nor_a_file_is_an_instance_error() -> None
     for given in (42, None, [1]):  # 42 raised TypeError from the file loader
         with pytest.raises(InstanceError, match="expected an Instance or a file"):
             MallocGameEnv(given)
+
+
+def test_a_shallow_copy_plays_on_its_own():
+    """copy.copy shared the original's game: stepping the copy stepped the original, and
+    the original, after the copy finished, said "illegal action" instead of ResetNeeded."""
+    env = MallocGameEnv(conformance_instance("random101"))
+    env.reset()
+    twin = copy.copy(env)
+    assert twin.game is not env.game
+    before = env.game.current_buffer
+    done = False
+    while not done:
+        _, _, done, _, _ = twin.step(int(np.flatnonzero(twin.action_masks())[-1]))
+    assert env.game.current_buffer == before and not env.game.done
+    env.step(int(np.flatnonzero(env.action_masks())[0]))
+    with pytest.raises(ResetNeeded):
+        twin.step(0)

@@ -152,6 +152,14 @@ class MallocGameEnv(gymnasium.Env):
             f"last {last}, legal {mask}, return {g.normalized_return:.4f}"
         )
 
+    def __copy__(self) -> MallocGameEnv:
+        """A copy that plays on its own: its game is cloned (:meth:`Game.clone`), the rest
+        shared; one that shared the game would step the original too."""
+        other = object.__new__(type(self))
+        vars(other).update(vars(self))
+        other.game = self.game.clone()
+        return other
+
     # ------------------------------------------------------------------------ helpers
 
     def action_masks(self) -> np.ndarray:
