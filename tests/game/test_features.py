@@ -8,6 +8,7 @@ import math
 import numpy as np
 import pytest
 
+from mallocgame.errors import InstanceError
 from mallocgame.game import Game
 from mallocgame.game.backup import DropBackup
 from mallocgame.game.features import (
@@ -192,6 +193,21 @@ def test_out_argument_and_extractor_from_game():
     res = ext(game, out=buf)
     assert res is buf
     np.testing.assert_array_equal(buf, decision_features(game))
+
+
+def test_tables_or_a_game_of_another_instance_are_refused():
+    """An extractor took another instance's tables (features from the wrong rows) and
+    another instance's games (its own rows, or numpy's ValueError) without a word."""
+    a, b = conformance_instance("random103"), conformance_instance("random104")
+    with pytest.raises(InstanceError, match="the tables are not"):
+        FeatureExtractor(a, tables=Game(b).tables)
+    for extractor, game in ((FeatureExtractor(a), Game(b)), (FeatureExtractor(b), Game(a))):
+        with pytest.raises(InstanceError, match="a game of"):
+            extractor(game)
+    game = Game(a)
+    np.testing.assert_array_equal(
+        FeatureExtractor(a, tables=game.tables)(game), decision_features(game)
+    )
 
 
 def test_cache_per_tables():

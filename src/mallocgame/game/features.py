@@ -95,6 +95,7 @@ import weakref
 
 import numpy as np
 
+from mallocgame.errors import InstanceError
 from mallocgame.game.state import Game
 from mallocgame.game.tables import GameTables, build_tables
 from mallocgame.instance import Instance
@@ -263,7 +264,8 @@ class FeatureExtractor:
 
     Call it with a game of that instance: ``extractor(game)`` returns a new float32
     array ``[NUM_FEATURES]``; ``extractor(game, out=buf)`` writes into ``buf``.
-    The extractor keeps only its own precomputed arrays (not the instance or tables).
+    The extractor keeps only its own precomputed arrays and the instance's hash (not the
+    instance or tables). Tables or a game of another instance: :class:`InstanceError`.
     """
 
     def __init__(self, source: Game | Instance, tables: GameTables | None = None) -> None:
@@ -273,7 +275,13 @@ class FeatureExtractor:
             instance = source
             if tables is None:
                 tables = build_tables(instance)
+            elif tables.instance_sha256 != instance.sha256:
+                raise InstanceError(
+                    f"FeatureExtractor: the tables are not {instance.name}'s (build_tables)"
+                )
         tb = tables
+        self._instance_sha256 = instance.sha256
+        self._instance_name = instance.name
         self.num_buffers = tb.num_buffers
         self.num_steps = tb.num_instructions
         self._rows = _static_rows(instance, tb)
@@ -293,6 +301,10 @@ class FeatureExtractor:
         self._inv_r = finite_reciprocal(tb.normalizer_s)
 
     def __call__(self, game: Game, out: np.ndarray | None = None) -> np.ndarray:
+        if game.tables.instance_sha256 != self._instance_sha256:
+            raise InstanceError(
+                f"FeatureExtractor: a game of {game.instance.name}, not of {self._instance_name}"
+            )
         if out is None:
             out = np.zeros(NUM_FEATURES, dtype=np.float32)
         b = game.current_buffer
