@@ -460,6 +460,11 @@ def test_batch_errors():
     for bad in (3, -1):
         with pytest.raises(ValueError, match="out of range"):
             observer.observe(0, out=batch, index=bad)
+    for bad in (1.0, True, np.float64(1.0), "1"):  # failed inside numba, not a ValueError
+        with pytest.raises(ValueError, match="must be an int"):
+            observer.observe(0, out=batch, index=bad)
+    other = empty_batch(ODD, 3)
+    assert observer.observe(0, out=other, index=np.int64(2)) is other
     wrong = empty_batch(ObservationConfig(), 3)
     with pytest.raises(ValueError, match="shape"):
         observer.observe(0, out=wrong, index=0)

@@ -560,7 +560,7 @@ class Observer:
 
         Raises:
             ValueError: ``index`` without ``out`` or the reverse, an ``out`` array of the
-                wrong shape, or ``index`` out of range.
+                wrong shape, or ``index`` not an int (a bool, a float) or out of range.
         """
         if out is None:
             if index is not None:
@@ -572,6 +572,8 @@ class Observer:
             return {key: arr[0] for key, arr in batch.items()}
         if index is None:
             raise ValueError("observe(out=...) needs the batch row index")
+        if isinstance(index, bool) or not isinstance(index, (int, np.integer)):
+            raise ValueError(f"observe(out=...): the batch row index must be an int, not {index!r}")
         self._write(move_number, out, index)
         return out
 
