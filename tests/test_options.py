@@ -375,6 +375,20 @@ def test_a_heuristic_config_refuses_what_it_would_have_run_as_another_setting() 
     )
 
 
+def test_a_count_made_directly_must_be_an_int() -> None:
+    """``OrderSearchConfig(max_moves=2.5)`` was taken and its search then failed with a
+    plain TypeError inside ``range``; a float (whole or not) or a bool where an ``int`` is
+    declared is now refused as the coercer refuses its text."""
+    from mallocgame.solvers.order_search import OrderSearchConfig
+
+    for bad in (2.5, 7.0, True, "3"):
+        with pytest.raises(ValueError, match=r"^option max_moves must be a whole number, not "):
+            OrderSearchConfig(max_moves=bad)
+    assert OrderSearchConfig(max_moves=7) == parse_config(
+        OrderSearchConfig, {"max_moves": "7.0"}, "msa-search"
+    )
+
+
 @pytest.mark.parametrize(
     "options, message",
     [

@@ -195,8 +195,9 @@ def _range_problem(value: Any, metadata: Mapping[str, Any]) -> str | None:
 
 def _type_problem(value: Any, hint: Any) -> str | None:
     """What is wrong with ``value`` against its field's type where that is a choice
-    (``Literal[...]``: one of its values) or a switch (``bool``: a bool, not a string
-    or a number), as "must be ..." in the coercer's words, or ``None`` if nothing."""
+    (``Literal[...]``: one of its values), a switch (``bool``: a bool, not a string
+    or a number) or a count (``int``: an ``int``, not a bool or a float, whole or not), as
+    "must be ..." in the coercer's words, or ``None`` if nothing."""
     inner, optional = _strip_optional(hint)
     if value is None and optional:
         return None
@@ -206,13 +207,16 @@ def _type_problem(value: Any, hint: Any) -> str | None:
             return "must be one of " + ", ".join(repr(c) for c in choices) + f", not {value!r}"
     elif inner is bool and not isinstance(value, bool):
         return f"must be true or false, not {value!r}"
+    elif inner is int and (isinstance(value, bool) or not isinstance(value, int)):
+        return f"must be a whole number, not {value!r}"
     return None
 
 
 def check_ranges(config: Any) -> None:
     """``ValueError`` naming the first setting of ``config`` (a ``Config`` made directly,
     not by :func:`parse_config`) that is not one of its ``Literal``'s choices, not a bool
-    where a ``bool`` is declared, or outside its declared range. A ``Config`` calls it
+    where a ``bool`` is declared, not an ``int`` where an ``int`` is, or outside its
+    declared range. A ``Config`` calls it
     first in its ``__post_init__``; nested settings check their own."""
     kind: type = type(config)
     hints = _hints(kind)
