@@ -43,6 +43,10 @@ __all__ = [
 
 MAX_VERIFY_ROUNDS = 8  # reruns after a failed physical check before giving up (all slow)
 
+PLACEMENT_COUNTS = ("resident", "evictions", "prefetches", "extensions", "kept")
+"""The heuristic's counts (in its answer's ``work``) of what its mapping holds: tensors
+kept resident, evictions, prefetches, NoCopy extensions of a chain, reads kept on one."""
+
 _SLOW, _REQUIRED, _OPTIONAL = 0, 1, 2
 
 
@@ -267,15 +271,9 @@ class _Msa:
         self.goff: dict[int, int] = {}  # offset of each multi-buffer group placed so far
         self.alloc: dict[int, Allocation] = {}
         self.log: list[tuple[Any, ...]] = []
-        self.stats = {
-            "candidates": 0,
-            "retries": 0,
-            "resident": 0,
-            "evictions": 0,
-            "prefetches": 0,
-            "extensions": 0,
-            "kept": 0,
-        }
+        # candidates and retries count attempts; the placement counts (PLACEMENT_COUNTS)
+        # count what the mapping holds: a rollback takes back those of what it undoes
+        self.stats = {"candidates": 0, "retries": 0, **dict.fromkeys(PLACEMENT_COUNTS, 0)}
 
     # --------------------------------------------------------------------- benefits
 
@@ -382,11 +380,19 @@ class _Msa:
         )
         _consume(self.supply_left, self.pair_used, c0, c1, demand, backward)
 
+    def tally(self, key: str) -> None:
+        """One more placement of kind ``key`` (of :data:`PLACEMENT_COUNTS`), taken back
+        by a rollback past it."""
+        self.log.append(("count", key))
+        self.stats[key] += 1
+
     def rollback(self, mark: int) -> None:
         while len(self.log) > mark:
             entry = self.log.pop()
             kind = entry[0]
-            if kind == "alloc":
+            if kind == "count":
+                self.stats[entry[1]] -= 1
+            elif kind == "alloc":
                 del self.alloc[entry[1]]
             elif kind == "rect":
                 self.n_rect -= 1
@@ -450,7 +456,7 @@ class _Msa:
         self.place(d, "NoCopy", offset, start, end)
         for r in self.reads[x]:
             self.place(r, "NoCopy", offset, None, None)
-        self.stats["resident"] += 1
+        self.tally("resident")
         return True
 
     def inside(self, b: int, offset: int) -> bool:
@@ -465,7 +471,7 @@ class _Msa:
         if offset < 0:
             return None
         self.place(b, "Copy", offset, t, t)
-        self.stats[counter] += 1
+        self.tally(counter)
         return _Chain(offset, t, t)
 
     def try_evict(self, d: int) -> _Chain | None:
@@ -493,7 +499,7 @@ class _Msa:
             return None
         self.use_channel(tau + 1, end, demand, backward=False)
         self.place(d, "Copy", offset, tau, end, (tau + 1, end))
-        self.stats["evictions"] += 1
+        self.tally("evictions")
         return _Chain(offset, end, tau)
 
     def try_prefetch(self, x: int, r: int, fixed: int) -> _Chain | None:
@@ -528,7 +534,7 @@ class _Msa:
             return None
         self.use_channel(start, use - 1, demand, backward=True)
         self.place(r, "Copy", offset, start, use, (start, use - 1))
-        self.stats["prefetches"] += 1
+        self.tally("prefetches")
         return _Chain(offset, use, use)
 
     def _latest_fit(
@@ -589,7 +595,7 @@ class _Msa:
                     if (required or gain >= 0) and self.inside(r, chain.offset):
                         self.place(r, "NoCopy", chain.offset, None, None)
                         chain.segment_start = use
-                        self.stats["kept"] += 1
+                        self.tally("kept")
                     continue
                 if not required and self.opts.skip_unprofitable and gain <= 0:
                     continue
@@ -599,7 +605,7 @@ class _Msa:
                 ):
                     self.place(r, "NoCopy", chain.offset, chain.end + 1, use)
                     chain.end = chain.segment_start = use
-                    self.stats["extensions"] += 1
+                    self.tally("extensions")
                     continue
             elif not required and self.opts.skip_unprofitable and gain <= 0:
                 continue
@@ -687,13 +693,15 @@ def _verified_run(
         group = instance.group_ids
         bad = {group[b] for f in failures for b in f.buffers}
         if not bad or rounds >= MAX_VERIFY_ROUNDS:
-            allocations = []
+            allocations = []  # (and none of its placements: their counts are 0)
             break
         # Groups of the buffers involved, and of every buffer of their tensors.
         tensors = {instance.buffers[b].tensor_id for f in failures for b in f.buffers}
         bad |= {group[b.id] for b in instance.buffers if b.tensor_id in tensors}
         forced |= bad
     stats = dict(msa.stats)
+    if not allocations:
+        stats.update(dict.fromkeys(PLACEMENT_COUNTS, 0))
     stats["verify_rounds"] = rounds
     return allocations, stats, frozenset(forced)
 
