@@ -112,3 +112,44 @@ def test_extracting_a_suite_without_its_packages_names_the_extra(
         InputFileError, match=rf"needs the '{extra}' extra \(pip install 'mallocgame\[{extra}\]'\)"
     ):
         model_programs(suite)
+
+
+def _extracted_again(name: str, more_flops: float = 0.0):
+    """What extracting ``name``'s model again gives, without compiling: its frozen program
+    with the frontend's own ``source`` (``dump_module`` without the number it was frozen
+    with), ``more_flops`` added to its first instruction's."""
+    from dataclasses import replace
+
+    frozen = suite_program(name)
+    source = {k: v for k, v in frozen.source.items() if k not in ("model", "suite")}
+    source.pop("extract_seconds")
+    source["dump_module"] = source["dump_module"].partition(".")[2]
+    first = replace(frozen.instructions[0], flops=frozen.instructions[0].flops + more_flops)
+    return replace(frozen, source=source, instructions=(first, *frozen.instructions[1:]))
+
+
+def test_freezing_an_unchanged_program_again_keeps_its_file(tmp_path, monkeypatch) -> None:
+    """Freezing in place a program that comes out the same but for its extraction's
+    duration keeps its file, and so its instance's hash; a changed one is written."""
+    import shutil
+
+    from mallocgame.costmodel import derive_instance
+    from mallocgame.program import load_program
+    from mallocgame.workloads import suite
+
+    pytest.importorskip("flax")
+    name = f"{SUITE}/gru_infer"
+    path = tmp_path / suite.program_path(name).name
+    shutil.copyfile(suite.program_path(name), path)
+    before = path.read_bytes()
+    monkeypatch.setattr(suite, "extract_model", lambda *a, **k: (_extracted_again(name), None))
+    lines: list[str] = []
+    suite.freeze(["gru_infer"], out_dir=tmp_path, progress=lines.append, suite=SUITE)
+    assert path.read_bytes() == before and lines[0].endswith(", unchanged, kept")
+    inst = derive_instance(load_program(path), "tpu_v4i", capacity_fraction=0.25, name=name)
+    assert inst.sha256 == suite_instance(name).sha256
+    monkeypatch.setattr(suite, "extract_model", lambda *a, **k: (_extracted_again(name, 1e6), None))
+    lines.clear()
+    suite.freeze(["gru_infer"], out_dir=tmp_path, progress=lines.append, suite=SUITE)
+    assert path.read_bytes() != before and "kept" not in lines[0]
+    assert load_program(path).instructions == _extracted_again(name, 1e6).instructions

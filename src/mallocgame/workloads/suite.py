@@ -63,6 +63,8 @@ Bundled instance names are ``SUITE/NAME``.
 from __future__ import annotations
 
 import hashlib
+import json
+import re
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
@@ -73,7 +75,13 @@ from typing import Any
 from mallocgame import hardware
 from mallocgame.costmodel import DEFAULT_CAPACITY_FRACTION, derive_instance
 from mallocgame.errors import InputFileError
-from mallocgame.frontends.xla_placement import XlaPlacement, load_placement, save_placement
+from mallocgame.fileio import read_json
+from mallocgame.frontends.xla_placement import (
+    XlaPlacement,
+    load_placement,
+    placement_to_dict,
+    save_placement,
+)
 from mallocgame.instance import Instance
 from mallocgame.program import Program, load_program, save_program
 
@@ -344,9 +352,12 @@ def freeze(
     atomically to ``out_dir`` (default: the suite's data directory), and for a ``tpu``
     suite XLA's placement beside it; the extraction's duration, the frontend's version, the
     target and the preset (a TPU target's own, else the model's where it names one) go in
-    its ``source``. ``target`` (a TPU generation) compiles a suite of JAX models for it
-    instead, as ``NAME-GEN`` with XLA's placement beside (the models sized for the suite's
-    preset); then ``out_dir`` is required: the bundled suites stay as they are.
+    its ``source``. A file that already holds the program but for that duration
+    (:func:`_unchanged`) is kept unwritten: its instance keeps its hash, and the solutions
+    stored of it still check (a changed program gets a new one). ``target`` (a TPU
+    generation) compiles a suite of JAX models for it instead, as ``NAME-GEN`` with XLA's
+    placement beside (the models sized for the suite's preset); then ``out_dir`` is
+    required: the bundled suites stay as they are.
     """
     chosen = _suite(suite)
     if target:
@@ -381,14 +392,44 @@ def freeze(
             source["preset"] = tpu_target(job_target).preset
         program = replace(program, source=source)
         if placement is not None:
-            save_placement(placement, out_dir / f"{frozen}{_PLACEMENT_SUFFIX}")
-        save_program(program, out_dir / f"{frozen}{_SUFFIX}")
+            placement_path = out_dir / f"{frozen}{_PLACEMENT_SUFFIX}"
+            if not _unchanged(placement_path, placement_to_dict(placement)):
+                save_placement(placement, placement_path)
+        path = out_dir / f"{frozen}{_SUFFIX}"
+        kept = _unchanged(path, program.to_dict())
+        if not kept:  # kept: its instance, and every solution stored of it, keeps its hash
+            save_program(program, path)
         durations[frozen] = seconds
         if progress is not None:
-            progress(f"{suite}/{frozen}: {program.num_buffers} buffers, {seconds:.1f} s")
+            note = ", unchanged, kept" if kept else ""
+            progress(f"{suite}/{frozen}: {program.num_buffers} buffers, {seconds:.1f} s{note}")
     suite_program.cache_clear()
     suite_instance.cache_clear()
     return durations
+
+
+def _unchanged(path: Path, document: dict[str, Any]) -> bool:
+    """Whether the file at ``path`` holds ``document`` but for what differs between two
+    extractions of one program: the extraction's duration (``source.extract_seconds``) and
+    the number a ``source.dump_module`` frozen before the frontend dropped it began with
+    (``module_0020.``: it counted what the process had compiled before). ``False`` where
+    there is no such file, or none that reads."""
+    try:
+        old = read_json(path) if path.is_file() else None
+        new = json.loads(json.dumps(document))
+    except (InputFileError, OSError, TypeError, ValueError):  # save_* says what is wrong
+        return False
+    return old is not None and _comparable(old) == _comparable(new)
+
+
+def _comparable(document: Any) -> Any:
+    """A program or placement document without what :func:`_unchanged` lets differ."""
+    if not isinstance(document, dict) or not isinstance(document.get("source"), dict):
+        return document
+    source = {k: v for k, v in document["source"].items() if k != "extract_seconds"}
+    if isinstance(source.get("dump_module"), str):
+        source["dump_module"] = re.sub(r"^module_\d+\.", "", source["dump_module"])
+    return {**document, "source": source}
 
 
 def extract_model(
