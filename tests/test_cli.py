@@ -824,6 +824,11 @@ def test_bench_suite_prints_the_hardness_table(capsys) -> None:
             + ["--out-dir", "d"],
             "nope: no such model program in xla-v2",
         ),
+        (
+            ["extract", "--suite", "xla-v2", "--model", "llama2_70b_decode", "--target", "tpu-v4"]
+            + ["--out-dir", "d"],
+            "llama2_70b_decode: sized for gpu_hbm_host, so not compiled for TPU targets",
+        ),
     ],
 )
 def test_extract_errors(tmp_path: Path, monkeypatch, capsys, argv: list[str], needle: str) -> None:

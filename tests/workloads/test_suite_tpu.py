@@ -124,7 +124,13 @@ def test_freeze_writes_the_program_and_its_placement(tmp_path) -> None:
 def test_freeze_refuses_a_model_the_suite_does_not_have(tmp_path) -> None:
     from mallocgame.errors import InputFileError
 
-    with pytest.raises(InputFileError, match="llama2_70b_decode: no such model program in tpu-v2"):
+    with pytest.raises(InputFileError, match="nope: no such model program in tpu-v2"):
+        freeze(["nope"], out_dir=tmp_path, suite="tpu-v2")
+    # a model of xla-v2 sized for a GPU: it is there, but not for a TPU
+    with pytest.raises(
+        InputFileError,
+        match="llama2_70b_decode: sized for gpu_hbm_host, so not compiled for TPU targets",
+    ):
         freeze(["llama2_70b_decode"], out_dir=tmp_path, suite="tpu-v2")
 
 

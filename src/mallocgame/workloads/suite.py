@@ -321,8 +321,10 @@ def _freeze_jobs(suite: Suite, names: list[str] | None, models: dict) -> list[tu
     (``names``: model names, or for a ``tpu`` suite also frozen names ``NAME-GEN``);
     ``target`` is ``""`` outside ``tpu`` suites."""
     targets = suite.targets or ("",)
+    elsewhere: dict[str, str] = {}  # model -> the other preset it is sized for
     if suite.frontend == "tpu":  # the models sized for the suite's preset: others exceed a chip
-        models = {m: p for m, p in models.items() if p.preset in (None, suite.preset)}
+        elsewhere = {m: p.preset for m, p in models.items() if p.preset not in (None, suite.preset)}
+        models = {m: p for m, p in models.items() if m not in elsewhere}
     every = {(f"{m}-{t.removeprefix('tpu-')}" if t else m): (m, t) for m in models for t in targets}
     jobs = []
     for name in names or sorted(models):
@@ -331,6 +333,11 @@ def _freeze_jobs(suite: Suite, names: list[str] | None, models: dict) -> list[tu
             jobs.append((short, *every[short]))
         elif short in models:
             jobs.extend((f, m, t) for f, (m, t) in every.items() if m == short)
+        elif short in elsewhere:
+            raise InputFileError(
+                f"{short}: sized for {elsewhere[short]}, so not compiled for TPU targets (only "
+                f"the models sized for {suite.preset} are)"
+            )
         else:
             raise InputFileError(
                 f"{short}: no such model program in {suite.name} (have: {', '.join(sorted(models))})"
