@@ -566,6 +566,33 @@ def test_extract_bundled_program_on_another_preset(tmp_path: Path, capsys) -> No
     assert doc["name"] == "xla-v1/lstm_infer" and doc["hardware"]["name"].startswith("dram_pmem")
 
 
+def test_a_bundled_program_name_is_not_shadowed_by_a_file_of_that_name(
+    tmp_path: Path, monkeypatch, capsys
+) -> None:
+    """``--program xla-v1/gru_infer`` (extract, bench tasks) reads the bundled program even
+    where a file of that name is beside you, as a workload name does (load_workload)."""
+    from mallocgame.bench import tasks
+    from mallocgame.program import save_program
+    from mallocgame.workloads.suite import suite_program
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "xla-v1").mkdir()
+    save_program(suite_program("xla-v1/lstm_infer"), tmp_path / "xla-v1" / "gru_infer")
+    argv = ["extract", "--program", "xla-v1/gru_infer", "--out", "gru.json"]
+    assert main(argv) == 0
+    assert json.loads((tmp_path / "gru.json").read_text())["name"] == "xla-v1/gru_infer"
+
+    class Read(Exception):
+        pass
+
+    def study(program, *args, **kwargs):
+        raise Read(program.name)
+
+    monkeypatch.setattr(tasks, "run_tasks_study", study)
+    with pytest.raises(Read, match="xla-v1/gru_infer"):
+        main(["bench", "tasks", "--program", "xla-v1/gru_infer", "--out", "study/gru"])
+
+
 def test_extract_on_the_physical_fast_memory(tmp_path: Path, capsys) -> None:
     out = tmp_path / "gru.json"
     argv = [

@@ -717,7 +717,7 @@ def _cmd_extract(args: argparse.Namespace) -> int:
     from mallocgame.costmodel import DEFAULT_CAPACITY_FRACTION, derive_instance
     from mallocgame.hardware import get_preset
     from mallocgame.instance import save_instance
-    from mallocgame.program import load_program, save_program
+    from mallocgame.program import save_program
 
     if args.suite is not None:
         return _extract_suites(args)
@@ -779,13 +779,7 @@ def _cmd_extract(args: argparse.Namespace) -> int:
     elif args.torch:
         program = _extract_torch_program(args)
     elif args.program:
-        from mallocgame.workloads.suite import suite_program
-
-        program = (
-            load_program(args.program)
-            if Path(args.program).exists()
-            else suite_program(args.program)
-        )
+        program = _named_program(args.program)
     else:
         program, placement = _extract_model_program(args.model[0], args.name, args.target)
     notes = program.source.get("notes") if isinstance(program.source, dict) else None
@@ -820,6 +814,19 @@ def _cmd_extract(args: argparse.Namespace) -> int:
     if answer is not None and placement is not None:
         _write_xla_solution(answer, placement, fast_spaces, args.xla_solution)
     return EXIT_OK
+
+
+def _named_program(name: str) -> Program:
+    """The bundled program ``SUITE/NAME``, else the program file at ``name``: as in
+    :func:`~mallocgame.workloads.registry.load_workload`, a file or folder of a bundled
+    name beside you does not shadow it (:class:`~mallocgame.errors.InputFileError` where
+    it is neither)."""
+    from mallocgame.program import load_program
+    from mallocgame.workloads.suite import suite_names, suite_program
+
+    if name in suite_names() or not Path(name).exists():
+        return suite_program(name)
+    return load_program(name)
 
 
 def _extract_model_program(
@@ -1403,9 +1410,7 @@ def _cmd_bench_rewards(args: argparse.Namespace) -> int:
 
 def _cmd_bench_tasks(args: argparse.Namespace) -> int:
     from mallocgame.bench import tasks
-    from mallocgame.program import load_program
     from mallocgame.sharing import MARL_SOCKET
-    from mallocgame.workloads.suite import suite_program
 
     limited = 1 in args.tasks and "fast-only" in args.placements  # the limit's unit is there
     if args.limit is not None and not limited:
@@ -1413,9 +1418,7 @@ def _cmd_bench_tasks(args: argparse.Namespace) -> int:
             "--limit is a multiple of one task alone in fast memory: give 1 among --tasks "
             "and fast-only among --placements, or drop --limit"
         )
-    program = (
-        load_program(args.program) if Path(args.program).exists() else suite_program(args.program)
-    )
+    program = _named_program(args.program)
     out = Path(args.out)
     # every place the study writes, found wanting before any cell runs
     _output_file(output_beside(out, ".csv"))
