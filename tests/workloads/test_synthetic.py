@@ -285,3 +285,12 @@ def test_file_round_trip(tmp_path) -> None:
 def test_bad_arguments(num_buffers: int, fraction: float, error: type) -> None:
     with pytest.raises(error):
         synthetic.generate(num_buffers, 0, capacity_fraction=fraction)
+
+
+@pytest.mark.parametrize("loop", ["no", 0, 1, "", 1.0])
+def test_a_loop_that_is_not_a_bool_is_refused(loop: object) -> None:
+    """``loop`` is True, False or None: ``"no"`` is no ``True``, nor ``0`` a ``False``."""
+    with pytest.raises(ValueError, match="loop must be True, False or None"):
+        synthetic.program(100, 0, loop=loop)  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="loop must be True, False or None"):
+        synthetic.generate(100, 0, loop=loop)  # type: ignore[arg-type]

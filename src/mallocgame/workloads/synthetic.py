@@ -534,12 +534,15 @@ def program(
     ``synthetic-v{version}/b{num_buffers}-s{seed}``, with ``-loop`` or ``-noloop`` where
     ``loop`` is given. Raises :class:`ValueError` for
     ``num_buffers < 1``, a seed that is not an integer from 0 (None would draw a new
-    program each call under one name) or an unknown version.
+    program each call under one name), a ``loop`` that is not ``True``, ``False`` or
+    ``None`` (``"no"`` would be taken for true) or an unknown version.
     """
     if isinstance(num_buffers, bool) or not isinstance(num_buffers, int) or num_buffers < 1:
         raise ValueError(f"num_buffers must be an integer >= 1, got {num_buffers!r}")
     if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
         raise ValueError(f"seed must be an integer >= 0, got {seed!r}")
+    if loop is not None and not isinstance(loop, bool):
+        raise ValueError(f"loop must be True, False or None, got {loop!r}")
     if isinstance(version, bool) or not isinstance(version, int) or version not in VERSIONS:
         raise ValueError(f"version must be one of {VERSIONS}, got {version!r}")
     draw = _Draw(np.random.default_rng(seed))
