@@ -735,6 +735,7 @@ def test_bench_suite_prints_the_hardness_table(capsys) -> None:
             "not a program of the bundled suites",
         ),
         (["extract", "--model", "xla-v2/nope", "--out", "x.json"], "unknown model 'xla-v2/nope'"),
+        (["extract", "--model", "/gru_infer", "--out", "x.json"], "no suite before the '/'"),
         (
             ["extract", "--model", "gru_infer", "--model", "lstm_infer", "--out", "x.json"],
             "--model takes one NAME",

@@ -836,7 +836,9 @@ def _extract_model_program(
     (``cpu``, or a TPU whose compile gives XLA's placement too, else ``None``)."""
     from mallocgame.workloads.suite import extract_model, model_programs
 
-    suite, _, short = model.rpartition("/")
+    suite, slash, short = model.rpartition("/")
+    if slash and not suite:
+        raise UsageError(f"--model {model}: no suite before the '/' (give SUITE/NAME or NAME)")
     models = model_programs(suite or SUITE)
     if short not in models:
         raise UsageError(

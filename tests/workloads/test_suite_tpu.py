@@ -134,6 +134,15 @@ def test_freeze_refuses_a_model_the_suite_does_not_have(tmp_path) -> None:
         freeze(["llama2_70b_decode"], out_dir=tmp_path, suite="tpu-v2")
 
 
+def test_freeze_refuses_an_unknown_target_before_making_the_folder(tmp_path) -> None:
+    from mallocgame.frontends.xla import XlaFrontendError
+
+    out = tmp_path / "out"
+    with pytest.raises(XlaFrontendError, match="unknown TPU target 'bogus'"):
+        freeze(["gru_infer"], out_dir=out, suite="xla-v1", target="bogus")
+    assert not out.exists()
+
+
 @pytest.mark.parametrize("suite_name", TPU_SUITES)
 def test_the_frozen_answer_is_xlas_answer_computed_again(suite_name: str) -> None:
     """The legal answer frozen beside each placement is what the projection gives now."""

@@ -374,6 +374,9 @@ def freeze(
             )
         if out_dir is None:
             raise InputFileError(f"compiling {suite} for {target} needs a directory to write to")
+        from mallocgame.frontends.tpu import tpu_target
+
+        tpu_target(target)  # an unknown one refused before the folder is made
         chosen = replace(chosen, frontend="tpu", targets=(target,))
     models = model_programs(suite)
     out_dir = chosen.data_dir if out_dir is None else out_dir
