@@ -5,7 +5,9 @@
 trainer wrote it (``"trainer"``). :func:`restore_checkpoint` reads it and refuses a
 damaged file or one written for another run, with a
 :class:`~mallocgame.errors.SolverError` naming the field (or the trainer that wrote it);
-:func:`check_checkpoint` does the same from the fingerprint alone, before a run starts.
+:func:`check_checkpoint` does the same from the fingerprint alone, before a run starts;
+:func:`written_by` names the trainer of a fingerprint (one written before ``"trainer"``
+existed included).
 :func:`checkpoint_directory` refuses a checkpoint folder that is a file.
 
 The best answer, ``best.solution.json`` beside the checkpoint, never gets worse
@@ -50,6 +52,7 @@ __all__ = [
     "restore_checkpoint",
     "check_checkpoint",
     "read_fingerprint",
+    "written_by",
     "checkpoint_directory",
     "BestAnswerFile",
     "BestAnswer",
@@ -189,6 +192,18 @@ def check_checkpoint(
     return True
 
 
+def written_by(fingerprint: Any) -> str | None:
+    """The trainer that wrote a checkpoint of ``fingerprint``: its :data:`TRAINER_KEY`, else
+    (a checkpoint written before that key existed) the trainer whose own key it has
+    (:data:`_LEGACY_TRAINERS`), else ``None`` (or where ``fingerprint`` is not a mapping)."""
+    if not isinstance(fingerprint, Mapping):
+        return None
+    wrote = fingerprint.get(TRAINER_KEY)
+    if isinstance(wrote, str):
+        return wrote
+    return next((name for key, name in _LEGACY_TRAINERS.items() if key in fingerprint), None)
+
+
 def _compare(
     path: Path,
     theirs: Any,
@@ -199,9 +214,7 @@ def _compare(
     if not isinstance(theirs, dict):
         theirs = {}
     if trainer is not None:
-        wrote = theirs.get(TRAINER_KEY)
-        if not isinstance(wrote, str):
-            wrote = next((name for key, name in _LEGACY_TRAINERS.items() if key in theirs), None)
+        wrote = written_by(theirs)
         if wrote is not None and wrote != trainer:
             raise SolverError(
                 f"{path.parent}: holds a {wrote} run, which {trainer} cannot resume ({remedy})"

@@ -65,6 +65,21 @@ def test_zero_shot_play_never_trains(tmp_path: Path, small) -> None:
     assert check_solution(small, answer).ok
 
 
+def test_a_checkpoint_written_before_the_trainer_key_is_an_agent(tmp_path: Path, small) -> None:
+    """A one-program checkpoint without "trainer" in its fingerprint (written before the
+    key existed: ``train`` resumes it, its "answer" naming muzero) starts a run too; it was
+    refused as "not a muzero agent's checkpoint (written by None)"."""
+    from flax import serialization
+
+    trained = _trained(tmp_path / "agent", small)
+    file = tmp_path / "agent" / CHECKPOINT_NAME
+    state = serialization.msgpack_restore(file.read_bytes())
+    del state["fingerprint"]["trainer"]
+    file.write_bytes(serialization.msgpack_serialize(state))
+    config = MuZeroSolver().config({**HEURISTIC_ONLY, "init": str(tmp_path / "agent")})
+    assert _same(Trainer(small, config, seed=1).params, trained.params)
+
+
 def test_an_agent_of_another_network_is_refused_by_name(tmp_path: Path, small) -> None:
     _trained(tmp_path / "agent", small)
     config = MuZeroSolver().config({**HEURISTIC_ONLY, "width": 64})

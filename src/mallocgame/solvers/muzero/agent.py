@@ -50,7 +50,8 @@ NETWORK_FIELDS = (
 their value and reward atoms mean."""
 
 AGENT_TRAINERS = ("muzero", "muzero-shared")
-"""The trainers whose checkpoints hold an agent (the ``trainer`` of their fingerprint)."""
+"""The trainers whose checkpoints hold an agent (:func:`~mallocgame.solvers.checkpoint.
+written_by` their fingerprint)."""
 
 
 def agent_checkpoint(path: str | Path) -> Path:
@@ -93,7 +94,7 @@ def load_agent_params(path: str | Path, config: MuZeroConfig, template: Any) -> 
     file = agent_checkpoint(path)
     state = checkpoint.restore_checkpoint(file, {}, "", trainer=None)
     fingerprint = state.get("fingerprint", {})
-    trainer = fingerprint.get(checkpoint.TRAINER_KEY) if isinstance(fingerprint, dict) else None
+    trainer = checkpoint.written_by(fingerprint)
     if trainer not in AGENT_TRAINERS or "params" not in state:
         raise SolverError(f"init {file}: not a muzero agent's checkpoint (written by {trainer})")
     try:
