@@ -102,3 +102,44 @@ def test_a_missing_or_foreign_agent_is_refused(tmp_path: Path, small, capsys) ->
     err = capsys.readouterr().err
     assert code == 2 and "no muzero checkpoint" in err and "Traceback" not in err
     assert not (tmp_path / "a.json").exists()
+
+
+def _int_bias(state: dict) -> None:
+    bias = state["params"]["params"]["dynamics"]["Dense_0"]["bias"]
+    state["params"]["params"]["dynamics"]["Dense_0"]["bias"] = np.zeros(bias.shape, np.int32)
+
+
+def test_a_tampered_agent_is_refused_in_one_line(tmp_path: Path, small, capsys) -> None:
+    """Settings that are no JSON object, parameters that are no mapping and an array of
+    integers (of the right shape) are refused by name; they gave an AttributeError, and
+    the integers JAX's TypeError at the first learner step."""
+    from flax import serialization
+
+    _trained(tmp_path / "agent", small)
+    saved = (tmp_path / "agent" / CHECKPOINT_NAME).read_bytes()
+    config = MuZeroSolver().config(HEURISTIC_ONLY)
+    template = Trainer(small, config, seed=0).params
+    tampered = tmp_path / "tampered.msgpack"
+    for change, message in (
+        (lambda state: state["fingerprint"].update(config="[1, 2]"), "not a JSON object"),
+        (lambda state: state.update(params="weights"), "network is unreadable"),
+        (_int_bias, "its network's arrays are int32, not floating point"),
+    ):
+        state = serialization.msgpack_restore(saved)
+        change(state)
+        tampered.write_bytes(serialization.msgpack_serialize(state))
+        with pytest.raises(SolverError, match=message):
+            load_agent_params(tampered, config, template)
+        code = main(
+            ["solve", "synthetic-v1/small", "--solver", "muzero", "--work", "1", *TINY_ARGS]
+            + ["--option", f"init={tampered}", "--out", str(tmp_path / "a.json")]
+        )
+        err = capsys.readouterr().err
+        assert code == 2 and message in err and "Traceback" not in err
+        assert not (tmp_path / "a.json").exists()
+    state = serialization.msgpack_restore(saved)  # another floating type: cast to this run's
+    dense = state["params"]["params"]["dynamics"]["Dense_0"]
+    dense["bias"] = dense["bias"].astype(np.float16)
+    tampered.write_bytes(serialization.msgpack_serialize(state))
+    bias = load_agent_params(tampered, config, template)["params"]["dynamics"]["Dense_0"]["bias"]
+    assert bias.dtype == template["params"]["dynamics"]["Dense_0"]["bias"].dtype

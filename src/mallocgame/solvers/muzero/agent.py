@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import jax
-import jax.numpy as jnp
+import numpy as np
 
 from mallocgame.errors import SolverError
 from mallocgame.solvers import checkpoint
@@ -87,7 +87,10 @@ def load_agent_params(path: str | Path, config: MuZeroConfig, template: Any) -> 
     (a freshly initialized network of ``config``), as JAX arrays.
 
     Raises :class:`SolverError` for a missing or unreadable file, a checkpoint of
-    another trainer, or an agent whose :data:`NETWORK_FIELDS` differ from ``config``'s.
+    another trainer, settings that are not a JSON object, an agent whose
+    :data:`NETWORK_FIELDS` differ from ``config``'s, or parameters that are not a mapping
+    of floating-point arrays of ``template``'s structure and shapes (they are cast to
+    ``template``'s dtypes).
     """
     from flax import serialization
 
@@ -100,7 +103,9 @@ def load_agent_params(path: str | Path, config: MuZeroConfig, template: Any) -> 
     try:
         theirs = json.loads(fingerprint.get("config", "{}"))
     except (TypeError, ValueError):
-        raise SolverError(f"init {file}: its settings are unreadable") from None
+        theirs = None
+    if not isinstance(theirs, dict):
+        raise SolverError(f"init {file}: its settings are unreadable (not a JSON object)")
     ours = _network_settings(json.loads(json.dumps(dataclasses.asdict(config))))
     differ = [
         f"{name} {json.loads(value)} (this run: {json.loads(ours[name])})"
@@ -109,13 +114,19 @@ def load_agent_params(path: str | Path, config: MuZeroConfig, template: Any) -> 
     ]
     if differ:
         raise SolverError(f"init {file}: the agent's network differs: " + "; ".join(differ))
+    if not isinstance(state["params"], dict):
+        raise SolverError(f"init {file}: its network is unreadable (not a mapping of arrays)")
     try:
         params = serialization.from_state_dict(template, state["params"])
-    except (ValueError, KeyError, TypeError) as exc:
+    except (ValueError, KeyError, TypeError, AttributeError) as exc:
         raise SolverError(f"init {file}: its network does not fit this run's ({exc})") from None
-    shapes_ok = jax.tree_util.tree_all(
-        jax.tree_util.tree_map(lambda a, b: jnp.shape(a) == jnp.shape(b), template, params)
-    )
-    if not shapes_ok:
+    wanted, structure = jax.tree_util.tree_flatten(template)
+    leaves, found = jax.tree_util.tree_flatten(params)
+    shapes = [np.shape(leaf) for leaf in leaves]
+    if str(found) != str(structure) or shapes != [np.shape(like) for like in wanted]:
         raise SolverError(f"init {file}: its network's arrays are other shapes than this run's")
-    return checkpoint.device_arrays(params)
+    for dtype in (np.asarray(leaf).dtype for leaf in leaves):
+        if not np.issubdtype(dtype, np.floating):
+            raise SolverError(f"init {file}: its network's arrays are {dtype}, not floating point")
+    cast = [np.asarray(leaf, dtype=like.dtype) for leaf, like in zip(leaves, wanted)]
+    return checkpoint.device_arrays(jax.tree_util.tree_unflatten(structure, cast))
