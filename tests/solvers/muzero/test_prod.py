@@ -107,6 +107,37 @@ def test_a_share_shorter_than_the_agents_setup_goes_to_the_order_search(lstm) ->
     assert check_solution(lstm, answer).ok
 
 
+def test_a_bad_init_is_refused_where_the_agent_is_left_out(lstm, tmp_path, monkeypatch) -> None:
+    """An init agent that is missing or of another network is refused before the heuristic
+    runs, as the agent's run refuses it, also where the budget leaves the agent out (it was
+    accepted then, and the heuristic's answer given); not where the run would not read it
+    (a checkpoint to resume: the network is that checkpoint's)."""
+    import json
+    from dataclasses import asdict
+
+    from flax import serialization
+
+    import mallocgame.solvers.muzero.prod as prod
+    from mallocgame.solvers.checkpoint import CHECKPOINT_NAME
+
+    theirs = asdict(get_solver("muzero-prod").config({"width": 64}))
+    other = tmp_path / "other.msgpack"  # an agent's fingerprint; its network is not read
+    fingerprint = {"trainer": "muzero-shared", "config": json.dumps(theirs, sort_keys=True)}
+    other.write_bytes(serialization.msgpack_serialize({"fingerprint": fingerprint, "params": {}}))
+    solver = get_solver("muzero-prod")
+    for init, message in ((tmp_path / "nothing", "no muzero checkpoint"), (other, "width 64")):
+        request = SolveRequest(seed=0, seconds=1e-9, options={"init": str(init)})
+        with monkeypatch.context() as patched:
+            patched.setattr(prod, "heuristic_answer", lambda *a: pytest.fail("the heuristic ran"))
+            with pytest.raises(SolverError, match=message):
+                solver.solve(lstm, request)
+    (tmp_path / "run").mkdir()
+    (tmp_path / "run" / CHECKPOINT_NAME).write_bytes(b"")  # resumed, were the agent to start
+    options = {"init": str(tmp_path / "nothing"), "checkpoint_dir": str(tmp_path / "run")}
+    answer = solver.solve(lstm, SolveRequest(seed=0, seconds=1e-9, options=options))
+    assert answer.info["left_out"] == ["muzero", "msa-search"]
+
+
 def test_a_solver_that_requires_the_agent_refuses_before_the_order_search(
     lstm, monkeypatch
 ) -> None:

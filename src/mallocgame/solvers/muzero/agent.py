@@ -6,7 +6,8 @@ on many (:mod:`~mallocgame.solvers.muzero.shared`), are a start for any other.
 :func:`load_agent_params` reads them from a checkpoint (its file, or the folder that
 holds it) written by the one-program trainer, the shared trainer or a distributed run,
 and refuses, with a :class:`~mallocgame.errors.SolverError` naming the settings, an
-agent whose network is another shape (:data:`NETWORK_FIELDS`). Only the network
+agent whose network is another shape (:data:`NETWORK_FIELDS`); :func:`check_agent` does
+the same from the fingerprint alone, without reading the network. Only the network
 travels: the optimizer state, the replay and the answers stay with the run that wrote it.
 """
 
@@ -17,7 +18,6 @@ import json
 from pathlib import Path
 from typing import Any
 
-import jax
 import numpy as np
 
 from mallocgame.errors import SolverError
@@ -29,6 +29,7 @@ __all__ = [
     "AGENT_TRAINERS",
     "AGENT_NAME",
     "agent_checkpoint",
+    "check_agent",
     "load_agent_params",
     "write_agent",
 ]
@@ -82,23 +83,11 @@ def _network_settings(settings: dict[str, Any]) -> dict[str, str]:
     return {name: json.dumps(settings.get(name), sort_keys=True) for name in NETWORK_FIELDS}
 
 
-def load_agent_params(path: str | Path, config: MuZeroConfig, template: Any) -> Any:
-    """The network parameters of the agent at ``path`` in the structure of ``template``
-    (a freshly initialized network of ``config``), as JAX arrays.
-
-    Raises :class:`SolverError` for a missing or unreadable file, a checkpoint of
-    another trainer, settings that are not a JSON object, an agent whose
-    :data:`NETWORK_FIELDS` differ from ``config``'s, or parameters that are not a mapping
-    of floating-point arrays of ``template``'s structure and shapes (they are cast to
-    ``template``'s dtypes).
-    """
-    from flax import serialization
-
-    file = agent_checkpoint(path)
-    state = checkpoint.restore_checkpoint(file, {}, "", trainer=None)
-    fingerprint = state.get("fingerprint", {})
+def _check_fingerprint(file: Path, fingerprint: Any, config: MuZeroConfig) -> None:
+    """Refuse an agent whose ``fingerprint`` is not a muzero trainer's or whose network
+    differs from ``config``'s (:func:`load_agent_params`' first checks)."""
     trainer = checkpoint.written_by(fingerprint)
-    if trainer not in AGENT_TRAINERS or "params" not in state:
+    if trainer not in AGENT_TRAINERS:
         raise SolverError(f"init {file}: not a muzero agent's checkpoint (written by {trainer})")
     try:
         theirs = json.loads(fingerprint.get("config", "{}"))
@@ -114,6 +103,36 @@ def load_agent_params(path: str | Path, config: MuZeroConfig, template: Any) -> 
     ]
     if differ:
         raise SolverError(f"init {file}: the agent's network differs: " + "; ".join(differ))
+
+
+def check_agent(path: str | Path, config: MuZeroConfig) -> Path:
+    """The file of the agent at ``path`` (:func:`agent_checkpoint`), refused as
+    :func:`load_agent_params` refuses a missing or unreadable file, a checkpoint of another
+    trainer, unreadable settings or another network, from its fingerprint alone (the
+    network is not read, nor JAX imported: its arrays are checked when it is loaded)."""
+    file = agent_checkpoint(path)
+    _check_fingerprint(file, checkpoint.read_fingerprint(file), config)
+    return file
+
+
+def load_agent_params(path: str | Path, config: MuZeroConfig, template: Any) -> Any:
+    """The network parameters of the agent at ``path`` in the structure of ``template``
+    (a freshly initialized network of ``config``), as JAX arrays.
+
+    Raises :class:`SolverError` for a missing or unreadable file, a checkpoint of
+    another trainer, settings that are not a JSON object, an agent whose
+    :data:`NETWORK_FIELDS` differ from ``config``'s, or parameters that are not a mapping
+    of floating-point arrays of ``template``'s structure and shapes (they are cast to
+    ``template``'s dtypes).
+    """
+    import jax
+    from flax import serialization
+
+    file = agent_checkpoint(path)
+    state = checkpoint.restore_checkpoint(file, {}, "", trainer=None)
+    _check_fingerprint(file, state.get("fingerprint", {}), config)
+    if "params" not in state:
+        raise SolverError(f"init {file}: not a muzero agent's checkpoint (no network in it)")
     if not isinstance(state["params"], dict):
         raise SolverError(f"init {file}: its network is unreadable (not a mapping of arrays)")
     try:

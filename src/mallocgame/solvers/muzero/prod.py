@@ -47,7 +47,9 @@ time is all that is left. A solver made with ``agent_required=True`` (as
 :class:`AgentLeftOutError`, raised as soon as the heuristic's answer (and XLA's) is in,
 before the agent or the order search spends anything. The heuristic runs once: its
 answer is the agent's heuristic demonstration (projected) and its placement the one the
-order search reorders.
+order search reorders. An ``init`` agent the agent's run would refuse (missing, another
+trainer's, another network) is refused before the heuristic runs, whether the budget
+leaves the agent out or not.
 """
 
 from __future__ import annotations
@@ -55,12 +57,14 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import replace
+from pathlib import Path
 
 from mallocgame.check import check_solution
 from mallocgame.errors import SolverError
 from mallocgame.instance import Instance
 from mallocgame.solution import Solution
 from mallocgame.solvers.base import Improvement, Run, SolveRequest, Stopwatch
+from mallocgame.solvers.checkpoint import CHECKPOINT_NAME
 from mallocgame.solvers.heuristic import OrderedAssignment, heuristic_answer
 from mallocgame.solvers.hybrid import Judged, fastest, judge
 from mallocgame.solvers.muzero.config import MuZeroConfig, MuZeroProdConfig
@@ -169,6 +173,7 @@ class MuZeroProdSolver(MuZeroSolver, name="muzero-prod", config=MuZeroProdConfig
 
     def search(self, instance: Instance, config: MuZeroConfig, run: Run) -> Solution:
         assert isinstance(config, MuZeroProdConfig)
+        self.check_init(instance, config)  # before anything runs, whether the agent starts or not
         # the heuristic runs once: its answer, and the placement the order search reorders
         heuristic_run = Run(BASELINE, instance, SolveRequest(seed=run.seed), Stopwatch(None))
         assignment = OrderedAssignment(instance)
@@ -244,6 +249,30 @@ class MuZeroProdSolver(MuZeroSolver, name="muzero-prod", config=MuZeroProdConfig
         if isinstance(agent_clock, PatientStopwatch):
             info["agent_ended_s"] = agent_clock.ended_s
         return replace(choice.solution, work=work, info=info)
+
+    def check_init(self, instance: Instance, config: MuZeroConfig) -> None:
+        """Refuse, with a :class:`SolverError`, an ``init`` agent the agent's run would
+        refuse (missing, unreadable, another trainer's, another network: from its
+        fingerprint, :func:`~mallocgame.solvers.muzero.agent.check_agent`; its arrays are
+        checked when the agent starts), where that run would read it: not for a program
+        without buffers (answered without training) nor where ``checkpoint_dir`` holds a
+        checkpoint (the run resumes its network)."""
+        if config.init is None or instance.num_buffers == 0:
+            return
+        if (
+            config.checkpoint_dir is not None
+            and (Path(config.checkpoint_dir) / CHECKPOINT_NAME).exists()
+        ):
+            return
+        from mallocgame.solvers.muzero.agent import check_agent
+
+        try:
+            check_agent(config.init, config)
+        except ImportError as exc:  # msgpack, which reads its fingerprint, comes with flax
+            raise SolverError(
+                f"{self.name} needs JAX, flax, optax and mctx "
+                f"(pip install 'mallocgame[muzero]'): {exc}"
+            ) from None
 
     @staticmethod
     def compiler_answer(instance: Instance, run: Run) -> Solution | None:
