@@ -292,7 +292,7 @@ def _cmd_train_agent(args: argparse.Namespace) -> int:
     from mallocgame.workloads.suite import agent_split, suite_names
 
     _check_dir_argument(args.dir)
-    _refuse_options_set_by(args.option, ("checkpoint_dir",), "train-agent")
+    _refuse_options_set_by(args.option, ("checkpoint_dir", "progress"), "train-agent")
     names = list(args.programs)
     for suite in args.suite:
         names += agent_split(suite_names(suite), args.split)

@@ -150,6 +150,10 @@ def test_train_agent_on_the_command_line(tmp_path: Path, capsys) -> None:
             ["synthetic-v1/small", "--max-buffers", "1"],
             "none of the 1 programs has at most 1 buffers (--max-buffers; the smallest has 60)",
         ),
+        (  # it was ignored: the progress lines came all the same
+            ["synthetic-v1/small", "--work", "1", *TINY_ARGS, "--option", "progress=false"],
+            "train-agent sets progress itself (--dir): drop --option progress",
+        ),
     ],
 )
 def test_train_agent_refuses_bad_arguments_in_one_line(
