@@ -318,11 +318,17 @@ def _cmd_train_agent(args: argparse.Namespace) -> int:
     config = get_solver("muzero").config({**options, "checkpoint_dir": args.dir})
     try:
         from mallocgame.solvers.muzero.agent import AGENT_NAME
-        from mallocgame.solvers.muzero.shared import SharedTrainer, check_programs
+        from mallocgame.solvers.muzero.shared import (
+            SharedTrainer,
+            check_agent_folder,
+            check_programs,
+        )
     except ImportError as exc:
         raise UsageError(
             f"train-agent needs JAX, flax, optax and mctx (pip install 'mallocgame[muzero]'): {exc}"
         ) from None
+    remedy = f"start from it with --option init={args.dir} and another --dir"
+    check_agent_folder(Path(args.dir), remedy)  # before the line below, nothing written
     check_programs(instances)  # (one without buffers, say) refused before the line below
     print(
         f"training one agent on {len(instances)} programs "

@@ -175,3 +175,19 @@ def test_train_agent_refuses_a_program_without_buffers(tmp_path: Path, capsys) -
     err = capsys.readouterr().err
     assert "no buffers to place, nothing to train on" in err and "Traceback" not in err
     assert not (tmp_path / "a").exists()
+
+
+def test_a_folder_with_an_agent_but_no_checkpoint_is_refused(tmp_path: Path, programs, capsys):
+    """An agent copied into --dir (its checkpoint left behind) was replaced by a new run's
+    without a word; now refused in one line, naming init= to start from it."""
+    folder = tmp_path / "a"
+    folder.mkdir()
+    (folder / AGENT_NAME).write_bytes(b"someone's agent")
+    argv = ["train-agent", *PROGRAMS, "--dir", str(folder), "--work", "1", *TINY_ARGS]
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and f"--option init={folder} and another --dir" in err
+    assert [p.name for p in folder.iterdir()] == [AGENT_NAME]
+    assert (folder / AGENT_NAME).read_bytes() == b"someone's agent"
+    with pytest.raises(SolverError, match=f"holds an agent .* init={folder}"):
+        SharedTrainer(programs, MuZeroSolver().config(CONFIG), checkpoint_dir=folder)

@@ -20,7 +20,9 @@ this call's seconds, of which each program's demonstrations take at most
 The checkpoint (``checkpoint_dir``) is the network, optimizer, replay, counters and
 every program's own state, under the trainer name :data:`SHARED_TRAINER`; a shared run
 resumes from it. Beside it, ``agent.msgpack`` holds the network alone (with the same
-fingerprint): what ``init=DIR`` reads, and what to copy elsewhere.
+fingerprint): what ``init=DIR`` reads, and what to copy elsewhere. A folder that holds
+an agent but no checkpoint (one copied there) is refused: a new run would replace it
+(:func:`check_agent_folder`).
 """
 
 from __future__ import annotations
@@ -40,7 +42,7 @@ from mallocgame.instance import Instance
 from mallocgame.solution import Solution
 from mallocgame.solvers import checkpoint
 from mallocgame.solvers.base import Stopwatch
-from mallocgame.solvers.muzero.agent import write_agent
+from mallocgame.solvers.muzero.agent import AGENT_NAME, write_agent
 from mallocgame.solvers.muzero.config import DEFAULT_ACTORS, WHERE_FIELDS, MuZeroConfig
 from mallocgame.solvers.muzero.distributed import ActorMoves, RayActorsOwner, SelfPlayActors
 from mallocgame.solvers.muzero.replay import GameRecord, Replay
@@ -64,6 +66,7 @@ __all__ = [
     "SHARED_CHECKPOINT",
     "SharedCounters",
     "check_programs",
+    "check_agent_folder",
 ]
 
 SHARED_TRAINER = "muzero-shared"
@@ -89,7 +92,8 @@ class SharedTrainer(RayActorsOwner):
             :func:`check_programs`).
         config: hyperparameters (one network for all).
         seed: every random draw derives from it.
-        checkpoint_dir: where to checkpoint and resume (``None``: no checkpoints).
+        checkpoint_dir: where to checkpoint and resume (``None``: no checkpoints); one
+            holding an agent but no checkpoint is refused (:func:`check_agent_folder`).
         log: where progress lines go (``None``: silent).
     """
 
@@ -110,6 +114,8 @@ class SharedTrainer(RayActorsOwner):
         self.dir = (
             checkpoint.checkpoint_directory(checkpoint_dir) if checkpoint_dir is not None else None
         )
+        if self.dir is not None:
+            check_agent_folder(self.dir, f"start from it with init={self.dir}, in another folder")
         resumed = self.dir is not None and (self.dir / checkpoint.CHECKPOINT_NAME).exists()
         # the programs' trainers never write, report or start actors: the shared run does
         own = dataclasses.replace(
@@ -324,6 +330,17 @@ def check_programs(instances: Sequence[Instance]) -> None:
     empty = [inst.name for inst in instances if inst.num_buffers == 0]
     if empty:
         raise SolverError(f"{', '.join(empty)}: no buffers to place, nothing to train on")
+
+
+def check_agent_folder(folder: Path, remedy: str) -> None:
+    """Refuse, with a :class:`SolverError` ending in ``remedy``, a shared run's folder that
+    holds an agent (:data:`~.agent.AGENT_NAME`) but no checkpoint to resume: a new run
+    would replace that agent."""
+    if (folder / AGENT_NAME).exists() and not (folder / checkpoint.CHECKPOINT_NAME).exists():
+        raise SolverError(
+            f"{folder}: holds an agent ({AGENT_NAME}) but no checkpoint to resume, and a new "
+            f"run would replace it: {remedy}"
+        )
 
 
 def _summary(trainer: Trainer) -> Callable[[], str]:
