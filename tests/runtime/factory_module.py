@@ -1,5 +1,6 @@
 """Module factories for the ``apply`` command's tests (``tests.runtime.factory_module:block``;
-``accumulator`` and ``scales_its_input`` mutate a buffer and their input; ``noisy``'s
+``accumulator`` and ``scales_its_input`` mutate a buffer and their input,
+``copies_its_input`` copies its input into a buffer; ``noisy``'s
 results differ run to run; ``on_meta``'s block has no values)."""
 
 from __future__ import annotations
@@ -33,6 +34,19 @@ class ScalesItsInput(torch.nn.Linear):
         return super().forward(x)
 
 
+class CopiesItsInput(torch.nn.Module):
+    """Keeps a copy of its input in a buffer (``last``), then applies its layer to it."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.lin = torch.nn.Linear(32, 32)
+        self.register_buffer("last", torch.zeros(16, 32))
+
+    def forward(self, x):
+        self.last.copy_(x)
+        return self.lin(x)
+
+
 class Noisy(torch.nn.Module):
     """Adds fresh noise to its layer's output: no two runs give the same results."""
 
@@ -59,6 +73,10 @@ def accumulator():
 
 def scales_its_input():
     return _seeded(ScalesItsInput)
+
+
+def copies_its_input():
+    return _seeded(CopiesItsInput)
 
 
 def noisy():

@@ -389,7 +389,7 @@ def test_bench_real_that_could_not_build_a_program_says_so_and_exits_1(tmp_path,
     assert "give them with --arg" in (tmp_path / "run.log").read_text()
 
 
-@pytest.mark.parametrize("factory", ["accumulator", "scales_its_input"])
+@pytest.mark.parametrize("factory", ["accumulator", "scales_its_input", "copies_its_input"])
 def test_apply_a_module_that_mutates_its_buffer_or_input(tmp_path, capsys, factory):
     """Its mutations are results of the graph: the placed run computes them as the module
     does, and the reference leaves the state the run starts from as it was."""
@@ -404,7 +404,7 @@ def test_apply_a_module_that_mutates_its_buffer_or_input(tmp_path, capsys, facto
     assert capsys.readouterr().out.strip().endswith("results identical: True")
 
 
-@pytest.mark.parametrize("factory", ["accumulator", "scales_its_input"])
+@pytest.mark.parametrize("factory", ["accumulator", "scales_its_input", "copies_its_input"])
 def test_bench_real_runs_a_module_that_mutates_its_buffer_or_input(tmp_path, factory):
     """The framework's eager step and every placement start from the module's own state and
     inputs, which the steps before them (the reference's, the framework's) leave as they were."""

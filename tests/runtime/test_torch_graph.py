@@ -39,7 +39,7 @@ def test_matmul_layouts_of_a_training_step():
     assert matmul_layout(None) == ""
 
 
-@pytest.mark.parametrize("factory", ["accumulator", "scales_its_input"])
+@pytest.mark.parametrize("factory", ["accumulator", "scales_its_input", "copies_its_input"])
 def test_the_eager_reference_leaves_what_the_module_mutates_as_it_was(factory) -> None:
     """The reference holds the graph's results in order, mutations first, and comes from
     copies: the state and inputs the graph is bound to (shared with the module) stay."""
@@ -66,6 +66,49 @@ def test_the_eager_reference_leaves_what_the_module_mutates_as_it_was(factory) -
     assert compare_results(placed.run(), eager.values) == (True, 0.0)  # no drift: functional
     with torch.no_grad():  # what the module computes from the untouched state, once
         assert torch.equal(module(x.clone()), eager.outputs[0])
+
+
+def test_a_copy_into_a_buffer_binds_in_the_frontends_order_before_the_optimizer() -> None:
+    """``self.last.copy_(x)`` is the frontend's ``copy_.last`` after the graph's nodes (a
+    joint graph keeps torch's ``copy`` node: it is taken out here, as an inference graph
+    has it) and before the optimizer's updates; the placed step computes what the graph
+    with torch's node computes."""
+    from mallocgame.costmodel import derive_instance
+    from mallocgame.frontends.torch import extract_exported
+    from mallocgame.runtime.measure import compare_results
+    from mallocgame.runtime.memory import CpuMemory
+    from mallocgame.runtime.plan import PlacementPlan, placement_plan
+    from mallocgame.runtime.torch_graph import CapturedProgram, bind
+    from mallocgame.runtime.torch_run import PlacedRunner
+    from mallocgame.solvers import SolveRequest, get_solver
+    from tests.runtime import factory_module
+
+    def placed(captured, solver):
+        instance = derive_instance(captured.program, "gpu_hbm_host", capacity_fraction=0.25)
+        graph = bind(captured, instance)
+        if solver == "fast":
+            plan = PlacementPlan.all_fast(instance)
+        else:
+            plan = placement_plan(instance, get_solver(solver).solve(instance, SolveRequest()))
+        return graph, PlacedRunner(graph, plan, CpuMemory()).run()
+
+    step = TrainingStep("sum", optimizer="sgd")
+    x = torch.randn(16, 32)
+    with_node = capture_torch(factory_module.copies_its_input(), (x,), training_step=step)
+    exported = capture_torch(factory_module.copies_its_input(), (x,), training_step=step).exported
+    (copy,) = [n for n in exported.graph.nodes if n.target is torch.ops.aten.copy.default]
+    copy.replace_all_uses_with(copy.args[1])
+    exported.graph.erase_node(copy)
+    program = extract_exported(exported, name="copies", optimizer="sgd")
+    opcodes = [ins.opcode for ins in program.instructions]
+    assert "copy" not in opcodes and opcodes[-3:] == ["copy_", "sgd_update", "sgd_update"]
+    captured = CapturedProgram("copies", exported, program, (x,))
+    _, expected = placed(with_node, "fast")
+    assert torch.equal(expected[0], x)  # the buffer's new contents, first
+    for solver in ("fast", "heuristic", "drop"):
+        graph, results = placed(captured, solver)
+        assert graph.ops[-3].copy is not None and graph.ops[-1].update is not None
+        assert compare_results(results, expected) == (True, 0.0)
 
 
 def test_an_op_that_takes_a_tensor_as_a_keyword_binds_and_runs() -> None:

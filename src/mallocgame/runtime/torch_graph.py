@@ -20,6 +20,12 @@ default settings computes the first step (:data:`OPTIMIZER_SETTINGS`); AdamW's m
 program inputs that start at zero. The step's results are then the graph's outputs but the
 gradients (the update consumes them), followed by each update's outputs in order (the new
 parameter, then AdamW's new moments).
+
+Where a mutated buffer's or input's new value lives in another input's storage
+(``self.a.copy_(x)``), the frontend appends a copy into it (``copy_.<target>``) after the
+graph's nodes and before any optimizer update, one per such mutation in the graph's
+output order; it binds to a :class:`BoundOp` whose ``copy`` is the value copied, which
+the runtime copies into a new tensor of the buffer's layout, the mutation's result.
 """
 
 from __future__ import annotations
@@ -127,13 +133,16 @@ class OptimizerUpdate:
 class BoundOp:
     """Instruction ``index``: fx node ``node``; ``results[i]`` is the program tensor of the
     node's ``i``-th result (None for an empty or non-tensor one); ``multi``: the node returns
-    a tuple. An optimizer's update has no node (None) and its ``update``."""
+    a tuple. An optimizer's update has no node (None) and its ``update``; a copy into a
+    mutated buffer or input has no node and its ``copy``, the value it copies (a program
+    tensor and the views that give it the buffer's shape, or a shape that broadcasts to it)."""
 
     index: int
     node: Any
     results: tuple[int | None, ...]
     multi: bool
     update: OptimizerUpdate | None = None
+    copy: Ref | None = None
 
 
 @dataclass(frozen=True)
@@ -270,6 +279,7 @@ class _Binder:
         self.values: dict[str, Any] = {}
         self.inputs: dict[int, tuple[str, Any]] = {}
         self.specs: dict[int, TensorSpec] = {}
+        self.input_values: dict[int, Any] = {}  # program input tensor -> its node's value
         self.ops: list[BoundOp] = []
         self.results: tuple[Any, ...] = ()
         self.next_input = 0
@@ -309,6 +319,7 @@ class _Binder:
                 raise ApplyError(
                     f"{self.captured.name}: cannot run graph node {node.op} ({node.name})"
                 )
+        self.copies()
         self.optimizer_updates()
         num_t = self.instance.num_instructions
         if len(self.ops) != num_t:
@@ -322,6 +333,46 @@ class _Binder:
             self.specs,
             self.results,
         )
+
+    def copies(self) -> None:
+        """The instructions after the graph's nodes that copy a mutation's new value into the
+        buffer or input it mutates (module docstring), where the captured program has them:
+        each reads the value and writes the new contents, which replace the value among the
+        results."""
+        from torch.export.graph_signature import OutputKind
+
+        mutations = (OutputKind.BUFFER_MUTATION, OutputKind.USER_INPUT_MUTATION)
+        captured = self.captured.program.instructions
+        results = list(self.results)
+        for i, spec in enumerate(self.ep.graph_signature.output_specs):
+            t = len(self.ops)
+            name = f"copy_.{spec.target}"
+            if (
+                spec.kind not in mutations
+                or t >= len(captured)
+                or (captured[t].name, captured[t].opcode) != (name, "copy_")
+            ):
+                continue
+            ins = self.instance.instructions[t] if t < self.instance.num_instructions else None
+            if ins is None or (ins.name, ins.opcode) != (name, "copy_"):
+                raise self.mismatch(f"instruction {t} is not the copy into {spec.target!r}")
+            user = spec.kind == OutputKind.USER_INPUT_MUTATION
+            key = ("user", self.user_names.index(spec.target)) if user else ("state", spec.target)
+            updated = next((x for x, k in self.inputs.items() if k == key), None)
+            refs = _flat(results[i]) if i < len(results) else []
+            bufs = [self.instance.buffers[b] for b in ins.buffers]
+            operands = [b.tensor_id for b in bufs if not b.is_output]
+            outputs = [b.tensor_id for b in bufs if b.is_output]
+            if updated is None or not refs or operands != [refs[0].tensor] or len(outputs) != 1:
+                raise self.mismatch(
+                    f"instruction {t} ({name}) reads tensors {operands} and writes {outputs}; "
+                    f"the copy into {spec.target!r} reads its new value and writes one tensor"
+                )
+            self.expect_tensor(outputs[0], f"{spec.target}'", self.input_values[updated])
+            self.specs[outputs[0]] = self.specs[updated]
+            self.ops.append(BoundOp(t, None, (outputs[0],), False, copy=refs[0]))
+            results[i] = Ref(outputs[0])
+        self.results = tuple(results)
 
     def optimizer_updates(self) -> None:
         """The instructions after the graph's: one optimizer update per parameter with a
@@ -402,6 +453,7 @@ class _Binder:
                 f"{self.captured.name}: input {node.name} is neither a user input nor a state entry"
             )
         self.specs[x] = _spec(value)
+        self.input_values[x] = value
         self.values[node.name] = Ref(x)
         self.next_input += 1
 

@@ -25,7 +25,9 @@ execution of the program, instruction by instruction (:class:`~mallocgame.runtim
    constant fill without one (``full_like`` ...) fills the host copy (:func:`fill_value`).
    An optimizer's update (:class:`~mallocgame.runtime.torch_graph.OptimizerUpdate`, no
    graph node) runs as :func:`optimizer_update`, its kernels writing its host results
-   there themselves (staged only where one refuses host memory).
+   there themselves (staged only where one refuses host memory); a copy into a mutated
+   buffer or input (:attr:`~mallocgame.runtime.torch_graph.BoundOp.copy`) copies its value
+   into the result's host copy or a new HBM tensor of the buffer's layout.
 4. issue the step's copies out (HBM -> host, on the copy stream);
 5. drop the HBM segments the plan frees (PyTorch's caching allocator reuses them).
 
@@ -378,6 +380,8 @@ class PlacedRunner:
         torch = self.memory_torch()
         if op.update is not None:
             return self._update(op, step, t, fetch, written)
+        if op.copy is not None:
+            return self._copy(op, step, t, fetch, written)
         node = op.node
 
         def resolve(a: Any) -> Any:
@@ -443,6 +447,22 @@ class PlacedRunner:
                 written.update(host_writes)
                 return [v for v, x in zip(values, op.results) if x is not None]
         return self._keep(optimizer_update(u, operands), op.results, host_writes, written)
+
+    def _copy(self, op: BoundOp, step: Any, t: int, fetch: Any, written: set[int]) -> list[Any]:
+        """Instruction ``t``, a copy into a mutated buffer or input: its value (views applied)
+        copied into its result's host copy where the plan writes it there, else into a new
+        HBM tensor of the result's layout."""
+        assert op.copy is not None
+        (x,) = op.results
+        assert x is not None
+        value = self._apply_chain(fetch(op.copy.tensor, t), op.copy, self._const)
+        if any(w.segment is None for w in step.writes):
+            dst = self.host_copy(x).kernel
+            written.add(x)
+        else:
+            spec = self.graph.specs[x]
+            dst = self.memory.hbm_empty(spec.shape, spec.stride, spec.dtype)
+        return [dst.copy_(value)]
 
     def _stage(self, name: str, op: str, why: str) -> None:
         """Instruction ``name``'s host results go through HBM from now on; ``why``, the
