@@ -1,6 +1,7 @@
 """Module factories for the ``apply`` command's tests (``tests.runtime.factory_module:block``;
 ``accumulator`` and ``scales_its_input`` mutate a buffer and their input,
-``copies_its_input`` copies its input into a buffer; ``noisy``'s
+``copies_its_input`` copies its input into a buffer; ``dict_and_int`` takes a dict of
+tensors and an int, its own example inputs; ``noisy``'s
 results differ run to run; ``on_meta``'s block has no values)."""
 
 from __future__ import annotations
@@ -47,6 +48,17 @@ class CopiesItsInput(torch.nn.Module):
         return self.lin(x)
 
 
+class DictAndInt(torch.nn.Module):
+    """Applies its layer to ``batch["x"]``, scales it by ``k`` and adds ``batch["y"]``."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.lin = torch.nn.Linear(32, 32)
+
+    def forward(self, batch, k):
+        return self.lin(batch["x"]) * k + batch["y"]
+
+
 class Noisy(torch.nn.Module):
     """Adds fresh noise to its layer's output: no two runs give the same results."""
 
@@ -77,6 +89,11 @@ def scales_its_input():
 
 def copies_its_input():
     return _seeded(CopiesItsInput)
+
+
+def dict_and_int():
+    """The module and its example inputs: a dict of two tensors and an int."""
+    return _seeded(DictAndInt), ({"x": torch.ones(16, 32), "y": torch.ones(16, 32)}, 3)
 
 
 def noisy():

@@ -404,6 +404,22 @@ def test_apply_a_module_that_mutates_its_buffer_or_input(tmp_path, capsys, facto
     assert capsys.readouterr().out.strip().endswith("results identical: True")
 
 
+def test_apply_a_module_whose_example_inputs_hold_a_dict_and_an_int(tmp_path, capsys):
+    """Each tensor among a factory's example inputs, in a dict too, gets seeded values; a
+    non-tensor (an int) is passed on as it is."""
+    factory = "tests.runtime.factory_module:dict_and_int"
+    model = resolve_factory(factory)
+    inputs = _real_inputs(torch, model.inputs, "cpu")
+    assert inputs[1] == 3 and not torch.equal(inputs[0]["x"], inputs[0]["y"])
+    captured = capture_torch(model.module, inputs, name="dict_and_int")
+    inst = derive_instance(captured.program, "gpu_hbm_host", capacity_fraction=0.25)
+    path = tmp_path / "answer.json"
+    save_solution(load_solver("heuristic").solve(inst, SolveRequest()), path)
+    args = parser().parse_args(["apply", str(path), "--torch", factory, "--device", "cpu"])
+    assert args.func(args) == 0
+    assert capsys.readouterr().out.strip().endswith("results identical: True")
+
+
 @pytest.mark.parametrize("factory", ["accumulator", "scales_its_input", "copies_its_input"])
 def test_bench_real_runs_a_module_that_mutates_its_buffer_or_input(tmp_path, factory):
     """The framework's eager step and every placement start from the module's own state and

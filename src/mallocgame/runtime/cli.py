@@ -124,15 +124,21 @@ def add_apply_parser(subparsers: Any) -> argparse.ArgumentParser:
 
 
 def _real_inputs(torch: Any, inputs: tuple[Any, ...], device: Any) -> tuple[Any, ...]:
-    """Example inputs with values: random normals for floating point, zeros otherwise (seeded)."""
+    """Example inputs with values: each tensor among them (in tuples, lists and dicts too)
+    replaced by random normals for floating point, zeros otherwise (seeded, in the order of
+    the leaves); other values (an int) kept as they are."""
+    from torch.utils import _pytree
+
     gen = torch.Generator().manual_seed(0)
-    out = []
-    for x in inputs:
+
+    def real(x: Any) -> Any:
+        if not isinstance(x, torch.Tensor):
+            return x
         if x.is_floating_point():
-            out.append(torch.randn(tuple(x.shape), generator=gen, dtype=x.dtype).to(device))
-        else:
-            out.append(torch.zeros(tuple(x.shape), dtype=x.dtype, device=device))
-    return tuple(out)
+            return torch.randn(tuple(x.shape), generator=gen, dtype=x.dtype).to(device)
+        return torch.zeros(tuple(x.shape), dtype=x.dtype, device=device)
+
+    return tuple(_pytree.tree_map(real, tuple(inputs)))
 
 
 def cmd_apply(args: argparse.Namespace) -> int:
