@@ -1420,6 +1420,8 @@ def test_extract_a_causal_lm_training_step_with_a_named_loss(tmp_path: Path, mon
         (["--torch", "usernet:block", "--arg", "f32[4,3"], "bad argument spec"),
         (["--torch", "usernet:branchy", "--arg", "f32[3]"], "torch.export could not capture it"),
         (["--torch", "usernet:block", "--arg", "f32[4,3,16,16]", "--train"], "scalar loss"),
+        (["--torch", "usernet:block", "--arg", "f32[4,3,16,16]", "--name", ""], "--name must"),
+        (["--torch", "usernet:block", "--arg", "f32[4,3,16,16]", "--name", " "], "--name must"),
         ([*_LM, "--loss", "sum"], "go with --train"),
         ([*_LM, "--train", "--loss", "cross-entropy"], "needs --labels"),
         (

@@ -744,6 +744,8 @@ def _cmd_extract(args: argparse.Namespace) -> int:
     for flag, value in (("--out", args.out), ("--program-out", args.program_out)):
         if value is not None and not value.strip():
             raise UsageError(f"{flag} must name a file")
+    if args.name is not None and not args.name.strip():
+        raise UsageError("--name must not be empty (leave it out for the default name)")
     if not args.out and not args.program_out:
         raise UsageError("give --out FILE (the instance) and/or --program-out FILE")
     tpu = args.target != "cpu"

@@ -409,6 +409,13 @@ def test_errors_are_typed_one_liners(monkeypatch) -> None:
         extract_torch(nn.Linear(2, 2), (torch.ones(1, 2),))
 
 
+@pytest.mark.parametrize("name", ["", "  "])
+def test_an_empty_name_is_refused(name) -> None:
+    """Not the class name for the program and an empty one for its instance."""
+    with pytest.raises(TorchFrontendError, match="name must not be empty"):
+        extract_torch(nn.Linear(2, 2), (torch.ones(1, 2),), name=name)
+
+
 class NonZero(nn.Module):
     def forward(self, x):
         return torch.nonzero(x).float() * 2  # as many rows as x has non-zero values

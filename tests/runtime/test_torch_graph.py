@@ -167,6 +167,13 @@ def test_a_tuple_argument_is_several_inputs() -> None:
     assert compare_results(placed, eager_results(graph).values) == (True, 0.0)
 
 
+def test_an_empty_name_is_refused() -> None:
+    from mallocgame.frontends.torch import TorchFrontendError
+
+    with pytest.raises(TorchFrontendError, match="name must not be empty"):
+        capture_torch(TwoLinear(), (torch.randn(2, 8),), name="")
+
+
 def test_a_capture_holds_back_torchs_own_warnings(recwarn) -> None:
     """As ``extract`` does: torch warns of a deprecation inside export on every capture,
     which a user of ``apply`` can do nothing about."""

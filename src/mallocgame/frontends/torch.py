@@ -1232,8 +1232,8 @@ def extract_torch(
     update; ``labels`` (a tensor) goes with the losses that need it (``model``,
     ``cross-entropy``). Inputs may be real tensors or tensors on the ``meta`` device (no
     memory; the module's parameters then on ``meta`` too, e.g. built under ``with
-    torch.device("meta"):``). ``name`` defaults to the module's class name;
-    ``granularity`` is ``"tensor"`` or ``"node"``.
+    torch.device("meta"):``). ``name`` defaults to the module's class name (an empty one is
+    refused); ``granularity`` is ``"tensor"`` or ``"node"``.
     """
     torch = _torch()
     if not isinstance(module, torch.nn.Module):
@@ -1252,7 +1252,9 @@ def extract_torch(
             f"training_step is True, False or a TrainingStep, not {training_step!r:.60}"
         )
     step = TrainingStep() if training_step is True else (training_step or None)
-    label = name or type(module).__name__
+    label = type(module).__name__ if name is None else name
+    if not label.strip():
+        raise TorchFrontendError(f"name {name!r}: a program's name must not be empty")
     if step is None and labels is not None:
         raise TorchFrontendError(f"{label}: labels go with a training step's loss")
     if step is not None:

@@ -202,7 +202,8 @@ def capture_torch(
     joint forward-backward graph; its results are the loss and the gradients, in the
     graph's output order; with an optimizer, its update of every parameter follows, run
     as the module docstring says). ``inputs`` are real tensors (the module is run on them
-    later), on the module's device."""
+    later), on the module's device. ``name`` defaults to the module's class name (an empty
+    one is refused: :class:`~mallocgame.frontends.torch.TorchFrontendError`)."""
     from mallocgame.frontends.torch import (
         TorchFrontendError,
         _export,
@@ -215,7 +216,9 @@ def capture_torch(
     torch = _torch()
     if not isinstance(module, torch.nn.Module):
         raise TorchFrontendError(f"expected a torch.nn.Module, got {type(module).__name__}")
-    label = name or type(module).__name__
+    label = type(module).__name__ if name is None else name
+    if not label.strip():
+        raise TorchFrontendError(f"name {name!r}: a program's name must not be empty")
     refuse_meta(module, inputs, label)
     with _quiet_capture():  # torch's own warnings (a deprecation inside export), as extract's
         captured = _export(torch, module, tuple(inputs), {}, training_step, label)
