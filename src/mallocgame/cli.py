@@ -978,6 +978,7 @@ def _extract_torch_program(args: argparse.Namespace) -> Program:
     from mallocgame.frontends.argspec import parse_spec
     from mallocgame.frontends.torch import (
         TrainingStep,
+        _module_device,
         extract_torch,
         meta_inputs,
         resolve_factory,
@@ -996,8 +997,9 @@ def _extract_torch_program(args: argparse.Namespace) -> Program:
     model.module.train(args.train)
     labels = None
     if args.labels:
-        device = next((p.device.type for p in model.module.parameters()), "cpu")
-        (labels,) = meta_inputs([args.labels], device=device, like=model.inputs)
+        (labels,) = meta_inputs(
+            [args.labels], device=_module_device(model.module), like=model.inputs
+        )
     return extract_torch(
         model.module,
         model.inputs,

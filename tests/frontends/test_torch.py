@@ -126,6 +126,23 @@ def not_a_model():
     return 3
 
 
+class Scales(nn.Module):
+    """A module with a buffer and no parameters."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.register_buffer("scale", torch.ones(4))
+
+    def forward(self, x):
+        return x * self.scale
+
+
+def buffers_on_meta_factory():
+    """A factory: a module without parameters built on the meta device."""
+    with torch.device("meta"):
+        return Scales()
+
+
 def exploding_factory():
     raise AssertionError("a factory must not run when an --arg spec is bad")
 
@@ -407,6 +424,12 @@ def test_errors_are_typed_one_liners(monkeypatch) -> None:
     monkeypatch.setitem(sys.modules, "torch", None)
     with pytest.raises(TorchMissingError, match="pip install 'mallocgame\\[torch\\]'"):
         extract_torch(nn.Linear(2, 2), (torch.ones(1, 2),))
+
+
+def test_a_factorys_module_without_parameters_gets_inputs_on_its_buffers_device() -> None:
+    model = resolve_factory(f"{__name__}:buffers_on_meta_factory", ["f32[2,4]"])
+    assert model.inputs[0].is_meta
+    assert _opcodes(extract_torch(model.module, model.inputs)) == ["mul"]
 
 
 @pytest.mark.parametrize("name", ["", "  "])

@@ -93,6 +93,7 @@ from __future__ import annotations
 
 import contextlib
 import io
+import itertools
 import logging
 import math
 import operator
@@ -1327,12 +1328,20 @@ class TorchModel:
     labels: Any = None  # a training step's labels (a tensor), for the losses that need them
 
 
+def _module_device(module: Any) -> str:
+    """The device type of ``module``'s first parameter, else of its first buffer, else
+    ``"cpu"``: where inputs made for it go."""
+    state = itertools.chain(module.parameters(), module.buffers())
+    return next((t.device.type for t in state), "cpu")
+
+
 def resolve_factory(target: str, arg_specs: Sequence[str] = ()) -> TorchModel:
     """``package.module:factory`` -> the module and example inputs it builds.
 
     The factory is called with no arguments and returns an ``nn.Module`` (then
     ``arg_specs``, e.g. ``["f32[8,3,224,224]"]``, give its inputs: storage-less tensors
-    on the device of its parameters, see :func:`meta_inputs`) or a ``(module,
+    on the device of its parameters, or of its buffers where it has none, see
+    :func:`meta_inputs`) or a ``(module,
     example_inputs)`` pair (``arg_specs`` must then be empty). Errors are
     :class:`~mallocgame.frontends.argspec.ArgSpecError` (a bad string, checked before the
     factory runs; an import failure) and :class:`TorchFrontendError`.
@@ -1354,8 +1363,7 @@ def resolve_factory(target: str, arg_specs: Sequence[str] = ()) -> TorchModel:
             raise TorchFrontendError(
                 f"{target} returns a module without example inputs: give them with --arg"
             )
-        device = next((p.device.type for p in built.parameters()), "cpu")
-        return TorchModel(built, meta_inputs(arg_specs, device=device))
+        return TorchModel(built, meta_inputs(arg_specs, device=_module_device(built)))
     if (
         isinstance(built, tuple)
         and len(built) == 2
