@@ -439,6 +439,18 @@ def test_an_empty_name_is_refused(name) -> None:
         extract_torch(nn.Linear(2, 2), (torch.ones(1, 2),), name=name)
 
 
+def test_arguments_of_the_wrong_kind_are_typed_errors() -> None:
+    from mallocgame.frontends.torch import extract_exported
+
+    with pytest.raises(TorchFrontendError, match="expected a torch.export.ExportedProgram, got"):
+        extract_exported("not an exported program", name="x")
+    with pytest.raises(TorchFrontendError, match="example_kwargs is a dict .* not a list"):
+        extract_torch(nn.Linear(2, 2), (torch.ones(1, 2),), example_kwargs=[1])
+    with pytest.raises(TorchFrontendError, match="device 'nodev': RuntimeError") as info:
+        meta_inputs(["f32[4]"], device="nodev")
+    assert "\n" not in str(info.value)
+
+
 class NonZero(nn.Module):
     def forward(self, x):
         return torch.nonzero(x).float() * 2  # as many rows as x has non-zero values

@@ -961,9 +961,13 @@ def extract_exported(
     src = {"frontend": "torch", "torch": torch_version(), "granularity": granularity}
     src.update(source or {})
     notes = [str(n) for n in src.pop("notes", []) or []]
-    builder = _Builder(torch, exported, granularity, optimizer, name)
-    builder.notes.extend(notes)
+    if not isinstance(exported, torch.export.ExportedProgram):
+        raise TorchFrontendError(
+            f"{name}: expected a torch.export.ExportedProgram, got {type(exported).__name__}"
+        )
     try:
+        builder = _Builder(torch, exported, granularity, optimizer, name)
+        builder.notes.extend(notes)
         builder.inputs()
         return builder.finish(name, src)
     except MallocGameError:
@@ -1248,6 +1252,11 @@ def extract_torch(
             "example_inputs is a tuple or list of the module's positional inputs, not a "
             f"{type(example_inputs).__name__}"
         )
+    if example_kwargs is not None and not isinstance(example_kwargs, dict):
+        raise TorchFrontendError(
+            "example_kwargs is a dict of the module's keyword inputs, not a "
+            f"{type(example_kwargs).__name__}"
+        )
     if not isinstance(training_step, (bool, TrainingStep)) and training_step is not None:
         raise TorchFrontendError(
             f"training_step is True, False or a TrainingStep, not {training_step!r:.60}"
@@ -1303,13 +1312,18 @@ def meta_inputs(
     without storage. No input is ever allocated, whatever its size: the frontend needs
     only shapes. Fake tensors made to go with others (``like``: inputs made earlier, e.g.
     labels for a factory's inputs) share their ``FakeTensorMode``, as ``torch.export`` needs.
+    A device torch does not know is refused: :class:`TorchFrontendError`.
     """
     from mallocgame.frontends.argspec import DTYPES, parse_spec
 
     parsed = [parse_spec(spec) for spec in specs]
     torch = _torch()
     dtypes = [getattr(torch, DTYPES[p.dtype]) for p in parsed]
-    if torch.device(device).type == "meta":
+    try:
+        kind = torch.device(device).type
+    except (RuntimeError, TypeError, ValueError) as exc:
+        raise TorchFrontendError(f"device {device!r}: {one_line(exc)}") from None
+    if kind == "meta":
         return tuple(torch.empty(p.dims, dtype=d, device=device) for p, d in zip(parsed, dtypes))
     from torch._subclasses.fake_tensor import FakeTensorMode
 
