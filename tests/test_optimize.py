@@ -377,3 +377,24 @@ def test_a_dump_is_optimized_for_its_own_generation(tmp_path: Path, capsys) -> N
     printed = capsys.readouterr().out
     (row,) = [line for line in printed.splitlines() if "xla (XLA's own)" in line]
     assert float(row.split("xla (XLA's own)")[1].split()[0]) > 0
+
+
+def test_a_dump_with_helper_modules_is_read_at_its_largest(tmp_path: Path, capsys) -> None:
+    """A real script's dump holds helper modules beside its step: ``optimize DUMP --target``
+    takes the largest, as a plain dump workload does, and does not refuse the dump."""
+    dump = tmp_path / "dump"
+    dump.mkdir()
+    (module,) = SLICED_DUMP.iterdir()
+    (dump / module.name).write_text(module.read_text())
+    (dump / "module_0001.jit_convert_element_type.after_optimizations.txt").write_text(
+        "HloModule jit_convert_element_type, is_scheduled=true\n\n"
+        "ENTRY %main (x: f32[8]) -> bf16[8] {\n"
+        "  %x = f32[8]{0} parameter(0)\n"
+        "  ROOT %c = bf16[8]{0} convert(%x)\n"
+        "}\n"
+    )
+    argv = ["optimize", str(dump), "--target", "tpu-v5e", "--work", "1"]
+    assert main([*argv, "--out", str(tmp_path / "dump.json"), *TINY_ARGS]) == 0
+    printed = capsys.readouterr().out
+    assert printed.startswith("jit_three_layers: 10 buffers, tpu_v5e;")
+    assert "xla (XLA's own)" in printed

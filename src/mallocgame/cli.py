@@ -516,7 +516,7 @@ def _optimize_compiled(args: argparse.Namespace) -> _Compiled | None:
             raise UsageError(
                 f"--target {args.target}: {args.workload} is not an XLA dump directory"
             )
-        program, placement = extract_dump_with_placement(args.workload)
+        program, placement = extract_dump_with_placement(args.workload, largest=True)
         _check_dump_target(placement, args.target, fast_spaces_of(args.target))
     inst = derive_instance(program, tpu_target(args.target).preset, capacity_fraction=None)
     answer = xla_answer(inst, placement, fast_spaces_of(args.target))
