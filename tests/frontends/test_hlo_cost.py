@@ -87,6 +87,35 @@ def test_a_loop_costs_its_trip_count_and_a_loop_of_0_its_condition_once(
     assert CostModel(module).cost(module.entry.by_name["loop"], module.entry) == work
 
 
+CONDITIONAL = """\
+HloModule m, is_scheduled=true
+
+%mul (a: f32[1000]) -> f32[1000] {
+  %a = f32[1000]{0} parameter(0)
+  ROOT %m = f32[1000]{0} multiply(%a, %a)
+}
+
+%exp (b: f32[1000]) -> f32[1000] {
+  %b = f32[1000]{0} parameter(0)
+  %e = f32[1000]{0} exponential(%b)
+  ROOT %l = f32[1000]{0} log(%e)
+}
+
+ENTRY %main (i: s32[], x: f32[1000]) -> f32[1000] {
+  %i = s32[] parameter(0)
+  %x = f32[1000]{0} parameter(1)
+  ROOT %c = f32[1000]{0} conditional(%i, %x, %x), branch_computations={%mul, %exp}
+}
+"""
+
+
+def test_a_conditional_costs_the_most_of_any_branch_in_each_property() -> None:
+    # As XLA's HloCostAnalysis::HandleConditional: the flops of the multiply branch and
+    # the transcendentals of the exp branch, not the lexicographically larger branch.
+    module = parse_module(CONDITIONAL)
+    assert CostModel(module).cost(module.entry.root, module.entry) == (1000.0, 2000.0)
+
+
 def test_an_asynchronous_all_reduce_costs_what_the_synchronous_one_does() -> None:
     from mallocgame.frontends.xla import extract_module
 

@@ -25,8 +25,10 @@ instruction from the HLO itself, in the spirit of XLA's ``HloCostAnalysis``:
   ``sort``: elements × ceil(log2 n) × comparator flops; ``fft``: 5 N log2 N.
 - ``fusion`` / ``call``: the sum over the called computation (nested fusions
   included); ``while``: trip count × (condition + body), the condition alone for a
-  trip count of 0; ``conditional``: the most expensive branch (one with no branch
-  computation is malformed: :class:`~mallocgame.frontends.hlo_parse.HloParseError`).
+  trip count of 0; ``conditional``: the most of any branch, flops and transcendentals
+  each (as ``HloCostAnalysis::HandleConditional`` takes each property's maximum; one
+  with no branch computation is malformed:
+  :class:`~mallocgame.frontends.hlo_parse.HloParseError`).
 - ``custom-call``: the sum over its called computations if it has any; else a
   best-effort formula from the shapes for matmul/gemm (``2 × out × K``: ``K`` the
   product of the lhs contracting dimensions its ``backend_config``'s
@@ -525,7 +527,8 @@ class CostModel:
                     f"{ins.name}: conditional names no branch computation (branch_computations, "
                     "or true_computation and false_computation)"
                 )
-            return max(self.computation_cost(b) for b in branches)
+            costs = [self.computation_cost(b) for b in branches]
+            return max(f for f, _ in costs), max(t for _, t in costs)
         if op == "reduce":
             n = elements(comp.by_name[ins.operands[0]].shape)
             f, t = self._called_cost(ins, "to_apply")

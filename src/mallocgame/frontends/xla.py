@@ -48,7 +48,7 @@ What becomes what:
   ``2**31 - 1`` (also as the product of nested counts), is refused
   (:class:`XlaFrontendError`, naming the loop).
 - **Conditionals** are one opaque instruction (operands deduplicated, since one
-  branch runs; flops of the most expensive branch).
+  branch runs; flops and transcendentals each the most of any branch).
 
 Alias groups (from HLO semantics only, never from buffer-assignment reuse), as
 unions of tensors whose buffers (definitions and reads) then form one group:
