@@ -24,6 +24,7 @@ from mallocgame.frontends.xla import (
     XlaFrontendError,
     extract_dump_with_placement,
     extract_module_with_placement,
+    list_modules,
 )
 from mallocgame.hardware import get_preset
 from tests.frontends.libtpu_fixtures import MLP_ARGS, SLICED_DUMP, mlp_grad, vmem_hog
@@ -139,6 +140,19 @@ def test_a_dumps_sliced_prefetch_reads_as_the_compiled_module_does() -> None:
     (b,) = [x.id for x in from_dump.tensors if x.name == "b.1"]
     (copy,) = [c for c in dump_placement.copies if c.tensor == b]
     assert copy.dest_space == 1 and copy.start < copy.done
+
+
+def test_a_sliced_prefetch_is_listed_as_the_instructions_it_makes(tmp_path: Path) -> None:
+    """The count a dump's listing gives a module (by which the largest is picked) is what
+    extracting it makes: a sliced prefetch's slices and their ``ConcatBitcast`` make no
+    instruction, whether written as ``async-start`` (a dump file) or ``slice-start``."""
+    (module,) = list_modules(SLICED_DUMP)
+    program, _ = extract_dump_with_placement(SLICED_DUMP)
+    assert module.num_instructions == len(program.instructions) == 3
+    compiled = tmp_path / "module_0001.jit_three_layers.after_optimizations.txt"
+    compiled.write_text((DATA / "three_layers.tpu-v5e.txt").read_text())
+    (module,) = list_modules(tmp_path)
+    assert module.num_instructions == 3
 
 
 def test_an_async_slice_into_the_default_memory_is_an_instruction() -> None:

@@ -363,6 +363,62 @@ def _check_call_graph(module: HloModule) -> None:
         )
 
 
+def _is_sliced_prefetch(module: HloModule, ins: HloInstruction) -> bool:
+    """Whether ``ins`` is a slice of a sliced prefetch as a dump file writes it: an
+    ``async-start`` of one operand whose called computation's root is a ``slice`` of
+    its parameter into a memory space other than 0 (``calls=%async_computation``, the
+    long form of ``slice-start``, which the compiled module's text prints instead)."""
+    if ins.opcode != "async-start" or len(ins.operands) != 1:
+        return False
+    try:
+        called = module.computation(ins, "calls")
+    except HloParseError:
+        return False
+    root = called.root
+    if root.opcode != "slice" or isinstance(root.shape, tuple) or len(root.operands) != 1:
+        return False
+    source = called.by_name.get(root.operands[0])
+    return (
+        root.shape.memory_space != 0
+        and source is not None
+        and source.opcode == "parameter"
+        and isinstance(ins.shape, tuple)
+        and len(ins.shape) >= 2
+        and not isinstance(ins.shape[1], tuple)
+        and ins.shape[1].memory_space == root.shape.memory_space
+    )
+
+
+def _is_concat_bitcast(ins: HloInstruction) -> bool:
+    """Whether ``ins`` is a ``ConcatBitcast`` custom call (what joins a sliced prefetch's slices)."""
+    target = ins.attrs.get("custom_call_target", "").strip('"')
+    return ins.opcode == "custom-call" and target == "ConcatBitcast"
+
+
+def _joins_slices_in(module: HloModule, comp: HloComputation, ins: HloInstruction) -> bool:
+    """Whether ``ins`` of ``comp`` is, read from the text alone, what
+    :meth:`_Builder.joins_slices` finds as it runs: the ``ConcatBitcast`` joining the slices
+    of one sliced prefetch, each operand the end (``slice-done``, or the ``async-done`` of
+    a sliced prefetch's ``async-start``) of a slice of one source into one memory space."""
+    if not _is_concat_bitcast(ins) or not ins.operands:
+        return False
+    prefetches = set()
+    for name in ins.operands:
+        done = comp.by_name.get(name)
+        if done is None or done.opcode not in ("slice-done", "async-done") or not done.operands:
+            return False
+        start = comp.by_name.get(done.operands[0])
+        if start is None or not start.operands:
+            return False
+        if start.opcode != "slice-start" and not _is_sliced_prefetch(module, start):
+            return False
+        shape = start.shape
+        if not isinstance(shape, tuple) or len(shape) < 2 or isinstance(shape[1], tuple):
+            return False
+        prefetches.add((start.operands[0], shape[1].memory_space))
+    return len(prefetches) == 1
+
+
 def _runs_body(module: HloModule, caller: HloComputation, ins: HloInstruction) -> bool:
     """Whether the builder reads the body of ``while`` ``ins``: not where its trip count,
     stated or counted, is 0 (a count it refuses, or a loop too malformed to count, is left
@@ -419,7 +475,10 @@ def _call_graph_sizes(module: HloModule) -> tuple[int, int]:
             emitted = sum(
                 1
                 for ins in comp.instructions
-                if ins.opcode not in _NO_INSTRUCTION and ins.opcode not in inlined
+                if ins.opcode not in _NO_INSTRUCTION
+                and ins.opcode not in inlined
+                and not _is_sliced_prefetch(module, ins)
+                and not _joins_slices_in(module, comp, ins)
             )
             for ins, key, callee, counts in edges(comp):
                 if not counts:
@@ -579,7 +638,7 @@ class _Builder:
                 env[ins.name] = self.copy_start(ins, args[0])
             elif op == "copy-done":
                 env[ins.name] = self.copy_done(ins, args[0], element=0)
-            elif op == "slice-start" or self.is_sliced_prefetch(ins):
+            elif op == "slice-start" or _is_sliced_prefetch(self.module, ins):
                 env[ins.name] = self.slice_start(ins, args[0])
             elif op == "slice-done" or (op == "async-done" and _ends_slice(args[0])):
                 env[ins.name] = self.copy_done(ins, args[0], element=1)
@@ -740,39 +799,11 @@ class _Builder:
         placed = _Placed(int(source), dest_space, self.open_slices[key])
         return ((source,), placed) + (None,) * (len(shape) - 2)
 
-    def is_sliced_prefetch(self, ins: HloInstruction) -> bool:
-        """Whether ``ins`` is a slice of a sliced prefetch as a dump file writes it: an
-        ``async-start`` of one operand whose called computation's root is a ``slice`` of
-        its parameter into a memory space other than 0 (``calls=%async_computation``, the
-        long form of ``slice-start``, which the compiled module's text prints instead)."""
-        if ins.opcode != "async-start" or len(ins.operands) != 1:
-            return False
-        try:
-            called = self.module.computation(ins, "calls")
-        except HloParseError:
-            return False
-        root = called.root
-        if root.opcode != "slice" or isinstance(root.shape, tuple) or len(root.operands) != 1:
-            return False
-        source = called.by_name.get(root.operands[0])
-        return (
-            root.shape.memory_space != 0
-            and source is not None
-            and source.opcode == "parameter"
-            and isinstance(ins.shape, tuple)
-            and len(ins.shape) >= 2
-            and not isinstance(ins.shape[1], tuple)
-            and ins.shape[1].memory_space == root.shape.memory_space
-        )
-
     def joins_slices(self, ins: HloInstruction, args: list[Tree]) -> bool:
         """Whether ``ins`` is the ``ConcatBitcast`` custom call joining the slices of one
         sliced prefetch (its result is then the prefetched tensor: no instruction)."""
-        if ins.opcode != "custom-call":
-            return False
-        target = ins.attrs.get("custom_call_target", "").strip('"')
         copies = {getattr(a, "copy", None) for a in args}
-        if target != "ConcatBitcast" or len(copies) != 1 or None in copies:
+        if not _is_concat_bitcast(ins) or len(copies) != 1 or None in copies:
             return False
         first = args[0]
         self.open_slices.pop((int(first), first.space), None)
