@@ -10,7 +10,13 @@ import pytest
 
 from mallocgame.costmodel import derive_instance
 from mallocgame.errors import MallocGameError
-from mallocgame.frontends.xla import DumpError, XlaFrontendError, extract_dump, extract_module
+from mallocgame.frontends.xla import (
+    DumpError,
+    UnsupportedHloError,
+    XlaFrontendError,
+    extract_dump,
+    extract_module,
+)
 
 
 def _trip(n: str) -> str:
@@ -168,6 +174,89 @@ def test_a_malformed_instruction_is_named(old: str, new: str, needle: str) -> No
 
     with pytest.raises(XlaFrontendError, match=needle):  # the same refusal, not a bare error
         entry_interface(parse_module(_edit(old, new)))
+
+
+# A fusion whose body reduces with a reducer, and a conditional whose branch takes a sine:
+# computations the builder never runs, read by the cost model alone.
+CALLED = """\
+HloModule m, is_scheduled=true
+
+%sum (a: f32[], b: f32[]) -> f32[] {
+  %a = f32[] parameter(0)
+  %b = f32[] parameter(1)
+  ROOT %s = f32[] add(%a, %b)
+}
+
+%fused (p0: f32[4]) -> f32[] {
+  %p0 = f32[4]{0} parameter(0)
+  %sq = f32[4]{0} multiply(%p0, %p0)
+  %zero = f32[] constant(0)
+  ROOT %r = f32[] reduce(%sq, %zero), dimensions={0}, to_apply=%sum
+}
+
+%branch (q: f32[4]) -> f32[4] {
+  %q = f32[4]{0} parameter(0)
+  ROOT %sin = f32[4]{0} sine(%q)
+}
+
+ENTRY %main (i: s32[], x: f32[4]) -> (f32[], f32[4]) {
+  %i = s32[] parameter(0)
+  %x = f32[4]{0} parameter(1)
+  %f = f32[] fusion(%x), kind=kLoop, calls=%fused
+  %c = f32[4]{0} conditional(%i, %x), branch_computations={%branch}
+  ROOT %t = (f32[], f32[4]{0}) tuple(%f, %c)
+}
+"""
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "needle"),
+    [
+        (
+            "multiply(%p0, %p0)",
+            "multiply(%p0, %nope)",
+            r"^module m: multiply sq: operand %nope is not defined before it in computation "
+            r"fused$",
+        ),
+        (
+            "multiply(%p0, %p0)",
+            "multiply(%p0, %zero)",
+            r"^module m: multiply sq: operand %zero is not defined before it in computation "
+            r"fused$",
+        ),
+        (
+            "add(%a, %b)",
+            "add(%a, %s)",
+            r"^module m: add s: operand %s is not defined before it in computation sum$",
+        ),
+        (
+            "sine(%q)",
+            "sine(%p0)",
+            r"^module m: sine sin: operand %p0 is not defined before it in computation branch$",
+        ),
+    ],
+    ids=["undefined-in-a-fusion", "defined-after-in-a-fusion", "reads-itself", "in-a-branch"],
+)
+def test_an_operand_not_defined_before_it_in_any_computation_is_refused(
+    old: str, new: str, needle: str
+) -> None:
+    """Only the computations the builder runs were checked: a fusion body, a reducer or
+    a branch reading what it does not define (or defines later) was accepted."""
+    _refused(_edit(old, new, CALLED), XlaFrontendError, needle)
+
+
+@pytest.mark.parametrize("old", ["add(%a, %b)", "multiply(%p0, %p0)", "sine(%q)"])
+def test_no_hlo_opcode_in_a_called_computation_is_refused(old: str) -> None:
+    """An opcode that is no HLO opcode, in a reducer, a fusion or a branch, cost 0 without
+    a word; it is refused as it is in the entry. A real HLO opcode the cost model gives no
+    work is read (0 flops), not refused."""
+    text = _edit(old, "frobnicate(" + old.partition("(")[2], CALLED)
+    with pytest.raises(UnsupportedHloError, match=r"unsupported HLO opcode 'frobnicate'") as err:
+        extract_module(text)
+    assert err.value.opcode == "frobnicate"
+    for real in ("bitcast-convert", "shuffle", "rng-get-and-update-state", "atanh"):
+        program = extract_module(_edit(old, real + "(" + old.partition("(")[2], CALLED))
+        assert [i.name for i in program.instructions] == ["f", "c"]
 
 
 def test_a_conditional_without_branches_is_refused_as_a_while_without_body() -> None:
@@ -445,7 +534,7 @@ ENTRY %main (x: f32[8,16]) -> f32[8,16] {
     [
         (CALLS_ITSELF, "calls itself"),
         (FUSION_CALLS_ITSELF, "calls itself"),
-        (READS_ITSELF, "reads itself"),
+        (READS_ITSELF, "operand %g is not defined before it in computation fs"),
     ],
 )
 def test_a_cycle_is_refused_not_followed_for_ever(text: str, needle: str) -> None:

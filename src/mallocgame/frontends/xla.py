@@ -73,16 +73,21 @@ partial bytes: :mod:`mallocgame.frontends.hlo_cost`.
 Malformed modules are refused with one line naming what is wrong: unreadable text, a
 name defined twice, an empty computation or a shape of more than ``2**53`` bytes
 (:class:`DumpError`, from :func:`~mallocgame.frontends.hlo_parse.parse_module`); an
-operand not defined before its reader, a while without its condition or body, a
-conditional without a branch computation, a tuple index out of range, a parameter its
-computation is not given, an ``input_output_alias`` naming what the module does not
-have, aliasing an output or a parameter leaf twice or leaves of different sizes, a
-while body whose result does not match its operand leaf for leaf (count and bytes), an
-in-place update whose output and updated operand differ in bytes, entry parameters
-numbered twice or not 0 to n-1 (:class:`XlaFrontendError`, naming the instruction); a
-computation that calls itself, and calls and loop bodies that inlined make more than
+operand not defined before its reader (in any computation the entry reaches), a while
+without its condition or body, a conditional without a branch computation, a tuple index
+out of range, a parameter its computation is not given, an ``input_output_alias`` naming
+what the module does not have, aliasing an output or a parameter leaf twice or leaves of
+different sizes, a while body whose result does not match its operand leaf for leaf
+(count and bytes), an in-place update whose output and updated operand differ in bytes,
+entry parameters numbered twice or not 0 to n-1 (:class:`XlaFrontendError`, naming the
+instruction); a computation that calls itself, and calls and loop bodies that inlined make more than
 :data:`MAX_INLINED_INSTRUCTIONS` instructions (:class:`XlaFrontendError`, before any
-instruction is read).
+instruction is read). An opcode is refused (:class:`UnsupportedHloError`) where the
+builder reads it (the entry, calls, loops) if it cannot be modelled (``infeed``,
+``outfeed``, ``scan``, or no HLO opcode: none of XLA's ``hlo_opcode.h`` nor a TPU dump's
+``call-start`` / ``slice-start`` pairs), and in any other computation the entry reaches
+(fusion bodies, branches, reducers: read by :mod:`~mallocgame.frontends.hlo_cost` alone,
+which gives an opcode it has no formula for 0) only if it is no HLO opcode.
 """
 
 from __future__ import annotations
@@ -336,6 +341,10 @@ _KNOWN = (
     | _TUPLE_DONES
 )
 
+# Every opcode of XLA's HLO (xla/hlo/ir/hlo_opcode.h), and the TPU backend's call-start /
+# call-done and slice-start / slice-done: what _KNOWN and _UNSUPPORTED hold together.
+_HLO_OPCODES = _KNOWN | _UNSUPPORTED
+
 # Opcodes whose meaning here rests on their first operand (a view of it, its tuple's elements).
 _FIRST_OPERAND = (
     _VIEWS - {"tuple", "after-all"}
@@ -354,13 +363,47 @@ MAX_INLINED_INSTRUCTIONS = 10_000_000
 
 def _check_call_graph(module: HloModule) -> None:
     """Refuse a computation that calls itself (directly or through others, by any called
-    computation attribute) and a module whose calls and loops, inlined, make more than
-    :data:`MAX_INLINED_INSTRUCTIONS` instructions to read (:func:`_call_graph_sizes`)."""
+    computation attribute), a module whose calls and loops, inlined, make more than
+    :data:`MAX_INLINED_INSTRUCTIONS` instructions to read (:func:`_call_graph_sizes`), and
+    what :func:`_check_called_computations` refuses."""
     if _call_graph_sizes(module)[0] > MAX_INLINED_INSTRUCTIONS:
         raise XlaFrontendError(
             f"module {module.name}: its calls and loop bodies, inlined, make more than "
             f"{MAX_INLINED_INSTRUCTIONS} instructions to read (the most this reader takes)"
         )
+    _check_called_computations(module)
+
+
+def _check_called_computations(module: HloModule) -> None:
+    """Refuse, in every computation the entry reaches (fusion bodies, branches, reducers,
+    which only the cost model reads, as well as the calls and loop bodies the builder
+    runs), an operand not defined before its reader (:class:`XlaFrontendError`, as the
+    builder words it) and an opcode that is no HLO opcode (:class:`UnsupportedHloError`;
+    :data:`_HLO_OPCODES`). The entry itself is left to the builder."""
+    seen = {module.entry.name}
+    pending = [module.entry]
+    while pending:
+        comp = pending.pop()
+        defined: set[str] = set()
+        for ins in comp.instructions:
+            if not comp.is_entry:
+                for name in ins.operands:
+                    if name not in defined:
+                        raise XlaFrontendError(
+                            f"module {module.name}: {ins.opcode} {ins.name}: operand %{name} "
+                            f"is not defined before it in computation {comp.name}"
+                        )
+                if ins.opcode not in _HLO_OPCODES:
+                    raise UnsupportedHloError(
+                        f"module {module.name}: unsupported HLO opcode {ins.opcode!r} "
+                        f"(instruction {ins.name})",
+                        ins.opcode,
+                    )
+            defined.add(ins.name)
+            for _, callee in module.callees(ins):
+                if callee in module.computations and callee not in seen:
+                    seen.add(callee)
+                    pending.append(module.computations[callee])
 
 
 def _is_sliced_prefetch(module: HloModule, ins: HloInstruction) -> bool:
