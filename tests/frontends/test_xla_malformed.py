@@ -549,6 +549,33 @@ def test_a_dump_that_is_not_text_is_refused_in_one_line(tmp_path: Path) -> None:
             extract_dump(where)
 
 
+def test_a_file_that_is_not_text_is_refused_only_where_it_is_picked(tmp_path: Path) -> None:
+    """One file of a dump that is not UTF-8 refused the whole dump, whichever module was
+    asked for: it is listed as unreadable, never taken as the largest, and refused only
+    where it is the module picked."""
+    from mallocgame.frontends.xla import AmbiguousModuleError, list_modules
+
+    (tmp_path / "module_0001.jit_f.cpu_after_optimizations.txt").write_text(LOOP)
+    bad = tmp_path / "module_0002.jit_g.cpu_after_optimizations.txt"
+    bad.write_bytes(LOOP.replace("HloModule m", "HloModule g").encode() * 2 + b"\xff\xfe")
+    f, g = list_modules(tmp_path)
+    assert (f.unreadable, f.num_instructions) == ("", 4)
+    assert (g.unreadable, g.num_instructions) == ("not HLO text (not UTF-8)", 0)
+    assert g.describe() == "module_0002.jit_g (unreadable: not HLO text (not UTF-8))"
+    for picked in (extract_dump(tmp_path, module="jit_f"), extract_dump(tmp_path, largest=True)):
+        assert picked.source["dump_module"] == "module_0001.jit_f"
+    with pytest.raises(
+        DumpError,
+        match=r"module_0002\.jit_g\.cpu_after_optimizations\.txt: not HLO text \(not UTF-8\)$",
+    ):
+        extract_dump(tmp_path, module="jit_g")
+    with pytest.raises(AmbiguousModuleError, match=r"module_0002\.jit_g \(unreadable: not HLO"):
+        extract_dump(tmp_path)
+    (tmp_path / "module_0001.jit_f.cpu_after_optimizations.txt").unlink()
+    with pytest.raises(DumpError, match="not HLO text"):
+        extract_dump(tmp_path, largest=True)
+
+
 def test_an_alias_list_that_cannot_be_read_is_refused_not_skipped() -> None:
     header = "HloModule m, is_scheduled=true"
     for alias in ("{ {0}: (x, {}, may-alias) }", "{ {0}: (0, {}, may-alias), junk }"):

@@ -1194,6 +1194,8 @@ class DumpModule:
     name: str
     id: str
     num_instructions: int  # the program instructions it makes (calls and loop bodies inlined)
+    # why its file cannot be read ("not HLO text (not UTF-8)"; then num_instructions is 0), or ""
+    unreadable: str = ""
 
     @property
     def trivial(self) -> bool:
@@ -1201,7 +1203,15 @@ class DumpModule:
         return self.num_instructions <= 1
 
     def describe(self) -> str:
+        if self.unreadable:
+            return f"{self.prefix} (unreadable: {self.unreadable})"
         return f"{self.prefix} ({self.num_instructions} instructions{', trivial' if self.trivial else ''})"
+
+    def check_readable(self) -> DumpModule:
+        """This module; :class:`DumpError` (its file and why) if its file cannot be read."""
+        if self.unreadable:
+            raise DumpError(f"{self.path}: {self.unreadable}")
+        return self
 
 
 def _module_size(text: str) -> int:
@@ -1226,7 +1236,9 @@ def _module_size(text: str) -> int:
 def list_modules(dump_dir: str | os.PathLike[str]) -> list[DumpModule]:
     """The optimized modules of an XLA dump directory, by module id, each with the number
     of program instructions it makes (calls and loop bodies inlined: a training step
-    written as one loop counts its body), by which ``largest`` ranks them."""
+    written as one loop counts its body), by which ``largest`` ranks them. A module whose
+    file cannot be read (not UTF-8, unreadable) is listed with why (``unreadable``): it is
+    refused only where it is the module picked, and never picked as the largest."""
     root = Path(dump_dir)
     if not root.is_dir():
         raise DumpError(f"{root}: not a directory (expected an XLA dump made with --xla_dump_to)")
@@ -1235,15 +1247,16 @@ def list_modules(dump_dir: str | os.PathLike[str]) -> list[DumpModule]:
         m = _FILE_RE.match(path.name)
         if not m or not path.is_file():
             continue
+        size, unreadable = 0, ""
         try:
-            text = path.read_text()
+            size = _module_size(path.read_text())
         except OSError as exc:
-            raise DumpError(f"{path}: cannot read ({exc.strerror or exc})") from None
+            unreadable = f"cannot read ({exc.strerror or exc})"
         except UnicodeDecodeError:
-            raise DumpError(f"{path}: not HLO text (not UTF-8)") from None
+            unreadable = "not HLO text (not UTF-8)"
         found.append(
             DumpModule(
-                path, m.group("prefix"), m.group("name"), m.group("id") or "", _module_size(text)
+                path, m.group("prefix"), m.group("name"), m.group("id") or "", size, unreadable
             )
         )
     return found
@@ -1265,12 +1278,15 @@ def _select(
         if not matches:
             raise DumpError(f"{where}: no module matches {module!r}; modules: {listing}")
     if len(matches) == 1:
-        return matches[0]
-    nontrivial = [m for m in matches if not m.trivial]
+        return matches[0].check_readable()
+    readable = [m for m in matches if not m.unreadable]
+    nontrivial = [m for m in readable if not m.trivial]
     if module is not None and len(nontrivial) == 1:
         return nontrivial[0]
     if auto:
-        return max(nontrivial or matches, key=lambda m: (m.num_instructions, m.id))
+        if not readable:
+            return matches[0].check_readable()
+        return max(nontrivial or readable, key=lambda m: (m.num_instructions, m.id))
     what = f"match {module!r}" if module is not None else "are in the dump"
     raise AmbiguousModuleError(
         f"{where}: {len(matches)} modules {what}; pick one with module=...: "
@@ -1294,8 +1310,9 @@ def extract_dump(
     non-trivial (more than one instruction), that one. Without ``module`` the dump
     must hold a single module, or with ``largest=True`` the non-trivial module that
     makes the most program instructions, calls and loop bodies inlined, is taken (a
-    training script's step, a loop's body counted; :func:`list_modules`). ``dump_dir``
-    may also be the module's ``*_after_optimizations.txt`` file itself. ``name`` names
+    training script's step, a loop's body counted; :func:`list_modules`); a module whose
+    file cannot be read is refused (:class:`DumpError`) only where it is the one picked.
+    ``dump_dir`` may also be the module's ``*_after_optimizations.txt`` file itself. ``name`` names
     the program (default: the module's name).
 
     Bytes: every operand and output moves its tensor's full size (shape bytes), so
