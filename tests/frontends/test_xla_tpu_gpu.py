@@ -149,6 +149,44 @@ def test_host_offloading_copies_are_stripped() -> None:
     ]
 
 
+@pytest.mark.parametrize(
+    ("old", "new", "needle"),
+    [
+        (
+            "  %fusion.3 =",
+            "  %copy-done.9 = bf16[512,256]{1,0:T(8,128)(2,1)S(1)} copy-done(%copy-start.1)\n"
+            "  %fusion.3 =",
+            r"^module jit_mlp_step: copy-done copy-done.9: ends copy-start copy-start.1, which "
+            r"copy-done copy-done.1 ends already$",
+        ),
+        (
+            "copy-done(%copy-start.1)",
+            "get-tuple-element(%copy-start.1), index=0",
+            r"^module jit_mlp_step: copy-start copy-start.1: no copy-done ends it$",
+        ),
+        (
+            "%copy-start.1 = (bf16[512,256]{1,0:T(8,128)(2,1)S(1)}, "
+            "bf16[512,256]{1,0:T(8,128)(2,1)}, u32[]{:S(2)}) copy-start",
+            "%copy-start.1 = bf16[512,256]{1,0:T(8,128)(2,1)S(1)} copy-start",
+            r"^module jit_mlp_step: copy-start copy-start.1: its shape bf16\[512,256\] is not a "
+            r"tuple \(the copy, its source, a context\), as a copy-start returns$",
+        ),
+    ],
+    ids=["ended-twice", "never-ended", "not-a-tuple"],
+)
+def test_a_copy_start_not_ended_once_or_not_a_tuple_is_refused(
+    old: str, new: str, needle: str
+) -> None:
+    """A copy-start ended twice or never was read (and counted in the note as a pair); one
+    that is not a tuple was said to copy a tuple."""
+    (path,) = (DATA / "tpu_mlp").iterdir()
+    text = path.read_text()
+    assert text.count(old) == 1
+    with pytest.raises(XlaFrontendError, match=needle) as err:
+        extract_module(text.replace(old, new))
+    assert not isinstance(err.value, UnsupportedHloError)
+
+
 def test_copy_of_a_tuple_and_a_stray_copy_done_are_refused() -> None:
     head = "HloModule m, is_scheduled=true\n\nENTRY %main (p: (f32[4], f32[4])) -> f32[4] {\n"
     text = head + (

@@ -79,8 +79,9 @@ out of range, a parameter its computation is not given, an ``input_output_alias`
 what the module does not have, aliasing an output or a parameter leaf twice or leaves of
 different sizes, a while body whose result does not match its operand leaf for leaf
 (count and bytes), an in-place update whose output and updated operand differ in bytes,
-entry parameters numbered twice or not 0 to n-1 (:class:`XlaFrontendError`, naming the
-instruction); a computation that calls itself, and calls and loop bodies that inlined make more than
+a ``copy-start`` that no ``copy-done`` ends (or two do), entry parameters numbered twice
+or not 0 to n-1 (:class:`XlaFrontendError`, naming the instruction); a computation that
+calls itself, and calls and loop bodies that inlined make more than
 :data:`MAX_INLINED_INSTRUCTIONS` instructions (:class:`XlaFrontendError`, before any
 instruction is read). An opcode is refused (:class:`UnsupportedHloError`) where the
 builder reads it (the entry, calls, loops) if it cannot be modelled (``infeed``,
@@ -609,6 +610,9 @@ class _Builder:
         self.copies: list[list[int]] = []
         # (tensor, dest space) -> its sliced prefetch's copy, until the slices are joined
         self.open_slices: dict[tuple[int, int], int] = {}
+        # copy (an index into copies) -> the copy-start that began it, the copy-done that ended it
+        self.copy_starts: dict[int, str] = {}
+        self.copy_dones: dict[int, str] = {}
         # (old value, new value, step): the new value is written into the old one's storage
         # (a loop-carried value, an in-place update) at or before step; joined in finish()
         # unless the old value is read after step or is a result (XLA copied it: a copy
@@ -807,15 +811,23 @@ class _Builder:
         the source; a synchronization scalar).
         """
         shape = ins.shape
-        if not (isinstance(shape, tuple) and len(shape) >= 2 and isinstance(source, int)):
+        if not isinstance(source, int):
+            what = "a tuple" if isinstance(source, tuple) else "a token"
             raise UnsupportedHloError(
-                f"module {self.module.name}: copy-start {ins.name} copies a tuple", ins.opcode
+                f"module {self.module.name}: copy-start {ins.name} copies {what}", ins.opcode
+            )
+        if not (isinstance(shape, tuple) and len(shape) >= 2):
+            raise self.malformed(
+                ins,
+                f"its shape {shape} is not a tuple (the copy, its source, a context), as a "
+                "copy-start returns",
             )
         dest_space = shape[0].memory_space if not isinstance(shape[0], tuple) else 0
         source_space = getattr(source, "space", 0)
         self.copies.append(
             [int(source), source_space, dest_space, len(self.instrs), len(self.instrs)]
         )
+        self.copy_starts[len(self.copies) - 1] = ins.name
         return (_Placed(int(source), dest_space, len(self.copies) - 1), source) + (None,) * (
             len(shape) - 2
         )
@@ -862,6 +874,14 @@ class _Builder:
             raise XlaFrontendError(
                 f"module {self.module.name}: {ins.opcode} {ins.name} does not end a {start}"
             )
+        if element == 0:  # a copy-start's copy: one copy-done ends it
+            if dest.copy in self.copy_dones:
+                raise self.malformed(
+                    ins,
+                    f"ends copy-start {self.copy_starts[dest.copy]}, which copy-done "
+                    f"{self.copy_dones[dest.copy]} ends already",
+                )
+            self.copy_dones[dest.copy] = ins.name
         self.copies[dest.copy][4] = len(self.instrs)
         return dest
 
@@ -982,6 +1002,11 @@ class _Builder:
         _check_call_graph(self.module)
         root = self.run(self.module.entry, [], 1)
         self.current = None
+        for copy, start in self.copy_starts.items():
+            if copy not in self.copy_dones:
+                raise XlaFrontendError(
+                    f"module {self.module.name}: copy-start {start}: no copy-done ends it"
+                )
         num_t = len(self.instrs)
         if num_t == 0:
             raise XlaFrontendError(
