@@ -387,6 +387,12 @@ def test_a_count_made_directly_must_be_an_int() -> None:
     assert OrderSearchConfig(max_moves=7) == parse_config(
         OrderSearchConfig, {"max_moves": "7.0"}, "msa-search"
     )
+    from mallocgame.solvers.muzero.config import MuZeroConfig
+
+    for items in ((8.5, 16), (8, True), (8, None)):  # 8.5 failed inside JAX's conv
+        with pytest.raises(ValueError, match=r"^option conv_channels items must be whole numbers"):
+            MuZeroConfig(conv_channels=items)
+    assert MuZeroConfig(conv_channels=(8, 16)).conv_channels == (8, 16)
 
 
 @pytest.mark.parametrize(

@@ -196,8 +196,9 @@ def _range_problem(value: Any, metadata: Mapping[str, Any]) -> str | None:
 def _type_problem(value: Any, hint: Any) -> str | None:
     """What is wrong with ``value`` against its field's type where that is a choice
     (``Literal[...]``: one of its values), a switch (``bool``: a bool, not a string
-    or a number) or a count (``int``: an ``int``, not a bool or a float, whole or not), as
-    "must be ..." in the coercer's words, or ``None`` if nothing."""
+    or a number) or a count (``int``, or the items of a ``tuple[int, ...]``: an ``int``,
+    not a bool or a float, whole or not), as "must be ..." in the coercer's words, or
+    ``None`` if nothing."""
     inner, optional = _strip_optional(hint)
     if value is None and optional:
         return None
@@ -207,9 +208,18 @@ def _type_problem(value: Any, hint: Any) -> str | None:
             return "must be one of " + ", ".join(repr(c) for c in choices) + f", not {value!r}"
     elif inner is bool and not isinstance(value, bool):
         return f"must be true or false, not {value!r}"
-    elif inner is int and (isinstance(value, bool) or not isinstance(value, int)):
+    elif inner is int and not _is_count(value):
         return f"must be a whole number, not {value!r}"
+    elif typing.get_origin(inner) is tuple and typing.get_args(inner)[0] is int:
+        for item in value if isinstance(value, (tuple, list)) else ():
+            if not _is_count(item):
+                return f"items must be whole numbers, not {item!r}"
     return None
+
+
+def _is_count(value: Any) -> bool:
+    """``value`` is an ``int`` (not a bool)."""
+    return isinstance(value, int) and not isinstance(value, bool)
 
 
 def check_ranges(config: Any) -> None:
