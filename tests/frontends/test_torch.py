@@ -432,10 +432,11 @@ def test_a_factorys_module_without_parameters_gets_inputs_on_its_buffers_device(
     assert _opcodes(extract_torch(model.module, model.inputs)) == ["mul"]
 
 
-@pytest.mark.parametrize("name", ["", "  "])
+@pytest.mark.parametrize("name", ["", "  ", 5])
 def test_an_empty_name_is_refused(name) -> None:
-    """Not the class name for the program and an empty one for its instance."""
-    with pytest.raises(TorchFrontendError, match="name must not be empty"):
+    """Not the class name for the program and an empty one for its instance; a name that
+    is no string (AttributeError from .strip()) is refused too."""
+    with pytest.raises(TorchFrontendError, match="name is a string that is not empty"):
         extract_torch(nn.Linear(2, 2), (torch.ones(1, 2),), name=name)
 
 

@@ -170,8 +170,9 @@ def test_a_tuple_argument_is_several_inputs() -> None:
 def test_an_empty_name_is_refused() -> None:
     from mallocgame.frontends.torch import TorchFrontendError
 
-    with pytest.raises(TorchFrontendError, match="name must not be empty"):
-        capture_torch(TwoLinear(), (torch.randn(2, 8),), name="")
+    for name in ("", 5):  # (5: AttributeError from .strip())
+        with pytest.raises(TorchFrontendError, match="name is a string that is not empty"):
+            capture_torch(TwoLinear(), (torch.randn(2, 8),), name=name)
 
 
 def test_a_capture_holds_back_torchs_own_warnings(recwarn) -> None:

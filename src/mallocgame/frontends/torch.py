@@ -1263,8 +1263,10 @@ def extract_torch(
         )
     step = TrainingStep() if training_step is True else (training_step or None)
     label = type(module).__name__ if name is None else name
-    if not label.strip():
-        raise TorchFrontendError(f"name {name!r}: a program's name must not be empty")
+    if not isinstance(label, str) or not label.strip():
+        raise TorchFrontendError(
+            f"name {name!r:.60}: a program's name is a string that is not empty"
+        )
     if step is None and labels is not None:
         raise TorchFrontendError(f"{label}: labels go with a training step's loss")
     if step is not None:
