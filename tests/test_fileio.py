@@ -240,6 +240,11 @@ def test_check_writable_finds_a_place_that_takes_no_file(tmp_path: Path, monkeyp
     (tmp_path / "linked").symlink_to(tmp_path / "new-folder")
     (tmp_path / "new-folder").mkdir()
     check_writable(tmp_path / "linked" / "x.json")  # a link to a folder: fine
+    # a folder at the path passed, and the write after the work failed
+    with pytest.raises(OutputFileError, match="new-folder: a directory, not a file"):
+        check_writable(tmp_path / "new-folder")
+    with pytest.raises(OutputFileError, match="linked: a directory, not a file"):
+        check_writable(tmp_path / "linked")
     fifo = tmp_path / "pipe"
     os.mkfifo(fifo)
 

@@ -63,16 +63,18 @@ def output_beside(out: str | os.PathLike[str], suffix: str) -> Path:
 
 def check_writable(path: str | os.PathLike[str]) -> None:
     """:class:`~mallocgame.errors.OutputFileError` unless a file can be written at ``path``:
-    its nearest existing folder takes a file (one is made and removed again, so a read-only
-    folder, a file where a folder goes, or a file system that takes no files is found out
-    before the work, not after it). Folders still missing are not made here, but by the
-    write (:func:`write_bytes_atomic`)."""
+    not a directory there, and its nearest existing folder takes a file (one is made and
+    removed again, so a read-only folder, a file where a folder goes, or a file system that
+    takes no files is found out before the work, not after it). Folders still missing are
+    not made here, but by the write (:func:`write_bytes_atomic`)."""
     try:  # a device or pipe (/dev/stdout) is written through, not beside: no folder needed
         mode = os.stat(path).st_mode
     except OSError:
         mode = 0  # not there yet: a file to make
     if stat.S_ISCHR(mode) or stat.S_ISFIFO(mode):
         return
+    if stat.S_ISDIR(mode):  # what the write would refuse (write_bytes_atomic), found now
+        raise OutputFileError(f"{path}: a directory, not a file")
     folder = Path(path).parent
     while not os.path.lexists(folder) and folder != folder.parent:  # a dangling link is there
         folder = folder.parent

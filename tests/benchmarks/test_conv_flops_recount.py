@@ -35,3 +35,12 @@ def test_a_program_it_cannot_recount_is_a_usage_error(program: str, needle: str,
     with pytest.raises(SystemExit) as stop:
         recount.main(["--programs", program])
     assert stop.value.code == 2 and needle in capsys.readouterr().err
+
+
+def test_a_folder_as_out_is_refused_before_any_compile(tmp_path: Path, monkeypatch, capsys) -> None:
+    """A folder passed the check of --out, and the write failed after every compile."""
+    monkeypatch.setattr(recount, "recount", lambda name: pytest.fail("compiled"))
+    with pytest.raises(SystemExit) as stop:
+        recount.main(["--programs", "xla-v1/gru_infer", "--out", str(tmp_path)])
+    assert stop.value.code == 2
+    assert f"{tmp_path}: a directory, not a file" in capsys.readouterr().err
