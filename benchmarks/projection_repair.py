@@ -15,14 +15,15 @@ Usage::
 from __future__ import annotations
 
 import argparse
-import csv
 import sys
 import time
 from pathlib import Path
 
+from mallocgame.errors import MallocGameError
+from mallocgame.fileio import check_writable, write_csv_atomic
 from mallocgame.solvers.heuristic import HeuristicSolver
 from mallocgame.solvers.projection import DEFAULT_REPAIRS, project
-from mallocgame.workloads.registry import load_workload, workload_names
+from mallocgame.workloads.registry import check_workload, load_workload, workload_names
 
 FIELDS = (
     "program",
@@ -50,9 +51,21 @@ def main() -> int:
     args = parser.parse_args()
     if args.repairs < 0:
         parser.error("--repairs must be at least 0")
+    try:  # every suite and program, and the CSV's place, checked before the first solve
+        if args.suite:
+            known = {n.split("/")[0] for n in workload_names()}
+            unknown = [s for s in args.suite if s not in known]
+            if unknown:
+                raise ValueError(
+                    f"no suite {' '.join(unknown)} (the suites: {' '.join(sorted(known))})"
+                )
+        for name in args.programs or []:
+            check_workload(name)
+        if args.out:
+            check_writable(args.out)
+    except (MallocGameError, ValueError) as exc:
+        parser.error(str(exc))
     names = args.programs or [n for n in workload_names() if n.split("/")[0] in args.suite]
-    if not names:
-        parser.error(f"no program in suites {' '.join(args.suite)}")
     rows = []
     for name in names:
         inst = load_workload(name)
@@ -77,13 +90,7 @@ def main() -> int:
         rows.append(row)
         print(" ".join(f"{k}={v}" for k, v in row.items()), flush=True)
     if args.out:
-        args.out.parent.mkdir(parents=True, exist_ok=True)
-        tmp = args.out.with_suffix(args.out.suffix + ".tmp")
-        with tmp.open("w", newline="") as f:
-            writer = csv.DictWriter(f, fieldnames=FIELDS)
-            writer.writeheader()
-            writer.writerows(rows)
-        tmp.replace(args.out)
+        write_csv_atomic(args.out, FIELDS, [[row[k] for k in FIELDS] for row in rows])
         print(f"-> {args.out}")
     return 0
 
