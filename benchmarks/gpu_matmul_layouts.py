@@ -163,6 +163,14 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {args.ops} is not a bench real ops.csv", file=sys.stderr)
         return 2
     if args.placement:
+        placements = sorted({r["placement"] for r in op_rows})
+        if args.placement not in placements:
+            print(
+                f"error: no row of {args.ops} has placement {args.placement} "
+                f"(its placements: {', '.join(placements) or 'none'})",
+                file=sys.stderr,
+            )
+            return 2
         op_rows = [r for r in op_rows if r["placement"] == args.placement]
     names = args.programs or sorted({r["program"] for r in op_rows})
     from mallocgame.runtime.bench import PROGRAMS

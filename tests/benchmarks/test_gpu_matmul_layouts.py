@@ -80,3 +80,7 @@ def test_bad_input_is_one_line_and_exit_2(tmp_path, capsys):
     ops = BENCHMARKS.parent / "docs" / "results" / "gpu-real-h200" / "ops.csv"
     assert layouts_script.main(["--ops", str(ops), "--programs", "nope"]) == 2
     assert "not a program of bench real: nope" in capsys.readouterr().err
+    # a placement no row has printed the table's header alone, exit 0
+    assert layouts_script.main(["--ops", str(ops), "--placement", "nope"]) == 2
+    err = capsys.readouterr().err
+    assert "has placement nope (its placements: " in err and len(err.splitlines()) == 1
