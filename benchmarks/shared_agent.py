@@ -27,14 +27,15 @@ Usage::
 from __future__ import annotations
 
 import argparse
-import csv
-import json
 import math
 import sys
 from dataclasses import dataclass
 from pathlib import Path
 
 from mallocgame.bench.recheck import Rechecker
+from mallocgame.errors import MallocGameError
+from mallocgame.fileio import check_writable, read_json, write_csv_atomic
+from mallocgame.workloads.registry import check_workload
 
 
 @dataclass(frozen=True)
@@ -94,6 +95,13 @@ def main() -> None:
         if unknown:
             parser.error(f"unknown columns {unknown}; known: {[v.column for v in VARIANTS]}")
         variants = tuple(v for v in VARIANTS if v.column in args.columns)
+    try:  # every program and the CSV's place checked before the first record is read
+        for program in args.programs:
+            check_workload(program)
+        if args.csv:
+            check_writable(args.csv)
+    except MallocGameError as exc:
+        parser.error(str(exc))
     checker = Rechecker()
     rows: list[dict[str, object]] = []
     table: dict[str, dict[str, tuple[float, float] | None]] = {}
@@ -104,7 +112,13 @@ def main() -> None:
             if path is None:
                 table[program][variant.column] = None
                 continue
-            record = checker.record(path, json.loads(path.read_text()))
+            try:
+                doc = read_json(path)
+            except MallocGameError as exc:
+                parser.error(str(exc))
+            if not isinstance(doc, dict):
+                parser.error(f"{path}: not a record (a JSON object)")
+            record = checker.record(path, doc)
             if not record["valid"]:
                 sys.exit(f"{path}: {record['failures']}")
             numbers = (float(record["normalized_reward"]), float(record["latency_s"]))
@@ -140,11 +154,7 @@ def main() -> None:
     print()
     _summary(table)
     if args.csv:
-        Path(args.csv).parent.mkdir(parents=True, exist_ok=True)
-        with open(args.csv, "w", newline="") as handle:
-            writer = csv.DictWriter(handle, fieldnames=list(rows[0]))
-            writer.writeheader()
-            writer.writerows(rows)
+        write_csv_atomic(args.csv, list(rows[0]), [list(row.values()) for row in rows])
 
 
 def _reward(cells: dict[str, tuple[float, float] | None], column: str) -> float:

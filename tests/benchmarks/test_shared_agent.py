@@ -79,3 +79,39 @@ def test_a_root_without_records_is_a_usage_error_and_writes_nothing(
     said = {"missing": f"--root {root}: not a directory", "empty": "no record of these programs"}
     assert said[where] in capsys.readouterr().err
     assert table.read_text() == "kept\n"  # the CSV asked for is not overwritten
+
+
+@pytest.mark.parametrize(
+    "argv, needle",
+    [
+        (["--programs", "xla-v1/nosuch"], "xla-v1/nosuch: neither a bundled workload"),
+        (["--csv", "{tmp}"], "a directory, not a file"),
+        (["--csv", "{tmp}/f/table.csv"], "f is not a folder"),
+    ],
+)
+def test_a_program_or_csv_it_cannot_use_is_refused_before_any_record(
+    root: Path, tmp_path: Path, monkeypatch, capsys, argv: list[str], needle: str
+) -> None:
+    """An unknown program was a row of dashes (exit 0), and a bad --csv a traceback after
+    the table was printed."""
+    (tmp_path / "f").write_text("a file")
+    monkeypatch.setattr(shared_agent, "_record", lambda *a: pytest.fail("a record was read"))
+    argv = [a.format(tmp=tmp_path) for a in argv]
+    with pytest.raises(SystemExit) as stop:
+        _table(monkeypatch, capsys, "--root", str(root), *argv)
+    out, err = capsys.readouterr()
+    assert stop.value.code == 2 and needle in err.splitlines()[-1] and out == ""
+    assert "Traceback" not in err
+
+
+@pytest.mark.parametrize("text, needle", [("{", "not valid JSON"), ("[]", "not a record")])
+def test_a_record_that_is_no_json_object_is_one_line(
+    text: str, needle: str, tmp_path: Path, monkeypatch, capsys
+) -> None:
+    """A record that is not JSON (``{``) was a JSONDecodeError traceback."""
+    (tmp_path / "scratch-60").mkdir()
+    (tmp_path / "scratch-60" / "xla-v1-lstm_infer.heuristic.s0.t60.json").write_text(text)
+    with pytest.raises(SystemExit) as stop:
+        _table(monkeypatch, capsys, "--root", str(tmp_path), "--columns", "heuristic")
+    err = capsys.readouterr().err
+    assert stop.value.code == 2 and needle in err.splitlines()[-1] and "Traceback" not in err
