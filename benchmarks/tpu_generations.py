@@ -6,8 +6,11 @@ makes XLA's placement a legal answer on the target's own preset (its whole fast 
 as XLA had it) and checks it, and writes
 one JSON record per line to ``--out`` (a (model, target) with a record that has no
 ``error`` is skipped, so an interrupted run goes on where it stopped and a refused one is
-tried again; the last record of a pair counts). A refusal of the frontend is a record
-with ``error``; the run goes on.
+tried again; the last record of a pair counts; a last line cut off by an interrupted write
+is said on stderr and left out, and removed before the run appends). A refusal of the
+frontend is a record with ``error``; the run goes on. Any other line that is not a record,
+a ``--summary`` of no file, and an ``--out`` where no file can be written are one line on
+stderr and exit 2, before any compile.
 
 Each record: ``model``, ``target``, ``seconds`` (compile + extract + answer, on this
 machine), ``buffers``, ``instructions``, ``copies`` (XLA's copy-start/done pairs kept),
@@ -30,6 +33,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import sys
 import time
 import traceback
 from pathlib import Path
@@ -81,6 +85,41 @@ def _survey(model_name: str, model, target: str) -> dict:  # type: ignore[no-unt
     }
 
 
+def _record(line: bytes, where: str) -> dict:
+    """The record on one line; :class:`ValueError` naming ``where`` if it is none."""
+    try:
+        record = json.loads(line)
+    except ValueError as exc:  # a UnicodeDecodeError too
+        raise ValueError(f"{where} is not JSON ({exc})") from None
+    if not (
+        isinstance(record, dict)
+        and isinstance(record.get("model"), str)
+        and isinstance(record.get("target"), str)
+    ):
+        raise ValueError(f"{where} is not a record (an object with a model and a target)")
+    return record
+
+
+def _read_records(path: Path) -> tuple[list[dict], bytes]:
+    """The records of the JSON-lines file ``path``, and its last line where an interrupted
+    write cut it off (no line break, not JSON; left out), else ``b""``; :class:`ValueError`
+    naming the line for any other line that is not a record, :class:`OSError` where
+    ``path`` cannot be read."""
+    *whole, tail = path.read_bytes().split(b"\n")
+    records = [
+        _record(line, f"{path}: line {number}")
+        for number, line in enumerate(whole, 1)
+        if line.strip()
+    ]
+    if tail.strip():
+        try:
+            json.loads(tail)
+        except ValueError:
+            return records, tail
+        records.append(_record(tail, f"{path}: line {len(whole) + 1}"))
+    return records, b""
+
+
 def _summary(records: list[dict]) -> str:
     records = list({(r["model"], r["target"]): r for r in records}.values())
     lines = [
@@ -113,14 +152,32 @@ def main() -> None:
     parser.add_argument("--out", type=Path, required=True, help="JSON-lines records (appended)")
     parser.add_argument("--summary", action="store_true", help="print the table of --out and stop")
     args = parser.parse_args()
+    from mallocgame.errors import MallocGameError
+    from mallocgame.fileio import check_writable
 
-    done = []
-    if args.out.is_file():
-        done = [json.loads(line) for line in args.out.read_text().splitlines() if line.strip()]
+    done: list[dict] = []
+    cut = b""
+    try:
+        if args.summary and not args.out.is_file():
+            what = "a directory" if args.out.is_dir() else "no such file"
+            raise ValueError(f"--summary of {args.out}: {what}, no records to read")
+        if not args.summary:
+            check_writable(args.out)
+        if args.out.is_file():
+            done, cut = _read_records(args.out)
+    except OSError as exc:
+        parser.error(f"{args.out}: cannot read: {exc.strerror or exc}")
+    except (MallocGameError, ValueError) as exc:
+        parser.error(str(exc))
+    if cut:
+        print(
+            f"{args.out}: its last line is cut off (an interrupted write): left out"
+            + ("" if args.summary else ", and removed before this run appends"),
+            file=sys.stderr,
+        )
     if args.summary:
         print(_summary(done))
         return
-    from mallocgame.errors import MallocGameError
     from mallocgame.workloads.suite import SUITES, model_programs
 
     suite = SUITES["tpu-v1"]
@@ -134,6 +191,11 @@ def main() -> None:
         parser.error(f"--models {' '.join(unknown)}: not in the tpu-v1 suite ({', '.join(models)})")
     seen = {(r["model"], r["target"]) for r in done if "error" not in r}
     args.out.parent.mkdir(parents=True, exist_ok=True)
+    if cut:  # the cut line's bytes dropped: the next record starts a line of its own
+        os.truncate(args.out, args.out.stat().st_size - len(cut))
+    elif args.out.is_file() and done and not args.out.read_bytes().endswith(b"\n"):
+        with args.out.open("a") as out:  # a whole last record without its line break
+            out.write("\n")
     for target in args.targets:
         for name in args.models or sorted(models):
             if (name, target) in seen:
