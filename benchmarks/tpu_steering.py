@@ -6,8 +6,10 @@ program's instance is turned into libtpu's sort-order flag
 (:mod:`mallocgame.runtime.tpu_steer`, each of ``--modes``), the model is compiled again
 with it, and what XLA then placed is compared with its frozen, unsteered placement: the
 share of the answer's fast-memory byte-steps XLA follows, and the simulated latency of
-XLA's legal answers. Records (JSON lines) go to ``--out``; a (program, mode, solver) with
-a record is skipped.
+XLA's legal answers. Records (JSON lines) go to ``--out``, each with its ``budget_s``
+(``--seconds``, ``null`` where none was given); a (program, mode, solver, budget) with a
+record is skipped (a record without ``budget_s``, from before it was kept, matches none).
+A line of ``--out`` that is not such a record is one line on stderr and exit 2.
 
 Usage::
 
@@ -20,6 +22,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import sys
 import time
 from pathlib import Path
 
@@ -66,6 +69,38 @@ def _record(name: str, mode: str, solver: str, seconds: float | None) -> dict:
     }
 
 
+FIGURE_FIELDS = (
+    "program",
+    "mode",
+    "followed_unsteered",
+    "followed_steered",
+    "unsteered_latency_s",
+    "steered_latency_s",
+    "answer_latency_s",
+)
+"""What a record needs to be drawn (:func:`_draw`)."""
+
+
+def _read_records(path: Path, fields: tuple[str, ...]) -> list[dict]:
+    """The records (JSON lines) of ``path``, each an object with ``fields``;
+    :class:`ValueError` naming the first line that is not one, :class:`OSError` where
+    ``path`` cannot be read."""
+    records = []
+    for number, line in enumerate(path.read_bytes().split(b"\n"), 1):
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line)
+        except ValueError as exc:  # a UnicodeDecodeError too
+            raise ValueError(f"{path}: line {number} is not JSON ({exc})") from None
+        if not isinstance(record, dict) or not set(fields) <= set(record):
+            raise ValueError(
+                f"{path}: line {number} is not a steering record (with {', '.join(fields)})"
+            )
+        records.append(record)
+    return records
+
+
 def _draw(records: list[dict], path: Path) -> None:
     """Per program: the share of the answer XLA follows without and with the flag (left),
     and the simulated speedup of XLA's steered placement and of the answer over XLA's
@@ -95,31 +130,40 @@ def _draw(records: list[dict], path: Path) -> None:
     right.legend(loc="lower right", fontsize=8)
     fig.suptitle("Steering libtpu's memory-space assignment with an answer (tpu-v1)")
     fig.tight_layout()
-    fig.savefig(path, dpi=120)
+    fig.savefig(path, dpi=120, format="png")
 
 
 def main() -> None:
+    from mallocgame.bench.inputs import seconds_arg
     from mallocgame.runtime.tpu_steer import MODES
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--programs", nargs="*", help="tpu-v1 programs (default: every one)")
     parser.add_argument("--modes", nargs="+", default=list(MODES), choices=MODES)
     parser.add_argument("--solver", default="heuristic")
-    parser.add_argument("--seconds", type=float, default=None)
+    parser.add_argument("--seconds", type=seconds_arg, default=None)
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument(
         "--figure", type=Path, help="draw the records of --out (mode diff) to this PNG and stop"
     )
     args = parser.parse_args()
+    from mallocgame.errors import MallocGameError
+    from mallocgame.fileio import check_writable
+
     if args.figure is not None:
         try:
-            records = [json.loads(line) for line in args.out.read_text().splitlines() if line]
+            records = _read_records(args.out, FIGURE_FIELDS)
+            check_writable(args.figure)
         except OSError as exc:
             parser.error(f"--out {args.out}: {exc.strerror or exc}")
+        except (MallocGameError, ValueError) as exc:
+            parser.error(str(exc))
+        records = [r for r in records if r["mode"] == "diff"]
+        if not records:
+            parser.error(f"--out {args.out}: no record of mode diff to draw")
         args.figure.parent.mkdir(parents=True, exist_ok=True)
-        _draw([r for r in records if r["mode"] == "diff"], args.figure)
+        _draw(records, args.figure)
         return
-    from mallocgame.errors import MallocGameError
     from mallocgame.solvers import get_solver
     from mallocgame.workloads.suite import suite_names
 
@@ -131,17 +175,34 @@ def main() -> None:
     except MallocGameError as exc:
         parser.error(str(exc))
 
-    done = set()
-    if args.out.is_file():
-        for line in args.out.read_text().splitlines():
-            r = json.loads(line)
-            done.add((r["program"], r["mode"], r["solver"]))
+    try:
+        check_writable(args.out)
+        records = (
+            _read_records(args.out, ("program", "mode", "solver")) if args.out.is_file() else []
+        )
+    except OSError as exc:
+        parser.error(f"--out {args.out}: {exc.strerror or exc}")
+    except (MallocGameError, ValueError) as exc:
+        parser.error(str(exc))
+    unbudgeted = sum("budget_s" not in r for r in records)
+    if unbudgeted:
+        print(
+            f"{args.out}: {unbudgeted} records keep no budget_s (written before it was kept): "
+            "none is taken for a run of this one",
+            file=sys.stderr,
+        )
+    done = {
+        (r["program"], r["mode"], r["solver"], r["budget_s"])
+        for r in records
+        if "budget_s" in r and isinstance(r["budget_s"], (int, float, type(None)))
+    }
     args.out.parent.mkdir(parents=True, exist_ok=True)
     for name in args.programs or suite_names("tpu-v1"):
         for mode in args.modes:
-            if (name, mode, args.solver) in done:
+            if (name, mode, args.solver, args.seconds) in done:
                 continue
             record = {"program": name, "mode": mode, "solver": args.solver}
+            record["budget_s"] = args.seconds
             record.update(_record(name, mode, args.solver, args.seconds))
             with args.out.open("a") as out:
                 out.write(json.dumps(record) + "\n")
