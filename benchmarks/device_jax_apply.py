@@ -25,13 +25,21 @@ import time
 import traceback
 from pathlib import Path
 
+from mallocgame.bench.inputs import at_least
+from mallocgame.errors import MallocGameError
+from mallocgame.fileio import check_writable
+
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", required=True, type=Path)
     parser.add_argument("--dry-run", action="store_true", help="tiny sizes on the CPU")
-    parser.add_argument("--steps", type=int, default=15)
+    parser.add_argument("--steps", type=at_least(1), default=15, help="timed runs per answer")
     args = parser.parse_args(argv)
+    try:  # a file at --out, or in its place: found before JAX starts
+        check_writable(args.out / "jax_apply.csv")
+    except MallocGameError as exc:
+        parser.error(str(exc))
     if args.dry_run:
         os.environ["JAX_PLATFORMS"] = "cpu"
     import jax
