@@ -33,6 +33,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import mallocgame.costmodel as costmodel
+from mallocgame.bench.inputs import at_least
 from mallocgame.costmodel import derive_instance
 from mallocgame.hardware import GPU_H100_HOST, HardwarePreset
 from mallocgame.instance import Instance, instance_from_dict
@@ -126,14 +127,26 @@ def conv_rule(program: Program, ins: ProgramInstruction, tile: int) -> tuple[int
     return tuple(out)
 
 
+def tile_edges(text: str) -> list[int]:
+    """An argparse type: tile edges in elements, a comma list of whole numbers of at least
+    0 (``16,32,64``), else argparse's one line (exit 2) naming the item."""
+    edge = at_least(0)
+    return [edge(item.strip()) for item in text.split(",")]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument(
         "--fit", default="mlp", choices=PROGRAMS, help="the program the tile is fitted on"
     )
-    parser.add_argument("--tiles", default="16,32,64,128,256", help="tile edges tried (elements)")
+    parser.add_argument(
+        "--tiles",
+        type=tile_edges,
+        default=[16, 32, 64, 128, 256],
+        help="tile edges tried (elements, comma-separated; default 16,32,64,128,256)",
+    )
     args = parser.parse_args()
-    tiles = [int(x) for x in args.tiles.split(",")]
+    tiles = args.tiles
 
     with (RESULTS / "calibration.csv").open() as f:
         cal = {r["name"]: float(r["value"]) for r in csv.DictReader(f)}
