@@ -18,12 +18,14 @@ seeds, with the range) and proposals evaluated.
 from __future__ import annotations
 
 import argparse
+import io
 from collections import defaultdict
 from pathlib import Path
 
 from mallocgame.bench.rewards import read_csv
 from mallocgame.curves import CurvePoint
 from mallocgame.errors import MallocGameError
+from mallocgame.fileio import check_writable, write_bytes_atomic
 
 Curve = list[tuple[float, float, float]]  # (proposals, seconds, best normalized reward so far)
 
@@ -71,7 +73,8 @@ def table(data: dict[str, dict[str, dict[int, Curve]]]) -> str:
 
 
 def plot(data: dict[str, dict[str, dict[int, Curve]]], path: Path) -> None:
-    """Two panels per program (a row each): reward against proposals, against seconds."""
+    """Two panels per program (a row each): reward against proposals, against seconds; a
+    PNG written atomically to ``path`` as it is named."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -106,9 +109,10 @@ def plot(data: dict[str, dict[str, dict[int, Curve]]], path: Path) -> None:
             if row == 0 and col == 0:
                 ax.legend(fontsize=8)
     fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=110)
+    image = io.BytesIO()
+    fig.savefig(image, dpi=110, format="png")
     plt.close(fig)
+    write_bytes_atomic(path, image.getvalue())
 
 
 def main() -> None:
@@ -120,9 +124,12 @@ def main() -> None:
         "--out", type=Path, default=Path("egrl_ablation.png"), help="the PNG to write"
     )
     args = parser.parse_args()
-    try:
+    try:  # the figure's place checked before any CSV is read
+        if args.out.suffix.lower() != ".png":
+            raise ValueError(f"--out {args.out}: the figure is a PNG: give a name ending in .png")
+        check_writable(args.out)
         points = [p for path in args.csv for p in read_csv(path)]
-    except MallocGameError as exc:  # a CSV missing or not `bench rewards`'s
+    except (MallocGameError, ValueError) as exc:  # a CSV missing or not `bench rewards`'s
         parser.error(str(exc))
     data = curves(points)
     if not data:
