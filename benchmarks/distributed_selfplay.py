@@ -33,6 +33,9 @@ import jax
 import numpy as np
 
 from mallocgame.bench.inputs import at_least, seconds_arg
+from mallocgame.errors import MallocGameError
+from mallocgame.fileio import check_writable
+from mallocgame.workloads.registry import check_workload
 
 
 def _selfplay(program: str, seconds: float, actors: int | None, seed: int) -> dict[str, Any]:
@@ -115,6 +118,12 @@ def main() -> None:
     parser.add_argument("--seed", type=at_least(0), default=0)
     parser.add_argument("--out", default=None)
     args = parser.parse_args()
+    try:  # the program and the records' place checked before Ray starts
+        check_workload(args.program)
+        if args.out:
+            check_writable(args.out)
+    except MallocGameError as exc:
+        parser.error(str(exc))
     from mallocgame.solvers.muzero.distributed import connect
 
     machine = {

@@ -59,3 +59,26 @@ def test_a_bad_argument_is_a_usage_error(argv, said, monkeypatch, capsys) -> Non
     with pytest.raises(SystemExit) as stop:
         distributed_selfplay.main()
     assert stop.value.code == 2 and said in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("argv", "said"),
+    [
+        (["--program", "xla-v1/nosuch"], "xla-v1/nosuch: neither a bundled workload"),
+        (["--out", "{tmp}"], "a directory, not a file"),
+        (["--out", "{tmp}/file/selfplay.jsonl"], "file is not a folder"),
+    ],
+)
+def test_a_program_or_out_it_cannot_use_is_refused_before_ray_starts(
+    argv, said, tmp_path: Path, monkeypatch, capsys
+) -> None:
+    """An unknown program was a traceback after Ray had started, and a bad --out one before."""
+    (tmp_path / "file").write_text("a file")
+    monkeypatch.setattr(distributed, "connect", lambda *args: pytest.fail("Ray started"))
+    monkeypatch.setattr(distributed_selfplay, "_selfplay", lambda *args: pytest.fail("trained"))
+    argv = [a.format(tmp=tmp_path) for a in argv]
+    monkeypatch.setattr(sys, "argv", ["distributed_selfplay.py", *argv])
+    with pytest.raises(SystemExit) as stop:
+        distributed_selfplay.main()
+    err = capsys.readouterr().err
+    assert stop.value.code == 2 and said in err.splitlines()[-1] and "Traceback" not in err
