@@ -15,7 +15,8 @@ speedups`` checks it (``check_records``: another cell's, another instance's or o
 settings' record is refused, and so are two records of one cell), and every ``*.json``
 there read as its table reads them, so that a stale record stops the sweep at once rather
 than failing jobs hours into it.
-Records go to ``--out`` as in any sweep (existing ones are skipped), so the table is
+Records go to ``--out`` as in any sweep: a job whose record (and its baseline's) is
+there already is not started, and its log is left as it is, so the table is
 then ``mallocgame bench speedups --solvers ... --budget B --out OUT --per-program``
 with the same ``--option`` values. ``SIGTERM`` or ``SIGINT`` (Ctrl-C) stops the sweep:
 the running jobs are terminated (their records are not written) and no new one starts;
@@ -41,7 +42,7 @@ import sys
 import threading
 from pathlib import Path
 
-from mallocgame.bench.sweep import check_jobs, check_records, job_path, sweep_jobs
+from mallocgame.bench.sweep import _cell, _checked_records, check_jobs, job_path, sweep_jobs
 from mallocgame.errors import MallocGameError
 
 SINGLE_THREADED = ("random", "heuristic", "drop", "greedy")
@@ -104,8 +105,9 @@ def main() -> None:
         every = list(dict.fromkeys([*checked, *baselines]))
         check_jobs(every)
         # a stale record fails here, not a job hours in; so does a file that each job's
-        # bench speedups cannot read (check_records reads the folder as it does)
-        check_records(every, Path(args.out))
+        # bench speedups cannot read (check_records, which reads the folder as it does;
+        # this returns the jobs' records found)
+        recorded = _checked_records(every, Path(args.out))
     except MallocGameError as exc:
         parser.error(str(exc))
     if shutil.which("taskset") is None:  # every job would fail to start
@@ -115,7 +117,19 @@ def main() -> None:
         logs.mkdir(parents=True, exist_ok=True)
     except OSError as exc:  # (not writable, say)
         parser.error(f"--logs {logs}: cannot make the folder ({exc.strerror or exc})")
-    jobs = [(job.program, job.solver, job.seed) for job in checked]
+    # a job whose record, and its baseline's, are there has nothing to run: not started,
+    # and its log (a finished job's progress) not opened again
+    baseline_of = {(job.program, job.seed): job for job in baselines}
+    pending = [
+        job
+        for job in checked
+        if _cell(job) not in recorded
+        or (
+            (job.program, job.seed) in baseline_of
+            and _cell(baseline_of[job.program, job.seed]) not in recorded
+        )
+    ]
+    jobs = [(job.program, job.solver, job.seed) for job in pending]
     # each job's log is named as its record (unique, within the file-name limit)
     log_names = {
         (job.program, job.solver, job.seed): job_path(logs, job).with_suffix(".log").name
@@ -136,7 +150,9 @@ def main() -> None:
     signal.signal(signal.SIGTERM, stop)
     signal.signal(signal.SIGINT, stop)
     print(
-        f"{len(jobs)} jobs on {len(free)} cores, {cores_per_job} per multi-threaded job", flush=True
+        f"{len(jobs)} jobs on {len(free)} cores, {cores_per_job} per multi-threaded job"
+        f" ({len(checked) - len(jobs)} done already)",
+        flush=True,
     )
 
     def run(program: str, solver: str, seed: int, cores: list[int]) -> None:

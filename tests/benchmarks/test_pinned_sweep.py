@@ -225,3 +225,44 @@ def test_a_file_given_as_the_records_or_logs_folder_is_refused_before_any_job(
     err = capsys.readouterr().err.strip().splitlines()
     assert needle in err[-1] and "not a folder" in err[-1]
     assert not started and sorted(p.name for p in tmp_path.iterdir()) == ["afile"]
+
+
+def test_a_rerun_starts_no_finished_job_and_keeps_its_log(
+    tmp_path: Path, monkeypatch, capsys
+) -> None:
+    """A rerun to go on reopened every job's log with 'w': a finished job's log (a muzero
+    job's training progress) was wiped, and the job started again to find its record."""
+    from mallocgame.bench.sweep import Job, job_path, run_sweep
+
+    out = tmp_path / "out"
+    run_sweep(
+        [Job("xla-v1/lstm_infer", s, 0, 1.0) for s in ("random", "heuristic")], out, workers=1
+    )
+    run_sweep([Job("xla-v1/lstm_infer", "random", 1, 1.0)], out, workers=1)  # no baseline
+    logs = out / "logs"
+    logs.mkdir()
+    finished = job_path(logs, Job("xla-v1/lstm_infer", "random", 0, 1.0)).with_suffix(".log")
+    finished.write_text("the finished job's progress\n")
+    started: list[list[str]] = []
+
+    class Finished:
+        def __init__(self, cmd, **_kwargs) -> None:
+            started.append(cmd)
+
+        def wait(self) -> int:
+            return 0
+
+        def terminate(self) -> None:
+            pass
+
+    argv = ["pinned_sweep.py", "--programs", "xla-v1/lstm_infer", "--solvers", "random"]
+    argv += ["--seeds", "0", "1", "2", "--budget", "1", "--out", str(out)]
+    monkeypatch.setattr(sys, "argv", argv)
+    monkeypatch.setattr(pinned_sweep.shutil, "which", lambda _name: "/usr/bin/taskset")
+    monkeypatch.setattr(pinned_sweep.subprocess, "Popen", Finished)
+    _quiet_signals(monkeypatch)
+    assert _exit_code() == 0
+    # seed 0 is done; seed 1 has its record but not its baseline's; seed 2 has neither
+    assert sorted(cmd[cmd.index("--seeds") + 1] for cmd in started) == ["1", "2"]
+    assert finished.read_text() == "the finished job's progress\n"
+    assert "2 jobs on" in capsys.readouterr().out
