@@ -133,7 +133,10 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", required=True, type=Path, help="the folder of wheels")
     args = parser.parse_args(argv)
-    args.out.mkdir(parents=True, exist_ok=True)
+    try:
+        args.out.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:  # a file at --out or on its way there, or a read-only folder
+        parser.error(f"--out {args.out}: cannot make the folder ({exc.strerror or exc})")
     with tempfile.TemporaryDirectory(prefix="device-wheels-") as tmp:
         download = [
             sys.executable,

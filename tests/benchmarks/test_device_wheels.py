@@ -9,6 +9,8 @@ import io
 import zipfile
 from pathlib import Path
 
+import pytest
+
 from tests.benchmarks import load_benchmark
 
 device_wheels = load_benchmark("device_wheels")
@@ -59,3 +61,17 @@ def test_a_slim_wheel_keeps_the_rest_and_a_true_record(tmp_path):
             data = z.read(name)
             assert listed[name] == [_hash(data), str(len(data))]
     assert not list(out.parent.glob("*.partial"))
+
+
+@pytest.mark.parametrize("out", ["afile", "afile/wheels"])
+def test_a_file_at_or_above_out_is_one_line_before_any_download(
+    out: str, tmp_path, monkeypatch, capsys
+) -> None:
+    """--out FILE/w was a NotADirectoryError traceback (--out FILE a FileExistsError)."""
+    (tmp_path / "afile").write_text("a file")
+    monkeypatch.setattr(device_wheels.subprocess, "run", lambda *a, **k: pytest.fail("pip ran"))
+    with pytest.raises(SystemExit) as stop:
+        device_wheels.main(["--out", str(tmp_path / out)])
+    err = capsys.readouterr().err
+    assert stop.value.code == 2 and "cannot make the folder" in err.splitlines()[-1]
+    assert "Traceback" not in err
