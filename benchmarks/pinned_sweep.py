@@ -42,7 +42,7 @@ import sys
 import threading
 from pathlib import Path
 
-from mallocgame.bench.sweep import _cell, _checked_records, check_jobs, job_path, sweep_jobs
+from mallocgame.bench.sweep import check_jobs, check_records, job_cell, job_path, sweep_jobs
 from mallocgame.errors import MallocGameError
 
 SINGLE_THREADED = ("random", "heuristic", "drop", "greedy")
@@ -107,7 +107,7 @@ def main() -> None:
         # a stale record fails here, not a job hours in; so does a file that each job's
         # bench speedups cannot read (check_records, which reads the folder as it does;
         # this returns the jobs' records found)
-        recorded = _checked_records(every, Path(args.out))
+        recorded = check_records(every, Path(args.out))
     except MallocGameError as exc:
         parser.error(str(exc))
     if shutil.which("taskset") is None:  # every job would fail to start
@@ -123,10 +123,10 @@ def main() -> None:
     pending = [
         job
         for job in checked
-        if _cell(job) not in recorded
+        if job_cell(job) not in recorded
         or (
             (job.program, job.seed) in baseline_of
-            and _cell(baseline_of[job.program, job.seed]) not in recorded
+            and job_cell(baseline_of[job.program, job.seed]) not in recorded
         )
     ]
     jobs = [(job.program, job.solver, job.seed) for job in pending]

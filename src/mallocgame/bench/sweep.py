@@ -57,6 +57,7 @@ __all__ = [
     "job_options",
     "sweep_jobs",
     "job_path",
+    "job_cell",
     "check_jobs",
     "check_records",
     "run_sweep",
@@ -226,14 +227,14 @@ def check_jobs(jobs: Iterable[Job]) -> None:
             checked.append((job.solver, job.options, job.seconds, job.work))
 
 
-def _cell(job: Job) -> tuple[Any, ...]:
+def job_cell(job: Job) -> tuple[Any, ...]:
     """What a record of ``job`` states about itself: program, solver, seed, budget, options."""
     options = json.dumps(job.options_dict, sort_keys=True, default=str)
     return (job.program, job.solver, job.seed, job.seconds, job.work, options)
 
 
 def _record_cell(doc: Any) -> tuple[Any, ...] | None:
-    """:func:`_cell` as a record document states it (``None``: not a record)."""
+    """:func:`job_cell` as a record document states it (``None``: not a record)."""
     if not isinstance(doc, dict) or doc.get("format") != RECORD_FORMAT:
         return None
     budget = doc.get("budget")
@@ -257,7 +258,9 @@ def _not_its_record(path: Path, job: Job) -> StaleRecordError:
     )
 
 
-def check_records(jobs: Iterable[Job], out_dir: Path) -> None:
+def check_records(
+    jobs: Iterable[Job], out_dir: Path
+) -> dict[tuple[Any, ...], tuple[Path, dict[str, Any]]]:
     """Raise :class:`~mallocgame.errors.StaleRecordError` if a file stands at a job's
     record path in ``out_dir`` that is not a record of that job (program, solver, seed,
     budget and options), if two records in ``out_dir`` state one job's cell, or if a
@@ -270,15 +273,17 @@ def check_records(jobs: Iterable[Job], out_dir: Path) -> None:
     keeps the solver's old behaviour (:func:`settings_with_defaults`; a ``best-of``
     candidate the record lacks is no setting, and its record is refused). Every
     ``*.json`` in ``out_dir`` is read as :func:`record_files` reads it (one that is not
-    JSON raises ``InputFileError``, a record of another version ``FormatError``)."""
-    _checked_records(list(jobs), out_dir)
+    JSON raises ``InputFileError``, a record of another version ``FormatError``).
+    Returns each job's record with its file, by the job's :func:`job_cell` (a job with
+    none is not there)."""
+    return _checked_records(list(jobs), out_dir)
 
 
 def _checked_records(
     jobs: Sequence[Job], out_dir: Path
 ) -> dict[tuple[Any, ...], tuple[Path, dict[str, Any]]]:
     """:func:`check_records`; returns each job's record with its file by the job's
-    :func:`_cell` (a job with none is not there)."""
+    :func:`job_cell` (a job with none is not there)."""
     from mallocgame.solvers import get_solver
     from mallocgame.workloads.registry import load_workload
 
@@ -295,12 +300,12 @@ def _checked_records(
         path = job_path(out_dir, job)
         if path.exists():
             doc = read_json(path)
-            if _record_cell(doc) != _cell(job):
+            if _record_cell(doc) != job_cell(job):
                 raise _not_its_record(path, job)
-            at_path[_cell(job)] = (path, doc)
+            at_path[job_cell(job)] = (path, doc)
     found: dict[tuple[Any, ...], tuple[Path, dict[str, Any]]] = {}
     for job in jobs:
-        cell = _cell(job)
+        cell = job_cell(job)
         records = by_cell.get(cell, [])
         if len(records) > 1:
             raise StaleRecordError(
@@ -524,7 +529,7 @@ def run_sweep(
     if ray_address:
         _check_ray(ray_address)
     out_dir.mkdir(parents=True, exist_ok=True)
-    todo = [job for job in jobs if _cell(job) not in done_cells]
+    todo = [job for job in jobs if job_cell(job) not in done_cells]
     skipped = len(jobs) - len(todo)
     say = progress or (lambda _msg: None)
     say(f"{len(todo)} jobs to run, {skipped} already done, results in {out_dir}")
@@ -595,7 +600,7 @@ def job_records(out_dir: Path, jobs: Sequence[Job]) -> list[dict[str, Any]]:
     never made over fewer cells than the records present say)."""
     from mallocgame.bench.recheck import Rechecker
 
-    wanted = {_cell(job): job for job in jobs}
+    wanted = {job_cell(job): job for job in jobs}
     found: dict[tuple[Any, ...], tuple[Path, dict[str, Any]]] = {}
     for path, doc in record_files(out_dir):
         cell = _record_cell(doc)
