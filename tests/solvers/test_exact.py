@@ -487,3 +487,20 @@ def test_workers_with_a_work_budget_alone_are_refused() -> None:
         inst, SolveRequest(seed=0, work=50, seconds=5, options={"workers": 2})
     )
     assert check_solution(inst, both).ok
+
+
+def test_warm_start_seconds_with_a_work_budget_alone_are_refused() -> None:
+    """``warm_start_s`` with --work alone was taken: the warm start played random games for
+    that many seconds of wall clock, so one seed's answer depended on the machine's speed.
+    It is refused there (in a sweep's check too); the default (three games) stands."""
+    inst, _ = _load("tiny_pair")
+    options = {"warm_start_s": 0.01}
+    with pytest.raises(SolverError, match=r"warm_start_s=0\.01 with a work budget alone"):
+        ExactSolver().solve(inst, SolveRequest(seed=0, work=50, options=options))
+    with pytest.raises(SolverError, match="warm_start_s=0.01 with a work budget alone"):
+        ExactSolver().check_options(options, work=50)  # a sweep's
+    ExactSolver().check_options(options, seconds=5.0, work=50)
+    ExactSolver().check_options(options)  # no budget named: none to refuse
+    ExactSolver().check_options({"warm_start_s": None}, work=50)
+    solution = ExactSolver().solve(inst, SolveRequest(seed=0, work=50))
+    assert solution.info["warm_start"]["games"] == 3

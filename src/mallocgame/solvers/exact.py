@@ -22,7 +22,8 @@ first or every retry said it again.
 Budgets: wall clock (everything included) and/or work in CP-SAT deterministic time,
 milliseconds (``work_unit = "dtime_ms"``); with a work budget and no wall-clock budget
 the answer is reproducible from the seed (``workers`` more than 1 is refused there: CP-SAT's
-workers race). With neither, at most ``DEFAULT_SECONDS``.
+workers race; so is ``warm_start_s``: its games are timed by the wall clock). With neither,
+at most ``DEFAULT_SECONDS``.
 
 The model, the proof that it holds every game mapping, what is exact and what is
 relaxed, and the CP-SAT 9.12-9.15 ``AddNoOverlap2D`` bug it avoids: docs/exact-model.md.
@@ -92,7 +93,8 @@ class ExactConfig:
     warm_start_s: float | None = setting(
         None,
         "seconds of warm-start games (none: a small share of the budget; under a wall-clock "
-        "budget at most what it leaves after building the model and 0.5 s of search)",
+        "budget at most what it leaves after building the model and 0.5 s of search; "
+        "refused with a work budget alone)",
         within="[0, 604800]",
     )
     heuristic_start: bool = setting(True, "hint CP-SAT with the heuristic's mapping")
@@ -911,12 +913,22 @@ class ExactSolver(Solver, name="exact", work_unit="dtime_ms", config=ExactConfig
     """CP-SAT over the mapping model; optimal or the best found within the budget."""
 
     def check_budget(self, config: ExactConfig, seconds: float | None, work: int | None) -> None:
-        """A work budget alone promises an answer that follows from the seed: one worker."""
-        if config.workers > 1 and work is not None and seconds is None:
+        """A work budget alone promises an answer that follows from the seed: one worker,
+        and the warm start's three games (no ``warm_start_s``: it times games by the clock)."""
+        if work is None or seconds is not None:
+            return
+        if config.workers > 1:
             raise SolverError(
                 f"exact: workers={config.workers} with a work budget alone: CP-SAT's workers "
                 "race, so the answer would not follow from the seed; give workers=1, or a "
                 "budget in seconds"
+            )
+        if config.warm_start_s is not None:
+            raise SolverError(
+                f"exact: warm_start_s={config.warm_start_s!r} with a work budget alone: the "
+                "warm start would play games for that many seconds of wall clock, so the "
+                "answer would depend on the machine's speed; leave warm_start_s out (three "
+                "games), or give a budget in seconds"
             )
 
     def search(self, instance: Instance, cfg: ExactConfig, run: Run) -> Solution:
