@@ -466,7 +466,7 @@ def test_warm_start_seconds_stay_inside_a_wall_clock_budget(monkeypatch) -> None
     inst = load_workload("xla-v1/gru_infer")
     options = {"warm_start_s": 20}
     solution = ExactSolver().solve(inst, SolveRequest(seed=0, seconds=2.0, options=options))
-    build_s = 3 * exact.BUILD_S_PER_BUFFER * inst.num_buffers
+    build_s = 3 * exact.build_seconds(inst)
     assert shares == [pytest.approx(2.0 - 0.25 - build_s - 0.5)] and shares[0] > 0
     assert solution.wall_s == pytest.approx(2.0 - build_s - 0.5)  # left: model and search
     assert solution.info["status"] != "NOT_RUN" and solution.info["warm_start"]["games"] == 3
@@ -504,3 +504,60 @@ def test_warm_start_seconds_with_a_work_budget_alone_are_refused() -> None:
     ExactSolver().check_options({"warm_start_s": None}, work=50)
     solution = ExactSolver().solve(inst, SolveRequest(seed=0, work=50))
     assert solution.info["warm_start"]["games"] == 3
+
+
+def _alias_chain(n: int):
+    """``n`` in-place updates in one alias group (instruction ``k + 1`` reads tensor ``k``
+    and writes tensor ``k + 1``), every tensor read again at the end: every member of the
+    group may hold most steps, so the model cuts it into one box per step."""
+    xs = [X(100, last_use=n + 1) for _ in range(n + 1)] + [X(1)]
+    chain = [I(reads=[B(k, alias="a")], writes=[B(k + 1, alias="a")]) for k in range(n)]
+    return build(xs, [I(writes=[n + 1]), *chain, I(reads=[0, n])], capacity=10**5, alignment=1)
+
+
+def test_group_step_cells_count_the_per_step_boxes_the_model_builds(monkeypatch) -> None:
+    """The build's cost grows with each cut alias group's members times the steps of the
+    cut they cover; the estimate counts them as the build makes them."""
+    from mallocgame.solvers import exact
+
+    # two updates: members [0, 1], [1, 3], [2, 2], [2, 3] (steps), two of them holding each
+    # of steps 1 to 3: three step boxes and 1 + 3 + 1 + 2 member steps
+    assert exact.group_step_cells(_alias_chain(2)) == 10
+    assert exact.group_step_cells(build([X(100), X(100)], [I(writes=[0, 1]), I(reads=[0, 1])])) == 0
+    made = [0]
+    step_box = exact.MappingModel._add_step_box
+
+    def counted(self, rects, g, t, covs):
+        made[0] += 1 + len(covs)
+        return step_box(self, rects, g, t, covs)
+
+    monkeypatch.setattr(exact.MappingModel, "_add_step_box", counted)
+    for inst in (_alias_chain(2), _alias_chain(9), load_workload("xla-v1/gru_infer")):
+        made[0] = 0
+        exact.MappingModel(inst)
+        assert made[0] == exact.group_step_cells(inst) > 0
+
+
+def test_a_model_whose_group_boxes_cannot_be_built_in_the_budget_is_skipped(monkeypatch) -> None:
+    """The estimate counted buffers only: 1,716 buffers of one alias group took 7 s to
+    build, and a 6 s budget 11 s. On a fake clock: a budget the buffers alone fit in, but
+    not the group's per-step boxes, skips the model (NOT_RUN; the warm start answers)."""
+    from mallocgame.solvers import base, exact
+
+    now = [0.0]  # the clock every stopwatch reads, seconds: it stands still
+    monkeypatch.setattr(base, "time", SimpleNamespace(perf_counter=lambda: now[0]))
+    games = exact.warm_start
+    monkeypatch.setattr(exact, "warm_start", lambda inst, s, seed, **kw: games(inst, None, seed))
+
+    def no_model(*args, **kwargs):
+        raise AssertionError("the model was built")
+
+    monkeypatch.setattr(exact, "MappingModel", no_model)
+    inst = _alias_chain(200)
+    seconds = 2.0
+    assert 3 * exact.BUILD_S_PER_BUFFER * inst.num_buffers + 0.5 < seconds
+    assert 3 * exact.build_seconds(inst) + 0.5 > seconds
+    options = {"heuristic_start": False}
+    solution = ExactSolver().solve(inst, SolveRequest(seed=0, seconds=seconds, options=options))
+    assert solution.info["status"] == "NOT_RUN" and solution.info["source"] in ("game", "drop")
+    assert check_solution(inst, solution).ok

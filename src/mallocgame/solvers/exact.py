@@ -43,7 +43,7 @@ import numpy as np
 from mallocgame.check import physical_check
 from mallocgame.errors import SolverError
 from mallocgame.game.kernels import walk_back, walk_forward
-from mallocgame.instance import Instance, Tensor
+from mallocgame.instance import Buffer, Instance, Tensor
 from mallocgame.latency import mapping_reward
 from mallocgame.options import check_ranges, setting
 from mallocgame.solution import Allocation, Solution
@@ -64,7 +64,12 @@ if TYPE_CHECKING:
 __all__ = ["ExactConfig", "ExactSolver", "MappingModel", "copy_in_start", "copy_out_end"]
 
 DEFAULT_SECONDS = 60.0
-BUILD_S_PER_BUFFER = 1e-3  # model building, seconds per buffer (measured: ~0.75 ms)
+# model building, seconds per buffer (measured: 0.10 to 0.15 ms where no alias group is cut,
+# 0.7 ms on xla-v1/lstm_lm_train with its group cells below) and per group step cell
+# (group_step_cells; measured: 16 to 22 us on xla-v1/lstm_lm_train, 37,642 cells, and on
+# 1,716 buffers of one alias group, 322,801 cells, on a 2-core machine)
+BUILD_S_PER_BUFFER = 1e-3
+BUILD_S_PER_CELL = 25e-6
 # the LP bound's building, seconds per buffer (measured: ~22 us on xla-v2/resnet152_train_b16,
 # 26,915 buffers, 2-core AMD EPYC): a wall-clock budget gives it at most a quarter
 LP_S_PER_BUFFER = 25e-6
@@ -792,6 +797,59 @@ def _span(terms: list[_ScaledTerm]) -> int:
 # ------------------------------------------------------------------------ the solver
 
 
+def build_seconds(inst: Instance) -> float:
+    """About how long building ``inst``'s model takes (seconds; a calibration, no timing):
+    :data:`BUILD_S_PER_BUFFER` per buffer and :data:`BUILD_S_PER_CELL` per cell of
+    :func:`group_step_cells`."""
+    return BUILD_S_PER_BUFFER * inst.num_buffers + BUILD_S_PER_CELL * group_step_cells(inst)
+
+
+def group_step_cells(inst: Instance) -> int:
+    """The per-step parts of the model's cut alias groups (``MappingModel._add_no_overlap``),
+    which its build makes one at a time beside each buffer's box: for each group two of
+    whose members (of non-zero size) could hold one step, one per step of the hull of such
+    steps and one per member per hull step its potential time range covers."""
+    hw = inst.hardware
+    groups: dict[int, list[Buffer]] = defaultdict(list)
+    for b, g in zip(inst.buffers, inst.group_ids):
+        if hw.aligned(b.size) > 0:
+            groups[g].append(b)
+    supply = np.array([ins.supply_s for ins in inst.instructions], dtype=np.float64)
+    cells = 0
+    for members in groups.values():
+        if len(members) < 2:
+            continue
+        ranges = []  # each member's potential steps (MappingModel._potential_range)
+        for b in members:
+            x = inst.tensors[b.tensor_id]
+            if b.is_output:
+                e_min = copy_out_end(supply, b.instruction, b.demand_s)
+                ranges.append((b.instruction, max(x.last_use_time, e_min or 0)))
+            else:
+                ranges.append((x.def_time + 1, b.instruction))
+        # the first step two ranges share (by start: one starts inside an earlier one),
+        # and the last (by end, latest first: one ends inside a later one)
+        c0 = c1 = None
+        last_end = -1
+        for r0, r1 in sorted(ranges):
+            if r0 <= last_end:
+                c0 = r0
+                break
+            last_end = max(last_end, r1)
+        if c0 is None:
+            continue
+        first_start = len(inst.instructions)
+        for r0, r1 in sorted(ranges, key=lambda r: -r[1]):
+            if r1 >= first_start:
+                c1 = r1
+                break
+            first_start = min(first_start, r0)
+        assert c1 is not None  # two ranges meet
+        cells += c1 + 1 - c0
+        cells += sum(max(0, min(r1, c1) + 1 - max(r0, c0)) for r0, r1 in ranges)
+    return cells
+
+
 def warm_start(
     instance: Instance, seconds: float | None, seed: int, *, max_moves: int | None = None
 ) -> tuple[float, list[Allocation], dict[str, Any]]:
@@ -933,8 +991,8 @@ class ExactSolver(Solver, name="exact", work_unit="dtime_ms", config=ExactConfig
 
     def search(self, instance: Instance, cfg: ExactConfig, run: Run) -> Solution:
         ex = _ExactRun(instance, cfg, run)
-        # Building the model costs about BUILD_S_PER_BUFFER per buffer (Python); skip
-        # CP-SAT when that would not leave it time to search (the warm start stands).
+        # Building the model costs about build_seconds (Python); skip CP-SAT when that
+        # would not leave it time to search (the warm start stands).
         use_model = ex.model_fits()
         ex.add_warm_starts(use_model)
         if not use_model:
@@ -985,6 +1043,11 @@ class _ExactRun:
         self.starts: list[tuple[float, list[Allocation], str]] = []  # (reward_s, mapping, source)
         self.warm_info: dict[str, Any] = {}
 
+    @functools.cached_property
+    def build_s(self) -> float:
+        """The model's estimated build time (:func:`build_seconds`), three times over."""
+        return 3 * build_seconds(self.instance)
+
     def improve(self, reward: float, allocs: list[Allocation], work: dict[str, int]) -> None:
         """Keep ``allocs`` (true reward ``reward``, seconds) if it beats the best so far, and
         report it to the request's callback if it passes the physical check."""
@@ -996,13 +1059,11 @@ class _ExactRun:
             self.run.improve(self.run.mapping_answer(allocs, reward, work))
 
     def model_fits(self) -> bool:
-        """Whether the wall-clock budget left covers building the model (three times
-        ``BUILD_S_PER_BUFFER`` per buffer) with half a second to spare for CP-SAT."""
+        """Whether the wall-clock budget left covers building the model (:attr:`build_s`)
+        with half a second to spare for CP-SAT."""
         seconds, clock = self.seconds, self.clock
         return (
-            seconds is None
-            or self.cfg.force_model
-            or seconds - clock.elapsed >= 3 * BUILD_S_PER_BUFFER * self.instance.num_buffers + 0.5
+            seconds is None or self.cfg.force_model or seconds - clock.elapsed >= self.build_s + 0.5
         )
 
     def add_warm_starts(self, use_model: bool) -> None:
@@ -1031,7 +1092,7 @@ class _ExactRun:
                 if seconds is not None and cfg.warm_start_s is not None:
                     # a wall-clock budget covers everything: the games get at most what it
                     # leaves after building the model and half a second of search
-                    left = seconds - clock.elapsed - 3 * BUILD_S_PER_BUFFER * instance.num_buffers
+                    left = seconds - clock.elapsed - self.build_s
                     share = min(cfg.warm_start_s, max(0.0, left - 0.5))
             w_reward, w_allocs, info = warm_start(instance, share, self.request.seed)
             self.starts.append((w_reward, w_allocs, "game"))
