@@ -131,3 +131,31 @@ def test_an_objective_past_the_span_cp_sat_holds_exactly_proves_nothing(monkeypa
     assert "more than CP-SAT's doubles hold exactly" in solution.info["note"]
     assert solution.bound_s == solution.info["upper_bound_s"] >= solution.reward_s
     assert check_solution(inst, solution).ok
+
+
+def test_a_model_cp_sat_refuses_answers_not_run_with_the_warm_start() -> None:
+    """One tensor of 2**52 bytes (of 2**53) live over 1,025 steps: AddNoOverlap2D's areas
+    sum past 2**63 and CP-SAT answered MODEL_INVALID, a status the docs do not name, with
+    no note. Now the model is validated once built: NOT_RUN, CP-SAT's reason in the note,
+    and the best warm start the answer."""
+    idle = [I() for _ in range(1023)]
+    doc = build_doc(
+        [X(2**52)],
+        [I(writes=[0]), *idle, I(reads=[0])],
+        capacity=2**53,
+        alignment=1,
+        copy_bw=2**50,
+        fast_bw=2**52,
+        slow_bw=2**50,
+    )
+    inst = instance_from_dict(doc)
+    assert "Integer overflow" in MappingModel(inst).model.validate()
+    solution = ExactSolver().solve(inst, SolveRequest(seed=0, work=100))
+    info = solution.info
+    assert info["status"] == "NOT_RUN" and info["cp_bound_s"] is None
+    assert info["note"].startswith("CP-SAT refused the model (Integer overflow when summing")
+    assert "\n" not in info["note"] and info["source"] in ("heuristic", "game")
+    assert info["note"].endswith(f"the best warm start returned ({info['source']})")
+    assert solution.reward_s > 0 and solution.work["dtime_ms"] == 0
+    assert solution.bound_s >= solution.reward_s
+    assert check_solution(inst, solution).ok

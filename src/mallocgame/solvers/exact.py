@@ -13,7 +13,9 @@ reward of every game: the smaller of CP-SAT's bound and the LP bound of
 :mod:`mallocgame.solvers.bound`; only the LP bound (``info["upper_bound_s"]``) bounds
 every physically valid mapping. ``info["status"]`` is CP-SAT's (OPTIMAL, FEASIBLE,
 UNKNOWN; INFEASIBLE only as below), or NOT_RUN when the wall-clock budget cannot cover
-building the model (the best warm start, the heuristic's or a game's, is then the answer).
+building the model or CP-SAT refuses it as invalid (an integer overflow: sizes near 2**53
+over a thousand steps), ``info["note"]`` says which; the best warm start, the heuristic's
+or a game's, is then the answer.
 The model always has a solution (drop every buffer), so a CP-SAT INFEASIBLE is a presolve
 bug: the model is solved again with less presolve (``PRESOLVE_RETRIES``, listed in
 ``info["presolve_retries"]``); the status stays INFEASIBLE only if the budget ran out
@@ -996,21 +998,27 @@ class ExactSolver(Solver, name="exact", work_unit="dtime_ms", config=ExactConfig
         use_model = ex.model_fits()
         ex.add_warm_starts(use_model)
         if not use_model:
-            return self._without_model(ex)
-        return ex.solve_model()
+            return self._without_model(ex, "budget too small to build the CP-SAT model")
+        model = MappingModel(instance, cumulative=cfg.cumulative)
+        invalid = model.model.validate().strip()
+        if invalid:  # e.g. an integer overflow in AddNoOverlap2D's areas (huge sizes, long)
+            why = invalid.splitlines()[0].removesuffix("{").strip()
+            return self._without_model(ex, f"CP-SAT refused the model ({why})", ex.clock.elapsed)
+        return ex.solve_model(model)
 
-    def _without_model(self, ex: _ExactRun) -> Solution:
-        """The answer when the budget is too small to build and search the model: the best
-        warm start, its ``source`` the one it came from (``heuristic`` or ``game``)."""
+    def _without_model(self, ex: _ExactRun, why: str, build_s: float = 0.0) -> Solution:
+        """The answer when the model is not searched (``why``, for the note: the budget is
+        too small to build it, or CP-SAT refuses it; ``build_s`` the seconds it took when
+        built): the best warm start, its ``source`` the one it came from (``heuristic`` or
+        ``game``)."""
         reward, allocs = max(ex.found, key=lambda item: item[0]) if ex.found else (0.0, [])
         if allocs and physical_check(ex.instance, allocs):
             reward, allocs = 0.0, []
         source = next((name for _, a, name in ex.starts if a is allocs), "drop")
         info = {
             "status": "NOT_RUN",
-            "note": f"budget too small to build the CP-SAT model; the best warm start returned "
-            f"({source})",
-            "build_s": 0.0,
+            "note": f"{why}; the best warm start returned ({source})",
+            "build_s": build_s,
             "upper_bound_s": ex.bound_info["bound_s"],
             "warm_start": ex.warm_info,
             "cp_bound_s": None,
@@ -1101,11 +1109,10 @@ class _ExactRun:
             )
             self.improve(w_reward, w_allocs, {"games": info["games"]})
 
-    def hinted_model(self) -> MappingModel:
-        """The model, hinted with the best warm start whose hint completes (in at most a
+    def hint(self, model: MappingModel) -> None:
+        """Hint ``model`` with the best warm start whose hint completes (in at most a
         twentieth of a wall-clock budget; without one, in :data:`HINT_DETERMINISTIC_S` of
         deterministic time, so that a work budget's answer does not depend on the machine)."""
-        model = MappingModel(self.instance, cumulative=self.cfg.cumulative)
         seconds = self.seconds
         hint_limit = max(0.05, 0.05 * seconds) if seconds else None
         self.warm_info["hint"] = None
@@ -1117,7 +1124,6 @@ class _ExactRun:
             if model.complete_hint(hint_limit, None if seconds else HINT_DETERMINISTIC_S):
                 self.warm_info["hint"] = source
                 break
-        return model
 
     def cp_solver(self) -> tuple[CpSolver, float]:
         """A CP-SAT solver set up for the budgets left, and the wall-clock margin (seconds)
@@ -1143,10 +1149,10 @@ class _ExactRun:
             params.max_deterministic_time = request.work / 1000.0
         return solver, margin
 
-    def solve_model(self) -> Solution:
-        """Build and hint the model, solve it with CP-SAT, and answer with the best mapping
-        that passes the physical check, CP-SAT's status and the bound (seconds)."""
-        model = self.hinted_model()
+    def solve_model(self, model: MappingModel) -> Solution:
+        """Hint ``model`` (built, valid), solve it with CP-SAT, and answer with the best
+        mapping that passes the physical check, CP-SAT's status and the bound (seconds)."""
+        self.hint(model)
         build_s = self.clock.elapsed
         solver, margin = self.cp_solver()
 
