@@ -561,3 +561,15 @@ def test_a_model_whose_group_boxes_cannot_be_built_in_the_budget_is_skipped(monk
     solution = ExactSolver().solve(inst, SolveRequest(seed=0, seconds=seconds, options=options))
     assert solution.info["status"] == "NOT_RUN" and solution.info["source"] in ("game", "drop")
     assert check_solution(inst, solution).ok
+
+
+def test_the_docs_state_the_copy_walks_stopping_threshold() -> None:
+    """docs/exact-model.md said the copy walk stops once the demand left is at most 1e-9 of
+    it; SPEC section 4 and the walk (``REL_EPS``) say 1e-12."""
+    import re
+
+    from mallocgame.game.kernels import REL_EPS
+
+    text = (Path(__file__).parents[2] / "docs" / "exact-model.md").read_text()
+    stated = re.findall(r"once the demand left is at most `([^`]+)` of it", text)
+    assert stated and all(float(eps) == REL_EPS for eps in stated), stated
