@@ -25,7 +25,8 @@ read from slow memory and 0.1 s from fast memory (numbers easy to work by hand).
 
 Also the other plain helpers the test modules share: the SPEC's conformance vectors
 (:func:`conformance_vector`, :func:`conformance_instance`, :func:`trajectory_solution`),
-two hand-worked programs (:func:`reward_instance`, :func:`tiny_program`), a random
+two hand-worked programs (:func:`reward_instance`, :func:`tiny_program`), one whose
+float64 sums cancel (:func:`cancelling_instance`), a random
 policy, and a check that a folder holds only the files written to it. Fixtures are in
 ``tests/conftest.py``.
 """
@@ -241,6 +242,28 @@ def reversed_normalizer_instances() -> dict[str, Instance]:
         "negative": build([X(100), X(100)], chain, fast_bw=50.0, name="negative-r"),
         "zero": build([X(100)], balanced, name="zero-r"),
     }
+
+
+def cancelling_instance() -> Instance:
+    """A program whose float64 sums of per-instruction gains rank games wrongly: buffers 1
+    and 3 (alias group ``g``) gain 1e12 s at one instruction and lose it at another, so
+    the game ``[0, 0, 2, 0]`` (buffers 0 and ``g`` fast) sums, in instruction order, to
+    0.000244140625 s where its reward is 1.9e-4 s, above the optimum ``[0, 2, 0, 2]``
+    (buffers 0 and 2 fast, ``g`` slow; reward 2.3e-4 s, which its sum gives). Eight
+    complete games (capacity 2 holds buffer 2 only while buffer 0 is gone)."""
+    big = 1e12
+    return build(
+        [X(1), X(1), X(2)],
+        [
+            I(supply=1.0),
+            I(reads=[0], latency=table([0], [1.9e-4, 0.0])),
+            I(reads=[B(1, alias="g")], latency=table([0], [big, 0.0])),
+            I(reads=[2], latency=table([0], [0.4e-4, 0.0])),
+            I(reads=[B(1, alias="g")], latency=table([0], [0.0, big])),
+        ],
+        capacity=2,
+        name="cancelling",
+    )
 
 
 def buffer_ids(inst: Instance, t: int) -> list[int]:

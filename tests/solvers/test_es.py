@@ -27,6 +27,7 @@ from mallocgame.solvers.es import (
     play_policy,
 )
 from mallocgame.workloads.registry import load_workload
+from tests.builders import cancelling_instance
 
 CONFORMANCE = Path(__file__).parents[1] / "data" / "conformance"
 SMALL = {"population": 6}  # 7 games a generation with the mean policy
@@ -188,6 +189,21 @@ def test_improves_on_its_initial_policy(seed: int) -> None:
     assert final.reward_s > initial.solution.reward_s
     rewards = [imp.solution.reward_s for imp in seen]
     assert rewards == sorted(rewards) and rewards[-1] == final.reward_s
+
+
+def test_reports_only_exact_improvements_where_the_running_sum_cancels() -> None:
+    """A game whose running sum cancels above the best one's (cancelling_instance) is
+    no answer unless its exact reward is higher: the callback only ever improves and the
+    answer is its last report (seeds 1 and 16 play [0, 0, 2, x] after the optimum)."""
+    inst = cancelling_instance()
+    options = {"init": "random", "population": 2, "sigma": 1.0}
+    for seed in range(20):
+        seen: list = []
+        request = SolveRequest(seed=seed, work=10, options=options, callback=seen.append)
+        answer = EsSolver().solve(inst, request)
+        rewards = [improvement.solution.reward_s for improvement in seen]
+        assert all(a < b for a, b in zip(rewards, rewards[1:])), (seed, rewards)
+        assert answer.reward_s == rewards[-1] and check_solution(inst, answer).ok
 
 
 def test_wall_clock_budget_is_honoured() -> None:
