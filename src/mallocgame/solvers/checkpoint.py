@@ -368,7 +368,7 @@ class BestAnswer:
         """Make the complete ``game`` the best answer: its solution (named ``solver``,
         with ``seed``, ``wall_s=elapsed_s``, ``work`` and ``info``), written to the file
         where it beats the one on disk, then passed to ``callback``; returns it."""
-        self.solution = solution_from_game(
+        solution = solution_from_game(
             self.instance,
             game,
             solver=self.solver,
@@ -377,10 +377,22 @@ class BestAnswer:
             work=work,
             info=info,
         )
+        self.take(solution, elapsed_s, callback)
+        return solution
+
+    def take(
+        self,
+        solution: Solution,
+        elapsed_s: float,
+        callback: Callable[[Improvement], None] | None,
+    ) -> None:
+        """Make ``solution`` (of a complete game of this instance, as :meth:`improve`
+        makes it) the best answer: written to the file where it beats the one on disk,
+        then passed to ``callback``."""
+        self.solution = solution
         if self.file is not None:  # written only where it beats the file on disk
-            self.file.offer(self.solution)
+            self.file.offer(solution)
         self.report(elapsed_s, callback)
-        return self.solution
 
     def report(self, elapsed_s: float, callback: Callable[[Improvement], None] | None) -> None:
         """Pass the best answer (if any) to ``callback`` (if any): after an improvement,

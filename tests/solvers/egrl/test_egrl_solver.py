@@ -24,7 +24,14 @@ from mallocgame.solvers.egrl import EgrlConfig
 from mallocgame.solvers.egrl.sac import learner_alpha
 from mallocgame.solvers.egrl.trainer import DEFAULT_GENERATIONS, EgrlTrainer
 from mallocgame.workloads.suite import suite_instance
-from tests.builders import I, X, build, reversed_normalizer_instances, table
+from tests.builders import (
+    I,
+    X,
+    build,
+    cancelling_instance,
+    reversed_normalizer_instances,
+    table,
+)
 
 # Tiny networks and population (a generation of mode both: 3 chromosomes, 2 policies,
 # 1 learner rollout). The networks compile once per process for xla-v1/lstm_infer's graph.
@@ -88,6 +95,29 @@ def test_a_normalizer_that_is_not_positive_leaves_the_objective_as_it_is(kind: s
     assert answer.reward_s == best and check_solution(inst, answer).ok
     rewards = [i.solution.reward_s for i in seen]
     assert rewards == sorted(rewards)  # each improvement reported is one
+
+
+def test_the_answer_improves_by_its_exact_reward_where_the_running_sum_cancels() -> None:
+    """A game whose running sum cancels above the best one's (cancelling_instance) is no
+    answer unless its exact reward is higher: the callback only ever improves, the answer
+    is its last report and info["best_fitness"] is the answer's (seed 1 plays
+    [0, 0, 2, x], of fitness 1.06 by its sum, after the optimum)."""
+    inst = cancelling_instance()
+    for seed in range(10):
+        seen: list = []
+        answer = _solve(
+            inst,
+            work=8,
+            seed=seed,
+            callback=seen.append,
+            mode="evolution",
+            policies=0,
+            chromosomes=4,
+        )
+        rewards = [i.solution.reward_s for i in seen]
+        assert all(a < b for a, b in zip(rewards, rewards[1:])), (seed, rewards)
+        assert answer.reward_s == rewards[-1] and check_solution(inst, answer).ok
+        assert answer.info["best_fitness"] == round(answer.normalized_reward, 9)
 
 
 def test_generations_and_updates_are_counted(lstm) -> None:

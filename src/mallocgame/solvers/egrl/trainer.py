@@ -56,13 +56,14 @@ import numpy as np
 from flax import serialization
 
 from mallocgame.errors import GameOverError, IllegalActionError, SolverError
+from mallocgame.game.state import Game
 from mallocgame.game.state import replay as replay_actions
 from mallocgame.game.tables import build_tables
 from mallocgame.instance import Instance
 from mallocgame.options import json_settings
 from mallocgame.solution import Solution
 from mallocgame.solvers import checkpoint
-from mallocgame.solvers.base import Improvement, Stopwatch
+from mallocgame.solvers.base import Improvement, Stopwatch, solution_from_game
 from mallocgame.solvers.egrl.config import WHERE_FIELDS, EgrlConfig
 from mallocgame.solvers.egrl.graph import build_graph, pad_graph
 from mallocgame.solvers.egrl.population import (
@@ -185,10 +186,14 @@ class EgrlTrainer:
         self.learner_fitness: list[float] = []  # the learner's rollouts this generation
         self.updates_left = 0  # SAC updates left in this generation's learning phase
         self.reserved: int | None = None  # population slot waiting for the learner's actor
-        # The best answer (and self.best, its solution).
+        # The best answer (and self.best, its solution): its fitness (of its exact reward,
+        # :meth:`_answer_fitness`), actions and where it came from; and the highest fitness
+        # of a game played (of its float running sum), by which games are ranked one with
+        # another (:meth:`_offer`)
         self.best_fitness = -math.inf
         self.best_actions: tuple[int, ...] = ()
         self.best_from = ""
+        self.best_played = -math.inf
         self.metrics: dict[str, float] = {}
         # JAX parts, built on first need (chromosomes are played without them).
         self._fns: Any = None
@@ -395,10 +400,8 @@ class EgrlTrainer:
         played = self.player.play(proposal, clock.expired if clock.seconds is not None else None)
         fitness = self.fitness_fn(played, self.player.game)
         if played.cut_at is not None:  # the budget ended in its game: an answer, not an evaluation
-            if fitness > self.best_fitness or self.best is None:
-                self.best_from = f"{source}, Drop first from buffer {played.cut_at}"
-                actions = tuple(int(a) for a in played.actions)
-                self._improve(actions, fitness, clock, callback, game=self.player.game)
+            source = f"{source}, Drop first from buffer {played.cut_at}"
+            self._offer(self.player.game, fitness, source, clock, callback)
             return False
         c = self.counters
         c.proposals += 1
@@ -409,15 +412,7 @@ class EgrlTrainer:
             self.fitness[slot] = fitness
         else:
             self.learner_fitness.append(fitness)
-        if fitness > self.best_fitness or self.best is None:
-            self.best_from = source
-            self._improve(
-                tuple(int(a) for a in played.actions),
-                fitness,
-                clock,
-                callback,
-                game=self.player.game,
-            )
+        self._offer(self.player.game, fitness, source, clock, callback)
         return True
 
     def _offer_demonstration(
@@ -435,10 +430,7 @@ class EgrlTrainer:
         played = self.player.play(np.asarray(demo, dtype=np.int8))
         fitness = self.fitness_fn(played, self.player.game)
         self.log(f"the demonstration, played as a candidate answer: fitness {fitness:.4f}")
-        if fitness > self.best_fitness or self.best is None:
-            self.best_from = "demonstration"
-            actions = tuple(int(a) for a in played.actions)
-            self._improve(actions, fitness, clock, callback, game=self.player.game)
+        self._offer(self.player.game, fitness, "demonstration", clock, callback)
 
     def _evolve(self, evaluated: int) -> None:
         cfg = self.config
@@ -513,19 +505,41 @@ class EgrlTrainer:
         )
         return others < self.config.policies
 
-    def _improve(
+    def _offer(
         self,
-        actions: tuple[int, ...],
+        game: Game,
         fitness: float,
+        source: str,
         clock: Stopwatch,
         callback: Callable[[Improvement], None] | None,
-        game: Any = None,
     ) -> None:
-        if game is None:
-            game = replay_actions(self.instance, actions, self.tables)
-        self.best_actions = actions
-        self.best_fitness = fitness
-        self._answer.improve(game, clock.elapsed, callback, work=self.work(), info=self.info())
+        """Offer the complete ``game``, of fitness ``fitness`` (:class:`FitnessFn`'s: of
+        its float running sum, for ``"reward"``) and from ``source``, as the answer.
+
+        Games are ranked by that fitness one with another; a game above the highest so far
+        (:attr:`best_played`) becomes the answer, written and reported, where its answer's
+        fitness (:meth:`_answer_fitness`: of its exact reward, which a sum of cancelling
+        latencies can be far from) is higher than the answer's, so the answer and what
+        the callback hears only ever improve; the first game offered always does."""
+        if self.best is not None and not fitness > self.best_played:
+            return
+        self.best_played = fitness
+        answer = solution_from_game(
+            self.instance,
+            game,
+            solver=self.solver_name,
+            seed=self.seed,
+            wall_s=clock.elapsed,
+            work=self.work(),
+        )
+        # a speedup fitness is the answer's already (it simulates the game's allocations)
+        exact = fitness if self.config.fitness == "speedup" else self._answer_fitness(answer)
+        if self.best is not None and not exact > self.best_fitness:
+            return
+        self.best_actions = answer.actions or ()
+        self.best_fitness = exact
+        self.best_from = source
+        self._answer.take(dataclasses.replace(answer, info=self.info()), clock.elapsed, callback)
 
     @property
     def best(self) -> Solution | None:
@@ -618,7 +632,9 @@ class EgrlTrainer:
             "replay": self.replay.state_dict(),
             "best": {
                 "actions": np.asarray(self.best_actions, dtype=np.int8),
-                "fitness": float(self.best_fitness),  # -inf: no answer yet
+                # the highest fitness played (best_played; the answer's may be lower, of
+                # its exact reward, and is recomputed from the actions); -inf: no answer yet
+                "fitness": float(self.best_played),
                 "from": self.best_from,
             },
             "metrics": dict(self.metrics),
@@ -731,8 +747,8 @@ class EgrlTrainer:
             return
         if len(actions) != self.num_units:  # none (and no other count) fits a program of units
             raise ValueError(f"a best answer of {len(actions)} actions, expected {self.num_units}")
-        self.best_from = str(best["from"])
-        self._improve(actions, fitness, Stopwatch(None), None)
+        game = replay_actions(self.instance, actions, self.tables)
+        self._offer(game, fitness, str(best["from"]), Stopwatch(None), None)
 
     def _individual(self, entry: dict[str, Any], slot: int) -> Individual | None:
         """Population ``slot`` of a checkpoint, checked (:meth:`_restore`)."""
