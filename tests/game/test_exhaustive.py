@@ -1,5 +1,6 @@
 """The exhaustive search (mallocgame.game.exhaustive): games ranked by their reward, not by
-the running sum of their step rewards; its move budget checked."""
+the running sum of their step rewards, and near ties by their exact reward; its move
+budget checked."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from mallocgame.errors import SolverError
 from mallocgame.game import Game, replay
 from mallocgame.game.exhaustive import exhaustive_search
 from mallocgame.latency import exact_mapping_reward
-from tests.builders import I, X, build, table
+from tests.builders import I, X, build, cancelling_instance, table
 
 
 def _fast(actions: list[int]) -> set[int]:
@@ -38,6 +39,23 @@ def test_games_are_ranked_by_their_reward_not_the_cancelling_running_sum() -> No
     assert replay(inst, [0, 0, 2, 2]).return_s == 643039232.0  # what the old ranking read
     assert float(exact_mapping_reward(inst, _fast([0, 0, 2, 2]))) == 643286584.5
     assert float(exact_mapping_reward(inst, _fast(actions))) == best == 643286584.5
+
+
+def test_games_scored_near_the_best_are_ranked_by_their_exact_reward() -> None:
+    # in instruction order the float64 score of [0, 0, 2, 0] is 0.000244140625, above the
+    # optimum's 2.3e-4, where its reward is 1.9e-4 (cancelling_instance)
+    inst = cancelling_instance()
+    best, actions, _ = exhaustive_search(Game(inst))
+    assert actions == [0, 2, 0, 2]
+    assert best == float(exact_mapping_reward(inst, _fast(actions))) == 2.3e-4
+
+
+def test_the_best_reward_is_the_exact_one_rounded_once() -> None:
+    from tests.builders import conformance_instance
+
+    inst = conformance_instance("tiny_chain")  # its float64 score is 41.040000000000006
+    best, actions, _ = exhaustive_search(Game(inst))
+    assert best == float(exact_mapping_reward(inst, _fast(actions))) == 41.04
 
 
 @pytest.mark.parametrize("max_nodes", [0, -1, 2.5, None, True, "10"])

@@ -10,11 +10,49 @@ import numpy as np
 
 from mallocgame.errors import SolverError
 from mallocgame.game import kernels as K
-from mallocgame.game.state import Game
+from mallocgame.game.state import NOCOPY, Game
 from mallocgame.game.tables import I_COUNT
+from mallocgame.instance import Instance, RooflineLatency
 from mallocgame.jit import jit
+from mallocgame.latency import exact_mapping_reward
 
 __all__ = ["exhaustive_search"]
+
+
+@jit
+def _keep(kept, kept_score, n_kept, alloc, score, floor):
+    """Add the complete game ``alloc`` of ``score`` to ``kept[:n_kept]`` (its actions) and
+    ``kept_score`` unless a game with its fast buffers is there (it scores the same);
+    where they are full, first drop those scored below ``floor``, and grow them if still
+    half full. Returns the arrays and their count."""
+    num_b = kept.shape[1]
+    for i in range(n_kept):
+        if kept_score[i] == score:
+            same = True
+            for b in range(num_b):
+                if (kept[i, b] <= K.NOCOPY) != (alloc[b, K.A_ACTION] <= K.NOCOPY):
+                    same = False
+                    break
+            if same:
+                return kept, kept_score, n_kept
+    if n_kept == kept.shape[0]:
+        n = 0
+        for i in range(n_kept):
+            if kept_score[i] >= floor:
+                kept[n] = kept[i]
+                kept_score[n] = kept_score[i]
+                n += 1
+        n_kept = n
+        if 2 * n_kept > kept.shape[0]:
+            grown = np.empty((2 * kept.shape[0], num_b), dtype=np.int8)
+            grown[:n_kept] = kept[:n_kept]
+            grown_score = np.empty(2 * kept.shape[0])
+            grown_score[:n_kept] = kept_score[:n_kept]
+            kept, kept_score = grown, grown_score
+    for b in range(num_b):
+        kept[n_kept, b] = alloc[b, K.A_ACTION]
+    kept_score[n_kept] = score
+    return kept, kept_score, n_kept + 1
 
 
 @jit
@@ -23,8 +61,12 @@ def _search(
     capacity, alignment, fast_bw, slow_bw,
     supply_left, pair_used, alloc, group_state, group_left, ten_state, active, block_end,
     trail_t, trail_w, record, record_return, ctr, ret, out, lo, hi,
-    max_nodes, best_actions,
+    max_nodes, margin,
 ):
+    """Every complete game from the state given: returns ``(best score, nodes, n, kept,
+    scores)``, ``kept[:n]`` the actions of every game (but one per set of fast buffers:
+    those score the same) scored within ``2 * margin`` of the best score so far, in the
+    order played, and ``scores[:n]`` their scores."""
     num_b = buf_int.shape[0]
     num_t = ins_int.shape[0]
     nothing_fast = np.full((max(num_b, 1), alloc.shape[1]), -1, dtype=np.int64)
@@ -36,6 +78,9 @@ def _search(
     root = ctr[K.C_CURRENT]
     next_action = np.zeros(num_b + 1, dtype=np.int64)
     best = -np.inf
+    kept = np.empty((16, num_b), dtype=np.int8)
+    kept_score = np.empty(16)
+    n_kept = 0
     nodes = 0
     depth = root
     while True:
@@ -51,8 +96,10 @@ def _search(
                     score += ins_float[t, I_COUNT] * gain
             if score > best:
                 best = score
-                for b in range(num_b):
-                    best_actions[b] = alloc[b, K.A_ACTION]
+            if score >= best - 2.0 * margin:  # it may be the best game: kept
+                kept, kept_score, n_kept = _keep(
+                    kept, kept_score, n_kept, alloc, score, best - 2.0 * margin
+                )
             action = 3
         else:
             action = next_action[depth]
@@ -72,7 +119,7 @@ def _search(
         next_action[depth] = action + 1
         nodes += 1
         if nodes > max_nodes:
-            return best, nodes
+            return best, nodes, n_kept, kept, kept_score
         K.apply(
             buf_int, buf_demand, ins_int, ins_float, ins_buf, table_s, ten_int,
             capacity, alignment, fast_bw, slow_bw,
@@ -82,7 +129,36 @@ def _search(
         )
         depth += 1
         next_action[depth] = 0
-    return best, nodes
+    return best, nodes, n_kept, kept, kept_score
+
+
+def score_margin(instance: Instance) -> float:
+    """A bound on how far the search's float64 score of any complete game of ``instance``
+    can be from the game's exact reward (:func:`~mallocgame.latency.exact_mapping_reward`).
+
+    The score sums ``count_t * (L_t(empty) - L_t(S_t))`` over ``n`` instructions, each
+    latency ``L`` computed in float64 from ``k_t`` buffers (roofline) or read from a table:
+    every term is within ``(2 k_t + 6) u count_t Lmax_t`` of its exact value and the sum
+    adds ``2 (n - 1) u`` times the terms' sizes (``u = 2**-53``, ``Lmax_t`` a bound on
+    ``|L_t|`` over every placement), so ``2**-51 (k + n + 4) sum_t count_t Lmax_t``, twice
+    the first-order bound, holds; plus one subnormal step per operation."""
+    hw = instance.hardware
+    slowest = min(hw.fast_bandwidth, hw.slow_bandwidth)
+    size = 0.0
+    ops = 0
+    most_buffers = 0
+    for ins in instance.instructions:
+        lat = ins.latency
+        if isinstance(lat, RooflineLatency):
+            mem = sum(instance.buffers[b].size for b in ins.buffers) / slowest
+            top = abs(lat.fixed_s) + max(abs(lat.compute_s), mem)
+        else:
+            top = max((abs(v) for v in lat.latency_s), default=0.0)
+        size += ins.count * top
+        most_buffers = max(most_buffers, len(ins.buffers))
+        ops += 2 * len(ins.buffers) + 6
+    n = len(instance.instructions)
+    return 2.0**-51 * (most_buffers + n + 4) * size + ops * 2.0**-1074
 
 
 def exhaustive_search(game: Game, max_nodes: int = 20_000_000) -> tuple[float, list[int], int]:
@@ -90,22 +166,36 @@ def exhaustive_search(game: Game, max_nodes: int = 20_000_000) -> tuple[float, l
 
     Each complete game is scored as its mapping's reward, ``sum_t count_t * (L_t(empty) -
     L_t(S_t))`` in float64 instruction by instruction, not as the game's running sum of
-    step rewards (which large cancelling latencies can leave far from it).
-    Returns ``(best_reward_s, actions, nodes)``: ``actions`` is the first best game
+    step rewards (which large cancelling latencies can leave far from it); the games
+    scored within twice :func:`score_margin` of the best score (one of them is the
+    optimum) are ranked again by their exact rewards
+    (:func:`~mallocgame.latency.exact_mapping_reward`).
+    Returns ``(best_reward_s, actions, nodes)``: ``best_reward_s`` is the optimum, the
+    exact reward of the best game rounded once, and ``actions`` the first best game
     (Copy before NoCopy before Drop), from the start. The game is left as it was.
     Raises :class:`SolverError` past ``max_nodes`` actions tried (a whole number of at
     least 1) or if no continuation completes.
     """
     if isinstance(max_nodes, bool) or not isinstance(max_nodes, (int, np.integer)) or max_nodes < 1:
         raise SolverError(f"max_nodes must be a whole number of at least 1, not {max_nodes!r:.40}")
-    best_actions = np.full(game.num_buffers, -1, dtype=np.int64)
     work = game.clone()
+    margin = score_margin(game.instance)
     # (an int64 to the compiled search: past it, as good as no limit)
-    best, nodes = _search(*work._apply_args, min(int(max_nodes), 2**63 - 1), best_actions)
+    best, nodes, n, kept, scores = _search(
+        *work._apply_args, min(int(max_nodes), 2**63 - 1), margin
+    )
     if nodes > max_nodes:
         raise SolverError(
             f"exhaustive search gave up after {max_nodes} moves; the instance is too large"
         )
     if best == -np.inf:
         raise SolverError("no complete legal game exists from this state")
-    return float(best), [int(a) for a in best_actions], int(nodes)
+    top = None  # (exact reward, index in kept) of the first best game
+    for i in range(n):
+        if scores[i] >= best - 2.0 * margin:
+            fast = np.flatnonzero(kept[i] <= NOCOPY).tolist()
+            reward = exact_mapping_reward(game.instance, fast)
+            if top is None or reward > top[0]:
+                top = (reward, i)
+    assert top is not None  # the game of the best score is kept
+    return float(top[0]), [int(a) for a in kept[top[1]]], int(nodes)

@@ -28,8 +28,8 @@ class ExhaustiveSolver(Solver, name="exhaustive", work_unit="moves"):
         _, actions, moves = exhaustive_search(replay(instance, []), max_nodes=max_moves)
         game = replay(instance, actions)
         answer = run.game_answer(game, {"moves": moves})
-        # the bound is the best game's own reward: the search scored every game, in float64
-        # (so it holds to that rounding, far inside the check's relative 1e-9)
+        # the bound is the best game's own reward: the search ranked every game by its
+        # exact reward (exhaustive_search), so no legal game's reward is above it
         answer = replace(answer, bound_s=answer.reward_s)
         run.improve(answer)
         return answer
