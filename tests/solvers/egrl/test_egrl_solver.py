@@ -19,6 +19,7 @@ from mallocgame.options import parse_config
 from mallocgame.simulate import speedup
 from mallocgame.solution import load_solution
 from mallocgame.solvers import SolveRequest, get_solver
+from mallocgame.solvers.base import Stopwatch
 from mallocgame.solvers.checkpoint import BEST_NAME, CHECKPOINT_NAME
 from mallocgame.solvers.egrl import EgrlConfig
 from mallocgame.solvers.egrl.sac import learner_alpha
@@ -302,6 +303,46 @@ def test_a_resumed_run_continues_as_the_uninterrupted_one(lstm, tmp_path: Path) 
     _assert_same(full, third)
     assert answer.actions == full_answer.actions and answer.work == full_answer.work
     assert (tmp_path / CHECKPOINT_NAME).exists() and (tmp_path / BEST_NAME).exists()
+
+
+class _CutClock(Stopwatch):
+    """A wall clock of an hour that expires at its ``checks``-th check once ``trainer``
+    has evaluated ``after`` proposals: inside that proposal's game, after a step's check."""
+
+    def __init__(self, trainer: list, after: int, checks: int) -> None:
+        super().__init__(3600.0)
+        self.trainer, self.after, self.checks = trainer, after, checks
+
+    def expired(self) -> bool:
+        if self.trainer[0].counters.proposals >= self.after:
+            self.checks -= 1
+        return self.checks < 0
+
+
+def test_a_game_the_budget_ended_in_is_no_checkpoint_answer(tmp_path: Path) -> None:
+    """A run stopped inside proposal 3's game answers that game, Drop first from buffer 1
+    (fast memory is the slower here: its best answer yet); the checkpoint does not keep
+    it, so the resumed run's answer and state are the uninterrupted run's, while the best
+    answer's file keeps the better game."""
+    n = 12
+    chain = [I(writes=[0])] + [I(reads=[i], writes=[i + 1]) for i in range(n - 1)]
+    inst = build([X(100) for _ in range(n)], chain + [I(reads=[n - 1])], fast_bw=50.0)
+    options = {"mode": "evolution", "policies": 0, "chromosomes": 4}
+    full = EgrlTrainer(inst, _config(**options))
+    full_answer = full.run(proposals=12)
+    trainer: list = []
+    trainer.append(EgrlTrainer(inst, _config(tmp_path, **options)))
+    cut = trainer[0].run(clock=_CutClock(trainer, after=3, checks=2))
+    assert cut.work["proposals"] == 3 and cut.info["best_from"].endswith("from buffer 1")
+    assert cut.reward_s > full_answer.reward_s
+    resumed = EgrlTrainer(inst, _config(tmp_path, **options))
+    answer = resumed.run(proposals=12)
+    _assert_same(full, resumed)
+    assert answer.actions == full_answer.actions and answer.info == {
+        **full_answer.info,
+        "train_seconds": answer.info["train_seconds"],
+    }
+    assert load_solution(tmp_path / BEST_NAME).actions == cut.actions
 
 
 def test_a_checkpoint_resumes_under_other_run_settings(lstm, tmp_path: Path) -> None:

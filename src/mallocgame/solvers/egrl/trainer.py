@@ -28,18 +28,19 @@ networks, 1-6 s on a 2-core CPU, cached on disk by JAX afterwards). The first
 proposal is always played, so there is always an answer. With neither budget,
 :data:`DEFAULT_GENERATIONS` generations.
 
-Checkpoints (``checkpoint_dir``): ``checkpoint.msgpack`` (population, this
-generation's fitness so far, replay, learner and optimizer states, counters, the best
-answer's actions; flax msgpack, written atomically) every ``checkpoint_seconds`` and at
-the end, and ``best.solution.json`` at every improvement that beats the file on disk
-(:class:`~mallocgame.solvers.checkpoint.BestAnswerFile`, by the run's fitness: a run
-resumed from an older checkpoint never makes it worse). A run on a folder with a
-checkpoint resumes from it if the checkpoint is of the same instance, seed and
-settings (the settings of :data:`~.config.WHERE_FIELDS` aside), and refuses with a
-:class:`~mallocgame.errors.SolverError` otherwise. So does a checkpoint that matches
-but does not fit the run (damaged, or edited): every field a resumed run reads is
-checked first (kinds, array shapes and ranges, the learner's arrays against a fresh
-learner's), and the :class:`~mallocgame.errors.SolverError` names the file.
+Checkpoints (``checkpoint_dir``): ``checkpoint.msgpack`` (population, this generation's
+fitness so far, replay, learner and optimizer states, counters, the best answer's
+actions, unless a game the budget ended in, which only the call it ended answers: then
+the best game before it; flax msgpack, written atomically) every ``checkpoint_seconds``
+and at the end, and ``best.solution.json`` at every improvement that beats the file on
+disk (:class:`~mallocgame.solvers.checkpoint.BestAnswerFile`, by the run's fitness: a
+run resumed from an older checkpoint never makes it worse). A run on a folder with a
+checkpoint resumes from it if the checkpoint is of the same instance, seed and settings
+(the settings of :data:`~.config.WHERE_FIELDS` aside), and refuses with a
+:class:`~mallocgame.errors.SolverError` otherwise. So does a checkpoint that matches but
+does not fit the run (damaged, or edited): every field a resumed run reads is checked
+first (kinds, array shapes and ranges, the learner's arrays against a fresh learner's),
+and the :class:`~mallocgame.errors.SolverError` names the file.
 """
 
 from __future__ import annotations
@@ -187,13 +188,16 @@ class EgrlTrainer:
         self.updates_left = 0  # SAC updates left in this generation's learning phase
         self.reserved: int | None = None  # population slot waiting for the learner's actor
         # The best answer (and self.best, its solution): its fitness (of its exact reward,
-        # :meth:`_answer_fitness`), actions and where it came from; and the highest fitness
-        # of a game played (of its float running sum), by which games are ranked one with
-        # another (:meth:`_offer`)
+        # :meth:`_answer_fitness`) and where it came from. What a checkpoint keeps (a game
+        # the budget ended in aside, :meth:`_offer`): the highest fitness of a game played
+        # (of its float running sum), by which games are ranked one with another, and the
+        # best of those games: its actions, where it came from, its fitness
         self.best_fitness = -math.inf
-        self.best_actions: tuple[int, ...] = ()
         self.best_from = ""
         self.best_played = -math.inf
+        self.kept_actions: tuple[int, ...] = ()
+        self.kept_from = ""
+        self.kept_fitness = -math.inf
         self.metrics: dict[str, float] = {}
         # JAX parts, built on first need (chromosomes are played without them).
         self._fns: Any = None
@@ -401,7 +405,7 @@ class EgrlTrainer:
         fitness = self.fitness_fn(played, self.player.game)
         if played.cut_at is not None:  # the budget ended in its game: an answer, not an evaluation
             source = f"{source}, Drop first from buffer {played.cut_at}"
-            self._offer(self.player.game, fitness, source, clock, callback)
+            self._offer(self.player.game, fitness, source, clock, callback, kept=False)
             return False
         c = self.counters
         c.proposals += 1
@@ -512,6 +516,8 @@ class EgrlTrainer:
         source: str,
         clock: Stopwatch,
         callback: Callable[[Improvement], None] | None,
+        *,
+        kept: bool = True,
     ) -> None:
         """Offer the complete ``game``, of fitness ``fitness`` (:class:`FitnessFn`'s: of
         its float running sum, for ``"reward"``) and from ``source``, as the answer.
@@ -520,10 +526,15 @@ class EgrlTrainer:
         (:attr:`best_played`) becomes the answer, written and reported, where its answer's
         fitness (:meth:`_answer_fitness`: of its exact reward, which a sum of cancelling
         latencies can be far from) is higher than the answer's, so the answer and what
-        the callback hears only ever improve; the first game offered always does."""
+        the callback hears only ever improve; the first game offered always does.
+
+        ``kept``: whether the checkpoint keeps the game (raises :attr:`best_played` and may
+        be the best kept, :attr:`kept_actions`). A game the budget ended in is not: it may
+        be the answer of the call it ended (and stay in the best answer's file), but a run
+        resumed from the checkpoint continues as the uninterrupted one, which never
+        played it."""
         if self.best is not None and not fitness > self.best_played:
             return
-        self.best_played = fitness
         answer = solution_from_game(
             self.instance,
             game,
@@ -534,9 +545,15 @@ class EgrlTrainer:
         )
         # a speedup fitness is the answer's already (it simulates the game's allocations)
         exact = fitness if self.config.fitness == "speedup" else self._answer_fitness(answer)
+        if kept:
+            self.best_played = fitness
+            if not exact > self.kept_fitness:
+                return
+            self.kept_actions = answer.actions or ()
+            self.kept_from = source
+            self.kept_fitness = exact
         if self.best is not None and not exact > self.best_fitness:
             return
-        self.best_actions = answer.actions or ()
         self.best_fitness = exact
         self.best_from = source
         self._answer.take(dataclasses.replace(answer, info=self.info()), clock.elapsed, callback)
@@ -630,12 +647,12 @@ class EgrlTrainer:
             },
             "population": population,
             "replay": self.replay.state_dict(),
-            "best": {
-                "actions": np.asarray(self.best_actions, dtype=np.int8),
-                # the highest fitness played (best_played; the answer's may be lower, of
-                # its exact reward, and is recomputed from the actions); -inf: no answer yet
+            "best": {  # the best game kept (_offer), not one the budget ended in
+                "actions": np.asarray(self.kept_actions, dtype=np.int8),
+                # the highest fitness played (best_played; the game's may be lower, of its
+                # exact reward, and is recomputed from the actions); -inf: none yet
                 "fitness": float(self.best_played),
-                "from": self.best_from,
+                "from": self.kept_from,
             },
             "metrics": dict(self.metrics),
         }
