@@ -206,6 +206,17 @@ def test_reports_only_exact_improvements_where_the_running_sum_cancels() -> None
         assert answer.reward_s == rewards[-1] and check_solution(inst, answer).ok
 
 
+@pytest.mark.parametrize("budget", [{"work": 7}, {"seconds": 0.3}])
+def test_progress_hears_every_game_played(lstm, budget: dict) -> None:
+    """The last games (a 7th game alone after a generation of 5, or the games of a
+    generation the clock ends) go to progress too: its last report is the answer's."""
+    heard: list = []
+    request = SolveRequest(seed=0, options={"population": 4}, progress=heard.append, **budget)
+    answer = EsSolver().solve(lstm, request)
+    assert heard[-1] == {"games": answer.work["games"]}
+    assert [h["games"] for h in heard] == sorted({h["games"] for h in heard})
+
+
 def test_wall_clock_budget_is_honoured() -> None:
     inst = load_workload("synthetic-v1/4k")
     # a billion games would take years: the one second is what stops it

@@ -299,6 +299,7 @@ class EsSolver(Solver, name="es", work_unit="games", config=EsConfig):
             raise
         es.shutdown()
         assert es.best is not None
+        run.spent(es.state["games"])  # the last games played, to the request's progress
         return replace(es.best, work=dict(es.state))
 
 
