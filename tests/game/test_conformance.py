@@ -53,7 +53,8 @@ def test_exhaustive_search_matches_optimum(name: str) -> None:
     doc, inst = conformance_vector(name), conformance_instance(name)
     if doc["optimal_reward_s"] is None:
         pytest.skip("the reference did not search this vector exhaustively")
-    best, actions, _ = exhaustive_search(Game(inst))
+    best, actions, _, bound = exhaustive_search(Game(inst))
+    assert bound == best
     assert best == pytest.approx(doc["optimal_reward_s"], rel=REL, abs=0)
     # the returned trajectory is a complete legal game with that return
     assert replay(inst, actions).return_s == pytest.approx(best, rel=REL, abs=0)

@@ -19,12 +19,18 @@ from mallocgame.latency import exact_mapping_reward
 __all__ = ["exhaustive_search"]
 
 
+KEPT_GAMES = 1024
+"""Games scored near the best that the search keeps to rank by their exact rewards; past
+them (many games of one score: placements that change no latency) it keeps the best
+score's first game and bounds the optimum instead (:func:`exhaustive_search`)."""
+
+
 @jit
 def _keep(kept, kept_score, n_kept, alloc, score, floor):
     """Add the complete game ``alloc`` of ``score`` to ``kept[:n_kept]`` (its actions) and
     ``kept_score`` unless a game with its fast buffers is there (it scores the same);
-    where they are full, first drop those scored below ``floor``, and grow them if still
-    half full. Returns the arrays and their count."""
+    where they are full, first drop those scored below ``floor``. Returns the new count,
+    or -1 where they are still full."""
     num_b = kept.shape[1]
     for i in range(n_kept):
         if kept_score[i] == score:
@@ -34,7 +40,7 @@ def _keep(kept, kept_score, n_kept, alloc, score, floor):
                     same = False
                     break
             if same:
-                return kept, kept_score, n_kept
+                return n_kept
     if n_kept == kept.shape[0]:
         n = 0
         for i in range(n_kept):
@@ -43,30 +49,53 @@ def _keep(kept, kept_score, n_kept, alloc, score, floor):
                 kept_score[n] = kept_score[i]
                 n += 1
         n_kept = n
-        if 2 * n_kept > kept.shape[0]:
-            grown = np.empty((2 * kept.shape[0], num_b), dtype=np.int8)
-            grown[:n_kept] = kept[:n_kept]
-            grown_score = np.empty(2 * kept.shape[0])
-            grown_score[:n_kept] = kept_score[:n_kept]
-            kept, kept_score = grown, grown_score
+        if n_kept == kept.shape[0]:
+            return -1
     for b in range(num_b):
         kept[n_kept, b] = alloc[b, K.A_ACTION]
     kept_score[n_kept] = score
-    return kept, kept_score, n_kept + 1
+    return n_kept + 1
 
 
 @jit
 def _search(
-    buf_int, buf_demand, ins_int, ins_float, ins_buf, table_s, ten_int,
-    capacity, alignment, fast_bw, slow_bw,
-    supply_left, pair_used, alloc, group_state, group_left, ten_state, active, block_end,
-    trail_t, trail_w, record, record_return, ctr, ret, out, lo, hi,
-    max_nodes, margin,
+    buf_int,
+    buf_demand,
+    ins_int,
+    ins_float,
+    ins_buf,
+    table_s,
+    ten_int,
+    capacity,
+    alignment,
+    fast_bw,
+    slow_bw,
+    supply_left,
+    pair_used,
+    alloc,
+    group_state,
+    group_left,
+    ten_state,
+    active,
+    block_end,
+    trail_t,
+    trail_w,
+    record,
+    record_return,
+    ctr,
+    ret,
+    out,
+    lo,
+    hi,
+    max_nodes,
+    margin,
 ):
     """Every complete game from the state given: returns ``(best score, nodes, n, kept,
-    scores)``, ``kept[:n]`` the actions of every game (but one per set of fast buffers:
-    those score the same) scored within ``2 * margin`` of the best score so far, in the
-    order played, and ``scores[:n]`` their scores."""
+    scores, best_actions)``, ``kept[:n]`` the actions of every game (but one per set of
+    fast buffers: those score the same) scored within ``2 * margin`` of the best score so
+    far, in the order played, ``scores[:n]`` their scores, and ``best_actions`` the first
+    game of the best score; ``n`` is -1 where more than :data:`KEPT_GAMES` were near the
+    best (``kept`` then incomplete)."""
     num_b = buf_int.shape[0]
     num_t = ins_int.shape[0]
     nothing_fast = np.full((max(num_b, 1), alloc.shape[1]), -1, dtype=np.int64)
@@ -78,9 +107,10 @@ def _search(
     root = ctr[K.C_CURRENT]
     next_action = np.zeros(num_b + 1, dtype=np.int64)
     best = -np.inf
-    kept = np.empty((16, num_b), dtype=np.int8)
-    kept_score = np.empty(16)
+    kept = np.empty((KEPT_GAMES, num_b), dtype=np.int8)
+    kept_score = np.empty(KEPT_GAMES)
     n_kept = 0
+    best_actions = np.full(num_b, -1, dtype=np.int8)
     nodes = 0
     depth = root
     while True:
@@ -96,10 +126,10 @@ def _search(
                     score += ins_float[t, I_COUNT] * gain
             if score > best:
                 best = score
-            if score >= best - 2.0 * margin:  # it may be the best game: kept
-                kept, kept_score, n_kept = _keep(
-                    kept, kept_score, n_kept, alloc, score, best - 2.0 * margin
-                )
+                for b in range(num_b):
+                    best_actions[b] = alloc[b, K.A_ACTION]
+            if n_kept >= 0 and score >= best - 2.0 * margin:  # it may be the best game: kept
+                n_kept = _keep(kept, kept_score, n_kept, alloc, score, best - 2.0 * margin)
             action = 3
         else:
             action = next_action[depth]
@@ -109,9 +139,28 @@ def _search(
             if depth == root:
                 break
             K.undo_to(
-                buf_int, buf_demand, ten_int, capacity, alignment,
-                supply_left, pair_used, alloc, group_state, group_left, ten_state, active, block_end,
-                trail_t, trail_w, record, record_return, ctr, ret, out, lo, hi,
+                buf_int,
+                buf_demand,
+                ten_int,
+                capacity,
+                alignment,
+                supply_left,
+                pair_used,
+                alloc,
+                group_state,
+                group_left,
+                ten_state,
+                active,
+                block_end,
+                trail_t,
+                trail_w,
+                record,
+                record_return,
+                ctr,
+                ret,
+                out,
+                lo,
+                hi,
                 depth - 1,
             )
             depth -= 1
@@ -119,17 +168,41 @@ def _search(
         next_action[depth] = action + 1
         nodes += 1
         if nodes > max_nodes:
-            return best, nodes, n_kept, kept, kept_score
+            return best, nodes, n_kept, kept, kept_score, best_actions
         K.apply(
-            buf_int, buf_demand, ins_int, ins_float, ins_buf, table_s, ten_int,
-            capacity, alignment, fast_bw, slow_bw,
-            supply_left, pair_used, alloc, group_state, group_left, ten_state, active, block_end,
-            trail_t, trail_w, record, record_return, ctr, ret, out, lo, hi,
+            buf_int,
+            buf_demand,
+            ins_int,
+            ins_float,
+            ins_buf,
+            table_s,
+            ten_int,
+            capacity,
+            alignment,
+            fast_bw,
+            slow_bw,
+            supply_left,
+            pair_used,
+            alloc,
+            group_state,
+            group_left,
+            ten_state,
+            active,
+            block_end,
+            trail_t,
+            trail_w,
+            record,
+            record_return,
+            ctr,
+            ret,
+            out,
+            lo,
+            hi,
             action,
         )
         depth += 1
         next_action[depth] = 0
-    return best, nodes, n_kept, kept, kept_score
+    return best, nodes, n_kept, kept, kept_score, best_actions
 
 
 def score_margin(instance: Instance) -> float:
@@ -161,7 +234,9 @@ def score_margin(instance: Instance) -> float:
     return 2.0**-51 * (most_buffers + n + 4) * size + ops * 2.0**-1074
 
 
-def exhaustive_search(game: Game, max_nodes: int = 20_000_000) -> tuple[float, list[int], int]:
+def exhaustive_search(
+    game: Game, max_nodes: int = 20_000_000
+) -> tuple[float, list[int], int, float]:
     """The best reward over every complete legal continuation of ``game``.
 
     Each complete game is scored as its mapping's reward, ``sum_t count_t * (L_t(empty) -
@@ -170,18 +245,21 @@ def exhaustive_search(game: Game, max_nodes: int = 20_000_000) -> tuple[float, l
     scored within twice :func:`score_margin` of the best score (one of them is the
     optimum) are ranked again by their exact rewards
     (:func:`~mallocgame.latency.exact_mapping_reward`).
-    Returns ``(best_reward_s, actions, nodes)``: ``best_reward_s`` is the optimum, the
-    exact reward of the best game rounded once, and ``actions`` the first best game
-    (Copy before NoCopy before Drop), from the start. The game is left as it was.
-    Raises :class:`SolverError` past ``max_nodes`` actions tried (a whole number of at
-    least 1) or if no continuation completes.
+    Returns ``(best_reward_s, actions, nodes, bound_s)``: ``actions`` the first best game
+    (Copy before NoCopy before Drop), from the start, ``best_reward_s`` its exact reward
+    rounded once, and ``bound_s`` an upper bound on every game's reward: the optimum
+    itself (``best_reward_s``), except where more than :data:`KEPT_GAMES` games scored
+    near the best (placements that change no latency); then ``actions`` is the first game
+    of the best score and ``bound_s`` that score plus :func:`score_margin`. The game is
+    left as it was. Raises :class:`SolverError` past ``max_nodes`` actions tried (a whole
+    number of at least 1) or if no continuation completes.
     """
     if isinstance(max_nodes, bool) or not isinstance(max_nodes, (int, np.integer)) or max_nodes < 1:
         raise SolverError(f"max_nodes must be a whole number of at least 1, not {max_nodes!r:.40}")
     work = game.clone()
     margin = score_margin(game.instance)
     # (an int64 to the compiled search: past it, as good as no limit)
-    best, nodes, n, kept, scores = _search(
+    best, nodes, n, kept, scores, best_actions = _search(
         *work._apply_args, min(int(max_nodes), 2**63 - 1), margin
     )
     if nodes > max_nodes:
@@ -190,12 +268,19 @@ def exhaustive_search(game: Game, max_nodes: int = 20_000_000) -> tuple[float, l
         )
     if best == -np.inf:
         raise SolverError("no complete legal game exists from this state")
+
+    def exact(actions: np.ndarray) -> float:
+        fast = np.flatnonzero(actions <= NOCOPY).tolist()
+        return float(exact_mapping_reward(game.instance, fast))
+
+    if n < 0:  # too many games near the best to rank them all
+        reward = exact(best_actions)
+        return reward, [int(a) for a in best_actions], int(nodes), max(best + margin, reward)
     top = None  # (exact reward, index in kept) of the first best game
     for i in range(n):
         if scores[i] >= best - 2.0 * margin:
-            fast = np.flatnonzero(kept[i] <= NOCOPY).tolist()
-            reward = exact_mapping_reward(game.instance, fast)
+            reward = exact(kept[i])
             if top is None or reward > top[0]:
                 top = (reward, i)
     assert top is not None  # the game of the best score is kept
-    return float(top[0]), [int(a) for a in kept[top[1]]], int(nodes)
+    return float(top[0]), [int(a) for a in kept[top[1]]], int(nodes), float(top[0])

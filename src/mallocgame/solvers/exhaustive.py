@@ -25,11 +25,11 @@ class ExhaustiveSolver(Solver, name="exhaustive", work_unit="moves"):
 
     def search(self, instance: Instance, config: NoConfig, run: Run) -> Solution:
         max_moves = run.work_budget if run.work_budget is not None else DEFAULT_MAX_MOVES
-        _, actions, moves = exhaustive_search(replay(instance, []), max_nodes=max_moves)
+        _, actions, moves, bound_s = exhaustive_search(replay(instance, []), max_nodes=max_moves)
         game = replay(instance, actions)
         answer = run.game_answer(game, {"moves": moves})
-        # the bound is the best game's own reward: the search ranked every game by its
-        # exact reward (exhaustive_search), so no legal game's reward is above it
-        answer = replace(answer, bound_s=answer.reward_s)
+        # the bound is the best game's own reward where the search ranked every game near
+        # the best by its exact reward, else the best score plus its rounding (exhaustive_search)
+        answer = replace(answer, bound_s=max(bound_s, answer.reward_s))
         run.improve(answer)
         return answer
