@@ -1,4 +1,7 @@
-"""``exhaustive``: every complete legal game, for tiny instances (exact game optimum)."""
+"""``exhaustive``: every complete legal game, for tiny instances: the game optimum, with
+``bound_s`` equal to its reward (or, where over a thousand games tie near the best, the
+first of the best score, ``bound_s`` a little above it: :func:`~mallocgame.game.exhaustive.
+exhaustive_search`)."""
 
 from __future__ import annotations
 
