@@ -91,3 +91,34 @@ def test_many_games_of_one_score_keep_the_search_fast_and_the_bound_honest() -> 
     assert nodes > KEPT_GAMES and reward == 0.0
     assert replay(inst, actions).complete
     assert 0.0 <= bound <= score_margin(inst)
+
+
+def test_games_near_a_lower_best_found_earlier_do_not_end_the_ranking() -> None:
+    """Over KEPT_GAMES games near an early, lower best (a subtree where a costly fast
+    buffer makes seven others tie) switched the exact ranking off for good, so the
+    cancelling part's float order chose the answer ([0, 0, 2, ...], 12.70329 s) although
+    only 192 games lie near the final best; the ranking now stands wherever the games left
+    out for want of room are below the final best's window."""
+    from tests.builders import B
+
+    ties, tiny = 7, 5
+    coupled = [
+        101.0 if idx & 1 else 100.0 - sum(0.1 * 2**i for i in range(ties) if idx >> (i + 1) & 1)
+        for idx in range(2 ** (ties + 1))
+    ]
+    tensors = [X(1), X(1), X(2)] + [X(0)] * (ties + 1)
+    steps = [
+        I(supply=1.0),
+        I(reads=[0], latency=table([0], [1.9e-4, 0.0])),
+        I(reads=[B(1, alias="g")], latency=table([0], [1e12, 0.0])),
+        I(reads=[2], latency=table([0], [0.4e-4, 0.0])),
+        I(reads=[B(1, alias="g")], latency=table([0], [0.0, 1e12])),
+        I(reads=list(range(3, 3 + ties + 1)), latency=table(list(range(ties + 1)), coupled)),
+    ]
+    for i in range(tiny):
+        tensors.append(X(0))
+        steps.append(I(reads=[len(tensors) - 1], latency=table([0], [1e-4 * 2**i, 0.0])))
+    inst = build(tensors, steps, capacity=2)
+    best, actions, _, bound = exhaustive_search(Game(inst))
+    assert actions[:4] == [0, 2, 0, 2]
+    assert best == bound == float(exact_mapping_reward(inst, _fast(actions)))

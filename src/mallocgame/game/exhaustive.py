@@ -30,7 +30,7 @@ def _keep(kept, kept_score, n_kept, alloc, score, floor):
     """Add the complete game ``alloc`` of ``score`` to ``kept[:n_kept]`` (its actions) and
     ``kept_score`` unless a game with its fast buffers is there (it scores the same);
     where they are full, first drop those scored below ``floor``. Returns the new count,
-    or -1 where they are still full."""
+    or -1 where they are still full (``alloc`` is then left out)."""
     num_b = kept.shape[1]
     for i in range(n_kept):
         if kept_score[i] == score:
@@ -91,11 +91,12 @@ def _search(
     margin,
 ):
     """Every complete game from the state given: returns ``(best score, nodes, n, kept,
-    scores, best_actions)``, ``kept[:n]`` the actions of every game (but one per set of
+    scores, best_actions, refused)``, ``kept[:n]`` the actions of games (one per set of
     fast buffers: those score the same) scored within ``2 * margin`` of the best score so
-    far, in the order played, ``scores[:n]`` their scores, and ``best_actions`` the first
-    game of the best score; ``n`` is -1 where more than :data:`KEPT_GAMES` were near the
-    best (``kept`` then incomplete)."""
+    far, in the order played, ``scores[:n]`` their scores, ``best_actions`` the first game
+    of the best score, and ``refused`` the highest score of a game left out for want of
+    room (:data:`KEPT_GAMES`; ``-inf`` if none): ``kept`` holds every game within
+    ``2 * margin`` of the best score where ``refused`` is below that."""
     num_b = buf_int.shape[0]
     num_t = ins_int.shape[0]
     nothing_fast = np.full((max(num_b, 1), alloc.shape[1]), -1, dtype=np.int64)
@@ -110,6 +111,8 @@ def _search(
     kept = np.empty((KEPT_GAMES, num_b), dtype=np.int8)
     kept_score = np.empty(KEPT_GAMES)
     n_kept = 0
+    kept_min = -np.inf  # the lowest kept score when the list was last found full
+    refused = -np.inf
     best_actions = np.full(num_b, -1, dtype=np.int8)
     nodes = 0
     depth = root
@@ -128,8 +131,17 @@ def _search(
                 best = score
                 for b in range(num_b):
                     best_actions[b] = alloc[b, K.A_ACTION]
-            if n_kept >= 0 and score >= best - 2.0 * margin:  # it may be the best game: kept
-                n_kept = _keep(kept, kept_score, n_kept, alloc, score, best - 2.0 * margin)
+            floor = best - 2.0 * margin
+            if score >= floor:  # it may be the best game: kept, where there is room
+                if n_kept == KEPT_GAMES and floor <= kept_min:  # full, none to drop
+                    refused = max(refused, score)
+                else:
+                    grown = _keep(kept, kept_score, n_kept, alloc, score, floor)
+                    if grown < 0:
+                        refused = max(refused, score)
+                        kept_min = kept_score[:n_kept].min()
+                    else:
+                        n_kept = grown
             action = 3
         else:
             action = next_action[depth]
@@ -168,7 +180,7 @@ def _search(
         next_action[depth] = action + 1
         nodes += 1
         if nodes > max_nodes:
-            return best, nodes, n_kept, kept, kept_score, best_actions
+            return best, nodes, n_kept, kept, kept_score, best_actions, refused
         K.apply(
             buf_int,
             buf_demand,
@@ -202,7 +214,7 @@ def _search(
         )
         depth += 1
         next_action[depth] = 0
-    return best, nodes, n_kept, kept, kept_score, best_actions
+    return best, nodes, n_kept, kept, kept_score, best_actions, refused
 
 
 def score_margin(instance: Instance) -> float:
@@ -249,8 +261,9 @@ def exhaustive_search(
     (Copy before NoCopy before Drop), from the start, ``best_reward_s`` its exact reward
     rounded once, and ``bound_s`` an upper bound on every game's reward: the optimum
     itself (``best_reward_s``), except where more than :data:`KEPT_GAMES` games scored
-    near the best (placements that change no latency); then ``actions`` is the first game
-    of the best score and ``bound_s`` that score plus :func:`score_margin`. The game is
+    near the best score (placements that change no latency; near a lower best found
+    earlier does not count); then ``actions`` is the first game of the best score and
+    ``bound_s`` that score plus :func:`score_margin`. The game is
     left as it was. Raises :class:`SolverError` past ``max_nodes`` actions tried (a whole
     number of at least 1) or if no continuation completes.
     """
@@ -259,7 +272,7 @@ def exhaustive_search(
     work = game.clone()
     margin = score_margin(game.instance)
     # (an int64 to the compiled search: past it, as good as no limit)
-    best, nodes, n, kept, scores, best_actions = _search(
+    best, nodes, n, kept, scores, best_actions, refused = _search(
         *work._apply_args, min(int(max_nodes), 2**63 - 1), margin
     )
     if nodes > max_nodes:
@@ -273,7 +286,7 @@ def exhaustive_search(
         fast = np.flatnonzero(actions <= NOCOPY).tolist()
         return float(exact_mapping_reward(game.instance, fast))
 
-    if n < 0:  # too many games near the best to rank them all
+    if refused >= best - 2.0 * margin:  # too many games near the best to rank them all
         reward = exact(best_actions)
         return reward, [int(a) for a in best_actions], int(nodes), max(best + margin, reward)
     top = None  # (exact reward, index in kept) of the first best game
