@@ -504,6 +504,10 @@ def test_warm_start_seconds_with_a_work_budget_alone_are_refused() -> None:
     ExactSolver().check_options({"warm_start_s": None}, work=50)
     solution = ExactSolver().solve(inst, SolveRequest(seed=0, work=50))
     assert solution.info["warm_start"]["games"] == 3
+    # 0 s plays no game, whatever the clock: reproducible, so taken as it was
+    ExactSolver().check_options({"warm_start_s": 0}, work=50)
+    none = ExactSolver().solve(inst, SolveRequest(seed=0, work=50, options={"warm_start_s": 0}))
+    assert none.info["warm_start"]["games"] == 0
 
 
 def _alias_chain(n: int):

@@ -24,8 +24,8 @@ first or every retry said it again.
 Budgets: wall clock (everything included) and/or work in CP-SAT deterministic time,
 milliseconds (``work_unit = "dtime_ms"``); with a work budget and no wall-clock budget
 the answer is reproducible from the seed (``workers`` more than 1 is refused there: CP-SAT's
-workers race; so is ``warm_start_s``: its games are timed by the wall clock). With neither,
-at most ``DEFAULT_SECONDS``.
+workers race; so is a ``warm_start_s`` above 0: its games are timed by the wall clock).
+With neither, at most ``DEFAULT_SECONDS``.
 
 The model, the proof that it holds every game mapping, what is exact and what is
 relaxed, and the CP-SAT 9.12-9.15 ``AddNoOverlap2D`` bug it avoids: docs/exact-model.md.
@@ -101,7 +101,7 @@ class ExactConfig:
         None,
         "seconds of warm-start games (none: a small share of the budget; under a wall-clock "
         "budget at most what it leaves after building the model and 0.5 s of search; "
-        "refused with a work budget alone)",
+        "above 0, refused with a work budget alone)",
         within="[0, 604800]",
     )
     heuristic_start: bool = setting(True, "hint CP-SAT with the heuristic's mapping")
@@ -983,7 +983,7 @@ class ExactSolver(Solver, name="exact", work_unit="dtime_ms", config=ExactConfig
                 "race, so the answer would not follow from the seed; give workers=1, or a "
                 "budget in seconds"
             )
-        if config.warm_start_s is not None:
+        if config.warm_start_s:  # (0: no games, nothing timed)
             raise SolverError(
                 f"exact: warm_start_s={config.warm_start_s!r} with a work budget alone: the "
                 "warm start would play games for that many seconds of wall clock, so the "
