@@ -171,6 +171,18 @@ def test_solve_never_writes_its_answer_over_the_runs_own_files(tmp_path: Path, c
     assert "unknown option 'checkpoint_dir'" in _one_line_error(capsys)
 
 
+def test_optimize_never_writes_its_answer_over_the_runs_own_files(tmp_path: Path, capsys) -> None:
+    """optimize --option checkpoint_dir=D --out D/checkpoint.msgpack wrote its answer over
+    the checkpoint it resumes from (later runs failed); it is refused as solve refuses it,
+    and so is --out D itself."""
+    run = tmp_path / "run"
+    argv = ["optimize", "synthetic-v1/small", "--work", "1", "--option", f"checkpoint_dir={run}"]
+    for name in ("checkpoint.msgpack", "best.solution.json"):
+        assert main([*argv, "--out", str(run / name)]) == 2
+        assert "is a file the run keeps in checkpoint_dir" in _one_line_error(capsys)
+    assert not run.exists()
+
+
 def test_solve_and_check_an_xla_dump_directory(tmp_path: Path, capsys) -> None:
     from tests.frontends.test_xla import HANDMADE
 

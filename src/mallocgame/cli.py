@@ -422,6 +422,7 @@ def _cmd_optimize(args: argparse.Namespace) -> int:
         remedy = "delete it to start over, or give another checkpoint_dir"
     options.setdefault("checkpoint_dir", str(paths.checkpoint))
     get_solver("muzero-prod").check_options(options)
+    _refuse_the_runs_own_file(out, Path(options["checkpoint_dir"]), "checkpoint_dir")
     check_budget(args.budget, options)  # a budget too short for the agent: before the run
     if _resumes("muzero-prod", inst, options, args.seed, remedy):
         print(
