@@ -502,6 +502,26 @@ def test_apply_refuses_an_option_of_the_other_source(tmp_path, capsys, source, g
     assert captured.out == "" and captured.err.count("\n") == 1 and needle in captured.err
 
 
+@pytest.mark.parametrize(
+    "given, needle",
+    [
+        (["--jax", ""], "--jax must name MODULE:FUNCTION"),
+        (["--jax", " "], "--jax must name MODULE:FUNCTION"),
+        (["--torch", ""], "--torch must name MODULE:FACTORY"),
+        (["--torch", FACTORY, "--instance", ""], "--instance must name a file"),
+    ],
+)
+def test_apply_refuses_a_blank_source_or_instance_in_one_line(tmp_path, capsys, given, needle):
+    """``--jax ''`` was taken for no --jax: the torch path ran without a module (an
+    AttributeError traceback); ``--instance ''`` for no --instance."""
+    from mallocgame.cli import main
+
+    path, _ = heuristic_answer(tmp_path)
+    assert main(["apply", str(path), *given, "--device", "cpu", "--steps", "1"]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == "" and captured.err.count("\n") == 1 and needle in captured.err
+
+
 def test_apply_torch_reads_the_derivation_options_it_is_given(tmp_path, capsys):
     path, _ = heuristic_answer(tmp_path, fraction=0.5)
     argv = ["apply", str(path), "--torch", FACTORY, "--arg", "f32[16,32]", "--device", "cpu"]

@@ -156,7 +156,14 @@ def cmd_apply(args: argparse.Namespace) -> int:
 
     if args.steps < 1 or args.warmup < 1:
         raise ApplyError("--steps and --warmup must be at least 1")
-    if args.jax:
+    for flag, value, what in (
+        ("--jax", args.jax, "MODULE:FUNCTION"),
+        ("--torch", args.torch, "MODULE:FACTORY"),
+        ("--instance", args.instance, "a file"),
+    ):
+        if value is not None and not value.strip():
+            raise ApplyError(f"{flag} must name {what}")
+    if args.jax is not None:
         if args.stage_dot_reads:
             raise ApplyError("--stage-dot-reads goes with --torch (XLA places its own copies)")
         for option, value in (
@@ -168,7 +175,7 @@ def cmd_apply(args: argparse.Namespace) -> int:
                     f"{option} goes with --torch (apply --jax reads its instance from --instance)"
                 )
         return _apply_jax(args)
-    if args.instance:
+    if args.instance is not None:
         raise ApplyError("--instance goes with --jax (apply --torch derives its instance)")
     torch = _torch()
     memory = make_memory(args.device)
