@@ -522,6 +522,19 @@ def test_apply_refuses_a_blank_source_or_instance_in_one_line(tmp_path, capsys, 
     assert captured.out == "" and captured.err.count("\n") == 1 and needle in captured.err
 
 
+def test_apply_refuses_a_module_that_fails_on_its_inputs_in_one_line(tmp_path, capsys):
+    """Integer inputs to a float layer: the capture (on fake tensors) takes them, the eager
+    run that gives the reference results does not (a RuntimeError traceback before)."""
+    from mallocgame.cli import main
+
+    path, _ = heuristic_answer(tmp_path)
+    argv = ["apply", str(path), "--torch", FACTORY, "--arg", "s32[16,32]", "--device", "cpu"]
+    assert main([*argv, "--steps", "1"]) == 2
+    captured = capsys.readouterr()
+    assert captured.err.count("\n") == 1
+    assert "block: the module failed on its inputs: RuntimeError: " in captured.err
+
+
 def test_apply_torch_reads_the_derivation_options_it_is_given(tmp_path, capsys):
     path, _ = heuristic_answer(tmp_path, fraction=0.5)
     argv = ["apply", str(path), "--torch", FACTORY, "--arg", "f32[16,32]", "--device", "cpu"]

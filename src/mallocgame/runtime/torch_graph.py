@@ -36,6 +36,7 @@ from dataclasses import dataclass
 from functools import cached_property
 from typing import Any
 
+from mallocgame.errors import one_line
 from mallocgame.frontends.torch import TrainingStep
 from mallocgame.instance import Instance
 from mallocgame.nested import nested_leaves
@@ -596,7 +597,9 @@ def eager_results(graph: BoundGraph) -> EagerResults:
     """Run ``graph``'s module once eagerly under ``no_grad``, on copies of the buffers and
     inputs it mutates (``self.acc.add_(...)``, ``x.mul_(2)``), so that the state and
     inputs the graph is bound to, which the unlifted module shares, stay as they were.
-    For an inference program (a training step's results follow its optimizer)."""
+    For an inference program (a training step's results follow its optimizer).
+    :class:`~mallocgame.runtime.errors.ApplyError` where the module fails on its inputs (an
+    integer input to a float layer: a capture on fake tensors need not see it)."""
     import torch
     from torch.export.graph_signature import OutputKind
     from torch.utils import _pytree
@@ -613,8 +616,13 @@ def eager_results(graph: BoundGraph) -> EagerResults:
     leaves, structure = _pytree.tree_flatten(captured.inputs)  # as export numbers them
     for name in signature.user_inputs_to_mutate.values():
         leaves[user_inputs.index(name)] = leaves[user_inputs.index(name)].clone()
-    with torch.no_grad():
-        outputs = _pytree.tree_leaves(module(*_pytree.tree_unflatten(leaves, structure)))
+    try:
+        with torch.no_grad():
+            outputs = _pytree.tree_leaves(module(*_pytree.tree_unflatten(leaves, structure)))
+    except Exception as exc:
+        raise ApplyError(
+            f"{captured.name}: the module failed on its inputs: {one_line(exc)}"
+        ) from None
     returned = iter(outputs)
     values: list[Any] = []
     for spec in signature.output_specs:
