@@ -207,6 +207,7 @@ def test_a_budget_or_seed_no_run_can_have_is_refused(
 def test_a_solver_spec_runs_one_solver_under_other_settings(tmp_path: Path) -> None:
     assert solver_spec("es") == ("es", {})
     assert solver_spec("es[sigma=0.2;workers=1]") == ("es", {"sigma": "0.2", "workers": "1"})
+    assert solver_spec("es[sigma=0.2; sigma=0.2]") == ("es", {"sigma": "0.2"})  # one setting
     points = reward_curve("xla-v1/lstm_infer", "es[workers=1]", seconds=0.3, seed=0)
     assert {p.solver for p in points} == {"es[workers=1]"}  # its own curve, named by its spec
 
@@ -217,6 +218,7 @@ def test_a_solver_spec_runs_one_solver_under_other_settings(tmp_path: Path) -> N
         ("es[sigma=0.2", "expected NAME"),
         ("es[]", "expected NAME"),
         ("es[sigma]", "is not KEY=VALUE"),
+        ("es[sigma=0.2;sigma=0.3]", "sigma given twice, as '0.2' and '0.3'"),
         ("es[nonsense=1]", "nonsense"),
         ("nosuch", "nosuch"),
     ],

@@ -82,9 +82,9 @@ class Identity:
 def solver_spec(spec: str) -> tuple[str, dict[str, str]]:
     """``"NAME"`` or ``"NAME[KEY=VALUE;KEY=VALUE]"`` → the solver's name and its options
     (strings, typed by the solver's ``Config``), so that one solver can run in one sweep
-    under several settings, each its own curve. Raises
-    :class:`~mallocgame.errors.SolverError` for a malformed spec, an unknown solver or a
-    bad setting."""
+    under several settings, each its own curve. A key given twice with the same text is
+    one setting. Raises :class:`~mallocgame.errors.SolverError` for a malformed spec, a key
+    given twice with two texts, an unknown solver or a bad setting."""
     name, bracket, rest = spec.partition("[")
     options: dict[str, str] = {}
     if bracket:
@@ -94,7 +94,13 @@ def solver_spec(spec: str) -> tuple[str, dict[str, str]]:
             key, eq, value = item.partition("=")
             if not eq or not key.strip():
                 raise SolverError(f"solver spec {spec!r}: {item!r} is not KEY=VALUE")
-            options[key.strip()] = value.strip()
+            key, value = key.strip(), value.strip()
+            if options.get(key, value) != value:
+                raise SolverError(
+                    f"solver spec {spec!r}: {key} given twice, as {options[key]!r} and "
+                    f"{value!r}: give one value"
+                )
+            options[key] = value
     get_solver(name).check_options(options)
     return name, options
 
