@@ -72,6 +72,8 @@ def test_training_correlation_samples_games_across_one_run(tmp_path: Path) -> No
         ({}, "needs a budget"),
         ({"seconds": float("nan"), "games": 4}, "seconds must be a finite number of seconds"),
         ({"seconds": -1.0}, "seconds must be a finite number of seconds"),
+        ({"games": 4, "options": {"checkpoint_dir": "d"}}, "drop the setting checkpoint_dir"),
+        ({"games": 4, "options": {"progress": "true"}}, "drop the setting progress"),
     ],
 )
 def test_training_correlation_refuses_bad_settings(kwargs, message) -> None:
@@ -151,6 +153,11 @@ def test_cli_training_correlation_checks_its_outputs_before_training(tmp_path, c
                 "nonsense=1",
             ],
             "nonsense",
+        ),
+        (
+            ["--training", "5", "--programs", "xla-v1/lstm_infer", "--out", "x"]
+            + ["--option", "progress_seconds=1"],
+            "prints no progress lines: drop the setting progress_seconds",
         ),
     ],
 )

@@ -40,6 +40,7 @@ __all__ = [
     "TrainingSample",
     "TrainingCorrelation",
     "training_correlation",
+    "UNREAD_SETTINGS",
     "format_training_correlation",
     "write_training_csv",
     "plot_training_correlation",
@@ -138,6 +139,11 @@ def _checked_latency(inst: Instance, solution: Solution, program: str) -> float:
     return simulate(inst, solution).latency_s
 
 
+UNREAD_SETTINGS = ("checkpoint_dir", "checkpoint_seconds", "progress", "progress_seconds")
+"""muzero settings :func:`training_correlation` refuses: its run has no checkpoint folder
+and no progress lines, so they would be ignored without a word."""
+
+
 def training_correlation(
     program: str,
     seconds: float | None = None,
@@ -152,8 +158,9 @@ def training_correlation(
     complete self-play games, in the order they were complete, take ``samples`` at
     evenly spaced places (all of them where there are fewer), check and simulate each.
 
-    Raises :class:`~mallocgame.errors.SolverError` when JAX is missing or when the
-    run completes fewer than two self-play games (nothing to correlate).
+    Raises :class:`~mallocgame.errors.SolverError` when JAX is missing, for a setting of
+    :data:`UNREAD_SETTINGS` (the run keeps no checkpoints and prints no progress lines),
+    or when the run completes fewer than two self-play games (nothing to correlate).
     """
     from mallocgame.game.state import replay as replay_actions
     from mallocgame.solvers.base import Stopwatch, solution_from_game
@@ -164,6 +171,12 @@ def training_correlation(
         budget_seconds(seconds, "seconds")  # NaN would never end the run
     if seconds is None and games is None:
         raise SolverError("the training run needs a budget: seconds, games or both")
+    for key in UNREAD_SETTINGS:
+        if key in (options or {}):
+            raise SolverError(
+                f"the training correlation keeps no checkpoints and prints no progress lines: "
+                f"drop the setting {key}"
+            )
     try:
         from mallocgame.solvers.muzero.train import Trainer
     except ImportError as exc:
