@@ -439,6 +439,31 @@ def test_a_file_a_command_reads_is_never_its_out(
     assert instance_file.read_bytes() == kept
 
 
+@pytest.mark.parametrize(
+    "argv, needle",
+    [
+        (["--xla-solution", " "], "--xla-solution must name a file"),  # was a file named " "
+        (["--xla-solution", ""], "--xla-solution must name a file"),  # was taken for none
+        (["--preset", ""], "--preset must name a hardware preset"),  # was the default preset
+        (["--labels", ""], "--labels must name the labels' shape"),  # was taken for none
+    ],
+)
+def test_extract_refuses_a_blank_flag_value_in_one_line(
+    tmp_path: Path, monkeypatch, capsys, argv: list[str], needle: str
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    extract = ["extract", "--program", "xla-v1/lstm_infer", "--out", "o.json"]
+    assert main([*extract, *argv]) == 2
+    assert needle in _one_line_error(capsys)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_optimize_refuses_a_blank_jax_in_one_line(capsys) -> None:
+    """``--jax ''`` was taken for no --jax (a message about a dump directory)."""
+    assert main(["optimize", "--jax", "", "--target", "tpu-v4", "--work", "1"]) == 2
+    assert "--jax must name MODULE:FUNCTION" in _one_line_error(capsys)
+
+
 def test_optimize_refuses_an_output_it_cannot_write_before_running(tmp_path: Path, capsys) -> None:
     out = tmp_path / "run.json"
     out.write_text("the answer of an earlier run")

@@ -483,15 +483,17 @@ class _Compiled:
 def _optimize_compiled(args: argparse.Namespace) -> _Compiled | None:
     """For ``optimize --target TPU`` (with ``--jax`` or a dump): the compiled program;
     ``None`` for a plain workload."""
-    if (args.arg or args.donate) and not args.jax:
+    if args.jax is not None and not args.jax.strip():
+        raise UsageError("--jax must name MODULE:FUNCTION")
+    if (args.arg or args.donate) and args.jax is None:
         raise UsageError("--arg and --donate go with --jax MODULE:FUNCTION")
     if args.target == "cpu":
-        if args.jax or args.steer is not None:
+        if args.jax is not None or args.steer is not None:
             raise UsageError("--jax and --steer go with --target TPU (tpu-v4, tpu-v5e, ...)")
         if not args.workload:
             raise UsageError("give a workload: a bundled name, an instance file or a dump")
         return None
-    if bool(args.jax) == bool(args.workload):
+    if (args.jax is not None) == bool(args.workload):
         raise UsageError(
             f"--target {args.target}: give --jax MODULE:FUNCTION (compiled for it) or an XLA "
             "dump directory of a TPU compile, not both"
@@ -501,7 +503,7 @@ def _optimize_compiled(args: argparse.Namespace) -> _Compiled | None:
     from mallocgame.solvers.xla_answer import xla_answer
 
     build = None
-    if args.jax:
+    if args.jax is not None:
         from mallocgame.frontends.argspec import parse_arg_spec, resolve_function
 
         fn = resolve_function(args.jax)
@@ -742,9 +744,15 @@ def _cmd_extract(args: argparse.Namespace) -> int:
         raise UsageError("--train and --granularity go with --torch MODULE:FACTORY")
     if (args.loss or args.labels or args.optimizer) and not args.train:
         raise UsageError("--loss, --labels and --optimizer go with --train")
-    for flag, value in (("--out", args.out), ("--program-out", args.program_out)):
+    for flag, value, what in (
+        ("--out", args.out, "a file"),
+        ("--program-out", args.program_out, "a file"),
+        ("--xla-solution", args.xla_solution, "a file"),
+        ("--preset", args.preset, "a hardware preset"),
+        ("--labels", args.labels, "the labels' shape, DTYPE[DIMS]"),
+    ):
         if value is not None and not value.strip():
-            raise UsageError(f"{flag} must name a file")
+            raise UsageError(f"{flag} must name {what}")
     if args.name is not None and not args.name.strip():
         raise UsageError("--name must not be empty (leave it out for the default name)")
     if not args.out and not args.program_out:
@@ -752,14 +760,14 @@ def _cmd_extract(args: argparse.Namespace) -> int:
     tpu = args.target != "cpu"
     if tpu and not (args.jax or args.model):
         raise UsageError(f"--target {args.target} goes with --jax or --model (a dump is compiled)")
-    if args.xla_solution and not ((args.dump or tpu) and args.out):
+    if args.xla_solution is not None and not ((args.dump or tpu) and args.out):
         raise UsageError(
             "--xla-solution needs --dump DIR or --target TPU, and --out FILE (the instance it is "
             "a solution of)"
         )
     _check_extract_outputs(args)
     fast_spaces = _memory_spaces(args.xla_fast_spaces, args.target)
-    preset = get_preset(args.preset or _target_preset(args.target))
+    preset = get_preset(args.preset if args.preset is not None else _target_preset(args.target))
     placement = None
     if args.dump:
         from mallocgame.frontends.xla import AmbiguousModuleError, extract_dump_with_placement

@@ -445,7 +445,7 @@ def test_bench_real_refuses_a_placement_given_twice_in_one_line(tmp_path, capsys
     assert not (tmp_path / "out").exists()
 
 
-@pytest.mark.parametrize("out", ["", ".", "file"])
+@pytest.mark.parametrize("out", ["", " ", ".", "file"])
 def test_bench_real_refuses_an_out_that_is_no_folder_of_its_own(out, tmp_path, capsys, monkeypatch):
     from mallocgame.cli import main
 
@@ -455,6 +455,17 @@ def test_bench_real_refuses_an_out_that_is_no_folder_of_its_own(out, tmp_path, c
     assert main(argv) == 2
     assert "give a folder of the run's own" in capsys.readouterr().err
     assert sorted(p.name for p in tmp_path.iterdir()) == ["file"]  # nothing written
+
+
+def test_bench_real_refuses_a_blank_torch_in_one_line(tmp_path, capsys):
+    """``--torch ''`` was taken for no --torch: the default programs ran."""
+    from mallocgame.cli import main
+
+    argv = ["bench", "real", "--dry-run", "--out", str(tmp_path / "out"), "--torch", ""]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "--torch must name MODULE:FACTORY" in err
+    assert not (tmp_path / "out").exists()
 
 
 def test_a_refused_bench_real_leaves_the_last_runs_log_as_it_was(tmp_path, capsys):

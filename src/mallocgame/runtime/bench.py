@@ -830,7 +830,8 @@ class _BenchRun:
         self.given = _given_answers(config.answers, skipped.append)  # bad --answers: no files
         check_profile(config, self.given)  # a given answer's label is known once it is read
         self.out = Path(config.out)
-        if self.out == Path(".") or (self.out.exists() and not self.out.is_dir()):
+        blank = not str(config.out).strip()  # " ": a folder named by a space
+        if blank or self.out == Path(".") or (self.out.exists() and not self.out.is_dir()):
             raise MallocGameError(
                 f"--out {str(config.out)!r}: give a folder of the run's own (its ten files go "
                 "there)"

@@ -428,7 +428,9 @@ def cmd_bench_real(args: argparse.Namespace) -> int:
     from mallocgame.runtime.bench import BenchConfig, factory_program, run_real_bench
     from mallocgame.runtime.errors import ApplyError
 
-    if (args.arg or args.training_step) and not args.torch:
+    if args.torch is not None and not args.torch.strip():
+        raise ApplyError("--torch must name MODULE:FACTORY")
+    if (args.arg or args.training_step) and args.torch is None:
         raise ApplyError("--arg and --training-step go with --torch MODULE:FACTORY")
     if args.optimizer != "none" and not args.training_step:
         raise ApplyError("--optimizer goes with --training-step")
@@ -438,7 +440,7 @@ def cmd_bench_real(args: argparse.Namespace) -> int:
                 args.torch, args.arg, training=args.training_step, optimizer=args.optimizer
             ),
         )
-        if args.torch
+        if args.torch is not None
         else ()
     )
     default = () if extra else ("mlp", "bert", "resnet50")
