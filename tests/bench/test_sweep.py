@@ -668,6 +668,12 @@ def test_run_sweep_checks_every_job_before_running_one(tmp_path: Path) -> None:
     with pytest.raises(InputFileError, match="must be UTF-8 text"):
         run_sweep([*good, Job(undecodable, "drop", 0, None, 1)], out, workers=1)
     assert not out.exists()
+    # a program file that is no instance: read as its job started, after out was made
+    malformed = tmp_path / "malformed.json"
+    malformed.write_bytes(b"\xff\xfe garbage")
+    with pytest.raises(InputFileError, match="not valid JSON"):
+        run_sweep([*good, Job(str(malformed), "drop", 0, None, 1)], out, workers=1)
+    assert not out.exists()
 
 
 def test_settings_a_record_lacks_are_filled_from_the_defaults_nested_ones_too() -> None:

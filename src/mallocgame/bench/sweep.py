@@ -521,15 +521,21 @@ def run_sweep(
     :func:`check_records` (a record written under other settings raises, and so do two
     records of one cell), which reads every ``*.json`` in ``out_dir`` as
     :func:`record_files` reads them for the table (one that is not JSON raises
-    ``InputFileError``, a record of another version ``FormatError``).
+    ``InputFileError``, a record of another version ``FormatError``); and the program of
+    every job to run is read (a file that is no instance raises as
+    :func:`~mallocgame.workloads.registry.load_workload` does) before ``out_dir`` is made.
     """
+    from mallocgame.workloads.registry import load_workload
+
     jobs = list(jobs)
     check_jobs(jobs)
     done_cells = _checked_records(jobs, out_dir)  # reads what the table reads after the jobs
     if ray_address:
         _check_ray(ray_address)
-    out_dir.mkdir(parents=True, exist_ok=True)
     todo = [job for job in jobs if job_cell(job) not in done_cells]
+    for program in dict.fromkeys(job.program for job in todo):
+        load_workload(program)  # a malformed file: refused before the folder is made
+    out_dir.mkdir(parents=True, exist_ok=True)
     skipped = len(jobs) - len(todo)
     say = progress or (lambda _msg: None)
     say(f"{len(todo)} jobs to run, {skipped} already done, results in {out_dir}")
