@@ -391,6 +391,7 @@ def test_check_rejects_corruptions(tmp_path: Path, instance_file: Path, capsys) 
             f"argument --work: must be at most {2**53}",
         ),
         (["bench", "correlation", "--games", "0"], "argument --games: must be at least 2"),
+        (["bench", "correlation", "--games", str(10**30)], "argument --games: must be at most"),
         (["solve", "{inst}", "--solver", "drop", "--out", "{inst}"], "is the file this command"),
         (["bogus"], "invalid choice"),
     ],

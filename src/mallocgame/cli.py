@@ -2012,7 +2012,7 @@ def _add_correlation_parser(bench: _SubParsers) -> None:
     q.add_argument("--programs", nargs="+", help="workloads (default: the xla-v1 suite)")
     q.add_argument(
         "--games",
-        type=_whole_number(2),
+        type=_whole_number(2, MAX_WORK),
         default=None,
         help="random games per program (default 40; not with --training)",
     )
