@@ -345,6 +345,13 @@ def test_check_rejects_corruptions(tmp_path: Path, instance_file: Path, capsys) 
             "sigma must be a finite number",
         ),
         (["simulate", "{inst}", "{missing}"], "nope.json"),
+        # an empty path was the current directory: ".: a directory, not a file"
+        (["check", "{inst}", ""], "an empty path names no file: give the file's path"),
+        (["simulate", "{inst}", ""], "an empty path names no file"),
+        (["project", "{inst}", ""], "an empty path names no file"),
+        (["show", "{inst}", "", "--out", "x.png"], "an empty path names no file"),
+        (["show", "{inst}", "{inst}", "--out", ""], "--out must name a file"),
+        (["bench", "tasks", "--program", ""], "an empty path names no file"),
         (["solve", "xla-v1/gru_infr", "--solver", "greedy"], "did you mean xla-v1/gru_infer"),
         (["check", "{inst}", "{malformed}"], "not valid JSON"),
         (["check", "{malformed}", "{inst}"], "not valid JSON"),

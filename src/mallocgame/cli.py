@@ -686,6 +686,8 @@ def _cmd_show(args: argparse.Namespace) -> int:
     from mallocgame.viz import draw_layout
     from mallocgame.workloads.registry import load_workload
 
+    if not args.out.strip():
+        raise UsageError("--out must name a file")
     if args.against is not None and not args.against.strip():
         raise UsageError("--against must name a solution file")
     paths = [args.solution] + ([args.against] if args.against else [])

@@ -148,7 +148,10 @@ def read_json(path: str | os.PathLike[str]) -> Any:
     """Parse a ``.json`` or ``.json.gz`` file; raise :class:`InputFileError` on any failure,
     a number that is not finite as a float (``NaN``, ``Infinity``, ``1e400``), objects and
     arrays nested more than :data:`MAX_JSON_DEPTH` deep, and a string holding an unpaired
-    surrogate (``"\\ud800"``) included."""
+    surrogate (``"\\ud800"``) included, and an empty path (``Path("")`` is the current
+    directory)."""
+    if not os.fspath(path):
+        raise InputFileError("an empty path names no file: give the file's path")
     path = Path(path)
     try:
         is_dir, is_file = path.is_dir(), path.is_file()
