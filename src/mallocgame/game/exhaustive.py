@@ -59,36 +59,11 @@ def _keep(kept, kept_score, n_kept, alloc, score, floor):
 
 @jit
 def _search(
-    buf_int,
-    buf_demand,
-    ins_int,
-    ins_float,
-    ins_buf,
-    table_s,
-    ten_int,
-    capacity,
-    alignment,
-    fast_bw,
-    slow_bw,
-    supply_left,
-    pair_used,
-    alloc,
-    group_state,
-    group_left,
-    ten_state,
-    active,
-    block_end,
-    trail_t,
-    trail_w,
-    record,
-    record_return,
-    ctr,
-    ret,
-    out,
-    lo,
-    hi,
-    max_nodes,
-    margin,
+    buf_int, buf_demand, ins_int, ins_float, ins_buf, table_s, ten_int,
+    capacity, alignment, fast_bw, slow_bw,
+    supply_left, pair_used, alloc, group_state, group_left, ten_state, active, block_end,
+    trail_t, trail_w, record, record_return, ctr, ret, out, lo, hi,
+    max_nodes, margin,
 ):
     """Every complete game from the state given: returns ``(best score, nodes, n, kept,
     scores, best_actions, refused)``, ``kept[:n]`` the actions of games (one per set of
@@ -151,28 +126,9 @@ def _search(
             if depth == root:
                 break
             K.undo_to(
-                buf_int,
-                buf_demand,
-                ten_int,
-                capacity,
-                alignment,
-                supply_left,
-                pair_used,
-                alloc,
-                group_state,
-                group_left,
-                ten_state,
-                active,
-                block_end,
-                trail_t,
-                trail_w,
-                record,
-                record_return,
-                ctr,
-                ret,
-                out,
-                lo,
-                hi,
+                buf_int, buf_demand, ten_int, capacity, alignment,
+                supply_left, pair_used, alloc, group_state, group_left, ten_state, active, block_end,
+                trail_t, trail_w, record, record_return, ctr, ret, out, lo, hi,
                 depth - 1,
             )
             depth -= 1
@@ -182,34 +138,10 @@ def _search(
         if nodes > max_nodes:
             return best, nodes, n_kept, kept, kept_score, best_actions, refused
         K.apply(
-            buf_int,
-            buf_demand,
-            ins_int,
-            ins_float,
-            ins_buf,
-            table_s,
-            ten_int,
-            capacity,
-            alignment,
-            fast_bw,
-            slow_bw,
-            supply_left,
-            pair_used,
-            alloc,
-            group_state,
-            group_left,
-            ten_state,
-            active,
-            block_end,
-            trail_t,
-            trail_w,
-            record,
-            record_return,
-            ctr,
-            ret,
-            out,
-            lo,
-            hi,
+            buf_int, buf_demand, ins_int, ins_float, ins_buf, table_s, ten_int,
+            capacity, alignment, fast_bw, slow_bw,
+            supply_left, pair_used, alloc, group_state, group_left, ten_state, active, block_end,
+            trail_t, trail_w, record, record_return, ctr, ret, out, lo, hi,
             action,
         )
         depth += 1
@@ -263,9 +195,9 @@ def exhaustive_search(
     itself (``best_reward_s``), except where more than :data:`KEPT_GAMES` games scored
     near the best score (placements that change no latency; near a lower best found
     earlier does not count); then ``actions`` is the first game of the best score and
-    ``bound_s`` that score plus :func:`score_margin`. The game is
-    left as it was. Raises :class:`SolverError` past ``max_nodes`` actions tried (a whole
-    number of at least 1) or if no continuation completes.
+    ``bound_s`` that score plus :func:`score_margin`. The game is left as it was.
+    Raises :class:`SolverError` past ``max_nodes`` actions tried (a whole number of at
+    least 1) or if no continuation completes.
     """
     if isinstance(max_nodes, bool) or not isinstance(max_nodes, (int, np.integer)) or max_nodes < 1:
         raise SolverError(f"max_nodes must be a whole number of at least 1, not {max_nodes!r:.40}")
