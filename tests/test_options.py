@@ -423,3 +423,18 @@ def test_the_issue_37_muzero_options_are_refused_without_a_warning(
         warnings.simplefilter("error")
         with pytest.raises(SolverError, match=f"^muzero: {message}$"):
             SOLVERS["muzero"]().check_options(options)
+
+
+def test_key_values_reads_settings_and_refuses_two_texts_of_one_key() -> None:
+    """The one reader of KEY=VALUE items (the CLI's --option, bench's solver specs)."""
+    from mallocgame.options import key_values
+
+    assert key_values([" sigma = 0.2", "workers=1", "sigma=0.2"]) == {
+        "sigma": "0.2",
+        "workers": "1",
+    }
+    with pytest.raises(ValueError, match=r"^es:sigma given twice, as '0.2' and '0.20'"):
+        key_values(["sigma=0.2", "sigma=0.20"], "es:")
+    for bad in ("sigma", "=1"):
+        with pytest.raises(ValueError, match="is not KEY=VALUE"):
+            key_values([bad])

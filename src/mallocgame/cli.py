@@ -164,19 +164,12 @@ def _options(items: Sequence[str], solver: str = "") -> dict[str, str]:
     one setting; with two texts :class:`UsageError` (neither is taken over the other,
     even where both mean one value: ``0.2`` and ``0.20``);
     ``solver`` (``"es:"``) prefixes the key in that message."""
-    options: dict[str, str] = {}
-    for item in items:
-        key, sep, value = item.partition("=")
-        if not sep or not key.strip():
-            raise UsageError(f"--option expects KEY=VALUE, not {item!r}")
-        key, value = key.strip(), value.strip()
-        if options.get(key, value) != value:
-            raise UsageError(
-                f"--option {solver}{key} given twice, as {options[key]!r} and {value!r}: "
-                "give one value"
-            )
-        options[key] = value
-    return options
+    from mallocgame.options import key_values
+
+    try:
+        return key_values(items, solver)
+    except ValueError as exc:
+        raise UsageError(f"--option {exc}") from None
 
 
 def _cmd_solvers(args: argparse.Namespace) -> int:

@@ -30,7 +30,7 @@ import json
 import math
 import types
 import typing
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, fields, is_dataclass
 from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
@@ -50,6 +50,7 @@ __all__ = [
     "Interval",
     "unranged_options",
     "check_ranges",
+    "key_values",
 ]
 
 C = TypeVar("C", bound="DataclassInstance")
@@ -418,3 +419,22 @@ def unranged_options(cls: type) -> list[str]:
         elif inner in (int, float) and "within" not in f.metadata:
             out.append(f.name)
     return out
+
+
+def key_values(items: Iterable[str], key_prefix: str = "") -> dict[str, str]:
+    """``KEY=VALUE`` texts -> a dict of their stripped texts (:func:`parse_config` types
+    them). A key given twice with the same text is one setting; with two texts, or an item
+    that is not ``KEY=VALUE``, :class:`ValueError` saying which (``key_prefix`` before the
+    key: ``"es:"``), for the caller to place."""
+    options: dict[str, str] = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise ValueError(f"{item!r} is not KEY=VALUE")
+        key, value = key.strip(), value.strip()
+        if options.get(key, value) != value:
+            raise ValueError(
+                f"{key_prefix}{key} given twice, as {options[key]!r} and {value!r}: give one value"
+            )
+        options[key] = value
+    return options

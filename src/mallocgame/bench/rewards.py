@@ -41,6 +41,7 @@ from mallocgame.curves import (
 )
 from mallocgame.errors import FormatError, SolverError, StaleRecordError
 from mallocgame.fileio import first_line, read_csv_rows, write_csv_atomic
+from mallocgame.options import key_values
 from mallocgame.solvers import Improvement, SolveRequest, get_solver
 from mallocgame.workloads.registry import load_workload
 
@@ -90,17 +91,10 @@ def solver_spec(spec: str) -> tuple[str, dict[str, str]]:
     if bracket:
         if not rest.endswith("]") or not rest[:-1].strip():
             raise SolverError(f"solver spec {spec!r}: expected NAME[KEY=VALUE;KEY=VALUE]")
-        for item in rest[:-1].split(";"):
-            key, eq, value = item.partition("=")
-            if not eq or not key.strip():
-                raise SolverError(f"solver spec {spec!r}: {item!r} is not KEY=VALUE")
-            key, value = key.strip(), value.strip()
-            if options.get(key, value) != value:
-                raise SolverError(
-                    f"solver spec {spec!r}: {key} given twice, as {options[key]!r} and "
-                    f"{value!r}: give one value"
-                )
-            options[key] = value
+        try:
+            options = key_values(rest[:-1].split(";"))
+        except ValueError as exc:
+            raise SolverError(f"solver spec {spec!r}: {exc}") from None
     get_solver(name).check_options(options)
     return name, options
 
