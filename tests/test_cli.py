@@ -171,7 +171,9 @@ def test_solve_never_writes_its_answer_over_the_runs_own_files(tmp_path: Path, c
     assert "unknown option 'checkpoint_dir'" in _one_line_error(capsys)
 
 
-def test_optimize_never_writes_its_answer_over_the_runs_own_files(tmp_path: Path, capsys) -> None:
+def test_optimize_never_writes_its_answer_over_the_runs_own_files(
+    tmp_path: Path, capsys, monkeypatch
+) -> None:
     """optimize --option checkpoint_dir=D --out D/checkpoint.msgpack wrote its answer over
     the checkpoint it resumes from (later runs failed); it is refused as solve refuses it,
     and so is --out D itself."""
@@ -181,6 +183,14 @@ def test_optimize_never_writes_its_answer_over_the_runs_own_files(tmp_path: Path
         assert main([*argv, "--out", str(run / name)]) == 2
         assert "is a file the run keeps in checkpoint_dir" in _one_line_error(capsys)
     assert not run.exists()
+    # checkpoint_dir= or none: the run keeps no files, so no name is the run's own (the
+    # refusal took the text for a folder: '' the current one); refused later for its budget
+    monkeypatch.chdir(tmp_path)
+    for off in ("", "none"):
+        out = str(Path(off) / "best.solution.json")
+        short = ["optimize", "synthetic-v1/small", "--budget", "0.5", "--out", out]
+        assert main([*short, "--option", f"checkpoint_dir={off}"]) == 2
+        assert "less than the 10 s it needs" in _one_line_error(capsys)
 
 
 def test_solve_and_check_an_xla_dump_directory(tmp_path: Path, capsys) -> None:

@@ -116,8 +116,9 @@ def _cmd_solve(args: argparse.Namespace, inst: Instance | None = None) -> int:
     _output_file(out, args.workload)
     options = _options(args.option)
     solver.check_options(options)  # (a bad option: named before the folder it would name)
-    if options.get("checkpoint_dir"):  # a trainer's folder: its checkpoint and best answer
-        _refuse_the_runs_own_file(out, Path(options["checkpoint_dir"]), "checkpoint_dir")
+    checkpoint_dir = getattr(solver.config(options), "checkpoint_dir", None)
+    if checkpoint_dir is not None:  # a trainer's folder: its checkpoint and best answer
+        _refuse_the_runs_own_file(out, Path(checkpoint_dir), "checkpoint_dir")
 
     def progress(improvement: Improvement) -> None:
         work = ", ".join(f"{k} {v}" for k, v in improvement.work.items())
@@ -414,8 +415,9 @@ def _cmd_optimize(args: argparse.Namespace) -> int:
     if "checkpoint_dir" in options:
         remedy = "delete it to start over, or give another checkpoint_dir"
     options.setdefault("checkpoint_dir", str(paths.checkpoint))
-    get_solver("muzero-prod").check_options(options)
-    _refuse_the_runs_own_file(out, Path(options["checkpoint_dir"]), "checkpoint_dir")
+    checkpoint_dir = get_solver("muzero-prod").config(options).checkpoint_dir
+    if checkpoint_dir is not None:  # (checkpoint_dir= or none: the run keeps no files)
+        _refuse_the_runs_own_file(out, Path(checkpoint_dir), "checkpoint_dir")
     check_budget(args.budget, options)  # a budget too short for the agent: before the run
     if _resumes("muzero-prod", inst, options, args.seed, remedy):
         print(
