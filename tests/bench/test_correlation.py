@@ -81,6 +81,17 @@ def test_training_correlation_refuses_bad_settings(kwargs, message) -> None:
         training_correlation("xla-v1/lstm_infer", **kwargs)
 
 
+@pytest.mark.parametrize(
+    "options", [{"progress": "false"}, {"checkpoint_dir": ""}, {"checkpoint_dir": "none"}]
+)
+def test_training_correlation_takes_settings_that_ask_for_what_it_does(options) -> None:
+    """progress=false and checkpoint_dir= (none) were refused as settings it would ignore,
+    though they ask for what the run does; the refusal stands only for asking otherwise.
+    (An unknown program, read after the settings, shows they passed.)"""
+    with pytest.raises(MallocGameError, match="nope/x"):
+        training_correlation("nope/x", games=4, options=options)
+
+
 def test_a_program_name_with_dollars_is_drawn_as_written(tmp_path: Path) -> None:
     """The program's name (a panel's title) holding ``$...$`` is drawn letter for letter,
     not read as mathematics (an error where it is not TeX)."""
