@@ -622,7 +622,7 @@ def eager_results(graph: BoundGraph) -> EagerResults:
     except Exception as exc:
         raise ApplyError(
             f"{captured.name}: the module failed on its inputs: {one_line(exc)}"
-        ) from None
+        ) from exc
     returned = iter(outputs)
     values: list[Any] = []
     for spec in signature.output_specs:
