@@ -365,10 +365,24 @@ class BestAnswer:
         work: Mapping[str, int],
         info: Mapping[str, Any],
     ) -> Solution:
-        """Make the complete ``game`` the best answer: its solution (named ``solver``,
-        with ``seed``, ``wall_s=elapsed_s``, ``work`` and ``info``), written to the file
-        where it beats the one on disk, then passed to ``callback``; returns it."""
-        solution = solution_from_game(
+        """Make the complete ``game`` the best answer: its solution (:meth:`answer_of`),
+        written to the file where it beats the one on disk, then passed to ``callback``;
+        returns it."""
+        solution = self.answer_of(game, elapsed_s, work=work, info=info)
+        self.take(solution, elapsed_s, callback)
+        return solution
+
+    def answer_of(
+        self,
+        game: Game,
+        elapsed_s: float,
+        *,
+        work: Mapping[str, int],
+        info: Mapping[str, Any] | None = None,
+    ) -> Solution:
+        """The solution of the complete ``game``, named ``solver``, with ``seed``,
+        ``wall_s=elapsed_s``, ``work`` and ``info`` (not made the best answer)."""
+        return solution_from_game(
             self.instance,
             game,
             solver=self.solver,
@@ -377,8 +391,6 @@ class BestAnswer:
             work=work,
             info=info,
         )
-        self.take(solution, elapsed_s, callback)
-        return solution
 
     def take(
         self,

@@ -64,7 +64,7 @@ from mallocgame.instance import Instance
 from mallocgame.options import json_settings
 from mallocgame.solution import Solution
 from mallocgame.solvers import checkpoint
-from mallocgame.solvers.base import Improvement, Stopwatch, solution_from_game
+from mallocgame.solvers.base import Improvement, Stopwatch
 from mallocgame.solvers.egrl.config import WHERE_FIELDS, EgrlConfig
 from mallocgame.solvers.egrl.graph import build_graph, pad_graph
 from mallocgame.solvers.egrl.population import (
@@ -535,14 +535,7 @@ class EgrlTrainer:
         played it."""
         if self.best is not None and not fitness > self.best_played:
             return
-        answer = solution_from_game(
-            self.instance,
-            game,
-            solver=self.solver_name,
-            seed=self.seed,
-            wall_s=clock.elapsed,
-            work=self.work(),
-        )
+        answer = self._answer.answer_of(game, clock.elapsed, work=self.work())
         # a speedup fitness is the answer's already (it simulates the game's allocations)
         exact = fitness if self.config.fitness == "speedup" else self._answer_fitness(answer)
         if kept:
