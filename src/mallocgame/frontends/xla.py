@@ -94,6 +94,7 @@ which gives an opcode it has no formula for 0) only if it is no HLO opcode.
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import re
 import sys
@@ -1212,15 +1213,31 @@ _FILE_RE = re.compile(
 
 @dataclass(frozen=True)
 class DumpModule:
-    """One optimized module of a dump: ``module_0008.jit_mm`` (prefix), ``jit_mm`` (name)."""
+    """One optimized module of a dump: ``module_0008.jit_mm`` (prefix), ``jit_mm`` (name).
+
+    Its file is read where :attr:`unreadable` is asked, and parsed where
+    :attr:`num_instructions` is (to rank several modules, or to list them): picking a
+    module by name or the dump's only one parses nothing but the module extracted."""
 
     path: Path
     prefix: str
     name: str
     id: str
-    num_instructions: int  # the program instructions it makes (calls and loop bodies inlined)
-    # why its file cannot be read ("not HLO text (not UTF-8)"; then num_instructions is 0), or ""
-    unreadable: str = ""
+
+    @functools.cached_property
+    def unreadable(self) -> str:
+        """Why its file cannot be read (``"not HLO text (not UTF-8)"``), or ``""``."""
+        try:
+            _read_module_text(self.path)
+        except DumpError as exc:
+            return str(exc).removeprefix(f"{self.path}: ")
+        return ""
+
+    @functools.cached_property
+    def num_instructions(self) -> int:
+        """The program instructions it makes (calls and loop bodies inlined); 0 where its
+        file cannot be read."""
+        return 0 if self.unreadable else _module_size(_read_module_text(self.path))
 
     @property
     def trivial(self) -> bool:
@@ -1237,6 +1254,17 @@ class DumpModule:
         if self.unreadable:
             raise DumpError(f"{self.path}: {self.unreadable}")
         return self
+
+
+def _read_module_text(path: Path) -> str:
+    """The text of a module file; :class:`DumpError` naming it where it cannot be read or
+    is not UTF-8."""
+    try:
+        return path.read_text()
+    except OSError as exc:
+        raise DumpError(f"{path}: cannot read ({exc.strerror or exc})") from None
+    except UnicodeDecodeError:
+        raise DumpError(f"{path}: not HLO text (not UTF-8)") from None
 
 
 def _module_size(text: str) -> int:
@@ -1261,7 +1289,8 @@ def _module_size(text: str) -> int:
 def list_modules(dump_dir: str | os.PathLike[str]) -> list[DumpModule]:
     """The optimized modules of an XLA dump directory, by module id, each with the number
     of program instructions it makes (calls and loop bodies inlined: a training step
-    written as one loop counts its body), by which ``largest`` ranks them. A module whose
+    written as one loop counts its body; counted where asked, :class:`DumpModule`), by
+    which ``largest`` ranks them. A module whose
     file cannot be read (not UTF-8, unreadable) is listed with why (``unreadable``): it is
     refused only where it is the module picked, and never picked as the largest."""
     root = Path(dump_dir)
@@ -1270,20 +1299,8 @@ def list_modules(dump_dir: str | os.PathLike[str]) -> list[DumpModule]:
     found = []
     for path in sorted(root.iterdir()):
         m = _FILE_RE.match(path.name)
-        if not m or not path.is_file():
-            continue
-        size, unreadable = 0, ""
-        try:
-            size = _module_size(path.read_text())
-        except OSError as exc:
-            unreadable = f"cannot read ({exc.strerror or exc})"
-        except UnicodeDecodeError:
-            unreadable = "not HLO text (not UTF-8)"
-        found.append(
-            DumpModule(
-                path, m.group("prefix"), m.group("name"), m.group("id") or "", size, unreadable
-            )
-        )
+        if m and path.is_file():
+            found.append(DumpModule(path, m.group("prefix"), m.group("name"), m.group("id") or ""))
     return found
 
 
@@ -1295,12 +1312,12 @@ def _select(
             f"{where}: no scheduled module (*_after_optimizations.txt); dump with "
             "XLA_FLAGS='--xla_dump_to=DIR --xla_dump_hlo_as_text'"
         )
-    listing = "; ".join(m.describe() for m in mods)
     matches = mods
     if module is not None:
         keys = lambda m: {m.name, m.prefix, m.path.name, m.id, f"module_{m.id}"}  # noqa: E731
         matches = [m for m in mods if module in keys(m)] or [m for m in mods if module in m.prefix]
         if not matches:
+            listing = "; ".join(m.describe() for m in mods)
             raise DumpError(f"{where}: no module matches {module!r}; modules: {listing}")
     if len(matches) == 1:
         return matches[0].check_readable()
@@ -1380,12 +1397,7 @@ def _extract(
     else:
         chosen = _select(list_modules(path), module, str(path), auto=auto)
         chosen_path, prefix = chosen.path, chosen.prefix
-    try:
-        text = chosen_path.read_text()
-    except OSError as exc:
-        raise DumpError(f"{chosen_path}: cannot read ({exc.strerror or exc})") from None
-    except UnicodeDecodeError:
-        raise DumpError(f"{chosen_path}: not HLO text (not UTF-8)") from None
+    text = _read_module_text(chosen_path)
     return extract_module_with_placement(
         text,
         name=name,
