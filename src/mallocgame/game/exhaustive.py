@@ -14,7 +14,7 @@ from mallocgame.game.state import NOCOPY, Game
 from mallocgame.game.tables import I_COUNT
 from mallocgame.instance import Instance, RooflineLatency
 from mallocgame.jit import jit
-from mallocgame.latency import exact_mapping_reward
+from mallocgame.latency import mapping_reward
 
 __all__ = ["exhaustive_search"]
 
@@ -215,8 +215,7 @@ def exhaustive_search(
         raise SolverError("no complete legal game exists from this state")
 
     def exact(actions: np.ndarray) -> float:
-        fast = np.flatnonzero(actions <= NOCOPY).tolist()
-        return float(exact_mapping_reward(game.instance, fast))
+        return mapping_reward(game.instance, np.flatnonzero(actions <= NOCOPY).tolist())
 
     if refused >= best - 2.0 * margin:  # too many games near the best to rank them all
         reward = exact(best_actions)

@@ -31,8 +31,8 @@ class ExhaustiveSolver(Solver, name="exhaustive", work_unit="moves"):
         _, actions, moves, bound_s = exhaustive_search(replay(instance, []), max_nodes=max_moves)
         game = replay(instance, actions)
         answer = run.game_answer(game, {"moves": moves})
-        # the bound is the best game's own reward where the search ranked every game near
-        # the best by its exact reward, else the best score plus its rounding (exhaustive_search)
-        answer = replace(answer, bound_s=max(bound_s, answer.reward_s))
+        # the best game's own reward where the search ranked every game near the best by
+        # its exact reward, else the best score plus its rounding (exhaustive_search)
+        answer = replace(answer, bound_s=bound_s)
         run.improve(answer)
         return answer
