@@ -171,9 +171,9 @@ def training_correlation(
         budget_seconds(seconds, "seconds")  # NaN would never end the run
     if seconds is None and games is None:
         raise SolverError("the training run needs a budget: seconds, games or both")
-    asked = get_solver("muzero").config(dict(options or {}))
+    config = get_solver("muzero").config(dict(options or {}))
     for key in UNREAD_SETTINGS:  # asked of the run, which does none (progress=false: as it does)
-        if key in (options or {}) and getattr(asked, key) not in (None, False):
+        if key in (options or {}) and getattr(config, key) not in (None, False):
             raise SolverError(
                 f"the training correlation keeps no checkpoints and prints no progress lines: "
                 f"drop the setting {key}"
@@ -186,7 +186,6 @@ def training_correlation(
             f"(pip install 'mallocgame[muzero]'): {exc}"
         ) from None
     inst = load_workload(program)
-    config = get_solver("muzero").config(dict(options or {}))
     played: list[
         tuple[float, tuple[int, ...]]
     ] = []  # (seconds into the run, actions) per complete game
