@@ -444,9 +444,9 @@ def warm_game_kernels(instance: Instance) -> None:
     """Load the game's compiled kernels (numba's cache) in this process, once: a game of
     ``instance`` made, one move played, undone, the forced moves played. Loading them
     takes about half a second in a fresh process; called before a solver's clock starts
-    (the command line's ``solve``, :func:`~mallocgame.optimize.optimize`, the bench's
-    jobs), it keeps that loading out of a wall-clock budget, so that the budget is the
-    solver's alone. Later calls cost nothing."""
+    (:meth:`~mallocgame.solvers.base.Solver.solve`, for every caller, under a wall-clock
+    budget), it keeps that loading out of the budget, so that the budget is the solver's
+    alone. Later calls cost nothing."""
     global _warm
     if _warm:
         return
