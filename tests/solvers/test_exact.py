@@ -577,3 +577,20 @@ def test_the_docs_state_the_copy_walks_stopping_threshold() -> None:
     text = (Path(__file__).parents[2] / "docs" / "exact-model.md").read_text()
     stated = re.findall(r"once the demand left is at most `([^`]+)` of it", text)
     assert stated and all(float(eps) == REL_EPS for eps in stated), stated
+
+
+def test_contested_hull_is_the_first_and_last_step_two_ranges_share() -> None:
+    """The model's cut of an alias group and its build estimate (group_step_cells) take
+    the hull from one function; it agrees with counting every step's ranges."""
+    import random
+
+    from mallocgame.solvers.exact import contested_hull
+
+    rng = random.Random(0)
+    for _ in range(500):
+        ranges = []
+        for _ in range(rng.randint(1, 6)):
+            r0 = rng.randint(0, 30)
+            ranges.append((r0, r0 + rng.randint(0, 10)))
+        shared = [t for t in range(42) if sum(r0 <= t <= r1 for r0, r1 in ranges) > 1]
+        assert contested_hull(ranges) == ((min(shared), max(shared)) if shared else None)

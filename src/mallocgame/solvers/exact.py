@@ -384,13 +384,8 @@ class MappingModel:
     # -------------------------------------------------------------------- rule 2
 
     def _potential_range(self, b: int) -> tuple[int, int]:
-        inst = self.inst
-        buf = inst.buffers[b]
-        x = inst.tensors[buf.tensor_id]
-        if buf.is_output:
-            out = self.outs[b]
-            return buf.instruction, max(x.last_use_time, out.e_min if out.e_min is not None else 0)
-        return x.def_time + 1, buf.instruction
+        e_min = self.outs[b].e_min if self.inst.buffers[b].is_output else None
+        return potential_range(self.inst, b, e_min)
 
     def _reify_le(self, expr: Any, c: int, name: str) -> Any:
         """A literal for ``expr <= c`` (a Python bool when ``expr`` is a constant)."""
@@ -464,16 +459,12 @@ class MappingModel:
         """Group ``g``'s boxes: each member's own, or, where two members could hold one
         step, cut at the hull of such steps with one box per step inside it."""
         ranges = {b: self._potential_range(b) for b, *_ in members}
-        count: dict[int, int] = defaultdict(int)
-        for r0, r1 in ranges.values():
-            for t in range(r0, r1 + 1):
-                count[t] += 1
-        contested = [t for t, n in count.items() if n > 1]
-        if not contested:
+        hull = contested_hull(list(ranges.values()))
+        if hull is None:
             for b, start, end, present in members:
                 self._add_box(rects, g, start, end, present, self.zu[b], str(b))
             return
-        c0, c1 = min(contested), max(contested)
+        c0, c1 = hull
         per_step: dict[int, list[tuple[Any, int]]] = defaultdict(list)
         for member in members:
             self._cut_member(rects, g, member, ranges[member[0]], (c0, c1), per_step)
@@ -799,6 +790,39 @@ def _span(terms: list[_ScaledTerm]) -> int:
 # ------------------------------------------------------------------------ the solver
 
 
+def potential_range(inst: Instance, b: int, e_min: int | None) -> tuple[int, int]:
+    """The steps buffer ``b`` may hold fast memory over (rule 2), inclusive: an output's
+    from its instruction to its tensor's last use or its copy-out's end ``e_min``
+    (:func:`copy_out_end`, ``None`` where none), an operand's from its tensor's definition
+    on to its instruction."""
+    buf = inst.buffers[b]
+    x = inst.tensors[buf.tensor_id]
+    if buf.is_output:
+        return buf.instruction, max(x.last_use_time, e_min if e_min is not None else 0)
+    return x.def_time + 1, buf.instruction
+
+
+def contested_hull(ranges: Sequence[tuple[int, int]]) -> tuple[int, int] | None:
+    """The first and the last step that two of the inclusive step ``ranges`` share
+    (``None`` where no two meet): the first start that falls inside an earlier-starting
+    range, and the last end that falls inside a later-ending one."""
+    first = None
+    last_end = -1
+    for r0, r1 in sorted(ranges):
+        if r0 <= last_end:
+            first = r0
+            break
+        last_end = max(last_end, r1)
+    if first is None:
+        return None
+    first_start = max((r1 for _, r1 in ranges), default=0) + 1
+    for r0, r1 in sorted(ranges, key=lambda r: -r[1]):
+        if r1 >= first_start:
+            return first, r1
+        first_start = min(first_start, r0)
+    raise AssertionError("two ranges meet, so one ends inside a later-ending one")
+
+
 def build_seconds(inst: Instance) -> float:
     """About how long building ``inst``'s model takes (seconds; a calibration, no timing):
     :data:`BUILD_S_PER_BUFFER` per buffer and :data:`BUILD_S_PER_CELL` per cell of
@@ -821,32 +845,16 @@ def group_step_cells(inst: Instance) -> int:
     for members in groups.values():
         if len(members) < 2:
             continue
-        ranges = []  # each member's potential steps (MappingModel._potential_range)
-        for b in members:
-            x = inst.tensors[b.tensor_id]
-            if b.is_output:
-                e_min = copy_out_end(supply, b.instruction, b.demand_s)
-                ranges.append((b.instruction, max(x.last_use_time, e_min or 0)))
-            else:
-                ranges.append((x.def_time + 1, b.instruction))
-        # the first step two ranges share (by start: one starts inside an earlier one),
-        # and the last (by end, latest first: one ends inside a later one)
-        c0 = c1 = None
-        last_end = -1
-        for r0, r1 in sorted(ranges):
-            if r0 <= last_end:
-                c0 = r0
-                break
-            last_end = max(last_end, r1)
-        if c0 is None:
+        ranges = [
+            potential_range(
+                inst, b.id, copy_out_end(supply, b.instruction, b.demand_s) if b.is_output else None
+            )
+            for b in members
+        ]
+        hull = contested_hull(ranges)
+        if hull is None:
             continue
-        first_start = len(inst.instructions)
-        for r0, r1 in sorted(ranges, key=lambda r: -r[1]):
-            if r1 >= first_start:
-                c1 = r1
-                break
-            first_start = min(first_start, r0)
-        assert c1 is not None  # two ranges meet
+        c0, c1 = hull
         cells += c1 + 1 - c0
         cells += sum(max(0, min(r1, c1) + 1 - max(r0, c0)) for r0, r1 in ranges)
     return cells
