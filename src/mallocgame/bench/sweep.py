@@ -291,18 +291,22 @@ def _checked_records(
     defaults: dict[str, dict[str, Any]] = {}
     instances: dict[str, str] = {}  # program -> its instance's sha256 now
     by_cell: dict[tuple[Any, ...], list[tuple[Path, dict[str, Any]]]] = {}
-    if out_dir.is_dir():
-        for path, doc in record_files(out_dir):
-            if (stated := _record_cell(doc)) is not None:  # (a document of no cell: no job's)
-                by_cell.setdefault(stated, []).append((path, doc))
+    files = dict(record_files(out_dir)) if out_dir.is_dir() else {}
+    for path, doc in files.items():
+        if (stated := _record_cell(doc)) is not None:  # (a document of no cell: no job's)
+            by_cell.setdefault(stated, []).append((path, doc))
     at_path: dict[tuple[Any, ...], tuple[Path, dict[str, Any]]] = {}
-    for job in jobs:  # (read now: written since the folder was read, perhaps)
+    for job in jobs:
         path = job_path(out_dir, job)
-        if path.exists():
+        if path in files:
+            doc = files[path]
+        elif path.exists():  # a file that is no record (record_files passed it over)
             doc = read_json(path)
-            if _record_cell(doc) != job_cell(job):
-                raise _not_its_record(path, job)
-            at_path[job_cell(job)] = (path, doc)
+        else:
+            continue
+        if _record_cell(doc) != job_cell(job):
+            raise _not_its_record(path, job)
+        at_path[job_cell(job)] = (path, doc)
     found: dict[tuple[Any, ...], tuple[Path, dict[str, Any]]] = {}
     for job in jobs:
         cell = job_cell(job)
