@@ -1262,11 +1262,7 @@ def extract_torch(
             f"training_step is True, False or a TrainingStep, not {training_step!r:.60}"
         )
     step = TrainingStep() if training_step is True else (training_step or None)
-    label = type(module).__name__ if name is None else name
-    if not isinstance(label, str) or not label.strip():
-        raise TorchFrontendError(
-            f"name {name!r:.60}: a program's name is a string that is not empty"
-        )
+    label = program_label(module, name)
     if step is None and labels is not None:
         raise TorchFrontendError(f"{label}: labels go with a training step's loss")
     if step is not None:
@@ -1342,6 +1338,17 @@ class TorchModel:
     inputs: tuple[Any, ...]  # example inputs (tensors; meta or fake ones from --arg specs)
     kwargs: dict[str, Any] = field(default_factory=dict)  # example keyword inputs
     labels: Any = None  # a training step's labels (a tensor), for the losses that need them
+
+
+def program_label(module: Any, name: str | None) -> str:
+    """The program's name: ``name``, else the module's class name;
+    :class:`TorchFrontendError` for a name that is no string or is blank."""
+    label = type(module).__name__ if name is None else name
+    if not isinstance(label, str) or not label.strip():
+        raise TorchFrontendError(
+            f"name {name!r:.60}: a program's name is a string that is not empty"
+        )
+    return label
 
 
 def _module_device(module: Any) -> str:

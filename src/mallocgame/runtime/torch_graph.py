@@ -212,16 +212,13 @@ def capture_torch(
         _source_of,
         _torch,
         extract_exported,
+        program_label,
     )
 
     torch = _torch()
     if not isinstance(module, torch.nn.Module):
         raise TorchFrontendError(f"expected a torch.nn.Module, got {type(module).__name__}")
-    label = type(module).__name__ if name is None else name
-    if not isinstance(label, str) or not label.strip():
-        raise TorchFrontendError(
-            f"name {name!r:.60}: a program's name is a string that is not empty"
-        )
+    label = program_label(module, name)
     refuse_meta(module, inputs, label)
     with _quiet_capture():  # torch's own warnings (a deprecation inside export), as extract's
         captured = _export(torch, module, tuple(inputs), {}, training_step, label)
