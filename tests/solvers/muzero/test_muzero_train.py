@@ -33,7 +33,7 @@ from mallocgame.solvers.muzero.selfplay import SelfPlay, reward_scale
 from mallocgame.solvers.muzero.solver import MuZeroSolver
 from mallocgame.solvers.muzero.train import Trainer
 from mallocgame.workloads.registry import load_workload
-from tests.builders import I, build
+from tests.builders import I, build, cancelling_instance
 from tests.game.test_backup import _alias_overflow
 
 TINY = {
@@ -573,6 +573,22 @@ def test_solver_interface_reports_improvements(small) -> None:
     )
     assert seen and seen[-1].solution.reward_s == solution.reward_s
     assert all(b.solution.reward_s > a.solution.reward_s for a, b in zip(seen, seen[1:]))
+
+
+def test_the_answer_improves_by_its_exact_reward_where_the_running_sum_cancels() -> None:
+    """cancelling_instance's game [0, 0, 2, 0] sums to a higher return than the optimum
+    [0, 2, 0, 2] but has a lower exact reward: after the optimum it is no answer (the
+    callback hears only improvements), though it still ranks first for restarts."""
+    inst = cancelling_instance()
+    trainer = Trainer(inst, MuZeroSolver().config(TINY), seed=0)
+    optimum, cancelling = (0, 2, 0, 2), (0, 0, 2, 0)
+    seen: list = []
+    trainer._improve(optimum, Stopwatch(None), seen.append)
+    trainer._improve(cancelling, Stopwatch(None), seen.append)
+    assert [i.solution.actions for i in seen] == [optimum]
+    assert trainer.best is not None and trainer.best.actions == optimum
+    assert trainer.best_actions == optimum and trainer.selfplay.restart_actions == cancelling
+    assert trainer.best.reward_s == pytest.approx(2.3e-4, rel=1e-9)
 
 
 def test_a_killed_run_resumes_from_its_checkpoint(tmp_path: Path, capsys) -> None:

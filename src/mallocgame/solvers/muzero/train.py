@@ -671,15 +671,22 @@ class Trainer(RayActorsOwner):
         fallback: str | None = None,
     ) -> None:
         """Make the game of ``actions`` the best answer (``fallback``: the demonstration
-        source whose game it is, where no self-play game was complete)."""
+        source whose game it is, where no self-play game was complete) where its exact
+        reward is higher than the answer's: a game whose float running sum of rewards
+        cancels above the best one's is no answer (its return still ranks it for
+        restarts, as self-play plays by returns)."""
         game = replay_actions(self.instance, actions, self.tables)
-        self.fallback = fallback
-        self.best_actions = actions
-        self.best_return = game.return_s
         if self.answer != "policy" and game.return_s > self.restart_return:
             self.selfplay.restart_actions = actions
             self.restart_return = game.return_s
-        self._answer.improve(game, clock.elapsed, callback, **self.work())
+        kept_fallback, self.fallback = self.fallback, fallback  # the candidate's info names it
+        solution = self._answer.answer_of(game, clock.elapsed, **self.work())
+        if self.best is not None and not solution.reward_s > self.best.reward_s:
+            self.fallback = kept_fallback
+            return
+        self.best_actions = actions
+        self.best_return = game.return_s
+        self._answer.take(solution, clock.elapsed, callback)
 
     @property
     def best(self) -> Solution | None:
