@@ -17,7 +17,7 @@ import pytest
 
 from mallocgame.frontends import tpu
 from mallocgame.frontends.argspec import parse_arg_spec
-from mallocgame.frontends.hlo_cost import counted_trip_count
+from mallocgame.frontends.hlo_cost import counted_trip_count, trip_count
 from mallocgame.frontends.hlo_parse import parse_module
 from mallocgame.frontends.xla import (
     CompileError,
@@ -290,6 +290,19 @@ def test_counted_trip_count(
     module = parse_module(text)
     loop = module.entry.by_name["loop"]
     assert counted_trip_count(module, module.entry, loop) == trip
+
+
+def test_a_stated_trip_count_wins_over_the_counted_one() -> None:
+    """trip_count: the backend_config's known_trip_count where the loop states one (7,
+    though its counter runs 5 trips), else the counted 5."""
+    text = _LOOP.replace("BOUND", "5").replace("STEP", "1").replace("START", "0")
+    text = text.replace("DIR", "LT").replace("LHS", "%i").replace("RHS", "%n")
+    stated = text.replace(
+        "body=%body\n", 'body=%body, backend_config={"known_trip_count":{"n":"7"}}\n'
+    )
+    for source, trips in ((text, 5), (stated, 7)):
+        module = parse_module(source)
+        assert trip_count(module, module.entry, module.entry.by_name["loop"]) == trips
 
 
 def test_a_counted_loop_in_a_conditional_costs_its_trips() -> None:

@@ -67,6 +67,7 @@ __all__ = [
     "counted_trip_count",
     "elements",
     "known_trip_count",
+    "trip_count",
 ]
 
 ELEMENTWISE = frozenset(
@@ -307,6 +308,14 @@ def counted_trip_count(
     return min(max(trip, 0), MAX_COUNT + 1)
 
 
+def trip_count(module: HloModule, caller: HloComputation, ins: HloInstruction) -> int | None:
+    """The trip count of ``while`` ``ins`` (called from ``caller``): as its backend_config
+    states it (:func:`known_trip_count`), else as its counter gives it
+    (:func:`counted_trip_count`); ``None`` where neither tells it."""
+    stated = known_trip_count(ins)
+    return counted_trip_count(module, caller, ins) if stated is None else stated
+
+
 def _window_size(ins: HloInstruction) -> int:
     m = re.search(r"size=([\dx]+)", ins.attrs.get("window", ""))
     return math.prod(int(v) for v in m.group(1).split("x")) if m else 1
@@ -513,9 +522,7 @@ class CostModel:
         if op == "while":
             f1, t1 = self._called_cost(ins, "condition")
             f2, t2 = self._called_cost(ins, "body")
-            n = known_trip_count(ins)
-            if n is None:  # a TPU module states none: counted as the builder counts it
-                n = counted_trip_count(self.module, comp, ins)
+            n = trip_count(self.module, comp, ins)  # counted as the builder counts it
             if n == 0:  # the condition runs once, the body never
                 return f1, t1
             n = 1 if n is None else n

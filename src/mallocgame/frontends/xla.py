@@ -105,7 +105,7 @@ from pathlib import Path
 from typing import Any
 
 from mallocgame.errors import InputFileError, MallocGameError
-from mallocgame.frontends.hlo_cost import CostModel, counted_trip_count, known_trip_count
+from mallocgame.frontends.hlo_cost import CostModel, trip_count
 from mallocgame.frontends.hlo_parse import (
     HloComputation,
     HloInstruction,
@@ -469,9 +469,7 @@ def _runs_body(module: HloModule, caller: HloComputation, ins: HloInstruction) -
     stated or counted, is 0 (a count it refuses, or a loop too malformed to count, is left
     to it to name)."""
     try:
-        stated = known_trip_count(ins)
-        if stated is None:
-            stated = counted_trip_count(module, caller, ins)
+        stated = trip_count(module, caller, ins)
     except (HloParseError, KeyError, IndexError, TypeError, ValueError):
         return True
     return stated != 0
@@ -763,10 +761,8 @@ class _Builder:
         self, ins: HloInstruction, caller: HloComputation, init: Tree, count: int
     ) -> Tree:
         """The loop flattened (module docstring): its trip count as XLA states it, or else as
-        its counter gives it (:func:`~mallocgame.frontends.hlo_cost.counted_trip_count`)."""
-        stated = known_trip_count(ins)
-        if stated is None:
-            stated = counted_trip_count(self.module, caller, ins)
+        its counter gives it (:func:`~mallocgame.frontends.hlo_cost.trip_count`)."""
+        stated = trip_count(self.module, caller, ins)
         if stated == 0:  # the condition runs once, the body never: the result is the operand
             self.notes.append(f"while {ins.name}: trip count 0, its body never runs")
             self.run(self.module.computation(ins, "condition"), [init], count)
