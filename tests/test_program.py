@@ -117,6 +117,21 @@ def test_save_refuses_a_program_load_would_refuse(tmp_path: Path) -> None:
     assert_only_files(tmp_path, path.name)
 
 
+def test_save_refuses_an_empty_alias_group(tmp_path: Path) -> None:
+    """validate_program passed an alias group of no members, so save_program wrote a file
+    whose group load_program refused; now it is refused before anything is written."""
+    broken = dataclasses.replace(tiny_program(), alias_groups=((),))
+    needle = "alias group 0 is not a non-empty list of members"
+    with pytest.raises(ProgramError, match=needle):
+        validate_program(broken)
+    with pytest.raises(ProgramError, match=needle):
+        save_program(broken, tmp_path / "p.json")
+    assert_only_files(tmp_path)
+    doc = broken.to_dict()  # the file it would have written: the loader's own refusal
+    with pytest.raises(ProgramError, match=needle):
+        program_from_dict(doc)
+
+
 @pytest.mark.parametrize("suffix", [".json", ".json.gz"])
 def test_file_round_trip(tmp_path: Path, suffix: str) -> None:
     program = tiny_program()

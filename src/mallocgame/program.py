@@ -159,8 +159,9 @@ def validate_program(program: Program) -> None:
     indices; sizes and bytes in ``0 .. 2**53``; each instruction's byte lists match its
     operand/output lists; every tensor with ``def_time >= 0`` is the output of exactly that
     instruction and of no other; every read happens inside the tensor's live range, after
-    its definition; counts and trip counts in ``1 .. 2**31 - 1``; alias group members name
-    existing buffers, each at most once over all groups. (The ranges are SPEC section 1's:
+    its definition; counts and trip counts in ``1 .. 2**31 - 1``; every alias group has a
+    member, and alias group members name existing buffers, each at most once over all
+    groups. (The ranges are SPEC section 1's:
     a program outside them could never become an instance.) A message is written only for
     the rule that breaks, so a valid program costs its comparisons alone.
     """
@@ -316,6 +317,8 @@ def _validate_program_groups_and_loops(program: Program) -> None:
     num_t = len(program.instructions)
     seen: set[tuple[int, int]] = set()
     for g, group in enumerate(program.alias_groups):
+        if not group:  # the loader's rule (_alias_group): a file holds no empty group
+            raise ProgramError(f"alias group {g} is not a non-empty list of members")
         for member in group:
             if (
                 not isinstance(member, (tuple, list))
