@@ -162,6 +162,8 @@ def test_file_round_trip(tmp_path: Path, suffix: str) -> None:
         ),
         ({k: v for k, v in tiny_program().to_dict().items() if k != "format"}, "format is None"),
         ({**tiny_program().to_dict(), "version": 2}, "unsupported program version 2"),
+        ({**tiny_program().to_dict(), "version": 1.0}, "unsupported program version 1.0"),
+        ({**tiny_program().to_dict(), "version": True}, "unsupported program version True"),
     ],
 )
 def test_wrong_kind_of_document_is_a_format_error(doc: Any, needle: str) -> None:
@@ -248,6 +250,36 @@ def _set(where: str, value: Any) -> Callable[[dict], None]:
 
 def _add_tensor(doc: dict) -> None:
     doc["tensors"].append({"id": 5, "name": "ghost", "size": 8, "def_time": 0, "last_use_time": 0})
+
+
+@pytest.mark.parametrize(
+    "mutate, needle",
+    [
+        (lambda doc: doc.update(name=None), "'name' must be a string, got None"),
+        (lambda doc: doc.update(name=5), "'name' must be a string, got 5"),
+        (lambda doc: doc.update(source=[["frontend", "x"]]), "'source' must be an object"),
+        (lambda doc: doc.update(instructions={}), "'instructions' must be a list, got {}"),
+        (lambda doc: doc.update(tensors={}), "'tensors' must be a list, got {}"),
+        (lambda doc: doc.update(alias_groups={}), "'alias_groups' must be a list, got {}"),
+        (lambda doc: doc.update(loops={}), "'loops' must be a list, got {}"),
+        (lambda doc: doc.update(loops="ab"), "'loops' must be a list, got 'ab'"),
+        (_set("instructions.3.name", [1]), r"'name' must be a string, got \[1\]"),
+        (_set("instructions.3.opcode", None), "'opcode' must be a string, got None"),
+        (_set("instructions.3.operands", {}), "'operands' must be a list, got {}"),
+        (_set("tensors.1.name", {"k": 1}), "'name' must be a string, got {'k': 1}"),
+        (_set("tensors.1.shape", 5), "'shape' must be a string, got 5"),
+        (_set("tensors.1.shape", None), "'shape' must be a string, got None"),
+    ],
+)
+def test_a_field_of_another_type_is_refused_not_converted(
+    mutate: Callable[[dict], None], needle: str
+) -> None:
+    """The loader turned a name of null into "None", pairs into a source, {} into no
+    loops (str(), dict(), iteration); now each is refused, as the instance loader does."""
+    doc = tiny_program().to_dict()
+    mutate(doc)
+    with pytest.raises(ProgramError, match=f"program: malformed program document .*{needle}"):
+        program_from_dict(doc)
 
 
 # Each mutation of tiny_program breaks one rule (four instructions, five tensors:

@@ -380,6 +380,24 @@ def _flag(value: Any) -> bool:
     return value
 
 
+_KINDS: dict[str, type | tuple[type, ...]] = {
+    "a string": str,
+    "a list": (list, tuple),
+    "an object": Mapping,
+}
+
+
+def _field(record: Any, key: str, kind: str, default: Any = ...) -> Any:
+    """``record[key]`` (``default`` where given and the key is absent) where it is ``kind``
+    ("a string", "a list", "an object"); :class:`TypeError` in the instance loader's words
+    otherwise: nothing is converted (``null`` is not taken for the name ``"None"``, nor
+    ``{}`` for an empty list)."""
+    value = record[key] if default is ... else record.get(key, default)
+    if not isinstance(value, _KINDS[kind]):
+        raise TypeError(f"'{key}' must be {kind}, got {value!r:.40}")
+    return value
+
+
 def _alias_group(group: Any, index: int) -> tuple[tuple[int, int], ...]:
     """An alias group of a program document: a non-empty list of ``[instruction,
     position]`` pairs; ``ValueError`` otherwise."""
@@ -401,47 +419,47 @@ def program_from_dict(doc: Any, *, where: str = "program") -> Program:
         raise FormatError(f"{where}: expected a JSON object")
     if doc.get("format") != PROGRAM_FORMAT:
         raise FormatError(f"{where}: format is {doc.get('format')!r}, expected '{PROGRAM_FORMAT}'")
-    if isinstance(doc.get("version"), bool) or doc.get("version") != PROGRAM_VERSION:
+    version = doc.get("version")
+    if type(version) is not int or version != PROGRAM_VERSION:  # true and 1.0 == 1, but are not
         raise FormatError(
-            f"{where}: unsupported program version {doc.get('version')!r}"
-            f" (this build reads {PROGRAM_VERSION})"
+            f"{where}: unsupported program version {version!r} (this build reads {PROGRAM_VERSION})"
         )
     try:
         program = Program(
-            name=str(doc["name"]),
-            source=dict(doc.get("source", {})),
+            name=_field(doc, "name", "a string"),
+            source=dict(_field(doc, "source", "an object", {})),
             instructions=tuple(
                 ProgramInstruction(
-                    name=str(i["name"]),
-                    opcode=str(i["opcode"]),
-                    operands=tuple(map(_whole, i["operands"])),
-                    outputs=tuple(map(_whole, i["outputs"])),
-                    operand_bytes=tuple(map(_whole, i["operand_bytes"])),
-                    output_bytes=tuple(map(_whole, i["output_bytes"])),
+                    name=_field(i, "name", "a string"),
+                    opcode=_field(i, "opcode", "a string"),
+                    operands=tuple(map(_whole, _field(i, "operands", "a list"))),
+                    outputs=tuple(map(_whole, _field(i, "outputs", "a list"))),
+                    operand_bytes=tuple(map(_whole, _field(i, "operand_bytes", "a list"))),
+                    output_bytes=tuple(map(_whole, _field(i, "output_bytes", "a list"))),
                     flops=_number(i.get("flops", 0.0)),
                     transcendentals=_number(i.get("transcendentals", 0.0)),
                     count=_whole(i.get("count", 1)),
                 )
-                for i in doc["instructions"]
+                for i in _field(doc, "instructions", "a list")
             ),
             tensors=tuple(
                 ProgramTensor(
                     id=_whole(x["id"]),
-                    name=str(x["name"]),
+                    name=_field(x, "name", "a string"),
                     size=_whole(x["size"]),
                     def_time=_whole(x["def_time"]),
                     last_use_time=_whole(x["last_use_time"]),
                     live_out=_flag(x.get("live_out", False)),
-                    shape=str(x.get("shape", "")),
+                    shape=_field(x, "shape", "a string", ""),
                 )
-                for x in doc["tensors"]
+                for x in _field(doc, "tensors", "a list")
             ),
             alias_groups=tuple(
-                _alias_group(g, i) for i, g in enumerate(doc.get("alias_groups", []))
+                _alias_group(g, i) for i, g in enumerate(_field(doc, "alias_groups", "a list", []))
             ),
             loops=tuple(
                 ProgramLoop(_whole(lp["first"]), _whole(lp["last"]), _whole(lp["trip_count"]))
-                for lp in doc.get("loops", [])
+                for lp in _field(doc, "loops", "a list", [])
             ),
         )
     except (KeyError, TypeError, ValueError, IndexError) as exc:
