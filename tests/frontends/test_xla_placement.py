@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -119,6 +120,10 @@ def test_placement_of_a_program_with_the_same_counts_is_refused_by_its_structure
         (lambda d: d["copies"][0].__setitem__(3, float("inf")), "inf is not a whole number"),
         (lambda d: d.__setitem__("structure_sha256", "ab"), "'ab' is not a SHA-256 digest"),
         (lambda d: d.__setitem__("structure_sha256", 7), "7 is not a SHA-256 digest"),
+        (lambda d: d.__setitem__("program", None), "program None is not a string"),
+        (lambda d: d.__setitem__("copies", {}), "copies {} is not a list"),
+        (lambda d: d.__setitem__("buffers", {}), "buffers {} is not a list"),
+        (lambda d: d["buffers"].__setitem__(0, {}), "a row of buffers {} is not a list"),
     ],
 )
 def test_a_malformed_placement_is_a_format_error(mutate, needle: str) -> None:
@@ -138,4 +143,22 @@ def test_a_malformed_placement_is_a_format_error(mutate, needle: str) -> None:
     assert placement_from_dict(doc) == placement
     mutate(doc)
     with pytest.raises(FormatError, match=f"a malformed XLA placement .*{needle}"):
+        placement_from_dict(doc)
+
+
+@pytest.mark.parametrize("version", [True, 1.0, "1"])
+def test_a_placement_version_that_only_equals_1_is_refused(version: Any) -> None:
+    """A version of true or 1.0 (== 1 in Python) was read as version 1."""
+    from mallocgame.errors import FormatError
+    from mallocgame.frontends.xla_placement import placement_from_dict
+
+    doc = {
+        "format": "mallocgame-xla-placement",
+        "version": version,
+        "program": "p",
+        "buffers": [[[0, -1]]],
+        "copies": [],
+    }
+    placement_from_dict({**doc, "version": 1})
+    with pytest.raises(FormatError, match=f"XLA placement version {version!r}"):
         placement_from_dict(doc)

@@ -189,18 +189,25 @@ def placement_from_dict(doc: Any) -> XlaPlacement:
     is a :class:`~mallocgame.errors.FormatError` of one line."""
     if not isinstance(doc, dict) or doc.get("format") != PLACEMENT_FORMAT:
         raise FormatError(f"not an XLA placement (format {PLACEMENT_FORMAT!r})")
-    if doc.get("version") != PLACEMENT_VERSION:
-        raise FormatError(f"XLA placement version {doc.get('version')!r} (this build reads 1)")
+    version = doc.get("version")
+    if type(version) is not int or version != PLACEMENT_VERSION:  # true and 1.0 == 1, but are not
+        raise FormatError(f"XLA placement version {version!r} (this build reads 1)")
     try:
-        copies = tuple(XlaCopy(*(_whole(v) for v in row)) for row in doc["copies"])
+        copies = tuple(XlaCopy(*(_whole(v) for v in row)) for row in _list(doc["copies"], "copies"))
         buffers = tuple(
-            tuple(_buffer_space(space, copy, len(copies)) for space, copy in row)
-            for row in doc["buffers"]
+            tuple(
+                _buffer_space(space, copy, len(copies))
+                for space, copy in _list(row, "a row of buffers")
+            )
+            for row in _list(doc["buffers"], "buffers")
         )
         structure = doc.get("structure_sha256")
         if structure is not None and not _is_sha256(structure):
             raise ValueError(f"structure_sha256 {structure!r:.80} is not a SHA-256 digest")
-        return XlaPlacement(str(doc["program"]), buffers, copies, structure)
+        program = doc["program"]
+        if not isinstance(program, str):
+            raise ValueError(f"program {program!r:.40} is not a string")
+        return XlaPlacement(program, buffers, copies, structure)
     except (KeyError, TypeError, ValueError) as exc:
         raise FormatError(f"a malformed XLA placement ({type(exc).__name__}: {exc})") from None
 
@@ -216,6 +223,13 @@ def _whole(value: Any) -> int:
     """A placement file's number: a whole number (not a bool, not 1.7), else ``ValueError``."""
     if isinstance(value, bool) or not isinstance(value, int):
         raise ValueError(f"{value!r:.40} is not a whole number")
+    return value
+
+
+def _list(value: Any, what: str) -> list[Any]:
+    """A placement file's list (``{}`` is not taken for an empty one), else ``ValueError``."""
+    if not isinstance(value, list):
+        raise ValueError(f"{what} {value!r:.40} is not a list")
     return value
 
 
