@@ -94,6 +94,24 @@ def test_a_directory_is_not_a_file(tmp_path: Path) -> None:
         read_json(tmp_path)
 
 
+@pytest.mark.parametrize("name", ["out/", "out//", "d/"])
+def test_a_path_ending_in_a_separator_names_a_folder_and_is_not_written(
+    tmp_path: Path, name: str
+) -> None:
+    """``out/`` was written as a file ``out`` (``Path`` drops the trailing separator)."""
+    from mallocgame.fileio import check_writable, write_bytes_atomic
+
+    (tmp_path / "d").mkdir()
+    path = f"{tmp_path}/{name}"
+    for write in (lambda: write_json(path, {"x": 1}), lambda: write_bytes_atomic(path, b"x")):
+        with pytest.raises(OutputFileError, match="ends in /: it names a folder, give a file"):
+            write()
+    with pytest.raises(OutputFileError, match="ends in /: it names a folder"):
+        check_writable(path)  # found before the work, as the write would refuse it
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["d"]
+    assert (tmp_path / "d").is_dir() and not any((tmp_path / "d").iterdir())
+
+
 def test_an_unwritable_place_is_an_input_error(tmp_path: Path) -> None:
     (tmp_path / "file").write_text("")
     with pytest.raises(InputFileError, match="cannot write"):  # a file where a folder goes

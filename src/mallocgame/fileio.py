@@ -67,6 +67,7 @@ def check_writable(path: str | os.PathLike[str]) -> None:
     removed again, so a read-only folder, a file where a folder goes, or a file system that
     takes no files is found out before the work, not after it). Folders still missing are
     not made here, but by the write (:func:`write_bytes_atomic`)."""
+    _refuse_a_folder_name(path)
     try:  # a device or pipe (/dev/stdout) is written through, not beside: no folder needed
         mode = os.stat(path).st_mode
     except OSError:
@@ -232,6 +233,14 @@ def _refuse_constant(name: str) -> Any:
     raise ValueError(f"{name} is not a JSON number")
 
 
+def _refuse_a_folder_name(path: str | os.PathLike[str]) -> None:
+    """:class:`OutputFileError` where ``path`` ends in a path separator: it names a folder,
+    and ``Path`` drops the separator, so it would be written as a file of that name."""
+    text = os.fspath(path)
+    if text.endswith(("/", os.sep)):
+        raise OutputFileError(f"{text!r} ends in {text[-1]}: it names a folder, give a file")
+
+
 def write_bytes_atomic(path: str | os.PathLike[str], data: bytes) -> None:
     """Write ``data`` to a temporary file beside ``path`` and rename it into place (the
     folders to ``path`` made where missing).
@@ -240,9 +249,11 @@ def write_bytes_atomic(path: str | os.PathLike[str], data: bytes) -> None:
     (the file that was at ``path`` stays as it was). A character device or a FIFO at
     ``path`` (``/dev/null``, ``/dev/stdout`` on a terminal or pipe, a named pipe) is
     written through, never replaced (a FIFO's write waits for its reader). A directory,
-    a block device or a socket at ``path``, or any failure of the system to write, is an
-    :class:`OutputFileError` of one line naming ``path``.
+    a block device or a socket at ``path``, a ``path`` that ends in a separator
+    (``out/``: a folder's name, never written as a file ``out``), or any failure of the
+    system to write, is an :class:`OutputFileError` of one line naming ``path``.
     """
+    _refuse_a_folder_name(path)
     path = Path(path)
     try:
         mode = os.stat(path).st_mode  # follows a symbolic link to what it names
