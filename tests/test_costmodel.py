@@ -226,6 +226,26 @@ def test_bad_arguments():
         derive_instance(tiny_program(), TOY, name=5)  # type: ignore[arg-type]
 
 
+def test_a_fraction_of_any_real_number_type_is_taken_as_a_float():
+    """np.float32(0.5) was refused ("must be a finite number > 0"), though any finite value
+    > 0 is accepted; it is taken as the float it equals, in the name and the source too."""
+    from fractions import Fraction
+
+    import numpy as np
+
+    plain = derive_instance(tiny_program(), TOY, capacity_fraction=0.5)
+    for fraction in (np.float32(0.5), np.float64(0.5), Fraction(1, 2)):
+        inst = derive_instance(tiny_program(), TOY, capacity_fraction=fraction)
+        assert inst.hardware == plain.hardware and inst.hardware.name == "toy@0.5peak"
+        assert type(inst.source["capacity_fraction"]) is float
+        assert inst.source == plain.source
+    whole = derive_instance(tiny_program(), TOY, capacity_fraction=np.int64(1))
+    assert whole.hardware == derive_instance(tiny_program(), TOY, capacity_fraction=1.0).hardware
+    for bad in (np.float32("nan"), np.float64("inf"), np.float32(0), np.bool_(True), "0.5"):
+        with pytest.raises(InstanceError, match="capacity_fraction must be a finite number > 0"):
+            derive_instance(tiny_program(), TOY, capacity_fraction=bad)
+
+
 @pytest.mark.parametrize("preset", sorted(PRESETS))
 def test_presets_by_name_and_file_round_trip(preset):
     inst = derive_instance(tiny_program(), preset)

@@ -88,7 +88,7 @@ from typing import Any
 import numpy as np
 
 from mallocgame.errors import InstanceError
-from mallocgame.fileio import is_finite_number
+from mallocgame.fileio import is_finite_real
 from mallocgame.hardware import HardwarePreset, get_preset
 from mallocgame.instance import (
     MAX_BYTES,
@@ -309,7 +309,8 @@ def derive_instance(
     Raises :class:`~mallocgame.program.ProgramError` for an invalid program,
     :class:`~mallocgame.hardware.UnknownPresetError` for an unknown preset name and
     :class:`~mallocgame.errors.InstanceError` for a ``capacity_fraction`` that is
-    neither ``None`` (the physical fast memory) nor a finite number > 0.
+    neither ``None`` (the physical fast memory) nor a finite real number > 0 (NumPy's too,
+    not a bool), which is taken as a ``float``.
     """
     if not isinstance(program, Program):  # an Instance is not re-derived: its program is
         raise ProgramError(f"derive_instance: expected a Program, not {program!r:.80}")
@@ -317,6 +318,8 @@ def derive_instance(
         raise InstanceError(f"derive_instance: name must be a string, not {name!r:.80}")
     hw_preset = _resolve(preset)
     _check_capacity_fraction(capacity_fraction)
+    if capacity_fraction is not None:  # np.float32(0.5) too: the name and source hold a float
+        capacity_fraction = float(capacity_fraction)
     validate_program(program)
 
     peak = peak_live_bytes(program)
@@ -336,9 +339,10 @@ def derive_instance(
 
 
 def _check_capacity_fraction(capacity_fraction: float | None) -> None:
-    """:class:`InstanceError` unless ``capacity_fraction`` is ``None`` or a finite number > 0."""
+    """:class:`InstanceError` unless ``capacity_fraction`` is ``None`` or a finite real
+    number > 0 (NumPy's too, not a bool)."""
     if capacity_fraction is not None and (
-        not is_finite_number(capacity_fraction) or capacity_fraction <= 0
+        not is_finite_real(capacity_fraction) or capacity_fraction <= 0
     ):
         raise InstanceError(
             f"capacity_fraction must be a finite number > 0, got {capacity_fraction!r}"
