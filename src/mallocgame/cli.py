@@ -19,8 +19,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
 from mallocgame.bench.inputs import at_least
-from mallocgame.errors import MallocGameError
-from mallocgame.fileio import check_writable, output_beside
+from mallocgame.errors import MallocGameError, OutputFileError
+from mallocgame.fileio import check_writable, output_beside, refuse_folder_name
 from mallocgame.hardware import DEFAULT_PRESET, preset_names
 from mallocgame.limits import MAX_SECONDS, MAX_SEED, MAX_WORK
 from mallocgame.units import format_bytes
@@ -1497,11 +1497,12 @@ def _positive_seconds(text: str) -> float:
 
 def _file_arg(text: str) -> str:
     """An ``--out`` (or ``--csv``) that names a file or a stem: one that ends in a path
-    separator names a folder, which would be written as a file of that name."""
-    if text.endswith(("/", os.sep)):
-        raise argparse.ArgumentTypeError(
-            f"{text!r} ends in {text[-1]}: it names a folder, give a file"
-        )
+    separator names a folder, which would be written as a file of that name
+    (:func:`~mallocgame.fileio.refuse_folder_name`)."""
+    try:
+        refuse_folder_name(text)
+    except OutputFileError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
     return text
 
 

@@ -30,6 +30,7 @@ T = TypeVar("T")
 
 __all__ = [
     "output_beside",
+    "refuse_folder_name",
     "read_json",
     "write_json",
     "write_bytes_atomic",
@@ -67,7 +68,7 @@ def check_writable(path: str | os.PathLike[str]) -> None:
     removed again, so a read-only folder, a file where a folder goes, or a file system that
     takes no files is found out before the work, not after it). Folders still missing are
     not made here, but by the write (:func:`write_bytes_atomic`)."""
-    _refuse_a_folder_name(path)
+    refuse_folder_name(path)
     try:  # a device or pipe (/dev/stdout) is written through, not beside: no folder needed
         mode = os.stat(path).st_mode
     except OSError:
@@ -233,9 +234,10 @@ def _refuse_constant(name: str) -> Any:
     raise ValueError(f"{name} is not a JSON number")
 
 
-def _refuse_a_folder_name(path: str | os.PathLike[str]) -> None:
-    """:class:`OutputFileError` where ``path`` ends in a path separator: it names a folder,
-    and ``Path`` drops the separator, so it would be written as a file of that name."""
+def refuse_folder_name(path: str | os.PathLike[str]) -> None:
+    """:class:`OutputFileError` where ``path``, the name of a file to write, ends in a path
+    separator: it names a folder, and ``Path`` drops the separator, so it would be written
+    as a file of that name."""
     text = os.fspath(path)
     if text.endswith(("/", os.sep)):
         raise OutputFileError(f"{text!r} ends in {text[-1]}: it names a folder, give a file")
@@ -253,7 +255,7 @@ def write_bytes_atomic(path: str | os.PathLike[str], data: bytes) -> None:
     (``out/``: a folder's name, never written as a file ``out``), or any failure of the
     system to write, is an :class:`OutputFileError` of one line naming ``path``.
     """
-    _refuse_a_folder_name(path)
+    refuse_folder_name(path)
     path = Path(path)
     try:
         mode = os.stat(path).st_mode  # follows a symbolic link to what it names
