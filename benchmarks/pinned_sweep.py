@@ -102,7 +102,8 @@ def main() -> None:
         baselines = (
             sweep_jobs(args.programs, [BASELINE], args.seeds, seconds=args.budget) if others else []
         )
-        every = list(dict.fromkeys([*checked, *baselines]))
+        # a job's options need not hash (best-of's solvers: a list): one job a cell
+        every = list({job_cell(job): job for job in [*checked, *baselines]}.values())
         check_jobs(every)
         # a stale record fails here, not a job hours in; so does a file that each job's
         # bench speedups cannot read (check_records, which reads the folder as it does;

@@ -266,3 +266,30 @@ def test_a_rerun_starts_no_finished_job_and_keeps_its_log(
     assert sorted(cmd[cmd.index("--seeds") + 1] for cmd in started) == ["1", "2"]
     assert finished.read_text() == "the finished job's progress\n"
     assert "2 jobs on" in capsys.readouterr().out
+
+
+def test_a_solver_option_that_is_a_list_runs_its_jobs(tmp_path: Path, monkeypatch) -> None:
+    """best-of's solvers, a list, made the jobs unhashable: the sweep ended in a TypeError
+    traceback where bench speedups runs the same jobs."""
+    started: list[list[str]] = []
+
+    class Finished:
+        def __init__(self, cmd, **_kwargs) -> None:
+            started.append(cmd)
+
+        def wait(self) -> int:
+            return 0
+
+        def terminate(self) -> None:
+            pass
+
+    argv = ["pinned_sweep.py", "--programs", "xla-v1/lstm_infer", "--solvers", "best-of"]
+    argv += ["--budget", "1", "--out", str(tmp_path / "out")]
+    argv += ["--option", "best-of:solvers=heuristic,random"]
+    monkeypatch.setattr(sys, "argv", argv)
+    monkeypatch.setattr(pinned_sweep.shutil, "which", lambda _name: "/usr/bin/taskset")
+    monkeypatch.setattr(pinned_sweep.subprocess, "Popen", Finished)
+    _quiet_signals(monkeypatch)
+    assert _exit_code() == 0
+    assert len(started) == 1
+    assert started[0][-2:] == ["--option", "best-of:solvers=heuristic,random"]
