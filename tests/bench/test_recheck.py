@@ -116,6 +116,23 @@ def test_a_hybrids_candidates_are_the_checked_numbers(tmp_path: Path) -> None:
     assert all("fails check" in d["failures"] for d in derived)
 
 
+@pytest.mark.parametrize("chosen", [7, "nosuch", ["heuristic"], {"heuristic": 1}])
+def test_a_hybrid_whose_chosen_names_no_candidate_has_every_candidate_invalid(
+    tmp_path: Path, chosen
+) -> None:
+    """A list or an object as info["chosen"] ended bench speedups in a TypeError traceback
+    (unhashable type); like a number, it names no candidate."""
+    path, doc = _record(tmp_path, "best-of")
+    doc["solution"]["info"]["chosen"] = chosen
+    record = Rechecker().record(path, doc)
+    assert record["valid"]  # the record's own answer is re-checked from its solution
+    candidates = checked_candidates(record)
+    assert sorted(candidates) == ["heuristic", "random"]
+    assert all(not c["valid"] for c in candidates.values())
+    assert all("names no chosen candidate" in c["failures"] for c in candidates.values())
+    assert [d["valid"] for d in candidate_records([record])] == [False, False]
+
+
 @pytest.mark.parametrize("solution", ["oops", [], None, {"info": "oops"}])
 def test_a_record_whose_solution_is_not_an_object_has_no_candidates(
     tmp_path: Path, solution

@@ -148,13 +148,17 @@ def checked_candidates(record: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
     chosen one (``info["chosen"]``) is the record's recomputed numbers; another keeps its
     stored numbers where they are ones a run writes (valid: a finite latency above 0 no
     lower than the chosen one's, which was the fastest; finite rewards) and is invalid,
-    with ``failures`` saying why, where they are not, or where the record is invalid."""
+    with ``failures`` saying why, where they are not, or where the record is invalid.
+    Where ``info["chosen"]`` names none of them (is not one's name, or is no string),
+    every candidate is invalid."""
     solution = record.get("solution")
     info = solution.get("info") if isinstance(solution, Mapping) else None
     if not isinstance(info, Mapping) or not isinstance(info.get("candidates"), Mapping):
         return {}
     candidates = info["candidates"]
     chosen = info.get("chosen")
+    if not isinstance(chosen, str):  # no candidate's name (a list or an object would not hash)
+        chosen = None
     source = record.get("failures") or "the record"
     out: dict[str, dict[str, Any]] = {}
     for name, stored in candidates.items():
