@@ -1030,6 +1030,39 @@ def test_a_file_the_table_cannot_read_stops_the_sweep_before_any_job(
     assert [p.name for p in out.iterdir()] == ["zz.json"]
 
 
+def test_a_record_whose_wall_s_is_no_number_of_seconds_is_refused(tmp_path: Path, capsys) -> None:
+    """A record's wall_s, which no re-check recomputes, that was text, a list or an object
+    ended bench speedups --csv in a TypeError traceback after the table, the CSV unwritten;
+    true was taken for 1 s."""
+    from mallocgame.bench.sweep import job_records
+    from mallocgame.errors import FormatError
+
+    jobs = [Job(PROGRAMS[0], s, 0, None, 2) for s in ("drop", "random")]
+    run_sweep(jobs, tmp_path, workers=1)
+    path = job_path(tmp_path, jobs[1])
+    record = json.loads(path.read_text())
+    csv = tmp_path.parent / f"{tmp_path.name}.csv"
+    argv = ["bench", "speedups", "--programs", PROGRAMS[0], "--baseline", "drop"]
+    argv += ["--solvers", "random", "--work", "2", "--out", str(tmp_path), "--workers", "1"]
+    argv += ["--csv", str(csv)]
+    for wall in ("x", [1.0], {"s": 1.0}, True, -1.0, 10**400):
+        path.write_text(json.dumps({**record, "wall_s": wall}))
+        with pytest.raises(FormatError, match=f"{path}: a sweep record whose wall_s"):
+            job_records(tmp_path, jobs)
+        assert main(argv) == 2
+        captured = capsys.readouterr()
+        [line] = captured.err.strip().splitlines()
+        assert str(path) in line and "is not a number of seconds" in line
+        assert not csv.exists() and not captured.out
+    for wall in (None, 2):  # (null: no time kept)
+        path.write_text(json.dumps({**record, "wall_s": wall}))
+        assert main(argv) == 0
+        rows = csv.read_text().splitlines()
+        assert rows[-1].split(",")[2] == "random"
+        assert rows[-1].split(",")[-1] == ("" if wall is None else "2.0")
+        capsys.readouterr()
+
+
 def test_a_best_of_record_with_its_own_candidates_is_done_and_another_list_is_not(
     tmp_path: Path, capsys
 ) -> None:

@@ -45,7 +45,7 @@ from mallocgame.errors import (
     WorkerError,
     one_line,
 )
-from mallocgame.fileio import is_text, read_json, write_json
+from mallocgame.fileio import is_finite_number, is_text, read_json, write_json
 from mallocgame.solution import RECORD_FORMAT, RECORD_VERSION, check_record_version
 from mallocgame.workers import check_ray_address, process_pool, start_local_ray
 
@@ -273,7 +273,8 @@ def check_records(
     keeps the solver's old behaviour (:func:`settings_with_defaults`; a ``best-of``
     candidate the record lacks is no setting, and its record is refused). Every
     ``*.json`` in ``out_dir`` is read as :func:`record_files` reads it (one that is not
-    JSON raises ``InputFileError``, a record of another version ``FormatError``).
+    JSON raises ``InputFileError``, a record of another version or with a malformed
+    ``wall_s`` ``FormatError``).
     Returns each job's record with its file, by the job's :func:`job_cell` (a job with
     none is not there)."""
     return _checked_records(list(jobs), out_dir)
@@ -525,7 +526,8 @@ def run_sweep(
     :func:`check_records` (a record written under other settings raises, and so do two
     records of one cell), which reads every ``*.json`` in ``out_dir`` as
     :func:`record_files` reads them for the table (one that is not JSON raises
-    ``InputFileError``, a record of another version ``FormatError``); and the program of
+    ``InputFileError``, a record of another version or with a malformed ``wall_s``
+    ``FormatError``); and the program of
     every job to run is read (a file that is no instance raises as
     :func:`~mallocgame.workloads.registry.load_workload` does) before ``out_dir`` is made.
     """
@@ -581,8 +583,9 @@ def run_sweep(
 
 def record_files(out_dir: Path) -> list[tuple[Path, dict[str, Any]]]:
     """Every result record in ``out_dir`` with its file, in file-name order (other
-    JSON files are skipped; a file that is not JSON raises ``InputFileError``, a record of
-    another version ``FormatError``)."""
+    JSON files are skipped; a file that is not JSON raises ``InputFileError``; a record of
+    another version, or whose ``wall_s``, which no re-check recomputes, is neither null nor
+    a finite number of seconds at least 0, ``FormatError`` naming the file)."""
     records = []
     for path in sorted(out_dir.glob("*.json")):
         doc = read_json(path)
@@ -591,6 +594,12 @@ def record_files(out_dir: Path) -> list[tuple[Path, dict[str, Any]]]:
                 check_record_version(doc)
             except FormatError as exc:
                 raise FormatError(f"{path}: {exc}") from None
+            wall = doc.get("wall_s")
+            if wall is not None and not (is_finite_number(wall) and wall >= 0):
+                raise FormatError(
+                    f"{path}: a sweep record whose wall_s {repr(wall)[:80]} is not a number "
+                    "of seconds at least 0"
+                )
             records.append((path, doc))
     return records
 
