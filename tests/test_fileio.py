@@ -112,6 +112,20 @@ def test_a_path_ending_in_a_separator_names_a_folder_and_is_not_written(
     assert (tmp_path / "d").is_dir() and not any((tmp_path / "d").iterdir())
 
 
+@pytest.mark.parametrize("ending", [".", ".."])
+def test_a_path_ending_in_a_dot_names_a_folder_and_is_not_written(
+    tmp_path: Path, ending: str
+) -> None:
+    """``out/.`` was written as a file ``out`` (``Path`` drops the ``.``)."""
+    from mallocgame.fileio import write_bytes_atomic
+
+    (tmp_path / "d").mkdir()
+    path = f"{tmp_path}/d/out/{ending}"
+    with pytest.raises(OutputFileError, match=f"ends in {ending}: it names a folder"):
+        write_bytes_atomic(path, b"x")
+    assert not any((tmp_path / "d").iterdir())
+
+
 def test_an_unwritable_place_is_an_input_error(tmp_path: Path) -> None:
     (tmp_path / "file").write_text("")
     with pytest.raises(InputFileError, match="cannot write"):  # a file where a folder goes

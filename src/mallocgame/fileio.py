@@ -236,11 +236,15 @@ def _refuse_constant(name: str) -> Any:
 
 def refuse_folder_name(path: str | os.PathLike[str]) -> None:
     """:class:`OutputFileError` where ``path``, the name of a file to write, ends in a path
-    separator: it names a folder, and ``Path`` drops the separator, so it would be written
-    as a file of that name."""
+    separator, ``.`` or ``..`` (``out/``, ``out/.``): it names a folder, and ``Path`` drops
+    the ending, so it would be written as a file of that name."""
     text = os.fspath(path)
     if text.endswith(("/", os.sep)):
         raise OutputFileError(f"{text!r} ends in {text[-1]}: it names a folder, give a file")
+    if os.path.basename(text) in (".", ".."):
+        raise OutputFileError(
+            f"{text!r} ends in {os.path.basename(text)}: it names a folder, give a file"
+        )
 
 
 def write_bytes_atomic(path: str | os.PathLike[str], data: bytes) -> None:
