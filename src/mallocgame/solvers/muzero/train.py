@@ -15,10 +15,12 @@ best self-play game) and draws that fraction of its batch from them.
 Budgets: a work budget counts completed self-play games (over all runs resumed from
 one checkpoint), checked after each move of the ``parallel_games`` games played side by
 side, so every game that completes on the move that reaches it counts (and may be the
-answer): up to ``parallel_games - 1`` more than the budget. A wall-clock budget counts
-this call's seconds (compilation included). With a work budget and no wall-clock budget
-the same seed gives the same run: every random draw is keyed by the seed and a counter (self-play: the move
-counter; replay sampling: the learner-step counter), never by time.
+answer): up to ``parallel_games - 1`` more than the budget (on Ray actors, checked once a
+collection round: up to about ``actors * train_every * parallel_games`` more). A
+wall-clock budget counts this call's seconds (compilation included). With a work budget
+and no wall-clock budget the same seed gives the same run (in one process): every random
+draw is keyed by the seed and a counter (self-play: the move counter; replay sampling:
+the learner-step counter), never by time.
 
 Answers: ``answer="search"`` keeps the best complete self-play game (the ``muzero``
 solver); ``answer="policy"`` keeps the best game played by the policy network alone
