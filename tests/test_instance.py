@@ -328,6 +328,31 @@ INVALID = [
         InstanceError,
         "sum to",
     ),
+    # A name is a string where the key is present: the loader refuses, never str()s, any other.
+    (
+        "a tensor name null",
+        _set(["tensors", 0, "name"], None),
+        InstanceError,
+        "tensor 0: 'name' must be a string, got None",
+    ),
+    (
+        "a hardware name that is an object",
+        _set(["hardware", "name"], {"a": 1}),
+        InstanceError,
+        "hardware: 'name' must be a string",
+    ),
+    (
+        "an instruction name that is a list",
+        _set(["instructions", 0, "name"], [1]),
+        InstanceError,
+        "instruction 0: 'name' must be a string, got [1]",
+    ),
+    (
+        "an instruction opcode false",
+        _set(["instructions", 1, "opcode"], False),
+        InstanceError,
+        "instruction 1: 'opcode' must be a string, got False",
+    ),
 ]
 
 
@@ -338,6 +363,15 @@ def test_validation_errors(what, mutate, error, word):
         instance_from_dict(doc)
     assert word in str(info.value)
     assert isinstance(info.value, MallocGameError)
+
+
+def test_absent_names_and_opcodes_take_their_defaults():
+    doc = _doc()
+    del doc["tensors"][1]["name"], doc["instructions"][2]["name"]
+    del doc["instructions"][2]["opcode"]
+    inst = instance_from_dict(doc)
+    assert (inst.tensors[1].name, inst.instructions[2].name) == ("t1", "i2")
+    assert inst.instructions[2].opcode == ""
 
 
 @pytest.mark.parametrize(

@@ -302,6 +302,13 @@ def _float(obj: Mapping[str, Any], key: str, where: str, default: Any = ...) -> 
     return float(value)
 
 
+def _str(obj: Mapping[str, Any], key: str, where: str, default: Any = ...) -> str:
+    value = obj.get(key, default) if default is not ... else _get(obj, key, where)
+    if not isinstance(value, str):
+        raise InstanceError(f"{where}: '{key}' must be a string, got {value!r:.40}")
+    return value
+
+
 def _bool(obj: Mapping[str, Any], key: str, where: str) -> bool:
     value = _get(obj, key, where)
     if not isinstance(value, bool):
@@ -322,7 +329,7 @@ _READERS: dict[str, Callable[[Mapping[str, Any], str, str], Any]] = {
     "int": _int,
     "float": _float,
     "bool": _bool,
-    "str": lambda obj, key, where: str(_get(obj, key, where)),
+    "str": _str,
 }
 """The reader of a file field, by its dataclass field's type."""
 
@@ -468,8 +475,8 @@ def _instance_from_own_dict(doc: Any, *, where: str = "instance") -> Instance:
                 raise InstanceError(f"{w}: 'buffers' holds a non-integer {b!r}")
         instructions.append(
             Instruction(
-                name=str(obj.get("name", f"i{t}")),
-                opcode=str(obj.get("opcode", "")),
+                name=_str(obj, "name", w, f"i{t}"),
+                opcode=_str(obj, "opcode", w, ""),
                 count=_int(obj, "count", w, 1),
                 supply_s=_float(obj, "supply_s", w),
                 buffers=tuple(bufs),
