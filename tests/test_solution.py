@@ -52,6 +52,14 @@ def test_empty_work_bound_and_info_are_not_written() -> None:
     assert back.work == {} and back.bound_s is None and back.info == {} and back.actions is None
 
 
+def test_absent_optional_keys_take_their_defaults() -> None:
+    doc = SOLUTION.to_dict()
+    for key in ("solver", "seed", "wall_s", "actions", "work", "bound_s", "info"):
+        doc.pop(key, None)
+    back = solution_from_dict(doc)
+    assert (back.solver, back.seed, back.wall_s, back.bound_s) == ("", 0, 0.0, None)
+
+
 def test_a_file_written_before_info_existed_loads_its_diagnostics_into_info() -> None:
     doc = {**SOLUTION.to_dict(), "status": "FEASIBLE", "candidates": {"random": {"valid": True}}}
     del doc["info"]
@@ -85,11 +93,15 @@ def test_the_solution_of_a_sweep_record_loads(tmp_path: Path) -> None:
         ({"reward_s": float("nan")}, SolutionError, "'reward_s' must be a finite number"),
         ({"work": {"games": "many"}}, SolutionError, "'work' must be an object of finite numbers"),
         ({"work": [1]}, SolutionError, "'work' must be an object of finite numbers"),
-        ({"bound_s": "high"}, SolutionError, "'bound_s' must be a finite number or null"),
-        ({"bound_s": 10**400}, SolutionError, "'bound_s' must be a finite number or null"),
+        ({"bound_s": "high"}, SolutionError, "'bound_s' must be a finite number"),
+        ({"bound_s": 10**400}, SolutionError, "'bound_s' must be a finite number"),
+        ({"bound_s": None}, SolutionError, "'bound_s' must be a finite number"),  # not absent
+        ({"bound_s": True}, SolutionError, "'bound_s' must be a finite number"),
         ({"reward_s": 10**400}, SolutionError, "'reward_s' must be a finite number"),
         ({"wall_s": "soon"}, SolutionError, "'wall_s' must be a finite number"),
         ({"wall_s": ""}, SolutionError, "'wall_s' must be a finite number"),  # not 0
+        ({"wall_s": None}, SolutionError, "'wall_s' must be a finite number"),  # not 0
+        ({"wall_s": False}, SolutionError, "'wall_s' must be a finite number"),
         ({"version": 1.0}, FormatError, "unsupported solution version 1.0"),
         ({"seed": 1.5}, SolutionError, "'seed' must be a whole number"),  # not seed 0
         ({"seed": 2**64}, SolutionError, "'seed' must be a whole number"),

@@ -381,8 +381,9 @@ def solution_from_dict(doc: Any, *, where: str = "solution") -> Solution:
             raise _fail(where, f"'{key}' must be a string")
     if "seed" in doc and not _is_seed(doc["seed"]):
         raise _fail(where, "'seed' must be a whole number of at most 64 bits")
-    if doc.get("wall_s") is not None and not is_finite_number(doc["wall_s"]):
-        raise _fail(where, "'wall_s' must be a finite number")
+    for key in ("wall_s", "bound_s"):  # optional, but where present a number
+        if key in doc and not is_finite_number(doc[key]):
+            raise _fail(where, f"'{key}' must be a finite number")
     actions = doc.get("actions")
     if actions is not None:
         if not isinstance(actions, list) or not all(_is_int(a) for a in actions):
@@ -391,9 +392,6 @@ def solution_from_dict(doc: Any, *, where: str = "solution") -> Solution:
     work = doc.get("work", {})
     if not isinstance(work, Mapping) or not all(is_finite_number(v) for v in work.values()):
         raise _fail(where, "'work' must be an object of finite numbers")
-    bound = doc.get("bound_s")
-    if bound is not None and not is_finite_number(bound):
-        raise _fail(where, "'bound_s' must be a finite number or null")
     info = doc.get("info", {})
     if not isinstance(info, Mapping):
         raise _fail(where, "'info' must be an object")
@@ -418,7 +416,7 @@ def solution_from_dict(doc: Any, *, where: str = "solution") -> Solution:
         instance_sha256=doc["instance_sha256"],
         solver=doc.get("solver", ""),
         seed=doc.get("seed", 0),
-        wall_s=float(doc.get("wall_s") or 0.0),
+        wall_s=float(doc.get("wall_s", 0.0)),
         allocations=tuple(
             _allocation_from_dict(a, f"{where} allocation {i}")
             for i, a in enumerate(doc["allocations"])
@@ -427,7 +425,7 @@ def solution_from_dict(doc: Any, *, where: str = "solution") -> Solution:
         normalized_reward=float(doc["normalized_reward"]),
         actions=actions,
         work=dict(work),
-        bound_s=None if bound is None else float(bound),
+        bound_s=float(doc["bound_s"]) if "bound_s" in doc else None,
         info={**{k: v for k, v in doc.items() if k not in known}, **info},
     )
 
