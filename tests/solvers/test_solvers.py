@@ -516,3 +516,22 @@ def test_a_wall_clock_budget_starts_after_the_game_kernels_are_loaded(program, m
     with pytest.raises(SolverError, match="bogus"):
         get_solver("es").solve(program, SolveRequest(seed=0, seconds=0.05, options={"bogus": 1}))
     assert calls == []
+
+
+@pytest.mark.parametrize(
+    ("solver", "module", "needs"),
+    [
+        ("muzero", "mallocgame.solvers.muzero.train", "JAX, flax, optax and mctx"),
+        ("egrl", "mallocgame.solvers.egrl.trainer", "JAX, flax and optax"),
+    ],
+)
+def test_a_learning_solver_without_its_dependencies_names_the_extra(
+    program, monkeypatch, solver: str, module: str, needs: str
+) -> None:
+    """Where the trainer cannot be imported (JAX missing), the solver says what it needs
+    and which extra brings it, in one line."""
+    import sys
+
+    monkeypatch.setitem(sys.modules, module, None)  # importing it raises ImportError
+    with pytest.raises(SolverError, match=rf"^{solver} needs {needs} \(pip install "):
+        get_solver(solver).solve(program, SolveRequest(work=1))

@@ -39,10 +39,17 @@ __all__ = [
     "Run",
     "NoConfig",
     "solution_from_game",
+    "missing_dependencies",
     "MAX_SEED",
     "MAX_SECONDS",
     "MAX_WORK",
 ]
+
+
+def missing_dependencies(solver: str, needs: str, exc: ImportError) -> SolverError:
+    """The one-line error of ``solver``, whose optional dependencies (``needs``: "JAX,
+    flax and optax") failed to import with ``exc``: it names the extra that brings them."""
+    return SolverError(f"{solver} needs {needs} (pip install 'mallocgame[muzero]'): {exc}")
 
 
 @dataclass(frozen=True)

@@ -11,10 +11,9 @@ the solver solves.
 
 from __future__ import annotations
 
-from mallocgame.errors import SolverError
 from mallocgame.instance import Instance
 from mallocgame.solution import Solution
-from mallocgame.solvers.base import Run, Solver
+from mallocgame.solvers.base import Run, Solver, missing_dependencies
 from mallocgame.solvers.egrl.config import WHERE_FIELDS, EgrlConfig
 
 __all__ = ["EgrlSolver"]
@@ -30,9 +29,7 @@ class EgrlSolver(Solver, name="egrl", work_unit="proposals", config=EgrlConfig):
             from mallocgame.solvers.checkpoint import stderr_log
             from mallocgame.solvers.egrl.trainer import EgrlTrainer
         except ImportError as exc:
-            raise SolverError(
-                f"{self.name} needs JAX, flax and optax (pip install 'mallocgame[muzero]'): {exc}"
-            ) from None
+            raise missing_dependencies(self.name, "JAX, flax and optax", exc) from None
         trainer = EgrlTrainer(
             instance,
             config,

@@ -63,7 +63,7 @@ from mallocgame.check import check_solution
 from mallocgame.errors import SolverError
 from mallocgame.instance import Instance
 from mallocgame.solution import Solution
-from mallocgame.solvers.base import Improvement, Run, SolveRequest, Stopwatch
+from mallocgame.solvers.base import Improvement, Run, SolveRequest, Stopwatch, missing_dependencies
 from mallocgame.solvers.checkpoint import CHECKPOINT_NAME
 from mallocgame.solvers.heuristic import OrderedAssignment, heuristic_answer
 from mallocgame.solvers.hybrid import Judged, fastest, judge
@@ -269,10 +269,7 @@ class MuZeroProdSolver(MuZeroSolver, name="muzero-prod", config=MuZeroProdConfig
         try:
             check_agent(config.init, config)
         except ImportError as exc:  # msgpack, which reads its fingerprint, comes with flax
-            raise SolverError(
-                f"{self.name} needs JAX, flax, optax and mctx "
-                f"(pip install 'mallocgame[muzero]'): {exc}"
-            ) from None
+            raise missing_dependencies(self.name, "JAX, flax, optax and mctx", exc) from None
 
     @staticmethod
     def compiler_answer(instance: Instance, run: Run) -> Solution | None:

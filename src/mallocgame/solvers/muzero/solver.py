@@ -15,11 +15,10 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from mallocgame.errors import SolverError
 from mallocgame.game import Game
 from mallocgame.instance import Instance
 from mallocgame.solution import Solution
-from mallocgame.solvers.base import Run, Solver
+from mallocgame.solvers.base import Run, Solver, missing_dependencies
 from mallocgame.solvers.muzero.config import WHERE_FIELDS, MuZeroConfig
 
 __all__ = ["MuZeroSolver", "MuZeroNoSearchSolver"]
@@ -48,10 +47,7 @@ class MuZeroSolver(Solver, name="muzero", work_unit="games", config=MuZeroConfig
             from mallocgame.solvers.checkpoint import stderr_log
             from mallocgame.solvers.muzero.train import Trainer
         except ImportError as exc:
-            raise SolverError(
-                f"{self.name} needs JAX, flax, optax and mctx "
-                f"(pip install 'mallocgame[muzero]'): {exc}"
-            ) from None
+            raise missing_dependencies(self.name, "JAX, flax, optax and mctx", exc) from None
         trainer = Trainer(
             instance,
             config,
