@@ -1385,17 +1385,18 @@ def _cmd_bench_xla(args: argparse.Namespace) -> int:
 
 
 def _cmd_bench_rewards(args: argparse.Namespace) -> int:
-    from mallocgame.bench.rewards import final_table, run_reward_curves, solver_spec
+    from mallocgame.bench.rewards import (
+        check_programs,
+        final_table,
+        run_reward_curves,
+        solver_spec,
+    )
     from mallocgame.curves import normalized_upper_bound, plot_curves
-    from mallocgame.fileio import is_text
-    from mallocgame.workloads.registry import check_workload, load_workload
+    from mallocgame.workloads.registry import load_workload
 
     for spec in args.solvers:
         solver_spec(spec)  # every spec and program checked before anything runs
-    for program in args.programs:
-        if not is_text(program):  # (the CSV names it: UTF-8 text)
-            raise UsageError(f"{program!a}: a program's path here must be UTF-8 text; rename it")
-        check_workload(program)
+    check_programs(args.programs)
     for name in ("programs", "solvers", "seeds"):  # one named twice is one curve, run once
         setattr(args, name, list(dict.fromkeys(getattr(args, name))))
     out = Path(args.out)

@@ -430,3 +430,20 @@ def test_a_cell_whose_rows_state_two_identities_is_refused(tmp_path: Path) -> No
         csv.writer(handle).writerows([REWARDS_HEADER, *rows])
     with pytest.raises(FormatError, match="line 3: synthetic-v1/small random s0 has rows of two"):
         read_csv(tmp_path / "r.csv")
+
+
+def test_a_library_run_refuses_a_program_path_that_is_no_utf8_before_any_cell(
+    tmp_path: Path,
+) -> None:
+    """run_reward_curves, called from code, refuses the path the CSV could not name (it
+    ran the cell, then met a UnicodeEncodeError writing the CSV)."""
+    from mallocgame.bench.rewards import run_reward_curves
+    from mallocgame.instance import save_instance
+    from mallocgame.workloads.registry import load_workload
+
+    program = tmp_path / "p\udcff.json"
+    save_instance(load_workload("synthetic-v1/small"), program)
+    csv_path = tmp_path / "r.csv"
+    with pytest.raises(InputFileError, match="must be UTF-8 text"):
+        run_reward_curves([str(program)], ["greedy"], [0], 0.2, csv_path)
+    assert not csv_path.exists()

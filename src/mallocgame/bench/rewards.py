@@ -39,11 +39,11 @@ from mallocgame.curves import (
     csv_row,
     work_text,
 )
-from mallocgame.errors import FormatError, SolverError, StaleRecordError
-from mallocgame.fileio import first_line, read_csv_rows, write_csv_atomic
+from mallocgame.errors import FormatError, InputFileError, SolverError, StaleRecordError
+from mallocgame.fileio import first_line, is_text, read_csv_rows, write_csv_atomic
 from mallocgame.options import key_values
 from mallocgame.solvers import Improvement, SolveRequest, get_solver
-from mallocgame.workloads.registry import load_workload
+from mallocgame.workloads.registry import check_workload, load_workload
 
 __all__ = [
     "CSV_HEADER_V1",
@@ -56,6 +56,7 @@ __all__ = [
     "read_csv",
     "read_records",
     "write_rewards_csv",
+    "check_programs",
     "run_reward_curves",
     "final_table",
 ]
@@ -219,6 +220,18 @@ def spec_settings(spec: str) -> str:
     return json.dumps(get_solver(name).settings(options), sort_keys=True, default=str)
 
 
+def check_programs(programs: Sequence[str]) -> None:
+    """Refuse, before any cell runs, a program whose path is no UTF-8 text (the CSV names
+    it: :class:`~mallocgame.errors.InputFileError`) or that names no workload or instance
+    file (:func:`~mallocgame.workloads.registry.check_workload`)."""
+    for program in programs:
+        if not is_text(program):
+            raise InputFileError(
+                f"{program!a}: a program's path here must be UTF-8 text; rename the file"
+            )
+        check_workload(program)
+
+
 def run_reward_curves(
     programs: Sequence[str],
     solvers: Sequence[str],
@@ -234,7 +247,10 @@ def run_reward_curves(
     budget, and a cell asked (program, solver and seed) whose rows keep another
     instance than the program is now or other settings than its solver's now (a setting
     they lack counts as its default: :func:`~mallocgame.bench.sweep.settings_with_defaults`);
-    a cell without them (a CSV from before they were kept) is reused as it stands."""
+    a cell without them (a CSV from before they were kept) is reused as it stands; and
+    :class:`~mallocgame.errors.InputFileError` refuses a program whose path is no UTF-8
+    text (:func:`check_programs`)."""
+    check_programs(programs)
     say = progress or (lambda _msg: None)
     points, identities = read_records(csv_path) if csv_path.exists() else ([], {})
     other = {p.budget_s for p in points} - {budget_s}
