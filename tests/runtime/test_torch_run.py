@@ -291,6 +291,44 @@ def test_a_run_holds_no_more_hbm_than_its_plan_at_any_instruction(case, solver):
     assert len(held) == len(plan.steps) and held == plan.hbm_bytes()
 
 
+class SetRow(torch.nn.Module):
+    """``z[0] = 5.0`` on a new tensor: exported as ``copy(select(clone, 0, 0), 5.0)``,
+    whose kernel returns the row on a new storage of the whole base (2048 bytes for 128)."""
+
+    def forward(self, x):
+        z = x * 2
+        z[0] = 5.0
+        return z
+
+
+@pytest.mark.parametrize("solver", ["heuristic", None])
+def test_a_result_on_a_storage_larger_than_its_tensor_is_held_at_its_size(solver):
+    from tests.runtime.conftest import LiveBytes
+
+    torch.manual_seed(0)
+    x = torch.randn(16, 32)
+    captured = capture_torch(SetRow(), (x,), name="setrow")
+    instance = derive_instance(captured.program, "gpu_hbm_host", capacity_fraction=0.4)
+    assert "copy" in [ins.name for ins in instance.instructions]
+    graph = bind(captured, instance)
+    if solver is None:
+        plan = PlacementPlan.all_fast(instance)
+    else:
+        plan = placement_plan(instance, answer(instance, solver, None))
+    memory = LiveBytes()
+    runner = PlacedRunner(graph, plan, memory)
+    runner.prepare()
+    with torch.no_grad(), memory.track():
+        runner.run()
+        memory.samples.clear()
+        got = runner.run(marks=[])
+    held = memory.samples[1:]  # the resident inputs, placed before tracking, left out
+    resident = sum(plan.sizes[x] for x in plan.resident)
+    assert held == [b - resident for b in plan.hbm_bytes()]
+    with torch.no_grad():
+        assert torch.equal(got[0], SetRow()(x))
+
+
 def _dot_steps(case):
     from mallocgame.costmodel import DOT_OPCODES
     from mallocgame.frontends.torch import _op_name

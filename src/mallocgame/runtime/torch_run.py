@@ -23,6 +23,9 @@ execution of the program, instruction by instruction (:class:`~mallocgame.runtim
    is copied into host memory on the compute stream and the HBM result dropped
    ("staged", a mismatch with the game, counted in :attr:`PlacedRunner.staged`); a
    constant fill without one (``full_like`` ...) fills the host copy (:func:`fill_value`).
+   A result the plan keeps in HBM on a storage larger than its layout needs (``aten.copy``
+   into a view returns its base's whole storage) is copied into a new HBM tensor of its
+   layout and that storage dropped, so that the run holds what the plan counts.
    An optimizer's update (:class:`~mallocgame.runtime.torch_graph.OptimizerUpdate`, no
    graph node) runs as :func:`optimizer_update`, its kernels writing its host results
    there themselves (staged only where one refuses host memory); a copy into a mutated
@@ -43,7 +46,7 @@ from typing import Any
 
 from mallocgame.costmodel import DOT_OPCODES
 from mallocgame.runtime.errors import ApplyError, PlanError
-from mallocgame.runtime.memory import HostTensor, Memory
+from mallocgame.runtime.memory import HostTensor, Memory, _storage_bytes
 from mallocgame.runtime.plan import PlacementPlan
 from mallocgame.runtime.torch_graph import (
     OPTIMIZER_SETTINGS,
@@ -178,6 +181,9 @@ class PlacedRunner:
         )
         self.dot_staged_bytes = 0  # bytes staged for matmuls by the latest run
         self.result_tensors = frozenset(r.tensor for r in _flat(graph.results))
+        self._layout_bytes = {  # tensor -> bytes of a tensor of its layout
+            x: _storage_bytes(s.shape, s.stride, s.dtype.itemsize) for x, s in graph.specs.items()
+        }
 
     # ------------------------------------------------------------------------- setup
     def host_copy(self, x: int) -> HostTensor:
@@ -478,7 +484,8 @@ class PlacedRunner:
         written: set[int],
     ) -> list[Any]:
         """An instruction's non-empty results (``values[i]`` is tensor ``results[i]``), those
-        the plan writes to host memory copied into their host copies (staged)."""
+        the plan writes to host memory copied into their host copies (staged), those it keeps
+        in HBM on a storage larger than their layout copied into a new HBM tensor of it."""
         kept = []
         for value, x in zip(values, results):
             if x is None:
@@ -488,6 +495,9 @@ class PlacedRunner:
                 h.kernel.copy_(value)
                 written.add(x)
                 value = h.kernel
+            elif value.untyped_storage().nbytes() > self._layout_bytes[x]:
+                spec = self.graph.specs[x]
+                value = self.memory.hbm_empty(spec.shape, spec.stride, spec.dtype).copy_(value)
             kept.append(value)
         return kept
 
