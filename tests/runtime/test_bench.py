@@ -68,6 +68,26 @@ def test_measure_times_and_checks_a_placement(case):
     assert not identical and worst == pytest.approx(1.0, rel=1e-6)
 
 
+def test_a_peak_the_backend_cannot_count_is_none_not_0(case):
+    """The CPU stand-in counts no fast memory: its peak is None (no measured 0 bytes); a
+    backend that counts gives its peak above what was allocated before."""
+
+    class Counting(CpuMemory):
+        def allocated(self) -> int:
+            return 1000
+
+        def peak(self) -> int:
+            return 1000 + 3 * 2**20
+
+    plan = placement_plan(case.instance, load_solver("drop").solve(case.instance, SolveRequest()))
+    with torch.no_grad():
+        reference = case.module(*case.inputs)
+    cpu = measure(case.graph, plan, CpuMemory(), reference, warmup=1, steps=1)
+    assert cpu.peak_hbm_bytes is None and cpu.peak_hbm_text() == "n/a"
+    counted = measure(case.graph, plan, Counting(), reference, warmup=1, steps=1)
+    assert counted.peak_hbm_bytes == 3 * 2**20 and counted.peak_hbm_text() == "3.0 MiB"
+
+
 def test_measure_takes_at_least_one_warmup_run(case):
     """The first untimed run is the checked one, so it always happens: ``warmup=0`` would
     run as ``warmup=1`` does, and is refused."""
@@ -270,9 +290,10 @@ def test_the_device_script_dry_run(tmp_path):
     assert (tmp_path / "hbm_steps.csv").read_text().strip() == (
         "program,placement,index,name,planned_bytes,over_plan_bytes"
     )
-    assert all(r["hbm_over_plan_bytes"] == "" for r in rows)
+    assert all(r["hbm_over_plan_bytes"] == "" and r["peak_hbm_bytes"] == "" for r in rows)
     table = (tmp_path / "real.md").read_text().splitlines()
     assert len(table) == 2 + len(rows) and table[2].startswith("| mlp | `eager` |")
+    assert all(line.split(" | ")[5].startswith("—") for line in table[2:])  # peak HBM (plan)
     assert "done in" in (tmp_path / "run.log").read_text()
     assert (tmp_path / "real.png").stat().st_size > 0
 

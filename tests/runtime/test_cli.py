@@ -77,6 +77,7 @@ def test_apply_runs_an_answer_on_the_cpu(tmp_path, capsys):
     assert line.startswith("block: heuristic on cpu: measured ") and line.endswith(
         "results identical: True"
     )
+    assert "; peak HBM n/a, host " in line  # the CPU stand-in counts no fast memory
 
 
 def test_apply_with_staged_dot_reads_says_how_much_it_staged(tmp_path, capsys):

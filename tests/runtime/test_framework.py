@@ -142,6 +142,8 @@ def test_save_on_cpu_offloads_what_autograd_saves(training, monkeypatch):
     assert len(packed) % runs == 0 and sum(packed) == runs * offloaded.host_bytes
     assert offloaded.measurement.max_abs_diff == plain.measurement.max_abs_diff < 1e-6
     assert offloaded.measurement.steps == 2 and offloaded.measurement.median_s > 0
+    # the CPU stand-in counts no fast memory: no peak, rather than a measured 0
+    assert plain.measurement.peak_hbm_bytes is offloaded.measurement.peak_hbm_bytes is None
 
 
 def test_the_framework_step_releases_the_dead_through_its_backend(case):

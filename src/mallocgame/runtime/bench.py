@@ -1211,7 +1211,7 @@ class _BenchRun:
                 self.log(
                     f"{program.name}: {baseline}: measured {m.median_s * 1e3:.3f} ms (p10 "
                     f"{m.p10_s * 1e3:.3f}, p90 {m.p90_s * 1e3:.3f}), peak HBM "
-                    f"{m.peak_hbm_bytes / 2**20:.1f} MiB, host "
+                    f"{m.peak_hbm_text()}, host "
                     f"{got.host_bytes / 2**20:.1f} MiB, max |diff| from the graph's results "
                     f"{m.max_abs_diff:.3g}"
                     + (
@@ -1455,8 +1455,7 @@ class _BenchRun:
             f"{name}: {label}: measured {m.median_s * 1e3:.3f} ms (p10 "
             f"{m.p10_s * 1e3:.3f}, p90 "
             f"{m.p90_s * 1e3:.3f}), simulated {row['sim_latency_s'] * 1e3:.3f} ms, "
-            f"peak HBM "
-            f"{m.peak_hbm_bytes / 2**20:.1f} MiB, identical {m.identical}, staged "
+            f"peak HBM {m.peak_hbm_text()}, identical {m.identical}, staged "
             f"{len(m.staged)}"
             + (f" ({'; '.join(m.staged_why)})" if m.staged_why else "")
             + (f", matmul operands staged {m.dot_staged_bytes / 2**20:.1f} MiB" if stage else "")

@@ -208,7 +208,7 @@ def cmd_apply(args: argparse.Namespace) -> int:
         f"{instance.name}: {solution.solver} on {args.device}: measured {m.median_s * 1e3:.3f} ms "
         f"(p10 {m.p10_s * 1e3:.3f}, p90 {m.p90_s * 1e3:.3f}, {m.steps} runs), simulated "
         f"{simulated * 1e3:.3f} ms; "
-        f"peak HBM {m.peak_hbm_bytes / 2**20:.1f} MiB, host {plan.host_bytes() / 2**20:.1f} MiB; "
+        f"peak HBM {m.peak_hbm_text()}, host {plan.host_bytes() / 2**20:.1f} MiB; "
         f"results identical: {m.identical}"
         + (f"; staged through HBM: {len(m.staged)} ops" if m.staged else "")
         + (

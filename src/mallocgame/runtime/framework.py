@@ -240,9 +240,10 @@ def _measure(
     times = warm_and_time(
         step, memory, warmup=warmup, steps=steps, max_seconds=max_seconds, deadline=deadline
     )
-    peak = max(memory.peak() - base, 0) + resident if memory.peak() else 0  # 0: cannot tell
+    peak = memory.peak()  # None: the backend cannot tell
+    held = None if peak is None else max(peak - base, 0) + resident
     return FrameworkMeasurement(
-        Measurement.of(times, peak_hbm_bytes=peak, identical=identical, max_abs_diff=worst),
+        Measurement.of(times, peak_hbm_bytes=held, identical=identical, max_abs_diff=worst),
         host_bytes,
         differing,
     )

@@ -7,7 +7,8 @@ then times ``steps`` runs one by one
 (each run issued, then waited for: CUDA events on a GPU, the wall clock on the CPU) and
 reports the median and the 10th / 90th percentiles in seconds, and the peak fast-memory
 bytes allocated during the timed runs above what was allocated before the runner was
-prepared (the framework default's resident inputs are therefore counted).
+prepared (the framework default's resident inputs are therefore counted; None where the
+backend cannot tell, the CPU stand-in).
 :func:`hbm_over_plan` runs a plan once more and says, step by step, how much fast memory
 the run held beyond what the plan holds there.
 """
@@ -45,7 +46,7 @@ class Measurement:
     median_s: float
     p10_s: float
     p90_s: float
-    peak_hbm_bytes: int
+    peak_hbm_bytes: int | None  # None: the backend cannot tell (the CPU stand-in)
     identical: bool  # every result equal to the reference, element for element (NaN to NaN)
     max_abs_diff: float
     staged: tuple[str, ...]  # nodes whose host-memory outputs went through HBM
@@ -57,7 +58,7 @@ class Measurement:
         cls,
         times: list[float],
         *,
-        peak_hbm_bytes: int,
+        peak_hbm_bytes: int | None,
         identical: bool,
         max_abs_diff: float,
         staged: tuple[str, ...] = (),
@@ -71,13 +72,19 @@ class Measurement:
             median_s=float(np.median(arr)),
             p10_s=float(np.percentile(arr, 10)),
             p90_s=float(np.percentile(arr, 90)),
-            peak_hbm_bytes=int(peak_hbm_bytes),
+            peak_hbm_bytes=None if peak_hbm_bytes is None else int(peak_hbm_bytes),
             identical=identical,
             max_abs_diff=max_abs_diff,
             staged=staged,
             staged_why=staged_why,
             dot_staged_bytes=int(dot_staged_bytes),
         )
+
+    def peak_hbm_text(self) -> str:
+        """The peak HBM as the logs print it: ``"12.3 MiB"``, ``"n/a"`` where not measured."""
+        if self.peak_hbm_bytes is None:
+            return "n/a"
+        return f"{self.peak_hbm_bytes / 2**20:.1f} MiB"
 
 
 def flat_tensors(value: Any) -> list[Any]:
@@ -171,9 +178,10 @@ def measure(
         max_seconds=max_seconds,
         deadline=deadline,
     )
+    peak = memory.peak()
     return Measurement.of(
         times,
-        peak_hbm_bytes=max(memory.peak() - base, 0),
+        peak_hbm_bytes=None if peak is None else max(peak - base, 0),
         identical=identical,
         max_abs_diff=worst,
         staged=tuple(sorted(runner.staged)),
@@ -202,13 +210,14 @@ def hbm_over_plan(
     runner = PlacedRunner(graph, plan, memory, stage_dot_reads=stage_dot_reads)
     runner.prepare(shared_host)
     memory.synchronize()
-    peaks: list[int] = []
+    peaks: list[int | None] = []
     runner.run(step_peaks=peaks)
     memory.join()
     memory.synchronize()
-    if not any(peaks):
+    counted = [peak for peak in peaks if peak is not None]
+    if len(counted) < len(peaks):
         return []
-    return [peak - base - planned for peak, planned in zip(peaks, plan.hbm_bytes())]
+    return [peak - base - planned for peak, planned in zip(counted, plan.hbm_bytes())]
 
 
 def warm_and_time(

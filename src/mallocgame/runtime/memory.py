@@ -176,9 +176,10 @@ class Memory:
     def reset_peak(self) -> None:
         """Start a new fast-memory peak."""
 
-    def peak(self) -> int:
-        """Peak fast-memory bytes since :meth:`reset_peak` (0 where the backend cannot tell)."""
-        return 0
+    def peak(self) -> int | None:
+        """Peak fast-memory bytes since :meth:`reset_peak` (None where the backend cannot
+        tell)."""
+        return None
 
 
 class CpuMemory(Memory):

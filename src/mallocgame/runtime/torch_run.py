@@ -243,16 +243,18 @@ class PlacedRunner:
                 value = value[index]
         return value
 
-    def run(self, marks: list[Any] | None = None, step_peaks: list[int] | None = None) -> list[Any]:
+    def run(
+        self, marks: list[Any] | None = None, step_peaks: list[int | None] | None = None
+    ) -> list[Any]:
         """One execution of the program; returns its results (the output node's values).
 
         The work is issued, not waited for (CUDA); :meth:`Memory.join` and a timer's stop
         wait for it. ``marks``, where given, receives a :meth:`Memory.mark` before the first
         instruction and one after each (``T + 1`` marks: instruction ``t`` ran between marks
         ``t`` and ``t + 1``, its waits for copies included). ``step_peaks``, where given,
-        receives the backend's fast-memory peak (:meth:`Memory.peak`, bytes) over each
-        step, from its copies in to its frees (``T`` values; the peak is started anew at
-        each step)."""
+        receives the backend's fast-memory peak (:meth:`Memory.peak`, bytes, None where it
+        cannot tell) over each step, from its copies in to its frees (``T`` values; the
+        peak is started anew at each step)."""
         if not self.prepared:
             self.prepare()
         torch = self.memory_torch()
