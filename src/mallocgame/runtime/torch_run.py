@@ -46,7 +46,7 @@ from typing import Any
 
 from mallocgame.costmodel import DOT_OPCODES
 from mallocgame.runtime.errors import ApplyError, PlanError
-from mallocgame.runtime.memory import HostTensor, Memory, _storage_bytes
+from mallocgame.runtime.memory import HostTensor, Memory, storage_bytes
 from mallocgame.runtime.plan import PlacementPlan
 from mallocgame.runtime.torch_graph import (
     OPTIMIZER_SETTINGS,
@@ -182,7 +182,7 @@ class PlacedRunner:
         self.dot_staged_bytes = 0  # bytes staged for matmuls by the latest run
         self.result_tensors = frozenset(r.tensor for r in _flat(graph.results))
         self._layout_bytes = {  # tensor -> bytes of a tensor of its layout
-            x: _storage_bytes(s.shape, s.stride, s.dtype.itemsize) for x, s in graph.specs.items()
+            x: storage_bytes(s.shape, s.stride, s.dtype.itemsize) for x, s in graph.specs.items()
         }
 
     # ------------------------------------------------------------------------- setup
