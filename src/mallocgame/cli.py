@@ -1721,7 +1721,7 @@ def _add_optimize_parser(sub: _SubParsers) -> None:
         type=_whole_number(0),
         action="append",
         default=[],
-        help="a donated argument index of --jax",
+        help="a donated argument index of --jax (repeat)",
     )
     p.add_argument(
         "--target",
