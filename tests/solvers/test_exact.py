@@ -594,3 +594,27 @@ def test_contested_hull_is_the_first_and_last_step_two_ranges_share() -> None:
             ranges.append((r0, r0 + rng.randint(0, 10)))
         shared = [t for t in range(42) if sum(r0 <= t <= r1 for r0, r1 in ranges) > 1]
         assert contested_hull(ranges) == ((min(shared), max(shared)) if shared else None)
+
+
+def test_a_skipped_model_never_answers_below_dropping_every_buffer(monkeypatch) -> None:
+    """Where the model is skipped, the answer is the best warm start that gains: the
+    heuristic's mapping of negative reward (alias group g: 1 s faster at one read, 2 s
+    slower at the other, -1 s in all) is no answer; dropping every buffer (0 s) is."""
+    from mallocgame.solvers import exact
+
+    inst = build(
+        [X(1)],
+        [
+            I(supply=1.0),
+            I(reads=[B(0, alias="g")], latency=table([0], [1.0, 0.0])),
+            I(supply=1.0),
+            I(reads=[B(0, alias="g")], latency=table([0], [0.0, 2.0])),
+        ],
+        capacity=2,
+        name="group-slower",
+    )
+    monkeypatch.setattr(exact._ExactRun, "model_fits", lambda self: False)
+    solution = ExactSolver().solve(inst, SolveRequest(seed=0, seconds=5.0))
+    assert solution.info["warm_start"]["heuristic_reward_s"] == -1.0
+    assert solution.info["status"] == "NOT_RUN" and solution.info["source"] == "drop"
+    assert solution.reward_s == 0.0 and check_solution(inst, solution).ok

@@ -1017,12 +1017,12 @@ class ExactSolver(Solver, name="exact", work_unit="dtime_ms", config=ExactConfig
     def _without_model(self, ex: _ExactRun, why: str, build_s: float = 0.0) -> Solution:
         """The answer when the model is not searched (``why``, for the note: the budget is
         too small to build it, or CP-SAT refuses it; ``build_s`` the seconds it took when
-        built): the best warm start, its ``source`` the one it came from (``heuristic`` or
-        ``game``)."""
-        reward, allocs = max(ex.found, key=lambda item: item[0]) if ex.found else (0.0, [])
-        if allocs and physical_check(ex.instance, allocs):
-            reward, allocs = 0.0, []
-        source = next((name for _, a, name in ex.starts if a is allocs), "drop")
+        built): the best warm start that passes the physical check and gains
+        (:meth:`_ExactRun.choose`), its ``source`` the one it came from (``heuristic`` or
+        ``game``), else dropping every buffer (``drop``)."""
+        chosen: dict[str, Any] = {}
+        allocs, reward = ex.choose(chosen)
+        source = chosen["source"]
         info = {
             "status": "NOT_RUN",
             "note": f"{why}; the best warm start returned ({source})",
