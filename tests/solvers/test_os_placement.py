@@ -7,6 +7,7 @@ import pytest
 from mallocgame.check import check_solution
 from mallocgame.errors import SolverError
 from mallocgame.solvers import SolveRequest, get_solver
+from mallocgame.workloads.registry import load_workload
 from mallocgame.workloads.suite import suite_instance
 from tests.builders import I, X, build
 
@@ -97,3 +98,17 @@ def test_agnostic_refuses_a_share_outside_zero_to_one(value: float) -> None:
         get_solver("agnostic").solve(
             _three_activations(), SolveRequest(options={"fast_share": value})
         )
+
+
+@pytest.mark.parametrize(
+    ("solver", "key"), [("first-touch", "first_touch_until"), ("agnostic", "agnostic_until")]
+)
+def test_a_spent_clock_completes_the_game_drop_first(solver: str, key: str) -> None:
+    """Without a budget the game backs up about a hundred times on this program (seconds;
+    on synthetic-v1/16k, minutes); once the clock is spent the rest is Drop first."""
+    inst = load_workload("synthetic-v1/4k")
+    whole = get_solver(solver).solve(inst, SolveRequest(seed=0))
+    cut = get_solver(solver).solve(inst, SolveRequest(seed=0, seconds=1e-9))
+    assert key not in whole.info and whole.work["backups"] > 0
+    assert cut.info[key] == 0 and check_solution(inst, cut).ok
+    assert len(cut.allocations) < len(whole.allocations) and cut.work["backups"] == 0

@@ -23,7 +23,13 @@ sections 2.2 and 6.1). Neither plans ahead; each is one game played with Drop-ba
     study reports their mean, and the solver plays exactly one (its budget is not a
     search).
 
-Both are deterministic given the seed (``work_unit = "placements"``: one).
+Both are deterministic given the seed (``work_unit = "placements"``: one). Without a
+wall-clock budget the game is played to its end by the policy. Under one it still ends
+complete, soon after the budget: once the clock is spent, the decisions left are Drop
+first (then NoCopy, then Copy), which Drop-backup completes in one pass, as ``greedy``'s
+are (on programs of many thousand buffers the game backs up often enough to take
+minutes); ``info["first_touch_until"]`` (``agnostic``: ``info["agnostic_until"]``) says at
+which buffer the policy changed.
 """
 
 from __future__ import annotations
@@ -39,6 +45,7 @@ from mallocgame.instance import Instance
 from mallocgame.options import check_ranges, setting
 from mallocgame.solution import Solution
 from mallocgame.solvers.base import NoConfig, Run, Solver
+from mallocgame.solvers.greedy import UntilExpired
 
 __all__ = [
     "FirstTouchPolicy",
@@ -93,11 +100,15 @@ class _GroupCoinPolicy(FirstTouchPolicy):
 
 
 def _play_once(
-    game: Game, run: Run, policy: Callable[[Game, np.ndarray], int], info: dict
+    game: Game, run: Run, policy: Callable[[Game, np.ndarray], int], info: dict, cut_key: str
 ) -> Solution:
-    """``game`` (fresh) played by ``policy`` with Drop-backup, as the run's answer."""
+    """``game`` (fresh) played by ``policy`` with Drop-backup, as the run's answer; Drop
+    first once the run's clock is spent, the buffer where that began as ``info[cut_key]``."""
     driver = DropBackup(game, deterministic=True)
-    driver.play(policy)
+    timed = UntilExpired(policy, run)
+    driver.play(timed)
+    if timed.cut_at is not None:
+        info = {**info, cut_key: timed.cut_at}
     answer = run.game_answer(game, {"placements": 1, "backups": driver.backups}, info=info)
     run.improve(answer)
     return answer
@@ -108,7 +119,7 @@ class FirstTouchSolver(Solver, name="first-touch", work_unit="placements"):
 
     def search(self, instance: Instance, config: NoConfig, run: Run) -> Solution:
         game = Game(instance)
-        return _play_once(game, run, FirstTouchPolicy(game), {})
+        return _play_once(game, run, FirstTouchPolicy(game), {}, "first_touch_until")
 
 
 @dataclass(frozen=True)
@@ -130,4 +141,4 @@ class AgnosticSolver(Solver, name="agnostic", work_unit="placements", config=Agn
         game = Game(instance)
         fast = np.random.default_rng(run.seed).random(game.tables.num_groups) < config.fast_share
         info = {"fast_share": config.fast_share, "groups_drawn_fast": int(fast.sum())}
-        return _play_once(game, run, _GroupCoinPolicy(game, fast), info)
+        return _play_once(game, run, _GroupCoinPolicy(game, fast), info, "agnostic_until")
