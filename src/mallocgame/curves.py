@@ -1,10 +1,12 @@
-"""Reward curves: best-so-far normalized reward against wall-clock time.
+"""Reward curves: the normalized reward of a solver's answer against wall-clock time.
 
 A solver's improvements (:class:`~mallocgame.solvers.base.Improvement`) become
-:class:`CurvePoint` rows; :func:`write_csv` writes them (one row per improvement, the
-sweep's record), :func:`plot_curves` draws one panel per program. Used by the main job
-(:mod:`mallocgame.optimize`) and by the experiments (:mod:`mallocgame.bench.rewards`,
-which also reads the CSV back).
+:class:`CurvePoint` rows, each the reward of the answer the solver held from then on (its
+new best by its own objective: a rising reward for most solvers, a falling simulated
+latency for ``msa-search``, whose curve can dip); :func:`write_csv` writes them (one row
+per improvement, the sweep's record), :func:`plot_curves` draws one panel per program.
+Used by the main job (:mod:`mallocgame.optimize`) and by the experiments
+(:mod:`mallocgame.bench.rewards`, which also reads the CSV back).
 """
 
 from __future__ import annotations
@@ -89,7 +91,8 @@ def _style(k: int) -> tuple[str, str, str]:
 def plot_curves(
     points: list[CurvePoint], path: Path, bounds: dict[str, float] | None = None
 ) -> None:
-    """One panel per program: best-so-far normalized reward against seconds, per solver and seed.
+    """One panel per program: the normalized reward of the answer held against seconds (a
+    step at each improvement, :class:`CurvePoint`), per solver and seed.
 
     ``bounds``: a normalized upper bound per program, drawn as a dashed line. Solvers
     past matplotlib's ten colours take them again with another line style and marker.
@@ -139,7 +142,7 @@ def plot_curves(
             )
         ax.set_title(literal_text(program))
         ax.set_xlabel("wall-clock seconds")
-        ax.set_ylabel("best normalized reward")
+        ax.set_ylabel("normalized reward")
         ax.grid(alpha=0.3)
     legend: dict = {}
     for ax in axes[0]:

@@ -54,7 +54,18 @@ def missing_dependencies(solver: str, needs: str, exc: ImportError) -> SolverErr
 
 @dataclass(frozen=True)
 class Improvement:
-    """A new best solution, as passed to :attr:`SolveRequest.callback`."""
+    """A new best solution by the solver's own objective, as passed to
+    :attr:`SolveRequest.callback`: the answer the solver holds from then on.
+
+    Most solvers rank their answers by reward, so each report has a higher reward than
+    the one before. ``msa-search`` ranks by simulated latency
+    (:func:`mallocgame.simulate.simulate`): each report is strictly faster in simulation
+    than the one before, and its reward can be lower than an earlier report's.
+    ``best-of`` reports once, its fastest valid candidate, which need not be the one of
+    highest reward; ``muzero-prod`` reports its candidates in turn (its module says
+    which). A curve drawn from the reports (:mod:`mallocgame.curves`) shows at each time
+    the reward of the answer held then, which need not rise.
+    """
 
     solution: Solution
     elapsed_s: float  # wall-clock seconds since the solver started
@@ -75,7 +86,7 @@ class SolveRequest:
     seed: int = 0
     seconds: float | None = None  # wall-clock budget, seconds
     work: int | None = None  # work budget in the solver's own unit (games, simulations, ...)
-    callback: Callable[[Improvement], None] | None = None  # called on every new best answer
+    callback: Callable[[Improvement], None] | None = None  # every new best (Improvement)
     # called with the work done so far as it grows (:meth:`Run.spent`, in the solver's
     # unit); by a solver that counts nothing as it goes, with its answer's ``work`` once
     progress: Callable[[Mapping[str, int | float]], None] | None = None

@@ -18,6 +18,9 @@ best, and only a checked mapping is ever reported or answered. The best is never
 than the best valid start order's mapping, and the heuristic's own verified mapping is
 always a start: the answer is never slower in simulation than ``heuristic``'s. With fewer
 than two candidates no order differs from the heuristic's, and no proposal is made.
+The objective is the simulated latency, not the reward: each mapping reported is strictly
+faster in simulation than the one before, and its reward can be lower (``xla-v1/dlrm_train``,
+seed 3: normalized reward 0.6079, then a faster mapping of 0.6046).
 
 ``muzero-prod`` runs it after its agent, from the heuristic's order and from an order
 that puts first the candidates the agent's answer placed in fast memory
