@@ -1,7 +1,9 @@
 """Rewards against wall-clock time (the paper's Table 2 and Figure 5).
 
-Each solver runs on each program with the same wall-clock budget; its best-so-far
-callback gives a step curve of normalized reward against time. The curves go to a
+Each solver runs on each program with the same wall-clock budget; its callback's
+reports (each new best by the solver's own objective,
+:class:`~mallocgame.solvers.base.Improvement`) give a step curve of the normalized reward
+of the answer it held against time. The curves go to a
 CSV (one row per improvement, :func:`write_rewards_csv`) and a PNG (one panel per
 program, :func:`mallocgame.curves.plot_curves`). The CSV is also the sweep's record:
 :func:`run_reward_curves` reads it back (:func:`read_records`), so a run that stopped
@@ -101,7 +103,8 @@ def solver_spec(spec: str) -> tuple[str, dict[str, str]]:
 
 
 def reward_curve(program: str, solver: str, seconds: float, seed: int = 0) -> list[CurvePoint]:
-    """Every new best of ``solver`` (a name or a spec with settings, :func:`solver_spec`)
+    """Every new best of ``solver`` by its own objective (a name or a spec with settings,
+    :func:`solver_spec`; :class:`~mallocgame.solvers.base.Improvement`)
     on ``program`` within ``seconds``, plus the final answer, which must pass
     :func:`~mallocgame.check.check_solution` (:class:`SolverError` otherwise, no curve:
     a table's final reward is a checked answer's). The game's compiled kernels are
