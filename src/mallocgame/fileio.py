@@ -236,12 +236,13 @@ def _refuse_constant(name: str) -> Any:
 
 def refuse_folder_name(path: str | os.PathLike[str]) -> None:
     """:class:`OutputFileError` where ``path``, the name of a file to write, ends in a path
-    separator, ``.`` or ``..`` (``out/``, ``out/.``): it names a folder, and ``Path`` drops
-    the ending, so it would be written as a file of that name."""
+    separator, or in ``.`` or ``..`` after one (``out/``, ``out/.``): it names a folder,
+    and ``Path`` drops the ending, so it would be written as a file of that name. (``.``
+    alone names a folder that exists, which every write refuses as such.)"""
     text = os.fspath(path)
     if text.endswith(("/", os.sep)):
         raise OutputFileError(f"{text!r} ends in {text[-1]}: it names a folder, give a file")
-    if os.path.basename(text) in (".", ".."):
+    if os.path.basename(text) in (".", "..") and os.path.dirname(text):
         raise OutputFileError(
             f"{text!r} ends in {os.path.basename(text)}: it names a folder, give a file"
         )
