@@ -193,6 +193,43 @@ def test_optimize_never_writes_its_answer_over_the_runs_own_files(
         assert "less than the 10 s it needs" in _one_line_error(capsys)
 
 
+def test_no_answer_is_written_over_the_agent_it_starts_from(
+    tmp_path: Path, capsys, monkeypatch
+) -> None:
+    """optimize (and solve, and train) --option init=A --out A, or --out D/agent.msgpack
+    and D/checkpoint.msgpack with init=D, replaced the trained agent with the answer; it is
+    refused in one line before the run, as --out naming the workload is."""
+    from mallocgame.solvers.muzero.prod import MuZeroProdSolver
+    from mallocgame.solvers.muzero.solver import MuZeroSolver
+
+    for solver in (MuZeroSolver, MuZeroProdSolver):
+        monkeypatch.setattr(solver, "search", lambda *_: pytest.fail("it ran"))
+    agent = tmp_path / "ini"
+    agent.mkdir()
+    for name in ("agent.msgpack", "checkpoint.msgpack"):
+        (agent / name).write_bytes(b"a trained agent")
+    runs = (
+        ["optimize", "synthetic-v1/small", "--work", "1"],
+        ["solve", "synthetic-v1/small", "--solver", "muzero", "--work", "1"],
+        ["solve", "synthetic-v1/small", "--solver", "muzero-prod", "--work", "1"],
+        ["train", "synthetic-v1/small", "--solver", "muzero", "--work", "1"],
+    )
+    for argv in runs:
+        if argv[0] == "train":
+            argv = [*argv, "--dir", str(tmp_path / "run")]
+        for init, out in (
+            (agent / "agent.msgpack", agent / "agent.msgpack"),
+            (agent, agent / "agent.msgpack"),
+            (agent, agent / "checkpoint.msgpack"),
+        ):
+            assert main([*argv, "--out", str(out), "--option", f"init={init}"]) == 2
+            assert _one_line_error(capsys).endswith(
+                f"--out {out} is the file this command reads: give another"
+            )
+    assert {p.read_bytes() for p in agent.iterdir()} == {b"a trained agent"}
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["ini"]
+
+
 def test_solve_and_check_an_xla_dump_directory(tmp_path: Path, capsys) -> None:
     from tests.frontends.test_xla import HANDMADE
 

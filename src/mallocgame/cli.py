@@ -102,6 +102,21 @@ def _output_file(out: Path, *inputs: str | None, flag: str = "--out") -> Path:
     return out
 
 
+def _agent_files(config: object) -> tuple[str, ...]:
+    """The files a run of ``config`` may read a trained agent from (a muzero solver's
+    ``init``): the path itself, and in a folder its agent and its checkpoint
+    (:func:`~mallocgame.solvers.muzero.agent.agent_checkpoint`); inputs of
+    :func:`_output_file`, so no answer replaces the agent it starts from."""
+    from mallocgame.solvers.checkpoint import CHECKPOINT_NAME
+    from mallocgame.solvers.muzero.agent import AGENT_NAME
+    from mallocgame.solvers.muzero.config import MuZeroConfig
+
+    if not isinstance(config, MuZeroConfig) or config.init is None:
+        return ()
+    init = Path(config.init)
+    return (str(init), str(init / AGENT_NAME), str(init / CHECKPOINT_NAME))
+
+
 def _cmd_solve(args: argparse.Namespace, inst: Instance | None = None) -> int:
     """``solve``; ``inst``: the workload, where the caller loaded it already."""
     from mallocgame.solution import save_solution
@@ -113,10 +128,11 @@ def _cmd_solve(args: argparse.Namespace, inst: Instance | None = None) -> int:
     solver = get_solver(args.solver)
     inst = inst if inst is not None else load_workload(args.workload)
     out = Path(args.out) if args.out else _default_out(inst.name, args.solver, args.seed)
-    _output_file(out, args.workload)
     options = _options(args.option)
     solver.check_options(options)  # (a bad option: named before the folder it would name)
-    checkpoint_dir = getattr(solver.config(options), "checkpoint_dir", None)
+    config = solver.config(options)
+    _output_file(out, args.workload, *_agent_files(config))
+    checkpoint_dir = getattr(config, "checkpoint_dir", None)
     if checkpoint_dir is not None:  # a trainer's folder: its checkpoint and best answer
         _refuse_the_runs_own_file(out, Path(checkpoint_dir), "checkpoint_dir")
 
@@ -408,9 +424,10 @@ def _cmd_optimize(args: argparse.Namespace) -> int:
     inst = compiled.instance if compiled is not None else load_workload(args.workload)
     out = Path(args.out) if args.out else _default_out(inst.name, "muzero-prod", args.seed)
     paths = output_paths(out)
-    for path in (*paths.files(), *([paths.steer] if args.steer is not None else [])):
-        _output_file(path, args.workload)  # each checked before the run, not after it
     options = _options([*args.option, *_ray_options(args, "muzero-prod")])
+    reads = (args.workload, *_agent_files(get_solver("muzero-prod").config(options)))
+    for path in (*paths.files(), *([paths.steer] if args.steer is not None else [])):
+        _output_file(path, *reads)  # each checked before the run, not after it
     remedy = "delete it to start over, or give another --out"
     if "checkpoint_dir" in options:
         remedy = "delete it to start over, or give another checkpoint_dir"
