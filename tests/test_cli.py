@@ -193,6 +193,32 @@ def test_optimize_never_writes_its_answer_over_the_runs_own_files(
         assert "less than the 10 s it needs" in _one_line_error(capsys)
 
 
+def test_optimize_refuses_a_checkpoint_dir_at_one_of_its_outputs_before_the_run(
+    tmp_path: Path, capsys, monkeypatch
+) -> None:
+    """optimize --option checkpoint_dir=A/run.layouts.png --out A/run.json ran the whole
+    job, then failed to write the picture where the folder was, leaving the candidates and
+    the curve and no answer; a checkpoint_dir that is one of the files it writes, or inside
+    one, is refused in one line before the run, nothing written."""
+    from mallocgame.solvers.muzero.prod import MuZeroProdSolver
+
+    monkeypatch.setattr(MuZeroProdSolver, "search", lambda *_: pytest.fail("it ran"))
+    out = tmp_path / "A" / "run.json"
+    argv = ["optimize", "synthetic-v1/small", "--work", "1", "--out", str(out)]
+    for folder in (
+        tmp_path / "A" / "run.layouts.png",
+        tmp_path / "A" / "run.heuristic.json",
+        tmp_path / "A" / "run.curve.csv" / "ck",
+        out / "ck",
+    ):
+        assert main([*argv, "--option", f"checkpoint_dir={folder}"]) == 2
+        where = "is" if folder.name != "ck" else f"is inside {folder.parent},"
+        assert _one_line_error(capsys).endswith(
+            f"checkpoint_dir {folder} {where} a file this command writes: give another"
+        )
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_no_answer_is_written_over_the_agent_it_starts_from(
     tmp_path: Path, capsys, monkeypatch
 ) -> None:

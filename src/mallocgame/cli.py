@@ -240,6 +240,19 @@ def _refuse_the_runs_own_file(out: Path, folder: Path, named: str = "--dir") -> 
         raise UsageError(f"--out {out} is a file the run keeps in {named}: give another")
 
 
+def _refuse_a_folder_at_an_output(folder: Path, outputs: Sequence[Path], named: str) -> None:
+    """The run's folder (``named``) is none of the files the command writes (``outputs``)
+    nor inside one: the run would make a folder where that file goes, and the write would
+    fail only after all the work."""
+    for path in outputs:
+        if path.resolve() == folder.resolve():
+            raise UsageError(f"{named} {folder} is a file this command writes: give another")
+        if path.resolve() in folder.resolve().parents:
+            raise UsageError(
+                f"{named} {folder} is inside {path}, a file this command writes: give another"
+            )
+
+
 def _refuse_options_set_by(given: list[str], keys: tuple[str, ...], command: str) -> None:
     """A ``--option KEY=VALUE`` of ``keys``, which ``command`` sets itself (the checkpoint
     folder from ``--dir``, progress lines on), is refused: it would be overridden without
@@ -426,7 +439,8 @@ def _cmd_optimize(args: argparse.Namespace) -> int:
     paths = output_paths(out)
     options = _options([*args.option, *_ray_options(args, "muzero-prod")])
     reads = (args.workload, *_agent_files(get_solver("muzero-prod").config(options)))
-    for path in (*paths.files(), *([paths.steer] if args.steer is not None else [])):
+    writes = (*paths.files(), *([paths.steer] if args.steer is not None else []))
+    for path in writes:
         _output_file(path, *reads)  # each checked before the run, not after it
     remedy = "delete it to start over, or give another --out"
     if "checkpoint_dir" in options:
@@ -435,6 +449,7 @@ def _cmd_optimize(args: argparse.Namespace) -> int:
     checkpoint_dir = get_solver("muzero-prod").config(options).checkpoint_dir
     if checkpoint_dir is not None:  # (checkpoint_dir= or none: the run keeps no files)
         _refuse_the_runs_own_file(out, Path(checkpoint_dir), "checkpoint_dir")
+        _refuse_a_folder_at_an_output(Path(checkpoint_dir), writes, "checkpoint_dir")
     check_budget(args.budget, options)  # a budget too short for the agent: before the run
     if _resumes("muzero-prod", inst, options, args.seed, remedy):
         print(
