@@ -179,6 +179,21 @@ def test_the_files(outcome, tmp_path: Path) -> None:
     assert len(rows) == len(outcome.curve) + 1
 
 
+def test_no_file_is_written_where_one_of_them_cannot_be(outcome, tmp_path: Path) -> None:
+    """write_outputs to an existing directory wrote the candidates, the curve and the
+    layouts beside it before finding that the answer's place is a directory; every file is
+    checked before the first is written."""
+    folder = tmp_path / "outdir"
+    folder.mkdir()
+    with pytest.raises(OutputFileError, match="outdir: a directory, not a file"):
+        write_outputs(outcome, folder)
+    (tmp_path / "run.layouts.png").mkdir()  # the last written before the answer
+    with pytest.raises(OutputFileError, match="run.layouts.png: a directory, not a file"):
+        write_outputs(outcome, tmp_path / "run.json")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["outdir", "run.layouts.png"]
+    assert not any(folder.iterdir()) and not any((tmp_path / "run.layouts.png").iterdir())
+
+
 def test_optimize_on_the_command_line(tmp_path: Path, capsys) -> None:
     out = tmp_path / "gru.json"
     args = ["optimize", "xla-v1/gru_infer", "--work", "4", "--out", str(out), *TINY_ARGS]

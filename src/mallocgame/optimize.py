@@ -25,7 +25,7 @@ from mallocgame.curves import (
     write_csv,
 )
 from mallocgame.errors import SolverError
-from mallocgame.fileio import output_beside
+from mallocgame.fileio import check_writable, output_beside
 from mallocgame.game.state import warm_game_kernels
 from mallocgame.instance import Instance
 from mallocgame.solution import Solution, save_solution
@@ -321,9 +321,13 @@ def output_paths(out: str | Path) -> OutputPaths:
 
 def write_outputs(outcome: Outcome, out: str | Path) -> OutputPaths:
     """Write the answer to ``out`` and the rest beside it (:func:`output_paths`), the
-    answer last (a write that fails leaves the answer file as it was). The layouts are the
-    heuristic's above the agent's."""
+    answer last (a write that fails leaves the answer file as it was). A file that cannot
+    be written (:func:`~mallocgame.fileio.check_writable`: a directory there, a read-only
+    folder) is an :class:`~mallocgame.errors.OutputFileError` before any is written. The
+    layouts are the heuristic's above the agent's."""
     paths = output_paths(out)
+    for path in paths.files():  # every one before the first write
+        check_writable(path)
     save_solution(outcome.baseline, paths.baseline)
     save_solution(outcome.agent, paths.agent)
     write_csv(list(outcome.curve), paths.curve_csv)
