@@ -265,6 +265,22 @@ def test_a_budget_too_short_for_the_agent_is_one_line_before_the_run(
     assert len(err.strip().splitlines()) == 1 and list(tmp_path.iterdir()) == []
 
 
+@pytest.mark.parametrize("seconds", ["20", True, -5.0, 0, float("nan"), 1e30])
+def test_a_budget_that_is_no_budget_is_solve_requests_error(seconds, monkeypatch) -> None:
+    """optimize(seconds="20") raised a TypeError, seconds=True was taken for 1 s and -5.0
+    for a budget too short for the agent: it is checked as SolveRequest checks it, before
+    the agent's share is worked out."""
+    from mallocgame.solvers.muzero.prod import MuZeroProdSolver
+
+    monkeypatch.setattr(MuZeroProdSolver, "search", lambda *_: pytest.fail("it ran"))
+    with pytest.raises(SolverError) as refused:
+        SolveRequest(seconds=seconds)
+    with pytest.raises(SolverError) as error:
+        optimize(load_workload("synthetic-v1/small"), seconds=seconds, options=TINY)
+    assert str(error.value) == str(refused.value)
+    assert str(error.value).startswith("seconds (the wall-clock budget) must be ")
+
+
 def test_a_budget_the_heuristic_spends_is_refused_before_the_order_search(
     tmp_path: Path, capsys, monkeypatch
 ) -> None:

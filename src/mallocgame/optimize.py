@@ -105,16 +105,18 @@ class OutputPaths:
 
 
 def check_budget(seconds: float | None, options: Mapping[str, Any] | None = None) -> None:
-    """A :class:`SolverError` where a wall-clock budget of ``seconds`` gives the agent less
-    than its ``agent_min_seconds`` (``options``: muzero-prod's settings): its share, the
-    budget less the order search's, would leave it out before anything runs."""
-    if seconds is None:
+    """A :class:`SolverError` where ``seconds`` is no wall-clock budget a
+    :class:`~mallocgame.solvers.base.SolveRequest` takes (in its words), or one that gives
+    the agent less than its ``agent_min_seconds`` (``options``: muzero-prod's settings): its
+    share, the budget less the order search's, would leave it out before anything runs."""
+    budget = SolveRequest(seconds=seconds).seconds  # SolveRequest's own check of it
+    if budget is None:
         return
     config = MuZeroProdSolver().config(dict(options or {}))
-    share_s = seconds * (1.0 - config.order_search_share)
+    share_s = budget * (1.0 - config.order_search_share)
     if share_s < config.agent_min_seconds:
         raise SolverError(
-            f"a budget of {seconds:g} s gives the agent {share_s:g} s, less than the "
+            f"a budget of {budget:g} s gives the agent {share_s:g} s, less than the "
             f"{config.agent_min_seconds:g} s it needs to start (agent_min_seconds): give a "
             "larger budget"
         )
