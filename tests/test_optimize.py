@@ -143,6 +143,20 @@ def test_the_gap_is_in_seconds_and_shown_only_under_a_positive_normalizer() -> N
     assert "%" in format_comparison(positive)
 
 
+def test_the_table_says_when_the_order_search_was_left_out() -> None:
+    """A run whose budget was spent before the order search could start (a resumed agent's
+    setup overran its share) printed the table without the msa-search row, saying nothing;
+    a line under it now says the order search was left out, and why."""
+    ran = _outcome_of_the_heuristic(load_workload("xla-v1/lstm_infer"))
+    assert "left out" not in format_comparison(ran)
+    info = {**ran.answer.info, "left_out": ["msa-search"]}
+    short = replace(ran, answer=replace(ran.answer, info=info))
+    lines = format_comparison(short).splitlines()
+    assert lines[-2].startswith("bound (LP)") and lines[-1] == (
+        "msa-search: left out, the budget was spent before it could start"
+    )
+
+
 def test_every_path_beside_the_answer_keeps_its_whole_name() -> None:
     # a dotted name is no suffix to strip: two runs' files never meet
     v1, v2 = output_paths("runs/study.v1"), output_paths("runs/study.v2")

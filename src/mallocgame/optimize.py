@@ -262,7 +262,9 @@ def _fixed(value: float, decimals: int) -> str:
 
 
 def format_comparison(outcome: Outcome) -> str:
-    """:func:`comparison` as a text table, under a line naming the run."""
+    """:func:`comparison` as a text table, under a line naming the run; where the budget
+    left the order search out (the answer's ``info["left_out"]``), a line under the table
+    says so."""
     inst = outcome.instance
     played = outcome.agent.work.get("games", 0)
     parts = [f"{outcome.seconds:g} s"] if outcome.seconds is not None else []
@@ -299,6 +301,8 @@ def format_comparison(outcome: Outcome) -> str:
                 c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(line, widths))
             )
         )
+    if ORDER_SEARCH in outcome.answer.info.get("left_out", ()):  # no row: say why
+        lines.append(f"{ORDER_SEARCH}: left out, the budget was spent before it could start")
     return "\n".join(lines)
 
 
