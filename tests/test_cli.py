@@ -219,6 +219,26 @@ def test_optimize_refuses_a_checkpoint_dir_at_one_of_its_outputs_before_the_run(
     assert list(tmp_path.iterdir()) == []
 
 
+def test_solve_refuses_a_checkpoint_dir_inside_its_answer_before_the_run(
+    tmp_path: Path, capsys, monkeypatch
+) -> None:
+    """solve --option checkpoint_dir=OUT/ck trained, then failed to write the answer where
+    the folder was: refused in one line before the run, nothing written."""
+    from mallocgame.solvers.muzero.solver import MuZeroSolver
+
+    monkeypatch.setattr(MuZeroSolver, "search", lambda *_: pytest.fail("it ran"))
+    out = tmp_path / "a.json"
+    for folder, said in (
+        (out, f"--out {out} is checkpoint_dir: give a file"),
+        (out / "ck", f"checkpoint_dir {out / 'ck'} is inside {out}, a file this command writes"),
+    ):
+        argv = ["solve", "synthetic-v1/small", "--solver", "muzero", "--work", "1"]
+        argv += ["--out", str(out), "--option", f"checkpoint_dir={folder}"]
+        assert main(argv) == 2
+        assert said in _one_line_error(capsys)
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_no_answer_is_written_over_the_agent_it_starts_from(
     tmp_path: Path, capsys, monkeypatch
 ) -> None:

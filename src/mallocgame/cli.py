@@ -135,6 +135,7 @@ def _cmd_solve(args: argparse.Namespace, inst: Instance | None = None) -> int:
     checkpoint_dir = getattr(config, "checkpoint_dir", None)
     if checkpoint_dir is not None:  # a trainer's folder: its checkpoint and best answer
         _refuse_the_runs_own_file(out, Path(checkpoint_dir), "checkpoint_dir")
+        _refuse_a_folder_at_an_output(Path(checkpoint_dir), (out,), "checkpoint_dir")
 
     def progress(improvement: Improvement) -> None:
         work = ", ".join(f"{k} {v}" for k, v in improvement.work.items())
