@@ -131,6 +131,32 @@ def test_stacked_panels_show_the_highest_allocation_of_any(order) -> None:
 
 
 @pytest.mark.parametrize(
+    "change",
+    [{"offset": -4096}, {"start": -3}, {"end": 40}, {"action": "Copy", "copy": (-2, 0)}],
+    ids=["below-address-0", "before-time-0", "past-the-end", "copy-before-time-0"],
+)
+def test_an_allocation_outside_the_memory_or_the_time_is_drawn_whole(change) -> None:
+    """An invalid answer is drawn anyway, to show what is wrong: the axes of every panel
+    reach below address 0, before time 0 and past the program's end where it does, and show
+    at least the times [0, T] and the addresses from 0 to the capacity."""
+    from dataclasses import replace
+
+    from mallocgame.viz import _address_unit, _figure
+
+    inst, solution = trajectory_solution("tiny_chain")
+    first = replace(solution.allocations[0], **change)
+    bad = replace(solution, allocations=(first, *solution.allocations[1:]))
+    capacity = inst.hardware.fast_memory_bytes
+    unit, _ = _address_unit(capacity)
+    figure = _figure(inst, [solution, bad], [None, None])
+    for ax in figure.axes:
+        (x0, x1), (y0, y1) = ax.get_xlim(), ax.get_ylim()
+        assert y0 <= min(0, first.offset) / unit and y1 >= capacity / unit
+        assert x0 <= min(0, first.start, (first.copy or (0,))[0])
+        assert x1 >= max(inst.num_instructions, first.end + 1)
+
+
+@pytest.mark.parametrize(
     "solutions, titles, message",
     [
         (0, None, "at least one"),

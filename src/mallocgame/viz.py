@@ -98,8 +98,12 @@ def _copy_rows(
     return rows
 
 
-def _draw_rectangles(ax: Axes, instance: Instance, solution: Solution, unit: int) -> float:
-    """Add the buffer and copy rectangles; return the highest address drawn (in ``unit``)."""
+def _draw_rectangles(
+    ax: Axes, instance: Instance, solution: Solution, unit: int
+) -> tuple[float, float, float, float] | None:
+    """Add the buffer and copy rectangles; return the box around all of them, ``(first
+    time, last time, lowest address, highest address)`` (addresses in ``unit``), or
+    ``None`` where nothing is drawn."""
     rows, tensors = _memory_rows(instance, solution.allocations)
     boxes = _boxes(rows, unit)
     cmap = colormaps[COLORMAP]
@@ -113,6 +117,7 @@ def _draw_rectangles(ax: Axes, instance: Instance, solution: Solution, unit: int
         )
     )
     copies = _boxes(_copy_rows(instance, solution.allocations), unit)
+    drawn = np.concatenate([boxes, copies])
     if len(copies):
         # One compound path: Agg hatches it in one pass (a collection hatches each box).
         ax.add_patch(
@@ -124,7 +129,10 @@ def _draw_rectangles(ax: Axes, instance: Instance, solution: Solution, unit: int
                 hatch=COPY_HATCH,
             )
         )
-    return float(boxes[:, :, 1].max()) if len(boxes) else 0.0
+    if not len(drawn):
+        return None
+    x, y = drawn[:, :, 0], drawn[:, :, 1]
+    return float(x.min()), float(x.max()), float(y.min()), float(y.max())
 
 
 def literal_text(text: str) -> str:
@@ -154,21 +162,33 @@ def _legend(ax: Axes, solution: Solution) -> None:
     )
 
 
-def _panel(ax: Axes, instance: Instance, solution: Solution, title: str | None) -> float:
+def _panel(
+    ax: Axes, instance: Instance, solution: Solution, title: str | None
+) -> tuple[float, float, float, float]:
     """Draw ``solution``'s layout, the capacity line, the axes' labels and the legend on
-    ``ax``; returns the highest address drawn (in the axis' unit), the capacity at least."""
+    ``ax``; returns the box the axes must show, ``(first time, last time, lowest address,
+    highest address)`` (addresses in the axis' unit): everything drawn, and at least the
+    times ``[0, T]`` and the addresses from 0 to the capacity (an answer drawn unchecked
+    can lie below address 0, above the capacity, or outside the program's time)."""
     capacity = instance.hardware.fast_memory_bytes
     unit, unit_name = _address_unit(capacity)
-    top = max(_draw_rectangles(ax, instance, solution, unit), capacity / unit)
+    box = (0.0, float(instance.num_instructions), 0.0, capacity / unit)
+    drawn = _draw_rectangles(ax, instance, solution, unit)
+    if drawn is not None:
+        box = (
+            min(box[0], drawn[0]),
+            max(box[1], drawn[1]),
+            min(box[2], drawn[2]),
+            max(box[3], drawn[3]),
+        )
     ax.axhline(capacity / unit, color=CAPACITY_COLOR, linestyle="--", linewidth=1.2)
-    ax.set_xlim(0, instance.num_instructions)
     ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     ax.set_xlabel("logical time (instruction index)")
     ax.set_ylabel(f"fast memory address ({unit_name})")
     default_title = f"{instance.name}: {solution.solver or 'solution'}"
     ax.set_title(literal_text(default_title if title is None else title))
     _legend(ax, solution)
-    return top
+    return box
 
 
 def _figure(
@@ -178,15 +198,15 @@ def _figure(
     fig = Figure(figsize=(FIGSIZE[0], FIGSIZE[1] * len(solutions)), layout="constrained")
     FigureCanvasAgg(fig)
     axes = fig.subplots(len(solutions), 1, sharex=True, sharey=True, squeeze=False)[:, 0]
-    top = max(
-        (
-            _panel(ax, instance, solution, title)
-            for ax, solution, title in zip(axes, solutions, titles)
-        ),
-        default=0.0,
-    )
-    for ax in axes:  # one limit for the shared axis: the highest of every panel
-        ax.set_ylim(0, top * 1.04 if top > 0 else 1.0)
+    boxes = [
+        _panel(ax, instance, solution, title)
+        for ax, solution, title in zip(axes, solutions, titles)
+    ]
+    first, last = min(b[0] for b in boxes), max(b[1] for b in boxes)
+    bottom, top = min(b[2] for b in boxes), max(b[3] for b in boxes)
+    for ax in axes:  # one limit for each shared axis: around what every panel draws
+        ax.set_xlim(first, last if last > first else first + 1.0)
+        ax.set_ylim(bottom * 1.04, top * 1.04 if top > 0 else 1.0)
     return fig
 
 
