@@ -154,7 +154,7 @@ def test_a_program_whose_framework_default_ran_out_of_memory_is_drawn_against_ea
             "peak_hbm_bytes": 25.0,
         },
     ]
-    points, against_eager, left_out = _relative_points(rows, ["p", "q"])
+    points, against_eager, left_out, _ = _relative_points(rows, ["p", "q"])
     assert [(r["placement"], x, y) for r, x, y in points] == [
         ("eager", 1.0, 1.0),
         ("heuristic", 0.25, 2.0),
@@ -182,7 +182,7 @@ def test_a_reference_measured_at_zero_seconds_is_no_reference(tmp_path):
         row("q", "hbm-resident", -1.0),
         row("q", "heuristic", 0.02, 25.0),
     ]
-    points, against_eager, left_out = _relative_points(rows, ["p", "q"])
+    points, against_eager, left_out, _ = _relative_points(rows, ["p", "q"])
     assert [(r["placement"], x, y) for r, x, y in points] == [
         ("hbm-resident", 1.0, 0.0),
         ("eager", 1.0, 1.0),
@@ -192,6 +192,44 @@ def test_a_reference_measured_at_zero_seconds_is_no_reference(tmp_path):
     write_results_csv(tmp_path / "results.csv", rows)
     plot_real_results(tmp_path / "results.csv", tmp_path / "real.png")
     assert (tmp_path / "real.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_a_row_without_a_measured_peak_is_left_out_of_the_hbm_panel_and_named(
+    tmp_path, monkeypatch
+):
+    """An empty peak_hbm_bytes cell is not a peak of 0: the row is not drawn at x = 0 as if
+    it held no HBM (the table shows it as unmeasured) but left out and named in the title."""
+    import matplotlib.figure
+
+    from mallocgame.runtime.bench_plot import _relative_points, _rows
+
+    rows = [
+        {
+            "program": "p",
+            "placement": "hbm-resident",
+            "measured_median_s": 0.01,
+            "peak_hbm_bytes": 100,
+        },
+        {"program": "p", "placement": "heuristic", "measured_median_s": 0.02},
+        {"program": "p", "placement": "drop", "measured_median_s": 0.03, "peak_hbm_bytes": 20},
+    ]
+    write_results_csv(tmp_path / "results.csv", rows)
+    points, _, left_out, no_peak = _relative_points(_rows(tmp_path / "results.csv"), ["p"])
+    assert [(r["placement"], x, y) for r, x, y in points] == [
+        ("hbm-resident", 1.0, 1.0),
+        ("drop", 0.2, 3.0),
+    ]
+    assert left_out == [] and no_peak == ["p heuristic"]
+    titles: list[str] = []
+    savefig = matplotlib.figure.Figure.savefig
+
+    def saving(fig, *args, **kwargs):
+        titles.extend(ax.get_title() for ax in fig.axes)
+        return savefig(fig, *args, **kwargs)
+
+    monkeypatch.setattr(matplotlib.figure.Figure, "savefig", saving)
+    plot_real_results(tmp_path / "results.csv", tmp_path / "real.png")
+    assert titles[1].endswith("\nno peak HBM measured, left out: p heuristic")
 
 
 def test_a_cell_that_is_not_a_number_is_a_typed_error(tmp_path):

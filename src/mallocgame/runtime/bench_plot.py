@@ -8,7 +8,8 @@ where that did not run, out of memory under an HBM cap, said in the panel's titl
 PyTorch's own baselines (``eager``, ``eager-save-on-cpu``) marked apart: what each way of
 running the program costs in time for the HBM it saves. An answer run with staged matmul reads
 (a ``+staged-dots`` row) is a hollow marker in both panels. Rows with an error or no
-measurement are left out, and a reference row whose step time is not above 0 is no
+measurement are left out, a row without a measured peak HBM is left out of the right
+panel (named in its title), and a reference row whose step time is not above 0 is no
 reference. Reads no GPU and runs no model.
 """
 
@@ -37,15 +38,17 @@ def _rows(results_csv: Path) -> list[dict[str, Any]]:
 
 def _relative_points(
     rows: list[dict[str, Any]], programs: list[str]
-) -> tuple[list[tuple[dict[str, Any], float, float]], list[str], list[str]]:
+) -> tuple[list[tuple[dict[str, Any], float, float]], list[str], list[str], list[str]]:
     """The right panel's points: each measured row (numbers as
     :func:`~mallocgame.runtime.bench.read_results_csv` gives them) with its peak HBM and
     step time over its program's reference row's (``hbm-resident``, else ``eager``: the
     first row of that placement with a peak and a step time above 0); the programs
-    measured against ``eager``; the programs with neither (left out)."""
+    measured against ``eager``; the programs with neither (left out); the rows of the
+    other programs without a measured peak HBM (left out, as ``"program placement"``)."""
     points: list[tuple[dict[str, Any], float, float]] = []
     against_eager: list[str] = []
     left_out: list[str] = []
+    no_peak: list[str] = []
     for program in programs:
         mine = [r for r in rows if r["program"] == program]
         # the first row of each placement that can be a reference (reversed: the first wins)
@@ -62,9 +65,11 @@ def _relative_points(
             against_eager.append(program)
         t0, m0 = base["measured_median_s"], base["peak_hbm_bytes"]
         for r in mine:
-            x = (r.get("peak_hbm_bytes") or 0) / m0
-            points.append((r, x, r["measured_median_s"] / t0))
-    return points, against_eager, left_out
+            if r.get("peak_hbm_bytes") is None:
+                no_peak.append(f"{program} {r['placement']}")
+                continue
+            points.append((r, r["peak_hbm_bytes"] / m0, r["measured_median_s"] / t0))
+    return points, against_eager, left_out, no_peak
 
 
 def _fill(row: dict[str, Any], colour: object) -> dict[str, object]:
@@ -110,7 +115,7 @@ def plot_real_results(results_csv: Path, path: Path, *, model: str = "sim_latenc
     left.set_ylabel("simulated step time (ms)")
     left.set_title("the game's answers: simulated against measured", fontsize=10)
 
-    points, against_eager, left_out = _relative_points(rows, programs)
+    points, against_eager, left_out, no_peak = _relative_points(rows, programs)
     for r, x, y in points:
         marker = _FRAMEWORK_MARKERS.get(r["placement"], "o")
         right.scatter(x, y, marker=marker, s=36, **_fill(r, colours[r["program"]]))
@@ -129,6 +134,7 @@ def plot_real_results(results_csv: Path, path: Path, *, model: str = "sim_latenc
     right.set_ylabel("measured step time / framework default's")
     notes = [f"relative to eager: {', '.join(against_eager)}"] if against_eager else []
     notes += [f"no reference row, left out: {', '.join(left_out)}"] if left_out else []
+    notes += [f"no peak HBM measured, left out: {', '.join(no_peak)}"] if no_peak else []
     notes = [literal_text(n) for n in notes]
     right.set_title(
         "time paid for HBM saved\n(square: eager, diamond: save_on_cpu, hollow: staged matmul "
