@@ -13,6 +13,7 @@ from mallocgame.bench.tasks import (
     REFERENCES,
     TaskLatency,
     fit_counts,
+    fit_table,
     latency_table,
     limit_table,
     max_tasks,
@@ -592,6 +593,12 @@ def test_the_published_latency_table_prints_from_the_published_csv() -> None:
 def test_fit_counts_use_the_programs_peak() -> None:
     fit = fit_counts(MARL_SOCKET, tiny_program())
     assert fit["both"] > fit["memory-mode"] == fit["fast-only"] > fit["app-direct"] > 0
+
+
+def test_the_fit_table_gives_a_small_programs_peak_in_its_own_unit() -> None:
+    """A task of 2,200 bytes was '0.00 GiB a task', as if it held nothing."""
+    header = fit_table(MARL_SOCKET, tiny_program()).splitlines()[0]
+    assert header == "| mode (2.1 KiB a task) | tasks that fit |"
 
 
 def test_the_figure_is_written(tmp_path: Path) -> None:

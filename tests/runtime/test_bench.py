@@ -825,6 +825,17 @@ def test_your_module_on_the_meta_device_is_logged_as_such(tmp_path):
     )
 
 
+def test_the_log_gives_a_small_programs_bytes_in_their_own_unit(tmp_path):
+    """ffn's fast memory of 17,920 bytes was logged as '0.0 MiB', as if it had none."""
+    from mallocgame.units import format_bytes
+
+    _dry(tmp_path, ["ffn"], placements=("heuristic",), framework=False, calibrate=False)
+    line = next(
+        line for line in (tmp_path / "run.log").read_text().splitlines() if "fast memory" in line
+    )
+    assert line.endswith(f"fast memory {format_bytes(17920)}") and "0.0 MiB" not in line
+
+
 def test_a_run_that_measures_nothing_leaves_no_table_figure_or_programs_of_another(tmp_path):
     """An earlier run's real.md, real.png and programs.json.gz stood beside this run's
     files when this one measured nothing (here: its one program cannot be built)."""

@@ -83,6 +83,7 @@ from mallocgame.sharing import (
 from mallocgame.simulate import baseline_latency, simulate
 from mallocgame.solution import save_solution
 from mallocgame.solvers import SolveRequest, get_solver
+from mallocgame.units import format_bytes
 
 __all__ = [
     "REFERENCES",
@@ -564,8 +565,7 @@ def fit_table(machine: SharedMachine, program: Program) -> str:
     """Markdown: MARL's Figure 10 for ``program``: tasks that fit in each mode's main memory."""
     peak = peak_live_bytes(program)
     fit = tasks_that_fit(machine, peak)
-    gib = peak / 2**30
-    lines = [f"| mode ({gib:.2f} GiB a task) | tasks that fit |", "| --- | ---: |"]
+    lines = [f"| mode ({format_bytes(peak)} a task) | tasks that fit |", "| --- | ---: |"]
     names = {
         "app-direct": "App Direct, DRAM only (what the system leaves)",
         "memory-mode": "Memory Mode (persistent memory as main memory)",

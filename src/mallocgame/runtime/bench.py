@@ -48,6 +48,7 @@ from mallocgame.fileio import write_bytes_atomic
 from mallocgame.instance import Instance
 from mallocgame.runtime.errors import ApplyError
 from mallocgame.solution import Solution, solution_from_dict
+from mallocgame.units import format_bytes
 
 if TYPE_CHECKING:
     from mallocgame.frontends.torch import TrainingStep
@@ -1017,9 +1018,8 @@ class _BenchRun:
             peak = peak_live_bytes(instance)
             self.log(
                 f"{name}: {instance.num_instructions} instructions, {instance.num_buffers} "
-                f"buffers, peak live "
-                f"{peak / 2**20:.1f} MiB, fast memory "
-                f"{instance.hardware.fast_memory_bytes / 2**20:.1f} MiB"
+                f"buffers, peak live {format_bytes(peak)}, fast memory "
+                f"{format_bytes(instance.hardware.fast_memory_bytes)}"
             )
             cal_instance = (
                 derive_instance(
