@@ -386,6 +386,31 @@ def test_a_cell_of_other_settings_is_refused_a_setting_it_lacks_is_its_default(
     assert run_reward_curves([cell[0]], ["es"], [], 1.0, path) == [point]
 
 
+@pytest.mark.parametrize(
+    ("held", "asked", "message"),
+    [
+        (1.0, 2.0, "holds curves at 1 s, not 2 s"),
+        (1.0, 1.0000000001, "holds curves at 1 s, not 1.0000000001 s"),
+        (1.0000000000001, 1.0, "holds curves at 1.0000000000001 s, not 1.0 s"),
+        (1.0, 1.0 + 2**-52, "holds curves at 1.0 s, not 1.0000000000000002 s"),
+        (None, 0.2, "holds curves at no wall-clock budget, not 0.2 s"),
+    ],
+)
+def test_a_csv_at_another_budget_names_both_budgets_apart(
+    tmp_path: Path, held, asked, message
+) -> None:
+    """A budget that differs only past the sixth digit was 'holds curves at 1 s, not 1 s'."""
+    from mallocgame.bench.rewards import run_reward_curves
+    from mallocgame.curves import CurvePoint
+    from mallocgame.errors import StaleRecordError
+
+    point = CurvePoint("synthetic-v1/small", "random", 0, 0.1, 0.2, "games=1", held)
+    write_csv([point], tmp_path / "r.csv")
+    with pytest.raises(StaleRecordError) as refused:
+        run_reward_curves(["synthetic-v1/small"], ["random"], [0], asked, tmp_path / "r.csv")
+    assert f"{tmp_path / 'r.csv'} {message}: give another --out" == str(refused.value)
+
+
 def test_an_old_csv_goes_on_in_the_new_format_its_rows_as_they_stand(tmp_path: Path) -> None:
     from mallocgame.bench.rewards import read_records, run_reward_curves
     from mallocgame.curves import CurvePoint

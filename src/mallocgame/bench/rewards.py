@@ -235,6 +235,16 @@ def check_programs(programs: Sequence[str]) -> None:
         check_workload(program)
 
 
+def _budget_texts(budgets: set[float]) -> dict[float, str]:
+    """Each of ``budgets`` in seconds as a message prints it: to 12 significant digits
+    (``"1"``, ``"0.2"``), or, where two of them would print alike, each as its ``repr``
+    (``"1.0"``, ``"1.0000000001"``), so different budgets never read the same."""
+    short = {b: f"{b:.12g}" for b in budgets}
+    if len(set(short.values())) == len(short):
+        return short
+    return {b: repr(b) for b in budgets}
+
+
 def run_reward_curves(
     programs: Sequence[str],
     solvers: Sequence[str],
@@ -258,9 +268,12 @@ def run_reward_curves(
     points, identities = read_records(csv_path) if csv_path.exists() else ([], {})
     other = {p.budget_s for p in points} - {budget_s}
     if other:
-        held = ", ".join(sorted("no wall-clock budget" if b is None else f"{b:g} s" for b in other))
+        text = _budget_texts({budget_s} | {b for b in other if b is not None})
+        held = ", ".join(
+            sorted("no wall-clock budget" if b is None else f"{text[b]} s" for b in other)
+        )
         raise StaleRecordError(
-            f"{csv_path} holds curves at {held}, not {budget_s:g} s: give another --out"
+            f"{csv_path} holds curves at {held}, not {text[budget_s]} s: give another --out"
         )
     instance_sha256 = functools.cache(lambda program: load_workload(program).sha256)
     settings = functools.cache(spec_settings)
