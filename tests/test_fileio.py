@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -311,3 +312,24 @@ def test_what_the_reader_refuses_is_not_written(tmp_path: Path) -> None:
     write_json(tmp_path / "pair.json", {"name": "\U0001f600"})
     assert read_json(path) == deep[0]
     assert read_json(tmp_path / "pair.json") == {"name": "\U0001f600"}
+
+
+@pytest.mark.parametrize(
+    ("doc", "said"),
+    [
+        ([1], "f.json: expected a JSON object, got list"),
+        ({"format": "other", "version": 1}, "f.json: format is 'other', expected 'fmt'"),
+        ({"format": "fmt", "version": True}, "unsupported thing version True (this build reads 1)"),
+        ({"format": "fmt", "version": 1.0}, "unsupported thing version 1.0 (this build reads 1)"),
+        ({"format": "fmt"}, "unsupported thing version None (this build reads 1)"),
+    ],
+)
+def test_a_document_of_another_format_or_version_is_a_format_error(doc, said: str) -> None:
+    from mallocgame.errors import FormatError
+    from mallocgame.fileio import check_header
+
+    check_header(
+        {"format": "fmt", "version": 1}, where="f.json", kind="thing", format_name="fmt", version=1
+    )
+    with pytest.raises(FormatError, match=re.escape(said)):
+        check_header(doc, where="f.json", kind="thing", format_name="fmt", version=1)

@@ -14,7 +14,7 @@ import re
 import stat
 import tempfile
 import zlib
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -29,6 +29,7 @@ from mallocgame.errors import (
 T = TypeVar("T")
 
 __all__ = [
+    "check_header",
     "output_beside",
     "refuse_folder_name",
     "read_json",
@@ -232,6 +233,22 @@ def _finite_float(text: str) -> float:
 def _refuse_constant(name: str) -> Any:
     """JSON has no NaN or infinities; Python's parser accepts them unless told not to."""
     raise ValueError(f"{name} is not a JSON number")
+
+
+def check_header(doc: Any, *, where: str, kind: str, format_name: str, version: int) -> None:
+    """:class:`~mallocgame.errors.FormatError` (naming ``where``) unless ``doc`` is a JSON
+    object of ``format_name`` at ``version`` of the ``kind`` of file ("instance",
+    "program", "solution"): a version of ``true`` or ``1.0`` is not ``1``, though each
+    equals it."""
+    if not isinstance(doc, Mapping):
+        raise FormatError(f"{where}: expected a JSON object, got {type(doc).__name__}")
+    if doc.get("format") != format_name:
+        raise FormatError(f"{where}: format is {doc.get('format')!r}, expected '{format_name}'")
+    found = doc.get("version")
+    if type(found) is not int or found != version:
+        raise FormatError(
+            f"{where}: unsupported {kind} version {found!r} (this build reads {version})"
+        )
 
 
 def refuse_folder_name(path: str | os.PathLike[str]) -> None:

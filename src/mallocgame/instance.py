@@ -20,10 +20,11 @@ from dataclasses import dataclass, field, fields
 from functools import cached_property
 from typing import Any, TypeVar
 
-from mallocgame.errors import FormatError, InstanceError
+from mallocgame.errors import InstanceError
 from mallocgame.fileio import (
     MAX_JSON_DEPTH,
     canonical_sha256,
+    check_header,
     is_finite_number,
     is_text,
     nested_deeper_than,
@@ -445,16 +446,9 @@ def _checked_json_copy(value: Any) -> Any:
 def _instance_from_own_dict(doc: Any, *, where: str = "instance") -> Instance:
     """:func:`instance_from_dict` of a document nobody else holds (one just parsed): kept
     as it is, not copied."""
-    if not isinstance(doc, Mapping):
-        raise FormatError(f"{where}: expected a JSON object, got {type(doc).__name__}")
-    fmt = doc.get("format")
-    if fmt != INSTANCE_FORMAT:
-        raise FormatError(f"{where}: format is {fmt!r}, expected '{INSTANCE_FORMAT}'")
-    version = doc.get("version")
-    if type(version) is not int or version != INSTANCE_VERSION:  # true and 1.0 == 1, but are not
-        raise FormatError(
-            f"{where}: unsupported instance version {version!r} (this build reads {INSTANCE_VERSION})"
-        )
+    check_header(
+        doc, where=where, kind="instance", format_name=INSTANCE_FORMAT, version=INSTANCE_VERSION
+    )
     name = _get(doc, "name", where)
     if not isinstance(name, str):
         raise InstanceError(f"{where}: 'name' must be a string")

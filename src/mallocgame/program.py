@@ -23,9 +23,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from mallocgame.errors import FormatError, InstanceError
+from mallocgame.errors import InstanceError
 from mallocgame.fileio import (
     MAX_JSON_DEPTH,
+    check_header,
     is_finite_number,
     is_text,
     read_document,
@@ -415,15 +416,9 @@ def _alias_group(group: Any, index: int) -> tuple[tuple[int, int], ...]:
 
 def program_from_dict(doc: Any, *, where: str = "program") -> Program:
     """Build and validate a :class:`Program` from its file document."""
-    if not isinstance(doc, Mapping):
-        raise FormatError(f"{where}: expected a JSON object")
-    if doc.get("format") != PROGRAM_FORMAT:
-        raise FormatError(f"{where}: format is {doc.get('format')!r}, expected '{PROGRAM_FORMAT}'")
-    version = doc.get("version")
-    if type(version) is not int or version != PROGRAM_VERSION:  # true and 1.0 == 1, but are not
-        raise FormatError(
-            f"{where}: unsupported program version {version!r} (this build reads {PROGRAM_VERSION})"
-        )
+    check_header(
+        doc, where=where, kind="program", format_name=PROGRAM_FORMAT, version=PROGRAM_VERSION
+    )
     try:
         program = Program(
             name=_field(doc, "name", "a string"),

@@ -21,7 +21,13 @@ from typing import Any
 import numpy as np
 
 from mallocgame.errors import FormatError, SolutionError
-from mallocgame.fileio import is_finite_number, is_finite_real, read_document, write_json
+from mallocgame.fileio import (
+    check_header,
+    is_finite_number,
+    is_finite_real,
+    read_document,
+    write_json,
+)
 from mallocgame.limits import MAX_SEED
 
 MAX_INT = 2**53  # the largest magnitude of an integer of a solution file
@@ -358,16 +364,9 @@ def _allocation_from_dict(obj: Any, where: str) -> Allocation:
 
 def solution_from_dict(doc: Any, *, where: str = "solution") -> Solution:
     """Parse a solution document; raise :class:`FormatError`/:class:`SolutionError` if malformed."""
-    if not isinstance(doc, Mapping):
-        raise FormatError(f"{where}: expected a JSON object")
-    if doc.get("format") != SOLUTION_FORMAT:
-        raise FormatError(f"{where}: format is {doc.get('format')!r}, expected '{SOLUTION_FORMAT}'")
-    version = doc.get("version")
-    if not isinstance(version, int) or isinstance(version, bool) or version != SOLUTION_VERSION:
-        raise FormatError(
-            f"{where}: unsupported solution version {version!r} "
-            f"(this build reads {SOLUTION_VERSION})"
-        )
+    check_header(
+        doc, where=where, kind="solution", format_name=SOLUTION_FORMAT, version=SOLUTION_VERSION
+    )
     for key in ("instance", "instance_sha256", "allocations", "reward_s", "normalized_reward"):
         if key not in doc:
             raise _fail(where, f"missing key '{key}'")
