@@ -589,6 +589,8 @@ def test_the_answer_improves_by_its_exact_reward_where_the_running_sum_cancels()
     assert trainer.best is not None and trainer.best.actions == optimum
     assert trainer.best_actions == optimum and trainer.selfplay.restart_actions == cancelling
     assert trainer.best.reward_s == pytest.approx(2.3e-4, rel=1e-9)
+    # the refused game, which restarts now replay, is looked at once, not at every return
+    assert trainer.highest_return > trainer.best_return
 
 
 def test_a_killed_run_resumes_from_its_checkpoint(tmp_path: Path, capsys) -> None:

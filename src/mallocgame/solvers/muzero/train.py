@@ -344,7 +344,8 @@ class Trainer(RayActorsOwner):
         self.replay = Replay(config.replay_size, config.discount, config.td_steps)
         self.counters = Counters()
         self.best_actions: tuple[int, ...] = ()
-        self.best_return = -np.inf
+        self.best_return = -np.inf  # the answer's game's return
+        self.highest_return = -np.inf  # of every game offered as an answer (_improve)
         self.losses: dict[str, float] = {}
         self.recent_returns: collections.deque[float] = collections.deque(maxlen=RECENT_GAMES)
         self.selfplay = SelfPlay(instance, self.tables, config, self._search)
@@ -524,7 +525,7 @@ class Trainer(RayActorsOwner):
                 self.recent_returns.append(self._normalized(done.return_s))
             if self.reanalyser is not None and cfg.reanalyse_best:
                 self._keep_best(done, clock)
-            if self.answer != "policy" and done.return_s > self.best_return:
+            if self.answer != "policy" and done.return_s > self.highest_return:
                 self._improve(done.actions, clock, callback)
             if on_game is not None:
                 on_game(done, clock.elapsed)
@@ -662,7 +663,7 @@ class Trainer(RayActorsOwner):
         if game is None:
             return
         self.counters.eval_games += 1
-        if game.return_s > self.best_return or self.best is None:
+        if game.return_s > self.highest_return or self.best is None:
             self._improve(tuple(game.actions()), clock, callback)
 
     def _improve(
@@ -678,6 +679,7 @@ class Trainer(RayActorsOwner):
         cancels above the best one's is no answer (its return still ranks it for
         restarts, as self-play plays by returns)."""
         game = replay_actions(self.instance, actions, self.tables)
+        self.highest_return = max(self.highest_return, game.return_s)  # looked at once
         if self.answer != "policy" and game.return_s > self.restart_return:
             self.selfplay.restart_actions = actions
             self.restart_return = game.return_s
@@ -811,7 +813,7 @@ class Trainer(RayActorsOwner):
         if found.solver != self.solver_name or len(found.actions) != self.instance.num_buffers:
             return
         actions = tuple(int(a) for a in found.actions)
-        if replay_actions(self.instance, actions, self.tables).return_s > self.best_return:
+        if replay_actions(self.instance, actions, self.tables).return_s > self.highest_return:
             fallback = found.info.get("fallback")
             self._improve(
                 actions, Stopwatch(None), None, None if fallback is None else str(fallback)
