@@ -23,9 +23,10 @@ execution of the program, instruction by instruction (:class:`~mallocgame.runtim
    is copied into host memory on the compute stream and the HBM result dropped
    ("staged", a mismatch with the game, counted in :attr:`PlacedRunner.staged`); a
    constant fill without one (``full_like`` ...) fills the host copy (:func:`fill_value`).
-   A result the plan keeps in HBM on a storage larger than its layout needs (``aten.copy``
-   into a view returns its base's whole storage) is copied into a new HBM tensor of its
-   layout and that storage dropped, so that the run holds what the plan counts.
+   A result the plan keeps in HBM on a storage larger than its elements (``aten.copy``
+   into a view returns its base's whole storage, a column slice's strided layout spans
+   it) is copied into a new, compact HBM tensor and that storage dropped, so that the run
+   holds what the plan counts (its elements' bytes).
    An optimizer's update (:class:`~mallocgame.runtime.torch_graph.OptimizerUpdate`, no
    graph node) runs as :func:`optimizer_update`, its kernels writing its host results
    there themselves (staged only where one refuses host memory); a copy into a mutated
@@ -42,11 +43,12 @@ what it did, checked against the real storage of each argument
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from mallocgame.costmodel import DOT_OPCODES
 from mallocgame.runtime.errors import ApplyError, PlanError
-from mallocgame.runtime.memory import HostTensor, Memory, storage_bytes
+from mallocgame.runtime.memory import HostTensor, Memory
 from mallocgame.runtime.plan import PlacementPlan
 from mallocgame.runtime.torch_graph import (
     OPTIMIZER_SETTINGS,
@@ -181,8 +183,8 @@ class PlacedRunner:
         )
         self.dot_staged_bytes = 0  # bytes staged for matmuls by the latest run
         self.result_tensors = frozenset(r.tensor for r in _flat(graph.results))
-        self._layout_bytes = {  # tensor -> bytes of a tensor of its layout
-            x: storage_bytes(s.shape, s.stride, s.dtype.itemsize) for x, s in graph.specs.items()
+        self._data_bytes = {  # tensor -> bytes of its elements (what the plan counts)
+            x: math.prod(s.shape) * s.dtype.itemsize for x, s in graph.specs.items()
         }
 
     # ------------------------------------------------------------------------- setup
@@ -487,7 +489,8 @@ class PlacedRunner:
     ) -> list[Any]:
         """An instruction's non-empty results (``values[i]`` is tensor ``results[i]``), those
         the plan writes to host memory copied into their host copies (staged), those it keeps
-        in HBM on a storage larger than their layout copied into a new HBM tensor of it."""
+        in HBM on a storage larger than their elements copied into a new, compact HBM
+        tensor."""
         kept = []
         for value, x in zip(values, results):
             if x is None:
@@ -497,9 +500,10 @@ class PlacedRunner:
                 h.kernel.copy_(value)
                 written.add(x)
                 value = h.kernel
-            elif value.untyped_storage().nbytes() > self._layout_bytes[x]:
-                spec = self.graph.specs[x]
-                value = self.memory.hbm_empty(spec.shape, spec.stride, spec.dtype).copy_(value)
+            elif value.untyped_storage().nbytes() > self._data_bytes[x]:
+                spec = self.graph.specs[x]  # compact: its elements alone, in row-major order
+                strides = [math.prod(spec.shape[i + 1 :]) for i in range(len(spec.shape))]
+                value = self.memory.hbm_empty(spec.shape, strides, spec.dtype).copy_(value)
             kept.append(value)
         return kept
 
