@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import os
+import signal
 import socket
 import subprocess
 import sys
 import textwrap
 import threading
 import time
+from multiprocessing.process import BaseProcess
 from pathlib import Path
 from typing import Any
 
@@ -133,6 +135,46 @@ def test_a_parent_interrupted_while_its_pool_starts_exits(tmp_path: Path) -> Non
         [sys.executable, str(script)], capture_output=True, text=True, env=env, timeout=60
     )
     assert done.returncode == 0 and done.stdout == "interrupted\n", done.stderr
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="sends itself SIGINT")
+@pytest.mark.skipif(
+    threading.current_thread() is not threading.main_thread(),
+    reason="Ctrl-C is raised in the main thread only",
+)
+def test_ctrl_c_inside_a_workers_start_ends_that_worker_too(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Ctrl-C inside a worker's start (forked, not yet in the pool's table; the fork server
+    answers slowly while it imports) left that worker out of terminate's reach: as the
+    parent went, it failed to load the pool's start gate and printed multiprocessing's own
+    traceback. Ctrl-C is held back until every worker is the pool's, then ends them all."""
+    started: list[BaseProcess] = []
+    start = BaseProcess.start
+
+    def interrupted_start(self: BaseProcess) -> None:
+        start(self)
+        started.append(self)
+        if len(started) == 1:
+            os.kill(os.getpid(), signal.SIGINT)
+
+    monkeypatch.setattr(BaseProcess, "start", interrupted_start)
+    handler = signal.getsignal(signal.SIGINT)
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            process_pool(2)
+        for process in started:
+            process.join(timeout=10)
+        # Each ended by the pool (SIGTERM, or its sentinel after the gate opened), none left
+        # running (None) or failed (1, with the traceback) for want of the gate's semaphore.
+        exits = [process.exitcode for process in started]
+        assert len(exits) == 2 and set(exits) <= {0, -signal.SIGTERM}, exits
+    finally:
+        for process in started:  # do not leave them behind when the test fails
+            if process.is_alive():
+                process.kill()
+                process.join()
+    assert signal.getsignal(signal.SIGINT) is handler
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")

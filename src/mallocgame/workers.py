@@ -16,6 +16,9 @@ time): a worker started later, inside a ``submit`` that Ctrl-C interrupts, would
 the pool's reach, and print multiprocessing's own traceback as the parent goes. It does so
 through the public API: a pool starts a worker for each ``submit`` that finds none idle,
 so it submits one task per worker that waits on a gate opened only after the last submit.
+Ctrl-C while the workers start is held back until the last is the pool's (one interrupted
+inside its own start, forked but not yet in the pool's table, would be out of reach too),
+and then ends them all.
 Workers start with ``forkserver`` on Linux and ``spawn`` elsewhere, never ``fork``:
 a parent that has imported JAX (or any threaded library) must not fork its threads
 into the workers.
@@ -30,8 +33,9 @@ import signal
 import socket
 import sys
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor
+from contextlib import contextmanager
 from multiprocessing.context import BaseContext
 from typing import Any
 
@@ -92,6 +96,37 @@ def _pass_start_gate() -> None:
     _start_gate.wait()
 
 
+@contextmanager
+def _sigint_held() -> Iterator[None]:
+    """Hold Ctrl-C (SIGINT) back while the block runs, and deliver it, to the handler in
+    place before, as the block ends. Only in the main thread, where Python runs its signal
+    handlers (elsewhere no KeyboardInterrupt can arise), and only over a handler set from
+    Python. The signal is also blocked in this thread meanwhile, as :mod:`multiprocessing`
+    does while it starts its resource tracker: a process started in the block (the fork
+    server) inherits the mask, so a Ctrl-C to the whole terminal does not break its imports
+    either. Blocking alone would not do: the kernel hands a signal blocked here to another
+    of the process's threads (JAX's), and Python raises it in this one all the same."""
+    if (
+        threading.current_thread() is not threading.main_thread()
+        or signal.getsignal(signal.SIGINT) is None
+    ):
+        yield
+        return
+    held: list[int] = []
+    previous = signal.signal(signal.SIGINT, lambda signum, frame: held.append(signum))
+    mask = hasattr(signal, "pthread_sigmask")  # not on Windows
+    if mask:
+        old_mask = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+    try:
+        yield
+    finally:
+        if mask:
+            signal.pthread_sigmask(signal.SIG_SETMASK, old_mask)  # runs the handler if held
+        signal.signal(signal.SIGINT, previous)
+        if held:
+            signal.raise_signal(signal.SIGINT)
+
+
 class WorkerPool(ProcessPoolExecutor):
     """A process pool that can also be started and ended at once."""
 
@@ -115,15 +150,17 @@ class WorkerPool(ProcessPoolExecutor):
         """Start every worker now, without waiting for them. A ``submit`` that finds no
         idle worker starts one; no worker is idle while each waits on the closed gate, so
         one such task per worker starts them all, and the gate then opens. Interrupted
-        (Ctrl-C in a ``submit``), it opens the gate and ends the workers started so far."""
+        (Ctrl-C, held back until every worker is started: see :func:`_sigint_held`; or an
+        error in a ``submit``), it opens the gate and ends the workers started so far."""
         try:
-            for _ in range(self._workers):
-                self.submit(_pass_start_gate)
+            with _sigint_held():
+                for _ in range(self._workers):
+                    self.submit(_pass_start_gate)
+            self._start_gate.set()
         except BaseException:
             self._start_gate.set()  # else the tasks given wait, and the exit on them
             self.terminate()
             raise
-        self._start_gate.set()
 
     def terminate(self) -> None:
         """End every worker now (their running tasks are lost) and shut the pool down."""
