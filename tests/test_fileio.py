@@ -1,5 +1,5 @@
 """JSON files: plain and gzip, atomic writes, the canonical hash, and every way a file
-can be unreadable as one typed error."""
+can be unreadable as one typed error; a study's lock."""
 
 from __future__ import annotations
 
@@ -325,7 +325,6 @@ def test_what_the_reader_refuses_is_not_written(tmp_path: Path) -> None:
     ],
 )
 def test_a_document_of_another_format_or_version_is_a_format_error(doc, said: str) -> None:
-    from mallocgame.errors import FormatError
     from mallocgame.fileio import check_header
 
     check_header(
@@ -333,3 +332,15 @@ def test_a_document_of_another_format_or_version_is_a_format_error(doc, said: st
     )
     with pytest.raises(FormatError, match=re.escape(said)):
         check_header(doc, where="f.json", kind="thing", format_name="fmt", version=1)
+
+
+def test_still_at_tells_a_removed_or_replaced_lock_file(tmp_path: Path) -> None:
+    from mallocgame.fileio import _still_at
+
+    lock = tmp_path / "t.lock"
+    with open(lock, "w") as held:
+        assert _still_at(lock, held.fileno())
+        lock.unlink()
+        assert not _still_at(lock, held.fileno())  # removed by the run that ended
+        lock.write_text("")
+        assert not _still_at(lock, held.fileno())  # a new one made by another run

@@ -14,7 +14,8 @@ import re
 import stat
 import tempfile
 import zlib
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -24,6 +25,7 @@ from mallocgame.errors import (
     InstanceError,
     OutputFileError,
     SolutionError,
+    StaleRecordError,
 )
 
 T = TypeVar("T")
@@ -31,6 +33,7 @@ T = TypeVar("T")
 __all__ = [
     "check_header",
     "output_beside",
+    "only_run",
     "refuse_folder_name",
     "read_json",
     "write_json",
@@ -89,6 +92,40 @@ def check_writable(path: str | os.PathLike[str]) -> None:
         raise OutputFileError(f"{path}: cannot write in {folder}: {exc.strerror or exc}") from None
     os.close(fd)
     os.unlink(probe)
+
+
+@contextmanager
+def only_run(lock: Path) -> Iterator[None]:
+    """Hold ``lock`` (an ``OUT.lock`` beside a study's records: made, held with ``flock``
+    while the block runs, then removed) for a run that rewrites records it read at its
+    start: a second run on the same records is refused, not interleaved (it would write
+    back what it read, without the first's cells), with
+    :class:`~mallocgame.errors.StaleRecordError` ("another run of this study holds it"),
+    leaving the first run's lock in place. Its folder must exist."""
+    import fcntl  # (POSIX; imported here so that the rest of this module needs none)
+
+    with open(lock, "w") as handle:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            if not _still_at(lock, handle.fileno()):
+                raise OSError
+        except OSError:
+            raise StaleRecordError(
+                f"{lock}: another run of this study holds it; wait for it or give another --out"
+            ) from None
+        try:
+            yield
+        finally:
+            lock.unlink(missing_ok=True)
+
+
+def _still_at(path: Path, fd: int) -> bool:
+    """Whether the file open as ``fd`` is still the one at ``path``: a run that ended
+    removes its lock, and another may have made a new one there since ``fd`` was opened."""
+    try:
+        return os.stat(path).st_ino == os.fstat(fd).st_ino
+    except FileNotFoundError:
+        return False
 
 
 MAX_JSON_DEPTH = 100

@@ -120,6 +120,46 @@ def test_cli_bench_rewards_goes_on_with_the_cells_it_lacks(tmp_path: Path, capsy
     assert "holds curves at 0.2 s, not 0.5 s: give another --out" in capsys.readouterr().err
 
 
+def test_a_second_run_on_the_same_csv_is_refused_while_one_runs(tmp_path: Path, capsys) -> None:
+    """Two runs on one --out each read the CSV at their start and rewrote it whole after
+    each cell: the last to write dropped the other's cells without a word."""
+    import fcntl
+
+    argv = ["bench", "rewards", "--programs", "xla-v1/lstm_infer", "--solvers", "greedy"]
+    argv += ["--budget", "0.2", "--out", str(tmp_path / "r")]
+    tmp_path.joinpath("r.lock").touch()
+    with open(tmp_path / "r.lock") as held:
+        fcntl.flock(held, fcntl.LOCK_EX)
+        assert main(argv) == 2
+        err = capsys.readouterr().err
+        assert err == (
+            f"mallocgame: error: {tmp_path / 'r.lock'}: another run of this study holds it; "
+            "wait for it or give another --out\n"
+        )
+        assert sorted(p.name for p in tmp_path.iterdir()) == ["r.lock"]  # nothing written
+    assert main(argv) == 0  # once it ends, the study runs
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["r.csv", "r.png"]
+
+
+def test_a_run_started_while_another_adds_a_cell_is_refused(tmp_path: Path) -> None:
+    """The library holds the lock, not only the command: a second run (here started by the
+    first's report of its cell, before the first writes it) would have written its own
+    cell alone, and the first then its own alone, over it."""
+    from mallocgame.bench.rewards import read_records, run_reward_curves
+    from mallocgame.errors import StaleRecordError
+
+    csv_path = tmp_path / "r.csv"
+
+    def second_run(message: str) -> None:
+        with pytest.raises(StaleRecordError, match="r.lock: another run of this study holds it"):
+            run_reward_curves(["xla-v1/lstm_infer"], ["greedy"], [1], 0.2, csv_path)
+        assert not csv_path.exists()
+
+    run_reward_curves(["xla-v1/lstm_infer"], ["greedy"], [0], 0.2, csv_path, progress=second_run)
+    assert list(read_records(csv_path)[1]) == [("xla-v1/lstm_infer", "greedy", 0)]
+    assert not (tmp_path / "r.lock").exists()
+
+
 @pytest.mark.parametrize(
     "text, error",
     [

@@ -256,10 +256,10 @@ def test_a_second_run_on_the_same_records_is_refused_while_one_runs(tmp_path: Pa
 def test_a_lock_removed_after_it_was_opened_is_not_taken(tmp_path: Path, monkeypatch) -> None:
     """Three runs: one ends and removes its lock, which a second had opened meanwhile, and a
     third makes a new one: the second must not take the removed file for the lock."""
-    from mallocgame.bench import tasks
+    from mallocgame import fileio
 
     # the file it opened is not the one at the path any more
-    monkeypatch.setattr(tasks, "_still_at", lambda path, fd: False)
+    monkeypatch.setattr(fileio, "_still_at", lambda path, fd: False)
     with pytest.raises(StaleRecordError, match="another run of this study"):
         _study(tmp_path / "t", placements=["all-slow"])
 
@@ -630,18 +630,6 @@ def test_names_with_dollars_are_drawn_as_written(
     ]
     plot_tasks(rows, tmp_path / "f.png", 12.0)
     assert (tmp_path / "f.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
-
-
-def test_still_at_tells_a_removed_or_replaced_lock_file(tmp_path: Path) -> None:
-    from mallocgame.bench.tasks import _still_at
-
-    lock = tmp_path / "t.lock"
-    with open(lock, "w") as held:
-        assert _still_at(lock, held.fileno())
-        lock.unlink()
-        assert not _still_at(lock, held.fileno())  # removed by the run that ended
-        lock.write_text("")
-        assert not _still_at(lock, held.fileno())  # a new one made by another run
 
 
 def test_two_placements_made_alike_in_a_file_name_keep_two_answers(tmp_path: Path) -> None:

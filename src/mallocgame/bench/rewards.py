@@ -7,7 +7,9 @@ of the answer it held against time. The curves go to a
 CSV (one row per improvement, :func:`write_rewards_csv`) and a PNG (one panel per
 program, :func:`mallocgame.curves.plot_curves`). The CSV is also the sweep's record:
 :func:`run_reward_curves` reads it back (:func:`read_records`), so a run that stopped
-goes on with the (program, solver, seed) cells it lacks. Each row keeps what identifies
+goes on with the (program, solver, seed) cells it lacks; a run holds ``OUT.lock`` beside
+it meanwhile, so that a second run on the same CSV is refused, not interleaved (each
+rewrites the CSV it read, and would drop the other's new cells). Each row keeps what identifies
 its cell's input: the program's ``instance_sha256`` and the solver's settings
 (:meth:`~mallocgame.solvers.base.Solver.settings`, defaults filled in); a cell of another
 instance (the program's file or the bundled workload changed since) or of other
@@ -42,7 +44,15 @@ from mallocgame.curves import (
     work_text,
 )
 from mallocgame.errors import FormatError, InputFileError, SolverError, StaleRecordError
-from mallocgame.fileio import first_line, is_text, read_csv_rows, write_csv_atomic
+from mallocgame.fileio import (
+    check_writable,
+    first_line,
+    is_text,
+    only_run,
+    output_beside,
+    read_csv_rows,
+    write_csv_atomic,
+)
 from mallocgame.options import key_values
 from mallocgame.solvers import Improvement, SolveRequest, get_solver
 from mallocgame.workloads.registry import check_workload, load_workload
@@ -260,11 +270,33 @@ def run_reward_curves(
     budget, and a cell asked (program, solver and seed) whose rows keep another
     instance than the program is now or other settings than its solver's now (a setting
     they lack counts as its default: :func:`~mallocgame.bench.sweep.settings_with_defaults`);
-    a cell without them (a CSV from before they were kept) is reused as it stands; and
+    a cell without them (a CSV from before they were kept) is reused as it stands;
     :class:`~mallocgame.errors.InputFileError` refuses a program whose path is no UTF-8
-    text (:func:`check_programs`)."""
+    text (:func:`check_programs`). The run holds the CSV's lock (``OUT.lock`` beside
+    ``OUT.csv``: :func:`~mallocgame.fileio.output_beside`,
+    :func:`~mallocgame.fileio.only_run`) from before it reads the CSV to its end: a second
+    run on the same CSV is refused with :class:`~mallocgame.errors.StaleRecordError`
+    before anything runs or is written (it would write back the CSV as it read it,
+    without the cells the first adds meanwhile), and a lock that cannot be written with
+    :class:`~mallocgame.errors.OutputFileError`."""
     check_programs(programs)
     say = progress or (lambda _msg: None)
+    lock = output_beside(csv_path, ".lock")
+    check_writable(lock)
+    csv_path.parent.mkdir(parents=True, exist_ok=True)
+    with only_run(lock):
+        return _run_missing_cells(programs, solvers, seeds, budget_s, csv_path, say)
+
+
+def _run_missing_cells(
+    programs: Sequence[str],
+    solvers: Sequence[str],
+    seeds: Sequence[int],
+    budget_s: float,
+    csv_path: Path,
+    say: Callable[[str], None],
+) -> list[CurvePoint]:
+    """:func:`run_reward_curves` once its CSV's lock is held."""
     points, identities = read_records(csv_path) if csv_path.exists() else ([], {})
     other = {p.budget_s for p in points} - {budget_s}
     if other:

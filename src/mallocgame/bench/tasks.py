@@ -34,14 +34,12 @@ study's tables and figure. Units: seconds, bytes.
 
 from __future__ import annotations
 
-import fcntl
 import functools
 import hashlib
 import io
 import os
 import re
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -66,6 +64,7 @@ from mallocgame.errors import FormatError, SolverError, StaleRecordError
 from mallocgame.fileio import (
     check_writable,
     first_line,
+    only_run,
     output_beside,
     read_csv_rows,
     write_bytes_atomic,
@@ -226,7 +225,7 @@ def run_tasks_study(
     for path in (csv_path, lock, solutions_folder(out) / "answer.solution.json"):
         check_writable(path)
     out.parent.mkdir(parents=True, exist_ok=True)
-    with _only_run(lock):
+    with only_run(lock):
         rows = read_csv(csv_path) if csv_path.exists() else []
         other = {(r.program, r.budget_s) for r in rows} - {(program.name, budget_s)}
         if other:
@@ -348,33 +347,6 @@ def _run_cell(
         answer.wall_s,
         inst.sha256,
     )
-
-
-@contextmanager
-def _only_run(lock: Path) -> Iterator[None]:
-    """Hold ``lock`` for the study: a second run on the same records is refused, not interleaved."""
-    with open(lock, "w") as handle:
-        try:
-            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            if not _still_at(lock, handle.fileno()):
-                raise OSError
-        except OSError:
-            raise StaleRecordError(
-                f"{lock}: another run of this study holds it; wait for it or give another --out"
-            ) from None
-        try:
-            yield
-        finally:
-            lock.unlink(missing_ok=True)
-
-
-def _still_at(path: Path, fd: int) -> bool:
-    """Whether the file open as ``fd`` is still the one at ``path``: a run that ended
-    removes its lock, and another may have made a new one there since ``fd`` was opened."""
-    try:
-        return os.stat(path).st_ino == os.fstat(fd).st_ino
-    except FileNotFoundError:
-        return False
 
 
 def write_csv(rows: list[TaskLatency], path: Path) -> None:
