@@ -61,6 +61,26 @@ def _quiet_signals(monkeypatch) -> None:
     monkeypatch.setattr(pinned_sweep.signal, "signal", lambda *_args: None)
 
 
+def _finished_jobs(monkeypatch) -> list[tuple[list[str], dict]]:
+    """Jobs started by ``taskset`` (which is found) finish at once with exit 0; returns
+    the list of their starts, each the command and Popen's keywords (its ``stdout``)."""
+    started: list[tuple[list[str], dict]] = []
+
+    class Finished:
+        def __init__(self, cmd, **kwargs) -> None:
+            started.append((cmd, kwargs))
+
+        def wait(self) -> int:
+            return 0
+
+        def terminate(self) -> None:
+            pass
+
+    monkeypatch.setattr(pinned_sweep.shutil, "which", lambda _name: "/usr/bin/taskset")
+    monkeypatch.setattr(pinned_sweep.subprocess, "Popen", Finished)
+    return started
+
+
 def _no_job_started(monkeypatch, argv: list[str]) -> list[object]:
     """Run main() on ``argv`` where taskset is there and a job's start is recorded, not made;
     returns the (empty, if none started) list of the jobs' starts after asserting exit 2."""
@@ -141,25 +161,13 @@ def test_each_jobs_log_is_named_as_its_record(tmp_path: Path, monkeypatch) -> No
 
     for name in ("d/a.json", "d-a.json"):
         save_instance(load_workload("xla-v1/lstm_infer"), tmp_path / name)
-    opened: list[str] = []
-
-    class Finished:
-        def __init__(self, *_args, stdout, **_kwargs) -> None:
-            opened.append(Path(stdout.name).name)
-
-        def wait(self) -> int:
-            return 0
-
-        def terminate(self) -> None:
-            pass
-
+    started = _finished_jobs(monkeypatch)
     monkeypatch.chdir(tmp_path)
     argv = ["pinned_sweep.py", "--programs", "d/a.json", "d-a.json", "--solvers", "drop"]
     monkeypatch.setattr(sys, "argv", [*argv, "--budget", "1", "--out", "out"])
-    monkeypatch.setattr(pinned_sweep.shutil, "which", lambda _name: "/usr/bin/taskset")
-    monkeypatch.setattr(pinned_sweep.subprocess, "Popen", Finished)
     _quiet_signals(monkeypatch)
     assert _exit_code() == 0
+    opened = [Path(kwargs["stdout"].name).name for _, kwargs in started]
     assert len(set(opened)) == 2 and all(name.endswith(".log") for name in opened)
 
 
@@ -243,27 +251,14 @@ def test_a_rerun_starts_no_finished_job_and_keeps_its_log(
     logs.mkdir()
     finished = job_path(logs, Job("xla-v1/lstm_infer", "random", 0, 1.0)).with_suffix(".log")
     finished.write_text("the finished job's progress\n")
-    started: list[list[str]] = []
-
-    class Finished:
-        def __init__(self, cmd, **_kwargs) -> None:
-            started.append(cmd)
-
-        def wait(self) -> int:
-            return 0
-
-        def terminate(self) -> None:
-            pass
-
+    started = _finished_jobs(monkeypatch)
     argv = ["pinned_sweep.py", "--programs", "xla-v1/lstm_infer", "--solvers", "random"]
     argv += ["--seeds", "0", "1", "2", "--budget", "1", "--out", str(out)]
     monkeypatch.setattr(sys, "argv", argv)
-    monkeypatch.setattr(pinned_sweep.shutil, "which", lambda _name: "/usr/bin/taskset")
-    monkeypatch.setattr(pinned_sweep.subprocess, "Popen", Finished)
     _quiet_signals(monkeypatch)
     assert _exit_code() == 0
     # seed 0 is done; seed 1 has its record but not its baseline's; seed 2 has neither
-    assert sorted(cmd[cmd.index("--seeds") + 1] for cmd in started) == ["1", "2"]
+    assert sorted(cmd[cmd.index("--seeds") + 1] for cmd, _ in started) == ["1", "2"]
     assert finished.read_text() == "the finished job's progress\n"
     assert "2 jobs on" in capsys.readouterr().out
 
@@ -271,25 +266,12 @@ def test_a_rerun_starts_no_finished_job_and_keeps_its_log(
 def test_a_solver_option_that_is_a_list_runs_its_jobs(tmp_path: Path, monkeypatch) -> None:
     """best-of's solvers, a list, made the jobs unhashable: the sweep ended in a TypeError
     traceback where bench speedups runs the same jobs."""
-    started: list[list[str]] = []
-
-    class Finished:
-        def __init__(self, cmd, **_kwargs) -> None:
-            started.append(cmd)
-
-        def wait(self) -> int:
-            return 0
-
-        def terminate(self) -> None:
-            pass
-
+    started = _finished_jobs(monkeypatch)
     argv = ["pinned_sweep.py", "--programs", "xla-v1/lstm_infer", "--solvers", "best-of"]
     argv += ["--budget", "1", "--out", str(tmp_path / "out")]
     argv += ["--option", "best-of:solvers=heuristic,random"]
     monkeypatch.setattr(sys, "argv", argv)
-    monkeypatch.setattr(pinned_sweep.shutil, "which", lambda _name: "/usr/bin/taskset")
-    monkeypatch.setattr(pinned_sweep.subprocess, "Popen", Finished)
     _quiet_signals(monkeypatch)
     assert _exit_code() == 0
     assert len(started) == 1
-    assert started[0][-2:] == ["--option", "best-of:solvers=heuristic,random"]
+    assert started[0][0][-2:] == ["--option", "best-of:solvers=heuristic,random"]

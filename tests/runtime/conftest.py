@@ -86,6 +86,16 @@ class LiveBytes(CpuMemory):
         self.samples.append(self.held())
         return super().mark()
 
+    def held_after_each_instruction(self, runner: Any) -> tuple[list[int], Any]:
+        """Run ``runner`` (a prepared ``PlacedRunner`` over this memory) twice, followed and
+        without gradients, the first run making the outputs' host copies; the HBM bytes
+        held after each instruction of the second run, and its results."""
+        with torch.no_grad(), self.track():
+            runner.run()
+            self.samples.clear()
+            results = runner.run(marks=[])
+        return self.samples[1:], results
+
 
 class ReleaseCounting(CpuMemory):
     """The CPU stand-in, counting the calls of :meth:`~CpuMemory.release_dead`."""

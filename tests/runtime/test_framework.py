@@ -269,11 +269,7 @@ def test_a_training_step_holds_no_more_hbm_than_its_plan(updating):
         memory = LiveBytes()
         runner = PlacedRunner(graph, plan, memory)
         runner.prepare()
-        with torch.no_grad(), memory.track():
-            runner.run()
-            memory.samples.clear()
-            runner.run(marks=[])
-        assert memory.samples[1:] == plan.hbm_bytes()
+        assert memory.held_after_each_instruction(runner)[0] == plan.hbm_bytes()
 
 
 def test_an_update_whose_kernels_refuse_host_memory_is_staged(updating, monkeypatch):

@@ -283,11 +283,7 @@ def test_a_run_holds_no_more_hbm_than_its_plan_at_any_instruction(case, solver):
     memory = LiveBytes()
     runner = PlacedRunner(case.graph, plan, memory)
     runner.prepare()
-    with torch.no_grad(), memory.track():
-        runner.run()  # the first run allocates the host copies of the outputs
-        memory.samples.clear()
-        runner.run(marks=[])
-    held = memory.samples[1:]  # after each instruction
+    held, _ = memory.held_after_each_instruction(runner)
     assert len(held) == len(plan.steps) and held == plan.hbm_bytes()
 
 
@@ -329,11 +325,8 @@ def test_a_result_on_a_storage_larger_than_its_tensor_is_held_at_its_size(solver
     memory = LiveBytes()
     runner = PlacedRunner(graph, plan, memory)
     runner.prepare()
-    with torch.no_grad(), memory.track():
-        runner.run()
-        memory.samples.clear()
-        got = runner.run(marks=[])
-    held = memory.samples[1:]  # the resident inputs, placed before tracking, left out
+    held, got = memory.held_after_each_instruction(runner)
+    # (the resident inputs, placed before the runs were followed, are left out)
     resident = sum(plan.sizes[x] for x in plan.resident)
     assert held == [b - resident for b in plan.hbm_bytes()]
     with torch.no_grad():
