@@ -60,7 +60,7 @@ class HostTensor:
     nbytes: int
 
 
-def storage_bytes(shape: Sequence[int], stride: Sequence[int], itemsize: int) -> int:
+def _storage_bytes(shape: Sequence[int], stride: Sequence[int], itemsize: int) -> int:
     """Bytes of the storage a tensor of ``shape`` and ``stride`` (elements) spans, at
     ``itemsize`` bytes an element (0 for no element)."""
     if any(int(d) == 0 for d in shape):
@@ -90,7 +90,7 @@ class Memory:
     def host_empty(self, shape: Sequence[int], stride: Sequence[int], dtype: Any) -> HostTensor:
         torch = _torch()
         itemsize = torch.empty((), dtype=dtype).element_size()
-        nbytes = max(storage_bytes(shape, stride, itemsize), itemsize)
+        nbytes = max(_storage_bytes(shape, stride, itemsize), itemsize)
         nbytes = -(-nbytes // _ALIGN) * _ALIGN
         kernel_bytes, dma_bytes = self._host_bytes(nbytes)
         self.host_allocated += nbytes
